@@ -1,0 +1,187 @@
+// Record batches: RecordBatch v2, byte-compatible with Kafka.
+// Byte tables and rules: format-spec/README.md §3 (batch) and §4 (record).
+//
+// BatchView and RecordView are zero-copy views over bytes the caller keeps
+// alive. BatchBuilder is the only writer of batch bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mq/status.h"
+
+namespace mq {
+
+using Bytes = std::span<const std::byte>;
+
+// Converts between text and byte spans without copying.
+inline Bytes AsBytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+inline std::string_view AsText(Bytes b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+enum class Compression : uint8_t { kNone = 0, kGzip = 1, kSnappy = 2, kLz4 = 3, kZstd = 4 };
+// "none", "gzip", "snappy", "lz4", "zstd".
+std::string_view CompressionName(Compression c);
+
+// Limits applied while decoding untrusted bytes: nothing larger is allocated.
+struct DecodeLimits {
+  uint32_t max_batch_bytes = 64 << 20;         // whole batch on disk (R2)
+  uint32_t max_decompressed_bytes = 64 << 20;  // records after decompression (R9)
+};
+
+// The 61-byte header, decoded. Field names follow format-spec §3.
+struct BatchHeader {
+  int64_t base_offset = 0;
+  int32_t batch_length = 0;
+  int32_t partition_leader_epoch = -1;
+  int8_t magic = 2;
+  uint32_t crc = 0;
+  int16_t attributes = 0;
+  int32_t last_offset_delta = 0;
+  int64_t base_timestamp = -1;
+  int64_t max_timestamp = -1;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  int32_t base_sequence = -1;
+  int32_t records_count = 0;
+
+  int64_t last_offset() const { return base_offset + last_offset_delta; }
+  // batch_length + 12: the whole batch on disk.
+  uint64_t size_bytes() const { return static_cast<uint64_t>(batch_length) + 12; }
+  Compression compression() const { return static_cast<Compression>(attributes & 0x07); }
+  bool log_append_time() const { return attributes & 0x08; }
+  bool is_transactional() const { return attributes & 0x10; }
+  bool is_control() const { return attributes & 0x20; }
+  bool has_delete_horizon() const { return attributes & 0x40; }
+  bool has_producer_id() const { return producer_id >= 0; }
+  // baseSequence + lastOffsetDelta, wrapping past INT32_MAX to 0; -1 if none.
+  int32_t last_sequence() const;
+};
+
+// Outcome of looking at the bytes at a position in a segment.
+enum class Probe : uint8_t {
+  kBatch,     // a complete batch header whose size fits in the bytes given
+  kTornTail,  // fewer bytes than the header or than the batch claims (R1)
+};
+
+// Reads the header at the start of `bytes` (R1, R2, R3 only: no CRC check).
+// Returns kTornTail when `bytes` ends before the header or the batch does.
+// `file` and `position` only label errors.
+Result<Probe> ProbeBatch(Bytes bytes, BatchHeader* header, const DecodeLimits& limits,
+                         const std::string& file = "", uint64_t position = 0);
+
+// A header (without CRC check) from bytes that hold at least 61 bytes.
+BatchHeader DecodeBatchHeader(Bytes bytes);
+
+struct Header {
+  std::string_view key;
+  std::optional<Bytes> value;  // nullopt = null header value
+};
+
+struct RecordView {
+  int64_t offset = 0;
+  int64_t timestamp = 0;
+  std::optional<Bytes> key;    // nullopt = null key
+  std::optional<Bytes> value;  // nullopt = null value (tombstone)
+  int32_t headers_count = 0;
+  Bytes headers_bytes;         // the encoded headers; iterate with HeaderReader
+
+  // Decodes the headers. Never fails: RecordReader validated them (R8).
+  std::vector<Header> headers() const;
+};
+
+// A validated batch: a view over exactly header.size_bytes() bytes.
+class BatchView {
+ public:
+  // Validates R1-R7 (header, length, magic, CRC, attributes, counts) over the
+  // batch at the start of `bytes`. Records are checked by RecordReader.
+  static Result<BatchView> Parse(Bytes bytes, const DecodeLimits& limits,
+                                 const std::string& file = "", uint64_t position = 0);
+
+  const BatchHeader& header() const { return header_; }
+  Bytes bytes() const { return bytes_; }
+  // Bytes after the 61-byte header (compressed if compression() != kNone).
+  Bytes records_bytes() const { return bytes_.subspan(61); }
+
+ private:
+  BatchHeader header_;
+  Bytes bytes_;
+};
+
+// Iterates the records of a batch (R8, R9). For a compressed batch the
+// records are decompressed into `scratch`, which the caller reuses across
+// batches so steady-state decoding allocates nothing.
+class RecordReader {
+ public:
+  // Fails with kUnsupported for gzip/snappy/lz4, naming file and position.
+  static Result<RecordReader> Open(const BatchView& batch, std::vector<std::byte>* scratch,
+                                   const DecodeLimits& limits, const std::string& file = "",
+                                   uint64_t position = 0);
+  // Next record, or nullopt after records_count records. A malformed record
+  // is a kCorruption error (rule R8); so are bytes left after the last one.
+  Result<std::optional<RecordView>> Next();
+
+ private:
+  BatchHeader header_;
+  Bytes rest_;
+  int32_t remaining_ = 0;
+  int32_t last_delta_ = -1;
+  std::string file_;
+  uint64_t position_ = 0;
+};
+
+struct RecordInput {
+  int64_t timestamp = 0;
+  std::optional<Bytes> key;
+  std::optional<Bytes> value;
+  std::span<const Header> headers;
+};
+
+struct BatchOptions {
+  Compression compression = Compression::kNone;
+  int zstd_level = 3;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  int32_t base_sequence = -1;
+  int32_t partition_leader_epoch = -1;
+  bool log_append_time = false;
+};
+
+// Builds one batch. Records are encoded as they are added; Finish() writes
+// the header (and compresses) into the output buffer.
+class BatchBuilder {
+ public:
+  explicit BatchBuilder(BatchOptions options = {});
+  void Reset(BatchOptions options);
+  void Add(const RecordInput& record);
+  int32_t count() const { return count_; }
+  // Encoded size so far (uncompressed records + 61-byte header).
+  size_t size_bytes() const { return 61 + records_.size(); }
+  // Appends the finished batch (base offset `base_offset`) to `out` and
+  // resets the builder for the next batch with the same options.
+  Status Finish(int64_t base_offset, std::vector<std::byte>* out);
+
+ private:
+  BatchOptions options_;
+  std::vector<std::byte> records_;
+  std::vector<std::byte> compressed_;
+  int32_t count_ = 0;
+  int64_t base_timestamp_ = -1;
+  int64_t max_timestamp_ = -1;
+  void* zstd_ctx_ = nullptr;
+};
+
+// Rewrites the baseOffset field (not covered by the CRC) of an encoded batch.
+void SetBaseOffset(std::span<std::byte> batch, int64_t base_offset);
+// Rewrites partitionLeaderEpoch (not covered by the CRC).
+void SetPartitionLeaderEpoch(std::span<std::byte> batch, int32_t epoch);
+
+}  // namespace mq

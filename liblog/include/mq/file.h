@@ -1,0 +1,75 @@
+// The file layer: the one virtual seam in liblog, so tests can inject
+// failures (short writes, ENOSPC, EIO on fsync) beneath the partition log.
+// Every path is relative to a directory descriptor and opened with
+// O_NOFOLLOW | O_CLOEXEC; files are created with explicit modes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "mq/status.h"
+
+namespace mq {
+
+// An owned file descriptor; closes on destruction, never retries close.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  [[nodiscard]] int release() { int fd = fd_; fd_ = -1; return fd; }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+class File {
+ public:
+  virtual ~File() = default;
+  // Writes all of `data` at `offset` (loops on short writes and EINTR).
+  virtual Status WriteAt(uint64_t offset, std::span<const std::byte> data) = 0;
+  // Reads up to data.size() bytes at `offset`; returns how many were read.
+  virtual Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> data) = 0;
+  virtual Result<uint64_t> Size() = 0;
+  virtual Status Truncate(uint64_t size) = 0;
+  // fdatasync. A failure is final: the caller must not retry and acknowledge.
+  virtual Status Sync() = 0;
+  virtual int fd() const = 0;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  // The process-wide real file system.
+  static FileSystem* Default();
+
+  enum OpenMode : uint8_t { kRead, kReadWrite, kCreate /* O_CREAT|O_RDWR */, kCreateExclusive };
+  // Opens `name` (one path component) inside the directory `dir_fd`.
+  virtual Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name,
+                                             OpenMode mode) = 0;
+  virtual Status Rename(int dir_fd, const std::string& from, const std::string& to) = 0;
+  virtual Status Unlink(int dir_fd, const std::string& name) = 0;
+  // fsync of a directory: makes created, renamed and removed names durable.
+  virtual Status SyncDir(int dir_fd) = 0;
+};
+
+// Opens a directory (O_DIRECTORY|O_NOFOLLOW). With `create`, mkdir 0750 first.
+Result<UniqueFd> OpenDirectory(const std::string& path, bool create);
+// Opens `name` inside `dir_fd` as a directory, refusing symlinks.
+Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create);
+
+// Writes `contents` to `name` inside `dir_fd` atomically: `<name>.tmp`,
+// fsync, rename, fsync of the directory. Mode 0640.
+Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std::byte> contents,
+                       FileSystem* fs = nullptr);
+
+}  // namespace mq

@@ -1,0 +1,151 @@
+// A partition's log: a directory of segments (format-spec §2, §6-§10).
+//
+// Writers and readers are separate objects:
+//  - PartitionWriter appends. Any number of processes may hold one for the
+//    same partition: each Append() takes the partition's writer lock
+//    (flock on `writer.lock`, released by the kernel if the holder dies),
+//    catches up with what other writers appended, writes, and publishes the
+//    new committed end in the `state` file before releasing the lock.
+//  - PartitionReader takes no lock. It reads only up to the committed end
+//    published in `state`, so it never sees a partially written batch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mq/batch.h"
+#include "mq/status.h"
+
+namespace mq {
+
+class FileSystem;  // mq/file.h: the seam tests use for fault injection
+
+enum class Durability : uint8_t {
+  kNone,      // page cache only; fsync on Close()
+  kEveryBatch,  // fsync before Append() returns (one fsync covers the whole call)
+  kInterval,  // fsync when flush_interval_ms has passed since the last one
+};
+
+struct LogConfig {
+  uint64_t segment_bytes = 1ull << 30;            // roll when a batch would pass this
+  int64_t segment_ms = 7LL * 24 * 3600 * 1000;    // roll when the segment is older
+  uint32_t index_interval_bytes = 4096;           // bytes between index entries
+  Durability durability = Durability::kNone;
+  int64_t flush_interval_ms = 1000;               // for kInterval
+  DecodeLimits limits;
+  FileSystem* fs = nullptr;                       // nullptr = the real file system
+};
+
+// One problem found (and, for tails, repaired) while opening or verifying.
+struct Problem {
+  std::string file;
+  uint64_t position = 0;
+  std::string rule;    // "R4", or "torn-tail", "garbage-tail", "index-rebuilt"
+  std::string detail;
+};
+
+struct RecoveryReport {
+  uint64_t segments_checked = 0;
+  uint64_t batches_checked = 0;
+  uint64_t bytes_truncated = 0;
+  uint64_t indexes_rebuilt = 0;
+  std::vector<Problem> repaired;  // torn/garbage tails truncated, indexes rebuilt
+};
+
+struct AppendResult {
+  int64_t base_offset = -1;  // offset of the first record appended
+  int64_t last_offset = -1;  // offset of the last record appended
+  int32_t batches = 0;
+  bool duplicate = false;    // idempotent producer: already in the log, not appended
+};
+
+class PartitionWriter {
+ public:
+  // Opens (creating if `create`) the partition directory `dir` and recovers
+  // it: validates every batch after the recovery point, truncates a torn or
+  // garbage tail of the last segment (reported in `report`), rebuilds missing
+  // or inconsistent indexes. A corrupt batch followed by valid data is not
+  // repaired: Open fails with kCorruption naming file, position and rule.
+  static Result<std::unique_ptr<PartitionWriter>> Open(const std::string& dir,
+                                                       const LogConfig& config, bool create,
+                                                       RecoveryReport* report);
+  virtual ~PartitionWriter();
+
+  // Appends one or more complete encoded batches, back to back, as built by
+  // BatchBuilder. Assigns offsets (rewrites each baseOffset) and leader epoch,
+  // then makes them visible to readers. With kEveryBatch the data is fsynced
+  // before this returns; a failed fsync is returned and never retried.
+  Result<AppendResult> Append(std::span<std::byte> batches);
+
+  // Makes everything appended so far durable (fsync data, and the directory
+  // after a segment was created), then advances the recovery point.
+  Status Flush();
+  // Removes every record at or above `offset` (replication needs it).
+  Status TruncateTo(int64_t offset);
+  // Deletes whole segments whose records are all below `offset`; never the
+  // active segment. Advances the log start offset.
+  Status DeleteSegmentsBefore(int64_t offset);
+  // Flushes and releases. Called by the destructor if not called.
+  Status Close();
+
+  int64_t log_start_offset() const;
+  int64_t log_end_offset() const;
+
+  struct Impl;
+ private:
+  explicit PartitionWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A position in the log: which segment file and where in it.
+struct LogPosition {
+  std::string file;
+  uint64_t position = 0;
+};
+
+class PartitionReader {
+ public:
+  static Result<std::unique_ptr<PartitionReader>> Open(const std::string& dir,
+                                                       const DecodeLimits& limits = {});
+  virtual ~PartitionReader();
+
+  int64_t log_start_offset();
+  // The committed end (one past the last readable offset), as published now.
+  int64_t end_offset();
+
+  // Positions the reader at the batch holding `offset` (binary search over
+  // segments, then the offset index, then a short scan). Below the log start
+  // it positions at the log start; at or past the end, at the end.
+  Status Seek(int64_t offset);
+  // Positions at the first batch whose max timestamp is >= `timestamp_ms`.
+  Status SeekTimestamp(int64_t timestamp_ms);
+  // The next committed batch, or nullopt at the committed end. The view
+  // stays valid until the next call. A batch that fails validation is a
+  // kCorruption error naming file, position and rule; SkipCorrupt() moves on.
+  Result<std::optional<BatchView>> Next();
+  // After a kCorruption error from Next(): skips to the next valid batch.
+  Status SkipCorrupt();
+  // Where the batch last returned by Next() lives.
+  LogPosition position() const;
+
+  // Blocks until the committed end moves past `known_end` or `timeout_ms`
+  // passes (futex on the state file; no sleep-polling). True if it moved.
+  bool WaitForAppend(int64_t known_end, int timeout_ms);
+
+  struct Impl;
+ private:
+  explicit PartitionReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Verifies a whole partition directory without modifying it: every batch
+// (CRC, offsets, records), every index against its log. Problems are
+// appended to `problems`; returns non-OK only if the directory cannot be read.
+Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
+                       std::vector<Problem>* problems);
+
+}  // namespace mq

@@ -1,0 +1,97 @@
+// Status and Result<T>: errors as values on every hot path.
+//
+// A Status is OK or carries a Code, a message, and (for corruption) the file
+// and byte position where it was found plus the format-spec rule it breaks.
+// Result<T> holds a T or a non-OK Status. Method names follow tl::expected
+// (has_value, value, error) so a later switch to std::expected is a rename.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace mq {
+
+enum class Code : uint8_t {
+  kOk = 0,
+  kInvalidArgument,  // bad name, bad flag value, bad config
+  kNotFound,         // missing directory, topic, partition, file, offset
+  kCorruption,       // data breaks a format-spec rule (see rule())
+  kUnsupported,      // valid but unsupported (gzip/snappy/lz4 codec, newer version)
+  kTooLarge,         // a length over its configured maximum
+  kIoError,          // read/write/fsync/rename failed (errno in message)
+  kBusy,             // lock held by another process; retry later
+  kPermission,       // EACCES/EPERM, unsafe directory modes
+  kOutOfOrder,       // producer sequence gap or reordering
+  kDuplicate,        // idempotent producer: batch already in the log
+  kInternal,         // a bug in mq
+};
+
+class Status {
+ public:
+  Status() = default;
+  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return {}; }
+  // Corruption found in `file` at byte `position`, breaking format-spec rule
+  // `rule` (e.g. "R4"). The message reads "<file>: offset <pos>: <rule>: <what>".
+  static Status Corruption(std::string file, uint64_t position, std::string rule,
+                           std::string what);
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // Rule id for kCorruption ("R4"), empty otherwise.
+  const std::string& rule() const { return rule_; }
+  const std::string& file() const { return file_; }
+  uint64_t position() const { return position_; }
+
+  // Exit code per sysexits(3): 0, 64 usage, 65 data, 66 noinput, 69
+  // unavailable, 70 software, 74 ioerr, 75 tempfail, 77 noperm.
+  int exit_code() const;
+
+ private:
+  Code code_ = Code::kOk;
+  std::string message_;
+  std::string rule_;
+  std::string file_;
+  uint64_t position_ = 0;
+};
+
+// Builds a Status from errno: ENOENT -> kNotFound, EACCES/EPERM ->
+// kPermission, EFBIG/EMSGSIZE -> kTooLarge, anything else -> kIoError. The
+// message is "<context>: <strerror>".
+Status ErrnoStatus(const std::string& context, int err);
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
+  Result(Status error) : v_(std::move(error)) {}      // NOLINT: must not be OK
+
+  bool has_value() const { return v_.index() == 0; }
+  explicit operator bool() const { return has_value(); }
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  const Status& error() const { return std::get<1>(v_); }
+  // OK when holding a value, the error otherwise.
+  Status status() const { return has_value() ? Status() : error(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace mq
+
+// Returns early from the enclosing function when `expr` (a Status) is not OK.
+#define MQ_RETURN_IF_ERROR(expr)            \
+  do {                                      \
+    ::mq::Status mq_status_ = (expr);       \
+    if (!mq_status_.ok()) return mq_status_; \
+  } while (0)

@@ -1,0 +1,79 @@
+// On-disk constants of mq. See ../../format-spec/README.md; every constant
+// names the section that defines it, and is spelled like that section's byte
+// table. This header holds constants only: no code reads or writes bytes here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mq::format {
+
+// §3 Record batch header (RecordBatch v2, big-endian).
+constexpr size_t kBaseOffsetOffset = 0;
+constexpr size_t kBatchLengthOffset = 8;
+constexpr size_t kPartitionLeaderEpochOffset = 12;
+constexpr size_t kMagicOffset = 16;
+constexpr size_t kCrcOffset = 17;
+constexpr size_t kAttributesOffset = 21;
+constexpr size_t kLastOffsetDeltaOffset = 23;
+constexpr size_t kBaseTimestampOffset = 27;
+constexpr size_t kMaxTimestampOffset = 35;
+constexpr size_t kProducerIdOffset = 43;
+constexpr size_t kProducerEpochOffset = 51;
+constexpr size_t kBaseSequenceOffset = 53;
+constexpr size_t kRecordsCountOffset = 57;
+constexpr size_t kRecordsOffset = 61;
+
+// baseOffset + batchLength: bytes that precede what batchLength counts.
+constexpr size_t kLogOverhead = 8 + 4;
+constexpr size_t kBatchHeaderSize = 8 + 4 + 4 + 1 + 4 + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4;
+static_assert(kLogOverhead == 12);
+static_assert(kBatchHeaderSize == 61);
+static_assert(kRecordsOffset == kBatchHeaderSize);
+// A reader needs the bytes through magic before it can interpret the rest.
+constexpr size_t kMinHeaderPrefix = kMagicOffset + 1;
+static_assert(kMinHeaderPrefix == 17);
+
+constexpr int8_t kMagicV2 = 2;
+
+// §3.2 Attributes (low byte of the int16).
+constexpr uint16_t kCodecMask = 0x07;
+constexpr uint16_t kTimestampTypeBit = 0x08;
+constexpr uint16_t kTransactionalBit = 0x10;
+constexpr uint16_t kControlBit = 0x20;
+constexpr uint16_t kDeleteHorizonBit = 0x40;
+constexpr uint16_t kUnusedAttributeBits = 0xFF80;
+enum class Codec : uint8_t { kNone = 0, kGzip = 1, kSnappy = 2, kLz4 = 3, kZstd = 4 };
+
+// §3.3 "no producer" values.
+constexpr int64_t kNoProducerId = -1;
+constexpr int16_t kNoProducerEpoch = -1;
+constexpr int32_t kNoSequence = -1;
+
+// §4 Record: varint limits.
+constexpr size_t kMaxVarintBytes = 5;
+constexpr size_t kMaxVarlongBytes = 10;
+// Largest per-record overhead apart from key, value and headers:
+// length(5) + attributes(1) + timestampDelta(10) + offsetDelta(5)
+constexpr size_t kMaxRecordOverhead = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+
+// §5 Control records.
+constexpr size_t kControlKeySize = 2 + 2;
+constexpr size_t kEndTxnMarkerValueSize = 2 + 4;
+
+// §6 Segment files.
+constexpr int kSegmentNameDigits = 20;
+constexpr const char* kLogSuffix = ".log";
+constexpr const char* kIndexSuffix = ".index";
+constexpr const char* kTimeIndexSuffix = ".timeindex";
+constexpr uint64_t kMaxSegmentBytes = 0x7FFFFFFF;  // positions are int32
+
+// §7 Offset index entry: int32 relativeOffset, int32 position.
+constexpr size_t kOffsetIndexEntrySize = 4 + 4;
+static_assert(kOffsetIndexEntrySize == 8);
+// §8 Time index entry: int64 timestamp, int32 relativeOffset.
+constexpr size_t kTimeIndexEntrySize = 8 + 4;
+static_assert(kTimeIndexEntrySize == 12);
+constexpr uint32_t kDefaultIndexIntervalBytes = 4096;
+
+}  // namespace mq::format

@@ -1,0 +1,46 @@
+#include "mq/status.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace mq {
+
+Status Status::Corruption(std::string file, uint64_t position, std::string rule,
+                          std::string what) {
+  Status s(Code::kCorruption, fmt::format("{}: offset {}: {}: {}", file, position, rule, what));
+  s.rule_ = std::move(rule);
+  s.file_ = std::move(file);
+  s.position_ = position;
+  return s;
+}
+
+int Status::exit_code() const {
+  switch (code_) {
+    case Code::kOk: return 0;
+    case Code::kInvalidArgument: return 64;  // EX_USAGE
+    case Code::kCorruption: return 65;       // EX_DATAERR
+    case Code::kOutOfOrder: return 65;
+    case Code::kDuplicate: return 65;
+    case Code::kTooLarge: return 65;
+    case Code::kUnsupported: return 65;
+    case Code::kNotFound: return 66;          // EX_NOINPUT
+    case Code::kInternal: return 70;          // EX_SOFTWARE
+    case Code::kIoError: return 74;           // EX_IOERR
+    case Code::kBusy: return 75;              // EX_TEMPFAIL
+    case Code::kPermission: return 77;        // EX_NOPERM
+  }
+  return 70;
+}
+
+Status ErrnoStatus(const std::string& context, int err) {
+  Code code = Code::kIoError;
+  if (err == ENOENT || err == ENOTDIR) code = Code::kNotFound;
+  if (err == EACCES || err == EPERM) code = Code::kPermission;
+  if (err == EFBIG || err == EMSGSIZE) code = Code::kTooLarge;
+  if (err == EWOULDBLOCK) code = Code::kBusy;
+  return Status(code, fmt::format("{}: {}", context, std::strerror(err)));
+}
+
+}  // namespace mq
