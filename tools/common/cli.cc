@@ -1,0 +1,102 @@
+#include "cli.h"
+
+#include <csignal>
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
+
+#include "mq/version.h"
+
+namespace mq::cli {
+namespace {
+std::string& ProgramNameStorage() {
+  static std::string name = "mq";
+  return name;
+}
+}  // namespace
+
+void SetProgramName(std::string name) { ProgramNameStorage() = std::move(name); }
+const std::string& ProgramName() { return ProgramNameStorage(); }
+
+void Warn(std::string_view message) {
+  fmt::print(stderr, "{}: {}\n", ProgramName(), message);
+}
+
+int Fail(const Status& status) {
+  Warn(status.message());
+  return status.exit_code();
+}
+
+CLI::Option* AddDirOption(CLI::App& app, std::string* dir, bool required) {
+  auto* opt = app.add_option("-C,--dir", *dir, "data directory (env MQ_DIR)")->envname("MQ_DIR");
+  if (required) opt->required();
+  return opt;
+}
+
+void AddVersionFlag(CLI::App& app) {
+  app.set_version_flag("-V,--version", fmt::format("{} {}", ProgramName(), MQ_VERSION));
+}
+
+int Parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      app.exit(e);  // --help or --version, printed to stdout
+      return kExitOk;
+    }
+    fmt::print(stderr, "{}: {}\n", ProgramName(), e.what());
+    fmt::print(stderr, "{}", app.help("", CLI::AppFormatMode::Normal).substr(0, app.help().find('\n') + 1));
+    fmt::print(stderr, "Run with --help for more information.\n");
+    return kExitUsage;
+  }
+  return -1;
+}
+
+Output::Output(int fd, size_t buffer_bytes) : fd_(fd), limit_(buffer_bytes) {}
+Output::~Output() { Flush(); }
+
+void Output::Write(std::span<const std::byte> bytes) {
+  Write(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+void Output::Write(std::string_view text) {
+  buf_.append(text.data(), text.data() + text.size());
+  if (buf_.size() >= limit_) Flush();
+}
+
+bool Output::Flush() {
+  if (broken_ || failed_) {
+    buf_.clear();
+    return false;
+  }
+  const char* p = buf_.data();
+  size_t left = buf_.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EPIPE) broken_ = true;
+      else { failed_ = true; errno_ = errno; }
+      buf_.clear();
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  buf_.clear();
+  return true;
+}
+
+int Output::FinishExitCode() {
+  Flush();
+  if (failed_) {
+    Warn(fmt::format("write error on output: {}", std::strerror(errno_)));
+    return kExitIoErr;
+  }
+  return kExitOk;
+}
+
+void IgnoreSigpipe() { std::signal(SIGPIPE, SIG_IGN); }
+
+}  // namespace mq::cli

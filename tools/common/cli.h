@@ -1,0 +1,85 @@
+// Shared command-line plumbing for the mq-* tools: flag spellings, exit
+// codes (sysexits(3)), error reporting and a stdout writer that turns a
+// closed pipe into a quiet exit 0.
+#pragma once
+
+#include <cstdio>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "mq/status.h"
+
+namespace mq::cli {
+
+// sysexits(3), as documented in every man page's EXIT STATUS.
+constexpr int kExitOk = 0;
+constexpr int kExitProblems = 1;   // a check found problems (verify, --check)
+constexpr int kExitUsage = 64;
+constexpr int kExitDataErr = 65;
+constexpr int kExitNoInput = 66;
+constexpr int kExitUnavailable = 69;
+constexpr int kExitSoftware = 70;
+constexpr int kExitCantCreate = 73;
+constexpr int kExitIoErr = 74;
+constexpr int kExitTempFail = 75;
+constexpr int kExitNoPerm = 77;
+constexpr int kExitConfig = 78;
+
+// The program name used as the prefix of every diagnostic.
+void SetProgramName(std::string name);
+const std::string& ProgramName();
+
+// Prints "<prog>: <message>" to stderr.
+void Warn(std::string_view message);
+// Prints the status to stderr and returns its exit code.
+int Fail(const Status& status);
+
+// Adds -C/--dir (env MQ_DIR) to `app`.
+CLI::Option* AddDirOption(CLI::App& app, std::string* dir, bool required = true);
+// Adds -V/--version (prints "<prog> <version>") and standard -h/--help.
+void AddVersionFlag(CLI::App& app);
+
+// Parses argv. Returns -1 when the program should go on, otherwise the exit
+// code: 0 for --help/--version, 64 (usage) for any parse error, which is
+// printed naming the argument.
+int Parse(CLI::App& app, int argc, char** argv);
+
+// Buffered writer to a file descriptor (stdout by default). A closed pipe
+// (EPIPE) sets broken() and makes every later write a no-op: the tool then
+// exits 0 quietly. Other write errors set failed().
+class Output {
+ public:
+  explicit Output(int fd = 1, size_t buffer_bytes = 1 << 16);
+  ~Output();
+  void Write(std::span<const std::byte> bytes);
+  void Write(std::string_view text);
+  template <typename... Args>
+  void Print(fmt::format_string<Args...> f, Args&&... args) {
+    fmt::format_to(std::back_inserter(buf_), f, std::forward<Args>(args)...);
+    if (buf_.size() >= limit_) Flush();
+  }
+  // Writes out what is buffered. Returns false on EPIPE or error.
+  bool Flush();
+  bool broken() const { return broken_; }
+  bool failed() const { return failed_; }
+  // 0, or 74 after a write error other than EPIPE (message printed).
+  int FinishExitCode();
+
+ private:
+  int fd_;
+  size_t limit_;
+  fmt::memory_buffer buf_;
+  bool broken_ = false;
+  bool failed_ = false;
+  int errno_ = 0;
+};
+
+// Ignores SIGPIPE so a closed pipe shows up as EPIPE on write.
+void IgnoreSigpipe();
+
+}  // namespace mq::cli
