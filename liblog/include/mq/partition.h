@@ -149,3 +149,10 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                        std::vector<Problem>* problems);
 
 }  // namespace mq
+
+namespace mq {
+// The last sequence number `producer_id` has in the partition at `dir`, from
+// its producer state (nullopt if the producer has appended nothing there).
+// mq-produce uses it to resume an interrupted idempotent run.
+Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int64_t producer_id);
+}  // namespace mq

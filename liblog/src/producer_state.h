@@ -1,0 +1,63 @@
+// Idempotent producer state of one partition (format-spec §10): for each
+// producer id, its epoch and the last batches it appended, so a retried batch
+// is recognised and not appended twice. Kafka's rules (kafka-format.md §9).
+//
+// The PartitionWriter owns one table: it calls CheckAppend() before writing
+// a batch with producerId >= 0, Update() after the batch has its offsets, and
+// Replay() for every batch it reads during recovery or when catching up with
+// other writers' appends. The table is persisted as `<offset>.snapshot`.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "mq/batch.h"
+#include "mq/partition.h"
+#include "mq/status.h"
+
+namespace mq {
+
+struct ProducerBatchInfo {
+  int32_t first_sequence = 0;
+  int32_t last_sequence = 0;
+  int64_t last_offset = 0;
+  int32_t offset_delta = 0;   // last_offset - base offset
+  int64_t timestamp = 0;      // max timestamp
+};
+
+struct ProducerEntry {
+  int16_t epoch = -1;
+  std::deque<ProducerBatchInfo> batches;  // the last 5, oldest first
+};
+
+class ProducerStateTable {
+ public:
+  // For a client batch (offsets not yet assigned): OK(nullopt) to append;
+  // OK(result) when it duplicates a cached batch (result = the original
+  // offsets, duplicate = true; nothing must be appended); kOutOfOrder for a
+  // sequence gap or an old epoch.
+  Result<std::optional<AppendResult>> CheckAppend(const BatchHeader& header) const;
+  // Records a batch that is now in the log (offsets assigned).
+  void Update(const BatchHeader& header);
+  // Same as Update, for batches read back from the log (no checks).
+  void Replay(const BatchHeader& header) { Update(header); }
+  // The last sequence appended by `producer_id` in `epoch`, or nullopt.
+  std::optional<int32_t> LastSequence(int64_t producer_id) const;
+  const std::unordered_map<int64_t, ProducerEntry>& entries() const { return entries_; }
+
+  // Loads the newest `<offset>.snapshot` in the directory `dir_fd` whose
+  // offset is <= `log_end`; returns that offset (0 if none), from which the
+  // caller replays. A snapshot that fails its CRC is ignored (rebuilt by replay).
+  Result<int64_t> LoadSnapshot(int dir_fd, int64_t log_end);
+  // Writes `<next_offset>.snapshot` atomically and removes older ones beyond
+  // the newest two.
+  Status WriteSnapshot(int dir_fd, int64_t next_offset) const;
+
+ private:
+  std::unordered_map<int64_t, ProducerEntry> entries_;
+};
+
+}  // namespace mq
