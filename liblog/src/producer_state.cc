@@ -1,0 +1,383 @@
+// Idempotent producer state (format-spec §10, producer.md): sequence checks
+// and the `<offset>.snapshot` file.
+#include "producer_state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "mq/crc32c.h"
+#include "mq/file.h"
+
+namespace mq {
+namespace {
+
+// Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN.
+constexpr size_t kBatchesToRetain = 5;
+
+// §10 snapshot layout (Kafka's ProducerStateManager, version 1).
+constexpr int16_t kSnapshotVersion = 1;
+constexpr size_t kSnapshotVersionOffset = 0;
+constexpr size_t kSnapshotCrcOffset = 2;
+constexpr size_t kSnapshotCountOffset = 6;
+constexpr size_t kSnapshotHeaderSize = 2 + 4 + 4;
+constexpr size_t kSnapshotEntrySize = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8;
+static_assert(kSnapshotHeaderSize == 10);
+static_assert(kSnapshotEntrySize == 46);
+// A snapshot larger than this is not read (it cannot be one mq wrote: one
+// entry per cached batch of at most ~1.4 M producers).
+constexpr uint64_t kMaxSnapshotBytes = 64ull << 20;
+constexpr const char* kSnapshotSuffix = ".snapshot";
+constexpr int kSnapshotDigits = 20;
+// Snapshots kept after a write: the newest two, so a torn newest one (which
+// rename makes impossible, but a bad disk does not) still leaves one.
+constexpr size_t kSnapshotsKept = 2;
+
+// Sequence arithmetic with Kafka's wrap: INT32_MAX is followed by 0.
+int32_t AddSequence(int32_t seq, int32_t delta) {
+  int64_t sum = static_cast<int64_t>(seq) + delta;
+  if (sum > INT32_MAX) sum -= static_cast<int64_t>(INT32_MAX) + 1;
+  return static_cast<int32_t>(sum);
+}
+int32_t SubtractSequence(int32_t seq, int32_t delta) {
+  int64_t diff = static_cast<int64_t>(seq) - delta;
+  if (diff < 0) diff += static_cast<int64_t>(INT32_MAX) + 1;
+  return static_cast<int32_t>(diff);
+}
+bool InSequence(int32_t last, int32_t next) {
+  return next == AddSequence(last, 1);
+}
+
+ProducerBatchInfo InfoOf(const BatchHeader& h) {
+  ProducerBatchInfo info;
+  info.first_sequence = h.base_sequence;
+  info.last_sequence = AddSequence(h.base_sequence, h.last_offset_delta);
+  info.last_offset = h.base_offset + h.last_offset_delta;
+  info.offset_delta = h.last_offset_delta;
+  info.timestamp = h.max_timestamp;
+  return info;
+}
+
+// Explicit big-endian encoding (format-spec §10 is big-endian throughout).
+template <typename T>
+void PutBig(std::byte* p, T v) {
+  using U = std::make_unsigned_t<T>;
+  U u = static_cast<U>(v);
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    p[sizeof(T) - 1 - i] = static_cast<std::byte>(u & 0xFF);
+    u = static_cast<U>(u >> 8);
+  }
+}
+template <typename T>
+T GetBig(const std::byte* p) {
+  using U = std::make_unsigned_t<T>;
+  U u = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) u = static_cast<U>((u << 8) | static_cast<U>(p[i]));
+  return static_cast<T>(u);
+}
+
+std::string SnapshotName(int64_t offset) {
+  return fmt::format("{:0{}}{}", offset, kSnapshotDigits, kSnapshotSuffix);
+}
+
+// The offset named by `<20 digits>.snapshot`, or -1 for any other name.
+int64_t SnapshotOffset(const char* name) {
+  size_t len = std::strlen(name);
+  size_t suffix = std::strlen(kSnapshotSuffix);
+  if (len != kSnapshotDigits + suffix) return -1;
+  if (std::strcmp(name + kSnapshotDigits, kSnapshotSuffix) != 0) return -1;
+  int64_t v = 0;
+  for (int i = 0; i < kSnapshotDigits; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    if (v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+// Snapshot offsets present in `dir_fd`, ascending.
+Result<std::vector<int64_t>> ListSnapshots(int dir_fd) {
+  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("producer snapshots: open directory", errno);
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus("producer snapshots: open directory", err);
+  }
+  std::vector<int64_t> offsets;
+  while (dirent* e = ::readdir(dir)) {
+    int64_t off = SnapshotOffset(e->d_name);
+    if (off >= 0) offsets.push_back(off);
+  }
+  ::closedir(dir);
+  std::sort(offsets.begin(), offsets.end());
+  return offsets;
+}
+
+Result<std::vector<std::byte>> ReadSmallFile(int dir_fd, const std::string& name) {
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return ErrnoStatus(name, errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(name, errno);
+  if (!S_ISREG(st.st_mode)) return Status(Code::kCorruption, name + ": not a regular file");
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > kMaxSnapshotBytes) {
+    return Status(Code::kTooLarge, fmt::format("{}: {} bytes, over {}", name, size,
+                                               kMaxSnapshotBytes));
+  }
+  std::vector<std::byte> data(size);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd.get(), data.data() + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(name, errno);
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  data.resize(done);
+  return data;
+}
+
+// Writes `<name>.tmp`, fsyncs it, renames it to `name` and fsyncs the
+// directory. The snapshot is derived data, so this stays outside the
+// FileSystem seam: a lost snapshot only costs a longer replay.
+Status WriteAtomic(int dir_fd, const std::string& name, std::span<const std::byte> data) {
+  std::string tmp = name + ".tmp";
+  UniqueFd fd(::openat(dir_fd, tmp.c_str(),
+                       O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640));
+  if (!fd) return ErrnoStatus(tmp, errno);
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(tmp, errno);
+    done += static_cast<size_t>(n);
+  }
+  if (::fdatasync(fd.get()) != 0) return ErrnoStatus(tmp + ": fsync", errno);
+  fd.reset();
+  if (::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
+    return ErrnoStatus(tmp + ": rename", errno);
+  }
+  if (::fsync(dir_fd) != 0) return ErrnoStatus(name + ": fsync directory", errno);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::optional<AppendResult>> ProducerStateTable::CheckAppend(
+    const BatchHeader& header) const {
+  if (!header.has_producer_id()) return std::optional<AppendResult>();
+  if (header.is_control()) return std::optional<AppendResult>();
+  if (header.producer_epoch < 0 || header.base_sequence < 0) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("R7 producer: producer {} sends epoch {} and base sequence {}",
+                              header.producer_id, header.producer_epoch, header.base_sequence));
+  }
+  auto it = entries_.find(header.producer_id);
+  if (it == entries_.end()) return std::optional<AppendResult>();  // first batch: any sequence
+  const ProducerEntry& entry = it->second;
+  const int32_t first = header.base_sequence;
+  const int32_t last = AddSequence(first, header.last_offset_delta);
+
+  if (header.producer_epoch < entry.epoch) {
+    return Status(Code::kOutOfOrder,
+                  fmt::format("producer {}: epoch {} is older than the current epoch {}",
+                              header.producer_id, header.producer_epoch, entry.epoch));
+  }
+  if (header.producer_epoch > entry.epoch) {
+    // A new epoch starts at sequence 0, unless no epoch was known.
+    if (first != 0 && entry.epoch >= 0) {
+      return Status(Code::kOutOfOrder,
+                    fmt::format("producer {}: new epoch {} starts at sequence {}, not 0",
+                                header.producer_id, header.producer_epoch, first));
+    }
+    return std::optional<AppendResult>();
+  }
+  for (const ProducerBatchInfo& b : entry.batches) {
+    if (b.first_sequence == first && b.last_sequence == last) {
+      AppendResult dup;
+      dup.base_offset = b.last_offset - b.offset_delta;
+      dup.last_offset = b.last_offset;
+      dup.batches = 1;
+      dup.duplicate = true;
+      return std::optional<AppendResult>(dup);
+    }
+  }
+  if (entry.batches.empty()) {
+    if (first != 0) {
+      return Status(Code::kOutOfOrder,
+                    fmt::format("producer {}: epoch {} has no batch yet, sequence {} is not 0",
+                                header.producer_id, header.producer_epoch, first));
+    }
+    return std::optional<AppendResult>();
+  }
+  const int32_t expected_after = entry.batches.back().last_sequence;
+  if (!InSequence(expected_after, first)) {
+    return Status(Code::kOutOfOrder,
+                  fmt::format("producer {}: out of order sequence {} (expected {}: {})",
+                              header.producer_id, first, AddSequence(expected_after, 1),
+                              first > AddSequence(expected_after, 1) ? "a gap" : "already past it"));
+  }
+  return std::optional<AppendResult>();
+}
+
+void ProducerStateTable::Update(const BatchHeader& header) {
+  if (!header.has_producer_id()) return;
+  ProducerEntry& entry = entries_[header.producer_id];
+  if (header.producer_epoch != entry.epoch) {
+    entry.batches.clear();
+    entry.epoch = header.producer_epoch;
+  }
+  // A control batch (transaction marker) carries no sequence.
+  if (header.is_control() || header.base_sequence < 0) return;
+  entry.batches.push_back(InfoOf(header));
+  while (entry.batches.size() > kBatchesToRetain) entry.batches.pop_front();
+}
+
+std::optional<int32_t> ProducerStateTable::LastSequence(int64_t producer_id) const {
+  auto it = entries_.find(producer_id);
+  if (it == entries_.end() || it->second.batches.empty()) return std::nullopt;
+  return it->second.batches.back().last_sequence;
+}
+
+// Parses a snapshot into `out`; a kCorruption error when it breaks its
+// layout or CRC (the caller then ignores it).
+static Status DecodeSnapshot(std::span<const std::byte> data, const std::string& name,
+                             std::unordered_map<int64_t, ProducerEntry>* out) {
+  if (data.size() < kSnapshotHeaderSize) {
+    return Status::Corruption(name, 0, "R15", "producer snapshot shorter than its header");
+  }
+  int16_t version = GetBig<int16_t>(data.data() + kSnapshotVersionOffset);
+  if (version != kSnapshotVersion) {
+    return Status::Corruption(name, kSnapshotVersionOffset, "R15",
+                              fmt::format("producer snapshot version {}", version));
+  }
+  uint32_t crc = GetBig<uint32_t>(data.data() + kSnapshotCrcOffset);
+  if (crc != Crc32c(data.subspan(kSnapshotCountOffset))) {
+    return Status::Corruption(name, kSnapshotCrcOffset, "R15", "producer snapshot CRC mismatch");
+  }
+  int32_t count = GetBig<int32_t>(data.data() + kSnapshotCountOffset);
+  if (count < 0 ||
+      static_cast<uint64_t>(count) * kSnapshotEntrySize != data.size() - kSnapshotHeaderSize) {
+    return Status::Corruption(name, kSnapshotCountOffset, "R15",
+                              fmt::format("producer snapshot count {} does not match {} bytes",
+                                          count, data.size()));
+  }
+  out->clear();
+  const std::byte* p = data.data() + kSnapshotHeaderSize;
+  for (int32_t i = 0; i < count; ++i, p += kSnapshotEntrySize) {
+    int64_t pid = GetBig<int64_t>(p);
+    int16_t epoch = GetBig<int16_t>(p + 8);
+    ProducerBatchInfo b;
+    b.last_sequence = GetBig<int32_t>(p + 10);
+    b.last_offset = GetBig<int64_t>(p + 14);
+    b.offset_delta = GetBig<int32_t>(p + 22);
+    b.timestamp = GetBig<int64_t>(p + 26);
+    // p + 34: coordinatorEpoch, p + 38: currentTxnFirstOffset (unused by mq).
+    if (pid < 0 || b.last_sequence < -1 || b.offset_delta < 0) {
+      return Status::Corruption(name, kSnapshotHeaderSize + i * kSnapshotEntrySize, "R15",
+                                "producer snapshot entry with a negative id, sequence or delta");
+    }
+    ProducerEntry& e = (*out)[pid];
+    if (e.epoch != epoch) {
+      e.batches.clear();
+      e.epoch = epoch;
+    }
+    if (b.last_sequence < 0) continue;  // epoch known, no batch yet
+    b.first_sequence = SubtractSequence(b.last_sequence, b.offset_delta);
+    e.batches.push_back(b);
+    while (e.batches.size() > kBatchesToRetain) e.batches.pop_front();
+  }
+  return Status::Ok();
+}
+
+Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end) {
+  entries_.clear();
+  auto offsets = ListSnapshots(dir_fd);
+  if (!offsets) return offsets.error();
+  // A snapshot past the log end describes records that are gone (the log
+  // was truncated): it must never be read once the log grows past it again.
+  for (int64_t off : *offsets) {
+    if (off > log_end) ::unlinkat(dir_fd, SnapshotName(off).c_str(), 0);
+  }
+  for (auto it = offsets->rbegin(); it != offsets->rend(); ++it) {
+    if (*it > log_end) continue;
+    std::string name = SnapshotName(*it);
+    auto data = ReadSmallFile(dir_fd, name);
+    if (!data) continue;  // unreadable: try an older one, or replay everything
+    std::unordered_map<int64_t, ProducerEntry> loaded;
+    if (!DecodeSnapshot(*data, name, &loaded).ok()) continue;
+    entries_ = std::move(loaded);
+    return *it;
+  }
+  return int64_t{0};
+}
+
+Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset) const {
+  // One entry per cached batch, oldest first: a Kafka reader keeps the last
+  // entry of each producer id, mq keeps all of them (up to 5).
+  size_t count = 0;
+  for (const auto& [pid, e] : entries_) count += std::max<size_t>(e.batches.size(), 1);
+  if (count > static_cast<size_t>(INT32_MAX) ||
+      kSnapshotHeaderSize + count * kSnapshotEntrySize > kMaxSnapshotBytes) {
+    return Status(Code::kTooLarge, fmt::format("producer snapshot: {} entries", count));
+  }
+  std::vector<std::byte> data(kSnapshotHeaderSize + count * kSnapshotEntrySize);
+  PutBig<int16_t>(data.data() + kSnapshotVersionOffset, kSnapshotVersion);
+  PutBig<int32_t>(data.data() + kSnapshotCountOffset, static_cast<int32_t>(count));
+  // Sorted by producer id so the same state always gives the same bytes.
+  std::vector<int64_t> ids;
+  ids.reserve(entries_.size());
+  for (const auto& kv : entries_) ids.push_back(kv.first);
+  std::sort(ids.begin(), ids.end());
+  std::byte* p = data.data() + kSnapshotHeaderSize;
+  auto put = [&p](int64_t pid, int16_t epoch, const ProducerBatchInfo& b) {
+    PutBig<int64_t>(p, pid);
+    PutBig<int16_t>(p + 8, epoch);
+    PutBig<int32_t>(p + 10, b.last_sequence);
+    PutBig<int64_t>(p + 14, b.last_offset);
+    PutBig<int32_t>(p + 22, b.offset_delta);
+    PutBig<int64_t>(p + 26, b.timestamp);
+    PutBig<int32_t>(p + 34, -1);  // coordinatorEpoch: no transactions in mq
+    PutBig<int64_t>(p + 38, -1);  // currentTxnFirstOffset: none
+    p += kSnapshotEntrySize;
+  };
+  for (int64_t pid : ids) {
+    const ProducerEntry& e = entries_.at(pid);
+    if (e.batches.empty()) {
+      // Epoch known, no batch: Kafka writes lastSequence -1; mq writes the
+      // same but reads it back as "no batch" (see DecodeSnapshot).
+      ProducerBatchInfo none;
+      none.last_sequence = -1;
+      none.last_offset = -1;
+      none.timestamp = -1;
+      put(pid, e.epoch, none);
+      continue;
+    }
+    for (const ProducerBatchInfo& b : e.batches) put(pid, e.epoch, b);
+  }
+  uint32_t crc = Crc32c(std::span<const std::byte>(data).subspan(kSnapshotCountOffset));
+  PutBig<uint32_t>(data.data() + kSnapshotCrcOffset, crc);
+  MQ_RETURN_IF_ERROR(WriteAtomic(dir_fd, SnapshotName(next_offset), data));
+
+  auto offsets = ListSnapshots(dir_fd);
+  if (!offsets) return Status::Ok();  // written; pruning is best effort
+  size_t older = 0;
+  for (auto it = offsets->rbegin(); it != offsets->rend(); ++it) {
+    if (*it > next_offset) continue;
+    if (++older > kSnapshotsKept) ::unlinkat(dir_fd, SnapshotName(*it).c_str(), 0);
+  }
+  return Status::Ok();
+}
+
+}  // namespace mq
