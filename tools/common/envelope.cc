@@ -1,0 +1,340 @@
+#include "envelope.h"
+
+#include <array>
+#include <cstring>
+
+#include <simdjson.h>
+
+namespace mq::envelope {
+namespace {
+
+constexpr char kBase64Alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// 1 for bytes that cannot appear raw inside a JSON string.
+constexpr std::array<uint8_t, 256> MakeEscapeTable() {
+  std::array<uint8_t, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = 1;
+  t['"'] = 1;
+  t['\\'] = 1;
+  return t;
+}
+constexpr std::array<uint8_t, 256> kNeedsEscape = MakeEscapeTable();
+
+// Base64 character -> 6-bit value, 64 for '=', 255 for anything else.
+constexpr std::array<uint8_t, 256> MakeDecodeTable() {
+  std::array<uint8_t, 256> t{};
+  for (auto& v : t) v = 255;
+  for (int i = 0; i < 64; ++i) t[static_cast<uint8_t>(kBase64Alphabet[i])] = static_cast<uint8_t>(i);
+  t['='] = 64;
+  return t;
+}
+constexpr std::array<uint8_t, 256> kBase64Decode = MakeDecodeTable();
+
+void Append(fmt::memory_buffer& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
+
+void AppendInt(fmt::memory_buffer& out, int64_t v) {
+  fmt::format_int f(v);
+  out.append(f.data(), f.data() + f.size());
+}
+
+void AppendEscape(fmt::memory_buffer& out, unsigned char c) {
+  switch (c) {
+    case '"': Append(out, "\\\""); return;
+    case '\\': Append(out, "\\\\"); return;
+    case '\n': Append(out, "\\n"); return;
+    case '\r': Append(out, "\\r"); return;
+    case '\t': Append(out, "\\t"); return;
+    case '\b': Append(out, "\\b"); return;
+    case '\f': Append(out, "\\f"); return;
+    default: {
+      static constexpr char kHex[] = "0123456789abcdef";
+      char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(u, u + 6);
+    }
+  }
+}
+
+// Writes `"name":<string>` or `"name_b64":"<base64>"` (or null) for bytes.
+void AppendBytesField(fmt::memory_buffer& out, std::string_view name,
+                      const std::optional<Bytes>& bytes) {
+  out.push_back('"');
+  Append(out, name);
+  if (!bytes) {
+    Append(out, "\":null");
+    return;
+  }
+  std::string_view text = AsText(*bytes);
+  if (simdjson::validate_utf8(text.data(), text.size())) {
+    Append(out, "\":");
+    AppendJsonString(out, text);
+  } else {
+    Append(out, "_b64\":\"");
+    AppendBase64(out, *bytes);
+    out.push_back('"');
+  }
+}
+
+Status EnvelopeError(std::string_view source, uint64_t line_no, std::string_view what) {
+  return Status(Code::kCorruption, fmt::format("{}:{}: envelope: {}", source, line_no, what));
+}
+
+}  // namespace
+
+void AppendJsonString(fmt::memory_buffer& out, std::string_view utf8) {
+  out.push_back('"');
+  const auto* p = reinterpret_cast<const unsigned char*>(utf8.data());
+  size_t n = utf8.size();
+  size_t run = 0;  // start of the bytes not yet copied
+  for (size_t i = 0; i < n; ++i) {
+    if (kNeedsEscape[p[i]]) {
+      out.append(utf8.data() + run, utf8.data() + i);
+      AppendEscape(out, p[i]);
+      run = i + 1;
+    }
+  }
+  out.append(utf8.data() + run, utf8.data() + n);
+  out.push_back('"');
+}
+
+size_t Base64EncodedSize(size_t n) { return (n + 2) / 3 * 4; }
+
+void AppendBase64(fmt::memory_buffer& out, Bytes bytes) {
+  size_t old = out.size();
+  out.resize(old + Base64EncodedSize(bytes.size()));
+  char* d = out.data() + old;
+  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
+  size_t n = bytes.size();
+  size_t i = 0;
+  for (; i + 3 <= n; i += 3) {
+    uint32_t v = (uint32_t{s[i]} << 16) | (uint32_t{s[i + 1]} << 8) | s[i + 2];
+    *d++ = kBase64Alphabet[v >> 18];
+    *d++ = kBase64Alphabet[(v >> 12) & 63];
+    *d++ = kBase64Alphabet[(v >> 6) & 63];
+    *d++ = kBase64Alphabet[v & 63];
+  }
+  if (i < n) {
+    uint32_t v = uint32_t{s[i]} << 16;
+    if (i + 1 < n) v |= uint32_t{s[i + 1]} << 8;
+    *d++ = kBase64Alphabet[v >> 18];
+    *d++ = kBase64Alphabet[(v >> 12) & 63];
+    *d++ = i + 1 < n ? kBase64Alphabet[(v >> 6) & 63] : '=';
+    *d++ = '=';
+  }
+}
+
+bool DecodeBase64(std::string_view text, std::vector<std::byte>* out) {
+  if (text.size() % 4 != 0) return false;
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0; i < text.size(); i += 4) {
+    uint8_t a = kBase64Decode[s[i]], b = kBase64Decode[s[i + 1]];
+    uint8_t c = kBase64Decode[s[i + 2]], d = kBase64Decode[s[i + 3]];
+    bool last = i + 4 == text.size();
+    if (a > 63 || b > 63) return false;
+    if (c == 64 || d == 64) {
+      // Padding only in the last quantum: "xx==" or "xxx=".
+      if (!last || (c == 64 && d != 64) || c == 255 || d == 255) return false;
+    } else if (c > 63 || d > 63) {
+      return false;
+    }
+    uint32_t v = (uint32_t{a} << 18) | (uint32_t{b} << 12);
+    out->push_back(static_cast<std::byte>(v >> 16));
+    if (c == 64) continue;
+    v |= uint32_t{c} << 6;
+    out->push_back(static_cast<std::byte>((v >> 8) & 0xff));
+    if (d == 64) continue;
+    v |= d;
+    out->push_back(static_cast<std::byte>(v & 0xff));
+  }
+  return true;
+}
+
+void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& f) {
+  Append(out, "{\"topic\":");
+  AppendJsonString(out, f.topic);
+  Append(out, ",\"partition\":");
+  AppendInt(out, f.partition);
+  Append(out, ",\"offset\":");
+  AppendInt(out, f.offset);
+  Append(out, f.log_append_time ? ",\"tstype\":\"logappend\",\"ts\":" : ",\"tstype\":\"create\",\"ts\":");
+  AppendInt(out, f.timestamp);
+  out.push_back(',');
+  AppendBytesField(out, "key", f.key);
+  out.push_back(',');
+  AppendBytesField(out, "payload", f.value);
+  Append(out, ",\"headers\":[");
+  bool first = true;
+  for (const Header& h : f.headers) {
+    if (!first) out.push_back(',');
+    first = false;
+    out.push_back('{');
+    AppendBytesField(out, "key", AsBytes(h.key));
+    out.push_back(',');
+    AppendBytesField(out, "value", h.value);
+    out.push_back('}');
+  }
+  Append(out, "]}\n");
+}
+
+// ---------------------------------------------------------------------------
+// Parsing
+
+struct EnvelopeParser::Impl {
+  simdjson::ondemand::parser parser;
+  std::vector<char> padded;         // the line plus simdjson's padding
+  std::vector<std::byte> arena;     // decoded base64; never reallocated mid-parse
+  ParsedEnvelope result;
+  std::string error;                // what went wrong, for the caller's Status
+
+  bool Fail(std::string what) {
+    error = std::move(what);
+    return false;
+  }
+  bool ParseTop(simdjson::ondemand::object obj);
+  bool ParseHeaders(simdjson::ondemand::value v);
+  bool ParseHeader(simdjson::ondemand::object obj);
+  // Reads a string-or-null field; `b64` decodes base64 into the arena.
+  bool ReadBytes(simdjson::ondemand::value v, std::string_view name, bool b64,
+                 std::optional<Bytes>* dst);
+  bool ReadInt(simdjson::ondemand::value v, std::string_view name, int64_t* dst);
+};
+
+namespace {
+const char* ErrorText(simdjson::error_code e) { return simdjson::error_message(e); }
+}  // namespace
+
+bool EnvelopeParser::Impl::ReadBytes(simdjson::ondemand::value v, std::string_view name, bool b64,
+                                     std::optional<Bytes>* dst) {
+  simdjson::ondemand::json_type type;
+  if (auto e = v.type().get(type)) return Fail(fmt::format("field \"{}\": {}", name, ErrorText(e)));
+  if (type == simdjson::ondemand::json_type::null) {
+    if (auto e = v.is_null().error()) return Fail(fmt::format("field \"{}\": {}", name, ErrorText(e)));
+    dst->reset();
+    return true;
+  }
+  std::string_view s;
+  if (type != simdjson::ondemand::json_type::string || v.get_string().get(s))
+    return Fail(fmt::format("field \"{}\": expected a string or null", name));
+  if (!b64) {
+    *dst = AsBytes(s);
+    return true;
+  }
+  size_t start = arena.size();
+  if (!DecodeBase64(s, &arena)) return Fail(fmt::format("field \"{}\": invalid base64", name));
+  *dst = Bytes(arena.data() + start, arena.size() - start);
+  return true;
+}
+
+bool EnvelopeParser::Impl::ReadInt(simdjson::ondemand::value v, std::string_view name,
+                                   int64_t* dst) {
+  if (v.get_int64().get(*dst)) return Fail(fmt::format("field \"{}\": expected an integer", name));
+  return true;
+}
+
+bool EnvelopeParser::Impl::ParseHeader(simdjson::ondemand::object obj) {
+  std::optional<Bytes> key, value;
+  bool seen_key = false, seen_value = false;
+  for (auto field_result : obj) {
+    simdjson::ondemand::field field;
+    if (auto e = std::move(field_result).get(field)) return Fail(fmt::format("headers: {}", ErrorText(e)));
+    std::string_view name;
+    if (auto e = field.unescaped_key().get(name)) return Fail(fmt::format("headers: {}", ErrorText(e)));
+    bool is_b64 = name == "key_b64" || name == "value_b64";
+    bool is_key = name == "key" || name == "key_b64";
+    bool is_value = name == "value" || name == "value_b64";
+    if (!is_key && !is_value) continue;
+    bool& seen = is_key ? seen_key : seen_value;
+    if (seen) return Fail(fmt::format("headers: \"{}\" given twice (plain and _b64)", is_key ? "key" : "value"));
+    seen = true;
+    std::string label = fmt::format("headers[].{}", name);
+    if (!ReadBytes(field.value(), label, is_b64, is_key ? &key : &value)) return false;
+  }
+  if (!key) return Fail("headers: a header needs a string \"key\" (or \"key_b64\")");
+  result.headers.push_back(Header{AsText(*key), value});
+  return true;
+}
+
+bool EnvelopeParser::Impl::ParseHeaders(simdjson::ondemand::value v) {
+  simdjson::ondemand::array arr;
+  if (v.get_array().get(arr)) return Fail("field \"headers\": expected an array");
+  for (auto elem : arr) {
+    simdjson::ondemand::object obj;
+    if (elem.get_object().get(obj)) return Fail("field \"headers\": each header must be an object");
+    if (!ParseHeader(obj)) return false;
+  }
+  return true;
+}
+
+bool EnvelopeParser::Impl::ParseTop(simdjson::ondemand::object obj) {
+  bool seen_key = false, seen_payload = false;
+  for (auto field_result : obj) {
+    simdjson::ondemand::field field;
+    if (auto e = std::move(field_result).get(field)) return Fail(ErrorText(e));
+    std::string_view name;
+    if (auto e = field.unescaped_key().get(name)) return Fail(ErrorText(e));
+    simdjson::ondemand::value v = field.value();
+    int64_t n = 0;
+    if (name == "key" || name == "key_b64") {
+      if (seen_key) return Fail("\"key\" given twice (plain and _b64)");
+      seen_key = true;
+      if (!ReadBytes(v, name, name == "key_b64", &result.key)) return false;
+    } else if (name == "payload" || name == "payload_b64") {
+      if (seen_payload) return Fail("\"payload\" given twice (plain and _b64)");
+      seen_payload = true;
+      if (!ReadBytes(v, name, name == "payload_b64", &result.value)) return false;
+    } else if (name == "headers") {
+      if (!ParseHeaders(v)) return false;
+    } else if (name == "ts") {
+      if (!ReadInt(v, name, &n)) return false;
+      result.timestamp = n;
+    } else if (name == "tstype") {
+      std::string_view s;
+      if (v.get_string().get(s) || (s != "create" && s != "logappend"))
+        return Fail("field \"tstype\": expected \"create\" or \"logappend\"");
+      result.log_append_time = s == "logappend";
+    } else if (name == "partition") {
+      if (!ReadInt(v, name, &n)) return false;
+      if (n < 0 || n > INT32_MAX) return Fail("field \"partition\": out of range");
+      result.partition = static_cast<int32_t>(n);
+    } else if (name == "offset") {
+      if (!ReadInt(v, name, &n)) return false;
+      result.offset = n;
+    } else if (name == "topic") {
+      std::string_view s;
+      if (v.get_string().get(s)) return Fail("field \"topic\": expected a string");
+      result.topic = s;
+    }
+  }
+  return true;
+}
+
+EnvelopeParser::EnvelopeParser() : impl_(std::make_unique<Impl>()) {}
+EnvelopeParser::~EnvelopeParser() = default;
+
+Result<const ParsedEnvelope*> EnvelopeParser::Parse(std::string_view line, std::string_view source,
+                                                    uint64_t line_no) {
+  if (line.size() > max_line_bytes_)
+    return Status(Code::kTooLarge, fmt::format("{}:{}: envelope: line of {} bytes exceeds the maximum of {}",
+                                               source, line_no, line.size(), max_line_bytes_));
+  Impl& m = *impl_;
+  std::vector<Header> headers = std::move(m.result.headers);
+  headers.clear();
+  m.result = ParsedEnvelope{};
+  m.result.headers = std::move(headers);
+  m.arena.clear();
+  m.arena.reserve(line.size());  // decoded base64 is shorter than the line: no reallocation
+  m.padded.resize(line.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(m.padded.data(), line.data(), line.size());
+  std::memset(m.padded.data() + line.size(), 0, simdjson::SIMDJSON_PADDING);
+
+  simdjson::ondemand::document doc;
+  if (auto e = m.parser.iterate(m.padded.data(), line.size(), m.padded.size()).get(doc))
+    return EnvelopeError(source, line_no, ErrorText(e));
+  simdjson::ondemand::object obj;
+  if (doc.get_object().get(obj)) return EnvelopeError(source, line_no, "not a JSON object");
+  if (!m.ParseTop(obj)) return EnvelopeError(source, line_no, m.error);
+  if (!doc.current_location().error()) return EnvelopeError(source, line_no, "trailing characters after the object");
+  return &m.result;
+}
+
+}  // namespace mq::envelope
