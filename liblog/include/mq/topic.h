@@ -2,6 +2,7 @@
 // (format-spec §1 and §2).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -15,14 +16,26 @@
 namespace mq {
 
 // Topic and group names become paths: [A-Za-z0-9._-], 1 to 249 characters,
-// not "." or "..". `what` ("topic", "group") labels the error.
+// not "." or ".." (R12). `what` ("topic", "group") labels the error, which
+// is kInvalidArgument naming the (escaped) name and the first bad character
+// and its position.
+constexpr size_t kMaxNameLength = 249;
 Status ValidateName(std::string_view name, std::string_view what);
 
 enum class CleanupPolicy : uint8_t { kDelete, kCompact };
 
-// Topic configuration: `<dir>/topics/<topic>.conf` (format-spec §2). Keys are
-// Kafka's topic property names.
+// Topic configuration: `<dir>/topics/<topic>.conf` (format-spec/layout.md
+// §2). Keys are Kafka's topic property names. Ranges, checked by Parse and
+// Set (R16):
+//   partitions 1..10000 (required in a file), replication.factor 1..32767,
+//   min.insync.replicas 1..32767 and <= replication.factor,
+//   retention.ms and retention.bytes -1..2^63-1, segment.bytes 61..2^31-1,
+//   segment.ms 1..2^63-1, index.interval.bytes 0..2^31-1,
+//   max.message.bytes 61..2^30, cleanup.policy delete|compact.
 struct TopicConfig {
+  static constexpr int kFormatVersion = 1;
+  static constexpr size_t kMaxFileBytes = 64 * 1024;  // larger .conf: kTooLarge
+
   int32_t partitions = 1;
   int32_t replication_factor = 1;
   int32_t min_insync_replicas = 1;
@@ -34,30 +47,53 @@ struct TopicConfig {
   uint32_t max_message_bytes = 1048588;
   CleanupPolicy cleanup_policy = CleanupPolicy::kDelete;
 
-  // Parses the text of a .conf file; errors name `file`, the line and the key.
+  // Parses the text of a .conf file. A line breaking R16 is kCorruption
+  // naming `file`, the byte position and line, and the key; a
+  // format.version above kFormatVersion is kUnsupported.
   static Result<TopicConfig> Parse(std::string_view text, const std::string& file);
-  // The text of a .conf file, every key written out.
+  // The text of a .conf file: a comment, format.version, then every key in
+  // the order of §2, one `key=value\n` each. Parse(Serialize()) == *this.
   std::string Serialize() const;
-  // Applies one "key=value" override (the same keys as the file).
+  // Applies one "key=value" override (the same keys as the file, except
+  // format.version); kInvalidArgument naming the key if unknown or out of
+  // range. Cross-key rules are left to Validate().
   Status Set(std::string_view key, std::string_view value);
+  // Checks the rules that span keys (min.insync.replicas <=
+  // replication.factor); kInvalidArgument.
+  Status Validate() const;
+
+  bool operator==(const TopicConfig&) const = default;
 };
 
-// A data directory: one replica's log root (format-spec §1).
+// A data directory: one replica's log root (format-spec/layout.md §1).
 class DataDir {
  public:
-  // Opens `path`; with `create`, creates it (mode 0750) and writes its
-  // meta.properties. Refuses a directory that is group- or world-writable.
+  static constexpr int kLayoutVersion = 1;
+
+  // Opens `path`; with `create`, creates it (mode 0750, parent must exist),
+  // writes its meta.properties and its topics/ directory. Refuses a
+  // directory that is group- or world-writable (kPermission, saying why),
+  // one without meta.properties (kNotFound; with `create`, only an empty
+  // directory is adopted), and a newer layout.version (kUnsupported).
   static Result<DataDir> Open(const std::string& path, bool create);
 
   const std::string& path() const { return path_; }
+  // kNotFound if the topic has no .conf.
   Result<TopicConfig> ReadTopic(std::string_view topic) const;
-  // Creates the topic's .conf and partition directories (kInvalidArgument if
-  // it exists with a different partition count).
+  // Creates the topic's partition directories, then its .conf (atomically,
+  // and only if absent: of two racing creators exactly one writes it). A
+  // topic that exists with the same partition count is OK (its partition
+  // directories are completed, its .conf left as is); a different count is
+  // kInvalidArgument.
   Status CreateTopic(std::string_view topic, const TopicConfig& config) const;
+  // Topic names with a valid `topics/<name>.conf`, sorted; other files in
+  // topics/ are ignored.
   Result<std::vector<std::string>> ListTopics() const;
   // `<dir>/<topic>-<partition>`.
   std::string PartitionDir(std::string_view topic, int32_t partition) const;
-  // The LogConfig for a topic's partitions.
+  // The LogConfig for a topic's partitions (segment.bytes, segment.ms,
+  // index.interval.bytes; decode limits at least max.message.bytes, so
+  // lowering max.message.bytes never makes written batches unreadable).
   static LogConfig LogConfigFor(const TopicConfig& config);
 
  private:
@@ -66,7 +102,8 @@ class DataDir {
 
 // Kafka's murmur2 (seed 0x9747b28c) over `key`.
 int32_t Murmur2(std::span<const std::byte> key);
-// Kafka's partition for a keyed record: toPositive(murmur2(key)) % partitions.
+// Kafka's partition for a keyed record: toPositive(murmur2(key)) % partitions,
+// toPositive(h) = h & 0x7fffffff. Returns -1 if partitions < 1.
 int32_t PartitionForKey(std::span<const std::byte> key, int32_t partitions);
 
 }  // namespace mq

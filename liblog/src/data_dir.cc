@@ -1,0 +1,277 @@
+// The data directory (format-spec/layout.md §1): meta.properties, topics/,
+// and one directory per partition. Every path below the root is opened
+// relative to the root's descriptor, refusing symlinks.
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "mq/file.h"
+#include "mq/topic.h"
+#include "properties.h"
+
+namespace mq {
+namespace {
+
+constexpr const char* kMetaFile = "meta.properties";
+constexpr const char* kTopicsDir = "topics";
+constexpr const char* kConfSuffix = ".conf";
+constexpr size_t kMaxMetaBytes = 64 * 1024;
+
+std::span<const std::byte> AsBytes(std::string_view s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+// Reads all of `name` in `dir_fd` if it holds at most `max_bytes`.
+Result<std::string> ReadSmallFile(int dir_fd, const std::string& name, const std::string& path,
+                                  size_t max_bytes) {
+  auto file = FileSystem::Default()->Open(dir_fd, name, FileSystem::kRead);
+  if (!file) return file.error();
+  auto size = (*file)->Size();
+  if (!size) return size.error();
+  if (*size > max_bytes) {
+    return Status(Code::kTooLarge,
+                  fmt::format("{}: {} bytes, more than the {} allowed", path, *size, max_bytes));
+  }
+  std::string text(static_cast<size_t>(*size), '\0');
+  auto got = (*file)->ReadAt(0, std::as_writable_bytes(std::span<char>(text)));
+  if (!got) return got.error();
+  text.resize(*got);
+  return text;
+}
+
+// A group- or world-writable root would let another user swap a partition
+// directory for a symlink or plant segments; mq refuses to run in it.
+Status CheckModes(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(path, errno);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return Status(Code::kPermission,
+                  fmt::format("{}: the data directory is {}-writable (mode {:04o}): another "
+                              "user could replace its files; run chmod go-w on it",
+                              path, (st.st_mode & S_IWOTH) ? "world" : "group",
+                              st.st_mode & 07777));
+  }
+  return Status::Ok();
+}
+
+Result<bool> IsEmptyDirectory(int fd, const std::string& path) {
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoStatus(path, errno);
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(copy);
+    return ErrnoStatus(path, err);
+  }
+  ::rewinddir(d);
+  bool empty = true;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n != "." && n != "..") empty = false;
+  }
+  ::closedir(d);
+  return empty;
+}
+
+// meta.properties holds layout.version (R18).
+Status CheckMeta(const std::string& text, const std::string& file) {
+  int64_t version = 0;
+  Status s = ForEachProperty(text, file, "R18", [&](const PropertyLine& p) -> Status {
+    if (p.key != "layout.version") return Status::Ok();  // room for later keys
+    if (!ParseInt64(p.value, 1, INT32_MAX, &version)) {
+      return Status::Corruption(file, p.position, "R18",
+                                fmt::format("line {}: bad layout.version", p.line));
+    }
+    return Status::Ok();
+  });
+  MQ_RETURN_IF_ERROR(s);
+  if (version == 0) return Status::Corruption(file, 0, "R18", "missing layout.version");
+  if (version > DataDir::kLayoutVersion) {
+    return Status(Code::kUnsupported,
+                  fmt::format("{}: layout.version {} is newer than this mq reads ({})", file,
+                              version, DataDir::kLayoutVersion));
+  }
+  return Status::Ok();
+}
+
+std::string MetaText() {
+  return fmt::format("# mq data directory (format-spec/layout.md section 1)\nlayout.version={}\n",
+                     DataDir::kLayoutVersion);
+}
+
+// Adopts `fd` as a new data directory: only if it is empty, so a typo never
+// turns $HOME into a data directory.
+Status Initialize(int fd, const std::string& path) {
+  auto empty = IsEmptyDirectory(fd, path);
+  if (!empty) return empty.error();
+  if (!*empty) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: not an mq data directory (no {}) and not empty", path,
+                              kMetaFile));
+  }
+  MQ_RETURN_IF_ERROR(WriteFileAtomic(fd, kMetaFile, AsBytes(MetaText())));
+  auto topics = OpenDirectoryAt(fd, kTopicsDir, true);
+  if (!topics) return topics.error();
+  return FileSystem::Default()->SyncDir(fd);
+}
+
+std::string ConfName(std::string_view topic) { return fmt::format("{}{}", topic, kConfSuffix); }
+
+}  // namespace
+
+Result<DataDir> DataDir::Open(const std::string& path, bool create) {
+  auto fd = OpenDirectory(path, create);
+  if (!fd) return fd.error();
+  MQ_RETURN_IF_ERROR(CheckModes(fd->get(), path));
+  const std::string meta_path = path + "/" + kMetaFile;
+  auto meta = ReadSmallFile(fd->get(), kMetaFile, meta_path, kMaxMetaBytes);
+  if (!meta && meta.error().code() == Code::kNotFound && create) {
+    MQ_RETURN_IF_ERROR(Initialize(fd->get(), path));
+  } else if (!meta && meta.error().code() == Code::kNotFound) {
+    return Status(Code::kNotFound,
+                  fmt::format("{}: not an mq data directory (no {})", path, kMetaFile));
+  } else if (!meta) {
+    return meta.error();
+  } else {
+    MQ_RETURN_IF_ERROR(CheckMeta(*meta, meta_path));
+  }
+  DataDir dir;
+  dir.path_ = path;
+  return dir;
+}
+
+Result<TopicConfig> DataDir::ReadTopic(std::string_view topic) const {
+  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  auto root = OpenDirectory(path_, false);
+  if (!root) return root.error();
+  const std::string file = fmt::format("{}/{}/{}", path_, kTopicsDir, ConfName(topic));
+  auto topics = OpenDirectoryAt(root->get(), kTopicsDir, false);
+  auto text = topics ? ReadSmallFile(topics->get(), ConfName(topic), file,
+                                     TopicConfig::kMaxFileBytes)
+                     : Result<std::string>(topics.error());
+  if (!text && text.error().code() == Code::kNotFound) {
+    return Status(Code::kNotFound, fmt::format("{}: no topic \"{}\" ({} not found)", path_,
+                                               topic, file));
+  }
+  if (!text) return text.error();
+  return TopicConfig::Parse(*text, file);
+}
+
+namespace {
+
+// The partition directories of a topic, created if missing.
+Status MakePartitionDirs(int root_fd, std::string_view topic, int32_t partitions) {
+  for (int32_t p = 0; p < partitions; ++p) {
+    auto dir = OpenDirectoryAt(root_fd, fmt::format("{}-{}", topic, p), true);
+    if (!dir) return dir.error();
+  }
+  return FileSystem::Default()->SyncDir(root_fd);
+}
+
+Status CompareExisting(const TopicConfig& existing, const TopicConfig& wanted,
+                       std::string_view topic) {
+  if (existing.partitions != wanted.partitions) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("topic \"{}\" exists with {} partitions, not {}", topic,
+                              existing.partitions, wanted.partitions));
+  }
+  return Status::Ok();
+}
+
+// Publishes `text` as `name` in `dir_fd` only if `name` does not exist:
+// writes a staging file (fsynced by WriteFileAtomic), then link(2), which
+// fails with EEXIST instead of replacing. Returns false if it existed.
+Result<bool> PublishIfAbsent(int dir_fd, const std::string& name, const std::string& text) {
+  static std::atomic<uint64_t> counter{0};
+  // Never ends in .conf, so ListTopics never sees it; a crash may leave one
+  // behind, which is harmless (layout.md §1).
+  const std::string staging = fmt::format("create-{}-{}.staging", ::getpid(), counter++);
+  FileSystem* fs = FileSystem::Default();
+  MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd, staging, AsBytes(text)));
+  const int rc = ::linkat(dir_fd, staging.c_str(), dir_fd, name.c_str(), 0);
+  const int err = errno;
+  Status removed = fs->Unlink(dir_fd, staging);
+  if (rc != 0 && err == EEXIST) return false;
+  if (rc != 0) return ErrnoStatus(fmt::format("link {} to {}", staging, name), err);
+  MQ_RETURN_IF_ERROR(removed);
+  MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd));
+  return true;
+}
+
+}  // namespace
+
+Status DataDir::CreateTopic(std::string_view topic, const TopicConfig& config) const {
+  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  MQ_RETURN_IF_ERROR(config.Validate());
+  auto existing = ReadTopic(topic);
+  if (existing) {
+    MQ_RETURN_IF_ERROR(CompareExisting(*existing, config, topic));
+  } else if (existing.error().code() != Code::kNotFound) {
+    return existing.error();
+  }
+  auto root = OpenDirectory(path_, false);
+  if (!root) return root.error();
+  // Partition directories first: the .conf is the commit point, so a topic
+  // that is listed always has all its partitions.
+  const int32_t partitions = existing ? existing->partitions : config.partitions;
+  MQ_RETURN_IF_ERROR(MakePartitionDirs(root->get(), topic, partitions));
+  if (existing) return Status::Ok();
+  auto topics = OpenDirectoryAt(root->get(), kTopicsDir, true);
+  if (!topics) return topics.error();
+  auto published = PublishIfAbsent(topics->get(), ConfName(topic), config.Serialize());
+  if (!published) return published.error();
+  if (*published) return Status::Ok();
+  // Another process created it between our read and our link.
+  auto winner = ReadTopic(topic);
+  if (!winner) return winner.error();
+  return CompareExisting(*winner, config, topic);
+}
+
+Result<std::vector<std::string>> DataDir::ListTopics() const {
+  auto root = OpenDirectory(path_, false);
+  if (!root) return root.error();
+  auto topics = OpenDirectoryAt(root->get(), kTopicsDir, false);
+  std::vector<std::string> names;
+  if (!topics && topics.error().code() == Code::kNotFound) return names;
+  if (!topics) return topics.error();
+  DIR* d = ::fdopendir(topics->get());
+  if (d == nullptr) return ErrnoStatus(path_ + "/" + kTopicsDir, errno);
+  (void)topics->release();  // closedir closes it
+  const std::string_view suffix = kConfSuffix;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n.size() <= suffix.size() || !n.ends_with(suffix)) continue;
+    const std::string_view stem = n.substr(0, n.size() - suffix.size());
+    if (ValidateName(stem, "topic").ok()) names.emplace_back(stem);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string DataDir::PartitionDir(std::string_view topic, int32_t partition) const {
+  return fmt::format("{}/{}-{}", path_, topic, partition);
+}
+
+LogConfig DataDir::LogConfigFor(const TopicConfig& config) {
+  LogConfig log;
+  log.segment_bytes = config.segment_bytes;
+  log.segment_ms = config.segment_ms;
+  log.index_interval_bytes = config.index_interval_bytes;
+  log.limits.max_batch_bytes = std::max(log.limits.max_batch_bytes, config.max_message_bytes);
+  log.limits.max_decompressed_bytes =
+      std::max(log.limits.max_decompressed_bytes, config.max_message_bytes);
+  return log;
+}
+
+}  // namespace mq
