@@ -1,8 +1,14 @@
 // Record batches: RecordBatch v2, byte-compatible with Kafka.
-// Byte tables and rules: format-spec/README.md §3 (batch) and §4 (record).
+// Byte tables and rules: format-spec/batch.md (§3 batch, §4 record, §5
+// compression and control batches) and format-spec/README.md §11 (rules).
 //
 // BatchView and RecordView are zero-copy views over bytes the caller keeps
 // alive. BatchBuilder is the only writer of batch bytes.
+//
+// Errors: every decoding error is Status::Corruption(file, position, rule,
+// what) where `position` is the byte position of the *batch* in its file (the
+// `position` argument); the message names the field, and for record errors
+// the record index and its byte offset inside the (decompressed) records.
 #pragma once
 
 #include <cstddef>
@@ -73,8 +79,12 @@ enum class Probe : uint8_t {
 };
 
 // Reads the header at the start of `bytes` (R1, R2, R3 only: no CRC check).
-// Returns kTornTail when `bytes` ends before the header or the batch does.
-// `file` and `position` only label errors.
+// Returns kTornTail when `bytes` ends before the header or the batch does
+// (fewer than 17 bytes: nothing is decoded; 17..60 bytes: base_offset,
+// batch_length, partition_leader_epoch and magic are filled in). R2 and R3
+// are checked as soon as the bytes holding them are there, so a garbage
+// length is kCorruption, not a torn tail. `file` and `position` only label
+// errors.
 Result<Probe> ProbeBatch(Bytes bytes, BatchHeader* header, const DecodeLimits& limits,
                          const std::string& file = "", uint64_t position = 0);
 
@@ -101,8 +111,11 @@ struct RecordView {
 // A validated batch: a view over exactly header.size_bytes() bytes.
 class BatchView {
  public:
-  // Validates R1-R7 (header, length, magic, CRC, attributes, counts) over the
-  // batch at the start of `bytes`. Records are checked by RecordReader.
+  // Validates R1-R6 (complete, length, magic, CRC, attributes, counts) over
+  // the batch at the start of `bytes`; the view covers exactly
+  // header.size_bytes() bytes (`bytes` may hold more). Records are checked
+  // by RecordReader (R8, R9, R17); R7 by CheckProducerFields. A gzip,
+  // snappy or lz4 batch is valid here.
   static Result<BatchView> Parse(Bytes bytes, const DecodeLimits& limits,
                                  const std::string& file = "", uint64_t position = 0);
 
@@ -126,17 +139,42 @@ class RecordReader {
                                    const DecodeLimits& limits, const std::string& file = "",
                                    uint64_t position = 0);
   // Next record, or nullopt after records_count records. A malformed record
-  // is a kCorruption error (rule R8); so are bytes left after the last one.
+  // is a kCorruption error (rule R8); so are bytes left after the last one
+  // (reported by the call that decodes the last record). In a control
+  // batch each record must also pass R17.
   Result<std::optional<RecordView>> Next();
 
  private:
+  Status Error(const char* rule, const std::string& what) const;
   BatchHeader header_;
+  Bytes records_;   // all record bytes (decompressed if needed)
   Bytes rest_;
   int32_t remaining_ = 0;
+  int32_t index_ = 0;
   int32_t last_delta_ = -1;
   std::string file_;
   uint64_t position_ = 0;
 };
+
+// R7: a non-control batch with producerId >= 0 has producerEpoch >= 0 and
+// baseSequence >= 0. Checked when appending, not when reading.
+Status CheckProducerFields(const BatchHeader& header, const std::string& file = "",
+                           uint64_t position = 0);
+
+// Transaction markers and other control records (format-spec/batch.md §5.2).
+enum class ControlType : int16_t { kAbort = 0, kCommit = 1 };
+struct ControlRecord {
+  int16_t version = 0;
+  int16_t type = 0;               // ControlType for COMMIT/ABORT; 2-6 are KRaft-only
+  int16_t value_version = 0;      // COMMIT/ABORT only
+  int32_t coordinator_epoch = 0;  // COMMIT/ABORT only
+  bool is_end_txn_marker() const { return type == 0 || type == 1; }
+};
+// Decodes the key and value of a record of a control batch (R17).
+Result<ControlRecord> DecodeControlRecord(const RecordView& record, const std::string& file = "",
+                                          uint64_t position = 0);
+// "ABORT", "COMMIT", "LEADER_CHANGE", ..., "UNKNOWN".
+std::string_view ControlTypeName(int16_t type);
 
 struct RecordInput {
   int64_t timestamp = 0;
@@ -153,6 +191,13 @@ struct BatchOptions {
   int32_t base_sequence = -1;
   int32_t partition_leader_epoch = -1;
   bool log_append_time = false;
+  bool is_transactional = false;  // attribute bit 4
+  bool is_control = false;        // attribute bit 5: add records with AddControl
+  // Overrides; by default baseTimestamp is the first record's timestamp and
+  // maxTimestamp the largest record timestamp (or the append time given
+  // here with log_append_time).
+  std::optional<int64_t> base_timestamp;
+  std::optional<int64_t> max_timestamp;
 };
 
 // Builds one batch. Records are encoded as they are added; Finish() writes
@@ -160,23 +205,38 @@ struct BatchOptions {
 class BatchBuilder {
  public:
   explicit BatchBuilder(BatchOptions options = {});
+  ~BatchBuilder();
+  BatchBuilder(BatchBuilder&& other) noexcept;
+  BatchBuilder& operator=(BatchBuilder&& other) noexcept;
+  BatchBuilder(const BatchBuilder&) = delete;
+  BatchBuilder& operator=(const BatchBuilder&) = delete;
+
+  // Drops any records added and sets new options.
   void Reset(BatchOptions options);
+  // Record i gets offset delta i. A record's encoded size must stay below
+  // 2^31 bytes (keys, values and headers are the caller's to bound).
   void Add(const RecordInput& record);
+  // A control record: key (version 0, type), value (version 0,
+  // coordinatorEpoch). Use with options.is_control.
+  void AddControl(int64_t timestamp, ControlType type, int32_t coordinator_epoch);
   int32_t count() const { return count_; }
   // Encoded size so far (uncompressed records + 61-byte header).
-  size_t size_bytes() const { return 61 + records_.size(); }
+  size_t size_bytes() const { return 61 + used_; }
   // Appends the finished batch (base offset `base_offset`) to `out` and
-  // resets the builder for the next batch with the same options.
+  // resets the builder for the next batch with the same options. Fails
+  // (kInternal) only if zstd fails, or kTooLarge past 2^31 bytes.
   Status Finish(int64_t base_offset, std::vector<std::byte>* out);
 
  private:
+  std::byte* Reserve(size_t n);
   BatchOptions options_;
-  std::vector<std::byte> records_;
+  std::vector<std::byte> records_;  // storage; the first used_ bytes are records
+  size_t used_ = 0;
   std::vector<std::byte> compressed_;
   int32_t count_ = 0;
   int64_t base_timestamp_ = -1;
   int64_t max_timestamp_ = -1;
-  void* zstd_ctx_ = nullptr;
+  void* zstd_ctx_ = nullptr;  // ZSTD_CCtx, reused across batches
 };
 
 // Rewrites the baseOffset field (not covered by the CRC) of an encoded batch.
