@@ -281,3 +281,31 @@ TEST_CASE("vectors: batch.md §13 holds exactly the bytes these tests check", "[
     CHECK(doc.find("hex: " + std::string(v)) != std::string::npos);
   }
 }
+
+TEST_CASE("V5 kafkajs gzip batch with LogAppendTime: valid, records unsupported", "[vectors]") {
+  std::ifstream in(std::string(MQ_TEST_DATA_DIR) + "/kafka/v5_kafkajs_gzip.hex");
+  REQUIRE(in.good());
+  std::string hex;
+  in >> hex;
+  auto bytes = Hex(hex);
+  REQUIRE(bytes.size() == 125);
+  auto view = mq::BatchView::Parse(bytes, {}, "v5.log", 4096);
+  REQUIRE(view.has_value());
+  const mq::BatchHeader& h = view->header();
+  CHECK(h.crc == 0xe4c324a5u);
+  CHECK(h.attributes == 0x0009);
+  CHECK(h.compression() == mq::Compression::kGzip);
+  CHECK(h.log_append_time());
+  CHECK(h.producer_id == -1);
+  CHECK(h.producer_epoch == 0);
+  CHECK(h.base_sequence == 0);
+  CHECK(h.records_count == 1);
+  CHECK(mq::CompressionName(h.compression()) == "gzip");
+  // mq writes only none and zstd: the records cannot be read, and the error
+  // says so with the file and the batch position (never a silent skip).
+  std::vector<std::byte> scratch;
+  auto reader = mq::RecordReader::Open(*view, &scratch, {}, "v5.log", 4096);
+  REQUIRE_FALSE(reader.has_value());
+  CHECK(reader.error().code() == mq::Code::kUnsupported);
+  CHECK(reader.error().message() == "v5.log: offset 4096: unsupported codec gzip");
+}
