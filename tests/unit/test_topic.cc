@@ -217,7 +217,9 @@ TEST_CASE("data dir: create makes a 0750 directory with meta.properties and topi
   REQUIRE(::stat(root.c_str(), &st) == 0);
   CHECK((st.st_mode & 0022) == 0);
   CHECK((st.st_mode & 0700) == 0700);
-  CHECK_THAT(Slurp(root + "/meta.properties"), Catch::Contains("\nlayout.version=1\n"));
+  // format-spec/layout.md §1.2, byte for byte.
+  CHECK(Slurp(root + "/meta.properties") ==
+        "# mq data directory (format-spec/layout.md section 1)\nlayout.version=1\n");
   CHECK(fs::is_directory(root + "/topics"));
   // Reopening without create works; a missing directory does not.
   CHECK(mq::DataDir::Open(root, false).has_value());

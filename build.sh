@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Builds mq on Debian 12 from a fresh clone.
+#
+#   ./build.sh demo    install missing packages (as root), build everything,
+#                      run examples/demo.sh
+#   ./build.sh test    install missing packages (as root), build and run every
+#                      test: ctest on a RelWithDebInfo build, the unit tests
+#                      under ASan+UBSan, and each fuzz target for a bounded time
+#                      (when clang is installed)
+#   ./build.sh build   install missing packages (as root) and build everything
+#
+# Environment: MQ_JOBS (parallel jobs, default nproc), MQ_FUZZ_SECONDS (per
+# fuzz target, default 20), MQ_SKIP_DEPS=1 (do not check packages).
+set -euo pipefail
+
+cd "$(dirname "$0")"
+SRC=$PWD
+JOBS=${MQ_JOBS:-$(nproc)}
+FUZZ_SECONDS=${MQ_FUZZ_SECONDS:-20}
+
+REQUIRED_PACKAGES=(g++ cmake ninja-build libcli11-dev libboost-dev libfmt-dev libzstd-dev
+                   catch2 libsimdjson-dev)
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf 'build.sh: %s\n' "$*" >&2; exit 1; }
+
+missing_packages() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
+  done
+}
+
+install_packages() {
+  [[ ${MQ_SKIP_DEPS:-0} == 1 ]] && return 0
+  command -v dpkg-query >/dev/null || die "not a Debian system: install ${REQUIRED_PACKAGES[*]} yourself and set MQ_SKIP_DEPS=1"
+  local missing
+  mapfile -t missing < <(missing_packages "${REQUIRED_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}")
+  ((${#missing[@]} == 0)) && return 0
+  if [[ $(id -u) == 0 ]]; then
+    step "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+    return 0
+  fi
+  mapfile -t missing < <(missing_packages "${REQUIRED_PACKAGES[@]}")
+  ((${#missing[@]} == 0)) || die "missing packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})"
+  echo "build.sh: clang or libclang-rt-14-dev missing: fuzz targets will be skipped" >&2
+}
+
+# configure DIR [cmake args...]
+configure() {
+  local dir=$1
+  shift
+  cmake -S "$SRC" -B "$dir" -G Ninja "$@" >/dev/null
+}
+
+build_all() {
+  step "building (build/)"
+  configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  ninja -C build -j"$JOBS"
+}
+
+run_demo() {
+  build_all
+  step "running examples/demo.sh"
+  MQ_BIN=$SRC/build bash examples/demo.sh
+}
+
+run_ctest() {
+  build_all
+  step "ctest (build/)"
+  ctest --test-dir build --output-on-failure -j"$JOBS"
+}
+
+run_sanitized_unit_tests() {
+  step "unit tests under ASan+UBSan (build-asan/)"
+  configure build-asan -DCMAKE_BUILD_TYPE=Debug -DMQ_SANITIZE=ON
+  ninja -C build-asan -j"$JOBS" unit_tests
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    build-asan/tests/unit_tests
+}
+
+# The fuzz targets are the executables tests/fuzz/CMakeLists.txt builds; a
+# seed corpus, if any, is tests/fuzz/corpus/<target>/.
+run_fuzzers() {
+  if ! command -v clang++ >/dev/null || [[ -n $(missing_packages libclang-rt-14-dev) ]]; then
+    step "fuzz targets skipped: clang++ or libclang-rt-14-dev not installed"
+    return 0
+  fi
+  step "fuzz targets, ${FUZZ_SECONDS}s each (build-fuzz/)"
+  configure build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMQ_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++
+  ninja -C build-fuzz -j"$JOBS" tests/fuzz/all
+  local targets target name work log
+  mapfile -t targets < <(find build-fuzz/tests/fuzz -maxdepth 1 -type f -executable | sort)
+  ((${#targets[@]} > 0)) || die "no fuzz targets built in build-fuzz/tests/fuzz"
+  for target in "${targets[@]}"; do
+    name=$(basename "$target")
+    work=$(mktemp -d)
+    log=$work/log
+    mkdir "$work/corpus"
+    [[ -d tests/fuzz/corpus/$name ]] && cp -r "tests/fuzz/corpus/$name/." "$work/corpus/"
+    echo "--- $name"
+    if ! "$target" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+         -print_final_stats=1 -artifact_prefix=build-fuzz/"$name"- "$work/corpus" >"$log" 2>&1; then
+      cat "$log"
+      die "fuzz target $name failed (reproducer: build-fuzz/$name-*)"
+    fi
+    grep -E '^(#[0-9]+.*DONE|Done|stat::number_of_executed_units)' "$log" || tail -n 3 "$log"
+    rm -rf "$work"
+  done
+}
+
+case ${1:-} in
+  build) install_packages; build_all ;;
+  demo) install_packages; run_demo ;;
+  test) install_packages; run_ctest; run_sanitized_unit_tests; run_fuzzers
+        step "all tests passed" ;;
+  *) echo "usage: ./build.sh demo|test|build" >&2; exit 64 ;;
+esac
