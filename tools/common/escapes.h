@@ -1,0 +1,24 @@
+// Delimiters given on the command line (-D, -K): backslash escapes turn a
+// shell word into any byte string, so NUL, CR and multi-byte separators can
+// be named without the shell's help.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "mq/status.h"
+
+namespace mq::cli {
+
+// Decodes `text`: `\n` newline, `\t` tab, `\r` carriage return, `\0` NUL,
+// `\\` backslash, `\xNN` the byte with hex value NN (exactly two digits);
+// every other byte stands for itself. Any other escape, a trailing lone
+// backslash or an empty result is a kInvalidArgument error that names
+// `flag` (e.g. "-D/--delimiter") and the byte position in `text`.
+Result<std::string> ParseEscapes(std::string_view text, std::string_view flag);
+
+// The inverse for messages: printable ASCII stays, everything else is
+// written with the escapes above (`\xNN` for bytes without a short form).
+std::string EscapeBytes(std::string_view bytes);
+
+}  // namespace mq::cli

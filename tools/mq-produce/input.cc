@@ -1,0 +1,133 @@
+#include "input.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace mq::produce {
+namespace {
+
+// Bytes asked of each read(): large enough that a file is read in few
+// system calls, small enough to keep the whole buffer far below 64 MB.
+constexpr size_t kReadChunk = 1 << 20;
+
+}  // namespace
+
+Result<std::unique_ptr<InputSource>> InputSource::Open(const std::string& path,
+                                                       std::string delimiter,
+                                                       size_t max_message_bytes) {
+  UniqueFd fd;
+  std::string name = path;
+  if (path == "-") {
+    fd = UniqueFd(::dup(STDIN_FILENO));
+    name = "<stdin>";
+    if (!fd) return ErrnoStatus("<stdin>", errno);
+  } else {
+    fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return ErrnoStatus(path, errno);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(name, errno);
+  if (S_ISDIR(st.st_mode)) return Status(Code::kInvalidArgument, name + ": is a directory");
+  if (delimiter.empty()) return Status(Code::kInvalidArgument, "empty delimiter");
+  return std::unique_ptr<InputSource>(new InputSource(
+      std::move(fd), std::move(name), std::move(delimiter), max_message_bytes,
+      S_ISREG(st.st_mode)));
+}
+
+InputSource::InputSource(UniqueFd fd, std::string name, std::string delimiter,
+                         size_t max_message_bytes, bool regular)
+    : fd_(std::move(fd)),
+      name_(std::move(name)),
+      delimiter_(std::move(delimiter)),
+      max_message_bytes_(max_message_bytes),
+      regular_(regular) {
+  // A whole message plus its delimiter always fits, with room for a read.
+  buffer_.resize(max_message_bytes_ + delimiter_.size() + kReadChunk);
+  if (regular_) ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+}
+
+const char* InputSource::FindDelimiter() {
+  const char* base = buffer_.data();
+  const size_t dlen = delimiter_.size();
+  if (end_ - scan_ >= dlen) {
+    const void* hit = dlen == 1 ? std::memchr(base + scan_, delimiter_[0], end_ - scan_)
+                                : ::memmem(base + scan_, end_ - scan_, delimiter_.data(), dlen);
+    if (hit != nullptr) return static_cast<const char*>(hit);
+  }
+  // Not found: the last dlen-1 bytes may start a delimiter still being read.
+  size_t keep = dlen - 1;
+  scan_ = end_ - start_ > keep ? end_ - keep : start_;
+  return nullptr;
+}
+
+Status InputSource::TooLarge() const {
+  return Status(Code::kTooLarge,
+                fmt::format("{}: {} {} at byte offset {} is larger than the maximum message size "
+                            "({} bytes; max.message.bytes or --max-message-bytes)",
+                            name_, unit(), number_ + 1, consumed_ + start_, max_message_bytes_));
+}
+
+Status InputSource::Fill() {
+  if (start_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + start_, end_ - start_);
+    consumed_ += start_;
+    scan_ -= start_;
+    end_ -= start_;
+    start_ = 0;
+  }
+  for (;;) {
+    ssize_t n = ::read(fd_.get(), buffer_.data() + end_, buffer_.size() - end_);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(name_ + ": read", errno);
+    if (n == 0) eof_ = true;
+    end_ += static_cast<size_t>(n);
+    return Status::Ok();
+  }
+}
+
+Result<ReadState> InputSource::Next(InputMessage* message, int timeout_ms) {
+  for (;;) {
+    if (const char* hit = FindDelimiter()) {
+      size_t len = static_cast<size_t>(hit - buffer_.data()) - start_;
+      if (len > max_message_bytes_) return TooLarge();
+      message->bytes = std::string_view(buffer_.data() + start_, len);
+      message->position = consumed_ + start_;
+      message->number = ++number_;
+      start_ += len + delimiter_.size();
+      scan_ = start_;
+      return ReadState::kMessage;
+    }
+    // The bytes of the current message so far, less a possible partial delimiter.
+    size_t partial = end_ - start_;
+    size_t least = partial > delimiter_.size() - 1 ? partial - (delimiter_.size() - 1) : 0;
+    if (least > max_message_bytes_) return TooLarge();
+    if (eof_) {
+      if (start_ == end_) return ReadState::kEnd;
+      if (partial > max_message_bytes_) return TooLarge();
+      message->bytes = std::string_view(buffer_.data() + start_, partial);
+      message->position = consumed_ + start_;
+      message->number = ++number_;
+      start_ = scan_ = end_;
+      return ReadState::kMessage;
+    }
+    if (timeout_ms >= 0 && !regular_) {
+      pollfd p{fd_.get(), POLLIN, 0};
+      int r;
+      do {
+        r = ::poll(&p, 1, timeout_ms);
+      } while (r < 0 && errno == EINTR);
+      if (r < 0) return ErrnoStatus(name_ + ": poll", errno);
+      if (r == 0) return ReadState::kWouldBlock;
+    }
+    MQ_RETURN_IF_ERROR(Fill());
+  }
+}
+
+}  // namespace mq::produce

@@ -1,0 +1,57 @@
+// mq-produce: append messages read from files or standard input to a topic.
+// Manual: man/mq-produce.1. Rules for producer ids: format-spec/producer.md.
+#include <memory>
+#include <string>
+
+#include "cli.h"
+#include "options.h"
+#include "run.h"
+
+namespace {
+
+// The usage lines are the man page's SYNOPSIS, word for word (a CLI test
+// compares them).
+constexpr const char* kUsage =
+    "Usage: mq-produce [-C DIR] -t TOPIC [-p N] [-k KEY | -K DELIM] [-D DELIM | -0 | -J] "
+    "[-H NAME=VALUE]... [-Z] [-z CODEC] [--producer-id NAME] [--print-offsets] [OPTION]... "
+    "[FILE]...\n"
+    "       mq-produce [-C DIR] -t TOPIC --create [--partitions N] [-X KEY=VALUE]... "
+    "[OPTION]... [FILE]...\n"
+    "       mq-produce [-C DIR] -t TOPIC --describe\n"
+    "       mq-produce -h | -V\n"
+    "\n"
+    "Append messages read from FILEs (or standard input) to TOPIC: one message per\n"
+    "line by default. Exit status 0 means every message is appended and durable as\n"
+    "--fsync asks.\n";
+
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override { return kUsage; }
+};
+
+int Usage(const std::string& message) {
+  mq::cli::Warn(message);
+  std::string usage = kUsage;
+  fmt::print(stderr, "{}Run with --help for more information.\n",
+             usage.substr(0, usage.find('\n') + 1));
+  return mq::cli::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mq::cli::SetProgramName("mq-produce");
+  mq::cli::IgnoreSigpipe();
+
+  CLI::App app;
+  app.name("mq-produce");
+  app.formatter(std::make_shared<Formatter>());
+  mq::cli::AddVersionFlag(app);
+  mq::produce::Flags flags;
+  mq::produce::AddFlags(app, &flags);
+  if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
+
+  auto settings = mq::produce::Resolve(flags);
+  if (!settings) return Usage(settings.error().message());
+  return mq::produce::Run(flags, *settings);
+}

@@ -1,0 +1,191 @@
+#include "producer.h"
+
+#include <climits>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+
+namespace mq::produce {
+
+struct Producer::PartitionState {
+  std::unique_ptr<PartitionWriter> writer;
+  BatchBuilder builder;
+  std::vector<std::byte> out;  // finished batches, back to back
+  int32_t next_sequence = 0;   // of the next message routed here
+  uint64_t skip = 0;           // messages still to skip (appended by an earlier run)
+  uint64_t queued = 0;         // messages in `builder` and `out`
+  bool dirty = false;          // listed in dirty_
+  int64_t cursor = 0;          // next offset to print
+};
+
+namespace {
+
+// Upper bound of a record's encoded size beyond its key, value and headers
+// (kafka-format.md §2: 21 bytes), plus each header's two length varints.
+size_t EstimatedSize(const Message& m) {
+  size_t n = 21 + (m.key ? m.key->size() : 0) + (m.value ? m.value->size() : 0);
+  for (const Header& h : m.headers) n += 10 + h.key.size() + (h.value ? h.value->size() : 0);
+  return n;
+}
+
+}  // namespace
+
+Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out)
+    : dir_(dir), options_(std::move(options)), out_(out) {
+  parts_.resize(static_cast<size_t>(options_.partitions));
+  stats_.per_partition.assign(parts_.size(), 0);
+  BatchOptions b;
+  b.compression = options_.compression;
+  b.zstd_level = options_.zstd_level;
+  if (options_.producer_id >= 0) {
+    b.producer_id = options_.producer_id;
+    b.producer_epoch = 0;
+    b.base_sequence = 0;
+  }
+  for (PartitionState& ps : parts_) ps.builder.Reset(b);
+}
+
+Producer::~Producer() = default;
+
+Result<std::unique_ptr<Producer>> Producer::Open(const DataDir& dir, ProducerOptions options,
+                                                 cli::Output* out) {
+  std::unique_ptr<Producer> p(new Producer(dir, std::move(options), out));
+  if (p->options_.producer_id < 0) return p;
+  // Resume: the first last+1 messages routed to a partition were appended by
+  // an earlier run of the same input (format-spec/producer.md, P9).
+  for (int32_t i = 0; i < p->options_.partitions; ++i) {
+    if (p->options_.partition && *p->options_.partition != i) continue;
+    auto last = LastProducerSequence(dir.PartitionDir(p->options_.topic, i),
+                                     p->options_.producer_id);
+    if (!last) return last.error();
+    if (last->has_value()) p->parts_[i].skip = static_cast<uint64_t>(**last) + 1;
+  }
+  return p;
+}
+
+int32_t Producer::Choose(const Message& m) {
+  if (options_.partition) return *options_.partition;
+  if (m.key) return PartitionForKey(*m.key, options_.partitions);
+  // With a producer id the partition must not depend on batching, so that a
+  // re-run routes every message as before: by message index.
+  if (options_.producer_id >= 0) {
+    return static_cast<int32_t>(index_ % static_cast<uint64_t>(options_.partitions));
+  }
+  return sticky_;
+}
+
+Status Producer::Send(const Message& m) {
+  const int32_t p = Choose(m);
+  ++index_;
+  PartitionState& ps = parts_[static_cast<size_t>(p)];
+  const int32_t sequence = ps.next_sequence;
+  ps.next_sequence = sequence == INT32_MAX ? 0 : sequence + 1;
+  if (ps.skip > 0) {
+    --ps.skip;
+    ++stats_.skipped;
+    return Status::Ok();
+  }
+  const size_t size = EstimatedSize(m);
+  if (ps.builder.count() > 0 && ps.builder.size_bytes() + size > options_.batch_bytes) {
+    MQ_RETURN_IF_ERROR(FinishBatch(p));
+  }
+  if (ps.builder.count() == 0 && options_.producer_id >= 0) {
+    BatchOptions b;
+    b.compression = options_.compression;
+    b.zstd_level = options_.zstd_level;
+    b.producer_id = options_.producer_id;
+    b.producer_epoch = 0;
+    b.base_sequence = sequence;
+    ps.builder.Reset(b);
+  }
+  RecordInput r;
+  r.timestamp = m.timestamp;
+  r.key = m.key;
+  r.value = m.value;
+  r.headers = m.headers;
+  ps.builder.Add(r);
+  if (!ps.dirty) ps.dirty = true;
+  ++ps.queued;
+  ++queued_messages_;
+  stats_.bytes += (m.key ? m.key->size() : 0) + (m.value ? m.value->size() : 0);
+  if (options_.print_offsets) order_.push_back(p);
+  if (ps.builder.size_bytes() >= options_.batch_bytes) MQ_RETURN_IF_ERROR(FinishBatch(p));
+  if (queued_bytes_ >= options_.append_bytes) return Flush();
+  return Status::Ok();
+}
+
+Status Producer::FinishBatch(int32_t p) {
+  PartitionState& ps = parts_[static_cast<size_t>(p)];
+  const size_t before = ps.out.size();
+  MQ_RETURN_IF_ERROR(ps.builder.Finish(0, &ps.out));
+  queued_bytes_ += ps.out.size() - before;
+  ++stats_.batches;
+  // Unkeyed messages stick to one partition per batch, then move on.
+  if (p == sticky_ && !options_.partition && options_.producer_id < 0) {
+    sticky_ = (sticky_ + 1) % options_.partitions;
+  }
+  return Status::Ok();
+}
+
+Result<PartitionWriter*> Producer::Writer(int32_t p) {
+  PartitionState& ps = parts_[static_cast<size_t>(p)];
+  if (ps.writer) return ps.writer.get();
+  RecoveryReport report;
+  auto w = PartitionWriter::Open(dir_.PartitionDir(options_.topic, p), options_.log, false,
+                                 &report);
+  if (!w) return w.error();
+  if (!options_.quiet) {
+    for (const Problem& problem : report.repaired) {
+      cli::Warn(fmt::format("{}: offset {}: {}: repaired: {}", problem.file, problem.position,
+                            problem.rule, problem.detail));
+    }
+  }
+  ps.writer = std::move(*w);
+  return ps.writer.get();
+}
+
+Status Producer::Flush() {
+  if (queued_messages_ == 0) return Status::Ok();
+  for (int32_t p = 0; p < options_.partitions; ++p) {
+    PartitionState& ps = parts_[static_cast<size_t>(p)];
+    if (!ps.dirty) continue;
+    if (ps.builder.count() > 0) MQ_RETURN_IF_ERROR(FinishBatch(p));
+    auto w = Writer(p);
+    if (!w) return w.error();
+    auto r = (*w)->Append(ps.out);
+    if (!r) {
+      return Status(r.error().code(), fmt::format("{}-{}: append: {}", options_.topic, p,
+                                                  r.error().message()));
+    }
+    ++stats_.appends;
+    if (r->duplicate) ++stats_.duplicates;
+    stats_.messages += ps.queued;
+    stats_.per_partition[static_cast<size_t>(p)] += ps.queued;
+    ps.cursor = r->base_offset;
+    ps.out.clear();
+    ps.queued = 0;
+    ps.dirty = false;
+  }
+  // Every queued message is now appended (and durable as configured).
+  for (int32_t p : order_) {
+    out_->Print("{} {}\n", p, parts_[static_cast<size_t>(p)].cursor++);
+  }
+  if (options_.print_offsets) out_->Flush();
+  order_.clear();
+  queued_bytes_ = 0;
+  queued_messages_ = 0;
+  return Status::Ok();
+}
+
+Status Producer::Close() {
+  Status first = Flush();
+  for (PartitionState& ps : parts_) {
+    if (!ps.writer) continue;
+    Status s = ps.writer->Close();
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+}  // namespace mq::produce

@@ -1,0 +1,107 @@
+#include "producer_id.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "mq/batch.h"
+#include "mq/topic.h"
+
+namespace mq::produce {
+namespace {
+
+constexpr const char* kRegistryDir = "producers";
+// Holds the next id to allocate. Its name has no ".id"/".lock" suffix, so
+// no producer name can collide with it.
+constexpr const char* kNextIdFile = "next-producer-id";
+// A registry file is one decimal number and a newline.
+constexpr size_t kMaxIdFileBytes = 32;
+
+// Reads a registry file: nullopt if absent, kCorruption if not a number.
+Result<std::optional<int64_t>> ReadId(int dir_fd, const std::string& name,
+                                      const std::string& label) {
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return std::optional<int64_t>();
+    return ErrnoStatus(label, errno);
+  }
+  char buf[kMaxIdFileBytes + 1];
+  ssize_t n;
+  do {
+    n = ::read(fd.get(), buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus(label, errno);
+  std::string_view text(buf, static_cast<size_t>(n));
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  int64_t id = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || id < 0 ||
+      static_cast<size_t>(n) > kMaxIdFileBytes) {
+    return Status::Corruption(label, 0, "P8", "not a producer id (one decimal number >= 0)");
+  }
+  return std::optional<int64_t>(id);
+}
+
+Status WriteId(int dir_fd, const std::string& name, int64_t id) {
+  std::string text = fmt::format("{}\n", id);
+  return WriteFileAtomic(dir_fd, name, AsBytes(text));
+}
+
+// Allocates or looks up the id of `name` under the registry directory lock.
+Result<int64_t> LookUp(int dir_fd, const std::string& name, const std::string& registry) {
+  if (::flock(dir_fd, LOCK_EX) != 0) return ErrnoStatus(registry + ": lock", errno);
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::flock(fd, LOCK_UN); }
+  } unlock{dir_fd};
+
+  std::string id_file = name + ".id";
+  auto existing = ReadId(dir_fd, id_file, registry + "/" + id_file);
+  if (!existing) return existing.error();
+  if (existing->has_value()) return **existing;
+
+  auto next = ReadId(dir_fd, kNextIdFile, registry + "/" + kNextIdFile);
+  if (!next) return next.error();
+  int64_t id = next->value_or(0);
+  if (id == INT64_MAX) return Status(Code::kTooLarge, registry + ": producer ids exhausted");
+  // The counter first: a crash between the two writes wastes an id, never
+  // gives one to two names.
+  MQ_RETURN_IF_ERROR(WriteId(dir_fd, kNextIdFile, id + 1));
+  MQ_RETURN_IF_ERROR(WriteId(dir_fd, id_file, id));
+  return id;
+}
+
+}  // namespace
+
+Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
+                                                   std::string_view name) {
+  MQ_RETURN_IF_ERROR(ValidateName(name, "producer id"));
+  auto root = OpenDirectory(data_dir, false);
+  if (!root) return root.error();
+  auto dir = OpenDirectoryAt(root->get(), kRegistryDir, true);
+  if (!dir) return dir.error();
+  const std::string registry = data_dir + "/" + kRegistryDir;
+  const std::string lock_name = std::string(name) + ".lock";
+
+  UniqueFd lock(::openat(dir->get(), lock_name.c_str(),
+                         O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640));
+  if (!lock) return ErrnoStatus(registry + "/" + lock_name, errno);
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return Status(Code::kBusy,
+                    fmt::format("producer id '{}' is in use by another run ({}/{} is locked)",
+                                name, registry, lock_name));
+    }
+    return ErrnoStatus(registry + "/" + lock_name, errno);
+  }
+  auto id = LookUp(dir->get(), std::string(name), registry);
+  if (!id) return id.error();
+  return ProducerIdentity(std::move(lock), *id);
+}
+
+}  // namespace mq::produce

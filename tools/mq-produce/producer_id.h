@@ -1,0 +1,31 @@
+// The producer-id registry (format-spec/producer.md §10.3): a stable name
+// given with --producer-id maps to a numeric producerId kept in the data
+// directory, and a lock held for the whole run keeps two runs with one name
+// from interleaving their sequences.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "mq/file.h"
+#include "mq/status.h"
+
+namespace mq::produce {
+
+class ProducerIdentity {
+ public:
+  // Validates `name` like a topic name, takes `producers/<name>.lock`
+  // (kBusy, exit 75, if another run holds it) and returns the numeric id of
+  // `name`, allocating the next free one on first use.
+  static Result<ProducerIdentity> Acquire(const std::string& data_dir, std::string_view name);
+
+  int64_t id() const { return id_; }
+
+ private:
+  ProducerIdentity(UniqueFd lock, int64_t id) : lock_(std::move(lock)), id_(id) {}
+  UniqueFd lock_;  // flock(LOCK_EX) on producers/<name>.lock, held until exit
+  int64_t id_ = -1;
+};
+
+}  // namespace mq::produce

@@ -1,0 +1,280 @@
+#include "run.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "envelope.h"
+#include "input.h"
+#include "mq/topic.h"
+#include "producer.h"
+#include "producer_id.h"
+
+namespace mq::produce {
+namespace {
+
+int64_t NowMs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+int64_t MonotonicMs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// How often the wall clock is read for CreateTime while input streams in:
+// every this many messages, and after every pause of the input.
+constexpr uint64_t kClockEvery = 1024;
+// A JSON line may be longer than the message it holds (escapes, base64).
+size_t JsonLineLimit(size_t max_message) { return max_message * 6 + (64 << 10); }
+
+int Describe(const DataDir& dir, const std::string& topic) {
+  auto config = dir.ReadTopic(topic);
+  if (!config) return cli::Fail(config.error());
+  cli::Output out;
+  out.Print("topic={}\n", topic);
+  out.Write(config->Serialize());
+  return out.FinishExitCode();
+}
+
+// The topic's configuration, creating the topic first with --create.
+Result<TopicConfig> OpenTopic(const DataDir& dir, const Flags& f, const Settings& s) {
+  auto config = dir.ReadTopic(f.topic);
+  if (config || config.error().code() != Code::kNotFound) {
+    if (config && f.create && f.partitions && *f.partitions != config->partitions) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("--partitions: topic \"{}\" exists with {} partitions, not {}",
+                                f.topic, config->partitions, *f.partitions));
+    }
+    return config;
+  }
+  if (!f.create) {
+    return Status(Code::kNotFound, config.error().message() + " (use --create to create it)");
+  }
+  TopicConfig wanted;
+  if (f.partitions) wanted.partitions = *f.partitions;
+  for (const auto& [key, value] : s.config) {
+    Status st = wanted.Set(key, value);
+    if (!st.ok()) return Status(Code::kInvalidArgument, "-X/--config: " + st.message());
+  }
+  if (Status st = wanted.Validate(); !st.ok()) {
+    return Status(Code::kInvalidArgument, "-X/--config: " + st.message());
+  }
+  MQ_RETURN_IF_ERROR(dir.CreateTopic(f.topic, wanted));
+  return dir.ReadTopic(f.topic);
+}
+
+// Progress on stderr, at most once a second.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled), start_(MonotonicMs()), last_(start_) {}
+  void Tick(const ProducerStats& st) {
+    if (!enabled_) return;
+    int64_t now = MonotonicMs();
+    if (now - last_ < 1000) return;
+    last_ = now;
+    fmt::print(stderr, "{}: {} messages, {} bytes, {} batches\n", cli::ProgramName(),
+               st.messages, st.bytes, st.batches);
+  }
+  void Summary(const ProducerStats& st) const {
+    if (!enabled_) return;
+    double secs = static_cast<double>(MonotonicMs() - start_) / 1000.0;
+    size_t used = static_cast<size_t>(
+        std::count_if(st.per_partition.begin(), st.per_partition.end(),
+                      [](uint64_t n) { return n > 0; }));
+    fmt::print(stderr,
+               "{}: {} messages, {} bytes, {} batches, {} partitions, {} appends in {:.3f} s "
+               "({:.0f} msgs/s)",
+               cli::ProgramName(), st.messages, st.bytes, st.batches, used, st.appends, secs,
+               secs > 0 ? static_cast<double>(st.messages) / secs : 0.0);
+    if (st.skipped > 0) fmt::print(stderr, "; {} skipped (appended by an earlier run)", st.skipped);
+    if (st.duplicates > 0) fmt::print(stderr, "; {} duplicate batches dropped", st.duplicates);
+    fmt::print(stderr, "\n");
+  }
+
+ private:
+  bool enabled_;
+  int64_t start_;
+  int64_t last_;
+};
+
+// Reads one input and sends its messages.
+class Feeder {
+ public:
+  Feeder(const Flags& f, const Settings& s, Producer* producer, Progress* progress,
+         size_t max_message)
+      : f_(f), s_(s), producer_(producer), progress_(progress), max_message_(max_message) {
+    for (const auto& [name, value] : s_.headers) {
+      fixed_headers_.push_back(Header{name, AsBytes(value)});
+    }
+    if (f_.key) fixed_key_ = AsBytes(*f_.key);
+  }
+
+  Status Feed(const std::string& path) {
+    const std::string delimiter = f_.json ? std::string("\n") : s_.delimiter;
+    const size_t limit = f_.json ? JsonLineLimit(max_message_) : max_message_;
+    auto src = InputSource::Open(path, delimiter, limit);
+    if (!src) return src.error();
+    InputMessage in;
+    for (;;) {
+      int timeout = -1;
+      if (producer_->pending()) {
+        timeout = static_cast<int>(std::max<int64_t>(0, linger_deadline_ - MonotonicMs()));
+      }
+      auto state = (*src)->Next(&in, timeout);
+      if (!state) return state.error();
+      if (*state == ReadState::kEnd) return Status::Ok();
+      if (*state == ReadState::kWouldBlock) {
+        MQ_RETURN_IF_ERROR(producer_->Flush());
+        progress_->Tick(producer_->stats());
+        now_ = NowMs();
+        continue;
+      }
+      if (++count_ % kClockEvery == 0) {
+        now_ = NowMs();
+        progress_->Tick(producer_->stats());
+      }
+      const bool was_pending = producer_->pending();
+      MQ_RETURN_IF_ERROR(f_.json ? SendJson(**src, in) : SendPlain(in));
+      if (!was_pending && producer_->pending()) {
+        linger_deadline_ = MonotonicMs() + f_.linger_ms;
+      }
+    }
+  }
+
+ private:
+  Status SendPlain(const InputMessage& in) {
+    Message m;
+    m.timestamp = now_;
+    m.headers = fixed_headers_;
+    std::string_view value = in.bytes;
+    m.key = fixed_key_;
+    if (s_.key_delimiter) {
+      size_t at = value.find(*s_.key_delimiter);
+      if (at != std::string_view::npos) {
+        m.key = AsBytes(value.substr(0, at));
+        value.remove_prefix(at + s_.key_delimiter->size());
+      }
+    }
+    m.value = AsBytes(value);
+    if (f_.empty_is_null && value.empty()) m.value.reset();
+    return producer_->Send(m);
+  }
+
+  Status SendJson(const InputSource& src, const InputMessage& in) {
+    auto parsed = parser_.Parse(in.bytes, src.name(), in.number);
+    if (!parsed) return parsed.error();
+    const envelope::ParsedEnvelope& e = **parsed;
+    Message m;
+    m.timestamp = e.timestamp.value_or(now_);
+    m.key = e.key;
+    m.value = e.value;
+    if (f_.empty_is_null && m.value && m.value->empty()) m.value.reset();
+    std::span<const Header> headers = e.headers;
+    if (!fixed_headers_.empty()) {
+      scratch_headers_.assign(e.headers.begin(), e.headers.end());
+      scratch_headers_.insert(scratch_headers_.end(), fixed_headers_.begin(),
+                              fixed_headers_.end());
+      headers = scratch_headers_;
+    }
+    m.headers = headers;
+    size_t size = (m.key ? m.key->size() : 0) + (m.value ? m.value->size() : 0);
+    for (const Header& h : headers) size += h.key.size() + (h.value ? h.value->size() : 0);
+    if (size > max_message_) {
+      return Status(Code::kTooLarge,
+                    fmt::format("{}: line {} at byte offset {}: a message of {} bytes is larger "
+                                "than the maximum message size ({} bytes)",
+                                src.name(), in.number, in.position, size, max_message_));
+    }
+    return producer_->Send(m);
+  }
+
+  const Flags& f_;
+  const Settings& s_;
+  Producer* producer_;
+  Progress* progress_;
+  size_t max_message_;
+  std::vector<Header> fixed_headers_;
+  std::vector<Header> scratch_headers_;
+  std::optional<Bytes> fixed_key_;
+  envelope::EnvelopeParser parser_;
+  int64_t now_ = NowMs();
+  int64_t linger_deadline_ = 0;
+  uint64_t count_ = 0;
+};
+
+}  // namespace
+
+int Run(const Flags& f, const Settings& s) {
+  auto dir = DataDir::Open(f.dir, f.create);
+  if (!dir) return cli::Fail(dir.error());
+  if (f.describe) return Describe(*dir, f.topic);
+  auto topic = OpenTopic(*dir, f, s);
+  if (!topic) return cli::Fail(topic.error());
+  if (f.partition && *f.partition >= topic->partitions) {
+    cli::Warn(fmt::format("-p/--partition: {} is out of range: topic \"{}\" has {} partitions "
+                          "(0 to {})",
+                          *f.partition, f.topic, topic->partitions, topic->partitions - 1));
+    return cli::kExitUsage;
+  }
+
+  std::optional<ProducerIdentity> identity;
+  if (f.producer_id) {
+    auto id = ProducerIdentity::Acquire(f.dir, *f.producer_id);
+    if (!id) return cli::Fail(id.error());
+    identity.emplace(std::move(*id));
+  }
+
+  size_t max_message = topic->max_message_bytes;
+  if (f.max_message_bytes) max_message = std::min<size_t>(max_message, *f.max_message_bytes);
+
+  ProducerOptions po;
+  po.topic = f.topic;
+  po.partitions = topic->partitions;
+  po.partition = f.partition;
+  po.batch_bytes = std::min<size_t>(f.batch_bytes, topic->max_message_bytes);
+  po.append_bytes = std::max<size_t>(f.append_bytes, po.batch_bytes);
+  po.compression = s.compression;
+  po.zstd_level = f.zstd_level;
+  po.log = DataDir::LogConfigFor(*topic);
+  po.log.durability = s.durability;
+  po.log.flush_interval_ms = s.flush_interval_ms;
+  po.producer_id = identity ? identity->id() : -1;
+  po.print_offsets = f.print_offsets;
+  po.quiet = f.quiet;
+
+  cli::Output out;
+  auto producer = Producer::Open(*dir, po, &out);
+  if (!producer) return cli::Fail(producer.error());
+
+  Progress progress(s.progress);
+  Feeder feeder(f, s, producer->get(), &progress, max_message);
+  std::vector<std::string> files = f.files.empty() ? std::vector<std::string>{"-"} : f.files;
+  Status input;
+  for (const std::string& path : files) {
+    input = feeder.Feed(path);
+    if (!input.ok()) break;
+  }
+  // Messages read before an input error are still appended: with a
+  // producer id, a re-run after fixing the input resumes after them.
+  Status closed = (*producer)->Close();
+  progress.Summary((*producer)->stats());
+  int rc = 0;
+  if (!input.ok()) rc = cli::Fail(input);
+  if (!closed.ok()) {
+    int crc = cli::Fail(closed);
+    if (rc == 0) rc = crc;
+  }
+  int out_rc = out.FinishExitCode();
+  return rc != 0 ? rc : out_rc;
+}
+
+}  // namespace mq::produce
