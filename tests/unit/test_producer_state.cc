@@ -291,6 +291,30 @@ TEST_CASE("P7 snapshot: snapshots past the log end are removed, two are kept") {
   CHECK(d.Files() == std::vector<std::string>{"00000000000000000003.snapshot"});
 }
 
+TEST_CASE("P7 snapshot: the worked example of producer.md, byte for byte") {
+  TempDir d;
+  ProducerStateTable t;
+  BatchHeader h = Batch(7, 0, 100, 3, 42);
+  h.max_timestamp = 1700000000000;
+  t.Update(h);
+  REQUIRE(t.WriteSnapshot(d.fd.get(), 45).ok());
+  FILE* f = std::fopen(SnapshotPath(d, 45).c_str(), "rb");
+  REQUIRE(f != nullptr);
+  unsigned char buf[128];
+  size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  std::string hex;
+  for (size_t i = 0; i < n; ++i) {
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", buf[i]);
+    hex += two;
+  }
+  CHECK(hex ==
+        "00014e8cf3cc00000001"
+        "0000000000000007000000000066000000000000002c00000002"
+        "0000018bcfe56800ffffffffffffffffffffffff");
+}
+
 TEST_CASE("P7 snapshot: an empty directory loads as an empty table") {
   TempDir d;
   ProducerStateTable t;
