@@ -1,0 +1,185 @@
+// The real file layer: POSIX calls behind the FileSystem seam (mq/file.h).
+// Every name is opened relative to a directory descriptor with O_NOFOLLOW, so
+// a symlink planted in a partition directory is refused, never followed.
+#include "mq/file.h"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace mq {
+
+constexpr mode_t kFileMode = 0640;
+constexpr mode_t kDirMode = 0750;
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) reset(o.release());
+  return *this;
+}
+
+UniqueFd::~UniqueFd() { reset(); }
+
+void UniqueFd::reset(int fd) {
+  // close(2) is never retried: on Linux the descriptor is gone even on EINTR.
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+namespace {
+
+class PosixFile final : public File {
+ public:
+  PosixFile(UniqueFd fd, std::string name) : fd_(std::move(fd)), name_(std::move(name)) {}
+
+  Status WriteAt(uint64_t offset, std::span<const std::byte> data) override {
+    while (!data.empty()) {
+      ssize_t n = ::pwrite(fd_.get(), data.data(), data.size(), static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(fmt::format("{}: write at {}", name_, offset), errno);
+      }
+      data = data.subspan(static_cast<size_t>(n));
+      offset += static_cast<uint64_t>(n);
+    }
+    return Status::Ok();
+  }
+
+  Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> data) override {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::pread(fd_.get(), data.data() + done, data.size() - done,
+                          static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(fmt::format("{}: read at {}", name_, offset + done), errno);
+      }
+      if (n == 0) break;
+      done += static_cast<size_t>(n);
+    }
+    return done;
+  }
+
+  Result<uint64_t> Size() override {
+    struct stat st;
+    if (::fstat(fd_.get(), &st) != 0) return ErrnoStatus(name_ + ": fstat", errno);
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  Status Truncate(uint64_t size) override {
+    if (::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0)
+      return ErrnoStatus(fmt::format("{}: truncate to {}", name_, size), errno);
+    return Status::Ok();
+  }
+
+  Status Sync() override {
+    if (::fdatasync(fd_.get()) != 0) return ErrnoStatus(name_ + ": fdatasync", errno);
+    return Status::Ok();
+  }
+
+  int fd() const override { return fd_.get(); }
+
+ private:
+  UniqueFd fd_;
+  std::string name_;
+};
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      return Status(Code::kInvalidArgument, fmt::format("bad file name '{}'", name));
+    int flags = O_CLOEXEC | O_NOFOLLOW;
+    switch (mode) {
+      case kRead: flags |= O_RDONLY; break;
+      case kReadWrite: flags |= O_RDWR; break;
+      case kCreate: flags |= O_RDWR | O_CREAT; break;
+      case kCreateExclusive: flags |= O_RDWR | O_CREAT | O_EXCL; break;
+    }
+    int fd = ::openat(dir_fd, name.c_str(), flags, kFileMode);
+    if (fd < 0) {
+      int err = errno;
+      if (err == ELOOP)
+        return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", name));
+      return ErrnoStatus(name, err);
+    }
+    UniqueFd owned(fd);
+    // O_NOFOLLOW does not stop a FIFO or device planted under the name.
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return ErrnoStatus(name + ": fstat", errno);
+    if (!S_ISREG(st.st_mode))
+      return Status(Code::kPermission, fmt::format("{}: not a regular file; refused", name));
+    return std::unique_ptr<File>(new PosixFile(std::move(owned), name));
+  }
+
+  Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
+    if (::renameat(dir_fd, from.c_str(), dir_fd, to.c_str()) != 0)
+      return ErrnoStatus(fmt::format("rename {} to {}", from, to), errno);
+    return Status::Ok();
+  }
+
+  Status Unlink(int dir_fd, const std::string& name) override {
+    if (::unlinkat(dir_fd, name.c_str(), 0) != 0) return ErrnoStatus("unlink " + name, errno);
+    return Status::Ok();
+  }
+
+  Status SyncDir(int dir_fd) override {
+    if (::fsync(dir_fd) != 0) return ErrnoStatus("fsync of directory", errno);
+    return Status::Ok();
+  }
+};
+
+Result<UniqueFd> OpenDirFlags(int at_fd, const std::string& path, bool create) {
+  if (create && ::mkdirat(at_fd, path.c_str(), kDirMode) != 0 && errno != EEXIST)
+    return ErrnoStatus("mkdir " + path, errno);
+  int fd = ::openat(at_fd, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ELOOP)
+      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", path));
+    return ErrnoStatus(path, err);
+  }
+  return UniqueFd(fd);
+}
+
+}  // namespace
+
+FileSystem* FileSystem::Default() {
+  static PosixFileSystem fs;
+  return &fs;
+}
+
+Result<UniqueFd> OpenDirectory(const std::string& path, bool create) {
+  if (path.empty()) return Status(Code::kInvalidArgument, "empty directory path");
+  return OpenDirFlags(AT_FDCWD, path, create);
+}
+
+Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    return Status(Code::kInvalidArgument, fmt::format("bad directory name '{}'", name));
+  return OpenDirFlags(dir_fd, name, create);
+}
+
+Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std::byte> contents,
+                       FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  std::string tmp = name + ".tmp";
+  // A stale temporary from a crashed writer is ours to replace.
+  if (::unlinkat(dir_fd, tmp.c_str(), 0) != 0 && errno != ENOENT)
+    return ErrnoStatus("unlink " + tmp, errno);
+  auto file = fs->Open(dir_fd, tmp, FileSystem::kCreateExclusive);
+  if (!file) return file.error();
+  Status s = (*file)->WriteAt(0, contents);
+  if (s.ok()) s = (*file)->Sync();
+  file->reset();
+  if (s.ok()) s = fs->Rename(dir_fd, tmp, name);
+  if (!s.ok()) {
+    ::unlinkat(dir_fd, tmp.c_str(), 0);
+    return s;
+  }
+  return fs->SyncDir(dir_fd);
+}
+
+}  // namespace mq

@@ -1,0 +1,351 @@
+// PartitionReader: lock-free reads up to the committed end (§9), and
+// LastProducerSequence.
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "format.h"
+#include "mapped_file.h"
+#include "mq/file.h"
+#include "mq/partition.h"
+#include "mq/segment.h"
+#include "offset_index.h"
+#include "producer_state.h"
+#include "recovery.h"
+#include "segment.h"
+#include "state_file.h"
+
+namespace mq {
+
+namespace {
+constexpr uint64_t kMaxIndexFileBytes = 1ull << 31;
+}
+
+struct PartitionReader::Impl {
+  std::string dir;
+  DecodeLimits limits;
+  UniqueFd dir_fd;
+  std::optional<StateFile> state;
+  StateFields fields;
+  std::vector<int64_t> segments;
+
+  int64_t cur_base = -1;  // -1: not positioned yet
+  std::unique_ptr<File> cur_file;
+  uint64_t pos = 0;       // next batch
+  uint64_t last_pos = 0;  // batch last returned
+  std::optional<uint64_t> corrupt_at;
+  BatchCursor cursor;
+
+  explicit Impl(const DecodeLimits& l) : limits(l), cursor(l) {}
+
+  Status Refresh();
+  Status ScanEnd();
+  Status ListAgain();
+  Status OpenSegment(int64_t base);
+  Result<uint64_t> SegmentBound(int64_t base);
+  Status PositionAt(int64_t base, uint64_t position);
+  Result<uint64_t> FindInSegment(int64_t base, int64_t offset);
+  std::optional<int64_t> NextSegment(int64_t base) const {
+    auto it = std::upper_bound(segments.begin(), segments.end(), base);
+    if (it == segments.end() || *it > fields.end_segment_base) return std::nullopt;
+    return *it;
+  }
+};
+
+// Without a usable state file (a copied Kafka directory, say) the committed
+// end is where the valid batches of the last segment end.
+Status PartitionReader::Impl::ScanEnd() {
+  MQ_RETURN_IF_ERROR(ListAgain());
+  if (segments.empty()) return Status(Code::kNotFound, dir + ": no segments");
+  int64_t base = segments.back();
+  std::string name = SegmentFileName(base, format::kLogSuffix);
+  auto f = FileSystem::Default()->Open(dir_fd.get(), name, FileSystem::kRead);
+  if (!f) return f.error();
+  auto size = (*f)->Size();
+  if (!size) return size.error();
+  BatchCursor c(limits);
+  c.Reset(f->get(), name, *size);
+  uint64_t p = 0;
+  int64_t end = base;
+  for (;;) {
+    BatchHeader h;
+    Bytes b;
+    auto step = c.Peek(p, &h, &b);
+    if (!step || *step != BatchCursor::Step::kBatch) break;
+    end = h.last_offset() + 1;
+    p += h.size_bytes();
+  }
+  fields.log_start_offset = segments.front();
+  fields.log_end_offset = end;
+  fields.end_segment_base = base;
+  fields.end_position = p;
+  return Status::Ok();
+}
+
+Status PartitionReader::Impl::ListAgain() {
+  auto list = ListSegments(dir_fd.get());
+  if (!list) return list.error();
+  segments = std::move(*list);
+  return Status::Ok();
+}
+
+Status PartitionReader::Impl::Refresh() {
+  if (!state) {
+    auto s = StateFile::OpenForRead(dir_fd.get());
+    if (s) state = std::move(*s);
+  }
+  if (state) {
+    auto f = state->Read();
+    if (f) {
+      bool new_segment = f->end_segment_base != fields.end_segment_base ||
+                         f->log_start_offset != fields.log_start_offset || segments.empty();
+      fields = *f;
+      if (new_segment) MQ_RETURN_IF_ERROR(ListAgain());
+      return Status::Ok();
+    }
+  }
+  return ScanEnd();
+}
+
+Result<uint64_t> PartitionReader::Impl::SegmentBound(int64_t base) {
+  if (base == fields.end_segment_base) return fields.end_position;
+  if (base > fields.end_segment_base) return uint64_t{0};
+  return cur_file->Size();
+}
+
+Status PartitionReader::Impl::OpenSegment(int64_t base) {
+  std::string name = SegmentFileName(base, format::kLogSuffix);
+  auto f = FileSystem::Default()->Open(dir_fd.get(), name, FileSystem::kRead);
+  if (!f) return f.error();
+  cur_file = std::move(*f);
+  cur_base = base;
+  auto bound = SegmentBound(base);
+  if (!bound) return bound.error();
+  cursor.Reset(cur_file.get(), name, *bound);
+  corrupt_at.reset();
+  return Status::Ok();
+}
+
+Status PartitionReader::Impl::PositionAt(int64_t base, uint64_t position) {
+  if (base != cur_base || !cur_file) MQ_RETURN_IF_ERROR(OpenSegment(base));
+  pos = position;
+  corrupt_at.reset();
+  return Status::Ok();
+}
+
+// Byte position in segment `base` of the batch holding `offset` (or of the
+// first batch after it): the offset index's largest entry <= offset, checked
+// against the batch it names, then a forward scan of headers.
+Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offset) {
+  MQ_RETURN_IF_ERROR(PositionAt(base, 0));
+  uint64_t start = 0;
+  auto idx = MappedFile::Open(dir_fd.get(), SegmentFileName(base, format::kIndexSuffix),
+                              kMaxIndexFileBytes);
+  if (idx) {
+    auto e = LookupOffset(idx->bytes(), base, offset);
+    BatchHeader h;
+    Bytes b;
+    if (e && e->position < cursor.end()) {
+      auto step = cursor.Peek(e->position, &h, &b);
+      if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == e->offset)
+        start = e->position;  // else: a stale or damaged index; scan from 0
+    }
+  }
+  for (uint64_t p = start;;) {
+    BatchHeader h;
+    Bytes b;
+    auto step = cursor.Peek(p, &h, &b);
+    if (!step) return p;  // let Next() report the corruption
+    if (*step != BatchCursor::Step::kBatch || h.last_offset() >= offset) return p;
+    p += h.size_bytes();
+  }
+}
+
+PartitionReader::PartitionReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PartitionReader::~PartitionReader() = default;
+
+Result<std::unique_ptr<PartitionReader>> PartitionReader::Open(const std::string& dir,
+                                                               const DecodeLimits& limits) {
+  auto impl = std::make_unique<Impl>(limits);
+  impl->dir = dir;
+  auto dfd = OpenDirectory(dir, false);
+  if (!dfd) return dfd.error();
+  impl->dir_fd = std::move(*dfd);
+  auto s = StateFile::OpenForRead(impl->dir_fd.get());
+  if (s) {
+    impl->state = std::move(*s);
+  } else if (s.error().code() == Code::kPermission) {
+    return s.error();  // a planted symlink: refuse
+  }
+  MQ_RETURN_IF_ERROR(impl->Refresh());
+  return std::unique_ptr<PartitionReader>(new PartitionReader(std::move(impl)));
+}
+
+int64_t PartitionReader::log_start_offset() {
+  (void)impl_->Refresh();
+  return impl_->fields.log_start_offset;
+}
+
+int64_t PartitionReader::end_offset() {
+  (void)impl_->Refresh();
+  return impl_->fields.log_end_offset;
+}
+
+Status PartitionReader::Seek(int64_t offset) {
+  Impl& r = *impl_;
+  MQ_RETURN_IF_ERROR(r.Refresh());
+  offset = std::max(offset, r.fields.log_start_offset);
+  if (offset >= r.fields.log_end_offset)
+    return r.PositionAt(r.fields.end_segment_base, r.fields.end_position);
+  auto it = std::upper_bound(r.segments.begin(), r.segments.end(), offset);
+  if (it == r.segments.begin()) return r.PositionAt(r.segments.front(), 0);
+  int64_t base = *(it - 1);
+  auto p = r.FindInSegment(base, offset);
+  if (!p) {
+    if (p.error().code() != Code::kNotFound) return p.error();
+    // Deleted under us by retention: start again from the new log start.
+    MQ_RETURN_IF_ERROR(r.ListAgain());
+    return Seek(r.fields.log_start_offset);
+  }
+  r.pos = *p;
+  return Status::Ok();
+}
+
+Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
+  Impl& r = *impl_;
+  MQ_RETURN_IF_ERROR(r.Refresh());
+  for (int64_t base : r.segments) {
+    if (base > r.fields.end_segment_base) break;
+    auto next = r.NextSegment(base);
+    if (next && *next <= r.fields.log_start_offset) continue;
+    bool active = base == r.fields.end_segment_base;
+    int64_t from_offset = base;
+    auto tidx = MappedFile::Open(r.dir_fd.get(), SegmentFileName(base, format::kTimeIndexSuffix),
+                                 kMaxIndexFileBytes);
+    if (tidx && !tidx->bytes().empty()) {
+      Bytes t = tidx->bytes();
+      size_t n = t.size() / format::kTimeIndexEntrySize;
+      // A rolled segment's last entry holds its largest timestamp.
+      if (!active && DecodeTimeEntry(&t[(n - 1) * 12], base).timestamp < timestamp_ms) continue;
+      size_t k = LowerBoundTime(t, base, timestamp_ms);
+      if (k > 0) from_offset = DecodeTimeEntry(&t[(k - 1) * 12], base).offset + 1;
+    }
+    auto start = r.FindInSegment(base, from_offset);
+    if (!start) return start.error();
+    for (uint64_t p = *start;;) {
+      BatchHeader h;
+      Bytes b;
+      auto step = r.cursor.Peek(p, &h, &b);
+      if (!step) return step.error();
+      if (*step != BatchCursor::Step::kBatch) break;
+      if (h.max_timestamp >= timestamp_ms) {
+        r.pos = p;
+        return Status::Ok();
+      }
+      p += h.size_bytes();
+    }
+  }
+  return r.PositionAt(r.fields.end_segment_base, r.fields.end_position);
+}
+
+Result<std::optional<BatchView>> PartitionReader::Next() {
+  Impl& r = *impl_;
+  if (r.cur_base < 0) MQ_RETURN_IF_ERROR(Seek(r.fields.log_start_offset));
+  for (;;) {
+    BatchView view;
+    auto step = r.cursor.Read(r.pos, &view);
+    if (!step) {
+      r.corrupt_at = r.pos;
+      return step.error();
+    }
+    if (*step == BatchCursor::Step::kBatch) {
+      r.last_pos = r.pos;
+      r.pos += view.header().size_bytes();
+      return std::optional<BatchView>(view);
+    }
+    // End of what this segment holds for us: a later segment, or more
+    // committed bytes in this one?
+    if (auto next = r.NextSegment(r.cur_base)) {
+      MQ_RETURN_IF_ERROR(r.PositionAt(*next, 0));
+      continue;
+    }
+    uint64_t old_end = r.cursor.end();
+    int64_t old_base = r.fields.end_segment_base;
+    MQ_RETURN_IF_ERROR(r.Refresh());
+    if (r.cur_base == r.fields.end_segment_base) {
+      r.cursor.set_end(r.fields.end_position);
+      if (r.fields.end_position > old_end && r.pos < r.fields.end_position) continue;
+    } else if (r.fields.end_segment_base != old_base || r.NextSegment(r.cur_base)) {
+      auto bound = r.SegmentBound(r.cur_base);
+      if (!bound) return bound.error();
+      r.cursor.set_end(*bound);
+      continue;
+    }
+    return std::optional<BatchView>();
+  }
+}
+
+Status PartitionReader::SkipCorrupt() {
+  Impl& r = *impl_;
+  if (!r.corrupt_at) return Status::Ok();
+  auto next = r.cursor.FindNextValid(*r.corrupt_at);
+  if (!next) return next.error();
+  r.pos = next->value_or(r.cursor.end());
+  r.corrupt_at.reset();
+  return Status::Ok();
+}
+
+LogPosition PartitionReader::position() const {
+  return {SegmentFileName(impl_->cur_base, format::kLogSuffix), impl_->last_pos};
+}
+
+bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
+  Impl& r = *impl_;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    if (r.state && r.state->Replaced(r.dir_fd.get())) r.state.reset();
+    uint32_t gen = r.state ? r.state->generation() : 0;
+    if (!r.Refresh().ok()) return false;
+    if (r.fields.log_end_offset > known_end) return true;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return false;
+    if (r.state) {
+      r.state->Wait(gen, static_cast<int>(std::min<int64_t>(left, 1000)));
+    } else {
+      // No state file yet: nothing to wait on until a writer creates it.
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(left, 10)));
+    }
+  }
+}
+
+Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int64_t producer_id) {
+  PartitionReader::Impl r{DecodeLimits{}};
+  r.dir = dir;
+  auto dfd = OpenDirectory(dir, false);
+  if (!dfd) return dfd.error();
+  r.dir_fd = std::move(*dfd);
+  MQ_RETURN_IF_ERROR(r.Refresh());
+  ProducerStateTable table;
+  // Readers never delete snapshots (LoadSnapshot drops those past the end
+  // it is given): hand it no end.
+  auto from = table.LoadSnapshot(r.dir_fd.get(), INT64_MAX);
+  if (!from) return from.error();
+  for (int64_t base : r.segments) {
+    if (base > r.fields.end_segment_base) break;
+    auto next = r.NextSegment(base);
+    if (next && *next <= *from) continue;
+    uint64_t to = base == r.fields.end_segment_base ? r.fields.end_position : UINT64_MAX;
+    MQ_RETURN_IF_ERROR(ForEachHeader(r.dir_fd.get(), FileSystem::Default(), r.limits, base, 0, to,
+                                     [&](const BatchHeader& h, uint64_t) {
+                                       if (h.producer_id == producer_id && h.base_offset >= *from)
+                                         table.Replay(h);
+                                     }));
+  }
+  return table.LastSequence(producer_id);
+}
+
+}  // namespace mq

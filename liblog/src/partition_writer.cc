@@ -1,0 +1,601 @@
+// PartitionWriter (format-spec/segment.md §6-§9, §12).
+//
+// Every operation runs under the partition's writer lock and starts with
+// Sync(): if another writer published since our last look (the state file's
+// generation moved) we catch up with the tail it left; bytes past the
+// committed end belong to an append that never returned (its writer died),
+// so they are cut. Then we write, (fsync,) publish, unlock.
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "format.h"
+#include "mapped_file.h"
+#include "mq/file.h"
+#include "mq/partition.h"
+#include "mq/segment.h"
+#include "offset_index.h"
+#include "producer_state.h"
+#include "recovery.h"
+#include "segment.h"
+#include "state_file.h"
+#include "writer_lock.h"
+
+namespace mq {
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr uint64_t kMaxIndexFileBytes = 1ull << 31;
+
+// One batch of an Append call.
+struct Piece {
+  size_t at = 0;  // byte position in the caller's buffer
+  BatchHeader header;
+  std::optional<AppendResult> duplicate;
+};
+
+}  // namespace
+
+struct PartitionWriter::Impl {
+  std::string dir;
+  LogConfig config;
+  FileSystem* fs = nullptr;
+  UniqueFd dir_fd;
+  WriterLock lock;
+  StateFile state;
+  uint32_t generation = 0;  // of our last look at the state file
+  StateFields fields;       // committed state as of that look
+  std::vector<int64_t> segments;
+  Status poisoned;          // non-OK after a failed write or fsync: final
+
+  // The active (last) segment.
+  std::unique_ptr<File> log, index, timeindex;
+  IndexBuilder ib;
+  int64_t first_max_ts = -1;  // first batch's max timestamp: segment age
+  std::vector<std::byte> offset_buf, time_buf;
+  bool dir_dirty = false;
+  int64_t last_sync_ms = 0;
+  ProducerStateTable producers;
+  bool closed = false;
+
+  FileSystem* Fs() { return fs; }
+  uint64_t SegmentLimit() const {
+    return std::min<uint64_t>(config.segment_bytes, format::kMaxSegmentBytes);
+  }
+
+  Status Poison(Status s) {
+    if (poisoned.ok())
+      poisoned = Status(s.code() == Code::kOk ? Code::kIoError : s.code(),
+                        fmt::format("{}: writer unusable after: {}", dir, s.message()));
+    return s;
+  }
+  Status CheckUsable() const {
+    if (!poisoned.ok()) return poisoned;
+    if (closed) return Status(Code::kInvalidArgument, dir + ": writer is closed");
+    return Status::Ok();
+  }
+
+  Status OpenActive(int64_t base, uint64_t size);
+  Status Sync();
+  Status Publish();
+  Status ReplayProducers(int64_t from_offset);
+  Status ReplayRange(int64_t from_base, uint64_t from_pos);
+  Status Roll();
+  Status WriteIndexBuffers();
+  Status SyncAll();
+};
+
+// Opens the active segment's files and restores the indexing state from its
+// index files: entries past the committed end (left by a writer that died
+// before publishing) are dropped, then the batches after the last indexed
+// one are walked.
+Status PartitionWriter::Impl::OpenActive(int64_t base, uint64_t size) {
+  auto open = [&](const char* suffix) { return fs->Open(dir_fd.get(), SegmentFileName(base, suffix), FileSystem::kCreate); };
+  auto l = open(format::kLogSuffix);
+  if (!l) return l.error();
+  auto x = open(format::kIndexSuffix);
+  if (!x) return x.error();
+  auto t = open(format::kTimeIndexSuffix);
+  if (!t) return t.error();
+  log = std::move(*l);
+  index = std::move(*x);
+  timeindex = std::move(*t);
+  ib = IndexBuilder(base, config.index_interval_bytes);
+  first_max_ts = -1;
+
+  std::optional<OffsetIndexEntry> last_entry;
+  std::optional<TimeIndexEntry> last_time;
+  auto isize = index->Size();
+  if (!isize) return isize.error();
+  uint64_t n = *isize / format::kOffsetIndexEntrySize;
+  std::byte e[format::kTimeIndexEntrySize];
+  while (n > 0) {
+    auto got = index->ReadAt((n - 1) * format::kOffsetIndexEntrySize, std::span(e, 8));
+    if (!got) return got.error();
+    auto entry = DecodeOffsetEntry(e, base);
+    if (*got == 8 && entry.position < size && entry.offset < fields.log_end_offset) {
+      last_entry = entry;
+      break;
+    }
+    --n;
+  }
+  if (n * format::kOffsetIndexEntrySize != *isize)
+    MQ_RETURN_IF_ERROR(index->Truncate(n * format::kOffsetIndexEntrySize));
+  auto tsize = timeindex->Size();
+  if (!tsize) return tsize.error();
+  uint64_t tn = *tsize / format::kTimeIndexEntrySize;
+  while (tn > 0) {
+    auto got = timeindex->ReadAt((tn - 1) * format::kTimeIndexEntrySize, std::span(e, 12));
+    if (!got) return got.error();
+    auto entry = DecodeTimeEntry(e, base);
+    if (*got == 12 && entry.offset < fields.log_end_offset &&
+        (!last_entry || entry.offset <= last_entry->offset)) {
+      last_time = entry;
+      break;
+    }
+    --tn;
+  }
+  if (tn * format::kTimeIndexEntrySize != *tsize)
+    MQ_RETURN_IF_ERROR(timeindex->Truncate(tn * format::kTimeIndexEntrySize));
+  ib.Restore(last_entry, last_time);
+  ib.set_counts(n, tn);
+  offset_buf.clear();
+  time_buf.clear();
+  uint64_t from = last_entry ? last_entry->position : 0;
+  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd.get(), fs, config.limits, base, from, size,
+                                   [&](const BatchHeader& h, uint64_t pos) {
+                                     ib.Add(h, pos, &offset_buf, &time_buf);
+                                   }));
+  MQ_RETURN_IF_ERROR(WriteIndexBuffers());
+  if (size > 0) {
+    std::byte h[format::kBatchHeaderSize];
+    auto got = log->ReadAt(0, h);
+    if (!got) return got.error();
+    if (*got == sizeof h) first_max_ts = DecodeBatchHeader(Bytes(h, sizeof h)).max_timestamp;
+  }
+  return Status::Ok();
+}
+
+Status PartitionWriter::Impl::WriteIndexBuffers() {
+  if (!offset_buf.empty()) {
+    uint64_t at = (ib.offset_entries() * format::kOffsetIndexEntrySize) - offset_buf.size();
+    MQ_RETURN_IF_ERROR(index->WriteAt(at, offset_buf));
+    offset_buf.clear();
+  }
+  if (!time_buf.empty()) {
+    uint64_t at = (ib.time_entries() * format::kTimeIndexEntrySize) - time_buf.size();
+    MQ_RETURN_IF_ERROR(timeindex->WriteAt(at, time_buf));
+    time_buf.clear();
+  }
+  return Status::Ok();
+}
+
+// Replays into the producer table every batch from (from_base, from_pos)
+// to the committed end.
+Status PartitionWriter::Impl::ReplayRange(int64_t from_base, uint64_t from_pos) {
+  for (int64_t base : segments) {
+    if (base < from_base) continue;
+    if (base > fields.end_segment_base) break;
+    uint64_t to = base == fields.end_segment_base ? fields.end_position : UINT64_MAX;
+    if (to == UINT64_MAX) {
+      auto f = fs->Open(dir_fd.get(), SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
+      if (!f) return f.error();
+      auto s = (*f)->Size();
+      if (!s) return s.error();
+      to = *s;
+    }
+    MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd.get(), fs, config.limits, base,
+                                     base == from_base ? from_pos : 0, to,
+                                     [&](const BatchHeader& h, uint64_t) {
+                                       if (h.has_producer_id()) producers.Replay(h);
+                                     }));
+  }
+  return Status::Ok();
+}
+
+// Rebuilds the producer table: newest snapshot, then replay of the batches
+// at or after it.
+Status PartitionWriter::Impl::ReplayProducers(int64_t) {
+  auto from = producers.LoadSnapshot(dir_fd.get(), fields.log_end_offset);
+  if (!from) return from.error();
+  int64_t start = *from;
+  for (int64_t base : segments) {
+    if (base > fields.end_segment_base) break;
+    bool active = base == fields.end_segment_base;
+    uint64_t to = UINT64_MAX;
+    if (active) {
+      to = fields.end_position;
+    } else {
+      // Skip whole segments below the snapshot: the next one starts at or
+      // before it.
+      auto next = std::upper_bound(segments.begin(), segments.end(), base);
+      if (next != segments.end() && *next <= start) continue;
+      auto f = fs->Open(dir_fd.get(), SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
+      if (!f) return f.error();
+      auto s = (*f)->Size();
+      if (!s) return s.error();
+      to = *s;
+    }
+    MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd.get(), fs, config.limits, base, 0, to,
+                                     [&](const BatchHeader& h, uint64_t) {
+                                       if (h.has_producer_id() && h.base_offset >= start)
+                                         producers.Replay(h);
+                                     }));
+  }
+  return Status::Ok();
+}
+
+Status PartitionWriter::Impl::Publish() {
+  generation = state.Publish(fields);
+  return Status::Ok();
+}
+
+// Under the lock: brings this writer's view up to the committed state.
+Status PartitionWriter::Impl::Sync() {
+  uint32_t gen = 0;
+  auto now = state.Read(&gen);
+  if (!now) return now.error();
+  if (gen != generation || !(*now == fields)) {
+    StateFields old = fields;
+    fields = *now;
+    auto list = ListSegments(dir_fd.get());
+    if (!list) return list.error();
+    segments = std::move(*list);
+    // Segments past the committed end were started by a writer that died
+    // before publishing them: never acknowledged.
+    while (!segments.empty() && segments.back() > fields.end_segment_base) {
+      for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix})
+        (void)fs->Unlink(dir_fd.get(), SegmentFileName(segments.back(), suffix));
+      segments.pop_back();
+      dir_dirty = true;
+    }
+    if (segments.empty() || segments.back() != fields.end_segment_base)
+      return Status(Code::kNotFound, fmt::format("{}: segment {} of the committed end is missing",
+                                                 dir, fields.end_segment_base));
+    bool same_history = old.rewrites == fields.rewrites &&
+                        std::binary_search(segments.begin(), segments.end(), old.end_segment_base) &&
+                        old.log_end_offset <= fields.log_end_offset;
+    if (same_history)
+      MQ_RETURN_IF_ERROR(ReplayRange(old.end_segment_base, old.end_position));
+    else
+      MQ_RETURN_IF_ERROR(ReplayProducers(0));
+    MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
+    generation = gen;
+  }
+  auto size = log->Size();
+  if (!size) return size.error();
+  if (*size > fields.end_position) MQ_RETURN_IF_ERROR(log->Truncate(fields.end_position));
+  return Status::Ok();
+}
+
+Status PartitionWriter::Impl::Roll() {
+  MQ_RETURN_IF_ERROR(WriteIndexBuffers());
+  ib.Finish(&time_buf);
+  MQ_RETURN_IF_ERROR(WriteIndexBuffers());
+  if (config.durability == Durability::kEveryBatch) MQ_RETURN_IF_ERROR(log->Sync());
+  int64_t base = fields.log_end_offset;
+  MQ_RETURN_IF_ERROR(producers.WriteSnapshot(dir_fd.get(), base));
+  // A writer that died after creating this segment but before publishing it
+  // may have left files under the name: start them empty.
+  for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
+    auto f = fs->Open(dir_fd.get(), SegmentFileName(base, suffix), FileSystem::kCreate);
+    if (!f) return f.error();
+    MQ_RETURN_IF_ERROR((*f)->Truncate(0));
+  }
+  dir_dirty = true;
+  segments.push_back(base);
+  fields.end_segment_base = base;
+  fields.end_position = 0;
+  return OpenActive(base, 0);
+}
+
+// fsync of every segment from the one holding the recovery point to the end
+// (other writers' bytes included: fsync covers the file), then the directory.
+Status PartitionWriter::Impl::SyncAll() {
+  for (int64_t base : segments) {
+    auto next = std::upper_bound(segments.begin(), segments.end(), base);
+    if (next != segments.end() && *next <= fields.recovery_point) continue;
+    if (base == fields.end_segment_base) {
+      MQ_RETURN_IF_ERROR(log->Sync());
+      MQ_RETURN_IF_ERROR(index->Sync());
+      MQ_RETURN_IF_ERROR(timeindex->Sync());
+      continue;
+    }
+    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
+      auto f = fs->Open(dir_fd.get(), SegmentFileName(base, suffix), FileSystem::kRead);
+      if (!f) return f.error();
+      MQ_RETURN_IF_ERROR((*f)->Sync());
+    }
+  }
+  MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd.get()));
+  dir_dirty = false;
+  last_sync_ms = NowMs();
+  return Status::Ok();
+}
+
+PartitionWriter::PartitionWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PartitionWriter::~PartitionWriter() {
+  if (impl_ && !impl_->closed) (void)Close();
+}
+
+Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string& dir,
+                                                               const LogConfig& config, bool create,
+                                                               RecoveryReport* report) {
+  auto impl = std::make_unique<Impl>();
+  impl->dir = dir;
+  impl->config = config;
+  impl->fs = config.fs ? config.fs : FileSystem::Default();
+  if (impl->config.index_interval_bytes == 0) impl->config.index_interval_bytes = 1;
+  RecoveryReport local;
+  if (report == nullptr) report = &local;
+  auto dfd = OpenDirectory(dir, create);
+  if (!dfd) return dfd.error();
+  impl->dir_fd = std::move(*dfd);
+  int dir_fd = impl->dir_fd.get();
+  auto lock = WriterLock::Open(dir_fd);
+  if (!lock) return lock.error();
+  impl->lock = std::move(*lock);
+  MQ_RETURN_IF_ERROR(impl->lock.Lock());
+  LockGuard guard(&impl->lock);
+
+  auto list = ListSegments(dir_fd);
+  if (!list) return list.error();
+  bool recreated = false;
+  auto state = StateFile::OpenForWrite(dir_fd, impl->fs, StateFields{}, &recreated);
+  if (!state) return state.error();
+  impl->state = std::move(*state);
+  auto old = impl->state.Read();
+  // R24: a missing or invalid state file is rebuilt from the log (worth a
+  // report only when there is a log to rebuild it from).
+  if (!old)
+    report->repaired.push_back({kStateFileName, old.error().position(), "R24",
+                                "state file invalid (" + old.error().message() +
+                                    "); rebuilt from the log"});
+  else if (recreated && !list->empty())
+    report->repaired.push_back({kStateFileName, 0, "R24", "state file missing; rebuilt from the log"});
+  StateFields prev = old ? *old : StateFields{};
+  bool trusted = old.has_value() && !recreated;
+  auto log = RecoverLog(dir_fd, impl->config, *list, trusted ? prev.recovery_point : 0,
+                        trusted ? prev.log_start_offset : 0, report);
+  if (!log) return log.error();
+
+  Impl& w = *impl;
+  w.segments = log->segments;
+  w.fields.rewrites = prev.rewrites + 1;
+  w.fields.log_end_offset = log->log_end_offset;
+  w.fields.end_segment_base = w.segments.back();
+  w.fields.end_position = log->active_size;
+  w.fields.log_start_offset =
+      std::clamp(trusted ? prev.log_start_offset : w.segments.front(), w.segments.front(),
+                 log->log_end_offset);
+  w.fields.recovery_point = trusted ? std::min(prev.recovery_point, log->log_end_offset) : 0;
+  MQ_RETURN_IF_ERROR(w.ReplayProducers(0));
+  MQ_RETURN_IF_ERROR(w.OpenActive(w.fields.end_segment_base, w.fields.end_position));
+  MQ_RETURN_IF_ERROR(w.Publish());
+  w.last_sync_ms = NowMs();
+  return std::unique_ptr<PartitionWriter>(new PartitionWriter(std::move(impl)));
+}
+
+Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches) {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  // 1. Split and validate (R1-R7) before touching anything.
+  std::vector<Piece> pieces;
+  for (size_t at = 0; at < batches.size();) {
+    Bytes rest(batches.data() + at, batches.size() - at);
+    auto view = BatchView::Parse(rest, w.config.limits, "append", at);
+    if (!view) return view.error();
+    MQ_RETURN_IF_ERROR(CheckProducerFields(view->header(), "append", at));
+    pieces.push_back({at, view->header(), std::nullopt});
+    at += view->header().size_bytes();
+  }
+  if (pieces.empty()) return Status(Code::kInvalidArgument, "append: no batches");
+
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+
+  // 2. Idempotent producers: all checks first, so a rejected batch leaves
+  // nothing half-appended. Later batches of one producer in the same call
+  // follow the earlier ones.
+  std::unordered_map<int64_t, std::pair<int16_t, int32_t>> in_call;
+  for (Piece& p : pieces) {
+    const BatchHeader& h = p.header;
+    if (!h.has_producer_id() || h.is_control()) continue;
+    auto seen = in_call.find(h.producer_id);
+    if (seen != in_call.end()) {
+      int32_t want = seen->second.second == INT32_MAX ? 0 : seen->second.second + 1;
+      if (h.producer_epoch != seen->second.first || h.base_sequence != want)
+        return Status(Code::kOutOfOrder,
+                      fmt::format("append: producer {} batch at {}: sequence {} after {}",
+                                  h.producer_id, p.at, h.base_sequence, seen->second.second));
+    } else {
+      auto check = w.producers.CheckAppend(h);
+      if (!check) return check.error();
+      p.duplicate = *check;
+    }
+    if (!p.duplicate) in_call[h.producer_id] = {h.producer_epoch, h.last_sequence()};
+  }
+
+  // 3. Assign offsets and write, run by run (a run = adjacent batches
+  // bound for one segment).
+  AppendResult result;
+  uint64_t call_start_pos = w.fields.end_position;
+  int64_t call_start_base = w.fields.end_segment_base;
+  size_t run_at = 0, run_len = 0;
+  uint64_t run_pos = 0;
+  auto flush_run = [&]() -> Status {
+    if (run_len == 0) return Status::Ok();
+    Status s = w.log->WriteAt(run_pos, Bytes(batches.data() + run_at, run_len));
+    run_len = 0;
+    return s;
+  };
+  Status io;
+  for (Piece& p : pieces) {
+    BatchHeader& h = p.header;
+    if (p.duplicate) continue;
+    uint64_t size = h.size_bytes();
+    int64_t base = w.fields.log_end_offset;
+    bool full = w.fields.end_position + size > w.SegmentLimit();
+    bool old = w.first_max_ts >= 0 && h.max_timestamp - w.first_max_ts > w.config.segment_ms;
+    bool far = base + h.last_offset_delta - w.fields.end_segment_base > INT32_MAX;
+    if (w.fields.end_position > 0 && (full || old || far)) {
+      if (!(io = flush_run()).ok() || !(io = w.Roll()).ok()) break;
+    }
+    std::span<std::byte> bytes = batches.subspan(p.at, size);
+    SetBaseOffset(bytes, base);
+    h.base_offset = base;
+    if (run_len > 0 && run_at + run_len != p.at) {
+      if (!(io = flush_run()).ok()) break;
+    }
+    if (run_len == 0) {
+      run_at = p.at;
+      run_pos = w.fields.end_position;
+    }
+    run_len += size;
+    if (w.fields.end_position == 0) w.first_max_ts = h.max_timestamp;
+    w.ib.Add(h, w.fields.end_position, &w.offset_buf, &w.time_buf);
+    w.fields.end_position += size;
+    w.fields.log_end_offset = h.last_offset() + 1;
+    if (h.has_producer_id()) w.producers.Update(h);
+    if (result.batches == 0) result.base_offset = base;
+    result.last_offset = h.last_offset();
+    ++result.batches;
+  }
+  if (io.ok()) io = flush_run();
+  if (io.ok()) io = w.WriteIndexBuffers();
+  // 4. Durability, then publication.
+  if (io.ok() && result.batches > 0) {
+    if (w.config.durability == Durability::kEveryBatch) {
+      io = w.log->Sync();
+      if (io.ok() && w.dir_dirty) {
+        io = w.fs->SyncDir(w.dir_fd.get());
+        if (io.ok()) w.dir_dirty = false;
+      }
+    } else if (w.config.durability == Durability::kInterval &&
+               NowMs() - w.last_sync_ms >= w.config.flush_interval_ms) {
+      io = w.SyncAll();
+      if (io.ok()) w.fields.recovery_point = w.fields.log_end_offset;
+    }
+  }
+  if (!io.ok()) {
+    // Not published, so never visible; cut what we wrote in this segment
+    // (best effort: the next writer cuts past the committed end anyway).
+    if (w.fields.end_segment_base == call_start_base) (void)w.log->Truncate(call_start_pos);
+    return w.Poison(io);
+  }
+  if (result.batches > 0) MQ_RETURN_IF_ERROR(w.Publish());
+  if (result.batches == 0) {
+    // Every batch was a duplicate: report the originals.
+    result = *pieces.front().duplicate;
+    result.last_offset = pieces.back().duplicate ? pieces.back().duplicate->last_offset
+                                                 : result.last_offset;
+    result.batches = static_cast<int32_t>(pieces.size());
+    result.duplicate = true;
+  }
+  return result;
+}
+
+Status PartitionWriter::Flush() {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  Status s = w.SyncAll();
+  if (!s.ok()) return w.Poison(s);
+  w.fields.recovery_point = w.fields.log_end_offset;
+  return w.Publish();
+}
+
+Status PartitionWriter::TruncateTo(int64_t offset) {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  if (offset >= w.fields.log_end_offset) return Status::Ok();
+  if (offset < w.fields.log_start_offset) offset = w.fields.log_start_offset;
+  int dir_fd = w.dir_fd.get();
+  // The segment that keeps data: the last whose base is below `offset`.
+  auto keep_it = std::lower_bound(w.segments.begin(), w.segments.end(), offset);
+  int64_t keep = keep_it == w.segments.begin() ? w.segments.front() : *(keep_it - 1);
+  uint64_t cut = 0;
+  int64_t new_end = keep;
+  Status s = ForEachHeader(dir_fd, w.fs, w.config.limits, keep, 0, UINT64_MAX,
+                           [&](const BatchHeader& h, uint64_t pos) {
+                             if (h.last_offset() < offset) {
+                               cut = pos + h.size_bytes();
+                               new_end = h.last_offset() + 1;
+                             }
+                           });
+  if (!s.ok()) return s;
+  // Publish first: readers stop short of what is about to go.
+  w.fields.rewrites++;
+  w.fields.log_end_offset = new_end;
+  w.fields.end_segment_base = keep;
+  w.fields.end_position = cut;
+  w.fields.recovery_point = std::min(w.fields.recovery_point, new_end);
+  MQ_RETURN_IF_ERROR(w.Publish());
+  while (w.segments.back() > keep) {
+    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix})
+      MQ_RETURN_IF_ERROR(w.fs->Unlink(dir_fd, SegmentFileName(w.segments.back(), suffix)));
+    w.segments.pop_back();
+  }
+  auto log = w.fs->Open(dir_fd, SegmentFileName(keep, format::kLogSuffix), FileSystem::kReadWrite);
+  if (!log) return log.error();
+  MQ_RETURN_IF_ERROR((*log)->Truncate(cut));
+  MQ_RETURN_IF_ERROR(RebuildIndexes(dir_fd, w.fs, w.config, keep, cut, false));
+  MQ_RETURN_IF_ERROR(w.fs->SyncDir(dir_fd));
+  MQ_RETURN_IF_ERROR(w.ReplayProducers(0));  // also drops snapshots past the end
+  return w.OpenActive(keep, cut);
+}
+
+Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  size_t n = 0;  // segments to delete: all their records are below `offset`
+  while (n + 1 < w.segments.size() && w.segments[n + 1] <= offset) ++n;
+  if (n == 0) return Status::Ok();
+  w.fields.log_start_offset = std::max(w.fields.log_start_offset, w.segments[n]);
+  MQ_RETURN_IF_ERROR(w.Publish());
+  for (size_t i = 0; i < n; ++i)
+    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
+      Status s = w.fs->Unlink(w.dir_fd.get(), SegmentFileName(w.segments[i], suffix));
+      if (!s.ok() && s.code() != Code::kNotFound) return s;
+    }
+  w.segments.erase(w.segments.begin(), w.segments.begin() + static_cast<ptrdiff_t>(n));
+  return w.fs->SyncDir(w.dir_fd.get());
+}
+
+Status PartitionWriter::Close() {
+  Impl& w = *impl_;
+  if (w.closed) return w.poisoned;
+  Status s = Flush();
+  if (s.ok()) {
+    MQ_RETURN_IF_ERROR(w.lock.Lock());
+    LockGuard guard(&w.lock);
+    s = w.Sync();
+    if (s.ok()) s = w.producers.WriteSnapshot(w.dir_fd.get(), w.fields.log_end_offset);
+  }
+  w.closed = true;
+  return s;
+}
+
+int64_t PartitionWriter::log_start_offset() const { return impl_->fields.log_start_offset; }
+int64_t PartitionWriter::log_end_offset() const { return impl_->fields.log_end_offset; }
+
+}  // namespace mq

@@ -1,0 +1,249 @@
+// Recovery (§12). The policy, rule by rule:
+//  R20/R21: only the *last* segment may lose bytes, and only bytes after
+//           which no valid batch starts: a crash tears or garbles the end of
+//           what was being appended, never the middle.
+//  R22:     anything else is damage mq must not paper over: the open fails,
+//           naming file, byte position and rule, and nothing is changed.
+//  R23:     indexes are derived data; one that disagrees with the log is
+//           rebuilt.
+#include "recovery.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "format.h"
+#include "mapped_file.h"
+#include "mq/segment.h"
+#include "offset_index.h"
+#include "segment.h"
+
+namespace mq {
+
+namespace {
+
+FileSystem* FsOf(const LogConfig& c) { return c.fs ? c.fs : FileSystem::Default(); }
+
+struct SegmentResult {
+  uint64_t valid_bytes = 0;
+  int64_t last_offset = -1;  // -1: empty segment
+  std::vector<std::byte> offset_index, time_index;
+};
+
+// Maximum size of an index file we read whole: 2^31-1 log bytes can hold at
+// most this many 61-byte batches, each with at most one entry.
+constexpr uint64_t kMaxIndexBytes = (format::kMaxSegmentBytes / 61 + 1) * 12;
+
+Status WriteIndexFiles(int dir_fd, FileSystem* fs, int64_t base, const SegmentResult& r) {
+  MQ_RETURN_IF_ERROR(
+      WriteFileAtomic(dir_fd, SegmentFileName(base, format::kIndexSuffix), r.offset_index, fs));
+  return WriteFileAtomic(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), r.time_index, fs);
+}
+
+bool SameAsFile(int dir_fd, const std::string& name, const std::vector<std::byte>& want) {
+  auto m = MappedFile::Open(dir_fd, name, kMaxIndexBytes);
+  if (!m) return false;
+  Bytes have = m->bytes();
+  return have.size() == want.size() &&
+         (want.empty() || std::memcmp(have.data(), want.data(), want.size()) == 0);
+}
+
+// Walks segment `base`. With `validate`, every batch gets the full check
+// (CRC) and the tail rules apply; otherwise headers only.
+Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t base, bool last,
+                                  int64_t prev_last, bool rolled, RecoveryReport* report) {
+  FileSystem* fs = FsOf(config);
+  std::string name = SegmentFileName(base, format::kLogSuffix);
+  auto file = fs->Open(dir_fd, name, last ? FileSystem::kReadWrite : FileSystem::kRead);
+  if (!file) return file.error();
+  auto size = (*file)->Size();
+  if (!size) return size.error();
+  if (*size > format::kMaxSegmentBytes)
+    return Status::Corruption(name, format::kMaxSegmentBytes, "R10",
+                              fmt::format("file is {} bytes, over 2^31-1", *size));
+  BatchCursor cursor(config.limits);
+  cursor.Reset(file->get(), name, *size);
+  SegmentResult r;
+  IndexBuilder ib(base, config.index_interval_bytes);
+  uint64_t pos = 0;
+  int64_t prev = prev_last;
+  for (;;) {
+    BatchView view;
+    auto step = cursor.Read(pos, &view);
+    if (step && *step == BatchCursor::Step::kEnd) break;
+    if (step && *step == BatchCursor::Step::kBatch) {
+      const BatchHeader& h = view.header();
+      Status bad;
+      if (h.base_offset < base)
+        bad = Status::Corruption(name, pos, "R10", fmt::format("baseOffset {} below the segment "
+                                                               "base {}", h.base_offset, base));
+      else if (h.base_offset <= prev)
+        bad = Status::Corruption(name, pos, prev_last == prev && pos == 0 ? "R11" : "R10",
+                                 fmt::format("baseOffset {} not after the previous last offset {}",
+                                             h.base_offset, prev));
+      else if (h.last_offset() - base > INT32_MAX)
+        bad = Status::Corruption(name, pos, "R10", "lastOffset too far from the segment base");
+      if (!bad.ok()) return bad;
+      ib.Add(h, pos, &r.offset_index, &r.time_index);
+      prev = h.last_offset();
+      r.last_offset = prev;
+      pos += h.size_bytes();
+      if (report) ++report->batches_checked;
+      continue;
+    }
+    // Torn (R1) or corrupt (R2-R6) at `pos`.
+    Status why = step ? Status::Corruption(name, pos, "R1", "batch runs past the end of the file")
+                      : step.error();
+    if (why.code() != Code::kCorruption) return why;
+    if (!last) return why;  // R22: never repair a segment that was rolled
+    auto next = cursor.FindNextValid(pos);
+    if (!next) return next.error();
+    if (*next)
+      return Status::Corruption(name, pos, why.rule(),
+                                fmt::format("{}; a valid batch follows at {} (R22: not "
+                                            "repaired)", why.message(), **next));
+    uint64_t dropped = *size - pos;
+    MQ_RETURN_IF_ERROR((*file)->Truncate(pos));
+    MQ_RETURN_IF_ERROR((*file)->Sync());
+    if (report) {
+      report->bytes_truncated += dropped;
+      bool torn = step.has_value();
+      report->repaired.push_back(
+          {name, pos, torn ? "torn-tail" : "garbage-tail",
+           fmt::format("{} {} truncated ({} bytes dropped): {}", torn ? "R20" : "R21",
+                       torn ? "torn tail" : "garbage tail", dropped, why.message())});
+    }
+    break;
+  }
+  if (rolled) ib.Finish(&r.time_index);
+  r.valid_bytes = pos;
+  return r;
+}
+
+// The cheap check of a segment below the recovery point: sizes, and that
+// the last offset entry points at a batch with that last offset.
+bool IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t next_base) {
+  FileSystem* fs = FsOf(config);
+  auto idx = MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix), kMaxIndexBytes);
+  auto tidx =
+      MappedFile::Open(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), kMaxIndexBytes);
+  if (!idx || !tidx) return false;
+  if (idx->bytes().size() % format::kOffsetIndexEntrySize != 0) return false;
+  if (tidx->bytes().size() % format::kTimeIndexEntrySize != 0) return false;
+  if (!tidx->bytes().empty()) {
+    auto t = DecodeTimeEntry(tidx->bytes().data() + tidx->bytes().size() - 12, base);
+    if (t.offset < base || t.offset >= next_base) return false;
+  }
+  if (idx->bytes().empty()) return true;
+  auto e = DecodeOffsetEntry(idx->bytes().data() + idx->bytes().size() - 8, base);
+  auto log = fs->Open(dir_fd, SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
+  if (!log) return false;
+  std::byte header[format::kBatchHeaderSize];
+  auto got = (*log)->ReadAt(e.position, header);
+  if (!got || *got != sizeof header) return false;
+  return DecodeBatchHeader(Bytes(header, sizeof header)).last_offset() == e.offset;
+}
+
+}  // namespace
+
+Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64_t base,
+                      uint64_t size, bool rolled) {
+  SegmentResult r;
+  IndexBuilder ib(base, config.index_interval_bytes);
+  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd, fs, config.limits, base, 0, size,
+                                   [&](const BatchHeader& h, uint64_t pos) {
+                                     ib.Add(h, pos, &r.offset_index, &r.time_index);
+                                   }));
+  if (rolled) ib.Finish(&r.time_index);
+  return WriteIndexFiles(dir_fd, fs, base, r);
+}
+
+Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                     uint64_t from, uint64_t to,
+                     const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  std::string name = SegmentFileName(base, format::kLogSuffix);
+  auto file = fs->Open(dir_fd, name, FileSystem::kRead);
+  if (!file) return file.error();
+  // Headers only: a small chunk, and Peek never needs more than the header
+  // plus (for a batch larger than the chunk) one refill.
+  BatchCursor cursor(limits, 64 << 10);
+  cursor.Reset(file->get(), name, to);
+  uint64_t pos = from;
+  for (;;) {
+    BatchHeader h;
+    Bytes bytes;
+    auto step = cursor.Peek(pos, &h, &bytes);
+    if (!step) return step.error();
+    if (*step != BatchCursor::Step::kBatch) return Status::Ok();
+    fn(h, pos);
+    pos += h.size_bytes();
+  }
+}
+
+Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
+                                std::vector<int64_t> segments, int64_t recovery_point,
+                                int64_t empty_base, RecoveryReport* report) {
+  FileSystem* fs = FsOf(config);
+  RecoveredLog out;
+  if (segments.empty()) {
+    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
+      auto f = fs->Open(dir_fd, SegmentFileName(empty_base, suffix), FileSystem::kCreate);
+      if (!f) return f.error();
+    }
+    MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd));
+    out.segments = {empty_base};
+    out.log_end_offset = empty_base;
+    return out;
+  }
+  // R25: start at the segment holding the recovery point.
+  size_t start = 0;
+  while (start + 1 < segments.size() && segments[start + 1] <= recovery_point) ++start;
+  for (size_t i = 0; i < start; ++i) {
+    if (IndexLooksRight(dir_fd, config, segments[i], segments[i + 1])) continue;
+    auto size = [&]() -> Result<uint64_t> {
+      auto f = fs->Open(dir_fd, SegmentFileName(segments[i], format::kLogSuffix), FileSystem::kRead);
+      if (!f) return f.error();
+      return (*f)->Size();
+    }();
+    if (!size) return size.error();
+    MQ_RETURN_IF_ERROR(RebuildIndexes(dir_fd, fs, config, segments[i], *size, true));
+    if (report) {
+      ++report->indexes_rebuilt;
+      report->repaired.push_back({SegmentFileName(segments[i], format::kIndexSuffix), 0,
+                                  "index-rebuilt", "R23: index inconsistent with its log; rebuilt"});
+    }
+  }
+  int64_t prev_last = -1;
+  for (size_t i = start; i < segments.size(); ++i) {
+    bool last = i + 1 == segments.size();
+    if (i > 0 && prev_last < 0) prev_last = segments[i] - 1;  // R11 via the base order
+    auto r = WalkSegment(dir_fd, config, segments[i], last, prev_last, !last, report);
+    if (!r) return r.error();
+    if (report) ++report->segments_checked;
+    if (!last && r->last_offset >= segments[i + 1])
+      return Status::Corruption(SegmentFileName(segments[i + 1], format::kLogSuffix), 0, "R11",
+                                fmt::format("segment base {} is not after the last offset {} of "
+                                            "the segment before", segments[i + 1], r->last_offset));
+    if (r->last_offset >= 0) prev_last = r->last_offset;
+    std::string index = SegmentFileName(segments[i], format::kIndexSuffix);
+    std::string tindex = SegmentFileName(segments[i], format::kTimeIndexSuffix);
+    if (!SameAsFile(dir_fd, index, r->offset_index) || !SameAsFile(dir_fd, tindex, r->time_index)) {
+      MQ_RETURN_IF_ERROR(WriteIndexFiles(dir_fd, fs, segments[i], *r));
+      if (report) {
+        ++report->indexes_rebuilt;
+        report->repaired.push_back({index, 0, "index-rebuilt",
+                                    "R23: index missing or inconsistent with its log; rebuilt"});
+      }
+    }
+    if (last) {
+      out.active_size = r->valid_bytes;
+      out.log_end_offset = r->last_offset >= 0 ? r->last_offset + 1 : segments[i];
+    }
+  }
+  out.segments = std::move(segments);
+  return out;
+}
+
+}  // namespace mq

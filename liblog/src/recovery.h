@@ -1,0 +1,46 @@
+// Recovery of a partition directory at writer open (format-spec/segment.md
+// §12, rules R20-R25), and the header walks the writer uses to catch up.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mq/file.h"
+#include "mq/partition.h"
+#include "mq/status.h"
+
+namespace mq {
+
+// What recovery found at the end of the log.
+struct RecoveredLog {
+  std::vector<int64_t> segments;  // base offsets, ascending; never empty
+  int64_t log_end_offset = 0;
+  uint64_t active_size = 0;       // valid bytes of the last segment
+};
+
+// Validates every batch from the segment holding `recovery_point` to the
+// end (R1-R6, R10, R11), truncates a torn (R20) or garbage (R21) tail of the
+// last segment, fails with kCorruption on a corrupt batch that valid data
+// follows or that is not in the last segment (R22), and rewrites indexes
+// that differ from the log (R23). Earlier segments get a cheap index check.
+// `segments` (ascending, possibly empty) are the .log files present; with
+// none, an empty segment at `empty_base` is created.
+Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
+                                std::vector<int64_t> segments, int64_t recovery_point,
+                                int64_t empty_base, RecoveryReport* report);
+
+// Calls `fn` for the header of every batch in segment `base` from byte
+// `from` to byte `to` (headers only: the batches were validated when
+// written). Stops at the first batch that is not complete.
+Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                     uint64_t from, uint64_t to,
+                     const std::function<void(const BatchHeader&, uint64_t)>& fn);
+
+// Rebuilds both indexes of segment `base` from its first `size` bytes and
+// replaces the files (write, fsync, rename).
+Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64_t base,
+                      uint64_t size, bool rolled);
+
+}  // namespace mq

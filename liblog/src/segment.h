@@ -1,0 +1,82 @@
+// Segment files inside a partition directory (format-spec/segment.md §6):
+// naming, listing, and a bounded sequential batch reader shared by the
+// writer's recovery, the partition reader, the scanner and verification.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mq/batch.h"
+#include "mq/file.h"
+#include "mq/status.h"
+
+namespace mq {
+
+// Big-endian helpers for the index files (§7, §8).
+inline uint32_t LoadBig32(const std::byte* p) {
+  return (std::to_integer<uint32_t>(p[0]) << 24) | (std::to_integer<uint32_t>(p[1]) << 16) |
+         (std::to_integer<uint32_t>(p[2]) << 8) | std::to_integer<uint32_t>(p[3]);
+}
+inline uint64_t LoadBig64(const std::byte* p) {
+  return (uint64_t{LoadBig32(p)} << 32) | LoadBig32(p + 4);
+}
+inline void StoreBig32(std::byte* p, uint32_t v) {
+  p[0] = std::byte(v >> 24);
+  p[1] = std::byte(v >> 16);
+  p[2] = std::byte(v >> 8);
+  p[3] = std::byte(v);
+}
+inline void StoreBig64(std::byte* p, uint64_t v) {
+  StoreBig32(p, static_cast<uint32_t>(v >> 32));
+  StoreBig32(p + 4, static_cast<uint32_t>(v));
+}
+
+// Base offsets of the `<20 digits>.log` files in `dir_fd`, ascending. Other
+// names are ignored (they are not segments).
+Result<std::vector<int64_t>> ListSegments(int dir_fd);
+
+// Names of the temporary files a crashed writer may leave (`*.tmp`).
+bool IsTempName(const std::string& name);
+
+// Reads the batches of one segment file in order through a reused buffer
+// that grows only to the largest batch seen (reads never map the segment).
+class BatchCursor {
+ public:
+  enum class Step : uint8_t { kBatch, kEnd, kTorn };
+
+  BatchCursor(const DecodeLimits& limits, size_t chunk_bytes = 1 << 20);
+  // Reads `file` (named `name` in errors) up to byte `end`.
+  void Reset(File* file, std::string name, uint64_t end);
+  void set_end(uint64_t end) { end_ = end; }
+  uint64_t end() const { return end_; }
+  const std::string& name() const { return name_; }
+
+  // Looks at the batch starting at `pos` (R1-R3, no CRC): kBatch with
+  // `*header` and `*bytes` (the whole batch) filled, kEnd at `end`, kTorn
+  // when the bytes stop before the header or the batch does. A garbage
+  // header is a kCorruption error.
+  Result<Step> Peek(uint64_t pos, BatchHeader* header, Bytes* bytes);
+  // Peek + BatchView::Parse (adds the CRC, R4-R6).
+  Result<Step> Read(uint64_t pos, BatchView* view);
+  // The first position after `from` where a valid batch (magic 2, length
+  // within the file, CRC) starts, or nullopt. Used to tell a garbage tail
+  // (R21) from a corrupt batch followed by data (R22).
+  Result<std::optional<uint64_t>> FindNextValid(uint64_t from);
+
+ private:
+  Status Fill(uint64_t pos, size_t n);
+
+  DecodeLimits limits_;
+  size_t chunk_;
+  File* file_ = nullptr;
+  std::string name_;
+  uint64_t end_ = 0;
+  std::vector<std::byte> buf_;
+  uint64_t buf_pos_ = 0;
+  size_t buf_len_ = 0;
+};
+
+}  // namespace mq

@@ -1,0 +1,255 @@
+// State file mapping, seqlock publication and futex wake-ups (§9).
+#include "state_file.h"
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <boost/interprocess/mapped_region.hpp>
+#include <fmt/format.h>
+
+#include "mq/crc32c.h"
+
+namespace mq {
+
+namespace bip = boost::interprocess;
+
+namespace {
+
+struct FdMapping {
+  int fd;
+  bip::mapping_handle_t get_mapping_handle() const {
+    return bip::ipcdetail::mapping_handle_from_file_handle(fd);
+  }
+};
+
+constexpr size_t kChecksumFrom = offsetof(StateLayout, rewrites);
+constexpr size_t kChecksumTo = offsetof(StateLayout, checksum);
+static_assert(kChecksumFrom == 12 && kChecksumTo == 56);
+
+uint32_t Checksum(const StateLayout& s) {
+  auto* p = reinterpret_cast<const std::byte*>(&s);
+  return Crc32c(std::span<const std::byte>(p + kChecksumFrom, kChecksumTo - kChecksumFrom));
+}
+
+long Futex(const uint32_t* word, int op, uint32_t val, const struct timespec* timeout) {
+  return ::syscall(SYS_futex, word, op, val, timeout, nullptr, 0);
+}
+
+}  // namespace
+
+StateLayout EncodeState(const StateFields& f) {
+  StateLayout s;
+  std::memset(&s, 0, sizeof s);
+  s.magic = kStateMagic;
+  s.version = kStateVersion;
+  s.rewrites = f.rewrites;
+  s.log_end_offset = f.log_end_offset;
+  s.end_segment_base = f.end_segment_base;
+  s.end_position = f.end_position;
+  s.log_start_offset = f.log_start_offset;
+  s.recovery_point = f.recovery_point;
+  s.checksum = Checksum(s);
+  return s;
+}
+
+Result<StateFields> DecodeState(const StateLayout& s, const std::string& file) {
+  if (s.magic != kStateMagic)
+    return Status::Corruption(file, offsetof(StateLayout, magic), "R15",
+                              fmt::format("bad magic {:#010x}", s.magic));
+  if (s.version != kStateVersion)
+    return Status::Corruption(file, offsetof(StateLayout, version), "R15",
+                              fmt::format("unknown version {}", s.version));
+  uint32_t want = Checksum(s);
+  if (s.checksum != want)
+    return Status::Corruption(file, offsetof(StateLayout, checksum), "R15",
+                              fmt::format("checksum {:#010x}, computed {:#010x}", s.checksum, want));
+  StateFields f;
+  f.rewrites = s.rewrites;
+  f.log_end_offset = s.log_end_offset;
+  f.end_segment_base = s.end_segment_base;
+  f.end_position = s.end_position;
+  f.log_start_offset = s.log_start_offset;
+  f.recovery_point = s.recovery_point;
+  if (f.log_start_offset < 0 || f.log_end_offset < f.log_start_offset || f.recovery_point < 0 ||
+      f.end_segment_base < 0 || f.end_segment_base > f.log_end_offset)
+    return Status::Corruption(file, offsetof(StateLayout, log_end_offset), "R15",
+                              "inconsistent offsets");
+  return f;
+}
+
+struct StateFile::Impl {
+  UniqueFd fd;
+  bip::mapped_region region;
+  StateLayout* layout = nullptr;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+StateFile::StateFile() = default;
+StateFile::StateFile(StateFile&&) noexcept = default;
+StateFile& StateFile::operator=(StateFile&&) noexcept = default;
+StateFile::~StateFile() = default;
+
+namespace {
+
+Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable);
+
+}  // namespace
+
+Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const StateFields& initial,
+                                          bool* recreated) {
+  *recreated = false;
+  struct stat st;
+  bool usable = ::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISREG(st.st_mode) && st.st_size == sizeof(StateLayout);
+  if (!usable) {
+    if (errno != ENOENT && ::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISLNK(st.st_mode))
+      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", kStateFileName));
+    // Replace, never resize in place: a reader's mapping of the old file
+    // must not lose its pages (SIGBUS).
+    StateLayout image = EncodeState(initial);
+    MQ_RETURN_IF_ERROR(WriteFileAtomic(
+        dir_fd, kStateFileName,
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&image), sizeof image), fs));
+    *recreated = true;
+  }
+  auto impl = MapState(dir_fd, true);
+  if (!impl) return impl.error();
+  StateFile out;
+  out.impl_ = std::move(*impl);
+  return out;
+}
+
+Result<StateFile> StateFile::OpenForRead(int dir_fd) {
+  auto impl = MapState(dir_fd, false);
+  if (!impl) return impl.error();
+  StateFile out;
+  out.impl_ = std::move(*impl);
+  return out;
+}
+
+namespace {
+
+Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable) {
+  int fd = ::openat(dir_fd, kStateFileName,
+                    (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", kStateFileName));
+    return ErrnoStatus(kStateFileName, errno);
+  }
+  auto impl = std::make_unique<StateFile::Impl>();
+  impl->fd.reset(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(kStateFileName, errno);
+  if (!S_ISREG(st.st_mode) || st.st_size != sizeof(StateLayout))
+    return Status::Corruption(kStateFileName, 0, "R15",
+                              fmt::format("size {} (want {})", st.st_size, sizeof(StateLayout)));
+  impl->dev = st.st_dev;
+  impl->ino = st.st_ino;
+  try {
+    impl->region = bip::mapped_region(FdMapping{fd}, writable ? bip::read_write : bip::read_only, 0,
+                                      sizeof(StateLayout));
+  } catch (const bip::interprocess_exception& e) {
+    return Status(Code::kIoError, fmt::format("{}: mmap: {}", kStateFileName, e.what()));
+  }
+  impl->layout = static_cast<StateLayout*>(impl->region.get_address());
+  return impl;
+}
+
+// Fields are read and written through atomic_ref so concurrent access from
+// another process is not a data race; ordering comes from the generation.
+template <typename T>
+T LoadRelaxed(T& field) {
+  return std::atomic_ref<T>(field).load(std::memory_order_relaxed);
+}
+template <typename T>
+void StoreRelaxed(T& field, T v) {
+  std::atomic_ref<T>(field).store(v, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+uint32_t StateFile::generation() const {
+  return std::atomic_ref<uint32_t>(impl_->layout->generation).load(std::memory_order_acquire);
+}
+
+Result<StateFields> StateFile::Read(uint32_t* generation_out) const {
+  StateLayout* m = impl_->layout;
+  std::atomic_ref<uint32_t> gen(m->generation);
+  StateLayout copy;
+  // A writer that died inside Publish leaves the generation odd forever;
+  // after a bounded number of tries the checksum decides.
+  for (int attempt = 0;; ++attempt) {
+    uint32_t g1 = gen.load(std::memory_order_acquire);
+    copy.magic = LoadRelaxed(m->magic);
+    copy.version = LoadRelaxed(m->version);
+    copy.generation = g1;
+    copy.rewrites = LoadRelaxed(m->rewrites);
+    copy.log_end_offset = LoadRelaxed(m->log_end_offset);
+    copy.end_segment_base = LoadRelaxed(m->end_segment_base);
+    copy.end_position = LoadRelaxed(m->end_position);
+    copy.log_start_offset = LoadRelaxed(m->log_start_offset);
+    copy.recovery_point = LoadRelaxed(m->recovery_point);
+    copy.checksum = LoadRelaxed(m->checksum);
+    copy.reserved = 0;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    uint32_t g2 = gen.load(std::memory_order_relaxed);
+    if ((g1 == g2 && (g1 & 1) == 0) || attempt >= 1000) {
+      if (generation_out) *generation_out = g2;
+      return DecodeState(copy, kStateFileName);
+    }
+    if (attempt > 10) sched_yield();
+  }
+}
+
+uint32_t StateFile::Publish(const StateFields& f) {
+  StateLayout* m = impl_->layout;
+  std::atomic_ref<uint32_t> gen(m->generation);
+  uint32_t g = gen.load(std::memory_order_relaxed);
+  if (g & 1) ++g;  // a writer died mid-publish; we hold the lock now
+  gen.store(g + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  StateLayout image = EncodeState(f);
+  StoreRelaxed(m->magic, image.magic);
+  StoreRelaxed(m->version, image.version);
+  StoreRelaxed(m->rewrites, image.rewrites);
+  StoreRelaxed(m->log_end_offset, image.log_end_offset);
+  StoreRelaxed(m->end_segment_base, image.end_segment_base);
+  StoreRelaxed(m->end_position, image.end_position);
+  StoreRelaxed(m->log_start_offset, image.log_start_offset);
+  StoreRelaxed(m->recovery_point, image.recovery_point);
+  StoreRelaxed(m->checksum, image.checksum);
+  StoreRelaxed(m->reserved, 0u);
+  gen.store(g + 2, std::memory_order_seq_cst);
+  // Shared (not FUTEX_PRIVATE) wake: the waiters are other processes.
+  Futex(&m->generation, FUTEX_WAKE, INT_MAX, nullptr);
+  return g + 2;
+}
+
+void StateFile::Wait(uint32_t generation, int timeout_ms) const {
+  if (timeout_ms < 0) timeout_ms = 0;
+  struct timespec ts;
+  ts.tv_sec = timeout_ms / 1000;
+  ts.tv_nsec = static_cast<long>(timeout_ms % 1000) * 1000000L;
+  // EAGAIN (already changed), EINTR and ETIMEDOUT all mean: look again.
+  Futex(&impl_->layout->generation, FUTEX_WAIT, generation, &ts);
+}
+
+bool StateFile::Replaced(int dir_fd) const {
+  struct stat st;
+  if (::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) != 0) return true;
+  return st.st_dev != impl_->dev || st.st_ino != impl_->ino;
+}
+
+}  // namespace mq

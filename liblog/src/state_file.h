@@ -1,0 +1,89 @@
+// The partition state file `state` (format-spec/segment.md §9): 64 bytes in
+// native byte order, mapped shared by the writer (read/write) and readers
+// (read-only). It is transient and rebuildable from the log, like SQLite's
+// wal-index, which is why native order is allowed here and nowhere else.
+//
+// Publication is a seqlock: the writer makes `generation` odd, stores the
+// fields and their checksum, makes it even again, then FUTEX_WAKEs every
+// process waiting on the generation word. Readers read the generation, the
+// fields, the generation again, and retry if it moved or was odd.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mq/file.h"
+#include "mq/status.h"
+
+namespace mq {
+
+struct StateFields {
+  uint32_t rewrites = 0;          // bumped by TruncateTo: tail caches are stale
+  int64_t log_end_offset = 0;     // committed end: one past the last offset
+  int64_t end_segment_base = 0;   // segment holding the committed end
+  uint64_t end_position = 0;      // committed bytes of that segment
+  int64_t log_start_offset = 0;
+  int64_t recovery_point = 0;     // offsets below were fsynced and validated
+  bool operator==(const StateFields&) const = default;
+};
+
+// §9 byte table (native order).
+struct StateLayout {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t generation;  // seqlock and futex word
+  uint32_t rewrites;
+  int64_t log_end_offset;
+  int64_t end_segment_base;
+  uint64_t end_position;
+  int64_t log_start_offset;
+  int64_t recovery_point;
+  uint32_t checksum;  // CRC-32C of bytes [12, 56)
+  uint32_t reserved;  // 0
+};
+static_assert(sizeof(StateLayout) == 64);
+
+constexpr uint32_t kStateMagic = 0x4D515354;  // "MQST" when read big-endian
+constexpr uint32_t kStateVersion = 1;
+constexpr const char* kStateFileName = "state";
+
+// Encodes a complete state file image (generation 0) for `fields`.
+StateLayout EncodeState(const StateFields& fields);
+// R15: magic, version, checksum. Returns the fields or kCorruption naming
+// `file` and the bad field's position.
+Result<StateFields> DecodeState(const StateLayout& image, const std::string& file);
+
+class StateFile {
+ public:
+  StateFile();
+  StateFile(StateFile&&) noexcept;
+  StateFile& operator=(StateFile&&) noexcept;
+  ~StateFile();
+
+  // The writer's mapping. Creates the file (atomically, holding `initial`)
+  // when it is missing or the wrong size. *recreated tells which.
+  static Result<StateFile> OpenForWrite(int dir_fd, FileSystem* fs, const StateFields& initial,
+                                        bool* recreated);
+  // A reader's read-only mapping; kNotFound when there is no state file.
+  static Result<StateFile> OpenForRead(int dir_fd);
+
+  // A consistent snapshot of the fields (seqlock), or R15 corruption.
+  Result<StateFields> Read(uint32_t* generation = nullptr) const;
+  uint32_t generation() const;
+  // Writer only: publishes `fields` and wakes waiters. Returns the new
+  // (even) generation.
+  uint32_t Publish(const StateFields& fields);
+  // Blocks while the generation equals `generation`, up to `timeout_ms`.
+  void Wait(uint32_t generation, int timeout_ms) const;
+  // True if `state` in `dir_fd` is no longer the file this maps.
+  bool Replaced(int dir_fd) const;
+
+ struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mq

@@ -1,0 +1,169 @@
+#include "test_support.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace mq::test {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/mq-test-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::vector<std::byte> MakeBatch(int count, int64_t ts, size_t value_bytes, BatchOptions options) {
+  BatchBuilder b(options);
+  std::vector<std::string> values;
+  values.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    std::string v = fmt::format("v{}", i);
+    if (v.size() < value_bytes) v.resize(value_bytes, '.');
+    values.push_back(std::move(v));
+  }
+  for (int i = 0; i < count; ++i) {
+    RecordInput r;
+    r.timestamp = ts + i;
+    r.value = AsBytes(values[static_cast<size_t>(i)]);
+    b.Add(r);
+  }
+  std::vector<std::byte> out;
+  if (!b.Finish(0, &out).ok()) throw std::runtime_error("BatchBuilder::Finish");
+  return out;
+}
+
+std::vector<std::byte> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(data.size());
+  std::memcpy(out.data(), data.data(), data.size());
+  return out;
+}
+
+void WriteFile(const std::string& path, const std::vector<std::byte>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+void AppendToFile(const std::string& path, const std::vector<std::byte>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+uint64_t FileSize(const std::string& path) { return std::filesystem::file_size(path); }
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+void CopyDir(const std::string& from, const std::string& to) {
+  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> out;
+  for (auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> ReadAll(const std::string& dir) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  auto r = PartitionReader::Open(dir);
+  if (!r) throw std::runtime_error(r.error().message());
+  for (;;) {
+    auto b = (*r)->Next();
+    if (!b) throw std::runtime_error(b.error().message());
+    if (!*b) break;
+    out.emplace_back((*b)->header().base_offset, (*b)->header().last_offset());
+  }
+  return out;
+}
+
+namespace {
+
+class FaultFile : public File {
+ public:
+  FaultFile(std::unique_ptr<File> real, FaultFs* fs) : real_(std::move(real)), fs_(fs) {}
+  Status WriteAt(uint64_t offset, std::span<const std::byte> data) override {
+    MQ_RETURN_IF_ERROR(fs_->BeforeWrite(real_.get(), offset, data));
+    return real_->WriteAt(offset, data);
+  }
+  Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> data) override {
+    return real_->ReadAt(offset, data);
+  }
+  Result<uint64_t> Size() override { return real_->Size(); }
+  Status Truncate(uint64_t size) override { return real_->Truncate(size); }
+  Status Sync() override {
+    MQ_RETURN_IF_ERROR(fs_->BeforeSync());
+    return real_->Sync();
+  }
+  int fd() const override { return real_->fd(); }
+
+ private:
+  std::unique_ptr<File> real_;
+  FaultFs* fs_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<File>> FaultFs::Open(int dir_fd, const std::string& name, OpenMode mode) {
+  auto f = real_->Open(dir_fd, name, mode);
+  if (!f) return f.error();
+  return std::unique_ptr<File>(new FaultFile(std::move(*f), this));
+}
+
+Status FaultFs::Rename(int dir_fd, const std::string& from, const std::string& to) {
+  if (rename_n_ > 0 && ++renames_ == rename_n_) return ErrnoStatus("rename " + from, EIO);
+  return real_->Rename(dir_fd, from, to);
+}
+
+Status FaultFs::Unlink(int dir_fd, const std::string& name) { return real_->Unlink(dir_fd, name); }
+
+Status FaultFs::SyncDir(int dir_fd) {
+  MQ_RETURN_IF_ERROR(BeforeSync());
+  return real_->SyncDir(dir_fd);
+}
+
+Status FaultFs::BeforeWrite(File* f, uint64_t offset, std::span<const std::byte> data) {
+  if (write_n_ <= 0) return Status::Ok();
+  ++writes_;
+  if (writes_ < write_n_ || (writes_ > write_n_ && !sticky_)) return Status::Ok();
+  switch (write_fault_) {
+    case Fault::kNone: return Status::Ok();
+    case Fault::kEio: return ErrnoStatus("injected write", EIO);
+    case Fault::kEnospc: return ErrnoStatus("injected write", ENOSPC);
+    case Fault::kShortWrite:
+      // Half the bytes land, then the disk is full.
+      (void)f->WriteAt(offset, data.first(data.size() / 2));
+      return ErrnoStatus("injected short write", ENOSPC);
+  }
+  return Status::Ok();
+}
+
+Status FaultFs::BeforeSync() {
+  ++total_syncs_;
+  if (sync_n_ <= 0) return Status::Ok();
+  ++syncs_;
+  if (syncs_ == sync_n_ || (sticky_ && syncs_ > sync_n_)) return ErrnoStatus("injected fsync", EIO);
+  return Status::Ok();
+}
+
+}  // namespace mq::test

@@ -1,0 +1,76 @@
+// Shared helpers for the partition log tests: temporary directories, batch
+// building, file surgery, and a fault-injecting FileSystem.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mq/batch.h"
+#include "mq/file.h"
+#include "mq/partition.h"
+
+namespace mq::test {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// One batch of `count` records with values "v<i>" of `value_bytes` bytes
+// (padded), timestamps `ts`, ts+1, ...
+std::vector<std::byte> MakeBatch(int count, int64_t ts = 1000, size_t value_bytes = 8,
+                                 BatchOptions options = {});
+
+std::vector<std::byte> ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::vector<std::byte>& bytes);
+void AppendToFile(const std::string& path, const std::vector<std::byte>& bytes);
+uint64_t FileSize(const std::string& path);
+bool Exists(const std::string& path);
+void CopyDir(const std::string& from, const std::string& to);
+std::vector<std::string> ListDir(const std::string& dir);
+
+// Reads every batch of a partition from the start: (base offset, last
+// offset) pairs.
+std::vector<std::pair<int64_t, int64_t>> ReadAll(const std::string& dir);
+
+// Wraps the real file system and fails chosen operations.
+class FaultFs : public FileSystem {
+ public:
+  enum class Fault { kNone, kEio, kEnospc, kShortWrite };
+  // The Nth (1-based) write / fsync / rename from now fails; with `sticky`
+  // every later one fails too.
+  void FailWrite(int n, Fault f, bool sticky = false) { write_n_ = n; write_fault_ = f; sticky_ = sticky; writes_ = 0; }
+  void FailSync(int n, bool sticky = false) { sync_n_ = n; sticky_ = sticky; syncs_ = 0; }
+  void FailRename(int n) { rename_n_ = n; renames_ = 0; }
+  void Clear() { write_n_ = sync_n_ = rename_n_ = 0; }
+  int syncs() const { return total_syncs_; }
+
+  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override;
+  Status Rename(int dir_fd, const std::string& from, const std::string& to) override;
+  Status Unlink(int dir_fd, const std::string& name) override;
+  Status SyncDir(int dir_fd) override;
+
+  // Called by the wrapped files.
+  Status BeforeWrite(File* f, uint64_t offset, std::span<const std::byte> data);
+  Status BeforeSync();
+
+ private:
+  FileSystem* real_ = FileSystem::Default();
+  int write_n_ = 0, sync_n_ = 0, rename_n_ = 0;
+  int writes_ = 0, syncs_ = 0, renames_ = 0, total_syncs_ = 0;
+  Fault write_fault_ = Fault::kNone;
+  bool sticky_ = false;
+};
+
+}  // namespace mq::test
