@@ -1,0 +1,188 @@
+#include "consumer.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace mq::consume {
+
+struct Consumer::Cursor {
+  int32_t partition = 0;
+  std::unique_ptr<PartitionReader> reader;
+  int64_t next_offset = 0;                 // records below it are not delivered
+  std::optional<int64_t> start_timestamp;  // s@: applies to the first batch read
+  int64_t stop_offset = std::numeric_limits<int64_t>::max();  // -e
+  int64_t stalled_end = -1;  // committed end seen when Next() last found nothing
+  bool done = false;
+};
+
+Consumer::Consumer(ConsumeOptions options, Printer* printer, cli::Output* out)
+    : options_(std::move(options)), printer_(printer), out_(out) {}
+Consumer::~Consumer() = default;
+
+namespace {
+
+// Positions `reader` per `start`; returns the first offset to deliver.
+Result<int64_t> SeekStart(PartitionReader& reader, const StartPosition& start, int64_t end) {
+  using K = StartPosition::Kind;
+  int64_t begin = reader.log_start_offset();
+  int64_t target = 0;
+  switch (start.kind) {
+    case K::kBeginning: target = begin; break;
+    case K::kEnd: target = end; break;
+    case K::kOffset: target = start.value; break;
+    case K::kFromEnd: target = std::max(begin, end - std::min(start.value, end)); break;
+    case K::kTimestamp:
+      MQ_RETURN_IF_ERROR(reader.SeekTimestamp(start.value));
+      return int64_t{0};
+  }
+  MQ_RETURN_IF_ERROR(reader.Seek(target));
+  return target;
+}
+
+}  // namespace
+
+Status Consumer::Open(const DataDir& dir) {
+  for (int32_t p : options_.partitions) {
+    auto c = std::make_unique<Cursor>();
+    c->partition = p;
+    std::string path = dir.PartitionDir(options_.topic, p);
+    auto reader = PartitionReader::Open(path, options_.limits);
+    if (!reader) return reader.error();
+    c->reader = std::move(*reader);
+    // One end for both the start (end, -N) and the -e stop, so they agree.
+    int64_t end = c->reader->end_offset();
+    StartPosition start = options_.positions.StartFor(p, {StartPosition::Kind::kBeginning, 0});
+    auto next = SeekStart(*c->reader, start, end);
+    if (!next) return next.error();
+    c->next_offset = *next;
+    if (start.kind == StartPosition::Kind::kTimestamp) c->start_timestamp = start.value;
+    if (options_.exit_at_end) {
+      c->stop_offset = end;
+      c->done = c->next_offset >= end;
+    }
+    dirs_.push_back(std::move(path));
+    cursors_.push_back(std::move(c));
+  }
+  return Status::Ok();
+}
+
+// A batch failed a rule. Without --skip-corrupt this ends the run (exit 65);
+// with it the skip is reported and reading goes on after the batch.
+Status Consumer::OnBadBatch(Cursor& c, Status s, bool from_reader) {
+  std::string where = fmt::format("topic {} partition {}, next offset {}", options_.topic,
+                                  c.partition, c.next_offset);
+  if (s.code() != Code::kCorruption || !options_.skip_corrupt)
+    return Status(s.code(), fmt::format("{} ({})", s.message(), where));
+  if (!options_.quiet) cli::Warn(fmt::format("skipping corrupt batch: {} ({})", s.message(), where));
+  if (from_reader) return c.reader->SkipCorrupt();
+  return Status::Ok();  // the records were bad: Next() already moved past the batch
+}
+
+Status Consumer::Deliver(Cursor& c, const BatchView& batch) {
+  const BatchHeader& h = batch.header();
+  std::optional<int64_t> start_ts = std::exchange(c.start_timestamp, std::nullopt);
+  if (h.is_control() || h.last_offset() < c.next_offset) {
+    c.next_offset = std::max(c.next_offset, h.last_offset() + 1);
+    return Status::Ok();
+  }
+  LogPosition pos = c.reader->position();
+  auto reader = RecordReader::Open(batch, &scratch_, options_.limits, pos.file, pos.position);
+  if (!reader) return OnBadBatch(c, reader.error(), false);
+  const std::optional<int64_t>& end_ts = options_.positions.end_timestamp;
+  const bool need_headers = printer_->needs_headers() || !options_.header_filters.empty();
+  for (;;) {
+    auto rec = reader->Next();
+    if (!rec) return OnBadBatch(c, rec.error(), false);
+    if (!*rec) break;
+    const RecordView& r = **rec;
+    if (r.offset < c.next_offset) continue;
+    if (r.offset >= c.stop_offset || (end_ts && r.timestamp >= *end_ts)) {
+      c.done = true;
+      return Status::Ok();
+    }
+    if (start_ts) {
+      if (r.timestamp < *start_ts) continue;
+      start_ts.reset();
+    }
+    c.next_offset = r.offset + 1;
+    if (need_headers) headers_ = r.headers();
+    if (!options_.header_filters.empty() && !MatchesAll(headers_, options_.header_filters)) continue;
+    printer_->Print(c.partition, h.log_append_time(), r, headers_);
+    if (++delivered_ == options_.count) {
+      stop_ = true;
+      return Status::Ok();
+    }
+  }
+  c.next_offset = std::max(c.next_offset, h.last_offset() + 1);
+  if (c.next_offset >= c.stop_offset) c.done = true;
+  return Status::Ok();
+}
+
+Result<Consumer::Step> Consumer::ReadBatch(Cursor& c) {
+  auto next = c.reader->Next();
+  if (!next) {
+    MQ_RETURN_IF_ERROR(OnBadBatch(c, next.error(), true));
+    return Step::kProgress;
+  }
+  if (!*next) {
+    // At the committed end as Next() saw it. If the end has moved since,
+    // look again once before waiting, so an append between the two reads
+    // is not slept through.
+    int64_t end = c.reader->end_offset();
+    if (end > c.next_offset && end != c.stalled_end) {
+      c.stalled_end = end;
+      return Step::kProgress;
+    }
+    c.stalled_end = end;
+    if (options_.exit_at_end) c.done = true;  // nothing more below the captured end
+    return Step::kIdle;
+  }
+  MQ_RETURN_IF_ERROR(Deliver(c, **next));
+  return Step::kProgress;
+}
+
+Status Consumer::WaitForData() {
+  std::vector<int64_t> known;
+  Cursor* only = nullptr;
+  size_t active = 0;
+  for (auto& c : cursors_) {
+    known.push_back(c->done ? -1 : std::max(c->stalled_end, c->next_offset));
+    if (!c->done) {
+      only = c.get();
+      ++active;
+    }
+  }
+  if (active == 1) {
+    only->reader->WaitForAppend(std::max(only->stalled_end, only->next_offset), 1000);
+    return Status::Ok();
+  }
+  if (!waiter_) {
+    auto w = MultiWaiter::Start(dirs_, options_.limits);
+    if (!w) return w.error();
+    waiter_ = std::move(*w);
+  }
+  waiter_->Wait(known, 1000);
+  return Status::Ok();
+}
+
+Status Consumer::Run() {
+  if (options_.count && *options_.count == 0) return Status::Ok();
+  for (;;) {
+    bool progress = false, active = false;
+    for (auto& c : cursors_) {
+      if (c->done) continue;
+      active = true;
+      auto step = ReadBatch(*c);
+      if (!step) return step.error();
+      progress |= *step == Step::kProgress;
+      if (stop_ || out_->broken()) return Status::Ok();
+    }
+    if (!active) return Status::Ok();
+    if (progress) continue;
+    // Every partition is at its committed end: show what we have, then wait.
+    if (!out_->Flush() && out_->broken()) return Status::Ok();
+    MQ_RETURN_IF_ERROR(WaitForData());
+  }
+}
+
+}  // namespace mq::consume

@@ -1,0 +1,65 @@
+// The consume loop: reads the chosen partitions of a topic from their start
+// positions up to their committed ends, in offset order within each
+// partition and round-robin by batch across partitions, then stops (-e, -c,
+// e@) or follows new appends like tail -f.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "mq/partition.h"
+#include "mq/topic.h"
+#include "position.h"
+#include "printer.h"
+#include "waiter.h"
+
+namespace mq::consume {
+
+struct ConsumeOptions {
+  std::string topic;
+  std::vector<int32_t> partitions;
+  Positions positions;
+  std::optional<uint64_t> count;      // -c: stop after this many messages
+  bool exit_at_end = false;           // -e: stop at the ends captured at start
+  bool skip_corrupt = false;          // report corrupt batches and go on
+  bool quiet = false;
+  bool verbose = false;
+  std::vector<HeaderFilter> header_filters;
+  DecodeLimits limits;
+};
+
+class Consumer {
+ public:
+  Consumer(ConsumeOptions options, Printer* printer, cli::Output* out);
+  ~Consumer();
+  // Opens a reader per partition of `dir` and seeks to the start positions.
+  Status Open(const DataDir& dir);
+  // Consumes until a stop condition, a closed output, or an error.
+  Status Run();
+  uint64_t delivered() const { return delivered_; }
+
+ private:
+  struct Cursor;
+  enum class Step : uint8_t { kProgress, kIdle };
+  Result<Step> ReadBatch(Cursor& c);
+  Status Deliver(Cursor& c, const BatchView& batch);
+  Status OnBadBatch(Cursor& c, Status s, bool from_reader);
+  Status WaitForData();
+
+  ConsumeOptions options_;
+  Printer* printer_;
+  cli::Output* out_;
+  std::vector<std::unique_ptr<Cursor>> cursors_;
+  std::vector<std::string> dirs_;
+  std::vector<std::byte> scratch_;  // decompressed records, reused
+  std::vector<Header> headers_;
+  uint64_t delivered_ = 0;
+  bool stop_ = false;
+  std::unique_ptr<MultiWaiter> waiter_;  // follow mode, several partitions
+};
+
+}  // namespace mq::consume

@@ -1,0 +1,68 @@
+#include "waiter.h"
+
+namespace mq::consume {
+namespace {
+// How long a thread blocks in the futex before it looks for a new round or
+// a stop request. Bounds the exit delay, not the wake-up latency.
+constexpr int kSliceMs = 100;
+}  // namespace
+
+Result<std::unique_ptr<MultiWaiter>> MultiWaiter::Start(const std::vector<std::string>& dirs,
+                                                        const DecodeLimits& limits) {
+  std::unique_ptr<MultiWaiter> w(new MultiWaiter());
+  w->slots_.resize(dirs.size());
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    auto r = PartitionReader::Open(dirs[i], limits);
+    if (!r) return r.error();
+    w->slots_[i].reader = std::move(*r);
+  }
+  for (size_t i = 0; i < dirs.size(); ++i) w->threads_.emplace_back([p = w.get(), i] { p->Run(i); });
+  return w;
+}
+
+MultiWaiter::~MultiWaiter() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  wake_threads_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void MultiWaiter::Run(size_t i) {
+  uint64_t my_round = 0;
+  PartitionReader* reader = slots_[i].reader.get();
+  for (;;) {
+    int64_t known;
+    {
+      std::unique_lock lk(mu_);
+      wake_threads_.wait(lk, [&] { return stop_ || (round_ != my_round && !fired_); });
+      if (stop_) return;
+      my_round = round_;
+      known = slots_[i].known;
+    }
+    if (known < 0) continue;  // not watched this round
+    for (;;) {
+      bool moved = reader->WaitForAppend(known, kSliceMs);
+      std::lock_guard lk(mu_);
+      if (stop_) return;
+      if (round_ != my_round || fired_) break;  // stale round: pick up the new ends
+      if (moved) {
+        fired_ = true;
+        wake_consumer_.notify_one();
+        break;
+      }
+    }
+  }
+}
+
+void MultiWaiter::Wait(std::span<const int64_t> known, int timeout_ms) {
+  std::unique_lock lk(mu_);
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i].known = known[i];
+  fired_ = false;
+  ++round_;
+  wake_threads_.notify_all();
+  wake_consumer_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return fired_; });
+}
+
+}  // namespace mq::consume

@@ -1,0 +1,56 @@
+// Follow mode over several partitions: waits until any of them has new
+// committed messages.
+//
+// A futex can only be waited on one at a time, so each partition gets one
+// thread, with its own PartitionReader, blocked in WaitForAppend(); the
+// first to see its committed end move wakes the consumer's thread through a
+// condition variable. Reading and printing stay on the consumer's thread, so
+// output order is decided in one place (round-robin by batch). With a single
+// partition the consumer waits on the futex itself and no thread is started.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mq/partition.h"
+
+namespace mq::consume {
+
+class MultiWaiter {
+ public:
+  // Opens one reader per partition directory and starts the threads.
+  static Result<std::unique_ptr<MultiWaiter>> Start(const std::vector<std::string>& dirs,
+                                                   const DecodeLimits& limits);
+  ~MultiWaiter();  // stops and joins the threads (each within ~100 ms)
+  MultiWaiter(const MultiWaiter&) = delete;
+  MultiWaiter& operator=(const MultiWaiter&) = delete;
+
+  // Blocks until some partition i with known[i] >= 0 has a committed end
+  // past known[i], or `timeout_ms` passes. known.size() == dirs.size().
+  void Wait(std::span<const int64_t> known, int timeout_ms);
+
+ private:
+  MultiWaiter() = default;
+  void Run(size_t i);
+
+  struct Slot {
+    std::unique_ptr<PartitionReader> reader;
+    int64_t known = -1;
+  };
+  std::mutex mu_;
+  std::condition_variable wake_consumer_;
+  std::condition_variable wake_threads_;
+  uint64_t round_ = 0;   // bumped by each Wait(): threads pick up new ends
+  bool fired_ = false;   // some partition moved during this round
+  bool stop_ = false;
+  std::vector<Slot> slots_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace mq::consume
