@@ -1,0 +1,278 @@
+// Recovery at writer open (format-spec/segment.md §12, R20-R25).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "format.h"
+#include "mq/partition.h"
+#include "mq/segment.h"
+#include "test_support.h"
+
+using namespace mq;
+using namespace mq::test;
+
+namespace {
+
+const std::string kLog0 = "00000000000000000000.log";
+const std::string kIndex0 = "00000000000000000000.index";
+const std::string kTimeIndex0 = "00000000000000000000.timeindex";
+
+// Writes `n` single-record batches of varying size (small index interval so
+// the indexes have entries); returns each batch's end position.
+std::vector<uint64_t> BuildSegment(const std::string& dir, int n, LogConfig config = {}) {
+  config.index_interval_bytes = 200;
+  auto w = PartitionWriter::Open(dir, config, true, nullptr);
+  REQUIRE(w);
+  std::vector<uint64_t> ends;
+  uint64_t pos = 0;
+  for (int i = 0; i < n; ++i) {
+    auto b = MakeBatch(1 + i % 3, 1000 + i * 10, static_cast<size_t>(5 + i % 7));
+    pos += b.size();
+    ends.push_back(pos);
+    REQUIRE((*w)->Append(b));
+  }
+  REQUIRE((*w)->Close().ok());
+  return ends;
+}
+
+Result<std::unique_ptr<PartitionWriter>> Reopen(const std::string& dir, RecoveryReport* report,
+                                                LogConfig config = {}) {
+  config.index_interval_bytes = 200;
+  return PartitionWriter::Open(dir, config, false, report);
+}
+
+}  // namespace
+
+TEST_CASE("R20 torn tail: every cut inside the last 3 batches keeps exactly the complete batches") {
+  TempDir tmp;
+  std::string base = tmp / "base-0";
+  const int kBatches = 12;
+  auto ends = BuildSegment(base, kBatches);
+  auto original = ReadFile(base + "/" + kLog0);
+  auto all = ReadAll(base);
+  REQUIRE(all.size() == kBatches);
+  int cases = 0;
+  for (uint64_t cut = ends[kBatches - 4]; cut < ends.back(); ++cut) {
+    std::string dir = tmp / fmt::format("cut{}-0", cut);
+    CopyDir(base, dir);
+    std::filesystem::resize_file(dir + "/" + kLog0, cut);
+    size_t complete = 0;
+    while (complete < ends.size() && ends[complete] <= cut) ++complete;
+    uint64_t kept = complete == 0 ? 0 : ends[complete - 1];
+    RecoveryReport report;
+    auto w = Reopen(dir, &report);
+    INFO("cut at " << cut);
+    REQUIRE(w);
+    CHECK(report.bytes_truncated == cut - kept);
+    if (cut > kept) {
+      REQUIRE(!report.repaired.empty());
+      CHECK(report.repaired.front().position == kept);
+    }
+    CHECK(FileSize(dir + "/" + kLog0) == kept);
+    auto got = ReadAll(dir);
+    CHECK(got == std::vector<std::pair<int64_t, int64_t>>(all.begin(), all.begin() + complete));
+    CHECK((*w)->log_end_offset() == all[complete - 1].second + 1);
+    (void)(*w)->Close();
+    std::filesystem::remove_all(dir);
+    ++cases;
+  }
+  CHECK(cases > 100);
+}
+
+TEST_CASE("R21 garbage tail: 4 KiB of zeros after the last batch is truncated") {
+  TempDir tmp;
+  std::string dir = tmp / "g-0";
+  auto ends = BuildSegment(dir, 5);
+  AppendToFile(dir + "/" + kLog0, std::vector<std::byte>(4096));
+  RecoveryReport report;
+  auto w = Reopen(dir, &report);
+  REQUIRE(w);
+  CHECK(report.bytes_truncated == 4096);
+  REQUIRE(report.repaired.size() >= 1);
+  CHECK(report.repaired[0].rule == "garbage-tail");
+  CHECK(report.repaired[0].position == ends.back());
+  CHECK(FileSize(dir + "/" + kLog0) == ends.back());
+  CHECK(ReadAll(dir).size() == 5);
+}
+
+TEST_CASE("R21 garbage tail: random bytes after the last batch are truncated") {
+  TempDir tmp;
+  std::mt19937 rng(12345);
+  for (int round = 0; round < 5; ++round) {
+    std::string dir = tmp / fmt::format("r{}-0", round);
+    auto ends = BuildSegment(dir, 4);
+    std::vector<std::byte> junk(100 + rng() % 3000);
+    for (auto& b : junk) b = std::byte(rng());
+    AppendToFile(dir + "/" + kLog0, junk);
+    RecoveryReport report;
+    auto w = Reopen(dir, &report);
+    REQUIRE(w);
+    CHECK(report.bytes_truncated == junk.size());
+    CHECK(FileSize(dir + "/" + kLog0) == ends.back());
+    auto more = MakeBatch(2);
+    auto r = (*w)->Append(more);
+    REQUIRE(r);
+    CHECK(ReadAll(dir).size() == 5);
+  }
+}
+
+TEST_CASE("R22 corrupt batch: a bit flip in a middle batch fails Open naming file, position, rule") {
+  TempDir tmp;
+  std::string dir = tmp / "c-0";
+  auto ends = BuildSegment(dir, 8);
+  std::string log = dir + "/" + kLog0;
+  auto bytes = ReadFile(log);
+  uint64_t victim = ends[3];  // batch 4 starts here
+  bytes[victim + 70] ^= std::byte{0x10};  // inside its records: CRC breaks
+  WriteFile(log, bytes);
+  auto before = ListDir(dir);
+  auto index_before = ReadFile(dir + "/" + kIndex0);
+  // Recovery point covers everything after a clean close: force a full check.
+  std::filesystem::remove(dir + "/state");
+  auto w = Reopen(dir, nullptr);
+  REQUIRE(!w);
+  CHECK(w.error().code() == Code::kCorruption);
+  CHECK(w.error().rule() == "R4");
+  CHECK(w.error().position() == victim);
+  CHECK(w.error().file() == kLog0);
+  CHECK(w.error().message().find(kLog0) != std::string::npos);
+  CHECK(ReadFile(log) == bytes);  // nothing truncated
+  CHECK(ReadFile(dir + "/" + kIndex0) == index_before);
+}
+
+TEST_CASE("R22 corrupt batch: damage in a rolled (non-last) segment fails Open") {
+  TempDir tmp;
+  std::string dir = tmp / "c-0";
+  LogConfig config;
+  config.segment_bytes = 400;
+  BuildSegment(dir, 12, config);
+  auto segs = ListDir(dir);
+  REQUIRE(std::count_if(segs.begin(), segs.end(),
+                        [](auto& s) { return s.ends_with(".log"); }) >= 3);
+  // Chop the tail of the first segment: torn, but not the last segment.
+  std::string log = dir + "/" + kLog0;
+  uint64_t size = FileSize(log);
+  std::filesystem::resize_file(log, size - 10);
+  std::filesystem::remove(dir + "/state");
+  auto w = Reopen(dir, nullptr, config);
+  REQUIRE(!w);
+  CHECK(w.error().code() == Code::kCorruption);
+  CHECK(w.error().file() == kLog0);
+  CHECK(FileSize(log) == size - 10);
+}
+
+TEST_CASE("R22 corrupt batch: a garbage header followed by a valid batch is not truncated") {
+  TempDir tmp;
+  std::string dir = tmp / "c-0";
+  auto ends = BuildSegment(dir, 6);
+  std::string log = dir + "/" + kLog0;
+  auto bytes = ReadFile(log);
+  // Zero the length of batch 2: the resync scan finds batch 3 after it.
+  for (int i = 8; i < 12; ++i) bytes[ends[1] + i] = std::byte{0};
+  WriteFile(log, bytes);
+  std::filesystem::remove(dir + "/state");
+  auto w = Reopen(dir, nullptr);
+  REQUIRE(!w);
+  CHECK(w.error().rule() == "R2");
+  CHECK(w.error().position() == ends[1]);
+  CHECK(FileSize(log) == bytes.size());
+}
+
+TEST_CASE("R23 index: deleted, truncated or scrambled indexes are rebuilt and lookups work") {
+  TempDir tmp;
+  std::string base = tmp / "base-0";
+  BuildSegment(base, 30);
+  auto good_index = ReadFile(base + "/" + kIndex0);
+  auto good_time = ReadFile(base + "/" + kTimeIndex0);
+  REQUIRE(good_index.size() >= 16);
+  REQUIRE(good_time.size() >= 12);
+  std::mt19937 rng(7);
+  for (int damage = 0; damage < 4; ++damage) {
+    std::string dir = tmp / fmt::format("d{}-0", damage);
+    CopyDir(base, dir);
+    std::string idx = dir + "/" + kIndex0;
+    if (damage == 0) std::filesystem::remove(idx);
+    if (damage == 1) std::filesystem::resize_file(idx, good_index.size() - 3);
+    if (damage == 2) {
+      auto junk = good_index;
+      for (auto& b : junk) b = std::byte(rng());
+      WriteFile(idx, junk);
+    }
+    if (damage == 3) std::filesystem::remove(dir + "/" + kTimeIndex0);
+    // A reader copes before any writer repairs: Seek checks the entry.
+    if (damage == 2) {
+      auto r = PartitionReader::Open(dir);
+      REQUIRE(r);
+      REQUIRE((*r)->Seek(40).ok());
+      auto b = (*r)->Next();
+      REQUIRE(b);
+      REQUIRE(*b);
+      CHECK((*b)->header().base_offset <= 40);
+      CHECK((*b)->header().last_offset() >= 40);
+    }
+    RecoveryReport report;
+    auto w = Reopen(dir, &report);
+    REQUIRE(w);
+    INFO("damage " << damage);
+    CHECK(report.indexes_rebuilt == 1);
+    REQUIRE(!report.repaired.empty());
+    CHECK(report.repaired.back().rule == "index-rebuilt");
+    CHECK(ReadFile(idx) == good_index);
+    CHECK(ReadFile(dir + "/" + kTimeIndex0) == good_time);
+    auto r = PartitionReader::Open(dir);
+    REQUIRE(r);
+    REQUIRE((*r)->Seek(33).ok());
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    REQUIRE(*b);
+    CHECK((*b)->header().base_offset <= 33);
+    CHECK((*b)->header().last_offset() >= 33);
+  }
+}
+
+TEST_CASE("R24 state file: a missing or invalid state file is rebuilt from the log") {
+  TempDir tmp;
+  std::string dir = tmp / "s-0";
+  BuildSegment(dir, 5);
+  auto all = ReadAll(dir);
+  SECTION("missing") { std::filesystem::remove(dir + "/state"); }
+  SECTION("bad checksum") {
+    auto s = ReadFile(dir + "/state");
+    s[20] ^= std::byte{1};
+    WriteFile(dir + "/state", s);
+  }
+  SECTION("wrong size") { WriteFile(dir + "/state", std::vector<std::byte>(10)); }
+  RecoveryReport report;
+  auto w = Reopen(dir, &report);
+  REQUIRE(w);
+  bool reported = false;
+  for (auto& p : report.repaired) reported |= p.rule == "R24";
+  CHECK(reported);
+  CHECK((*w)->log_end_offset() == all.back().second + 1);
+  CHECK(ReadAll(dir) == all);
+}
+
+TEST_CASE("R25 recovery point: segments below it are not re-read at open") {
+  TempDir tmp;
+  std::string dir = tmp / "p-0";
+  LogConfig config;
+  config.segment_bytes = 400;
+  BuildSegment(dir, 12, config);  // Close flushed: recovery point = log end
+  std::string log = dir + "/" + kLog0;
+  auto bytes = ReadFile(log);
+  bytes[bytes.size() - 3] ^= std::byte{0x01};
+  WriteFile(log, bytes);
+  {
+    RecoveryReport report;
+    auto w = Reopen(dir, &report, config);
+    REQUIRE(w);  // the damaged segment is below the recovery point
+    CHECK(report.segments_checked == 1);
+  }
+  std::filesystem::remove(dir + "/state");  // recovery point 0: everything is checked
+  auto w = Reopen(dir, nullptr, config);
+  REQUIRE(!w);
+  CHECK(w.error().rule() == "R4");
+}
