@@ -1,13 +1,17 @@
 #include "consumer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 namespace mq::consume {
 
 struct Consumer::Cursor {
   int32_t partition = 0;
-  std::unique_ptr<PartitionReader> reader;
+  std::string dir;
+  StartPosition start;
+  std::unique_ptr<PartitionReader> reader;  // null until the partition has a log
   int64_t next_offset = 0;                 // records below it are not delivered
   std::optional<int64_t> start_timestamp;  // s@: applies to the first batch read
   int64_t stop_offset = std::numeric_limits<int64_t>::max();  // -e
@@ -41,26 +45,39 @@ Result<int64_t> SeekStart(PartitionReader& reader, const StartPosition& start, i
 
 }  // namespace
 
+// Opens the reader of `c` and seeks to its start. A partition nobody has
+// written to yet (no segments) is left unopened: it reads as empty and is
+// opened again on each later round.
+Status Consumer::OpenCursor(Cursor& c, bool at_start) {
+  auto reader = PartitionReader::Open(c.dir, options_.limits);
+  if (!reader) {
+    if (reader.error().code() != Code::kNotFound) return reader.error();
+    if (at_start && options_.exit_at_end) c.done = true;  // empty at start
+    return Status::Ok();
+  }
+  c.reader = std::move(*reader);
+  // One end for both the start (end, -N) and the -e stop, so they agree. A
+  // partition born after start-up had an end of 0 then.
+  int64_t end = at_start ? c.reader->end_offset() : 0;
+  auto next = SeekStart(*c.reader, c.start, end);
+  if (!next) return next.error();
+  c.next_offset = *next;
+  if (c.start.kind == StartPosition::Kind::kTimestamp) c.start_timestamp = c.start.value;
+  if (options_.exit_at_end) {
+    c.stop_offset = end;
+    c.done = c.next_offset >= end;
+  }
+  return Status::Ok();
+}
+
 Status Consumer::Open(const DataDir& dir) {
   for (int32_t p : options_.partitions) {
     auto c = std::make_unique<Cursor>();
     c->partition = p;
-    std::string path = dir.PartitionDir(options_.topic, p);
-    auto reader = PartitionReader::Open(path, options_.limits);
-    if (!reader) return reader.error();
-    c->reader = std::move(*reader);
-    // One end for both the start (end, -N) and the -e stop, so they agree.
-    int64_t end = c->reader->end_offset();
-    StartPosition start = options_.positions.StartFor(p, {StartPosition::Kind::kBeginning, 0});
-    auto next = SeekStart(*c->reader, start, end);
-    if (!next) return next.error();
-    c->next_offset = *next;
-    if (start.kind == StartPosition::Kind::kTimestamp) c->start_timestamp = start.value;
-    if (options_.exit_at_end) {
-      c->stop_offset = end;
-      c->done = c->next_offset >= end;
-    }
-    dirs_.push_back(std::move(path));
+    c->dir = dir.PartitionDir(options_.topic, p);
+    c->start = options_.positions.StartFor(p, {StartPosition::Kind::kBeginning, 0});
+    MQ_RETURN_IF_ERROR(OpenCursor(*c, true));
+    dirs_.push_back(c->dir);
     cursors_.push_back(std::move(c));
   }
   return Status::Ok();
@@ -119,6 +136,10 @@ Status Consumer::Deliver(Cursor& c, const BatchView& batch) {
 }
 
 Result<Consumer::Step> Consumer::ReadBatch(Cursor& c) {
+  if (!c.reader) {
+    MQ_RETURN_IF_ERROR(OpenCursor(c, false));
+    if (!c.reader) return Step::kIdle;
+  }
   auto next = c.reader->Next();
   if (!next) {
     MQ_RETURN_IF_ERROR(OnBadBatch(c, next.error(), true));
@@ -152,8 +173,12 @@ Status Consumer::WaitForData() {
       ++active;
     }
   }
-  if (active == 1) {
+  if (active == 1 && only->reader) {
     only->reader->WaitForAppend(std::max(only->stalled_end, only->next_offset), 1000);
+    return Status::Ok();
+  }
+  if (active == 1) {  // an unborn partition: nothing to wait on until a writer creates it
+    std::this_thread::sleep_for(std::chrono::milliseconds(kUnbornPollMs));
     return Status::Ok();
   }
   if (!waiter_) {

@@ -45,6 +45,7 @@ class Consumer {
  private:
   struct Cursor;
   enum class Step : uint8_t { kProgress, kIdle };
+  Status OpenCursor(Cursor& c, bool at_start);
   Result<Step> ReadBatch(Cursor& c);
   Status Deliver(Cursor& c, const BatchView& batch);
   Status OnBadBatch(Cursor& c, Status s, bool from_reader);

@@ -9,13 +9,9 @@ constexpr int kSliceMs = 100;
 
 Result<std::unique_ptr<MultiWaiter>> MultiWaiter::Start(const std::vector<std::string>& dirs,
                                                         const DecodeLimits& limits) {
-  std::unique_ptr<MultiWaiter> w(new MultiWaiter());
+  std::unique_ptr<MultiWaiter> w(new MultiWaiter(limits));
   w->slots_.resize(dirs.size());
-  for (size_t i = 0; i < dirs.size(); ++i) {
-    auto r = PartitionReader::Open(dirs[i], limits);
-    if (!r) return r.error();
-    w->slots_[i].reader = std::move(*r);
-  }
+  for (size_t i = 0; i < dirs.size(); ++i) w->slots_[i].dir = dirs[i];
   for (size_t i = 0; i < dirs.size(); ++i) w->threads_.emplace_back([p = w.get(), i] { p->Run(i); });
   return w;
 }
@@ -29,9 +25,26 @@ MultiWaiter::~MultiWaiter() {
   for (auto& t : threads_) t.join();
 }
 
+// Waits up to one slice for partition i to move past `known`. Only thread i
+// touches slots_[i].reader.
+bool MultiWaiter::WaitSlice(size_t i, int64_t known, uint64_t round) {
+  Slot& slot = slots_[i];
+  if (!slot.reader) {
+    auto r = PartitionReader::Open(slot.dir, limits_);
+    if (r) {
+      slot.reader = std::move(*r);
+      return slot.reader->end_offset() > known;
+    }
+    std::unique_lock lk(mu_);
+    wake_threads_.wait_for(lk, std::chrono::milliseconds(kUnbornPollMs),
+                           [&] { return stop_ || round_ != round || fired_; });
+    return false;
+  }
+  return slot.reader->WaitForAppend(known, kSliceMs);
+}
+
 void MultiWaiter::Run(size_t i) {
   uint64_t my_round = 0;
-  PartitionReader* reader = slots_[i].reader.get();
   for (;;) {
     int64_t known;
     {
@@ -43,7 +56,7 @@ void MultiWaiter::Run(size_t i) {
     }
     if (known < 0) continue;  // not watched this round
     for (;;) {
-      bool moved = reader->WaitForAppend(known, kSliceMs);
+      bool moved = WaitSlice(i, known, my_round);
       std::lock_guard lk(mu_);
       if (stop_) return;
       if (round_ != my_round || fired_) break;  // stale round: pick up the new ends

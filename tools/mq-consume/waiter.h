@@ -22,9 +22,13 @@
 
 namespace mq::consume {
 
+// A partition without a log yet (nobody has written to it) has no state
+// file to wait on: it is looked for again every kUnbornPollMs.
+constexpr int kUnbornPollMs = 50;
+
 class MultiWaiter {
  public:
-  // Opens one reader per partition directory and starts the threads.
+  // Starts one thread per partition directory.
   static Result<std::unique_ptr<MultiWaiter>> Start(const std::vector<std::string>& dirs,
                                                    const DecodeLimits& limits);
   ~MultiWaiter();  // stops and joins the threads (each within ~100 ms)
@@ -36,13 +40,16 @@ class MultiWaiter {
   void Wait(std::span<const int64_t> known, int timeout_ms);
 
  private:
-  MultiWaiter() = default;
+  explicit MultiWaiter(const DecodeLimits& limits) : limits_(limits) {}
+  bool WaitSlice(size_t i, int64_t known, uint64_t round);
   void Run(size_t i);
 
   struct Slot {
-    std::unique_ptr<PartitionReader> reader;
+    std::string dir;
+    std::unique_ptr<PartitionReader> reader;  // null until the partition has a log
     int64_t known = -1;
   };
+  DecodeLimits limits_;
   std::mutex mu_;
   std::condition_variable wake_consumer_;
   std::condition_variable wake_threads_;
