@@ -56,6 +56,10 @@ Result<std::unique_ptr<Producer>> Producer::Open(const DataDir& dir, ProducerOpt
   // an earlier run of the same input (format-spec/producer.md, P9).
   for (int32_t i = 0; i < p->options_.partitions; ++i) {
     if (p->options_.partition && *p->options_.partition != i) continue;
+    // Opening the writer first recovers the partition (and gives a new one
+    // its first segment), so the sequence is read from a consistent log.
+    auto w = p->Writer(i);
+    if (!w) return w.error();
     auto last = LastProducerSequence(dir.PartitionDir(p->options_.topic, i),
                                      p->options_.producer_id);
     if (!last) return last.error();
