@@ -2,6 +2,9 @@
 // retention (format-spec/segment.md §6-§9).
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "format.h"
@@ -96,4 +99,244 @@ TEST_CASE("partition: reopen continues at the log end") {
   CHECK(report.repaired.empty());
   CHECK(w->log_end_offset() == 10);
   CHECK(AppendOne(*w, 1).base_offset == 10);
+}
+
+namespace {
+
+std::vector<std::string> Logs(const std::string& dir) {
+  std::vector<std::string> out;
+  for (auto& n : ListDir(dir))
+    if (n.size() == 24 && n.ends_with(".log")) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("partition: roll by size starts a new segment at the log end") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.segment_bytes = 1000;
+  auto w = OpenWriter(dir, config);
+  auto one = MakeBatch(3, 1000, 50);
+  uint64_t per_segment = 1000 / one.size();
+  for (int i = 0; i < 10; ++i) AppendOne(*w, 3, 1000 + i, 50);
+  auto logs = Logs(dir);
+  REQUIRE(logs.size() == (10 + per_segment - 1) / per_segment);
+  for (size_t i = 0; i < logs.size(); ++i) {
+    CHECK(logs[i] == SegmentFileName(static_cast<int64_t>(i * per_segment * 3), ".log"));
+    CHECK(FileSize(dir + "/" + logs[i]) <= 1000);
+  }
+  auto all = ReadAll(dir);
+  REQUIRE(all.size() == 10);
+  for (int i = 0; i < 10; ++i) CHECK(all[static_cast<size_t>(i)].first == i * 3);
+  // A rolled segment's time index ends with its largest timestamp.
+  auto t = ReadTimeIndexFile(dir + "/" + SegmentFileName(0, ".timeindex"));
+  REQUIRE(t);
+  REQUIRE(!t->empty());
+  CHECK(t->back().timestamp == 1000 + static_cast<int64_t>(per_segment) - 1 + 2);
+  CHECK(t->back().offset == static_cast<int64_t>(per_segment) * 3 - 1);
+}
+
+TEST_CASE("partition: roll by age compares the first batch's max timestamp") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.segment_ms = 1000;
+  auto w = OpenWriter(dir, config);
+  AppendOne(*w, 1, 10000);
+  AppendOne(*w, 1, 10900);
+  CHECK(Logs(dir).size() == 1);
+  AppendOne(*w, 1, 11001);  // 1001 ms after the first batch
+  auto logs = Logs(dir);
+  REQUIRE(logs.size() == 2);
+  CHECK(logs[1] == SegmentFileName(2, ".log"));
+}
+
+TEST_CASE("partition: TruncateTo removes every batch at or above the offset") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.segment_bytes = 600;
+  config.index_interval_bytes = 100;
+  auto w = OpenWriter(dir, config);
+  for (int i = 0; i < 20; ++i) AppendOne(*w, 2, 1000 + i, 30);  // offsets 0..39
+  REQUIRE(Logs(dir).size() > 2);
+  REQUIRE(w->TruncateTo(13).ok());  // batch 12-13 straddles: it goes whole
+  CHECK(w->log_end_offset() == 12);
+  auto all = ReadAll(dir);
+  REQUIRE(all.size() == 6);
+  CHECK(all.back().second == 11);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  CHECK(problems.empty());
+  // Appends continue from the new end, and a reopen agrees.
+  CHECK(AppendOne(*w, 1).base_offset == 12);
+  REQUIRE(w->Close().ok());
+  RecoveryReport report;
+  auto again = OpenWriter(dir, config, &report);
+  CHECK(again->log_end_offset() == 13);
+  CHECK(report.repaired.empty());
+}
+
+TEST_CASE("partition: DeleteSegmentsBefore removes whole old segments, never the active one") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.segment_bytes = 500;
+  auto w = OpenWriter(dir, config);
+  for (int i = 0; i < 20; ++i) AppendOne(*w, 2, 1000 + i, 30);
+  auto logs = Logs(dir);
+  REQUIRE(logs.size() >= 3);
+  int64_t second = *SegmentBaseOffset(logs[1]);
+  REQUIRE(w->DeleteSegmentsBefore(second + 1).ok());
+  CHECK(w->log_start_offset() == second);
+  CHECK(Logs(dir).size() == logs.size() - 1);
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  CHECK((*r)->log_start_offset() == second);
+  REQUIRE((*r)->Seek(0).ok());  // below the start: positions at the start
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == second);
+  REQUIRE(w->DeleteSegmentsBefore(INT64_MAX).ok());
+  CHECK(Logs(dir).size() == 1);  // the active segment stays
+  CHECK(w->log_start_offset() == *SegmentBaseOffset(logs.back()));
+}
+
+TEST_CASE("partition: Seek by offset and by timestamp across segments") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.segment_bytes = 2000;
+  config.index_interval_bytes = 150;
+  auto w = OpenWriter(dir, config);
+  for (int i = 0; i < 100; ++i) AppendOne(*w, 3, 100000 + i * 100, 20);  // offsets 0..299
+  REQUIRE(Logs(dir).size() > 3);
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  for (int64_t target : {0, 1, 2, 3, 150, 151, 152, 298, 299}) {
+    REQUIRE((*r)->Seek(target).ok());
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    REQUIRE(*b);
+    CHECK((*b)->header().base_offset == target / 3 * 3);
+  }
+  REQUIRE((*r)->Seek(300).ok());
+  auto end = (*r)->Next();
+  REQUIRE(end);
+  CHECK(!*end);
+  // Batch i has max timestamp 100000 + i*100 + 2.
+  for (int i : {0, 1, 37, 99}) {
+    REQUIRE((*r)->SeekTimestamp(100000 + i * 100).ok());
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    REQUIRE(*b);
+    CHECK((*b)->header().base_offset == i * 3);
+    REQUIRE((*r)->SeekTimestamp(100000 + i * 100 + 3).ok());
+    b = (*r)->Next();
+    REQUIRE(b);
+    if (i == 99) {
+      CHECK(!*b);
+    } else {
+      REQUIRE(*b);
+      CHECK((*b)->header().base_offset == (i + 1) * 3);
+    }
+  }
+}
+
+TEST_CASE("partition: a reader never sees bytes beyond the committed end") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  auto w = OpenWriter(dir);
+  AppendOne(*w, 2);
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  // Bytes of an append that was never published (a writer died mid-way).
+  auto stray = MakeBatch(5);
+  AppendToFile(dir + "/" + SegmentFileName(0, ".log"), stray);
+  CHECK((*r)->end_offset() == 2);
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  b = (*r)->Next();
+  REQUIRE(b);
+  CHECK(!*b);
+  // The next append cuts them and takes their place.
+  CHECK(AppendOne(*w, 1).base_offset == 2);
+  CHECK(ReadAll(dir) == std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {2, 2}});
+  // The same reader continues at the new end.
+  b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 2);
+}
+
+TEST_CASE("partition: WaitForAppend wakes when another writer publishes") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  auto w = OpenWriter(dir);
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  CHECK(!(*r)->WaitForAppend(0, 20));  // nothing yet: times out
+  pid_t child = fork();
+  if (child == 0) {
+    auto cw = PartitionWriter::Open(dir, {}, false, nullptr);
+    auto b = MakeBatch(1);
+    bool ok = cw && (*cw)->Append(b);
+    _exit(ok ? 0 : 1);
+  }
+  CHECK((*r)->WaitForAppend(0, 10000));
+  CHECK((*r)->end_offset() == 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("partition: an idempotent producer's retried batch is not appended twice") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  auto w = OpenWriter(dir);
+  BatchOptions o;
+  o.producer_id = 7;
+  o.producer_epoch = 0;
+  o.base_sequence = 0;
+  auto first = MakeBatch(3, 1000, 8, o);
+  auto r1 = w->Append(first);
+  REQUIRE(r1);
+  auto retry = MakeBatch(3, 1000, 8, o);
+  auto r2 = w->Append(retry);
+  REQUIRE(r2);
+  CHECK(r2->duplicate);
+  CHECK(r2->base_offset == r1->base_offset);
+  CHECK(w->log_end_offset() == 3);
+  o.base_sequence = 5;  // a gap
+  auto gap = MakeBatch(1, 1000, 8, o);
+  auto r3 = w->Append(gap);
+  REQUIRE(!r3);
+  CHECK(r3.error().code() == Code::kOutOfOrder);
+  REQUIRE(w->Close().ok());
+  auto last = LastProducerSequence(dir, 7);
+  REQUIRE(last);
+  CHECK(*last == std::optional<int32_t>(2));
+  // The dedupe state survives a reopen.
+  auto w2 = OpenWriter(dir);
+  auto r4 = w2->Append(retry);
+  REQUIRE(r4);
+  CHECK(r4->duplicate);
+}
+
+TEST_CASE("partition: a partition directory written by liblog verifies clean") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.segment_bytes = 3000;
+  config.index_interval_bytes = 300;
+  auto w = OpenWriter(dir, config);
+  for (int i = 0; i < 50; ++i) AppendOne(*w, 1 + i % 4, 1000 + i, 40);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  for (auto& p : problems) INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
+  CHECK(problems.empty());
 }
