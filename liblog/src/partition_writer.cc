@@ -584,7 +584,7 @@ Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
 Status PartitionWriter::Close() {
   Impl& w = *impl_;
   if (w.closed) return w.poisoned;
-  Status s = Flush();
+  Status s = w.config.sync_on_close ? Flush() : w.CheckUsable();
   if (s.ok()) {
     MQ_RETURN_IF_ERROR(w.lock.Lock());
     LockGuard guard(&w.lock);

@@ -36,6 +36,10 @@ struct LogConfig {
   uint32_t index_interval_bytes = 4096;           // bytes between index entries
   Durability durability = Durability::kNone;
   int64_t flush_interval_ms = 1000;               // for kInterval
+  // With false, Close() neither fsyncs nor advances the recovery point (for
+  // page-cache durability: the next writer to open re-validates the
+  // unsynced tail, R25). The producer snapshot is still written.
+  bool sync_on_close = true;
   DecodeLimits limits;
   FileSystem* fs = nullptr;                       // nullptr = the real file system
 };
