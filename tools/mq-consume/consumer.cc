@@ -1,11 +1,16 @@
 #include "consumer.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
 #include <thread>
 
 namespace mq::consume {
+
+// Longest a follower blocks before it checks its output again.
+constexpr int kWaitSliceMs = 250;
 
 struct Consumer::Cursor {
   int32_t partition = 0;
@@ -162,6 +167,16 @@ Result<Consumer::Step> Consumer::ReadBatch(Cursor& c) {
   return Step::kProgress;
 }
 
+namespace {
+// True when stdout is a pipe whose reader has gone (`| head` finished):
+// a follower blocked waiting for appends would otherwise notice only at its
+// next write, which may never come.
+bool OutputClosed() {
+  pollfd p{1, 0, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+}  // namespace
+
 Status Consumer::WaitForData() {
   std::vector<int64_t> known;
   Cursor* only = nullptr;
@@ -174,7 +189,7 @@ Status Consumer::WaitForData() {
     }
   }
   if (active == 1 && only->reader) {
-    only->reader->WaitForAppend(std::max(only->stalled_end, only->next_offset), 1000);
+    only->reader->WaitForAppend(std::max(only->stalled_end, only->next_offset), kWaitSliceMs);
     return Status::Ok();
   }
   if (active == 1) {  // an unborn partition: nothing to wait on until a writer creates it
@@ -186,7 +201,7 @@ Status Consumer::WaitForData() {
     if (!w) return w.error();
     waiter_ = std::move(*w);
   }
-  waiter_->Wait(known, 1000);
+  waiter_->Wait(known, kWaitSliceMs);
   return Status::Ok();
 }
 
@@ -206,6 +221,7 @@ Status Consumer::Run() {
     if (progress) continue;
     // Every partition is at its committed end: show what we have, then wait.
     if (!out_->Flush() && out_->broken()) return Status::Ok();
+    if (OutputClosed()) return Status::Ok();
     MQ_RETURN_IF_ERROR(WaitForData());
   }
 }
