@@ -234,6 +234,11 @@ Status DataDir::CreateTopic(std::string_view topic, const TopicConfig& config) c
   // Another process created it between our read and our link.
   auto winner = ReadTopic(topic);
   if (!winner) return winner.error();
+  // Best effort: partition directories we made beyond the winner's count
+  // are not part of the topic (layout.md §1.3); remove them while empty.
+  for (int32_t p = winner->partitions; p < config.partitions; ++p) {
+    (void)::unlinkat(root->get(), fmt::format("{}-{}", topic, p).c_str(), AT_REMOVEDIR);
+  }
   return CompareExisting(*winner, config, topic);
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -300,6 +301,34 @@ TEST_CASE("data dir: CreateTopic is idempotent for the same partition count only
   CHECK_THAT(s.message(), Catch::Contains("2 partitions, not 4"));
   CHECK(dir->ReadTopic("t")->partitions == 2);
   CHECK_FALSE(fs::exists(dir->PartitionDir("t", 2)));
+}
+
+TEST_CASE("data dir: of racing creators with different partition counts exactly one count wins") {
+  TempDir tmp;
+  auto dir = mq::DataDir::Open(tmp / "data", true);
+  REQUIRE(dir.has_value());
+  constexpr int kThreads = 8;
+  std::vector<mq::Status> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      mq::TopicConfig c;
+      c.partitions = 2 + i % 2;
+      results[i] = dir->CreateTopic("raced", c);
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto winner = dir->ReadTopic("raced");
+  REQUIRE(winner.has_value());
+  for (int i = 0; i < kThreads; ++i) {
+    INFO(results[i].message());
+    if (2 + i % 2 == winner->partitions) {
+      CHECK(results[i].ok());
+    } else {
+      CHECK(results[i].code() == mq::Code::kInvalidArgument);
+    }
+  }
+  CHECK(*dir->ListTopics() == std::vector<std::string>{"raced"});
 }
 
 TEST_CASE("R12 data dir: topic names are validated before touching the disk") {
