@@ -116,6 +116,11 @@ inline bool GetVarint(const std::byte** p, const std::byte* end, int32_t* out) {
 }
 inline bool GetVarlong(const std::byte** p, const std::byte* end, int64_t* out) {
   const std::byte* q = *p;
+  if (q < end && std::to_integer<uint32_t>(*q) < 0x80) {  // one byte: the common case
+    *out = UnZigZag64(std::to_integer<uint64_t>(*q));
+    *p = q + 1;
+    return true;
+  }
   uint64_t u = 0;
   for (int shift = 0; shift <= 63; shift += 7) {
     if (q == end) return false;

@@ -88,57 +88,80 @@ inline int64_t WrappingAdd(int64_t a, int64_t b) {
 
 }  // namespace
 
-Result<std::optional<RecordView>> RecordReader::Next() {
+// The decoder proper. It fills *rec in place (the caller's result object)
+// and keeps errors out of line, so the common path copies nothing.
+RecordReader::Step RecordReader::Decode(RecordView* rec) {
   if (remaining_ == 0) {
-    if (!rest_.empty()) return Error("R8", fmt::format("{} bytes after the last record", rest_.size()));
-    return std::optional<RecordView>();
+    if (!rest_.empty()) return Fail("R8", fmt::format("{} bytes after the last record", rest_.size()));
+    return Step::kEnd;
   }
   const std::byte* p = rest_.data();
   const std::byte* const end = p + rest_.size();
   int32_t length;
-  if (!GetVarint(&p, end, &length)) return Error("R8", "bad length varint");
+  if (!GetVarint(&p, end, &length)) return Fail("R8", "bad length varint");
   if (length < 1 || length > end - p) {
-    return Error("R8", fmt::format("length {} with {} bytes left", length, end - p));
+    return Fail("R8", fmt::format("length {} with {} bytes left", length, end - p));
   }
   const std::byte* const rend = p + length;
   ++p;  // attributes: no bits in use
-  RecordView rec;
   int64_t ts_delta;
   int32_t offset_delta;
-  if (!GetVarlong(&p, rend, &ts_delta)) return Error("R8", "bad timestampDelta varlong");
-  if (!GetVarint(&p, rend, &offset_delta)) return Error("R8", "bad offsetDelta varint");
+  if (!GetVarlong(&p, rend, &ts_delta)) return Fail("R8", "bad timestampDelta varlong");
+  if (!GetVarint(&p, rend, &offset_delta)) return Fail("R8", "bad offsetDelta varint");
   if (offset_delta <= last_delta_ || offset_delta > header_.last_offset_delta) {
-    return Error("R8", fmt::format("offsetDelta {} after {} (lastOffsetDelta {})", offset_delta,
-                                   last_delta_, header_.last_offset_delta));
+    return Fail("R8", fmt::format("offsetDelta {} after {} (lastOffsetDelta {})", offset_delta,
+                                  last_delta_, header_.last_offset_delta));
   }
-  if (!GetBytes(&p, rend, true, &rec.key)) return Error("R8", "bad key length");
-  if (!GetBytes(&p, rend, true, &rec.value)) return Error("R8", "bad value length");
-  if (!GetVarint(&p, rend, &rec.headers_count) || rec.headers_count < 0) {
-    return Error("R8", "bad headersCount");
+  if (!GetBytes(&p, rend, true, &rec->key)) return Fail("R8", "bad key length");
+  if (!GetBytes(&p, rend, true, &rec->value)) return Fail("R8", "bad value length");
+  if (!GetVarint(&p, rend, &rec->headers_count) || rec->headers_count < 0) {
+    return Fail("R8", "bad headersCount");
   }
   const std::byte* headers = p;
-  if (!SkipHeaders(&p, rend, rec.headers_count)) return Error("R8", "bad header");
-  if (p != rend) {
-    return Error("R8", fmt::format("length {} but the fields take {}", length,
-                                   length - (rend - p)));
+  if (rec->headers_count > 0 && !SkipHeaders(&p, rend, rec->headers_count)) {
+    return Fail("R8", "bad header");
   }
-  rec.headers_bytes = Bytes(headers, static_cast<size_t>(rend - headers));
-  rec.offset = WrappingAdd(header_.base_offset, offset_delta);
+  if (p != rend) {
+    return Fail("R8", fmt::format("length {} but the fields take {}", length, length - (rend - p)));
+  }
+  rec->headers_bytes = Bytes(headers, static_cast<size_t>(rend - headers));
+  rec->offset = WrappingAdd(header_.base_offset, offset_delta);
   // With LogAppendTime every record's timestamp reads as maxTimestamp.
-  rec.timestamp = header_.log_append_time() ? header_.max_timestamp
-                                            : WrappingAdd(header_.base_timestamp, ts_delta);
+  rec->timestamp = header_.log_append_time() ? header_.max_timestamp
+                                             : WrappingAdd(header_.base_timestamp, ts_delta);
   if (header_.is_control()) {
-    Result<ControlRecord> control = DecodeControlRecord(rec, file_, position_);
-    if (!control) return control.error();
+    Result<ControlRecord> control = DecodeControlRecord(*rec, file_, position_);
+    if (!control) {
+      error_ = control.error();
+      return Step::kError;
+    }
   }
   last_delta_ = offset_delta;
   rest_ = rest_.subspan(static_cast<size_t>(rend - rest_.data()));
   --remaining_;
   ++index_;
   if (remaining_ == 0 && !rest_.empty()) {
-    return Error("R8", fmt::format("{} bytes after the last record", rest_.size()));
+    return Fail("R8", fmt::format("{} bytes after the last record", rest_.size()));
   }
-  return std::optional<RecordView>(rec);
+  return Step::kRecord;
+}
+
+RecordReader::Step RecordReader::Fail(const char* rule, const std::string& what) {
+  error_ = Error(rule, what);
+  return Step::kError;
+}
+
+bool RecordReader::Read(RecordView* record) {
+  return Decode(record) == Step::kRecord;
+}
+
+Result<std::optional<RecordView>> RecordReader::Next() {
+  // One named result on every path, so it is built in the caller's slot.
+  Result<std::optional<RecordView>> out{std::optional<RecordView>(std::in_place)};
+  Step step = Decode(&**out);
+  if (step == Step::kEnd) (*out).reset();
+  if (step == Step::kError) out = error_;
+  return out;
 }
 
 std::vector<Header> RecordView::headers() const {

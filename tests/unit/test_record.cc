@@ -347,3 +347,34 @@ TEST_CASE("varint: longs round-trip at the edges; overlong encodings are rejecte
   p = cut.data();
   CHECK_FALSE(mq::coding::GetVarint(&p, cut.data() + cut.size(), &v32));
 }
+
+TEST_CASE("R8 records: Read() sees the same records and errors as Next()", "[record][R8]") {
+  std::vector<std::byte> recs;
+  Plain(0).AppendTo(recs);
+  Plain(1).AppendTo(recs);
+  Plain(1).AppendTo(recs);  // breaks R8: delta not increasing
+  auto b = WrapRecords(recs, 3, 2);
+  auto view = mq::BatchView::Parse(b, {});
+  REQUIRE(view.has_value());
+  std::vector<std::byte> scratch;
+  auto reader = mq::RecordReader::Open(*view, &scratch, {});
+  REQUIRE(reader.has_value());
+  mq::RecordView rv;
+  REQUIRE(reader->Read(&rv));
+  CHECK(rv.offset == 0);
+  REQUIRE(reader->Read(&rv));
+  CHECK(rv.offset == 1);
+  CHECK(mq::AsText(*rv.value) == "v");
+  CHECK_FALSE(reader->Read(&rv));
+  CHECK(reader->status().rule() == "R8");
+
+  auto good = WrapRecords(std::span<const std::byte>(recs).first(16), 2, 1);
+  auto view2 = mq::BatchView::Parse(good, {});
+  REQUIRE(view2.has_value());
+  auto reader2 = mq::RecordReader::Open(*view2, &scratch, {});
+  REQUIRE(reader2.has_value());
+  int n = 0;
+  while (reader2->Read(&rv)) ++n;
+  CHECK(n == 2);
+  CHECK(reader2->status().ok());
+}

@@ -143,10 +143,19 @@ class RecordReader {
   // (reported by the call that decodes the last record). In a control
   // batch each record must also pass R17.
   Result<std::optional<RecordView>> Next();
+  // The same without a Result per record, for tight loops: true with the
+  // next record in *record; false at the end or on error, and then status()
+  // tells which (OK at the end).
+  bool Read(RecordView* record);
+  const Status& status() const { return error_; }
 
  private:
+  enum class Step : uint8_t { kRecord, kEnd, kError };
+  Step Decode(RecordView* rec);
+  Step Fail(const char* rule, const std::string& what);
   Status Error(const char* rule, const std::string& what) const;
   BatchHeader header_;
+  Status error_;
   Bytes records_;   // all record bytes (decompressed if needed)
   Bytes rest_;
   int32_t remaining_ = 0;
