@@ -1,0 +1,243 @@
+#include "dump.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "mq/file.h"
+#include "mq/segment.h"
+
+namespace mq::inspect {
+namespace {
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::optional<int64_t> BaseOffsetOf(const std::string& path) {
+  auto base = SegmentBaseOffset(BaseName(path));
+  if (!base) return std::nullopt;
+  return *base;
+}
+
+// Stops with a status that is not about the data (missing file, I/O).
+int Stop(Printer* p, const Status& status) {
+  p->out().Flush();
+  return cli::Fail(status);
+}
+
+// The first of several exit codes that is not 0.
+void Merge(int* rc, int code) {
+  if (*rc == 0) *rc = code;
+}
+
+// Records offsets that do not follow each other (compacted logs have gaps;
+// kafka-dump-log reports them on stderr in deep mode).
+class OffsetGaps {
+ public:
+  void See(int64_t offset) {
+    if (last_ >= 0 && offset != last_ + 1) {
+      if (gaps_.size() < kMaxKept) gaps_.emplace_back(last_, offset);
+      ++count_;
+    }
+    last_ = offset;
+  }
+  void Print(Printer* p, const std::string& file) const {
+    if (count_ == 0 || p->broken()) return;
+    p->out().Flush();
+    fmt::print(stderr, "Non-consecutive offsets in {}\n", file);
+    for (const auto& [a, b] : gaps_) fmt::print(stderr, "  {} is followed by {}\n", a, b);
+    if (count_ > gaps_.size()) fmt::print(stderr, "  ... and {} more\n", count_ - gaps_.size());
+  }
+
+ private:
+  static constexpr size_t kMaxKept = 1000;
+  int64_t last_ = -1;
+  uint64_t count_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> gaps_;
+};
+
+// For a batch the scanner rejected: prints its batch line with isvalid:
+// false when its header can still be read (R1-R3 hold), as kafka-dump-log
+// does for a batch with a bad CRC.
+void ShowRejectedBatch(const std::string& path, uint64_t position, const DecodeLimits& limits,
+                       Printer* p) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return;
+  std::byte header[61];
+  ssize_t n = ::pread(fd.get(), header, sizeof header, static_cast<off_t>(position));
+  if (n != static_cast<ssize_t>(sizeof header)) return;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < position) return;
+  uint64_t left = static_cast<uint64_t>(st.st_size) - position;
+  BatchHeader h = DecodeBatchHeader(Bytes(header, sizeof header));
+  if (h.magic != 2 || h.batch_length < 49 || h.size_bytes() > left ||
+      h.size_bytes() > limits.max_batch_bytes) {
+    return;
+  }
+  p->Batch(path, position, h, false);
+}
+
+int DumpRecords(const std::string& path, uint64_t pos, const BatchView& batch,
+                const DecodeLimits& limits,
+                std::vector<std::byte>* scratch, OffsetGaps* gaps, Printer* p) {
+  const BatchHeader& h = batch.header();
+  auto reader = RecordReader::Open(batch, scratch, limits, path, pos);
+  if (!reader) {
+    const Status& s = reader.error();
+    if (s.code() == Code::kUnsupported) {
+      p->Problem({path, pos, "R5",
+                  fmt::format("unsupported codec {}: records not decoded",
+                              CompressionName(h.compression()))});
+      return cli::kExitDataErr;
+    }
+    if (s.code() != Code::kCorruption && s.code() != Code::kTooLarge) return Stop(p, s);
+    p->Problem(ProblemFromStatus(s, path, pos));
+    return cli::kExitDataErr;
+  }
+  int rc = 0;
+  while (!p->broken()) {
+    auto next = reader->Next();
+    if (!next) {
+      p->Problem(ProblemFromStatus(next.error(), path, pos));
+      return cli::kExitDataErr;
+    }
+    if (!next->has_value()) break;
+    const RecordView& r = **next;
+    gaps->See(r.offset);
+    if (!h.is_control()) {
+      p->Record(path, pos, h, r, nullptr);
+      continue;
+    }
+    auto control = DecodeControlRecord(r, path, pos);
+    if (!control) {
+      p->Problem(ProblemFromStatus(control.error(), path, pos));
+      Merge(&rc, cli::kExitDataErr);
+      continue;
+    }
+    p->Record(path, pos, h, r, &*control);
+  }
+  return rc;
+}
+
+int DumpLog(const std::string& path, const PrintOptions& o, const DecodeLimits& limits,
+            Printer* p) {
+  auto scanner = SegmentScanner::Open(path, limits);
+  if (!scanner) return Stop(p, scanner.error());
+  p->FileStart(path, FileKind::kLog, BaseOffsetOf(path));
+  int rc = 0;
+  std::vector<std::byte> scratch;
+  OffsetGaps gaps;
+  uint64_t last_error_position = UINT64_MAX;
+  while (!p->broken()) {
+    auto next = (*scanner)->Next();
+    if (!next) {
+      const Status& s = next.error();
+      if (s.code() != Code::kCorruption && s.code() != Code::kTooLarge) return Stop(p, s);
+      mq::Problem problem = ProblemFromStatus(s, path, (*scanner)->position());
+      // The scanner moves past every error; a repeat means it did not.
+      if (problem.position == last_error_position) return Stop(p, s);
+      last_error_position = problem.position;
+      ShowRejectedBatch(path, problem.position, limits, p);
+      p->Problem(problem);
+      Merge(&rc, cli::kExitDataErr);
+      continue;
+    }
+    if (!next->has_value()) break;
+    const BatchView& batch = **next;
+    uint64_t pos = (*scanner)->position();
+    p->Batch(path, pos, batch.header(), true);
+    if (o.records) Merge(&rc, DumpRecords(path, pos, batch, limits, &scratch, &gaps, p));
+  }
+  if (p->broken()) return rc;
+  if (uint64_t trailing = (*scanner)->trailing_bytes(); trailing > 0) {
+    p->TrailingBytes(path, (*scanner)->file_size() - trailing, trailing);
+    Merge(&rc, cli::kExitDataErr);
+  }
+  gaps.Print(p, path);
+  return rc;
+}
+
+// Reads an index file; a broken size rule is a problem, anything else stops.
+template <typename Entry>
+int DumpIndexFile(const std::string& path, FileKind kind,
+                  Result<std::vector<Entry>> (*read)(const std::string&), Printer* p,
+                  void (Printer::*print)(const std::string&, const Entry&)) {
+  auto entries = read(path);
+  if (!entries && entries.error().code() != Code::kCorruption) return Stop(p, entries.error());
+  auto base = BaseOffsetOf(path);
+  p->FileStart(path, kind, base);
+  if (!entries) {
+    p->Problem(ProblemFromStatus(entries.error(), path, 0));
+    return cli::kExitDataErr;
+  }
+  if (entries->empty()) p->IndexEmpty(path);
+  for (size_t i = 0; i < entries->size() && !p->broken(); ++i) {
+    // A preallocated index not trimmed after a crash ends in zero entries,
+    // which read as the base offset; kafka-dump-log stops there too.
+    if (i > 0 && base && (*entries)[i].offset == *base) break;
+    (p->*print)(path, (*entries)[i]);
+  }
+  return 0;
+}
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+int DumpFile(const std::string& path, const PrintOptions& options, const DecodeLimits& limits,
+             Printer* printer) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Stop(printer, ErrnoStatus(path, errno));
+  if (S_ISDIR(st.st_mode)) {
+    return Stop(printer, Status(Code::kInvalidArgument,
+                                fmt::format("{}: is a directory (dump names segment files; "
+                                            "--verify takes a partition directory)", path)));
+  }
+  if (EndsWith(path, ".log")) return DumpLog(path, options, limits, printer);
+  if (EndsWith(path, ".index")) {
+    return DumpIndexFile<OffsetIndexEntry>(path, FileKind::kIndex, &ReadOffsetIndexFile, printer,
+                                           &Printer::IndexEntry);
+  }
+  if (EndsWith(path, ".timeindex")) {
+    return DumpIndexFile<TimeIndexEntry>(path, FileKind::kTimeIndex, &ReadTimeIndexFile, printer,
+                                         &Printer::TimeIndexEntry);
+  }
+  return Stop(printer, Status(Code::kInvalidArgument,
+                              fmt::format("{}: unknown file type (expected .log, .index or "
+                                          ".timeindex)", path)));
+}
+
+int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* printer) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Stop(printer, ErrnoStatus(path, errno));
+  std::vector<mq::Problem> problems;
+  Status s = S_ISDIR(st.st_mode) ? VerifyPartition(path, limits, &problems)
+                                 : VerifyFile(path, limits, &problems);
+  for (auto& problem : problems) {
+    // Details may repeat the "<file>: offset <pos>: <rule>: " the line
+    // already starts with.
+    std::string prefix = fmt::format("{}: offset {}: {}: ", problem.file, problem.position,
+                                     problem.rule);
+    if (problem.detail.starts_with(prefix)) problem.detail.erase(0, prefix.size());
+    printer->Problem(problem);
+  }
+  if (!s.ok()) return Stop(printer, s);
+  if (!problems.empty()) return cli::kExitDataErr;
+  printer->Clean(path);
+  return 0;
+}
+
+}  // namespace mq::inspect

@@ -1,0 +1,99 @@
+// mq-inspect: dump and verify mq (and Kafka) segment files, for forensics.
+// No data directory or lock is needed: it reads the files it is given.
+// Manual: man/mq-inspect.1.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "dump.h"
+#include "printer.h"
+
+namespace {
+
+// The usage lines are the man page's SYNOPSIS, word for word (a CLI test
+// compares them).
+constexpr const char* kUsage =
+    "Usage: mq-inspect [-J] [-r] [-d] [-H] [--skip-record-metadata] [--max-batch-bytes N] FILE...\n"
+    "       mq-inspect --verify [-J] [--max-batch-bytes N] PATH...\n"
+    "       mq-inspect -h | -V\n"
+    "\n"
+    "Dump segment files (.log, .index, .timeindex) in kafka-dump-log's form, or\n"
+    "verify files and partition directories against the format's rules.\n";
+
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override { return kUsage; }
+  // "--max-batch-bytes N" and "FILE...", without CLI11's type and
+  // exclusion notes (OPTIONS in the man page says which exclude which).
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (opt->get_positional()) return "...";
+    return opt->get_items_expected_max() == 0 ? "" : " N";
+  }
+};
+
+int UsageError(const CLI::App& app, const std::string& message) {
+  mq::cli::Warn(message);
+  std::string help = app.help();
+  fmt::print(stderr, "{}Run with --help for more information.\n", help.substr(0, help.find('\n') + 1));
+  return mq::cli::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mq::cli::SetProgramName("mq-inspect");
+  mq::cli::IgnoreSigpipe();
+
+  CLI::App app;
+  app.name("mq-inspect");
+  auto formatter = std::make_shared<Formatter>();
+  formatter->column_width(28);
+  app.formatter(formatter);
+  mq::cli::AddVersionFlag(app);
+
+  mq::inspect::PrintOptions print;
+  mq::DecodeLimits limits;
+  bool json = false;
+  bool verify = false;
+  std::vector<std::string> paths;
+  auto* records = app.add_flag("-r,--records,--deep-iteration", print.records,
+                               "one line per record after its batch");
+  auto* data = app.add_flag("-d,--print-data-log", print.data,
+                            "records with their key and payload (implies -r)");
+  auto* headers = app.add_flag("-H,--headers", print.headers,
+                               "records with their header keys and values (implies -r)");
+  auto* skip = app.add_flag("--skip-record-metadata", print.skip_metadata,
+                            "record lines without offset, timestamp and sizes (implies -r)");
+  app.add_flag("-J,--json", json, "JSON Lines output: one object per line, on stdout");
+  app.add_flag("--verify", verify,
+               "verify files or partition directories: exit 0 clean, 65 corrupt")
+      ->excludes(records)->excludes(data)->excludes(headers)->excludes(skip);
+  app.add_option("--max-batch-bytes", limits.max_batch_bytes,
+                 "largest batch (and decompressed records) read, in bytes")
+      ->check(CLI::Range(61u, 0x7FFFFFFFu))
+      ->capture_default_str();
+  // Not ->required(): CLI11 would then report a missing FILE before an
+  // unknown option, and name the wrong argument.
+  app.add_option("FILE", paths, "segment files (.log, .index, .timeindex); with --verify "
+                 "also partition directories");
+
+  if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
+  if (paths.empty()) return UsageError(app, verify ? "no PATH given" : "no FILE given");
+  limits.max_decompressed_bytes = std::max(limits.max_decompressed_bytes, limits.max_batch_bytes);
+  if (print.data || print.headers || print.skip_metadata) print.records = true;
+
+  auto printer = json ? mq::inspect::MakeJsonPrinter(print) : mq::inspect::MakeTextPrinter(print);
+  int rc = 0;
+  for (const auto& path : paths) {
+    int code = verify ? mq::inspect::VerifyPath(path, limits, printer.get())
+                      : mq::inspect::DumpFile(path, print, limits, printer.get());
+    if (rc == 0) rc = code;
+    if (printer->broken()) return 0;
+  }
+  int out_rc = printer->out().FinishExitCode();
+  if (printer->broken()) return 0;
+  return rc != 0 ? rc : out_rc;
+}

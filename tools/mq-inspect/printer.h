@@ -1,0 +1,74 @@
+// What mq-inspect reports, and the two ways it is printed: kafka-dump-log
+// lines (problems on stderr) or JSON Lines (everything on stdout). The
+// fields of both forms are listed in man/mq-inspect.1, OUTPUT.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli.h"
+#include "mq/batch.h"
+#include "mq/partition.h"
+#include "mq/segment.h"
+
+namespace mq::inspect {
+
+struct PrintOptions {
+  bool records = false;          // one line per record (--records)
+  bool data = false;             // key and payload too (--print-data-log)
+  bool headers = false;          // header keys and values (--headers)
+  bool skip_metadata = false;    // records without metadata (--skip-record-metadata)
+};
+
+enum class FileKind : uint8_t { kLog, kIndex, kTimeIndex };
+
+class Printer {
+ public:
+  virtual ~Printer() = default;
+  // Before a file's contents; `base_offset` is nullopt if the name breaks R12.
+  virtual void FileStart(const std::string& file, FileKind kind,
+                         std::optional<int64_t> base_offset) = 0;
+  // `valid` is false for a batch whose header decodes but breaks a rule.
+  virtual void Batch(const std::string& file, uint64_t position, const BatchHeader& header,
+                     bool valid) = 0;
+  // `control` is set for the record of a control batch.
+  virtual void Record(const std::string& file, uint64_t batch_position,
+                      const BatchHeader& header, const RecordView& record,
+                      const ControlRecord* control) = 0;
+  virtual void IndexEmpty(const std::string& file) = 0;
+  virtual void IndexEntry(const std::string& file, const OffsetIndexEntry& entry) = 0;
+  virtual void TimeIndexEntry(const std::string& file, const TimeIndexEntry& entry) = 0;
+  virtual void TrailingBytes(const std::string& file, uint64_t position, uint64_t bytes) = 0;
+  // A broken rule; the file is still read past it where possible.
+  virtual void Problem(const mq::Problem& problem) = 0;
+  // A path that verified clean (--verify).
+  virtual void Clean(const std::string& path) = 0;
+  // True once stdout is closed (EPIPE): stop reading, exit 0.
+  bool broken() const { return out_.broken(); }
+  cli::Output& out() { return out_; }
+
+ protected:
+  cli::Output out_;
+};
+
+std::unique_ptr<Printer> MakeTextPrinter(const PrintOptions& options);
+std::unique_ptr<Printer> MakeJsonPrinter(const PrintOptions& options);
+
+// "<file>: offset <pos>: <rule>: <detail>", the form of every problem line.
+std::string FormatProblem(const mq::Problem& problem);
+// A Problem from a kCorruption (or kUnsupported) status met in `file`.
+mq::Problem ProblemFromStatus(const Status& status, const std::string& file,
+                              uint64_t position);
+
+// The sequence number of `record` (Kafka's DefaultRecord.sequence()): -1
+// when the batch has none, else baseSequence + offsetDelta wrapping past
+// INT32_MAX to 0.
+int32_t RecordSequence(const BatchHeader& header, const RecordView& record);
+// The record's timestamp as Kafka reports it: the batch's maxTimestamp for
+// LogAppendTime batches.
+int64_t RecordTimestamp(const BatchHeader& header, const RecordView& record);
+const char* TimestampType(const BatchHeader& header);
+
+}  // namespace mq::inspect

@@ -1,0 +1,156 @@
+#include "text.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+namespace mq::inspect {
+
+bool IsUtf8(Bytes bytes) {
+  return simdjson::validate_utf8(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+std::string Base64(Bytes bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    uint32_t v = (std::to_integer<uint32_t>(bytes[i]) << 16) |
+                 (std::to_integer<uint32_t>(bytes[i + 1]) << 8) |
+                 std::to_integer<uint32_t>(bytes[i + 2]);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  size_t left = bytes.size() - i;
+  if (left > 0) {
+    uint32_t v = std::to_integer<uint32_t>(bytes[i]) << 16;
+    if (left == 2) v |= std::to_integer<uint32_t>(bytes[i + 1]) << 8;
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += left == 2 ? kAlphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at bytes[i], or 0.
+size_t Utf8SequenceLength(Bytes bytes, size_t i) {
+  auto b = [&](size_t k) { return std::to_integer<uint8_t>(bytes[k]); };
+  uint8_t c = b(i);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > bytes.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+  }
+  // Overlong forms, surrogates and code points past U+10FFFF.
+  if (n == 2 && c < 0xC2) return 0;
+  if (n == 3 && c == 0xE0 && b(i + 1) < 0xA0) return 0;
+  if (n == 3 && c == 0xED && b(i + 1) >= 0xA0) return 0;
+  if (n == 4 && c == 0xF0 && b(i + 1) < 0x90) return 0;
+  if (n == 4 && (c > 0xF4 || (c == 0xF4 && b(i + 1) >= 0x90))) return 0;
+  return n;
+}
+
+}  // namespace
+
+void AppendEscaped(std::string* out, Bytes bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    size_t n = Utf8SequenceLength(bytes, i);
+    uint8_t c = std::to_integer<uint8_t>(bytes[i]);
+    if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7F))) {
+      fmt::format_to(std::back_inserter(*out), "\\x{:02x}", c);
+      ++i;
+    } else if (c == '\\') {
+      *out += "\\\\";
+      ++i;
+    } else {
+      out->append(reinterpret_cast<const char*>(bytes.data()) + i, n);
+      i += n;
+    }
+  }
+}
+
+void AppendJsonString(std::string* out, std::string_view text) {
+  *out += '"';
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\r': *out += "\\r"; break;
+      case '\t': *out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
+        } else {
+          *out += ch;
+        }
+    }
+  }
+  *out += '"';
+}
+
+void JsonLine::Key(std::string_view key) {
+  if (s_.size() > 1) s_ += ',';
+  s_ += '"';
+  s_ += key;
+  s_ += "\":";
+}
+
+JsonLine& JsonLine::Str(std::string_view key, std::string_view value) {
+  Key(key);
+  AppendJsonString(&s_, value);
+  return *this;
+}
+
+JsonLine& JsonLine::Int(std::string_view key, int64_t value) {
+  Key(key);
+  fmt::format_to(std::back_inserter(s_), "{}", value);
+  return *this;
+}
+
+JsonLine& JsonLine::Uint(std::string_view key, uint64_t value) {
+  Key(key);
+  fmt::format_to(std::back_inserter(s_), "{}", value);
+  return *this;
+}
+
+JsonLine& JsonLine::Bool(std::string_view key, bool value) {
+  Key(key);
+  s_ += value ? "true" : "false";
+  return *this;
+}
+
+JsonLine& JsonLine::Null(std::string_view key) {
+  Key(key);
+  s_ += "null";
+  return *this;
+}
+
+JsonLine& JsonLine::Blob(std::string_view key, const std::optional<Bytes>& bytes) {
+  if (!bytes) return Null(key);
+  if (IsUtf8(*bytes)) return Str(key, AsText(*bytes));
+  Key(std::string(key) + "_b64");
+  AppendJsonString(&s_, Base64(*bytes));
+  return *this;
+}
+
+JsonLine& JsonLine::Raw(std::string_view key, std::string_view json) {
+  Key(key);
+  s_ += json;
+  return *this;
+}
+
+const std::string& JsonLine::Finish() {
+  s_ += "}\n";
+  return s_;
+}
+
+}  // namespace mq::inspect

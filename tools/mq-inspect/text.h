@@ -1,0 +1,49 @@
+// Rendering bytes for people and for scripts: escaped text for the line
+// output, JSON Lines objects (UTF-8 strings when the bytes are valid UTF-8,
+// base64 otherwise) for --json.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "mq/batch.h"
+
+namespace mq::inspect {
+
+// True when `bytes` is valid UTF-8.
+bool IsUtf8(Bytes bytes);
+// Standard base64 (RFC 4648 §4) with padding.
+std::string Base64(Bytes bytes);
+
+// Appends `bytes` for a text line: printable UTF-8 as is; backslash as "\\";
+// control characters, DEL and bytes that are not valid UTF-8 as "\xNN". The
+// result never holds a newline, so one record stays on one line.
+void AppendEscaped(std::string* out, Bytes bytes);
+
+// Builds one JSON object on one line: {"k":v,...}. Keys are ASCII literals.
+class JsonLine {
+ public:
+  JsonLine& Str(std::string_view key, std::string_view value);
+  JsonLine& Int(std::string_view key, int64_t value);
+  JsonLine& Uint(std::string_view key, uint64_t value);
+  JsonLine& Bool(std::string_view key, bool value);
+  JsonLine& Null(std::string_view key);
+  // `key` as a string when `bytes` is UTF-8, else `key`_b64 as base64; null
+  // when absent.
+  JsonLine& Blob(std::string_view key, const std::optional<Bytes>& bytes);
+  // Inserts already-encoded JSON (an array or object) as the value of `key`.
+  JsonLine& Raw(std::string_view key, std::string_view json);
+  // The finished object followed by '\n'.
+  const std::string& Finish();
+
+ private:
+  void Key(std::string_view key);
+  std::string s_ = "{";
+};
+
+// Appends `text` (assumed UTF-8) as a quoted, escaped JSON string.
+void AppendJsonString(std::string* out, std::string_view text);
+
+}  // namespace mq::inspect
