@@ -93,9 +93,13 @@ Status Consumer::Open(const DataDir& dir) {
 Status Consumer::OnBadBatch(Cursor& c, Status s, bool from_reader) {
   std::string where = fmt::format("topic {} partition {}, next offset {}", options_.topic,
                                   c.partition, c.next_offset);
+  // liblog names the segment file alone: give its path.
+  std::string what = s.message();
+  if (!s.file().empty() && s.file().find('/') == std::string::npos && what.starts_with(s.file()))
+    what = c.dir + "/" + what;
   if (s.code() != Code::kCorruption || !options_.skip_corrupt)
-    return Status(s.code(), fmt::format("{} ({})", s.message(), where));
-  if (!options_.quiet) cli::Warn(fmt::format("skipping corrupt batch: {} ({})", s.message(), where));
+    return Status(s.code(), fmt::format("{} ({})", what, where));
+  if (!options_.quiet) cli::Warn(fmt::format("skipping corrupt batch: {} ({})", what, where));
   if (from_reader) return c.reader->SkipCorrupt();
   return Status::Ok();  // the records were bad: Next() already moved past the batch
 }
