@@ -137,7 +137,9 @@ Result<UniqueFd> OpenDirFlags(int at_fd, const std::string& path, bool create) {
   int fd = ::openat(at_fd, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
-    if (err == ELOOP)
+    struct stat st;
+    if (err == ELOOP || (::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                         S_ISLNK(st.st_mode)))
       return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", path));
     return ErrnoStatus(path, err);
   }

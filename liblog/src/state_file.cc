@@ -109,12 +109,13 @@ Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const Stat
                                           bool* recreated) {
   *recreated = false;
   struct stat st;
-  bool usable = ::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                S_ISREG(st.st_mode) && st.st_size == sizeof(StateLayout);
+  bool exists = ::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (exists && !S_ISREG(st.st_mode))
+    return Status(Code::kPermission,
+                  fmt::format("{}: {}; refused", kStateFileName,
+                              S_ISLNK(st.st_mode) ? "is a symlink" : "not a regular file"));
+  bool usable = exists && st.st_size == sizeof(StateLayout);
   if (!usable) {
-    if (errno != ENOENT && ::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISLNK(st.st_mode))
-      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", kStateFileName));
     // Replace, never resize in place: a reader's mapping of the old file
     // must not lose its pages (SIGBUS).
     StateLayout image = EncodeState(initial);
