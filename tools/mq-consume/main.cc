@@ -63,7 +63,7 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("-o,--offset", f->offsets,
                  "start: beginning|end|N|-N|s@MS|ISO-TIME, per partition as P:START; "
                  "stop: e@MS|e@ISO-TIME (repeatable)");
-  app.add_option("-c,--count", f->count, "exit after N messages");
+  app.add_option("-c,--count", f->count, "exit after N messages")->check(CLI::NonNegativeNumber);
   app.add_flag("-e,--exit-at-end", f->exit_at_end,
                "exit at the end offsets captured at start instead of waiting");
   auto* k = app.add_flag("-k,--print-key", f->print_key, "print the key, a tab, then the value");
