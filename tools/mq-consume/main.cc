@@ -55,15 +55,23 @@ struct Flags {
   uint32_t max_batch_bytes = 64u << 20;
 };
 
+// Decimal digits only: CLI11 would read "-1" as a huge unsigned number.
+const CLI::Validator kDigits(
+    [](std::string& s) -> std::string {
+      if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) return "";
+      return "expected a non-negative integer, got '" + s + "'";
+    },
+    "N");
+
 void AddFlags(CLI::App& app, Flags* f) {
   mq::cli::AddDirOption(app, &f->dir);
   app.add_option("-t,--topic", f->topic, "topic to read")->required();
   app.add_option("-p,--partition", f->partitions, "partitions to read, e.g. 0,2 (default all)")
-      ->delimiter(',')->check(CLI::NonNegativeNumber);
+      ->delimiter(',')->check(kDigits);
   app.add_option("-o,--offset", f->offsets,
                  "start: beginning|end|N|-N|s@MS|ISO-TIME, per partition as P:START; "
                  "stop: e@MS|e@ISO-TIME (repeatable)");
-  app.add_option("-c,--count", f->count, "exit after N messages")->check(CLI::NonNegativeNumber);
+  app.add_option("-c,--count", f->count, "exit after N messages")->check(kDigits);
   app.add_flag("-e,--exit-at-end", f->exit_at_end,
                "exit at the end offsets captured at start instead of waiting");
   auto* k = app.add_flag("-k,--print-key", f->print_key, "print the key, a tab, then the value");
