@@ -1,0 +1,132 @@
+// The partition state file (format-spec/segment.md §9, R15).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <fcntl.h>
+#include <thread>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "mq/file.h"
+#include "state_file.h"
+#include "test_support.h"
+
+using namespace mq;
+using namespace mq::test;
+
+namespace {
+
+StateFields Example() {
+  StateFields f;
+  f.rewrites = 1;
+  f.log_end_offset = 300;
+  f.end_segment_base = 200;
+  f.end_position = 5000;
+  f.log_start_offset = 0;
+  f.recovery_point = 100;
+  return f;
+}
+
+std::string Hex(const void* p, size_t n) {
+  std::string s;
+  auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) s += fmt::format("{:02x}", b[i]);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("R15 state file: worked example (little-endian machine)") {
+  StateLayout s = EncodeState(Example());
+  // The bytes of format-spec/segment.md §9.3, as an x86-64 or arm64 writes them.
+  CHECK(Hex(&s, sizeof s) ==
+        "5453514d0100000000000000010000002c01000000000000c800000000000000"
+        "881300000000000000000000000000006400000000000000bf2e7f7b00000000");
+  CHECK(s.checksum == 0x7b7f2ebfu);  // CRC-32C of bytes 12..55, checked independently
+  auto back = DecodeState(s, "state");
+  REQUIRE(back);
+  CHECK(*back == Example());
+}
+
+TEST_CASE("R15 state file: magic, version and checksum are checked, naming the field") {
+  StateLayout s = EncodeState(Example());
+  StateLayout bad = s;
+  bad.magic ^= 1;
+  auto r = DecodeState(bad, "state");
+  REQUIRE(!r);
+  CHECK(r.error().rule() == "R15");
+  CHECK(r.error().position() == 0);
+  bad = s;
+  bad.version = 2;
+  r = DecodeState(bad, "state");
+  REQUIRE(!r);
+  CHECK(r.error().position() == 4);
+  bad = s;
+  bad.log_end_offset++;
+  r = DecodeState(bad, "state");
+  REQUIRE(!r);
+  CHECK(r.error().position() == 56);
+  CHECK(r.error().message().find("checksum") != std::string::npos);
+}
+
+TEST_CASE("state: seqlock readers never see a torn publication") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  bool recreated = false;
+  auto w = StateFile::OpenForWrite(dir->get(), nullptr, StateFields{}, &recreated);
+  REQUIRE(w);
+  CHECK(recreated);
+  auto r = StateFile::OpenForRead(dir->get());
+  REQUIRE(r);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, reads{0};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      auto f = r->Read();
+      if (!f || f->end_position != static_cast<uint64_t>(f->log_end_offset) * 3 ||
+          f->recovery_point != f->log_end_offset)
+        bad++;
+      reads++;
+    }
+  });
+  for (int64_t i = 1; i <= 200000; ++i) {
+    StateFields f;
+    f.log_end_offset = i;
+    f.end_position = static_cast<uint64_t>(i) * 3;
+    f.recovery_point = i;
+    w->Publish(f);
+  }
+  stop = true;
+  reader.join();
+  CHECK(bad.load() == 0);
+  CHECK(reads.load() > 0);
+  auto last = r->Read();
+  REQUIRE(last);
+  CHECK(last->log_end_offset == 200000);
+}
+
+TEST_CASE("state: Wait returns when the generation moves") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  bool recreated = false;
+  auto w = StateFile::OpenForWrite(dir->get(), nullptr, StateFields{}, &recreated);
+  REQUIRE(w);
+  auto r = StateFile::OpenForRead(dir->get());
+  REQUIRE(r);
+  uint32_t g = r->generation();
+  std::thread t([&] {
+    StateFields f;
+    f.log_end_offset = 1;
+    f.end_position = 1;
+    w->Publish(f);
+  });
+  // Without the wake this would block for the full 10 s timeout, and the
+  // generation check below would still hold; it is the value that matters.
+  r->Wait(g, 10000);
+  t.join();
+  CHECK(r->generation() != g);
+}
