@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -92,7 +95,14 @@ Status InputSource::Fill() {
   }
 }
 
-Result<ReadState> InputSource::Next(InputMessage* message, int timeout_ms) {
+int64_t MonotonicMs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+Result<ReadState> InputSource::Next(InputMessage* message,
+                                    std::optional<int64_t> wait_until_ms) {
   for (;;) {
     if (const char* hit = FindDelimiter()) {
       size_t len = static_cast<size_t>(hit - buffer_.data()) - start_;
@@ -117,11 +127,12 @@ Result<ReadState> InputSource::Next(InputMessage* message, int timeout_ms) {
       start_ = scan_ = end_;
       return ReadState::kMessage;
     }
-    if (timeout_ms >= 0 && !regular_) {
+    if (wait_until_ms && !regular_) {
       pollfd p{fd_.get(), POLLIN, 0};
       int r;
       do {
-        r = ::poll(&p, 1, timeout_ms);
+        int64_t left = std::max<int64_t>(0, *wait_until_ms - MonotonicMs());
+        r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, INT32_MAX)));
       } while (r < 0 && errno == EINTR);
       if (r < 0) return ErrnoStatus(name_ + ": poll", errno);
       if (r == 0) return ReadState::kWouldBlock;

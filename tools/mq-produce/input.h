@@ -27,6 +27,9 @@ enum class ReadState : uint8_t {
   kWouldBlock,  // nothing complete is buffered and the input had no bytes ready in time
 };
 
+// Milliseconds of CLOCK_MONOTONIC.
+int64_t MonotonicMs();
+
 class InputSource {
  public:
   // Opens `path` ("-" = standard input). Messages longer than
@@ -37,11 +40,12 @@ class InputSource {
                                                    size_t max_message_bytes);
 
   // The next message. A final message without a trailing delimiter is still
-  // a message; an empty input has none. `timeout_ms` bounds how long to
-  // wait for input bytes when no complete message is buffered: -1 blocks,
-  // 0 only checks (poll); a regular file is always ready. A message over the
-  // limit is kTooLarge naming the input, its byte offset and number.
-  Result<ReadState> Next(InputMessage* message, int timeout_ms);
+  // a message; an empty input has none. When no complete message is
+  // buffered and the input has no bytes ready, waits for them until the
+  // CLOCK_MONOTONIC time `wait_until_ms` (a time already past: only checks),
+  // or forever if nullopt; a regular file is always ready. A message over
+  // the limit is kTooLarge naming the input, its byte offset and number.
+  Result<ReadState> Next(InputMessage* message, std::optional<int64_t> wait_until_ms);
 
   // The name used in errors ("<stdin>" or the path).
   const std::string& name() const { return name_; }

@@ -146,6 +146,12 @@ Result<PartitionWriter*> Producer::Writer(int32_t p) {
     }
   }
   ps.writer = std::move(*w);
+  // Without fsync at close (page-cache durability) a run leaves an unsynced
+  // tail that every later open would validate again; validated once, it is
+  // made durable here so the recovery point moves past it.
+  if (!options_.log.sync_on_close && report.batches_checked > 0) {
+    MQ_RETURN_IF_ERROR(ps.writer->Flush());
+  }
   return ps.writer.get();
 }
 

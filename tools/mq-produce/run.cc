@@ -24,11 +24,6 @@ int64_t NowMs() {
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
-int64_t MonotonicMs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 // How often the wall clock is read for CreateTime while input streams in:
 // every this many messages, and after every pause of the input.
@@ -125,11 +120,9 @@ class Feeder {
     if (!src) return src.error();
     InputMessage in;
     for (;;) {
-      int timeout = -1;
-      if (producer_->pending()) {
-        timeout = static_cast<int>(std::max<int64_t>(0, linger_deadline_ - MonotonicMs()));
-      }
-      auto state = (*src)->Next(&in, timeout);
+      std::optional<int64_t> wait_until;
+      if (producer_->pending()) wait_until = linger_deadline_;
+      auto state = (*src)->Next(&in, wait_until);
       if (!state) return state.error();
       if (*state == ReadState::kEnd) return Status::Ok();
       if (*state == ReadState::kWouldBlock) {
@@ -247,6 +240,8 @@ int Run(const Flags& f, const Settings& s) {
   po.log = DataDir::LogConfigFor(*topic);
   po.log.durability = s.durability;
   po.log.flush_interval_ms = s.flush_interval_ms;
+  // Page-cache durability means no fsync at all, not one at exit.
+  po.log.sync_on_close = s.durability != Durability::kNone;
   po.producer_id = identity ? identity->id() : -1;
   po.print_offsets = f.print_offsets;
   po.quiet = f.quiet;
