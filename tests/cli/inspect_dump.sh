@@ -156,6 +156,31 @@ assert len(p) == 1 and p[0]["rule"] == "R5" and p[0]["position"] == 0, p
 assert "gzip" in p[0]["detail"], p
 ' "$WORK/out.json" || fail "gzip problem as JSON: $(cat "$WORK/out.json")"
 
+# --- bytes that are not text: escaped on a line, base64 in JSON -------------------------
+# V1 with its value "123" replaced by ff 5c 0a (not UTF-8, a backslash, a
+# newline), the CRC recomputed.
+mkdir "$WORK/bin"
+LOGB="$WORK/bin/00000000000000000000.log"
+"$PY" - "$V1" "$LOGB" <<'EOF'
+import sys
+b = bytearray(bytes.fromhex(sys.argv[1]))
+b[67:70] = b"\xff\x5c\x0a"
+crc = 0xFFFFFFFF
+for x in b[21:]:
+    crc ^= x
+    for _ in range(8):
+        crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+b[17:21] = (crc ^ 0xFFFFFFFF).to_bytes(4, "big")
+open(sys.argv[2], "wb").write(b)
+EOF
+out="$("$INSPECT" -d "$LOGB" | tail -n 1)" || fail "dump of a binary value exited $?"
+expect_eq "binary value escaped" '| offset: 0 CreateTime: 1503229838908 keySize: -1 valueSize: 3 sequence: -1 headerKeys: [] payload: \xff\\\x0a' "$out"
+"$INSPECT" -J -d "$LOGB" | "$PY" -c '
+import json, sys
+r = [json.loads(l) for l in sys.stdin][2]
+assert r["key"] is None and "value" not in r and r["value_b64"] == "/1wK", r
+' || fail "binary value as value_b64"
+
 # --- a closed pipe is a quiet exit 0 ------------------------------------------------
 BIG="$WORK/big/00000000000000000000.log"
 mkdir "$WORK/big"

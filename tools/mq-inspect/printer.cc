@@ -85,10 +85,10 @@ class TextPrinter : public Printer {
                      r.value ? static_cast<int64_t>(r.value->size()) : -1, RecordSequence(h, r));
       auto headers = r.headers();
       for (size_t i = 0; i < headers.size(); ++i) {
-        if (i > 0) line_ += ',';
+        if (i > 0) line_.push_back(',');
         AppendEscaped(&line_, AsBytes(headers[i].key));
       }
-      line_ += ']';
+      line_.push_back(']');
       if (control && control->is_end_txn_marker()) {
         fmt::format_to(std::back_inserter(line_), " endTxnMarker: {} coordinatorEpoch: {}",
                        ControlTypeName(control->type), control->coordinator_epoch);
@@ -100,8 +100,8 @@ class TextPrinter : public Printer {
     }
     if (o_.data && !control) AppendData(r, &sep);
     if (o_.headers) AppendHeaders(r, &sep);
-    line_ += '\n';
-    out_.Write(line_);
+    line_.push_back('\n');
+    out_.Write(std::string_view(line_.data(), line_.size()));
   }
 
   void IndexEmpty(const std::string& file) override { out_.Print("{} is empty.\n", file); }
@@ -124,35 +124,40 @@ class TextPrinter : public Printer {
  private:
   void AppendData(const RecordView& r, std::string* sep) {
     if (r.key) {
-      line_ += *sep + "key: ";
+      Append(*sep);
+      Append("key: ");
       AppendEscaped(&line_, *r.key);
       *sep = " ";
     }
     if (r.value) {
       // kafka-dump-log drops the "| " here when the key is null and metadata
       // is skipped; a record line always starts with it in mq-inspect.
-      line_ += *sep + "payload: ";
+      Append(*sep);
+      Append("payload: ");
       AppendEscaped(&line_, *r.value);
       *sep = " ";
     }
   }
   void AppendHeaders(const RecordView& r, std::string* sep) {
-    line_ += *sep + "headers: [";
+    Append(*sep);
+    Append("headers: [");
     *sep = " ";
     auto headers = r.headers();
     for (size_t i = 0; i < headers.size(); ++i) {
-      if (i > 0) line_ += ',';
+      if (i > 0) line_.push_back(',');
       AppendEscaped(&line_, AsBytes(headers[i].key));
       if (headers[i].value) {
-        line_ += '=';
+        line_.push_back('=');
         AppendEscaped(&line_, *headers[i].value);
       }
     }
-    line_ += ']';
+    line_.push_back(']');
   }
 
+  void Append(std::string_view s) { line_.append(s); }
+
   PrintOptions o_;
-  std::string line_;
+  fmt::memory_buffer line_;
 };
 
 class JsonPrinter : public Printer {

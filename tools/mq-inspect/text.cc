@@ -58,43 +58,57 @@ size_t Utf8SequenceLength(Bytes bytes, size_t i) {
 
 }  // namespace
 
-void AppendEscaped(std::string* out, Bytes bytes) {
+void AppendEscaped(fmt::memory_buffer* out, Bytes bytes) {
+  const char* p = reinterpret_cast<const char*>(bytes.data());
+  size_t n = bytes.size();
   size_t i = 0;
-  while (i < bytes.size()) {
-    size_t n = Utf8SequenceLength(bytes, i);
-    uint8_t c = std::to_integer<uint8_t>(bytes[i]);
-    if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7F))) {
+  while (i < n) {
+    // Printable ASCII, the common case, is copied a run at a time.
+    size_t run = i;
+    while (run < n && p[run] >= 0x20 && p[run] < 0x7F && p[run] != '\\') ++run;
+    out->append(p + i, p + run);
+    i = run;
+    if (i == n) break;
+    uint8_t c = static_cast<uint8_t>(p[i]);
+    size_t len = Utf8SequenceLength(bytes, i);
+    if (c == '\\') {
+      out->append(std::string_view("\\\\"));
+      ++i;
+    } else if (len <= 1) {  // invalid UTF-8, control character or DEL
       fmt::format_to(std::back_inserter(*out), "\\x{:02x}", c);
       ++i;
-    } else if (c == '\\') {
-      *out += "\\\\";
-      ++i;
     } else {
-      out->append(reinterpret_cast<const char*>(bytes.data()) + i, n);
-      i += n;
+      out->append(p + i, p + i + len);
+      i += len;
     }
   }
 }
 
 void AppendJsonString(std::string* out, std::string_view text) {
-  *out += '"';
-  for (char ch : text) {
-    auto c = static_cast<unsigned char>(ch);
+  out->push_back('"');
+  size_t i = 0;
+  while (i < text.size()) {
+    // Runs of characters that need no escape are copied at once.
+    size_t run = i;
+    while (run < text.size()) {
+      auto c = static_cast<unsigned char>(text[run]);
+      if (c < 0x20 || c == '"' || c == '\\' || c == 0x7F) break;
+      ++run;
+    }
+    out->append(text, i, run - i);
+    i = run;
+    if (i == text.size()) break;
+    auto c = static_cast<unsigned char>(text[i++]);
     switch (c) {
       case '"': *out += "\\\""; break;
       case '\\': *out += "\\\\"; break;
       case '\n': *out += "\\n"; break;
       case '\r': *out += "\\r"; break;
       case '\t': *out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
-        } else {
-          *out += ch;
-        }
+      default: fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
     }
   }
-  *out += '"';
+  out->push_back('"');
 }
 
 void JsonLine::Key(std::string_view key) {

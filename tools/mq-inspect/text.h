@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "mq/batch.h"
 
 namespace mq::inspect {
@@ -20,7 +22,7 @@ std::string Base64(Bytes bytes);
 // Appends `bytes` for a text line: printable UTF-8 as is; backslash as "\\";
 // control characters, DEL and bytes that are not valid UTF-8 as "\xNN". The
 // result never holds a newline, so one record stays on one line.
-void AppendEscaped(std::string* out, Bytes bytes);
+void AppendEscaped(fmt::memory_buffer* out, Bytes bytes);
 
 // Builds one JSON object on one line: {"k":v,...}. Keys are ASCII literals.
 class JsonLine {
