@@ -66,6 +66,7 @@ struct PartitionWriter::Impl {
   int64_t last_sync_ms = 0;
   ProducerStateTable producers;
   bool closed = false;
+  bool stale_check = true;  // check the active file size at the next Sync
 
   FileSystem* Fs() { return fs; }
   uint64_t SegmentLimit() const {
@@ -84,6 +85,7 @@ struct PartitionWriter::Impl {
     return Status::Ok();
   }
 
+  Status Recover(RecoveryReport* report, bool recreated);
   Status OpenActive(int64_t base, uint64_t size);
   Status Sync();
   Status Publish();
@@ -243,7 +245,10 @@ Status PartitionWriter::Impl::Publish() {
 Status PartitionWriter::Impl::Sync() {
   uint32_t gen = 0;
   auto now = state.Read(&gen);
-  if (!now) return now.error();
+  if (!now) {
+    RecoveryReport ignored;
+    return Recover(&ignored, false);
+  }
   if (gen != generation || !(*now == fields)) {
     StateFields old = fields;
     fields = *now;
@@ -271,9 +276,15 @@ Status PartitionWriter::Impl::Sync() {
     MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
     generation = gen;
   }
-  auto size = log->Size();
-  if (!size) return size.error();
-  if (*size > fields.end_position) MQ_RETURN_IF_ERROR(log->Truncate(fields.end_position));
+  // A writer died between writing and publishing: what it wrote past the
+  // committed end was never acknowledged.
+  if (state.appending() || stale_check) {
+    auto size = log->Size();
+    if (!size) return size.error();
+    if (*size > fields.end_position) MQ_RETURN_IF_ERROR(log->Truncate(fields.end_position));
+    state.SetAppending(false);
+    stale_check = false;
+  }
   return Status::Ok();
 }
 
@@ -322,6 +333,41 @@ Status PartitionWriter::Impl::SyncAll() {
   return Status::Ok();
 }
 
+// Recovery (§12) under the lock: at open, and whenever the state file is
+// found invalid (a writer died inside Publish).
+Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
+  int fd = dir_fd.get();
+  auto list = ListSegments(fd);
+  if (!list) return list.error();
+  auto old = state.Read();
+  // R24: a missing or invalid state file is rebuilt from the log (worth a
+  // report only when there is a log to rebuild it from).
+  if (!old)
+    report->repaired.push_back({kStateFileName, old.error().position(), "R24",
+                                "state file invalid (" + old.error().message() +
+                                    "); rebuilt from the log"});
+  else if (recreated && !list->empty())
+    report->repaired.push_back({kStateFileName, 0, "R24", "state file missing; rebuilt from the log"});
+  StateFields prev = old ? *old : StateFields{};
+  bool trusted = old.has_value() && !recreated;
+  auto recovered = RecoverLog(fd, config, *list, trusted ? prev.recovery_point : 0,
+                        trusted ? prev.log_start_offset : 0, report);
+  if (!recovered) return recovered.error();
+  segments = recovered->segments;
+  fields.rewrites = prev.rewrites + 1;
+  fields.log_end_offset = recovered->log_end_offset;
+  fields.end_segment_base = segments.back();
+  fields.end_position = recovered->active_size;
+  fields.log_start_offset = std::clamp(trusted ? prev.log_start_offset : segments.front(),
+                                       segments.front(), recovered->log_end_offset);
+  fields.recovery_point = trusted ? std::min(prev.recovery_point, recovered->log_end_offset) : 0;
+  MQ_RETURN_IF_ERROR(ReplayProducers(0));
+  MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
+  stale_check = false;  // recovery cut the tail already
+  state.SetAppending(false);
+  return Publish();
+}
+
 PartitionWriter::PartitionWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 PartitionWriter::~PartitionWriter() {
@@ -348,41 +394,12 @@ Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string
   MQ_RETURN_IF_ERROR(impl->lock.Lock());
   LockGuard guard(&impl->lock);
 
-  auto list = ListSegments(dir_fd);
-  if (!list) return list.error();
   bool recreated = false;
   auto state = StateFile::OpenForWrite(dir_fd, impl->fs, StateFields{}, &recreated);
   if (!state) return state.error();
   impl->state = std::move(*state);
-  auto old = impl->state.Read();
-  // R24: a missing or invalid state file is rebuilt from the log (worth a
-  // report only when there is a log to rebuild it from).
-  if (!old)
-    report->repaired.push_back({kStateFileName, old.error().position(), "R24",
-                                "state file invalid (" + old.error().message() +
-                                    "); rebuilt from the log"});
-  else if (recreated && !list->empty())
-    report->repaired.push_back({kStateFileName, 0, "R24", "state file missing; rebuilt from the log"});
-  StateFields prev = old ? *old : StateFields{};
-  bool trusted = old.has_value() && !recreated;
-  auto log = RecoverLog(dir_fd, impl->config, *list, trusted ? prev.recovery_point : 0,
-                        trusted ? prev.log_start_offset : 0, report);
-  if (!log) return log.error();
-
-  Impl& w = *impl;
-  w.segments = log->segments;
-  w.fields.rewrites = prev.rewrites + 1;
-  w.fields.log_end_offset = log->log_end_offset;
-  w.fields.end_segment_base = w.segments.back();
-  w.fields.end_position = log->active_size;
-  w.fields.log_start_offset =
-      std::clamp(trusted ? prev.log_start_offset : w.segments.front(), w.segments.front(),
-                 log->log_end_offset);
-  w.fields.recovery_point = trusted ? std::min(prev.recovery_point, log->log_end_offset) : 0;
-  MQ_RETURN_IF_ERROR(w.ReplayProducers(0));
-  MQ_RETURN_IF_ERROR(w.OpenActive(w.fields.end_segment_base, w.fields.end_position));
-  MQ_RETURN_IF_ERROR(w.Publish());
-  w.last_sync_ms = NowMs();
+  MQ_RETURN_IF_ERROR(impl->Recover(report, recreated));
+  impl->last_sync_ms = NowMs();
   return std::unique_ptr<PartitionWriter>(new PartitionWriter(std::move(impl)));
 }
 
@@ -427,6 +444,7 @@ Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches) {
     if (!p.duplicate) in_call[h.producer_id] = {h.producer_epoch, h.last_sequence()};
   }
 
+  w.state.SetAppending(true);
   // 3. Assign offsets and write, run by run (a run = adjacent batches
   // bound for one segment).
   AppendResult result;
@@ -495,6 +513,7 @@ Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches) {
     return w.Poison(io);
   }
   if (result.batches > 0) MQ_RETURN_IF_ERROR(w.Publish());
+  w.state.SetAppending(false);
   if (result.batches == 0) {
     // Every batch was a duplicate: report the originals.
     result = *pieces.front().duplicate;

@@ -203,7 +203,7 @@ Result<StateFields> StateFile::Read(uint32_t* generation_out) const {
     copy.log_start_offset = LoadRelaxed(m->log_start_offset);
     copy.recovery_point = LoadRelaxed(m->recovery_point);
     copy.checksum = LoadRelaxed(m->checksum);
-    copy.reserved = 0;
+    copy.appending = 0;
     std::atomic_thread_fence(std::memory_order_acquire);
     uint32_t g2 = gen.load(std::memory_order_relaxed);
     if ((g1 == g2 && (g1 & 1) == 0) || attempt >= 1000) {
@@ -231,11 +231,18 @@ uint32_t StateFile::Publish(const StateFields& f) {
   StoreRelaxed(m->log_start_offset, image.log_start_offset);
   StoreRelaxed(m->recovery_point, image.recovery_point);
   StoreRelaxed(m->checksum, image.checksum);
-  StoreRelaxed(m->reserved, 0u);
   gen.store(g + 2, std::memory_order_seq_cst);
   // Shared (not FUTEX_PRIVATE) wake: the waiters are other processes.
   Futex(&m->generation, FUTEX_WAKE, INT_MAX, nullptr);
   return g + 2;
+}
+
+void StateFile::SetAppending(bool on) {
+  std::atomic_ref<uint32_t>(impl_->layout->appending).store(on ? 1 : 0, std::memory_order_release);
+}
+
+bool StateFile::appending() const {
+  return std::atomic_ref<uint32_t>(impl_->layout->appending).load(std::memory_order_acquire) != 0;
 }
 
 void StateFile::Wait(uint32_t generation, int timeout_ms) const {

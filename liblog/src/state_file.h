@@ -41,7 +41,7 @@ struct StateLayout {
   int64_t log_start_offset;
   int64_t recovery_point;
   uint32_t checksum;  // CRC-32C of bytes [12, 56)
-  uint32_t reserved;  // 0
+  uint32_t appending;  // 1 while a writer writes past the committed end; not checksummed
 };
 static_assert(sizeof(StateLayout) == 64);
 
@@ -75,6 +75,11 @@ class StateFile {
   // Writer only: publishes `fields` and wakes waiters. Returns the new
   // (even) generation.
   uint32_t Publish(const StateFields& fields);
+  // Writer only: marks (or clears) an append in progress. A writer that
+  // finds the mark set knows a writer died mid-append and cuts what lies
+  // past the committed end; without it, no fstat is needed per append.
+  void SetAppending(bool on);
+  bool appending() const;
   // Blocks while the generation equals `generation`, up to `timeout_ms`.
   void Wait(uint32_t generation, int timeout_ms) const;
   // True if `state` in `dir_fd` is no longer the file this maps.

@@ -10,6 +10,8 @@
 #include "format.h"
 #include "mq/partition.h"
 #include "mq/segment.h"
+#include "mq/file.h"
+#include "state_file.h"
 #include "test_support.h"
 
 using namespace mq;
@@ -256,6 +258,14 @@ TEST_CASE("partition: a reader never sees bytes beyond the committed end") {
   // Bytes of an append that was never published (a writer died mid-way).
   auto stray = MakeBatch(5);
   AppendToFile(dir + "/" + SegmentFileName(0, ".log"), stray);
+  {
+    auto dfd = OpenDirectory(dir, false);
+    REQUIRE(dfd);
+    bool recreated = false;
+    auto st = StateFile::OpenForWrite(dfd->get(), nullptr, {}, &recreated);
+    REQUIRE(st);
+    st->SetAppending(true);  // what a writer that died mid-append leaves
+  }
   CHECK((*r)->end_offset() == 2);
   auto b = (*r)->Next();
   REQUIRE(b);
