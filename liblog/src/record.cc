@@ -157,8 +157,8 @@ bool RecordReader::Read(RecordView* record) {
 
 Result<std::optional<RecordView>> RecordReader::Next() {
   // One named result on every path, so it is built in the caller's slot.
-  Result<std::optional<RecordView>> out{std::optional<RecordView>(std::in_place)};
-  Step step = Decode(&**out);
+  Result<std::optional<RecordView>> out{std::optional<RecordView>()};
+  Step step = Decode(&(*out).emplace());
   if (step == Step::kEnd) (*out).reset();
   if (step == Step::kError) out = error_;
   return out;
