@@ -227,11 +227,7 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
   Status s = S_ISDIR(st.st_mode) ? VerifyPartition(path, limits, &problems)
                                  : VerifyFile(path, limits, &problems);
   for (auto& problem : problems) {
-    // Details may repeat the "<file>: offset <pos>: <rule>: " the line
-    // already starts with.
-    std::string prefix = fmt::format("{}: offset {}: {}: ", problem.file, problem.position,
-                                     problem.rule);
-    if (problem.detail.starts_with(prefix)) problem.detail.erase(0, prefix.size());
+    TrimDetail(&problem);
     printer->Problem(problem);
   }
   if (!s.ok()) return Stop(printer, s);

@@ -12,20 +12,23 @@ std::string FormatProblem(const mq::Problem& p) {
   return fmt::format("{}: offset {}: {}: {}", p.file, p.position, p.rule, p.detail);
 }
 
+void TrimDetail(mq::Problem* p) {
+  std::string prefix = fmt::format("{}: offset {}: ", p->file, p->position);
+  if (p->detail.starts_with(prefix)) p->detail.erase(0, prefix.size());
+  if (p->detail.starts_with(p->rule + ": ")) p->detail.erase(0, p->rule.size() + 2);
+}
+
 mq::Problem ProblemFromStatus(const Status& status, const std::string& file,
                               uint64_t position) {
   mq::Problem p;
   p.file = status.file().empty() ? file : status.file();
   p.position = status.file().empty() ? position : status.position();
-  p.rule = status.rule().empty() ? "R5" : status.rule();
+  p.rule = status.rule();
+  if (p.rule.empty()) p.rule = status.code() == Code::kUnsupported ? "R5"
+                               : status.code() == Code::kTooLarge  ? "R2"
+                                                                   : "R8";
   p.detail = status.message();
-  // The message repeats "<file>: offset <pos>: <rule>: " before the detail.
-  std::string prefix = fmt::format("{}: offset {}: {}: ", p.file, p.position, p.rule);
-  if (p.detail.starts_with(prefix)) p.detail.erase(0, prefix.size());
-  if (status.code() == Code::kUnsupported) {
-    prefix = fmt::format("{}: offset {}: ", p.file, p.position);
-    if (p.detail.starts_with(prefix)) p.detail.erase(0, prefix.size());
-  }
+  TrimDetail(&p);
   return p;
 }
 

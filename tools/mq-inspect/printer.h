@@ -58,6 +58,9 @@ std::unique_ptr<Printer> MakeJsonPrinter(const PrintOptions& options);
 
 // "<file>: offset <pos>: <rule>: <detail>", the form of every problem line.
 std::string FormatProblem(const mq::Problem& problem);
+// Drops "<file>: offset <pos>: <rule>: " from the start of the detail, where
+// a status message repeats what the problem line already says.
+void TrimDetail(mq::Problem* problem);
 // A Problem from a kCorruption (or kUnsupported) status met in `file`.
 mq::Problem ProblemFromStatus(const Status& status, const std::string& file,
                               uint64_t position);
