@@ -90,7 +90,11 @@ Status BatchCursor::Fill(uint64_t pos, size_t n) {
   }
   uint64_t want_end = std::min<uint64_t>(end_, pos + n);
   if (pos >= buf_pos_ && want_end <= buf_pos_ + buf_len_) return Status::Ok();
-  size_t len = static_cast<size_t>(std::min<uint64_t>(end_ - pos, std::max(n, chunk_)));
+  // Sequential reading doubles the read size up to chunk_; a jump (a seek)
+  // starts small, so positioning reads little.
+  bool sequential = buf_len_ > 0 && pos >= buf_pos_ && pos <= buf_pos_ + buf_len_;
+  next_chunk_ = sequential ? std::min(chunk_, next_chunk_ * 2) : std::min<size_t>(chunk_, 64 << 10);
+  size_t len = static_cast<size_t>(std::min<uint64_t>(end_ - pos, std::max(n, next_chunk_)));
   if (buf_.size() < len) buf_.resize(len);
   auto got = file_->ReadAt(pos, std::span<std::byte>(buf_.data(), len));
   if (!got) return got.error();

@@ -71,6 +71,7 @@ class BatchCursor {
 
   DecodeLimits limits_;
   size_t chunk_;
+  size_t next_chunk_ = 64 << 10;
   File* file_ = nullptr;
   std::string name_;
   uint64_t end_ = 0;
