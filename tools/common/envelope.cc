@@ -31,78 +31,85 @@ constexpr std::array<uint8_t, 256> MakeDecodeTable() {
 }
 constexpr std::array<uint8_t, 256> kBase64Decode = MakeDecodeTable();
 
-void Append(fmt::memory_buffer& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
-
-void AppendInt(fmt::memory_buffer& out, int64_t v) {
-  fmt::format_int f(v);
-  out.append(f.data(), f.data() + f.size());
-}
-
-void AppendEscape(fmt::memory_buffer& out, unsigned char c) {
-  switch (c) {
-    case '"': Append(out, "\\\""); return;
-    case '\\': Append(out, "\\\\"); return;
-    case '\n': Append(out, "\\n"); return;
-    case '\r': Append(out, "\\r"); return;
-    case '\t': Append(out, "\\t"); return;
-    case '\b': Append(out, "\\b"); return;
-    case '\f': Append(out, "\\f"); return;
-    default: {
-      static constexpr char kHex[] = "0123456789abcdef";
-      char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-      out.append(u, u + 6);
-    }
-  }
-}
-
-// Writes `"name":<string>` or `"name_b64":"<base64>"` (or null) for bytes.
-void AppendBytesField(fmt::memory_buffer& out, std::string_view name,
-                      const std::optional<Bytes>& bytes) {
-  out.push_back('"');
-  Append(out, name);
-  if (!bytes) {
-    Append(out, "\":null");
-    return;
-  }
-  std::string_view text = AsText(*bytes);
-  if (simdjson::validate_utf8(text.data(), text.size())) {
-    Append(out, "\":");
-    AppendJsonString(out, text);
-  } else {
-    Append(out, "_b64\":\"");
-    AppendBase64(out, *bytes);
-    out.push_back('"');
-  }
-}
-
 Status EnvelopeError(std::string_view source, uint64_t line_no, std::string_view what) {
   return Status(Code::kCorruption, fmt::format("{}:{}: envelope: {}", source, line_no, what));
 }
 
-}  // namespace
+// ---- encoding ---------------------------------------------------------------
+//
+// A line is written through a raw pointer into space reserved once from an
+// upper bound of its size, so the per-byte loops carry no capacity checks.
+// A plain field takes at most 6 bytes per input byte (\u00XX); base64 less.
 
-void AppendJsonString(fmt::memory_buffer& out, std::string_view utf8) {
-  out.push_back('"');
-  const auto* p = reinterpret_cast<const unsigned char*>(utf8.data());
-  size_t n = utf8.size();
-  size_t run = 0;  // start of the bytes not yet copied
-  for (size_t i = 0; i < n; ++i) {
-    if (kNeedsEscape[p[i]]) {
-      out.append(utf8.data() + run, utf8.data() + i);
-      AppendEscape(out, p[i]);
-      run = i + 1;
-    }
-  }
-  out.append(utf8.data() + run, utf8.data() + n);
-  out.push_back('"');
+constexpr uint64_t kOnes = 0x0101010101010101ull;
+constexpr uint64_t kHighs = 0x8080808080808080ull;
+
+// True if any of the 8 bytes of `x` is < 0x20, '"' or '\'. Exact as a yes/no
+// answer (the bit tricks may flag the wrong byte, never the wrong word).
+inline bool WordNeedsEscape(uint64_t x) {
+  uint64_t q = x ^ (kOnes * '"');
+  uint64_t b = x ^ (kOnes * '\\');
+  uint64_t below_space = (x - kOnes * 0x20) & ~x;
+  uint64_t quote = (q - kOnes) & ~q;
+  uint64_t backslash = (b - kOnes) & ~b;
+  return ((below_space | quote | backslash) & kHighs) != 0;
 }
 
-size_t Base64EncodedSize(size_t n) { return (n + 2) / 3 * 4; }
+inline char* PutText(char* d, std::string_view s) {
+  std::memcpy(d, s.data(), s.size());
+  return d + s.size();
+}
 
-void AppendBase64(fmt::memory_buffer& out, Bytes bytes) {
-  size_t old = out.size();
-  out.resize(old + Base64EncodedSize(bytes.size()));
-  char* d = out.data() + old;
+inline char* PutInt(char* d, int64_t v) {
+  fmt::format_int f(v);
+  std::memcpy(d, f.data(), f.size());
+  return d + f.size();
+}
+
+inline char* PutEscaped(char* d, unsigned char c) {
+  if (!kNeedsEscape[c]) {
+    *d++ = static_cast<char>(c);
+    return d;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  *d++ = '\\';
+  switch (c) {
+    case '"': *d++ = '"'; break;
+    case '\\': *d++ = '\\'; break;
+    case '\n': *d++ = 'n'; break;
+    case '\r': *d++ = 'r'; break;
+    case '\t': *d++ = 't'; break;
+    case '\b': *d++ = 'b'; break;
+    case '\f': *d++ = 'f'; break;
+    default:
+      d = PutText(d, "u00");
+      *d++ = kHex[c >> 4];
+      *d++ = kHex[c & 15];
+  }
+  return d;
+}
+
+// Writes `"<utf8, escaped>"`; needs room for 6 * size + 2 bytes.
+char* PutJsonString(char* d, std::string_view utf8) {
+  const auto* s = reinterpret_cast<const unsigned char*>(utf8.data());
+  size_t n = utf8.size(), i = 0;
+  *d++ = '"';
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    std::memcpy(&x, s + i, 8);
+    if (!WordNeedsEscape(x)) {
+      std::memcpy(d, s + i, 8);
+      d += 8;
+      continue;
+    }
+    for (size_t k = 0; k < 8; ++k) d = PutEscaped(d, s[i + k]);
+  }
+  for (; i < n; ++i) d = PutEscaped(d, s[i]);
+  *d++ = '"';
+  return d;
+}
+
+char* PutBase64(char* d, Bytes bytes) {
   const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
   size_t n = bytes.size();
   size_t i = 0;
@@ -121,6 +128,57 @@ void AppendBase64(fmt::memory_buffer& out, Bytes bytes) {
     *d++ = i + 1 < n ? kBase64Alphabet[(v >> 6) & 63] : '=';
     *d++ = '=';
   }
+  return d;
+}
+
+// ASCII is checked 8 bytes at a time; anything else goes to simdjson.
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  uint64_t acc = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t x;
+    std::memcpy(&x, s.data() + i, 8);
+    acc |= x;
+  }
+  for (; i < s.size(); ++i) acc |= static_cast<unsigned char>(s[i]);
+  return (acc & kHighs) == 0 || simdjson::validate_utf8(s.data(), s.size());
+}
+
+// Writes `"name":<string>`, `"name_b64":"<base64>"` or `"name":null`.
+char* PutBytesField(char* d, std::string_view name, const std::optional<Bytes>& bytes) {
+  *d++ = '"';
+  d = PutText(d, name);
+  if (!bytes) return PutText(d, "\":null");
+  std::string_view text = AsText(*bytes);
+  if (IsUtf8(text)) {
+    d = PutText(d, "\":");
+    return PutJsonString(d, text);
+  }
+  d = PutText(d, "_b64\":\"");
+  d = PutBase64(d, *bytes);
+  *d++ = '"';
+  return d;
+}
+
+size_t FieldBound(std::string_view name, const std::optional<Bytes>& b) {
+  return name.size() + 16 + (b ? 6 * b->size() : 0);
+}
+
+}  // namespace
+
+void AppendJsonString(fmt::memory_buffer& out, std::string_view utf8) {
+  size_t old = out.size();
+  out.resize(old + 6 * utf8.size() + 2);
+  char* end = PutJsonString(out.data() + old, utf8);
+  out.resize(static_cast<size_t>(end - out.data()));
+}
+
+size_t Base64EncodedSize(size_t n) { return (n + 2) / 3 * 4; }
+
+void AppendBase64(fmt::memory_buffer& out, Bytes bytes) {
+  size_t old = out.size();
+  out.resize(old + Base64EncodedSize(bytes.size()));
+  PutBase64(out.data() + old, bytes);
 }
 
 bool DecodeBase64(std::string_view text, std::vector<std::byte>* out) {
@@ -150,30 +208,39 @@ bool DecodeBase64(std::string_view text, std::vector<std::byte>* out) {
 }
 
 void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& f) {
-  Append(out, "{\"topic\":");
-  AppendJsonString(out, f.topic);
-  Append(out, ",\"partition\":");
-  AppendInt(out, f.partition);
-  Append(out, ",\"offset\":");
-  AppendInt(out, f.offset);
-  Append(out, f.log_append_time ? ",\"tstype\":\"logappend\",\"ts\":" : ",\"tstype\":\"create\",\"ts\":");
-  AppendInt(out, f.timestamp);
-  out.push_back(',');
-  AppendBytesField(out, "key", f.key);
-  out.push_back(',');
-  AppendBytesField(out, "payload", f.value);
-  Append(out, ",\"headers\":[");
+  size_t bound = 128 + 6 * f.topic.size() + FieldBound("payload", f.value) +
+                 FieldBound("key", f.key);
+  for (const Header& h : f.headers)
+    bound += 4 + FieldBound("key", AsBytes(h.key)) + FieldBound("value", h.value);
+  size_t old = out.size();
+  out.resize(old + bound);
+  char* d = out.data() + old;
+  d = PutText(d, "{\"topic\":");
+  d = PutJsonString(d, f.topic);
+  d = PutText(d, ",\"partition\":");
+  d = PutInt(d, f.partition);
+  d = PutText(d, ",\"offset\":");
+  d = PutInt(d, f.offset);
+  d = PutText(d, f.log_append_time ? ",\"tstype\":\"logappend\",\"ts\":"
+                                   : ",\"tstype\":\"create\",\"ts\":");
+  d = PutInt(d, f.timestamp);
+  *d++ = ',';
+  d = PutBytesField(d, "key", f.key);
+  *d++ = ',';
+  d = PutBytesField(d, "payload", f.value);
+  d = PutText(d, ",\"headers\":[");
   bool first = true;
   for (const Header& h : f.headers) {
-    if (!first) out.push_back(',');
+    if (!first) *d++ = ',';
     first = false;
-    out.push_back('{');
-    AppendBytesField(out, "key", AsBytes(h.key));
-    out.push_back(',');
-    AppendBytesField(out, "value", h.value);
-    out.push_back('}');
+    *d++ = '{';
+    d = PutBytesField(d, "key", AsBytes(h.key));
+    *d++ = ',';
+    d = PutBytesField(d, "value", h.value);
+    *d++ = '}';
   }
-  Append(out, "]}\n");
+  d = PutText(d, "]}\n");
+  out.resize(static_cast<size_t>(d - out.data()));
 }
 
 // ---------------------------------------------------------------------------

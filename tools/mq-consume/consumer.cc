@@ -116,11 +116,8 @@ Status Consumer::Deliver(Cursor& c, const BatchView& batch) {
   if (!reader) return OnBadBatch(c, reader.error(), false);
   const std::optional<int64_t>& end_ts = options_.positions.end_timestamp;
   const bool need_headers = printer_->needs_headers() || !options_.header_filters.empty();
-  for (;;) {
-    auto rec = reader->Next();
-    if (!rec) return OnBadBatch(c, rec.error(), false);
-    if (!*rec) break;
-    const RecordView& r = **rec;
+  RecordView r;
+  while (reader->Read(&r)) {
     if (r.offset < c.next_offset) continue;
     if (r.offset >= c.stop_offset || (end_ts && r.timestamp >= *end_ts)) {
       c.done = true;
@@ -139,6 +136,7 @@ Status Consumer::Deliver(Cursor& c, const BatchView& batch) {
       return Status::Ok();
     }
   }
+  if (!reader->status().ok()) return OnBadBatch(c, reader->status(), false);
   c.next_offset = std::max(c.next_offset, h.last_offset() + 1);
   if (c.next_offset >= c.stop_offset) c.done = true;
   return Status::Ok();
