@@ -103,7 +103,7 @@ TEST_CASE("R16 config: the serialized text is byte-exact") {
         "cleanup.policy=delete\n");
 }
 
-TEST_CASE("R16 config: absent keys take their defaults; comments, blanks and spaces are ignored") {
+TEST_CASE("R16 config: absent keys take their defaults, and comments, blanks and spaces are ignored") {
   auto c = mq::TopicConfig::Parse(
       "# a comment\n\n  format.version = 1\r\npartitions=3\n\t# indented comment\n"
       "segment.bytes= 2048 \n",
@@ -343,7 +343,7 @@ TEST_CASE("R12 data dir: topic names are validated before touching the disk") {
   CHECK(dir->CreateTopic("zero", bad).code() == mq::Code::kInvalidArgument);
 }
 
-TEST_CASE("data dir: ReadTopic of a missing topic is kNotFound; a corrupt .conf names its file") {
+TEST_CASE("data dir: ReadTopic of a missing topic is kNotFound, and a corrupt .conf names its file") {
   TempDir tmp;
   auto dir = mq::DataDir::Open(tmp / "data", true);
   REQUIRE(dir.has_value());
