@@ -37,6 +37,8 @@ struct PartitionReader::Impl {
   uint64_t pos = 0;       // next batch
   uint64_t last_pos = 0;  // batch last returned
   std::optional<uint64_t> corrupt_at;
+  int64_t next_offset = -1;   // after the batch last returned
+  uint32_t rewrites_seen = 0;  // StateFields::rewrites when positioned
   BatchCursor cursor;
 
   explicit Impl(const DecodeLimits& l) : limits(l), cursor(l) {}
@@ -130,7 +132,15 @@ Status PartitionReader::Impl::OpenSegment(int64_t base) {
 }
 
 Status PartitionReader::Impl::PositionAt(int64_t base, uint64_t position) {
-  if (base != cur_base || !cur_file) MQ_RETURN_IF_ERROR(OpenSegment(base));
+  if (base != cur_base || !cur_file) {
+    MQ_RETURN_IF_ERROR(OpenSegment(base));
+  } else {
+    // Same file: drop buffered bytes (the log may have been truncated and
+    // rewritten since) and take the current committed bound.
+    auto bound = SegmentBound(base);
+    if (!bound) return bound.error();
+    cursor.Reset(cur_file.get(), SegmentFileName(base, format::kLogSuffix), *bound);
+  }
   pos = position;
   corrupt_at.reset();
   return Status::Ok();
@@ -197,6 +207,7 @@ int64_t PartitionReader::end_offset() {
 Status PartitionReader::Seek(int64_t offset) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
+  r.rewrites_seen = r.fields.rewrites;
   offset = std::max(offset, r.fields.log_start_offset);
   if (offset >= r.fields.log_end_offset)
     return r.PositionAt(r.fields.end_segment_base, r.fields.end_position);
@@ -262,6 +273,7 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
       return step.error();
     }
     if (*step == BatchCursor::Step::kBatch) {
+      r.next_offset = view.header().last_offset() + 1;
       r.last_pos = r.pos;
       r.pos += view.header().size_bytes();
       return std::optional<BatchView>(view);
@@ -275,6 +287,15 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     uint64_t old_end = r.cursor.end();
     int64_t old_base = r.fields.end_segment_base;
     MQ_RETURN_IF_ERROR(r.Refresh());
+    if (r.fields.rewrites != r.rewrites_seen) {
+      // The log was truncated (or recovered) since we positioned: our byte
+      // position may no longer be a batch boundary. Find our offset again.
+      r.rewrites_seen = r.fields.rewrites;
+      if (r.next_offset >= 0) {
+        MQ_RETURN_IF_ERROR(Seek(std::min(r.next_offset, r.fields.log_end_offset)));
+        continue;
+      }
+    }
     if (r.cur_base == r.fields.end_segment_base) {
       r.cursor.set_end(r.fields.end_position);
       if (r.fields.end_position > old_end && r.pos < r.fields.end_position) continue;

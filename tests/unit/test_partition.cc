@@ -350,3 +350,27 @@ TEST_CASE("partition: a partition directory written by liblog verifies clean") {
   for (auto& p : problems) INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
   CHECK(problems.empty());
 }
+
+TEST_CASE("partition: a reader at the end follows a truncation and the appends after it") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  auto w = OpenWriter(dir);
+  for (int i = 0; i < 5; ++i) AppendOne(*w, 2, 1000 + i, 30);  // offsets 0..9
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  int n = 0;
+  for (;;) {
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    if (!*b) break;
+    ++n;
+  }
+  CHECK(n == 5);
+  REQUIRE(w->TruncateTo(4).ok());
+  AppendOne(*w, 7, 2000, 5);  // different sizes: old byte positions are stale
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 4);
+  CHECK((*b)->header().last_offset() == 10);
+}
