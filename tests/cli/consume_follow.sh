@@ -85,5 +85,17 @@ out="$(timeout 10 "$BIN/mq-consume" -t one 2>"$WORK/head.err" | head -1; echo "r
 [[ "$out" == "first"$'\n'"rc=0" ]] || fail "idle follower | head -1: $out"
 [[ ! -s "$WORK/head.err" ]] || fail "idle follower | head -1 wrote to stderr"
 
+# --- SIGINT ends a follow: output written, -v summary printed, status 130 ----------
+"$BIN/mq-consume" -t one -v >"$WORK/int.out" 2>"$WORK/int.err" &
+ipid=$!
+wait_for "$WORK/int.out" second
+kill -INT "$ipid"
+set +e
+wait "$ipid"
+rc=$?
+set -e
+[[ $rc == 130 ]] || fail "SIGINT: exit $rc, want 130"
+grep -qx "Processed a total of 2 messages" "$WORK/int.err" || fail "SIGINT: summary: $(cat "$WORK/int.err")"
+
 [[ ! -s "$WORK/one.err" && ! -s "$WORK/many.err" ]] || fail "followers wrote to stderr"
 echo "ok"

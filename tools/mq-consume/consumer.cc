@@ -207,9 +207,9 @@ Status Consumer::WaitForData() {
   return Status::Ok();
 }
 
-Status Consumer::Run() {
+Status Consumer::Run(const volatile std::sig_atomic_t* interrupted) {
   if (options_.count && *options_.count == 0) return Status::Ok();
-  for (;;) {
+  while (!*interrupted) {
     bool progress = false, active = false;
     for (auto& c : cursors_) {
       if (c->done) continue;
@@ -226,6 +226,7 @@ Status Consumer::Run() {
     if (OutputClosed()) return Status::Ok();
     MQ_RETURN_IF_ERROR(WaitForData());
   }
+  return Status::Ok();
 }
 
 }  // namespace mq::consume

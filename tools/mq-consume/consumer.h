@@ -4,6 +4,7 @@
 // e@) or follows new appends like tail -f.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -38,8 +39,10 @@ class Consumer {
   ~Consumer();
   // Opens a reader per partition of `dir` and seeks to the start positions.
   Status Open(const DataDir& dir);
-  // Consumes until a stop condition, a closed output, or an error.
-  Status Run();
+  // Consumes until a stop condition, a closed output, an error, or
+  // `*interrupted` becoming non-zero (set by a signal handler; checked at
+  // least every 250 ms while following).
+  Status Run(const volatile std::sig_atomic_t* interrupted);
   uint64_t delivered() const { return delivered_; }
 
  private:

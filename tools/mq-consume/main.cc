@@ -1,6 +1,9 @@
 // mq-consume: print messages of a topic from a start position, then stop or
 // follow new appends like tail -f. Manual: man/mq-consume.1.
+#include <signal.h>
+
 #include <algorithm>
+#include <csignal>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +41,20 @@ int Usage(const std::string& message) {
   fmt::print(stderr, "{}Run with --help for more information.\n",
              usage.substr(0, usage.find('\n') + 1));
   return mq::cli::kExitUsage;
+}
+
+// SIGINT/SIGTERM: stop reading, write out what is buffered, print the -v
+// summary, then die of the signal as the shell expects.
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void OnSignal(int sig) { g_signal = sig; }
+
+void CatchStopSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocked wait returns early
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 struct Flags {
@@ -189,10 +206,14 @@ int Run(const Flags& f) {
   mq::consume::Printer printer(std::move(*print), &out);
   mq::consume::Consumer consumer(std::move(options), &printer, &out);
   mq::Status s = consumer.Open(*dir);
-  if (s.ok()) s = consumer.Run();
+  if (s.ok()) s = consumer.Run(&g_signal);
   int rc = out.FinishExitCode();
   if (f.verbose) fmt::print(stderr, "Processed a total of {} messages\n", consumer.delivered());
   if (!s.ok()) return mq::cli::Fail(s);
+  if (int sig = g_signal; sig != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
   return rc;
 }
 
@@ -209,5 +230,6 @@ int main(int argc, char** argv) {
   Flags flags;
   AddFlags(app, &flags);
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
+  CatchStopSignals();
   return Run(flags);
 }
