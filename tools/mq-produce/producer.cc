@@ -174,6 +174,12 @@ Status Producer::Flush() {
     stats_.per_partition[static_cast<size_t>(p)] += ps.queued;
     ps.cursor = r->base_offset;
     ps.out.clear();
+    // Keep memory near partitions x batch size, not partitions x append size.
+    if (options_.partitions > 1 &&
+        ps.out.capacity() > 2 * options_.batch_bytes +
+                                options_.append_bytes / static_cast<size_t>(options_.partitions)) {
+      ps.out.shrink_to_fit();
+    }
     ps.queued = 0;
     ps.dirty = false;
   }

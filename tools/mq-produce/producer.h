@@ -26,7 +26,7 @@ struct ProducerOptions {
   int32_t partitions = 1;
   std::optional<int32_t> partition;  // -p: every message goes there
   size_t batch_bytes = 16 << 10;     // a batch is finished when it would pass this
-  size_t append_bytes = 1 << 20;     // finished batches are appended once they reach this
+  size_t append_bytes = 4 << 20;     // finished batches are appended once they reach this
   Compression compression = Compression::kNone;
   int zstd_level = 3;
   LogConfig log;

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# With the default --linger-ms 0, a line written into a pipe that stays open
+# (tail -f | mq-produce) is appended as soon as it is read, not when the
+# pipe closes; and with --linger-ms the producer still delivers after the
+# pause. Checked through --print-offsets and mq-consume.
+set -euo pipefail
+P="$MQ_BIN/mq-produce"
+C="$MQ_BIN/mq-consume"
+T=$(mktemp -d)
+D="$T/data"
+producer=""
+cleanup() {
+  exec 3>&- 2>/dev/null || true
+  [ -z "$producer" ] || kill "$producer" 2>/dev/null || true
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# wait_lines FILE N: until FILE has N lines (at most ~10 s).
+wait_lines() {
+  for _ in $(seq 1 200); do
+    [ "$(wc -l <"$1")" -ge "$2" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+"$P" -C "$D" -t f --create -q </dev/null
+for linger in 0 200; do
+  rm -f "$T/fifo"
+  mkfifo "$T/fifo"
+  "$P" -C "$D" -t f -q --linger-ms "$linger" --print-offsets <"$T/fifo" >"$T/offsets.$linger" &
+  producer=$!
+  exec 3>"$T/fifo"
+  printf 'first %s\n' "$linger" >&3
+  wait_lines "$T/offsets.$linger" 1 || fail "linger $linger: first line not acknowledged while the pipe is open"
+  printf 'second %s\nthird %s\n' "$linger" "$linger" >&3
+  wait_lines "$T/offsets.$linger" 3 || fail "linger $linger: later lines not acknowledged"
+  # Visible to a consumer while the producer still runs.
+  "$C" -C "$D" -t f -e -q | grep -qx "third $linger" || fail "linger $linger: consumer does not see it"
+  kill -0 "$producer" || fail "linger $linger: the producer exited early"
+  exec 3>&-
+  wait "$producer" || fail "linger $linger: the producer failed at end of input"
+  producer=""
+done
+[ "$(cut -d' ' -f2 "$T/offsets.0" "$T/offsets.200" | tr '\n' ' ')" = "0 1 2 3 4 5 " ] ||
+  fail "offsets: $(cat "$T"/offsets.*)"
+echo "ok: produce_follow"
