@@ -179,7 +179,7 @@ class JsonPrinter : public Printer {
 
   void Batch(const std::string& file, uint64_t position, const BatchHeader& h,
              bool valid) override {
-    JsonLine j;
+    JsonLine j(&line_);
     j.Str("type", "batch").Str("file", file).Uint("position", position)
         .Int("base_offset", h.base_offset).Int("last_offset", h.last_offset())
         .Int("count", h.records_count).Int("base_sequence", h.base_sequence)
@@ -198,7 +198,7 @@ class JsonPrinter : public Printer {
 
   void Record(const std::string& file, uint64_t batch_position, const BatchHeader& h,
               const RecordView& r, const ControlRecord* control) override {
-    JsonLine j;
+    JsonLine j(&line_);
     j.Str("type", "record").Str("file", file).Uint("batch_position", batch_position)
         .Int("offset", r.offset).Str("timestamp_type", TimestampType(h))
         .Int("timestamp", RecordTimestamp(h, r))
@@ -270,6 +270,7 @@ class JsonPrinter : public Printer {
   }
 
   PrintOptions o_;
+  std::string line_;
 };
 
 }  // namespace

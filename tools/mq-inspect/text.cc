@@ -112,39 +112,41 @@ void AppendJsonString(std::string* out, std::string_view text) {
 }
 
 void JsonLine::Key(std::string_view key) {
-  if (s_.size() > 1) s_ += ',';
-  s_ += '"';
-  s_ += key;
-  s_ += "\":";
+  if (s_->size() > 1) *s_ += ',';
+  *s_ += '"';
+  *s_ += key;
+  *s_ += "\":";
 }
 
 JsonLine& JsonLine::Str(std::string_view key, std::string_view value) {
   Key(key);
-  AppendJsonString(&s_, value);
+  AppendJsonString(s_, value);
   return *this;
 }
 
 JsonLine& JsonLine::Int(std::string_view key, int64_t value) {
   Key(key);
-  fmt::format_to(std::back_inserter(s_), "{}", value);
+  fmt::format_int digits(value);
+  s_->append(digits.data(), digits.size());
   return *this;
 }
 
 JsonLine& JsonLine::Uint(std::string_view key, uint64_t value) {
   Key(key);
-  fmt::format_to(std::back_inserter(s_), "{}", value);
+  fmt::format_int digits(value);
+  s_->append(digits.data(), digits.size());
   return *this;
 }
 
 JsonLine& JsonLine::Bool(std::string_view key, bool value) {
   Key(key);
-  s_ += value ? "true" : "false";
+  *s_ += value ? "true" : "false";
   return *this;
 }
 
 JsonLine& JsonLine::Null(std::string_view key) {
   Key(key);
-  s_ += "null";
+  *s_ += "null";
   return *this;
 }
 
@@ -152,19 +154,19 @@ JsonLine& JsonLine::Blob(std::string_view key, const std::optional<Bytes>& bytes
   if (!bytes) return Null(key);
   if (IsUtf8(*bytes)) return Str(key, AsText(*bytes));
   Key(std::string(key) + "_b64");
-  AppendJsonString(&s_, Base64(*bytes));
+  AppendJsonString(s_, Base64(*bytes));
   return *this;
 }
 
 JsonLine& JsonLine::Raw(std::string_view key, std::string_view json) {
   Key(key);
-  s_ += json;
+  *s_ += json;
   return *this;
 }
 
 const std::string& JsonLine::Finish() {
-  s_ += "}\n";
-  return s_;
+  *s_ += "}\n";
+  return *s_;
 }
 
 }  // namespace mq::inspect

@@ -25,8 +25,18 @@ std::string Base64(Bytes bytes);
 void AppendEscaped(fmt::memory_buffer* out, Bytes bytes);
 
 // Builds one JSON object on one line: {"k":v,...}. Keys are ASCII literals.
+// It writes into `buffer` (cleared first), which the caller may reuse across
+// lines so printing a line allocates nothing; without one it owns its own.
 class JsonLine {
  public:
+  JsonLine() : s_(&own_) { s_->push_back('{'); }
+  explicit JsonLine(std::string* buffer) : s_(buffer) {
+    s_->clear();
+    s_->push_back('{');
+  }
+  JsonLine(const JsonLine&) = delete;
+  JsonLine& operator=(const JsonLine&) = delete;
+
   JsonLine& Str(std::string_view key, std::string_view value);
   JsonLine& Int(std::string_view key, int64_t value);
   JsonLine& Uint(std::string_view key, uint64_t value);
@@ -42,7 +52,8 @@ class JsonLine {
 
  private:
   void Key(std::string_view key);
-  std::string s_ = "{";
+  std::string own_;
+  std::string* s_;
 };
 
 // Appends `text` (assumed UTF-8) as a quoted, escaped JSON string.
