@@ -61,7 +61,10 @@ struct PartitionReader::Impl {
 // end is where the valid batches of the last segment end.
 Status PartitionReader::Impl::ScanEnd() {
   MQ_RETURN_IF_ERROR(ListAgain());
-  if (segments.empty()) return Status(Code::kNotFound, dir + ": no segments");
+  if (segments.empty()) {
+    fields = StateFields{};  // a partition nobody has written yet: empty
+    return Status::Ok();
+  }
   int64_t base = segments.back();
   std::string name = SegmentFileName(base, format::kLogSuffix);
   auto f = FileSystem::Default()->Open(dir_fd.get(), name, FileSystem::kRead);
@@ -208,6 +211,7 @@ Status PartitionReader::Seek(int64_t offset) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
   r.rewrites_seen = r.fields.rewrites;
+  if (r.segments.empty()) return Status::Ok();  // nothing written yet
   offset = std::max(offset, r.fields.log_start_offset);
   if (offset >= r.fields.log_end_offset)
     return r.PositionAt(r.fields.end_segment_base, r.fields.end_position);
@@ -259,12 +263,16 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
       p += h.size_bytes();
     }
   }
+  if (r.segments.empty()) return Status::Ok();
   return r.PositionAt(r.fields.end_segment_base, r.fields.end_position);
 }
 
 Result<std::optional<BatchView>> PartitionReader::Next() {
   Impl& r = *impl_;
-  if (r.cur_base < 0) MQ_RETURN_IF_ERROR(Seek(r.fields.log_start_offset));
+  if (r.cur_base < 0) {
+    MQ_RETURN_IF_ERROR(Seek(r.fields.log_start_offset));
+    if (r.cur_base < 0) return std::optional<BatchView>();  // no segment yet
+  }
   for (;;) {
     BatchView view;
     auto step = r.cursor.Read(r.pos, &view);

@@ -374,3 +374,24 @@ TEST_CASE("partition: a reader at the end follows a truncation and the appends a
   CHECK((*b)->header().base_offset == 4);
   CHECK((*b)->header().last_offset() == 10);
 }
+
+TEST_CASE("partition: a reader of a partition nobody wrote yet sees it empty, then follows it") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  REQUIRE(OpenDirectory(dir, true));
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  CHECK((*r)->end_offset() == 0);
+  REQUIRE((*r)->Seek(5).ok());
+  REQUIRE((*r)->SeekTimestamp(5).ok());
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  CHECK(!*b);
+  auto w = OpenWriter(dir);
+  AppendOne(*w, 3);
+  CHECK((*r)->WaitForAppend(0, 5000));
+  b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().last_offset() == 2);
+}
