@@ -89,9 +89,13 @@ class PartitionWriter {
   // after a segment was created), then advances the recovery point.
   Status Flush();
   // Removes every record at or above `offset` (replication needs it).
+  // Batches are removed whole: one that straddles `offset` goes entirely, so
+  // the log end offset becomes its base offset. Readers positioned past the
+  // cut find their offset again.
   Status TruncateTo(int64_t offset);
   // Deletes whole segments whose records are all below `offset`; never the
-  // active segment. Advances the log start offset.
+  // active segment. The log start offset becomes the base offset of the
+  // first remaining segment (published before any file is removed).
   Status DeleteSegmentsBefore(int64_t offset);
   // Flushes and releases. Called by the destructor if not called.
   Status Close();
