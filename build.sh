@@ -84,8 +84,8 @@ run_sanitized_unit_tests() {
     build-asan/tests/unit_tests
 }
 
-# The fuzz targets are the executables tests/fuzz/CMakeLists.txt builds; a
-# seed corpus, if any, is tests/fuzz/corpus/<target>/.
+# The fuzz targets are tests/fuzz's ctest tests fuzz.<name>, each bounded to
+# MQ_FUZZ_SECONDS (tests/fuzz/CMakeLists.txt sets their limits and corpora).
 run_fuzzers() {
   if ! command -v clang++ >/dev/null || [[ -n $(missing_packages libclang-rt-14-dev) ]]; then
     step "fuzz targets skipped: clang++ or libclang-rt-14-dev not installed"
@@ -96,26 +96,10 @@ run_fuzzers() {
     return 0
   fi
   step "fuzz targets, ${FUZZ_SECONDS}s each (build-fuzz/)"
-  configure build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMQ_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++
+  configure build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMQ_FUZZ=ON \
+    -DCMAKE_CXX_COMPILER=clang++ -DMQ_FUZZ_SECONDS="$FUZZ_SECONDS"
   ninja -C build-fuzz -j"$JOBS" tests/fuzz/all
-  local targets target name work log
-  mapfile -t targets < <(find build-fuzz/tests/fuzz -maxdepth 1 -type f -executable | sort)
-  ((${#targets[@]} > 0)) || die "no fuzz targets built in build-fuzz/tests/fuzz"
-  for target in "${targets[@]}"; do
-    name=$(basename "$target")
-    work=$(mktemp -d)
-    log=$work/log
-    mkdir "$work/corpus"
-    [[ -d tests/fuzz/corpus/$name ]] && cp -r "tests/fuzz/corpus/$name/." "$work/corpus/"
-    echo "--- $name"
-    if ! "$target" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
-         -print_final_stats=1 -artifact_prefix=build-fuzz/"$name"- "$work/corpus" >"$log" 2>&1; then
-      cat "$log"
-      die "fuzz target $name failed (reproducer: build-fuzz/$name-*)"
-    fi
-    grep -E '^(#[0-9]+.*DONE|Done|stat::number_of_executed_units)' "$log" || tail -n 3 "$log"
-    rm -rf "$work"
-  done
+  ctest --test-dir build-fuzz -R '^fuzz[.]' --output-on-failure -j"$JOBS"
 }
 
 case ${1:-} in
