@@ -54,18 +54,21 @@ Result<int64_t> SeekStart(PartitionReader& reader, const StartPosition& start, i
 // written to yet (no segments) is left unopened: it reads as empty and is
 // opened again on each later round.
 Status Consumer::OpenCursor(Cursor& c, bool at_start) {
-  auto reader = PartitionReader::Open(c.dir, options_.limits);
-  if (!reader) {
-    if (reader.error().code() != Code::kNotFound) return reader.error();
+  auto unborn = [&] {
+    c.reader.reset();
     if (at_start && options_.exit_at_end) c.done = true;  // empty at start
     return Status::Ok();
-  }
+  };
+  auto reader = PartitionReader::Open(c.dir, options_.limits);
+  if (!reader) return reader.error().code() == Code::kNotFound ? unborn() : reader.error();
   c.reader = std::move(*reader);
   // One end for both the start (end, -N) and the -e stop, so they agree. A
   // partition born after start-up had an end of 0 then.
   int64_t end = at_start ? c.reader->end_offset() : 0;
   auto next = SeekStart(*c.reader, c.start, end);
-  if (!next) return next.error();
+  // While its first writer creates a partition, a file may be missing for
+  // a moment: still unborn, look again next round.
+  if (!next) return next.error().code() == Code::kNotFound ? unborn() : next.error();
   c.next_offset = *next;
   if (c.start.kind == StartPosition::Kind::kTimestamp) c.start_timestamp = c.start.value;
   if (options_.exit_at_end) {
