@@ -44,6 +44,11 @@ Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out
     b.base_sequence = 0;
   }
   for (PartitionState& ps : parts_) ps.builder.Reset(b);
+  // One partition fills a whole append group: reserve it once rather than
+  // growing (and copying) it in every run.
+  if (parts_.size() == 1) {
+    parts_[0].out.reserve(options_.append_bytes + 2 * options_.batch_bytes);
+  }
 }
 
 Producer::~Producer() = default;

@@ -1,5 +1,6 @@
 #include "run.h"
 
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -204,9 +205,20 @@ class Feeder {
   uint64_t count_ = 0;
 };
 
+// Each partition written to holds a few descriptors (segment, indexes,
+// state, lock) until exit: allow as many as the hard limit does.
+void RaiseFileLimit() {
+  rlimit lim;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
 }  // namespace
 
 int Run(const Flags& f, const Settings& s) {
+  RaiseFileLimit();
   auto dir = DataDir::Open(f.dir, f.create);
   if (!dir) return cli::Fail(dir.error());
   if (f.describe) return Describe(*dir, f.topic);
