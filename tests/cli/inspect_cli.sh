@@ -42,7 +42,7 @@ sed -n '/^\.SH SYNOPSIS/,/^\.SH /p' "$MAN" | sed -e '/^\./d' -e 's/\\f[BIRP]//g'
 diff "$WORK/synopsis" "$WORK/usage" >&2 || fail "usage lines differ from the man page SYNOPSIS"
 # And as man renders it, when man is installed.
 if command -v man >/dev/null; then
-  MANWIDTH=300 man -l "$MAN" 2>/dev/null | sed -n '/^SYNOPSIS/,/^[A-Z]/p' |
+  LC_ALL=C MANWIDTH=300 man -l "$MAN" 2>/dev/null | sed -n '/^SYNOPSIS/,/^[A-Z]/p' |
     sed -e '/^[A-Z]/d' -e '/^$/d' -e 's/^ *//' >"$WORK/rendered"
   diff "$WORK/rendered" "$WORK/usage" >&2 || fail "usage differs from the rendered SYNOPSIS"
 fi
