@@ -49,6 +49,8 @@ class InputSource {
 
   // The name used in errors ("<stdin>" or the path).
   const std::string& name() const { return name_; }
+  // True for a regular file: always ready, so never a reason to flush.
+  bool regular() const { return regular_; }
   // What a message is called in errors: "line" for newline framing.
   std::string_view unit() const { return delimiter_ == "\n" ? "line" : "message"; }
 

@@ -135,6 +135,12 @@ class Feeder {
       if (++count_ % kClockEvery == 0) {
         now_ = NowMs();
         progress_->Tick(producer_->stats());
+        // Input that never pauses still gets its messages appended about
+        // every --linger-ms, not only once an append group is full.
+        if (producer_->pending() && !(*src)->regular() &&
+            MonotonicMs() >= linger_deadline_) {
+          MQ_RETURN_IF_ERROR(producer_->Flush());
+        }
       }
       const bool was_pending = producer_->pending();
       MQ_RETURN_IF_ERROR(f_.json ? SendJson(**src, in) : SendPlain(in));
