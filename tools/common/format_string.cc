@@ -1,5 +1,6 @@
 #include "format_string.h"
 
+#include <cstring>
 #include <string_view>
 
 namespace mq::fmtstr {
@@ -28,11 +29,6 @@ void AppendPadded(fmt::memory_buffer& out, int64_t v, int width) {
   } while (v > 0 && n < 20);
   for (int i = n; i < width; ++i) out.push_back('0');
   while (n > 0) out.push_back(digits[--n]);
-}
-
-void AppendOptional(fmt::memory_buffer& out, const std::optional<Bytes>& b, std::string_view null_text) {
-  if (b) Append(out, AsText(*b));
-  else Append(out, null_text);
 }
 
 // Days since 1970-01-01 for a proleptic Gregorian date (H. Hinnant's algorithm).
@@ -250,35 +246,90 @@ Result<FormatString> FormatString::Parse(std::string_view spec) {
   return f;
 }
 
+namespace {
+
+size_t OptionalSize(const std::optional<Bytes>& b, std::string_view null_text) {
+  return b ? b->size() : null_text.size();
+}
+
+char* Put(char* d, std::string_view s) {
+  std::memcpy(d, s.data(), s.size());
+  return d + s.size();
+}
+
+char* PutInt(char* d, int64_t v) {
+  fmt::format_int f(v);
+  std::memcpy(d, f.data(), f.size());
+  return d + f.size();
+}
+
+char* PutOptional(char* d, const std::optional<Bytes>& b, std::string_view null_text) {
+  return b ? Put(d, AsText(*b)) : Put(d, null_text);
+}
+
+}  // namespace
+
+// The most bytes one op can print for `m`.
+size_t FormatString::Bound(const Op& op, const Message& m, std::string_view null_text) const {
+  constexpr size_t kInt = 20, kIsoTime = 32;
+  switch (op.token) {
+    case 0: return op.end - op.begin;
+    case 't': return m.topic.size();
+    case 'k': return OptionalSize(m.key, null_text);
+    case 's': return OptionalSize(m.value, null_text);
+    case 'x': return m.value ? 2 * m.value->size() : null_text.size();
+    case 'X': return m.key ? 2 * m.key->size() : null_text.size();
+    case 'F': return kIsoTime;
+    case 'h': {
+      size_t n = 0;
+      for (const Header& h : m.headers) n += h.key.size() + 2 + OptionalSize(h.value, null_text);
+      return n;
+    }
+    default: return kInt;  // %p %o %T %K %S
+  }
+}
+
+// Sizes every op first, then writes through a raw pointer into space
+// reserved once: no capacity check per byte or per token.
 void FormatString::Render(fmt::memory_buffer& out, const Message& m,
                           std::string_view null_text) const {
+  size_t bound = 0;
+  for (const Op& op : ops_) bound += Bound(op, m, null_text);
+  size_t old = out.size();
+  out.resize(old + bound);
+  char* d = out.data() + old;
   for (const Op& op : ops_) {
     switch (op.token) {
-      case 0: out.append(text_.data() + op.begin, text_.data() + op.end); break;
-      case 't': Append(out, m.topic); break;
-      case 'p': AppendInt(out, m.partition); break;
-      case 'o': AppendInt(out, m.offset); break;
-      case 'T': AppendInt(out, m.timestamp); break;
-      case 'F': AppendIsoTime(out, m.timestamp); break;
-      case 'k': AppendOptional(out, m.key, null_text); break;
-      case 's': AppendOptional(out, m.value, null_text); break;
-      case 'K': AppendInt(out, m.key ? static_cast<int64_t>(m.key->size()) : -1); break;
-      case 'S': AppendInt(out, m.value ? static_cast<int64_t>(m.value->size()) : -1); break;
-      case 'x': if (m.value) AppendHex(out, *m.value); else Append(out, null_text); break;
-      case 'X': if (m.key) AppendHex(out, *m.key); else Append(out, null_text); break;
+      case 0: d = Put(d, std::string_view(text_.data() + op.begin, op.end - op.begin)); break;
+      case 't': d = Put(d, m.topic); break;
+      case 'p': d = PutInt(d, m.partition); break;
+      case 'o': d = PutInt(d, m.offset); break;
+      case 'T': d = PutInt(d, m.timestamp); break;
+      case 'k': d = PutOptional(d, m.key, null_text); break;
+      case 's': d = PutOptional(d, m.value, null_text); break;
+      case 'K': d = PutInt(d, m.key ? static_cast<int64_t>(m.key->size()) : -1); break;
+      case 'S': d = PutInt(d, m.value ? static_cast<int64_t>(m.value->size()) : -1); break;
       case 'h': {
         bool first = true;
         for (const Header& h : m.headers) {
-          if (!first) out.push_back(',');
+          if (!first) *d++ = ',';
           first = false;
-          Append(out, h.key);
-          out.push_back('=');
-          AppendOptional(out, h.value, null_text);
+          d = Put(d, h.key);
+          *d++ = '=';
+          d = PutOptional(d, h.value, null_text);
         }
         break;
       }
+      default: {  // %F %x %X: through a small buffer, then copied
+        fmt::memory_buffer tmp;
+        if (op.token == 'F') AppendIsoTime(tmp, m.timestamp);
+        else if (const auto& b = op.token == 'x' ? m.value : m.key) AppendHex(tmp, *b);
+        else Append(tmp, null_text);
+        d = Put(d, std::string_view(tmp.data(), tmp.size()));
+      }
     }
   }
+  out.resize(static_cast<size_t>(d - out.data()));
 }
 
 }  // namespace mq::fmtstr

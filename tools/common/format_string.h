@@ -68,6 +68,7 @@ class FormatString {
     char token;              // 0 for a literal
     uint32_t begin = 0, end = 0;  // literal bytes in text_
   };
+  size_t Bound(const Op& op, const Message& m, std::string_view null_text) const;
   std::string text_;
   std::vector<Op> ops_;
   bool needs_headers_ = false;
