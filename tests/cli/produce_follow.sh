@@ -46,4 +46,22 @@ for linger in 0 200; do
 done
 [ "$(cut -d' ' -f2 "$T/offsets.0" "$T/offsets.200" | tr '\n' ' ')" = "0 1 2 3 4 5 " ] ||
   fail "offsets: $(cat "$T"/offsets.*)"
+
+# CreateTime is the time a line was read, also after the input was idle.
+"$P" -C "$D" -t ts --create -q </dev/null
+rm -f "$T/fifo"
+mkfifo "$T/fifo"
+"$P" -C "$D" -t ts -q --print-offsets <"$T/fifo" >"$T/ts.offsets" &
+producer=$!
+exec 3>"$T/fifo"
+echo early >&3
+wait_lines "$T/ts.offsets" 1 || fail "timestamps: first line not acknowledged"
+sleep 1.2
+echo late >&3
+exec 3>&-
+wait "$producer" || fail "timestamps: the producer failed"
+producer=""
+"$C" -C "$D" -t ts -e -q -f '%T\n' >"$T/ts"
+[ $(( $(sed -n 2p "$T/ts") - $(sed -n 1p "$T/ts") )) -ge 1000 ] ||
+  fail "timestamps: the second line's CreateTime is not its read time: $(cat "$T/ts")"
 echo "ok: produce_follow"

@@ -27,7 +27,7 @@ int64_t NowMs() {
 }
 
 // How often the wall clock is read for CreateTime while input streams in:
-// every this many messages, and after every pause of the input.
+// every this many messages, and for the first message after each append.
 constexpr uint64_t kClockEvery = 1024;
 // A JSON line may be longer than the message it holds (escapes, base64).
 size_t JsonLineLimit(size_t max_message) { return max_message * 6 + (64 << 10); }
@@ -132,7 +132,9 @@ class Feeder {
         now_ = NowMs();
         continue;
       }
-      if (++count_ % kClockEvery == 0) {
+      // Nothing pending means the read may have waited for input: the
+      // clock is read again for the message's CreateTime.
+      if (!producer_->pending() || ++count_ % kClockEvery == 0) {
         now_ = NowMs();
         progress_->Tick(producer_->stats());
         // Input that never pauses still gets its messages appended about
