@@ -95,6 +95,9 @@ Status BatchCursor::Fill(uint64_t pos, size_t n) {
   bool sequential = buf_len_ > 0 && pos >= buf_pos_ && pos <= buf_pos_ + buf_len_;
   next_chunk_ = sequential ? std::min(chunk_, next_chunk_ * 2) : std::min<size_t>(chunk_, 64 << 10);
   size_t len = static_cast<size_t>(std::min<uint64_t>(end_ - pos, std::max(n, next_chunk_)));
+  // Never more than the largest batch plus one chunk (Peek checks sizes
+  // against the limits before asking).
+  len = std::min<size_t>(len, size_t{limits_.max_batch_bytes} + chunk_);
   if (buf_.size() < len) buf_.resize(len);
   auto got = file_->ReadAt(pos, std::span<std::byte>(buf_.data(), len));
   if (!got) return got.error();
@@ -137,6 +140,10 @@ Result<BatchCursor::Step> BatchCursor::Read(uint64_t pos, BatchView* view) {
 }
 
 Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from) {
+  // Hostile bytes can put a plausible header at every position; bound the
+  // CRC work so the scan stays linear. Giving up is reported as corruption,
+  // the safe answer: nothing gets truncated on a guess.
+  uint64_t budget = std::max<uint64_t>(64ull << 20, 8 * (end_ - from));
   for (uint64_t p = from + 1; p + format::kBatchHeaderSize <= end_; ++p) {
     MQ_RETURN_IF_ERROR(Fill(p, format::kBatchHeaderSize));
     if (buf_len_ - (p - buf_pos_) < format::kBatchHeaderSize) break;
@@ -147,6 +154,11 @@ Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from) {
     if (len < format::kBatchHeaderSize - format::kLogOverhead || len > limits_.max_batch_bytes ||
         p + format::kLogOverhead + len > end_)
       continue;
+    if (len > budget)
+      return Status::Corruption(name_, from, "R22",
+                                fmt::format("resync scan gave up at byte {}: too many candidate "
+                                            "batches", p));
+    budget -= len;
     BatchView view;
     auto step = Read(p, &view);
     if (step && *step == Step::kBatch) return std::optional<uint64_t>(p);

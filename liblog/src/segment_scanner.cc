@@ -97,7 +97,11 @@ Result<std::optional<BatchView>> SegmentScanner::Next() {
   if (s.done) return std::optional<BatchView>();
   if (s.resync_from) {
     auto next = s.cursor.FindNextValid(*s.resync_from);
-    if (!next) return next.error();
+    if (!next) {
+      s.trailing = s.size - *s.resync_from;
+      s.done = true;
+      return next.error();
+    }
     if (!*next) {
       s.trailing = s.size - *s.resync_from;
       s.done = true;
