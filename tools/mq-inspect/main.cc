@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
                "verify files or partition directories: exit 0 clean, 65 corrupt")
       ->excludes(records)->excludes(data)->excludes(headers)->excludes(skip);
   app.add_option("--max-batch-bytes", limits.max_batch_bytes,
-                 "largest batch (and decompressed records) read, in bytes")
+                 "largest batch read, in bytes (records may decompress to the larger of N and 64 MiB)")
       ->check(CLI::Range(61u, 0x7FFFFFFFu))
       ->capture_default_str();
   // Not ->required(): CLI11 would then report a missing FILE before an
