@@ -56,6 +56,7 @@ inline bool WordNeedsEscape(uint64_t x) {
 }
 
 inline char* PutText(char* d, std::string_view s) {
+  if (s.empty()) return d;  // s.data() may be null
   std::memcpy(d, s.data(), s.size());
   return d + s.size();
 }

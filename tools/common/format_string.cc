@@ -253,6 +253,7 @@ size_t OptionalSize(const std::optional<Bytes>& b, std::string_view null_text) {
 }
 
 char* Put(char* d, std::string_view s) {
+  if (s.empty()) return d;  // s.data() may be null
   std::memcpy(d, s.data(), s.size());
   return d + s.size();
 }
