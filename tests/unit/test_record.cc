@@ -323,7 +323,7 @@ TEST_CASE("varint: the examples of format-spec/batch.md §4.1", "[record][varint
   }
 }
 
-TEST_CASE("varint: longs round-trip at the edges; overlong encodings are rejected",
+TEST_CASE("varint: longs round-trip at the edges, overlong encodings are rejected",
           "[record][varint]") {
   for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{1} << 40, std::numeric_limits<int64_t>::max(),
                     std::numeric_limits<int64_t>::min()}) {
