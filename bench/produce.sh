@@ -24,7 +24,8 @@ trap 'rm -rf "$W"' EXIT
 
 # 100-byte lines: a 10-digit counter and 89 bytes of text.
 awk -v n="$N" 'BEGIN {
-  pad = "the quick brown fox jumps over the lazy dog, again and again, until the line is full..."
+  pad = ""
+  while (length(pad) < 89) pad = pad "the quick brown fox jumps over the lazy dog "
   pad = substr(pad, 1, 89)
   for (i = 0; i < n; i++) printf "%010d%s\n", i, pad
 }' >"$W/in"
