@@ -50,7 +50,10 @@ class ProducerStateTable {
 
   // Loads the newest `<offset>.snapshot` in the directory `dir_fd` whose
   // offset is <= `log_end`; returns that offset (0 if none), from which the
-  // caller replays. A snapshot that fails its CRC is ignored (rebuilt by replay).
+  // caller replays. A snapshot that fails its CRC or layout (P7) is ignored
+  // and the next older one tried (rebuilt by replay). Snapshots with an
+  // offset > `log_end` describe a truncated log and are deleted (pass
+  // INT64_MAX to only read).
   Result<int64_t> LoadSnapshot(int dir_fd, int64_t log_end);
   // Writes `<next_offset>.snapshot` atomically and removes older ones beyond
   // the newest two.
