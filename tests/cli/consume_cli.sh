@@ -2,24 +2,11 @@
 # mq-consume's command line: help and version, the usage line equals the man
 # page's SYNOPSIS, bad arguments exit 64 naming the argument, a missing
 # topic, partition or data directory exits 66.
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-BIN="${MQ_BIN:?MQ_BIN is the build directory}"
-CONSUME="$BIN/mq-consume"
-MAN="${MQ_SRC:?MQ_SRC is the source directory}/man/mq-consume.1"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+CONSUME="$C"
+MAN="$SRC/man/mq-consume.1"
 export MQ_DIR="$WORK/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {
-  set +e
-  timeout 20 "$@" >"$WORK/out" 2>"$WORK/err"
-  rc=$?
-  set -e
-}
-expect_rc() {
-  [[ $rc == "$1" ]] || fail "$2: exit $rc, want $1 (stderr: $(cat "$WORK/err"))"
-}
 # expect_usage_error "<what>" "<text the message must name>" args...
 expect_usage_error() {
   local what="$1" names="$2"

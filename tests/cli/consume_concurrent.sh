@@ -2,18 +2,9 @@
 # Consumers reading while producers append: every read (-e snapshots and a
 # follower) is an exact prefix of what was appended, in order, with no
 # partial batch and no gap, whatever the moment it looks.
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-BIN="${MQ_BIN:?MQ_BIN is the build directory}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 export MQ_DIR="$WORK/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 TOTAL=60000
 "$BIN/mq-produce" -q -t t --create </dev/null

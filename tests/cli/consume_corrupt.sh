@@ -2,19 +2,9 @@
 # A batch that fails its CRC stops mq-consume with exit 65 and an error naming
 # the file, the byte offset and the rule; --skip-corrupt reports each skip on
 # stderr and goes on.
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-BIN="${MQ_BIN:?MQ_BIN is the build directory}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 export MQ_DIR="$WORK/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {
-  set +e
-  timeout 20 "$BIN/mq-consume" "$@" >"$WORK/out" 2>"$WORK/err"
-  rc=$?
-  set -e
-}
 
 # Three batches of the same size: one mq-produce run each.
 "$BIN/mq-produce" -q -t c --create </dev/null
@@ -25,18 +15,13 @@ SEG="$MQ_DIR/c-0/00000000000000000000.log"
 SIZE=$(stat -c %s "$SEG")
 BATCH=$((SIZE / 3))
 (( BATCH * 3 == SIZE )) || fail "batches are not the same size ($SIZE bytes)"
-run -t c -e
+run "$C" -t c -e
 [[ $rc == 0 && $(wc -l <"$WORK/out") == 3 ]] || fail "intact topic: exit $rc, $(cat "$WORK/out")"
 
 # Flip one byte inside the second batch's records (covered by the CRC).
-flip() {  # flip FILE POSITION
-  local old
-  old=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
-  printf "$(printf '\\x%02x' $(( old ^ 0xff )))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
-}
-flip "$SEG" $((BATCH + BATCH - 5))
+flip_byte "$SEG" $((BATCH + BATCH - 5))
 
-run -t c -e
+run "$C" -t c -e
 [[ $rc == 65 ]] || fail "corrupt batch: exit $rc, want 65 (stderr: $(cat "$WORK/err"))"
 [[ "$(cat "$WORK/out")" == "message-1" ]] || fail "corrupt batch: output before it: $(cat "$WORK/out")"
 grep -q "00000000000000000000.log" "$WORK/err" || fail "error does not name the file: $(cat "$WORK/err")"
@@ -47,12 +32,12 @@ grep -q "R4" "$WORK/err" || fail "error does not name rule R4: $(cat "$WORK/err"
 # The same in follow mode, in -J and with the other outputs: stop with 65.
 for args in "" "-J -e" "-f %s -e" "-p 0 -c 5"; do
   # shellcheck disable=SC2086
-  run -t c $args
+  run "$C" -t c $args
   [[ $rc == 65 ]] || fail "corrupt batch with '$args': exit $rc, want 65"
 done
 
 # --skip-corrupt: report the skip, deliver the rest.
-run -t c -e --skip-corrupt
+run "$C" -t c -e --skip-corrupt
 [[ $rc == 0 ]] || fail "--skip-corrupt: exit $rc (stderr: $(cat "$WORK/err"))"
 [[ "$(cat "$WORK/out")" == "$(printf 'message-1\nmessage-3')" ]] ||
   fail "--skip-corrupt: output $(cat "$WORK/out")"
@@ -60,15 +45,15 @@ grep -q "skipping corrupt batch" "$WORK/err" || fail "--skip-corrupt: no report:
 grep -q "R4" "$WORK/err" && grep -q "offset $BATCH\b" "$WORK/err" ||
   fail "--skip-corrupt: report lacks rule or offset: $(cat "$WORK/err")"
 # -q silences the report, not the data.
-run -t c -e --skip-corrupt -q
+run "$C" -t c -e --skip-corrupt -q
 [[ $rc == 0 && ! -s "$WORK/err" && $(wc -l <"$WORK/out") == 2 ]] || fail "--skip-corrupt -q"
 
 # A corrupt last batch: the messages before it are delivered, then exit 65.
-flip "$SEG" $((BATCH + BATCH - 5))          # repair the second batch
-flip "$SEG" $((SIZE - 3))                   # break the third
-run -t c -e
+flip_byte "$SEG" $((BATCH + BATCH - 5))          # repair the second batch
+flip_byte "$SEG" $((SIZE - 3))                   # break the third
+run "$C" -t c -e
 [[ $rc == 65 && $(wc -l <"$WORK/out") == 2 ]] || fail "corrupt last batch: exit $rc, $(cat "$WORK/out")"
 grep -q "offset $((2 * BATCH))\b" "$WORK/err" || fail "corrupt last batch: $(cat "$WORK/err")"
-run -t c -e --skip-corrupt
+run "$C" -t c -e --skip-corrupt
 [[ $rc == 0 && $(wc -l <"$WORK/out") == 2 ]] || fail "corrupt last batch skipped: exit $rc"
 echo "ok"

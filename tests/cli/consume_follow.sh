@@ -2,18 +2,9 @@
 # Follow mode: mq-consume without a stop condition sees messages appended
 # after it started (one partition and several), -c ends a follow, and
 # `mq-consume | head -1` exits 0 quietly.
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-BIN="${MQ_BIN:?MQ_BIN is the build directory}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 export MQ_DIR="$WORK/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 produce() { "$BIN/mq-produce" -q "$@"; }
 # wait_for FILE PATTERN: up to 10 s for a line matching PATTERN in FILE.
 wait_for() {

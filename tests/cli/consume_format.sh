@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # mq-consume output: kcat -f tokens, key and value (-k, -K), NULL printing
 # (-Z), and --header-filter.
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-BIN="${MQ_BIN:?MQ_BIN is the build directory}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 export MQ_DIR="$WORK/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 consume() { timeout 20 "$BIN/mq-consume" -t t -e "$@"; }
 expect() {  # expect "<what>" "<want>" args...: compares the whole output
   local what="$1" want="$2"

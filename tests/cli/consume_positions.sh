@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # mq-consume start and stop positions: beginning/earliest, end/latest, N, -N,
 # s@MS, ISO 8601 times, per-partition P:START, e@ end times, -c, -e.
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-BIN="${MQ_BIN:?MQ_BIN is the build directory}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 export MQ_DIR="$WORK/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 consume() { timeout 20 "$BIN/mq-consume" "$@"; }
 # expect "<what>" "<want, space-separated>" mq-consume-args...
 expect() {

@@ -2,13 +2,9 @@
 # Every byte survives mq-produce -> mq-consume in each framing (lines, -0,
 # multi-byte -D, -J), and mq-consume -J | mq-produce -J copies a topic with
 # keys, headers and timestamps byte for byte.
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-BIN="${MQ_BIN:?MQ_BIN is the build directory}"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 export MQ_DIR="$WORK/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 produce() { "$BIN/mq-produce" -q "$@"; }
 consume() { "$BIN/mq-consume" "$@"; }
 

@@ -1,24 +1,9 @@
 #!/usr/bin/env bash
 # mq-inspect's command line: help and version, the usage line equals the man
 # page's SYNOPSIS, and bad invocations exit with the documented codes.
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-INSPECT="${MQ_BIN:?MQ_BIN is the build directory}/mq-inspect"
-MAN="${MQ_SRC:?MQ_SRC is the source directory}/man/mq-inspect.1"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# run CMD...: runs it with stdout/stderr in $WORK/out, $WORK/err; sets rc.
-run() {
-  set +e
-  "$@" >"$WORK/out" 2>"$WORK/err"
-  rc=$?
-  set -e
-}
-expect_rc() {
-  [[ $rc == "$1" ]] || fail "$2: exit $rc, want $1 (stderr: $(cat "$WORK/err"))"
-}
+MAN="$SRC/man/mq-inspect.1"
 
 # --- help and version ---------------------------------------------------------
 run "$INSPECT" --help

@@ -2,21 +2,8 @@
 # mq-inspect dumps the Kafka test vectors (kafka-format.md §10) exactly as
 # kafka-dump-log prints them: batch lines, record lines, data, headers,
 # control markers, JSON Lines, and a quiet exit when the reader goes away.
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-INSPECT="${MQ_BIN:?MQ_BIN is the build directory}/mq-inspect"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-# The system Python: a version manager's shim can take seconds to start.
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# Writes the bytes spelled by a hex string.
-hex2bin() {
-  local h="$1" i
-  for ((i = 0; i < ${#h}; i += 2)); do printf "\\x${h:i:2}"; done
-}
 # expect_eq NAME EXPECTED ACTUAL
 expect_eq() {
   if [[ "$2" != "$3" ]]; then

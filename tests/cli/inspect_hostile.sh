@@ -3,11 +3,8 @@
 # malformed indexes. mq-inspect must answer each with exit 65 and a message
 # naming the file and a byte position: never a crash, a hang or a huge
 # allocation (the address space is capped below the lengths claimed).
-set -euo pipefail
+source "$(dirname "$0")/lib/common.bash"
 
-INSPECT="${MQ_BIN:?MQ_BIN is the build directory}/mq-inspect"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 SEED="${SEED:-$RANDOM}"
 # 1 GiB of address space: enough to run, far too little to allocate what a
 # hostile length claims (up to 4 GiB). Sanitizer builds reserve terabytes of
@@ -16,14 +13,7 @@ VMEM=1048576
 if grep -q __asan_init "$INSPECT"; then VMEM=unlimited; fi
 echo "SEED=$SEED"
 
-# The system Python: a version manager's shim can take seconds to start.
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
 fail() { echo "FAIL (SEED=$SEED): $*" >&2; exit 1; }
-hex2bin() {
-  local h="$1" i
-  for ((i = 0; i < ${#h}; i += 2)); do printf "\\x${h:i:2}"; done
-}
 # check FILE MODE...: runs mq-inspect on FILE in each mode; each run must exit
 # 65 and print something naming FILE (stderr, or stdout under -J).
 check() {

@@ -2,35 +2,7 @@
 # mq-inspect --verify: clean files exit 0; a flipped bit, a torn tail and an
 # index that points at the wrong batch exit 65 naming file, byte position and
 # rule; index files dump as kafka-dump-log prints them.
-set -euo pipefail
-
-INSPECT="${MQ_BIN:?MQ_BIN is the build directory}/mq-inspect"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-# The system Python: a version manager's shim can take seconds to start.
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
-hex2bin() {
-  local h="$1" i
-  for ((i = 0; i < ${#h}; i += 2)); do printf "\\x${h:i:2}"; done
-}
-run() {
-  set +e
-  "$@" >"$WORK/out" 2>"$WORK/err"
-  rc=$?
-  set -e
-}
-expect_rc() {
-  [[ $rc == "$1" ]] || fail "$2: exit $rc, want $1 (stderr: $(cat "$WORK/err"))"
-}
-# Overwrites one byte of FILE at POS with its bitwise complement.
-flip_byte() {
-  local file="$1" pos="$2" old
-  old=$(od -An -tu1 -j "$pos" -N1 "$file" | tr -d ' ')
-  printf "\\x$(printf %02x $((255 - old)))" | dd of="$file" bs=1 seek="$pos" conv=notrunc status=none
-}
+source "$(dirname "$0")/lib/common.bash"
 
 V1=00000000000000000000003b00000001020318a2700000000000000000015dff7b063c0000015dff7b063cffffffffffffffffffffffffffff0000000112000000010631323300
 V2=0000000000000001000000400000000202c85cbd230000000000010000015dff7cdd6c0000015dff7cde14ffffffffffffffffffffffffffff000000020c0000000100000e00d00202010000

@@ -2,17 +2,13 @@
 # Several mq-produce processes on one topic at once: every message lands
 # exactly once and whole, offsets are gap-free, and each producer's order is
 # kept within each partition. One partition, then four with keys.
-set -euo pipefail
-P="$MQ_BIN/mq-produce"
-C="$MQ_BIN/mq-consume"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/lib/common.bash"
+T="$WORK"
 D="$T/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 PRODUCERS=8
 PER=5000
 
-run() {  # run TOPIC PARTITIONS MODE: MODE is plain, keyed or idempotent
+run_case() {  # run_case TOPIC PARTITIONS MODE: MODE is plain, keyed or idempotent
   local topic=$1 parts=$2 mode=$3
   "$P" -C "$D" -t "$topic" --create --partitions "$parts" -q </dev/null
   local pids=() flags
@@ -52,6 +48,6 @@ run() {  # run TOPIC PARTITIONS MODE: MODE is plain, keyed or idempotent
   echo "ok: $PRODUCERS producers x $PER messages on $topic ($parts partitions, $mode)"
 }
 
-run one 1 plain
-run four 4 keyed
-run idem 3 idempotent
+run_case one 1 plain
+run_case four 4 keyed
+run_case idem 3 idempotent

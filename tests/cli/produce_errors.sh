@@ -2,12 +2,9 @@
 # mq-produce: bad arguments, missing topics and oversized messages give the
 # documented exit status and name what is wrong; the usage line is the man
 # page's SYNOPSIS; an endless message is refused promptly in bounded memory.
-set -euo pipefail
-P="$MQ_BIN/mq-produce"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/lib/common.bash"
+T="$WORK"
 D="$T/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # expect STATUS WORD CMD...: CMD exits STATUS and its stderr mentions WORD.
 expect() {

@@ -3,19 +3,14 @@
 # (tail -f | mq-produce) is appended as soon as it is read, not when the
 # pipe closes; and with --linger-ms the producer still delivers after the
 # pause. Checked through --print-offsets and mq-consume.
-set -euo pipefail
-P="$MQ_BIN/mq-produce"
-C="$MQ_BIN/mq-consume"
-T=$(mktemp -d)
+source "$(dirname "$0")/lib/common.bash"
+T="$WORK"
 D="$T/data"
 producer=""
-cleanup() {
+on_exit() {
   exec 3>&- 2>/dev/null || true
   [ -z "$producer" ] || kill "$producer" 2>/dev/null || true
-  rm -rf "$T"
 }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # wait_lines FILE N: until FILE has N lines (at most ~10 s).
 wait_lines() {

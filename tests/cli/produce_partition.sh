@@ -2,13 +2,9 @@
 # mq-produce partitioning: keyed messages land where Kafka's default
 # partitioner puts them (murmur2 values published in Kafka's UtilsTest),
 # -p pins a partition, unkeyed messages spread round robin per batch.
-set -euo pipefail
-P="$MQ_BIN/mq-produce"
-C="$MQ_BIN/mq-consume"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/lib/common.bash"
+T="$WORK"
 D="$T/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # Kafka's org.apache.kafka.common.utils.UtilsTest#testMurmur2: key -> murmur2.
 cat >"$T/kafka" <<'V'

@@ -3,12 +3,8 @@
 # run at a random moment, run it again with the same name and input, and
 # every input message is in the log exactly once, in input order per
 # partition. Seeds are printed; rerun one with SEED=<n>.
-set -euo pipefail
-P="$MQ_BIN/mq-produce"
-C="$MQ_BIN/mq-consume"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/common.bash"
+T="$WORK"
 ROUNDS=${ROUNDS:-6}
 N=300000
 

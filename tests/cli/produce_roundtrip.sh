@@ -2,13 +2,9 @@
 # mq-produce round trips: every byte of every message survives in each input
 # framing (lines, -0, multi-byte -D, -K, -J), files and stdin, tombstones
 # and headers; read back with mq-consume.
-set -euo pipefail
-P="$MQ_BIN/mq-produce"
-C="$MQ_BIN/mq-consume"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/lib/common.bash"
+T="$WORK"
 D="$T/data"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 produce() { "$P" -C "$D" -q "$@"; }
 consume() { "$C" -C "$D" -e -q "$@"; }
 same() { cmp "$1" "$2" || { od -c "$1" | head -20; od -c "$2" | head -20; fail "$3"; }; }

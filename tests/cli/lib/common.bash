@@ -1,0 +1,51 @@
+# Sourced by every tests/cli/*.sh (not a test itself: it lives below cli/,
+# out of the cli/*.sh glob). Strict mode, the tools under test, a scratch
+# directory removed at exit, and the helpers the tests share.
+#
+# A test lists its background processes in PIDS (they are killed at exit)
+# and may define on_exit for any other cleanup of its own.
+set -euo pipefail
+
+BIN="${MQ_BIN:?MQ_BIN is the build directory}"
+SRC="${MQ_SRC:?MQ_SRC is the source directory}"
+P="$BIN/mq-produce"
+C="$BIN/mq-consume"
+INSPECT="$BIN/mq-inspect"
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup_work() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  if declare -F on_exit >/dev/null; then on_exit || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup_work EXIT
+
+# The system Python: a version manager's shim can take seconds to start.
+PY=python3
+[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# run CMD...: runs it (at most 60 s) with stdout and stderr in $WORK/out and
+# $WORK/err; sets rc to its exit status.
+run() {
+  set +e
+  timeout 60 "$@" >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  set -e
+}
+# expect_rc STATUS WHAT: the last run exited STATUS.
+expect_rc() {
+  [[ $rc == "$1" ]] || fail "$2: exit $rc, want $1 (stderr: $(cat "$WORK/err"))"
+}
+# hex2bin HEX: writes the bytes spelled by a hex string.
+hex2bin() {
+  local h="$1" i
+  for ((i = 0; i < ${#h}; i += 2)); do printf "\\x${h:i:2}"; done
+}
+# flip_byte FILE POS: overwrites one byte of FILE with its bitwise complement.
+flip_byte() {
+  local file="$1" pos="$2" old
+  old=$(od -An -tu1 -j "$pos" -N1 "$file" | tr -d ' ')
+  printf "\\x$(printf %02x $((255 - old)))" | dd of="$file" bs=1 seek="$pos" conv=notrunc status=none
+}
