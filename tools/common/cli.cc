@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <unistd.h>
 
 #include "mq/version.h"
@@ -35,6 +36,18 @@ CLI::Option* AddDirOption(CLI::App& app, std::string* dir, bool required) {
 
 void AddVersionFlag(CLI::App& app) {
   app.set_version_flag("-V,--version", fmt::format("{} {}", ProgramName(), MQ_VERSION));
+}
+
+void UseUsage(CLI::App& app, const char* usage) {
+  app.formatter(std::make_shared<UsageFormatter>(usage));
+}
+
+int UsageError(const char* usage, std::string_view message) {
+  Warn(message);
+  std::string_view text = usage;
+  fmt::print(stderr, "{}Run with --help for more information.\n",
+             text.substr(0, text.find('\n') + 1));
+  return kExitUsage;
 }
 
 int Parse(CLI::App& app, int argc, char** argv) {

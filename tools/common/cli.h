@@ -44,6 +44,25 @@ CLI::Option* AddDirOption(CLI::App& app, std::string* dir, bool required = true)
 // Adds -V/--version (prints "<prog> <version>") and standard -h/--help.
 void AddVersionFlag(CLI::App& app);
 
+// A CLI11 formatter whose usage section is a fixed text: the man page's
+// SYNOPSIS, word for word (each tool's CLI test compares them). Tools may
+// derive from it to change more of --help.
+class UsageFormatter : public CLI::Formatter {
+ public:
+  explicit UsageFormatter(const char* usage) : usage_(usage) {}
+  std::string make_usage(const CLI::App*, std::string) const override { return usage_; }
+
+ private:
+  const char* usage_;
+};
+
+// Installs a UsageFormatter showing `usage` (which must outlive `app`).
+void UseUsage(CLI::App& app, const char* usage);
+
+// Reports a usage error found after parsing: "<prog>: <message>", the
+// first line of `usage` and a pointer to --help on stderr. Returns 64.
+int UsageError(const char* usage, std::string_view message);
+
 // Parses argv. Returns -1 when the program should go on, otherwise the exit
 // code: 0 for --help/--version, 64 (usage) for any parse error, which is
 // printed naming the argument.

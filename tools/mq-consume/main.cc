@@ -30,18 +30,7 @@ constexpr const char* kUsage =
     "POSITION (beginning by default). Without -c, -e or an e@ end time, wait for\n"
     "new messages like tail -f.\n";
 
-class Formatter : public CLI::Formatter {
- public:
-  std::string make_usage(const CLI::App*, std::string) const override { return kUsage; }
-};
-
-int Usage(const std::string& message) {
-  mq::cli::Warn(message);
-  std::string usage = kUsage;
-  fmt::print(stderr, "{}Run with --help for more information.\n",
-             usage.substr(0, usage.find('\n') + 1));
-  return mq::cli::kExitUsage;
-}
+int Usage(std::string_view message) { return mq::cli::UsageError(kUsage, message); }
 
 // SIGINT/SIGTERM: stop reading, write out what is buffered, print the -v
 // summary, then die of the signal as the shell expects.
@@ -225,7 +214,7 @@ int main(int argc, char** argv) {
 
   CLI::App app;
   app.name("mq-consume");
-  app.formatter(std::make_shared<Formatter>());
+  mq::cli::UseUsage(app, kUsage);
   mq::cli::AddVersionFlag(app);
   Flags flags;
   AddFlags(app, &flags);

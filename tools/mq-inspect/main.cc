@@ -23,9 +23,9 @@ constexpr const char* kUsage =
     "Dump segment files (.log, .index, .timeindex) in kafka-dump-log's form, or\n"
     "verify files and partition directories against the format's rules.\n";
 
-class Formatter : public CLI::Formatter {
+class Formatter : public mq::cli::UsageFormatter {
  public:
-  std::string make_usage(const CLI::App*, std::string) const override { return kUsage; }
+  Formatter() : UsageFormatter(kUsage) {}
   // "--max-batch-bytes N" and "FILE...", without CLI11's type and
   // exclusion notes (OPTIONS in the man page says which exclude which).
   std::string make_option_opts(const CLI::Option* opt) const override {
@@ -33,13 +33,6 @@ class Formatter : public CLI::Formatter {
     return opt->get_items_expected_max() == 0 ? "" : " N";
   }
 };
-
-int UsageError(const CLI::App& app, const std::string& message) {
-  mq::cli::Warn(message);
-  std::string help = app.help();
-  fmt::print(stderr, "{}Run with --help for more information.\n", help.substr(0, help.find('\n') + 1));
-  return mq::cli::kExitUsage;
-}
 
 }  // namespace
 
@@ -81,7 +74,7 @@ int main(int argc, char** argv) {
                  "also partition directories");
 
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
-  if (paths.empty()) return UsageError(app, verify ? "no PATH given" : "no FILE given");
+  if (paths.empty()) return mq::cli::UsageError(kUsage, verify ? "no PATH given" : "no FILE given");
   limits.max_decompressed_bytes = std::max(limits.max_decompressed_bytes, limits.max_batch_bytes);
   if (print.data || print.headers || print.skip_metadata) print.records = true;
 

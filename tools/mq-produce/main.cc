@@ -1,6 +1,5 @@
 // mq-produce: append messages read from files or standard input to a topic.
 // Manual: man/mq-produce.1. Rules for producer ids: format-spec/producer.md.
-#include <memory>
 #include <string>
 
 #include "cli.h"
@@ -24,19 +23,6 @@ constexpr const char* kUsage =
     "line by default. Exit status 0 means every message is appended and durable as\n"
     "--fsync asks.\n";
 
-class Formatter : public CLI::Formatter {
- public:
-  std::string make_usage(const CLI::App*, std::string) const override { return kUsage; }
-};
-
-int Usage(const std::string& message) {
-  mq::cli::Warn(message);
-  std::string usage = kUsage;
-  fmt::print(stderr, "{}Run with --help for more information.\n",
-             usage.substr(0, usage.find('\n') + 1));
-  return mq::cli::kExitUsage;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,13 +31,13 @@ int main(int argc, char** argv) {
 
   CLI::App app;
   app.name("mq-produce");
-  app.formatter(std::make_shared<Formatter>());
+  mq::cli::UseUsage(app, kUsage);
   mq::cli::AddVersionFlag(app);
   mq::produce::Flags flags;
   mq::produce::AddFlags(app, &flags);
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
 
   auto settings = mq::produce::Resolve(flags);
-  if (!settings) return Usage(settings.error().message());
+  if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
   return mq::produce::Run(flags, *settings);
 }
