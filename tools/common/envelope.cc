@@ -132,19 +132,6 @@ char* PutBase64(char* d, Bytes bytes) {
   return d;
 }
 
-// ASCII is checked 8 bytes at a time; anything else goes to simdjson.
-bool IsUtf8(std::string_view s) {
-  size_t i = 0;
-  uint64_t acc = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    uint64_t x;
-    std::memcpy(&x, s.data() + i, 8);
-    acc |= x;
-  }
-  for (; i < s.size(); ++i) acc |= static_cast<unsigned char>(s[i]);
-  return (acc & kHighs) == 0 || simdjson::validate_utf8(s.data(), s.size());
-}
-
 // Writes `"name":<string>`, `"name_b64":"<base64>"` or `"name":null`.
 char* PutBytesField(char* d, std::string_view name, const std::optional<Bytes>& bytes) {
   *d++ = '"';
@@ -166,6 +153,19 @@ size_t FieldBound(std::string_view name, const std::optional<Bytes>& b) {
 }
 
 }  // namespace
+
+// ASCII is checked 8 bytes at a time; anything else goes to simdjson.
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  uint64_t acc = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t x;
+    std::memcpy(&x, s.data() + i, 8);
+    acc |= x;
+  }
+  for (; i < s.size(); ++i) acc |= static_cast<unsigned char>(s[i]);
+  return (acc & kHighs) == 0 || simdjson::validate_utf8(s.data(), s.size());
+}
 
 void AppendJsonString(fmt::memory_buffer& out, std::string_view utf8) {
   size_t old = out.size();

@@ -49,6 +49,10 @@ struct EnvelopeFields {
 // Appends one envelope line (terminated by '\n') to `out`.
 void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& fields);
 
+// True when `text` is valid UTF-8 (and so may be written as a plain JSON
+// string rather than base64).
+bool IsUtf8(std::string_view text);
+
 // Appends `bytes` as a JSON string literal (with quotes), escaping '"', '\'
 // and control characters. `bytes` must be valid UTF-8.
 void AppendJsonString(fmt::memory_buffer& out, std::string_view utf8);

@@ -207,13 +207,11 @@ class JsonPrinter : public Printer {
         .Int("sequence", RecordSequence(h, r));
     j.Raw("headers", HeadersJson(r));
     if (control) {
-      std::string c;
       JsonLine cj;
       cj.Str("type", ControlTypeName(control->type)).Int("type_id", control->type);
       if (control->is_end_txn_marker()) cj.Int("coordinator_epoch", control->coordinator_epoch);
-      c = cj.Finish();
-      c.pop_back();  // the object, without its newline
-      j.Raw("control", c);
+      std::string_view c = cj.Finish();
+      j.Raw("control", c.substr(0, c.size() - 1));  // the object, without its newline
     }
     if (o_.data) j.Blob("key", r.key).Blob("value", r.value);
     out_.Write(j.Finish());
@@ -262,15 +260,15 @@ class JsonPrinter : public Printer {
       JsonLine h;
       h.Blob("key", AsBytes(headers[i].key));
       if (o_.data || o_.headers) h.Blob("value", headers[i].value);
-      const std::string& one = h.Finish();
-      s.append(one, 0, one.size() - 1);
+      std::string_view one = h.Finish();
+      s.append(one.substr(0, one.size() - 1));
     }
     s += ']';
     return s;
   }
 
   PrintOptions o_;
-  std::string line_;
+  fmt::memory_buffer line_;
 };
 
 }  // namespace

@@ -1,40 +1,12 @@
 #include "text.h"
 
 #include <fmt/format.h>
-#include <simdjson.h>
+
+#include "envelope.h"
 
 namespace mq::inspect {
 
-bool IsUtf8(Bytes bytes) {
-  return simdjson::validate_utf8(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
-
-std::string Base64(Bytes bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    uint32_t v = (std::to_integer<uint32_t>(bytes[i]) << 16) |
-                 (std::to_integer<uint32_t>(bytes[i + 1]) << 8) |
-                 std::to_integer<uint32_t>(bytes[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  size_t left = bytes.size() - i;
-  if (left > 0) {
-    uint32_t v = std::to_integer<uint32_t>(bytes[i]) << 16;
-    if (left == 2) v |= std::to_integer<uint32_t>(bytes[i + 1]) << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += left == 2 ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
+using envelope::AppendJsonString;
 
 namespace {
 
@@ -84,89 +56,64 @@ void AppendEscaped(fmt::memory_buffer* out, Bytes bytes) {
   }
 }
 
-void AppendJsonString(std::string* out, std::string_view text) {
-  out->push_back('"');
-  size_t i = 0;
-  while (i < text.size()) {
-    // Runs of characters that need no escape are copied at once.
-    size_t run = i;
-    while (run < text.size()) {
-      auto c = static_cast<unsigned char>(text[run]);
-      if (c < 0x20 || c == '"' || c == '\\' || c == 0x7F) break;
-      ++run;
-    }
-    out->append(text, i, run - i);
-    i = run;
-    if (i == text.size()) break;
-    auto c = static_cast<unsigned char>(text[i++]);
-    switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      default: fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
-    }
-  }
-  out->push_back('"');
-}
-
 void JsonLine::Key(std::string_view key) {
-  if (s_->size() > 1) *s_ += ',';
-  *s_ += '"';
-  *s_ += key;
-  *s_ += "\":";
+  if (s_->size() > 1) s_->push_back(',');
+  s_->push_back('"');
+  Append(key);
+  Append("\":");
 }
 
 JsonLine& JsonLine::Str(std::string_view key, std::string_view value) {
   Key(key);
-  AppendJsonString(s_, value);
+  AppendJsonString(*s_, value);
   return *this;
 }
 
 JsonLine& JsonLine::Int(std::string_view key, int64_t value) {
   Key(key);
   fmt::format_int digits(value);
-  s_->append(digits.data(), digits.size());
+  Append(std::string_view(digits.data(), digits.size()));
   return *this;
 }
 
 JsonLine& JsonLine::Uint(std::string_view key, uint64_t value) {
   Key(key);
   fmt::format_int digits(value);
-  s_->append(digits.data(), digits.size());
+  Append(std::string_view(digits.data(), digits.size()));
   return *this;
 }
 
 JsonLine& JsonLine::Bool(std::string_view key, bool value) {
   Key(key);
-  *s_ += value ? "true" : "false";
+  Append(value ? "true" : "false");
   return *this;
 }
 
 JsonLine& JsonLine::Null(std::string_view key) {
   Key(key);
-  *s_ += "null";
+  Append("null");
   return *this;
 }
 
 JsonLine& JsonLine::Blob(std::string_view key, const std::optional<Bytes>& bytes) {
   if (!bytes) return Null(key);
-  if (IsUtf8(*bytes)) return Str(key, AsText(*bytes));
+  if (envelope::IsUtf8(AsText(*bytes))) return Str(key, AsText(*bytes));
   Key(std::string(key) + "_b64");
-  AppendJsonString(s_, Base64(*bytes));
+  s_->push_back('"');
+  envelope::AppendBase64(*s_, *bytes);
+  s_->push_back('"');
   return *this;
 }
 
 JsonLine& JsonLine::Raw(std::string_view key, std::string_view json) {
   Key(key);
-  *s_ += json;
+  Append(json);
   return *this;
 }
 
-const std::string& JsonLine::Finish() {
-  *s_ += "}\n";
-  return *s_;
+std::string_view JsonLine::Finish() {
+  Append("}\n");
+  return std::string_view(s_->data(), s_->size());
 }
 
 }  // namespace mq::inspect

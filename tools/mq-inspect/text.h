@@ -1,6 +1,6 @@
 // Rendering bytes for people and for scripts: escaped text for the line
 // output, JSON Lines objects (UTF-8 strings when the bytes are valid UTF-8,
-// base64 otherwise) for --json.
+// base64 otherwise, as in mq-consume -J: tools/common/envelope.h) for --json.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +14,6 @@
 
 namespace mq::inspect {
 
-// True when `bytes` is valid UTF-8.
-bool IsUtf8(Bytes bytes);
-// Standard base64 (RFC 4648 §4) with padding.
-std::string Base64(Bytes bytes);
-
 // Appends `bytes` for a text line: printable UTF-8 as is; backslash as "\\";
 // control characters, DEL and bytes that are not valid UTF-8 as "\xNN". The
 // result never holds a newline, so one record stays on one line.
@@ -30,7 +25,7 @@ void AppendEscaped(fmt::memory_buffer* out, Bytes bytes);
 class JsonLine {
  public:
   JsonLine() : s_(&own_) { s_->push_back('{'); }
-  explicit JsonLine(std::string* buffer) : s_(buffer) {
+  explicit JsonLine(fmt::memory_buffer* buffer) : s_(buffer) {
     s_->clear();
     s_->push_back('{');
   }
@@ -47,16 +42,14 @@ class JsonLine {
   JsonLine& Blob(std::string_view key, const std::optional<Bytes>& bytes);
   // Inserts already-encoded JSON (an array or object) as the value of `key`.
   JsonLine& Raw(std::string_view key, std::string_view json);
-  // The finished object followed by '\n'.
-  const std::string& Finish();
+  // The finished object followed by '\n' (valid until the buffer changes).
+  std::string_view Finish();
 
  private:
   void Key(std::string_view key);
-  std::string own_;
-  std::string* s_;
+  void Append(std::string_view text) { s_->append(text); }
+  fmt::memory_buffer own_;
+  fmt::memory_buffer* s_;
 };
-
-// Appends `text` (assumed UTF-8) as a quoted, escaped JSON string.
-void AppendJsonString(std::string* out, std::string_view text);
 
 }  // namespace mq::inspect
