@@ -121,7 +121,8 @@ import json, sys
 objs = [json.loads(l) for l in sys.stdin]
 b, r = objs[1], objs[2]
 assert b["crc"] == 51946096 and b["size"] == 71 and b["delete_horizon_ms"] is None, b
-assert r["offset"] == 0 and r["key"] is None and r["value"] == "123", r
+assert r["offset"] == 0 and r["key"] is None and r["payload"] == "123", r
+assert "value" not in r, r
 ' || fail "V1 JSON fields"
 "$INSPECT" -J -d "$LOG67" | "$PY" -c '
 import json, sys
@@ -165,8 +166,8 @@ expect_eq "binary value escaped" '| offset: 0 CreateTime: 1503229838908 keySize:
 "$INSPECT" -J -d "$LOGB" | "$PY" -c '
 import json, sys
 r = [json.loads(l) for l in sys.stdin][2]
-assert r["key"] is None and "value" not in r and r["value_b64"] == "/1wK", r
-' || fail "binary value as value_b64"
+assert r["key"] is None and "payload" not in r and r["payload_b64"] == "/1wK", r
+' || fail "binary value as payload_b64"
 
 # --- a closed pipe is a quiet exit 0 ------------------------------------------------
 BIG="$WORK/big/00000000000000000000.log"

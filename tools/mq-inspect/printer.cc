@@ -213,7 +213,7 @@ class JsonPrinter : public Printer {
       std::string_view c = cj.Finish();
       j.Raw("control", c.substr(0, c.size() - 1));  // the object, without its newline
     }
-    if (o_.data) j.Blob("key", r.key).Blob("value", r.value);
+    if (o_.data) j.Blob("key", r.key).Blob("payload", r.value);
     out_.Write(j.Finish());
   }
 
