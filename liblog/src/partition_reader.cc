@@ -355,6 +355,9 @@ Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int6
   PartitionReader::Impl r{DecodeLimits{}};
   r.dir = dir;
   auto dfd = OpenDirectory(dir, false);
+  // A partition nobody has written yet may have no directory: nothing there
+  // is this producer's (an empty directory reads as an empty log below).
+  if (!dfd && dfd.error().code() == Code::kNotFound) return std::optional<int32_t>();
   if (!dfd) return dfd.error();
   r.dir_fd = std::move(*dfd);
   MQ_RETURN_IF_ERROR(r.Refresh());

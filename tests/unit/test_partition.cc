@@ -337,6 +337,37 @@ TEST_CASE("partition: an idempotent producer's retried batch is not appended twi
   CHECK(r4->duplicate);
 }
 
+TEST_CASE("partition: a producer that appended nothing has no last sequence") {
+  TempDir tmp;
+  // A partition never written: no directory yet, then a directory without
+  // segments.
+  std::string dir = tmp / "t-0";
+  auto missing = LastProducerSequence(dir, 7);
+  INFO((missing ? "" : missing.error().message()));
+  REQUIRE(missing);
+  CHECK(!missing->has_value());
+  REQUIRE(OpenDirectory(dir, true));
+  auto empty = LastProducerSequence(dir, 7);
+  INFO((empty ? "" : empty.error().message()));
+  REQUIRE(empty);
+  CHECK(!empty->has_value());
+  // Written, but by another producer.
+  auto w = OpenWriter(dir);
+  BatchOptions o;
+  o.producer_id = 8;
+  o.producer_epoch = 0;
+  o.base_sequence = 0;
+  auto batch = MakeBatch(2, 1000, 8, o);
+  REQUIRE(w->Append(batch));
+  REQUIRE(w->Close().ok());
+  auto other = LastProducerSequence(dir, 7);
+  REQUIRE(other);
+  CHECK(!other->has_value());
+  auto eight = LastProducerSequence(dir, 8);
+  REQUIRE(eight);
+  CHECK(*eight == std::optional<int32_t>(1));
+}
+
 TEST_CASE("partition: a partition directory written by liblog verifies clean") {
   TempDir tmp;
   std::string dir = tmp / "t-0";
