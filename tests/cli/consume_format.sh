@@ -55,13 +55,9 @@ expect "but the header is present" "NULL" -f '%k\n' -Z --header-filter nil
 [[ $(consume --header-filter env=prod | wc -l) == 1 ]] || fail "filter with default output"
 
 # --- bad format strings: usage errors naming the token ----------------------------------
-set +e
-consume -f '%q' >/dev/null 2>"$WORK/err"; rc=$?
-set -e
-[[ $rc == 64 ]] || fail "-f %q: exit $rc, want 64"
+run "$C" -t t -e -f '%q'
+expect_rc 64 "-f %q"
 grep -q "%q" "$WORK/err" || fail "-f %q: error does not name the token: $(cat "$WORK/err")"
-set +e
-consume -f 'abc%' >/dev/null 2>"$WORK/err"; rc=$?
-set -e
-[[ $rc == 64 ]] || fail "-f trailing %: exit $rc, want 64"
+run "$C" -t t -e -f 'abc%'
+expect_rc 64 "-f trailing %"
 echo "ok"
