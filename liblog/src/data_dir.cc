@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -135,6 +136,14 @@ Result<DataDir> DataDir::Open(const std::string& path, bool create) {
   MQ_RETURN_IF_ERROR(CheckModes(fd->get(), path));
   const std::string meta_path = path + "/" + kMetaFile;
   auto meta = ReadSmallFile(fd->get(), kMetaFile, meta_path, kMaxMetaBytes);
+  if (!meta && meta.error().code() == Code::kNotFound) {
+    // Several processes may create the same data directory at once: the
+    // creator initializes it under an exclusive flock on the directory, and
+    // everyone who finds no meta.properties looks again under the lock (the
+    // kernel drops it when the descriptor closes, or the holder dies).
+    if (::flock(fd->get(), create ? LOCK_EX : LOCK_SH) != 0) return ErrnoStatus(path, errno);
+    meta = ReadSmallFile(fd->get(), kMetaFile, meta_path, kMaxMetaBytes);
+  }
   if (!meta && meta.error().code() == Code::kNotFound && create) {
     MQ_RETURN_IF_ERROR(Initialize(fd->get(), path));
   } else if (!meta && meta.error().code() == Code::kNotFound) {

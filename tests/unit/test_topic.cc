@@ -331,6 +331,24 @@ TEST_CASE("data dir: of racing creators with different partition counts exactly 
   CHECK(*dir->ListTopics() == std::vector<std::string>{"raced"});
 }
 
+TEST_CASE("data dir: racing creators of one new data directory all open it") {
+  for (int round = 0; round < 20; ++round) {
+    TempDir tmp;
+    constexpr int kThreads = 6;
+    std::vector<mq::Status> results(kThreads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] { results[i] = mq::DataDir::Open(tmp / "data", true).status(); });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& r : results) {
+      INFO("round " << round << ": " << r.message());
+      CHECK(r.ok());
+    }
+    CHECK(mq::DataDir::Open(tmp / "data", false).has_value());
+  }
+}
+
 TEST_CASE("R12 data dir: topic names are validated before touching the disk") {
   TempDir tmp;
   auto dir = mq::DataDir::Open(tmp / "data", true);
