@@ -20,7 +20,7 @@ Status BadEscape(std::string_view flag, std::string_view text, size_t pos, std::
 
 }  // namespace
 
-Result<std::string> ParseEscapes(std::string_view text, std::string_view flag) {
+Result<std::string> DecodeEscapes(std::string_view text, std::string_view flag) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
@@ -49,7 +49,12 @@ Result<std::string> ParseEscapes(std::string_view text, std::string_view flag) {
         return BadEscape(flag, text, i - 1, fmt::format("unknown escape '\\{}'", e));
     }
   }
-  if (out.empty()) {
+  return out;
+}
+
+Result<std::string> ParseEscapes(std::string_view text, std::string_view flag) {
+  auto out = DecodeEscapes(text, flag);
+  if (out && out->empty()) {
     return Status(Code::kInvalidArgument, fmt::format("{}: the delimiter is empty", flag));
   }
   return out;

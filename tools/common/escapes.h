@@ -12,9 +12,13 @@ namespace mq::cli {
 
 // Decodes `text`: `\n` newline, `\t` tab, `\r` carriage return, `\0` NUL,
 // `\\` backslash, `\xNN` the byte with hex value NN (exactly two digits);
-// every other byte stands for itself. Any other escape, a trailing lone
-// backslash or an empty result is a kInvalidArgument error that names
-// `flag` (e.g. "-D/--delimiter") and the byte position in `text`.
+// every other byte stands for itself. Any other escape or a trailing lone
+// backslash is a kInvalidArgument error that names `flag` (e.g.
+// "-D/--delimiter") and the byte position in `text`. The one decoder of
+// escapes for every flag (-D, -K, -f literals).
+Result<std::string> DecodeEscapes(std::string_view text, std::string_view flag);
+
+// DecodeEscapes for a delimiter, which must not be empty.
 Result<std::string> ParseEscapes(std::string_view text, std::string_view flag);
 
 // The inverse for messages: printable ASCII stays, everything else is

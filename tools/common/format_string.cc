@@ -1,17 +1,12 @@
 #include "format_string.h"
 
+#include "escapes.h"
+
 #include <cstring>
 #include <string_view>
 
 namespace mq::fmtstr {
 namespace {
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 void Append(fmt::memory_buffer& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
 
@@ -95,41 +90,6 @@ bool ParseZone(std::string_view s, size_t p, int64_t* offset_minutes) {
 }
 
 }  // namespace
-
-Result<std::string> Unescape(std::string_view text, std::string_view what) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\\') {
-      out.push_back(text[i]);
-      continue;
-    }
-    if (i + 1 >= text.size())
-      return Status(Code::kInvalidArgument, fmt::format("{}: trailing '\\' at position {}", what, i));
-    char c = text[++i];
-    switch (c) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case 'r': out.push_back('\r'); break;
-      case '0': out.push_back('\0'); break;
-      case '\\': out.push_back('\\'); break;
-      case 'x': {
-        int hi = i + 1 < text.size() ? HexDigit(text[i + 1]) : -1;
-        int lo = i + 2 < text.size() ? HexDigit(text[i + 2]) : -1;
-        if (hi < 0 || lo < 0)
-          return Status(Code::kInvalidArgument,
-                        fmt::format("{}: \\x needs two hex digits at position {}", what, i - 1));
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-        break;
-      }
-      default:
-        return Status(Code::kInvalidArgument,
-                      fmt::format("{}: unknown escape '\\{}' at position {}", what, c, i - 1));
-    }
-  }
-  return out;
-}
 
 void AppendIsoTime(fmt::memory_buffer& out, int64_t ms) {
   int64_t days = ms >= 0 ? ms / 86400000 : -((-ms + 86399999) / 86400000);
@@ -217,7 +177,7 @@ Result<FormatString> FormatString::Parse(std::string_view spec) {
     if (c == '\\') {
       // Decode one escape with the shared rules.
       size_t len = i + 1 < spec.size() && spec[i + 1] == 'x' ? 4 : 2;
-      auto r = Unescape(spec.substr(i, len), "-f");
+      auto r = cli::DecodeEscapes(spec.substr(i, len), "-f");
       if (!r) return Status(Code::kInvalidArgument,
                             fmt::format("-f: bad escape at position {}: {}", i, r.error().message()));
       lit += *r;

@@ -25,10 +25,6 @@
 
 namespace mq::fmtstr {
 
-// Decodes the escapes above in `text`. Errors (kInvalidArgument) name
-// `what` (e.g. "-D") and the position of the bad escape.
-Result<std::string> Unescape(std::string_view text, std::string_view what);
-
 // Appends `ms` since the epoch as ISO 8601 UTC with milliseconds,
 // e.g. "2026-11-30T08:00:00.000Z".
 void AppendIsoTime(fmt::memory_buffer& out, int64_t ms);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "escapes.h"
 #include "consumer.h"
 #include "format_string.h"
 #include "mq/topic.h"
@@ -113,13 +114,13 @@ mq::Result<PrintOptions> MakePrintOptions(const Flags& f) {
   if (f.null_delim) p.delimiter = std::string(1, '\0');
   if (f.raw) p.delimiter.clear();
   if (f.delim) {
-    auto d = mq::fmtstr::Unescape(*f.delim, "--delimiter");
+    auto d = mq::cli::DecodeEscapes(*f.delim, "--delimiter");
     if (!d) return d.error();
     p.delimiter = *d;
   }
   if (f.print_key || f.key_delim) p.mode = PrintOptions::Mode::kKeyValue;
   if (f.key_delim) {
-    auto d = mq::fmtstr::Unescape(*f.key_delim, "--key-delimiter");
+    auto d = mq::cli::DecodeEscapes(*f.key_delim, "--key-delimiter");
     if (!d) return d.error();
     p.key_delimiter = *d;
   }
