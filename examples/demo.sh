@@ -74,4 +74,4 @@ if command -v mq-produce >/dev/null && command -v mq-consume >/dev/null; then
 fi
 
 section "Done"
-echo "Everything above is in format-spec/ and man/ (man -l $SRC/man/mq-inspect.1)."
+echo "Everything above is in format-spec/ and man/ (man -l $SRC/man/man1/mq-inspect.1)."

@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib/common.bash"
 
 CONSUME="$C"
-MAN="$SRC/man/mq-consume.1"
+MAN="$SRC/man/man1/mq-consume.1"
 export MQ_DIR="$WORK/data"
 # expect_usage_error "<what>" "<text the message must name>" args...
 expect_usage_error() {

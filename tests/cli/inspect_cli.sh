@@ -3,7 +3,7 @@
 # page's SYNOPSIS, and bad invocations exit with the documented codes.
 source "$(dirname "$0")/lib/common.bash"
 
-MAN="$SRC/man/mq-inspect.1"
+MAN="$SRC/man/man1/mq-inspect.1"
 
 # --- help and version ---------------------------------------------------------
 run "$INSPECT" --help

@@ -52,7 +52,7 @@ expect 66 "$T/no-such-file" "$P" -C "$D" -t t "$T/no-such-file"
 
 # The usage lines equal the man page's SYNOPSIS.
 "$P" -h | sed -n '1,/^$/p' | sed -e 's/^Usage: //' -e 's/^       //' -e '/^$/d' >"$T/usage"
-sed -n '/^\.SH SYNOPSIS/,/^\.SH/p' "$MQ_SRC/man/mq-produce.1" | grep -v '^\.' |
+sed -n '/^\.SH SYNOPSIS/,/^\.SH/p' "$MQ_SRC/man/man1/mq-produce.1" | grep -v '^\.' |
   sed -e 's/\\f[BIR]//g' -e 's/\\-/-/g' >"$T/synopsis"
 diff -u "$T/synopsis" "$T/usage" || fail "usage and man SYNOPSIS differ"
 

@@ -1,5 +1,5 @@
 // mq-consume: print messages of a topic from a start position, then stop or
-// follow new appends like tail -f. Manual: man/mq-consume.1.
+// follow new appends like tail -f. Manual: man/man1/mq-consume.1.
 #include <signal.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // mq-inspect: dump and verify mq (and Kafka) segment files, for forensics.
 // No data directory or lock is needed: it reads the files it is given.
-// Manual: man/mq-inspect.1.
+// Manual: man/man1/mq-inspect.1.
 #include <memory>
 #include <string>
 #include <vector>

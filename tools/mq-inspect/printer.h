@@ -1,6 +1,6 @@
 // What mq-inspect reports, and the two ways it is printed: kafka-dump-log
 // lines (problems on stderr) or JSON Lines (everything on stdout). The
-// fields of both forms are listed in man/mq-inspect.1, OUTPUT.
+// fields of both forms are listed in man/man1/mq-inspect.1, OUTPUT.
 #pragma once
 
 #include <cstdint>

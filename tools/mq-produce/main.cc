@@ -1,5 +1,5 @@
 // mq-produce: append messages read from files or standard input to a topic.
-// Manual: man/mq-produce.1. Rules for producer ids: format-spec/producer.md.
+// Manual: man/man1/mq-produce.1. Rules for producer ids: format-spec/producer.md.
 #include <string>
 
 #include "cli.h"
