@@ -38,13 +38,22 @@ int32_t BatchHeader::last_sequence() const {
   return static_cast<int32_t>(last);
 }
 
-BatchHeader DecodeBatchHeader(Bytes bytes) {
-  const std::byte* p = bytes.data();
+namespace {
+// The fields through magic (kMinHeaderPrefix bytes): all a reader may look at
+// before it knows the batch is v2.
+BatchHeader DecodeHeaderPrefix(const std::byte* p) {
   BatchHeader h;
   h.base_offset = static_cast<int64_t>(GetFixed64(p + kBaseOffsetOffset));
   h.batch_length = static_cast<int32_t>(GetFixed32(p + kBatchLengthOffset));
   h.partition_leader_epoch = static_cast<int32_t>(GetFixed32(p + kPartitionLeaderEpochOffset));
   h.magic = static_cast<int8_t>(p[kMagicOffset]);
+  return h;
+}
+}  // namespace
+
+BatchHeader DecodeBatchHeader(Bytes bytes) {
+  const std::byte* p = bytes.data();
+  BatchHeader h = DecodeHeaderPrefix(p);
   h.crc = GetFixed32(p + kCrcOffset);
   h.attributes = static_cast<int16_t>(GetFixed16(p + kAttributesOffset));
   h.last_offset_delta = static_cast<int32_t>(GetFixed32(p + kLastOffsetDeltaOffset));
@@ -61,12 +70,7 @@ Result<Probe> ProbeBatch(Bytes bytes, BatchHeader* header, const DecodeLimits& l
                          const std::string& file, uint64_t position) {
   // R1: the bytes through magic come first; without them nothing is known.
   if (bytes.size() < kMinHeaderPrefix) return Probe::kTornTail;
-  const std::byte* p = bytes.data();
-  BatchHeader h;
-  h.base_offset = static_cast<int64_t>(GetFixed64(p + kBaseOffsetOffset));
-  h.batch_length = static_cast<int32_t>(GetFixed32(p + kBatchLengthOffset));
-  h.partition_leader_epoch = static_cast<int32_t>(GetFixed32(p + kPartitionLeaderEpochOffset));
-  h.magic = static_cast<int8_t>(p[kMagicOffset]);
+  BatchHeader h = DecodeHeaderPrefix(bytes.data());
   *header = h;
   // R2 before R1's length test: a garbage length is corruption, not a tail.
   constexpr int32_t kMinLength = static_cast<int32_t>(kBatchHeaderSize - kLogOverhead);

@@ -108,20 +108,13 @@ Result<std::vector<BatchInfo>> SiblingBatches(const std::string& index_path, con
   return batches;
 }
 
-Status VerifyOffsetIndex(const std::string& path, const DecodeLimits& limits,
-                         std::vector<Problem>* problems, const std::vector<BatchInfo>* known) {
+Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& known,
+                         std::vector<Problem>* problems) {
   auto entries = ReadOffsetIndexFile(path);
   if (!entries) {
     if (entries.error().code() != Code::kCorruption) return entries.error();
     Add(problems, entries.error(), path, 0);
     return Status::Ok();
-  }
-  std::vector<BatchInfo> own;
-  if (!known) {
-    auto b = SiblingBatches(path, format::kIndexSuffix, limits);
-    if (!b) return b.error();
-    own = std::move(*b);
-    known = &own;
   }
   for (size_t i = 0; i < entries->size(); ++i) {
     const auto& e = (*entries)[i];
@@ -131,9 +124,9 @@ Status VerifyOffsetIndex(const std::string& path, const DecodeLimits& limits,
                                                         "increase", i, e.offset, e.position)});
       continue;
     }
-    auto it = std::lower_bound(known->begin(), known->end(), uint64_t{e.position},
+    auto it = std::lower_bound(known.begin(), known.end(), uint64_t{e.position},
                                [](const BatchInfo& b, uint64_t p) { return b.position < p; });
-    if (it == known->end() || it->position != e.position)
+    if (it == known.end() || it->position != e.position)
       problems->push_back({path, at, "R13", fmt::format("entry {}: no batch starts at position {}",
                                                         i, e.position)});
     else if (it->last_offset != e.offset)
@@ -144,23 +137,16 @@ Status VerifyOffsetIndex(const std::string& path, const DecodeLimits& limits,
   return Status::Ok();
 }
 
-Status VerifyTimeIndex(const std::string& path, const DecodeLimits& limits,
-                       std::vector<Problem>* problems, const std::vector<BatchInfo>* known) {
+Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& known,
+                       std::vector<Problem>* problems) {
   auto entries = ReadTimeIndexFile(path);
   if (!entries) {
     if (entries.error().code() != Code::kCorruption) return entries.error();
     Add(problems, entries.error(), path, 0);
     return Status::Ok();
   }
-  std::vector<BatchInfo> own;
-  if (!known) {
-    auto b = SiblingBatches(path, format::kTimeIndexSuffix, limits);
-    if (!b) return b.error();
-    own = std::move(*b);
-    known = &own;
-  }
   std::vector<int64_t> lasts;
-  for (const auto& b : *known) lasts.push_back(b.last_offset);
+  for (const auto& b : known) lasts.push_back(b.last_offset);
   std::sort(lasts.begin(), lasts.end());
   for (size_t i = 0; i < entries->size(); ++i) {
     const auto& e = (*entries)[i];
@@ -186,9 +172,15 @@ Status VerifyFile(const std::string& path, const DecodeLimits& limits,
     std::vector<BatchInfo> batches;
     return VerifyLog(path, limits, problems, &batches);
   }
-  if (EndsWith(path, format::kTimeIndexSuffix))
-    return VerifyTimeIndex(path, limits, problems, nullptr);
-  if (EndsWith(path, format::kIndexSuffix)) return VerifyOffsetIndex(path, limits, problems, nullptr);
+  // An index is checked against the batches of its sibling .log.
+  const bool time_index = EndsWith(path, format::kTimeIndexSuffix);
+  if (time_index || EndsWith(path, format::kIndexSuffix)) {
+    auto batches =
+        SiblingBatches(path, time_index ? format::kTimeIndexSuffix : format::kIndexSuffix, limits);
+    if (!batches) return batches.error();
+    return time_index ? VerifyTimeIndex(path, *batches, problems)
+                      : VerifyOffsetIndex(path, *batches, problems);
+  }
   return Status(Code::kInvalidArgument,
                 path + ": not a .log, .index or .timeindex file");
 }
@@ -217,8 +209,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     for (const char* suffix : {format::kIndexSuffix, format::kTimeIndexSuffix}) {
       std::string idx = dir + "/" + SegmentFileName(base, suffix);
       Status s = EndsWith(idx, format::kTimeIndexSuffix)
-                     ? VerifyTimeIndex(idx, limits, problems, &batches)
-                     : VerifyOffsetIndex(idx, limits, problems, &batches);
+                     ? VerifyTimeIndex(idx, batches, problems)
+                     : VerifyOffsetIndex(idx, batches, problems);
       if (s.code() == Code::kNotFound)
         problems->push_back({idx, 0, "R23", "index file missing (rebuilt when a writer opens)"});
       else if (!s.ok())
