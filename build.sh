@@ -20,6 +20,9 @@ FUZZ_SECONDS=${MQ_FUZZ_SECONDS:-20}
 
 REQUIRED_PACKAGES=(g++ cmake ninja-build libcli11-dev libboost-dev libfmt-dev libzstd-dev
                    catch2 libsimdjson-dev)
+# What the tests call besides the build: tests/cli and examples use python3,
+# jq, /usr/bin/time (package time), xxd, man (man-db) and procps (ps).
+TEST_PACKAGES=(python3 jq time xxd man-db procps)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -36,7 +39,7 @@ install_packages() {
   [[ ${MQ_SKIP_DEPS:-0} == 1 ]] && return 0
   command -v dpkg-query >/dev/null || die "not a Debian system: install ${REQUIRED_PACKAGES[*]} yourself and set MQ_SKIP_DEPS=1"
   local missing
-  mapfile -t missing < <(missing_packages "${REQUIRED_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}")
+  mapfile -t missing < <(missing_packages "${REQUIRED_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}")
   ((${#missing[@]} == 0)) && return 0
   if [[ $(id -u) == 0 ]]; then
     step "installing ${missing[*]}"
@@ -45,7 +48,7 @@ install_packages() {
     apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
     return 0
   fi
-  mapfile -t missing < <(missing_packages "${REQUIRED_PACKAGES[@]}")
+  mapfile -t missing < <(missing_packages "${REQUIRED_PACKAGES[@]}" "${TEST_PACKAGES[@]}")
   ((${#missing[@]} == 0)) || die "missing packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})"
   echo "build.sh: clang or libclang-rt-14-dev missing: fuzz targets will be skipped" >&2
 }

@@ -86,15 +86,14 @@ for src in lines nul delim env; do
 done
 
 # --- every -J line is valid JSON whatever the bytes --------------------------------
-if command -v jq >/dev/null; then
-  for t in lines nul delim env; do
-    consume -t "$t" -e -J | jq -e . >/dev/null || fail "-J output of $t is not valid JSON"
-  done
-  # Invalid UTF-8 goes to _b64 fields, valid text stays plain.
-  consume -t lines -e -J -o 4 -c 1 | jq -e 'has("payload_b64") and (has("payload")|not)' >/dev/null ||
-    fail "-J: invalid UTF-8 not in payload_b64"
-  [[ $(consume -t lines -e -J -o 4 -c 1 | jq -r .payload_b64 | base64 -d | xxd -p) == fffec328 ]] ||
-    fail "-J: payload_b64 does not decode to the message"
-  [[ $(consume -t lines -e -J -o 6 -c 1 | jq -r .payload) == "héllo €" ]] || fail "-J: UTF-8 payload"
-fi
+command -v jq >/dev/null || fail "jq is not installed (./build.sh installs it)"
+for t in lines nul delim env; do
+  consume -t "$t" -e -J | jq -e . >/dev/null || fail "-J output of $t is not valid JSON"
+done
+# Invalid UTF-8 goes to _b64 fields, valid text stays plain.
+consume -t lines -e -J -o 4 -c 1 | jq -e 'has("payload_b64") and (has("payload")|not)' >/dev/null ||
+  fail "-J: invalid UTF-8 not in payload_b64"
+[[ $(consume -t lines -e -J -o 4 -c 1 | jq -r .payload_b64 | base64 -d | xxd -p) == fffec328 ]] ||
+  fail "-J: payload_b64 does not decode to the message"
+[[ $(consume -t lines -e -J -o 6 -c 1 | jq -r .payload) == "héllo €" ]] || fail "-J: UTF-8 payload"
 echo "ok"

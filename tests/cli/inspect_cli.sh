@@ -25,12 +25,11 @@ sed -n '/^\.SH SYNOPSIS/,/^\.SH /p' "$MAN" | sed -e '/^\./d' -e 's/\\f[BIRP]//g'
   >"$WORK/synopsis"
 [[ -s "$WORK/synopsis" ]] || fail "no SYNOPSIS in $MAN"
 diff "$WORK/synopsis" "$WORK/usage" >&2 || fail "usage lines differ from the man page SYNOPSIS"
-# And as man renders it, when man is installed.
-if command -v man >/dev/null; then
-  LC_ALL=C MANWIDTH=300 man -l "$MAN" 2>/dev/null | sed -n '/^SYNOPSIS/,/^[A-Z]/p' |
-    sed -e '/^[A-Z]/d' -e '/^$/d' -e 's/^ *//' >"$WORK/rendered"
-  diff "$WORK/rendered" "$WORK/usage" >&2 || fail "usage differs from the rendered SYNOPSIS"
-fi
+# And as man renders it (./build.sh installs man-db).
+command -v man >/dev/null || fail "man is not installed (./build.sh installs man-db)"
+LC_ALL=C MANWIDTH=300 man -l "$MAN" 2>/dev/null | sed -n '/^SYNOPSIS/,/^[A-Z]/p' |
+  sed -e '/^[A-Z]/d' -e '/^$/d' -e 's/^ *//' >"$WORK/rendered"
+diff "$WORK/rendered" "$WORK/usage" >&2 || fail "usage differs from the rendered SYNOPSIS"
 # The man page has every section the project asks of one.
 for section in NAME SYNOPSIS DESCRIPTION OPTIONS OUTPUT "EXIT STATUS" EXAMPLES "SEE ALSO"; do
   grep -q "^\.SH \"\{0,1\}$section" "$MAN" || fail "man page lacks $section"
