@@ -10,13 +10,13 @@
 #   ./build.sh build   install missing packages (as root) and build everything
 #
 # Environment: MQ_JOBS (parallel jobs, default nproc), MQ_FUZZ_SECONDS (per
-# fuzz target, default 20), MQ_SKIP_DEPS=1 (do not check packages).
+# fuzz target, default 60), MQ_SKIP_DEPS=1 (do not check packages).
 set -euo pipefail
 
 cd "$(dirname "$0")"
 SRC=$PWD
 JOBS=${MQ_JOBS:-$(nproc)}
-FUZZ_SECONDS=${MQ_FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${MQ_FUZZ_SECONDS:-60}
 
 REQUIRED_PACKAGES=(g++ cmake ninja-build libcli11-dev libboost-dev libfmt-dev libzstd-dev
                    catch2 libsimdjson-dev)

@@ -88,6 +88,14 @@ Result<Probe> ProbeBatch(Bytes bytes, BatchHeader* header, const DecodeLimits& l
   }
   if (bytes.size() < kBatchHeaderSize) return Probe::kTornTail;
   *header = DecodeBatchHeader(bytes);
+  // R19 before anything computes lastOffset = baseOffset + lastOffsetDelta.
+  if (header->base_offset < 0 || header->base_offset > kMaxOffset ||
+      (header->last_offset_delta > 0 && header->base_offset > kMaxOffset - header->last_offset_delta)) {
+    return Status::Corruption(
+        file, position, "R19",
+        fmt::format("baseOffset {} + lastOffsetDelta {} is outside 0..{}", header->base_offset,
+                    header->last_offset_delta, kMaxOffset));
+  }
   if (bytes.size() < header->size_bytes()) return Probe::kTornTail;
   return Probe::kBatch;
 }

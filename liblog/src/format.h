@@ -36,6 +36,11 @@ static_assert(kMinHeaderPrefix == 17);
 
 constexpr int8_t kMagicV2 = 2;
 
+// R19: every offset of a batch lies in 0..2^63-2, so the offset after it
+// (the next batch's, the log end offset) is still an int64.
+constexpr int64_t kMaxOffset = INT64_MAX - 1;
+static_assert(kMaxOffset == 0x7FFFFFFFFFFFFFFE);
+
 // §3.2 Attributes (low byte of the int16).
 constexpr uint16_t kCodecMask = 0x07;
 constexpr uint16_t kTimestampTypeBit = 0x08;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,8 @@ constexpr uint64_t kMaxIndexFileBytes = 1ull << 31;
 struct PartitionReader::Impl {
   std::string dir;
   DecodeLimits limits;
+  OffsetPolicy offsets = OffsetPolicy::kContiguous;
+  FileSystem* fs = FileSystem::Default();
   UniqueFd dir_fd;
   std::optional<StateFile> state;
   StateFields fields;
@@ -38,8 +41,13 @@ struct PartitionReader::Impl {
   uint64_t last_pos = 0;  // batch last returned
   std::optional<uint64_t> corrupt_at;
   int64_t next_offset = -1;   // after the batch last returned
+  // The baseOffset the next batch must have (R26), or the least it may have
+  // (R10/R11 with gaps allowed); -1 when unknown (right after a seek into the
+  // middle of a segment, or after a skipped corrupt batch).
+  int64_t expect = -1;
   uint32_t rewrites_seen = 0;  // StateFields::rewrites when positioned
   BatchCursor cursor;
+  std::vector<Problem> warnings;
 
   explicit Impl(const DecodeLimits& l) : limits(l), cursor(l) {}
 
@@ -50,6 +58,13 @@ struct PartitionReader::Impl {
   Result<uint64_t> SegmentBound(int64_t base);
   Status PositionAt(int64_t base, uint64_t position);
   Result<uint64_t> FindInSegment(int64_t base, int64_t offset);
+  Result<bool> SegmentBelow(int64_t base, int64_t timestamp_ms);
+  Status Corrupt(uint64_t position, const char* rule, std::string detail);
+  Status CheckContinuity(const BatchHeader& h);
+  std::string FileName(int64_t base) const { return SegmentFileName(base, format::kLogSuffix); }
+  void Warn(const std::string& file, uint64_t position, std::string detail) {
+    warnings.push_back({file, position, "R23", std::move(detail)});
+  }
   std::optional<int64_t> NextSegment(int64_t base) const {
     auto it = std::upper_bound(segments.begin(), segments.end(), base);
     if (it == segments.end() || *it > fields.end_segment_base) return std::nullopt;
@@ -66,8 +81,8 @@ Status PartitionReader::Impl::ScanEnd() {
     return Status::Ok();
   }
   int64_t base = segments.back();
-  std::string name = SegmentFileName(base, format::kLogSuffix);
-  auto f = FileSystem::Default()->Open(dir_fd.get(), name, FileSystem::kRead);
+  std::string name = FileName(base);
+  auto f = fs->Open(dir_fd.get(), name, FileSystem::kRead);
   if (!f) return f.error();
   auto size = (*f)->Size();
   if (!size) return size.error();
@@ -115,6 +130,9 @@ Status PartitionReader::Impl::Refresh() {
   return ScanEnd();
 }
 
+// The committed bytes of segment `base` as published now: the committed end
+// in the segment holding it, the whole file in a segment rolled before it
+// (§9.2: segments before endSegmentBase are committed in full).
 Result<uint64_t> PartitionReader::Impl::SegmentBound(int64_t base) {
   if (base == fields.end_segment_base) return fields.end_position;
   if (base > fields.end_segment_base) return uint64_t{0};
@@ -122,8 +140,8 @@ Result<uint64_t> PartitionReader::Impl::SegmentBound(int64_t base) {
 }
 
 Status PartitionReader::Impl::OpenSegment(int64_t base) {
-  std::string name = SegmentFileName(base, format::kLogSuffix);
-  auto f = FileSystem::Default()->Open(dir_fd.get(), name, FileSystem::kRead);
+  std::string name = FileName(base);
+  auto f = fs->Open(dir_fd.get(), name, FileSystem::kRead);
   if (!f) return f.error();
   cur_file = std::move(*f);
   cur_base = base;
@@ -142,37 +160,109 @@ Status PartitionReader::Impl::PositionAt(int64_t base, uint64_t position) {
     // rewritten since) and take the current committed bound.
     auto bound = SegmentBound(base);
     if (!bound) return bound.error();
-    cursor.Reset(cur_file.get(), SegmentFileName(base, format::kLogSuffix), *bound);
+    cursor.Reset(cur_file.get(), FileName(base), *bound);
   }
   pos = position;
+  // At the start of a segment the first batch must start at its base
+  // offset (R26) or after it (R10).
+  expect = position == 0 ? base : -1;
   corrupt_at.reset();
+  return Status::Ok();
+}
+
+Status PartitionReader::Impl::Corrupt(uint64_t position, const char* rule, std::string detail) {
+  corrupt_at = position;
+  return Status::Corruption(cursor.name(), position, rule, std::move(detail));
+}
+
+// R10/R11 (offsets increase) and, for delete-policy logs, R26 (offsets
+// continue: no batch and no segment boundary skips an offset).
+Status PartitionReader::Impl::CheckContinuity(const BatchHeader& h) {
+  if (expect < 0) return Status::Ok();
+  if (h.base_offset < expect) {
+    return Corrupt(pos, "R10",
+                   fmt::format("baseOffset {} does not follow the offsets before it (expected {})",
+                               h.base_offset, expect));
+  }
+  if (offsets == OffsetPolicy::kContiguous && h.base_offset != expect) {
+    return Corrupt(pos, "R26",
+                   fmt::format("baseOffset {} skips offsets {}..{}", h.base_offset, expect,
+                               h.base_offset - 1));
+  }
   return Status::Ok();
 }
 
 // Byte position in segment `base` of the batch holding `offset` (or of the
 // first batch after it): the offset index's largest entry <= offset, checked
-// against the batch it names, then a forward scan of headers.
+// against the batch it names, then a forward scan of headers. Leaves
+// `expect` at the offset that batch must start at when it is known.
 Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offset) {
   MQ_RETURN_IF_ERROR(PositionAt(base, 0));
   uint64_t start = 0;
+  int64_t prev_end = base;  // the offset the batch at `start` should start at; -1 unknown
   auto idx = MappedFile::Open(dir_fd.get(), SegmentFileName(base, format::kIndexSuffix),
                               kMaxIndexFileBytes);
   if (idx) {
     auto e = LookupOffset(idx->bytes(), base, offset);
-    BatchHeader h;
-    Bytes b;
-    if (e && e->position < cursor.end()) {
-      auto step = cursor.Peek(e->position, &h, &b);
-      if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == e->offset)
-        start = e->position;  // else: a stale or damaged index; scan from 0
+    if (e) {
+      BatchHeader h;
+      Bytes b;
+      auto step = e->position < cursor.end() ? cursor.Peek(e->position, &h, &b)
+                                             : Result<BatchCursor::Step>(BatchCursor::Step::kEnd);
+      if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == e->offset) {
+        start = e->position;
+        prev_end = -1;
+      } else {
+        Warn(SegmentFileName(base, format::kIndexSuffix), 0,
+             fmt::format("entry (offset {}, position {}) does not name a batch of {}; "
+                         "scanning the log", e->offset, e->position, FileName(base)));
+      }
     }
   }
   for (uint64_t p = start;;) {
     BatchHeader h;
     Bytes b;
     auto step = cursor.Peek(p, &h, &b);
-    if (!step) return p;  // let Next() report the corruption
-    if (*step != BatchCursor::Step::kBatch || h.last_offset() >= offset) return p;
+    if (!step || *step != BatchCursor::Step::kBatch || h.last_offset() >= offset) {
+      expect = prev_end;  // let Next() report any corruption at p
+      return p;
+    }
+    prev_end = h.last_offset() + 1;
+    p += h.size_bytes();
+  }
+}
+
+// True when every batch of the rolled segment `base` has a max timestamp
+// below `timestamp_ms`. The time index's last entry says so cheaply (§8.2);
+// it is believed only if the batch it names carries that timestamp, else
+// the segment's headers are read.
+Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp_ms) {
+  std::string tname = SegmentFileName(base, format::kTimeIndexSuffix);
+  auto tidx = MappedFile::Open(dir_fd.get(), tname, kMaxIndexFileBytes);
+  if (tidx && tidx->bytes().size() >= format::kTimeIndexEntrySize) {
+    Bytes t = tidx->bytes();
+    size_t n = t.size() / format::kTimeIndexEntrySize;
+    TimeIndexEntry last = DecodeTimeEntry(&t[(n - 1) * format::kTimeIndexEntrySize], base);
+    auto p = FindInSegment(base, last.offset);
+    if (!p) return p.error();
+    BatchHeader h;
+    Bytes b;
+    auto step = cursor.Peek(*p, &h, &b);
+    if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == last.offset &&
+        h.max_timestamp == last.timestamp)
+      return last.timestamp < timestamp_ms;
+    Warn(tname, (n - 1) * format::kTimeIndexEntrySize,
+         fmt::format("last entry (timestamp {}, offset {}) does not match the batch at that "
+                     "offset in {}; scanning the log", last.timestamp, last.offset,
+                     FileName(base)));
+  }
+  MQ_RETURN_IF_ERROR(PositionAt(base, 0));
+  for (uint64_t p = 0;;) {
+    BatchHeader h;
+    Bytes b;
+    auto step = cursor.Peek(p, &h, &b);
+    if (!step || *step != BatchCursor::Step::kBatch) return true;  // Next() reports damage
+    if (h.max_timestamp >= timestamp_ms) return false;
     p += h.size_bytes();
   }
 }
@@ -182,8 +272,17 @@ PartitionReader::~PartitionReader() = default;
 
 Result<std::unique_ptr<PartitionReader>> PartitionReader::Open(const std::string& dir,
                                                                const DecodeLimits& limits) {
-  auto impl = std::make_unique<Impl>(limits);
+  ReadOptions options;
+  options.limits = limits;
+  return Open(dir, options);
+}
+
+Result<std::unique_ptr<PartitionReader>> PartitionReader::Open(const std::string& dir,
+                                                               const ReadOptions& options) {
+  auto impl = std::make_unique<Impl>(options.limits);
   impl->dir = dir;
+  impl->offsets = options.offsets;
+  if (options.fs) impl->fs = options.fs;
   auto dfd = OpenDirectory(dir, false);
   if (!dfd) return dfd.error();
   impl->dir_fd = std::move(*dfd);
@@ -213,8 +312,11 @@ Status PartitionReader::Seek(int64_t offset) {
   r.rewrites_seen = r.fields.rewrites;
   if (r.segments.empty()) return Status::Ok();  // nothing written yet
   offset = std::max(offset, r.fields.log_start_offset);
-  if (offset >= r.fields.log_end_offset)
-    return r.PositionAt(r.fields.end_segment_base, r.fields.end_position);
+  if (offset >= r.fields.log_end_offset) {
+    MQ_RETURN_IF_ERROR(r.PositionAt(r.fields.end_segment_base, r.fields.end_position));
+    r.expect = r.fields.log_end_offset;
+    return Status::Ok();
+  }
   auto it = std::upper_bound(r.segments.begin(), r.segments.end(), offset);
   if (it == r.segments.begin()) return r.PositionAt(r.segments.front(), 0);
   int64_t base = *(it - 1);
@@ -232,39 +334,64 @@ Status PartitionReader::Seek(int64_t offset) {
 Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
+  r.rewrites_seen = r.fields.rewrites;
   for (int64_t base : r.segments) {
     if (base > r.fields.end_segment_base) break;
     auto next = r.NextSegment(base);
     if (next && *next <= r.fields.log_start_offset) continue;
-    bool active = base == r.fields.end_segment_base;
+    if (base != r.fields.end_segment_base) {
+      auto below = r.SegmentBelow(base, timestamp_ms);
+      if (!below) return below.error();
+      if (*below) continue;
+    }
+    // In this segment: every batch up to the largest time entry below
+    // `timestamp_ms` is older (§8.3), if the log confirms that entry.
     int64_t from_offset = base;
-    auto tidx = MappedFile::Open(r.dir_fd.get(), SegmentFileName(base, format::kTimeIndexSuffix),
-                                 kMaxIndexFileBytes);
+    std::string tname = SegmentFileName(base, format::kTimeIndexSuffix);
+    auto tidx = MappedFile::Open(r.dir_fd.get(), tname, kMaxIndexFileBytes);
+    std::optional<TimeIndexEntry> hint;
     if (tidx && !tidx->bytes().empty()) {
       Bytes t = tidx->bytes();
-      size_t n = t.size() / format::kTimeIndexEntrySize;
-      // A rolled segment's last entry holds its largest timestamp.
-      if (!active && DecodeTimeEntry(&t[(n - 1) * 12], base).timestamp < timestamp_ms) continue;
       size_t k = LowerBoundTime(t, base, timestamp_ms);
-      if (k > 0) from_offset = DecodeTimeEntry(&t[(k - 1) * 12], base).offset + 1;
+      if (k > 0) hint = DecodeTimeEntry(&t[(k - 1) * format::kTimeIndexEntrySize], base);
+    }
+    if (hint) {
+      auto p = r.FindInSegment(base, hint->offset);
+      if (!p) return p.error();
+      BatchHeader h;
+      Bytes b;
+      auto step = r.cursor.Peek(*p, &h, &b);
+      if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == hint->offset &&
+          h.max_timestamp == hint->timestamp && hint->timestamp < timestamp_ms) {
+        from_offset = hint->offset + 1;
+      } else {
+        r.Warn(tname, 0,
+               fmt::format("entry (timestamp {}, offset {}) does not match the batch at that "
+                           "offset in {}; scanning the log",
+                           hint->timestamp, hint->offset, r.FileName(base)));
+      }
     }
     auto start = r.FindInSegment(base, from_offset);
     if (!start) return start.error();
+    int64_t expect = r.expect;
     for (uint64_t p = *start;;) {
       BatchHeader h;
       Bytes b;
       auto step = r.cursor.Peek(p, &h, &b);
-      if (!step) return step.error();
-      if (*step != BatchCursor::Step::kBatch) break;
-      if (h.max_timestamp >= timestamp_ms) {
+      if (!step || *step != BatchCursor::Step::kBatch || h.max_timestamp >= timestamp_ms) {
+        // Found, or damage that Next() will report where it is.
         r.pos = p;
+        r.expect = expect;
         return Status::Ok();
       }
+      expect = h.last_offset() + 1;
       p += h.size_bytes();
     }
   }
   if (r.segments.empty()) return Status::Ok();
-  return r.PositionAt(r.fields.end_segment_base, r.fields.end_position);
+  MQ_RETURN_IF_ERROR(r.PositionAt(r.fields.end_segment_base, r.fields.end_position));
+  r.expect = r.fields.log_end_offset;
+  return Status::Ok();
 }
 
 Result<std::optional<BatchView>> PartitionReader::Next() {
@@ -273,47 +400,65 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     MQ_RETURN_IF_ERROR(Seek(r.fields.log_start_offset));
     if (r.cur_base < 0) return std::optional<BatchView>();  // no segment yet
   }
+  // The log was truncated (or recovered) since we positioned: our byte
+  // position may no longer be a batch boundary. Find our offset again.
+  auto rewritten = [&]() -> Result<bool> {
+    MQ_RETURN_IF_ERROR(r.Refresh());
+    if (r.fields.rewrites == r.rewrites_seen) return false;
+    r.rewrites_seen = r.fields.rewrites;
+    int64_t from = r.next_offset >= 0 ? r.next_offset : r.fields.log_start_offset;
+    MQ_RETURN_IF_ERROR(Seek(std::min(from, r.fields.log_end_offset)));
+    return true;
+  };
   for (;;) {
     BatchView view;
     auto step = r.cursor.Read(r.pos, &view);
     if (!step) {
+      auto again = rewritten();
+      if (!again) return again.error();
+      if (*again) continue;
       r.corrupt_at = r.pos;
       return step.error();
     }
     if (*step == BatchCursor::Step::kBatch) {
+      MQ_RETURN_IF_ERROR(r.CheckContinuity(view.header()));
       r.next_offset = view.header().last_offset() + 1;
+      r.expect = r.next_offset;
       r.last_pos = r.pos;
       r.pos += view.header().size_bytes();
       return std::optional<BatchView>(view);
     }
-    // End of what this segment holds for us: a later segment, or more
-    // committed bytes in this one?
-    if (auto next = r.NextSegment(r.cur_base)) {
-      MQ_RETURN_IF_ERROR(r.PositionAt(*next, 0));
-      continue;
+    auto again = rewritten();
+    if (!again) return again.error();
+    if (*again) continue;
+    auto bound = r.SegmentBound(r.cur_base);
+    if (!bound) return bound.error();
+    if (*step == BatchCursor::Step::kTorn || *bound < r.pos) {
+      // The file ends inside a batch (or before our position) although
+      // these bytes were committed (§9.2): they were lost or cut.
+      auto size = r.cur_file->Size();
+      return r.Corrupt(r.pos, "R1",
+                       fmt::format("the segment ends at byte {} but {} bytes of it were committed",
+                                   size ? *size : 0, std::max(*bound, r.pos)));
     }
-    uint64_t old_end = r.cursor.end();
-    int64_t old_base = r.fields.end_segment_base;
-    MQ_RETURN_IF_ERROR(r.Refresh());
-    if (r.fields.rewrites != r.rewrites_seen) {
-      // The log was truncated (or recovered) since we positioned: our byte
-      // position may no longer be a batch boundary. Find our offset again.
-      r.rewrites_seen = r.fields.rewrites;
-      if (r.next_offset >= 0) {
-        MQ_RETURN_IF_ERROR(Seek(std::min(r.next_offset, r.fields.log_end_offset)));
-        continue;
-      }
-    }
-    if (r.cur_base == r.fields.end_segment_base) {
-      r.cursor.set_end(r.fields.end_position);
-      if (r.fields.end_position > old_end && r.pos < r.fields.end_position) continue;
-    } else if (r.fields.end_segment_base != old_base || r.NextSegment(r.cur_base)) {
-      auto bound = r.SegmentBound(r.cur_base);
-      if (!bound) return bound.error();
+    if (*bound > r.pos) {
+      // More committed bytes in this segment (appended, or the segment was
+      // rolled since we last looked): read them before moving on.
       r.cursor.set_end(*bound);
       continue;
     }
-    return std::optional<BatchView>();
+    // This segment is read to its committed end.
+    auto next = r.NextSegment(r.cur_base);
+    if (!next) return std::optional<BatchView>();
+    int64_t expect = r.expect;
+    if (expect >= 0 && *next != expect &&
+        (*next < expect || r.offsets == OffsetPolicy::kContiguous)) {
+      return r.Corrupt(r.pos, *next < expect ? "R11" : "R26",
+                       fmt::format("the segment ends at offset {} but the next one, {}, starts at "
+                                   "{}", expect - 1, r.FileName(*next), *next));
+    }
+    MQ_RETURN_IF_ERROR(r.PositionAt(*next, 0));
+    if (expect >= 0 && r.offsets == OffsetPolicy::kGapsAllowed) r.expect = std::max(expect, *next);
   }
 }
 
@@ -323,6 +468,7 @@ Status PartitionReader::SkipCorrupt() {
   auto next = r.cursor.FindNextValid(*r.corrupt_at);
   if (!next) return next.error();
   r.pos = next->value_or(r.cursor.end());
+  r.expect = -1;
   r.corrupt_at.reset();
   return Status::Ok();
 }
@@ -330,6 +476,8 @@ Status PartitionReader::SkipCorrupt() {
 LogPosition PartitionReader::position() const {
   return {SegmentFileName(impl_->cur_base, format::kLogSuffix), impl_->last_pos};
 }
+
+std::vector<Problem> PartitionReader::TakeWarnings() { return std::exchange(impl_->warnings, {}); }
 
 bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
   Impl& r = *impl_;

@@ -38,8 +38,11 @@ void Add(std::vector<Problem>* problems, const Status& s, const std::string& fil
 }
 
 // Checks every batch and record of a .log; fills `batches` for index checks.
+// With `contiguous` (a delete-policy partition) the batches must also
+// continue each other's offsets from the segment's base (R26).
 Status VerifyLog(const std::string& path, const DecodeLimits& limits,
-                 std::vector<Problem>* problems, std::vector<BatchInfo>* batches) {
+                 std::vector<Problem>* problems, std::vector<BatchInfo>* batches,
+                 bool contiguous = false) {
   auto scanner = SegmentScanner::Open(path, limits);
   if (!scanner) return scanner.error();
   auto base = SegmentBaseOffset(path);
@@ -66,6 +69,10 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
     if (h.base_offset <= prev)
       problems->push_back({path, pos, "R10", fmt::format("baseOffset {} not after the previous "
                                                          "last offset {}", h.base_offset, prev)});
+    else if (contiguous && base && h.base_offset != (prev < 0 ? *base : prev + 1))
+      problems->push_back({path, pos, "R26", fmt::format("baseOffset {} skips offsets {}..{}",
+                                                         h.base_offset, prev < 0 ? *base : prev + 1,
+                                                         h.base_offset - 1)});
     if (base && h.last_offset() - *base > INT32_MAX)
       problems->push_back({path, pos, "R10", "lastOffset too far from the segment base"});
     prev = std::max(prev, h.last_offset());
@@ -186,20 +193,29 @@ Status VerifyFile(const std::string& path, const DecodeLimits& limits,
 }
 
 Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
-                       std::vector<Problem>* problems) {
+                       std::vector<Problem>* problems, OffsetPolicy offsets) {
+  const bool contiguous = offsets == OffsetPolicy::kContiguous;
   auto dfd = OpenDirectory(dir, false);
   if (!dfd) return dfd.error();
   auto segments = ListSegments(dfd->get());
   if (!segments) return segments.error();
   int64_t prev_last = -1;
   uint64_t end_size = 0;
+  std::string prev_log;
   for (int64_t base : *segments) {
     std::string log = dir + "/" + SegmentFileName(base, format::kLogSuffix);
     std::vector<BatchInfo> batches;
-    MQ_RETURN_IF_ERROR(VerifyLog(log, limits, problems, &batches));
+    MQ_RETURN_IF_ERROR(VerifyLog(log, limits, problems, &batches, contiguous));
     if (!batches.empty() && prev_last >= 0 && base <= prev_last)
       problems->push_back({log, 0, "R11", fmt::format("segment base {} is not after the last offset "
                                                       "{} of the segment before", base, prev_last)});
+    else if (contiguous && prev_last >= 0 && base != prev_last + 1)
+      // Reported where the reader stops: at the end of the segment before.
+      problems->push_back({prev_log, end_size, "R26",
+                           fmt::format("the segment ends at offset {} but the next one, {}, "
+                                       "starts at {}", prev_last, SegmentFileName(base,
+                                       format::kLogSuffix), base)});
+    prev_log = log;
     for (const auto& b : batches) prev_last = std::max(prev_last, b.last_offset);
     auto f = OpenFileByPath(log);
     if (f) {

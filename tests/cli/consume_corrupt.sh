@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A batch that fails its CRC stops mq-consume with exit 65 and an error naming
 # the file, the byte offset and the rule; --skip-corrupt reports each skip on
-# stderr and goes on.
+# stderr, goes on, and ends with exit 1.
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -36,17 +36,21 @@ for args in "" "-J -e" "-f %s -e" "-p 0 -c 5"; do
   [[ $rc == 65 ]] || fail "corrupt batch with '$args': exit $rc, want 65"
 done
 
-# --skip-corrupt: report the skip, deliver the rest.
+# --skip-corrupt: report the skip, deliver the rest, end with exit 1.
 run "$C" -t c -e --skip-corrupt
-[[ $rc == 0 ]] || fail "--skip-corrupt: exit $rc (stderr: $(cat "$WORK/err"))"
+[[ $rc == 1 ]] || fail "--skip-corrupt: exit $rc, want 1 (stderr: $(cat "$WORK/err"))"
 [[ "$(cat "$WORK/out")" == "$(printf 'message-1\nmessage-3')" ]] ||
   fail "--skip-corrupt: output $(cat "$WORK/out")"
 grep -q "skipping corrupt batch" "$WORK/err" || fail "--skip-corrupt: no report: $(cat "$WORK/err")"
 grep -q "R4" "$WORK/err" && grep -q "offset $BATCH\b" "$WORK/err" ||
   fail "--skip-corrupt: report lacks rule or offset: $(cat "$WORK/err")"
+grep -q "skipped offsets 1..1 of topic c partition 0" "$WORK/err" ||
+  fail "--skip-corrupt: no count of the offsets skipped: $(cat "$WORK/err")"
+grep -q "skipped 1 corrupt batch (1 offsets not delivered)" "$WORK/err" ||
+  fail "--skip-corrupt: no summary: $(cat "$WORK/err")"
 # -q silences the report, not the data.
 run "$C" -t c -e --skip-corrupt -q
-[[ $rc == 0 && ! -s "$WORK/err" && $(wc -l <"$WORK/out") == 2 ]] || fail "--skip-corrupt -q"
+[[ $rc == 1 && ! -s "$WORK/err" && $(wc -l <"$WORK/out") == 2 ]] || fail "--skip-corrupt -q"
 
 # A corrupt last batch: the messages before it are delivered, then exit 65.
 flip_byte "$SEG" $((BATCH + BATCH - 5))          # repair the second batch
@@ -55,5 +59,5 @@ run "$C" -t c -e
 [[ $rc == 65 && $(wc -l <"$WORK/out") == 2 ]] || fail "corrupt last batch: exit $rc, $(cat "$WORK/out")"
 grep -q "offset $((2 * BATCH))\b" "$WORK/err" || fail "corrupt last batch: $(cat "$WORK/err")"
 run "$C" -t c -e --skip-corrupt
-[[ $rc == 0 && $(wc -l <"$WORK/out") == 2 ]] || fail "corrupt last batch skipped: exit $rc"
+[[ $rc == 1 && $(wc -l <"$WORK/out") == 2 ]] || fail "corrupt last batch skipped: exit $rc"
 echo "ok"

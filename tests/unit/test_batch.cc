@@ -1,4 +1,4 @@
-// Batch header rules R1-R7 (format-spec/README.md §11), one TEST_CASE each.
+// Batch header rules R1-R7 and R19 (format-spec/README.md §11), one TEST_CASE each.
 #include <catch2/catch.hpp>
 
 #include <limits>
@@ -156,6 +156,30 @@ TEST_CASE("R6 counts: offsets and counts must agree", "[batch][R6]") {
   CHECK(edit(0, 0).ok());                                    // empty batch
   CHECK(edit(0, 0, 0x30).rule() == "R6");                    // control batch holds 1 record
   CHECK(edit(1, 2, 0x30).rule() == "R6");
+}
+
+TEST_CASE("R19 offset range: offsets below 0 or past 2^63-2 are corruption", "[batch][R19]") {
+  auto edit = [](int64_t base, int32_t lod) {
+    auto b = SimpleBatch(1);
+    mq::coding::PutFixed64(b.data() + fmt_::kBaseOffsetOffset, static_cast<uint64_t>(base));
+    Put32(b, fmt_::kLastOffsetDeltaOffset, lod);
+    FixCrc(b);  // baseOffset is outside the CRC anyway: R4 cannot see this
+    mq::BatchHeader h;
+    auto probe = mq::ProbeBatch(b, &h, {}, "00000000000000000000.log", 1234);
+    return probe ? mq::Status::Ok() : probe.error();
+  };
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  CHECK(edit(-1, 0).rule() == "R19");
+  CHECK(edit(std::numeric_limits<int64_t>::min(), 0).rule() == "R19");
+  CHECK(edit(kMax, 0).rule() == "R19");           // the offset after it would overflow
+  CHECK(edit(kMax - 1, 0).ok());                  // the largest offset there is
+  CHECK(edit(kMax - 3, 5).rule() == "R19");       // F8: base 2^63-3, last offset delta 5
+  CHECK(edit(kMax - 3, 2).ok());
+  CHECK(edit(kMax - 2, std::numeric_limits<int32_t>::max()).rule() == "R19");
+  auto s = edit(kMax - 3, 5);
+  CHECK(s.position() == 1234);
+  CHECK(s.message().find("00000000000000000000.log") != std::string::npos);
+  static_assert(mq::format::kMaxOffset == kMax - 1);
 }
 
 TEST_CASE("R7 producer: a producer id needs an epoch and a base sequence", "[batch][R7]") {

@@ -132,7 +132,7 @@ TEST_CASE("property: a valid batch cut at every length is a torn tail", "[proper
   }
 }
 
-TEST_CASE("property: any damaged byte of V1 after offset 21 fails R4 or an earlier rule",
+TEST_CASE("property: any damaged byte of V1 after offset 21 fails R4 or an earlier rule, of baseOffset R19 or none",
           "[property][R4]") {
   const auto v1 = mq::test::HexBytes(
       "00000000000000000000003b00000001020318a2700000000000000000015dff7b063c0000015dff7b063cff"
@@ -149,6 +149,8 @@ TEST_CASE("property: any damaged byte of V1 after offset 21 fails R4 or an earli
         CHECK((s.rule() == "R1" || s.rule() == "R2" || s.rule() == "R3" || s.rule() == "R4"));
       } else if (i >= mq::format::kBatchLengthOffset && i < mq::format::kPartitionLeaderEpochOffset) {
         CHECK_FALSE(s.ok());  // a changed length: R1 (short) or R2
+      } else if (i < mq::format::kBatchLengthOffset && (b[0] & std::byte{0x80}) != std::byte{0}) {
+        CHECK(s.rule() == "R19");  // outside the CRC, but a negative baseOffset
       } else {
         CHECK(s.ok());  // baseOffset and partitionLeaderEpoch are outside the CRC
       }

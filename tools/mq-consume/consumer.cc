@@ -21,6 +21,7 @@ struct Consumer::Cursor {
   std::optional<int64_t> start_timestamp;  // s@: applies to the first batch read
   int64_t stop_offset = std::numeric_limits<int64_t>::max();  // -e
   int64_t stalled_end = -1;  // committed end seen when Next() last found nothing
+  bool after_skip = false;   // a corrupt batch was skipped: count the offsets it hid
   bool done = false;
 };
 
@@ -59,13 +60,17 @@ Status Consumer::OpenCursor(Cursor& c, bool at_start) {
     if (at_start && options_.exit_at_end) c.done = true;  // empty at start
     return Status::Ok();
   };
-  auto reader = PartitionReader::Open(c.dir, options_.limits);
+  ReadOptions read;
+  read.limits = options_.limits;
+  read.offsets = options_.offsets;
+  auto reader = PartitionReader::Open(c.dir, read);
   if (!reader) return reader.error().code() == Code::kNotFound ? unborn() : reader.error();
   c.reader = std::move(*reader);
   // One end for both the start (end, -N) and the -e stop, so they agree. A
   // partition born after start-up had an end of 0 then.
   int64_t end = at_start ? c.reader->end_offset() : 0;
   auto next = SeekStart(*c.reader, c.start, end);
+  ReportWarnings(c);
   // While its first writer creates a partition, a file may be missing for
   // a moment: still unborn, look again next round.
   if (!next) return next.error().code() == Code::kNotFound ? unborn() : next.error();
@@ -102,13 +107,33 @@ Status Consumer::OnBadBatch(Cursor& c, Status s, bool from_reader) {
     what = c.dir + "/" + what;
   if (s.code() != Code::kCorruption || !options_.skip_corrupt)
     return Status(s.code(), fmt::format("{} ({})", what, where));
+  ++skipped_batches_;
   if (!options_.quiet) cli::Warn(fmt::format("skipping corrupt batch: {} ({})", what, where));
+  c.after_skip = true;
   if (from_reader) return c.reader->SkipCorrupt();
-  return Status::Ok();  // the records were bad: Next() already moved past the batch
+  // The records were bad: Next() already moved past the batch, whose
+  // offsets are not delivered.
+  return Status::Ok();
+}
+
+// Index entries the log contradicted: the reader scanned instead; say so.
+void Consumer::ReportWarnings(Cursor& c) {
+  for (const Problem& p : c.reader->TakeWarnings()) {
+    if (!options_.quiet)
+      cli::Warn(fmt::format("{}/{}: position {}: {}: {}", c.dir, p.file, p.position, p.rule,
+                            p.detail));
+  }
 }
 
 Status Consumer::Deliver(Cursor& c, const BatchView& batch) {
   const BatchHeader& h = batch.header();
+  if (std::exchange(c.after_skip, false) && h.base_offset > c.next_offset) {
+    uint64_t hidden = static_cast<uint64_t>(h.base_offset - c.next_offset);
+    skipped_offsets_ += hidden;
+    if (!options_.quiet)
+      cli::Warn(fmt::format("skipped offsets {}..{} of topic {} partition {}", c.next_offset,
+                            h.base_offset - 1, options_.topic, c.partition));
+  }
   std::optional<int64_t> start_ts = std::exchange(c.start_timestamp, std::nullopt);
   if (h.is_control() || h.last_offset() < c.next_offset) {
     c.next_offset = std::max(c.next_offset, h.last_offset() + 1);
@@ -151,6 +176,7 @@ Result<Consumer::Step> Consumer::ReadBatch(Cursor& c) {
     if (!c.reader) return Step::kIdle;
   }
   auto next = c.reader->Next();
+  ReportWarnings(c);
   if (!next) {
     MQ_RETURN_IF_ERROR(OnBadBatch(c, next.error(), true));
     return Step::kProgress;

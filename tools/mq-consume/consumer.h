@@ -31,6 +31,7 @@ struct ConsumeOptions {
   bool verbose = false;
   std::vector<HeaderFilter> header_filters;
   DecodeLimits limits;
+  OffsetPolicy offsets = OffsetPolicy::kContiguous;  // from the topic's cleanup.policy
 };
 
 class Consumer {
@@ -44,6 +45,9 @@ class Consumer {
   // least every 250 ms while following).
   Status Run(const volatile std::sig_atomic_t* interrupted);
   uint64_t delivered() const { return delivered_; }
+  // --skip-corrupt: corrupt batches skipped, and offsets they hid.
+  uint64_t skipped_batches() const { return skipped_batches_; }
+  uint64_t skipped_offsets() const { return skipped_offsets_; }
 
  private:
   struct Cursor;
@@ -53,6 +57,7 @@ class Consumer {
   Status Deliver(Cursor& c, const BatchView& batch);
   Status OnBadBatch(Cursor& c, Status s, bool from_reader);
   Status WaitForData();
+  void ReportWarnings(Cursor& c);
 
   ConsumeOptions options_;
   Printer* printer_;
@@ -62,6 +67,8 @@ class Consumer {
   std::vector<std::byte> scratch_;  // decompressed records, reused
   std::vector<Header> headers_;
   uint64_t delivered_ = 0;
+  uint64_t skipped_batches_ = 0;
+  uint64_t skipped_offsets_ = 0;
   bool stop_ = false;
   std::unique_ptr<MultiWaiter> waiter_;  // follow mode, several partitions
 };

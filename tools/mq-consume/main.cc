@@ -191,6 +191,9 @@ int Run(const Flags& f) {
   options.header_filters = MakeHeaderFilters(f.header_filters);
   options.limits.max_batch_bytes = f.max_batch_bytes;
   options.limits.max_decompressed_bytes = f.max_batch_bytes;
+  options.offsets = config->cleanup_policy == mq::CleanupPolicy::kDelete
+                        ? mq::OffsetPolicy::kContiguous
+                        : mq::OffsetPolicy::kGapsAllowed;
 
   mq::cli::Output out(1, 1 << 20);
   mq::consume::Printer printer(std::move(*print), &out);
@@ -200,6 +203,15 @@ int Run(const Flags& f) {
   int rc = out.FinishExitCode();
   if (f.verbose) fmt::print(stderr, "Processed a total of {} messages\n", consumer.delivered());
   if (!s.ok()) return mq::cli::Fail(s);
+  if (consumer.skipped_batches() > 0) {
+    // Everything readable was delivered, but not everything committed.
+    if (!f.quiet)
+      mq::cli::Warn(fmt::format("skipped {} corrupt batch{} ({} offsets not delivered)",
+                              consumer.skipped_batches(),
+                              consumer.skipped_batches() == 1 ? "" : "es",
+                              consumer.skipped_offsets()));
+    if (rc == 0) rc = mq::cli::kExitProblems;
+  }
   if (int sig = g_signal; sig != 0) {
     std::signal(sig, SIG_DFL);
     std::raise(sig);

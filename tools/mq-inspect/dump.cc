@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "mq/file.h"
 #include "mq/segment.h"
+#include "mq/topic.h"
 
 namespace mq::inspect {
 namespace {
@@ -220,11 +221,30 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
                                           ".timeindex)", path)));
 }
 
+// A partition directory `<data>/<topic>-<n>` of a data directory with that
+// topic's configuration is checked by its cleanup policy (R26 for delete);
+// any other directory by the rules that hold for every log (R10, R11).
+OffsetPolicy PolicyOf(const std::string& partition_dir) {
+  std::string dir = partition_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  size_t slash = dir.find_last_of('/');
+  std::string parent = slash == std::string::npos ? "." : dir.substr(0, slash);
+  std::string name = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  size_t dash = name.find_last_of('-');
+  if (dash == std::string::npos) return OffsetPolicy::kGapsAllowed;
+  auto data = DataDir::Open(parent.empty() ? "/" : parent, false);
+  if (!data) return OffsetPolicy::kGapsAllowed;
+  auto config = data->ReadTopic(name.substr(0, dash));
+  if (!config) return OffsetPolicy::kGapsAllowed;
+  return config->cleanup_policy == CleanupPolicy::kDelete ? OffsetPolicy::kContiguous
+                                                          : OffsetPolicy::kGapsAllowed;
+}
+
 int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* printer) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Stop(printer, ErrnoStatus(path, errno));
   std::vector<mq::Problem> problems;
-  Status s = S_ISDIR(st.st_mode) ? VerifyPartition(path, limits, &problems)
+  Status s = S_ISDIR(st.st_mode) ? VerifyPartition(path, limits, &problems, PolicyOf(path))
                                  : VerifyFile(path, limits, &problems);
   for (auto& problem : problems) {
     TrimDetail(&problem);

@@ -115,10 +115,31 @@ struct LogPosition {
   uint64_t position = 0;
 };
 
+// How a reader checks offsets across batches and segments (R10, R11, R26).
+enum class OffsetPolicy : uint8_t {
+  kContiguous,   // cleanup.policy=delete: each batch starts one past the last (R26)
+  kGapsAllowed,  // cleanup.policy=compact, or unknown: offsets only increase (R10, R11)
+};
+
+struct ReadOptions {
+  DecodeLimits limits;
+  OffsetPolicy offsets = OffsetPolicy::kContiguous;
+  FileSystem* fs = nullptr;  // nullptr = the real file system
+};
+
+// Reads a partition up to its committed end. It hands out each committed
+// batch once, in offset order: a batch whose offsets do not continue the
+// ones before it (R10, R11, R26), or bytes that end inside a batch below the
+// committed end, stop it with kCorruption naming file, byte position and
+// rule (as VerifyPartition reports the same bytes). Indexes are hints: an
+// entry the log contradicts is ignored, the log scanned, and a warning kept
+// for TakeWarnings().
 class PartitionReader {
  public:
   static Result<std::unique_ptr<PartitionReader>> Open(const std::string& dir,
                                                        const DecodeLimits& limits = {});
+  static Result<std::unique_ptr<PartitionReader>> Open(const std::string& dir,
+                                                       const ReadOptions& options);
   virtual ~PartitionReader();
 
   int64_t log_start_offset();
@@ -140,6 +161,10 @@ class PartitionReader {
   // Where the batch last returned by Next() lives.
   LogPosition position() const;
 
+  // Index entries the log contradicted since the last call (rule "R23":
+  // the reader scanned the log instead).
+  std::vector<Problem> TakeWarnings();
+
   // Blocks until the committed end moves past `known_end` or `timeout_ms`
   // passes (futex on the state file; no sleep-polling). True if it moved.
   bool WaitForAppend(int64_t known_end, int timeout_ms);
@@ -153,8 +178,11 @@ class PartitionReader {
 // Verifies a whole partition directory without modifying it: every batch
 // (CRC, offsets, records), every index against its log. Problems are
 // appended to `problems`; returns non-OK only if the directory cannot be read.
+// `offsets` is the partition's rule for offset gaps (R26 for delete-policy
+// topics); without its topic configuration, kGapsAllowed checks R10/R11 only.
 Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
-                       std::vector<Problem>* problems);
+                       std::vector<Problem>* problems,
+                       OffsetPolicy offsets = OffsetPolicy::kGapsAllowed);
 
 }  // namespace mq
 

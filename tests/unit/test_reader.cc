@@ -1,0 +1,231 @@
+// What a reader checks beyond each batch's own rules (format-spec README
+// §11.1): offsets that continue (R10, R11, R26), segments as long as what was
+// committed to them (R1), and indexes as hints (R23). For each, the reader
+// stops where --verify (VerifyPartition) reports the same bytes: same file,
+// same byte position, same rule.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "coding.h"
+#include "format.h"
+#include "mq/partition.h"
+#include "mq/segment.h"
+#include "test_support.h"
+
+using namespace mq;
+using namespace mq::test;
+
+namespace {
+
+// A partition of `appends` batches of 5 records, 4 batches per segment.
+std::string MakePartition(const TempDir& tmp, int appends = 20) {
+  std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.segment_bytes = 4 * MakeBatch(5).size();
+  config.index_interval_bytes = 1;
+  auto w = PartitionWriter::Open(dir, config, true, nullptr);
+  REQUIRE(w);
+  for (int i = 0; i < appends; ++i) {
+    auto b = MakeBatch(5, 1000 + 10 * i);
+    REQUIRE((*w)->Append(b));
+  }
+  REQUIRE((*w)->Close().ok());
+  return dir;
+}
+
+std::string Seg(const std::string& dir, int64_t base, const char* suffix = format::kLogSuffix) {
+  return dir + "/" + SegmentFileName(base, suffix);
+}
+
+struct ReadOutcome {
+  std::vector<std::pair<int64_t, int64_t>> batches;
+  Status error;
+};
+
+ReadOutcome ReadThrough(const std::string& dir, OffsetPolicy policy = OffsetPolicy::kContiguous,
+                        int64_t from = 0) {
+  ReadOptions o;
+  o.offsets = policy;
+  auto r = PartitionReader::Open(dir, o);
+  REQUIRE(r);
+  if (from > 0) REQUIRE((*r)->Seek(from).ok());
+  ReadOutcome out;
+  for (;;) {
+    auto b = (*r)->Next();
+    if (!b) {
+      out.error = b.error();
+      return out;
+    }
+    if (!*b) return out;
+    out.batches.emplace_back((*b)->header().base_offset, (*b)->header().last_offset());
+  }
+}
+
+// VerifyPartition reports the reader's error: same file, position and rule
+// (among the other problems it finds, such as an index that points at the
+// lost bytes).
+void SameAsVerify(const std::string& dir, const Status& error, OffsetPolicy policy) {
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems, policy).ok());
+  CHECK(error.code() == Code::kCorruption);
+  std::string all;
+  bool found = false;
+  for (const Problem& p : problems) {
+    all += fmt::format("\n  {}: {}: {}: {}", p.file, p.position, p.rule, p.detail);
+    found |= p.rule == error.rule() && p.position == error.position() &&
+             p.file.ends_with("/" + error.file());
+  }
+  INFO(error.message() << "; verify:" << all);
+  CHECK(found);
+}
+
+void SetBase(const std::string& path, uint64_t pos, int64_t base) {
+  auto bytes = ReadFile(path);
+  coding::PutFixed64(bytes.data() + pos, static_cast<uint64_t>(base));
+  WriteFile(path, bytes);
+}
+
+}  // namespace
+
+TEST_CASE("R26 contiguous offsets: a batch that skips offsets stops the reader", "[reader][R26]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  SetBase(Seg(dir, 20), 2 * size, 32);  // offsets 30..31 vanish
+  auto out = ReadThrough(dir);
+  CHECK(out.error.rule() == "R26");
+  CHECK(out.error.position() == 2 * size);
+  CHECK(out.error.file() == SegmentFileName(20, format::kLogSuffix));
+  REQUIRE(!out.batches.empty());
+  CHECK(out.batches.back().second == 29);  // everything before the damage, nothing after
+  SameAsVerify(dir, out.error, OffsetPolicy::kContiguous);
+}
+
+TEST_CASE("R26 contiguous offsets: gaps stop a delete-policy reader, not a compacted one",
+          "[reader][R26]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  SetBase(Seg(dir, 80), 3 * size, 97);  // the last batch: 97..101 instead of 95..99
+  auto out = ReadThrough(dir);
+  CHECK(out.error.rule() == "R26");
+  CHECK(out.error.position() == 3 * size);
+  SameAsVerify(dir, out.error, OffsetPolicy::kContiguous);
+  // A compacted topic may have gaps: the same bytes read through.
+  auto compacted = ReadThrough(dir, OffsetPolicy::kGapsAllowed);
+  CHECK(compacted.error.ok());
+  CHECK(compacted.batches.size() == 20);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems, OffsetPolicy::kGapsAllowed).ok());
+  for (const Problem& p : problems) CHECK(p.rule != "R26");
+}
+
+TEST_CASE("R26 contiguous offsets: a rolled segment cut at a batch boundary stops the reader",
+          "[reader][R26]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  ::truncate(Seg(dir, 20).c_str(), static_cast<off_t>(3 * size));  // its last batch is gone
+  auto out = ReadThrough(dir);
+  CHECK(out.error.rule() == "R26");
+  CHECK(out.error.file() == SegmentFileName(20, format::kLogSuffix));
+  CHECK(out.error.position() == 3 * size);
+  CHECK(out.batches.back().second == 34);
+  SameAsVerify(dir, out.error, OffsetPolicy::kContiguous);
+}
+
+TEST_CASE("R10 segment offsets: a batch whose baseOffset goes back stops the reader",
+          "[reader][R10]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  SetBase(Seg(dir, 40), 2 * size, 0);
+  for (OffsetPolicy policy : {OffsetPolicy::kContiguous, OffsetPolicy::kGapsAllowed}) {
+    auto out = ReadThrough(dir, policy);
+    CHECK(out.error.rule() == "R10");
+    CHECK(out.error.position() == 2 * size);
+    CHECK(out.batches.back().second == 49);
+    SameAsVerify(dir, out.error, policy);
+  }
+}
+
+TEST_CASE("R19 offset range: a reader stops at a batch whose offsets overflow", "[reader][R19]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  SetBase(Seg(dir, 40), size, INT64_MAX - 3);
+  auto out = ReadThrough(dir);
+  CHECK(out.error.rule() == "R19");
+  CHECK(out.batches.back().second == 44);
+  SameAsVerify(dir, out.error, OffsetPolicy::kContiguous);
+}
+
+TEST_CASE("R1 complete: a rolled segment cut inside a batch stops the reader, never a tail",
+          "[reader][R1]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  ::truncate(Seg(dir, 20).c_str(), static_cast<off_t>(3 * size + 10));
+  auto out = ReadThrough(dir);
+  CHECK(out.error.rule() == "R1");
+  CHECK(out.error.position() == 3 * size);
+  CHECK(out.batches.back().second == 34);
+  SameAsVerify(dir, out.error, OffsetPolicy::kContiguous);
+}
+
+TEST_CASE("R1 complete: the active segment cut below the committed end stops the reader",
+          "[reader][R1]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  for (uint64_t cut : {3 * size + 10, 3 * size, uint64_t{0}}) {
+    ::truncate(Seg(dir, 80).c_str(), static_cast<off_t>(cut));
+    auto out = ReadThrough(dir);
+    INFO("cut at " << cut << ": " << out.error.message());
+    CHECK(out.error.code() == Code::kCorruption);
+    CHECK(out.error.rule() == "R1");
+    CHECK(out.error.file() == SegmentFileName(80, format::kLogSuffix));
+    CHECK(out.error.position() == cut / size * size);
+    CHECK(out.batches.back().second == 79 + static_cast<int64_t>(cut / size) * 5);
+  }
+}
+
+TEST_CASE("R23 index: a reader checks index entries against the log, scans and warns",
+          "[reader][R23]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  for (int64_t base : {0, 20, 40, 60, 80}) {
+    for (const char* suffix : {format::kIndexSuffix, format::kTimeIndexSuffix}) {
+      std::string path = Seg(dir, base, suffix);
+      auto bytes = ReadFile(path);
+      std::fill(bytes.begin(), bytes.end(), std::byte{0});
+      WriteFile(path, bytes);
+    }
+  }
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  // Batch i holds offsets 5i..5i+4 with timestamps 1000+10i...
+  REQUIRE((*r)->SeekTimestamp(1000 + 10 * 9 + 2).ok());
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 45);
+  auto warnings = (*r)->TakeWarnings();
+  REQUIRE(!warnings.empty());
+  CHECK(warnings[0].rule == "R23");
+  CHECK(std::any_of(warnings.begin(), warnings.end(),
+                    [](const Problem& p) { return p.file.ends_with(".timeindex"); }));
+  REQUIRE((*r)->Seek(57).ok());
+  b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 55);
+  warnings = (*r)->TakeWarnings();
+  REQUIRE(!warnings.empty());
+  CHECK(warnings[0].file.ends_with(".index"));
+  // And a full read delivers everything.
+  auto out = ReadThrough(dir);
+  CHECK(out.error.ok());
+  CHECK(out.batches.size() == 20);
+}
