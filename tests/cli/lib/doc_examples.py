@@ -1,0 +1,211 @@
+"""Runs every example of README.md and of each man page's EXAMPLES section.
+
+Examples are read from the files themselves: README.md's indented code lines
+(one example each) and each .nf/.fi block of a man page's EXAMPLES (one
+script each, roff escapes undone). Each must appear in EXPECT below with the
+exit status it must end with, or in NOT_RUN with the reason it cannot run
+here; an example missing from both, or an entry that no longer matches any
+example, fails the test, so the docs and this list cannot drift apart.
+
+Each document's examples run in order, in a scratch directory of its own
+holding the fixture files they name, with the tools under test first on
+PATH and MQ_DIR=data (README's -C data is the same directory).
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BIN, SRC = sys.argv[1], sys.argv[2]
+
+# Follows, or loops, that only a signal ends: run for FOLLOW_SECONDS, then
+# they must still be running (timeout's 124), having failed at nothing.
+FOLLOW = 124
+FOLLOW_SECONDS = 2
+
+EXPECT = {
+    # README.md
+    "mq-produce -C data -t logs --create --partitions 4 < app.log     # one message per line": 0,
+    "tail -n0 -F app.log | mq-produce -C data -t logs                # each new line appended at once": FOLLOW,
+    "mq-produce -C data -t users --create -K '\\t' --fsync batch --print-offsets users.tsv": 0,
+    "mq-produce -C data -t events --create --producer-id ingest-7 events.txt  # re-run after a crash: exactly once": 0,
+    "mq-consume -C data -t logs -e                      # everything so far, then exit": 0,
+    "mq-consume -C data -t logs -o end                  # follow new messages, like tail -f": FOLLOW,
+    "mq-consume -C data -t logs -o -10 -e               # the last 10 of each partition": 0,
+    "mq-consume -C data -t logs -o 2026-11-30T08:00:00Z -o e@2026-11-30T09:00:00Z -e": 0,
+    "mq-consume -C data -t users -J -e | mq-produce -C data -t users-copy -J --create": 0,
+    "mq-consume -C data -t logs -f '%p %o %F %k=%s\\n' --header-filter source=web -c 100 -e": 0,
+    "mq-inspect data/logs-0/00000000000000000000.log            # one line per batch, like kafka-dump-log": 0,
+    "mq-inspect -r -d data/logs-0/00000000000000000000.log      # and every record with its key and payload": 0,
+    "mq-inspect --json data/logs-0/00000000000000000000.index   # index entries as JSON Lines": 0,
+    "mq-inspect --verify data/logs-0                            # CRCs, offsets, records, indexes: exit 0 or 65": 0,
+    # mq-consume(1)
+    "mq-consume -t logs -e": 0,
+    "mq-consume -t logs -o end -f '%p %o %F %s\\n'": FOLLOW,
+    "mq-consume -t logs -p 3 -o -10 -e": 0,
+    "mq-consume -t logs -o 2026-11-30T08:00:00Z -o e@2026-11-30T09:00:00Z -e": 0,
+    "mq-consume -t events -e -J --header-filter env=prod | jq -r .payload": 0,
+    "mq-consume -t src -e -J | mq-produce -t dst --create -J": 0,
+    "next=$(cat pos 2>/dev/null || echo 0)\n"
+    "mq-consume -t files -p 0 -o \"$next\" -e -f '%o %s\\0' |\n"
+    "while IFS=' ' read -r -d '' off name; do\n"
+    "    process \"$name\" && echo $((off + 1)) > pos\n"
+    "done": 0,
+    # mq-inspect(1)
+    "mq-inspect data/orders-0/00000000000000000000.log\n"
+    "mq-inspect -d data/orders-0/00000000000000000000.log": 0,
+    "mq-inspect data/orders-0/00000000000000000000.index \\\n"
+    "           data/orders-0/00000000000000000000.timeindex": 0,
+    "mq-inspect --verify data/orders-0 2>problems.txt\n"
+    "rc=$?\n"
+    "if [ $rc -ne 0 ]; then\n"
+    "  echo \"orders-0 is damaged (exit $rc)\"; cat problems.txt\n"
+    "fi": 0,
+    "mq-inspect -J -d data/orders-0/00000000000000000000.log |\n"
+    "  jq -r 'select(.type == \"record\") | \"\\(.offset) \\(.key)\"'": 0,
+    # mq-produce(1)
+    "mq-produce -C data -t logs --create --partitions 4 app.log": 0,
+    "tail -n0 -F access.log | mq-produce -t access --create": FOLLOW,
+    "cut -f1,3 users.tsv | mq-produce -t users --create -K '\\t' --fsync batch \\\n"
+    "    --print-offsets > offsets.txt": 0,
+    "until mq-produce --producer-id ingest-7 -t events --create events.ndjson; do\n"
+    "    sleep 1\n"
+    "done": 0,
+    "mq-consume -t src -e -J | mq-produce -t dst --create -J -z zstd": 0,
+    "find . -name '*.txt' -print0 | mq-produce -t files --create -0": 0,
+    # mq(7): the last two lines follow, so the script runs until stopped
+    "export MQ_DIR=$HOME/mq\n"
+    "mq-produce -t logs --create --partitions 4 < app.log\n"
+    "mq-consume -t logs -e | wc -l\n"
+    "mq-consume -t logs -o end -f '%p %o %F %s\\n'\n"
+    "mq-consume -t logs -e -J | mq-produce -t logs-copy --create -J": FOLLOW,
+}
+
+NOT_RUN = {
+    "./build.sh demo": "builds the project: run by CI and the fresh-machine check",
+    "./build.sh test": "builds and runs every test, this one included",
+    "mq-inspect -r /var/lib/kafka/orders-0/00000000000000368769.log":
+        "needs a Kafka broker's log directory (tests/cli/inspect_dump.sh reads Kafka's bytes)",
+}
+
+# README sections whose indented lines are not commands.
+README_NOT_COMMANDS = {"Layout"}
+
+
+def readme_examples(path):
+    out, section = [], ""
+    for line in open(path, encoding="utf-8"):
+        line = line.rstrip("\n")
+        if line.startswith("## "):
+            section = line[3:].strip()
+        elif line.startswith("    ") and line.strip() and section not in README_NOT_COMMANDS:
+            out.append(line[4:])
+    return out
+
+
+def roff_text(line):
+    line = line.replace("\\e", "\\").replace("\\-", "-").replace("\\(aq", "'")
+    return re.sub(r"\\f[BIRP]", "", line)
+
+
+def man_examples(path):
+    out, in_examples, block = [], False, None
+    for line in open(path, encoding="utf-8"):
+        line = line.rstrip("\n")
+        if line.startswith(".SH"):
+            in_examples = line.strip('" ').endswith("EXAMPLES")
+            continue
+        if not in_examples:
+            continue
+        if line == ".nf":
+            block = []
+        elif line == ".fi" and block is not None:
+            lines = [roff_text(x) for x in block]
+            indent = min(len(x) - len(x.lstrip()) for x in lines if x.strip())
+            out.append("\n".join(x[indent:] for x in lines))
+            block = None
+        elif block is not None:
+            block.append(line)
+    return out
+
+
+def fixtures(work):
+    """The files the examples name."""
+    with open(os.path.join(work, "app.log"), "w") as f:
+        for i in range(200):
+            f.write(f"2026-11-30T08:{i % 60:02d}:00Z app line {i}\n")
+    with open(os.path.join(work, "access.log"), "w") as f:
+        f.write("127.0.0.1 GET /\n")
+    with open(os.path.join(work, "users.tsv"), "w") as f:
+        for i in range(20):
+            f.write(f"user{i}\tactive\tname {i}\n")
+    with open(os.path.join(work, "events.txt"), "w") as f:
+        f.writelines(f"event {i}\n" for i in range(50))
+    with open(os.path.join(work, "events.ndjson"), "w") as f:
+        f.writelines(f'{{"n": {i}}}\n' for i in range(50))
+    for name in ("a.txt", "b c.txt"):
+        open(os.path.join(work, name), "w").write("x\n")
+
+
+def setup_topics(work, env):
+    """Topics the examples read without creating them first."""
+    def sh(cmd):
+        subprocess.run(["bash", "-c", cmd], cwd=work, env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    sh("mq-produce -q -t logs --create --partitions 4 < app.log")
+    sh("printf '%s\\n' '{\"payload\":\"a\",\"headers\":[{\"key\":\"env\",\"value\":\"prod\"}]}' "
+       "'{\"payload\":\"b\",\"headers\":[{\"key\":\"env\",\"value\":\"dev\"}]}' "
+       "| mq-produce -q -t events --create -J")
+    sh("seq 1 10 | mq-produce -q -t src --create -K ' '")
+    sh("printf 'one.txt\\0two.txt\\0' | mq-produce -q -t files --create -0")
+    sh("seq 1 30 | mq-produce -q -t orders --create")
+
+
+def main():
+    docs = [("README.md", readme_examples(os.path.join(SRC, "README.md")))]
+    for sub in ("man1", "man7"):
+        d = os.path.join(SRC, "man", sub)
+        for name in sorted(os.listdir(d)):
+            docs.append((f"man/{sub}/{name}", man_examples(os.path.join(d, name))))
+    failures, seen, ran = [], set(), 0
+    for doc, examples in docs:
+        work = tempfile.mkdtemp(prefix="mq-doc-")
+        try:
+            fixtures(work)
+            env = dict(os.environ, PATH=BIN + ":" + os.environ["PATH"],
+                       MQ_DIR=os.path.join(work, "data"), HOME=work, LC_ALL="C.UTF-8")
+            setup_topics(work, env)
+            for ex in examples:
+                seen.add(ex)
+                if ex in NOT_RUN:
+                    print(f"{doc}: not run ({NOT_RUN[ex]}): {ex}")
+                    continue
+                if ex not in EXPECT:
+                    failures.append(f"{doc}: example not in doc_examples.py: {ex!r}")
+                    continue
+                want = EXPECT[ex]
+                script = "process() { :; }\n" + ex
+                cmd = ["timeout", str(FOLLOW_SECONDS if want == FOLLOW else 60), "bash", "-c", script]
+                r = subprocess.run(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                ran += 1
+                # A follower must not have failed before it was stopped.
+                if r.returncode != want or (want == FOLLOW and b"mq-" in r.stderr):
+                    failures.append(f"{doc}: exit {r.returncode}, want {want}: {ex}\n"
+                                    f"  stderr: {r.stderr.decode(errors='replace')[:500]}")
+                else:
+                    print(f"{doc}: exit {r.returncode} as expected: {ex.splitlines()[0]}")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    for ex in list(EXPECT) + list(NOT_RUN):
+        if ex not in seen:
+            failures.append(f"doc_examples.py lists an example no document has: {ex!r}")
+    for f in failures:
+        print("FAIL: " + f, file=sys.stderr)
+    print(f"{ran} examples run, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+sys.exit(main())
