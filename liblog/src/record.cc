@@ -38,7 +38,7 @@ Result<RecordReader> RecordReader::Open(const BatchView& batch, std::vector<std:
     }
     default:
       return Status(Code::kUnsupported,
-                    fmt::format("{}: offset {}: unsupported codec {}", file, position,
+                    fmt::format("{}: position {}: unsupported codec {}", file, position,
                                 CompressionName(r.header_.compression())));
   }
   r.rest_ = r.records_;

@@ -9,7 +9,7 @@ namespace mq {
 
 Status Status::Corruption(std::string file, uint64_t position, std::string rule,
                           std::string what) {
-  Status s(Code::kCorruption, fmt::format("{}: offset {}: {}: {}", file, position, rule, what));
+  Status s(Code::kCorruption, fmt::format("{}: position {}: {}: {}", file, position, rule, what));
   s.rule_ = std::move(rule);
   s.file_ = std::move(file);
   s.position_ = position;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mq-consume's command line: help and version, the usage line equals the man
 # page's SYNOPSIS, bad arguments exit 64 naming the argument, a missing
-# topic, partition or data directory exits 66.
+# topic or data directory exits 66; a partition the topic does not have, 64.
 source "$(dirname "$0")/lib/common.bash"
 
 CONSUME="$C"
@@ -80,13 +80,24 @@ run env -u MQ_DIR "$CONSUME" -t t -e
 expect_rc 64 "no data directory"
 grep -q -- "--dir" "$WORK/err" || fail "no data directory: message does not name --dir"
 
+# -f: a bad escape is named once, with its byte position in the format.
+run "$CONSUME" -t t -e -f 'ab\e'
+expect_rc 64 "-f bad escape"
+grep -q "^mq-consume: -f: 'ab\\\\e': unknown escape '\\\\e' at byte 2 " "$WORK/err" ||
+  fail "-f bad escape message: $(cat "$WORK/err")"
+
 # --- missing input: 66 ---------------------------------------------------------------------
 run "$CONSUME" -t nosuch -e
 expect_rc 66 "missing topic"
 grep -q nosuch "$WORK/err" || fail "missing topic: not named: $(cat "$WORK/err")"
+# A partition the topic does not have is a usage error (64), as in mq-produce,
+# for -p and for a -o position alike.
 run "$CONSUME" -t t -p 7 -e
-expect_rc 66 "missing partition"
+expect_rc 64 "missing partition"
 grep -q -- "--partition 7" "$WORK/err" || fail "missing partition: not named: $(cat "$WORK/err")"
+run "$CONSUME" -t t -o 9:5 -e
+expect_rc 64 "-o for a missing partition"
+grep -q -- "-o 9:" "$WORK/err" || fail "-o 9:5: not named: $(cat "$WORK/err")"
 run "$CONSUME" -C "$WORK/nodir" -t t -e
 expect_rc 66 "missing data directory"
 

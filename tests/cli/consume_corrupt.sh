@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A batch that fails its CRC stops mq-consume with exit 65 and an error naming
-# the file, the byte offset and the rule; --skip-corrupt reports each skip on
+# the file, the byte position and the rule; --skip-corrupt reports each skip on
 # stderr, goes on, and ends with exit 1.
 source "$(dirname "$0")/lib/common.bash"
 
@@ -25,7 +25,7 @@ run "$C" -t c -e
 [[ $rc == 65 ]] || fail "corrupt batch: exit $rc, want 65 (stderr: $(cat "$WORK/err"))"
 [[ "$(cat "$WORK/out")" == "message-1" ]] || fail "corrupt batch: output before it: $(cat "$WORK/out")"
 grep -q "00000000000000000000.log" "$WORK/err" || fail "error does not name the file: $(cat "$WORK/err")"
-grep -q "offset $BATCH\b" "$WORK/err" || fail "error does not name byte offset $BATCH: $(cat "$WORK/err")"
+grep -q "position $BATCH\b" "$WORK/err" || fail "error does not name byte position $BATCH: $(cat "$WORK/err")"
 grep -q "R4" "$WORK/err" || fail "error does not name rule R4: $(cat "$WORK/err")"
 [[ $(wc -l <"$WORK/err") == 1 ]] || fail "more than one error line: $(cat "$WORK/err")"
 
@@ -42,7 +42,7 @@ run "$C" -t c -e --skip-corrupt
 [[ "$(cat "$WORK/out")" == "$(printf 'message-1\nmessage-3')" ]] ||
   fail "--skip-corrupt: output $(cat "$WORK/out")"
 grep -q "skipping corrupt batch" "$WORK/err" || fail "--skip-corrupt: no report: $(cat "$WORK/err")"
-grep -q "R4" "$WORK/err" && grep -q "offset $BATCH\b" "$WORK/err" ||
+grep -q "R4" "$WORK/err" && grep -q "position $BATCH\b" "$WORK/err" ||
   fail "--skip-corrupt: report lacks rule or offset: $(cat "$WORK/err")"
 grep -q "skipped offsets 1..1 of topic c partition 0" "$WORK/err" ||
   fail "--skip-corrupt: no count of the offsets skipped: $(cat "$WORK/err")"
@@ -57,7 +57,7 @@ flip_byte "$SEG" $((BATCH + BATCH - 5))          # repair the second batch
 flip_byte "$SEG" $((SIZE - 3))                   # break the third
 run "$C" -t c -e
 [[ $rc == 65 && $(wc -l <"$WORK/out") == 2 ]] || fail "corrupt last batch: exit $rc, $(cat "$WORK/out")"
-grep -q "offset $((2 * BATCH))\b" "$WORK/err" || fail "corrupt last batch: $(cat "$WORK/err")"
+grep -q "position $((2 * BATCH))\b" "$WORK/err" || fail "corrupt last batch: $(cat "$WORK/err")"
 run "$C" -t c -e --skip-corrupt
 [[ $rc == 1 && $(wc -l <"$WORK/out") == 2 ]] || fail "corrupt last batch skipped: exit $rc"
 echo "ok"

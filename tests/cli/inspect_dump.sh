@@ -90,11 +90,11 @@ grep -q "LogAppendTime: 1597425188809 size: 125 magic: 2 compresscodec: gzip crc
   || fail "gzip batch line: $out"
 run "$INSPECT" -r "$LOG5"
 expect_rc 65 "records of a gzip batch"
-grep -q "^$LOG5: offset 0: R5: unsupported codec gzip" "$WORK/err" || fail "gzip message: $(cat "$WORK/err")"
+grep -q "^$LOG5: position 0: R5: unsupported codec gzip" "$WORK/err" || fail "gzip message: $(cat "$WORK/err")"
 # --verify cannot check those records either: it says so, and exits 65.
 run "$INSPECT" --verify "$LOG5"
 expect_rc 65 "verify of a gzip batch"
-grep -q "^$LOG5: offset 0: R5: unsupported codec gzip" "$WORK/err" || fail "gzip verify message: $(cat "$WORK/err")"
+grep -q "^$LOG5: position 0: R5: unsupported codec gzip" "$WORK/err" || fail "gzip verify message: $(cat "$WORK/err")"
 
 # --- JSON Lines -------------------------------------------------------------------
 for f in "$LOG1" "$LOG12" "$LOG3" "$LOG67"; do

@@ -42,12 +42,12 @@ LOG="$WORK/p/00000000000000000000.log"
 for len in 00000000 00000030 7fffffff ffffffff 80000000; do
   header_with_length "$len" >"$LOG"
   check "$LOG" "" "-r" "-J -d" "--verify"
-  grep -q "offset 0" "$WORK/err" "$WORK/out" || grep -q "Found 61 invalid bytes" "$WORK/err" ||
+  grep -q "position 0" "$WORK/err" "$WORK/out" || grep -q "Found 61 invalid bytes" "$WORK/err" ||
     fail "length $len: no byte position in: $(cat "$WORK/err")"
   # The same header after a valid batch: position 71.
   { hex2bin "$V1"; header_with_length "$len"; } >"$LOG"
   check "$LOG" "" "--verify"
-  grep -q "offset 71\|Found 61 invalid bytes" "$WORK/err" || fail "length $len after V1: $(cat "$WORK/err")"
+  grep -q "position 71\|Found 61 invalid bytes" "$WORK/err" || fail "length $len after V1: $(cat "$WORK/err")"
 done
 
 # --- bad magic, and a length past --max-batch-bytes ---------------------------------------
@@ -64,7 +64,7 @@ for ((cut = 1; cut < 71; cut++)); do
   case $cut in
     1 | 16 | 17 | 60 | 61 | 70)
       check "$LOG" "--verify"
-      grep -q "$LOG: offset 0: " "$WORK/err" || fail "verify cut at $cut: $(cat "$WORK/err")" ;;
+      grep -q "$LOG: position 0: " "$WORK/err" || fail "verify cut at $cut: $(cat "$WORK/err")" ;;
   esac
 done
 
@@ -83,7 +83,7 @@ done
 # Zeros after a valid batch (a preallocated or half-written tail).
 { hex2bin "$V1"; head -c 4096 /dev/zero; } >"$LOG"
 check "$LOG" "" "--verify"
-grep -q "$LOG: offset 71: " "$WORK/err" || fail "zero tail: $(cat "$WORK/err")"
+grep -q "$LOG: position 71: " "$WORK/err" || fail "zero tail: $(cat "$WORK/err")"
 
 # --- records that lie about their lengths (CRC fixed up, so R8 is what catches them) ---------
 "$PY" - "$V1" "$WORK/p" <<'EOF'
@@ -107,7 +107,7 @@ EOF
 for f in "$WORK"/p/lie*.bin; do
   cp "$f" "$LOG"
   check "$LOG" "-d" "-J -d" "--verify"
-  grep -q "$LOG: offset 0: R8\|\"rule\":\"R8\"" "$WORK/err" "$WORK/out" ||
+  grep -q "$LOG: position 0: R8\|\"rule\":\"R8\"" "$WORK/err" "$WORK/out" ||
     fail "$(basename "$f"): want R8 at offset 0: $(cat "$WORK/err" "$WORK/out")"
 done
 

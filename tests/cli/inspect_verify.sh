@@ -65,7 +65,7 @@ LOG="$WORK/flip/00000000000000000000.log"
 flip_byte "$LOG" $((71 + 61 + 2))
 run "$INSPECT" --verify "$LOG"
 expect_rc 65 "verify after a bit flip"
-grep -q "^$LOG: offset 71: R4: " "$WORK/err" || fail "bit flip: want '$LOG: offset 71: R4: ...', got: $(cat "$WORK/err")"
+grep -q "^$LOG: position 71: R4: " "$WORK/err" || fail "bit flip: want '$LOG: position 71: R4: ...', got: $(cat "$WORK/err")"
 run "$INSPECT" -J --verify "$LOG"
 expect_rc 65 "-J verify after a bit flip"
 "$PY" -c '
@@ -79,7 +79,7 @@ run "$INSPECT" "$LOG"
 expect_rc 65 "dump after a bit flip"
 grep -q "position: 0 .* isvalid: true$" "$WORK/out" || fail "V1 line missing: $(cat "$WORK/out")"
 grep -q "position: 71 .* isvalid: false$" "$WORK/out" || fail "V2 not shown invalid: $(cat "$WORK/out")"
-grep -q "^$LOG: offset 71: R4: " "$WORK/err" || fail "dump bit flip message: $(cat "$WORK/err")"
+grep -q "^$LOG: position 71: R4: " "$WORK/err" || fail "dump bit flip message: $(cat "$WORK/err")"
 # A flip in the header fields the CRC covers (attributes .. recordsCount).
 for pos in 21 23 30 44 58; do
   make_segment "$WORK/flip$pos"
@@ -87,7 +87,7 @@ for pos in 21 23 30 44 58; do
   flip_byte "$LOG" $((71 + pos))
   run "$INSPECT" --verify "$LOG"
   expect_rc 65 "verify after a flip at header byte $pos"
-  grep -q "^$LOG: offset 71: R[0-9]*: " "$WORK/err" || fail "header flip $pos: $(cat "$WORK/err")"
+  grep -q "^$LOG: position 71: R[0-9]*: " "$WORK/err" || fail "header flip $pos: $(cat "$WORK/err")"
 done
 
 # --- a torn tail: V1 and the first 30 bytes of V2 -------------------------------------------
@@ -100,7 +100,7 @@ grep -qx "Found 30 invalid bytes at the end of $LOG" "$WORK/err" || fail "torn t
 [[ $(grep -c '^baseOffset: ' "$WORK/out") == 1 ]] || fail "torn tail: V1 not dumped alone"
 run "$INSPECT" --verify "$LOG"
 expect_rc 65 "verify of a torn tail"
-grep -q "^$LOG: offset 71: " "$WORK/err" || fail "verify torn tail: $(cat "$WORK/err")"
+grep -q "^$LOG: position 71: " "$WORK/err" || fail "verify torn tail: $(cat "$WORK/err")"
 run "$INSPECT" -J "$LOG"
 "$PY" -c '
 import json, sys
@@ -114,11 +114,11 @@ make_segment "$WORK/badindex"
 hex2bin 0000000100000047 >"$WORK/badindex/00000000000000000000.index"
 run "$INSPECT" --verify "$WORK/badindex/00000000000000000000.index"
 expect_rc 65 "verify of an inconsistent index"
-grep -q "00000000000000000000.index: offset 0: R13: " "$WORK/err" || fail "bad index: $(cat "$WORK/err")"
+grep -q "00000000000000000000.index: position 0: R13: " "$WORK/err" || fail "bad index: $(cat "$WORK/err")"
 hex2bin 0000015dff7cde1400000001 >"$WORK/badindex/00000000000000000000.timeindex"
 run "$INSPECT" --verify "$WORK/badindex/00000000000000000000.timeindex"
 expect_rc 65 "verify of an inconsistent time index"
-grep -q "00000000000000000000.timeindex: offset 0: R14: " "$WORK/err" || fail "bad time index: $(cat "$WORK/err")"
+grep -q "00000000000000000000.timeindex: position 0: R14: " "$WORK/err" || fail "bad time index: $(cat "$WORK/err")"
 
 # --- a partition written by liblog verifies clean; a flipped bit in it does not -------------------
 WRITER="$MQ_BIN/mq-example-write"
@@ -143,7 +143,7 @@ if [[ -x "$WRITER" ]]; then
   flip_byte "$SEG" $((size - 3))
   run "$INSPECT" --verify "$PART"
   expect_rc 65 "verify of a partition with a flipped bit"
-  grep -q "$(basename "$SEG"): offset [0-9]*: R" "$WORK/err" || fail "partition flip: $(cat "$WORK/err")"
+  grep -q "$(basename "$SEG"): position [0-9]*: R" "$WORK/err" || fail "partition flip: $(cat "$WORK/err")"
 else
   fail "no liblog writer: $WRITER is not built"
 fi

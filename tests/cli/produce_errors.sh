@@ -36,6 +36,21 @@ expect 64 "producer id" "$P" -C "$D" -t t --producer-id 'bad/name'
 expect 64 "--partitions" "$P" -C "$D" -t t --partitions 2
 expect 64 "--partitions" "$P" -C "$D" -t t --create --partitions 5
 expect 64 "-X/--config" "$P" -C "$D" -t new --create -X no.such.key=1
+# --create never ignores a setting: one that contradicts another, or the
+# existing topic's, is an error naming it; the same value is fine.
+"$P" -q -C "$D" -t r --create -X retention.ms=5 </dev/null
+expect 64 "retention.ms" "$P" -C "$D" -t r --create -X retention.ms=6
+"$P" -q -C "$D" -t r --create -X retention.ms=5 </dev/null || fail "--create with the topic's own setting"
+expect 64 "--partitions 2" "$P" -C "$D" -t c2 --create --partitions 2 -X partitions=3
+[[ ! -e "$D/topics/c2.conf" ]] || fail "a contradictory --create created the topic"
+# Repeatable options take one value each: FILE after -H or -X is an input.
+echo hello >"$T/in.txt"
+"$P" -q -C "$D" -t r --create -X retention.ms=5 -H h=1 "$T/in.txt" ||
+  fail "-X and -H before a FILE"
+[[ $("$C" -C "$D" -t r -e -f '%h %s') == "h=1 hello" ]] || fail "-H before a FILE"
+# Every input is opened before anything is appended.
+expect 66 "nosuch.txt" "$P" -C "$D" -t r "$T/in.txt" "$T/nosuch.txt"
+[[ $("$C" -C "$D" -t r -e | wc -l) == 1 ]] || fail "the first input was appended before the second failed"
 expect 64 "excludes" "$P" -C "$D" -t t -0 -D x
 expect 64 "excludes" "$P" -C "$D" -t t -J -K x
 

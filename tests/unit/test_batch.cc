@@ -105,7 +105,7 @@ TEST_CASE("R4 crc: a flipped byte under the CRC fails the check", "[batch][R4]")
   auto s = ParseStatus(c);
   CHECK(s.rule() == "R4");
   CHECK(s.position() == 1234);
-  CHECK(s.message().find("00000000000000000000.log: offset 1234: R4:") == 0);
+  CHECK(s.message().find("00000000000000000000.log: position 1234: R4:") == 0);
 }
 
 TEST_CASE("R4 crc: baseOffset and partitionLeaderEpoch are outside the CRC", "[batch][R4]") {

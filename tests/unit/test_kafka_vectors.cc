@@ -307,5 +307,5 @@ TEST_CASE("V5 kafkajs gzip batch with LogAppendTime: valid, records unsupported"
   auto reader = mq::RecordReader::Open(*view, &scratch, {}, "v5.log", 4096);
   REQUIRE_FALSE(reader.has_value());
   CHECK(reader.error().code() == mq::Code::kUnsupported);
-  CHECK(reader.error().message() == "v5.log: offset 4096: unsupported codec gzip");
+  CHECK(reader.error().message() == "v5.log: position 4096: unsupported codec gzip");
 }

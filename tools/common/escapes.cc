@@ -21,6 +21,15 @@ Status BadEscape(std::string_view flag, std::string_view text, size_t pos, std::
 }  // namespace
 
 Result<std::string> DecodeEscapes(std::string_view text, std::string_view flag) {
+  return DecodeEscapesIn(text, 0, text.size(), flag);
+}
+
+Result<std::string> DecodeEscapesIn(std::string_view whole, size_t start, size_t len,
+                                    std::string_view flag) {
+  std::string_view text = whole.substr(start, len);
+  auto BadEscape = [&](std::string_view f, std::string_view, size_t pos, std::string_view what) {
+    return cli::BadEscape(f, whole, start + pos, what);
+  };
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {

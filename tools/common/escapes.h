@@ -17,6 +17,11 @@ namespace mq::cli {
 // "-D/--delimiter") and the byte position in `text`. The one decoder of
 // escapes for every flag (-D, -K, -f literals).
 Result<std::string> DecodeEscapes(std::string_view text, std::string_view flag);
+// The same for the part of a longer argument `whole` at [pos, pos + len):
+// errors quote `whole` and give byte positions in it (-f decodes the
+// literal parts of its format this way).
+Result<std::string> DecodeEscapesIn(std::string_view whole, size_t pos, size_t len,
+                                    std::string_view flag);
 
 // DecodeEscapes for a delimiter, which must not be empty.
 Result<std::string> ParseEscapes(std::string_view text, std::string_view flag);

@@ -177,9 +177,8 @@ Result<FormatString> FormatString::Parse(std::string_view spec) {
     if (c == '\\') {
       // Decode one escape with the shared rules.
       size_t len = i + 1 < spec.size() && spec[i + 1] == 'x' ? 4 : 2;
-      auto r = cli::DecodeEscapes(spec.substr(i, len), "-f");
-      if (!r) return Status(Code::kInvalidArgument,
-                            fmt::format("-f: bad escape at position {}: {}", i, r.error().message()));
+      auto r = cli::DecodeEscapesIn(spec, i, len, "-f");
+      if (!r) return r.error();
       lit += *r;
       i += len - 1;
       continue;

@@ -144,8 +144,20 @@ std::vector<mq::consume::HeaderFilter> MakeHeaderFilters(const std::vector<std::
   return out;
 }
 
-// Every partition of the topic, or the ones asked for (each must exist).
-mq::Result<std::vector<int32_t>> ChoosePartitions(const Flags& f, const mq::TopicConfig& config) {
+// Every partition of the topic, or the ones asked for (each must exist: a
+// partition the topic does not have is a usage error, as in every tool).
+mq::Result<std::vector<int32_t>> ChoosePartitions(const Flags& f, const mq::TopicConfig& config,
+                                                  const mq::consume::Positions& positions) {
+  for (const auto& [p, start] : positions.per_partition) {
+    if (p >= config.partitions)
+      return mq::Status(mq::Code::kInvalidArgument,
+                        fmt::format("-o {}:...: topic {} has {} partition(s), 0 to {}", p, f.topic,
+                                    config.partitions, config.partitions - 1));
+    if (!f.partitions.empty() &&
+        std::find(f.partitions.begin(), f.partitions.end(), p) == f.partitions.end())
+      return mq::Status(mq::Code::kInvalidArgument,
+                        fmt::format("-o {}:...: partition {} is not among those read (-p)", p, p));
+  }
   if (f.partitions.empty()) {
     std::vector<int32_t> all;
     for (int32_t p = 0; p < config.partitions; ++p) all.push_back(p);
@@ -154,7 +166,7 @@ mq::Result<std::vector<int32_t>> ChoosePartitions(const Flags& f, const mq::Topi
   std::vector<int32_t> chosen;
   for (int32_t p : f.partitions) {
     if (p >= config.partitions)
-      return mq::Status(mq::Code::kNotFound,
+      return mq::Status(mq::Code::kInvalidArgument,
                         fmt::format("--partition {}: topic {} has {} partition(s), 0 to {}", p,
                                     f.topic, config.partitions, config.partitions - 1));
     if (std::find(chosen.begin(), chosen.end(), p) == chosen.end()) chosen.push_back(p);
@@ -176,7 +188,7 @@ int Run(const Flags& f) {
   if (!dir) return mq::cli::Fail(dir.error());
   auto config = dir->ReadTopic(f.topic);
   if (!config) return mq::cli::Fail(config.error());
-  auto partitions = ChoosePartitions(f, *config);
+  auto partitions = ChoosePartitions(f, *config, *positions);
   if (!partitions) return mq::cli::Fail(partitions.error());
 
   mq::consume::ConsumeOptions options;

@@ -9,11 +9,11 @@
 namespace mq::inspect {
 
 std::string FormatProblem(const mq::Problem& p) {
-  return fmt::format("{}: offset {}: {}: {}", p.file, p.position, p.rule, p.detail);
+  return fmt::format("{}: position {}: {}: {}", p.file, p.position, p.rule, p.detail);
 }
 
 void TrimDetail(mq::Problem* p) {
-  std::string prefix = fmt::format("{}: offset {}: ", p->file, p->position);
+  std::string prefix = fmt::format("{}: position {}: ", p->file, p->position);
   if (p->detail.starts_with(prefix)) p->detail.erase(0, prefix.size());
   if (p->detail.starts_with(p->rule + ": ")) p->detail.erase(0, p->rule.size() + 2);
 }

@@ -61,7 +61,10 @@ void AddFlags(CLI::App& app, Flags* f) {
   auto* nul = app.add_flag("-0,--null", f->nul, "messages end with NUL")->excludes(d);
   app.add_flag("-J,--json", f->json, "input is the JSON Lines envelope of mq-consume -J")
       ->excludes(d)->excludes(nul)->excludes(key)->excludes(kd);
-  app.add_option("-H,--header", f->headers, "add header NAME=VALUE to every message (repeatable)");
+  // Repeatable options take one value each time, so `-H a=b FILE` leaves
+  // FILE an input file.
+  app.add_option("-H,--header", f->headers, "add header NAME=VALUE to every message (repeatable)")
+      ->allow_extra_args(false);
   app.add_flag("-Z,--empty-is-null", f->empty_is_null, "an empty value is a null (tombstone)");
   app.add_option("-z,--compression", f->compression, "none or zstd")->capture_default_str();
   app.add_option("--zstd-level", f->zstd_level, "zstd level")
@@ -88,7 +91,7 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--partitions", f->partitions, "partitions of a created topic")
       ->check(CLI::Range(1, 10000))->needs(create);
   app.add_option("-X,--config", f->config, "topic configuration KEY=VALUE when creating")
-      ->needs(create);
+      ->needs(create)->allow_extra_args(false);
   app.add_flag("--describe", f->describe, "print the topic's configuration and exit");
   auto* q = app.add_flag("-q,--quiet", f->quiet, "no progress, summary or notes on stderr");
   app.add_flag("-v,--verbose", f->verbose, "progress and a summary on stderr")->excludes(q);

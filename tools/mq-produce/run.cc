@@ -41,8 +41,29 @@ int Describe(const DataDir& dir, const std::string& topic) {
   return out.FinishExitCode();
 }
 
-// The topic's configuration, creating the topic first with --create.
+// The configuration --create asks for: --partitions and each -X, which
+// must not contradict each other (kInvalidArgument naming both).
+Result<TopicConfig> WantedConfig(const Flags& f, const Settings& s) {
+  TopicConfig wanted;
+  if (f.partitions) wanted.partitions = *f.partitions;
+  for (const auto& [key, value] : s.config) {
+    Status st = wanted.Set(key, value);
+    if (!st.ok()) return Status(Code::kInvalidArgument, "-X/--config: " + st.message());
+    if (key == "partitions" && f.partitions && wanted.partitions != *f.partitions) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("-X {}={} contradicts --partitions {}", key, value,
+                                *f.partitions));
+    }
+  }
+  return wanted;
+}
+
+// The topic's configuration, creating the topic first with --create. On an
+// existing topic, --create checks that what it asks for is what the topic
+// has: mq-produce never changes a topic, and never ignores a setting.
 Result<TopicConfig> OpenTopic(const DataDir& dir, const Flags& f, const Settings& s) {
+  auto wanted = WantedConfig(f, s);
+  if (!wanted) return wanted.error();
   auto config = dir.ReadTopic(f.topic);
   if (config || config.error().code() != Code::kNotFound) {
     if (config && f.create && f.partitions && *f.partitions != config->partitions) {
@@ -50,21 +71,27 @@ Result<TopicConfig> OpenTopic(const DataDir& dir, const Flags& f, const Settings
                     fmt::format("--partitions: topic \"{}\" exists with {} partitions, not {}",
                                 f.topic, config->partitions, *f.partitions));
     }
+    if (config && f.create) {
+      for (const auto& [key, value] : s.config) {
+        TopicConfig changed = *config;
+        (void)changed.Set(key, value);
+        if (!(changed == *config)) {
+          return Status(Code::kInvalidArgument,
+                        fmt::format("-X {}={}: topic \"{}\" exists with another {} (see "
+                                    "--describe); mq-produce does not change an existing topic",
+                                    key, value, f.topic, key));
+        }
+      }
+    }
     return config;
   }
   if (!f.create) {
     return Status(Code::kNotFound, config.error().message() + " (use --create to create it)");
   }
-  TopicConfig wanted;
-  if (f.partitions) wanted.partitions = *f.partitions;
-  for (const auto& [key, value] : s.config) {
-    Status st = wanted.Set(key, value);
-    if (!st.ok()) return Status(Code::kInvalidArgument, "-X/--config: " + st.message());
-  }
-  if (Status st = wanted.Validate(); !st.ok()) {
+  if (Status st = wanted->Validate(); !st.ok()) {
     return Status(Code::kInvalidArgument, "-X/--config: " + st.message());
   }
-  MQ_RETURN_IF_ERROR(dir.CreateTopic(f.topic, wanted));
+  MQ_RETURN_IF_ERROR(dir.CreateTopic(f.topic, *wanted));
   return dir.ReadTopic(f.topic);
 }
 
@@ -114,11 +141,16 @@ class Feeder {
     if (f_.key) fixed_key_ = AsBytes(*f_.key);
   }
 
-  Status Feed(const std::string& path) {
-    const std::string delimiter = f_.json ? std::string("\n") : s_.delimiter;
-    const size_t limit = f_.json ? JsonLineLimit(max_message_) : max_message_;
-    auto src = InputSource::Open(path, delimiter, limit);
-    if (!src) return src.error();
+  // Opens an input as Feed reads it.
+  static Result<std::unique_ptr<InputSource>> Open(const Flags& f, const Settings& s,
+                                                   size_t max_message, const std::string& path) {
+    const std::string delimiter = f.json ? std::string("\n") : s.delimiter;
+    const size_t limit = f.json ? JsonLineLimit(max_message) : max_message;
+    return InputSource::Open(path, delimiter, limit);
+  }
+
+  Status Feed(std::unique_ptr<InputSource> source) {
+    auto src = &source;
     InputMessage in;
     for (;;) {
       std::optional<int64_t> wait_until;
@@ -266,16 +298,25 @@ int Run(const Flags& f, const Settings& s) {
   po.print_offsets = f.print_offsets;
   po.quiet = f.quiet;
 
+  // Every input is opened before anything is appended: a missing second
+  // file must not leave the first one appended.
+  std::vector<std::string> files = f.files.empty() ? std::vector<std::string>{"-"} : f.files;
+  std::vector<std::unique_ptr<InputSource>> sources;
+  for (const std::string& path : files) {
+    auto src = Feeder::Open(f, s, max_message, path);
+    if (!src) return cli::Fail(src.error());
+    sources.push_back(std::move(*src));
+  }
+
   cli::Output out;
   auto producer = Producer::Open(*dir, po, &out);
   if (!producer) return cli::Fail(producer.error());
 
   Progress progress(s.progress);
   Feeder feeder(f, s, producer->get(), &progress, max_message);
-  std::vector<std::string> files = f.files.empty() ? std::vector<std::string>{"-"} : f.files;
   Status input;
-  for (const std::string& path : files) {
-    input = feeder.Feed(path);
+  for (auto& src : sources) {
+    input = feeder.Feed(std::move(src));
     if (!input.ok()) break;
   }
   // Messages read before an input error are still appended: with a
