@@ -322,14 +322,61 @@ bool EnvelopeParser::Impl::ParseHeader(simdjson::ondemand::object obj) {
   return true;
 }
 
+// mq's form, an array of {"key","value"} objects, or kcat's: a flat array
+// of alternating names and values (kcat -J), or an object of names to
+// arrays of values (kcat -J with its header map option).
 bool EnvelopeParser::Impl::ParseHeaders(simdjson::ondemand::value v) {
+  simdjson::ondemand::json_type type;
+  if (v.type().get(type)) return Fail("field \"headers\": expected an array");
+  if (type == simdjson::ondemand::json_type::object) {
+    simdjson::ondemand::object map;
+    if (v.get_object().get(map)) return Fail("field \"headers\": expected an array or object");
+    for (auto field_result : map) {
+      simdjson::ondemand::field field;
+      if (auto e = std::move(field_result).get(field)) return Fail(fmt::format("headers: {}", ErrorText(e)));
+      std::string_view name;
+      if (auto e = field.unescaped_key().get(name)) return Fail(fmt::format("headers: {}", ErrorText(e)));
+      // Unescaped strings live in the parser's buffer until the next line.
+      std::string_view key = name;
+      simdjson::ondemand::array values;
+      if (field.value().get_array().get(values))
+        return Fail("field \"headers\": a header map holds arrays of values");
+      for (auto value : values) {
+        std::optional<Bytes> bytes;
+        if (!ReadBytes(value.value(), "headers{}", false, &bytes)) return false;
+        result.headers.push_back(Header{key, bytes});
+      }
+    }
+    return true;
+  }
   simdjson::ondemand::array arr;
   if (v.get_array().get(arr)) return Fail("field \"headers\": expected an array");
+  std::optional<std::string_view> name;  // kcat's flat form: a name waiting for its value
+  bool flat = false, objects = false;
   for (auto elem : arr) {
-    simdjson::ondemand::object obj;
-    if (elem.get_object().get(obj)) return Fail("field \"headers\": each header must be an object");
-    if (!ParseHeader(obj)) return false;
+    simdjson::ondemand::json_type t;
+    if (elem.type().get(t)) return Fail("field \"headers\": bad element");
+    if (t == simdjson::ondemand::json_type::object) {
+      objects = true;
+      simdjson::ondemand::object obj;
+      if (flat || elem.get_object().get(obj))
+        return Fail("field \"headers\": each header must be an object");
+      if (!ParseHeader(obj)) return false;
+      continue;
+    }
+    flat = true;
+    if (objects) return Fail("field \"headers\": each header must be an object");
+    std::optional<Bytes> bytes;
+    if (!ReadBytes(elem.value(), "headers[]", false, &bytes)) return false;
+    if (!name) {
+      if (!bytes) return Fail("field \"headers\": a header name is null");
+      name = AsText(*bytes);
+    } else {
+      result.headers.push_back(Header{*name, bytes});
+      name.reset();
+    }
   }
+  if (name) return Fail("field \"headers\": a name without a value (kcat's flat form pairs them)");
   return true;
 }
 
@@ -357,8 +404,9 @@ bool EnvelopeParser::Impl::ParseTop(simdjson::ondemand::object obj) {
       result.timestamp = n;
     } else if (name == "tstype") {
       std::string_view s;
-      if (v.get_string().get(s) || (s != "create" && s != "logappend"))
-        return Fail("field \"tstype\": expected \"create\" or \"logappend\"");
+      // kcat writes "unknown" when the timestamp type is neither.
+      if (v.get_string().get(s) || (s != "create" && s != "logappend" && s != "unknown"))
+        return Fail("field \"tstype\": expected \"create\", \"logappend\" or \"unknown\"");
       result.log_append_time = s == "logappend";
     } else if (name == "partition") {
       if (!ReadInt(v, name, &n)) return false;

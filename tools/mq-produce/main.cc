@@ -14,7 +14,7 @@ constexpr const char* kUsage =
     "Usage: mq-produce [-C DIR] -t TOPIC [-p N] [-k KEY | -K DELIM] [-D DELIM | -0 | -J] "
     "[-H NAME=VALUE]... [-Z] [-z CODEC] [--producer-id NAME] [--print-offsets] [OPTION]... "
     "[FILE]...\n"
-    "       mq-produce [-C DIR] -t TOPIC --create [--partitions N] [-X KEY=VALUE]... "
+    "       mq-produce [-C DIR] -t TOPIC --create [--like SRC] [--partitions N] [-X KEY=VALUE]... "
     "[OPTION]... [FILE]...\n"
     "       mq-produce [-C DIR] -t TOPIC --describe\n"
     "       mq-produce -h | -V\n"

@@ -59,7 +59,7 @@ void AddFlags(CLI::App& app, Flags* f) {
   auto* d = app.add_option("-D,--delimiter", f->delimiter,
                            "messages end with DELIM (escapes \\n \\t \\r \\0 \\\\ \\xNN)");
   auto* nul = app.add_flag("-0,--null", f->nul, "messages end with NUL")->excludes(d);
-  app.add_flag("-J,--json", f->json, "input is the JSON Lines envelope of mq-consume -J")
+  auto* json = app.add_flag("-J,--json", f->json, "input is the JSON Lines envelope of mq-consume -J (or kcat -J)")
       ->excludes(d)->excludes(nul)->excludes(key)->excludes(kd);
   // Repeatable options take one value each time, so `-H a=b FILE` leaves
   // FILE an input file.
@@ -90,6 +90,11 @@ void AddFlags(CLI::App& app, Flags* f) {
   auto* create = app.add_flag("--create", f->create, "create the topic if it does not exist");
   app.add_option("--partitions", f->partitions, "partitions of a created topic")
       ->check(CLI::Range(1, 10000))->needs(create);
+  app.add_option("--like", f->like, "create the topic with the configuration of topic SRC")
+      ->needs(create);
+  app.add_flag("--keep-partition", f->keep_partition,
+               "-J: append each message to the partition its envelope names")
+      ->needs(json);
   app.add_option("-X,--config", f->config, "topic configuration KEY=VALUE when creating")
       ->needs(create)->allow_extra_args(false);
   app.add_flag("--describe", f->describe, "print the topic's configuration and exit");

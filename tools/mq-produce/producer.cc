@@ -75,6 +75,7 @@ Result<std::unique_ptr<Producer>> Producer::Open(const DataDir& dir, ProducerOpt
 
 int32_t Producer::Choose(const Message& m) {
   if (options_.partition) return *options_.partition;
+  if (m.partition) return *m.partition;
   if (m.key) return PartitionForKey(*m.key, options_.partitions);
   // With a producer id the partition must not depend on batching, so that a
   // re-run routes every message as before: by message index.

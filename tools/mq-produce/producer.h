@@ -40,6 +40,7 @@ struct Message {
   std::optional<Bytes> key;
   std::optional<Bytes> value;
   std::span<const Header> headers;
+  std::optional<int32_t> partition;  // this partition, whatever the key (--keep-partition)
 };
 
 struct ProducerStats {

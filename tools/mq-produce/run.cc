@@ -43,8 +43,13 @@ int Describe(const DataDir& dir, const std::string& topic) {
 
 // The configuration --create asks for: --partitions and each -X, which
 // must not contradict each other (kInvalidArgument naming both).
-Result<TopicConfig> WantedConfig(const Flags& f, const Settings& s) {
+Result<TopicConfig> WantedConfig(const DataDir& dir, const Flags& f, const Settings& s) {
   TopicConfig wanted;
+  if (f.like) {
+    auto like = dir.ReadTopic(*f.like);
+    if (!like) return Status(like.error().code(), "--like: " + like.error().message());
+    wanted = *like;
+  }
   if (f.partitions) wanted.partitions = *f.partitions;
   for (const auto& [key, value] : s.config) {
     Status st = wanted.Set(key, value);
@@ -62,7 +67,7 @@ Result<TopicConfig> WantedConfig(const Flags& f, const Settings& s) {
 // existing topic, --create checks that what it asks for is what the topic
 // has: mq-produce never changes a topic, and never ignores a setting.
 Result<TopicConfig> OpenTopic(const DataDir& dir, const Flags& f, const Settings& s) {
-  auto wanted = WantedConfig(f, s);
+  auto wanted = WantedConfig(dir, f, s);
   if (!wanted) return wanted.error();
   auto config = dir.ReadTopic(f.topic);
   if (config || config.error().code() != Code::kNotFound) {
@@ -70,6 +75,12 @@ Result<TopicConfig> OpenTopic(const DataDir& dir, const Flags& f, const Settings
       return Status(Code::kInvalidArgument,
                     fmt::format("--partitions: topic \"{}\" exists with {} partitions, not {}",
                                 f.topic, config->partitions, *f.partitions));
+    }
+    if (config && f.create && f.like && !(*wanted == *config)) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("--like {}: topic \"{}\" exists with another configuration (see "
+                                "--describe); mq-produce does not change an existing topic",
+                                *f.like, f.topic));
     }
     if (config && f.create) {
       for (const auto& [key, value] : s.config) {
@@ -133,8 +144,9 @@ class Progress {
 class Feeder {
  public:
   Feeder(const Flags& f, const Settings& s, Producer* producer, Progress* progress,
-         size_t max_message)
-      : f_(f), s_(s), producer_(producer), progress_(progress), max_message_(max_message) {
+         size_t max_message, int32_t partitions)
+      : f_(f), s_(s), producer_(producer), progress_(progress), max_message_(max_message),
+        partitions_(partitions) {
     for (const auto& [name, value] : s_.headers) {
       fixed_headers_.push_back(Header{name, AsBytes(value)});
     }
@@ -220,6 +232,20 @@ class Feeder {
       headers = scratch_headers_;
     }
     m.headers = headers;
+    if (f_.keep_partition) {
+      if (!e.partition) {
+        return Status(Code::kInvalidArgument,
+                      fmt::format("{}: line {}: --keep-partition: the envelope has no partition",
+                                  src.name(), in.number));
+      }
+      if (*e.partition >= partitions_) {
+        return Status(Code::kInvalidArgument,
+                      fmt::format("{}: line {}: --keep-partition: partition {}, but the topic has "
+                                  "{} partition(s)", src.name(), in.number, *e.partition,
+                                  partitions_));
+      }
+      m.partition = e.partition;
+    }
     size_t size = (m.key ? m.key->size() : 0) + (m.value ? m.value->size() : 0);
     for (const Header& h : headers) size += h.key.size() + (h.value ? h.value->size() : 0);
     if (size > max_message_) {
@@ -236,6 +262,7 @@ class Feeder {
   Producer* producer_;
   Progress* progress_;
   size_t max_message_;
+  int32_t partitions_;
   std::vector<Header> fixed_headers_;
   std::vector<Header> scratch_headers_;
   std::optional<Bytes> fixed_key_;
@@ -313,7 +340,7 @@ int Run(const Flags& f, const Settings& s) {
   if (!producer) return cli::Fail(producer.error());
 
   Progress progress(s.progress);
-  Feeder feeder(f, s, producer->get(), &progress, max_message);
+  Feeder feeder(f, s, producer->get(), &progress, max_message, topic->partitions);
   Status input;
   for (auto& src : sources) {
     input = feeder.Feed(std::move(src));

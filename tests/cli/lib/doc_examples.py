@@ -74,7 +74,10 @@ EXPECT = {
     "    sleep 1\n"
     "done": 0,
     "mq-consume -t src -e -J | mq-produce -t dst --create -J -z zstd": 0,
+    "mq-consume -t src -e -J | mq-produce -t mirror --create --like src -J --keep-partition": 0,
     "find . -name '*.txt' -print0 | mq-produce -t files --create -0": 0,
+    # mq(7)
+    "mq-consume -t src -e -J | mq-produce -t mirror --create --like src -J --keep-partition": 0,
     # mq(7): the last two lines follow, so the script runs until stopped
     "export MQ_DIR=$HOME/mq\n"
     "mq-produce -t logs --create --partitions 4 < app.log\n"
