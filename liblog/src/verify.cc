@@ -122,10 +122,30 @@ Result<std::vector<BatchInfo>> SiblingBatches(const std::string& index_path, con
   return batches;
 }
 
-// Entries whose offset is `end_offset` or more were written by an append
-// that was never published (R27): not judged.
+// Where an index stops being judged: entries whose offset is `offset` or
+// more belong to log bytes that are not judged either. With kNote they were
+// written by an append that was never published (R27) and are skipped; with
+// kNeedsRecovery they point past the valid end of a log recovery will cut,
+// and rebuild the index of (R23), which one problem of that kind says.
+struct IndexTail {
+  int64_t offset = INT64_MAX;
+  Problem::Kind kind = Problem::Kind::kNote;
+};
+
+// True (stop) when entry `i` at byte `at` is in the tail.
+bool InTail(const IndexTail& tail, int64_t offset, size_t i, uint64_t at, const std::string& path,
+            std::vector<Problem>* problems) {
+  if (offset < tail.offset) return false;
+  if (tail.kind == Problem::Kind::kNeedsRecovery)
+    problems->push_back({path, at, "R23",
+                         fmt::format("entry {} on point past the valid end of the log; the next "
+                                     "writer rebuilds the index", i),
+                         Problem::Kind::kNeedsRecovery});
+  return true;
+}
+
 Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& known,
-                         std::vector<Problem>* problems, int64_t end_offset = INT64_MAX) {
+                         std::vector<Problem>* problems, const IndexTail& tail = {}) {
   auto entries = ReadOffsetIndexFile(path);
   if (!entries) {
     if (entries.error().code() != Code::kCorruption) return entries.error();
@@ -135,7 +155,7 @@ Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& 
   for (size_t i = 0; i < entries->size(); ++i) {
     const auto& e = (*entries)[i];
     uint64_t at = i * format::kOffsetIndexEntrySize;
-    if (e.offset >= end_offset) break;
+    if (InTail(tail, e.offset, i, at, path, problems)) break;
     if (i > 0 && (e.offset <= (*entries)[i - 1].offset || e.position <= (*entries)[i - 1].position)) {
       problems->push_back({path, at, "R13", fmt::format("entry {} (offset {}, position {}) does not "
                                                         "increase", i, e.offset, e.position)});
@@ -155,7 +175,7 @@ Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& 
 }
 
 Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& known,
-                       std::vector<Problem>* problems, int64_t end_offset = INT64_MAX) {
+                       std::vector<Problem>* problems, const IndexTail& tail = {}) {
   auto entries = ReadTimeIndexFile(path);
   if (!entries) {
     if (entries.error().code() != Code::kCorruption) return entries.error();
@@ -168,7 +188,7 @@ Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& kn
   for (size_t i = 0; i < entries->size(); ++i) {
     const auto& e = (*entries)[i];
     uint64_t at = i * format::kTimeIndexEntrySize;
-    if (e.offset >= end_offset) break;
+    if (InTail(tail, e.offset, i, at, path, problems)) break;
     if (i > 0 && e.timestamp <= (*entries)[i - 1].timestamp)
       problems->push_back({path, at, "R14", fmt::format("entry {}: timestamp {} does not increase",
                                                         i, e.timestamp)});
@@ -243,7 +263,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     }
     const bool end_segment = state && base == state->end_segment_base;
     const uint64_t committed = trusted && end_segment ? state->end_position : UINT64_MAX;
-    const int64_t end_offset = trusted && end_segment ? state->log_end_offset : INT64_MAX;
+    IndexTail tail;
+    if (trusted && end_segment) tail.offset = state->log_end_offset;
     const size_t first_problem = problems->size();
     std::vector<BatchInfo> batches;
     uint64_t unpublished = 0;
@@ -258,6 +279,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     // its last valid batch need recovery; they are not corruption.
     if (!trusted && state && base == segments->back()) {
       uint64_t valid_end = batches.empty() ? 0 : batches.back().end;
+      tail = {batches.empty() ? base : batches.back().last_offset + 1,
+              Problem::Kind::kNeedsRecovery};
       for (size_t i = first_problem; i < problems->size(); ++i) {
         Problem& p = (*problems)[i];
         if (p.kind != Problem::Kind::kCorruption || p.position < valid_end) continue;
@@ -272,8 +295,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     for (const char* suffix : {format::kIndexSuffix, format::kTimeIndexSuffix}) {
       std::string idx = dir + "/" + SegmentFileName(base, suffix);
       Status s = EndsWith(idx, format::kTimeIndexSuffix)
-                     ? VerifyTimeIndex(idx, batches, problems, end_offset)
-                     : VerifyOffsetIndex(idx, batches, problems, end_offset);
+                     ? VerifyTimeIndex(idx, batches, problems, tail)
+                     : VerifyOffsetIndex(idx, batches, problems, tail);
       if (s.code() == Code::kNotFound)
         problems->push_back({idx, 0, "R23", "index file missing (rebuilt when a writer opens)"});
       else if (!s.ok())
