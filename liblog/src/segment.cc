@@ -240,9 +240,19 @@ Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from, Resync
   PrefixCrc prefix(file_, from + 1, end_);
   for (uint64_t p = from + 1; p + format::kBatchHeaderSize <= end_; ++p) {
     MQ_RETURN_IF_ERROR(Fill(p, format::kBatchHeaderSize));
-    if (buf_len_ - (p - buf_pos_) < format::kBatchHeaderSize) break;
+    size_t avail = buf_len_ - static_cast<size_t>(p - buf_pos_);
+    if (avail < format::kBatchHeaderSize) break;
+    // Magic first, over the whole buffer at once: the next position whose
+    // magic byte is 2 and whose header is in the buffer.
+    const std::byte* at = buf_.data() + (p - buf_pos_);
+    size_t positions = avail - format::kBatchHeaderSize + 1;
+    const void* hit = std::memchr(at + format::kMagicOffset, format::kMagicV2, positions);
+    if (hit == nullptr) {
+      p += positions - 1;
+      continue;
+    }
+    p += static_cast<uint64_t>(static_cast<const std::byte*>(hit) - (at + format::kMagicOffset));
     const std::byte* b = buf_.data() + (p - buf_pos_);
-    if (std::to_integer<int8_t>(b[format::kMagicOffset]) != format::kMagicV2) continue;
     uint64_t len = LoadBig32(b + format::kBatchLengthOffset);
     if (len < format::kBatchHeaderSize - format::kLogOverhead ||
         len + format::kLogOverhead > limits_.max_batch_bytes ||

@@ -1,6 +1,7 @@
 // Recovery at writer open (format-spec/segment.md §12, R20-R25).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -445,4 +446,74 @@ TEST_CASE("R22 resync: hostile candidate headers end in a decision, linear in th
       CHECK(!*next);
     }
   }
+}
+
+namespace {
+
+std::vector<Problem> Verify(const std::string& dir) {
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, DecodeLimits{}, &problems).ok());
+  return problems;
+}
+
+bool Only(const std::vector<Problem>& problems, Problem::Kind kind) {
+  return !problems.empty() && std::all_of(problems.begin(), problems.end(),
+                                          [&](const Problem& p) { return p.kind == kind; });
+}
+
+}  // namespace
+
+TEST_CASE("R27 verify: unpublished bytes past the committed end are notes on the same boot") {
+  TempDir tmp;
+  std::string dir = tmp / "n-0";
+  LogConfig config;
+  config.segment_bytes = 2000;
+  BuildSegment(dir, 3, config);
+  CHECK(Verify(dir).empty());
+  AppendUnpublished(dir, 12, config);  // what a killed writer leaves
+  auto problems = Verify(dir);
+  CHECK(Only(problems, Problem::Kind::kNote));
+  for (const auto& p : problems) CHECK(p.rule == "R27");
+  // The same bytes after a reboot: the valid prefix a writer keeps.
+  ScopedBootId reboot(kAfterReboot);
+  CHECK(Verify(dir).empty());
+}
+
+TEST_CASE("R28 needs recovery: a segment shorter than an untrusted committed end") {
+  TempDir tmp;
+  std::string dir = tmp / "s-0";
+  auto ends = BuildSegment(dir, 6);
+  std::filesystem::resize_file(dir + "/" + kLog0, ends[3] + 5);  // torn inside batch 4
+  {
+    // On the boot that published the committed end: committed bytes are gone.
+    auto problems = Verify(dir);
+    bool r27 = false;
+    for (const auto& p : problems) r27 |= p.rule == "R27" && p.kind == Problem::Kind::kCorruption;
+    CHECK(r27);
+  }
+  ScopedBootId reboot(kAfterReboot);
+  auto problems = Verify(dir);
+  CHECK(Only(problems, Problem::Kind::kNeedsRecovery));
+  bool r28 = false, torn = false;
+  for (const auto& p : problems) {
+    r28 |= p.rule == "R28";
+    torn |= p.rule == "R1" && p.position == ends[3];
+  }
+  CHECK(r28);
+  CHECK(torn);
+  // A writer recovers it (keeping the valid prefix), after which it is clean.
+  auto w = Reopen(dir, nullptr);
+  REQUIRE(w);
+  CHECK((*w)->log_end_offset() == ReadAll(dir).back().second + 1);
+  CHECK(ReadAll(dir).size() == 4);
+  (void)(*w)->Close();
+  CHECK(Verify(dir).empty());
+  // Damage that a valid batch follows stays corruption after a reboot.
+  auto bytes = ReadFile(dir + "/" + kLog0);
+  bytes[ends[1] + 30] ^= std::byte{0x10};
+  WriteFile(dir + "/" + kLog0, bytes);
+  problems = Verify(dir);
+  CHECK(!problems.empty());
+  CHECK(std::any_of(problems.begin(), problems.end(),
+                    [](const Problem& p) { return p.kind == Problem::Kind::kCorruption; }));
 }
