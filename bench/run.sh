@@ -20,6 +20,7 @@ printf '%s\n' "$(printf -- '-%.0s' {1..110})"
 "$BUILD/bench/bench-crc"
 "$BUILD/bench/bench-log" --bytes="${MQ_BENCH_LOG_BYTES:-256M}"
 "$BUILD/bench/bench-open_seek"
+"$BUILD/bench/bench-open_unsynced" --bytes="${MQ_BENCH_UNSYNCED_BYTES:-1G}"
 "$BUILD/bench/bench-fsync"
 "$BUILD/bench/bench-memory" --bytes="${MQ_BENCH_BYTES:-1G}"
 # Shell benchmarks others add: bench/*.sh, run with MQ_BIN set.

@@ -437,6 +437,17 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
       // The file ends inside a batch (or before our position) although
       // these bytes were committed (§9.2): they were lost or cut.
       auto size = r.cur_file->Size();
+      if (r.state && !r.fields.same_boot()) {
+        // R28: the committed end was published before a reboot and never
+        // fsynced: the next writer keeps the valid prefix. Not corruption.
+        r.corrupt_at = r.pos;
+        return Status(Code::kNeedsRecovery,
+                      fmt::format("{}: position {}: R28: needs recovery: the segment ends at byte "
+                                  "{} but the committed end, published before a reboot, is at {}; "
+                                  "the next writer to open the partition repairs it",
+                                  r.cursor.name(), r.pos, size ? *size : 0,
+                                  std::max(*bound, r.pos)));
+      }
       return r.Corrupt(r.pos, "R1",
                        fmt::format("the segment ends at byte {} but {} bytes of it were committed",
                                    size ? *size : 0, std::max(*bound, r.pos)));

@@ -86,6 +86,8 @@ struct PartitionWriter::Impl {
   }
 
   Status Recover(RecoveryReport* report, bool recreated);
+  Result<bool> OpenSameBoot(const StateFields& prev, std::vector<int64_t> list,
+                            RecoveryReport* report);
   Status OpenActive(int64_t base, uint64_t size);
   Status Sync();
   Status Publish();
@@ -237,6 +239,7 @@ Status PartitionWriter::Impl::ReplayProducers(int64_t) {
 }
 
 Status PartitionWriter::Impl::Publish() {
+  fields.boot_id = CurrentBootId();  // R27: the committed end is this boot's
   generation = state.Publish(fields);
   return Status::Ok();
 }
@@ -333,6 +336,77 @@ Status PartitionWriter::Impl::SyncAll() {
   return Status::Ok();
 }
 
+// R27: the committed end was published on this boot, so it is
+// authoritative. Everything below it was validated when it was appended and
+// its pages are intact; everything past it was never published: segment
+// files above endSegmentBase are removed and the active segment is cut to
+// endPosition (never adopted, never re-validated). The cost is independent
+// of the bytes appended since the last fsync. Returns false (nothing
+// changed) when the log does not hold the committed end: that is damage,
+// left to the full recovery of §12, which reports it.
+Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::vector<int64_t> list,
+                                                 RecoveryReport* report) {
+  int fd = dir_fd.get();
+  if (!std::binary_search(list.begin(), list.end(), prev.end_segment_base)) return false;
+  std::string name = SegmentFileName(prev.end_segment_base, format::kLogSuffix);
+  auto active = fs->Open(fd, name, FileSystem::kReadWrite);
+  if (!active) return active.error();
+  auto size = (*active)->Size();
+  if (!size) return size.error();
+  if (*size < prev.end_position) return false;
+  while (list.back() > prev.end_segment_base) {
+    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
+      Status s = fs->Unlink(fd, SegmentFileName(list.back(), suffix));
+      if (!s.ok() && s.code() != Code::kNotFound) return s;
+    }
+    report->repaired.push_back({SegmentFileName(list.back(), format::kLogSuffix), 0,
+                                "unpublished-tail",
+                                "R27: segment past the committed end was never published; removed"});
+    list.pop_back();
+    dir_dirty = true;
+  }
+  // Indexes are derived data: the cheap checks of R25, and a rebuild (R23)
+  // when they fail. Entries past the committed end, left by a writer that
+  // died before publishing, are dropped by OpenActive.
+  const bool active_index_ok = ActiveIndexLooksRight(fd, config, prev.end_segment_base,
+                                                     prev.end_position, prev.log_end_offset, *size);
+  if (*size > prev.end_position) {
+    MQ_RETURN_IF_ERROR((*active)->Truncate(prev.end_position));
+    report->bytes_truncated += *size - prev.end_position;
+    report->repaired.push_back(
+        {name, prev.end_position, "unpublished-tail",
+         fmt::format("R27: {} bytes past the committed end were never published; cut",
+                     *size - prev.end_position)});
+  }
+  for (size_t i = 0; i + 1 < list.size(); ++i) {
+    if (IndexLooksRight(fd, config, list[i], list[i + 1])) continue;
+    auto f = fs->Open(fd, SegmentFileName(list[i], format::kLogSuffix), FileSystem::kRead);
+    if (!f) return f.error();
+    auto rolled_size = (*f)->Size();
+    if (!rolled_size) return rolled_size.error();
+    MQ_RETURN_IF_ERROR(RebuildIndexes(fd, fs, config, list[i], *rolled_size, true));
+    ++report->indexes_rebuilt;
+    report->repaired.push_back({SegmentFileName(list[i], format::kIndexSuffix), 0, "index-rebuilt",
+                                "R23: index inconsistent with its log; rebuilt"});
+  }
+  if (!active_index_ok) {
+    MQ_RETURN_IF_ERROR(
+        RebuildIndexes(fd, fs, config, prev.end_segment_base, prev.end_position, false));
+    ++report->indexes_rebuilt;
+    report->repaired.push_back({SegmentFileName(prev.end_segment_base, format::kIndexSuffix), 0,
+                                "index-rebuilt", "R23: index inconsistent with its log; rebuilt"});
+  }
+  segments = std::move(list);
+  fields = prev;
+  fields.rewrites = prev.rewrites + 1;
+  MQ_RETURN_IF_ERROR(ReplayProducers(0));
+  MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
+  stale_check = false;
+  state.SetAppending(false);
+  MQ_RETURN_IF_ERROR(Publish());
+  return true;
+}
+
 // Recovery (§12) under the lock: at open, and whenever the state file is
 // found invalid (a writer died inside Publish).
 Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
@@ -340,6 +414,16 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   auto list = ListSegments(fd);
   if (!list) return list.error();
   auto old = state.Read();
+  if (old && !recreated && old->same_boot() && !list->empty()) {
+    auto done = OpenSameBoot(*old, *list, report);
+    if (!done) return done.error();
+    if (*done) return Status::Ok();
+    report->repaired.push_back(
+        {SegmentFileName(old->end_segment_base, format::kLogSuffix), old->end_position, "R27",
+         fmt::format("the log ends before the committed end (segment {}, position {}) published "
+                     "on this boot; validated from the recovery point",
+                     old->end_segment_base, old->end_position)});
+  }
   // R24: a missing or invalid state file is rebuilt from the log (worth a
   // report only when there is a log to rebuild it from).
   if (!old)

@@ -98,7 +98,7 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
                       : step.error();
     if (why.code() != Code::kCorruption) return why;
     if (!last) return why;  // R22: never repair a segment that was rolled
-    auto next = cursor.FindNextValid(pos);
+    auto next = cursor.FindNextValid(pos, {prev, base});
     if (!next) return next.error();
     if (*next)
       return Status::Corruption(name, pos, why.rule(),
@@ -121,6 +121,8 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
   r.valid_bytes = pos;
   return r;
 }
+
+}  // namespace
 
 // The cheap check of a segment below the recovery point: sizes, and that
 // the last offset entry points at a batch with that last offset.
@@ -146,7 +148,40 @@ bool IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t 
   return DecodeBatchHeader(Bytes(header, sizeof header)).last_offset() == e.offset;
 }
 
-}  // namespace
+
+bool ActiveIndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
+                           uint64_t end_position, int64_t end_offset, uint64_t log_size) {
+  FileSystem* fs = FsOf(config);
+  auto idx = MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix), kMaxIndexBytes);
+  auto tidx =
+      MappedFile::Open(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), kMaxIndexBytes);
+  if (!idx || !tidx) return false;
+  Bytes offsets = idx->bytes(), times = tidx->bytes();
+  if (offsets.size() % format::kOffsetIndexEntrySize != 0) return false;
+  if (times.size() % format::kTimeIndexEntrySize != 0) return false;
+  // Entries at or past the committed end belong to an append that was never
+  // published: skipped here, dropped when the writer opens the segment.
+  for (size_t n = times.size() / format::kTimeIndexEntrySize; n > 0; --n) {
+    auto t = DecodeTimeEntry(times.data() + (n - 1) * format::kTimeIndexEntrySize, base);
+    if (t.offset >= end_offset) continue;
+    if (t.offset < base) return false;
+    break;
+  }
+  for (size_t n = offsets.size() / format::kOffsetIndexEntrySize; n > 0; --n) {
+    auto e = DecodeOffsetEntry(offsets.data() + (n - 1) * format::kOffsetIndexEntrySize, base);
+    if (e.offset >= end_offset && e.position >= end_position && e.position < log_size) continue;
+    if (e.offset >= end_offset || e.position >= end_position) return false;
+    if (e.offset < base) return false;
+    auto log = fs->Open(dir_fd, SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
+    if (!log) return false;
+    std::byte header[format::kBatchHeaderSize];
+    auto got = (*log)->ReadAt(e.position, header);
+    if (!got || *got != sizeof header) return false;
+    BatchHeader h = DecodeBatchHeader(Bytes(header, sizeof header));
+    return h.last_offset() == e.offset && e.position + h.size_bytes() <= end_position;
+  }
+  return true;
+}
 
 Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64_t base,
                       uint64_t size, bool rolled) {

@@ -2,6 +2,8 @@
 #include "segment.h"
 
 #include <algorithm>
+#include <array>
+#include <climits>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "format.h"
+#include "mq/crc32c.h"
 #include "mq/segment.h"
 
 namespace mq {
@@ -139,26 +142,140 @@ Result<BatchCursor::Step> BatchCursor::Read(uint64_t pos, BatchView* view) {
   return Step::kBatch;
 }
 
-Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from) {
-  // Hostile bytes can put a plausible header at every position; bound the
-  // CRC work so the scan stays linear. Giving up is reported as corruption,
-  // the safe answer: nothing gets truncated on a guess.
-  uint64_t budget = std::max<uint64_t>(64ull << 20, 8 * (end_ - from));
+namespace {
+
+// CRC-32C arithmetic for the resync scan (zlib's crc32_combine, with the
+// Castagnoli polynomial): a·b modulo P, and x^(8n) modulo P, in the
+// reflected bit order of the CRC.
+constexpr uint32_t kCrc32cPoly = 0x82F63B78;
+
+uint32_t MultModP(uint32_t a, uint32_t b) {
+  uint32_t m = 1u << 31, p = 0;
+  for (;;) {
+    if (a & m) {
+      p ^= b;
+      if ((a & (m - 1)) == 0) break;
+    }
+    m >>= 1;
+    b = b & 1 ? (b >> 1) ^ kCrc32cPoly : b >> 1;
+  }
+  return p;
+}
+
+// x^(8n) mod P: shifts a CRC past n zero bytes.
+uint32_t BytesShift(uint64_t n) {
+  static const auto kPowers = [] {
+    std::array<uint32_t, 64> t{};
+    uint32_t p = 1u << 30;  // x^1
+    for (auto& v : t) {
+      v = p;
+      p = MultModP(p, p);
+    }
+    return t;
+  }();
+  uint32_t p = 1u << 31;  // x^0
+  unsigned k = 3;         // 8n = n·2^3
+  for (; n; n >>= 1, ++k)
+    if (n & 1) p = MultModP(kPowers[k & 63], p);
+  return p;
+}
+
+// Prefix CRCs of a file range [origin, end), computed lazily in one forward
+// pass and kept every kStride bytes: C(x) = CRC-32C of [origin, x). The CRC
+// of any [a, b) is then C(b) ^ shift(C(a), b - a) (crc32_combine solved for
+// the second part), at most 2·kStride bytes of work, so no byte of the range
+// is hashed more than a constant number of times whatever the candidates.
+class PrefixCrc {
+ public:
+  static constexpr uint64_t kStride = 4096;
+  PrefixCrc(File* file, uint64_t origin, uint64_t end) : file_(file), origin_(origin), end_(end) {
+    marks_.push_back(0);  // CRC-32C of nothing
+  }
+
+  Result<uint32_t> Crc(uint64_t a, uint64_t b) {
+    auto ca = At(a);
+    if (!ca) return ca.error();
+    auto cb = At(b);
+    if (!cb) return cb.error();
+    return *cb ^ MultModP(BytesShift(b - a), *ca);
+  }
+
+ private:
+  Result<uint32_t> At(uint64_t x) {
+    uint64_t i = (x - origin_) / kStride;
+    while (marks_.size() <= i) {  // extend the forward pass, 1 MiB at a time
+      if (block_.empty()) block_.resize(1 << 20);
+      uint64_t from = origin_ + (marks_.size() - 1) * kStride;
+      uint64_t n = std::min<uint64_t>(block_.size(), end_ - from) / kStride * kStride;
+      auto got = file_->ReadAt(from, std::span(block_.data(), n));
+      if (!got) return got.error();
+      if (*got < n) return Status(Code::kIoError, "resync scan: short read (file shrank)");
+      for (uint64_t at = 0; at < n; at += kStride)
+        marks_.push_back(Crc32cExtend(marks_.back(), std::span(block_.data() + at, kStride)));
+    }
+    uint64_t base = origin_ + i * kStride;
+    size_t rest = static_cast<size_t>(x - base);
+    if (rest == 0) return marks_[i];
+    std::byte tail[kStride];
+    auto got = file_->ReadAt(base, std::span(tail, rest));
+    if (!got) return got.error();
+    if (*got < rest) return Status(Code::kIoError, "resync scan: short read (file shrank)");
+    return Crc32cExtend(marks_[i], std::span<const std::byte>(tail, rest));
+  }
+
+  File* file_;
+  uint64_t origin_, end_;
+  std::vector<uint32_t> marks_;
+  std::vector<std::byte> block_;
+};
+
+}  // namespace
+
+Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from, ResyncHint hint) {
+  // Hostile bytes can put a plausible header at every position. The cheap
+  // facts of a header (magic, a length that fits, attributes, counts, and
+  // offsets that continue those before, R10) come first; a candidate that
+  // passes them gets its CRC from prefix CRCs, so the scan is linear in the
+  // bytes after `from` and always ends in an answer.
+  PrefixCrc prefix(file_, from + 1, end_);
   for (uint64_t p = from + 1; p + format::kBatchHeaderSize <= end_; ++p) {
     MQ_RETURN_IF_ERROR(Fill(p, format::kBatchHeaderSize));
-    if (buf_len_ - (p - buf_pos_) < format::kBatchHeaderSize) break;
+    size_t avail = buf_len_ - static_cast<size_t>(p - buf_pos_);
+    if (avail < format::kBatchHeaderSize) break;
+    // Magic first, over the whole buffer at once: the next position whose
+    // magic byte is 2 and whose header is in the buffer.
+    const std::byte* at = buf_.data() + (p - buf_pos_);
+    size_t positions = avail - format::kBatchHeaderSize + 1;
+    const void* hit = std::memchr(at + format::kMagicOffset, format::kMagicV2, positions);
+    if (hit == nullptr) {
+      p += positions - 1;
+      continue;
+    }
+    p += static_cast<uint64_t>(static_cast<const std::byte*>(hit) - (at + format::kMagicOffset));
     const std::byte* b = buf_.data() + (p - buf_pos_);
-    // Cheap filters before the CRC: magic, then a length that fits.
-    if (std::to_integer<int8_t>(b[format::kMagicOffset]) != format::kMagicV2) continue;
     uint64_t len = LoadBig32(b + format::kBatchLengthOffset);
-    if (len < format::kBatchHeaderSize - format::kLogOverhead || len > limits_.max_batch_bytes ||
+    if (len < format::kBatchHeaderSize - format::kLogOverhead ||
+        len + format::kLogOverhead > limits_.max_batch_bytes ||
         p + format::kLogOverhead + len > end_)
       continue;
-    if (len > budget)
-      return Status::Corruption(name_, from, "R22",
-                                fmt::format("resync scan gave up at byte {}: too many candidate "
-                                            "batches", p));
-    budget -= len;
+    BatchHeader h = DecodeBatchHeader(Bytes(b, format::kBatchHeaderSize));
+    uint16_t attributes = static_cast<uint16_t>(h.attributes);
+    if ((attributes & format::kUnusedAttributeBits) != 0 ||
+        (attributes & format::kCodecMask) > static_cast<uint16_t>(format::Codec::kZstd))
+      continue;
+    if (h.last_offset_delta < 0 || h.records_count < 0 ||
+        int64_t{h.records_count} > int64_t{h.last_offset_delta} + 1 ||
+        (h.is_control() && h.records_count != 1))
+      continue;
+    if (h.base_offset < 0 || h.base_offset > INT64_MAX - 1 - h.last_offset_delta) continue;
+    if (h.base_offset <= hint.after_offset) continue;
+    if (hint.segment_base >= 0 &&
+        (h.base_offset < hint.segment_base ||
+         h.last_offset() - hint.segment_base > int64_t{INT32_MAX}))
+      continue;
+    auto crc = prefix.Crc(p + format::kAttributesOffset, p + format::kLogOverhead + len);
+    if (!crc) return crc.error();
+    if (*crc != h.crc) continue;
     BatchView view;
     auto step = Read(p, &view);
     if (step && *step == Step::kBatch) return std::optional<uint64_t>(p);

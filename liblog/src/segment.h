@@ -61,10 +61,20 @@ class BatchCursor {
   Result<Step> Peek(uint64_t pos, BatchHeader* header, Bytes* bytes);
   // Peek + BatchView::Parse (adds the CRC, R4-R6).
   Result<Step> Read(uint64_t pos, BatchView* view);
-  // The first position after `from` where a valid batch (magic 2, length
-  // within the file, CRC) starts, or nullopt. Used to tell a garbage tail
-  // (R21) from a corrupt batch followed by data (R22).
-  Result<std::optional<uint64_t>> FindNextValid(uint64_t from);
+  // What the resync scan knows about the batches before the damage: a
+  // valid batch after it must continue the offsets (R10).
+  struct ResyncHint {
+    int64_t after_offset = -1;  // last offset of the last valid batch; -1: none
+    int64_t segment_base = -1;  // base offset of the segment; -1: unknown
+  };
+  // The first position after `from` where a valid batch (R1-R6, and R10
+  // against `hint`) starts, or nullopt. Used to tell a garbage tail (R21)
+  // from a corrupt batch followed by data (R22). Always decides, in time
+  // linear in `end - from` whatever the bytes: cheap header facts are
+  // checked before any CRC, and a candidate's CRC comes from prefix CRCs
+  // (R22), never from re-reading its bytes.
+  Result<std::optional<uint64_t>> FindNextValid(uint64_t from, ResyncHint hint);
+  Result<std::optional<uint64_t>> FindNextValid(uint64_t from) { return FindNextValid(from, {}); }
 
  private:
   Status Fill(uint64_t pos, size_t n);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -33,7 +34,7 @@ struct FdMapping {
 
 constexpr size_t kChecksumFrom = offsetof(StateLayout, rewrites);
 constexpr size_t kChecksumTo = offsetof(StateLayout, checksum);
-static_assert(kChecksumFrom == 12 && kChecksumTo == 56);
+static_assert(kChecksumFrom == 12 && kChecksumTo == 72);
 
 uint32_t Checksum(const StateLayout& s) {
   auto* p = reinterpret_cast<const std::byte*>(&s);
@@ -44,7 +45,49 @@ long Futex(const uint32_t* word, int op, uint32_t val, const struct timespec* ti
   return ::syscall(SYS_futex, word, op, val, timeout, nullptr, 0);
 }
 
+// /proc/sys/kernel/random/boot_id, read once per process.
+BootId KernelBootId() {
+  int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return BootId{};
+  char text[64];
+  ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return BootId{};
+  auto id = ParseBootId(std::string(text, static_cast<size_t>(n)));
+  return id ? *id : BootId{};
+}
+
 }  // namespace
+
+std::optional<BootId> ParseBootId(const std::string& text) {
+  BootId id{};
+  size_t digits = 0;
+  for (char c : text) {
+    if (c == '-' || c == '\n') continue;
+    int v = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
+    if (v < 0 || digits >= 32) return std::nullopt;
+    id[digits / 2] = static_cast<uint8_t>(id[digits / 2] << 4 | v);
+    ++digits;
+  }
+  if (digits != 32) return std::nullopt;
+  return id;
+}
+
+BootId CurrentBootId() {
+  if (const char* test = std::getenv("MQ_TEST_BOOT_ID")) {
+    auto id = ParseBootId(test);
+    return id ? *id : BootId{};
+  }
+  static const BootId kernel = KernelBootId();
+  return kernel;
+}
+
+bool StateFields::same_boot() const {
+  return boot_id != BootId{} && boot_id == CurrentBootId();
+}
 
 StateLayout EncodeState(const StateFields& f) {
   StateLayout s;
@@ -57,6 +100,7 @@ StateLayout EncodeState(const StateFields& f) {
   s.end_position = f.end_position;
   s.log_start_offset = f.log_start_offset;
   s.recovery_point = f.recovery_point;
+  std::memcpy(s.boot_id, f.boot_id.data(), sizeof s.boot_id);
   s.checksum = Checksum(s);
   return s;
 }
@@ -79,6 +123,7 @@ Result<StateFields> DecodeState(const StateLayout& s, const std::string& file) {
   f.end_position = s.end_position;
   f.log_start_offset = s.log_start_offset;
   f.recovery_point = s.recovery_point;
+  std::memcpy(f.boot_id.data(), s.boot_id, sizeof s.boot_id);
   if (f.log_start_offset < 0 || f.log_end_offset < f.log_start_offset || f.recovery_point < 0 ||
       f.end_segment_base < 0 || f.end_segment_base > f.log_end_offset)
     return Status::Corruption(file, offsetof(StateLayout, log_end_offset), "R15",
@@ -202,6 +247,8 @@ Result<StateFields> StateFile::Read(uint32_t* generation_out) const {
     copy.end_position = LoadRelaxed(m->end_position);
     copy.log_start_offset = LoadRelaxed(m->log_start_offset);
     copy.recovery_point = LoadRelaxed(m->recovery_point);
+    copy.boot_id[0] = LoadRelaxed(m->boot_id[0]);
+    copy.boot_id[1] = LoadRelaxed(m->boot_id[1]);
     copy.checksum = LoadRelaxed(m->checksum);
     copy.appending = 0;
     std::atomic_thread_fence(std::memory_order_acquire);
@@ -230,6 +277,8 @@ uint32_t StateFile::Publish(const StateFields& f) {
   StoreRelaxed(m->end_position, image.end_position);
   StoreRelaxed(m->log_start_offset, image.log_start_offset);
   StoreRelaxed(m->recovery_point, image.recovery_point);
+  StoreRelaxed(m->boot_id[0], image.boot_id[0]);
+  StoreRelaxed(m->boot_id[1], image.boot_id[1]);
   StoreRelaxed(m->checksum, image.checksum);
   gen.store(g + 2, std::memory_order_seq_cst);
   // Shared (not FUTEX_PRIVATE) wake: the waiters are other processes.

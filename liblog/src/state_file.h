@@ -1,4 +1,4 @@
-// The partition state file `state` (format-spec/segment.md §9): 64 bytes in
+// The partition state file `state` (format-spec/segment.md §9): 80 bytes in
 // native byte order, mapped shared by the writer (read/write) and readers
 // (read-only). It is transient and rebuildable from the log, like SQLite's
 // wal-index, which is why native order is allowed here and nowhere else.
@@ -9,6 +9,7 @@
 // fields, the generation again, and retry if it moved or was odd.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,6 +20,19 @@
 
 namespace mq {
 
+// A kernel boot id (R27): the 16 bytes of the UUID in
+// /proc/sys/kernel/random/boot_id, in the order its text spells them. All
+// zeros means unknown: it never matches, so nothing is trusted for it.
+using BootId = std::array<uint8_t, 16>;
+
+// The running kernel's boot id, or all zeros when it cannot be read. Test
+// seam: when the environment variable MQ_TEST_BOOT_ID is set, its value (a
+// UUID in text, hyphens optional; anything else counts as unknown) is used
+// instead, so a test can simulate a reboot by changing it.
+BootId CurrentBootId();
+// Parses a UUID in text (32 hex digits, hyphens ignored); nullopt otherwise.
+std::optional<BootId> ParseBootId(const std::string& text);
+
 struct StateFields {
   uint32_t rewrites = 0;          // bumped by TruncateTo: tail caches are stale
   int64_t log_end_offset = 0;     // committed end: one past the last offset
@@ -26,7 +40,16 @@ struct StateFields {
   uint64_t end_position = 0;      // committed bytes of that segment
   int64_t log_start_offset = 0;
   int64_t recovery_point = 0;     // offsets below were fsynced and validated
+  BootId boot_id{};               // boot of the writer that published (R27)
   bool operator==(const StateFields&) const = default;
+
+  // R27: true when these fields were published on the running boot (a
+  // known boot id equal to CurrentBootId()). Then the committed end is
+  // authoritative: every byte below it was written and its page cache is
+  // intact, bytes past it were never published. After a reboot it is not
+  // trusted above the recovery point (the file is not fsynced): a segment
+  // shorter than it needs recovery (R28), it is not corrupt.
+  bool same_boot() const;
 };
 
 // §9 byte table (native order).
@@ -40,13 +63,15 @@ struct StateLayout {
   uint64_t end_position;
   int64_t log_start_offset;
   int64_t recovery_point;
-  uint32_t checksum;  // CRC-32C of bytes [12, 56)
+  uint64_t boot_id[2];  // BootId bytes in order (byte-order independent)
+  uint32_t checksum;  // CRC-32C of bytes [12, 72)
   uint32_t appending;  // 1 while a writer writes past the committed end; not checksummed
 };
-static_assert(sizeof(StateLayout) == 64);
+static_assert(sizeof(StateLayout) == 80);
 
 constexpr uint32_t kStateMagic = 0x4D515354;  // "MQST" when read big-endian
-constexpr uint32_t kStateVersion = 1;
+// Version 1 (64 bytes, no boot id) files are rebuilt like any invalid one.
+constexpr uint32_t kStateVersion = 2;
 constexpr const char* kStateFileName = "state";
 
 // Encodes a complete state file image (generation 0) for `fields`.

@@ -30,6 +30,7 @@ int Status::exit_code() const {
     case Code::kIoError: return 74;           // EX_IOERR
     case Code::kBusy: return 75;              // EX_TEMPFAIL
     case Code::kPermission: return 77;        // EX_NOPERM
+    case Code::kNeedsRecovery: return 75;     // EX_TEMPFAIL: run a writer, then retry
   }
   return 70;
 }

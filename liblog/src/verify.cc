@@ -2,6 +2,7 @@
 // Every problem names file, byte position and rule.
 #include <algorithm>
 #include <climits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -21,6 +22,7 @@ namespace {
 
 struct BatchInfo {
   uint64_t position;
+  uint64_t end;
   int64_t last_offset;
   int64_t max_timestamp;
 };
@@ -38,10 +40,14 @@ void Add(std::vector<Problem>* problems, const Status& s, const std::string& fil
 }
 
 // Checks every batch and record of a .log; fills `batches` for index checks.
+// With `committed` (R27: a committed end published on this boot), the bytes
+// from `committed` on were never published: they are not judged, and
+// *unpublished receives their count.
 // With `contiguous` (a delete-policy partition) the batches must also
 // continue each other's offsets from the segment's base (R26).
 Status VerifyLog(const std::string& path, const DecodeLimits& limits,
                  std::vector<Problem>* problems, std::vector<BatchInfo>* batches,
+                 uint64_t committed = UINT64_MAX, uint64_t* unpublished = nullptr,
                  bool contiguous = false) {
   auto scanner = SegmentScanner::Open(path, limits);
   if (!scanner) return scanner.error();
@@ -51,8 +57,13 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
   int64_t prev = -1;
   std::vector<std::byte> scratch;
   std::optional<uint64_t> last_error;
+  const uint64_t size = (*scanner)->file_size();
+  if (unpublished) *unpublished = size > committed ? size - committed : 0;
   for (;;) {
     auto next = (*scanner)->Next();
+    const bool at_end = next && !*next;
+    if (!at_end && (*scanner)->position() >= committed)
+      return Status::Ok();  // past the committed end: never published
     if (!next) {
       if (next.error().code() != Code::kCorruption) return next.error();
       Add(problems, next.error(), path, (*scanner)->position());
@@ -75,8 +86,11 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
                                                          h.base_offset - 1)});
     if (base && h.last_offset() - *base > INT32_MAX)
       problems->push_back({path, pos, "R10", "lastOffset too far from the segment base"});
+    if (pos + h.size_bytes() > committed)
+      problems->push_back({path, committed, "R27", fmt::format("the committed end is inside the "
+                                                               "batch at {}", pos)});
     prev = std::max(prev, h.last_offset());
-    batches->push_back({pos, h.last_offset(), h.max_timestamp});
+    batches->push_back({pos, pos + h.size_bytes(), h.last_offset(), h.max_timestamp});
     auto records = RecordReader::Open(b, &scratch, limits, path, pos);
     if (!records) {
       // A gzip/snappy/lz4 batch is valid (R5), but its records cannot be
@@ -98,8 +112,8 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
     }
   }
   uint64_t trailing = (*scanner)->trailing_bytes();
-  uint64_t at = (*scanner)->file_size() - trailing;
-  if (trailing > 0 && last_error != at)
+  uint64_t at = size - trailing;
+  if (trailing > 0 && last_error != at && at < committed)
     problems->push_back({path, at, "R1", fmt::format("{} bytes at the end hold no complete batch "
                                                      "(torn tail)", trailing)});
   return Status::Ok();
@@ -115,8 +129,30 @@ Result<std::vector<BatchInfo>> SiblingBatches(const std::string& index_path, con
   return batches;
 }
 
+// Where an index stops being judged: entries whose offset is `offset` or
+// more belong to log bytes that are not judged either. With kNote they were
+// written by an append that was never published (R27) and are skipped; with
+// kNeedsRecovery they point past the valid end of a log recovery will cut,
+// and rebuild the index of (R23), which one problem of that kind says.
+struct IndexTail {
+  int64_t offset = INT64_MAX;
+  Problem::Kind kind = Problem::Kind::kNote;
+};
+
+// True (stop) when entry `i` at byte `at` is in the tail.
+bool InTail(const IndexTail& tail, int64_t offset, size_t i, uint64_t at, const std::string& path,
+            std::vector<Problem>* problems) {
+  if (offset < tail.offset) return false;
+  if (tail.kind == Problem::Kind::kNeedsRecovery)
+    problems->push_back({path, at, "R23",
+                         fmt::format("entry {} on point past the valid end of the log; the next "
+                                     "writer rebuilds the index", i),
+                         Problem::Kind::kNeedsRecovery});
+  return true;
+}
+
 Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& known,
-                         std::vector<Problem>* problems) {
+                         std::vector<Problem>* problems, const IndexTail& tail = {}) {
   auto entries = ReadOffsetIndexFile(path);
   if (!entries) {
     if (entries.error().code() != Code::kCorruption) return entries.error();
@@ -126,6 +162,7 @@ Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& 
   for (size_t i = 0; i < entries->size(); ++i) {
     const auto& e = (*entries)[i];
     uint64_t at = i * format::kOffsetIndexEntrySize;
+    if (InTail(tail, e.offset, i, at, path, problems)) break;
     if (i > 0 && (e.offset <= (*entries)[i - 1].offset || e.position <= (*entries)[i - 1].position)) {
       problems->push_back({path, at, "R13", fmt::format("entry {} (offset {}, position {}) does not "
                                                         "increase", i, e.offset, e.position)});
@@ -145,7 +182,7 @@ Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& 
 }
 
 Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& known,
-                       std::vector<Problem>* problems) {
+                       std::vector<Problem>* problems, const IndexTail& tail = {}) {
   auto entries = ReadTimeIndexFile(path);
   if (!entries) {
     if (entries.error().code() != Code::kCorruption) return entries.error();
@@ -158,6 +195,7 @@ Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& kn
   for (size_t i = 0; i < entries->size(); ++i) {
     const auto& e = (*entries)[i];
     uint64_t at = i * format::kTimeIndexEntrySize;
+    if (InTail(tail, e.offset, i, at, path, problems)) break;
     if (i > 0 && e.timestamp <= (*entries)[i - 1].timestamp)
       problems->push_back({path, at, "R14", fmt::format("entry {}: timestamp {} does not increase",
                                                         i, e.timestamp)});
@@ -192,6 +230,8 @@ Status VerifyFile(const std::string& path, const DecodeLimits& limits,
                 path + ": not a .log, .index or .timeindex file");
 }
 
+// Judges a partition by the rules recovery applies (§12, R27, R28): what a
+// crash legally leaves is "needs recovery" or a note, never corruption.
 Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                        std::vector<Problem>* problems, OffsetPolicy offsets) {
   const bool contiguous = offsets == OffsetPolicy::kContiguous;
@@ -199,54 +239,127 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   if (!dfd) return dfd.error();
   auto segments = ListSegments(dfd->get());
   if (!segments) return segments.error();
+  // The state file first: it says which bytes were published.
+  std::optional<StateFields> state;
+  std::string state_path = dir + "/" + kStateFileName;
+  auto state_file = StateFile::OpenForRead(dfd->get());
+  Status state_error = state_file ? Status::Ok() : state_file.error();
+  if (state_file) {
+    auto f = state_file->Read();
+    if (f)
+      state = *f;
+    else
+      state_error = f.error();
+  }
+  if (state_error.code() == Code::kCorruption)  // a writer died inside Publish, or damage
+    problems->push_back({state_path, state_error.position(), "R15",
+                         state_error.message() + "; a writer rebuilds it from the log (R24)",
+                         Problem::Kind::kNeedsRecovery});
+  else if (state_error.code() == Code::kPermission)
+    return Status(state_error.code(), dir + "/" + state_error.message());
+  // R27: published on this boot, the committed end is authoritative.
+  const bool trusted = state && state->same_boot();
   int64_t prev_last = -1;
-  uint64_t end_size = 0;
   std::string prev_log;
+  uint64_t prev_end = 0;  // where the valid batches of the segment before end
+  uint64_t end_valid = 0;  // where the valid batches of the committed end's segment end
   for (int64_t base : *segments) {
     std::string log = dir + "/" + SegmentFileName(base, format::kLogSuffix);
+    if (trusted && base > state->end_segment_base) {
+      problems->push_back({log, 0, "R27",
+                           "segment past the committed end was never published; the next writer "
+                           "removes it",
+                           Problem::Kind::kNote});
+      continue;
+    }
+    const bool end_segment = state && base == state->end_segment_base;
+    const uint64_t committed = trusted && end_segment ? state->end_position : UINT64_MAX;
+    IndexTail tail;
+    if (trusted && end_segment) tail.offset = state->log_end_offset;
+    const size_t first_problem = problems->size();
     std::vector<BatchInfo> batches;
-    MQ_RETURN_IF_ERROR(VerifyLog(log, limits, problems, &batches, contiguous));
+    uint64_t unpublished = 0;
+    MQ_RETURN_IF_ERROR(
+        VerifyLog(log, limits, problems, &batches, committed, &unpublished, contiguous));
+    if (unpublished > 0)
+      problems->push_back({log, committed, "R27",
+                           fmt::format("{} bytes past the committed end were never published; "
+                                       "the next writer cuts them", unpublished),
+                           Problem::Kind::kNote});
+    // After a reboot (or with no valid state) the last segment may end in
+    // a torn or garbage tail that recovery cuts (R20, R21): problems after
+    // its last valid batch need recovery; they are not corruption.
+    if (!trusted && state && base == segments->back()) {
+      uint64_t valid_end = batches.empty() ? 0 : batches.back().end;
+      tail = {batches.empty() ? base : batches.back().last_offset + 1,
+              Problem::Kind::kNeedsRecovery};
+      for (size_t i = first_problem; i < problems->size(); ++i) {
+        Problem& p = (*problems)[i];
+        if (p.kind != Problem::Kind::kCorruption || p.position < valid_end) continue;
+        p.kind = Problem::Kind::kNeedsRecovery;
+        p.detail += "; torn or garbage tail after a reboot: the next writer cuts it (R20, R21)";
+      }
+    }
     if (!batches.empty() && prev_last >= 0 && base <= prev_last)
       problems->push_back({log, 0, "R11", fmt::format("segment base {} is not after the last offset "
                                                       "{} of the segment before", base, prev_last)});
     else if (contiguous && prev_last >= 0 && base != prev_last + 1)
-      // Reported where the reader stops: at the end of the segment before.
-      problems->push_back({prev_log, end_size, "R26",
+      // Reported where a reader stops: at the end of the segment before.
+      problems->push_back({prev_log, prev_end, "R26",
                            fmt::format("the segment ends at offset {} but the next one, {}, "
-                                       "starts at {}", prev_last, SegmentFileName(base,
-                                       format::kLogSuffix), base)});
+                                       "starts at {}", prev_last,
+                                       SegmentFileName(base, format::kLogSuffix), base)});
     prev_log = log;
+    prev_end = batches.empty() ? 0 : batches.back().end;
+    if (end_segment) end_valid = prev_end;
     for (const auto& b : batches) prev_last = std::max(prev_last, b.last_offset);
-    auto f = OpenFileByPath(log);
-    if (f) {
-      auto s = (*f)->Size();
-      if (s) end_size = *s;
-    }
     for (const char* suffix : {format::kIndexSuffix, format::kTimeIndexSuffix}) {
       std::string idx = dir + "/" + SegmentFileName(base, suffix);
       Status s = EndsWith(idx, format::kTimeIndexSuffix)
-                     ? VerifyTimeIndex(idx, batches, problems)
-                     : VerifyOffsetIndex(idx, batches, problems);
+                     ? VerifyTimeIndex(idx, batches, problems, tail)
+                     : VerifyOffsetIndex(idx, batches, problems, tail);
       if (s.code() == Code::kNotFound)
         problems->push_back({idx, 0, "R23", "index file missing (rebuilt when a writer opens)"});
       else if (!s.ok())
         return s;
     }
   }
-  auto state = StateFile::OpenForRead(dfd->get());
-  std::string state_path = dir + "/" + kStateFileName;
-  if (state) {
-    auto f = state->Read();
-    if (!f) {
-      problems->push_back({state_path, f.error().position(), "R15", f.error().message()});
-    } else if (segments->empty() || f->end_segment_base != segments->back() ||
-               f->end_position > end_size) {
-      problems->push_back({state_path, 0, "R15",
-                           fmt::format("committed end (segment {}, position {}) is past the log",
-                                       f->end_segment_base, f->end_position)});
+  if (!state) return Status::Ok();
+  // The segment holding the committed end must hold all of it.
+  uint64_t end_size = 0;
+  bool present = std::binary_search(segments->begin(), segments->end(), state->end_segment_base);
+  if (present) {
+    auto f = OpenFileByPath(dir + "/" + SegmentFileName(state->end_segment_base, format::kLogSuffix));
+    if (!f) return f.error();
+    auto size = (*f)->Size();
+    if (!size) return size.error();
+    end_size = *size;
+  }
+  if (!present || end_size < state->end_position) {
+    std::string what = fmt::format("committed end (segment {}, position {}) is past the log",
+                                   state->end_segment_base, state->end_position);
+    if (trusted && present) {
+      // Committed bytes are gone: R1 where the segment's valid batches end,
+      // as a reader reports it (unless the torn batch there was reported).
+      std::string log = dir + "/" + SegmentFileName(state->end_segment_base, format::kLogSuffix);
+      uint64_t at = end_valid;
+      bool reported = std::any_of(problems->begin(), problems->end(), [&](const Problem& p) {
+        return p.file == log && p.position == at && p.rule == "R1";
+      });
+      if (!reported)
+        problems->push_back({log, at, "R1",
+                             fmt::format("the segment ends at byte {} but {} bytes of it were "
+                                         "committed (R27: published on this boot)",
+                                         end_size, state->end_position)});
+    } else if (trusted) {
+      problems->push_back({state_path, 0, "R27", what + ", published on this boot: committed "
+                                                        "bytes are missing"});
+    } else {
+      problems->push_back({state_path, 0, "R28",
+                           what + ", published before a reboot (not fsynced, not trusted): the "
+                                  "next writer keeps the valid prefix",
+                           Problem::Kind::kNeedsRecovery});
     }
-  } else if (state.error().code() == Code::kCorruption) {
-    problems->push_back({state_path, state.error().position(), "R15", state.error().message()});
   }
   return Status::Ok();
 }

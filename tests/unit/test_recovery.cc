@@ -1,7 +1,10 @@
 // Recovery at writer open (format-spec/segment.md §12, R20-R25).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -9,6 +12,7 @@
 #include "format.h"
 #include "mq/partition.h"
 #include "mq/segment.h"
+#include "segment.h"
 #include "test_support.h"
 
 using namespace mq;
@@ -19,6 +23,8 @@ namespace {
 const std::string kLog0 = "00000000000000000000.log";
 const std::string kIndex0 = "00000000000000000000.index";
 const std::string kTimeIndex0 = "00000000000000000000.timeindex";
+// A boot id no kernel has: opening under it is opening after a reboot (R27).
+const char* kAfterReboot = "0000beef-0000-0000-0000-00000000beef";
 
 // Writes `n` single-record batches of varying size (small index interval so
 // the indexes have entries); returns each batch's end position.
@@ -63,6 +69,7 @@ TEST_CASE("R20 torn tail: every cut inside the last 3 batches keeps exactly the 
     while (complete < ends.size() && ends[complete] <= cut) ++complete;
     uint64_t kept = complete == 0 ? 0 : ends[complete - 1];
     RecoveryReport report;
+    ScopedBootId reboot(kAfterReboot);  // a torn tail is what a machine crash leaves
     auto w = Reopen(dir, &report);
     INFO("cut at " << cut);
     REQUIRE(w);
@@ -88,6 +95,7 @@ TEST_CASE("R21 garbage tail: 4 KiB of zeros after the last batch is truncated") 
   auto ends = BuildSegment(dir, 5);
   AppendToFile(dir + "/" + kLog0, std::vector<std::byte>(4096));
   RecoveryReport report;
+  ScopedBootId reboot(kAfterReboot);
   auto w = Reopen(dir, &report);
   REQUIRE(w);
   CHECK(report.bytes_truncated == 4096);
@@ -108,6 +116,7 @@ TEST_CASE("R21 garbage tail: random bytes after the last batch are truncated") {
     for (auto& b : junk) b = std::byte(rng());
     AppendToFile(dir + "/" + kLog0, junk);
     RecoveryReport report;
+    ScopedBootId reboot(kAfterReboot);
     auto w = Reopen(dir, &report);
     REQUIRE(w);
     CHECK(report.bytes_truncated == junk.size());
@@ -265,6 +274,7 @@ TEST_CASE("R25 recovery point: segments below it are not re-read at open") {
   auto bytes = ReadFile(log);
   bytes[bytes.size() - 3] ^= std::byte{0x01};
   WriteFile(log, bytes);
+  ScopedBootId reboot(kAfterReboot);  // on the same boot nothing is re-read (R27)
   {
     RecoveryReport report;
     auto w = Reopen(dir, &report, config);
@@ -275,4 +285,237 @@ TEST_CASE("R25 recovery point: segments below it are not re-read at open") {
   auto w = Reopen(dir, nullptr, config);
   REQUIRE(!w);
   CHECK(w.error().rule() == "R4");
+}
+
+namespace {
+
+// Appends `count` more batches to the partition at `dir` as a writer that
+// died before publishing them would leave them: the bytes (and any segment
+// they rolled into) are on disk, the state file still holds the committed
+// end from before.
+void AppendUnpublished(const std::string& dir, int count, LogConfig config = {}) {
+  auto state = ReadFile(dir + "/state");
+  {
+    config.index_interval_bytes = 200;
+    config.sync_on_close = false;
+    auto w = PartitionWriter::Open(dir, config, false, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < count; ++i) {
+      auto b = MakeBatch(2, 5000 + i, 300);
+      REQUIRE((*w)->Append(b));
+    }
+  }
+  WriteFile(dir + "/state", state);
+}
+
+}  // namespace
+
+TEST_CASE("R27 committed end: on the same boot, bytes past it are cut, never adopted") {
+  TempDir tmp;
+  std::string dir = tmp / "u-0";
+  LogConfig config;
+  config.segment_bytes = 2000;
+  BuildSegment(dir, 3, config);
+  auto before = ReadAll(dir);
+  auto segments_before = ListDir(dir);
+  AppendUnpublished(dir, 12, config);  // rolls: unpublished segments too
+  REQUIRE(ReadAll(dir).size() == before.size());  // readers stop at the committed end
+  RecoveryReport report;
+  auto w = Reopen(dir, &report, config);
+  REQUIRE(w);
+  CHECK((*w)->log_end_offset() == before.back().second + 1);
+  CHECK(report.batches_checked == 0);  // nothing re-validated
+  bool cut = false;
+  for (auto& p : report.repaired) cut |= p.rule == "unpublished-tail";
+  CHECK(cut);
+  CHECK(report.bytes_truncated > 0);
+  // The next append gets the next offset, and only it becomes visible.
+  auto one = MakeBatch(1);
+  auto r = (*w)->Append(one);
+  REQUIRE(r);
+  CHECK(r->base_offset == before.back().second + 1);
+  auto after = ReadAll(dir);
+  REQUIRE(after.size() == before.size() + 1);
+  CHECK(std::vector(after.begin(), after.end() - 1) == before);
+  REQUIRE((*w)->Close().ok());
+  // No segment of the dead writer is left.
+  for (const auto& name : ListDir(dir))
+    if (name.ends_with(".log"))
+      CHECK(std::find(segments_before.begin(), segments_before.end(), name) !=
+            segments_before.end());
+}
+
+TEST_CASE("R27 committed end: after a reboot, the valid prefix past it is kept") {
+  TempDir tmp;
+  std::string dir = tmp / "v-0";
+  LogConfig config;
+  config.segment_bytes = 2000;
+  BuildSegment(dir, 3, config);
+  AppendUnpublished(dir, 12, config);
+  // What a writer wrote may have been acknowledged with --fsync batch before
+  // the crash; the state file is not fsynced and may be older.
+  ScopedBootId reboot(kAfterReboot);
+  RecoveryReport report;
+  auto w = Reopen(dir, &report, config);
+  REQUIRE(w);
+  CHECK(report.bytes_truncated == 0);
+  CHECK(ReadAll(dir).size() == 15);
+  CHECK((*w)->log_end_offset() == ReadAll(dir).back().second + 1);
+}
+
+TEST_CASE("R27 committed end: a log shorter than it on the same boot is recovered and reported") {
+  TempDir tmp;
+  std::string dir = tmp / "w-0";
+  auto ends = BuildSegment(dir, 6);
+  std::filesystem::resize_file(dir + "/" + kLog0, ends[3] + 5);
+  RecoveryReport report;
+  auto w = Reopen(dir, &report);
+  REQUIRE(w);
+  REQUIRE(!report.repaired.empty());
+  CHECK(report.repaired.front().rule == "R27");
+  CHECK(FileSize(dir + "/" + kLog0) == ends[3]);
+  CHECK(ReadAll(dir).size() == 4);
+}
+
+TEST_CASE("R21 garbage tail: a 16 MiB random tail is truncated after a reboot, cut on the same boot") {
+  TempDir tmp;
+  std::string base = tmp / "big-0";
+  auto ends = BuildSegment(base, 4);
+  std::vector<std::byte> junk((16u << 20) + 12345);
+  std::mt19937_64 rng(20240611);
+  for (size_t i = 0; i + 8 <= junk.size(); i += 8) {
+    uint64_t v = rng();
+    std::memcpy(junk.data() + i, &v, 8);
+  }
+  AppendToFile(base + "/" + kLog0, junk);
+  for (bool reboot : {true, false}) {
+    std::string dir = tmp / fmt::format("big{}-0", reboot);
+    CopyDir(base, dir);
+    std::optional<ScopedBootId> boot;
+    if (reboot) boot.emplace(kAfterReboot);
+    RecoveryReport report;
+    auto w = Reopen(dir, &report);
+    INFO("after a reboot: " << reboot);
+    REQUIRE(w);
+    CHECK(report.bytes_truncated == junk.size());
+    REQUIRE(!report.repaired.empty());
+    CHECK(report.repaired[0].rule == (reboot ? "garbage-tail" : "unpublished-tail"));
+    CHECK(FileSize(dir + "/" + kLog0) == ends.back());
+    auto more = MakeBatch(2);
+    REQUIRE((*w)->Append(more));
+    CHECK(ReadAll(dir).size() == 5);
+  }
+}
+
+TEST_CASE("R22 resync: hostile candidate headers end in a decision, linear in the tail") {
+  // Every 64 bytes a header that passes every cheap check and claims the
+  // rest of the file, with a wrong CRC: each candidate would need a CRC over
+  // up to the whole tail (quadratic), which once made the scan give up.
+  TempDir tmp;
+  auto proto = MakeBatch(1);
+  for (bool valid_after : {false, true}) {
+    std::vector<std::byte> file(64, std::byte{0xee});  // the damaged batch at 0
+    const size_t tail = 4u << 20;
+    size_t end = 64 + tail + (valid_after ? proto.size() : 0);
+    for (size_t p = 64; p + 64 <= 64 + tail; p += 64) {
+      std::vector<std::byte> h(proto.begin(), proto.begin() + format::kBatchHeaderSize);
+      StoreBig32(h.data() + format::kBatchLengthOffset,
+                 static_cast<uint32_t>(end - p - format::kLogOverhead));
+      StoreBig32(h.data() + format::kCrcOffset, 0x12345678);
+      h.resize(64, std::byte{0});
+      file.insert(file.end(), h.begin(), h.end());
+    }
+    if (valid_after) file.insert(file.end(), proto.begin(), proto.end());
+    REQUIRE(file.size() == end);
+    std::string name = fmt::format("hostile{}.log", valid_after);
+    std::string path = tmp / name;
+    WriteFile(path, file);
+    auto dfd = OpenDirectory(tmp.path(), false);
+    REQUIRE(dfd);
+    auto f = FileSystem::Default()->Open(dfd->get(), name, FileSystem::kRead);
+    REQUIRE(f);
+    DecodeLimits limits;
+    BatchCursor cursor(limits);
+    cursor.Reset(f->get(), path, end);
+    auto next = cursor.FindNextValid(0);
+    REQUIRE(next);
+    if (valid_after) {
+      REQUIRE(*next);
+      CHECK(**next == 64 + tail);
+    } else {
+      CHECK(!*next);
+    }
+  }
+}
+
+namespace {
+
+std::vector<Problem> Verify(const std::string& dir) {
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, DecodeLimits{}, &problems).ok());
+  return problems;
+}
+
+bool Only(const std::vector<Problem>& problems, Problem::Kind kind) {
+  return !problems.empty() && std::all_of(problems.begin(), problems.end(),
+                                          [&](const Problem& p) { return p.kind == kind; });
+}
+
+}  // namespace
+
+TEST_CASE("R27 verify: unpublished bytes past the committed end are notes on the same boot") {
+  TempDir tmp;
+  std::string dir = tmp / "n-0";
+  LogConfig config;
+  config.segment_bytes = 2000;
+  BuildSegment(dir, 3, config);
+  CHECK(Verify(dir).empty());
+  AppendUnpublished(dir, 12, config);  // what a killed writer leaves
+  auto problems = Verify(dir);
+  CHECK(Only(problems, Problem::Kind::kNote));
+  for (const auto& p : problems) CHECK(p.rule == "R27");
+  // The same bytes after a reboot: the valid prefix a writer keeps.
+  ScopedBootId reboot(kAfterReboot);
+  CHECK(Verify(dir).empty());
+}
+
+TEST_CASE("R28 needs recovery: a segment shorter than an untrusted committed end") {
+  TempDir tmp;
+  std::string dir = tmp / "s-0";
+  auto ends = BuildSegment(dir, 6);
+  std::filesystem::resize_file(dir + "/" + kLog0, ends[3] + 5);  // torn inside batch 4
+  {
+    // On the boot that published the committed end: committed bytes are
+    // gone, reported where a reader stops (R1 at the torn batch).
+    auto problems = Verify(dir);
+    bool r1 = false;
+    for (const auto& p : problems)
+      r1 |= p.rule == "R1" && p.kind == Problem::Kind::kCorruption && p.position == ends[3];
+    CHECK(r1);
+  }
+  ScopedBootId reboot(kAfterReboot);
+  auto problems = Verify(dir);
+  CHECK(Only(problems, Problem::Kind::kNeedsRecovery));
+  bool r28 = false, torn = false;
+  for (const auto& p : problems) {
+    r28 |= p.rule == "R28";
+    torn |= p.rule == "R1" && p.position == ends[3];
+  }
+  CHECK(r28);
+  CHECK(torn);
+  // A writer recovers it (keeping the valid prefix), after which it is clean.
+  auto w = Reopen(dir, nullptr);
+  REQUIRE(w);
+  CHECK((*w)->log_end_offset() == ReadAll(dir).back().second + 1);
+  CHECK(ReadAll(dir).size() == 4);
+  (void)(*w)->Close();
+  CHECK(Verify(dir).empty());
+  // Damage that a valid batch follows stays corruption after a reboot.
+  auto bytes = ReadFile(dir + "/" + kLog0);
+  bytes[ends[1] + 30] ^= std::byte{0x10};
+  WriteFile(dir + "/" + kLog0, bytes);
+  problems = Verify(dir);
+  CHECK(!problems.empty());
+  CHECK(std::any_of(problems.begin(), problems.end(),
+                    [](const Problem& p) { return p.kind == Problem::Kind::kCorruption; }));
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "mq/file.h"
+#include "mq/partition.h"
 #include "state_file.h"
 #include "test_support.h"
 
@@ -26,6 +27,7 @@ StateFields Example() {
   f.end_position = 5000;
   f.log_start_offset = 0;
   f.recovery_point = 100;
+  f.boot_id = *ParseBootId("00112233-4455-6677-8899-aabbccddeeff");
   return f;
 }
 
@@ -42,9 +44,10 @@ TEST_CASE("R15 state file: worked example (little-endian machine)") {
   StateLayout s = EncodeState(Example());
   // The bytes of format-spec/segment.md §9.3, as an x86-64 or arm64 writes them.
   CHECK(Hex(&s, sizeof s) ==
-        "5453514d0100000000000000010000002c01000000000000c800000000000000"
-        "881300000000000000000000000000006400000000000000bf2e7f7b00000000");
-  CHECK(s.checksum == 0x7b7f2ebfu);  // CRC-32C of bytes 12..55, checked independently
+        "5453514d0200000000000000010000002c01000000000000c800000000000000"
+        "8813000000000000000000000000000064000000000000000011223344556677"
+        "8899aabbccddeeff105d5b5200000000");
+  CHECK(s.checksum == 0x525b5d10u);  // CRC-32C of bytes 12..71, checked independently
   auto back = DecodeState(s, "state");
   REQUIRE(back);
   CHECK(*back == Example());
@@ -59,7 +62,7 @@ TEST_CASE("R15 state file: magic, version and checksum are checked, naming the f
   CHECK(r.error().rule() == "R15");
   CHECK(r.error().position() == 0);
   bad = s;
-  bad.version = 2;
+  bad.version = 1;  // the 64-byte layout without a boot id: rebuilt
   r = DecodeState(bad, "state");
   REQUIRE(!r);
   CHECK(r.error().position() == 4);
@@ -67,8 +70,64 @@ TEST_CASE("R15 state file: magic, version and checksum are checked, naming the f
   bad.log_end_offset++;
   r = DecodeState(bad, "state");
   REQUIRE(!r);
-  CHECK(r.error().position() == 56);
+  CHECK(r.error().position() == 72);
   CHECK(r.error().message().find("checksum") != std::string::npos);
+  bad = s;
+  bad.boot_id[1] ^= 1;  // the boot id is covered by the checksum
+  r = DecodeState(bad, "state");
+  REQUIRE(!r);
+  CHECK(r.error().position() == 72);
+}
+
+TEST_CASE("R27 boot id: the kernel's, a test override, and same_boot") {
+  {
+    ScopedBootId unset(nullptr);
+    // The kernel's id is read from /proc; a Linux kernel always has one.
+    auto text = ReadFile("/proc/sys/kernel/random/boot_id");
+    REQUIRE(!text.empty());
+    auto kernel = ParseBootId(std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+    REQUIRE(kernel);
+    CHECK(CurrentBootId() == *kernel);
+    CHECK(*kernel != BootId{});
+  }
+  CHECK(!ParseBootId("0011"));
+  CHECK(!ParseBootId("00112233-4455-6677-8899-aabbccddeeffaa"));
+  CHECK(!ParseBootId("0011223x-4455-6677-8899-aabbccddeeff"));
+  StateFields f = Example();
+  {
+    ScopedBootId boot("00112233-4455-6677-8899-aabbccddeeff");
+    CHECK(f.same_boot());
+  }
+  {
+    ScopedBootId reboot("ffeeddcc-4455-6677-8899-aabbccddeeff");
+    CHECK(!f.same_boot());
+  }
+  {
+    ScopedBootId unknown("not a uuid");  // unknown: nothing is trusted
+    CHECK(CurrentBootId() == BootId{});
+    StateFields zero;
+    CHECK(!zero.same_boot());
+  }
+  // A writer publishes the boot id it runs on; a reader sees it.
+  TempDir tmp;
+  auto dir = tmp / "p-0";
+  {
+    ScopedBootId boot("11111111-2222-3333-4444-555555555555");
+    auto w = PartitionWriter::Open(dir, LogConfig{}, true, nullptr);
+    REQUIRE(w);
+    auto one = MakeBatch(1);
+    REQUIRE((*w)->Append(one));
+    auto dfd = OpenDirectory(dir, false);
+    REQUIRE(dfd);
+    auto r = StateFile::OpenForRead(dfd->get());
+    REQUIRE(r);
+    auto fields = r->Read();
+    REQUIRE(fields);
+    CHECK(fields->boot_id == *ParseBootId("11111111222233334444555555555555"));
+    CHECK(fields->same_boot());
+    ScopedBootId reboot("11111111-2222-3333-4444-555555555556");
+    CHECK(!r->Read()->same_boot());
+  }
 }
 
 TEST_CASE("state: seqlock readers never see a torn publication") {

@@ -170,4 +170,22 @@ Status FaultFs::BeforeSync() {
   return Status::Ok();
 }
 
+ScopedBootId::ScopedBootId(const char* id) {
+  if (const char* old = std::getenv("MQ_TEST_BOOT_ID")) {
+    had_ = true;
+    old_ = old;
+  }
+  if (id)
+    ::setenv("MQ_TEST_BOOT_ID", id, 1);
+  else
+    ::unsetenv("MQ_TEST_BOOT_ID");
+}
+
+ScopedBootId::~ScopedBootId() {
+  if (had_)
+    ::setenv("MQ_TEST_BOOT_ID", old_.c_str(), 1);
+  else
+    ::unsetenv("MQ_TEST_BOOT_ID");
+}
+
 }  // namespace mq::test

@@ -44,6 +44,20 @@ std::vector<std::string> ListDir(const std::string& dir);
 // offset) pairs.
 std::vector<std::pair<int64_t, int64_t>> ReadAll(const std::string& dir);
 
+// Sets the boot id liblog sees (MQ_TEST_BOOT_ID, R27) for its lifetime;
+// nullptr unsets it (the kernel's id). Changing it simulates a reboot.
+class ScopedBootId {
+ public:
+  explicit ScopedBootId(const char* id);
+  ~ScopedBootId();
+  ScopedBootId(const ScopedBootId&) = delete;
+  ScopedBootId& operator=(const ScopedBootId&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
 // Wraps the real file system and fails chosen operations.
 class FaultFs : public FileSystem {
  public:

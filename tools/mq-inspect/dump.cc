@@ -251,8 +251,14 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
     printer->Problem(problem);
   }
   if (!s.ok()) return Stop(printer, s);
-  if (!problems.empty()) return cli::kExitDataErr;
-  printer->Clean(path);
+  auto any = [&](mq::Problem::Kind kind) {
+    return std::any_of(problems.begin(), problems.end(),
+                       [&](const mq::Problem& p) { return p.kind == kind; });
+  };
+  if (any(mq::Problem::Kind::kCorruption)) return cli::kExitDataErr;
+  // R28: a legal crash state that the next writer repairs.
+  if (any(mq::Problem::Kind::kNeedsRecovery)) return cli::kExitTempFail;
+  printer->Clean(path);  // notes (R27) do not make a partition unclean
   return 0;
 }
 

@@ -8,8 +8,24 @@
 
 namespace mq::inspect {
 
+namespace {
+
+const char* KindName(mq::Problem::Kind kind) {
+  switch (kind) {
+    case mq::Problem::Kind::kNeedsRecovery: return "needs_recovery";
+    case mq::Problem::Kind::kNote: return "note";
+    case mq::Problem::Kind::kCorruption: break;
+  }
+  return "corruption";
+}
+
+}  // namespace
+
 std::string FormatProblem(const mq::Problem& p) {
-  return fmt::format("{}: position {}: {}: {}", p.file, p.position, p.rule, p.detail);
+  const char* tag = p.kind == mq::Problem::Kind::kNeedsRecovery ? "needs recovery: "
+                    : p.kind == mq::Problem::Kind::kNote        ? "note: "
+                                                                : "";
+  return fmt::format("{}: position {}: {}: {}{}", p.file, p.position, p.rule, tag, p.detail);
 }
 
 void TrimDetail(mq::Problem* p) {
@@ -239,7 +255,7 @@ class JsonPrinter : public Printer {
   void Problem(const mq::Problem& p) override {
     JsonLine j;
     j.Str("type", "problem").Str("file", p.file).Uint("position", p.position)
-        .Str("rule", p.rule).Str("detail", p.detail);
+        .Str("rule", p.rule).Str("detail", p.detail).Str("kind", KindName(p.kind));
     out_.Write(j.Finish());
   }
   void Clean(const std::string& path) override {

@@ -56,7 +56,8 @@ class Printer {
 std::unique_ptr<Printer> MakeTextPrinter(const PrintOptions& options);
 std::unique_ptr<Printer> MakeJsonPrinter(const PrintOptions& options);
 
-// "<file>: offset <pos>: <rule>: <detail>", the form of every problem line.
+// "<file>: offset <pos>: <rule>: <detail>", the form of every problem line;
+// "needs recovery: " or "note: " precedes the detail of those kinds.
 std::string FormatProblem(const mq::Problem& problem);
 // Drops "<file>: offset <pos>: <rule>: " from the start of the detail, where
 // a status message repeats what the problem line already says.

@@ -46,10 +46,16 @@ struct LogConfig {
 
 // One problem found (and, for tails, repaired) while opening or verifying.
 struct Problem {
+  // What a problem means (format-spec/segment.md §12). kCorruption: the data
+  // breaks a rule. kNeedsRecovery (R28): a state a crash legally leaves,
+  // which the next writer to open the partition repairs (recovery, §12).
+  // kNote: legal as it is (R27: unpublished bytes past the committed end).
+  enum class Kind : uint8_t { kCorruption, kNeedsRecovery, kNote };
   std::string file;
   uint64_t position = 0;
   std::string rule;    // "R4", or "torn-tail", "garbage-tail", "index-rebuilt"
   std::string detail;
+  Kind kind = Kind::kCorruption;
 };
 
 struct RecoveryReport {

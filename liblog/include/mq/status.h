@@ -26,6 +26,7 @@ enum class Code : uint8_t {
   kOutOfOrder,       // producer sequence gap or reordering
   kDuplicate,        // idempotent producer: batch already in the log
   kInternal,         // a bug in mq
+  kNeedsRecovery,    // a legal crash state a writer repairs on open (R28)
 };
 
 class Status {
