@@ -1,5 +1,9 @@
 // Verification without modification: VerifyFile and VerifyPartition.
 // Every problem names file, byte position and rule.
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 
@@ -12,6 +16,7 @@
 #include "offset_index.h"
 #include "segment.h"
 #include "state_file.h"
+#include "writer_lock.h"
 
 namespace mq {
 
@@ -164,6 +169,32 @@ Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& kn
   return Status::Ok();
 }
 
+// Refuses a symlink, FIFO or device in place of a file that a writer opens
+// but verify does not read (writer.lock, producer snapshots), as the writer
+// does (exit 77): verify never calls a partition ok that a writer refuses.
+Status CheckWriterFiles(int dir_fd) {
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoStatus(PathAt(dir_fd, "."), errno);
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    ::close(copy);
+    return ErrnoStatus(PathAt(dir_fd, "."), errno);
+  }
+  ::rewinddir(d);  // the copy shares the descriptor's position
+  Status s;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (e->d_type == DT_REG || (name != kWriterLockName && !EndsWith(name, ".snapshot"))) continue;
+    auto f = OpenRegularFileAt(dir_fd, name, O_RDONLY);  // names the kind, refuses
+    if (!f && f.error().code() != Code::kNotFound) {
+      s = f.error();
+      break;
+    }
+  }
+  ::closedir(d);
+  return s;
+}
+
 }  // namespace
 
 Status VerifyFile(const std::string& path, const DecodeLimits& limits,
@@ -231,8 +262,10 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     }
   } else if (state.error().code() == Code::kCorruption) {
     problems->push_back({state_path, state.error().position(), "R15", state.error().message()});
+  } else if (state.error().code() != Code::kNotFound) {
+    return state.error();  // a symlink, FIFO or device is refused (exit 77)
   }
-  return Status::Ok();
+  return CheckWriterFiles(dfd->get());
 }
 
 }  // namespace mq
