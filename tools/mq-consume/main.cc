@@ -198,7 +198,7 @@ int Run(const Flags& f) {
   mq::Status s = consumer.Open(*dir);
   if (s.ok()) s = consumer.Run(&g_signal);
   int rc = out.FinishExitCode();
-  if (f.verbose) fmt::print(stderr, "Processed a total of {} messages\n", consumer.delivered());
+  if (f.verbose) mq::cli::Eprint("Processed a total of {} messages\n", consumer.delivered());
   if (!s.ok()) return mq::cli::Fail(s);
   if (int sig = g_signal; sig != 0) {
     std::signal(sig, SIG_DFL);
@@ -211,6 +211,7 @@ int Run(const Flags& f) {
 
 int main(int argc, char** argv) {
   mq::cli::SetProgramName("mq-consume");
+  mq::cli::HoldStandardDescriptors();
   mq::cli::IgnoreSigpipe();
 
   CLI::App app;
