@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+
 #include <fmt/format.h>
 
 namespace mq {
@@ -29,6 +31,22 @@ void UniqueFd::reset(int fd) {
 }
 
 namespace {
+
+const char* KindOf(mode_t m) {
+  if (S_ISLNK(m)) return "a symlink";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISDIR(m)) return "a directory";
+  return "not a regular file";
+}
+
+Status Refused(int dir_fd, const std::string& name, mode_t m) {
+  return Status(Code::kPermission,
+                fmt::format("{}: is {}, not a regular file; refused", PathAt(dir_fd, name),
+                            KindOf(m)));
+}
 
 class PosixFile final : public File {
  public:
@@ -91,27 +109,16 @@ class PosixFileSystem final : public FileSystem {
   Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
       return Status(Code::kInvalidArgument, fmt::format("bad file name '{}'", name));
-    int flags = O_CLOEXEC | O_NOFOLLOW;
+    int flags = 0;
     switch (mode) {
-      case kRead: flags |= O_RDONLY; break;
-      case kReadWrite: flags |= O_RDWR; break;
-      case kCreate: flags |= O_RDWR | O_CREAT; break;
-      case kCreateExclusive: flags |= O_RDWR | O_CREAT | O_EXCL; break;
+      case kRead: flags = O_RDONLY; break;
+      case kReadWrite: flags = O_RDWR; break;
+      case kCreate: flags = O_RDWR | O_CREAT; break;
+      case kCreateExclusive: flags = O_RDWR | O_CREAT | O_EXCL; break;
     }
-    int fd = ::openat(dir_fd, name.c_str(), flags, kFileMode);
-    if (fd < 0) {
-      int err = errno;
-      if (err == ELOOP)
-        return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", name));
-      return ErrnoStatus(name, err);
-    }
-    UniqueFd owned(fd);
-    // O_NOFOLLOW does not stop a FIFO or device planted under the name.
-    struct stat st;
-    if (::fstat(fd, &st) != 0) return ErrnoStatus(name + ": fstat", errno);
-    if (!S_ISREG(st.st_mode))
-      return Status(Code::kPermission, fmt::format("{}: not a regular file; refused", name));
-    return std::unique_ptr<File>(new PosixFile(std::move(owned), name));
+    auto owned = OpenRegularFileAt(dir_fd, name, flags, kFileMode);
+    if (!owned) return owned.error();
+    return std::unique_ptr<File>(new PosixFile(std::move(*owned), PathAt(dir_fd, name)));
   }
 
   Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
@@ -141,12 +148,55 @@ Result<UniqueFd> OpenDirFlags(int at_fd, const std::string& path, bool create) {
     if (err == ELOOP || (::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                          S_ISLNK(st.st_mode)))
       return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", path));
+    // A FIFO, device or file where a directory belongs is refused as well.
+    if (err == ENOTDIR && ::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        !S_ISDIR(st.st_mode)) {
+      return Status(Code::kPermission, fmt::format("{}: is {}, not a directory; refused", path,
+                                                   S_ISREG(st.st_mode) ? "a file" : KindOf(st.st_mode)));
+    }
     return ErrnoStatus(path, err);
   }
   return UniqueFd(fd);
 }
 
 }  // namespace
+
+std::string PathAt(int dir_fd, const std::string& name) {
+  if (dir_fd == AT_FDCWD) return name;
+  char target[PATH_MAX];
+  const std::string link = fmt::format("/proc/self/fd/{}", dir_fd);
+  ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0 || target[0] != '/') return name;
+  std::string dir(target, static_cast<size_t>(n));
+  return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
+                                   unsigned mode) {
+  // Look before opening: refuses a planted FIFO or device without opening
+  // it at all (opening a device can have effects). The fstat below closes
+  // the race with a swap between the two calls.
+  struct stat st;
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+    return Refused(dir_fd, name, st.st_mode);
+  int fd = ::openat(dir_fd, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                    static_cast<mode_t>(mode));
+  if (fd < 0) {
+    const int err = errno;
+    // ELOOP: a symlink (O_NOFOLLOW); ENXIO: a FIFO opened write-only with
+    // no reader; EISDIR, ENODEV, EOPNOTSUPP (a socket): other non-files.
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+      return Refused(dir_fd, name, st.st_mode);
+    return ErrnoStatus(PathAt(dir_fd, name), err);
+  }
+  UniqueFd owned(fd);
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(PathAt(dir_fd, name) + ": fstat", errno);
+  if (!S_ISREG(st.st_mode)) return Refused(dir_fd, name, st.st_mode);
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+    return ErrnoStatus(PathAt(dir_fd, name) + ": fcntl", errno);
+  return owned;
+}
 
 FileSystem* FileSystem::Default() {
   static PosixFileSystem fs;
@@ -165,9 +215,14 @@ Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool creat
 }
 
 Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std::byte> contents,
-                       FileSystem* fs) {
+                       FileSystem* fs, const std::string& tmp_name) {
   if (fs == nullptr) fs = FileSystem::Default();
-  std::string tmp = name + ".tmp";
+  const std::string tmp = tmp_name.empty() ? name + ".tmp" : tmp_name;
+  // The rename would replace a symlink, FIFO or device planted under the
+  // name: refused like an open of it.
+  struct stat st;
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+    return Refused(dir_fd, name, st.st_mode);
   // A stale temporary from a crashed writer is ours to replace.
   if (::unlinkat(dir_fd, tmp.c_str(), 0) != 0 && errno != ENOENT)
     return ErrnoStatus("unlink " + tmp, errno);

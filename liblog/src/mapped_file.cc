@@ -26,20 +26,15 @@ struct FdMapping {
 }  // namespace
 
 Result<MappedFile> MappedFile::Open(int dir_fd, const std::string& name, uint64_t max_bytes) {
-  int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ELOOP)
-      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", name));
-    return ErrnoStatus(name, errno);
-  }
-  UniqueFd owned(fd);
+  auto owned = OpenRegularFileAt(dir_fd, name, O_RDONLY);
+  if (!owned) return owned.error();
+  const int fd = owned->get();
   struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoStatus(name + ": fstat", errno);
-  if (!S_ISREG(st.st_mode))
-    return Status(Code::kPermission, fmt::format("{}: not a regular file; refused", name));
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(PathAt(dir_fd, name) + ": fstat", errno);
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes)
-    return Status(Code::kTooLarge, fmt::format("{}: {} bytes, more than {}", name, size, max_bytes));
+    return Status(Code::kTooLarge,
+                  fmt::format("{}: {} bytes, more than {}", PathAt(dir_fd, name), size, max_bytes));
   MappedFile out;
   if (size == 0) return out;
   try {

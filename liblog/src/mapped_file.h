@@ -14,7 +14,8 @@ namespace mq {
 class MappedFile {
  public:
   MappedFile() = default;
-  // Maps `name` in `dir_fd` (O_NOFOLLOW). kNotFound when missing; an empty
+  // Maps `name` in `dir_fd` (OpenRegularFileAt: a symlink, FIFO or device is
+  // refused). kNotFound when missing; an empty
   // file maps to no bytes. Files over `max_bytes` are kTooLarge.
   static Result<MappedFile> Open(int dir_fd, const std::string& name, uint64_t max_bytes);
   Bytes bytes() const { return bytes_; }

@@ -125,11 +125,11 @@ Result<std::vector<int64_t>> ListSnapshots(int dir_fd) {
 }
 
 Result<std::vector<std::byte>> ReadSmallFile(int dir_fd, const std::string& name) {
-  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return ErrnoStatus(name, errno);
+  auto opened = OpenRegularFileAt(dir_fd, name, O_RDONLY);
+  if (!opened) return opened.error();
+  UniqueFd fd = std::move(*opened);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(name, errno);
-  if (!S_ISREG(st.st_mode)) return Status(Code::kCorruption, name + ": not a regular file");
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > kMaxSnapshotBytes) {
     return Status(Code::kTooLarge, fmt::format("{}: {} bytes, over {}", name, size,
@@ -153,9 +153,9 @@ Result<std::vector<std::byte>> ReadSmallFile(int dir_fd, const std::string& name
 // FileSystem seam: a lost snapshot only costs a longer replay.
 Status WriteAtomic(int dir_fd, const std::string& name, std::span<const std::byte> data) {
   std::string tmp = name + ".tmp";
-  UniqueFd fd(::openat(dir_fd, tmp.c_str(),
-                       O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640));
-  if (!fd) return ErrnoStatus(tmp, errno);
+  auto opened = OpenRegularFileAt(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC);
+  if (!opened) return opened.error();
+  UniqueFd fd = std::move(*opened);
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
@@ -314,7 +314,10 @@ Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end) {
     if (*it > log_end) continue;
     std::string name = SnapshotName(*it);
     auto data = ReadSmallFile(dir_fd, name);
-    if (!data) continue;  // unreadable: try an older one, or replay everything
+    // A symlink, FIFO or device in its place is refused like any data
+    // file; otherwise unreadable: try an older one, or replay everything.
+    if (!data && data.error().code() == Code::kPermission) return data.error();
+    if (!data) continue;
     std::unordered_map<int64_t, ProducerEntry> loaded;
     if (!DecodeSnapshot(*data, name, &loaded).ok()) continue;
     entries_ = std::move(loaded);

@@ -157,7 +157,7 @@ Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const Stat
   bool exists = ::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) == 0;
   if (exists && !S_ISREG(st.st_mode))
     return Status(Code::kPermission,
-                  fmt::format("{}: {}; refused", kStateFileName,
+                  fmt::format("{}: {}; refused", PathAt(dir_fd, kStateFileName),
                               S_ISLNK(st.st_mode) ? "is a symlink" : "not a regular file"));
   bool usable = exists && st.st_size == sizeof(StateLayout);
   if (!usable) {
@@ -187,13 +187,9 @@ Result<StateFile> StateFile::OpenForRead(int dir_fd) {
 namespace {
 
 Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable) {
-  int fd = ::openat(dir_fd, kStateFileName,
-                    (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ELOOP)
-      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", kStateFileName));
-    return ErrnoStatus(kStateFileName, errno);
-  }
+  auto opened = OpenRegularFileAt(dir_fd, kStateFileName, writable ? O_RDWR : O_RDONLY);
+  if (!opened) return opened.error();
+  const int fd = opened->release();
   auto impl = std::make_unique<StateFile::Impl>();
   impl->fd.reset(fd);
   struct stat st;

@@ -1,5 +1,9 @@
 // Verification without modification: VerifyFile and VerifyPartition.
 // Every problem names file, byte position and rule.
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 #include <optional>
@@ -13,6 +17,7 @@
 #include "offset_index.h"
 #include "segment.h"
 #include "state_file.h"
+#include "writer_lock.h"
 
 namespace mq {
 
@@ -209,6 +214,32 @@ Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& kn
   return Status::Ok();
 }
 
+// Refuses a symlink, FIFO or device in place of a file that a writer opens
+// but verify does not read (writer.lock, producer snapshots), as the writer
+// does (exit 77): verify never calls a partition ok that a writer refuses.
+Status CheckWriterFiles(int dir_fd) {
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoStatus(PathAt(dir_fd, "."), errno);
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    ::close(copy);
+    return ErrnoStatus(PathAt(dir_fd, "."), errno);
+  }
+  ::rewinddir(d);  // the copy shares the descriptor's position
+  Status s;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (e->d_type == DT_REG || (name != kWriterLockName && !EndsWith(name, ".snapshot"))) continue;
+    auto f = OpenRegularFileAt(dir_fd, name, O_RDONLY);  // names the kind, refuses
+    if (!f && f.error().code() != Code::kNotFound) {
+      s = f.error();
+      break;
+    }
+  }
+  ::closedir(d);
+  return s;
+}
+
 }  // namespace
 
 Status VerifyFile(const std::string& path, const DecodeLimits& limits,
@@ -255,8 +286,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     problems->push_back({state_path, state_error.position(), "R15",
                          state_error.message() + "; a writer rebuilds it from the log (R24)",
                          Problem::Kind::kNeedsRecovery});
-  else if (state_error.code() == Code::kPermission)
-    return Status(state_error.code(), dir + "/" + state_error.message());
+  else if (!state_error.ok() && state_error.code() != Code::kNotFound)
+    return state_error;  // a symlink, FIFO or device is refused (exit 77), named with its path
   // R27: published on this boot, the committed end is authoritative.
   const bool trusted = state && state->same_boot();
   int64_t prev_last = -1;
@@ -324,7 +355,7 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
         return s;
     }
   }
-  if (!state) return Status::Ok();
+  if (!state) return CheckWriterFiles(dfd->get());
   // The segment holding the committed end must hold all of it.
   uint64_t end_size = 0;
   bool present = std::binary_search(segments->begin(), segments->end(), state->end_segment_base);
@@ -361,7 +392,7 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                            Problem::Kind::kNeedsRecovery});
     }
   }
-  return Status::Ok();
+  return CheckWriterFiles(dfd->get());
 }
 
 }  // namespace mq

@@ -10,18 +10,10 @@
 namespace mq {
 
 Result<WriterLock> WriterLock::Open(int dir_fd) {
-  int fd = ::openat(dir_fd, kWriterLockName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
-  if (fd < 0) {
-    if (errno == ELOOP)
-      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", kWriterLockName));
-    return ErrnoStatus(kWriterLockName, errno);
-  }
+  auto fd = OpenRegularFileAt(dir_fd, kWriterLockName, O_RDWR | O_CREAT);
+  if (!fd) return fd.error();
   WriterLock lock;
-  lock.fd_.reset(fd);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoStatus(kWriterLockName, errno);
-  if (!S_ISREG(st.st_mode))
-    return Status(Code::kPermission, fmt::format("{}: not a regular file; refused", kWriterLockName));
+  lock.fd_ = std::move(*fd);
   return lock;
 }
 

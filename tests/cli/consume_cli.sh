@@ -58,6 +58,16 @@ expect_usage_error "negative offset garbage" "--offset" -t t -o -x
 expect_usage_error "bad s@ time" "s@yesterday" -t t -o s@yesterday
 expect_usage_error "bad ISO time" "2026-13-01" -t t -o 2026-13-01T00:00:00Z
 expect_usage_error "bad e@" "e@" -t t -o e@x
+# Dates must exist: days per month, February 29 in leap years only
+# (divisible by 4, centuries only when divisible by 400).
+for bad in 2026-02-30 2026-02-29 2023-02-29 1900-02-29 2026-04-31 2026-06-31T00:00:00Z \
+  s@2026-09-31 e@2026-11-31 2026-01-32 2026-00-10; do
+  expect_usage_error "no such day: $bad" "$bad" -t t -o "$bad" -e
+done
+for good in 2024-02-29 2000-02-29 2026-01-31 2026-12-31T23:59:59Z s@2028-02-29 e@2026-04-30; do
+  run "$CONSUME" -t nosuch -o "$good" -e
+  [[ $rc != 64 ]] || fail "a real day refused: $good: $(cat "$WORK/err")"
+done
 expect_usage_error "two starts" "--offset" -t t -o 1 -o 2
 expect_usage_error "two ends" "--offset" -t t -o e@1 -o e@2
 expect_usage_error "two starts for one partition" "partition 1" -t t -o 1:1 -o 1:2

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <sstream>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "mq/version.h"
@@ -19,9 +21,16 @@ std::string& ProgramNameStorage() {
 void SetProgramName(std::string name) { ProgramNameStorage() = std::move(name); }
 const std::string& ProgramName() { return ProgramNameStorage(); }
 
-void Warn(std::string_view message) {
-  fmt::print(stderr, "{}: {}\n", ProgramName(), message);
+void WriteStderr(std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = ::write(STDERR_FILENO, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
 }
+
+void Warn(std::string_view message) { Eprint("{}: {}\n", ProgramName(), message); }
 
 int Fail(const Status& status) {
   Warn(status.message());
@@ -45,8 +54,7 @@ void UseUsage(CLI::App& app, const char* usage) {
 int UsageError(const char* usage, std::string_view message) {
   Warn(message);
   std::string_view text = usage;
-  fmt::print(stderr, "{}Run with --help for more information.\n",
-             text.substr(0, text.find('\n') + 1));
+  Eprint("{}Run with --help for more information.\n", text.substr(0, text.find('\n') + 1));
   return kExitUsage;
 }
 
@@ -55,12 +63,17 @@ int Parse(CLI::App& app, int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {
-      app.exit(e);  // --help or --version, printed to stdout
-      return kExitOk;
+      // --help or --version, printed to stdout through Output: a closed
+      // pipe ends quietly, another write error is exit 74, never an abort.
+      std::ostringstream text;
+      app.exit(e, text, text);
+      Output out;
+      out.Write(text.str());
+      return out.FinishExitCode();
     }
-    fmt::print(stderr, "{}: {}\n", ProgramName(), e.what());
-    fmt::print(stderr, "{}", app.help("", CLI::AppFormatMode::Normal).substr(0, app.help().find('\n') + 1));
-    fmt::print(stderr, "Run with --help for more information.\n");
+    Eprint("{}: {}\n", ProgramName(), e.what());
+    Eprint("{}", app.help("", CLI::AppFormatMode::Normal).substr(0, app.help().find('\n') + 1));
+    Eprint("Run with --help for more information.\n");
     return kExitUsage;
   }
   return -1;
@@ -111,5 +124,14 @@ int Output::FinishExitCode() {
 }
 
 void IgnoreSigpipe() { std::signal(SIGPIPE, SIG_IGN); }
+
+void HoldStandardDescriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    // The lowest free number is `fd`: the ones below it are open by now.
+    int held = ::open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+    if (held >= 0 && held != fd) ::close(held);
+  }
+}
 
 }  // namespace mq::cli

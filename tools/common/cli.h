@@ -34,6 +34,16 @@ constexpr int kExitConfig = 78;
 void SetProgramName(std::string name);
 const std::string& ProgramName();
 
+// Writes `text` to stderr (fd 2) with write(2). A failed write (a closed
+// pipe, a closed descriptor, a full disk) is ignored: a diagnostic that
+// cannot be shown never changes the exit status and never aborts. Every
+// diagnostic of the tools goes through here, never through stdio.
+void WriteStderr(std::string_view text);
+// fmt::print(stderr, ...) through WriteStderr.
+template <typename... Args>
+void Eprint(fmt::format_string<Args...> f, Args&&... args) {
+  WriteStderr(fmt::format(f, std::forward<Args>(args)...));
+}
 // Prints "<prog>: <message>" to stderr.
 void Warn(std::string_view message);
 // Prints the status to stderr and returns its exit code.
@@ -100,5 +110,13 @@ class Output {
 
 // Ignores SIGPIPE so a closed pipe shows up as EPIPE on write.
 void IgnoreSigpipe();
+
+// For each of stdin, stdout and stderr that was closed when the program
+// started, holds its number with /dev/null opened in the opposite direction
+// (stdin write-only, stdout and stderr read-only): reads and writes on it
+// still fail with EBADF as on a closed descriptor, and no file the tool
+// opens later (a segment, the state file) can take its number and receive
+// output. Call first in main.
+void HoldStandardDescriptors();
 
 }  // namespace mq::cli

@@ -36,6 +36,14 @@ int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
   return era * 146097 + doe - 719468;
 }
 
+// Days in month `m` (1-12) of year `y`, proleptic Gregorian: February has
+// 29 in years divisible by 4, except centuries not divisible by 400.
+int64_t DaysInMonth(int64_t y, int64_t m) {
+  static constexpr int64_t kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : kDays[m - 1];
+}
+
 void CivilFromDays(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
   z += 719468;
   int64_t era = (z >= 0 ? z : z - 146096) / 146097;
@@ -122,7 +130,7 @@ std::optional<int64_t> ParseIsoTime(std::string_view s) {
   if (!Digits(s, &p, 4, &y) || !Expect(s, &p, '-') || !Digits(s, &p, 2, &mo) ||
       !Expect(s, &p, '-') || !Digits(s, &p, 2, &d))
     return std::nullopt;
-  if (mo < 1 || mo > 12 || d < 1 || d > 31) return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > DaysInMonth(y, mo)) return std::nullopt;
   if (p < s.size() && (s[p] == 'T' || s[p] == 't' || s[p] == ' ')) {
     ++p;
     if (!Digits(s, &p, 2, &h) || !Expect(s, &p, ':') || !Digits(s, &p, 2, &mi)) return std::nullopt;

@@ -213,7 +213,7 @@ int Run(const Flags& f) {
   mq::Status s = consumer.Open(*dir);
   if (s.ok()) s = consumer.Run(&g_signal);
   int rc = out.FinishExitCode();
-  if (f.verbose) fmt::print(stderr, "Processed a total of {} messages\n", consumer.delivered());
+  if (f.verbose) mq::cli::Eprint("Processed a total of {} messages\n", consumer.delivered());
   if (!s.ok()) return mq::cli::Fail(s);
   if (consumer.skipped_batches() > 0) {
     // Everything readable was delivered, but not everything committed.
@@ -235,6 +235,7 @@ int Run(const Flags& f) {
 
 int main(int argc, char** argv) {
   mq::cli::SetProgramName("mq-consume");
+  mq::cli::HoldStandardDescriptors();
   mq::cli::IgnoreSigpipe();
 
   CLI::App app;

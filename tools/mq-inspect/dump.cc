@@ -56,9 +56,9 @@ class OffsetGaps {
   void Print(Printer* p, const std::string& file) const {
     if (count_ == 0 || p->broken()) return;
     p->out().Flush();
-    fmt::print(stderr, "Non-consecutive offsets in {}\n", file);
-    for (const auto& [a, b] : gaps_) fmt::print(stderr, "  {} is followed by {}\n", a, b);
-    if (count_ > gaps_.size()) fmt::print(stderr, "  ... and {} more\n", count_ - gaps_.size());
+    cli::Eprint("Non-consecutive offsets in {}\n", file);
+    for (const auto& [a, b] : gaps_) cli::Eprint("  {} is followed by {}\n", a, b);
+    if (count_ > gaps_.size()) cli::Eprint("  ... and {} more\n", count_ - gaps_.size());
   }
 
  private:
@@ -73,8 +73,9 @@ class OffsetGaps {
 // does for a batch with a bad CRC.
 void ShowRejectedBatch(const std::string& path, uint64_t position, const DecodeLimits& limits,
                        Printer* p) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return;
+  auto opened = OpenRegularFileAt(AT_FDCWD, path, O_RDONLY);
+  if (!opened) return;
+  UniqueFd fd = std::move(*opened);
   std::byte header[61];
   ssize_t n = ::pread(fd.get(), header, sizeof header, static_cast<off_t>(position));
   if (n != static_cast<ssize_t>(sizeof header)) return;
@@ -243,6 +244,10 @@ OffsetPolicy PolicyOf(const std::string& partition_dir) {
 int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* printer) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Stop(printer, ErrnoStatus(path, errno));
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+    return Stop(printer, Status(Code::kPermission,
+                                path + ": not a directory or a regular file; refused"));
+  }
   std::vector<mq::Problem> problems;
   Status s = S_ISDIR(st.st_mode) ? VerifyPartition(path, limits, &problems, PolicyOf(path))
                                  : VerifyFile(path, limits, &problems);

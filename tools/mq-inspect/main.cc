@@ -38,6 +38,7 @@ class Formatter : public mq::cli::UsageFormatter {
 
 int main(int argc, char** argv) {
   mq::cli::SetProgramName("mq-inspect");
+  mq::cli::HoldStandardDescriptors();
   mq::cli::IgnoreSigpipe();
 
   CLI::App app;

@@ -132,11 +132,11 @@ class TextPrinter : public Printer {
   }
   void TrailingBytes(const std::string& file, uint64_t, uint64_t bytes) override {
     out_.Flush();
-    fmt::print(stderr, "Found {} invalid bytes at the end of {}\n", bytes, file);
+    cli::Eprint("Found {} invalid bytes at the end of {}\n", bytes, file);
   }
   void Problem(const mq::Problem& p) override {
     out_.Flush();
-    fmt::print(stderr, "{}\n", FormatProblem(p));
+    cli::Eprint("{}\n", FormatProblem(p));
   }
   void Clean(const std::string& path) override { out_.Print("{}: ok\n", path); }
 

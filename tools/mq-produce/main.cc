@@ -27,6 +27,7 @@ constexpr const char* kUsage =
 
 int main(int argc, char** argv) {
   mq::cli::SetProgramName("mq-produce");
+  mq::cli::HoldStandardDescriptors();
   mq::cli::IgnoreSigpipe();
 
   CLI::App app;

@@ -21,15 +21,18 @@ constexpr const char* kRegistryDir = "producers";
 constexpr const char* kNextIdFile = "next-producer-id";
 // A registry file is one decimal number and a newline.
 constexpr size_t kMaxIdFileBytes = 32;
+// Registry files are written through this one staging name, under the
+// registry lock: `<name>.id.tmp` would be 256 bytes for a 249-byte name, one
+// over NAME_MAX. It ends in neither ".id" nor ".lock", so no name collides.
+constexpr const char* kStagingFile = "id.tmp";
 
 // Reads a registry file: nullopt if absent, kCorruption if not a number.
 Result<std::optional<int64_t>> ReadId(int dir_fd, const std::string& name,
                                       const std::string& label) {
-  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT) return std::optional<int64_t>();
-    return ErrnoStatus(label, errno);
-  }
+  auto opened = OpenRegularFileAt(dir_fd, name, O_RDONLY);
+  if (!opened && opened.error().code() == Code::kNotFound) return std::optional<int64_t>();
+  if (!opened) return opened.error();
+  UniqueFd fd = std::move(*opened);
   char buf[kMaxIdFileBytes + 1];
   ssize_t n;
   do {
@@ -49,7 +52,7 @@ Result<std::optional<int64_t>> ReadId(int dir_fd, const std::string& name,
 
 Status WriteId(int dir_fd, const std::string& name, int64_t id) {
   std::string text = fmt::format("{}\n", id);
-  return WriteFileAtomic(dir_fd, name, AsBytes(text));
+  return WriteFileAtomic(dir_fd, name, AsBytes(text), nullptr, kStagingFile);
 }
 
 // Allocates or looks up the id of `name` under the registry directory lock.
@@ -88,9 +91,9 @@ Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
   const std::string registry = data_dir + "/" + kRegistryDir;
   const std::string lock_name = std::string(name) + ".lock";
 
-  UniqueFd lock(::openat(dir->get(), lock_name.c_str(),
-                         O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640));
-  if (!lock) return ErrnoStatus(registry + "/" + lock_name, errno);
+  auto opened = OpenRegularFileAt(dir->get(), lock_name, O_RDWR | O_CREAT);
+  if (!opened) return opened.error();
+  UniqueFd lock = std::move(*opened);
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
       return Status(Code::kBusy,

@@ -115,8 +115,8 @@ class Progress {
     int64_t now = MonotonicMs();
     if (now - last_ < 1000) return;
     last_ = now;
-    fmt::print(stderr, "{}: {} messages, {} bytes, {} batches\n", cli::ProgramName(),
-               st.messages, st.bytes, st.batches);
+    cli::Eprint("{}: {} messages, {} bytes, {} batches\n", cli::ProgramName(), st.messages,
+                st.bytes, st.batches);
   }
   void Summary(const ProducerStats& st) const {
     if (!enabled_) return;
@@ -124,14 +124,13 @@ class Progress {
     size_t used = static_cast<size_t>(
         std::count_if(st.per_partition.begin(), st.per_partition.end(),
                       [](uint64_t n) { return n > 0; }));
-    fmt::print(stderr,
-               "{}: {} messages, {} bytes, {} batches, {} partitions, {} appends in {:.3f} s "
-               "({:.0f} msgs/s)",
-               cli::ProgramName(), st.messages, st.bytes, st.batches, used, st.appends, secs,
-               secs > 0 ? static_cast<double>(st.messages) / secs : 0.0);
-    if (st.skipped > 0) fmt::print(stderr, "; {} skipped (appended by an earlier run)", st.skipped);
-    if (st.duplicates > 0) fmt::print(stderr, "; {} duplicate batches dropped", st.duplicates);
-    fmt::print(stderr, "\n");
+    cli::Eprint("{}: {} messages, {} bytes, {} batches, {} partitions, {} appends in {:.3f} s "
+                "({:.0f} msgs/s)",
+                cli::ProgramName(), st.messages, st.bytes, st.batches, used, st.appends, secs,
+                secs > 0 ? static_cast<double>(st.messages) / secs : 0.0);
+    if (st.skipped > 0) cli::Eprint("; {} skipped (appended by an earlier run)", st.skipped);
+    if (st.duplicates > 0) cli::Eprint("; {} duplicate batches dropped", st.duplicates);
+    cli::Eprint("\n");
   }
 
  private:

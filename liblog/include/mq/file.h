@@ -62,14 +62,31 @@ class FileSystem {
   virtual Status SyncDir(int dir_fd) = 0;
 };
 
+// Opens `name` in `dir_fd` as a regular file, never blocking and never
+// following a symlink: open(2) with `flags` (the access mode, O_CREAT, O_EXCL,
+// O_TRUNC) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK (a FIFO would otherwise block
+// the open until a writer comes, ignoring SIGTERM), then fstat. A symlink,
+// FIFO, device, socket or directory under the name is refused (kPermission,
+// exit 77) with a message naming the file with its directory; then O_NONBLOCK
+// is cleared. Every file of a data directory is opened by this helper.
+Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
+                                   unsigned mode = 0640);
+// "<path of the directory dir_fd>/<name>", for messages: names a file with
+// its partition directory. `name` alone when dir_fd is AT_FDCWD or the
+// directory's path is unknown.
+std::string PathAt(int dir_fd, const std::string& name);
+
 // Opens a directory (O_DIRECTORY|O_NOFOLLOW). With `create`, mkdir 0750 first.
 Result<UniqueFd> OpenDirectory(const std::string& path, bool create);
 // Opens `name` inside `dir_fd` as a directory, refusing symlinks.
 Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create);
 
-// Writes `contents` to `name` inside `dir_fd` atomically: `<name>.tmp`,
-// fsync, rename, fsync of the directory. Mode 0640.
+// Writes `contents` to `name` inside `dir_fd` atomically: `<name>.tmp` (or
+// `tmp` when given: a caller whose names may be NAME_MAX long writes through
+// a shorter staging name, under a lock of its own), fsync, rename, fsync of
+// the directory. Mode 0640. A symlink, FIFO, device or directory under
+// `name` is refused (kPermission), never replaced.
 Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std::byte> contents,
-                       FileSystem* fs = nullptr);
+                       FileSystem* fs = nullptr, const std::string& tmp = {});
 
 }  // namespace mq
