@@ -20,9 +20,13 @@ void FreeCompressor(void* ctx);
 
 // Decompresses one zstd frame `in` into `*out` (resized to the result).
 // Fails with R9 corruption (labelled with file and position) if `in` is not
-// exactly one valid frame or the result would exceed `max_bytes`; nothing
-// larger than max_bytes is ever allocated, whatever the frame header claims.
-// Uses a per-thread decompression context.
+// exactly one valid frame, the result would exceed `max_bytes`, or the frame
+// yields other than the size its header states. The output buffer grows
+// with the bytes the frame really yields (doubling, from at most
+// max(256 KiB, 8 x the frame)), never past max_bytes + 1 nor past the
+// claimed size + 1: a small frame claiming a large size allocates little.
+// A failed allocation is kNoMemory, not an exception. Uses a per-thread
+// decompression context.
 Status ZstdDecompress(std::span<const std::byte> in, size_t max_bytes, std::vector<std::byte>* out,
                       const std::string& file, uint64_t position);
 
