@@ -38,11 +38,15 @@ Status ZstdError(size_t r, const std::string& file, uint64_t position, size_t bu
   return R9(file, position, fmt::format("zstd: {}", ZSTD_getErrorName(r)));
 }
 
-// The first output buffer: the whole result when the frame is not much
-// larger decompressed than compressed, else a start that doubles with the
-// bytes the frame really yields.
-constexpr size_t kFirstBufferBytes = 256 << 10;
-constexpr size_t kFirstBufferRatio = 8;
+// A frame may yield up to max(kTrustBytes, kTrustRatio x its size) in one
+// buffer sized at once: a small multiple of the batch. A frame that yields
+// more (a zip bomb, or highly repetitive records) is first decompressed
+// into a fixed buffer only to count its bytes, then into a buffer of
+// exactly that size: memory follows what the frame really holds, never what
+// its header claims, and is never doubled by a growing copy.
+constexpr size_t kTrustBytes = 1 << 20;
+constexpr size_t kTrustRatio = 32;
+constexpr size_t kCountBufferBytes = 128 << 10;
 
 Status Resize(std::vector<std::byte>* out, size_t bytes, const std::string& file,
               uint64_t position) {
@@ -88,42 +92,55 @@ Status ZstdDecompress(std::span<const std::byte> in, size_t max_bytes, std::vect
     return R9(file, position,
               fmt::format("zstd frame claims {} bytes, more than the limit {}", size, max_bytes));
   }
-  // The frame's claimed size only caps the buffer: it grows with the bytes
-  // the frame really yields, so a small frame claiming much allocates
-  // little. One byte over the cap tells "too large" from "exactly the cap".
+  // The frame's claimed size only caps what is accepted. One byte over the
+  // cap tells "too large" from "exactly the cap".
   const size_t limit = known ? static_cast<size_t>(size) : max_bytes;
-  const size_t cap = limit + 1;
+  const size_t trusted = std::max(kTrustBytes, in.size() * kTrustRatio);
+  const size_t first = std::min(limit + 1, trusted);
+  auto too_large = [&] {
+    if (known) {
+      return R9(file, position,
+                fmt::format("zstd frame gives more than the {} bytes its header says", size));
+    }
+    return R9(file, position, fmt::format("zstd records decompress to more than {} bytes", max_bytes));
+  };
+  MQ_RETURN_IF_ERROR(Resize(out, first, file, position));
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   ZSTD_inBuffer src{in.data(), in.size(), 0};
-  size_t produced = 0;
-  const size_t first = std::max(kFirstBufferBytes, in.size() * kFirstBufferRatio);
-  MQ_RETURN_IF_ERROR(Resize(out, std::min(cap, first), file, position));
-  for (;;) {
-    ZSTD_outBuffer dst{out->data(), out->size(), produced};
-    size_t r = ZSTD_decompressStream(dctx, &dst, &src);
-    produced = dst.pos;
-    if (ZSTD_isError(r)) return ZstdError(r, file, position, out->size());
-    if (produced > limit) {
-      if (known) {
-        return R9(file, position,
-                  fmt::format("zstd frame gives more than the {} bytes its header says", size));
-      }
-      return R9(file, position,
-                fmt::format("zstd records decompress to more than {} bytes", max_bytes));
-    }
-    if (r == 0) break;  // frame complete
-    if (produced < out->size() && src.pos == src.size) {
-      return R9(file, position, "zstd frame is truncated");
-    }
-    if (produced == out->size()) {
-      const size_t grown = std::max(produced * 2, produced + kFirstBufferBytes);
-      MQ_RETURN_IF_ERROR(Resize(out, std::min(cap, grown), file, position));
+  ZSTD_outBuffer dst{out->data(), out->size(), 0};
+  size_t r = ZSTD_decompressStream(dctx, &dst, &src);
+  size_t produced = dst.pos;
+  if (!ZSTD_isError(r) && r != 0 && dst.pos == dst.size) {
+    // More than the first buffer: count the rest through a fixed buffer.
+    thread_local std::vector<std::byte> discard;
+    MQ_RETURN_IF_ERROR(Resize(&discard, kCountBufferBytes, file, position));
+    while (!ZSTD_isError(r) && r != 0 && produced <= limit) {
+      ZSTD_outBuffer sink{discard.data(), discard.size(), 0};
+      r = ZSTD_decompressStream(dctx, &sink, &src);
+      produced += sink.pos;
+      if (sink.pos < sink.size && src.pos == src.size && r != 0 && !ZSTD_isError(r)) break;
     }
   }
+  if (ZSTD_isError(r)) return ZstdError(r, file, position, out->size());
+  if (produced > limit) return too_large();
+  if (r != 0) return R9(file, position, "zstd frame is truncated");
   if (src.pos != src.size) return R9(file, position, "bytes follow the zstd frame");
   if (known && produced != size) {
     return R9(file, position,
               fmt::format("zstd frame gave {} bytes, its header says {}", produced, size));
+  }
+  if (produced > first) {
+    // Counted: decompress again into a buffer of exactly that size.
+    if (out->capacity() < produced) {
+      out->clear();
+      out->shrink_to_fit();
+    }
+    MQ_RETURN_IF_ERROR(Resize(out, produced, file, position));
+    r = ZSTD_decompressDCtx(dctx, out->data(), out->size(), in.data(), in.size());
+    if (ZSTD_isError(r)) return ZstdError(r, file, position, out->size());
+    if (r != produced) {
+      return R9(file, position, fmt::format("zstd frame gave {} bytes, then {}", produced, r));
+    }
   }
   out->resize(produced);
   return Status::Ok();
