@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <unistd.h>
 
 #include "mq/version.h"
@@ -111,5 +112,14 @@ int Output::FinishExitCode() {
 }
 
 void IgnoreSigpipe() { std::signal(SIGPIPE, SIG_IGN); }
+
+int RunGuarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    Warn("out of memory (see MEMORY in the manual)");
+    return kExitOsErr;
+  }
+}
 
 }  // namespace mq::cli

@@ -24,6 +24,7 @@ constexpr int kExitDataErr = 65;
 constexpr int kExitNoInput = 66;
 constexpr int kExitUnavailable = 69;
 constexpr int kExitSoftware = 70;
+constexpr int kExitOsErr = 71;     // out of memory
 constexpr int kExitCantCreate = 73;
 constexpr int kExitIoErr = 74;
 constexpr int kExitTempFail = 75;
@@ -100,5 +101,10 @@ class Output {
 
 // Ignores SIGPIPE so a closed pipe shows up as EPIPE on write.
 void IgnoreSigpipe();
+
+// Runs a tool's body. An allocation failure that escapes it (std::bad_alloc)
+// prints "<prog>: out of memory" and returns 71 (EX_OSERR) instead of
+// aborting.
+int RunGuarded(const std::function<int()>& body);
 
 }  // namespace mq::cli
