@@ -27,7 +27,7 @@ Status R9(const std::string& file, uint64_t position, const std::string& what) {
 
 Status NoMemory(const std::string& file, uint64_t position, size_t bytes) {
   return Status(Code::kNoMemory,
-                fmt::format("{}: offset {}: out of memory: zstd records need a buffer of {} bytes",
+                fmt::format("{}: position {}: out of memory: zstd records need a buffer of {} bytes",
                             file, position, bytes));
 }
 

@@ -471,7 +471,7 @@ TEST_CASE("R9 compression: an allocation that fails is kNoMemory, not an excepti
     try {
       mq::Status s = OpenRecords(batch, limits, &scratch);
       code = s.code() == mq::Code::kNoMemory &&
-                     s.message().find("t.log: offset 0: out of memory") != std::string::npos
+                     s.message().find("t.log: position 0: out of memory") != std::string::npos
                  ? 0 : 2;
     } catch (...) {
       code = 3;
