@@ -20,8 +20,12 @@ void FreeCompressor(void* ctx);
 
 // Decompresses one zstd frame `in` into `*out` (resized to the result).
 // Fails with R9 corruption (labelled with file and position) if `in` is not
-// exactly one valid frame or the result would exceed `max_bytes`; nothing
-// larger than max_bytes is ever allocated, whatever the frame header claims.
+// exactly one valid frame, the result would exceed `max_bytes`, or the frame
+// yields other than the size its header states. Memory follows the bytes
+// the frame really yields, never the size it claims: up to max(1 MiB, 32 x
+// the frame) is decompressed at once; a frame that yields more is counted
+// through a fixed 128 KiB buffer first, then decompressed into a buffer of
+// exactly its size. A failed allocation is kNoMemory, not an exception.
 // Uses a per-thread decompression context.
 Status ZstdDecompress(std::span<const std::byte> in, size_t max_bytes, std::vector<std::byte>* out,
                       const std::string& file, uint64_t position);

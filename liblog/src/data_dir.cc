@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "format.h"
 #include "mq/file.h"
 #include "mq/topic.h"
 #include "properties.h"
@@ -282,10 +283,16 @@ LogConfig DataDir::LogConfigFor(const TopicConfig& config) {
   log.segment_bytes = config.segment_bytes;
   log.segment_ms = config.segment_ms;
   log.index_interval_bytes = config.index_interval_bytes;
-  log.limits.max_batch_bytes = std::max(log.limits.max_batch_bytes, config.max_message_bytes);
-  log.limits.max_decompressed_bytes =
-      std::max(log.limits.max_decompressed_bytes, config.max_message_bytes);
+  log.limits = DecodeLimitsFor(config);
   return log;
+}
+
+DecodeLimits DataDir::DecodeLimitsFor(const TopicConfig& config, DecodeLimits base) {
+  static_assert(kMessageOverheadBytes == format::kBatchHeaderSize + format::kMaxRecordOverhead);
+  const uint32_t batch = config.max_message_bytes + kMessageOverheadBytes;
+  base.max_batch_bytes = std::max(base.max_batch_bytes, batch);
+  base.max_decompressed_bytes = std::max(base.max_decompressed_bytes, batch);
+  return base;
 }
 
 }  // namespace mq

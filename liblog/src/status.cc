@@ -27,6 +27,7 @@ int Status::exit_code() const {
     case Code::kUnsupported: return 65;
     case Code::kNotFound: return 66;          // EX_NOINPUT
     case Code::kInternal: return 70;          // EX_SOFTWARE
+    case Code::kNoMemory: return 71;          // EX_OSERR
     case Code::kIoError: return 74;           // EX_IOERR
     case Code::kBusy: return 75;              // EX_TEMPFAIL
     case Code::kPermission: return 77;        // EX_NOPERM
@@ -41,6 +42,7 @@ Status ErrnoStatus(const std::string& context, int err) {
   if (err == EACCES || err == EPERM) code = Code::kPermission;
   if (err == EFBIG || err == EMSGSIZE) code = Code::kTooLarge;
   if (err == EWOULDBLOCK) code = Code::kBusy;
+  if (err == ENOMEM) code = Code::kNoMemory;
   return Status(code, fmt::format("{}: {}", context, std::strerror(err)));
 }
 

@@ -98,6 +98,7 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
     batches->push_back({pos, pos + h.size_bytes(), h.last_offset(), h.max_timestamp});
     auto records = RecordReader::Open(b, &scratch, limits, path, pos);
     if (!records) {
+      if (records.error().code() == Code::kNoMemory) return records.error();
       // A gzip/snappy/lz4 batch is valid (R5), but its records cannot be
       // checked: say so rather than call the file clean.
       if (records.error().code() == Code::kUnsupported)

@@ -2,6 +2,8 @@
 // and re-sign the CRC so a test reaches the rule behind it.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,39 @@ inline std::vector<std::byte> WrapRecords(std::span<const std::byte> records, in
   coding::PutFixed32(b.data() + format::kRecordsCountOffset, static_cast<uint32_t>(count));
   FixCrc(b);
   return b;
+}
+
+// A zstd frame built by hand from RLE blocks (format: RFC 8878): `actual`
+// bytes of `value`, with a header that states a content size of `claimed`
+// (which may lie), a 128 KiB window and no checksum. A few bytes per
+// 128 KiB: a zip bomb when `actual` is large.
+inline std::vector<std::byte> ZstdRleFrame(uint64_t claimed, uint64_t actual,
+                                           std::byte value = std::byte{0}) {
+  constexpr uint64_t kBlock = 128 << 10;
+  std::vector<std::byte> f;
+  auto put = [&f](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) f.push_back(std::byte((v >> (8 * i)) & 0xff));
+  };
+  put(0xFD2FB528, 4);  // magic
+  put(0xC0, 1);        // Frame_Header_Descriptor: 8-byte content size, a window descriptor
+  put((17 - 10) << 3, 1);  // Window_Descriptor: 2^17 bytes
+  put(claimed, 8);     // Frame_Content_Size
+  uint64_t left = actual;
+  do {
+    const uint64_t n = std::min(left, kBlock);
+    left -= n;
+    // Block_Header: Last_Block, Block_Type 1 (RLE), Block_Size n.
+    put((left == 0 ? 1 : 0) | (1 << 1) | (n << 3), 3);
+    f.push_back(value);
+  } while (left > 0);
+  return f;
+}
+
+// A batch of `count` records (as the header says) whose records section is
+// the zstd frame `frame`.
+inline std::vector<std::byte> ZstdFrameBatch(std::span<const std::byte> frame, int32_t count = 1) {
+  return WrapRecords(frame, count, count > 0 ? count - 1 : 0,
+                     static_cast<uint16_t>(Compression::kZstd));
 }
 
 // Reads every record; returns the first error, or OK.

@@ -2,8 +2,13 @@
 // coding of format-spec/batch.md §4.1.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
+#include <fstream>
 #include <limits>
 #include <string>
 
@@ -377,4 +382,105 @@ TEST_CASE("R8 records: Read() sees the same records and errors as Next()", "[rec
   while (reader2->Read(&rv)) ++n;
   CHECK(n == 2);
   CHECK(reader2->status().ok());
+}
+
+// ---- bounded decompression (F9): buffers grow with the data ---------------
+
+namespace {
+
+using mq::test::ZstdFrameBatch;
+using mq::test::ZstdRleFrame;
+
+// Opens the records of `batch`; the scratch buffer is left in *scratch.
+mq::Status OpenRecords(const std::vector<std::byte>& batch, const mq::DecodeLimits& limits,
+                       std::vector<std::byte>* scratch) {
+  auto view = mq::BatchView::Parse(batch, limits, "t.log", 0);
+  if (!view) return view.error();
+  auto reader = mq::RecordReader::Open(*view, scratch, limits, "t.log", 0);
+  return reader ? mq::Status::Ok() : reader.error();
+}
+
+}  // namespace
+
+TEST_CASE("R9 compression: a frame claiming more than it holds allocates only what it holds",
+          "[record][R9][memory]") {
+  mq::DecodeLimits limits;
+  limits.max_decompressed_bytes = 1u << 30;
+  std::vector<std::byte> scratch;
+  // 128 KiB of data under a header that claims 512 MiB (within the limit).
+  mq::Status s = OpenRecords(ZstdFrameBatch(ZstdRleFrame(512u << 20, 128 << 10)), limits, &scratch);
+  CHECK(s.rule() == "R9");
+  CHECK(scratch.capacity() <= (1u << 20));
+}
+
+TEST_CASE("R9 compression: a frame yielding more than its header says is corruption",
+          "[record][R9][memory]") {
+  std::vector<std::byte> scratch;
+  mq::Status s = OpenRecords(ZstdFrameBatch(ZstdRleFrame(100 << 10, 4 << 20)), {}, &scratch);
+  CHECK(s.rule() == "R9");
+  CHECK(scratch.capacity() <= (1u << 20));
+}
+
+TEST_CASE("R9 compression: the buffer of a highly compressed frame grows to its size",
+          "[record][R9][memory]") {
+  // A 16 KiB frame of 8 MiB: the buffer doubles with the data, to at most
+  // twice it, and holds exactly the records.
+  for (uint64_t claimed : {uint64_t{8} << 20, uint64_t{ZSTD_CONTENTSIZE_UNKNOWN}}) {
+    std::vector<std::byte> frame = ZstdRleFrame(8u << 20, 8u << 20, std::byte{7});
+    if (claimed == ZSTD_CONTENTSIZE_UNKNOWN) {
+      // No Frame_Content_Size: descriptor 0x00 and the 8 size bytes removed.
+      frame[4] = std::byte{0};
+      frame.erase(frame.begin() + 6, frame.begin() + 14);
+    }
+    std::vector<std::byte> scratch;
+    REQUIRE(OpenRecords(ZstdFrameBatch(frame), {}, &scratch).ok());
+    CHECK(scratch.size() == (8u << 20));
+    CHECK(std::all_of(scratch.begin(), scratch.end(), [](std::byte b) { return b == std::byte{7}; }));
+    CHECK(scratch.capacity() <= (16u << 20));
+    // Over the limit: stops one byte past it.
+    mq::DecodeLimits limits;
+    limits.max_decompressed_bytes = (8u << 20) - 1;
+    scratch.clear();
+    scratch.shrink_to_fit();
+    CHECK(OpenRecords(ZstdFrameBatch(frame), limits, &scratch).rule() == "R9");
+    CHECK(scratch.capacity() <= (8u << 20));
+  }
+}
+
+TEST_CASE("R9 compression: an allocation that fails is kNoMemory, not an exception",
+          "[record][R9][memory]") {
+#if defined(__SANITIZE_ADDRESS__)
+  WARN("not run under AddressSanitizer: an address-space limit conflicts with its shadow memory");
+#else
+  // A 32 KiB frame of 1 GiB, read with a 2 GiB limit in a child process
+  // whose address space is capped at 256 MiB more than it uses now.
+  std::vector<std::byte> batch = ZstdFrameBatch(ZstdRleFrame(1u << 30, 1u << 30));
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::ifstream statm("/proc/self/statm");
+    size_t pages = 0;
+    statm >> pages;
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE)) + (256u << 20);
+    ::setrlimit(RLIMIT_AS, &lim);
+    mq::DecodeLimits limits;
+    limits.max_batch_bytes = limits.max_decompressed_bytes = 0x7FFFFFFF;
+    std::vector<std::byte> scratch;
+    int code = 1;
+    try {
+      mq::Status s = OpenRecords(batch, limits, &scratch);
+      code = s.code() == mq::Code::kNoMemory &&
+                     s.message().find("t.log: position 0: out of memory") != std::string::npos
+                 ? 0 : 2;
+    } catch (...) {
+      code = 3;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+#endif
 }

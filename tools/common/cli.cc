@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 #include <fcntl.h>
+#include <new>
 #include <unistd.h>
 
 #include "mq/version.h"
@@ -131,6 +132,15 @@ void HoldStandardDescriptors() {
     // The lowest free number is `fd`: the ones below it are open by now.
     int held = ::open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
     if (held >= 0 && held != fd) ::close(held);
+  }
+}
+
+int RunGuarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    Warn("out of memory (see MEMORY in the manual)");
+    return kExitOsErr;
   }
 }
 

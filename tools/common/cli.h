@@ -24,6 +24,7 @@ constexpr int kExitDataErr = 65;
 constexpr int kExitNoInput = 66;
 constexpr int kExitUnavailable = 69;
 constexpr int kExitSoftware = 70;
+constexpr int kExitOsErr = 71;     // out of memory
 constexpr int kExitCantCreate = 73;
 constexpr int kExitIoErr = 74;
 constexpr int kExitTempFail = 75;
@@ -118,5 +119,10 @@ void IgnoreSigpipe();
 // opens later (a segment, the state file) can take its number and receive
 // output. Call first in main.
 void HoldStandardDescriptors();
+
+// Runs a tool's body. An allocation failure that escapes it (std::bad_alloc)
+// prints "<prog>: out of memory" and returns 71 (EX_OSERR) instead of
+// aborting.
+int RunGuarded(const std::function<int()>& body);
 
 }  // namespace mq::cli

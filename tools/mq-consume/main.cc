@@ -201,8 +201,8 @@ int Run(const Flags& f) {
   options.quiet = f.quiet;
   options.verbose = f.verbose;
   options.header_filters = MakeHeaderFilters(f.header_filters);
-  options.limits.max_batch_bytes = f.max_batch_bytes;
-  options.limits.max_decompressed_bytes = f.max_batch_bytes;
+  // Readers accept at least what the topic lets writers append.
+  options.limits = mq::DataDir::DecodeLimitsFor(*config, {f.max_batch_bytes, f.max_batch_bytes});
   options.offsets = config->cleanup_policy == mq::CleanupPolicy::kDelete
                         ? mq::OffsetPolicy::kContiguous
                         : mq::OffsetPolicy::kGapsAllowed;
@@ -246,5 +246,5 @@ int main(int argc, char** argv) {
   AddFlags(app, &flags);
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
   CatchStopSignals();
-  return Run(flags);
+  return mq::cli::RunGuarded([&] { return Run(flags); });
 }

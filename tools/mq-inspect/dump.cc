@@ -267,4 +267,35 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
   return 0;
 }
 
+DecodeLimits LimitsForPath(const std::string& path, const DecodeLimits& limits) {
+  std::string dir = path;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return limits;
+  if (!S_ISDIR(st.st_mode)) {
+    size_t slash = dir.find_last_of('/');
+    dir = slash == std::string::npos ? "." : dir.substr(0, slash);
+  }
+  if (dir == ".") {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) return limits;
+    dir = cwd;
+  }
+  const size_t slash = dir.find_last_of('/');
+  const std::string name = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+  const size_t dash = name.find_last_of('-');
+  if (dash == std::string::npos || dash + 1 == name.size() ||
+      name.find_first_not_of("0123456789", dash + 1) != std::string::npos) {
+    return limits;
+  }
+  const std::string topic = name.substr(0, dash);
+  if (!ValidateName(topic, "topic").ok()) return limits;
+  auto data = DataDir::Open(parent, false);
+  if (!data) return limits;
+  auto config = data->ReadTopic(topic);
+  if (!config) return limits;
+  return DataDir::DecodeLimitsFor(*config, limits);
+}
+
 }  // namespace mq::inspect

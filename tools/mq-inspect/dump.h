@@ -7,6 +7,7 @@
 #include <string>
 
 #include "mq/batch.h"
+#include "mq/topic.h"
 #include "printer.h"
 
 namespace mq::inspect {
@@ -15,5 +16,10 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
              Printer* printer);
 
 int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* printer);
+
+// The limits for reading `path`: a partition directory `<DIR>/<TOPIC>-<N>`
+// (or a file in one) whose topic has a readable .conf raises `limits` to
+// what the topic accepts (max.message.bytes); any other path keeps them.
+DecodeLimits LimitsForPath(const std::string& path, const DecodeLimits& limits);
 
 }  // namespace mq::inspect

@@ -79,15 +79,18 @@ int main(int argc, char** argv) {
   limits.max_decompressed_bytes = std::max(limits.max_decompressed_bytes, limits.max_batch_bytes);
   if (print.data || print.headers || print.skip_metadata) print.records = true;
 
-  auto printer = json ? mq::inspect::MakeJsonPrinter(print) : mq::inspect::MakeTextPrinter(print);
-  int rc = 0;
-  for (const auto& path : paths) {
-    int code = verify ? mq::inspect::VerifyPath(path, limits, printer.get())
-                      : mq::inspect::DumpFile(path, print, limits, printer.get());
-    if (rc == 0) rc = code;
+  return mq::cli::RunGuarded([&] {
+    auto printer = json ? mq::inspect::MakeJsonPrinter(print) : mq::inspect::MakeTextPrinter(print);
+    int rc = 0;
+    for (const auto& path : paths) {
+      const mq::DecodeLimits path_limits = mq::inspect::LimitsForPath(path, limits);
+      int code = verify ? mq::inspect::VerifyPath(path, path_limits, printer.get())
+                        : mq::inspect::DumpFile(path, print, path_limits, printer.get());
+      if (rc == 0) rc = code;
+      if (printer->broken()) return 0;
+    }
+    int out_rc = printer->out().FinishExitCode();
     if (printer->broken()) return 0;
-  }
-  int out_rc = printer->out().FinishExitCode();
-  if (printer->broken()) return 0;
-  return rc != 0 ? rc : out_rc;
+    return rc != 0 ? rc : out_rc;
+  });
 }

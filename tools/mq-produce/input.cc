@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -51,8 +52,9 @@ InputSource::InputSource(UniqueFd fd, std::string name, std::string delimiter,
       delimiter_(std::move(delimiter)),
       max_message_bytes_(max_message_bytes),
       regular_(regular) {
-  // A whole message plus its delimiter always fits, with room for a read.
-  buffer_.resize(max_message_bytes_ + delimiter_.size() + kReadChunk);
+  // The buffer starts at one read and grows with the longest message seen
+  // (Fill), up to a whole message plus its delimiter with room for a read.
+  buffer_.resize(std::min(BufferLimit(), kReadChunk + delimiter_.size()));
   if (regular_) ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
 }
 
@@ -77,6 +79,10 @@ Status InputSource::TooLarge() const {
                             name_, unit(), number_ + 1, consumed_ + start_, max_message_bytes_));
 }
 
+size_t InputSource::BufferLimit() const {
+  return max_message_bytes_ + delimiter_.size() + kReadChunk;
+}
+
 Status InputSource::Fill() {
   if (start_ > 0) {
     std::memmove(buffer_.data(), buffer_.data() + start_, end_ - start_);
@@ -84,6 +90,17 @@ Status InputSource::Fill() {
     scan_ -= start_;
     end_ -= start_;
     start_ = 0;
+  }
+  // A message longer than the buffer so far: double it, never past the limit.
+  if (buffer_.size() - end_ < kReadChunk && buffer_.size() < BufferLimit()) {
+    const size_t grown = std::min(BufferLimit(), std::max(buffer_.size() * 2, end_ + kReadChunk));
+    try {
+      buffer_.resize(grown);
+    } catch (const std::bad_alloc&) {
+      return Status(Code::kNoMemory,
+                    fmt::format("{}: out of memory for {} {} at byte offset {} ({} bytes buffered)",
+                                name_, unit(), number_ + 1, consumed_, end_));
+    }
   }
   for (;;) {
     ssize_t n = ::read(fd_.get(), buffer_.data() + end_, buffer_.size() - end_);

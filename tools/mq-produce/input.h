@@ -1,6 +1,7 @@
 // Framing of mq-produce's input: a byte stream cut into messages at a
 // delimiter ("\n" by default, NUL for -0, any byte string for -D), read
-// with a fixed-size buffer so memory stays bounded whatever the input.
+// with a buffer that grows with the longest message, up to the maximum
+// message size, so memory stays bounded whatever the input.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,8 @@ class InputSource {
   // Reads more bytes (after moving the current message to the buffer start).
   Status Fill();
   Status TooLarge() const;
+  // The most the buffer grows to: the longest message, its delimiter and a read.
+  size_t BufferLimit() const;
 
   UniqueFd fd_;
   std::string name_;

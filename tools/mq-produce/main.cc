@@ -40,5 +40,5 @@ int main(int argc, char** argv) {
 
   auto settings = mq::produce::Resolve(flags);
   if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
-  return mq::produce::Run(flags, *settings);
+  return mq::cli::RunGuarded([&] { return mq::produce::Run(flags, *settings); });
 }

@@ -27,6 +27,7 @@ enum class Code : uint8_t {
   kDuplicate,        // idempotent producer: batch already in the log
   kInternal,         // a bug in mq
   kNeedsRecovery,    // a legal crash state a writer repairs on open (R28)
+  kNoMemory,         // an allocation failed (ENOMEM, std::bad_alloc)
 };
 
 class Status {
@@ -49,7 +50,8 @@ class Status {
   uint64_t position() const { return position_; }
 
   // Exit code per sysexits(3): 0, 64 usage, 65 data, 66 noinput, 69
-  // unavailable, 70 software, 74 ioerr, 75 tempfail, 77 noperm.
+  // unavailable, 70 software, 71 oserr (out of memory), 74 ioerr, 75
+  // tempfail, 77 noperm.
   int exit_code() const;
 
  private:
@@ -61,8 +63,8 @@ class Status {
 };
 
 // Builds a Status from errno: ENOENT -> kNotFound, EACCES/EPERM ->
-// kPermission, EFBIG/EMSGSIZE -> kTooLarge, anything else -> kIoError. The
-// message is "<context>: <strerror>".
+// kPermission, EFBIG/EMSGSIZE -> kTooLarge, ENOMEM -> kNoMemory, anything
+// else -> kIoError. The message is "<context>: <strerror>".
 Status ErrnoStatus(const std::string& context, int err);
 
 template <typename T>

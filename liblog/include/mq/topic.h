@@ -92,9 +92,15 @@ class DataDir {
   // `<dir>/<topic>-<partition>`.
   std::string PartitionDir(std::string_view topic, int32_t partition) const;
   // The LogConfig for a topic's partitions (segment.bytes, segment.ms,
-  // index.interval.bytes; decode limits at least max.message.bytes, so
-  // lowering max.message.bytes never makes written batches unreadable).
+  // index.interval.bytes; decode limits from DecodeLimitsFor).
   static LogConfig LogConfigFor(const TopicConfig& config);
+  // What writers and readers of a topic accept: `base` (the default limits,
+  // or a reader's own), raised to a batch holding one message of
+  // max.message.bytes (kMessageOverheadBytes more). Lowering
+  // max.message.bytes never makes written batches unreadable.
+  static DecodeLimits DecodeLimitsFor(const TopicConfig& config, DecodeLimits base = {});
+  // A batch header and one record's fields around a message.
+  static constexpr uint32_t kMessageOverheadBytes = 61 + 36;
 
  private:
   std::string path_;
