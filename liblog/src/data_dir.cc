@@ -284,6 +284,8 @@ LogConfig DataDir::LogConfigFor(const TopicConfig& config) {
   log.segment_ms = config.segment_ms;
   log.index_interval_bytes = config.index_interval_bytes;
   log.limits = DecodeLimitsFor(config);
+  log.offsets = config.cleanup_policy == CleanupPolicy::kDelete ? OffsetPolicy::kContiguous
+                                                                : OffsetPolicy::kGapsAllowed;
   return log;
 }
 

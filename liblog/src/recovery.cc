@@ -83,6 +83,11 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
         bad = Status::Corruption(name, pos, prev_last == prev && pos == 0 ? "R11" : "R10",
                                  fmt::format("baseOffset {} not after the previous last offset {}",
                                              h.base_offset, prev));
+      else if (config.offsets == OffsetPolicy::kContiguous &&
+               h.base_offset != (pos == 0 ? base : prev + 1))
+        bad = Status::Corruption(name, pos, "R26",
+                                 fmt::format("baseOffset {} skips offsets {}..{}", h.base_offset,
+                                             pos == 0 ? base : prev + 1, h.base_offset - 1));
       else if (h.last_offset() - base > INT32_MAX)
         bad = Status::Corruption(name, pos, "R10", "lastOffset too far from the segment base");
       if (!bad.ok()) return bad;
@@ -261,6 +266,15 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
       return Status::Corruption(SegmentFileName(segments[i + 1], format::kLogSuffix), 0, "R11",
                                 fmt::format("segment base {} is not after the last offset {} of "
                                             "the segment before", segments[i + 1], r->last_offset));
+    if (!last && config.offsets == OffsetPolicy::kContiguous && r->last_offset >= 0 &&
+        r->last_offset + 1 != segments[i + 1])
+      // Where a reader stops: the end of the segment that lost its tail.
+      return Status::Corruption(SegmentFileName(segments[i], format::kLogSuffix), r->valid_bytes,
+                                "R26",
+                                fmt::format("the segment ends at offset {} but the next one, {}, "
+                                            "starts at {}", r->last_offset,
+                                            SegmentFileName(segments[i + 1], format::kLogSuffix),
+                                            segments[i + 1]));
     if (r->last_offset >= 0) prev_last = r->last_offset;
     std::string index = SegmentFileName(segments[i], format::kIndexSuffix);
     std::string tindex = SegmentFileName(segments[i], format::kTimeIndexSuffix);

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "coding.h"
 #include "format.h"
 #include "mq/partition.h"
 #include "mq/segment.h"
@@ -518,4 +519,30 @@ TEST_CASE("R28 needs recovery: a segment shorter than an untrusted committed end
   CHECK(!problems.empty());
   CHECK(std::any_of(problems.begin(), problems.end(),
                     [](const Problem& p) { return p.kind == Problem::Kind::kCorruption; }));
+}
+
+TEST_CASE("R26 contiguous offsets: recovery of a delete-policy log stops at offsets that skip") {
+  TempDir tmp;
+  std::string dir = tmp / "s-0";
+  auto ends = BuildSegment(dir, 6);
+  // The last batch (after ends[4]) claims offsets past the ones before it:
+  // its CRC is intact (baseOffset is outside it), so only continuity sees it.
+  auto bytes = ReadFile(dir + "/" + kLog0);
+  BatchHeader h;
+  REQUIRE(ProbeBatch(Bytes(bytes).subspan(ends[4]), &h, {}, "x", 0));
+  coding::PutFixed64(bytes.data() + ends[4], static_cast<uint64_t>(h.base_offset + 3));
+  WriteFile(dir + "/" + kLog0, bytes);
+  std::filesystem::remove(dir + "/state");  // R24: validate everything again
+  LogConfig contiguous;
+  contiguous.offsets = OffsetPolicy::kContiguous;
+  RecoveryReport report;
+  auto w = Reopen(dir, &report, contiguous);
+  REQUIRE_FALSE(w);
+  CHECK(w.error().rule() == "R26");
+  CHECK(w.error().position() == ends[4]);
+  // A compacted topic may have gaps.
+  std::filesystem::remove(dir + "/state");
+  LogConfig gaps;
+  gaps.offsets = OffsetPolicy::kGapsAllowed;
+  CHECK(Reopen(dir, &report, gaps));
 }

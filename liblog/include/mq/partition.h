@@ -30,6 +30,12 @@ enum class Durability : uint8_t {
   kInterval,  // fsync when flush_interval_ms has passed since the last one
 };
 
+// How readers and recovery check offsets across batches and segments (R10, R11, R26).
+enum class OffsetPolicy : uint8_t {
+  kContiguous,   // cleanup.policy=delete: each batch starts one past the last (R26)
+  kGapsAllowed,  // cleanup.policy=compact, or unknown: offsets only increase (R10, R11)
+};
+
 struct LogConfig {
   uint64_t segment_bytes = 1ull << 30;            // roll when a batch would pass this
   int64_t segment_ms = 7LL * 24 * 3600 * 1000;    // roll when the segment is older
@@ -41,6 +47,9 @@ struct LogConfig {
   // unsynced tail, R25). The producer snapshot is still written.
   bool sync_on_close = true;
   DecodeLimits limits;
+  // Recovery holds the batches it validates to R26 as well with
+  // kContiguous (DataDir::LogConfigFor: topics with cleanup.policy=delete).
+  OffsetPolicy offsets = OffsetPolicy::kGapsAllowed;
   FileSystem* fs = nullptr;                       // nullptr = the real file system
 };
 
@@ -119,12 +128,6 @@ class PartitionWriter {
 struct LogPosition {
   std::string file;
   uint64_t position = 0;
-};
-
-// How a reader checks offsets across batches and segments (R10, R11, R26).
-enum class OffsetPolicy : uint8_t {
-  kContiguous,   // cleanup.policy=delete: each batch starts one past the last (R26)
-  kGapsAllowed,  // cleanup.policy=compact, or unknown: offsets only increase (R10, R11)
 };
 
 struct ReadOptions {
