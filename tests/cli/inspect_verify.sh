@@ -24,7 +24,7 @@ make_segment "$WORK/clean"
 for f in log index timeindex; do
   run "$INSPECT" --verify "$WORK/clean/00000000000000000000.$f"
   expect_rc 0 "verify clean .$f"
-  grep -qx "$WORK/clean/00000000000000000000.$f: ok" "$WORK/out" || fail "no ok line: $(cat "$WORK/out")"
+  grep -q "^$WORK/clean/00000000000000000000.$f: ok (1 files, " "$WORK/out" || fail "no ok line: $(cat "$WORK/out")"
   [[ ! -s "$WORK/err" ]] || fail "clean .$f printed problems: $(cat "$WORK/err")"
 done
 # V7 at its own base offset.

@@ -26,7 +26,7 @@ cp "$T/state.before" "$PART/state"
 # --- F7: verify right after such a crash -------------------------------------------
 run "$INSPECT" --verify "$PART"
 expect_rc 0 "verify of unpublished bytes past the committed end"
-grep -q "^$PART: ok$" "$WORK/out" || fail "no ok line: $(cat "$WORK/out")"
+grep -q "^$PART: ok (" "$WORK/out" || fail "no ok line: $(cat "$WORK/out")"
 grep -q ": R27: note: .*never published" "$WORK/err" || fail "no R27 note: $(cat "$WORK/err")"
 grep -v ": note: " "$WORK/err" | grep -q . && fail "not only notes: $(cat "$WORK/err")"
 # After a reboot the bytes past the committed end are the valid prefix

@@ -1,10 +1,13 @@
 #include "dump.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
+#include <set>
 #include <cerrno>
 #include <cstdio>
 #include <utility>
@@ -222,63 +225,28 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
                                           ".timeindex)", path)));
 }
 
-// A partition directory `<data>/<topic>-<n>` of a data directory with that
-// topic's configuration is checked by its cleanup policy (R26 for delete);
-// any other directory by the rules that hold for every log (R10, R11).
-OffsetPolicy PolicyOf(const std::string& partition_dir) {
-  std::string dir = partition_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  size_t slash = dir.find_last_of('/');
-  std::string parent = slash == std::string::npos ? "." : dir.substr(0, slash);
-  std::string name = slash == std::string::npos ? dir : dir.substr(slash + 1);
-  size_t dash = name.find_last_of('-');
-  if (dash == std::string::npos) return OffsetPolicy::kGapsAllowed;
-  auto data = DataDir::Open(parent.empty() ? "/" : parent, false);
-  if (!data) return OffsetPolicy::kGapsAllowed;
-  auto config = data->ReadTopic(name.substr(0, dash));
-  if (!config) return OffsetPolicy::kGapsAllowed;
-  return config->cleanup_policy == CleanupPolicy::kDelete ? OffsetPolicy::kContiguous
-                                                          : OffsetPolicy::kGapsAllowed;
-}
+namespace {
 
-int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* printer) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return Stop(printer, ErrnoStatus(path, errno));
-  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-    return Stop(printer, Status(Code::kPermission,
-                                path + ": not a directory or a regular file; refused"));
-  }
-  std::vector<mq::Problem> problems;
-  Status s = S_ISDIR(st.st_mode) ? VerifyPartition(path, limits, &problems, PolicyOf(path))
-                                 : VerifyFile(path, limits, &problems);
-  for (auto& problem : problems) {
-    TrimDetail(&problem);
-    printer->Problem(problem);
-  }
-  if (!s.ok()) return Stop(printer, s);
-  auto any = [&](mq::Problem::Kind kind) {
-    return std::any_of(problems.begin(), problems.end(),
-                       [&](const mq::Problem& p) { return p.kind == kind; });
-  };
-  if (any(mq::Problem::Kind::kCorruption)) return cli::kExitDataErr;
-  // R28: a legal crash state that the next writer repairs.
-  if (any(mq::Problem::Kind::kNeedsRecovery)) return cli::kExitTempFail;
-  printer->Clean(path);  // notes (R27) do not make a partition unclean
-  return 0;
-}
+// The data directory, topic and partition a path names, when it is (or is
+// inside) `<data>/<topic>-<n>` of a data directory holding that topic.
+struct PartitionOf {
+  std::string data;
+  std::string topic;
+  TopicConfig config;
+};
 
-DecodeLimits LimitsForPath(const std::string& path, const DecodeLimits& limits) {
+std::optional<PartitionOf> FindPartitionOf(const std::string& path) {
   std::string dir = path;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return limits;
+  if (::stat(dir.c_str(), &st) != 0) return std::nullopt;
   if (!S_ISDIR(st.st_mode)) {
     size_t slash = dir.find_last_of('/');
     dir = slash == std::string::npos ? "." : dir.substr(0, slash);
   }
   if (dir == ".") {
     char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) == nullptr) return limits;
+    if (::getcwd(cwd, sizeof cwd) == nullptr) return std::nullopt;
     dir = cwd;
   }
   const size_t slash = dir.find_last_of('/');
@@ -287,15 +255,212 @@ DecodeLimits LimitsForPath(const std::string& path, const DecodeLimits& limits) 
   const size_t dash = name.find_last_of('-');
   if (dash == std::string::npos || dash + 1 == name.size() ||
       name.find_first_not_of("0123456789", dash + 1) != std::string::npos) {
-    return limits;
+    return std::nullopt;
   }
   const std::string topic = name.substr(0, dash);
-  if (!ValidateName(topic, "topic").ok()) return limits;
+  if (!ValidateName(topic, "topic").ok()) return std::nullopt;
   auto data = DataDir::Open(parent, false);
-  if (!data) return limits;
+  if (!data) return std::nullopt;
   auto config = data->ReadTopic(topic);
-  if (!config) return limits;
-  return DataDir::DecodeLimitsFor(*config, limits);
+  if (!config) return std::nullopt;
+  return PartitionOf{parent, topic, *config};
+}
+
+OffsetPolicy PolicyOf(const TopicConfig& config) {
+  return config.cleanup_policy == CleanupPolicy::kDelete ? OffsetPolicy::kContiguous
+                                                         : OffsetPolicy::kGapsAllowed;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// True if `dir` holds a segment (a .log named by R12).
+bool HasSegments(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  bool found = false;
+  while (const dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (EndsWith(name, ".log") && SegmentBaseOffset(name)) {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+// Collects problems and evidence over every part a path names.
+class Verification {
+ public:
+  Verification(const DecodeLimits& limits, Printer* printer) : limits_(limits), printer_(printer) {}
+
+  // A partition directory: the rules of its topic when known.
+  Status Partition(const std::string& dir, const std::optional<TopicConfig>& config) {
+    summary_.directory = true;
+    ++summary_.partitions;
+    if (!HasSegments(dir) && !Exists(dir + "/" + "state")) {
+      ++summary_.empty_partitions;  // counted, and said in the summary
+      return Status::Ok();
+    }
+    DecodeLimits limits = config ? DataDir::DecodeLimitsFor(*config, limits_) : limits_;
+    OffsetPolicy policy = config ? PolicyOf(*config) : OffsetPolicy::kGapsAllowed;
+    std::vector<mq::Problem> problems;
+    Status s = VerifyPartition(dir, limits, &problems, policy, &summary_.stats);
+    for (auto& p : problems) Report(std::move(p));
+    return s;
+  }
+
+  // A data directory: meta.properties, every topic's configuration and
+  // every partition of every topic; directories no topic owns are noted.
+  Status Data(const std::string& path) {
+    summary_.directory = true;
+    auto data = DataDir::Open(path, false);
+    if (!data) {
+      if (data.error().code() != Code::kCorruption) return data.error();
+      Report(ProblemFromStatus(data.error(), path + "/meta.properties", 0));
+      return Status::Ok();
+    }
+    summary_.stats.files += 1;  // meta.properties, read by Open
+    auto topics = data->ListTopics();
+    if (!topics) return topics.error();
+    std::set<std::string> owned;
+    for (const std::string& topic : *topics) {
+      ++summary_.topics;
+      auto config = data->ReadTopic(topic);
+      if (!config) {
+        if (config.error().code() != Code::kCorruption) return config.error();
+        Report(ProblemFromStatus(config.error(), path + "/topics/" + topic + ".conf", 0));
+        continue;
+      }
+      summary_.stats.files += 1;
+      for (int32_t p = 0; p < config->partitions; ++p) {
+        std::string dir = data->PartitionDir(topic, p);
+        owned.insert(dir.substr(dir.find_last_of('/') + 1));
+        if (!Exists(dir)) {
+          ++summary_.partitions;
+          ++summary_.empty_partitions;
+          continue;  // never written: nothing to read
+        }
+        MQ_RETURN_IF_ERROR(Partition(dir, *config));
+      }
+    }
+    // Partition-like directories that no topic owns are not read: say so.
+    DIR* d = ::opendir(path.c_str());
+    if (d != nullptr) {
+      while (const dirent* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        size_t dash = name.find_last_of('-');
+        if (dash == std::string::npos || dash + 1 == name.size() ||
+            name.find_first_not_of("0123456789", dash + 1) != std::string::npos ||
+            owned.count(name))
+          continue;
+        Report({path + "/" + name, 0, "R12",
+                "not a partition of any topic in this data directory: not verified",
+                mq::Problem::Kind::kNote});
+      }
+      ::closedir(d);
+    }
+    return Status::Ok();
+  }
+
+  Status File(const std::string& path) {
+    std::vector<mq::Problem> problems;
+    Status s = VerifyFile(path, limits_, &problems, &summary_.stats);
+    for (auto& p : problems) Report(std::move(p));
+    return s;
+  }
+
+  int Finish(const std::string& path, const Status& s) {
+    if (!s.ok()) return Stop(printer_, s);
+    if (corrupt_) return cli::kExitDataErr;
+    // R28: a legal crash state that the next writer repairs.
+    if (needs_recovery_) return cli::kExitTempFail;
+    printer_->Clean(path, summary_);  // notes (R27) do not make a partition unclean
+    return 0;
+  }
+
+ private:
+  void Report(mq::Problem p) {
+    corrupt_ |= p.kind == mq::Problem::Kind::kCorruption;
+    needs_recovery_ |= p.kind == mq::Problem::Kind::kNeedsRecovery;
+    TrimDetail(&p);
+    printer_->Problem(p);
+  }
+
+  DecodeLimits limits_;
+  Printer* printer_;
+  VerifySummary summary_;
+  bool corrupt_ = false, needs_recovery_ = false;
+};
+
+}  // namespace
+
+int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* printer,
+               const std::optional<std::string>& data_dir) {
+  Verification v(limits, printer);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    int err = errno;
+    // Not a path: a topic or topic-N of the data directory (-C, MQ_DIR).
+    if (err == ENOENT && data_dir && path.find('/') == std::string::npos) {
+      auto data = DataDir::Open(*data_dir, false);
+      if (!data) return Stop(printer, data.error());
+      std::string topic = path;
+      std::optional<int32_t> only;
+      auto config = data->ReadTopic(topic);
+      size_t dash = path.find_last_of('-');
+      if (!config && config.error().code() == Code::kNotFound && dash != std::string::npos &&
+          dash + 1 < path.size() &&
+          path.find_first_not_of("0123456789", dash + 1) == std::string::npos &&
+          path.size() - dash <= 6) {
+        topic = path.substr(0, dash);
+        only = std::stoi(path.substr(dash + 1));
+        config = data->ReadTopic(topic);
+      }
+      if (!config) return Stop(printer, config.error());
+      if (only && *only >= config->partitions) {
+        return Stop(printer, Status(Code::kInvalidArgument,
+                                    fmt::format("{}: topic {} has {} partition(s)", path, topic,
+                                                config->partitions)));
+      }
+      Status s;
+      for (int32_t p = only.value_or(0); s.ok() && p < (only ? *only + 1 : config->partitions); ++p)
+        s = v.Partition(data->PartitionDir(topic, p), *config);
+      return v.Finish(path, s);
+    }
+    return Stop(printer, ErrnoStatus(path, err));
+  }
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+    return Stop(printer, Status(Code::kPermission,
+                                path + ": not a directory or a regular file; refused"));
+  }
+  auto usage = [&] {
+    return Stop(printer, Status(Code::kInvalidArgument,
+                                fmt::format("{}: --verify takes a data directory, a partition "
+                                            "directory, a segment file (.log, .index, "
+                                            ".timeindex), or with -C DIR a topic or TOPIC-N",
+                                            path)));
+  };
+  if (S_ISREG(st.st_mode)) {
+    if (!EndsWith(path, ".log") && !EndsWith(path, ".index") && !EndsWith(path, ".timeindex"))
+      return usage();
+    return v.Finish(path, v.File(path));
+  }
+  if (Exists(path + "/meta.properties")) return v.Finish(path, v.Data(path));
+  auto owner = FindPartitionOf(path);
+  if (owner) return v.Finish(path, v.Partition(path, owner->config));
+  // A partition directory outside a data directory (copied off a host, or
+  // Kafka's): checked by the rules that hold for every log.
+  if (HasSegments(path) || Exists(path + "/state")) return v.Finish(path, v.Partition(path, {}));
+  return usage();
+}
+
+DecodeLimits LimitsForPath(const std::string& path, const DecodeLimits& limits) {
+  auto owner = FindPartitionOf(path);
+  return owner ? DataDir::DecodeLimitsFor(owner->config, limits) : limits;
 }
 
 }  // namespace mq::inspect

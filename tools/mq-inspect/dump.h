@@ -15,7 +15,11 @@ namespace mq::inspect {
 int DumpFile(const std::string& path, const PrintOptions& options, const DecodeLimits& limits,
              Printer* printer);
 
-int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* printer);
+// --verify of one path: a data directory, a partition directory, a segment
+// file, or (with a data directory) a topic or TOPIC-N. A path that is none
+// of these is a usage error (64).
+int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* printer,
+               const std::optional<std::string>& data_dir);
 
 // The limits for reading `path`: a partition directory `<DIR>/<TOPIC>-<N>`
 // (or a file in one) whose topic has a readable .conf raises `limits` to

@@ -17,11 +17,11 @@ namespace {
 // compares them).
 constexpr const char* kUsage =
     "Usage: mq-inspect [-J] [-r] [-d] [-H] [--skip-record-metadata] [--max-batch-bytes N] FILE...\n"
-    "       mq-inspect --verify [-J] [--max-batch-bytes N] PATH...\n"
+    "       mq-inspect --verify [-J] [-C DIR] [--max-batch-bytes N] PATH...\n"
     "       mq-inspect -h | -V\n"
     "\n"
     "Dump segment files (.log, .index, .timeindex) in kafka-dump-log's form, or\n"
-    "verify files and partition directories against the format's rules.\n";
+    "verify data directories, topics, partitions and files against the format's rules.\n";
 
 class Formatter : public mq::cli::UsageFormatter {
  public:
@@ -63,8 +63,11 @@ int main(int argc, char** argv) {
                             "record lines without offset, timestamp and sizes (implies -r)");
   app.add_flag("-J,--json", json, "JSON Lines output: one object per line, on stdout");
   app.add_flag("--verify", verify,
-               "verify files or partition directories: exit 0 clean, 65 corrupt")
+               "verify data directories, topics, partitions or files: exit 0 clean, 65 corrupt, "
+               "75 needs recovery")
       ->excludes(records)->excludes(data)->excludes(headers)->excludes(skip);
+  std::string data_dir;
+  auto* dir_opt = mq::cli::AddDirOption(app, &data_dir, false);
   app.add_option("--max-batch-bytes", limits.max_batch_bytes,
                  "largest batch read, in bytes (records may decompress to the larger of N and 64 MiB)")
       ->check(CLI::Range(61u, 0x7FFFFFFFu))
@@ -72,7 +75,7 @@ int main(int argc, char** argv) {
   // Not ->required(): CLI11 would then report a missing FILE before an
   // unknown option, and name the wrong argument.
   app.add_option("FILE", paths, "segment files (.log, .index, .timeindex); with --verify "
-                 "also partition directories");
+                 "also data and partition directories, and with -C a topic or TOPIC-N");
 
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
   if (paths.empty()) return mq::cli::UsageError(kUsage, verify ? "no PATH given" : "no FILE given");
@@ -84,7 +87,9 @@ int main(int argc, char** argv) {
     int rc = 0;
     for (const auto& path : paths) {
       const mq::DecodeLimits path_limits = mq::inspect::LimitsForPath(path, limits);
-      int code = verify ? mq::inspect::VerifyPath(path, path_limits, printer.get())
+      std::optional<std::string> dir;
+      if (dir_opt->count() > 0 || !data_dir.empty()) dir = data_dir;
+      int code = verify ? mq::inspect::VerifyPath(path, path_limits, printer.get(), dir)
                         : mq::inspect::DumpFile(path, print, path_limits, printer.get());
       if (rc == 0) rc = code;
       if (printer->broken()) return 0;

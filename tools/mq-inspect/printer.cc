@@ -138,7 +138,24 @@ class TextPrinter : public Printer {
     out_.Flush();
     cli::Eprint("{}\n", FormatProblem(p));
   }
-  void Clean(const std::string& path) override { out_.Print("{}: ok\n", path); }
+  // "ok" with its evidence; a path that holds nothing says "empty".
+  void Clean(const std::string& path, const VerifySummary& v) override {
+    const VerifyStats& s = v.stats;
+    if (v.empty()) {
+      if (v.topics == 0 && v.partitions <= 1)
+        out_.Print("{}: empty (no segments)\n", path);
+      else
+        out_.Print("{}: empty ({} topic(s), {} partition(s), no segments)\n", path, v.topics,
+                   v.partitions);
+      return;
+    }
+    std::string scope;
+    if (v.topics > 0) scope = fmt::format("{} topic(s), ", v.topics);
+    if (v.partitions > 1 || v.topics > 0)
+      scope += fmt::format("{} partition(s) ({} empty), ", v.partitions, v.empty_partitions);
+    out_.Print("{}: ok ({}{} files, {} segments, {} batches, {} records, {} bytes)\n", path, scope,
+               s.files, s.segments, s.batches, s.records, s.bytes);
+  }
 
  private:
   void AppendData(const RecordView& r, std::string* sep) {
@@ -258,9 +275,17 @@ class JsonPrinter : public Printer {
         .Str("rule", p.rule).Str("detail", p.detail).Str("kind", KindName(p.kind));
     out_.Write(j.Finish());
   }
-  void Clean(const std::string& path) override {
+  void Clean(const std::string& path, const VerifySummary& v) override {
     JsonLine j;
-    j.Str("type", "clean").Str("path", path);
+    j.Str("type", v.empty() ? "empty" : "clean").Str("path", path);
+    j.Int("topics", static_cast<int64_t>(v.topics))
+        .Int("partitions", static_cast<int64_t>(v.partitions))
+        .Int("empty_partitions", static_cast<int64_t>(v.empty_partitions))
+        .Int("files", static_cast<int64_t>(v.stats.files))
+        .Int("segments", static_cast<int64_t>(v.stats.segments))
+        .Int("batches", static_cast<int64_t>(v.stats.batches))
+        .Int("records", static_cast<int64_t>(v.stats.records))
+        .Int("bytes", static_cast<int64_t>(v.stats.bytes));
     out_.Write(j.Finish());
   }
 

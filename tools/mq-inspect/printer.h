@@ -24,6 +24,18 @@ struct PrintOptions {
 
 enum class FileKind : uint8_t { kLog, kIndex, kTimeIndex };
 
+// What --verify read of a path: the evidence behind "ok".
+struct VerifySummary {
+  VerifyStats stats;
+  uint64_t topics = 0;
+  uint64_t partitions = 0;        // partition directories looked at (or never written)
+  uint64_t empty_partitions = 0;  // of those, never written
+  bool directory = false;         // a data or partition directory (or topic), not a file
+  bool empty() const {
+    return directory && stats.segments == 0 && partitions == empty_partitions;
+  }
+};
+
 class Printer {
  public:
   virtual ~Printer() = default;
@@ -44,7 +56,7 @@ class Printer {
   // A broken rule; the file is still read past it where possible.
   virtual void Problem(const mq::Problem& problem) = 0;
   // A path that verified clean (--verify).
-  virtual void Clean(const std::string& path) = 0;
+  virtual void Clean(const std::string& path, const VerifySummary& summary) = 0;
   // True once stdout is closed (EPIPE): stop reading, exit 0.
   bool broken() const { return out_.broken(); }
   cli::Output& out() { return out_; }

@@ -189,9 +189,19 @@ class PartitionReader {
 // appended to `problems`; returns non-OK only if the directory cannot be read.
 // `offsets` is the partition's rule for offset gaps (R26 for delete-policy
 // topics); without its topic configuration, kGapsAllowed checks R10/R11 only.
+// What a verification read: the evidence behind "ok".
+struct VerifyStats {
+  uint64_t files = 0;    // segments, indexes and state files read
+  uint64_t batches = 0;
+  uint64_t records = 0;  // recordsCount of the batches read
+  uint64_t bytes = 0;    // bytes of the files read
+  uint64_t segments = 0;
+};
+
 Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                        std::vector<Problem>* problems,
-                       OffsetPolicy offsets = OffsetPolicy::kGapsAllowed);
+                       OffsetPolicy offsets = OffsetPolicy::kGapsAllowed,
+                       VerifyStats* stats = nullptr);
 
 }  // namespace mq
 

@@ -64,6 +64,6 @@ class SegmentScanner {
 // R1-R10), a .index or .timeindex (R13/R14 against the sibling .log).
 // Problems are appended; non-OK only if the file cannot be read.
 Status VerifyFile(const std::string& path, const DecodeLimits& limits,
-                  std::vector<Problem>* problems);
+                  std::vector<Problem>* problems, VerifyStats* stats = nullptr);
 
 }  // namespace mq
