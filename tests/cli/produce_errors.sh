@@ -19,6 +19,9 @@ expect() {
 
 # Usage errors (64) name the argument.
 expect 64 "--bogus" "$P" -C "$D" -t t --bogus
+# A misspelt option gets the nearest one; no data directory names -C and MQ_DIR.
+expect 64 "unknown option --partiton (did you mean --partition?)" "$P" -C "$D" -t t --partiton 3
+expect 64 "give -C DIR (--dir DIR), or set MQ_DIR" env -u MQ_DIR "$P" -t t
 expect 64 "--topic" "$P" -C "$D"
 expect 64 "-p/--partition" "$P" -C "$D" -t t -p 3
 expect 64 "-p/--partition" "$P" -C "$D" -t t -p -1

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <algorithm>
 #include <sstream>
 #include <fcntl.h>
 #include <new>
@@ -59,6 +60,61 @@ int UsageError(const char* usage, std::string_view message) {
   return kExitUsage;
 }
 
+namespace {
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The option of `app` nearest to the unknown `arg` ("--partiton" ->
+// "--partitions"), if one is close enough to be what was meant.
+std::string Nearest(const CLI::App& app, std::string_view arg) {
+  if (arg.size() < 3 || arg.substr(0, 2) != "--") return "";
+  std::string_view name = arg.substr(0, arg.find('='));
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 4) + 1;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& l : opt->get_lnames()) {
+      size_t d = EditDistance(name, "--" + l);
+      if (d < best_distance) {
+        best_distance = d;
+        best = "--" + l;
+      }
+    }
+  }
+  return best;
+}
+
+// CLI11's message, said the way the tools' other errors are.
+std::string Explain(const CLI::App& app, const CLI::ParseError& e) {
+  std::string what = e.what();
+  if (dynamic_cast<const CLI::RequiredError*>(&e) && what.find("--dir") != std::string::npos)
+    return "no data directory: give -C DIR (--dir DIR), or set MQ_DIR";
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    // "The following argument(s) was/were not expected: A B"
+    std::istringstream args(what.substr(what.find(": ") == std::string::npos ? what.size()
+                                                                            : what.find(": ") + 2));
+    for (std::string arg; args >> arg;) {
+      std::string near = Nearest(app, arg);
+      if (!near.empty()) return fmt::format("unknown option {} (did you mean {}?)", arg, near);
+    }
+  }
+  return what;
+}
+
+}  // namespace
+
 int Parse(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
@@ -72,7 +128,7 @@ int Parse(CLI::App& app, int argc, char** argv) {
       out.Write(text.str());
       return out.FinishExitCode();
     }
-    Eprint("{}: {}\n", ProgramName(), e.what());
+    Eprint("{}: {}\n", ProgramName(), Explain(app, e));
     Eprint("{}", app.help("", CLI::AppFormatMode::Normal).substr(0, app.help().find('\n') + 1));
     Eprint("Run with --help for more information.\n");
     return kExitUsage;
