@@ -147,7 +147,7 @@ Result<PartitionWriter*> Producer::Writer(int32_t p) {
   if (!w) return w.error();
   if (!options_.quiet) {
     for (const Problem& problem : report.repaired) {
-      cli::Warn(fmt::format("{}: offset {}: {}: repaired: {}", problem.file, problem.position,
+      cli::Warn(fmt::format("{}: position {}: {}: repaired: {}", problem.file, problem.position,
                             problem.rule, problem.detail));
     }
   }
