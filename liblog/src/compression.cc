@@ -89,7 +89,13 @@ class GrowingOutput {
   Status MakeRoom() {
     if (used_ < out_->size()) return Status::Ok();
     if (over_limit() || out_->size() >= cap_) return TooLarge();
-    return Resize(out_, std::min(cap_, out_->size() * 2), file_, position_, codec_);
+    const size_t next = std::min(cap_, out_->size() * 2);
+    try {
+      out_->reserve(next);  // exactly `next`: resize alone may double the capacity again
+    } catch (const std::bad_alloc&) {
+      return NoMemory(file_, position_, next, codec_);
+    }
+    return Resize(out_, next, file_, position_, codec_);
   }
   Status TooLarge() const {
     return R9(file_, position_,
@@ -246,20 +252,19 @@ struct Lz4DCtxDeleter {
   void operator()(LZ4F_dctx* c) const { LZ4F_freeDecompressionContext(c); }
 };
 
-LZ4F_dctx* ThreadLz4DCtx() {
-  thread_local std::unique_ptr<LZ4F_dctx, Lz4DCtxDeleter> ctx([] {
+// A per-thread context, dropped after any frame that did not end cleanly
+// (resetting one does not clear all its state), so each frame starts fresh.
+std::unique_ptr<LZ4F_dctx, Lz4DCtxDeleter>& ThreadLz4DCtx() {
+  thread_local std::unique_ptr<LZ4F_dctx, Lz4DCtxDeleter> ctx;
+  if (ctx == nullptr) {
     LZ4F_dctx* c = nullptr;
-    if (LZ4F_isError(LZ4F_createDecompressionContext(&c, LZ4F_VERSION))) return (LZ4F_dctx*)nullptr;
-    return c;
-  }());
-  return ctx.get();
+    if (!LZ4F_isError(LZ4F_createDecompressionContext(&c, LZ4F_VERSION))) ctx.reset(c);
+  }
+  return ctx;
 }
 
-Status Lz4Decompress(std::span<const std::byte> in, size_t max_bytes,
-                     std::vector<std::byte>* out, const std::string& file, uint64_t position) {
-  LZ4F_dctx* dctx = ThreadLz4DCtx();
-  if (dctx == nullptr) return NoMemory(file, position, 0, "lz4");
-  LZ4F_resetDecompressionContext(dctx);
+Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, size_t max_bytes,
+                std::vector<std::byte>* out, const std::string& file, uint64_t position) {
   GrowingOutput o(out, max_bytes, "lz4", file, position);
   MQ_RETURN_IF_ERROR(o.Start(in.size()));
   const std::byte* src = in.data();
@@ -271,7 +276,6 @@ Status Lz4Decompress(std::span<const std::byte> in, size_t max_bytes,
     size_t hint = LZ4F_decompress(dctx, o.free_data(), &dst_size, src, &src_size, nullptr);
     if (LZ4F_isError(hint)) {
       const char* name = LZ4F_getErrorName(hint);
-      LZ4F_resetDecompressionContext(dctx);
       if (std::strstr(name, "allocation") != nullptr) return NoMemory(file, position, 4 << 20, "lz4");
       return R9(file, position, fmt::format("lz4: {}", name));
     }
@@ -280,12 +284,20 @@ Status Lz4Decompress(std::span<const std::byte> in, size_t max_bytes,
     left -= src_size;
     if (hint == 0) break;  // the frame is complete
     if ((left == 0 || (src_size == 0 && dst_size == 0)) && o.free_size() > 0) {
-      LZ4F_resetDecompressionContext(dctx);
       return R9(file, position, "lz4 frame is truncated");
     }
   }
   if (left != 0) return R9(file, position, fmt::format("{} bytes follow the lz4 frame", left));
   return o.Finish();
+}
+
+Status Lz4Decompress(std::span<const std::byte> in, size_t max_bytes,
+                     std::vector<std::byte>* out, const std::string& file, uint64_t position) {
+  auto& dctx = ThreadLz4DCtx();
+  if (dctx == nullptr) return NoMemory(file, position, 0, "lz4");
+  Status s = Lz4Frame(dctx.get(), in, max_bytes, out, file, position);
+  if (!s.ok()) dctx.reset();
+  return s;
 }
 
 }  // namespace
@@ -444,7 +456,13 @@ Status Compress(Compression codec, std::span<const std::byte> in, int zstd_level
       case Compression::kGzip: return GzipCompress(in, out);
       case Compression::kSnappy: return SnappyCompress(in, out);
       case Compression::kLz4: return Lz4Compress(in, out);
-      case Compression::kZstd: return ZstdCompress(in, zstd_level, zstd_ctx, out);
+      case Compression::kZstd: {
+        if (zstd_ctx != nullptr) return ZstdCompress(in, zstd_level, zstd_ctx, out);
+        void* ctx = nullptr;
+        Status s = ZstdCompress(in, zstd_level, &ctx, out);
+        FreeCompressor(ctx);
+        return s;
+      }
       case Compression::kNone: break;
     }
   } catch (const std::bad_alloc&) {
