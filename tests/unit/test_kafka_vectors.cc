@@ -57,30 +57,25 @@ constexpr std::string_view kV7 =
     "0000000000000700000000006400000003120000000106616263001200000201066162630012000004010661"
     "626300";
 
-// Compressed batches from IBM/sarama record_test.go (recordBatchTestCases:
-// "gzipped record", "snappy compressed record", "lz4 compressed record"):
-// V4's record (key 01020304, value 050607, header 08090a=0b0c) compressed
-// by sarama's writers. Snappy is one raw block; lz4 one LZ4 frame with a
-// content checksum.
-constexpr std::string_view kSaramaGzip =
-    "00000000000000000000005f0000000002e74acea5000100000000000001588dcd5938000000000000000000"
-    "00000000000000000000000000000000011f8b080000096e8800ff001500eaff28000a000801020304060506"
-    "07020608090a040b0c0300adc9586715000000";
-constexpr std::string_view kSaramaSnappy =
-    "000000000000000000000048000000000215009f61000200000000000001588dcd5938000000000000000000"
-    "0000000000000000000000000000000001155028000a00080102030406050607020608090a040b0c";
-constexpr std::string_view kSaramaLz4 =
-    "0000000000000000000000590000000002a94a77c5000300000000000001588dcd5938000000000000000000"
-    "000000000000000000000000000000000104224d186470b91500008028000a00080102030406050607020608"
-    "090a040b0c000000000c3bef92";
-// kafkaex/kafka_ex test/compression_test.exs ("snappy decompression works
-// with chunked messages"): a snappy-java (xerial) stream of two blocks, 14
-// and 75 bytes, holding a magic-0 message set: offset 37, one message of
-// 1014 bytes, value "ABCDEFGHIJ" x 100.
-constexpr std::string_view kKafkaExXerial =
-    "82534e415050590000000001000000010000000e0c2c0000000000000025000003f60000004bf6075c0a2c10"
-    "ec0000ffffffff000003e84142434445464748494afe0a00fe0a00fe0a00fe0a00fe0a00fe0a00fe0a00fe0a"
-    "00fe0a00fe0a00fe0a00fe0a00fe0a00fe0a00fe0a00760a00";
+// Compressed vectors, one hex line each in tests/data/kafka (shared with
+// tests/cli/kafka_codecs.sh):
+// - sarama_{gzip,snappy,lz4}.hex: IBM/sarama record_test.go
+//   (recordBatchTestCases "gzipped record", "snappy compressed record", "lz4
+//   compressed record"): V4's record (key 01020304, value 050607, header
+//   08090a=0b0c) compressed by sarama's writers. Snappy is one raw block;
+//   lz4 one LZ4 frame with a content checksum.
+// - kafka_ex_xerial_snappy.hex: kafkaex/kafka_ex test/compression_test.exs
+//   ("snappy decompression works with chunked messages"): a snappy-java
+//   (xerial) stream of two blocks, 14 and 75 bytes, holding a magic-0
+//   message set: offset 37, one message of 1014 bytes, "ABCDEFGHIJ" x 100.
+
+std::vector<std::byte> HexFile(const std::string& name) {
+  std::ifstream in(std::string(MQ_TEST_DATA_DIR) + "/kafka/" + name);
+  REQUIRE(in.good());
+  std::string hex;
+  in >> hex;
+  return Hex(hex);
+}
 
 struct Decoded {
   mq::BatchHeader header;
@@ -371,7 +366,7 @@ TEST_CASE("V5 kafkajs gzip batch with LogAppendTime: decodes", "[vectors][gzip]"
 }
 
 TEST_CASE("sarama gzip batch: CRC valid, record decodes", "[vectors][gzip]") {
-  auto bytes = Hex(kSaramaGzip);
+  auto bytes = HexFile("sarama_gzip.hex");
   REQUIRE(bytes.size() == 107);
   std::vector<std::byte> scratch;
   Decoded d = Decode(bytes, &scratch);
@@ -381,7 +376,7 @@ TEST_CASE("sarama gzip batch: CRC valid, record decodes", "[vectors][gzip]") {
 }
 
 TEST_CASE("sarama snappy batch (one raw block): CRC valid, record decodes", "[vectors][snappy]") {
-  auto bytes = Hex(kSaramaSnappy);
+  auto bytes = HexFile("sarama_snappy.hex");
   REQUIRE(bytes.size() == 84);
   std::vector<std::byte> scratch;
   Decoded d = Decode(bytes, &scratch);
@@ -392,7 +387,7 @@ TEST_CASE("sarama snappy batch (one raw block): CRC valid, record decodes", "[ve
 
 TEST_CASE("sarama lz4 batch (LZ4 frame with content checksum): CRC valid, record decodes",
           "[vectors][lz4]") {
-  auto bytes = Hex(kSaramaLz4);
+  auto bytes = HexFile("sarama_lz4.hex");
   REQUIRE(bytes.size() == 101);
   std::vector<std::byte> scratch;
   Decoded d = Decode(bytes, &scratch);
@@ -405,7 +400,7 @@ TEST_CASE("sarama lz4 batch with a wrong frame header checksum (as magic 0 wrote
           "[vectors][lz4][R9]") {
   // Kafka's magic-0 writer hashed the magic number into the frame header
   // checksum (byte 6 of the frame); a v2 batch never carries that.
-  auto bytes = Hex(kSaramaLz4);
+  auto bytes = HexFile("sarama_lz4.hex");
   bytes[61 + 6] ^= std::byte{0x5a};
   mq::test::FixCrc(bytes);
   auto view = mq::BatchView::Parse(bytes, {}, "lz4.log", 0);
@@ -418,7 +413,7 @@ TEST_CASE("sarama lz4 batch with a wrong frame header checksum (as magic 0 wrote
 
 TEST_CASE("kafka_ex xerial snappy stream (snappy-java framing): two blocks decode",
           "[vectors][snappy]") {
-  auto in = Hex(kKafkaExXerial);
+  auto in = HexFile("kafka_ex_xerial_snappy.hex");
   REQUIRE(in.size() == 113);
   std::vector<std::byte> out;
   REQUIRE(mq::compression::Decompress(mq::Compression::kSnappy, in, 64 << 20, &out, "x", 0).ok());
@@ -441,7 +436,7 @@ TEST_CASE("sarama snappy record in snappy-java's framing: decodes like the raw b
   // Sarama's raw block (23 bytes) as snappy-java's SnappyOutputStream
   // frames it: the 16-byte header (magic, version 1, compatible 1), the
   // block's length as a big-endian int32, the block.
-  auto raw = Hex(kSaramaSnappy);
+  auto raw = HexFile("sarama_snappy.hex");
   std::vector<std::byte> records = Hex("82534e4150505900000000010000000100000017");
   records.insert(records.end(), raw.begin() + 61, raw.end());
   REQUIRE(records.size() == 16 + 4 + 23);
