@@ -64,32 +64,51 @@ Status Resize(std::vector<std::byte>* out, size_t bytes, const std::string& file
   return Status::Ok();
 }
 
-// Output of a stream decoder (gzip, lz4) that cannot know its size in
-// advance: the buffer starts at what the input can plausibly hold and
-// doubles only when the stream has filled it, up to one byte over the
-// limit (which tells "too large" from "exactly the limit"). Memory thus
-// follows the bytes really produced, at most twice them.
+// Output of a stream decoder (gzip, lz4), which cannot know its size in
+// advance. In buffer mode the buffer starts at what the input can plausibly
+// hold and doubles as the stream fills it, up to `buffer_cap`; a stream
+// that needs more is marked full() and abandoned. In count mode (`out`
+// null) bytes go through a fixed buffer and are only counted. Either way
+// one byte over the limit is R9. Bounded() drives them as zstd does.
 class GrowingOutput {
  public:
-  GrowingOutput(std::vector<std::byte>* out, size_t max_bytes, const char* codec,
-                const std::string& file, uint64_t position)
-      : out_(out), cap_(max_bytes + 1), max_(max_bytes), codec_(codec), file_(file),
+  GrowingOutput(std::vector<std::byte>* out, size_t max_bytes, size_t buffer_cap,
+                const char* codec, const std::string& file, uint64_t position)
+      : out_(out), buffer_cap_(buffer_cap), max_(max_bytes), codec_(codec), file_(file),
         position_(position) {}
 
-  Status Start(size_t input_bytes) {
+  Status Start(size_t input_bytes, bool exact = false) {
+    if (out_ == nullptr) return Resize(&Discard(), kCountBufferBytes, file_, position_, codec_);
     const size_t guess = std::max<size_t>(64 << 10, std::min(kTrustBytes, input_bytes * 4));
-    return Resize(out_, std::min(cap_, guess), file_, position_, codec_);
+    const size_t first = exact ? buffer_cap_ : std::min(buffer_cap_, guess);
+    try {
+      out_->reserve(first);
+    } catch (const std::bad_alloc&) {
+      return NoMemory(file_, position_, first, codec_);
+    }
+    return Resize(out_, first, file_, position_, codec_);
   }
-  std::byte* free_data() { return out_->data() + used_; }
-  size_t free_size() const { return out_->size() - used_; }
-  void Produced(size_t n) { used_ += n; }
+  std::byte* free_data() { return out_ ? out_->data() + used_ : Discard().data() + fill_; }
+  size_t free_size() const { return out_ ? out_->size() - used_ : Discard().size() - fill_; }
+  void Produced(size_t n) {
+    used_ += n;
+    fill_ += n;
+  }
   size_t used() const { return used_; }
-  bool over_limit() const { return used_ > max_; }
+  bool full() const { return full_; }
   // Room for more output; R9 once the limit is passed.
   Status MakeRoom() {
+    if (used_ > max_) return TooLarge();
+    if (out_ == nullptr) {
+      if (fill_ == Discard().size()) fill_ = 0;
+      return Status::Ok();
+    }
     if (used_ < out_->size()) return Status::Ok();
-    if (over_limit() || out_->size() >= cap_) return TooLarge();
-    const size_t next = std::min(cap_, out_->size() * 2);
+    if (out_->size() >= buffer_cap_) {
+      full_ = true;
+      return Status(Code::kTooLarge, "buffer full");
+    }
+    const size_t next = std::min(buffer_cap_, out_->size() * 2);
     try {
       out_->reserve(next);  // exactly `next`: resize alone may double the capacity again
     } catch (const std::bad_alloc&) {
@@ -102,25 +121,62 @@ class GrowingOutput {
               fmt::format("{} records decompress to more than {} bytes", codec_, max_));
   }
   Status Finish() {
-    if (over_limit()) return TooLarge();
-    out_->resize(used_);
+    if (used_ > max_) return TooLarge();
+    if (out_ != nullptr) out_->resize(used_);
     return Status::Ok();
   }
 
  private:
+  static std::vector<std::byte>& Discard() {
+    thread_local std::vector<std::byte> discard;
+    return discard;
+  }
   std::vector<std::byte>* out_;
   size_t used_ = 0;
-  const size_t cap_;
+  size_t fill_ = 0;
+  bool full_ = false;
+  const size_t buffer_cap_;
   const size_t max_;
   const char* codec_;
   const std::string& file_;
   uint64_t position_;
 };
 
+// Runs `decode(GrowingOutput&, bool exact)` as ZstdDecompress works: into a
+// buffer of up to max(1 MiB, 32 x the input); a stream that yields more is
+// decoded again only to count its bytes (stopping past the limit), then a
+// third time into a buffer of exactly that size (and a spare byte). Memory
+// follows what the stream really holds and is never doubled by a copy.
+template <class Decode>
+Status Bounded(Decode decode, std::span<const std::byte> in, size_t max_bytes,
+               std::vector<std::byte>* out, const char* codec, const std::string& file,
+               uint64_t position) {
+  const size_t first = std::min(max_bytes + 1, std::max(kTrustBytes, in.size() * kTrustRatio));
+  {
+    GrowingOutput o(out, max_bytes, first, codec, file, position);
+    Status s = decode(o, false);
+    if (!o.full()) return s.ok() ? o.Finish() : s;
+  }
+  GrowingOutput count(nullptr, max_bytes, 0, codec, file, position);
+  MQ_RETURN_IF_ERROR(decode(count, false));
+  MQ_RETURN_IF_ERROR(count.Finish());
+  if (out->capacity() < count.used() + 1) {
+    out->clear();
+    out->shrink_to_fit();
+  }
+  GrowingOutput exact(out, max_bytes, count.used() + 1, codec, file, position);
+  Status s = decode(exact, true);
+  if (exact.full() || (s.ok() && exact.used() != count.used())) {
+    return R9(file, position, fmt::format("{} records gave {} bytes, then others", codec,
+                                          count.used()));
+  }
+  return s.ok() ? exact.Finish() : s;
+}
+
 // ---- gzip (codec 1): a gzip stream (RFC 1952), as java.util.zip writes it.
 
-Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes,
-                      std::vector<std::byte>* out, const std::string& file, uint64_t position) {
+Status GzipStream(std::span<const std::byte> in, GrowingOutput& o, bool exact,
+                  const std::string& file, uint64_t position) {
   z_stream zs{};
   int rc = inflateInit2(&zs, 16 + MAX_WBITS);  // gzip header and trailer only
   if (rc == Z_MEM_ERROR) return NoMemory(file, position, sizeof(z_stream), "gzip");
@@ -129,8 +185,7 @@ Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes,
     z_stream* zs;
     ~End() { inflateEnd(zs); }
   } end{&zs};
-  GrowingOutput o(out, max_bytes, "gzip", file, position);
-  MQ_RETURN_IF_ERROR(o.Start(in.size()));
+  MQ_RETURN_IF_ERROR(o.Start(in.size(), exact));
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
   zs.avail_in = static_cast<uInt>(in.size());  // a batch is < 2^31 bytes (R2)
   for (;;) {
@@ -158,7 +213,13 @@ Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes,
       return R9(file, position, fmt::format("gzip: {}", zs.msg != nullptr ? zs.msg : "bad stream"));
     }
   }
-  return o.Finish();
+  return Status::Ok();
+}
+
+Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes,
+                      std::vector<std::byte>* out, const std::string& file, uint64_t position) {
+  return Bounded([&](GrowingOutput& o, bool exact) { return GzipStream(in, o, exact, file, position); },
+                 in, max_bytes, out, "gzip", file, position);
 }
 
 // ---- snappy (codec 2): the xerial framing snappy-java writes, or one raw
@@ -170,36 +231,6 @@ Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes,
 constexpr unsigned char kXerialMagic[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
 constexpr size_t kXerialHeaderBytes = 16;  // magic, version int32, compatible int32
 constexpr size_t kXerialBlockBytes = 32 << 10;  // snappy-java's default block
-
-Status SnappyBlock(std::span<const std::byte> block, size_t max_bytes,
-                   std::vector<std::byte>* out, size_t* used, const std::string& file,
-                   uint64_t position) {
-  const char* p = reinterpret_cast<const char*>(block.data());
-  size_t size = 0;
-  if (!snappy::GetUncompressedLength(p, block.size(), &size)) {
-    return R9(file, position, "snappy: bad block length");
-  }
-  if (size > max_bytes - *used) {
-    return R9(file, position, fmt::format("snappy records decompress to more than {} bytes",
-                                          max_bytes));
-  }
-  if (!snappy::IsValidCompressedBuffer(p, block.size())) {
-    return R9(file, position, "snappy: corrupt block");
-  }
-  if (out->capacity() < *used + size) {
-    try {
-      out->reserve(std::max(*used + size, std::min(max_bytes, out->capacity() * 2)));
-    } catch (const std::bad_alloc&) {
-      return NoMemory(file, position, *used + size, "snappy");
-    }
-  }
-  MQ_RETURN_IF_ERROR(Resize(out, *used + size, file, position, "snappy"));
-  if (!snappy::RawUncompress(p, block.size(), reinterpret_cast<char*>(out->data() + *used))) {
-    return R9(file, position, "snappy: corrupt block");
-  }
-  *used += size;
-  return Status::Ok();
-}
 
 uint32_t LoadBig32(const std::byte* p) {
   return (std::to_integer<uint32_t>(p[0]) << 24) | (std::to_integer<uint32_t>(p[1]) << 16) |
@@ -217,12 +248,11 @@ bool IsXerial(std::span<const std::byte> in) {
   return in.size() >= sizeof kXerialMagic && std::memcmp(in.data(), kXerialMagic, sizeof kXerialMagic) == 0;
 }
 
-Status SnappyDecompress(std::span<const std::byte> in, size_t max_bytes,
-                        std::vector<std::byte>* out, const std::string& file, uint64_t position) {
-  size_t used = 0;
-  out->clear();
+// The blocks of snappy records: one raw block, or the xerial framing's.
+Status SnappyBlocks(std::span<const std::byte> in, std::vector<std::span<const std::byte>>* blocks,
+                    const std::string& file, uint64_t position) {
   if (!IsXerial(in)) {
-    MQ_RETURN_IF_ERROR(SnappyBlock(in, max_bytes, out, &used, file, position));
+    blocks->push_back(in);
     return Status::Ok();
   }
   if (in.size() < kXerialHeaderBytes) return R9(file, position, "xerial snappy header is truncated");
@@ -238,8 +268,54 @@ Status SnappyDecompress(std::span<const std::byte> in, size_t max_bytes,
       return R9(file, position, fmt::format("xerial snappy: a block of {} bytes at {} runs past "
                                             "the records", n, p - 4));
     }
-    MQ_RETURN_IF_ERROR(SnappyBlock(in.subspan(p, n), max_bytes, out, &used, file, position));
+    blocks->push_back(in.subspan(p, n));
     p += n;
+  }
+  return Status::Ok();
+}
+
+// Every block's stated size is summed and checked against the limit, and
+// every block validated (decoded without writing), before one buffer of
+// exactly the total is allocated.
+Status SnappyDecompress(std::span<const std::byte> in, size_t max_bytes,
+                        std::vector<std::byte>* out, const std::string& file, uint64_t position) {
+  std::vector<std::span<const std::byte>> blocks;
+  MQ_RETURN_IF_ERROR(SnappyBlocks(in, &blocks, file, position));
+  size_t total = 0;
+  for (auto block : blocks) {
+    const char* p = reinterpret_cast<const char*>(block.data());
+    size_t size = 0;
+    if (!snappy::GetUncompressedLength(p, block.size(), &size)) {
+      return R9(file, position, "snappy: bad block length");
+    }
+    if (size > max_bytes - total) {
+      return R9(file, position, fmt::format("snappy records decompress to more than {} bytes",
+                                            max_bytes));
+    }
+    if (!snappy::IsValidCompressedBuffer(p, block.size())) {
+      return R9(file, position, "snappy: corrupt block");
+    }
+    total += size;
+  }
+  if (out->capacity() < total) {
+    out->clear();
+    out->shrink_to_fit();
+    try {
+      out->reserve(total);
+    } catch (const std::bad_alloc&) {
+      return NoMemory(file, position, total, "snappy");
+    }
+  }
+  MQ_RETURN_IF_ERROR(Resize(out, total, file, position, "snappy"));
+  size_t used = 0;
+  for (auto block : blocks) {
+    const char* p = reinterpret_cast<const char*>(block.data());
+    size_t size = 0;
+    snappy::GetUncompressedLength(p, block.size(), &size);
+    if (!snappy::RawUncompress(p, block.size(), reinterpret_cast<char*>(out->data() + used))) {
+      return R9(file, position, "snappy: corrupt block");
+    }
+    used += size;
   }
   return Status::Ok();
 }
@@ -263,10 +339,9 @@ std::unique_ptr<LZ4F_dctx, Lz4DCtxDeleter>& ThreadLz4DCtx() {
   return ctx;
 }
 
-Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, size_t max_bytes,
-                std::vector<std::byte>* out, const std::string& file, uint64_t position) {
-  GrowingOutput o(out, max_bytes, "lz4", file, position);
-  MQ_RETURN_IF_ERROR(o.Start(in.size()));
+Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, GrowingOutput& o, bool exact,
+                const std::string& file, uint64_t position) {
+  MQ_RETURN_IF_ERROR(o.Start(in.size(), exact));
   const std::byte* src = in.data();
   size_t left = in.size();
   for (;;) {
@@ -288,16 +363,19 @@ Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, size_t max_bytes
     }
   }
   if (left != 0) return R9(file, position, fmt::format("{} bytes follow the lz4 frame", left));
-  return o.Finish();
+  return Status::Ok();
 }
 
 Status Lz4Decompress(std::span<const std::byte> in, size_t max_bytes,
                      std::vector<std::byte>* out, const std::string& file, uint64_t position) {
-  auto& dctx = ThreadLz4DCtx();
-  if (dctx == nullptr) return NoMemory(file, position, 0, "lz4");
-  Status s = Lz4Frame(dctx.get(), in, max_bytes, out, file, position);
-  if (!s.ok()) dctx.reset();
-  return s;
+  auto pass = [&](GrowingOutput& o, bool exact) {
+    auto& dctx = ThreadLz4DCtx();
+    if (dctx == nullptr) return NoMemory(file, position, 0, "lz4");
+    Status s = Lz4Frame(dctx.get(), in, o, exact, file, position);
+    if (!s.ok()) dctx.reset();
+    return s;
+  };
+  return Bounded(pass, in, max_bytes, out, "lz4", file, position);
 }
 
 }  // namespace

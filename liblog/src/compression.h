@@ -26,9 +26,10 @@ Status Compress(Compression codec, std::span<const std::byte> in, int zstd_level
 // result). Fails with R9 corruption, labelled with file and position, when
 // `in` is not exactly what the codec frames (trailing bytes included) or
 // would yield more than `max_bytes`. Memory follows the bytes really
-// produced: gzip and lz4 buffers start small and double as the stream
-// fills them; a snappy block's stated size is checked against the limit
-// and the block validated before its buffer is allocated; zstd as below. A
+// produced: gzip and lz4 as zstd below (at most max(1 MiB, 32 x the input)
+// at once, else counted through a fixed buffer, then decoded into exactly
+// their size); snappy blocks' stated sizes are summed against the limit
+// and every block validated before one buffer of the sum is allocated. A
 // failed allocation is kNoMemory. kUnsupported for a codec it does not know.
 Status Decompress(Compression codec, std::span<const std::byte> in, size_t max_bytes,
                   std::vector<std::byte>* out, const std::string& file, uint64_t position);
