@@ -65,9 +65,9 @@ Status Resize(std::vector<std::byte>* out, size_t bytes, const std::string& file
 }
 
 // Output of a stream decoder (gzip, lz4), which cannot know its size in
-// advance. In buffer mode the buffer starts at what the input can plausibly
-// hold and doubles as the stream fills it, up to `buffer_cap`; a stream
-// that needs more is marked full() and abandoned. In count mode (`out`
+// advance. In buffer mode the buffer is sized once, `buffer_cap` bytes (a
+// growing copy would double the peak); a stream that needs more is marked
+// full() and abandoned. In count mode (`out`
 // null) bytes go through a fixed buffer and are only counted. Either way
 // one byte over the limit is R9. Bounded() drives them as zstd does.
 class GrowingOutput {
@@ -77,16 +77,14 @@ class GrowingOutput {
       : out_(out), buffer_cap_(buffer_cap), max_(max_bytes), codec_(codec), file_(file),
         position_(position) {}
 
-  Status Start(size_t input_bytes, bool exact = false) {
+  Status Start() {
     if (out_ == nullptr) return Resize(&Discard(), kCountBufferBytes, file_, position_, codec_);
-    const size_t guess = std::max<size_t>(64 << 10, std::min(kTrustBytes, input_bytes * 4));
-    const size_t first = exact ? buffer_cap_ : std::min(buffer_cap_, guess);
     try {
-      out_->reserve(first);
+      out_->reserve(buffer_cap_);
     } catch (const std::bad_alloc&) {
-      return NoMemory(file_, position_, first, codec_);
+      return NoMemory(file_, position_, buffer_cap_, codec_);
     }
-    return Resize(out_, first, file_, position_, codec_);
+    return Resize(out_, buffer_cap_, file_, position_, codec_);
   }
   std::byte* free_data() { return out_ ? out_->data() + used_ : Discard().data() + fill_; }
   size_t free_size() const { return out_ ? out_->size() - used_ : Discard().size() - fill_; }
@@ -104,17 +102,8 @@ class GrowingOutput {
       return Status::Ok();
     }
     if (used_ < out_->size()) return Status::Ok();
-    if (out_->size() >= buffer_cap_) {
-      full_ = true;
-      return Status(Code::kTooLarge, "buffer full");
-    }
-    const size_t next = std::min(buffer_cap_, out_->size() * 2);
-    try {
-      out_->reserve(next);  // exactly `next`: resize alone may double the capacity again
-    } catch (const std::bad_alloc&) {
-      return NoMemory(file_, position_, next, codec_);
-    }
-    return Resize(out_, next, file_, position_, codec_);
+    full_ = true;
+    return Status(Code::kTooLarge, "buffer full");
   }
   Status TooLarge() const {
     return R9(file_, position_,
@@ -142,7 +131,7 @@ class GrowingOutput {
   uint64_t position_;
 };
 
-// Runs `decode(GrowingOutput&, bool exact)` as ZstdDecompress works: into a
+// Runs `decode(GrowingOutput&)` as ZstdDecompress works: into a
 // buffer of up to max(1 MiB, 32 x the input); a stream that yields more is
 // decoded again only to count its bytes (stopping past the limit), then a
 // third time into a buffer of exactly that size (and a spare byte). Memory
@@ -154,18 +143,18 @@ Status Bounded(Decode decode, std::span<const std::byte> in, size_t max_bytes,
   const size_t first = std::min(max_bytes + 1, std::max(kTrustBytes, in.size() * kTrustRatio));
   {
     GrowingOutput o(out, max_bytes, first, codec, file, position);
-    Status s = decode(o, false);
+    Status s = decode(o);
     if (!o.full()) return s.ok() ? o.Finish() : s;
   }
   GrowingOutput count(nullptr, max_bytes, 0, codec, file, position);
-  MQ_RETURN_IF_ERROR(decode(count, false));
+  MQ_RETURN_IF_ERROR(decode(count));
   MQ_RETURN_IF_ERROR(count.Finish());
   if (out->capacity() < count.used() + 1) {
     out->clear();
     out->shrink_to_fit();
   }
   GrowingOutput exact(out, max_bytes, count.used() + 1, codec, file, position);
-  Status s = decode(exact, true);
+  Status s = decode(exact);
   if (exact.full() || (s.ok() && exact.used() != count.used())) {
     return R9(file, position, fmt::format("{} records gave {} bytes, then others", codec,
                                           count.used()));
@@ -175,7 +164,7 @@ Status Bounded(Decode decode, std::span<const std::byte> in, size_t max_bytes,
 
 // ---- gzip (codec 1): a gzip stream (RFC 1952), as java.util.zip writes it.
 
-Status GzipStream(std::span<const std::byte> in, GrowingOutput& o, bool exact,
+Status GzipStream(std::span<const std::byte> in, GrowingOutput& o,
                   const std::string& file, uint64_t position) {
   z_stream zs{};
   int rc = inflateInit2(&zs, 16 + MAX_WBITS);  // gzip header and trailer only
@@ -185,7 +174,7 @@ Status GzipStream(std::span<const std::byte> in, GrowingOutput& o, bool exact,
     z_stream* zs;
     ~End() { inflateEnd(zs); }
   } end{&zs};
-  MQ_RETURN_IF_ERROR(o.Start(in.size(), exact));
+  MQ_RETURN_IF_ERROR(o.Start());
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
   zs.avail_in = static_cast<uInt>(in.size());  // a batch is < 2^31 bytes (R2)
   for (;;) {
@@ -218,7 +207,7 @@ Status GzipStream(std::span<const std::byte> in, GrowingOutput& o, bool exact,
 
 Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes,
                       std::vector<std::byte>* out, const std::string& file, uint64_t position) {
-  return Bounded([&](GrowingOutput& o, bool exact) { return GzipStream(in, o, exact, file, position); },
+  return Bounded([&](GrowingOutput& o) { return GzipStream(in, o, file, position); },
                  in, max_bytes, out, "gzip", file, position);
 }
 
@@ -339,9 +328,9 @@ std::unique_ptr<LZ4F_dctx, Lz4DCtxDeleter>& ThreadLz4DCtx() {
   return ctx;
 }
 
-Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, GrowingOutput& o, bool exact,
+Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, GrowingOutput& o,
                 const std::string& file, uint64_t position) {
-  MQ_RETURN_IF_ERROR(o.Start(in.size(), exact));
+  MQ_RETURN_IF_ERROR(o.Start());
   const std::byte* src = in.data();
   size_t left = in.size();
   for (;;) {
@@ -368,10 +357,10 @@ Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, GrowingOutput& o
 
 Status Lz4Decompress(std::span<const std::byte> in, size_t max_bytes,
                      std::vector<std::byte>* out, const std::string& file, uint64_t position) {
-  auto pass = [&](GrowingOutput& o, bool exact) {
+  auto pass = [&](GrowingOutput& o) {
     auto& dctx = ThreadLz4DCtx();
     if (dctx == nullptr) return NoMemory(file, position, 0, "lz4");
-    Status s = Lz4Frame(dctx.get(), in, o, exact, file, position);
+    Status s = Lz4Frame(dctx.get(), in, o, file, position);
     if (!s.ok()) dctx.reset();
     return s;
   };
