@@ -104,13 +104,17 @@ namespace {
 
 Status CheckAttributes(const BatchHeader& h, const std::string& file, uint64_t position) {
   uint16_t attributes = static_cast<uint16_t>(h.attributes);
+  // R5: a bit or codec a later Kafka may define is not damage: the batch
+  // passed its CRC. It is unsupported (exit 65), never repaired or skipped.
   if (attributes & kUnusedAttributeBits) {
-    return Status::Corruption(file, position, "R5",
-                              fmt::format("attributes 0x{:04x} set unused bits 7-15", attributes));
+    return Status(Code::kUnsupported,
+                  fmt::format("{}: position {}: R5: unsupported attributes 0x{:04x}: bits 7-15 "
+                              "are not defined by RecordBatch v2", file, position, attributes));
   }
   if ((attributes & kCodecMask) > static_cast<uint16_t>(Codec::kZstd)) {
-    return Status::Corruption(file, position, "R5",
-                              fmt::format("unknown compression codec {}", attributes & kCodecMask));
+    return Status(Code::kUnsupported,
+                  fmt::format("{}: position {}: R5: unsupported codec {}", file, position,
+                              attributes & kCodecMask));
   }
   return Status::Ok();
 }
@@ -251,16 +255,13 @@ void BatchBuilder::Reset(BatchOptions options) {
 //   51   2   producerEpoch         options (-1: none)
 //   53   4   baseSequence          options (-1: none)
 //   57   4   recordsCount          count
-//   61   .   records               as added, or one zstd frame of them
+//   61   .   records               as added, or compressed (§5.1)
 Status BatchBuilder::Finish(int64_t base_offset, std::vector<std::byte>* out) {
   Bytes payload(records_.data(), used_);
-  if (options_.compression == Compression::kZstd) {
-    MQ_RETURN_IF_ERROR(
-        compression::ZstdCompress(payload, options_.zstd_level, &zstd_ctx_, &compressed_));
+  if (options_.compression != Compression::kNone) {
+    MQ_RETURN_IF_ERROR(compression::Compress(options_.compression, payload, options_.zstd_level,
+                                             &zstd_ctx_, &compressed_));
     payload = compressed_;
-  } else if (options_.compression != Compression::kNone) {
-    return Status(Code::kUnsupported,
-                  fmt::format("cannot write codec {}", CompressionName(options_.compression)));
   }
   const uint64_t size = kBatchHeaderSize + payload.size();
   if (size - kLogOverhead > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {

@@ -1,9 +1,14 @@
 #include "compression.h"
 
+#include <lz4frame.h>
+#include <snappy.h>
+#include <zlib.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstring>
 #include <memory>
 #include <new>
 
@@ -25,10 +30,11 @@ Status R9(const std::string& file, uint64_t position, const std::string& what) {
   return Status::Corruption(file, position, "R9", what);
 }
 
-Status NoMemory(const std::string& file, uint64_t position, size_t bytes) {
+Status NoMemory(const std::string& file, uint64_t position, size_t bytes,
+                const char* codec = "zstd") {
   return Status(Code::kNoMemory,
-                fmt::format("{}: position {}: out of memory: zstd records need a buffer of {} bytes",
-                            file, position, bytes));
+                fmt::format("{}: position {}: out of memory: {} records need a buffer of {} bytes",
+                            file, position, codec, bytes));
 }
 
 Status ZstdError(size_t r, const std::string& file, uint64_t position, size_t buffer) {
@@ -49,13 +55,316 @@ constexpr size_t kTrustRatio = 32;
 constexpr size_t kCountBufferBytes = 128 << 10;
 
 Status Resize(std::vector<std::byte>* out, size_t bytes, const std::string& file,
-              uint64_t position) {
+              uint64_t position, const char* codec = "zstd") {
   try {
     out->resize(bytes);
   } catch (const std::bad_alloc&) {
-    return NoMemory(file, position, bytes);
+    return NoMemory(file, position, bytes, codec);
   }
   return Status::Ok();
+}
+
+// Output of a stream decoder (gzip, lz4), which cannot know its size in
+// advance. In buffer mode the buffer is sized once, `buffer_cap` bytes (a
+// growing copy would double the peak); a stream that needs more is marked
+// full() and abandoned. In count mode (`out`
+// null) bytes go through a fixed buffer and are only counted. Either way
+// one byte over the limit is R9. Bounded() drives them as zstd does.
+class GrowingOutput {
+ public:
+  GrowingOutput(std::vector<std::byte>* out, size_t max_bytes, size_t buffer_cap,
+                const char* codec, const std::string& file, uint64_t position)
+      : out_(out), buffer_cap_(buffer_cap), max_(max_bytes), codec_(codec), file_(file),
+        position_(position) {}
+
+  Status Start() {
+    if (out_ == nullptr) return Resize(&Discard(), kCountBufferBytes, file_, position_, codec_);
+    try {
+      out_->reserve(buffer_cap_);
+    } catch (const std::bad_alloc&) {
+      return NoMemory(file_, position_, buffer_cap_, codec_);
+    }
+    return Resize(out_, buffer_cap_, file_, position_, codec_);
+  }
+  std::byte* free_data() { return out_ ? out_->data() + used_ : Discard().data() + fill_; }
+  size_t free_size() const { return out_ ? out_->size() - used_ : Discard().size() - fill_; }
+  void Produced(size_t n) {
+    used_ += n;
+    fill_ += n;
+  }
+  size_t used() const { return used_; }
+  bool full() const { return full_; }
+  // Room for more output; R9 once the limit is passed.
+  Status MakeRoom() {
+    if (used_ > max_) return TooLarge();
+    if (out_ == nullptr) {
+      if (fill_ == Discard().size()) fill_ = 0;
+      return Status::Ok();
+    }
+    if (used_ < out_->size()) return Status::Ok();
+    full_ = true;
+    return Status(Code::kTooLarge, "buffer full");
+  }
+  Status TooLarge() const {
+    return R9(file_, position_,
+              fmt::format("{} records decompress to more than {} bytes", codec_, max_));
+  }
+  Status Finish() {
+    if (used_ > max_) return TooLarge();
+    if (out_ != nullptr) out_->resize(used_);
+    return Status::Ok();
+  }
+
+ private:
+  static std::vector<std::byte>& Discard() {
+    thread_local std::vector<std::byte> discard;
+    return discard;
+  }
+  std::vector<std::byte>* out_;
+  size_t used_ = 0;
+  size_t fill_ = 0;
+  bool full_ = false;
+  const size_t buffer_cap_;
+  const size_t max_;
+  const char* codec_;
+  const std::string& file_;
+  uint64_t position_;
+};
+
+// Runs `decode(GrowingOutput&)` as ZstdDecompress works: into a
+// buffer of up to max(1 MiB, 32 x the input); a stream that yields more is
+// decoded again only to count its bytes (stopping past the limit), then a
+// third time into a buffer of exactly that size (and a spare byte). Memory
+// follows what the stream really holds and is never doubled by a copy.
+template <class Decode>
+Status Bounded(Decode decode, std::span<const std::byte> in, size_t max_bytes,
+               std::vector<std::byte>* out, const char* codec, const std::string& file,
+               uint64_t position) {
+  const size_t first = std::min(max_bytes + 1, std::max(kTrustBytes, in.size() * kTrustRatio));
+  {
+    GrowingOutput o(out, max_bytes, first, codec, file, position);
+    Status s = decode(o);
+    if (!o.full()) return s.ok() ? o.Finish() : s;
+  }
+  GrowingOutput count(nullptr, max_bytes, 0, codec, file, position);
+  MQ_RETURN_IF_ERROR(decode(count));
+  MQ_RETURN_IF_ERROR(count.Finish());
+  if (out->capacity() < count.used() + 1) {
+    out->clear();
+    out->shrink_to_fit();
+  }
+  GrowingOutput exact(out, max_bytes, count.used() + 1, codec, file, position);
+  Status s = decode(exact);
+  if (exact.full() || (s.ok() && exact.used() != count.used())) {
+    return R9(file, position, fmt::format("{} records gave {} bytes, then others", codec,
+                                          count.used()));
+  }
+  return s.ok() ? exact.Finish() : s;
+}
+
+// ---- gzip (codec 1): a gzip stream (RFC 1952), as java.util.zip writes it.
+
+Status GzipStream(std::span<const std::byte> in, GrowingOutput& o,
+                  const std::string& file, uint64_t position) {
+  z_stream zs{};
+  int rc = inflateInit2(&zs, 16 + MAX_WBITS);  // gzip header and trailer only
+  if (rc == Z_MEM_ERROR) return NoMemory(file, position, sizeof(z_stream), "gzip");
+  if (rc != Z_OK) return Status(Code::kInternal, fmt::format("zlib: inflateInit2 failed ({})", rc));
+  struct End {
+    z_stream* zs;
+    ~End() { inflateEnd(zs); }
+  } end{&zs};
+  MQ_RETURN_IF_ERROR(o.Start());
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());  // a batch is < 2^31 bytes (R2)
+  for (;;) {
+    MQ_RETURN_IF_ERROR(o.MakeRoom());
+    zs.next_out = reinterpret_cast<Bytef*>(o.free_data());
+    zs.avail_out = static_cast<uInt>(std::min<size_t>(o.free_size(), UINT_MAX));
+    const uInt room = zs.avail_out;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    o.Produced(room - zs.avail_out);
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;
+      // Another gzip member (java.util.zip.GZIPInputStream reads them all).
+      if (zs.avail_in >= 2 && zs.next_in[0] == 0x1f && zs.next_in[1] == 0x8b) {
+        inflateReset(&zs);
+        continue;
+      }
+      return R9(file, position, fmt::format("{} bytes follow the gzip stream", zs.avail_in));
+    }
+    if (rc == Z_MEM_ERROR) return NoMemory(file, position, 256 << 10, "gzip");
+    if (rc == Z_BUF_ERROR && zs.avail_out == 0) continue;  // needs more room
+    if (rc == Z_BUF_ERROR || (rc == Z_OK && zs.avail_in == 0 && zs.avail_out > 0)) {
+      return R9(file, position, "gzip stream is truncated");
+    }
+    if (rc != Z_OK) {
+      return R9(file, position, fmt::format("gzip: {}", zs.msg != nullptr ? zs.msg : "bad stream"));
+    }
+  }
+  return Status::Ok();
+}
+
+Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes,
+                      std::vector<std::byte>* out, const std::string& file, uint64_t position) {
+  return Bounded([&](GrowingOutput& o) { return GzipStream(in, o, file, position); },
+                 in, max_bytes, out, "gzip", file, position);
+}
+
+// ---- snappy (codec 2): the xerial framing snappy-java writes, or one raw
+// block. A raw block states its size: it is checked against what is left
+// of the limit, then the block is validated (which decodes it without
+// writing), and only then is a buffer of that size allocated: memory
+// follows what the block really yields.
+
+constexpr unsigned char kXerialMagic[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
+constexpr size_t kXerialHeaderBytes = 16;  // magic, version int32, compatible int32
+constexpr size_t kXerialBlockBytes = 32 << 10;  // snappy-java's default block
+
+uint32_t LoadBig32(const std::byte* p) {
+  return (std::to_integer<uint32_t>(p[0]) << 24) | (std::to_integer<uint32_t>(p[1]) << 16) |
+         (std::to_integer<uint32_t>(p[2]) << 8) | std::to_integer<uint32_t>(p[3]);
+}
+
+void StoreBig32(std::byte* p, uint32_t v) {
+  p[0] = std::byte(v >> 24);
+  p[1] = std::byte(v >> 16);
+  p[2] = std::byte(v >> 8);
+  p[3] = std::byte(v);
+}
+
+bool IsXerial(std::span<const std::byte> in) {
+  return in.size() >= sizeof kXerialMagic && std::memcmp(in.data(), kXerialMagic, sizeof kXerialMagic) == 0;
+}
+
+// The blocks of snappy records: one raw block, or the xerial framing's.
+Status SnappyBlocks(std::span<const std::byte> in, std::vector<std::span<const std::byte>>* blocks,
+                    const std::string& file, uint64_t position) {
+  if (!IsXerial(in)) {
+    blocks->push_back(in);
+    return Status::Ok();
+  }
+  if (in.size() < kXerialHeaderBytes) return R9(file, position, "xerial snappy header is truncated");
+  size_t p = kXerialHeaderBytes;
+  while (p < in.size()) {
+    if (in.size() - p < 4) {
+      return R9(file, position, fmt::format("xerial snappy: {} bytes at {} are not a block length",
+                                            in.size() - p, p));
+    }
+    const uint32_t n = LoadBig32(in.data() + p);
+    p += 4;
+    if (n > in.size() - p) {
+      return R9(file, position, fmt::format("xerial snappy: a block of {} bytes at {} runs past "
+                                            "the records", n, p - 4));
+    }
+    blocks->push_back(in.subspan(p, n));
+    p += n;
+  }
+  return Status::Ok();
+}
+
+// Every block's stated size is summed and checked against the limit, and
+// every block validated (decoded without writing), before one buffer of
+// exactly the total is allocated.
+Status SnappyDecompress(std::span<const std::byte> in, size_t max_bytes,
+                        std::vector<std::byte>* out, const std::string& file, uint64_t position) {
+  std::vector<std::span<const std::byte>> blocks;
+  MQ_RETURN_IF_ERROR(SnappyBlocks(in, &blocks, file, position));
+  size_t total = 0;
+  for (auto block : blocks) {
+    const char* p = reinterpret_cast<const char*>(block.data());
+    size_t size = 0;
+    if (!snappy::GetUncompressedLength(p, block.size(), &size)) {
+      return R9(file, position, "snappy: bad block length");
+    }
+    if (size > max_bytes - total) {
+      return R9(file, position, fmt::format("snappy records decompress to more than {} bytes",
+                                            max_bytes));
+    }
+    if (!snappy::IsValidCompressedBuffer(p, block.size())) {
+      return R9(file, position, "snappy: corrupt block");
+    }
+    total += size;
+  }
+  if (out->capacity() < total) {
+    out->clear();
+    out->shrink_to_fit();
+    try {
+      out->reserve(total);
+    } catch (const std::bad_alloc&) {
+      return NoMemory(file, position, total, "snappy");
+    }
+  }
+  MQ_RETURN_IF_ERROR(Resize(out, total, file, position, "snappy"));
+  size_t used = 0;
+  for (auto block : blocks) {
+    const char* p = reinterpret_cast<const char*>(block.data());
+    size_t size = 0;
+    snappy::GetUncompressedLength(p, block.size(), &size);
+    if (!snappy::RawUncompress(p, block.size(), reinterpret_cast<char*>(out->data() + used))) {
+      return R9(file, position, "snappy: corrupt block");
+    }
+    used += size;
+  }
+  return Status::Ok();
+}
+
+// ---- lz4 (codec 3): one LZ4 frame (lz4_Frame_format.md) with its correct
+// header checksum; the broken checksum of Kafka's magic 0 messages is an
+// error here.
+
+struct Lz4DCtxDeleter {
+  void operator()(LZ4F_dctx* c) const { LZ4F_freeDecompressionContext(c); }
+};
+
+// A per-thread context, dropped after any frame that did not end cleanly
+// (resetting one does not clear all its state), so each frame starts fresh.
+std::unique_ptr<LZ4F_dctx, Lz4DCtxDeleter>& ThreadLz4DCtx() {
+  thread_local std::unique_ptr<LZ4F_dctx, Lz4DCtxDeleter> ctx;
+  if (ctx == nullptr) {
+    LZ4F_dctx* c = nullptr;
+    if (!LZ4F_isError(LZ4F_createDecompressionContext(&c, LZ4F_VERSION))) ctx.reset(c);
+  }
+  return ctx;
+}
+
+Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, GrowingOutput& o,
+                const std::string& file, uint64_t position) {
+  MQ_RETURN_IF_ERROR(o.Start());
+  const std::byte* src = in.data();
+  size_t left = in.size();
+  for (;;) {
+    MQ_RETURN_IF_ERROR(o.MakeRoom());
+    size_t dst_size = o.free_size();
+    size_t src_size = left;
+    size_t hint = LZ4F_decompress(dctx, o.free_data(), &dst_size, src, &src_size, nullptr);
+    if (LZ4F_isError(hint)) {
+      const char* name = LZ4F_getErrorName(hint);
+      if (std::strstr(name, "allocation") != nullptr) return NoMemory(file, position, 4 << 20, "lz4");
+      return R9(file, position, fmt::format("lz4: {}", name));
+    }
+    o.Produced(dst_size);
+    src += src_size;
+    left -= src_size;
+    if (hint == 0) break;  // the frame is complete
+    if ((left == 0 || (src_size == 0 && dst_size == 0)) && o.free_size() > 0) {
+      return R9(file, position, "lz4 frame is truncated");
+    }
+  }
+  if (left != 0) return R9(file, position, fmt::format("{} bytes follow the lz4 frame", left));
+  return Status::Ok();
+}
+
+Status Lz4Decompress(std::span<const std::byte> in, size_t max_bytes,
+                     std::vector<std::byte>* out, const std::string& file, uint64_t position) {
+  auto pass = [&](GrowingOutput& o) {
+    auto& dctx = ThreadLz4DCtx();
+    if (dctx == nullptr) return NoMemory(file, position, 0, "lz4");
+    Status s = Lz4Frame(dctx.get(), in, o, file, position);
+    if (!s.ok()) dctx.reset();
+    return s;
+  };
+  return Bounded(pass, in, max_bytes, out, "lz4", file, position);
 }
 
 }  // namespace
@@ -144,6 +453,104 @@ Status ZstdDecompress(std::span<const std::byte> in, size_t max_bytes, std::vect
   }
   out->resize(produced);
   return Status::Ok();
+}
+
+namespace {
+
+Status GzipCompress(std::span<const std::byte> in, std::vector<std::byte>* out) {
+  z_stream zs{};
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
+                   Z_DEFAULT_STRATEGY) != Z_OK) {
+    return Status(Code::kNoMemory, "gzip: cannot create a compression stream");
+  }
+  struct End {
+    z_stream* zs;
+    ~End() { deflateEnd(zs); }
+  } end{&zs};
+  out->resize(deflateBound(&zs, static_cast<uLong>(in.size())));
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out->data());
+  zs.avail_out = static_cast<uInt>(out->size());
+  int rc = deflate(&zs, Z_FINISH);
+  if (rc != Z_STREAM_END) return Status(Code::kInternal, fmt::format("gzip: deflate failed ({})", rc));
+  out->resize(zs.total_out);
+  return Status::Ok();
+}
+
+// snappy-java's SnappyOutputStream: the header, then each 32 KiB of input
+// as a big-endian int32 length and one raw snappy block.
+Status SnappyCompress(std::span<const std::byte> in, std::vector<std::byte>* out) {
+  out->resize(kXerialHeaderBytes);
+  std::memcpy(out->data(), kXerialMagic, sizeof kXerialMagic);
+  StoreBig32(out->data() + 8, 1);   // version
+  StoreBig32(out->data() + 12, 1);  // minimum compatible version
+  for (size_t p = 0; p < in.size(); p += kXerialBlockBytes) {
+    const size_t n = std::min(kXerialBlockBytes, in.size() - p);
+    const size_t at = out->size();
+    out->resize(at + 4 + snappy::MaxCompressedLength(n));
+    size_t written = 0;
+    snappy::RawCompress(reinterpret_cast<const char*>(in.data() + p), n,
+                        reinterpret_cast<char*>(out->data() + at + 4), &written);
+    StoreBig32(out->data() + at, static_cast<uint32_t>(written));
+    out->resize(at + 4 + written);
+  }
+  return Status::Ok();
+}
+
+// Kafka's KafkaLZ4BlockOutputStream: one frame of independent 64 KiB
+// blocks, no checksums besides the (correct) header checksum.
+Status Lz4Compress(std::span<const std::byte> in, std::vector<std::byte>* out) {
+  LZ4F_preferences_t prefs;
+  std::memset(&prefs, 0, sizeof prefs);
+  prefs.frameInfo.blockSizeID = LZ4F_max64KB;
+  prefs.frameInfo.blockMode = LZ4F_blockIndependent;
+  prefs.frameInfo.contentChecksumFlag = LZ4F_noContentChecksum;
+  prefs.frameInfo.blockChecksumFlag = LZ4F_noBlockChecksum;
+  out->resize(LZ4F_compressFrameBound(in.size(), &prefs));
+  size_t r = LZ4F_compressFrame(out->data(), out->size(), in.data(), in.size(), &prefs);
+  if (LZ4F_isError(r)) return Status(Code::kInternal, fmt::format("lz4: {}", LZ4F_getErrorName(r)));
+  out->resize(r);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Compress(Compression codec, std::span<const std::byte> in, int zstd_level, void** zstd_ctx,
+                std::vector<std::byte>* out) {
+  try {
+    switch (codec) {
+      case Compression::kGzip: return GzipCompress(in, out);
+      case Compression::kSnappy: return SnappyCompress(in, out);
+      case Compression::kLz4: return Lz4Compress(in, out);
+      case Compression::kZstd: {
+        if (zstd_ctx != nullptr) return ZstdCompress(in, zstd_level, zstd_ctx, out);
+        void* ctx = nullptr;
+        Status s = ZstdCompress(in, zstd_level, &ctx, out);
+        FreeCompressor(ctx);
+        return s;
+      }
+      case Compression::kNone: break;
+    }
+  } catch (const std::bad_alloc&) {
+    return Status(Code::kNoMemory, fmt::format("out of memory compressing {} bytes with {}",
+                                               in.size(), CompressionName(codec)));
+  }
+  return Status(Code::kUnsupported,
+                fmt::format("cannot write codec {}", static_cast<int>(codec)));
+}
+
+Status Decompress(Compression codec, std::span<const std::byte> in, size_t max_bytes,
+                  std::vector<std::byte>* out, const std::string& file, uint64_t position) {
+  switch (codec) {
+    case Compression::kGzip: return GzipDecompress(in, max_bytes, out, file, position);
+    case Compression::kSnappy: return SnappyDecompress(in, max_bytes, out, file, position);
+    case Compression::kLz4: return Lz4Decompress(in, max_bytes, out, file, position);
+    case Compression::kZstd: return ZstdDecompress(in, max_bytes, out, file, position);
+    case Compression::kNone: break;
+  }
+  return Status(Code::kUnsupported, fmt::format("{}: position {}: R5: unsupported codec {}", file,
+                                                position, static_cast<int>(codec)));
 }
 
 }  // namespace mq::compression

@@ -30,16 +30,13 @@ Result<RecordReader> RecordReader::Open(const BatchView& batch, std::vector<std:
     case Compression::kNone:
       r.records_ = batch.records_bytes();
       break;
-    case Compression::kZstd: {
-      MQ_RETURN_IF_ERROR(compression::ZstdDecompress(
-          batch.records_bytes(), limits.max_decompressed_bytes, scratch, file, position));
+    default: {
+      MQ_RETURN_IF_ERROR(compression::Decompress(r.header_.compression(), batch.records_bytes(),
+                                                 limits.max_decompressed_bytes, scratch, file,
+                                                 position));
       r.records_ = Bytes(scratch->data(), scratch->size());
       break;
     }
-    default:
-      return Status(Code::kUnsupported,
-                    fmt::format("{}: position {}: unsupported codec {}", file, position,
-                                CompressionName(r.header_.compression())));
   }
   r.rest_ = r.records_;
   r.remaining_ = r.header_.records_count;

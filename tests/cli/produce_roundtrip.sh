@@ -91,12 +91,38 @@ printf 'four\n' >"$T/f2"
 printf 'three\n' | produce -t files --create -z zstd --zstd-level 5 "$T/f1" - "$T/f2"
 [ "$(consume -t files | tr '\n' ' ')" = "one two three four " ] || fail "inputs out of order"
 
-# 9. Random binary lines (no newline inside), many batches, compressed or not.
+# 9. Random binary lines (no newline inside), many batches, in every codec.
 head -c 3000000 /dev/urandom | tr '\n' 'n' | fold -b -w 97 >"$T/rand.in"
-for z in none zstd; do
+for z in none gzip snappy lz4 zstd; do
   produce -t "rand-$z" --create -z "$z" --batch-bytes 4096 "$T/rand.in"
   consume -t "rand-$z" >"$T/rand.out"
   { cat "$T/rand.in"; [ -z "$(tail -c1 "$T/rand.in")" ] || printf '\n'; } >"$T/rand.want"
   same "$T/rand.want" "$T/rand.out" "random binary round trip ($z)"
 done
+# 10. Every codec (as kcat's -z offers them): keys, values and headers of
+# compressible text come back byte for byte; the batches carry the codec,
+# are smaller than the text, and verify.
+seq 1 30000 | awk '{printf "key-%d\tvalue %d of a compressible line %s\n",$1,$1*7919,"abcabcabc"}' \
+  >"$T/text.in"
+for z in none gzip snappy lz4 zstd; do
+  produce -t "text-$z" --create -z "$z" -K '\t' -H "codec=$z" "$T/text.in"
+  consume -t "text-$z" -f '%k\t%s\n' >"$T/text.out"
+  same "$T/text.in" "$T/text.out" "keyed text round trip ($z)"
+  [ "$(consume -t "text-$z" -c 1 -f '%h\n')" = "codec=$z" ] || fail "header lost ($z)"
+  "$INSPECT" -d --json "$D/text-$z-0"/00000000000000000000.log | jq -se --arg z "$z" \
+    '[.[] | select(.type == "batch") | .compression] | unique == [$z]' >/dev/null ||
+    fail "a batch of text-$z is not $z"
+  "$INSPECT" --verify "$D/text-$z-0" >/dev/null || fail "verify text-$z"
+  size=$(cat "$D/text-$z-0"/*.log | wc -c)
+  if [ "$z" = none ]; then plain=$size
+  elif ((size * 2 >= plain)); then fail "$z batches take $size bytes, uncompressed $plain"
+  fi
+done
+# An unknown codec is a usage error naming them all.
+set +e
+produce -t text-none -z brotli </dev/null 2>"$T/err"
+rc=$?
+set -e
+[ "$rc" = 64 ] || fail "-z brotli: exit $rc"
+grep -q "none, gzip, snappy, lz4 or zstd" "$T/err" || fail "-z brotli: $(cat "$T/err")"
 echo "ok: produce_roundtrip"

@@ -119,7 +119,7 @@ TEST_CASE("R4 crc: baseOffset and partitionLeaderEpoch are outside the CRC", "[b
   CHECK(view->header().partition_leader_epoch == 42);
 }
 
-TEST_CASE("R5 attributes: unused bits and codecs 5-7 are corruption, 1-3 are valid",
+TEST_CASE("R5 attributes: bits 7-15 and codecs 5-7 are unsupported, not corrupt; 1-4 are valid",
           "[batch][R5]") {
   for (uint16_t bad : {uint16_t{0x0080}, uint16_t{0x0100}, uint16_t{0x8000}, uint16_t{5},
                        uint16_t{6}, uint16_t{7}}) {
@@ -127,10 +127,14 @@ TEST_CASE("R5 attributes: unused bits and codecs 5-7 are corruption, 1-3 are val
     mq::coding::PutFixed16(b.data() + fmt_::kAttributesOffset, bad);
     FixCrc(b);
     INFO("attributes " << bad);
-    CHECK(ParseStatus(b).rule() == "R5");
+    mq::Status s = ParseStatus(b);
+    CHECK(s.code() == mq::Code::kUnsupported);
+    CHECK(s.exit_code() == 65);
+    CHECK(s.message().find(": R5: unsupported ") != std::string::npos);
+    CHECK(s.message().find("position 1234") != std::string::npos);
   }
-  for (uint16_t ok : {uint16_t{1}, uint16_t{2}, uint16_t{3}, uint16_t{0x08}, uint16_t{0x10},
-                      uint16_t{0x40}}) {
+  for (uint16_t ok : {uint16_t{1}, uint16_t{2}, uint16_t{3}, uint16_t{4}, uint16_t{0x08},
+                      uint16_t{0x10}, uint16_t{0x40}}) {
     auto b = SimpleBatch(1);
     mq::coding::PutFixed16(b.data() + fmt_::kAttributesOffset, ok);
     FixCrc(b);

@@ -66,7 +66,7 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("-H,--header", f->headers, "add header NAME=VALUE to every message (repeatable)")
       ->allow_extra_args(false);
   app.add_flag("-Z,--empty-is-null", f->empty_is_null, "an empty value is a null (tombstone)");
-  app.add_option("-z,--compression", f->compression, "none or zstd")->capture_default_str();
+  app.add_option("-z,--compression", f->compression, "none, gzip, snappy, lz4 or zstd")->capture_default_str();
   app.add_option("--zstd-level", f->zstd_level, "zstd level")
       ->check(CLI::Range(-7, 22))->capture_default_str();
   app.add_option("--batch-bytes", f->batch_bytes, "finish a batch when it would pass this size")
@@ -126,12 +126,17 @@ Result<Settings> Resolve(const Flags& f) {
     if (!kv) return kv.error();
     s.config.push_back(*kv);
   }
-  if (f.compression == "none") {
-    s.compression = Compression::kNone;
-  } else if (f.compression == "zstd") {
-    s.compression = Compression::kZstd;
-  } else {
-    return Bad(fmt::format("-z/--compression: '{}' is not none or zstd", f.compression));
+  bool known = false;
+  for (Compression c : {Compression::kNone, Compression::kGzip, Compression::kSnappy,
+                        Compression::kLz4, Compression::kZstd}) {
+    if (f.compression == CompressionName(c)) {
+      s.compression = c;
+      known = true;
+    }
+  }
+  if (!known) {
+    return Bad(fmt::format("-z/--compression: '{}' is not none, gzip, snappy, lz4 or zstd",
+                           f.compression));
   }
   MQ_RETURN_IF_ERROR(ParseFsync(f.fsync, &s));
   if (f.acks == "all" || f.acks == "-1") {

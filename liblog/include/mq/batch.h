@@ -114,8 +114,8 @@ class BatchView {
   // Validates R1-R6 (complete, length, magic, CRC, attributes, counts) over
   // the batch at the start of `bytes`; the view covers exactly
   // header.size_bytes() bytes (`bytes` may hold more). Records are checked
-  // by RecordReader (R8, R9, R17); R7 by CheckProducerFields. A gzip,
-  // snappy or lz4 batch is valid here.
+  // by RecordReader (R8, R9, R17); R7 by CheckProducerFields. An attribute
+  // bit 7-15 or codec 5-7 is kUnsupported (R5), not corruption.
   static Result<BatchView> Parse(Bytes bytes, const DecodeLimits& limits,
                                  const std::string& file = "", uint64_t position = 0);
 
@@ -134,7 +134,9 @@ class BatchView {
 // batches so steady-state decoding allocates nothing.
 class RecordReader {
  public:
-  // Fails with kUnsupported for gzip/snappy/lz4, naming file and position.
+  // Decompresses gzip, snappy, lz4 and zstd records into `scratch` (R9:
+  // bounded by limits.max_decompressed_bytes; kNoMemory when an allocation
+  // fails).
   static Result<RecordReader> Open(const BatchView& batch, std::vector<std::byte>* scratch,
                                    const DecodeLimits& limits, const std::string& file = "",
                                    uint64_t position = 0);

@@ -18,7 +18,7 @@ enum class Code : uint8_t {
   kInvalidArgument,  // bad name, bad flag value, bad config
   kNotFound,         // missing directory, topic, partition, file, offset
   kCorruption,       // data breaks a format-spec rule (see rule())
-  kUnsupported,      // valid but unsupported (gzip/snappy/lz4 codec, newer version)
+  kUnsupported,      // valid but unsupported (R5 attribute bit or codec, newer version)
   kTooLarge,         // a length over its configured maximum
   kIoError,          // read/write/fsync/rename failed (errno in message)
   kBusy,             // lock held by another process; retry later
