@@ -116,6 +116,9 @@ Status Producer::Send(const Message& m) {
   r.value = m.value;
   r.headers = m.headers;
   ps.builder.Add(r);
+  // Messages in unfinished batches count too: with many partitions most
+  // batches are still open when the group is full.
+  queued_bytes_ += size;
   if (!ps.dirty) ps.dirty = true;
   ++ps.queued;
   ++queued_messages_;
@@ -128,9 +131,7 @@ Status Producer::Send(const Message& m) {
 
 Status Producer::FinishBatch(int32_t p) {
   PartitionState& ps = parts_[static_cast<size_t>(p)];
-  const size_t before = ps.out.size();
   MQ_RETURN_IF_ERROR(ps.builder.Finish(0, &ps.out));
-  queued_bytes_ += ps.out.size() - before;
   ++stats_.batches;
   // Unkeyed messages stick to one partition per batch, then move on.
   if (p == sticky_ && !options_.partition && options_.producer_id < 0) {

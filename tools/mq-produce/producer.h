@@ -27,7 +27,7 @@ struct ProducerOptions {
   int32_t partitions = 1;
   std::optional<int32_t> partition;  // -p: every message goes there
   size_t batch_bytes = 16 << 10;     // a batch is finished when it would pass this
-  size_t append_bytes = 4 << 20;     // finished batches are appended once they reach this
+  size_t append_bytes = 4 << 20;     // queued messages are appended once they reach this
   Compression compression = Compression::kNone;
   int zstd_level = 3;
   LogConfig log;
@@ -100,7 +100,7 @@ class Producer {
   std::list<int32_t> open_;    // partitions with an open writer, most recent first
   uint64_t index_ = 0;         // messages seen so far (including skipped)
   int32_t sticky_ = 0;         // partition of unkeyed messages (no producer id)
-  size_t queued_bytes_ = 0;    // finished batches waiting to be appended
+  size_t queued_bytes_ = 0;    // estimated size of the messages queued (all partitions)
   uint64_t queued_messages_ = 0;
   std::vector<int32_t> order_; // partition of each queued message (print_offsets)
   ProducerStats stats_;
