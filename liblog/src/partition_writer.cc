@@ -65,6 +65,7 @@ struct PartitionWriter::Impl {
   bool dir_dirty = false;
   int64_t last_sync_ms = 0;
   ProducerStateTable producers;
+  int64_t snapshot_at = -1;  // offset of the snapshot `producers` equals, if known
   bool closed = false;
   bool stale_check = true;  // check the active file size at the next Sync
 
@@ -212,6 +213,9 @@ Status PartitionWriter::Impl::ReplayProducers(int64_t) {
   auto from = producers.LoadSnapshot(dir_fd.get(), fields.log_end_offset);
   if (!from) return from.error();
   int64_t start = *from;
+  // Nothing after the snapshot: the table is the snapshot's (no snapshot
+  // at all on an empty log is the same, empty table).
+  snapshot_at = start == fields.log_end_offset ? start : -1;
   for (int64_t base : segments) {
     if (base > fields.end_segment_base) break;
     bool active = base == fields.end_segment_base;
@@ -298,6 +302,7 @@ Status PartitionWriter::Impl::Roll() {
   if (config.durability == Durability::kEveryBatch) MQ_RETURN_IF_ERROR(log->Sync());
   int64_t base = fields.log_end_offset;
   MQ_RETURN_IF_ERROR(producers.WriteSnapshot(dir_fd.get(), base));
+  snapshot_at = base;
   // A writer that died after creating this segment but before publishing it
   // may have left files under the name: start them empty.
   for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
@@ -692,7 +697,14 @@ Status PartitionWriter::Close() {
     MQ_RETURN_IF_ERROR(w.lock.Lock());
     LockGuard guard(&w.lock);
     s = w.Sync();
-    if (s.ok()) s = w.producers.WriteSnapshot(w.dir_fd.get(), w.fields.log_end_offset);
+    // A writer that appended nothing since the newest snapshot writes none;
+    // without fsync at close the snapshot is not fsynced either (producer.md
+    // §10.2: derived data, a lost one costs only a longer replay).
+    if (s.ok() && w.snapshot_at != w.fields.log_end_offset) {
+      s = w.producers.WriteSnapshot(w.dir_fd.get(), w.fields.log_end_offset,
+                                    w.config.sync_on_close);
+      if (s.ok()) w.snapshot_at = w.fields.log_end_offset;
+    }
   }
   w.closed = true;
   return s;

@@ -151,7 +151,8 @@ Result<std::vector<std::byte>> ReadSmallFile(int dir_fd, const std::string& name
 // Writes `<name>.tmp`, fsyncs it, renames it to `name` and fsyncs the
 // directory. The snapshot is derived data, so this stays outside the
 // FileSystem seam: a lost snapshot only costs a longer replay.
-Status WriteAtomic(int dir_fd, const std::string& name, std::span<const std::byte> data) {
+Status WriteAtomic(int dir_fd, const std::string& name, std::span<const std::byte> data,
+                   bool sync) {
   std::string tmp = name + ".tmp";
   auto opened = OpenRegularFileAt(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC);
   if (!opened) return opened.error();
@@ -163,12 +164,12 @@ Status WriteAtomic(int dir_fd, const std::string& name, std::span<const std::byt
     if (n < 0) return ErrnoStatus(tmp, errno);
     done += static_cast<size_t>(n);
   }
-  if (::fdatasync(fd.get()) != 0) return ErrnoStatus(tmp + ": fsync", errno);
+  if (sync && ::fdatasync(fd.get()) != 0) return ErrnoStatus(tmp + ": fsync", errno);
   fd.reset();
   if (::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
     return ErrnoStatus(tmp + ": rename", errno);
   }
-  if (::fsync(dir_fd) != 0) return ErrnoStatus(name + ": fsync directory", errno);
+  if (sync && ::fsync(dir_fd) != 0) return ErrnoStatus(name + ": fsync directory", errno);
   return Status::Ok();
 }
 
@@ -326,7 +327,7 @@ Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end) {
   return int64_t{0};
 }
 
-Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset) const {
+Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset, bool sync) const {
   // One entry per cached batch, oldest first: a Kafka reader keeps the last
   // entry of each producer id, mq keeps all of them (up to 5).
   size_t count = 0;
@@ -371,7 +372,7 @@ Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset) const 
   }
   uint32_t crc = Crc32c(std::span<const std::byte>(data).subspan(kSnapshotCountOffset));
   PutBig<uint32_t>(data.data() + kSnapshotCrcOffset, crc);
-  MQ_RETURN_IF_ERROR(WriteAtomic(dir_fd, SnapshotName(next_offset), data));
+  MQ_RETURN_IF_ERROR(WriteAtomic(dir_fd, SnapshotName(next_offset), data, sync));
 
   auto offsets = ListSnapshots(dir_fd);
   if (!offsets) return Status::Ok();  // written; pruning is best effort

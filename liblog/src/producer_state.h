@@ -57,7 +57,9 @@ class ProducerStateTable {
   Result<int64_t> LoadSnapshot(int dir_fd, int64_t log_end);
   // Writes `<next_offset>.snapshot` atomically and removes older ones beyond
   // the newest two.
-  Status WriteSnapshot(int dir_fd, int64_t next_offset) const;
+  // With `sync` false the file is neither fsynced nor is the directory (for
+  // page-cache durability: a crash may lose it or leave it invalid, P7).
+  Status WriteSnapshot(int dir_fd, int64_t next_offset, bool sync = true) const;
 
  private:
   std::unordered_map<int64_t, ProducerEntry> entries_;

@@ -218,8 +218,10 @@ Result<ControlRecord> DecodeControlRecord(const RecordView& record, const std::s
 
 // ---- encoding ---------------------------------------------------------------
 
+// Starts small: a producer may hold a builder per partition, thousands of
+// them, each with a few records between appends; doubling makes up for it.
 std::byte* BatchBuilder::Reserve(size_t n) {
-  if (used_ + n > records_.size()) records_.resize(std::max({used_ + n, records_.size() * 2, size_t{4096}}));
+  if (used_ + n > records_.size()) records_.resize(std::max({used_ + n, records_.size() * 2, size_t{256}}));
   std::byte* p = records_.data() + used_;
   used_ += n;
   return p;

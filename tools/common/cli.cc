@@ -1,12 +1,15 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <algorithm>
 #include <sstream>
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <new>
 #include <unistd.h>
 
@@ -189,6 +192,35 @@ void HoldStandardDescriptors() {
     int held = ::open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
     if (held >= 0 && held != fd) ::close(held);
   }
+}
+
+namespace {
+// Descriptors open now (the listing's own one excluded); a guess without /proc.
+size_t DescriptorsInUse() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return 64;
+  size_t n = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(d);
+  return n > 0 ? n - 1 : 0;
+}
+}  // namespace
+
+size_t OpenPartitionBudget(size_t per_partition) {
+  rlimit lim;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 1;
+  if (lim.rlim_cur < lim.rlim_max) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  const size_t reserved = DescriptorsInUse() + kSpareDescriptors;
+  if (lim.rlim_cur == RLIM_INFINITY) return kMaxOpenPartitions;
+  const size_t limit = static_cast<size_t>(lim.rlim_cur);
+  if (limit <= reserved + per_partition) return 1;
+  return std::clamp<size_t>((limit - reserved) / per_partition, 1, kMaxOpenPartitions);
 }
 
 int RunGuarded(const std::function<int()>& body) {

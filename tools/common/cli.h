@@ -120,6 +120,16 @@ void IgnoreSigpipe();
 // output. Call first in main.
 void HoldStandardDescriptors();
 
+// How many partitions a tool may keep open at once when each holds
+// `per_partition` descriptors: first raises the soft open-file limit to the
+// hard one, then shares out what the limit leaves after the descriptors
+// already open and kSpareDescriptors more (for opening files in passing).
+// At least 1, at most kMaxOpenPartitions (which also bounds the memory open
+// partitions hold).
+constexpr size_t kSpareDescriptors = 16;
+constexpr size_t kMaxOpenPartitions = 4096;
+size_t OpenPartitionBudget(size_t per_partition);
+
 // Runs a tool's body. An allocation failure that escapes it (std::bad_alloc)
 // prints "<prog>: out of memory" and returns 71 (EX_OSERR) instead of
 // aborting.

@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <limits>
 #include <thread>
@@ -16,7 +17,9 @@ struct Consumer::Cursor {
   int32_t partition = 0;
   std::string dir;
   StartPosition start;
-  std::unique_ptr<PartitionReader> reader;  // null until the partition has a log
+  std::unique_ptr<PartitionReader> reader;  // null until the partition has a log, or closed
+  std::list<Cursor*>::iterator in_open;      // its place in open_ while `reader` is open
+  bool positioned = false;                 // next_offset is known: reopen seeks there
   int64_t next_offset = 0;                 // records below it are not delivered
   std::optional<int64_t> start_timestamp;  // s@: applies to the first batch read
   int64_t stop_offset = std::numeric_limits<int64_t>::max();  // -e
@@ -51,21 +54,65 @@ Result<int64_t> SeekStart(PartitionReader& reader, const StartPosition& start, i
 
 }  // namespace
 
+// Marks `c` (open) as the most recently read.
+void Consumer::Touch(Cursor& c) { open_.splice(open_.begin(), open_, c.in_open); }
+
+// Closes the reader of `c`, if open; its next_offset says where to go on.
+void Consumer::Release(Cursor& c) {
+  if (!c.reader) return;
+  open_.erase(c.in_open);
+  c.reader.reset();
+}
+
+// Closes least recently read readers until one more may be opened. A
+// cursor that just skipped a corrupt batch keeps its reader (reopening at
+// next_offset would find that batch again) unless nothing else can go.
+void Consumer::MakeRoom() {
+  const size_t limit = std::max<size_t>(options_.max_open, 1);
+  while (open_.size() >= limit) {
+    auto victim = std::prev(open_.end());
+    while (victim != open_.begin() && (*victim)->after_skip) --victim;
+    Release(**victim);
+  }
+}
+
+// Opens the reader of `c` again (it was closed to bound the open files) and
+// positions it where reading stopped.
+Status Consumer::Reopen(Cursor& c) {
+  MakeRoom();
+  ReadOptions read;
+  read.limits = options_.limits;
+  read.offsets = options_.offsets;
+  auto reader = PartitionReader::Open(c.dir, read);
+  if (!reader) return reader.error();
+  c.reader = std::move(*reader);
+  open_.push_front(&c);
+  c.in_open = open_.begin();
+  // s@ not applied yet (nothing read): seek by timestamp again.
+  Status s = c.start_timestamp ? c.reader->SeekTimestamp(*c.start_timestamp)
+                               : c.reader->Seek(c.next_offset);
+  ReportWarnings(c);
+  return s;
+}
+
 // Opens the reader of `c` and seeks to its start. A partition nobody has
 // written to yet (no segments) is left unopened: it reads as empty and is
 // opened again on each later round.
 Status Consumer::OpenCursor(Cursor& c, bool at_start) {
   auto unborn = [&] {
-    c.reader.reset();
+    Release(c);
     if (at_start && options_.exit_at_end) c.done = true;  // empty at start
     return Status::Ok();
   };
+  MakeRoom();
   ReadOptions read;
   read.limits = options_.limits;
   read.offsets = options_.offsets;
   auto reader = PartitionReader::Open(c.dir, read);
   if (!reader) return reader.error().code() == Code::kNotFound ? unborn() : reader.error();
   c.reader = std::move(*reader);
+  open_.push_front(&c);
+  c.in_open = open_.begin();
   // One end for both the start (end, -N) and the -e stop, so they agree. A
   // partition born after start-up had an end of 0 then.
   int64_t end = at_start ? c.reader->end_offset() : 0;
@@ -75,11 +122,13 @@ Status Consumer::OpenCursor(Cursor& c, bool at_start) {
   // a moment: still unborn, look again next round.
   if (!next) return next.error().code() == Code::kNotFound ? unborn() : next.error();
   c.next_offset = *next;
+  c.positioned = true;
   if (c.start.kind == StartPosition::Kind::kTimestamp) c.start_timestamp = c.start.value;
   if (options_.exit_at_end) {
     c.stop_offset = end;
     c.done = c.next_offset >= end;
   }
+  if (c.done) Release(c);
   return Status::Ok();
 }
 
@@ -171,9 +220,13 @@ Status Consumer::Deliver(Cursor& c, const BatchView& batch) {
 }
 
 Result<Consumer::Step> Consumer::ReadBatch(Cursor& c) {
-  if (!c.reader) {
+  if (!c.reader && c.positioned) {
+    MQ_RETURN_IF_ERROR(Reopen(c));
+  } else if (!c.reader) {
     MQ_RETURN_IF_ERROR(OpenCursor(c, false));
     if (!c.reader) return Step::kIdle;
+  } else {
+    Touch(c);
   }
   auto next = c.reader->Next();
   ReportWarnings(c);
@@ -227,6 +280,13 @@ Status Consumer::WaitForData() {
     std::this_thread::sleep_for(std::chrono::milliseconds(kUnbornPollMs));
     return Status::Ok();
   }
+  // A thread per partition would hold a reader each on top of the
+  // consumer's: too many partitions for that are polled (their readers are
+  // opened again in turn by the next round).
+  if (cursors_.size() > kMaxWaiterThreads || 2 * cursors_.size() > options_.max_open) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+    return Status::Ok();
+  }
   if (!waiter_) {
     auto w = MultiWaiter::Start(dirs_, options_.limits);
     if (!w) return w.error();
@@ -245,6 +305,7 @@ Status Consumer::Run(const volatile std::sig_atomic_t* interrupted) {
       active = true;
       auto step = ReadBatch(*c);
       if (!step) return step.error();
+      if (c->done) Release(*c);
       progress |= *step == Step::kProgress;
       if (stop_ || out_->broken()) return Status::Ok();
     }

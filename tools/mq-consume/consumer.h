@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,7 +33,19 @@ struct ConsumeOptions {
   std::vector<HeaderFilter> header_filters;
   DecodeLimits limits;
   OffsetPolicy offsets = OffsetPolicy::kContiguous;  // from the topic's cleanup.policy
+  // Partitions whose reader is kept open at once (kDescriptorsPerReader
+  // descriptors each); the least recently read one is closed to open
+  // another, and opened again at its next offset when its turn comes.
+  size_t max_open = 1024;
 };
+
+// Descriptors an open reader holds (directory, state file, segment), plus
+// one while a segment is opened.
+constexpr size_t kDescriptorsPerReader = 4;
+// With more partitions than this, or than half of max_open, following polls
+// the partitions every kPollMs instead of waiting on each in a thread.
+constexpr size_t kMaxWaiterThreads = 256;
+constexpr int kPollMs = 1000;
 
 class Consumer {
  public:
@@ -53,6 +66,10 @@ class Consumer {
   struct Cursor;
   enum class Step : uint8_t { kProgress, kIdle };
   Status OpenCursor(Cursor& c, bool at_start);
+  Status Reopen(Cursor& c);
+  void Touch(Cursor& c);
+  void Release(Cursor& c);
+  void MakeRoom();
   Result<Step> ReadBatch(Cursor& c);
   Status Deliver(Cursor& c, const BatchView& batch);
   Status OnBadBatch(Cursor& c, Status s, bool from_reader);
@@ -63,6 +80,7 @@ class Consumer {
   Printer* printer_;
   cli::Output* out_;
   std::vector<std::unique_ptr<Cursor>> cursors_;
+  std::list<Cursor*> open_;  // cursors with an open reader, most recently read first
   std::vector<std::string> dirs_;
   std::vector<std::byte> scratch_;  // decompressed records, reused
   std::vector<Header> headers_;

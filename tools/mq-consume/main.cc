@@ -209,6 +209,7 @@ int Run(const Flags& f) {
 
   mq::cli::Output out(1, 1 << 20);
   mq::consume::Printer printer(std::move(*print), &out);
+  options.max_open = mq::cli::OpenPartitionBudget(mq::consume::kDescriptorsPerReader);
   mq::consume::Consumer consumer(std::move(options), &printer, &out);
   mq::Status s = consumer.Open(*dir);
   if (s.ok()) s = consumer.Run(&g_signal);

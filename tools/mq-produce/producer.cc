@@ -10,6 +10,7 @@ namespace mq::produce {
 
 struct Producer::PartitionState {
   std::unique_ptr<PartitionWriter> writer;
+  std::list<int32_t>::iterator in_open;  // its place in open_ while `writer` is open
   BatchBuilder builder;
   std::vector<std::byte> out;  // finished batches, back to back
   int32_t next_sequence = 0;   // of the next message routed here
@@ -115,6 +116,9 @@ Status Producer::Send(const Message& m) {
   r.value = m.value;
   r.headers = m.headers;
   ps.builder.Add(r);
+  // Messages in unfinished batches count too: with many partitions most
+  // batches are still open when the group is full.
+  queued_bytes_ += size;
   if (!ps.dirty) ps.dirty = true;
   ++ps.queued;
   ++queued_messages_;
@@ -127,9 +131,7 @@ Status Producer::Send(const Message& m) {
 
 Status Producer::FinishBatch(int32_t p) {
   PartitionState& ps = parts_[static_cast<size_t>(p)];
-  const size_t before = ps.out.size();
   MQ_RETURN_IF_ERROR(ps.builder.Finish(0, &ps.out));
-  queued_bytes_ += ps.out.size() - before;
   ++stats_.batches;
   // Unkeyed messages stick to one partition per batch, then move on.
   if (p == sticky_ && !options_.partition && options_.producer_id < 0) {
@@ -138,9 +140,30 @@ Status Producer::FinishBatch(int32_t p) {
   return Status::Ok();
 }
 
+// Closes the least recently used writer. Everything appended through it was
+// acknowledged already, made durable as configured (Close fsyncs unless
+// durability is page-cache only); a later Writer() opens the partition again.
+Status Producer::CloseLeastRecent() {
+  const int32_t p = open_.back();
+  open_.pop_back();
+  PartitionState& ps = parts_[static_cast<size_t>(p)];
+  Status s = ps.writer->Close();
+  ps.writer.reset();
+  if (!s.ok()) {
+    return Status(s.code(), fmt::format("{}-{}: close: {}", options_.topic, p, s.message()));
+  }
+  return Status::Ok();
+}
+
 Result<PartitionWriter*> Producer::Writer(int32_t p) {
   PartitionState& ps = parts_[static_cast<size_t>(p)];
-  if (ps.writer) return ps.writer.get();
+  if (ps.writer) {
+    open_.splice(open_.begin(), open_, ps.in_open);
+    return ps.writer.get();
+  }
+  while (!open_.empty() && open_.size() >= std::max<size_t>(options_.max_open, 1)) {
+    MQ_RETURN_IF_ERROR(CloseLeastRecent());
+  }
   RecoveryReport report;
   auto w = PartitionWriter::Open(dir_.PartitionDir(options_.topic, p), options_.log, false,
                                  &report);
@@ -152,6 +175,8 @@ Result<PartitionWriter*> Producer::Writer(int32_t p) {
     }
   }
   ps.writer = std::move(*w);
+  open_.push_front(p);
+  ps.in_open = open_.begin();
   // Without fsync at close (page-cache durability) a run leaves an unsynced
   // tail that every later open would validate again; validated once, it is
   // made durable here so the recovery point moves past it.
@@ -202,9 +227,8 @@ Status Producer::Flush() {
 
 Status Producer::Close() {
   Status first = Flush();
-  for (PartitionState& ps : parts_) {
-    if (!ps.writer) continue;
-    Status s = ps.writer->Close();
+  while (!open_.empty()) {
+    Status s = CloseLeastRecent();
     if (first.ok() && !s.ok()) first = s;
   }
   return first;

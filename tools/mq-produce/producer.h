@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -26,14 +27,22 @@ struct ProducerOptions {
   int32_t partitions = 1;
   std::optional<int32_t> partition;  // -p: every message goes there
   size_t batch_bytes = 16 << 10;     // a batch is finished when it would pass this
-  size_t append_bytes = 4 << 20;     // finished batches are appended once they reach this
+  size_t append_bytes = 4 << 20;     // queued messages are appended once they reach this
   Compression compression = Compression::kNone;
   int zstd_level = 3;
   LogConfig log;
   int64_t producer_id = -1;          // >= 0: idempotent, epoch 0
   bool print_offsets = false;        // "partition offset" per message after its append
   bool quiet = false;                // no recovery notes on stderr
+  // Partitions kept open at once (each holds kDescriptorsPerPartition
+  // descriptors); the least recently used one is closed to open another.
+  size_t max_open = 1024;
 };
+
+// Descriptors an open partition holds: its directory, writer lock, state
+// file, and the active segment's log, offset index and time index; two more
+// while it is opened (directory listing, snapshot).
+constexpr size_t kDescriptorsPerPartition = 8;
 
 struct Message {
   int64_t timestamp = 0;
@@ -70,7 +79,8 @@ class Producer {
   // Finishes every open batch and appends everything queued; with
   // print_offsets, prints their offsets in input order.
   Status Flush();
-  // Flush, then close every partition (fsync).
+  // Flush, then close every open partition (fsync unless page-cache
+  // durability).
   Status Close();
 
   const ProducerStats& stats() const { return stats_; }
@@ -81,14 +91,16 @@ class Producer {
   int32_t Choose(const Message& m);
   Status FinishBatch(int32_t p);
   Result<PartitionWriter*> Writer(int32_t p);
+  Status CloseLeastRecent();
 
   DataDir dir_;
   ProducerOptions options_;
   cli::Output* out_;
   std::vector<PartitionState> parts_;
+  std::list<int32_t> open_;    // partitions with an open writer, most recent first
   uint64_t index_ = 0;         // messages seen so far (including skipped)
   int32_t sticky_ = 0;         // partition of unkeyed messages (no producer id)
-  size_t queued_bytes_ = 0;    // finished batches waiting to be appended
+  size_t queued_bytes_ = 0;    // estimated size of the messages queued (all partitions)
   uint64_t queued_messages_ = 0;
   std::vector<int32_t> order_; // partition of each queued message (print_offsets)
   ProducerStats stats_;

@@ -1,6 +1,5 @@
 #include "run.h"
 
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -271,20 +270,9 @@ class Feeder {
   uint64_t count_ = 0;
 };
 
-// Each partition written to holds a few descriptors (segment, indexes,
-// state, lock) until exit: allow as many as the hard limit does.
-void RaiseFileLimit() {
-  rlimit lim;
-  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    (void)::setrlimit(RLIMIT_NOFILE, &lim);
-  }
-}
-
 }  // namespace
 
 int Run(const Flags& f, const Settings& s) {
-  RaiseFileLimit();
   auto dir = DataDir::Open(f.dir, f.create);
   if (!dir) return cli::Fail(dir.error());
   if (f.describe) return Describe(*dir, f.topic);
@@ -333,6 +321,10 @@ int Run(const Flags& f, const Settings& s) {
     if (!src) return cli::Fail(src.error());
     sources.push_back(std::move(*src));
   }
+
+  // With every input open: the partitions share what the open-file limit
+  // leaves.
+  po.max_open = cli::OpenPartitionBudget(kDescriptorsPerPartition);
 
   cli::Output out;
   auto producer = Producer::Open(*dir, po, &out);

@@ -44,7 +44,8 @@ struct LogConfig {
   int64_t flush_interval_ms = 1000;               // for kInterval
   // With false, Close() neither fsyncs nor advances the recovery point (for
   // page-cache durability: the next writer to open re-validates the
-  // unsynced tail, R25). The producer snapshot is still written.
+  // unsynced tail, R25). The producer snapshot is still written, unsynced
+  // too (producer.md §10.2).
   bool sync_on_close = true;
   DecodeLimits limits;
   // Recovery holds the batches it validates to R26 as well with

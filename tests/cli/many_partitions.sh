@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# 10,000 partitions under an open-file limit far below what holding every
+# partition open would take (about six descriptors each): mq-produce and
+# mq-consume keep a bounded set open, closing the least recently used
+# (mq-produce(1), mq-consume(1): OPEN FILES).
+source "$(dirname "$0")/lib/common.bash"
+# Ten thousand partitions are some 50,000 small files: on tmpfs when there
+# is one, so that creating them (each fsynced) does not take minutes.
+T="$WORK"
+if [[ -d /dev/shm && -w /dev/shm ]]; then
+  T="$(mktemp -d /dev/shm/mq-many.XXXXXX)"
+  on_exit() { rm -rf "$T"; }
+fi
+D="$T/data"
+N=200000
+
+seq 1 "$N" | awk '{printf "k%d\tv%d\n", $1, $1}' >"$T/in"
+sort "$T/in" | md5sum >"$T/want"
+
+# Keyed: every partition gets messages, in many appends each.
+(
+  ulimit -n 256
+  exec "$P" -C "$D" -t t --create --partitions 10000 -K '\t' -q "$T/in"
+) >"$WORK/out" 2>"$WORK/err" && rc=0 || rc=$?
+expect_rc 0 "produce into 10,000 partitions under ulimit -n 256"
+used=$(find "$D/t-"* -maxdepth 1 -name '*.log' -size +0 | wc -l)
+[[ $used == 10000 ]] || fail "$used of 10,000 partitions written"
+
+# Read back, all partitions at once, under the same limit.
+(
+  ulimit -n 256
+  exec "$C" -C "$D" -t t -e -q -f '%k\t%s\n'
+) >"$T/got" 2>"$WORK/err" && rc=0 || rc=$?
+expect_rc 0 "consume -e of 10,000 partitions under ulimit -n 256"
+[[ $(wc -l <"$T/got") == "$N" ]] || fail "read back $(wc -l <"$T/got") messages, want $N"
+sort "$T/got" | md5sum | cmp -s - "$T/want" || fail "messages read back differ from those produced"
+echo "ok: $N keyed messages into 10,000 partitions and back under ulimit -n 256"
+
+# A second run appends to partitions that all exist (reopened in turn).
+(
+  ulimit -n 256
+  exec "$P" -C "$D" -t t -K '\t' -q "$T/in"
+) >"$WORK/out" 2>"$WORK/err" && rc=0 || rc=$?
+expect_rc 0 "second produce into 10,000 partitions under ulimit -n 256"
+(
+  ulimit -n 256
+  exec "$C" -C "$D" -t t -e -q -f '%k\t%s\n'
+) >"$T/got" 2>"$WORK/err" && rc=0 || rc=$?
+expect_rc 0 "consume -e after the second run"
+[[ $(wc -l <"$T/got") == $((2 * N)) ]] || fail "read back $(wc -l <"$T/got") messages, want $((2 * N))"
+sort -u "$T/got" | md5sum | cmp -s - "$T/want" || fail "second run's messages differ"
+echo "ok: a second run appends to every partition again"
+
+# Following all of them under the limit: a message appended later arrives.
+(
+  ulimit -n 256
+  exec timeout 60 "$C" -C "$D" -t t -o end -c 1 -q -f '%k\t%s\n'
+) >"$T/followed" 2>"$WORK/err" &
+follower=$!
+PIDS+=("$follower")
+sleep 2
+printf 'late\tmessage\n' | "$P" -C "$D" -t t -K '\t' -q
+wait "$follower" && rc=0 || rc=$?
+expect_rc 0 "follow 10,000 partitions under ulimit -n 256"
+[[ $(cat "$T/followed") == $'late\tmessage' ]] || fail "follower printed: $(cat "$T/followed")"
+echo "ok: following 10,000 partitions under ulimit -n 256 sees a new message"
