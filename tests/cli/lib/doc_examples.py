@@ -89,6 +89,8 @@ EXPECT = {
 NOT_RUN = {
     "./build.sh demo": "builds the project: run by CI and the fresh-machine check",
     "./build.sh test": "builds and runs every test, this one included",
+    'MQ_READER_SEEDS=500 build/tests/unit_tests "reader property*"':
+        "a soak run of minutes; CI runs 10 seeds of the same tests in unit_tests",
     "mq-inspect -r /var/lib/kafka/orders-0/00000000000000368769.log":
         "needs a Kafka broker's log directory (tests/cli/inspect_dump.sh reads Kafka's bytes)",
 }
