@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# mq-produce throughput against cat, measured in the same run (not a test).
+# mq-produce throughput against dd, measured in the same run (not a test).
 #
-#   bench/produce.sh [BUILD_DIR] [MESSAGES] [RUNS]
+#   bench/produce.sh [BUILD_DIR] [MESSAGES] [RUNS]      (BUILD_DIR default $MQ_BIN)
 #
 # Writes MESSAGES (default 10 M) lines of 100 bytes (99 + newline) to a file
 # in the page cache, then times, RUNS times each (default 5), into a fresh
 # data directory on the same file system:
-#   cat          cat FILE > copy (the ceiling: the same bytes, no framing)
+#   dd           dd if=FILE of=copy bs=64k (the ceiling: the same bytes read and
+#                written through user space, no framing; cat would use
+#                copy_file_range and never touch the bytes)
 #   page-cache   mq-produce -t T FILE                   (--fsync none)
 #   zstd         mq-produce -t T -z zstd FILE
 #   fsync-batch  mq-produce -t T --fsync batch FILE     (one fsync per append)
-# and prints, per case, the median wall time, messages/s, the ratio to cat's
+# and prints, per case, the median wall time, messages/s, the ratio to dd's
 # median, the median CPU time (user + sys) and the peak RSS.
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
-BUILD=${1:-build}
+BUILD=${1:-${MQ_BIN:-build}}
 N=${2:-10000000}
 RUNS=${3:-5}
 P="$BUILD/mq-produce"
@@ -42,22 +44,22 @@ time_one() {
   awk '{printf "%s %.2f %s\n", $1, $2 + $3, $4}' "$W/t" >>"$W/$name"
 }
 
-cases="cat page-cache zstd fsync-batch"
+cases="dd page-cache zstd fsync-batch"
 for run in $(seq 1 "$RUNS"); do
-  time_one cat sh -c "cat '$W/in' >'$W/copy'"
+  time_one dd dd if="$W/in" of="$W/copy" bs=64k status=none
   time_one page-cache "$P" -C "$W/data" -t T -q "$W/in"
   time_one zstd "$P" -C "$W/data" -t T -q -z zstd "$W/in"
   time_one fsync-batch "$P" -C "$W/data" -t T -q --fsync batch "$W/in"
 done
 
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-cat_wall=$(cut -d' ' -f1 "$W/cat" | median)
-printf '%-12s %9s %12s %9s %9s %9s\n' case wall_s msgs/s vs_cat cpu_s rss_MB
+dd_wall=$(cut -d' ' -f1 "$W/dd" | median)
+printf '%-12s %9s %12s %9s %9s %9s\n' case wall_s msgs/s vs_dd cpu_s rss_MB
 for c in $cases; do
   wall=$(cut -d' ' -f1 "$W/$c" | median)
   cpu=$(cut -d' ' -f2 "$W/$c" | median)
   rss=$(cut -d' ' -f3 "$W/$c" | sort -n | tail -1)
-  awk -v c="$c" -v w="$wall" -v cpu="$cpu" -v r="$rss" -v n="$N" -v cw="$cat_wall" 'BEGIN {
+  awk -v c="$c" -v w="$wall" -v cpu="$cpu" -v r="$rss" -v n="$N" -v cw="$dd_wall" 'BEGIN {
     printf "%-12s %9.2f %12.0f %9.2f %9.2f %9.1f\n", c, w, (w > 0 ? n / w : 0), (w > 0 ? cw / w : 0), cpu, r / 1024 }'
 done
-echo "(median of $RUNS runs; vs_cat = cat's wall time / this wall time; rss = peak)"
+echo "(median of $RUNS runs; vs_dd = dd's wall time / this wall time, the ratio of input bytes per second; rss = peak)"
