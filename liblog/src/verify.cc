@@ -43,7 +43,7 @@ void Add(std::vector<Problem>* problems, const Status& s, const std::string& fil
   if (s.code() == Code::kCorruption)
     problems->push_back({s.file().empty() ? file : s.file(), s.position(), s.rule(), s.message()});
   else
-    problems->push_back({file, pos, "R8", s.message()});
+    problems->push_back({file, pos, s.code() == Code::kUnsupported ? "R5" : "R8", s.message()});
 }
 
 // Checks every batch and record of a .log; fills `batches` for index checks.
@@ -110,13 +110,7 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
     auto records = RecordReader::Open(b, &scratch, limits, path, pos);
     if (!records) {
       if (records.error().code() == Code::kNoMemory) return records.error();
-      // A gzip/snappy/lz4 batch is valid (R5), but its records cannot be
-      // checked: say so rather than call the file clean.
-      if (records.error().code() == Code::kUnsupported)
-        problems->push_back({path, pos, "R5", fmt::format("unsupported codec {}: records not "
-                                                          "verified", CompressionName(h.compression()))});
-      else
-        Add(problems, records.error(), path, pos);
+      Add(problems, records.error(), path, pos);
       continue;
     }
     for (;;) {

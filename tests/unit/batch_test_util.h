@@ -22,6 +22,17 @@ inline std::vector<std::byte> HexBytes(std::string_view hex) {
   return out;
 }
 
+// Lower-case hex of `b`, for comparing bytes with the spec's hex.
+inline std::string ToHex(std::span<const std::byte> b) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (std::byte x : b) {
+    s.push_back(d[std::to_integer<int>(x) >> 4]);
+    s.push_back(d[std::to_integer<int>(x) & 15]);
+  }
+  return s;
+}
+
 // Recomputes the CRC of the batch at the start of `b` after an edit.
 inline void FixCrc(std::vector<std::byte>& b) {
   uint32_t crc = Crc32c(std::span<const std::byte>(b).subspan(format::kAttributesOffset));

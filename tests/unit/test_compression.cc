@@ -19,6 +19,8 @@
 using mq::Compression;
 using mq::test::WrapRecords;
 
+using mq::test::ToHex;
+
 namespace {
 
 constexpr Compression kCodecs[] = {Compression::kGzip, Compression::kSnappy, Compression::kLz4,
@@ -92,16 +94,6 @@ mq::Status Open(Compression codec, std::span<const std::byte> records, size_t li
   if (!view) return view.error();
   auto reader = mq::RecordReader::Open(*view, scratch, limits, "c.log", 0);
   return reader ? mq::Status::Ok() : reader.error();
-}
-
-std::string ToHex(std::span<const std::byte> b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (std::byte x : b) {
-    s.push_back(d[std::to_integer<int>(x) >> 4]);
-    s.push_back(d[std::to_integer<int>(x) & 15]);
-  }
-  return s;
 }
 
 std::string Name(Compression c) { return std::string(mq::CompressionName(c)); }

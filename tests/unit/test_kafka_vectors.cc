@@ -15,6 +15,8 @@
 #include "mq/batch.h"
 #include "mq/crc32c.h"
 
+using mq::test::ToHex;
+
 namespace {
 
 std::vector<std::byte> Hex(std::string_view hex) {
@@ -23,16 +25,6 @@ std::vector<std::byte> Hex(std::string_view hex) {
     out.push_back(std::byte(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
   }
   return out;
-}
-
-std::string ToHex(std::span<const std::byte> b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (std::byte x : b) {
-    s.push_back(d[std::to_integer<int>(x) >> 4]);
-    s.push_back(d[std::to_integer<int>(x) & 15]);
-  }
-  return s;
 }
 
 // The hex strings below are repeated verbatim in format-spec/batch.md §13;
@@ -126,6 +118,19 @@ void CheckSaramaRecord(const Decoded& d) {
   REQUIRE(headers[0].value.has_value());
   CHECK(ToHex(*headers[0].value) == "0b0c");
 }
+
+// One of sarama's compressed vectors: its size, CRC and codec, and the
+// record every one of them holds.
+void CheckSaramaVector(const char* file, size_t size, uint32_t crc, mq::Compression codec) {
+  auto bytes = HexFile(file);
+  REQUIRE(bytes.size() == size);
+  std::vector<std::byte> scratch;
+  Decoded d = Decode(bytes, &scratch);
+  CHECK(d.header.crc == crc);
+  CHECK(d.header.compression() == codec);
+  CheckSaramaRecord(d);
+}
+
 
 std::string Text(const std::optional<mq::Bytes>& b) { return std::string(mq::AsText(*b)); }
 
@@ -366,34 +371,16 @@ TEST_CASE("V5 kafkajs gzip batch with LogAppendTime: decodes", "[vectors][gzip]"
 }
 
 TEST_CASE("sarama gzip batch: CRC valid, record decodes", "[vectors][gzip]") {
-  auto bytes = HexFile("sarama_gzip.hex");
-  REQUIRE(bytes.size() == 107);
-  std::vector<std::byte> scratch;
-  Decoded d = Decode(bytes, &scratch);
-  CHECK(d.header.crc == 0xe74acea5u);
-  CHECK(d.header.compression() == mq::Compression::kGzip);
-  CheckSaramaRecord(d);
+  CheckSaramaVector("sarama_gzip.hex", 107, 0xe74acea5u, mq::Compression::kGzip);
 }
 
 TEST_CASE("sarama snappy batch (one raw block): CRC valid, record decodes", "[vectors][snappy]") {
-  auto bytes = HexFile("sarama_snappy.hex");
-  REQUIRE(bytes.size() == 84);
-  std::vector<std::byte> scratch;
-  Decoded d = Decode(bytes, &scratch);
-  CHECK(d.header.crc == 0x15009f61u);
-  CHECK(d.header.compression() == mq::Compression::kSnappy);
-  CheckSaramaRecord(d);
+  CheckSaramaVector("sarama_snappy.hex", 84, 0x15009f61u, mq::Compression::kSnappy);
 }
 
 TEST_CASE("sarama lz4 batch (LZ4 frame with content checksum): CRC valid, record decodes",
           "[vectors][lz4]") {
-  auto bytes = HexFile("sarama_lz4.hex");
-  REQUIRE(bytes.size() == 101);
-  std::vector<std::byte> scratch;
-  Decoded d = Decode(bytes, &scratch);
-  CHECK(d.header.crc == 0xa94a77c5u);
-  CHECK(d.header.compression() == mq::Compression::kLz4);
-  CheckSaramaRecord(d);
+  CheckSaramaVector("sarama_lz4.hex", 101, 0xa94a77c5u, mq::Compression::kLz4);
 }
 
 TEST_CASE("sarama lz4 batch with a wrong frame header checksum (as magic 0 wrote it): R9",

@@ -100,12 +100,6 @@ int DumpRecords(const std::string& path, uint64_t pos, const BatchView& batch,
   auto reader = RecordReader::Open(batch, scratch, limits, path, pos);
   if (!reader) {
     const Status& s = reader.error();
-    if (s.code() == Code::kUnsupported) {
-      p->Problem({path, pos, "R5",
-                  fmt::format("unsupported codec {}: records not decoded",
-                              CompressionName(h.compression()))});
-      return cli::kExitDataErr;
-    }
     if (s.code() != Code::kCorruption && s.code() != Code::kTooLarge) return Stop(p, s);
     p->Problem(ProblemFromStatus(s, path, pos));
     return cli::kExitDataErr;
@@ -368,7 +362,7 @@ class Verification {
 
   Status File(const std::string& path) {
     std::vector<mq::Problem> problems;
-    Status s = VerifyFile(path, limits_, &problems, &summary_.stats);
+    Status s = VerifyFile(path, LimitsForPath(path, limits_), &problems, &summary_.stats);
     for (auto& p : problems) Report(std::move(p));
     return s;
   }

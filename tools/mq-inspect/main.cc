@@ -86,11 +86,12 @@ int main(int argc, char** argv) {
     auto printer = json ? mq::inspect::MakeJsonPrinter(print) : mq::inspect::MakeTextPrinter(print);
     int rc = 0;
     for (const auto& path : paths) {
-      const mq::DecodeLimits path_limits = mq::inspect::LimitsForPath(path, limits);
       std::optional<std::string> dir;
       if (dir_opt->count() > 0 || !data_dir.empty()) dir = data_dir;
-      int code = verify ? mq::inspect::VerifyPath(path, path_limits, printer.get(), dir)
-                        : mq::inspect::DumpFile(path, print, path_limits, printer.get());
+      // Verification takes each partition's limits from its topic itself.
+      int code = verify ? mq::inspect::VerifyPath(path, limits, printer.get(), dir)
+                        : mq::inspect::DumpFile(path, print, mq::inspect::LimitsForPath(path, limits),
+                                                printer.get());
       if (rc == 0) rc = code;
       if (printer->broken()) return 0;
     }
