@@ -145,11 +145,19 @@ Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std:
     return Status::Corruption(file, kReservedAt, "R29", fmt::format("reserved field {} is not 0", reserved));
   const uint32_t stored = GetFixed32(h + kCrcAt);
   const uint32_t computed = Crc32c(b.subspan(kCrcFrom));
-  if (stored != computed)
-    return Status::Corruption(file, kCrcAt, "R29",
-                              fmt::format("crc {:#010x} stored, {:#010x} computed", stored, computed));
-  GroupOffsets s;
   const auto count = static_cast<int32_t>(GetFixed32(h + kCountAt));
+  if (stored != computed) {
+    // The likeliest cause worth naming: a copy or write cut short.
+    const uint64_t least = static_cast<uint64_t>(std::max(count, 0)) * (kGroupOffsetEntryFixedSize + 1);
+    std::string why = least > b.size() - kGroupOffsetsHeaderSize
+                          ? fmt::format(" (truncated? {} entries cannot fit in {} bytes)", count,
+                                        b.size())
+                          : "";
+    return Status::Corruption(file, kCrcAt, "R29",
+                              fmt::format("crc {:#010x} stored, {:#010x} computed{}", stored,
+                                          computed, why));
+  }
+  GroupOffsets s;
   s.generation = static_cast<int64_t>(GetFixed64(h + kGenerationAt));
   s.update_timestamp = static_cast<int64_t>(GetFixed64(h + kUpdateTimestampAt));
   s.rebalances = static_cast<int64_t>(GetFixed64(h + kRebalancesAt));
