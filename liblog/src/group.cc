@@ -351,7 +351,8 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
     if (!held) return held.error();
     group_lock = std::move(*held);
   }
-  const std::string member(member_id);
+  // A reset is nobody's commit: its entries carry no member id (§14.2).
+  const std::string member(kind == CommitKind::kReset ? std::string_view() : member_id);
   return Update([&](GroupOffsets* s) -> Status {
     for (const OffsetCommit& c : commits) {
       auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {

@@ -117,7 +117,8 @@ class Group {
   // refuses (kInvalidArgument, nothing written) an offset below the
   // committed one; kReset first takes group.lock exclusively without
   // blocking (kBusy, exit 75, while a member is alive) and may move offsets
-  // backwards. Partitions not named keep their entries. A corrupt offsets
+  // backwards, and writes an empty member id. Partitions not named keep
+  // their entries. A corrupt offsets
   // file is never replaced: its corruption is returned.
   Status Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
                 CommitKind kind = CommitKind::kForward, int64_t now_ms = kNoTimestamp);
