@@ -91,20 +91,16 @@ Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
   const std::string registry = data_dir + "/" + kRegistryDir;
   const std::string lock_name = std::string(name) + ".lock";
 
-  auto opened = OpenRegularFileAt(dir->get(), lock_name, O_RDWR | O_CREAT);
-  if (!opened) return opened.error();
-  UniqueFd lock = std::move(*opened);
-  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
-      return Status(Code::kBusy,
-                    fmt::format("producer id '{}' is in use by another run ({}/{} is locked)",
-                                name, registry, lock_name));
-    }
-    return ErrnoStatus(registry + "/" + lock_name, errno);
+  auto lock = FileLock::Acquire(dir->get(), lock_name, LockMode::kExclusive, LockWait::kTry);
+  if (!lock && lock.error().code() == Code::kBusy) {
+    return Status(Code::kBusy,
+                  fmt::format("producer id '{}' is in use by another run ({}/{} is locked)", name,
+                              registry, lock_name));
   }
+  if (!lock) return lock.error();
   auto id = LookUp(dir->get(), std::string(name), registry);
   if (!id) return id.error();
-  return ProducerIdentity(std::move(lock), *id);
+  return ProducerIdentity(std::move(*lock), *id);
 }
 
 }  // namespace mq::produce

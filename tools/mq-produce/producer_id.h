@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "mq/file.h"
+#include "mq/lock.h"
 #include "mq/status.h"
 
 namespace mq::produce {
@@ -23,8 +24,8 @@ class ProducerIdentity {
   int64_t id() const { return id_; }
 
  private:
-  ProducerIdentity(UniqueFd lock, int64_t id) : lock_(std::move(lock)), id_(id) {}
-  UniqueFd lock_;  // flock(LOCK_EX) on producers/<name>.lock, held until exit
+  ProducerIdentity(FileLock lock, int64_t id) : lock_(std::move(lock)), id_(id) {}
+  FileLock lock_;  // exclusive on producers/<name>.lock, held until exit
   int64_t id_ = -1;
 };
 

@@ -65,6 +65,8 @@ EXPECT = {
     "fi": 0,
     "mq-inspect -J -d data/orders-0/00000000000000000000.log |\n"
     "  jq -r 'select(.type == \"record\") | \"\\(.offset) \\(.key)\"'": 0,
+    "mq-inspect data/groups/billing/offsets\n"
+    "mq-inspect --verify data/groups/billing/offsets": 0,
     # mq-produce(1)
     "mq-produce -C data -t logs --create --partitions 4 app.log": 0,
     "tail -n0 -F access.log | mq-produce -t access --create": FOLLOW,
@@ -166,6 +168,15 @@ def setup_topics(work, env):
     sh("seq 1 10 | mq-produce -q -t src --create -K ' '")
     sh("printf 'one.txt\\0two.txt\\0' | mq-produce -q -t files --create -0")
     sh("seq 1 30 | mq-produce -q -t orders --create")
+    # A group's offsets file: the worked example of format-spec/group.md §14.2.
+    group = os.path.join(work, "data", "groups", "billing")
+    os.makedirs(group, mode=0o750)
+    with open(os.path.join(group, "offsets"), "wb") as f:
+        f.write(bytes.fromhex(
+            "4d51474f000100005b30a5d300000001"
+            "00000000000000010000018bcfe568000000000000000000ffffffffffffffff"
+            "00066f726465727300000000000000000000002a00000000"
+            "0000018bcfe56800000000000000000000026d31"))
 
 
 def main():
