@@ -301,8 +301,9 @@ Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
 }
 
 // The next record of batch_ into out_ (true), or false when the batch is
-// done with (batch_ is reset; batch_error_ says if it failed).
-bool Consumer::NextRecord() {
+// done with (batch_ is reset; batch_error_ says if it failed). Next()'s
+// per-record path: inlined there.
+[[gnu::always_inline]] inline bool Consumer::NextRecord() {
   Batch& b = *batch_;
   Cursor& c = *b.cursor;
   const std::optional<int64_t>& end_ts = options_.stop_timestamp;
