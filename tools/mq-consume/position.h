@@ -15,15 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "mq/consumer.h"
 #include "mq/status.h"
 
 namespace mq::consume {
-
-struct StartPosition {
-  enum class Kind : uint8_t { kBeginning, kEnd, kOffset, kFromEnd, kTimestamp };
-  Kind kind = Kind::kEnd;
-  int64_t value = 0;  // offset, count before the end, or timestamp (ms)
-};
 
 struct Positions {
   std::optional<StartPosition> all;             // for every partition

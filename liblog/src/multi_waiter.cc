@@ -1,6 +1,6 @@
-#include "waiter.h"
+#include "multi_waiter.h"
 
-namespace mq::consume {
+namespace mq {
 namespace {
 // How long a thread blocks in the futex before it looks for a new round or
 // a stop request. Bounds the exit delay, not the wake-up latency.
@@ -69,13 +69,13 @@ void MultiWaiter::Run(size_t i) {
   }
 }
 
-void MultiWaiter::Wait(std::span<const int64_t> known, int timeout_ms) {
+bool MultiWaiter::Wait(std::span<const int64_t> known, int timeout_ms) {
   std::unique_lock lk(mu_);
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].known = known[i];
   fired_ = false;
   ++round_;
   wake_threads_.notify_all();
-  wake_consumer_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return fired_; });
+  return wake_consumer_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return fired_; });
 }
 
-}  // namespace mq::consume
+}  // namespace mq

@@ -1,12 +1,13 @@
-// Follow mode over several partitions: waits until any of them has new
-// committed messages.
+// Waits until any of several partitions has new committed messages
+// (Consumer::WaitForAppend).
 //
 // A futex can only be waited on one at a time, so each partition gets one
 // thread, with its own PartitionReader, blocked in WaitForAppend(); the
 // first to see its committed end move wakes the consumer's thread through a
-// condition variable. Reading and printing stay on the consumer's thread, so
-// output order is decided in one place (round-robin by batch). With a single
-// partition the consumer waits on the futex itself and no thread is started.
+// condition variable. Reading stays on the consumer's thread, so the order
+// records are handed out in is decided in one place (round-robin by batch).
+// With a single partition the consumer waits on the futex itself and no
+// thread is started.
 #pragma once
 
 #include <condition_variable>
@@ -20,7 +21,7 @@
 
 #include "mq/partition.h"
 
-namespace mq::consume {
+namespace mq {
 
 // A partition without a log yet (nobody has written to it) has no state
 // file to wait on: it is looked for again every kUnbornPollMs.
@@ -36,8 +37,9 @@ class MultiWaiter {
   MultiWaiter& operator=(const MultiWaiter&) = delete;
 
   // Blocks until some partition i with known[i] >= 0 has a committed end
-  // past known[i], or `timeout_ms` passes. known.size() == dirs.size().
-  void Wait(std::span<const int64_t> known, int timeout_ms);
+  // past known[i] (true), or `timeout_ms` passes (false).
+  // known.size() == dirs.size().
+  bool Wait(std::span<const int64_t> known, int timeout_ms);
 
  private:
   explicit MultiWaiter(const DecodeLimits& limits) : limits_(limits) {}
@@ -60,4 +62,4 @@ class MultiWaiter {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace mq::consume
+}  // namespace mq

@@ -1,0 +1,144 @@
+#include "options.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "escapes.h"
+#include "format_string.h"
+
+namespace mq::consume {
+namespace {
+
+// Decimal digits only: CLI11 would read "-1" as a huge unsigned number.
+const CLI::Validator kDigits(
+    [](std::string& s) -> std::string {
+      if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) return "";
+      return "expected a non-negative integer, got '" + s + "'";
+    },
+    "N");
+
+Result<PrintOptions> MakePrintOptions(const Flags& f) {
+  PrintOptions p;
+  p.topic = f.topic;
+  if (f.null_text) p.null_text = "NULL";
+  if (f.null_delim) p.delimiter = std::string(1, '\0');
+  if (f.raw) p.delimiter.clear();
+  if (f.delim) {
+    auto d = cli::DecodeEscapes(*f.delim, "--delimiter");
+    if (!d) return d.error();
+    p.delimiter = *d;
+  }
+  if (f.print_key || f.key_delim) p.mode = PrintOptions::Mode::kKeyValue;
+  if (f.key_delim) {
+    auto d = cli::DecodeEscapes(*f.key_delim, "--key-delimiter");
+    if (!d) return d.error();
+    p.key_delimiter = *d;
+  }
+  if (f.format) {
+    auto fs = fmtstr::FormatString::Parse(*f.format);
+    if (!fs) return fs.error();
+    p.format = std::move(*fs);
+    p.mode = PrintOptions::Mode::kFormat;
+  }
+  if (f.json) p.mode = PrintOptions::Mode::kJson;
+  return p;
+}
+
+Result<std::vector<HeaderFilter>> MakeHeaderFilters(const std::vector<std::string>& specs) {
+  std::vector<HeaderFilter> out;
+  for (const std::string& s : specs) {
+    if (s.empty() || s[0] == '=')
+      return Status(Code::kInvalidArgument,
+                    fmt::format("--header-filter: invalid value '{}': expected NAME or NAME=VALUE", s));
+    size_t eq = s.find('=');
+    if (eq == std::string::npos) out.push_back({s, std::nullopt});
+    else out.push_back({s.substr(0, eq), s.substr(eq + 1)});
+  }
+  return out;
+}
+
+}  // namespace
+
+void AddFlags(CLI::App& app, Flags* f) {
+  cli::AddDirOption(app, &f->dir);
+  app.add_option("-t,--topic", f->topic, "topic to read")->required();
+  app.add_option("-p,--partition", f->partitions, "partitions to read, e.g. 0,2 (default all)")
+      ->delimiter(',')->check(kDigits);
+  app.add_option("-o,--offset", f->offsets,
+                 "start: beginning|end|N|-N|s@MS|ISO-TIME, per partition as P:START; "
+                 "stop: e@MS|e@ISO-TIME (repeatable)");
+  app.add_option("-c,--count", f->count, "exit after N messages")->check(kDigits);
+  app.add_flag("-e,--exit-at-end", f->exit_at_end,
+               "exit at the end offsets captured at start instead of waiting");
+  auto* k = app.add_flag("-k,--print-key", f->print_key, "print the key, a tab, then the value");
+  auto* K = app.add_option("-K,--key-delimiter", f->key_delim,
+                           "print the key, DELIM, then the value (escapes \\n \\t \\0 \\xNN)");
+  auto* D = app.add_option("-D,--delimiter", f->delim, "message delimiter (default \\n)");
+  auto* zero = app.add_flag("-0,--null", f->null_delim, "NUL-terminated messages (-D '\\0')");
+  auto* raw = app.add_flag("--raw", f->raw, "no delimiter after messages");
+  auto* fmt_opt = app.add_option("-f,--format", f->format,
+                                 "kcat format: %t %p %o %T %F %k %K %s %S %h %x %X");
+  auto* json = app.add_flag("-J,--json", f->json, "JSON Lines envelope (binary-safe)");
+  auto* Z = app.add_flag("-Z,--print-null", f->null_text, "print NULL for a null key or value");
+  app.add_option("--header-filter", f->header_filters,
+                 "only messages with header NAME (equal to VALUE); repeatable, all must match");
+  app.add_flag("--skip-corrupt", f->skip_corrupt,
+               "report corrupt batches on stderr and go on instead of exiting 65");
+  app.add_option("--max-batch-bytes", f->max_batch_bytes,
+                 "largest batch (and decompressed records) read, in bytes")
+      ->check(CLI::Range(61u, 0x7FFFFFFFu))->capture_default_str();
+  auto* q = app.add_flag("-q,--quiet", f->quiet, "no warnings on stderr");
+  app.add_flag("-v,--verbose", f->verbose, "print a summary on stderr at exit")->excludes(q);
+  k->excludes(K);
+  D->excludes(zero)->excludes(raw);
+  zero->excludes(raw);
+  for (CLI::Option* o : {k, K, D, zero, raw, Z}) json->excludes(o);
+  for (CLI::Option* o : {k, K, D, zero, raw, json}) fmt_opt->excludes(o);
+}
+
+Result<Settings> Resolve(const Flags& f) {
+  if (Status s = ValidateName(f.topic, "topic"); !s.ok())
+    return Status(Code::kInvalidArgument, "--topic: " + s.message());
+  Settings out;
+  auto print = MakePrintOptions(f);
+  if (!print) return print.error();
+  out.print = std::move(*print);
+  auto positions = ParsePositions(f.offsets);
+  if (!positions) return positions.error();
+  out.positions = std::move(*positions);
+  auto filters = MakeHeaderFilters(f.header_filters);
+  if (!filters) return filters.error();
+  out.header_filters = std::move(*filters);
+  return out;
+}
+
+Result<std::vector<int32_t>> ChoosePartitions(const Flags& f, const TopicConfig& config,
+                                              const Positions& positions) {
+  for (const auto& [p, start] : positions.per_partition) {
+    if (p >= config.partitions)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("-o {}:...: topic {} has {} partition(s), 0 to {}", p, f.topic,
+                                config.partitions, config.partitions - 1));
+    if (!f.partitions.empty() &&
+        std::find(f.partitions.begin(), f.partitions.end(), p) == f.partitions.end())
+      return Status(Code::kInvalidArgument,
+                    fmt::format("-o {}:...: partition {} is not among those read (-p)", p, p));
+  }
+  if (f.partitions.empty()) {
+    std::vector<int32_t> all;
+    for (int32_t p = 0; p < config.partitions; ++p) all.push_back(p);
+    return all;
+  }
+  std::vector<int32_t> chosen;
+  for (int32_t p : f.partitions) {
+    if (p >= config.partitions)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("--partition {}: topic {} has {} partition(s), 0 to {}", p,
+                                f.topic, config.partitions, config.partitions - 1));
+    if (std::find(chosen.begin(), chosen.end(), p) == chosen.end()) chosen.push_back(p);
+  }
+  return chosen;
+}
+
+}  // namespace mq::consume

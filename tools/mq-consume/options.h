@@ -1,0 +1,49 @@
+// mq-consume's flags, and what they turn into: print options, header
+// filters, the partitions to read and their start positions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "mq/status.h"
+#include "mq/topic.h"
+#include "position.h"
+#include "printer.h"
+
+namespace mq::consume {
+
+struct Flags {
+  std::string dir;
+  std::string topic;
+  std::vector<int32_t> partitions;
+  std::vector<std::string> offsets;
+  std::optional<uint64_t> count;
+  bool exit_at_end = false;
+  bool print_key = false;
+  std::optional<std::string> key_delim, delim, format;
+  bool null_delim = false, raw = false, json = false, null_text = false;
+  std::vector<std::string> header_filters;
+  bool skip_corrupt = false, quiet = false, verbose = false;
+  uint32_t max_batch_bytes = 64u << 20;
+};
+
+void AddFlags(CLI::App& app, Flags* f);
+
+// What the flags ask for, checked before the data directory is opened.
+// Errors are usage errors (kInvalidArgument).
+struct Settings {
+  PrintOptions print;
+  Positions positions;
+  std::vector<HeaderFilter> header_filters;
+};
+Result<Settings> Resolve(const Flags& f);
+
+// Every partition of the topic, or the ones asked for (each must exist: a
+// partition the topic does not have is a usage error, as in every tool).
+Result<std::vector<int32_t>> ChoosePartitions(const Flags& f, const TopicConfig& config,
+                                              const Positions& positions);
+
+}  // namespace mq::consume

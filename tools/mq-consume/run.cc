@@ -1,0 +1,117 @@
+#include "run.h"
+
+#include <poll.h>
+
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "mq/consumer.h"
+
+namespace mq::consume {
+namespace {
+
+// Longest a follower blocks before it checks its output and signals again.
+constexpr int kWaitSliceMs = 250;
+
+// True when stdout is a pipe whose reader has gone (`| head` finished):
+// a follower blocked waiting for appends would otherwise notice only at its
+// next write, which may never come.
+bool OutputClosed() {
+  pollfd p{1, 0, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
+void Report(const ConsumerNotice& n, const std::string& topic) {
+  using K = ConsumerNotice::Kind;
+  switch (n.kind) {
+    case K::kIndexWarning:
+      cli::Warn(fmt::format("{}/{}: position {}: {}: {}", n.dir, n.problem.file,
+                            n.problem.position, n.problem.rule, n.problem.detail));
+      return;
+    case K::kSkippedBatch:
+      cli::Warn(fmt::format("skipping corrupt batch: {}", n.error.message()));
+      return;
+    case K::kSkippedOffsets:
+      cli::Warn(fmt::format("skipped offsets {}..{} of topic {} partition {}", n.first_offset,
+                            n.last_offset, topic, n.partition));
+      return;
+  }
+}
+
+struct Loop {
+  Consumer* consumer;
+  Printer* printer;
+  cli::Output* out;
+  const std::vector<HeaderFilter>* filters;
+  std::optional<uint64_t> count;
+  uint64_t delivered = 0;
+};
+
+// Prints messages until a stop condition (-c, -e, e@), a closed output, an
+// error, or an interrupt; follows new appends otherwise.
+Status Consume(Loop& loop, const volatile std::sig_atomic_t* interrupted) {
+  if (loop.count && *loop.count == 0) return Status::Ok();
+  const bool need_headers = loop.printer->needs_headers() || !loop.filters->empty();
+  std::vector<Header> headers;
+  while (!*interrupted) {
+    auto next = loop.consumer->Next();
+    if (!next) return next.error();
+    if (const ConsumedRecord* m = *next) {
+      if (need_headers) headers = m->record.headers();
+      if (!loop.filters->empty() && !MatchesAll(headers, *loop.filters)) continue;
+      loop.printer->Print(m->partition, m->log_append_time, m->record, headers);
+      if (++loop.delivered == loop.count || loop.out->broken()) return Status::Ok();
+      continue;
+    }
+    if (loop.consumer->finished()) return Status::Ok();
+    // Every partition is at its committed end: show what we have, then wait.
+    if (!loop.out->Flush() && loop.out->broken()) return Status::Ok();
+    while (!loop.consumer->WaitForAppend(kWaitSliceMs))
+      if (*interrupted || OutputClosed()) return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int Run(const Flags& f, Settings settings, const volatile std::sig_atomic_t* interrupted) {
+  auto dir = DataDir::Open(f.dir, false);
+  if (!dir) return cli::Fail(dir.error());
+
+  ConsumerOptions options;
+  options.limits = {f.max_batch_bytes, f.max_batch_bytes};
+  options.stop_at_end = f.exit_at_end;
+  options.stop_timestamp = settings.positions.end_timestamp;
+  options.skip_corrupt = f.skip_corrupt;
+  if (!f.quiet) options.on_notice = [&](const ConsumerNotice& n) { Report(n, f.topic); };
+  options.max_open = cli::OpenPartitionBudget(kDescriptorsPerReader);
+  auto consumer = Consumer::Open(*dir, f.topic, std::move(options));
+  if (!consumer) return cli::Fail(consumer.error());
+  auto partitions = ChoosePartitions(f, (*consumer)->config(), settings.positions);
+  if (!partitions) return cli::Fail(partitions.error());
+
+  cli::Output out(1, 1 << 20);
+  Printer printer(std::move(settings.print), &out);
+  Loop loop{consumer->get(), &printer, &out, &settings.header_filters, f.count};
+  Status s;
+  for (int32_t p : *partitions) {
+    s = (*consumer)->Assign(p, settings.positions.StartFor(p, {StartPosition::Kind::kBeginning, 0}));
+    if (!s.ok()) break;
+  }
+  if (s.ok()) s = Consume(loop, interrupted);
+  int rc = out.FinishExitCode();
+  if (f.verbose) cli::Eprint("Processed a total of {} messages\n", loop.delivered);
+  if (!s.ok()) return cli::Fail(s);
+  uint64_t skipped = (*consumer)->skipped_batches();
+  if (skipped > 0) {
+    // Everything readable was printed, but not everything committed.
+    if (!f.quiet)
+      cli::Warn(fmt::format("skipped {} corrupt batch{} ({} offsets not delivered)", skipped,
+                            skipped == 1 ? "" : "es", (*consumer)->skipped_offsets()));
+    if (rc == 0) rc = cli::kExitProblems;
+  }
+  return rc;
+}
+
+}  // namespace mq::consume
