@@ -1,12 +1,12 @@
-// The partition writer lock (format-spec/segment.md §9): flock(LOCK_EX) on
-// `writer.lock`. flock locks belong to the open file description, so the
-// kernel releases them when the holder dies, and closing some other
-// descriptor of the file (unlike classic fcntl locks) does not drop them.
+// The partition writer lock (format-spec/segment.md §9): an exclusive
+// FileLock (mq/lock.h, flock) on `writer.lock`, released by the kernel when
+// the holder dies.
 #pragma once
 
 #include <string>
 
 #include "mq/file.h"
+#include "mq/lock.h"
 #include "mq/status.h"
 
 namespace mq {
@@ -19,11 +19,11 @@ class WriterLock {
   // Opens (creating, mode 0640) `writer.lock` in `dir_fd`, refusing symlinks.
   static Result<WriterLock> Open(int dir_fd);
   // Blocks until held.
-  Status Lock();
-  Status Unlock();
+  Status Lock() { return lock_.Lock(LockMode::kExclusive, LockWait::kBlock); }
+  Status Unlock() { return lock_.Unlock(); }
 
  private:
-  UniqueFd fd_;
+  FileLock lock_;
 };
 
 // Holds a WriterLock for a scope.

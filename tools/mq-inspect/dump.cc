@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "mq/file.h"
+#include "mq/group.h"
 #include "mq/segment.h"
 #include "mq/topic.h"
 
@@ -194,6 +195,29 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A group's offsets file (format-spec/group.md §14.2) is named `offsets`.
+bool IsGroupOffsets(const std::string& path) { return BaseName(path) == kGroupOffsetsFile; }
+
+// Reads a group offsets file: a broken R29/R30 (or a newer version) is a
+// problem of the data; anything else stops.
+int DumpGroupOffsets(const std::string& path, Printer* p) {
+  auto state = ReadGroupOffsetsFile(path);
+  if (!state && state.error().code() != Code::kCorruption &&
+      state.error().code() != Code::kUnsupported)
+    return Stop(p, state.error());
+  p->FileStart(path, FileKind::kGroupOffsets, std::nullopt);
+  if (!state) {
+    p->Problem(ProblemFromStatus(state.error(), path, 0));
+    return cli::kExitDataErr;
+  }
+  p->GroupOffsetsHeader(path, *state);
+  for (const auto& e : state->offsets) {
+    if (p->broken()) break;
+    p->GroupOffset(path, e);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int DumpFile(const std::string& path, const PrintOptions& options, const DecodeLimits& limits,
@@ -206,6 +230,7 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
                                             "--verify takes a partition directory)", path)));
   }
   if (EndsWith(path, ".log")) return DumpLog(path, options, limits, printer);
+  if (IsGroupOffsets(path)) return DumpGroupOffsets(path, printer);
   if (EndsWith(path, ".index")) {
     return DumpIndexFile<OffsetIndexEntry>(path, FileKind::kIndex, &ReadOffsetIndexFile, printer,
                                            &Printer::IndexEntry);
@@ -215,8 +240,8 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
                                          &Printer::TimeIndexEntry);
   }
   return Stop(printer, Status(Code::kInvalidArgument,
-                              fmt::format("{}: unknown file type (expected .log, .index or "
-                                          ".timeindex)", path)));
+                              fmt::format("{}: unknown file type (expected .log, .index, "
+                                          ".timeindex or a group's offsets)", path)));
 }
 
 namespace {
@@ -341,6 +366,7 @@ class Verification {
         MQ_RETURN_IF_ERROR(Partition(dir, *config));
       }
     }
+    MQ_RETURN_IF_ERROR(Groups(path));
     // Partition-like directories that no topic owns are not read: say so.
     DIR* d = ::opendir(path.c_str());
     if (d != nullptr) {
@@ -357,6 +383,50 @@ class Verification {
       }
       ::closedir(d);
     }
+    return Status::Ok();
+  }
+
+  // A group's offsets file (R29, R30).
+  Status GroupFile(const std::string& path) {
+    ++summary_.groups;
+    auto state = ReadGroupOffsetsFile(path);
+    if (!state && state.error().code() != Code::kCorruption &&
+        state.error().code() != Code::kUnsupported)
+      return state.error();
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+      ++summary_.stats.files;
+      summary_.stats.bytes += static_cast<uint64_t>(st.st_size);
+    }
+    if (!state) Report(ProblemFromStatus(state.error(), path, 0));
+    return Status::Ok();
+  }
+
+  // `<data>/groups/`: every group's offsets file; a group that has
+  // committed nothing has none. Entries that are not groups are noted.
+  Status Groups(const std::string& data) {
+    const std::string groups = data + "/" + kGroupsDir;
+    auto names = ListGroups(data);
+    if (!names) return names.error();
+    for (const std::string& g : *names) {
+      const std::string file = groups + "/" + g + "/" + kGroupOffsetsFile;
+      if (!Exists(file)) {
+        ++summary_.groups;
+        continue;
+      }
+      MQ_RETURN_IF_ERROR(GroupFile(file));
+    }
+    DIR* d = ::opendir(groups.c_str());
+    if (d == nullptr) return Status::Ok();
+    while (const dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name == "." || name == ".." || name.starts_with("~deleted-") ||
+          std::binary_search(names->begin(), names->end(), name))
+        continue;
+      Report({groups + "/" + name, 0, "R12", "not a group directory: not verified",
+              mq::Problem::Kind::kNote});
+    }
+    ::closedir(d);
     return Status::Ok();
   }
 
@@ -435,10 +505,12 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
     return Stop(printer, Status(Code::kInvalidArgument,
                                 fmt::format("{}: --verify takes a data directory, a partition "
                                             "directory, a segment file (.log, .index, "
-                                            ".timeindex), or with -C DIR a topic or TOPIC-N",
+                                            ".timeindex), a group's offsets file, or with -C "
+                                            "DIR a topic or TOPIC-N",
                                             path)));
   };
   if (S_ISREG(st.st_mode)) {
+    if (IsGroupOffsets(path)) return v.Finish(path, v.GroupFile(path));
     if (!EndsWith(path, ".log") && !EndsWith(path, ".index") && !EndsWith(path, ".timeindex"))
       return usage();
     return v.Finish(path, v.File(path));

@@ -1,4 +1,5 @@
-// mq-inspect: dump and verify mq (and Kafka) segment files, for forensics.
+// mq-inspect: dump and verify mq (and Kafka) segment files and mq's group
+// offsets files, for forensics.
 // No data directory or lock is needed: it reads the files it is given.
 // Manual: man/man1/mq-inspect.1.
 #include <memory>
@@ -20,8 +21,9 @@ constexpr const char* kUsage =
     "       mq-inspect --verify [-J] [-C DIR] [--max-batch-bytes N] PATH...\n"
     "       mq-inspect -h | -V\n"
     "\n"
-    "Dump segment files (.log, .index, .timeindex) in kafka-dump-log's form, or\n"
-    "verify data directories, topics, partitions and files against the format's rules.\n";
+    "Dump segment files (.log, .index, .timeindex) in kafka-dump-log's form and group\n"
+    "offsets files, or verify data directories, topics, partitions and files against\n"
+    "the format's rules.\n";
 
 class Formatter : public mq::cli::UsageFormatter {
  public:
@@ -74,8 +76,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   // Not ->required(): CLI11 would then report a missing FILE before an
   // unknown option, and name the wrong argument.
-  app.add_option("FILE", paths, "segment files (.log, .index, .timeindex); with --verify "
-                 "also data and partition directories, and with -C a topic or TOPIC-N");
+  app.add_option("FILE", paths, "segment files (.log, .index, .timeindex) or a group's offsets "
+                 "file; with --verify also data and partition directories, and with -C a topic "
+                 "or TOPIC-N");
 
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
   if (paths.empty()) return mq::cli::UsageError(kUsage, verify ? "no PATH given" : "no FILE given");

@@ -130,6 +130,19 @@ class TextPrinter : public Printer {
   void TimeIndexEntry(const std::string&, const mq::TimeIndexEntry& e) override {
     out_.Print("timestamp: {} offset: {}\n", e.timestamp, e.offset);
   }
+  void GroupOffsetsHeader(const std::string&, const GroupOffsets& g) override {
+    out_.Print("generation: {} updateTimestamp: {} rebalances: {} lastRebalanceTimestamp: {} "
+               "deadLetters: {} partitions: {}\n",
+               g.generation, g.update_timestamp, g.rebalances, g.last_rebalance_timestamp,
+               g.dead_letters(), g.offsets.size());
+  }
+  void GroupOffset(const std::string&, const CommittedOffset& e) override {
+    // Member ids are names (R12) or empty: "(none)" cannot be one.
+    out_.Print("topic: {} partition: {} offset: {} leaderEpoch: {} commitTimestamp: {} "
+               "memberId: {} deadLetters: {}\n",
+               e.topic, e.partition, e.offset, e.leader_epoch, e.commit_timestamp,
+               e.member_id.empty() ? "(none)" : e.member_id, e.dead_letters);
+  }
   void TrailingBytes(const std::string& file, uint64_t, uint64_t bytes) override {
     out_.Flush();
     cli::Eprint("Found {} invalid bytes at the end of {}\n", bytes, file);
@@ -151,6 +164,7 @@ class TextPrinter : public Printer {
     }
     std::string scope;
     if (v.topics > 0) scope = fmt::format("{} topic(s), ", v.topics);
+    if (v.groups > 0) scope += fmt::format("{} group(s), ", v.groups);
     if (v.partitions > 1 || v.topics > 0)
       scope += fmt::format("{} partition(s) ({} empty), ", v.partitions, v.empty_partitions);
     out_.Print("{}: ok ({}{} files, {} segments, {} batches, {} records, {} bytes)\n", path, scope,
@@ -202,7 +216,7 @@ class JsonPrinter : public Printer {
 
   void FileStart(const std::string& file, FileKind kind,
                  std::optional<int64_t> base_offset) override {
-    static constexpr const char* kKinds[] = {"log", "index", "timeindex"};
+    static constexpr const char* kKinds[] = {"log", "index", "timeindex", "group_offsets"};
     JsonLine j;
     j.Str("type", "file").Str("file", file).Str("kind", kKinds[static_cast<int>(kind)]);
     if (base_offset) j.Int("base_offset", *base_offset);
@@ -263,6 +277,23 @@ class JsonPrinter : public Printer {
         .Int("offset", e.offset);
     out_.Write(j.Finish());
   }
+  void GroupOffsetsHeader(const std::string& file, const GroupOffsets& g) override {
+    JsonLine j;
+    j.Str("type", "group_offsets").Str("file", file).Int("generation", g.generation)
+        .Int("update_timestamp", g.update_timestamp).Int("rebalances", g.rebalances)
+        .Int("last_rebalance_timestamp", g.last_rebalance_timestamp)
+        .Int("dead_letters", g.dead_letters())
+        .Int("partitions", static_cast<int64_t>(g.offsets.size()));
+    out_.Write(j.Finish());
+  }
+  void GroupOffset(const std::string& file, const CommittedOffset& e) override {
+    JsonLine j;
+    j.Str("type", "group_offset").Str("file", file).Str("topic", e.topic)
+        .Int("partition", e.partition).Int("offset", e.offset).Int("leader_epoch", e.leader_epoch)
+        .Int("commit_timestamp", e.commit_timestamp).Str("member_id", e.member_id)
+        .Int("dead_letters", e.dead_letters);
+    out_.Write(j.Finish());
+  }
   void TrailingBytes(const std::string& file, uint64_t position, uint64_t bytes) override {
     JsonLine j;
     j.Str("type", "trailing_bytes").Str("file", file).Uint("position", position)
@@ -285,7 +316,8 @@ class JsonPrinter : public Printer {
         .Int("segments", static_cast<int64_t>(v.stats.segments))
         .Int("batches", static_cast<int64_t>(v.stats.batches))
         .Int("records", static_cast<int64_t>(v.stats.records))
-        .Int("bytes", static_cast<int64_t>(v.stats.bytes));
+        .Int("bytes", static_cast<int64_t>(v.stats.bytes))
+        .Int("groups", static_cast<int64_t>(v.groups));
     out_.Write(j.Finish());
   }
 

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "mq/batch.h"
+#include "mq/group.h"
 #include "mq/partition.h"
 #include "mq/segment.h"
 
@@ -22,17 +23,18 @@ struct PrintOptions {
   bool skip_metadata = false;    // records without metadata (--skip-record-metadata)
 };
 
-enum class FileKind : uint8_t { kLog, kIndex, kTimeIndex };
+enum class FileKind : uint8_t { kLog, kIndex, kTimeIndex, kGroupOffsets };
 
 // What --verify read of a path: the evidence behind "ok".
 struct VerifySummary {
   VerifyStats stats;
   uint64_t topics = 0;
+  uint64_t groups = 0;            // group offsets files read (format-spec/group.md)
   uint64_t partitions = 0;        // partition directories looked at (or never written)
   uint64_t empty_partitions = 0;  // of those, never written
   bool directory = false;         // a data or partition directory (or topic), not a file
   bool empty() const {
-    return directory && stats.segments == 0 && partitions == empty_partitions;
+    return directory && stats.segments == 0 && partitions == empty_partitions && groups == 0;
   }
 };
 
@@ -52,6 +54,10 @@ class Printer {
   virtual void IndexEmpty(const std::string& file) = 0;
   virtual void IndexEntry(const std::string& file, const OffsetIndexEntry& entry) = 0;
   virtual void TimeIndexEntry(const std::string& file, const TimeIndexEntry& entry) = 0;
+  // A group offsets file (format-spec/group.md §14.2): its header, then
+  // each entry.
+  virtual void GroupOffsetsHeader(const std::string& file, const GroupOffsets& state) = 0;
+  virtual void GroupOffset(const std::string& file, const CommittedOffset& entry) = 0;
   virtual void TrailingBytes(const std::string& file, uint64_t position, uint64_t bytes) = 0;
   // A broken rule; the file is still read past it where possible.
   virtual void Problem(const mq::Problem& problem) = 0;

@@ -1,0 +1,153 @@
+// Consumer-group state (format-spec/group.md §14): the committed offset of
+// each topic-partition a group reads, kept in `<dir>/groups/<group>/offsets`
+// and replaced atomically, plus the names of the group's lock files.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mq/file.h"
+#include "mq/lock.h"
+#include "mq/status.h"
+
+namespace mq {
+
+// §14.2 byte table constants (big-endian).
+constexpr uint32_t kGroupOffsetsMagic = 0x4D51474F;  // "MQGO"
+constexpr int16_t kGroupOffsetsVersion = 1;
+constexpr size_t kGroupOffsetsHeaderSize = 48;
+constexpr size_t kGroupOffsetEntryFixedSize = 36;  // an entry without its two names
+constexpr uint64_t kMaxGroupOffsetsBytes = 64ull << 20;  // R29
+constexpr int32_t kMaxGroupPartition = 9999;             // R30: layout.md §2 allows 10000
+constexpr int32_t kNoLeaderEpoch = -1;
+constexpr int64_t kNoTimestamp = -1;
+
+// §14.1 names inside the data directory.
+constexpr const char* kGroupsDir = "groups";
+constexpr const char* kGroupOffsetsFile = "offsets";
+constexpr const char* kGroupOffsetsStaging = "offsets.tmp";
+constexpr const char* kGroupCommitLock = "commit.lock";
+constexpr const char* kGroupLock = "group.lock";
+constexpr const char* kGroupMembersDir = "members";
+constexpr const char* kGroupPartitionsDir = "partitions";
+
+// One partition's committed position.
+struct CommittedOffset {
+  std::string topic;
+  int32_t partition = 0;
+  // The next offset the group reads (Kafka's committed offset): every
+  // message below it was handed over.
+  int64_t offset = 0;
+  // partitionLeaderEpoch of the batch holding offset - 1 (Kafka's KIP-320),
+  // kNoLeaderEpoch when none is known.
+  int32_t leader_epoch = kNoLeaderEpoch;
+  int64_t commit_timestamp = 0;  // ms since the epoch
+  std::string member_id;         // who committed; empty for a reset
+  int64_t dead_letters = 0;      // messages of this partition sent to a dead-letter topic
+  bool operator==(const CommittedOffset&) const = default;
+};
+
+// The contents of an offsets file.
+struct GroupOffsets {
+  int64_t generation = 0;        // writes of the file so far; 0: none yet
+  int64_t update_timestamp = kNoTimestamp;  // ms of the last write
+  int64_t rebalances = 0;
+  int64_t last_rebalance_timestamp = kNoTimestamp;
+  std::vector<CommittedOffset> offsets;  // sorted by (topic, partition), unique
+  bool operator==(const GroupOffsets&) const = default;
+
+  // The entry of `topic`/`partition`, or nullptr.
+  const CommittedOffset* Find(std::string_view topic, int32_t partition) const;
+  // Sum of dead_letters over every partition.
+  int64_t dead_letters() const;
+};
+
+// The bytes of an offsets file for `state` (which must obey R30: the
+// caller's entries sorted and valid).
+std::vector<std::byte> EncodeGroupOffsets(const GroupOffsets& state);
+// R29, R30: the state, or kCorruption naming `file`, the byte position and
+// the rule (kUnsupported for a newer version).
+Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> bytes, const std::string& file);
+// Reads and decodes an offsets file by path (mq-inspect). kTooLarge is
+// reported as R29 corruption, never allocated.
+Result<GroupOffsets> ReadGroupOffsetsFile(const std::string& path);
+
+// One partition's new position in a commit.
+struct OffsetCommit {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  int32_t leader_epoch = kNoLeaderEpoch;
+  int64_t dead_letters_added = 0;  // added to the partition's count
+};
+
+enum class CommitKind : uint8_t {
+  kForward,  // R31: an offset below the committed one is refused
+  kReset,    // R33: only with no live member; may move offsets backwards
+};
+
+// `<dir>/groups/<group>/`, opened by descriptor.
+class Group {
+ public:
+  // Opens the group `name` (R12) of the data directory `data_dir`. With
+  // `create`, creates groups/ and the group's directory when missing;
+  // without, a missing group is kNotFound. A data directory on NFS is
+  // refused (kPermission): group locks need a local file system. `fs`
+  // (default: the real one) carries every write of the offsets file.
+  static Result<Group> Open(const std::string& data_dir, std::string_view name, bool create,
+                            FileSystem* fs = nullptr);
+
+  const std::string& name() const { return name_; }
+  // `<dir>/groups/<group>`, for messages.
+  const std::string& path() const { return path_; }
+  int dir_fd() const { return dir_.get(); }
+
+  // The committed state, without a lock (the file is replaced whole). A
+  // missing offsets file is a group with no commits (generation 0); a
+  // corrupt or truncated one is kCorruption naming file, position and rule.
+  Result<GroupOffsets> Read() const;
+
+  // Commits every entry of `commits` or none (R31, R32), by `member_id`
+  // (empty or R12) at `now_ms` (kNoTimestamp: the clock's time). kForward
+  // refuses (kInvalidArgument, nothing written) an offset below the
+  // committed one; kReset first takes group.lock exclusively without
+  // blocking (kBusy, exit 75, while a member is alive) and may move offsets
+  // backwards. Partitions not named keep their entries. A corrupt offsets
+  // file is never replaced: its corruption is returned.
+  Status Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
+                CommitKind kind = CommitKind::kForward, int64_t now_ms = kNoTimestamp);
+  // Counts a rebalance at `now_ms` (R32's procedure; offsets unchanged).
+  Status RecordRebalance(int64_t now_ms = kNoTimestamp);
+
+  // §14.5 lock files. A member holds group.lock shared for its life.
+  Result<FileLock> LockGroup(LockMode mode, LockWait wait) const;
+  // members/<member>.lock (member: R12), created on first use; the member
+  // holds it exclusively for its life. IsMemberAlive probes it.
+  Result<FileLock> LockMember(std::string_view member_id, LockWait wait) const;
+  Result<bool> IsMemberAlive(std::string_view member_id) const;
+  // partitions/<topic>/<partition>.lock: the owner holds it exclusively.
+  Result<FileLock> LockPartition(std::string_view topic, int32_t partition, LockWait wait) const;
+
+ private:
+  Status Update(const std::function<Status(GroupOffsets*)>& change);
+
+  std::string name_;
+  std::string path_;
+  UniqueFd dir_;
+  FileSystem* fs_ = nullptr;
+};
+
+// Group names with a directory under `<dir>/groups/`, sorted; entries that
+// are not valid names (R12) or not directories are ignored.
+Result<std::vector<std::string>> ListGroups(const std::string& data_dir);
+// Removes a group with no live member: takes group.lock exclusively without
+// blocking (kBusy otherwise), renames the directory out of the namespace,
+// then removes it (§14.4). kNotFound if there is no such group.
+Status DeleteGroup(const std::string& data_dir, std::string_view name);
+
+}  // namespace mq

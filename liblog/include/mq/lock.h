@@ -1,0 +1,95 @@
+// Kernel file locks (format-spec/group.md §14.5): flock(2) on a file opened
+// relative to a directory descriptor, shared or exclusive, blocking or not.
+//
+// Why flock(2) and not OFD locks (fcntl F_OFD_SETLK): both belong to the
+// open file description, so both are released by the kernel when the last
+// descriptor of it closes (the holder exits or dies), are kept by a child
+// that inherits the descriptor across fork(2) (and exec(2) once the child
+// clears FD_CLOEXEC), and are not dropped when some other descriptor of the
+// same file is closed (classic fcntl locks are). flock is whole-file, which
+// is all mq needs, and it is what every other lock of a data directory is
+// (writer.lock, producers/, the root's creation lock): on Linux flock and
+// fcntl locks do not see each other, so one kind for every lock file keeps
+// any two holders of one file in conflict. flock's one weakness, a
+// shared->exclusive change that is not atomic, is avoided by never changing
+// a held lock's mode (take a new FileLock instead). On NFS flock is
+// emulated with byte-range locks whose release after a client dies is not
+// reliable: lock users that need it refuse NFS (CheckLockableFileSystem).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "mq/file.h"
+#include "mq/status.h"
+
+namespace mq {
+
+enum class LockMode : uint8_t { kShared, kExclusive };
+enum class LockWait : uint8_t { kBlock, kTry };
+
+// One open file description of a lock file and the flock held on it.
+//
+// Closing (the destructor, Close) drops this process's descriptor only: the
+// lock stays held while a forked child still has its copy, and is released
+// when the last copy closes (every holder exited, or died). Unlock releases
+// it at once for every process sharing the description.
+class FileLock {
+ public:
+  FileLock() = default;
+  FileLock(FileLock&&) noexcept = default;
+  FileLock& operator=(FileLock&&) noexcept = default;
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  ~FileLock() = default;
+
+  // Opens (with `create`, creating mode 0640) `name` in `dir_fd`: one path
+  // component, O_NOFOLLOW, a regular file (OpenRegularFileAt), close-on-exec.
+  // Nothing is locked yet.
+  static Result<FileLock> Open(int dir_fd, const std::string& name, bool create = true);
+  // Open, then Lock(mode, wait). When the lock is granted on a file that is
+  // no longer `name` in `dir_fd` (removed or replaced meanwhile), it is
+  // dropped and the new file is opened and locked instead, so a holder
+  // always holds the file the name designates.
+  static Result<FileLock> Acquire(int dir_fd, const std::string& name, LockMode mode,
+                                  LockWait wait);
+
+  // flock(LOCK_SH or LOCK_EX, LOCK_NB with kTry). kTry while another open
+  // file description holds a conflicting lock: kBusy (exit 75) naming the
+  // file. kBlock waits (EINTR is retried). A lock already held in the other
+  // mode must not be changed through here (flock converts non-atomically).
+  Status Lock(LockMode mode, LockWait wait);
+  // flock(LOCK_UN): released for every process sharing the description.
+  Status Unlock();
+  // Closes this process's descriptor (see the class comment).
+  void Close() { fd_.reset(); }
+
+  bool is_open() const { return static_cast<bool>(fd_); }
+  // The descriptor, for a child that is to inherit the lock: after fork,
+  // the child clears FD_CLOEXEC on it before exec (fcntl(fd, F_SETFD, 0)).
+  int fd() const { return fd_.get(); }
+  // The file's path, for messages.
+  const std::string& path() const { return path_; }
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+};
+
+// Without taking it: true if another open file description holds a lock on
+// `name` in `dir_fd` that conflicts with `probe` (kShared: someone holds it
+// exclusively; kExclusive: someone holds it at all). A missing file is not
+// locked (false); the file is never created.
+Result<bool> IsLocked(int dir_fd, const std::string& name, LockMode probe = LockMode::kShared);
+
+// statfs f_type values of file systems whose locks are not reliable for
+// liveness (a dead holder's lock may outlive it, or a live one's be lost).
+constexpr int64_t kNfsSuperMagic = 0x6969;  // NFS_SUPER_MAGIC
+
+// kPermission (exit 77, "refused") if a file system of type `f_type` does
+// not keep reliable kernel locks (NFS), naming `path`; OK otherwise.
+Status CheckFileSystemType(int64_t f_type, const std::string& path);
+// fstatfs of `dir_fd`, then CheckFileSystemType.
+Status CheckLockableFileSystem(int dir_fd, const std::string& path);
+
+}  // namespace mq

@@ -1,0 +1,517 @@
+// Consumer-group state (format-spec/group.md §14): the offsets file, its
+// atomic read-modify-write under commit.lock, and the group's lock files.
+#include "mq/group.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "coding.h"
+#include "mq/crc32c.h"
+#include "mq/topic.h"
+
+namespace mq {
+
+using namespace coding;
+
+namespace {
+
+// §14.2 header field positions.
+constexpr size_t kMagicAt = 0;
+constexpr size_t kVersionAt = 4;
+constexpr size_t kReservedAt = 6;
+constexpr size_t kCrcAt = 8;
+constexpr size_t kCountAt = 12;
+constexpr size_t kGenerationAt = 16;
+constexpr size_t kUpdateTimestampAt = 24;
+constexpr size_t kRebalancesAt = 32;
+constexpr size_t kLastRebalanceAt = 40;
+constexpr size_t kCrcFrom = 12;
+static_assert(kLastRebalanceAt + 8 == kGroupOffsetsHeaderSize);
+static_assert(2 + 4 + 8 + 4 + 8 + 8 + 2 == kGroupOffsetEntryFixedSize);
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool EntryLess(const CommittedOffset& a, const CommittedOffset& b) {
+  // Topic names are ASCII (R12): std::string order is byte order.
+  if (a.topic != b.topic) return a.topic < b.topic;
+  return a.partition < b.partition;
+}
+
+bool ValidMemberId(std::string_view id) { return id.empty() || ValidateName(id, "member id").ok(); }
+
+std::byte* PutString(std::byte* p, const std::string& s) {
+  PutFixed16(p, static_cast<uint16_t>(s.size()));
+  std::memcpy(p + 2, s.data(), s.size());
+  return p + 2 + s.size();
+}
+
+// Reads an int16-length-prefixed name at `*at` (R30); advances `*at`.
+Result<std::string> GetName(std::span<const std::byte> b, size_t* at, const std::string& file,
+                            const char* what, bool may_be_empty) {
+  const size_t start = *at;
+  if (b.size() - start < 2)
+    return Status::Corruption(file, start, "R29", fmt::format("the file ends inside an entry's {} length", what));
+  const auto len = static_cast<int16_t>(GetFixed16(b.data() + start));
+  if (len < (may_be_empty ? 0 : 1) || static_cast<size_t>(len) > kMaxNameLength)
+    return Status::Corruption(file, start, "R30", fmt::format("{} length {}", what, len));
+  if (b.size() - start - 2 < static_cast<size_t>(len))
+    return Status::Corruption(file, start, "R29", fmt::format("the file ends inside an entry's {}", what));
+  std::string s(reinterpret_cast<const char*>(b.data() + start + 2), static_cast<size_t>(len));
+  if (len > 0) {
+    Status valid = ValidateName(s, what);
+    if (!valid.ok()) return Status::Corruption(file, start + 2, "R30", valid.message());
+  }
+  *at = start + 2 + static_cast<size_t>(len);
+  return s;
+}
+
+}  // namespace
+
+const CommittedOffset* GroupOffsets::Find(std::string_view topic, int32_t partition) const {
+  for (const auto& e : offsets)
+    if (e.topic == topic && e.partition == partition) return &e;
+  return nullptr;
+}
+
+int64_t GroupOffsets::dead_letters() const {
+  int64_t sum = 0;
+  for (const auto& e : offsets) sum += e.dead_letters;
+  return sum;
+}
+
+std::vector<std::byte> EncodeGroupOffsets(const GroupOffsets& state) {
+  size_t size = kGroupOffsetsHeaderSize;
+  for (const auto& e : state.offsets)
+    size += kGroupOffsetEntryFixedSize + e.topic.size() + e.member_id.size();
+  std::vector<std::byte> out(size);
+  std::byte* b = out.data();
+  PutFixed32(b + kMagicAt, kGroupOffsetsMagic);
+  PutFixed16(b + kVersionAt, static_cast<uint16_t>(kGroupOffsetsVersion));
+  PutFixed16(b + kReservedAt, 0);
+  PutFixed32(b + kCountAt, static_cast<uint32_t>(state.offsets.size()));
+  PutFixed64(b + kGenerationAt, static_cast<uint64_t>(state.generation));
+  PutFixed64(b + kUpdateTimestampAt, static_cast<uint64_t>(state.update_timestamp));
+  PutFixed64(b + kRebalancesAt, static_cast<uint64_t>(state.rebalances));
+  PutFixed64(b + kLastRebalanceAt, static_cast<uint64_t>(state.last_rebalance_timestamp));
+  std::byte* p = b + kGroupOffsetsHeaderSize;
+  for (const auto& e : state.offsets) {
+    p = PutString(p, e.topic);
+    PutFixed32(p, static_cast<uint32_t>(e.partition));
+    PutFixed64(p + 4, static_cast<uint64_t>(e.offset));
+    PutFixed32(p + 12, static_cast<uint32_t>(e.leader_epoch));
+    PutFixed64(p + 16, static_cast<uint64_t>(e.commit_timestamp));
+    PutFixed64(p + 24, static_cast<uint64_t>(e.dead_letters));
+    p = PutString(p + 32, e.member_id);
+  }
+  PutFixed32(b + kCrcAt, Crc32c(std::span<const std::byte>(out).subspan(kCrcFrom)));
+  return out;
+}
+
+Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std::string& file) {
+  if (b.size() > kMaxGroupOffsetsBytes)
+    return Status::Corruption(file, kMaxGroupOffsetsBytes, "R29",
+                              fmt::format("{} bytes, more than the {} allowed", b.size(),
+                                          kMaxGroupOffsetsBytes));
+  if (b.size() < kGroupOffsetsHeaderSize)
+    return Status::Corruption(file, b.size(), "R29",
+                              fmt::format("{} bytes, shorter than the {}-byte header (truncated)",
+                                          b.size(), kGroupOffsetsHeaderSize));
+  const std::byte* h = b.data();
+  if (uint32_t magic = GetFixed32(h + kMagicAt); magic != kGroupOffsetsMagic)
+    return Status::Corruption(file, kMagicAt, "R29", fmt::format("bad magic {:#010x}", magic));
+  const auto version = static_cast<int16_t>(GetFixed16(h + kVersionAt));
+  if (version > kGroupOffsetsVersion)
+    return Status(Code::kUnsupported,
+                  fmt::format("{}: position {}: R29: unsupported version {} (this mq reads {})",
+                              file, kVersionAt, version, kGroupOffsetsVersion));
+  if (version < 1)
+    return Status::Corruption(file, kVersionAt, "R29", fmt::format("bad version {}", version));
+  if (uint16_t reserved = GetFixed16(h + kReservedAt); reserved != 0)
+    return Status::Corruption(file, kReservedAt, "R29", fmt::format("reserved field {} is not 0", reserved));
+  const uint32_t stored = GetFixed32(h + kCrcAt);
+  const uint32_t computed = Crc32c(b.subspan(kCrcFrom));
+  const auto count = static_cast<int32_t>(GetFixed32(h + kCountAt));
+  if (stored != computed) {
+    // The likeliest cause worth naming: a copy or write cut short.
+    const uint64_t least = static_cast<uint64_t>(std::max(count, 0)) * (kGroupOffsetEntryFixedSize + 1);
+    std::string why = least > b.size() - kGroupOffsetsHeaderSize
+                          ? fmt::format(" (truncated? {} entries cannot fit in {} bytes)", count,
+                                        b.size())
+                          : "";
+    return Status::Corruption(file, kCrcAt, "R29",
+                              fmt::format("crc {:#010x} stored, {:#010x} computed{}", stored,
+                                          computed, why));
+  }
+  GroupOffsets s;
+  s.generation = static_cast<int64_t>(GetFixed64(h + kGenerationAt));
+  s.update_timestamp = static_cast<int64_t>(GetFixed64(h + kUpdateTimestampAt));
+  s.rebalances = static_cast<int64_t>(GetFixed64(h + kRebalancesAt));
+  s.last_rebalance_timestamp = static_cast<int64_t>(GetFixed64(h + kLastRebalanceAt));
+  if (count < 0) return Status::Corruption(file, kCountAt, "R29", fmt::format("count {}", count));
+  if (static_cast<uint64_t>(count) * (kGroupOffsetEntryFixedSize + 1) > b.size() - kGroupOffsetsHeaderSize)
+    return Status::Corruption(file, kCountAt, "R29",
+                              fmt::format("count {} does not fit in the file's {} bytes", count, b.size()));
+  if (s.generation < 1)
+    return Status::Corruption(file, kGenerationAt, "R29", fmt::format("generation {}", s.generation));
+  if (s.rebalances < 0)
+    return Status::Corruption(file, kRebalancesAt, "R29", fmt::format("rebalances {}", s.rebalances));
+  if (s.last_rebalance_timestamp < kNoTimestamp)
+    return Status::Corruption(file, kLastRebalanceAt, "R29",
+                              fmt::format("last rebalance timestamp {}", s.last_rebalance_timestamp));
+  s.offsets.reserve(static_cast<size_t>(count));
+  size_t at = kGroupOffsetsHeaderSize;
+  for (int32_t i = 0; i < count; ++i) {
+    const size_t start = at;
+    CommittedOffset e;
+    auto topic = GetName(b, &at, file, "topic", false);
+    if (!topic) return topic.error();
+    e.topic = std::move(*topic);
+    if (b.size() - at < kGroupOffsetEntryFixedSize - 4)
+      return Status::Corruption(file, at, "R29", fmt::format("the file ends inside entry {}", i));
+    const std::byte* p = b.data() + at;
+    e.partition = static_cast<int32_t>(GetFixed32(p));
+    e.offset = static_cast<int64_t>(GetFixed64(p + 4));
+    e.leader_epoch = static_cast<int32_t>(GetFixed32(p + 12));
+    e.commit_timestamp = static_cast<int64_t>(GetFixed64(p + 16));
+    e.dead_letters = static_cast<int64_t>(GetFixed64(p + 24));
+    if (e.partition < 0 || e.partition > kMaxGroupPartition)
+      return Status::Corruption(file, at, "R30", fmt::format("entry {}: partition {}", i, e.partition));
+    if (e.offset < 0)
+      return Status::Corruption(file, at + 4, "R30", fmt::format("entry {}: offset {}", i, e.offset));
+    if (e.leader_epoch < kNoLeaderEpoch)
+      return Status::Corruption(file, at + 12, "R30",
+                                fmt::format("entry {}: leader epoch {}", i, e.leader_epoch));
+    if (e.dead_letters < 0)
+      return Status::Corruption(file, at + 24, "R30",
+                                fmt::format("entry {}: dead-letter count {}", i, e.dead_letters));
+    at += 32;
+    auto member = GetName(b, &at, file, "member id", true);
+    if (!member) return member.error();
+    e.member_id = std::move(*member);
+    if (!s.offsets.empty() && !EntryLess(s.offsets.back(), e))
+      return Status::Corruption(file, start, "R30",
+                                fmt::format("entry {} ({}-{}) does not follow {}-{}: entries are "
+                                            "sorted by topic and partition, without repeats",
+                                            i, e.topic, e.partition, s.offsets.back().topic,
+                                            s.offsets.back().partition));
+    s.offsets.push_back(std::move(e));
+  }
+  if (at != b.size())
+    return Status::Corruption(file, at, "R29",
+                              fmt::format("{} bytes after the last of {} entries", b.size() - at, count));
+  return s;
+}
+
+namespace {
+
+// Reads all of an offsets file open as `file`, bounded by R29.
+Result<GroupOffsets> ReadOffsets(File* file, const std::string& path) {
+  auto size = file->Size();
+  if (!size) return size.error();
+  if (*size > kMaxGroupOffsetsBytes)
+    return Status::Corruption(path, kMaxGroupOffsetsBytes, "R29",
+                              fmt::format("{} bytes, more than the {} allowed", *size,
+                                          kMaxGroupOffsetsBytes));
+  std::vector<std::byte> bytes(static_cast<size_t>(*size));
+  auto got = file->ReadAt(0, bytes);
+  if (!got) return got.error();
+  bytes.resize(*got);
+  return DecodeGroupOffsets(bytes, path);
+}
+
+}  // namespace
+
+Result<GroupOffsets> ReadGroupOffsetsFile(const std::string& path) {
+  auto fd = OpenRegularFileAt(AT_FDCWD, path, O_RDONLY);
+  if (!fd) return fd.error();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(path + ": fstat", errno);
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size > kMaxGroupOffsetsBytes)
+    return Status::Corruption(path, kMaxGroupOffsetsBytes, "R29",
+                              fmt::format("{} bytes, more than the {} allowed", size,
+                                          kMaxGroupOffsetsBytes));
+  std::vector<std::byte> bytes(static_cast<size_t>(size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::pread(fd->get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(path + ": read", errno);
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  bytes.resize(done);
+  return DecodeGroupOffsets(bytes, path);
+}
+
+Result<Group> Group::Open(const std::string& data_dir, std::string_view name, bool create,
+                          FileSystem* fs) {
+  MQ_RETURN_IF_ERROR(ValidateName(name, "group"));
+  auto data = DataDir::Open(data_dir, false);  // meta.properties, modes
+  if (!data) return data.error();
+  auto root = OpenDirectory(data_dir, false);
+  if (!root) return root.error();
+  MQ_RETURN_IF_ERROR(CheckLockableFileSystem(root->get(), data_dir));
+  if (fs == nullptr) fs = FileSystem::Default();
+  const std::string group(name);
+  auto groups = OpenDirectoryAt(root->get(), kGroupsDir, false);
+  if (!groups && groups.error().code() == Code::kNotFound && create) {
+    groups = OpenDirectoryAt(root->get(), kGroupsDir, true);
+    if (groups) MQ_RETURN_IF_ERROR(fs->SyncDir(root->get()));
+  }
+  if (!groups && groups.error().code() == Code::kNotFound)
+    return Status(Code::kNotFound, fmt::format("{}: no group \"{}\"", data_dir, group));
+  if (!groups) return groups.error();
+  auto dir = OpenDirectoryAt(groups->get(), group, false);
+  if (!dir && dir.error().code() == Code::kNotFound && create) {
+    dir = OpenDirectoryAt(groups->get(), group, true);
+    if (dir) MQ_RETURN_IF_ERROR(fs->SyncDir(groups->get()));
+  }
+  if (!dir && dir.error().code() == Code::kNotFound)
+    return Status(Code::kNotFound, fmt::format("{}: no group \"{}\"", data_dir, group));
+  if (!dir) return dir.error();
+  Group g;
+  g.name_ = group;
+  g.path_ = fmt::format("{}/{}/{}", data_dir, kGroupsDir, group);
+  g.dir_ = std::move(*dir);
+  g.fs_ = fs;
+  return g;
+}
+
+Result<GroupOffsets> Group::Read() const {
+  const std::string path = path_ + "/" + kGroupOffsetsFile;
+  auto file = fs_->Open(dir_.get(), kGroupOffsetsFile, FileSystem::kRead);
+  if (!file && file.error().code() == Code::kNotFound) return GroupOffsets{};
+  if (!file) return file.error();
+  return ReadOffsets(file->get(), path);
+}
+
+Status Group::Update(const std::function<Status(GroupOffsets*)>& change) {
+  // R32: one writer at a time reads, changes and replaces the file.
+  auto lock = FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive,
+                                LockWait::kBlock);
+  if (!lock) return lock.error();
+  auto state = Read();
+  if (!state) return state.error();
+  GroupOffsets next = *state;
+  MQ_RETURN_IF_ERROR(change(&next));
+  if (state->generation == INT64_MAX)
+    return Status(Code::kTooLarge, path_ + ": generation counter exhausted");
+  next.generation = state->generation + 1;
+  const std::vector<std::byte> bytes = EncodeGroupOffsets(next);
+  if (bytes.size() > kMaxGroupOffsetsBytes)
+    return Status(Code::kTooLarge, fmt::format("{}: the offsets would take {} bytes, more than the "
+                                               "{} allowed (R29)", path_, bytes.size(),
+                                               kMaxGroupOffsetsBytes));
+  return WriteFileAtomic(dir_.get(), kGroupOffsetsFile, bytes, fs_, kGroupOffsetsStaging);
+}
+
+Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
+                     CommitKind kind, int64_t now_ms) {
+  if (!ValidMemberId(member_id)) return ValidateName(member_id, "member id");
+  if (now_ms == kNoTimestamp) now_ms = NowMs();
+  for (size_t i = 0; i < commits.size(); ++i) {
+    const OffsetCommit& c = commits[i];
+    MQ_RETURN_IF_ERROR(ValidateName(c.topic, "topic"));
+    if (c.partition < 0 || c.partition > kMaxGroupPartition || c.offset < 0 ||
+        c.leader_epoch < kNoLeaderEpoch || c.dead_letters_added < 0) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("commit of {}-{}: partition, offset {}, leader epoch {} or "
+                                "dead-letter count {} out of range",
+                                c.topic, c.partition, c.offset, c.leader_epoch,
+                                c.dead_letters_added));
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (commits[j].topic == c.topic && commits[j].partition == c.partition)
+        return Status(Code::kInvalidArgument,
+                      fmt::format("commit names {}-{} twice", c.topic, c.partition));
+  }
+  FileLock group_lock;
+  if (kind == CommitKind::kReset) {
+    auto held = LockGroup(LockMode::kExclusive, LockWait::kTry);
+    if (!held && held.error().code() == Code::kBusy)
+      return Status(Code::kBusy, fmt::format("group \"{}\" has live members ({}/{} is locked); "
+                                             "a reset needs every member stopped", name_, path_,
+                                             kGroupLock));
+    if (!held) return held.error();
+    group_lock = std::move(*held);
+  }
+  const std::string member(member_id);
+  return Update([&](GroupOffsets* s) -> Status {
+    for (const OffsetCommit& c : commits) {
+      auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {
+        return e.topic == c.topic && e.partition == c.partition;
+      });
+      if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset) {
+        return Status(Code::kInvalidArgument,
+                      fmt::format("{}: R31: commit of offset {} for {}-{} is below the committed "
+                                  "offset {}; only a reset moves a group backwards",
+                                  path_, c.offset, c.topic, c.partition, it->offset));
+      }
+      if (it == s->offsets.end()) {
+        s->offsets.push_back(CommittedOffset{c.topic, c.partition, 0, kNoLeaderEpoch, 0, {}, 0});
+        it = s->offsets.end() - 1;
+      }
+      if (it->dead_letters > INT64_MAX - c.dead_letters_added)
+        return Status(Code::kTooLarge, fmt::format("{}-{}: dead-letter count overflows", c.topic,
+                                                   c.partition));
+      it->offset = c.offset;
+      it->leader_epoch = c.leader_epoch;
+      it->commit_timestamp = now_ms;
+      it->member_id = member;
+      it->dead_letters += c.dead_letters_added;
+    }
+    std::sort(s->offsets.begin(), s->offsets.end(), EntryLess);
+    s->update_timestamp = now_ms;
+    return Status::Ok();
+  });
+}
+
+Status Group::RecordRebalance(int64_t now_ms) {
+  if (now_ms == kNoTimestamp) now_ms = NowMs();
+  return Update([&](GroupOffsets* s) -> Status {
+    if (s->rebalances == INT64_MAX) return Status(Code::kTooLarge, "rebalance counter exhausted");
+    ++s->rebalances;
+    s->last_rebalance_timestamp = now_ms;
+    s->update_timestamp = now_ms;
+    return Status::Ok();
+  });
+}
+
+Result<FileLock> Group::LockGroup(LockMode mode, LockWait wait) const {
+  return FileLock::Acquire(dir_.get(), kGroupLock, mode, wait);
+}
+
+Result<FileLock> Group::LockMember(std::string_view member_id, LockWait wait) const {
+  MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
+  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, true);
+  if (!members) return members.error();
+  return FileLock::Acquire(members->get(), fmt::format("{}.lock", member_id), LockMode::kExclusive,
+                           wait);
+}
+
+Result<bool> Group::IsMemberAlive(std::string_view member_id) const {
+  MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
+  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false);
+  if (!members && members.error().code() == Code::kNotFound) return false;
+  if (!members) return members.error();
+  return IsLocked(members->get(), fmt::format("{}.lock", member_id), LockMode::kShared);
+}
+
+Result<FileLock> Group::LockPartition(std::string_view topic, int32_t partition,
+                                      LockWait wait) const {
+  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  if (partition < 0 || partition > kMaxGroupPartition)
+    return Status(Code::kInvalidArgument, fmt::format("partition {} out of range", partition));
+  auto partitions = OpenDirectoryAt(dir_.get(), kGroupPartitionsDir, true);
+  if (!partitions) return partitions.error();
+  auto dir = OpenDirectoryAt(partitions->get(), std::string(topic), true);
+  if (!dir) return dir.error();
+  return FileLock::Acquire(dir->get(), fmt::format("{}.lock", partition), LockMode::kExclusive,
+                           wait);
+}
+
+namespace {
+
+// Entry names of a directory (not "." or "..").
+Result<std::vector<std::pair<std::string, bool>>> Entries(int dir_fd, const std::string& path) {
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoStatus(path, errno);
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(copy);
+    return ErrnoStatus(path, err);
+  }
+  ::rewinddir(d);
+  std::vector<std::pair<std::string, bool>> out;
+  while (const dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    struct stat st;
+    bool is_dir = ::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+    out.emplace_back(std::move(n), is_dir);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Removes `name` in `parent_fd` and everything below it (never following a
+// symlink: one is removed as the name it is).
+Status RemoveTree(int parent_fd, const std::string& name, const std::string& path, int depth) {
+  if (depth > 8) return Status(Code::kInvalidArgument, path + ": nested too deep to remove");
+  auto dir = OpenDirectoryAt(parent_fd, name, false);
+  if (!dir) return dir.error();
+  auto entries = Entries(dir->get(), path);
+  if (!entries) return entries.error();
+  for (const auto& [n, is_dir] : *entries) {
+    if (is_dir) {
+      MQ_RETURN_IF_ERROR(RemoveTree(dir->get(), n, path + "/" + n, depth + 1));
+    } else if (::unlinkat(dir->get(), n.c_str(), 0) != 0 && errno != ENOENT) {
+      return ErrnoStatus("unlink " + path + "/" + n, errno);
+    }
+  }
+  if (::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR) != 0)
+    return ErrnoStatus("rmdir " + path, errno);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ListGroups(const std::string& data_dir) {
+  auto data = DataDir::Open(data_dir, false);
+  if (!data) return data.error();
+  auto root = OpenDirectory(data_dir, false);
+  if (!root) return root.error();
+  std::vector<std::string> names;
+  auto groups = OpenDirectoryAt(root->get(), kGroupsDir, false);
+  if (!groups && groups.error().code() == Code::kNotFound) return names;
+  if (!groups) return groups.error();
+  auto entries = Entries(groups->get(), data_dir + "/" + kGroupsDir);
+  if (!entries) return entries.error();
+  for (const auto& [n, is_dir] : *entries)
+    if (is_dir && ValidateName(n, "group").ok()) names.push_back(n);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Status DeleteGroup(const std::string& data_dir, std::string_view name) {
+  auto group = Group::Open(data_dir, name, false);
+  if (!group) return group.error();
+  auto lock = group->LockGroup(LockMode::kExclusive, LockWait::kTry);
+  if (!lock && lock.error().code() == Code::kBusy)
+    return Status(Code::kBusy, fmt::format("group \"{}\" has live members ({}/{} is locked); "
+                                           "stop them first", name, group->path(), kGroupLock));
+  if (!lock) return lock.error();
+  auto root = OpenDirectory(data_dir, false);
+  if (!root) return root.error();
+  auto groups = OpenDirectoryAt(root->get(), kGroupsDir, false);
+  if (!groups) return groups.error();
+  // Out of the namespace first: the group is gone at once, and a crash
+  // while removing its files leaves a name no listing shows (§14.4).
+  static std::atomic<uint64_t> counter{0};
+  const std::string tomb = fmt::format("~deleted-{}-{}", ::getpid(), counter++);
+  const std::string group_name(name);
+  if (::renameat(groups->get(), group_name.c_str(), groups->get(), tomb.c_str()) != 0)
+    return ErrnoStatus(fmt::format("rename {} to {}", group->path(), tomb), errno);
+  MQ_RETURN_IF_ERROR(FileSystem::Default()->SyncDir(groups->get()));
+  MQ_RETURN_IF_ERROR(RemoveTree(groups->get(), tomb, data_dir + "/" + kGroupsDir + "/" + tomb, 0));
+  return FileSystem::Default()->SyncDir(groups->get());
+}
+
+}  // namespace mq

@@ -1,0 +1,605 @@
+// Consumer-group state (format-spec/group.md §14): the offsets file (R29,
+// R30), forward-only commits (R31), atomic replacement (R32), the group
+// locks (R33), and the kernel file lock under them (mq/lock.h).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "coding.h"
+#include "mq/crc32c.h"
+#include "mq/group.h"
+#include "mq/lock.h"
+#include "mq/topic.h"
+#include "test_support.h"
+#include "writer_lock.h"
+
+using namespace mq;
+using namespace mq::test;
+
+namespace {
+
+constexpr int64_t kT = 1700000000000;
+
+// A fresh data directory in `tmp`.
+std::string MakeDataDir(const TempDir& tmp) {
+  std::string dir = tmp / "data";
+  auto d = DataDir::Open(dir, true);
+  REQUIRE(d);
+  return dir;
+}
+
+Group OpenGroup(const std::string& dir, const std::string& name = "g", FileSystem* fs = nullptr) {
+  auto g = Group::Open(dir, name, true, fs);
+  REQUIRE(g);
+  return std::move(*g);
+}
+
+std::vector<OffsetCommit> One(const std::string& topic, int32_t p, int64_t offset,
+                              int32_t epoch = -1) {
+  return {OffsetCommit{topic, p, offset, epoch, 0}};
+}
+
+// The group.md §14.2 worked example.
+GroupOffsets Example() {
+  GroupOffsets s;
+  s.generation = 1;
+  s.update_timestamp = kT;
+  s.offsets.push_back(CommittedOffset{"orders", 0, 42, 0, kT, "m1", 0});
+  return s;
+}
+
+std::string Hex(const std::vector<std::byte>& b) {
+  std::string s;
+  for (std::byte x : b) s += fmt::format("{:02x}", static_cast<unsigned>(x));
+  return s;
+}
+
+// Re-signs an edited image so a field check, not the crc, is what fails.
+void Resign(std::vector<std::byte>* b) {
+  coding::PutFixed32(b->data() + 8, Crc32c(std::span<const std::byte>(*b).subspan(12)));
+}
+
+Status Decode(const std::vector<std::byte>& b) {
+  return DecodeGroupOffsets(b, "offsets").status();
+}
+
+// Writes only the first `keep` bytes of each write, then fails: a process
+// that dies inside the write of the staging file.
+class CrashFs : public FileSystem {
+ public:
+  explicit CrashFs(size_t keep) : keep_(keep) {}
+  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
+    auto f = real_->Open(dir_fd, name, mode);
+    if (!f) return f.error();
+    return std::unique_ptr<File>(new Torn(std::move(*f), keep_));
+  }
+  Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
+    return real_->Rename(dir_fd, from, to);
+  }
+  Status Unlink(int dir_fd, const std::string& name) override { return real_->Unlink(dir_fd, name); }
+  Status SyncDir(int dir_fd) override { return real_->SyncDir(dir_fd); }
+
+ private:
+  class Torn : public File {
+   public:
+    Torn(std::unique_ptr<File> real, size_t keep) : real_(std::move(real)), keep_(keep) {}
+    Status WriteAt(uint64_t offset, std::span<const std::byte> data) override {
+      if (offset + data.size() <= keep_) return real_->WriteAt(offset, data);
+      if (offset < keep_) (void)real_->WriteAt(offset, data.first(keep_ - offset));
+      return Status(Code::kIoError, "crash");
+    }
+    Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> data) override {
+      return real_->ReadAt(offset, data);
+    }
+    Result<uint64_t> Size() override { return real_->Size(); }
+    Status Truncate(uint64_t size) override { return real_->Truncate(size); }
+    Status Sync() override { return real_->Sync(); }
+    int fd() const override { return real_->fd(); }
+
+   private:
+    std::unique_ptr<File> real_;
+    size_t keep_;
+  };
+  FileSystem* real_ = FileSystem::Default();
+  size_t keep_;
+};
+
+// A child process that holds `fd` (inherited by fork) until `release` is
+// written to or closed; the parent side of the pipe is returned.
+struct Child {
+  pid_t pid = -1;
+  int release = -1;
+};
+
+Child ForkHolder() {
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(p[1]);
+    char c;
+    while (::read(p[0], &c, 1) < 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(p[0]);
+  return {pid, p[1]};
+}
+
+void EndChild(Child* c) {
+  ::close(c->release);
+  int status = 0;
+  REQUIRE(::waitpid(c->pid, &status, 0) == c->pid);
+}
+
+}  // namespace
+
+// ---- FileLock ---------------------------------------------------------------
+
+TEST_CASE("lock: a try-lock fails while another descriptor holds the lock, and is granted after") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  auto a = FileLock::Acquire(dir->get(), "x.lock", LockMode::kExclusive, LockWait::kTry);
+  REQUIRE(a);
+  auto b = FileLock::Acquire(dir->get(), "x.lock", LockMode::kExclusive, LockWait::kTry);
+  REQUIRE(!b);
+  CHECK(b.error().code() == Code::kBusy);
+  CHECK_THAT(b.error().message(), Catch::Contains("x.lock"));
+  CHECK(b.error().exit_code() == 75);
+  auto s = FileLock::Acquire(dir->get(), "x.lock", LockMode::kShared, LockWait::kTry);
+  CHECK(!s);
+  CHECK(*IsLocked(dir->get(), "x.lock", LockMode::kShared));
+  a->Close();  // released on close
+  CHECK_FALSE(*IsLocked(dir->get(), "x.lock", LockMode::kShared));
+  auto c = FileLock::Acquire(dir->get(), "x.lock", LockMode::kExclusive, LockWait::kTry);
+  CHECK(c);
+}
+
+TEST_CASE("lock: shared locks coexist and keep an exclusive one out") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  auto a = FileLock::Acquire(dir->get(), "x.lock", LockMode::kShared, LockWait::kTry);
+  auto b = FileLock::Acquire(dir->get(), "x.lock", LockMode::kShared, LockWait::kTry);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK_FALSE(*IsLocked(dir->get(), "x.lock", LockMode::kShared));
+  CHECK(*IsLocked(dir->get(), "x.lock", LockMode::kExclusive));
+  auto x = FileLock::Acquire(dir->get(), "x.lock", LockMode::kExclusive, LockWait::kTry);
+  CHECK(x.error().code() == Code::kBusy);
+  a->Close();
+  CHECK(!FileLock::Acquire(dir->get(), "x.lock", LockMode::kExclusive, LockWait::kTry));
+  REQUIRE(b->Unlock().ok());
+  CHECK(FileLock::Acquire(dir->get(), "x.lock", LockMode::kExclusive, LockWait::kTry));
+}
+
+TEST_CASE("lock: a forked child keeps the lock after the parent closes; it is free once the child exits") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  auto held = FileLock::Acquire(dir->get(), "p.lock", LockMode::kExclusive, LockWait::kTry);
+  REQUIRE(held);
+  Child child = ForkHolder();
+  held->Close();  // the parent's copy only
+  CHECK(*IsLocked(dir->get(), "p.lock"));
+  auto other = FileLock::Acquire(dir->get(), "p.lock", LockMode::kExclusive, LockWait::kTry);
+  CHECK(!other);
+  EndChild(&child);
+  CHECK_FALSE(*IsLocked(dir->get(), "p.lock"));
+  CHECK(FileLock::Acquire(dir->get(), "p.lock", LockMode::kExclusive, LockWait::kTry));
+}
+
+TEST_CASE("lock: a holder killed with SIGKILL releases the lock") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto l = FileLock::Acquire(dir->get(), "k.lock", LockMode::kExclusive, LockWait::kBlock);
+    char c = l ? 'y' : 'n';
+    (void)!::write(ready[1], &c, 1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+  REQUIRE(c == 'y');
+  CHECK(*IsLocked(dir->get(), "k.lock"));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK_FALSE(*IsLocked(dir->get(), "k.lock"));
+}
+
+TEST_CASE("lock: a child that execs with FD_CLOEXEC cleared holds the lock until it exits") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  auto held = FileLock::Acquire(dir->get(), "e.lock", LockMode::kExclusive, LockWait::kTry);
+  REQUIRE(held);
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::fcntl(held->fd(), F_SETFD, 0);
+    ::dup2(p[0], 0);
+    ::close(p[1]);
+    ::execl("/bin/sh", "sh", "-c", "read x", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(p[0]);
+  held->Close();
+  CHECK(*IsLocked(dir->get(), "e.lock"));
+  ::close(p[1]);  // sh reads EOF and exits
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK_FALSE(*IsLocked(dir->get(), "e.lock"));
+}
+
+TEST_CASE("lock: the lock file is opened without following symlinks and must be a regular file") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  REQUIRE(::symlink("/etc/passwd", (tmp / "s.lock").c_str()) == 0);
+  auto s = FileLock::Acquire(dir->get(), "s.lock", LockMode::kShared, LockWait::kTry);
+  REQUIRE(!s);
+  CHECK(s.error().code() == Code::kPermission);
+  REQUIRE(::mkfifo((tmp / "f.lock").c_str(), 0600) == 0);
+  auto f = FileLock::Acquire(dir->get(), "f.lock", LockMode::kShared, LockWait::kTry);
+  REQUIRE(!f);
+  CHECK(f.error().code() == Code::kPermission);
+  CHECK(!IsLocked(dir->get(), "f.lock"));
+  CHECK_FALSE(*IsLocked(dir->get(), "missing.lock"));
+  CHECK_FALSE(Exists(tmp / "missing.lock"));
+}
+
+TEST_CASE("lock: a lock granted on a file that was replaced meanwhile is taken on the new file") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  auto old = FileLock::Acquire(dir->get(), "r.lock", LockMode::kExclusive, LockWait::kTry);
+  REQUIRE(old);
+  REQUIRE(::unlink((tmp / "r.lock").c_str()) == 0);
+  // The old holder still locks the removed file; a new lock is on the name.
+  auto fresh = FileLock::Acquire(dir->get(), "r.lock", LockMode::kExclusive, LockWait::kTry);
+  REQUIRE(fresh);
+  CHECK(*IsLocked(dir->get(), "r.lock"));
+}
+
+TEST_CASE("lock: the writer lock is a FileLock: an exclusive flock on writer.lock") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  auto w = WriterLock::Open(dir->get());
+  REQUIRE(w);
+  REQUIRE(w->Lock().ok());
+  auto probe = FileLock::Acquire(dir->get(), kWriterLockName, LockMode::kShared, LockWait::kTry);
+  CHECK(probe.error().code() == Code::kBusy);
+  REQUIRE(w->Unlock().ok());
+  CHECK_FALSE(*IsLocked(dir->get(), kWriterLockName, LockMode::kExclusive));
+}
+
+TEST_CASE("lock: NFS is refused with a clear error; a local file system is not") {
+  Status nfs = CheckFileSystemType(kNfsSuperMagic, "/mnt/data");
+  CHECK(nfs.code() == Code::kPermission);
+  CHECK(nfs.exit_code() == 77);
+  CHECK_THAT(nfs.message(), Catch::Contains("/mnt/data") && Catch::Contains("NFS"));
+  CHECK(CheckFileSystemType(0xEF53 /* ext4 */, "/x").ok());
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  CHECK(CheckLockableFileSystem(dir->get(), tmp.path()).ok());
+}
+
+// ---- R29, R30: the offsets file ----------------------------------------------
+
+TEST_CASE("R29 offsets file: the worked example's bytes, and every header rule") {
+  const std::vector<std::byte> bytes = EncodeGroupOffsets(Example());
+  CHECK(bytes.size() == 92);
+  CHECK(Hex(bytes) ==
+        "4d51474f00010000" "5b30a5d3" "00000001"
+        "0000000000000001" "0000018bcfe56800" "0000000000000000" "ffffffffffffffff"
+        "00066f7264657273" "00000000" "000000000000002a" "00000000"
+        "0000018bcfe56800" "0000000000000000" "00026d31");
+  auto back = DecodeGroupOffsets(bytes, "offsets");
+  REQUIRE(back);
+  CHECK(*back == Example());
+
+  auto rule = [](std::vector<std::byte> b, size_t at, uint8_t value, bool resign) {
+    b[at] = std::byte{value};
+    if (resign) Resign(&b);
+    return Decode(b);
+  };
+  Status s = rule(bytes, 0, 0x4e, false);
+  CHECK(s.rule() == "R29");
+  CHECK(s.position() == 0);
+  CHECK_THAT(s.message(), Catch::Contains("magic"));
+  s = rule(bytes, 5, 2, false);  // version 2: a later format
+  CHECK(s.code() == Code::kUnsupported);
+  CHECK(s.exit_code() == 65);
+  CHECK(rule(bytes, 5, 0, false).rule() == "R29");  // version 0
+  CHECK(rule(bytes, 7, 1, false).rule() == "R29");  // reserved
+  s = rule(bytes, 60, 0x41, false);  // a topic byte: crc
+  CHECK(s.rule() == "R29");
+  CHECK(s.position() == 8);
+  CHECK_THAT(s.message(), Catch::Contains("crc"));
+  CHECK(rule(bytes, 23, 0, true).rule() == "R29");   // generation 0
+  CHECK(rule(bytes, 32, 0x80, true).rule() == "R29");  // rebalances < 0
+  CHECK(rule(bytes, 15, 2, true).rule() == "R29");   // count 2: entries do not fill it
+  std::vector<std::byte> longer = bytes;
+  longer.push_back(std::byte{0});
+  Resign(&longer);
+  s = Decode(longer);
+  CHECK(s.rule() == "R29");
+  CHECK(s.position() == 92);
+  CHECK(DecodeGroupOffsets(std::vector<std::byte>(kMaxGroupOffsetsBytes + 1), "offsets")
+            .error().rule() == "R29");
+}
+
+TEST_CASE("R29 offsets file: a truncated file is corruption at every length, naming file, position and rule") {
+  GroupOffsets state = Example();
+  state.offsets.push_back(CommittedOffset{"orders", 1, 7, -1, kT, "", 3});
+  const std::vector<std::byte> bytes = EncodeGroupOffsets(state);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<std::byte> cut(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(n));
+    auto r = DecodeGroupOffsets(cut, "groups/g/offsets");
+    REQUIRE(!r);
+    CHECK(r.error().code() == Code::kCorruption);
+    CHECK(r.error().rule() == "R29");
+    CHECK(r.error().file() == "groups/g/offsets");
+  }
+}
+
+TEST_CASE("R30 offset entries: names, ranges and order") {
+  const std::vector<std::byte> bytes = EncodeGroupOffsets(Example());
+  auto at = [&](size_t pos, std::initializer_list<uint8_t> v) {
+    std::vector<std::byte> b = bytes;
+    for (uint8_t x : v) b[pos++] = std::byte{x};
+    Resign(&b);
+    return Decode(b);
+  };
+  // Entry at 48: topicLength(2) "orders"(6) partition@56 offset@60 epoch@68
+  // timestamp@72 deadLetters@80 memberIdLength@88 "m1"@90.
+  Status s = at(50, {'/'});
+  CHECK(s.rule() == "R30");
+  CHECK(s.position() == 50);
+  CHECK(at(48, {0x00, 0x00}).rule() == "R30");           // empty topic
+  CHECK(at(56, {0x00, 0x00, 0x27, 0x10}).rule() == "R30");  // partition 10000
+  CHECK(at(56, {0xff}).rule() == "R30");                  // partition < 0
+  CHECK(at(60, {0x80}).rule() == "R30");                  // offset < 0
+  CHECK(at(68, {0xff, 0xff, 0xff, 0xfe}).rule() == "R30");  // epoch -2
+  CHECK(at(68, {0xff, 0xff, 0xff, 0xff}).ok());             // epoch -1: none
+  CHECK(at(80, {0x80}).rule() == "R30");                  // dead letters < 0
+  CHECK(at(90, {'.', '.'}).rule() == "R30");              // member ".."
+  // Two entries out of order, and a repeated one.
+  GroupOffsets two = Example();
+  two.offsets.push_back(CommittedOffset{"a", 0, 1, -1, kT, "", 0});
+  s = Decode(EncodeGroupOffsets(two));
+  CHECK(s.rule() == "R30");
+  CHECK(s.position() == 92);
+  two.offsets[1] = two.offsets[0];
+  CHECK(Decode(EncodeGroupOffsets(two)).rule() == "R30");
+  two.offsets[1].partition = 1;
+  CHECK(Decode(EncodeGroupOffsets(two)).ok());
+}
+
+TEST_CASE("R12 group names: a group's name follows the topic name rule") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  for (const char* bad : {"", ".", "..", "a/b", "a b", "g\n"}) {
+    auto g = Group::Open(dir, bad, true);
+    REQUIRE(!g);
+    CHECK(g.error().code() == Code::kInvalidArgument);
+    CHECK(g.error().exit_code() == 64);
+  }
+  CHECK(!Group::Open(dir, std::string(250, 'g'), true));
+  CHECK(Group::Open(dir, std::string(249, 'g'), true));
+  CHECK(Group::Open(dir, "Orders.EU_west-1", true));
+  auto listed = ListGroups(dir);
+  REQUIRE(listed);
+  CHECK(*listed == std::vector<std::string>{"Orders.EU_west-1", std::string(249, 'g')});
+}
+
+// ---- R31, R32: committing ------------------------------------------------------
+
+TEST_CASE("R31 forward only: a commit below the committed offset is refused; a reset moves back") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  REQUIRE(g.Commit(One("orders", 0, 10, 3), "m2", CommitKind::kForward, kT + 1).ok());  // equal
+  Status back = g.Commit(One("orders", 0, 9), "m1", CommitKind::kForward, kT + 2);
+  CHECK(back.code() == Code::kInvalidArgument);
+  CHECK_THAT(back.message(), Catch::Contains("R31") && Catch::Contains("orders-0") &&
+                                 Catch::Contains("below the committed offset 10"));
+  // Refused whole: the other partition of the same commit is not written.
+  std::vector<OffsetCommit> mixed = {{"orders", 1, 5, -1, 0}, {"orders", 0, 3, -1, 0}};
+  CHECK(!g.Commit(mixed, "m1", CommitKind::kForward, kT + 3).ok());
+  auto s = g.Read();
+  REQUIRE(s);
+  CHECK(s->generation == 2);
+  REQUIRE(s->offsets.size() == 1);
+  CHECK(s->offsets[0] == CommittedOffset{"orders", 0, 10, 3, kT + 1, "m2", 0});
+
+  REQUIRE(g.Commit(One("orders", 0, 2), "", CommitKind::kReset, kT + 4).ok());
+  s = g.Read();
+  REQUIRE(s);
+  CHECK(s->Find("orders", 0)->offset == 2);
+  CHECK(s->Find("orders", 0)->member_id.empty());
+  CHECK(s->generation == 3);
+}
+
+TEST_CASE("R32 atomic update: a commit keeps other partitions, counts generations, records dead letters and rebalances") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  auto empty = g.Read();
+  REQUIRE(empty);
+  CHECK(empty->generation == 0);
+  CHECK(empty->offsets.empty());
+  std::vector<OffsetCommit> two = {{"b", 1, 5, 0, 0}, {"a", 0, 7, 2, 1}};
+  REQUIRE(g.Commit(two, "m1", CommitKind::kForward, kT).ok());
+  REQUIRE(g.Commit(std::vector<OffsetCommit>{{"a", 0, 8, 2, 2}}, "m2", CommitKind::kForward,
+                   kT + 5).ok());
+  REQUIRE(g.RecordRebalance(kT + 9).ok());
+  auto s = g.Read();
+  REQUIRE(s);
+  CHECK(s->generation == 3);
+  CHECK(s->rebalances == 1);
+  CHECK(s->last_rebalance_timestamp == kT + 9);
+  CHECK(s->update_timestamp == kT + 9);
+  REQUIRE(s->offsets.size() == 2);
+  CHECK(s->offsets[0] == CommittedOffset{"a", 0, 8, 2, kT + 5, "m2", 3});
+  CHECK(s->offsets[1] == CommittedOffset{"b", 1, 5, 0, kT, "m1", 0});
+  CHECK(s->dead_letters() == 3);
+  // Plain files: a copy of `offsets` is the whole state (what a replica gets).
+  auto copied = ReadGroupOffsetsFile(dir + "/groups/g/offsets");
+  REQUIRE(copied);
+  CHECK(*copied == *s);
+  CHECK_FALSE(Exists(dir + "/groups/g/offsets.tmp"));
+}
+
+TEST_CASE("R32 atomic update: a crash at every byte of the write leaves the old state; the next commit succeeds") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  {
+    Group g = OpenGroup(dir);
+    REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  }
+  auto old_state = OpenGroup(dir).Read();
+  REQUIRE(old_state);
+  GroupOffsets want = *old_state;
+  want.generation = 2;
+  want.update_timestamp = kT + 1;
+  want.offsets[0].offset = 11;
+  want.offsets[0].commit_timestamp = kT + 1;
+  const std::vector<std::byte> image = EncodeGroupOffsets(want);
+  for (size_t keep = 0; keep < image.size(); ++keep) {
+    CrashFs crash(keep);
+    Group g = OpenGroup(dir, "g", &crash);
+    CHECK(!g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1).ok());
+    auto seen = g.Read();
+    REQUIRE(seen);
+    CHECK(*seen == *old_state);
+    // What the process would have left had it died there: a torn staging
+    // file, which is not part of the state.
+    std::vector<std::byte> torn(image.begin(), image.begin() + static_cast<ptrdiff_t>(keep));
+    WriteFile(dir + "/groups/g/offsets.tmp", torn);
+    seen = g.Read();
+    REQUIRE(seen);
+    CHECK(*seen == *old_state);
+  }
+  // A crash after the rename (the directory fsync fails): the new state.
+  FaultFs fault;
+  fault.FailSync(2);  // the file's fdatasync passes, the directory's fails
+  Group g = OpenGroup(dir, "g", &fault);
+  CHECK(!g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1).ok());
+  auto seen = g.Read();
+  REQUIRE(seen);
+  CHECK(*seen == want);
+  // And the leftover staging file never blocks a later commit.
+  WriteFile(dir + "/groups/g/offsets.tmp", std::vector<std::byte>(5));
+  REQUIRE(OpenGroup(dir).Commit(One("orders", 0, 12), "m1", CommitKind::kForward, kT + 2).ok());
+  CHECK(OpenGroup(dir).Read()->Find("orders", 0)->offset == 12);
+}
+
+TEST_CASE("R32 atomic update: a corrupt offsets file is reported, never read as no commits, never replaced") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  const std::string file = dir + "/groups/g/offsets";
+  std::vector<std::byte> good = ReadFile(file);
+  for (size_t n = 0; n < good.size(); ++n) {
+    WriteFile(file, std::vector<std::byte>(good.begin(), good.begin() + static_cast<ptrdiff_t>(n)));
+    auto r = g.Read();
+    REQUIRE(!r);
+    CHECK(r.error().code() == Code::kCorruption);
+    CHECK(r.error().exit_code() == 65);
+    CHECK(r.error().file() == file);
+    CHECK_THAT(r.error().message(), Catch::Contains(file) && Catch::Contains("R29"));
+    Status c = g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1);
+    CHECK(c.code() == Code::kCorruption);
+    CHECK(ReadFile(file).size() == n);
+  }
+}
+
+// ---- R33: group locks -----------------------------------------------------------
+
+TEST_CASE("R33 group locks: reset and delete are refused while a member holds group.lock") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  auto member = g.LockGroup(LockMode::kShared, LockWait::kTry);
+  REQUIRE(member);
+  auto second = g.LockGroup(LockMode::kShared, LockWait::kTry);  // members share it
+  REQUIRE(second);
+  // Members commit forward while holding it.
+  REQUIRE(g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1).ok());
+  Status reset = g.Commit(One("orders", 0, 0), "", CommitKind::kReset, kT + 2);
+  CHECK(reset.code() == Code::kBusy);
+  CHECK(reset.exit_code() == 75);
+  CHECK_THAT(reset.message(), Catch::Contains("live members") && Catch::Contains("group.lock"));
+  Status del = DeleteGroup(dir, "g");
+  CHECK(del.code() == Code::kBusy);
+  CHECK(OpenGroup(dir).Read()->Find("orders", 0)->offset == 11);
+  member->Close();
+  second->Close();
+  REQUIRE(g.Commit(One("orders", 0, 0), "", CommitKind::kReset, kT + 3).ok());
+  CHECK(OpenGroup(dir).Read()->Find("orders", 0)->offset == 0);
+  REQUIRE(DeleteGroup(dir, "g").ok());
+  CHECK(ListGroups(dir)->empty());
+  CHECK(DeleteGroup(dir, "g").code() == Code::kNotFound);
+  CHECK(ListDir(dir + "/groups").empty());
+}
+
+TEST_CASE("R33 group locks: member locks count live members; a partition has one owner at a time") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  CHECK_FALSE(*g.IsMemberAlive("m1"));
+  auto m1 = g.LockMember("m1", LockWait::kTry);
+  REQUIRE(m1);
+  CHECK(*g.IsMemberAlive("m1"));
+  CHECK(*g.IsMemberAlive("m1"));  // probes do not take the member's place
+  CHECK(g.LockMember("m1", LockWait::kTry).error().code() == Code::kBusy);
+  CHECK(Exists(dir + "/groups/g/members/m1.lock"));
+  m1->Close();
+  CHECK_FALSE(*g.IsMemberAlive("m1"));
+  CHECK(!g.LockMember("../x", LockWait::kTry));
+
+  auto owner = g.LockPartition("orders", 3, LockWait::kTry);
+  REQUIRE(owner);
+  CHECK(Exists(dir + "/groups/g/partitions/orders/3.lock"));
+  auto rival = g.LockPartition("orders", 3, LockWait::kTry);
+  CHECK(rival.error().code() == Code::kBusy);
+  CHECK(g.LockPartition("orders", 4, LockWait::kTry));
+  // A handler inherits the owner's descriptor: the partition stays owned
+  // until the handler is gone too.
+  Child handler = ForkHolder();
+  owner->Close();
+  CHECK(!g.LockPartition("orders", 3, LockWait::kTry));
+  EndChild(&handler);
+  CHECK(g.LockPartition("orders", 3, LockWait::kTry));
+  // A topic name that is 249 bytes still fits (one directory per topic).
+  CHECK(g.LockPartition(std::string(249, 't'), 9999, LockWait::kTry));
+}
