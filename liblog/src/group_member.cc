@@ -35,12 +35,23 @@ auto Retry(int wait_ms, F attempt) -> decltype(attempt()) {
   }
 }
 
+// Replaces the text of a held lock file (for people and --describe; not
+// part of the format's rules). Best effort: a failure changes nothing else.
+void WriteNote(int fd, const std::string& text) {
+  if (::ftruncate(fd, 0) != 0) return;
+  (void)!::pwrite(fd, text.data(), text.size(), 0);
+}
+
+std::string HostName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
+  return host;
+}
+
 }  // namespace
 
 std::string DefaultMemberId() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "host");
-  std::string h(host);
+  std::string h = HostName();
   for (char& c : h)
     if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
           c == '_' || c == '-'))
@@ -66,7 +77,7 @@ GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {
   return *this;
 }
 
-Result<GroupMember> GroupMember::Join(const Group* group, std::string member_id,
+Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
                                       std::string topic, int32_t partitions, int wait_ms) {
   MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
   MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
@@ -89,6 +100,7 @@ Result<GroupMember> GroupMember::Join(const Group* group, std::string member_id,
                                            m.id_, group->name()));
   if (!member_lock) return member_lock.error();
   m.member_lock_ = std::move(*member_lock);
+  WriteNote(m.member_lock_.fd(), fmt::format("{} {} {}\n", m.id_, HostName(), ::getpid()));
   return m;
 }
 
@@ -126,6 +138,7 @@ Result<bool> GroupMember::TryAcquire(int32_t p) {
   auto lock = group_->LockPartition(topic_, p, LockWait::kTry);
   if (!lock && lock.error().code() == Code::kBusy) return false;
   if (!lock) return lock.error();
+  WriteNote(lock->fd(), id_ + "\n");
   owned_.emplace(p, std::move(*lock));
   return true;
 }

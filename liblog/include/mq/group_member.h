@@ -50,7 +50,7 @@ class GroupMember {
   // kBusy), then members/<id>.lock exclusively (kBusy "member id in use"
   // when a live member has the id, after `wait_ms` of retries, so that a
   // probe holding it for an instant is not mistaken for a member).
-  static Result<GroupMember> Join(const Group* group, std::string member_id, std::string topic,
+  static Result<GroupMember> Join(Group* group, std::string member_id, std::string topic,
                                   int32_t partitions, int wait_ms = 2000);
 
   // Probes the members (removing dead members' files), recomputes the
@@ -82,7 +82,7 @@ class GroupMember {
  private:
   GroupMember() = default;
 
-  const Group* group_ = nullptr;
+  Group* group_ = nullptr;
   std::string id_;
   std::string topic_;
   int32_t partitions_ = 0;
