@@ -474,6 +474,47 @@ Status RemoveTree(int parent_fd, const std::string& name, const std::string& pat
 
 }  // namespace
 
+Result<std::vector<std::string>> Group::ListMemberFiles() const {
+  std::vector<std::string> ids;
+  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false);
+  if (!members && members.error().code() == Code::kNotFound) return ids;
+  if (!members) return members.error();
+  auto entries = Entries(members->get(), path_ + "/" + kGroupMembersDir);
+  if (!entries) return entries.error();
+  constexpr std::string_view kSuffix = ".lock";
+  for (const auto& [n, is_dir] : *entries) {
+    if (is_dir || n.size() <= kSuffix.size() || !n.ends_with(kSuffix)) continue;
+    std::string id = n.substr(0, n.size() - kSuffix.size());
+    if (ValidateName(id, "member id").ok()) ids.push_back(std::move(id));
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+Result<bool> Group::RemoveDeadMember(std::string_view member_id) const {
+  MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
+  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false);
+  if (!members && members.error().code() == Code::kNotFound) return false;
+  if (!members) return members.error();
+  const std::string name = fmt::format("{}.lock", member_id);
+  auto lock = FileLock::Open(members->get(), name, false);
+  if (!lock && lock.error().code() == Code::kNotFound) return false;
+  if (!lock) return lock.error();
+  Status st = lock->Lock(LockMode::kExclusive, LockWait::kTry);
+  if (st.code() == Code::kBusy) return false;
+  MQ_RETURN_IF_ERROR(st);
+  struct stat named, held;
+  if (::fstatat(members->get(), name.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+      ::fstat(lock->fd(), &held) != 0 || named.st_ino != held.st_ino ||
+      named.st_dev != held.st_dev)
+    return false;  // removed or replaced by someone else meanwhile
+  if (::unlinkat(members->get(), name.c_str(), 0) != 0) {
+    if (errno == ENOENT) return false;
+    return ErrnoStatus(lock->path() + ": remove", errno);
+  }
+  return true;
+}
+
 Result<std::vector<std::string>> ListGroups(const std::string& data_dir) {
   auto data = DataDir::Open(data_dir, false);
   if (!data) return data.error();

@@ -131,6 +131,14 @@ class Group {
   // holds it exclusively for its life. IsMemberAlive probes it.
   Result<FileLock> LockMember(std::string_view member_id, LockWait wait) const;
   Result<bool> IsMemberAlive(std::string_view member_id) const;
+  // Ids of every members/<member>.lock file (live or not), sorted; entries
+  // that are not `<R12 name>.lock` files are ignored.
+  Result<std::vector<std::string>> ListMemberFiles() const;
+  // Removes members/<member>.lock if its member is dead: takes it
+  // exclusively without blocking and unlinks it while holding it, so a
+  // member starting under that id re-creates its file (FileLock::Acquire).
+  // True if removed; false if it is held (alive, or being probed) or gone.
+  Result<bool> RemoveDeadMember(std::string_view member_id) const;
   // partitions/<topic>/<partition>.lock: the owner holds it exclusively.
   Result<FileLock> LockPartition(std::string_view topic, int32_t partition, LockWait wait) const;
 

@@ -1,0 +1,95 @@
+// A consumer-group member without a coordinator (format-spec/group.md
+// §14.6): membership and partition ownership are kernel locks on the
+// group's files (§14.5, R33); the partitions a member should own are a
+// function of the sorted ids of the live members (mq/assignment.h), so
+// every member computes the same assignment on its own.
+//
+// A member's loop: Join, then every poll interval Poll(); for each
+// partition in `release`, stop handing out its messages, commit its offset
+// and Release it; for each in `acquire`, TryAcquire it (it may still be
+// held by its previous owner, who lets go once it has seen the same
+// change), read its committed offset, and start reading there. A member
+// that dies loses every lock at once, so its partitions are taken over at
+// the other members' next poll.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mq/group.h"
+#include "mq/lock.h"
+#include "mq/status.h"
+
+namespace mq {
+
+// `<host>-<pid>-<8 hex digits>`, the host name cut to what R12 allows
+// (other characters become '_'): unique among live members of a host.
+std::string DefaultMemberId();
+
+struct MembershipView {
+  std::vector<std::string> members;  // live member ids, sorted; this member included
+  std::vector<int32_t> target;       // partitions this member should own, ascending
+  std::vector<int32_t> release;      // owned, no longer in target
+  std::vector<int32_t> acquire;      // in target, not owned yet
+  bool changed = false;              // members differ from the previous Poll
+  int64_t removed_dead = 0;          // dead members' lock files removed by this Poll
+};
+
+class GroupMember {
+ public:
+  GroupMember(GroupMember&& other) noexcept { *this = std::move(other); }
+  GroupMember& operator=(GroupMember&& other) noexcept;
+  ~GroupMember();
+
+  // Joins `group` (which must outlive the member) as `member_id` (R12) to
+  // read `partitions` partitions of `topic`: takes group.lock shared (a
+  // reset or delete in progress is waited out for up to `wait_ms`, then
+  // kBusy), then members/<id>.lock exclusively (kBusy "member id in use"
+  // when a live member has the id, after `wait_ms` of retries, so that a
+  // probe holding it for an instant is not mistaken for a member).
+  static Result<GroupMember> Join(Group* group, std::string member_id, std::string topic,
+                                  int32_t partitions, int wait_ms = 2000);
+
+  // Probes the members (removing dead members' files), recomputes the
+  // assignment and says what to release and acquire. When the membership
+  // changed and this member has the smallest live id, the rebalance is
+  // counted in the offsets file (Group::RecordRebalance) — one member
+  // counts each change; a member's first Poll counts as a change.
+  Result<MembershipView> Poll();
+
+  // Takes partition `p`'s ownership lock without blocking: true when owned
+  // (now or already), false while another member holds it.
+  Result<bool> TryAcquire(int32_t p);
+  // Lets go of partition `p` (the caller committed its offset first).
+  void Release(int32_t p);
+  // Owned partitions, ascending.
+  std::vector<int32_t> owned() const;
+  bool owns(int32_t p) const { return owned_.count(p) != 0; }
+  // The ownership lock's descriptor of an owned partition (for handler
+  // processes to inherit), or -1.
+  int lock_fd(int32_t p) const;
+
+  // Releases every partition, removes this member's lock file and leaves
+  // the group. The destructor does the same.
+  void Leave();
+
+  const std::string& id() const { return id_; }
+  const std::string& topic() const { return topic_; }
+
+ private:
+  GroupMember() = default;
+
+  Group* group_ = nullptr;
+  std::string id_;
+  std::string topic_;
+  int32_t partitions_ = 0;
+  FileLock group_lock_;
+  FileLock member_lock_;
+  std::map<int32_t, FileLock> owned_;
+  std::optional<std::vector<std::string>> last_members_;
+};
+
+}  // namespace mq

@@ -1,0 +1,172 @@
+// GroupMember: membership by locks, assignment by mq/assignment.h
+// (format-spec/group.md §14.6).
+#include "mq/group_member.h"
+
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "mq/assignment.h"
+#include "mq/topic.h"
+
+namespace mq {
+namespace {
+
+// Retries of a lock another process may hold for an instant.
+constexpr int kRetrySleepMs = 10;
+
+void SleepMs(int ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  ::nanosleep(&ts, nullptr);
+}
+
+template <typename F>
+auto Retry(int wait_ms, F attempt) -> decltype(attempt()) {
+  for (int waited = 0;; waited += kRetrySleepMs) {
+    auto r = attempt();
+    if (r || r.error().code() != Code::kBusy || waited >= wait_ms) return r;
+    SleepMs(kRetrySleepMs);
+  }
+}
+
+// Replaces the text of a held lock file (for people and --describe; not
+// part of the format's rules). Best effort: a failure changes nothing else.
+void WriteNote(int fd, const std::string& text) {
+  if (::ftruncate(fd, 0) != 0) return;
+  (void)!::pwrite(fd, text.data(), text.size(), 0);
+}
+
+std::string HostName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
+  return host;
+}
+
+}  // namespace
+
+std::string DefaultMemberId() {
+  std::string h = HostName();
+  for (char& c : h)
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-'))
+      c = '_';
+  if (h.size() > 200) h.resize(200);
+  std::random_device rd;
+  return fmt::format("{}-{}-{:08x}", h, ::getpid(), rd());
+}
+
+GroupMember::~GroupMember() { Leave(); }
+
+GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {
+  if (this == &other) return *this;
+  Leave();
+  group_ = std::exchange(other.group_, nullptr);
+  id_ = std::move(other.id_);
+  topic_ = std::move(other.topic_);
+  partitions_ = other.partitions_;
+  group_lock_ = std::move(other.group_lock_);
+  member_lock_ = std::move(other.member_lock_);
+  owned_ = std::move(other.owned_);
+  last_members_ = std::move(other.last_members_);
+  return *this;
+}
+
+Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
+                                      std::string topic, int32_t partitions, int wait_ms) {
+  MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
+  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  GroupMember m;
+  m.group_ = group;
+  m.id_ = std::move(member_id);
+  m.topic_ = std::move(topic);
+  m.partitions_ = partitions;
+  auto group_lock = Retry(wait_ms, [&] { return group->LockGroup(LockMode::kShared, LockWait::kTry); });
+  if (!group_lock && group_lock.error().code() == Code::kBusy)
+    return Status(Code::kBusy, fmt::format("group \"{}\" is being reset or deleted ({}/{} is "
+                                           "locked exclusively)",
+                                           group->name(), group->path(), kGroupLock));
+  if (!group_lock) return group_lock.error();
+  m.group_lock_ = std::move(*group_lock);
+  auto member_lock = Retry(wait_ms, [&] { return group->LockMember(m.id_, LockWait::kTry); });
+  if (!member_lock && member_lock.error().code() == Code::kBusy)
+    return Status(Code::kBusy, fmt::format("member id \"{}\" is in use by a live member of group "
+                                           "\"{}\"",
+                                           m.id_, group->name()));
+  if (!member_lock) return member_lock.error();
+  m.member_lock_ = std::move(*member_lock);
+  WriteNote(m.member_lock_.fd(), fmt::format("{} {} {}\n", m.id_, HostName(), ::getpid()));
+  return m;
+}
+
+Result<MembershipView> GroupMember::Poll() {
+  MembershipView view;
+  auto files = group_->ListMemberFiles();
+  if (!files) return files.error();
+  for (const std::string& id : *files) {
+    if (id == id_) continue;
+    auto alive = group_->IsMemberAlive(id);
+    if (!alive) return alive.error();
+    if (*alive) {
+      view.members.push_back(id);
+      continue;
+    }
+    auto removed = group_->RemoveDeadMember(id);
+    if (!removed) return removed.error();
+    view.removed_dead += *removed ? 1 : 0;
+  }
+  view.members.push_back(id_);
+  std::sort(view.members.begin(), view.members.end());
+  view.changed = !last_members_ || *last_members_ != view.members;
+  view.target = AssignedTo(view.members, topic_, partitions_, id_);
+  for (const auto& [p, lock] : owned_)
+    if (!std::binary_search(view.target.begin(), view.target.end(), p)) view.release.push_back(p);
+  for (int32_t p : view.target)
+    if (!owned_.count(p)) view.acquire.push_back(p);
+  if (view.changed && view.members.front() == id_) MQ_RETURN_IF_ERROR(group_->RecordRebalance());
+  last_members_ = view.members;
+  return view;
+}
+
+Result<bool> GroupMember::TryAcquire(int32_t p) {
+  if (owned_.count(p)) return true;
+  auto lock = group_->LockPartition(topic_, p, LockWait::kTry);
+  if (!lock && lock.error().code() == Code::kBusy) return false;
+  if (!lock) return lock.error();
+  WriteNote(lock->fd(), id_ + "\n");
+  owned_.emplace(p, std::move(*lock));
+  return true;
+}
+
+void GroupMember::Release(int32_t p) { owned_.erase(p); }
+
+std::vector<int32_t> GroupMember::owned() const {
+  std::vector<int32_t> out;
+  for (const auto& [p, lock] : owned_) out.push_back(p);
+  return out;
+}
+
+int GroupMember::lock_fd(int32_t p) const {
+  auto it = owned_.find(p);
+  return it == owned_.end() ? -1 : it->second.fd();
+}
+
+void GroupMember::Leave() {
+  if (group_ == nullptr) return;
+  owned_.clear();
+  if (member_lock_.is_open()) {
+    // Still holding it: nobody else can be using the name.
+    auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false);
+    if (members) ::unlinkat(members->get(), fmt::format("{}.lock", id_).c_str(), 0);
+    member_lock_.Close();
+  }
+  group_lock_.Close();
+  group_ = nullptr;
+}
+
+}  // namespace mq
