@@ -36,6 +36,7 @@ struct Consumer::Batch {
   bool log_append_time = false;
   int64_t last_offset = 0;
   std::optional<int64_t> start_timestamp;  // records before it are passed over
+  int32_t leader_epoch = -1;
 };
 
 namespace {
@@ -296,7 +297,8 @@ Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
   LogPosition pos = c.reader->position();
   auto records = RecordReader::Open(batch, &scratch_, read_.limits, pos.file, pos.position);
   if (!records) return OnBadBatch(c, records.error(), false);
-  batch_.reset(new Batch{&c, std::move(*records), h.log_append_time(), h.last_offset(), start_ts});
+  batch_.reset(new Batch{&c, std::move(*records), h.log_append_time(), h.last_offset(), start_ts,
+                         h.partition_leader_epoch});
   return Status::Ok();
 }
 
@@ -323,6 +325,8 @@ Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
     c.last_handed_out = r.offset;
     out_.partition = c.partition;
     out_.log_append_time = b.log_append_time;
+    out_.batch_last_offset = b.last_offset;
+    out_.leader_epoch = b.leader_epoch;
     return true;
   }
   Status s = b.records.status();

@@ -170,6 +170,7 @@ bool Output::Flush() {
     p += n;
     left -= static_cast<size_t>(n);
   }
+  if (buf_.size() != 0) ++flushes_;
   buf_.clear();
   return true;
 }

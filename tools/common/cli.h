@@ -97,6 +97,9 @@ class Output {
   bool Flush();
   bool broken() const { return broken_; }
   bool failed() const { return failed_; }
+  // Successful writes of a non-empty buffer so far: when it changes,
+  // everything given to Write/Print before has reached the descriptor.
+  uint64_t flushes() const { return flushes_; }
   // 0, or 74 after a write error other than EPIPE (message printed).
   int FinishExitCode();
 
@@ -107,6 +110,7 @@ class Output {
   bool broken_ = false;
   bool failed_ = false;
   int errno_ = 0;
+  uint64_t flushes_ = 0;
 };
 
 // Ignores SIGPIPE so a closed pipe shows up as EPIPE on write.

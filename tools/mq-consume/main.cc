@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "options.h"
+#include "group_run.h"
 #include "run.h"
 
 namespace {
@@ -18,6 +19,9 @@ constexpr const char* kUsage =
     "Usage: mq-consume [-C DIR] -t TOPIC [-p N[,N]...] [-o POSITION]... [-c N] [-e] "
     "[-k | -K DELIM] [-D DELIM | -0 | --raw] [-f FORMAT | -J] [-Z] "
     "[--header-filter NAME[=VALUE]]... [--skip-corrupt] [--max-batch-bytes N] [-q | -v]\n"
+    "       mq-consume [-C DIR] -t TOPIC -G GROUP [--member-id ID] [--reset earliest|latest] "
+    "[--at-most-once | --ack-fd N] [--commit-interval MS] [--commit-every N] [-c N] [-e] "
+    "[output options] [-q | -v]\n"
     "       mq-consume -h | -V\n"
     "\n"
     "Print the messages of TOPIC, one value per line by default, from the start\n"
@@ -57,7 +61,10 @@ int main(int argc, char** argv) {
 
   CatchStopSignals();
   int rc = mq::cli::RunGuarded(
-      [&] { return mq::consume::Run(flags, std::move(*settings), &g_signal); });
+      [&] {
+        return flags.group ? mq::consume::RunGroup(flags, std::move(*settings), &g_signal)
+                           : mq::consume::Run(flags, std::move(*settings), &g_signal);
+      });
   if (int sig = g_signal; sig != 0) {
     std::signal(sig, SIG_DFL);
     std::raise(sig);

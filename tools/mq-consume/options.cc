@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -88,6 +90,23 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--max-batch-bytes", f->max_batch_bytes,
                  "largest batch (and decompressed records) read, in bytes")
       ->check(CLI::Range(61u, 0x7FFFFFFFu))->capture_default_str();
+  app.add_option("-G,--group", f->group,
+                 "read as a member of consumer group GROUP, from its committed offsets");
+  app.add_option("--member-id", f->member_id,
+                 "this member's id in the group (static membership; default host-pid-random)");
+  app.add_option("--reset", f->reset,
+                 "where a partition without a committed offset starts: earliest|latest")
+      ->check(CLI::IsMember({"earliest", "latest"}))->capture_default_str();
+  app.add_flag("--at-most-once", f->at_most_once,
+               "commit each batch's offsets before printing it (default: at-least-once, "
+               "commit after output)");
+  app.add_option("--commit-interval", f->commit_interval_ms, "commit at least every MS ms")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}))->capture_default_str();
+  app.add_option("--commit-every", f->commit_every, "commit at least every N messages (0: by time only)")
+      ->check(kDigits)->capture_default_str();
+  app.add_option("--ack-fd", f->ack_fd,
+                 "commit only offsets acknowledged as 'PARTITION OFFSET' lines on descriptor N")
+      ->check(CLI::Range(0, 1 << 20));
   auto* q = app.add_flag("-q,--quiet", f->quiet, "no warnings on stderr");
   app.add_flag("-v,--verbose", f->verbose, "print a summary on stderr at exit")->excludes(q);
   k->excludes(K);
@@ -97,6 +116,44 @@ void AddFlags(CLI::App& app, Flags* f) {
   for (CLI::Option* o : {k, K, D, zero, raw, json}) fmt_opt->excludes(o);
 }
 
+namespace {
+
+Status Usage(std::string message) { return Status(Code::kInvalidArgument, std::move(message)); }
+
+// -G decides where each partition starts and which partitions are read;
+// the group flags mean nothing without it.
+Status CheckGroupFlags(const Flags& f) {
+  if (!f.group) {
+    if (f.member_id) return Usage("--member-id needs a consumer group (-G GROUP)");
+    if (f.at_most_once) return Usage("--at-most-once needs a consumer group (-G GROUP)");
+    if (f.ack_fd) return Usage("--ack-fd needs a consumer group (-G GROUP)");
+    return Status::Ok();
+  }
+  if (Status s = ValidateName(*f.group, "group"); !s.ok()) return Usage("--group: " + s.message());
+  if (f.member_id)
+    if (Status s = ValidateName(*f.member_id, "member id"); !s.ok())
+      return Usage("--member-id: " + s.message());
+  for (const std::string& o : f.offsets)
+    if (o != "stored")
+      return Usage(fmt::format("-o {}: a group member starts at the group's committed offsets "
+                               "(-o stored); move them with --reset-offsets",
+                               o));
+  if (!f.partitions.empty())
+    return Usage("--partition: a group assigns the partitions to its members");
+  if (f.skip_corrupt)
+    return Usage("--skip-corrupt: a group member does not commit past corrupt batches");
+  if (f.at_most_once && f.ack_fd) return Usage("--at-most-once commits before output: not with --ack-fd");
+  if (f.ack_fd) {
+    if (*f.ack_fd <= 2) return Usage(fmt::format("--ack-fd {}: use a descriptor above 2", *f.ack_fd));
+    if (::fcntl(*f.ack_fd, F_GETFD) < 0)
+      return Usage(fmt::format("--ack-fd {}: not an open descriptor (open it with {}<FILE)",
+                               *f.ack_fd, *f.ack_fd));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Settings> Resolve(const Flags& f) {
   if (Status s = ValidateName(f.topic, "topic"); !s.ok())
     return Status(Code::kInvalidArgument, "--topic: " + s.message());
@@ -104,12 +161,16 @@ Result<Settings> Resolve(const Flags& f) {
   auto print = MakePrintOptions(f);
   if (!print) return print.error();
   out.print = std::move(*print);
-  auto positions = ParsePositions(f.offsets);
+  std::vector<std::string> offsets;
+  for (const std::string& o : f.offsets)
+    if (!(f.group && o == "stored")) offsets.push_back(o);
+  auto positions = ParsePositions(offsets);
   if (!positions) return positions.error();
   out.positions = std::move(*positions);
   auto filters = MakeHeaderFilters(f.header_filters);
   if (!filters) return filters.error();
   out.header_filters = std::move(*filters);
+  MQ_RETURN_IF_ERROR(CheckGroupFlags(f));
   return out;
 }
 

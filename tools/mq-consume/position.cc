@@ -30,7 +30,7 @@ Result<StartPosition> ParseStart(std::string_view spec, std::string_view s) {
   using K = StartPosition::Kind;
   if (s == "beginning" || s == "earliest") return StartPosition{K::kBeginning, 0};
   if (s == "end" || s == "latest") return StartPosition{K::kEnd, 0};
-  if (s == "stored") return Bad(spec, "'stored' needs a consumer group, which mq-consume does not have yet");
+  if (s == "stored") return Bad(spec, "'stored' needs a consumer group (-G GROUP)");
   if (s.starts_with("s@")) {
     auto t = ParseTime(s.substr(2));
     if (!t) return Bad(spec, "expected s@<milliseconds> or s@<ISO 8601 time>");

@@ -86,6 +86,8 @@ struct ConsumerOptions {
 struct ConsumedRecord {
   int32_t partition = 0;
   bool log_append_time = false;  // the batch's timestamps are LogAppendTime
+  int64_t batch_last_offset = 0;  // the last offset of the record's batch
+  int32_t leader_epoch = -1;      // the batch's partitionLeaderEpoch
   RecordView record;
 };
 

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Consumer groups (mq-consume -G): resume from committed offsets, a work
+# queue split among members with each partition owned by one member,
+# takeover after SIGKILL, at-least-once and at-most-once under random
+# kills (seeded: MQ_TEST_SEED repeats a run, MQ_GROUP_KILLS sets the kills
+# per mode), --ack-fd, and bad input.
+source "$(dirname "$0")/lib/common.bash"
+
+export MQ_DIR="$WORK/data"
+produce() { "$BIN/mq-produce" -q "$@"; }
+consume() { "$BIN/mq-consume" "$@"; }
+SEED=${MQ_TEST_SEED:-$RANDOM}
+KILLS=${MQ_GROUP_KILLS:-15}
+echo "consume_group: seed $SEED, $KILLS kills per mode (MQ_TEST_SEED=$SEED repeats it)"
+RANDOM=$SEED
+
+# wait_lines FILE... N: up to 60 s until the files hold N lines together.
+wait_lines() {
+  local n=${*: -1} files=("${@:1:$#-1}") got=0
+  for _ in $(seq 1 600); do
+    got=$(cat "${files[@]}" 2>/dev/null | wc -l)
+    ((got >= n)) && return 0
+    sleep 0.1
+  done
+  fail "expected $n lines in ${files[*]}, got $got"
+}
+
+# --- resume: a second run reads only what the first did not ----------------------
+produce -t t --create --partitions 4 </dev/null
+seq 1 100 | awk '{print "k"$1"\tv"$1}' | produce -t t -K '\t'
+run "$BIN/mq-consume" -t t -G g1 -e
+expect_rc 0 "first run"
+[[ $(wc -l <"$WORK/out") == 100 ]] || fail "first run: $(wc -l <"$WORK/out") lines"
+seq 101 130 | awk '{print "k"$1"\tv"$1}' | produce -t t -K '\t'
+run "$BIN/mq-consume" -t t -G g1 -e
+expect_rc 0 "second run"
+[[ $(sort "$WORK/out" | tr '\n' ' ') == "$(seq 101 130 | sed 's/^/v/' | sort | tr '\n' ' ')" ]] ||
+  fail "second run printed: $(tr '\n' ' ' <"$WORK/out")"
+run "$BIN/mq-inspect" -J "$MQ_DIR/groups/g1/offsets"
+expect_rc 0 "inspect offsets"
+total=$(jq -s '[.[] | select(.type == "group_offset") | .offset] | add' "$WORK/out")
+[[ $total == 130 ]] || fail "committed offsets add up to $total, not 130"
+
+# --reset latest: a new group starts at the end.
+run "$BIN/mq-consume" -t t -G g2 --reset latest -e
+expect_rc 0 "reset latest"
+[[ ! -s "$WORK/out" ]] || fail "--reset latest printed $(wc -l <"$WORK/out") lines"
+echo 'knew	vnew' | produce -t t -K '\t'
+run "$BIN/mq-consume" -t t -G g2 -e
+[[ $(cat "$WORK/out") == vnew ]] || fail "--reset latest then a message: $(cat "$WORK/out")"
+
+# --- a work queue: three members share 12 partitions ------------------------------
+produce -t q --create --partitions 12 </dev/null
+for m in a b c; do
+  "$C" -t q -G work --member-id "$m" -f '%p %o %s\n' >"$WORK/q.$m" 2>"$WORK/q.$m.err" &
+  PIDS+=($!)
+  eval "pid_$m=$!"
+done
+sleep 1
+seq 1 3000 | awk '{print "k"$1"\tv"$1}' | produce -t q -K '\t'
+wait_lines "$WORK"/q.{a,b,c} 3000
+sleep 0.5
+cat "$WORK"/q.{a,b,c} | awk '{print $3}' | sort >"$WORK/q.all"
+[[ $(wc -l <"$WORK/q.all") == 3000 ]] || fail "work queue: $(wc -l <"$WORK/q.all") deliveries for 3000"
+[[ $(sort -u "$WORK/q.all" | wc -l) == 3000 ]] || fail "work queue: duplicates"
+for m in a b c; do
+  n=$(awk '{print $1}' "$WORK/q.$m" | sort -u | wc -l)
+  [[ $n == 4 ]] || fail "member $m read $n partitions, not 4 of 12"
+done
+overlap=$(for m in a b c; do awk '{print $1}' "$WORK/q.$m" | sort -u; done | sort | uniq -d)
+[[ -z $overlap ]] || fail "partitions read by two members: $overlap"
+
+# SIGKILL one member: the others take its partitions and read what comes next.
+kill -KILL "$pid_b"
+wait "$pid_b" 2>/dev/null || true
+seq 3001 3600 | awk '{print "k"$1"\tv"$1}' | produce -t q -K '\t'
+new_after_kill() { cat "$@" | awk '{n = substr($3, 2) + 0} n > 3000'; }
+for _ in $(seq 1 600); do
+  got=$(new_after_kill "$WORK"/q.{a,b,c} | wc -l)
+  ((got >= 600)) && break
+  sleep 0.1
+done
+((got == 600)) || fail "after a member was killed: $got of 600 new messages consumed"
+[[ $(new_after_kill "$WORK"/q.{a,b,c} | awk '{print $3}' | sort -u | wc -l) == 600 ]] ||
+  fail "after a member was killed: duplicates"
+for m in a c; do
+  n=$(new_after_kill "$WORK/q.$m" | awk '{print $1}' | sort -u | wc -l)
+  [[ $n == 6 ]] || fail "after the kill member $m reads $n partitions, not 6"
+done
+kill "$pid_a" "$pid_c"
+wait "$pid_a" "$pid_c" 2>/dev/null || true
+run "$BIN/mq-inspect" -J "$MQ_DIR/groups/work/offsets"
+total=$(jq -s '[.[] | select(.type == "group_offset") | .offset] | add' "$WORK/out")
+[[ $total == 3600 ]] || fail "work queue: committed offsets add up to $total, not 3600"
+
+# --- random SIGKILLs: at-least-once never skips, at-most-once never repeats ---------
+# At-least-once commits every 1,000 messages (an fsync each: a run over the
+# 600,000 takes seconds, so kills land mid-run) and so redelivers at most
+# 1,000 per kill; at-most-once commits before each batch, on 20,000.
+produce -t big --create --partitions 3 </dev/null
+seq 1 600000 | awk '{print "k"$1"\tv"$1}' | produce -t big -K '\t'
+produce -t k --create --partitions 3 </dev/null
+seq 1 20000 | awk '{print "k"$1"\tv"$1}' | produce -t k -K '\t'
+# kill_loop TOPIC GROUP FLAGS...: runs a member, SIGKILLed after a random
+# 0-250 ms, KILLS times, then once to the end; every run's output in
+# $WORK/kill.GROUP.N (a file: what reached it was handed over).
+kill_loop() {
+  local topic=$1 group=$2
+  shift 2
+  for i in $(seq 1 "$KILLS"); do
+    "$C" -t "$topic" -G "$group" -e -f '%p %o\n' --commit-interval 20 "$@" \
+      >"$WORK/kill.$group.$i" 2>>"$WORK/kill.$group.err" &
+    local pid=$!
+    sleep "0.$(printf '%03d' $((RANDOM % 250)))"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  "$C" -t "$topic" -G "$group" -e -f '%p %o\n' "$@" >"$WORK/kill.$group.last" \
+    2>>"$WORK/kill.$group.err" || fail "$group: the last run failed: $(cat "$WORK/kill.$group.err")"
+}
+kill_loop big alo --commit-every 1000
+cat "$WORK"/kill.alo.[0-9]* "$WORK/kill.alo.last" | grep -E '^[0-9]+ [0-9]+$' | sort >"$WORK/alo.all"
+missing=$(comm -23 <("$BIN/mq-consume" -t big -e -f '%p %o\n' | sort) <(sort -u "$WORK/alo.all") | wc -l)
+dups=$(( $(wc -l <"$WORK/alo.all") - $(sort -u "$WORK/alo.all" | wc -l) ))
+echo "at-least-once: $KILLS kills, $missing skipped, $dups redelivered (within the commit interval)"
+((missing == 0)) || fail "at-least-once skipped $missing messages (seed $SEED)"
+((dups <= KILLS * 1000)) || fail "at-least-once redelivered $dups: more than 1,000 per kill (seed $SEED)"
+
+kill_loop k amo --at-most-once
+cat "$WORK"/kill.amo.[0-9]* "$WORK/kill.amo.last" | grep -E '^[0-9]+ [0-9]+$' | sort >"$WORK/amo.all"
+dups=$(( $(wc -l <"$WORK/amo.all") - $(sort -u "$WORK/amo.all" | wc -l) ))
+lost=$(comm -23 <("$BIN/mq-consume" -t k -e -f '%p %o\n' | sort) <(sort -u "$WORK/amo.all") | wc -l)
+echo "at-most-once: $KILLS kills, $dups repeated, $lost lost (committed before output)"
+((dups == 0)) || fail "at-most-once delivered $dups messages twice (seed $SEED)"
+
+# --- --ack-fd: only acknowledged offsets are committed ------------------------------
+produce -t a --create </dev/null
+seq 1 10 | produce -t a
+mkfifo "$WORK/acks"
+# The worker acknowledges the first 4 messages only.
+"$C" -t a -G acked -e -f '%p %o\n' --ack-fd 3 3<"$WORK/acks" |
+  awk 'NR <= 4 {print; fflush()}' >"$WORK/acks"
+run "$BIN/mq-consume" -t a -G acked -e
+[[ $(tr '\n' ' ' <"$WORK/out") == "5 6 7 8 9 10 " ]] || fail "--ack-fd: the rerun printed $(tr '\n' ' ' <"$WORK/out")"
+
+# --- bad input ----------------------------------------------------------------------
+run "$BIN/mq-consume" -t t -G 'bad/name'
+expect_rc 64 "invalid group name"
+grep -q "group" "$WORK/err" || fail "invalid group name: $(cat "$WORK/err")"
+run "$BIN/mq-consume" -t t -G g1 -o 5
+expect_rc 64 "-G with -o N"
+run "$BIN/mq-consume" -t t -G g1 -p 0
+expect_rc 64 "-G with -p"
+run "$BIN/mq-consume" -t t --member-id x
+expect_rc 64 "--member-id without -G"
+run "$BIN/mq-consume" -t t -G g1 --ack-fd 9
+expect_rc 64 "--ack-fd of a closed descriptor"
+run "$BIN/mq-consume" -t t -G g1 -o stored -e
+expect_rc 0 "-o stored with -G"
+run "$BIN/mq-consume" -t t -o stored
+expect_rc 64 "-o stored without -G"
+
+# A live member's id is refused (75).
+"$C" -t t -G busy --member-id m1 >/dev/null 2>&1 &
+PIDS+=($!)
+busy_pid=$!
+for _ in $(seq 1 100); do [[ -e "$MQ_DIR/groups/busy/members/m1.lock" ]] && break; sleep 0.05; done
+sleep 0.3
+run "$BIN/mq-consume" -t t -G busy --member-id m1 -e
+expect_rc 75 "a live member's id"
+grep -q "in use" "$WORK/err" || fail "member id in use: $(cat "$WORK/err")"
+kill "$busy_pid"
+
+# A corrupt offsets file stops the member (65, naming the rule), never resets.
+cp "$MQ_DIR/groups/g1/offsets" "$WORK/offsets.good"
+flip_byte "$MQ_DIR/groups/g1/offsets" 20
+run "$BIN/mq-consume" -t t -G g1 -e
+expect_rc 65 "corrupt offsets file"
+grep -q "R29" "$WORK/err" || fail "corrupt offsets: $(cat "$WORK/err")"
+[[ ! -s "$WORK/out" ]] || fail "corrupt offsets: printed messages"
+truncate -s 30 "$MQ_DIR/groups/g1/offsets"
+run "$BIN/mq-consume" -t t -G g1 -e
+expect_rc 65 "truncated offsets file"
+echo "ok"

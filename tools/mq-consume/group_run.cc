@@ -1,0 +1,383 @@
+#include "group_run.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "mq/consumer.h"
+#include "mq/group.h"
+#include "mq/group_member.h"
+
+namespace mq::consume {
+namespace {
+
+// How often membership is probed (format-spec/group.md §14.6).
+constexpr int kRebalancePollMs = 100;
+// At exit with --ack-fd: how long to wait for the next acknowledgement.
+constexpr int kAckWaitMs = 5000;
+
+int64_t MonotonicMs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Per owned partition: how far messages were handed over, and committed.
+struct Progress {
+  int64_t committed = -1;  // the group's committed offset (-1: none)
+  int64_t handed = -1;     // position whose messages all reached stdout (or were acknowledged)
+  int32_t epoch = -1;      // leader epoch of the batch holding handed - 1
+  int32_t last_epoch = -1;  // leader epoch of the last record handed out
+  int64_t ahead = -1;       // at-most-once: offset committed ahead of output
+};
+
+class Member {
+ public:
+  Member(const Flags& f, Settings& settings, Consumer* consumer, Group* group, GroupMember* member,
+         cli::Output* out)
+      : f_(f),
+        settings_(settings),
+        consumer_(consumer),
+        group_(group),
+        member_(member),
+        out_(out),
+        printer_(std::move(settings.print), out) {}
+
+  Status Run(const volatile std::sig_atomic_t* interrupted);
+  // Hands over and commits what the run left (always called, also after
+  // an error or a signal).
+  Status Finish();
+  uint64_t delivered() const { return delivered_; }
+
+ private:
+  Status Rebalance();
+  Status Acquire(int32_t p, const GroupOffsets& state);
+  Status Revoke(int32_t p);
+  // Everything printed reached stdout: each partition's position is handed over.
+  void MarkFlushed();
+  Status Commit(bool force);
+  Status CommitAhead(const ConsumedRecord& m);
+  // With `until_eof`, waits until every message handed out is
+  // acknowledged, the stream ends, or kAckWaitMs pass without one.
+  void ReadAcks(bool until_eof);
+  bool AllAcknowledged() const;
+
+  const Flags& f_;
+  Settings& settings_;
+  Consumer* consumer_;
+  Group* group_;
+  GroupMember* member_;
+  cli::Output* out_;
+  Printer printer_;
+  std::map<int32_t, Progress> progress_;
+  uint64_t delivered_ = 0;
+  uint64_t since_commit_ = 0;
+  uint64_t seen_flushes_ = 0;
+  int64_t last_commit_ms_ = 0;
+  int64_t next_poll_ms_ = 0;
+  bool said_idle_ = false;
+  std::string ack_buf_;
+  bool ack_eof_ = false;
+};
+
+Status Member::Acquire(int32_t p, const GroupOffsets& state) {
+  auto got = member_->TryAcquire(p);
+  if (!got) return got.error();
+  if (!*got) return Status::Ok();  // the previous owner has not let go yet
+  StartPosition start;
+  const CommittedOffset* c = state.Find(f_.topic, p);
+  Progress pr;
+  if (c != nullptr) {
+    start = {StartPosition::Kind::kOffset, c->offset};
+    pr.committed = c->offset;
+  } else {
+    start = {f_.reset == "latest" ? StartPosition::Kind::kEnd : StartPosition::Kind::kBeginning, 0};
+  }
+  MQ_RETURN_IF_ERROR(consumer_->Assign(p, start));
+  auto at = consumer_->position(p);
+  if (c != nullptr && at && *at != c->offset && !f_.quiet) {
+    if (*at > c->offset)
+      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
+                            "{} (records lost to retention or truncation): starting at {}",
+                            group_->name(), p, c->offset, *at, *at));
+    else
+      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
+                            "(the log was truncated): starting at the end",
+                            group_->name(), p, c->offset, *at));
+  }
+  if (f_.verbose) {
+    if (c != nullptr)
+      cli::Eprint("partition {}: resuming at offset {} (committed at {} ms by {})\n", p,
+                  at.value_or(c->offset), c->commit_timestamp,
+                  c->member_id.empty() ? "a reset" : c->member_id);
+    else
+      cli::Eprint("partition {}: no committed offset: starting at the {} ({})\n", p,
+                  f_.reset == "latest" ? "end" : "beginning", at ? std::to_string(*at) : "-");
+  }
+  pr.handed = at.value_or(pr.committed);
+  progress_[p] = pr;
+  return Status::Ok();
+}
+
+Status Member::Revoke(int32_t p) {
+  if (out_->Flush()) MarkFlushed();
+  ReadAcks(false);
+  MQ_RETURN_IF_ERROR(Commit(true));
+  consumer_->Unassign(p);
+  progress_.erase(p);
+  member_->Release(p);
+  if (f_.verbose) cli::Eprint("partition {}: released\n", p);
+  return Status::Ok();
+}
+
+Status Member::Rebalance() {
+  auto view = member_->Poll();
+  if (!view) return view.error();
+  for (int32_t p : view->release) MQ_RETURN_IF_ERROR(Revoke(p));
+  if (!view->acquire.empty()) {
+    auto state = group_->Read();
+    if (!state) return state.error();
+    for (int32_t p : view->acquire) MQ_RETURN_IF_ERROR(Acquire(p, *state));
+  }
+  if (view->changed) {
+    if (f_.verbose)
+      cli::Eprint("group {}: members {}; this member ({}) is assigned partitions {}\n",
+                  group_->name(), fmt::join(view->members, ","), member_->id(),
+                  fmt::join(view->target, ","));
+    if (view->target.empty() && !said_idle_ && !f_.quiet) {
+      cli::Warn(fmt::format("group {}: {} members for {} partition(s) of {}: member {} is idle "
+                            "until an owner leaves",
+                            group_->name(), view->members.size(), consumer_->config().partitions,
+                            f_.topic, member_->id()));
+    }
+    said_idle_ = view->target.empty();
+  }
+  return Status::Ok();
+}
+
+void Member::MarkFlushed() {
+  seen_flushes_ = out_->flushes();
+  if (f_.ack_fd) return;  // only acknowledgements hand messages over
+  for (auto& [p, pr] : progress_) {
+    auto pos = consumer_->position(p);
+    if (pos && *pos > pr.handed) {
+      pr.handed = *pos;
+      pr.epoch = pr.last_epoch;
+    }
+  }
+}
+
+// Every message handed out was acknowledged.
+bool Member::AllAcknowledged() const {
+  for (const auto& [p, pr] : progress_) {
+    auto last = consumer_->last_handed_out(p);
+    if (last && pr.handed <= *last) return false;
+  }
+  return true;
+}
+
+// Acknowledgements on --ack-fd: lines "PARTITION OFFSET" or the message id
+// "TOPIC/PARTITION/OFFSET"; each hands over its offset and every earlier
+// one of its partition (cumulative, like a Kafka commit).
+void Member::ReadAcks(bool until_eof) {
+  if (!f_.ack_fd || ack_eof_) return;
+  const int fd = *f_.ack_fd;
+  char buf[4096];
+  for (;;) {
+    if (until_eof && AllAcknowledged()) return;
+    pollfd pfd{fd, POLLIN, 0};
+    int ready = ::poll(&pfd, 1, until_eof ? kAckWaitMs : 0);
+    if (ready == 0) {
+      if (until_eof && !f_.quiet)
+        cli::Warn(fmt::format("--ack-fd: no acknowledgement for {} s: committing what was "
+                              "acknowledged",
+                              kAckWaitMs / 1000));
+      return;
+    }
+    if (ready < 0) {
+      if (errno == EINTR && !until_eof) continue;
+      return;
+    }
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) {
+      if (until_eof) return;  // a signal ends the wait
+      continue;
+    }
+    if (n <= 0) {
+      ack_eof_ = true;
+      return;
+    }
+    ack_buf_.append(buf, static_cast<size_t>(n));
+    size_t nl;
+    while ((nl = ack_buf_.find('\n')) != std::string::npos) {
+      std::string line = ack_buf_.substr(0, nl);
+      ack_buf_.erase(0, nl + 1);
+      std::string_view v = line;
+      if (auto slash = v.rfind('/'); slash != std::string_view::npos) {
+        auto first = v.find('/');
+        if (first == slash || v.substr(0, first) != f_.topic) {
+          if (!f_.quiet) cli::Warn(fmt::format("--ack-fd: ignored '{}': not a message of {}", line, f_.topic));
+          continue;
+        }
+        line = std::string(v.substr(first + 1, slash - first - 1)) + " " + std::string(v.substr(slash + 1));
+      }
+      int32_t p = -1;
+      int64_t o = -1;
+      auto sp = line.find(' ');
+      bool ok = sp != std::string::npos &&
+                std::from_chars(line.data(), line.data() + sp, p).ec == std::errc() &&
+                std::from_chars(line.data() + sp + 1, line.data() + line.size(), o).ec == std::errc();
+      auto it = progress_.find(p);
+      if (!ok || it == progress_.end()) {
+        if (!f_.quiet)
+          cli::Warn(fmt::format("--ack-fd: ignored '{}': expected PARTITION OFFSET of a partition "
+                                "this member owns",
+                                line));
+        continue;
+      }
+      auto last = consumer_->last_handed_out(p);
+      if (!last || o > *last) {
+        if (!f_.quiet)
+          cli::Warn(fmt::format("--ack-fd: ignored '{}': offset {} of partition {} was not handed "
+                                "out",
+                                line, o, p));
+        continue;
+      }
+      if (o + 1 > it->second.handed) it->second.handed = o + 1;
+    }
+  }
+}
+
+Status Member::Commit(bool force) {
+  if (f_.at_most_once) {
+    // Offsets were committed ahead of the output already.
+    last_commit_ms_ = MonotonicMs();
+    since_commit_ = 0;
+    return Status::Ok();
+  }
+  std::vector<OffsetCommit> commits;
+  for (auto& [p, pr] : progress_)
+    if (pr.handed > pr.committed && pr.handed >= 0)
+      commits.push_back({f_.topic, p, pr.handed, pr.epoch, 0});
+  if (commits.empty() && !force) return Status::Ok();
+  if (!commits.empty()) {
+    MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
+    for (const OffsetCommit& c : commits) progress_[c.partition].committed = c.offset;
+  }
+  last_commit_ms_ = MonotonicMs();
+  since_commit_ = 0;
+  return Status::Ok();
+}
+
+// At-most-once: before a batch's first message is printed, its partition's
+// offset is committed past the whole batch.
+Status Member::CommitAhead(const ConsumedRecord& m) {
+  Progress& pr = progress_[m.partition];
+  if (m.record.offset < pr.ahead) return Status::Ok();
+  const int64_t next = m.batch_last_offset + 1;
+  const std::vector<OffsetCommit> commit{{f_.topic, m.partition, next, m.leader_epoch, 0}};
+  MQ_RETURN_IF_ERROR(group_->Commit(commit, member_->id()));
+  pr.ahead = next;
+  pr.committed = next;
+  return Status::Ok();
+}
+
+Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
+  if (f_.count && *f_.count == 0) return Status::Ok();
+  const bool need_headers = printer_.needs_headers() || !settings_.header_filters.empty();
+  std::vector<Header> headers;
+  last_commit_ms_ = MonotonicMs();
+  while (!*interrupted) {
+    int64_t now = MonotonicMs();
+    if (now >= next_poll_ms_) {
+      MQ_RETURN_IF_ERROR(Rebalance());
+      next_poll_ms_ = now + kRebalancePollMs;
+    }
+    ReadAcks(false);
+    if ((f_.commit_every > 0 && since_commit_ >= f_.commit_every) ||
+        now - last_commit_ms_ >= f_.commit_interval_ms) {
+      if (out_->Flush()) MarkFlushed();
+      MQ_RETURN_IF_ERROR(Commit(false));
+    }
+    auto next = consumer_->Next();
+    if (!next) return next.error();
+    if (const ConsumedRecord* m = *next) {
+      if (f_.at_most_once) MQ_RETURN_IF_ERROR(CommitAhead(*m));
+      progress_[m->partition].last_epoch = m->leader_epoch;
+      if (need_headers) headers = m->record.headers();
+      if (!settings_.header_filters.empty() && !MatchesAll(headers, settings_.header_filters))
+        continue;
+      printer_.Print(m->partition, m->log_append_time, m->record, headers);
+      if (out_->flushes() != seen_flushes_) MarkFlushed();
+      ++since_commit_;
+      if (++delivered_ == f_.count || out_->broken()) return Status::Ok();
+      continue;
+    }
+    if (f_.exit_at_end && consumer_->finished() && !consumer_->assignment().empty())
+      return Status::Ok();
+    // Every owned partition is at its committed end: hand over what is
+    // buffered, commit, then wait for appends or the next membership probe.
+    if (out_->Flush()) MarkFlushed();
+    else if (out_->broken()) return Status::Ok();
+    MQ_RETURN_IF_ERROR(Commit(false));
+    const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
+    consumer_->WaitForAppend(wait);
+  }
+  return Status::Ok();
+}
+
+Status Member::Finish() {
+  if (out_->Flush()) MarkFlushed();
+  if (f_.ack_fd) {
+    // The downstream acknowledges what it processed; once our output is
+    // closed it sees the end (unless another process holds the pipe),
+    // finishes, and closes its side.
+    ::close(1);
+    ReadAcks(true);
+  }
+  return Commit(false);
+}
+
+}  // namespace
+
+int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t* interrupted) {
+  auto dir = DataDir::Open(f.dir, false);
+  if (!dir) return cli::Fail(dir.error());
+  ConsumerOptions options;
+  options.limits = {f.max_batch_bytes, f.max_batch_bytes};
+  options.stop_at_end = f.exit_at_end;
+  options.skip_corrupt = false;
+  options.max_open = cli::OpenPartitionBudget(kDescriptorsPerReader);
+  auto consumer = Consumer::Open(*dir, f.topic, std::move(options));
+  if (!consumer) return cli::Fail(consumer.error());
+  auto group = Group::Open(dir->path(), *f.group, true);
+  if (!group) return cli::Fail(group.error());
+  // The group must be readable before anything is consumed: a corrupt
+  // offsets file stops here (R29, R30), never resets to earliest/latest.
+  if (auto state = group->Read(); !state) return cli::Fail(state.error());
+  const std::string id = f.member_id ? *f.member_id : DefaultMemberId();
+  auto member = GroupMember::Join(&*group, id, f.topic, (*consumer)->config().partitions);
+  if (!member) return cli::Fail(member.error());
+
+  cli::Output out(1, 1 << 20);
+  Member m(f, settings, consumer->get(), &*group, &*member, &out);
+  Status s = m.Run(interrupted);
+  Status fin = m.Finish();
+  if (s.ok()) s = fin;
+  int rc = out.FinishExitCode();
+  member->Leave();
+  if (f.verbose) cli::Eprint("Processed a total of {} messages\n", m.delivered());
+  if (!s.ok()) return cli::Fail(s);
+  return rc;
+}
+
+}  // namespace mq::consume
