@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "group_admin.h"
 #include "mq/status.h"
 #include "mq/topic.h"
 #include "position.h"
@@ -28,6 +29,8 @@ struct Flags {
   std::vector<std::string> header_filters;
   bool skip_corrupt = false, quiet = false, verbose = false;
   uint32_t max_batch_bytes = 64u << 20;
+  std::optional<std::string> group;  // -G
+  AdminFlags admin;                  // --list, --describe, --reset-offsets, --delete
 };
 
 void AddFlags(CLI::App& app, Flags* f);
