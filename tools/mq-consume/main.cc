@@ -22,6 +22,12 @@ constexpr const char* kUsage =
     "       mq-consume [-C DIR] -t TOPIC -G GROUP [--member-id ID] [--reset earliest|latest] "
     "[--at-most-once | --ack-fd N] [--commit-interval MS] [--commit-every N] [-c N] [-e] "
     "[output options] [-q | -v]\n"
+    "       mq-consume [-C DIR] --list [-J]\n"
+    "       mq-consume [-C DIR] --describe -G GROUP [-t TOPIC] [-J]\n"
+    "       mq-consume [-C DIR] --reset-offsets -G GROUP -t TOPIC [-p N[,N]...] "
+    "(--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-datetime TIME) "
+    "[--execute] [-J] [-q]\n"
+    "       mq-consume [-C DIR] --delete -G GROUP\n"
     "       mq-consume -h | -V\n"
     "\n"
     "Print the messages of TOPIC, one value per line by default, from the start\n"
@@ -56,6 +62,8 @@ int main(int argc, char** argv) {
   mq::consume::Flags flags;
   mq::consume::AddFlags(app, &flags);
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
+  if (flags.admin.any())
+    return mq::cli::RunGuarded([&] { return mq::consume::RunAdmin(flags, kUsage); });
   auto settings = mq::consume::Resolve(flags);
   if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
 

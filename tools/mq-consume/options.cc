@@ -64,7 +64,7 @@ Result<std::vector<HeaderFilter>> MakeHeaderFilters(const std::vector<std::strin
 
 void AddFlags(CLI::App& app, Flags* f) {
   cli::AddDirOption(app, &f->dir);
-  app.add_option("-t,--topic", f->topic, "topic to read")->required();
+  app.add_option("-t,--topic", f->topic, "topic to read");  // required unless a group mode
   app.add_option("-p,--partition", f->partitions, "partitions to read, e.g. 0,2 (default all)")
       ->delimiter(',')->check(kDigits);
   app.add_option("-o,--offset", f->offsets,
@@ -114,6 +114,7 @@ void AddFlags(CLI::App& app, Flags* f) {
   zero->excludes(raw);
   for (CLI::Option* o : {k, K, D, zero, raw, Z}) json->excludes(o);
   for (CLI::Option* o : {k, K, D, zero, raw, json}) fmt_opt->excludes(o);
+  AddAdminFlags(app, &f->admin);
 }
 
 namespace {
@@ -155,6 +156,7 @@ Status CheckGroupFlags(const Flags& f) {
 }  // namespace
 
 Result<Settings> Resolve(const Flags& f) {
+  if (f.topic.empty()) return Status(Code::kInvalidArgument, "--topic is required");
   if (Status s = ValidateName(f.topic, "topic"); !s.ok())
     return Status(Code::kInvalidArgument, "--topic: " + s.message());
   Settings out;

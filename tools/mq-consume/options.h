@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "group_admin.h"
 #include "mq/status.h"
 #include "mq/topic.h"
 #include "position.h"
@@ -28,13 +29,14 @@ struct Flags {
   std::vector<std::string> header_filters;
   bool skip_corrupt = false, quiet = false, verbose = false;
   uint32_t max_batch_bytes = 64u << 20;
-  // Consumer groups (group_run.h).
+  // Consumer groups: -G (group_run.h), and the group modes (group_admin.h).
   std::optional<std::string> group, member_id;
   std::string reset = "earliest";
   bool at_most_once = false;
   int64_t commit_interval_ms = 1000;
   uint64_t commit_every = 100000;
   std::optional<int> ack_fd;
+  AdminFlags admin;  // --list, --describe, --reset-offsets, --delete
 };
 
 void AddFlags(CLI::App& app, Flags* f);

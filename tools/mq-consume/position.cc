@@ -16,12 +16,6 @@ std::optional<int64_t> ParseInt(std::string_view s) {
   return v;
 }
 
-// Milliseconds since the epoch, or an ISO 8601 date-time.
-std::optional<int64_t> ParseTime(std::string_view s) {
-  if (!s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos) return ParseInt(s);
-  return fmtstr::ParseIsoTime(s);
-}
-
 Status Bad(std::string_view spec, std::string_view why) {
   return Status(Code::kInvalidArgument, fmt::format("--offset: invalid value '{}': {}", spec, why));
 }
@@ -50,6 +44,11 @@ Result<StartPosition> ParseStart(std::string_view spec, std::string_view s) {
 }
 
 }  // namespace
+
+std::optional<int64_t> ParseTime(std::string_view s) {
+  if (!s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos) return ParseInt(s);
+  return fmtstr::ParseIsoTime(s);
+}
 
 StartPosition Positions::StartFor(int32_t partition, StartPosition fallback) const {
   if (auto it = per_partition.find(partition); it != per_partition.end()) return it->second;

@@ -29,6 +29,10 @@ struct Positions {
   StartPosition StartFor(int32_t partition, StartPosition fallback) const;
 };
 
+// A time as -o s@ takes it: milliseconds since the epoch, or an ISO 8601
+// date-time (fmtstr::ParseIsoTime). nullopt if it is neither.
+std::optional<int64_t> ParseTime(std::string_view s);
+
 // Parses every -o value. Errors are kInvalidArgument naming the value.
 Result<Positions> ParsePositions(const std::vector<std::string>& specs);
 

@@ -53,6 +53,15 @@ EXPECT = {
     "while IFS=' ' read -r -d '' off name; do\n"
     "    process \"$name\" && echo $((off + 1)) > pos\n"
     "done": 0,
+    "mq-consume --list\n"
+    "mq-consume --describe -G billing": 0,
+    "mq-consume --describe -G billing -t orders -J |\n"
+    "  jq -r 'select(.type == \"partition\") | \"\\(.partition) \\(.lag)\"'": 0,
+    "mq-consume --reset-offsets -G billing -t orders --to-datetime 2026-11-30T08:00:00Z\n"
+    "mq-consume --reset-offsets -G billing -t orders --to-datetime 2026-11-30T08:00:00Z --execute": 0,
+    "mq-consume --reset-offsets -G billing -t orders --shift-by -10 --execute\n"
+    "mq-consume --reset-offsets -G billing -t orders --to-latest --execute": 0,
+    "mq-consume --delete -G billing": 0,
     # mq-inspect(1)
     "mq-inspect data/orders-0/00000000000000000000.log\n"
     "mq-inspect -d data/orders-0/00000000000000000000.log": 0,

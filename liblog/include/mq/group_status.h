@@ -1,0 +1,97 @@
+// What a consumer group looks like now, for `mq-consume --describe` and
+// `--reset-offsets`: each partition's committed offset against its log
+// (start, committed end, lag), who owns it, and the live members — read from
+// the group's files (format-spec/group.md §14) without taking any lock a
+// member takes (lock files are only probed, §14.5).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "mq/group.h"
+#include "mq/status.h"
+#include "mq/topic.h"
+
+namespace mq {
+
+// A partition's readable range now: [start, end), end the committed end
+// (what consumers may read; the high watermark once there are replicas).
+// A partition nobody has written to yet is [0, 0).
+struct LogBounds {
+  int64_t start = 0;
+  int64_t end = 0;
+};
+Result<LogBounds> PartitionBounds(const DataDir& dir, const TopicConfig& config,
+                                  std::string_view topic, int32_t partition);
+
+// Kafka's offset-for-time lookup (ListOffsets by timestamp): the offset of
+// the first record at or after the time index's entry for `timestamp_ms`
+// whose timestamp is >= it — the record `mq-consume -o s@TIME` starts at —
+// or the committed end when no record has such a timestamp.
+Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic,
+                                   int32_t partition, int64_t timestamp_ms);
+
+// Where a committed offset stands against its partition's log.
+enum class CommittedPosition : uint8_t {
+  kNone,          // nothing committed for the partition
+  kInLog,         // log start <= committed <= log end
+  kBelowLogStart, // retention deleted [committed, log start) before the group read it
+  kAboveLogEnd,   // the log was truncated below the committed offset
+  kNoTopic,       // the topic is gone
+  kNoPartition,   // the topic has no such partition
+};
+
+struct GroupPartitionStatus {
+  std::string topic;
+  int32_t partition = 0;
+  std::optional<CommittedOffset> committed;
+  CommittedPosition position = CommittedPosition::kNone;
+  LogBounds log;  // meaningful unless kNoTopic or kNoPartition
+  // Where a member would resume: the committed offset raised to the log
+  // start or lowered to the log end (what mq-consume -G does, saying so).
+  // nullopt without a committed offset or a partition.
+  std::optional<int64_t> resume_at;
+  // log.end - resume_at: offsets the group has still to read; nullopt when
+  // resume_at is.
+  std::optional<int64_t> lag;
+  // kBelowLogStart: log.start - committed, offsets deleted unread.
+  int64_t lost = 0;
+  // The member holding the partition's ownership lock; nullopt when nobody
+  // does. An empty id: held, but its owner has not written its id yet.
+  std::optional<std::string> owner;
+};
+
+struct GroupMemberStatus {
+  std::string id;
+  std::string host;           // from members/<id>.lock; empty if unknown
+  std::optional<int64_t> pid; // likewise
+  std::vector<std::pair<std::string, int32_t>> owned;  // (topic, partition), sorted
+};
+
+struct GroupDescription {
+  std::string group;
+  GroupOffsets state;  // the offsets file (rebalances, dead letters, generation)
+  // One per committed or owned partition, or with a topic: every partition
+  // of it plus any committed entry or owned partition of it beyond its
+  // partition count. Sorted by (topic, partition).
+  std::vector<GroupPartitionStatus> partitions;
+  std::vector<GroupMemberStatus> members;  // live members, sorted by id
+  int64_t total_lag = 0;  // sum of the known lags
+};
+
+// Describes `group`, limited to `topic` when given (which must exist:
+// kNotFound otherwise). A corrupt offsets file is its kCorruption (file,
+// position, rule). Members and owners are a snapshot: one may come or go
+// while the files are read.
+Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
+                                       std::optional<std::string_view> topic = std::nullopt);
+
+// True when some member holds group.lock (shared): a reset or delete would
+// be refused (kBusy) now.
+Result<bool> HasLiveMembers(const Group& group);
+
+}  // namespace mq

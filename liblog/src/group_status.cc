@@ -1,0 +1,264 @@
+// A consumer group's description (mq/group_status.h): the offsets file
+// against each partition's log, and the lock files probed for members and
+// owners (format-spec/group.md §14.5).
+#include "mq/group_status.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "mq/consumer.h"
+#include "mq/file.h"
+#include "mq/lock.h"
+#include "mq/partition.h"
+
+namespace mq {
+namespace {
+
+// Names in a directory (not "." or ".."), with whether each is a directory.
+Result<std::vector<std::pair<std::string, bool>>> ListDir(int dir_fd, const std::string& path) {
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoStatus(path, errno);
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(copy);
+    return ErrnoStatus(path, err);
+  }
+  ::rewinddir(d);
+  std::vector<std::pair<std::string, bool>> out;
+  while (const dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    struct stat st;
+    const bool is_dir =
+        ::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+    out.emplace_back(std::move(n), is_dir);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// The first line of a lock file's note (§14.5), at most 1 KiB read; empty
+// if the file is missing, empty or not a regular file.
+std::string ReadNote(int dir_fd, const std::string& name) {
+  auto fd = OpenRegularFileAt(dir_fd, name, O_RDONLY);
+  if (!fd) return {};
+  char buf[1024];
+  ssize_t n;
+  do n = ::pread(fd->get(), buf, sizeof buf, 0);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0) return {};
+  std::string text(buf, static_cast<size_t>(n));
+  if (size_t nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  else return {};  // being written: no complete line yet
+  return text;
+}
+
+std::optional<int32_t> ParsePartitionLockName(std::string_view name) {
+  constexpr std::string_view kSuffix = ".lock";
+  if (!name.ends_with(kSuffix)) return std::nullopt;
+  std::string_view digits = name.substr(0, name.size() - kSuffix.size());
+  if (digits.empty() || digits.size() > 4 || (digits.size() > 1 && digits[0] == '0'))
+    return std::nullopt;
+  int32_t p = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), p);
+  if (ec != std::errc() || end != digits.data() + digits.size() || p > kMaxGroupPartition)
+    return std::nullopt;
+  return p;
+}
+
+// partitions/<topic>/<p>.lock held by someone: (topic, p) -> owner id
+// (empty when the owner has not written it yet). Only `topic` when given.
+Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
+    const Group& group, std::optional<std::string_view> topic) {
+  std::map<std::pair<std::string, int32_t>, std::string> out;
+  auto partitions = OpenDirectoryAt(group.dir_fd(), kGroupPartitionsDir, false);
+  if (!partitions && partitions.error().code() == Code::kNotFound) return out;
+  if (!partitions) return partitions.error();
+  const std::string base = group.path() + "/" + kGroupPartitionsDir;
+  auto topics = ListDir(partitions->get(), base);
+  if (!topics) return topics.error();
+  for (const auto& [t, is_dir] : *topics) {
+    if (!is_dir || !ValidateName(t, "topic").ok() || (topic && t != *topic)) continue;
+    auto dir = OpenDirectoryAt(partitions->get(), t, false);
+    if (!dir && dir.error().code() == Code::kNotFound) continue;  // removed meanwhile
+    if (!dir) return dir.error();
+    auto files = ListDir(dir->get(), base + "/" + t);
+    if (!files) return files.error();
+    for (const auto& [f, f_is_dir] : *files) {
+      auto p = ParsePartitionLockName(f);
+      if (f_is_dir || !p) continue;
+      auto held = IsLocked(dir->get(), f, LockMode::kShared);
+      if (!held) return held.error();
+      if (!*held) continue;
+      std::string id = ReadNote(dir->get(), f);
+      if (!ValidateName(id, "member id").ok()) id.clear();
+      out[{t, *p}] = std::move(id);
+    }
+  }
+  return out;
+}
+
+// "<member> <host> <pid>" (§14.5): host and pid when the note names `id`.
+void ParseMemberNote(const std::string& note, GroupMemberStatus* m) {
+  const size_t a = note.find(' ');
+  if (a == std::string::npos || note.substr(0, a) != m->id) return;
+  const size_t b = note.rfind(' ');
+  if (b == a) return;
+  m->host = note.substr(a + 1, b - a - 1);
+  std::string_view pid = std::string_view(note).substr(b + 1);
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), v);
+  if (ec == std::errc() && end == pid.data() + pid.size() && v > 0) m->pid = v;
+}
+
+Result<std::vector<GroupMemberStatus>> LiveMembers(const Group& group) {
+  std::vector<GroupMemberStatus> out;
+  auto ids = group.ListMemberFiles();
+  if (!ids) return ids.error();
+  if (ids->empty()) return out;
+  auto members = OpenDirectoryAt(group.dir_fd(), kGroupMembersDir, false);
+  if (!members && members.error().code() == Code::kNotFound) return out;
+  if (!members) return members.error();
+  for (const std::string& id : *ids) {
+    auto alive = group.IsMemberAlive(id);
+    if (!alive) return alive.error();
+    if (!*alive) continue;
+    GroupMemberStatus m;
+    m.id = id;
+    ParseMemberNote(ReadNote(members->get(), id + ".lock"), &m);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+void Place(GroupPartitionStatus* s) {
+  if (!s->committed) return;
+  const int64_t c = s->committed->offset;
+  if (c < s->log.start) {
+    s->position = CommittedPosition::kBelowLogStart;
+    s->lost = s->log.start - c;
+    s->resume_at = s->log.start;
+  } else if (c > s->log.end) {
+    s->position = CommittedPosition::kAboveLogEnd;
+    s->resume_at = s->log.end;
+  } else {
+    s->position = CommittedPosition::kInLog;
+    s->resume_at = c;
+  }
+  s->lag = s->log.end - *s->resume_at;
+}
+
+}  // namespace
+
+Result<LogBounds> PartitionBounds(const DataDir& dir, const TopicConfig& config,
+                                  std::string_view topic, int32_t partition) {
+  ReadOptions options;
+  options.limits = DataDir::DecodeLimitsFor(config);
+  options.offsets = config.cleanup_policy == CleanupPolicy::kDelete ? OffsetPolicy::kContiguous
+                                                                    : OffsetPolicy::kGapsAllowed;
+  auto reader = PartitionReader::Open(dir.PartitionDir(topic, partition), options);
+  if (!reader && reader.error().code() == Code::kNotFound) return LogBounds{};  // not written yet
+  if (!reader) return reader.error();
+  LogBounds b;
+  b.start = (*reader)->log_start_offset();
+  b.end = (*reader)->end_offset();
+  b.start = std::min(b.start, b.end);
+  return b;
+}
+
+Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic,
+                                   int32_t partition, int64_t timestamp_ms) {
+  // The consume loop's own timestamp start (the time index, then records
+  // before the time passed over), stopping at the committed end.
+  ConsumerOptions options;
+  options.stop_at_end = true;
+  options.max_open = 1;
+  auto consumer = Consumer::Open(dir, topic, std::move(options));
+  if (!consumer) return consumer.error();
+  MQ_RETURN_IF_ERROR(
+      (*consumer)->Assign(partition, {StartPosition::Kind::kTimestamp, timestamp_ms}));
+  auto next = (*consumer)->Next();
+  if (!next) return next.error();
+  if (const ConsumedRecord* r = *next) return r->record.offset;
+  auto bounds = PartitionBounds(dir, (*consumer)->config(), topic, partition);
+  if (!bounds) return bounds.error();
+  return bounds->end;
+}
+
+Result<bool> HasLiveMembers(const Group& group) {
+  return IsLocked(group.dir_fd(), kGroupLock, LockMode::kExclusive);
+}
+
+Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
+                                       std::optional<std::string_view> topic) {
+  GroupDescription d;
+  d.group = group.name();
+  std::optional<TopicConfig> only;
+  if (topic) {
+    auto config = dir.ReadTopic(*topic);
+    if (!config) return config.error();
+    only = *config;
+  }
+  auto state = group.Read();
+  if (!state) return state.error();
+  d.state = std::move(*state);
+  auto owners = Owners(group, topic);
+  if (!owners) return owners.error();
+  auto members = LiveMembers(group);
+  if (!members) return members.error();
+  d.members = std::move(*members);
+
+  // The rows: committed entries, owned partitions, and every partition of
+  // `topic`.
+  std::set<std::pair<std::string, int32_t>> keys;
+  for (const CommittedOffset& e : d.state.offsets)
+    if (!topic || e.topic == *topic) keys.insert({e.topic, e.partition});
+  for (const auto& [key, id] : *owners) keys.insert(key);
+  if (only)
+    for (int32_t p = 0; p < only->partitions; ++p) keys.insert({std::string(*topic), p});
+
+  std::map<std::string, std::optional<TopicConfig>> configs;
+  if (only) configs[std::string(*topic)] = *only;
+  for (const auto& [t, p] : keys) {
+    GroupPartitionStatus s;
+    s.topic = t;
+    s.partition = p;
+    if (const CommittedOffset* e = d.state.Find(t, p)) s.committed = *e;
+    if (auto it = owners->find({t, p}); it != owners->end()) s.owner = it->second;
+    auto c = configs.find(t);
+    if (c == configs.end()) {
+      auto config = dir.ReadTopic(t);
+      if (!config && config.error().code() != Code::kNotFound) return config.error();
+      c = configs.emplace(t, config ? std::optional<TopicConfig>(*config) : std::nullopt).first;
+    }
+    if (!c->second) {
+      s.position = CommittedPosition::kNoTopic;
+    } else if (p >= c->second->partitions) {
+      s.position = CommittedPosition::kNoPartition;
+    } else {
+      auto bounds = PartitionBounds(dir, *c->second, t, p);
+      if (!bounds) return bounds.error();
+      s.log = *bounds;
+      Place(&s);
+    }
+    if (s.lag) d.total_lag += *s.lag;
+    d.partitions.push_back(std::move(s));
+  }
+  for (GroupMemberStatus& m : d.members)
+    for (const auto& [key, id] : *owners)
+      if (id == m.id) m.owned.push_back(key);
+  return d;
+}
+
+}  // namespace mq

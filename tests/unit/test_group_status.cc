@@ -1,0 +1,179 @@
+// A group's description (mq/group_status.h): committed offsets against the
+// log (lag, below the log start, above the log end), owners and live
+// members from the lock files, and the offset-for-time lookup of
+// --reset-offsets --to-datetime.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include "mq/group_member.h"
+#include "mq/group_status.h"
+#include "mq/partition.h"
+#include "mq/topic.h"
+#include "test_support.h"
+
+using namespace mq;
+using namespace mq::test;
+
+namespace {
+
+// A data directory with topic "t" and group "g".
+struct Fixture {
+  TempDir tmp;
+  DataDir dir;
+  TopicConfig config;
+  std::optional<Group> group;
+
+  explicit Fixture(int32_t partitions, uint64_t segment_bytes = 1 << 20) {
+    auto d = DataDir::Open(tmp / "data", true);
+    REQUIRE(d);
+    dir = *d;
+    config.partitions = partitions;
+    config.segment_bytes = segment_bytes;
+    REQUIRE(dir.CreateTopic("t", config).ok());
+    auto g = Group::Open(dir.path(), "g", true);
+    REQUIRE(g);
+    group.emplace(std::move(*g));
+  }
+  std::unique_ptr<PartitionWriter> Writer(int32_t p) {
+    auto w = PartitionWriter::Open(dir.PartitionDir("t", p), DataDir::LogConfigFor(config), true,
+                                   nullptr);
+    REQUIRE(w);
+    return std::move(*w);
+  }
+  void Append(int32_t p, int count, int64_t ts = 1000) {
+    auto b = MakeBatch(count, ts);
+    REQUIRE(Writer(p)->Append(b));
+  }
+  void Commit(const std::string& topic, int32_t p, int64_t offset) {
+    std::vector<OffsetCommit> c = {{topic, p, offset, kNoLeaderEpoch, 0}};
+    REQUIRE(group->Commit(c, "m1").ok());
+  }
+  GroupDescription Describe(std::optional<std::string_view> topic = std::nullopt) {
+    auto d = DescribeGroup(dir, *group, topic);
+    REQUIRE(d);
+    return std::move(*d);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("group status: lag is the committed end minus the committed offset, summed") {
+  Fixture f(3);
+  f.Append(0, 10);
+  f.Append(1, 5);
+  f.Commit("t", 0, 4);
+  f.Commit("t", 1, 5);
+
+  GroupDescription d = f.Describe();
+  REQUIRE(d.partitions.size() == 2);  // committed partitions only
+  CHECK(d.partitions[0].position == CommittedPosition::kInLog);
+  CHECK(d.partitions[0].log.end == 10);
+  CHECK(d.partitions[0].lag == 6);
+  CHECK(d.partitions[1].lag == 0);
+  CHECK(d.total_lag == 6);
+  CHECK_FALSE(d.partitions[0].owner);
+
+  // With the topic: every partition, an uncommitted one without a lag.
+  d = f.Describe("t");
+  REQUIRE(d.partitions.size() == 3);
+  CHECK(d.partitions[2].position == CommittedPosition::kNone);
+  CHECK_FALSE(d.partitions[2].committed);
+  CHECK_FALSE(d.partitions[2].lag);
+  CHECK(d.partitions[2].log.end == 0);
+  CHECK(d.total_lag == 6);
+
+  auto missing = DescribeGroup(f.dir, *f.group, std::string_view("nosuch"));
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code() == Code::kNotFound);
+}
+
+TEST_CASE("group status: a committed offset below the log start or above the log end") {
+  Fixture f(2, 300);  // one batch of 10 records per segment
+  f.Append(0, 10);
+  f.Append(0, 10);
+  f.Append(0, 10);
+  REQUIRE(f.Writer(0)->DeleteSegmentsBefore(20).ok());
+  f.Append(1, 5);
+  f.Commit("t", 0, 3);    // retention deleted 3..19
+  f.Commit("t", 1, 100);  // past the end: a truncation
+  f.Commit("gone", 0, 7);
+
+  GroupDescription d = f.Describe();
+  REQUIRE(d.partitions.size() == 3);
+  const auto& gone = d.partitions[0];
+  CHECK(gone.topic == "gone");
+  CHECK(gone.position == CommittedPosition::kNoTopic);
+  CHECK_FALSE(gone.lag);
+  const auto& below = d.partitions[1];
+  REQUIRE(below.log.start == 20);
+  CHECK(below.position == CommittedPosition::kBelowLogStart);
+  CHECK(below.lost == 17);
+  CHECK(below.resume_at == 20);
+  CHECK(below.lag == 10);  // what is left to read, not 30 - 3
+  const auto& above = d.partitions[2];
+  CHECK(above.position == CommittedPosition::kAboveLogEnd);
+  CHECK(above.resume_at == 5);
+  CHECK(above.lag == 0);
+  CHECK(d.total_lag == 10);
+
+  // A committed partition the topic does not have.
+  f.Commit("t", 5, 0);
+  d = f.Describe("t");
+  REQUIRE(d.partitions.size() == 3);
+  CHECK(d.partitions[2].partition == 5);
+  CHECK(d.partitions[2].position == CommittedPosition::kNoPartition);
+}
+
+TEST_CASE("group status: owners and live members come from the lock files") {
+  Fixture f(4);
+  auto m = GroupMember::Join(&*f.group, "m1", "t", 4);
+  REQUIRE(m);
+  auto got = m->TryAcquire(2);
+  REQUIRE(got);
+  REQUIRE(*got);
+  auto live = HasLiveMembers(*f.group);
+  REQUIRE(live);
+  CHECK(*live);
+
+  GroupDescription d = f.Describe();
+  REQUIRE(d.partitions.size() == 1);  // owned, not committed
+  CHECK(d.partitions[0].partition == 2);
+  CHECK(d.partitions[0].owner == "m1");
+  REQUIRE(d.members.size() == 1);
+  CHECK(d.members[0].id == "m1");
+  CHECK(d.members[0].pid == ::getpid());
+  CHECK_FALSE(d.members[0].host.empty());
+  REQUIRE(d.members[0].owned.size() == 1);
+  CHECK(d.members[0].owned[0] == std::pair<std::string, int32_t>("t", 2));
+
+  // Released: the file keeps the old id, but nobody holds it.
+  m->Release(2);
+  d = f.Describe();
+  CHECK(d.partitions.empty());
+  m->Leave();
+  d = f.Describe();
+  CHECK(d.members.empty());
+  live = HasLiveMembers(*f.group);
+  REQUIRE(live);
+  CHECK_FALSE(*live);
+}
+
+TEST_CASE("group status: the offset for a time is the first record at or after it") {
+  Fixture f(2);
+  f.Append(0, 10, 1000);  // offsets 0-9, timestamps 1000-1009
+  f.Append(0, 10, 2000);  // offsets 10-19, timestamps 2000-2009
+  auto at = [&](int64_t ts) {
+    auto o = OffsetForTimestamp(f.dir, "t", 0, ts);
+    REQUIRE(o);
+    return *o;
+  };
+  CHECK(at(0) == 0);
+  CHECK(at(1005) == 5);
+  CHECK(at(1500) == 10);
+  CHECK(at(2009) == 19);
+  CHECK(at(5000) == 20);  // none: the committed end
+  auto empty = OffsetForTimestamp(f.dir, "t", 1, 0);
+  REQUIRE(empty);
+  CHECK(*empty == 0);
+}

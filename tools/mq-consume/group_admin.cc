@@ -1,0 +1,474 @@
+#include "group_admin.h"
+
+#include <algorithm>
+#include <climits>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "envelope.h"
+#include "format_string.h"
+#include "mq/group.h"
+#include "mq/group_status.h"
+#include "mq/topic.h"
+#include "options.h"
+#include "position.h"
+
+namespace mq::consume {
+namespace {
+
+// Columns padded to their widest cell, two spaces apart (the last one not
+// padded), like kafka-consumer-groups.
+class Table {
+ public:
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void Print(cli::Output& out) const {
+    std::vector<size_t> width;
+    for (const auto& r : rows_)
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (width.size() <= i) width.push_back(0);
+        width[i] = std::max(width[i], r[i].size());
+      }
+    for (const auto& r : rows_) {
+      std::string line;
+      for (size_t i = 0; i < r.size(); ++i) {
+        line += r[i];
+        if (i + 1 < r.size()) line.append(width[i] - r[i].size() + 2, ' ');
+      }
+      out.Print("{}\n", line);
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string Dash(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "-"; }
+std::string Dash(const std::string& s) { return s.empty() ? "-" : s; }
+
+std::string IsoTime(int64_t ms) {
+  fmt::memory_buffer b;
+  fmtstr::AppendIsoTime(b, ms);
+  return fmt::to_string(b);
+}
+
+// JSON values.
+void Str(fmt::memory_buffer& b, std::string_view s) {
+  if (envelope::IsUtf8(s)) envelope::AppendJsonString(b, s);
+  else b.append(std::string_view("null"));
+}
+void OptStr(fmt::memory_buffer& b, const std::optional<std::string>& s) {
+  if (s && !s->empty()) Str(b, *s);
+  else b.append(std::string_view("null"));
+}
+void Num(fmt::memory_buffer& b, const std::optional<int64_t>& v) {
+  if (v) fmt::format_to(std::back_inserter(b), "{}", *v);
+  else b.append(std::string_view("null"));
+}
+void Key(fmt::memory_buffer& b, std::string_view k, bool first = false) {
+  if (!first) b.push_back(',');
+  fmt::format_to(std::back_inserter(b), "\"{}\":", k);
+}
+
+const char* NoteOf(CommittedPosition p) {
+  switch (p) {
+    case CommittedPosition::kBelowLogStart: return "below-log-start";
+    case CommittedPosition::kAboveLogEnd: return "above-log-end";
+    case CommittedPosition::kNoTopic: return "no-topic";
+    case CommittedPosition::kNoPartition: return "no-partition";
+    case CommittedPosition::kNone:
+    case CommittedPosition::kInLog: break;
+  }
+  return nullptr;
+}
+
+bool HasLog(const GroupPartitionStatus& s) {
+  return s.position != CommittedPosition::kNoTopic && s.position != CommittedPosition::kNoPartition;
+}
+
+// The flags that only mean something when consuming.
+Status CheckNoConsumeFlags(const Flags& f, std::string_view mode) {
+  const std::pair<bool, const char*> given[] = {
+      {!f.offsets.empty(), "-o"},       {f.count.has_value(), "-c"},
+      {f.exit_at_end, "-e"},            {f.print_key, "-k"},
+      {f.key_delim.has_value(), "-K"},  {f.delim.has_value(), "-D"},
+      {f.null_delim, "-0"},             {f.raw, "--raw"},
+      {f.format.has_value(), "-f"},     {f.null_text, "-Z"},
+      {!f.header_filters.empty(), "--header-filter"}, {f.skip_corrupt, "--skip-corrupt"},
+  };
+  for (const auto& [set, name] : given)
+    if (set) return Status(Code::kInvalidArgument, fmt::format("{} does not consume: {} does not apply", mode, name));
+  return Status::Ok();
+}
+
+// -G is required (and valid, R12); -t, when `topic` says so.
+Status CheckGroupAndTopic(const Flags& f, std::string_view mode, bool topic_required,
+                          bool topic_allowed) {
+  if (!f.group) return Status(Code::kInvalidArgument, fmt::format("{} needs a group (-G GROUP)", mode));
+  if (Status s = ValidateName(*f.group, "group"); !s.ok())
+    return Status(Code::kInvalidArgument, "--group: " + s.message());
+  if (f.topic.empty() && topic_required)
+    return Status(Code::kInvalidArgument, fmt::format("{} needs a topic (-t TOPIC)", mode));
+  if (!f.topic.empty() && !topic_allowed)
+    return Status(Code::kInvalidArgument, fmt::format("{} takes no topic (-t)", mode));
+  if (!f.topic.empty())
+    if (Status s = ValidateName(f.topic, "topic"); !s.ok())
+      return Status(Code::kInvalidArgument, "--topic: " + s.message());
+  return Status::Ok();
+}
+
+// --- --list ----------------------------------------------------------------------------
+
+int List(const Flags& f) {
+  auto names = ListGroups(f.dir);
+  if (!names) return cli::Fail(names.error());
+  cli::Output out;
+  for (const std::string& g : *names) {
+    if (f.json) out.Print("{{\"group\":\"{}\"}}\n", g);  // R12 names need no escapes
+    else out.Print("{}\n", g);
+  }
+  return out.FinishExitCode();
+}
+
+// --- --describe ------------------------------------------------------------------------
+
+const GroupMemberStatus* FindMember(const GroupDescription& d, const std::optional<std::string>& id) {
+  if (!id) return nullptr;
+  for (const auto& m : d.members)
+    if (m.id == *id) return &m;
+  return nullptr;
+}
+
+void DescribeText(const GroupDescription& d, cli::Output& out) {
+  Table t;
+  t.Add({"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+         "HOST", "PID", "NOTE"});
+  std::vector<std::string> notes;
+  for (const auto& s : d.partitions) {
+    const GroupMemberStatus* m = FindMember(d, s.owner);
+    std::string owner = s.owner ? (s.owner->empty() ? "?" : *s.owner) : "-";
+    const char* note = NoteOf(s.position);
+    t.Add({d.group, s.topic, std::to_string(s.partition),
+           Dash(s.committed ? std::optional<int64_t>(s.committed->offset) : std::nullopt),
+           HasLog(s) ? std::to_string(s.log.end) : "-", Dash(s.lag), owner,
+           m ? Dash(m->host) : "-", m ? Dash(m->pid) : "-", note ? note : "-"});
+    const std::string tp = fmt::format("{}-{}", s.topic, s.partition);
+    switch (s.position) {
+      case CommittedPosition::kBelowLogStart:
+        notes.push_back(fmt::format(
+            "{}: committed offset {} is below the log start {}: retention deleted {} offset(s) "
+            "before the group read them; a member resumes at {}",
+            tp, s.committed->offset, s.log.start, s.lost, s.log.start));
+        break;
+      case CommittedPosition::kAboveLogEnd:
+        notes.push_back(fmt::format(
+            "{}: committed offset {} is above the log end {} (the log was truncated); a member "
+            "resumes at {}",
+            tp, s.committed->offset, s.log.end, s.log.end));
+        break;
+      case CommittedPosition::kNoTopic:
+        notes.push_back(fmt::format("{}: topic {} does not exist (any more)", tp, s.topic));
+        break;
+      case CommittedPosition::kNoPartition:
+        notes.push_back(fmt::format("{}: topic {} has no partition {}", tp, s.topic, s.partition));
+        break;
+      case CommittedPosition::kNone:
+      case CommittedPosition::kInLog: break;
+    }
+  }
+  t.Print(out);
+  for (const auto& n : notes) out.Print("note: {}\n", n);
+  out.Print("\ntotal lag: {}\n", d.total_lag);
+  if (d.members.empty()) {
+    out.Print("members: none live\n");
+  } else {
+    out.Print("members: {}\n", d.members.size());
+    Table mt;
+    mt.Add({"CONSUMER-ID", "HOST", "PID", "PARTITIONS"});
+    for (const auto& m : d.members) {
+      std::string owned;
+      for (const auto& [topic, p] : m.owned)
+        owned += fmt::format("{}{}-{}", owned.empty() ? "" : ",", topic, p);
+      mt.Add({m.id, Dash(m.host), Dash(m.pid), Dash(owned)});
+    }
+    mt.Print(out);
+  }
+  if (d.state.last_rebalance_timestamp == kNoTimestamp)
+    out.Print("rebalances: {}\n", d.state.rebalances);
+  else
+    out.Print("rebalances: {} (last at {})\n", d.state.rebalances,
+              IsoTime(d.state.last_rebalance_timestamp));
+  std::string per;
+  for (const auto& e : d.state.offsets)
+    if (e.dead_letters > 0)
+      per += fmt::format("{}{}-{}: {}", per.empty() ? "" : ", ", e.topic, e.partition, e.dead_letters);
+  if (per.empty()) out.Print("dead letters: {}\n", d.state.dead_letters());
+  else out.Print("dead letters: {} ({})\n", d.state.dead_letters(), per);
+}
+
+void DescribeJson(const GroupDescription& d, cli::Output& out) {
+  for (const auto& s : d.partitions) {
+    fmt::memory_buffer b;
+    const GroupMemberStatus* m = FindMember(d, s.owner);
+    const bool log = HasLog(s);
+    const CommittedOffset* c = s.committed ? &*s.committed : nullptr;
+    b.push_back('{');
+    Key(b, "type", true); Str(b, "partition");
+    Key(b, "group"); Str(b, d.group);
+    Key(b, "topic"); Str(b, s.topic);
+    Key(b, "partition"); Num(b, s.partition);
+    Key(b, "current_offset"); Num(b, c ? std::optional<int64_t>(c->offset) : std::nullopt);
+    Key(b, "log_start_offset"); Num(b, log ? std::optional<int64_t>(s.log.start) : std::nullopt);
+    Key(b, "log_end_offset"); Num(b, log ? std::optional<int64_t>(s.log.end) : std::nullopt);
+    Key(b, "lag"); Num(b, s.lag);
+    Key(b, "resume_offset"); Num(b, s.resume_at);
+    Key(b, "lost"); Num(b, s.lost);
+    Key(b, "consumer_id"); OptStr(b, s.owner);
+    Key(b, "host"); OptStr(b, m ? std::optional<std::string>(m->host) : std::nullopt);
+    Key(b, "pid"); Num(b, m ? m->pid : std::nullopt);
+    Key(b, "note");
+    if (const char* n = NoteOf(s.position)) Str(b, n);
+    else b.append(std::string_view("null"));
+    Key(b, "leader_epoch"); Num(b, c ? std::optional<int64_t>(c->leader_epoch) : std::nullopt);
+    Key(b, "commit_timestamp"); Num(b, c ? std::optional<int64_t>(c->commit_timestamp) : std::nullopt);
+    Key(b, "committed_by"); OptStr(b, c ? std::optional<std::string>(c->member_id) : std::nullopt);
+    Key(b, "dead_letters"); Num(b, c ? c->dead_letters : 0);
+    b.append(std::string_view("}\n"));
+    out.Write(std::string_view(b.data(), b.size()));
+  }
+  fmt::memory_buffer b;
+  b.push_back('{');
+  Key(b, "type", true); Str(b, "summary");
+  Key(b, "group"); Str(b, d.group);
+  Key(b, "total_lag"); Num(b, d.total_lag);
+  Key(b, "members");
+  b.push_back('[');
+  for (size_t i = 0; i < d.members.size(); ++i) {
+    const auto& m = d.members[i];
+    if (i > 0) b.push_back(',');
+    b.push_back('{');
+    Key(b, "consumer_id", true); Str(b, m.id);
+    Key(b, "host"); OptStr(b, m.host);
+    Key(b, "pid"); Num(b, m.pid);
+    Key(b, "partitions");
+    b.push_back('[');
+    for (size_t j = 0; j < m.owned.size(); ++j) {
+      if (j > 0) b.push_back(',');
+      b.push_back('{');
+      Key(b, "topic", true); Str(b, m.owned[j].first);
+      Key(b, "partition"); Num(b, m.owned[j].second);
+      b.push_back('}');
+    }
+    b.append(std::string_view("]}"));
+  }
+  b.push_back(']');
+  Key(b, "rebalances"); Num(b, d.state.rebalances);
+  Key(b, "last_rebalance_timestamp");
+  Num(b, d.state.last_rebalance_timestamp == kNoTimestamp
+             ? std::nullopt : std::optional<int64_t>(d.state.last_rebalance_timestamp));
+  Key(b, "dead_letters"); Num(b, d.state.dead_letters());
+  Key(b, "generation"); Num(b, d.state.generation);
+  Key(b, "update_timestamp");
+  Num(b, d.state.generation == 0 ? std::nullopt : std::optional<int64_t>(d.state.update_timestamp));
+  b.append(std::string_view("}\n"));
+  out.Write(std::string_view(b.data(), b.size()));
+}
+
+int Describe(const Flags& f) {
+  auto dir = DataDir::Open(f.dir, false);
+  if (!dir) return cli::Fail(dir.error());
+  auto group = Group::Open(f.dir, *f.group, false);
+  if (!group) return cli::Fail(group.error());
+  auto d = DescribeGroup(*dir, *group,
+                         f.topic.empty() ? std::nullopt : std::optional<std::string_view>(f.topic));
+  if (!d) return cli::Fail(d.error());
+  cli::Output out;
+  if (f.json) DescribeJson(*d, out);
+  else DescribeText(*d, out);
+  return out.FinishExitCode();
+}
+
+// --- --reset-offsets -------------------------------------------------------------------
+
+struct PlanRow {
+  int32_t partition = 0;
+  std::optional<int64_t> current;
+  int64_t target = 0;  // before clamping
+  int64_t next = 0;    // after
+  LogBounds log;
+};
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+  if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+  return a + b;
+}
+
+int Reset(const Flags& f) {
+  const AdminFlags& a = f.admin;
+  std::optional<int64_t> datetime;
+  if (a.to_datetime) {
+    datetime = ParseTime(*a.to_datetime);
+    if (!datetime)
+      return cli::Fail(Status(Code::kInvalidArgument,
+                              fmt::format("--to-datetime: invalid value '{}': expected "
+                                          "milliseconds since the epoch or an ISO 8601 time",
+                                          *a.to_datetime)));
+  }
+  auto dir = DataDir::Open(f.dir, false);
+  if (!dir) return cli::Fail(dir.error());
+  auto group = Group::Open(f.dir, *f.group, false);
+  if (!group) return cli::Fail(group.error());
+  auto config = dir->ReadTopic(f.topic);
+  if (!config) return cli::Fail(config.error());
+  std::vector<int32_t> partitions;
+  for (int32_t p : f.partitions) {
+    if (p >= config->partitions)
+      return cli::Fail(Status(Code::kInvalidArgument,
+                              fmt::format("--partition {}: topic {} has {} partition(s), 0 to {}",
+                                          p, f.topic, config->partitions, config->partitions - 1)));
+    if (std::find(partitions.begin(), partitions.end(), p) == partitions.end()) partitions.push_back(p);
+  }
+  if (f.partitions.empty())
+    for (int32_t p = 0; p < config->partitions; ++p) partitions.push_back(p);
+  std::sort(partitions.begin(), partitions.end());
+  auto state = group->Read();
+  if (!state) return cli::Fail(state.error());
+
+  std::vector<PlanRow> plan;
+  for (int32_t p : partitions) {
+    PlanRow r;
+    r.partition = p;
+    if (const CommittedOffset* e = state->Find(f.topic, p)) r.current = e->offset;
+    auto bounds = PartitionBounds(*dir, *config, f.topic, p);
+    if (!bounds) return cli::Fail(bounds.error());
+    r.log = *bounds;
+    if (a.to_earliest) {
+      r.target = r.log.start;
+    } else if (a.to_latest) {
+      r.target = r.log.end;
+    } else if (a.to_offset) {
+      r.target = *a.to_offset;
+    } else if (a.shift_by) {
+      if (!r.current)
+        return cli::Fail(Status(Code::kInvalidArgument,
+                                fmt::format("--shift-by: group \"{}\" has no committed offset for "
+                                            "{}-{} to shift from (leave it out with -p, or use "
+                                            "a --to-* target)",
+                                            *f.group, f.topic, p)));
+      r.target = SaturatingAdd(*r.current, *a.shift_by);
+    } else {
+      auto at = OffsetForTimestamp(*dir, f.topic, p, *datetime);
+      if (!at) return cli::Fail(at.error());
+      r.target = *at;
+    }
+    r.next = std::clamp(r.target, r.log.start, r.log.end);
+    plan.push_back(r);
+  }
+
+  if (a.execute) {
+    std::vector<OffsetCommit> commits;
+    for (const PlanRow& r : plan) commits.push_back({f.topic, r.partition, r.next, kNoLeaderEpoch, 0});
+    if (Status s = group->Commit(commits, {}, CommitKind::kReset); !s.ok()) return cli::Fail(s);
+  } else if (!f.quiet) {
+    auto live = HasLiveMembers(*group);
+    if (live && *live)
+      cli::Warn(fmt::format("group \"{}\" has live members: --execute would be refused (exit 75) "
+                            "until they stop",
+                            *f.group));
+  }
+
+  cli::Output out;
+  Table t;
+  t.Add({"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "NOTE"});
+  for (const PlanRow& r : plan) {
+    const char* note = r.target < r.next ? "clamped-to-log-start"
+                       : r.target > r.next ? "clamped-to-log-end" : nullptr;
+    if (f.json) {
+      fmt::memory_buffer b;
+      b.push_back('{');
+      Key(b, "group", true); Str(b, *f.group);
+      Key(b, "topic"); Str(b, f.topic);
+      Key(b, "partition"); Num(b, r.partition);
+      Key(b, "current_offset"); Num(b, r.current);
+      Key(b, "new_offset"); Num(b, r.next);
+      Key(b, "log_start_offset"); Num(b, r.log.start);
+      Key(b, "log_end_offset"); Num(b, r.log.end);
+      Key(b, "note");
+      if (note) Str(b, note);
+      else b.append(std::string_view("null"));
+      Key(b, "executed"); b.append(std::string_view(a.execute ? "true" : "false"));
+      b.append(std::string_view("}\n"));
+      out.Write(std::string_view(b.data(), b.size()));
+    } else {
+      t.Add({*f.group, f.topic, std::to_string(r.partition), Dash(r.current),
+             std::to_string(r.next), note ? note : "-"});
+    }
+  }
+  if (!f.json) t.Print(out);
+  if (!a.execute && !f.quiet)
+    cli::Warn("dry run: nothing changed (add --execute to apply the plan)");
+  return out.FinishExitCode();
+}
+
+// --- --delete --------------------------------------------------------------------------
+
+int Delete(const Flags& f) {
+  if (Status s = DeleteGroup(f.dir, *f.group); !s.ok()) return cli::Fail(s);
+  return cli::kExitOk;
+}
+
+}  // namespace
+
+void AddAdminFlags(CLI::App& app, AdminFlags* f) {
+  auto* list = app.add_flag("--list", f->list, "list the consumer groups");
+  auto* describe = app.add_flag("--describe", f->describe,
+                                "show a group's offsets, lag, members and rebalances (-G)");
+  auto* reset = app.add_flag("--reset-offsets", f->reset,
+                             "plan (or with --execute apply) new offsets for a group (-G, -t)");
+  auto* del = app.add_flag("--delete", f->remove, "delete a group with no live member (-G)");
+  list->excludes(describe)->excludes(reset)->excludes(del);
+  describe->excludes(reset)->excludes(del);
+  reset->excludes(del);
+  std::vector<CLI::Option*> targets = {
+      app.add_flag("--to-earliest", f->to_earliest, "reset to the log start"),
+      app.add_flag("--to-latest", f->to_latest, "reset to the committed end"),
+      app.add_option("--to-offset", f->to_offset, "reset to offset N")
+          ->check(CLI::NonNegativeNumber),
+      app.add_option("--shift-by", f->shift_by, "move each committed offset by N (may be < 0)"),
+      app.add_option("--to-datetime", f->to_datetime,
+                     "reset to the first message with timestamp >= TIME (ms or ISO 8601)"),
+  };
+  for (size_t i = 0; i < targets.size(); ++i) {
+    targets[i]->needs(reset);
+    for (size_t j = i + 1; j < targets.size(); ++j) targets[i]->excludes(targets[j]);
+  }
+  app.add_flag("--execute", f->execute, "apply the --reset-offsets plan")->needs(reset);
+}
+
+int RunAdmin(const Flags& f, const char* usage) {
+  const AdminFlags& a = f.admin;
+  const char* mode = a.list ? "--list" : a.describe ? "--describe" : a.reset ? "--reset-offsets"
+                                                                            : "--delete";
+  Status s = CheckNoConsumeFlags(f, mode);
+  if (s.ok() && a.list && (f.group || !f.topic.empty() || !f.partitions.empty()))
+    s = Status(Code::kInvalidArgument, "--list takes no group, topic or partition");
+  if (s.ok() && a.describe) s = CheckGroupAndTopic(f, mode, false, true);
+  if (s.ok() && a.reset) s = CheckGroupAndTopic(f, mode, true, true);
+  if (s.ok() && a.remove) s = CheckGroupAndTopic(f, mode, false, false);
+  if (s.ok() && !a.reset && !f.partitions.empty())
+    s = Status(Code::kInvalidArgument, fmt::format("{} takes no partitions (-p)", mode));
+  if (s.ok() && a.reset &&
+      !(a.to_earliest || a.to_latest || a.to_offset || a.shift_by || a.to_datetime))
+    s = Status(Code::kInvalidArgument,
+               "--reset-offsets needs a target: --to-earliest, --to-latest, --to-offset N, "
+               "--shift-by N or --to-datetime TIME");
+  if (!s.ok()) return cli::UsageError(usage, s.message());
+  if (a.list) return List(f);
+  if (a.describe) return Describe(f);
+  if (a.reset) return Reset(f);
+  return Delete(f);
+}
+
+}  // namespace mq::consume
