@@ -85,6 +85,7 @@ class Member {
   int64_t last_commit_ms_ = 0;
   int64_t next_poll_ms_ = 0;
   bool said_idle_ = false;
+  size_t waiting_ = 0;  // assigned partitions their previous owner still holds
   std::string ack_buf_;
   bool ack_eof_ = false;
 };
@@ -148,6 +149,8 @@ Status Member::Rebalance() {
     if (!state) return state.error();
     for (int32_t p : view->acquire) MQ_RETURN_IF_ERROR(Acquire(p, *state));
   }
+  waiting_ = 0;
+  for (int32_t p : view->target) waiting_ += member_->owns(p) ? 0 : 1;
   if (view->changed) {
     if (f_.verbose)
       cli::Eprint("group {}: members {}; this member ({}) is assigned partitions {}\n",
@@ -322,8 +325,9 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       if (++delivered_ == f_.count || out_->broken()) return Status::Ok();
       continue;
     }
-    if (f_.exit_at_end && consumer_->finished() && !consumer_->assignment().empty())
-      return Status::Ok();
+    // -e: every partition this member is assigned (none, for an idle
+    // member) is owned and read to the end it had when it was taken.
+    if (f_.exit_at_end && consumer_->finished() && waiting_ == 0) return Status::Ok();
     // Every owned partition is at its committed end: hand over what is
     // buffered, commit, then wait for appends or the next membership probe.
     if (out_->Flush()) MarkFlushed();

@@ -53,6 +53,19 @@ EXPECT = {
     "while IFS=' ' read -r -d '' off name; do\n"
     "    process \"$name\" && echo $((off + 1)) > pos\n"
     "done": 0,
+    "for i in 1 2 3; do\n"
+    "    mq-consume -t orders -G shipping -e > shipped.$i &\n"
+    "done\n"
+    "wait\n"
+    "cat shipped.* | sort -n | uniq -d | wc -l     # 0: no message twice": 0,
+    "mq-consume -t orders -G invoices -e > invoices.txt\n"
+    "mq-consume -t orders -G audit -e > audit.txt\n"
+    "cmp invoices.txt audit.txt": 0,
+    "mkfifo acks\n"
+    "mq-consume -t orders -G mailer -e -f '%p %o %s\\n' --ack-fd 3 3<acks |\n"
+    "while read -r p o msg; do\n"
+    "    echo \"mail $msg\" >> mailed.txt && echo \"$p $o\"\n"
+    "done > acks": 0,
     "mq-consume --list\n"
     "mq-consume --describe -G billing": 0,
     "mq-consume --describe -G billing -t orders -J |\n"
