@@ -36,7 +36,6 @@ struct Progress {
   int64_t committed = -1;  // the group's committed offset (-1: none)
   int64_t handed = -1;     // position whose messages all reached stdout (or were acknowledged)
   int32_t epoch = -1;      // leader epoch of the batch holding handed - 1
-  int32_t last_epoch = -1;  // leader epoch of the last record handed out
   int64_t ahead = -1;       // at-most-once: offset committed ahead of output
 };
 
@@ -79,6 +78,7 @@ class Member {
   cli::Output* out_;
   Printer printer_;
   std::map<int32_t, Progress> progress_;
+  std::vector<int32_t> last_epoch_;  // by partition: leader epoch of the last record handed out
   uint64_t delivered_ = 0;
   uint64_t since_commit_ = 0;
   uint64_t seen_flushes_ = 0;
@@ -174,7 +174,7 @@ void Member::MarkFlushed() {
     auto pos = consumer_->position(p);
     if (pos && *pos > pr.handed) {
       pr.handed = *pos;
-      pr.epoch = pr.last_epoch;
+      pr.epoch = last_epoch_[p];
     }
   }
 }
@@ -299,23 +299,32 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   const bool need_headers = printer_.needs_headers() || !settings_.header_filters.empty();
   std::vector<Header> headers;
   last_commit_ms_ = MonotonicMs();
+  last_epoch_.assign(static_cast<size_t>(consumer_->config().partitions), -1);
+  // Membership, acknowledgements and commits are looked at every
+  // kTickRecords records and whenever the member waits.
+  constexpr uint32_t kTickRecords = 256;
+  uint32_t ticks = 0;
   while (!*interrupted) {
-    int64_t now = MonotonicMs();
-    if (now >= next_poll_ms_) {
-      MQ_RETURN_IF_ERROR(Rebalance());
-      next_poll_ms_ = now + kRebalancePollMs;
+    if (ticks == 0) {
+      ticks = kTickRecords;
+      int64_t now = MonotonicMs();
+      if (now >= next_poll_ms_) {
+        MQ_RETURN_IF_ERROR(Rebalance());
+        next_poll_ms_ = now + kRebalancePollMs;
+      }
+      ReadAcks(false);
+      if ((f_.commit_every > 0 && since_commit_ >= f_.commit_every) ||
+          now - last_commit_ms_ >= f_.commit_interval_ms) {
+        if (out_->Flush()) MarkFlushed();
+        MQ_RETURN_IF_ERROR(Commit(false));
+      }
     }
-    ReadAcks(false);
-    if ((f_.commit_every > 0 && since_commit_ >= f_.commit_every) ||
-        now - last_commit_ms_ >= f_.commit_interval_ms) {
-      if (out_->Flush()) MarkFlushed();
-      MQ_RETURN_IF_ERROR(Commit(false));
-    }
+    --ticks;
     auto next = consumer_->Next();
     if (!next) return next.error();
     if (const ConsumedRecord* m = *next) {
       if (f_.at_most_once) MQ_RETURN_IF_ERROR(CommitAhead(*m));
-      progress_[m->partition].last_epoch = m->leader_epoch;
+      last_epoch_[static_cast<size_t>(m->partition)] = m->leader_epoch;
       if (need_headers) headers = m->record.headers();
       if (!settings_.header_filters.empty() && !MatchesAll(headers, settings_.header_filters))
         continue;
@@ -335,6 +344,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     MQ_RETURN_IF_ERROR(Commit(false));
     const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
     consumer_->WaitForAppend(wait);
+    ticks = 0;
   }
   return Status::Ok();
 }
