@@ -73,5 +73,21 @@ if command -v mq-produce >/dev/null && command -v mq-consume >/dev/null; then
   run "mq-consume -C data -t chat -o beginning -e -J"
 fi
 
+if mq-consume --help 2>&1 | grep -q -- '-G GROUP'; then
+  section "7. Consumer groups: a work queue of three members (each message printed once)"
+  run "seq 1 12 | awk '{print \"order\" \$1 \":shipped \" \$1}' | mq-produce -C data -t orders --create --partitions 6 -K :"
+  run "for i in 1 2 3; do mq-consume -C data -t orders -G shipping -e > shipped.\$i & done; wait"
+  run "wc -l shipped.1 shipped.2 shipped.3"
+  section "   ... publish-subscribe: another group reads every message again"
+  run "mq-consume -C data -t orders -G audit -e | wc -l"
+  section "   ... each group's position: committed offsets, log end, lag"
+  run "echo 'order13:shipped 13' | mq-produce -C data -t orders -K :"
+  run "mq-consume -C data --describe -G shipping"
+  section "   ... replay after a bug fix: move the group back (a plan first, then --execute)"
+  run "mq-consume -C data --reset-offsets -G shipping -t orders --to-earliest"
+  run "mq-consume -C data --reset-offsets -G shipping -t orders --to-earliest --execute > /dev/null"
+  run "mq-consume -C data -t orders -G shipping -e | wc -l"
+fi
+
 section "Done"
 echo "Everything above is in format-spec/ and man/ (man -l $SRC/man/man1/mq-inspect.1)."
