@@ -13,7 +13,8 @@
 #   zstd         mq-produce -t T -z zstd FILE
 #   fsync-batch  mq-produce -t T --fsync batch FILE     (one fsync per append)
 # and prints, per case, the median wall time, messages/s, the ratio to dd's
-# median, the median CPU time (user + sys) and the peak RSS.
+# median, the median CPU time (user + sys) and the peak RSS, then each ratio
+# against its target (issue 7: page-cache >= 0.6 x dd, zstd >= 0.4 x dd).
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
 BUILD=${1:-${MQ_BIN:-build}}
@@ -63,3 +64,10 @@ for c in $cases; do
     printf "%-12s %9.2f %12.0f %9.2f %9.2f %9.1f\n", c, w, (w > 0 ? n / w : 0), (w > 0 ? cw / w : 0), cpu, r / 1024 }'
 done
 echo "(median of $RUNS runs; vs_dd = dd's wall time / this wall time, the ratio of input bytes per second; rss = peak)"
+for target in page-cache:0.6 zstd:0.4; do
+  c=${target%%:*} want=${target#*:}
+  wall=$(cut -d' ' -f1 "$W/$c" | median)
+  awk -v c="$c" -v w="$wall" -v cw="$dd_wall" -v want="$want" 'BEGIN {
+    r = (w > 0 ? cw / w : 0)
+    printf "target %-10s vs_dd %.2f, want >= %.1f: %s\n", c, r, want, (r >= want ? "met" : "NOT met") }'
+done

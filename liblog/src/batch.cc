@@ -274,9 +274,10 @@ Status BatchBuilder::Finish(int64_t base_offset, std::vector<std::byte>* out) {
   const int64_t base_ts = options_.base_timestamp.value_or(base_timestamp_);
   const int64_t max_ts = options_.max_timestamp.value_or(max_timestamp_);
 
+  // The header is built here and inserted with the records: resizing
+  // `out` first would zero-fill every byte before it is written.
   const size_t start = out->size();
-  out->resize(start + size);
-  std::byte* p = out->data() + start;
+  std::byte p[kBatchHeaderSize];
   using coding::PutFixed16;
   using coding::PutFixed32;
   using coding::PutFixed64;
@@ -292,8 +293,10 @@ Status BatchBuilder::Finish(int64_t base_offset, std::vector<std::byte>* out) {
   PutFixed16(p + kProducerEpochOffset, static_cast<uint16_t>(options_.producer_epoch));
   PutFixed32(p + kBaseSequenceOffset, static_cast<uint32_t>(options_.base_sequence));
   PutFixed32(p + kRecordsCountOffset, static_cast<uint32_t>(count_));
-  if (!payload.empty()) std::memcpy(p + kRecordsOffset, payload.data(), payload.size());
-  PutFixed32(p + kCrcOffset, Crc32c(Bytes(p + kAttributesOffset, size - kAttributesOffset)));
+  out->insert(out->end(), p, p + kBatchHeaderSize);
+  out->insert(out->end(), payload.begin(), payload.end());
+  std::byte* batch = out->data() + start;
+  PutFixed32(batch + kCrcOffset, Crc32c(Bytes(batch + kAttributesOffset, size - kAttributesOffset)));
 
   used_ = 0;
   count_ = 0;

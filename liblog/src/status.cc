@@ -10,10 +10,15 @@ namespace mq {
 Status Status::Corruption(std::string file, uint64_t position, std::string rule,
                           std::string what) {
   Status s(Code::kCorruption, fmt::format("{}: position {}: {}: {}", file, position, rule, what));
-  s.rule_ = std::move(rule);
-  s.file_ = std::move(file);
-  s.position_ = position;
+  s.detail_->rule = std::move(rule);
+  s.detail_->file = std::move(file);
+  s.detail_->position = position;
   return s;
+}
+
+const std::string& Status::Empty() {
+  static const std::string empty;
+  return empty;
 }
 
 int Status::exit_code() const {

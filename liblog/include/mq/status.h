@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -33,7 +34,20 @@ enum class Code : uint8_t {
 class Status {
  public:
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, std::string message)
+      : code_(code), detail_(std::make_unique<Detail>(Detail{std::move(message), {}, {}, 0})) {}
+  Status(const Status& other)
+      : code_(other.code_),
+        detail_(other.detail_ ? std::make_unique<Detail>(*other.detail_) : nullptr) {}
+  Status& operator=(const Status& other) {
+    if (this != &other) {
+      code_ = other.code_;
+      detail_ = other.detail_ ? std::make_unique<Detail>(*other.detail_) : nullptr;
+    }
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
 
   static Status Ok() { return {}; }
   // Corruption found in `file` at byte `position`, breaking format-spec rule
@@ -43,11 +57,11 @@ class Status {
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
-  const std::string& message() const { return message_; }
+  const std::string& message() const { return detail_ ? detail_->message : Empty(); }
   // Rule id for kCorruption ("R4"), empty otherwise.
-  const std::string& rule() const { return rule_; }
-  const std::string& file() const { return file_; }
-  uint64_t position() const { return position_; }
+  const std::string& rule() const { return detail_ ? detail_->rule : Empty(); }
+  const std::string& file() const { return detail_ ? detail_->file : Empty(); }
+  uint64_t position() const { return detail_ ? detail_->position : 0; }
 
   // Exit code per sysexits(3): 0, 64 usage, 65 data, 66 noinput, 69
   // unavailable, 70 software, 71 oserr (out of memory), 74 ioerr, 75
@@ -55,11 +69,17 @@ class Status {
   int exit_code() const;
 
  private:
+  // An OK status is one byte and a null pointer: returned on every hot
+  // path, it costs no more than a bool.
+  struct Detail {
+    std::string message;
+    std::string rule;
+    std::string file;
+    uint64_t position = 0;
+  };
+  static const std::string& Empty();
   Code code_ = Code::kOk;
-  std::string message_;
-  std::string rule_;
-  std::string file_;
-  uint64_t position_ = 0;
+  std::unique_ptr<Detail> detail_;
 };
 
 // Builds a Status from errno: ENOENT -> kNotFound, EACCES/EPERM ->
