@@ -3,6 +3,7 @@
 // a symlink planted in a partition directory is refused, never followed.
 #include "mq/file.h"
 
+#include <dirent.h>
 #include <cerrno>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -223,6 +224,34 @@ FileSystem* FileSystem::Default() {
 Result<UniqueFd> OpenDirectory(const std::string& path, bool create) {
   if (path.empty()) return Status(Code::kInvalidArgument, "empty directory path");
   return OpenDirFlags(AT_FDCWD, path, create);
+}
+
+Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path) {
+  // readdir on a duplicate: closedir closes it, never the caller's fd.
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoStatus(path, errno);
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(copy);
+    return ErrnoStatus(path, err);
+  }
+  ::rewinddir(d);
+  std::vector<DirEntry> out;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    struct stat st;
+    const bool is_dir =
+        ::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+    out.push_back({std::move(n), is_dir});
+    errno = 0;
+  }
+  const int err = errno;
+  ::closedir(d);
+  if (err != 0) return ErrnoStatus(path, err);
+  return out;
 }
 
 Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create) {

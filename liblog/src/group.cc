@@ -429,36 +429,13 @@ Result<FileLock> Group::LockPartition(std::string_view topic, int32_t partition,
 
 namespace {
 
-// Entry names of a directory (not "." or "..").
-Result<std::vector<std::pair<std::string, bool>>> Entries(int dir_fd, const std::string& path) {
-  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return ErrnoStatus(path, errno);
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    const int err = errno;
-    ::close(copy);
-    return ErrnoStatus(path, err);
-  }
-  ::rewinddir(d);
-  std::vector<std::pair<std::string, bool>> out;
-  while (const dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n == "." || n == "..") continue;
-    struct stat st;
-    bool is_dir = ::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
-    out.emplace_back(std::move(n), is_dir);
-  }
-  ::closedir(d);
-  return out;
-}
-
 // Removes `name` in `parent_fd` and everything below it (never following a
 // symlink: one is removed as the name it is).
 Status RemoveTree(int parent_fd, const std::string& name, const std::string& path, int depth) {
   if (depth > 8) return Status(Code::kInvalidArgument, path + ": nested too deep to remove");
   auto dir = OpenDirectoryAt(parent_fd, name, false);
   if (!dir) return dir.error();
-  auto entries = Entries(dir->get(), path);
+  auto entries = ListDirectory(dir->get(), path);
   if (!entries) return entries.error();
   for (const auto& [n, is_dir] : *entries) {
     if (is_dir) {
@@ -479,7 +456,7 @@ Result<std::vector<std::string>> Group::ListMemberFiles() const {
   auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false);
   if (!members && members.error().code() == Code::kNotFound) return ids;
   if (!members) return members.error();
-  auto entries = Entries(members->get(), path_ + "/" + kGroupMembersDir);
+  auto entries = ListDirectory(members->get(), path_ + "/" + kGroupMembersDir);
   if (!entries) return entries.error();
   constexpr std::string_view kSuffix = ".lock";
   for (const auto& [n, is_dir] : *entries) {
@@ -524,7 +501,7 @@ Result<std::vector<std::string>> ListGroups(const std::string& data_dir) {
   auto groups = OpenDirectoryAt(root->get(), kGroupsDir, false);
   if (!groups && groups.error().code() == Code::kNotFound) return names;
   if (!groups) return groups.error();
-  auto entries = Entries(groups->get(), data_dir + "/" + kGroupsDir);
+  auto entries = ListDirectory(groups->get(), data_dir + "/" + kGroupsDir);
   if (!entries) return entries.error();
   for (const auto& [n, is_dir] : *entries)
     if (is_dir && ValidateName(n, "group").ok()) names.push_back(n);

@@ -24,29 +24,6 @@
 namespace mq {
 namespace {
 
-// Names in a directory (not "." or ".."), with whether each is a directory.
-Result<std::vector<std::pair<std::string, bool>>> ListDir(int dir_fd, const std::string& path) {
-  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return ErrnoStatus(path, errno);
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    const int err = errno;
-    ::close(copy);
-    return ErrnoStatus(path, err);
-  }
-  ::rewinddir(d);
-  std::vector<std::pair<std::string, bool>> out;
-  while (const dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n == "." || n == "..") continue;
-    struct stat st;
-    const bool is_dir =
-        ::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
-    out.emplace_back(std::move(n), is_dir);
-  }
-  ::closedir(d);
-  return out;
-}
 
 // The first line of a lock file's note (§14.5), at most 1 KiB read; empty
 // if the file is missing, empty or not a regular file.
@@ -86,14 +63,14 @@ Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
   if (!partitions && partitions.error().code() == Code::kNotFound) return out;
   if (!partitions) return partitions.error();
   const std::string base = group.path() + "/" + kGroupPartitionsDir;
-  auto topics = ListDir(partitions->get(), base);
+  auto topics = ListDirectory(partitions->get(), base);
   if (!topics) return topics.error();
   for (const auto& [t, is_dir] : *topics) {
     if (!is_dir || !ValidateName(t, "topic").ok() || (topic && t != *topic)) continue;
     auto dir = OpenDirectoryAt(partitions->get(), t, false);
     if (!dir && dir.error().code() == Code::kNotFound) continue;  // removed meanwhile
     if (!dir) return dir.error();
-    auto files = ListDir(dir->get(), base + "/" + t);
+    auto files = ListDirectory(dir->get(), base + "/" + t);
     if (!files) return files.error();
     for (const auto& [f, f_is_dir] : *files) {
       auto p = ParsePartitionLockName(f);

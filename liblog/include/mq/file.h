@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "mq/status.h"
 
@@ -80,6 +81,15 @@ std::string PathAt(int dir_fd, const std::string& name);
 Result<UniqueFd> OpenDirectory(const std::string& path, bool create);
 // Opens `name` inside `dir_fd` as a directory, refusing symlinks.
 Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create);
+
+// The entries of the directory `dir_fd` (not "." or ".."), each with whether
+// it is a directory (lstat: a symlink to one is not). `path` names the
+// directory in errors.
+struct DirEntry {
+  std::string name;
+  bool is_dir = false;
+};
+Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path);
 
 // Writes `contents` to `name` inside `dir_fd` atomically: `<name>.tmp` (or
 // `tmp` when given: a caller whose names may be NAME_MAX long writes through
