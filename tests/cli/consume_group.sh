@@ -56,7 +56,19 @@ for m in a b c; do
   PIDS+=($!)
   eval "pid_$m=$!"
 done
-sleep 1
+# wait_owners GROUP TOPIC MEMBERS: up to 60 s until every partition of TOPIC
+# is owned and MEMBERS members own them (mq-consume --describe -J).
+wait_owners() {
+  local owners=""
+  for _ in $(seq 1 600); do
+    owners=$("$C" --describe -G "$1" -t "$2" -J 2>/dev/null |
+      jq -r 'select(.type == "partition") | .consumer_id // "-"' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+    if [[ $owners != *" -;"* ]] && (( $(tr ';' '\n' <<<"$owners" | grep -c .) == $3 )); then return 0; fi
+    sleep 0.1
+  done
+  fail "group $1: partitions of $2 not settled on $3 owners: $owners"
+}
+wait_owners work q 3
 seq 1 3000 | awk '{print "k"$1"\tv"$1}' | produce -t q -K '\t'
 wait_lines "$WORK"/q.{a,b,c} 3000
 sleep 0.5
