@@ -105,6 +105,40 @@ run "$BIN/mq-inspect" -J "$MQ_DIR/groups/work/offsets"
 total=$(jq -s '[.[] | select(.type == "group_offset") | .offset] | add' "$WORK/out")
 [[ $total == 3600 ]] || fail "work queue: committed offsets add up to $total, not 3600"
 
+# --- rebalancing while producing: 3 members, then 5, then 2 (SIGTERM) -------------
+# Without kills nothing may repeat: a member commits a partition before it
+# lets go, and the next owner starts there.
+produce -t r --create --partitions 12 </dev/null
+start_member() {
+  "$C" -t r -G rb --member-id "$1" -f '%p %o\n' >"$WORK/r.$1" 2>"$WORK/r.$1.err" &
+  eval "rpid_$1=$!"
+  PIDS+=($!)
+}
+feed() { seq "$1" "$2" | awk '{print "k"$1"\tv"$1}' | produce -t r -K '\t'; }
+for m in m1 m2 m3; do start_member "$m"; done
+wait_owners rb r 3
+feed 1 2000
+for m in m4 m5; do start_member "$m"; done
+feed 2001 4000
+wait_owners rb r 5
+feed 4001 6000
+kill -TERM "$rpid_m1" "$rpid_m2" "$rpid_m3"
+wait "$rpid_m1" "$rpid_m2" "$rpid_m3" 2>/dev/null || true
+feed 6001 8000
+wait_owners rb r 2
+wait_lines "$WORK"/r.m{1,2,3,4,5} 8000
+sleep 0.5
+cat "$WORK"/r.m{1,2,3,4,5} | sort >"$WORK/r.all"
+[[ $(wc -l <"$WORK/r.all") == 8000 ]] || fail "rebalancing: $(wc -l <"$WORK/r.all") deliveries of 8000 messages"
+[[ $(sort -u "$WORK/r.all" | wc -l) == 8000 ]] || fail "rebalancing: messages delivered twice"
+for m in m1 m2 m3 m4 m5; do
+  # Within one member, each partition's offsets only go up.
+  awk '{ if (($1 in last) && $2 <= last[$1]) { print "partition " $1 ": " $2 " after " last[$1]; exit 1 } last[$1] = $2 }' \
+    "$WORK/r.$m" || fail "rebalancing: member $m went back in a partition"
+done
+kill "$rpid_m4" "$rpid_m5"
+wait "$rpid_m4" "$rpid_m5" 2>/dev/null || true
+
 # --- random SIGKILLs: at-least-once never skips, at-most-once never repeats ---------
 # At-least-once commits every 1,000 messages (an fsync each: a run over the
 # 600,000 takes seconds, so kills land mid-run) and so redelivers at most
