@@ -192,7 +192,8 @@ Status Consumer::Deliver(Cursor& c, const BatchView& batch) {
   auto reader = RecordReader::Open(batch, &scratch_, options_.limits, pos.file, pos.position);
   if (!reader) return OnBadBatch(c, reader.error(), false);
   const std::optional<int64_t>& end_ts = options_.positions.end_timestamp;
-  const bool need_headers = printer_->needs_headers() || !options_.header_filters.empty();
+  const bool need_headers =
+      printer_->needs_headers() || dispatcher_ || !options_.header_filters.empty();
   RecordView r;
   while (reader->Read(&r)) {
     if (r.offset < c.next_offset) continue;
@@ -207,7 +208,8 @@ Status Consumer::Deliver(Cursor& c, const BatchView& batch) {
     c.next_offset = r.offset + 1;
     if (need_headers) headers_ = r.headers();
     if (!options_.header_filters.empty() && !MatchesAll(headers_, options_.header_filters)) continue;
-    printer_->Print(c.partition, h.log_append_time(), r, headers_);
+    if (dispatcher_) MQ_RETURN_IF_ERROR(dispatcher_->Add(c.partition, h.log_append_time(), r, headers_));
+    else printer_->Print(c.partition, h.log_append_time(), r, headers_);
     if (++delivered_ == options_.count) {
       stop_ = true;
       return Status::Ok();
@@ -312,6 +314,7 @@ Status Consumer::Run(const volatile std::sig_atomic_t* interrupted) {
     if (!active) return Status::Ok();
     if (progress) continue;
     // Every partition is at its committed end: show what we have, then wait.
+    if (dispatcher_) MQ_RETURN_IF_ERROR(dispatcher_->Flush());
     if (!out_->Flush() && out_->broken()) return Status::Ok();
     if (OutputClosed()) return Status::Ok();
     MQ_RETURN_IF_ERROR(WaitForData());

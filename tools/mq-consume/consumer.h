@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "dispatcher.h"
 #include "mq/partition.h"
 #include "mq/topic.h"
 #include "position.h"
@@ -57,6 +58,8 @@ class Consumer {
   // `*interrupted` becoming non-zero (set by a signal handler; checked at
   // least every 250 ms while following).
   Status Run(const volatile std::sig_atomic_t* interrupted);
+  // --exec: messages go to `dispatcher` instead of the printer.
+  void set_dispatcher(Dispatcher* dispatcher) { dispatcher_ = dispatcher; }
   uint64_t delivered() const { return delivered_; }
   // --skip-corrupt: corrupt batches skipped, and offsets they hid.
   uint64_t skipped_batches() const { return skipped_batches_; }
@@ -78,6 +81,7 @@ class Consumer {
 
   ConsumeOptions options_;
   Printer* printer_;
+  Dispatcher* dispatcher_ = nullptr;
   cli::Output* out_;
   std::vector<std::unique_ptr<Cursor>> cursors_;
   std::list<Cursor*> open_;  // cursors with an open reader, most recently read first

@@ -25,11 +25,15 @@ constexpr const char* kUsage =
     "Usage: mq-consume [-C DIR] -t TOPIC [-p N[,N]...] [-o POSITION]... [-c N] [-e] "
     "[-k | -K DELIM] [-D DELIM | -0 | --raw] [-f FORMAT | -J] [-Z] "
     "[--header-filter NAME[=VALUE]]... [--skip-corrupt] [--max-batch-bytes N] [-q | -v]\n"
+    "       mq-consume [-C DIR] -t TOPIC [-p N[,N]...] [-o POSITION]... [-c N] [-e] "
+    "[--header-filter NAME[=VALUE]]... [--skip-corrupt] [--max-batch-bytes N] [-q | -v] "
+    "[--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
     "       mq-consume -h | -V\n"
     "\n"
     "Print the messages of TOPIC, one value per line by default, from the start\n"
     "POSITION (beginning by default). Without -c, -e or an e@ end time, wait for\n"
-    "new messages like tail -f.\n";
+    "new messages like tail -f. With --exec, run CMD for each message instead\n"
+    "(every argument after --exec belongs to CMD).\n";
 
 int Usage(std::string_view message) { return mq::cli::UsageError(kUsage, message); }
 
@@ -60,6 +64,14 @@ struct Flags {
   std::vector<std::string> header_filters;
   bool skip_corrupt = false, quiet = false, verbose = false;
   uint32_t max_batch_bytes = 64u << 20;
+  // --exec CMD [ARG]... (taken off the command line before parsing)
+  std::vector<std::string> exec;
+  bool exec_given = false;
+  std::vector<std::string> exec_inline;  // --exec=X: refused
+  std::optional<uint32_t> batch;
+  std::optional<uint32_t> max_attempts;
+  std::optional<uint32_t> retry_backoff_ms;
+  std::optional<std::string> dlq;
 };
 
 // Decimal digits only: CLI11 would read "-1" as a huge unsigned number.
@@ -98,6 +110,21 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--max-batch-bytes", f->max_batch_bytes,
                  "largest batch (and decompressed records) read, in bytes")
       ->check(CLI::Range(61u, 0x7FFFFFFFu))->capture_default_str();
+  app.add_option("--exec", f->exec_inline,
+                 "run CMD for each message, the value on stdin (must come last: every "
+                 "argument after it is CMD's)")
+      ->type_name("CMD [ARG]...");
+  app.add_option("--batch", f->batch,
+                 "--exec: up to N messages of one partition per run, as -J lines on stdin")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--max-attempts", f->max_attempts,
+                 "--exec: runs of a failing handler per message (default 3)")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--retry-backoff", f->retry_backoff_ms,
+                 "--exec: ms before the first retry, doubled each time up to 10 s (default 100)")
+      ->check(CLI::Range(0u, 3600000u));
+  app.add_option("--dlq", f->dlq,
+                 "--exec: append messages that fail every attempt to this dead-letter topic");
   auto* q = app.add_flag("-q,--quiet", f->quiet, "no warnings on stderr");
   app.add_flag("-v,--verbose", f->verbose, "print a summary on stderr at exit")->excludes(q);
   k->excludes(K);
@@ -174,8 +201,44 @@ mq::Result<std::vector<int32_t>> ChoosePartitions(const Flags& f, const mq::Topi
   return chosen;
 }
 
+// The --exec flags: checked against each other, or nullopt without --exec.
+mq::Result<std::optional<mq::consume::HandlerOptions>> MakeHandlerOptions(const Flags& f) {
+  using R = mq::Result<std::optional<mq::consume::HandlerOptions>>;
+  auto usage = [](std::string m) -> R { return mq::Status(mq::Code::kInvalidArgument, m); };
+  if (!f.exec_inline.empty())
+    return usage("--exec takes the rest of the command line: --exec CMD [ARG]..., not --exec=CMD");
+  if (!f.exec_given) {
+    if (f.batch) return usage("--batch needs --exec");
+    if (f.max_attempts) return usage("--max-attempts needs --exec");
+    if (f.retry_backoff_ms) return usage("--retry-backoff needs --exec");
+    if (f.dlq) return usage("--dlq needs --exec");
+    return std::optional<mq::consume::HandlerOptions>();
+  }
+  if (f.exec.empty()) return usage("--exec: no command given (--exec CMD [ARG]...)");
+  if (f.print_key || f.key_delim || f.delim || f.null_delim || f.raw || f.format || f.json ||
+      f.null_text)
+    return usage("--exec: the handler gets each message itself: output flags "
+                 "(-k -K -D -0 --raw -f -J -Z) do not apply");
+  mq::consume::HandlerOptions h;
+  h.command = f.exec;
+  h.batch = f.batch;
+  if (f.max_attempts) h.max_attempts = *f.max_attempts;
+  if (f.retry_backoff_ms) h.retry_backoff_ms = *f.retry_backoff_ms;
+  h.max_backoff_ms = std::max(h.max_backoff_ms, h.retry_backoff_ms);
+  if (f.dlq) {
+    if (auto s = mq::ValidateName(*f.dlq, "topic"); !s.ok()) return usage("--dlq: " + s.message());
+    if (*f.dlq == f.topic)
+      return usage("--dlq: the dead-letter topic must differ from the topic read");
+    h.dlq = f.dlq;
+  }
+  h.quiet = f.quiet;
+  return std::optional<mq::consume::HandlerOptions>(std::move(h));
+}
+
 int Run(const Flags& f) {
   if (auto s = mq::ValidateName(f.topic, "topic"); !s.ok()) return Usage("--topic: " + s.message());
+  auto handler = MakeHandlerOptions(f);
+  if (!handler) return Usage(handler.error().message());
   auto print = MakePrintOptions(f);
   if (!print) return Usage(print.error().message());
   auto positions = mq::consume::ParsePositions(f.offsets);
@@ -210,11 +273,30 @@ int Run(const Flags& f) {
   mq::cli::Output out(1, 1 << 20);
   mq::consume::Printer printer(std::move(*print), &out);
   options.max_open = mq::cli::OpenPartitionBudget(mq::consume::kDescriptorsPerReader);
+  std::optional<mq::consume::Dispatcher> dispatcher;
+  if (*handler) {
+    dispatcher.emplace(std::move(**handler), f.topic, &g_signal);
+    if (auto s = dispatcher->Open(*dir, *config); !s.ok()) return mq::cli::Fail(s);
+  }
   mq::consume::Consumer consumer(std::move(options), &printer, &out);
+  if (dispatcher) consumer.set_dispatcher(&*dispatcher);
   mq::Status s = consumer.Open(*dir);
   if (s.ok()) s = consumer.Run(&g_signal);
+  if (s.ok() && dispatcher && g_signal == 0) s = dispatcher->Flush();
+  if (dispatcher) {
+    mq::Status closed = dispatcher->Close();
+    if (s.ok()) s = closed;
+  }
   int rc = out.FinishExitCode();
-  if (f.verbose) mq::cli::Eprint("Processed a total of {} messages\n", consumer.delivered());
+  if (f.verbose && dispatcher)
+    mq::cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
+                    dispatcher->handled(), dispatcher->dead_lettered(), dispatcher->retries());
+  else if (f.verbose)
+    mq::cli::Eprint("Processed a total of {} messages\n", consumer.delivered());
+  if (!s.ok() && dispatcher && dispatcher->exit_code() != 0) {
+    mq::cli::Warn(s.message());
+    return dispatcher->exit_code();
+  }
   if (!s.ok()) return mq::cli::Fail(s);
   if (consumer.skipped_batches() > 0) {
     // Everything readable was delivered, but not everything committed.
@@ -245,6 +327,15 @@ int main(int argc, char** argv) {
   mq::cli::AddVersionFlag(app);
   Flags flags;
   AddFlags(app, &flags);
+  // --exec takes the rest of the command line, as find -exec does (without
+  // a terminator): those arguments are CMD's, never mq-consume's.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) != "--exec") continue;
+    flags.exec_given = true;
+    flags.exec.assign(argv + i + 1, argv + argc);
+    argc = i;
+    break;
+  }
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
   CatchStopSignals();
   return mq::cli::RunGuarded([&] { return Run(flags); });
