@@ -33,6 +33,38 @@ expect_rc 0 "--batch"
 { echo "batch 0 2 3 five/0/0"; sed -n 1,3p "$WORK/json"; echo "batch 3 4 2 five/0/3"; sed -n 4,5p "$WORK/json"; } >"$WORK/want"
 diff "$WORK/want" "$WORK/out" >&2 || fail "--batch: stdin is not the -J lines, or wrong batches"
 
+# --- --batch over partitions: each run holds consecutive messages of one partition ----------
+seq 1 300 | awk '{print "k" $1 " " $1}' | "$P" -q -t parts --create --partitions 3 -K ' '
+export RUNS="$WORK/runs"
+run "$C" -t parts -e --batch 40 --exec sh -c \
+  'jq -c "[.partition, .offset]" | tr "\n" " " | sed "s/^/$MQ_PARTITION $MQ_OFFSET $MQ_LAST_OFFSET $MQ_COUNT: /" >> "$RUNS"; echo >> "$RUNS"'
+expect_rc 0 "--batch over partitions"
+$PY - "$RUNS" <<'EOF2' || fail "--batch over partitions: $(cat "$RUNS")"
+import json, sys
+seen = {}
+for line in open(sys.argv[1]):
+    head, body = line.split(":", 1)
+    p, first, last, count = map(int, head.split())
+    msgs = [json.loads(x) for x in body.split()]
+    assert 1 <= len(msgs) <= 40 and len(msgs) == count, line
+    assert all(m[0] == p for m in msgs), line
+    offs = [m[1] for m in msgs]
+    assert offs == list(range(first, last + 1)), line
+    assert offs[0] == seen.get(p, 0), line  # consecutive across runs too
+    seen[p] = offs[-1] + 1
+assert sum(seen.values()) == 300 and len(seen) == 3, seen
+EOF2
+
+# --- a follower hands a partial batch over once it has caught up ----------------------------
+"$C" -t five --batch 1000 --exec sh -c 'cat > "$1.tmp" && mv "$1.tmp" "$1"' sh "$WORK/partial" \
+  2>"$WORK/err" &
+follower=$!
+PIDS+=("$follower")
+for _ in $(seq 1 6000); do [[ -e $WORK/partial ]] && break; sleep 0.01; done
+[[ $(wc -l <"$WORK/partial" 2>/dev/null) == 5 ]] || fail "follower: partial batch not handed over"
+kill -TERM "$follower"
+wait "$follower" || true
+
 # --- retries: fails twice, then succeeds; the message is handled once ---------------------
 printf 'a\n' | "$P" -q -t retry --create
 export COUNT="$WORK/count"
