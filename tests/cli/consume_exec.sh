@@ -194,7 +194,7 @@ set +e
 "$C" -t five -e --exec sh -c 'sleep 1000 & echo $! > "$1"; wait' sh "$WORK/pid" 2>"$WORK/err" &
 consumer=$!
 PIDS+=("$consumer")
-for _ in $(seq 1 1000); do [[ -s $WORK/pid ]] && break; sleep 0.01; done
+for _ in $(seq 1 6000); do [[ -s $WORK/pid ]] && break; sleep 0.01; done
 [[ -s $WORK/pid ]] || fail "SIGTERM: the handler never started"
 kill -TERM "$consumer"
 wait "$consumer"
@@ -202,7 +202,7 @@ rc=$?
 set -e
 expect_rc 143 "SIGTERM during a handler"
 grandchild=$(cat "$WORK/pid")
-for _ in $(seq 1 1000); do
+for _ in $(seq 1 6000); do
   state=$(awk '{print $3}' "/proc/$grandchild/stat" 2>/dev/null || echo gone)
   [[ $state == gone || $state == Z ]] && break
   sleep 0.01

@@ -10,6 +10,13 @@
 // running in its process group is killed: a handler never outlives its
 // invocation.
 //
+// PR_SET_PDEATHSIG fires when the *thread* that spawned the handler ends:
+// spawn from a thread that lives as long as the handler's owner (mq-consume
+// spawns from its main thread). Grandchildren get no PDEATHSIG: when mq is
+// SIGKILLed they live on in the handler's group until they exit, holding
+// whatever they inherited (with groups, the partition's lock descriptor, so
+// the partition stays taken until every holder is gone).
+//
 // The message environment (MQ_TOPIC, MQ_PARTITION, ...) is documented in
 // mq-consume(1), HANDLERS.
 #pragma once
