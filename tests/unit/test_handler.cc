@@ -115,7 +115,7 @@ pid_t ReadPid(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("handler: message environment: topic, partition, offset, id, timestamp, headers, text key",
+TEST_CASE("handler: message environment: topic, partition, offset, id, time, headers, text key",
           "[handler]") {
   TempDir tmp;
   std::vector<Header> headers = {{"h1", AsBytes("v\"1")}, {"h2", std::nullopt}};
@@ -150,7 +150,7 @@ TEST_CASE("handler: a key that is not text (NUL, invalid UTF-8) comes as MQ_KEY_
   CHECK(env["MQ_VALUE_NULL"] == "1");
 }
 
-TEST_CASE("handler: a null key sets neither MQ_KEY nor MQ_KEY_B64, even when mq's environment has them",
+TEST_CASE("handler: a null key sets neither MQ_KEY nor MQ_KEY_B64, even if mq's environment does",
           "[handler]") {
   TempDir tmp;
   ::setenv("MQ_KEY", "stale", 1);
@@ -168,7 +168,8 @@ TEST_CASE("handler: a null key sets neither MQ_KEY nor MQ_KEY_B64, even when mq'
   CHECK(env.count("PATH") == 1);  // the rest of the environment is passed on
 }
 
-TEST_CASE("handler: batch environment names the first and last offsets and the count", "[handler]") {
+TEST_CASE("handler: batch environment names the first and last offsets and the count",
+          "[handler]") {
   TempDir tmp;
   handler::Spec spec = Sh("env -0 > \"$1\"", {tmp / "env"});
   handler::AppendBatchEnv(&spec.env, "t", 1, 10, 19, 10);

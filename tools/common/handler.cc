@@ -282,7 +282,8 @@ bool Process::WaitExit(int timeout_ms) {
     exited_ = true;
     return true;
   }
-  if (pidfd_ < 0 && timeout_ms > 0) ::usleep(static_cast<useconds_t>(std::min(timeout_ms, 10)) * 1000);
+  if (pidfd_ < 0 && timeout_ms > 0)
+    ::usleep(static_cast<useconds_t>(std::min(timeout_ms, 10)) * 1000);
   return false;
 }
 
@@ -310,7 +311,8 @@ void Process::KillGroup(int grace_ms) {
       nfds_t n = 0;
       if (pidfd_ >= 0) fds[n++] = {pidfd_, POLLIN, 0};
       if (stderr_fd_ >= 0) fds[n++] = {stderr_fd_, POLLIN, 0};
-      int r = ::poll(fds, n, static_cast<int>(std::min<int64_t>(left, pidfd_ >= 0 ? kCheckMs : 10)));
+      int slice = pidfd_ >= 0 ? kCheckMs : 10;
+      int r = ::poll(fds, n, static_cast<int>(std::min<int64_t>(left, slice)));
       if (r > 0 && stderr_fd_ >= 0) {
         ssize_t got = ::read(stderr_fd_, buf, sizeof buf);
         if (got > 0) cli::WriteStderr(std::string_view(buf, static_cast<size_t>(got)));

@@ -208,8 +208,10 @@ Status Consumer::Deliver(Cursor& c, const BatchView& batch) {
     c.next_offset = r.offset + 1;
     if (need_headers) headers_ = r.headers();
     if (!options_.header_filters.empty() && !MatchesAll(headers_, options_.header_filters)) continue;
-    if (dispatcher_) MQ_RETURN_IF_ERROR(dispatcher_->Add(c.partition, h.log_append_time(), r, headers_));
-    else printer_->Print(c.partition, h.log_append_time(), r, headers_);
+    if (dispatcher_)
+      MQ_RETURN_IF_ERROR(dispatcher_->Add(c.partition, h.log_append_time(), r, headers_));
+    else
+      printer_->Print(c.partition, h.log_append_time(), r, headers_);
     if (++delivered_ == options_.count) {
       stop_ = true;
       return Status::Ok();

@@ -297,9 +297,10 @@ Status Dispatcher::ScanDeadLetters(int32_t dlq_partition) {
 }
 
 Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempted& a) {
-  std::string what = fmt::format("topic {} partition {} offset {}: handler failed {} attempt{} ({})",
-                                 topic_, partition, m.offset, a.attempts,
-                                 a.attempts == 1 ? "" : "s", a.outcome.Describe());
+  std::string what =
+      fmt::format("topic {} partition {} offset {}: handler failed {} attempt{} ({})", topic_,
+                  partition, m.offset, a.attempts, a.attempts == 1 ? "" : "s",
+                  a.outcome.Describe());
   if (!options_.dlq) {
     exit_code_ = kExitHandlerFailed;
     return Status(Code::kInternal,
