@@ -152,6 +152,30 @@ size_t FieldBound(std::string_view name, const std::optional<Bytes>& b) {
   return name.size() + 16 + (b ? 6 * b->size() : 0);
 }
 
+size_t HeadersBound(std::span<const Header> headers) {
+  size_t bound = 2;
+  for (const Header& h : headers)
+    bound += 4 + FieldBound("key", AsBytes(h.key)) + FieldBound("value", h.value);
+  return bound;
+}
+
+// Writes the "headers" array: [{"key":...,"value":...},...].
+char* PutHeaders(char* d, std::span<const Header> headers) {
+  *d++ = '[';
+  bool first = true;
+  for (const Header& h : headers) {
+    if (!first) *d++ = ',';
+    first = false;
+    *d++ = '{';
+    d = PutBytesField(d, "key", AsBytes(h.key));
+    *d++ = ',';
+    d = PutBytesField(d, "value", h.value);
+    *d++ = '}';
+  }
+  *d++ = ']';
+  return d;
+}
+
 }  // namespace
 
 // ASCII is checked 8 bytes at a time; anything else goes to simdjson.
@@ -211,8 +235,7 @@ bool DecodeBase64(std::string_view text, std::vector<std::byte>* out) {
 void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& f) {
   size_t bound = 128 + 6 * f.topic.size() + FieldBound("payload", f.value) +
                  FieldBound("key", f.key);
-  for (const Header& h : f.headers)
-    bound += 4 + FieldBound("key", AsBytes(h.key)) + FieldBound("value", h.value);
+  bound += HeadersBound(f.headers);
   size_t old = out.size();
   out.resize(old + bound);
   char* d = out.data() + old;
@@ -229,19 +252,17 @@ void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& f) {
   d = PutBytesField(d, "key", f.key);
   *d++ = ',';
   d = PutBytesField(d, "payload", f.value);
-  d = PutText(d, ",\"headers\":[");
-  bool first = true;
-  for (const Header& h : f.headers) {
-    if (!first) *d++ = ',';
-    first = false;
-    *d++ = '{';
-    d = PutBytesField(d, "key", AsBytes(h.key));
-    *d++ = ',';
-    d = PutBytesField(d, "value", h.value);
-    *d++ = '}';
-  }
-  d = PutText(d, "]}\n");
+  d = PutText(d, ",\"headers\":");
+  d = PutHeaders(d, f.headers);
+  d = PutText(d, "}\n");
   out.resize(static_cast<size_t>(d - out.data()));
+}
+
+void AppendHeadersJson(fmt::memory_buffer& out, std::span<const Header> headers) {
+  size_t old = out.size();
+  out.resize(old + HeadersBound(headers));
+  char* end = PutHeaders(out.data() + old, headers);
+  out.resize(static_cast<size_t>(end - out.data()));
 }
 
 // ---------------------------------------------------------------------------

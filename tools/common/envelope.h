@@ -49,6 +49,10 @@ struct EnvelopeFields {
 // Appends one envelope line (terminated by '\n') to `out`.
 void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& fields);
 
+// Appends the envelope's "headers" array alone (no newline):
+// [{"key":"h","value":"v"},...], binary-safe as in a line.
+void AppendHeadersJson(fmt::memory_buffer& out, std::span<const Header> headers);
+
 // True when `text` is valid UTF-8 (and so may be written as a plain JSON
 // string rather than base64).
 bool IsUtf8(std::string_view text);

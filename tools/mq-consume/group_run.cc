@@ -9,10 +9,12 @@
 #include <charconv>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "dispatcher.h"
 #include "mq/consumer.h"
 #include "mq/group.h"
 #include "mq/group_member.h"
@@ -34,27 +36,32 @@ int64_t MonotonicMs() {
 // Per owned partition: how far messages were handed over, and committed.
 struct Progress {
   int64_t committed = -1;  // the group's committed offset (-1: none)
-  int64_t handed = -1;     // position whose messages all reached stdout (or were acknowledged)
+  int64_t handed = -1;     // position whose messages all reached stdout (or were
+                           // acknowledged, or with --exec: were handled)
   int32_t epoch = -1;      // leader epoch of the batch holding handed - 1
   int64_t ahead = -1;       // at-most-once: offset committed ahead of output
+  int32_t ahead_epoch = -1;
+  int64_t dead_letters = 0;  // dead letters below `handed`, not committed yet
 };
 
 class Member {
  public:
   Member(const Flags& f, Settings& settings, Consumer* consumer, Group* group, GroupMember* member,
-         cli::Output* out)
+         cli::Output* out, Dispatcher* dispatcher)
       : f_(f),
         settings_(settings),
         consumer_(consumer),
         group_(group),
         member_(member),
         out_(out),
+        dispatcher_(dispatcher),
         printer_(std::move(settings.print), out) {}
 
   Status Run(const volatile std::sig_atomic_t* interrupted);
   // Hands over and commits what the run left (always called, also after
-  // an error or a signal).
-  Status Finish();
+  // an error or a signal; `completed`: the run ended without either, so
+  // pending --batch messages are handed over first).
+  Status Finish(bool completed);
   uint64_t delivered() const { return delivered_; }
 
  private:
@@ -63,6 +70,12 @@ class Member {
   Status Revoke(int32_t p);
   // Everything printed reached stdout: each partition's position is handed over.
   void MarkFlushed();
+  // --exec: a partition (`only`, or each) with no message waiting for its
+  // handler has had every message handed out handled: its position is
+  // handed over, with the dead letters below it. Nothing moves once a run
+  // stopped (a poison message, a stuck handler, an interrupt): a message
+  // whose handler did not finish is never handed over.
+  void MarkHandled(std::optional<int32_t> only = std::nullopt);
   Status Commit(bool force);
   Status CommitAhead(const ConsumedRecord& m);
   // With `until_eof`, waits until every message handed out is
@@ -76,6 +89,7 @@ class Member {
   Group* group_;
   GroupMember* member_;
   cli::Output* out_;
+  Dispatcher* dispatcher_;  // --exec; nullptr: messages are printed
   Printer printer_;
   std::map<int32_t, Progress> progress_;
   std::vector<int32_t> last_epoch_;  // by partition: leader epoch of the last record handed out
@@ -130,12 +144,21 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
 }
 
 Status Member::Revoke(int32_t p) {
-  if (out_->Flush()) MarkFlushed();
-  ReadAcks(false);
+  if (dispatcher_) {
+    // Handlers run one at a time on this thread: none runs now. A --batch
+    // still collecting is dropped, unhandled: the next owner hands its
+    // messages over again.
+    MarkHandled();
+    dispatcher_->Drop(p);
+  } else {
+    if (out_->Flush()) MarkFlushed();
+    ReadAcks(false);
+  }
   MQ_RETURN_IF_ERROR(Commit(true));
   consumer_->Unassign(p);
   progress_.erase(p);
   member_->Release(p);
+  if (dispatcher_) dispatcher_->Forget(p);
   if (f_.verbose) cli::Eprint("partition {}: released\n", p);
   return Status::Ok();
 }
@@ -171,6 +194,19 @@ void Member::MarkFlushed() {
   seen_flushes_ = out_->flushes();
   if (f_.ack_fd) return;  // only acknowledgements hand messages over
   for (auto& [p, pr] : progress_) {
+    auto pos = consumer_->position(p);
+    if (pos && *pos > pr.handed) {
+      pr.handed = *pos;
+      pr.epoch = last_epoch_[p];
+    }
+  }
+}
+
+void Member::MarkHandled(std::optional<int32_t> only) {
+  if (!dispatcher_ || !dispatcher_->healthy()) return;
+  for (auto& [p, pr] : progress_) {
+    if ((only && p != *only) || dispatcher_->has_pending(p)) continue;
+    pr.dead_letters += dispatcher_->TakeDeadLetters(p);
     auto pos = consumer_->position(p);
     if (pos && *pos > pr.handed) {
       pr.handed = *pos;
@@ -261,20 +297,26 @@ void Member::ReadAcks(bool until_eof) {
 }
 
 Status Member::Commit(bool force) {
-  if (f_.at_most_once) {
-    // Offsets were committed ahead of the output already.
-    last_commit_ms_ = MonotonicMs();
-    since_commit_ = 0;
-    return Status::Ok();
-  }
   std::vector<OffsetCommit> commits;
-  for (auto& [p, pr] : progress_)
-    if (pr.handed > pr.committed && pr.handed >= 0)
-      commits.push_back({f_.topic, p, pr.handed, pr.epoch, 0});
-  if (commits.empty() && !force) return Status::Ok();
+  if (f_.at_most_once) {
+    // Offsets were committed ahead of the output already; only dead
+    // letters are left to count.
+    for (auto& [p, pr] : progress_)
+      if (pr.dead_letters > 0 && pr.committed >= 0)
+        commits.push_back({f_.topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters});
+  } else {
+    for (auto& [p, pr] : progress_)
+      if ((pr.handed > pr.committed || pr.dead_letters > 0) && pr.handed >= 0)
+        commits.push_back({f_.topic, p, std::max(pr.handed, pr.committed), pr.epoch,
+                           pr.dead_letters});
+  }
+  if (commits.empty() && !force && !f_.at_most_once) return Status::Ok();
   if (!commits.empty()) {
     MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
-    for (const OffsetCommit& c : commits) progress_[c.partition].committed = c.offset;
+    for (const OffsetCommit& c : commits) {
+      progress_[c.partition].committed = c.offset;
+      progress_[c.partition].dead_letters = 0;
+    }
   }
   last_commit_ms_ = MonotonicMs();
   since_commit_ = 0;
@@ -290,6 +332,7 @@ Status Member::CommitAhead(const ConsumedRecord& m) {
   const std::vector<OffsetCommit> commit{{f_.topic, m.partition, next, m.leader_epoch, 0}};
   MQ_RETURN_IF_ERROR(group_->Commit(commit, member_->id()));
   pr.ahead = next;
+  pr.ahead_epoch = m.leader_epoch;
   pr.committed = next;
   return Status::Ok();
 }
@@ -302,7 +345,8 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   last_epoch_.assign(static_cast<size_t>(consumer_->config().partitions), -1);
   // Membership, acknowledgements and commits are looked at every
   // kTickRecords records and whenever the member waits.
-  constexpr uint32_t kTickRecords = 256;
+  // With --exec, every record: a handler run costs far more than a look.
+  const uint32_t kTickRecords = dispatcher_ ? 1 : 256;
   uint32_t ticks = 0;
   while (!*interrupted) {
     if (ticks == 0) {
@@ -315,7 +359,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       ReadAcks(false);
       if ((f_.commit_every > 0 && since_commit_ >= f_.commit_every) ||
           now - last_commit_ms_ >= f_.commit_interval_ms) {
-        if (out_->Flush()) MarkFlushed();
+        if (!dispatcher_ && out_->Flush()) MarkFlushed();
         MQ_RETURN_IF_ERROR(Commit(false));
       }
     }
@@ -328,8 +372,14 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       if (need_headers) headers = m->record.headers();
       if (!settings_.header_filters.empty() && !MatchesAll(headers, settings_.header_filters))
         continue;
-      printer_.Print(m->partition, m->log_append_time, m->record, headers);
-      if (out_->flushes() != seen_flushes_) MarkFlushed();
+      if (dispatcher_) {
+        const int32_t p = m->partition;
+        MQ_RETURN_IF_ERROR(dispatcher_->Add(p, m->log_append_time, m->record, headers));
+        MarkHandled(p);
+      } else {
+        printer_.Print(m->partition, m->log_append_time, m->record, headers);
+        if (out_->flushes() != seen_flushes_) MarkFlushed();
+      }
       ++since_commit_;
       if (++delivered_ == f_.count || out_->broken()) return Status::Ok();
       continue;
@@ -339,8 +389,14 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     if (f_.exit_at_end && consumer_->finished() && waiting_ == 0) return Status::Ok();
     // Every owned partition is at its committed end: hand over what is
     // buffered, commit, then wait for appends or the next membership probe.
-    if (out_->Flush()) MarkFlushed();
-    else if (out_->broken()) return Status::Ok();
+    if (dispatcher_) {
+      MQ_RETURN_IF_ERROR(dispatcher_->Flush());
+      MarkHandled();
+    } else if (out_->Flush()) {
+      MarkFlushed();
+    } else if (out_->broken()) {
+      return Status::Ok();
+    }
     MQ_RETURN_IF_ERROR(Commit(false));
     const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
     consumer_->WaitForAppend(wait);
@@ -349,7 +405,14 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   return Status::Ok();
 }
 
-Status Member::Finish() {
+Status Member::Finish(bool completed) {
+  if (dispatcher_) {
+    Status flushed;
+    if (completed && dispatcher_->healthy()) flushed = dispatcher_->Flush();
+    MarkHandled();
+    Status committed = Commit(false);
+    return flushed.ok() ? committed : flushed;
+  }
   if (out_->Flush()) MarkFlushed();
   if (f_.ack_fd) {
     // The downstream acknowledges what it processed; once our output is
@@ -382,14 +445,37 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   auto member = GroupMember::Join(&*group, id, f.topic, (*consumer)->config().partitions);
   if (!member) return cli::Fail(member.error());
 
+  std::optional<Dispatcher> dispatcher;
+  if (settings.handler) {
+    // A handler holds its partition's ownership lock too: the partition is
+    // free only once the member and every handler of it are gone.
+    GroupMember* owner = &*member;
+    settings.handler->inherit_fd = [owner](int32_t p) { return owner->lock_fd(p); };
+    dispatcher.emplace(std::move(*settings.handler), f.topic, interrupted);
+    if (Status s = dispatcher->Open(*dir, (*consumer)->config()); !s.ok()) return cli::Fail(s);
+  }
+
   cli::Output out(1, 1 << 20);
-  Member m(f, settings, consumer->get(), &*group, &*member, &out);
+  Member m(f, settings, consumer->get(), &*group, &*member, &out,
+           dispatcher ? &*dispatcher : nullptr);
   Status s = m.Run(interrupted);
-  Status fin = m.Finish();
+  Status fin = m.Finish(s.ok());
   if (s.ok()) s = fin;
+  if (dispatcher) {
+    Status closed = dispatcher->Close();
+    if (s.ok()) s = closed;
+  }
   int rc = out.FinishExitCode();
   member->Leave();
-  if (f.verbose) cli::Eprint("Processed a total of {} messages\n", m.delivered());
+  if (f.verbose && dispatcher)
+    cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
+                dispatcher->handled(), dispatcher->dead_lettered(), dispatcher->retries());
+  else if (f.verbose)
+    cli::Eprint("Processed a total of {} messages\n", m.delivered());
+  if (!s.ok() && dispatcher && dispatcher->exit_code() != 0) {
+    cli::Warn(fmt::format("group {}: {}", group->name(), s.message()));
+    return dispatcher->exit_code();
+  }
   if (!s.ok()) return cli::Fail(s);
   return rc;
 }

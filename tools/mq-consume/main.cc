@@ -22,6 +22,11 @@ constexpr const char* kUsage =
     "       mq-consume [-C DIR] -t TOPIC -G GROUP [--member-id ID] [--reset earliest|latest] "
     "[--at-most-once | --ack-fd N] [--commit-interval MS] [--commit-every N] [-c N] [-e] "
     "[output options] [-q | -v]\n"
+    "       mq-consume [-C DIR] -t TOPIC [-p N[,N]...] [-o POSITION]... [-c N] [-e] "
+    "[--header-filter NAME[=VALUE]]... [--skip-corrupt] [--max-batch-bytes N] [-q | -v] "
+    "[--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
+    "       mq-consume [-C DIR] -t TOPIC -G GROUP [group options] [--max-poll-interval MS] "
+    "[--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
     "       mq-consume [-C DIR] --list [-J]\n"
     "       mq-consume [-C DIR] --describe -G GROUP [-t TOPIC] [-J]\n"
     "       mq-consume [-C DIR] --reset-offsets -G GROUP -t TOPIC [-p N[,N]...] "
@@ -32,7 +37,8 @@ constexpr const char* kUsage =
     "\n"
     "Print the messages of TOPIC, one value per line by default, from the start\n"
     "POSITION (beginning by default). Without -c, -e or an e@ end time, wait for\n"
-    "new messages like tail -f.\n";
+    "new messages like tail -f. With --exec, run CMD for each message instead\n"
+    "(every argument after --exec belongs to CMD).\n";
 
 // SIGINT/SIGTERM: stop reading, write out what is buffered, print the -v
 // summary, then die of the signal as the shell expects.
@@ -61,6 +67,7 @@ int main(int argc, char** argv) {
   mq::cli::AddVersionFlag(app);
   mq::consume::Flags flags;
   mq::consume::AddFlags(app, &flags);
+  mq::consume::TakeExec(&argc, argv, &flags);
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
   if (flags.admin.any())
     return mq::cli::RunGuarded([&] { return mq::consume::RunAdmin(flags, kUsage); });

@@ -107,6 +107,25 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--ack-fd", f->ack_fd,
                  "commit only offsets acknowledged as 'PARTITION OFFSET' lines on descriptor N")
       ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--exec", f->exec_inline,
+                 "run CMD for each message, the value on stdin (must come last: every "
+                 "argument after it is CMD's)")
+      ->type_name("CMD [ARG]...");
+  app.add_option("--batch", f->batch,
+                 "--exec: up to N messages of one partition per run, as -J lines on stdin")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--max-attempts", f->max_attempts,
+                 "--exec: runs of a failing handler per message (default 3)")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--retry-backoff", f->retry_backoff_ms,
+                 "--exec: ms before the first retry, doubled each time up to 10 s (default 100)")
+      ->check(CLI::Range(0u, 3600000u));
+  app.add_option("--dlq", f->dlq,
+                 "--exec: append messages that fail every attempt to this dead-letter topic");
+  app.add_option("--max-poll-interval", f->max_poll_interval_ms,
+                 "-G --exec: a handler run longer than MS ms is stuck: the member gives up "
+                 "(default 300000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
   auto* q = app.add_flag("-q,--quiet", f->quiet, "no warnings on stderr");
   app.add_flag("-v,--verbose", f->verbose, "print a summary on stderr at exit")->excludes(q);
   k->excludes(K);
@@ -117,9 +136,56 @@ void AddFlags(CLI::App& app, Flags* f) {
   AddAdminFlags(app, &f->admin);
 }
 
+void TakeExec(int* argc, char** argv, Flags* f) {
+  for (int i = 1; i < *argc; ++i) {
+    if (std::string_view(argv[i]) != "--exec") continue;
+    f->exec_given = true;
+    f->exec.assign(argv + i + 1, argv + *argc);
+    *argc = i;
+    return;
+  }
+}
+
 namespace {
 
 Status Usage(std::string message) { return Status(Code::kInvalidArgument, std::move(message)); }
+
+// The --exec flags: checked against each other, or nullopt without --exec.
+Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
+  if (!f.exec_inline.empty())
+    return Usage("--exec takes the rest of the command line: --exec CMD [ARG]..., not --exec=CMD");
+  if (!f.exec_given) {
+    if (f.batch) return Usage("--batch needs --exec");
+    if (f.max_attempts) return Usage("--max-attempts needs --exec");
+    if (f.retry_backoff_ms) return Usage("--retry-backoff needs --exec");
+    if (f.dlq) return Usage("--dlq needs --exec");
+    if (f.max_poll_interval_ms) return Usage("--max-poll-interval needs -G GROUP and --exec");
+    return std::optional<HandlerOptions>();
+  }
+  if (f.exec.empty()) return Usage("--exec: no command given (--exec CMD [ARG]...)");
+  if (f.print_key || f.key_delim || f.delim || f.null_delim || f.raw || f.format || f.json ||
+      f.null_text)
+    return Usage("--exec: the handler gets each message itself: output flags "
+                 "(-k -K -D -0 --raw -f -J -Z) do not apply");
+  if (f.max_poll_interval_ms && !f.group)
+    return Usage("--max-poll-interval needs a consumer group (-G GROUP)");
+  if (f.ack_fd)
+    return Usage("--ack-fd: with --exec a message is handed over when its handler succeeds");
+  HandlerOptions h;
+  h.command = f.exec;
+  h.batch = f.batch;
+  if (f.max_attempts) h.max_attempts = *f.max_attempts;
+  if (f.retry_backoff_ms) h.retry_backoff_ms = *f.retry_backoff_ms;
+  h.max_backoff_ms = std::max(h.max_backoff_ms, h.retry_backoff_ms);
+  if (f.dlq) {
+    if (auto s = ValidateName(*f.dlq, "topic"); !s.ok()) return Usage("--dlq: " + s.message());
+    if (*f.dlq == f.topic) return Usage("--dlq: the dead-letter topic must differ from the topic read");
+    h.dlq = f.dlq;
+  }
+  if (f.group) h.max_run_ms = f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs);
+  h.quiet = f.quiet;
+  return std::optional<HandlerOptions>(std::move(h));
+}
 
 // -G decides where each partition starts and which partitions are read;
 // the group flags mean nothing without it.
@@ -173,6 +239,9 @@ Result<Settings> Resolve(const Flags& f) {
   if (!filters) return filters.error();
   out.header_filters = std::move(*filters);
   MQ_RETURN_IF_ERROR(CheckGroupFlags(f));
+  auto handler = MakeHandlerOptions(f);
+  if (!handler) return handler.error();
+  out.handler = std::move(*handler);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "dispatcher.h"
 #include "group_admin.h"
 #include "mq/status.h"
 #include "mq/topic.h"
@@ -36,10 +37,28 @@ struct Flags {
   int64_t commit_interval_ms = 1000;
   uint64_t commit_every = 100000;
   std::optional<int> ack_fd;
+  // --exec CMD [ARG]... (taken off the command line before parsing: see
+  // TakeExec) and the handler flags.
+  std::vector<std::string> exec;
+  bool exec_given = false;
+  std::vector<std::string> exec_inline;  // --exec=X: refused
+  std::optional<uint32_t> batch;
+  std::optional<uint32_t> max_attempts;
+  std::optional<uint32_t> retry_backoff_ms;
+  std::optional<std::string> dlq;
+  std::optional<int64_t> max_poll_interval_ms;
   AdminFlags admin;  // --list, --describe, --reset-offsets, --delete
 };
 
 void AddFlags(CLI::App& app, Flags* f);
+
+// --exec takes the rest of the command line, as find -exec does (without a
+// terminator): those arguments are CMD's, never mq-consume's. Moves them to
+// `f` and shortens argc.
+void TakeExec(int* argc, char** argv, Flags* f);
+
+// --max-poll-interval's default (Kafka's max.poll.interval.ms).
+constexpr int64_t kDefaultMaxPollIntervalMs = 300000;
 
 // What the flags ask for, checked before the data directory is opened.
 // Errors are usage errors (kInvalidArgument).
@@ -47,6 +66,7 @@ struct Settings {
   PrintOptions print;
   Positions positions;
   std::vector<HeaderFilter> header_filters;
+  std::optional<HandlerOptions> handler;  // --exec
 };
 Result<Settings> Resolve(const Flags& f);
 

@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -45,6 +46,7 @@ struct Loop {
   cli::Output* out;
   const std::vector<HeaderFilter>* filters;
   std::optional<uint64_t> count;
+  Dispatcher* dispatcher = nullptr;  // --exec: messages go to handlers, not the printer
   uint64_t delivered = 0;
 };
 
@@ -52,7 +54,8 @@ struct Loop {
 // error, or an interrupt; follows new appends otherwise.
 Status Consume(Loop& loop, const volatile std::sig_atomic_t* interrupted) {
   if (loop.count && *loop.count == 0) return Status::Ok();
-  const bool need_headers = loop.printer->needs_headers() || !loop.filters->empty();
+  const bool need_headers =
+      loop.printer->needs_headers() || loop.dispatcher || !loop.filters->empty();
   std::vector<Header> headers;
   while (!*interrupted) {
     auto next = loop.consumer->Next();
@@ -60,12 +63,17 @@ Status Consume(Loop& loop, const volatile std::sig_atomic_t* interrupted) {
     if (const ConsumedRecord* m = *next) {
       if (need_headers) headers = m->record.headers();
       if (!loop.filters->empty() && !MatchesAll(headers, *loop.filters)) continue;
-      loop.printer->Print(m->partition, m->log_append_time, m->record, headers);
+      if (loop.dispatcher)
+        MQ_RETURN_IF_ERROR(
+            loop.dispatcher->Add(m->partition, m->log_append_time, m->record, headers));
+      else
+        loop.printer->Print(m->partition, m->log_append_time, m->record, headers);
       if (++loop.delivered == loop.count || loop.out->broken()) return Status::Ok();
       continue;
     }
     if (loop.consumer->finished()) return Status::Ok();
     // Every partition is at its committed end: show what we have, then wait.
+    if (loop.dispatcher) MQ_RETURN_IF_ERROR(loop.dispatcher->Flush());
     if (!loop.out->Flush() && loop.out->broken()) return Status::Ok();
     while (!loop.consumer->WaitForAppend(kWaitSliceMs))
       if (*interrupted || OutputClosed()) return Status::Ok();
@@ -93,15 +101,34 @@ int Run(const Flags& f, Settings settings, const volatile std::sig_atomic_t* int
 
   cli::Output out(1, 1 << 20);
   Printer printer(std::move(settings.print), &out);
-  Loop loop{consumer->get(), &printer, &out, &settings.header_filters, f.count};
+  std::optional<Dispatcher> dispatcher;
+  if (settings.handler) {
+    dispatcher.emplace(std::move(*settings.handler), f.topic, interrupted);
+    if (Status s = dispatcher->Open(*dir, (*consumer)->config()); !s.ok()) return cli::Fail(s);
+  }
+  Loop loop{consumer->get(), &printer, &out, &settings.header_filters, f.count,
+            dispatcher ? &*dispatcher : nullptr};
   Status s;
   for (int32_t p : *partitions) {
     s = (*consumer)->Assign(p, settings.positions.StartFor(p, {StartPosition::Kind::kBeginning, 0}));
     if (!s.ok()) break;
   }
   if (s.ok()) s = Consume(loop, interrupted);
+  if (s.ok() && dispatcher && !*interrupted) s = dispatcher->Flush();
+  if (dispatcher) {
+    Status closed = dispatcher->Close();
+    if (s.ok()) s = closed;
+  }
   int rc = out.FinishExitCode();
-  if (f.verbose) cli::Eprint("Processed a total of {} messages\n", loop.delivered);
+  if (f.verbose && dispatcher)
+    cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
+                dispatcher->handled(), dispatcher->dead_lettered(), dispatcher->retries());
+  else if (f.verbose)
+    cli::Eprint("Processed a total of {} messages\n", loop.delivered);
+  if (!s.ok() && dispatcher && dispatcher->exit_code() != 0) {
+    cli::Warn(s.message());
+    return dispatcher->exit_code();
+  }
   if (!s.ok()) return cli::Fail(s);
   uint64_t skipped = (*consumer)->skipped_batches();
   if (skipped > 0) {

@@ -1,0 +1,498 @@
+#include "handler.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "envelope.h"
+
+extern char** environ;
+
+namespace mq::handler {
+namespace {
+
+// Longest a wait goes without looking at the interrupt flag.
+constexpr int kCheckMs = 100;
+// Stack of the cloned child until it execs (it runs a few system calls).
+constexpr size_t kChildStackBytes = 64 * 1024;
+
+void CloseFd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+int64_t NowMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+// What the child (sharing our memory until it execs, CLONE_VFORK) needs.
+// It only makes system calls: no allocation, no locks.
+struct ChildArgs {
+  char* const* argv;
+  char* const* envp;
+  int stdin_fd;   // read end of the input pipe
+  int stderr_fd;  // write end of the error pipe
+  int inherit_fd;
+  pid_t parent;
+  sigset_t mask;  // the parent's signal mask, restored before exec
+  volatile int err = 0;  // errno of the step that failed; exec did not happen
+};
+
+// Puts `fd` at `target` without FD_CLOEXEC.
+bool MoveTo(int fd, int target) {
+  if (fd == target) return ::fcntl(fd, F_SETFD, 0) == 0;
+  return ::dup2(fd, target) == target;
+}
+
+int ChildMain(void* p) {
+  auto* a = static_cast<ChildArgs*>(p);
+  // Handlers set in mq would run here, in mq's memory: back to defaults. A
+  // SIGPIPE mq ignores is the default again for the handler.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    struct sigaction sa;
+    if (::sigaction(sig, nullptr, &sa) != 0) continue;
+    if (sa.sa_handler == SIG_DFL || (sa.sa_handler == SIG_IGN && sig != SIGPIPE)) continue;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    ::sigaction(sig, &sa, nullptr);
+  }
+  int step_ok = ::setpgid(0, 0) == 0 && ::prctl(PR_SET_PDEATHSIG, SIGKILL) == 0;
+  if (!step_ok) {
+    a->err = errno;
+    ::_exit(127);
+  }
+  // The parent died before PDEATHSIG was armed: nobody would kill us.
+  if (::getppid() != a->parent) ::_exit(127);
+  if (!MoveTo(a->stdin_fd, 0) || !MoveTo(a->stderr_fd, 2)) {
+    a->err = errno;
+    ::_exit(127);
+  }
+  // Nothing of mq's reaches the handler but 0, 1, 2 and the named fd.
+  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (a->inherit_fd >= 3 && ::fcntl(a->inherit_fd, F_SETFD, 0) != 0) {
+    a->err = errno;
+    ::_exit(127);
+  }
+  ::sigprocmask(SIG_SETMASK, &a->mask, nullptr);
+  ::execvpe(a->argv[0], a->argv, a->envp);
+  a->err = errno != 0 ? errno : ENOEXEC;
+  ::_exit(127);
+}
+
+// write(2) that reports a closed pipe as EPIPE without raising SIGPIPE,
+// whatever the caller's disposition of SIGPIPE: the signal is blocked
+// around the write and, if the write raised it, taken off the thread again.
+ssize_t WriteNoSigpipe(int fd, std::string_view data) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigset_t pending;
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  ssize_t n = ::write(fd, data.data(), data.size());
+  int err = errno;
+  if (n < 0 && err == EPIPE && !was_pending) {
+    timespec zero{0, 0};
+    while (::sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = err;
+  return n;
+}
+
+}  // namespace
+
+// ---- Outcome ----------------------------------------------------------------
+
+std::string SignalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  if (abbrev) return fmt::format("SIG{}", abbrev);
+  return fmt::format("SIG{}", sig);
+}
+
+std::string Outcome::Describe() const {
+  switch (kind) {
+    case Kind::kExited: return fmt::format("exit status {}", code);
+    case Kind::kSignaled: return fmt::format("killed by {}", SignalName(code));
+    case Kind::kExecFailed: return fmt::format("cannot run: {}", std::strerror(code));
+    case Kind::kInterrupted: return "interrupted";
+    case Kind::kTimedOut: return "still running at the deadline: killed";
+  }
+  return "?";
+}
+
+std::string Outcome::StatusText() const {
+  switch (kind) {
+    case Kind::kExited: return std::to_string(code);
+    case Kind::kSignaled: return SignalName(code);
+    case Kind::kExecFailed: return code == ENOENT ? "127" : "126";  // as a shell says
+    case Kind::kInterrupted: return "interrupted";
+    case Kind::kTimedOut: return "timeout";
+  }
+  return "?";
+}
+
+// ---- Tail -------------------------------------------------------------------
+
+void Tail::Add(std::string_view chunk) {
+  buf_.append(chunk);
+  if (buf_.size() > 2 * kTailBytes) buf_.erase(0, buf_.size() - kTailBytes);
+}
+
+std::string Tail::Take() {
+  std::string s = std::move(buf_);
+  buf_.clear();
+  if (s.size() > kTailBytes) s.erase(0, s.size() - kTailBytes);
+  // The last kTailLines lines; a final newline ends the last line.
+  size_t end = s.size();
+  if (end > 0 && s[end - 1] == '\n') --end;
+  size_t lines = 0, pos = end;
+  while (pos > 0) {
+    size_t nl = s.rfind('\n', pos - 1);
+    if (nl == std::string::npos) break;
+    if (++lines == kTailLines) {
+      s.erase(0, nl + 1);
+      break;
+    }
+    pos = nl;
+  }
+  return s;
+}
+
+// ---- Process ----------------------------------------------------------------
+
+Process::Process(Process&& o) noexcept { *this = std::move(o); }
+
+Process& Process::operator=(Process&& o) noexcept {
+  if (this == &o) return *this;
+  Close();
+  pid_ = std::exchange(o.pid_, -1);
+  stdin_fd_ = std::exchange(o.stdin_fd_, -1);
+  stderr_fd_ = std::exchange(o.stderr_fd_, -1);
+  pidfd_ = std::exchange(o.pidfd_, -1);
+  exec_errno_ = o.exec_errno_;
+  exited_ = o.exited_;
+  wait_status_ = o.wait_status_;
+  return *this;
+}
+
+Process::~Process() { Close(); }
+
+void Process::Close() {
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);
+    Reap();
+  }
+  CloseFd(stdin_fd_);
+  CloseFd(stderr_fd_);
+  CloseFd(pidfd_);
+}
+
+Result<Process> Process::Spawn(const Spec& spec) {
+  if (spec.argv.empty()) return Status(Code::kInvalidArgument, "handler: empty command");
+  if (spec.inherit_fd >= 0 && spec.inherit_fd < 3)
+    return Status(Code::kInvalidArgument, "handler: the inherited descriptor must be 3 or above");
+  std::vector<char*> argv, envp;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  int in[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return ErrnoStatus("handler: pipe", errno);
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    int e = errno;
+    ::close(in[0]);
+    ::close(in[1]);
+    return ErrnoStatus("handler: pipe", e);
+  }
+  Process p;
+  p.stdin_fd_ = in[1];
+  p.stderr_fd_ = err[0];
+  ::fcntl(in[1], F_SETFL, O_NONBLOCK);
+  ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+
+  auto args = std::make_unique<ChildArgs>();
+  args->argv = argv.data();
+  args->envp = envp.data();
+  args->stdin_fd = in[0];
+  args->stderr_fd = err[1];
+  args->inherit_fd = spec.inherit_fd;
+  args->parent = ::getpid();
+  std::unique_ptr<char[]> stack(new char[kChildStackBytes]);
+
+  // No signal handler of ours may run in the child before it resets them.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &args->mask);
+  pid_t pid = ::clone(ChildMain, stack.get() + kChildStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                      args.get());
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &args->mask, nullptr);
+  ::close(in[0]);
+  ::close(err[1]);
+  if (pid < 0) return ErrnoStatus("handler: clone", clone_errno);
+  p.pid_ = pid;
+  p.exec_errno_ = args->err;
+  // Set here too, in case the child has not (it has: CLONE_VFORK waits for
+  // its exec), harmless when already done (EACCES after exec).
+  ::setpgid(pid, pid);
+  p.pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (p.exec_errno_ != 0) {
+    // The child exited without running the command: nothing to feed.
+    CloseFd(p.stdin_fd_);
+  }
+  return p;
+}
+
+// True once the handler has exited; it stays unreaped (a zombie keeps its
+// pid and so its process group id from being reused).
+bool Process::WaitExit(int timeout_ms) {
+  if (exited_) return true;
+  if (pid_ <= 0) return true;
+  if (pidfd_ >= 0 && timeout_ms > 0) {
+    pollfd p{pidfd_, POLLIN, 0};
+    int r = ::poll(&p, 1, timeout_ms);
+    if (r <= 0) return false;
+  }
+  siginfo_t info{};
+  int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+  if (r == 0 && info.si_pid == pid_) {
+    exited_ = true;
+    return true;
+  }
+  if (r != 0 && errno == ECHILD) {  // reaped by someone else: nothing left to wait for
+    exited_ = true;
+    return true;
+  }
+  if (pidfd_ < 0 && timeout_ms > 0)
+    ::usleep(static_cast<useconds_t>(std::min(timeout_ms, 10)) * 1000);
+  return false;
+}
+
+void Process::Reap() {
+  if (pid_ <= 0) return;
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  wait_status_ = status;
+  pid_ = -1;
+}
+
+void Process::KillGroup(int grace_ms) {
+  if (pid_ <= 0) return;
+  if (!WaitExit(0)) {
+    ::kill(-pid_, SIGTERM);
+    int64_t deadline = NowMs() + grace_ms;
+    char buf[4096];
+    while (!WaitExit(0)) {
+      int64_t left = deadline - NowMs();
+      if (left <= 0) break;
+      // Keep its standard error flowing: a handler blocked writing to it
+      // could not exit.
+      pollfd fds[2];
+      nfds_t n = 0;
+      if (pidfd_ >= 0) fds[n++] = {pidfd_, POLLIN, 0};
+      if (stderr_fd_ >= 0) fds[n++] = {stderr_fd_, POLLIN, 0};
+      int slice = pidfd_ >= 0 ? kCheckMs : 10;
+      int r = ::poll(fds, n, static_cast<int>(std::min<int64_t>(left, slice)));
+      if (r > 0 && stderr_fd_ >= 0) {
+        ssize_t got = ::read(stderr_fd_, buf, sizeof buf);
+        if (got > 0) cli::WriteStderr(std::string_view(buf, static_cast<size_t>(got)));
+        else if (got == 0) CloseFd(stderr_fd_);
+      }
+    }
+  }
+  ::kill(-pid_, SIGKILL);
+  Reap();
+  CloseFd(stdin_fd_);
+}
+
+Result<Outcome> Process::Communicate(std::string_view input,
+                                     const volatile std::sig_atomic_t* interrupted, int grace_ms,
+                                     int64_t timeout_ms) {
+  Outcome out;
+  const int64_t deadline = timeout_ms > 0 ? NowMs() + timeout_ms : 0;
+  Tail tail;
+  char buf[16384];
+  auto drain = [&](bool until_eagain) {
+    while (stderr_fd_ >= 0) {
+      ssize_t got = ::read(stderr_fd_, buf, sizeof buf);
+      if (got > 0) {
+        std::string_view chunk(buf, static_cast<size_t>(got));
+        cli::WriteStderr(chunk);
+        tail.Add(chunk);
+        if (!until_eagain) return;
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got == 0) CloseFd(stderr_fd_);
+      return;  // EAGAIN: nothing more now
+    }
+  };
+  if (input.size() > (64u << 10) && stdin_fd_ >= 0) {
+    ::fcntl(stdin_fd_, F_SETPIPE_SZ, 1 << 20);  // fewer wake-ups; best effort
+  }
+  size_t written = 0;
+  auto feed = [&] {
+    while (stdin_fd_ >= 0 && written < input.size()) {
+      ssize_t n = WriteNoSigpipe(stdin_fd_, input.substr(written));
+      if (n > 0) {
+        written += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      CloseFd(stdin_fd_);  // EPIPE: the handler does not read (more); not a failure
+      return;
+    }
+    if (written >= input.size()) CloseFd(stdin_fd_);
+  };
+  feed();
+  bool interrupted_now = false, timed_out = false;
+  while (true) {
+    if (interrupted && *interrupted) {
+      interrupted_now = true;
+      break;
+    }
+    if (deadline != 0 && NowMs() >= deadline && !WaitExit(0)) {
+      timed_out = true;
+      break;
+    }
+    if (WaitExit(0)) break;
+    pollfd fds[3];
+    nfds_t n = 0;
+    int in_i = -1, err_i = -1;
+    if (stdin_fd_ >= 0) {
+      in_i = static_cast<int>(n);
+      fds[n++] = {stdin_fd_, POLLOUT, 0};
+    }
+    if (stderr_fd_ >= 0) {
+      err_i = static_cast<int>(n);
+      fds[n++] = {stderr_fd_, POLLIN, 0};
+    }
+    if (pidfd_ >= 0) fds[n++] = {pidfd_, POLLIN, 0};
+    int r = ::poll(fds, n, pidfd_ >= 0 ? kCheckMs : 10);
+    if (r < 0 && errno != EINTR) return ErrnoStatus("handler: poll", errno);
+    if (r <= 0) continue;
+    if (in_i >= 0 && fds[in_i].revents) {
+      if (fds[in_i].revents & (POLLERR | POLLHUP)) CloseFd(stdin_fd_);
+      else feed();
+    }
+    if (err_i >= 0 && fds[err_i].revents) drain(false);
+  }
+  if (interrupted_now || timed_out) {
+    KillGroup(grace_ms);
+    drain(true);
+    out.kind = timed_out ? Outcome::Kind::kTimedOut : Outcome::Kind::kInterrupted;
+    out.stderr_tail = tail.Take();
+    CloseFd(stderr_fd_);
+    return out;
+  }
+  // Exited: take what it wrote, then kill what it left behind in its group
+  // while it is still a zombie, then reap it.
+  drain(true);
+  ::kill(-pid_, SIGKILL);
+  Reap();
+  CloseFd(stdin_fd_);
+  CloseFd(stderr_fd_);
+  out.stderr_tail = tail.Take();
+  if (exec_errno_ != 0) {
+    out.kind = Outcome::Kind::kExecFailed;
+    out.code = exec_errno_;
+  } else if (WIFSIGNALED(wait_status_)) {
+    out.kind = Outcome::Kind::kSignaled;
+    out.code = WTERMSIG(wait_status_);
+  } else {
+    out.kind = Outcome::Kind::kExited;
+    out.code = WEXITSTATUS(wait_status_);
+  }
+  return out;
+}
+
+Result<Outcome> Run(const Spec& spec, std::string_view input,
+                    const volatile std::sig_atomic_t* interrupted, int grace_ms,
+                    int64_t timeout_ms) {
+  auto p = Process::Spawn(spec);
+  if (!p) return p.error();
+  return p->Communicate(input, interrupted, grace_ms, timeout_ms);
+}
+
+// ---- environment ------------------------------------------------------------
+
+const std::vector<std::string_view> kMessageVariables = {
+    "MQ_TOPIC",     "MQ_PARTITION", "MQ_OFFSET",     "MQ_LAST_OFFSET", "MQ_COUNT",
+    "MQ_MESSAGE_ID", "MQ_TIMESTAMP", "MQ_KEY",       "MQ_KEY_B64",     "MQ_HEADERS",
+    "MQ_VALUE_NULL"};
+
+std::vector<std::string> BaseEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    std::string_view name = entry.substr(0, entry.find('='));
+    if (std::find(kMessageVariables.begin(), kMessageVariables.end(), name) !=
+        kMessageVariables.end())
+      continue;
+    env.emplace_back(entry);
+  }
+  return env;
+}
+
+std::string MessageId(std::string_view topic, int32_t partition, int64_t offset) {
+  return fmt::format("{}/{}/{}", topic, partition, offset);
+}
+
+void AppendMessageEnv(std::vector<std::string>* env, const MessageInfo& m) {
+  env->push_back(fmt::format("MQ_TOPIC={}", m.topic));
+  env->push_back(fmt::format("MQ_PARTITION={}", m.partition));
+  env->push_back(fmt::format("MQ_OFFSET={}", m.offset));
+  env->push_back(fmt::format("MQ_MESSAGE_ID={}", MessageId(m.topic, m.partition, m.offset)));
+  env->push_back(fmt::format("MQ_TIMESTAMP={}", m.timestamp));
+  if (m.key) {
+    std::string_view text = AsText(*m.key);
+    if (text.find('\0') == std::string_view::npos && envelope::IsUtf8(text)) {
+      env->push_back(fmt::format("MQ_KEY={}", text));
+    } else {
+      fmt::memory_buffer b;
+      fmt::format_to(std::back_inserter(b), "MQ_KEY_B64=");
+      envelope::AppendBase64(b, *m.key);
+      env->emplace_back(b.data(), b.size());
+    }
+  }
+  fmt::memory_buffer h;
+  fmt::format_to(std::back_inserter(h), "MQ_HEADERS=");
+  envelope::AppendHeadersJson(h, m.headers);
+  env->emplace_back(h.data(), h.size());
+  if (m.null_value) env->push_back("MQ_VALUE_NULL=1");
+}
+
+void AppendBatchEnv(std::vector<std::string>* env, std::string_view topic, int32_t partition,
+                    int64_t first_offset, int64_t last_offset, size_t count) {
+  env->push_back(fmt::format("MQ_TOPIC={}", topic));
+  env->push_back(fmt::format("MQ_PARTITION={}", partition));
+  env->push_back(fmt::format("MQ_OFFSET={}", first_offset));
+  env->push_back(fmt::format("MQ_LAST_OFFSET={}", last_offset));
+  env->push_back(fmt::format("MQ_COUNT={}", count));
+  env->push_back(fmt::format("MQ_MESSAGE_ID={}", MessageId(topic, partition, first_offset)));
+}
+
+}  // namespace mq::handler
