@@ -78,6 +78,11 @@ EXPECT = {
     "mq-consume --reset-offsets -G billing -t orders --to-datetime 2026-11-30T08:00:00Z --execute": 0,
     "mq-consume --reset-offsets -G billing -t orders --shift-by -10 --execute\n"
     "mq-consume --reset-offsets -G billing -t orders --to-latest --execute": 0,
+    "for i in 1 2; do\n"
+    "    mq-consume -t orders -G billers -e --dlq orders.dlq \\\n"
+    "        --exec sh -c 'echo \"billed $(cat)\" >> \"billed.$MQ_PARTITION\"' &\n"
+    "done\n"
+    "wait": 0,
     "mq-consume --delete -G billing": 0,
     "mq-consume -t logs -e --exec sh -c 'printf \"%s: \" \"$MQ_MESSAGE_ID\"; wc -c'": 0,
     "mq-consume -t logs -e --batch 1000 --exec sh -c 'jq -r .payload | gzip > \"logs-$MQ_PARTITION-$MQ_OFFSET.gz\"'": 0,
