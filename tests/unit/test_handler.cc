@@ -383,7 +383,7 @@ TEST_CASE("handler: a run still going at its deadline is killed with its group (
           "[handler]") {
   TempDir tmp;
   auto r = handler::Run(Sh("sleep 1000 & echo $! > \"$1\"; wait", {tmp / "pid"}), {}, nullptr,
-                        200, /*timeout_ms=*/300);
+                        200, /*timeout_ms=*/2000);
   REQUIRE(r);
   CHECK(r->kind == Outcome::Kind::kTimedOut);
   CHECK(r->StatusText() == "timeout");
