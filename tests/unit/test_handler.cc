@@ -378,3 +378,19 @@ TEST_CASE("handler: a descriptor below 3 cannot be named for inheritance", "[han
   REQUIRE_FALSE(r);
   CHECK(r.error().code() == Code::kInvalidArgument);
 }
+
+TEST_CASE("handler: a run still going at its deadline is killed with its group (kTimedOut)",
+          "[handler]") {
+  TempDir tmp;
+  auto r = handler::Run(Sh("sleep 1000 & echo $! > \"$1\"; wait", {tmp / "pid"}), {}, nullptr,
+                        200, /*timeout_ms=*/2000);
+  REQUIRE(r);
+  CHECK(r->kind == Outcome::Kind::kTimedOut);
+  CHECK(r->StatusText() == "timeout");
+  CHECK(EventuallyGone(ReadPid(tmp / "pid")));
+  // A run that ends before its deadline is not affected by it.
+  auto quick = handler::Run(Sh("exit 3"), {}, nullptr, 200, 60000);
+  REQUIRE(quick);
+  CHECK(quick->kind == Outcome::Kind::kExited);
+  CHECK(quick->code == 3);
+}
