@@ -88,10 +88,9 @@ class StateFile {
   ~StateFile();
 
   // The writer's mapping. Creates the file (atomically, holding `initial`)
-  // when it is missing or the wrong size. *recreated tells which. With
-  // `sync` false that creation is not fsynced (R34).
+  // when it is missing or the wrong size. *recreated tells which.
   static Result<StateFile> OpenForWrite(int dir_fd, FileSystem* fs, const StateFields& initial,
-                                        bool* recreated, bool sync = true);
+                                        bool* recreated);
   // A reader's read-only mapping; kNotFound when there is no state file.
   static Result<StateFile> OpenForRead(int dir_fd);
 
