@@ -89,19 +89,13 @@ grep -q "$LOG: position 71: " "$WORK/err" || fail "zero tail: $(cat "$WORK/err")
 "$PY" - "$V1" "$WORK/p" <<'EOF'
 import sys
 v1 = bytearray(bytes.fromhex(sys.argv[1]))
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
+from mqbatch import fix_crc
 # Record bytes start at 61: length, attributes, tsDelta, offDelta, keyLen, valueLen, ...
 for i, (at, val) in enumerate([(61, 0x7e), (61, 0x01), (65, 0x7e), (66, 0x7e), (66, 0x01),
                                 (61, 0xff), (70, 0x7e)]):
     b = bytearray(v1)
     b[at] = val
-    b[17:21] = crc32c(b[21:]).to_bytes(4, "big")
+    fix_crc(b)
     open(f"{sys.argv[2]}/lie{i}.bin", "wb").write(b)
 EOF
 for f in "$WORK"/p/lie*.bin; do

@@ -54,16 +54,10 @@ grep -q ": ok" "$WORK/out" || fail "verify: $(cat "$WORK/out")"
 # A batch damaged inside its compressed records but with its CRC fixed: R9.
 "$PY" - "$DATA" "$WORK/r9.log" <<'EOF'
 import sys
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for x in data:
-        crc ^= x
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
+from mqbatch import fix_crc
 b = bytearray(bytes.fromhex(open(f"{sys.argv[1]}/sarama_lz4.hex").read().strip()))
 b[61 + 6] ^= 0x5a  # the LZ4 frame header checksum
-b[17:21] = crc32c(b[21:]).to_bytes(4, "big")
+fix_crc(b)
 open(sys.argv[2], "wb").write(b)
 EOF
 run "$INSPECT" --verify "$WORK/r9.log"
@@ -73,16 +67,10 @@ grep -q "r9.log: position 0: R9: lz4" "$WORK/out" "$WORK/err" || fail "R9 lz4: $
 # R5: attribute bit 7 (0x0080), CRC fixed: unsupported, exit 65, in every tool.
 "$PY" - "$DATA" "$WORK/r5.log" <<'EOF'
 import sys
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for x in data:
-        crc ^= x
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
+from mqbatch import fix_crc
 b = bytearray(bytes.fromhex(open(f"{sys.argv[1]}/sarama_gzip.hex").read().strip()))
 b[21:23] = (0x0081).to_bytes(2, "big")
-b[17:21] = crc32c(b[21:]).to_bytes(4, "big")
+fix_crc(b)
 open(sys.argv[2], "wb").write(b)
 EOF
 for mode in -d --verify; do

@@ -24,6 +24,8 @@ trap cleanup_work EXIT
 # The system Python: a version manager's shim can take seconds to start.
 PY=python3
 [[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+# Python helpers shared by the tests (lib/mqbatch.py).
+export PYTHONPATH="$SRC/tests/cli/lib${PYTHONPATH:+:$PYTHONPATH}"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # run CMD...: runs it (at most 60 s) with stdout and stderr in $WORK/out and
