@@ -120,6 +120,20 @@ bool Consumer::finished() const {
   return std::all_of(cursors_.begin(), cursors_.end(), [](const auto& c) { return c->done; });
 }
 
+namespace {
+
+// A notice of `kind` about the partition of cursor `c`.
+template <typename Cursor>
+ConsumerNotice NoticeFor(ConsumerNotice::Kind kind, const Cursor& c) {
+  ConsumerNotice n;
+  n.kind = kind;
+  n.partition = c.partition;
+  n.dir = c.dir;
+  return n;
+}
+
+}  // namespace
+
 void Consumer::Notify(const ConsumerNotice& n) {
   if (options_.on_notice) options_.on_notice(n);
 }
@@ -127,10 +141,7 @@ void Consumer::Notify(const ConsumerNotice& n) {
 // Index entries the log contradicted: the reader scanned instead.
 void Consumer::ReportWarnings(Cursor& c) {
   for (Problem& p : c.reader->TakeWarnings()) {
-    ConsumerNotice n;
-    n.kind = ConsumerNotice::Kind::kIndexWarning;
-    n.partition = c.partition;
-    n.dir = c.dir;
+    ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kIndexWarning, c);
     n.problem = std::move(p);
     Notify(n);
   }
@@ -262,10 +273,7 @@ Status Consumer::OnBadBatch(Cursor& c, Status s, bool from_reader) {
   Status full(s.code(), fmt::format("{} ({})", what, where));
   if (s.code() != Code::kCorruption || !options_.skip_corrupt) return full;
   ++skipped_batches_;
-  ConsumerNotice n;
-  n.kind = ConsumerNotice::Kind::kSkippedBatch;
-  n.partition = c.partition;
-  n.dir = c.dir;
+  ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kSkippedBatch, c);
   n.error = std::move(full);
   Notify(n);
   c.after_skip = true;
@@ -281,10 +289,7 @@ Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
   const BatchHeader& h = batch.header();
   if (std::exchange(c.after_skip, false) && h.base_offset > c.next_offset) {
     skipped_offsets_ += static_cast<uint64_t>(h.base_offset - c.next_offset);
-    ConsumerNotice n;
-    n.kind = ConsumerNotice::Kind::kSkippedOffsets;
-    n.partition = c.partition;
-    n.dir = c.dir;
+    ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kSkippedOffsets, c);
     n.first_offset = c.next_offset;
     n.last_offset = h.base_offset - 1;
     Notify(n);

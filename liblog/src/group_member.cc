@@ -108,9 +108,12 @@ Result<MembershipView> GroupMember::Poll() {
   MembershipView view;
   auto files = group_->ListMemberFiles();
   if (!files) return files.error();
+  // Our own file is there: so is the directory, opened once for the probes.
+  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false);
+  if (!members) return members.error();
   for (const std::string& id : *files) {
     if (id == id_) continue;
-    auto alive = group_->IsMemberAlive(id);
+    auto alive = IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared);
     if (!alive) return alive.error();
     if (*alive) {
       view.members.push_back(id);

@@ -76,7 +76,9 @@ class Member {
   // stopped (a poison message, a stuck handler, an interrupt): a message
   // whose handler did not finish is never handed over.
   void MarkHandled(std::optional<int32_t> only = std::nullopt);
-  Status Commit(bool force);
+  // Partition `p`'s position is handed over, with the epoch of its last record.
+  void HandOver(int32_t p, Progress& pr);
+  Status Commit();
   Status CommitAhead(const ConsumedRecord& m);
   // With `until_eof`, waits until every message handed out is
   // acknowledged, the stream ends, or kAckWaitMs pass without one.
@@ -154,7 +156,7 @@ Status Member::Revoke(int32_t p) {
     if (out_->Flush()) MarkFlushed();
     ReadAcks(false);
   }
-  MQ_RETURN_IF_ERROR(Commit(true));
+  MQ_RETURN_IF_ERROR(Commit());
   consumer_->Unassign(p);
   progress_.erase(p);
   member_->Release(p);
@@ -193,12 +195,14 @@ Status Member::Rebalance() {
 void Member::MarkFlushed() {
   seen_flushes_ = out_->flushes();
   if (f_.ack_fd) return;  // only acknowledgements hand messages over
-  for (auto& [p, pr] : progress_) {
-    auto pos = consumer_->position(p);
-    if (pos && *pos > pr.handed) {
-      pr.handed = *pos;
-      pr.epoch = last_epoch_[p];
-    }
+  for (auto& [p, pr] : progress_) HandOver(p, pr);
+}
+
+void Member::HandOver(int32_t p, Progress& pr) {
+  auto pos = consumer_->position(p);
+  if (pos && *pos > pr.handed) {
+    pr.handed = *pos;
+    pr.epoch = last_epoch_[p];
   }
 }
 
@@ -207,11 +211,7 @@ void Member::MarkHandled(std::optional<int32_t> only) {
   for (auto& [p, pr] : progress_) {
     if ((only && p != *only) || dispatcher_->has_pending(p)) continue;
     pr.dead_letters += dispatcher_->TakeDeadLetters(p);
-    auto pos = consumer_->position(p);
-    if (pos && *pos > pr.handed) {
-      pr.handed = *pos;
-      pr.epoch = last_epoch_[p];
-    }
+    HandOver(p, pr);
   }
 }
 
@@ -296,7 +296,7 @@ void Member::ReadAcks(bool until_eof) {
   }
 }
 
-Status Member::Commit(bool force) {
+Status Member::Commit() {
   std::vector<OffsetCommit> commits;
   if (f_.at_most_once) {
     // Offsets were committed ahead of the output already; only dead
@@ -310,7 +310,6 @@ Status Member::Commit(bool force) {
         commits.push_back({f_.topic, p, std::max(pr.handed, pr.committed), pr.epoch,
                            pr.dead_letters});
   }
-  if (commits.empty() && !force && !f_.at_most_once) return Status::Ok();
   if (!commits.empty()) {
     MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
     for (const OffsetCommit& c : commits) {
@@ -360,7 +359,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       if ((f_.commit_every > 0 && since_commit_ >= f_.commit_every) ||
           now - last_commit_ms_ >= f_.commit_interval_ms) {
         if (!dispatcher_ && out_->Flush()) MarkFlushed();
-        MQ_RETURN_IF_ERROR(Commit(false));
+        MQ_RETURN_IF_ERROR(Commit());
       }
     }
     --ticks;
@@ -397,7 +396,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     } else if (out_->broken()) {
       return Status::Ok();
     }
-    MQ_RETURN_IF_ERROR(Commit(false));
+    MQ_RETURN_IF_ERROR(Commit());
     const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
     consumer_->WaitForAppend(wait);
     ticks = 0;
@@ -410,7 +409,7 @@ Status Member::Finish(bool completed) {
     Status flushed;
     if (completed && dispatcher_->healthy()) flushed = dispatcher_->Flush();
     MarkHandled();
-    Status committed = Commit(false);
+    Status committed = Commit();
     return flushed.ok() ? committed : flushed;
   }
   if (out_->Flush()) MarkFlushed();
@@ -421,7 +420,7 @@ Status Member::Finish(bool completed) {
     ::close(1);
     ReadAcks(true);
   }
-  return Commit(false);
+  return Commit();
 }
 
 }  // namespace
