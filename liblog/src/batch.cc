@@ -143,7 +143,7 @@ Status CheckCounts(const BatchHeader& h, const std::string& file, uint64_t posit
 }  // namespace
 
 Result<BatchView> BatchView::Parse(Bytes bytes, const DecodeLimits& limits, const std::string& file,
-                                   uint64_t position) {
+                                   uint64_t position, CrcCheck crc_check) {
   BatchHeader h;
   Result<Probe> probe = ProbeBatch(bytes, &h, limits, file, position);
   if (!probe) return probe.error();
@@ -155,7 +155,7 @@ Result<BatchView> BatchView::Parse(Bytes bytes, const DecodeLimits& limits, cons
                               fmt::format("batch needs {} bytes, {} remain", need, bytes.size()));
   }
   Bytes batch = bytes.first(h.size_bytes());
-  uint32_t crc = Crc32c(batch.subspan(kAttributesOffset));
+  uint32_t crc = crc_check == CrcCheck::kVerify ? Crc32c(batch.subspan(kAttributesOffset)) : h.crc;
   if (crc != h.crc) {
     return Status::Corruption(file, position, "R4",
                               fmt::format("crc 0x{:08x} stored, 0x{:08x} computed", h.crc, crc));

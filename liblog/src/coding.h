@@ -8,6 +8,7 @@
 // bounds themselves and report malformed input.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -59,17 +60,12 @@ inline int64_t UnZigZag64(uint64_t u) {
 }
 
 // Bytes the varint of `v` takes.
+// (7 payload bits per byte: ceil(significant bits / 7), at least 1.)
 inline size_t VarintLength(int32_t v) {
-  uint32_t u = ZigZag32(v);
-  size_t n = 1;
-  while (u >= 0x80) { u >>= 7; ++n; }
-  return n;
+  return (static_cast<size_t>(std::bit_width(ZigZag32(v) | 1u)) + 6) / 7;
 }
 inline size_t VarlongLength(int64_t v) {
-  uint64_t u = ZigZag64(v);
-  size_t n = 1;
-  while (u >= 0x80) { u >>= 7; ++n; }
-  return n;
+  return (static_cast<size_t>(std::bit_width(ZigZag64(v) | 1u)) + 6) / 7;
 }
 
 inline std::byte* PutVarint(std::byte* p, int32_t v) {

@@ -492,14 +492,14 @@ Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string
   return std::unique_ptr<PartitionWriter>(new PartitionWriter(std::move(impl)));
 }
 
-Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches) {
+Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches, CrcCheck crc_check) {
   Impl& w = *impl_;
   MQ_RETURN_IF_ERROR(w.CheckUsable());
   // 1. Split and validate (R1-R7) before touching anything.
   std::vector<Piece> pieces;
   for (size_t at = 0; at < batches.size();) {
     Bytes rest(batches.data() + at, batches.size() - at);
-    auto view = BatchView::Parse(rest, w.config.limits, "append", at);
+    auto view = BatchView::Parse(rest, w.config.limits, "append", at, crc_check);
     if (!view) return view.error();
     MQ_RETURN_IF_ERROR(CheckProducerFields(view->header(), "append", at));
     pieces.push_back({at, view->header(), std::nullopt});

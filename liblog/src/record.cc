@@ -221,10 +221,14 @@ Result<ControlRecord> DecodeControlRecord(const RecordView& record, const std::s
 // Starts small: a producer may hold a builder per partition, thousands of
 // them, each with a few records between appends; doubling makes up for it.
 std::byte* BatchBuilder::Reserve(size_t n) {
-  if (used_ + n > records_.size()) records_.resize(std::max({used_ + n, records_.size() * 2, size_t{256}}));
+  if (used_ + n > records_.size()) [[unlikely]] Grow(n);
   std::byte* p = records_.data() + used_;
   used_ += n;
   return p;
+}
+
+void BatchBuilder::Grow(size_t n) {
+  records_.resize(std::max({used_ + n, records_.size() * 2, size_t{256}}));
 }
 
 namespace {

@@ -108,6 +108,27 @@ TEST_CASE("R4 crc: a flipped byte under the CRC fails the check", "[batch][R4]")
   CHECK(s.message().find("00000000000000000000.log: position 1234: R4:") == 0);
 }
 
+TEST_CASE("R4 crc: kAlreadyComputed skips only the CRC, every other rule is still checked",
+          "[batch][R4]") {
+  auto b = SimpleBatch(3);
+  auto view = mq::BatchView::Parse(b, {}, "f", 0, mq::CrcCheck::kAlreadyComputed);
+  REQUIRE(view.has_value());
+  CHECK(view->header().records_count == 3);
+  auto bad_magic = b;
+  bad_magic[fmt_::kMagicOffset] = std::byte{1};
+  auto s = mq::BatchView::Parse(bad_magic, {}, "f", 0, mq::CrcCheck::kAlreadyComputed);
+  REQUIRE_FALSE(s.has_value());
+  CHECK(s.error().rule() == "R3");
+  auto torn = std::span<const std::byte>(b).first(b.size() - 1);
+  s = mq::BatchView::Parse(torn, {}, "f", 0, mq::CrcCheck::kAlreadyComputed);
+  REQUIRE_FALSE(s.has_value());
+  CHECK(s.error().rule() == "R1");
+  // The default still verifies it.
+  auto flipped = b;
+  flipped[b.size() - 1] ^= std::byte{0x01};
+  CHECK(ParseStatus(flipped).rule() == "R4");
+}
+
 TEST_CASE("R4 crc: baseOffset and partitionLeaderEpoch are outside the CRC", "[batch][R4]") {
   auto b = SimpleBatch(2);
   mq::SetBaseOffset(b, 1'000'000'007);

@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -14,12 +17,47 @@
 
 #include <fmt/format.h>
 
+#include "cli.h"
+
 namespace mq::produce {
 namespace {
 
 // Bytes asked of each read(): large enough that a file is read in few
 // system calls, small enough to keep the whole buffer far below 64 MB.
 constexpr size_t kReadChunk = 1 << 20;
+
+// The mapping a SIGBUS may come from: a mapped input file that another
+// process truncates while it is read. The handler can only end the run (the
+// bytes are gone); what was appended before stays, as after any crash.
+std::atomic<const char*> g_map_begin{nullptr};
+std::atomic<size_t> g_map_bytes{0};
+char g_sigbus_message[512];
+size_t g_sigbus_message_bytes = 0;
+constexpr int kExitIoError = 74;  // sysexits EX_IOERR
+
+void OnSigbus(int sig, siginfo_t* info, void*) {
+  const char* begin = g_map_begin.load();
+  const char* at = static_cast<const char*>(info->si_addr);
+  if (begin != nullptr && at >= begin && at < begin + g_map_bytes.load()) {
+    (void)!::write(STDERR_FILENO, g_sigbus_message, g_sigbus_message_bytes);
+    ::_exit(kExitIoError);
+  }
+  // Not the input: the default action, when the faulting access runs again.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(sig, &dfl, nullptr);
+}
+
+void InstallSigbusHandler() {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = OnSigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    return ::sigaction(SIGBUS, &sa, nullptr) == 0;
+  }();
+  (void)installed;
+}
 
 }  // namespace
 
@@ -50,25 +88,103 @@ InputSource::InputSource(UniqueFd fd, std::string name, std::string delimiter,
     : fd_(std::move(fd)),
       name_(std::move(name)),
       delimiter_(std::move(delimiter)),
+      single_byte_(delimiter_.size() == 1),
       max_message_bytes_(max_message_bytes),
       regular_(regular) {
   // The buffer starts at one read and grows with the longest message seen
   // (Fill), up to a whole message plus its delimiter with room for a read.
   buffer_.resize(std::min(BufferLimit(), kReadChunk + delimiter_.size()));
+  data_ = buffer_.data();
   if (regular_) ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
 }
 
+InputSource::~InputSource() {
+  if (map_ != nullptr) {
+    g_map_begin.store(nullptr);
+    ::munmap(map_, map_bytes_);
+  }
+}
+
+bool InputSource::Map() {
+  tried_map_ = true;
+  struct stat st;
+  if (::fstat(fd_.get(), &st) != 0) return false;
+  const off_t offset = ::lseek(fd_.get(), 0, SEEK_CUR);
+  if (offset < 0 || st.st_size <= offset) return false;
+  const off_t page = static_cast<off_t>(::sysconf(_SC_PAGESIZE));
+  const off_t aligned = offset - offset % page;
+  const size_t bytes = static_cast<size_t>(st.st_size - aligned);
+  void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd_.get(), aligned);
+  if (m == MAP_FAILED) return false;
+  ::madvise(m, bytes, MADV_SEQUENTIAL);
+  map_ = static_cast<char*>(m);
+  map_bytes_ = bytes;
+  map_skip_ = static_cast<size_t>(offset - aligned);
+  map_end_ = static_cast<uint64_t>(st.st_size);
+  released_ = 0;
+  data_ = map_ + map_skip_;
+  start_ = scan_ = 0;
+  end_ = map_bytes_ - map_skip_;
+  auto text = fmt::format("{}: {}: the file shrank while it was read (truncated by another "
+                          "process?); messages not yet appended are not\n",
+                          cli::ProgramName(), name_);
+  g_sigbus_message_bytes = std::min(text.size(), sizeof g_sigbus_message);
+  std::memcpy(g_sigbus_message, text.data(), g_sigbus_message_bytes);
+  g_map_bytes.store(map_bytes_);
+  g_map_begin.store(map_);
+  InstallSigbusHandler();
+  return true;
+}
+
+Status InputSource::Unmap() {
+  // The unfinished message (bounded by the checks in Next) moves to the
+  // buffer; the file is read on from the end of the mapping.
+  const size_t partial = end_ - start_;
+  if (buffer_.size() < partial + kReadChunk) {
+    try {
+      buffer_.resize(std::min(BufferLimit(), partial + kReadChunk));
+    } catch (const std::bad_alloc&) {
+      return Status(Code::kNoMemory, fmt::format("{}: out of memory for {} {} ({} bytes)", name_,
+                                                 unit(), number_ + 1, partial));
+    }
+  }
+  std::memcpy(buffer_.data(), data_ + start_, partial);
+  consumed_ += start_;
+  scan_ -= start_;
+  start_ = 0;
+  end_ = partial;
+  data_ = buffer_.data();
+  g_map_begin.store(nullptr);
+  ::munmap(map_, map_bytes_);
+  map_ = nullptr;
+  if (::lseek(fd_.get(), static_cast<off_t>(map_end_), SEEK_SET) < 0) {
+    return ErrnoStatus(name_ + ": seek", errno);
+  }
+  return Status::Ok();
+}
+
+void InputSource::ReleaseBehind() {
+  const size_t behind = map_skip_ + start_;
+  if (behind < released_ + kReleaseStep) return;
+  const size_t upto = behind - behind % kReleaseStep;
+  ::madvise(map_ + released_, upto - released_, MADV_DONTNEED);
+  released_ = upto;
+}
+
 const char* InputSource::FindDelimiter() {
-  const char* base = buffer_.data();
+  const char* base = data_;
   const size_t dlen = delimiter_.size();
-  if (end_ - scan_ >= dlen) {
-    const void* hit = dlen == 1 ? std::memchr(base + scan_, delimiter_[0], end_ - scan_)
-                                : ::memmem(base + scan_, end_ - scan_, delimiter_.data(), dlen);
+  // A mapped file holds everything at once: look no further than the
+  // longest message allowed (Next refuses a longer one).
+  const size_t end = map_ != nullptr ? std::min(end_, start_ + max_message_bytes_ + dlen) : end_;
+  if (end - scan_ >= dlen) {
+    const void* hit = dlen == 1 ? std::memchr(base + scan_, delimiter_[0], end - scan_)
+                                : ::memmem(base + scan_, end - scan_, delimiter_.data(), dlen);
     if (hit != nullptr) return static_cast<const char*>(hit);
   }
   // Not found: the last dlen-1 bytes may start a delimiter still being read.
   size_t keep = dlen - 1;
-  scan_ = end_ - start_ > keep ? end_ - keep : start_;
+  scan_ = end - start_ > keep ? end - keep : start_;
   return nullptr;
 }
 
@@ -84,6 +200,7 @@ size_t InputSource::BufferLimit() const {
 }
 
 Status InputSource::Fill() {
+  if (map_ != nullptr) return Unmap();
   if (start_ > 0) {
     std::memmove(buffer_.data(), buffer_.data() + start_, end_ - start_);
     consumed_ += start_;
@@ -101,6 +218,7 @@ Status InputSource::Fill() {
                     fmt::format("{}: out of memory for {} {} at byte offset {} ({} bytes buffered)",
                                 name_, unit(), number_ + 1, consumed_, end_));
     }
+    data_ = buffer_.data();
   }
   for (;;) {
     ssize_t n = ::read(fd_.get(), buffer_.data() + end_, buffer_.size() - end_);
@@ -120,11 +238,14 @@ int64_t MonotonicMs() {
 
 Result<ReadState> InputSource::Next(InputMessage* message,
                                     std::optional<int64_t> wait_until_ms) {
+  if (!tried_map_ && regular_) Map();
+  if (map_ != nullptr) ReleaseBehind();
+  if (TryNext(message)) return ReadState::kMessage;
   for (;;) {
     if (const char* hit = FindDelimiter()) {
-      size_t len = static_cast<size_t>(hit - buffer_.data()) - start_;
+      size_t len = static_cast<size_t>(hit - data_) - start_;
       if (len > max_message_bytes_) return TooLarge();
-      message->bytes = std::string_view(buffer_.data() + start_, len);
+      message->bytes = std::string_view(data_ + start_, len);
       message->position = consumed_ + start_;
       message->number = ++number_;
       start_ += len + delimiter_.size();
@@ -138,7 +259,7 @@ Result<ReadState> InputSource::Next(InputMessage* message,
     if (eof_) {
       if (start_ == end_) return ReadState::kEnd;
       if (partial > max_message_bytes_) return TooLarge();
-      message->bytes = std::string_view(buffer_.data() + start_, partial);
+      message->bytes = std::string_view(data_ + start_, partial);
       message->position = consumed_ + start_;
       message->number = ++number_;
       start_ = scan_ = end_;

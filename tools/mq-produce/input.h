@@ -1,10 +1,15 @@
 // Framing of mq-produce's input: a byte stream cut into messages at a
-// delimiter ("\n" by default, NUL for -0, any byte string for -D), read
-// with a buffer that grows with the longest message, up to the maximum
-// message size, so memory stays bounded whatever the input.
+// delimiter ("\n" by default, NUL for -0, any byte string for -D). A regular
+// file is mapped and read in place (no copy into a buffer; pages behind the
+// reader are released as it goes); other inputs, and whatever a file grows
+// by while it is read, go through a buffer that grows with the longest
+// message, up to the maximum message size, so memory stays bounded whatever
+// the input.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +38,10 @@ int64_t MonotonicMs();
 
 class InputSource {
  public:
+  ~InputSource();
+  InputSource(const InputSource&) = delete;
+  InputSource& operator=(const InputSource&) = delete;
+
   // Opens `path` ("-" = standard input). Messages longer than
   // `max_message_bytes` are refused (see Next) after reading at most that
   // many bytes of them.
@@ -48,6 +57,25 @@ class InputSource {
   // the limit is kTooLarge naming the input, its byte offset and number.
   Result<ReadState> Next(InputMessage* message, std::optional<int64_t> wait_until_ms);
 
+  // Next's common case, inline: true with the next message when it is
+  // complete in the bytes already mapped or buffered (and the delimiter is
+  // one byte); false when Next must be called.
+  bool TryNext(InputMessage* message) {
+    if (!single_byte_) return false;
+    const size_t limit = std::min(end_, start_ + max_message_bytes_ + 1);
+    if (scan_ >= limit) return false;
+    const void* hit = std::memchr(data_ + scan_, delimiter_[0], limit - scan_);
+    if (hit == nullptr) return false;
+    if (map_ != nullptr && map_skip_ + start_ >= released_ + kReleaseStep) ReleaseBehind();
+    const size_t len = static_cast<size_t>(static_cast<const char*>(hit) - data_) - start_;
+    message->bytes = std::string_view(data_ + start_, len);
+    message->position = consumed_ + start_;
+    message->number = ++number_;
+    start_ += len + 1;
+    scan_ = start_;
+    return true;
+  }
+
   // The name used in errors ("<stdin>" or the path).
   const std::string& name() const { return name_; }
   // True for a regular file: always ready, so never a reason to flush.
@@ -58,6 +86,14 @@ class InputSource {
  private:
   InputSource(UniqueFd fd, std::string name, std::string delimiter, size_t max_message_bytes,
               bool regular);
+  // A regular file: maps it from the current file offset to its size now.
+  // False (read through the buffer instead) if it is empty or cannot be mapped.
+  bool Map();
+  // The end of the mapping: the unfinished message moves to the buffer and
+  // reading goes on with read() where the mapping ended.
+  Status Unmap();
+  // Releases the mapped pages wholly behind the current message.
+  void ReleaseBehind();
   // Looks for the delimiter in the unscanned buffered bytes.
   const char* FindDelimiter();
   // Reads more bytes (after moving the current message to the buffer start).
@@ -66,13 +102,26 @@ class InputSource {
   // The most the buffer grows to: the longest message, its delimiter and a read.
   size_t BufferLimit() const;
 
+  // Mapped pages behind the reader are given back in steps of this many
+  // bytes, so the resident size stays small whatever the file's size.
+  static constexpr size_t kReleaseStep = 8 << 20;
+
   UniqueFd fd_;
   std::string name_;
   std::string delimiter_;
+  bool single_byte_;
   size_t max_message_bytes_;
   bool regular_;
   bool eof_ = false;
   std::vector<char> buffer_;
+  // The bytes start_, scan_ and end_ index: buffer_'s, or the mapped file's.
+  const char* data_ = nullptr;
+  bool tried_map_ = false;
+  char* map_ = nullptr;       // the mapping, page aligned
+  size_t map_bytes_ = 0;
+  size_t map_skip_ = 0;       // bytes of map_ before data_ (the file offset's page remainder)
+  uint64_t map_end_ = 0;      // file offset just past the mapping
+  size_t released_ = 0;       // bytes of map_ already given back (a page multiple)
   size_t start_ = 0;  // first byte of the current message
   size_t scan_ = 0;   // delimiter search resumes here
   size_t end_ = 0;    // end of buffered bytes

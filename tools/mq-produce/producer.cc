@@ -194,7 +194,8 @@ Status Producer::Flush() {
     if (ps.builder.count() > 0) MQ_RETURN_IF_ERROR(FinishBatch(p));
     auto w = Writer(p);
     if (!w) return w.error();
-    auto r = (*w)->Append(ps.out);
+    // Every batch in `out` was built by FinishBatch: its CRC is fresh.
+    auto r = (*w)->Append(ps.out, CrcCheck::kAlreadyComputed);
     if (!r) {
       return Status(r.error().code(), fmt::format("{}-{}: append: {}", options_.topic, p,
                                                   r.error().message()));

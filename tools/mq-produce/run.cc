@@ -163,20 +163,25 @@ class Feeder {
     auto src = &source;
     InputMessage in;
     for (;;) {
-      std::optional<int64_t> wait_until;
-      if (producer_->pending()) wait_until = linger_deadline_;
-      auto state = (*src)->Next(&in, wait_until);
-      if (!state) return state.error();
-      if (*state == ReadState::kEnd) return Status::Ok();
-      if (*state == ReadState::kWouldBlock) {
-        MQ_RETURN_IF_ERROR(producer_->Flush());
-        progress_->Tick(producer_->stats());
-        now_ = NowMs();
-        continue;
+      // A message already read in needs no wait and no checks.
+      bool may_have_waited = false;
+      if (!(*src)->TryNext(&in)) {
+        std::optional<int64_t> wait_until;
+        if (producer_->pending()) wait_until = linger_deadline_;
+        auto state = (*src)->Next(&in, wait_until);
+        if (!state) return state.error();
+        if (*state == ReadState::kEnd) return Status::Ok();
+        if (*state == ReadState::kWouldBlock) {
+          MQ_RETURN_IF_ERROR(producer_->Flush());
+          progress_->Tick(producer_->stats());
+          now_ = NowMs();
+          continue;
+        }
+        may_have_waited = true;
       }
-      // Nothing pending means the read may have waited for input: the
+      // A read that may have waited for input with nothing pending: the
       // clock is read again for the message's CreateTime.
-      if (!producer_->pending() || ++count_ % kClockEvery == 0) {
+      if ((may_have_waited && !producer_->pending()) || ++count_ % kClockEvery == 0) {
         now_ = NowMs();
         progress_->Tick(producer_->stats());
         // Input that never pauses still gets its messages appended about

@@ -108,6 +108,11 @@ struct RecordView {
   std::vector<Header> headers() const;
 };
 
+// Whether BatchView::Parse computes the CRC (R4). kAlreadyComputed is for
+// bytes BatchBuilder::Finish produced in this process moments ago: the CRC
+// it just computed is not computed a second time.
+enum class CrcCheck : uint8_t { kVerify, kAlreadyComputed };
+
 // A validated batch: a view over exactly header.size_bytes() bytes.
 class BatchView {
  public:
@@ -117,7 +122,8 @@ class BatchView {
   // by RecordReader (R8, R9, R17); R7 by CheckProducerFields. An attribute
   // bit 7-15 or codec 5-7 is kUnsupported (R5), not corruption.
   static Result<BatchView> Parse(Bytes bytes, const DecodeLimits& limits,
-                                 const std::string& file = "", uint64_t position = 0);
+                                 const std::string& file = "", uint64_t position = 0,
+                                 CrcCheck crc_check = CrcCheck::kVerify);
 
   const BatchHeader& header() const { return header_; }
   Bytes bytes() const { return bytes_; }
@@ -240,6 +246,7 @@ class BatchBuilder {
 
  private:
   std::byte* Reserve(size_t n);
+  [[gnu::noinline]] void Grow(size_t n);
   BatchOptions options_;
   std::vector<std::byte> records_;  // storage; the first used_ bytes are records
   size_t used_ = 0;

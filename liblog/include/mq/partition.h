@@ -99,7 +99,11 @@ class PartitionWriter {
   // BatchBuilder. Assigns offsets (rewrites each baseOffset) and leader epoch,
   // then makes them visible to readers. With kEveryBatch the data is fsynced
   // before this returns; a failed fsync is returned and never retried.
-  Result<AppendResult> Append(std::span<std::byte> batches);
+  // Every batch is validated first (R1-R7); `crc_check` kAlreadyComputed
+  // skips only the CRC, for batches BatchBuilder::Finish just built in this
+  // process (bytes from a file, a pipe or a peer are always kVerify).
+  Result<AppendResult> Append(std::span<std::byte> batches,
+                              CrcCheck crc_check = CrcCheck::kVerify);
 
   // Makes everything appended so far durable (fsync data, and the directory
   // after a segment was created), then advances the recovery point.

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# mq-produce reads a regular file in place (mapped, man mq-produce INPUT):
+# the same messages as through a pipe, from the file offset standard input
+# is at, with bounded memory on a large file, the same refusals, and a clear
+# end (exit 74) when another process truncates the file under it.
+source "$(dirname "$0")/lib/common.bash"
+D="$WORK/data"
+TIME=/usr/bin/time
+[[ -x $TIME ]] || fail "$TIME is missing (GNU time measures peak memory)"
+"$P" -C "$D" -t T --create -q </dev/null
+
+# lines N: N lines of 100 bytes.
+lines() {
+  awk -v n="$1" 'BEGIN { pad = sprintf("%89s", ""); gsub(/ /, "x", pad)
+    for (i = 0; i < n; i++) printf "%010d%s\n", i, pad }'
+}
+
+# 1. A large file (80 MB): byte-exact, and the mapped pages behind the
+# reader are given back (peak RSS far below the file's size).
+lines 800000 >"$WORK/big"
+"$TIME" -o "$WORK/time" -f %M "$P" -C "$D" -t big --create -q "$WORK/big"
+kb=$(tail -1 "$WORK/time")
+"$C" -C "$D" -t big -e -q | cmp - "$WORK/big" || fail "large mapped file: not byte-exact"
+((kb < 48 * 1024)) || fail "large mapped file: peak RSS $kb KB for an 80 MB file (want < 48 MB)"
+
+# 2. Standard input redirected from a file starts where its offset is (here
+# after `head` read two lines and put the offset back), not at byte 0; the
+# offset is not page aligned.
+lines 5000 >"$WORK/small"
+{ head -n 2 >/dev/null; "$P" -C "$D" -t off --create -q; } <"$WORK/small"
+"$C" -C "$D" -t off -e -q | cmp - <(tail -n +3 "$WORK/small") ||
+  fail "stdin from a file: did not start at the file offset"
+
+# 3. The same refusal as through a pipe: a line over the maximum message
+# size names the input, the line number and its byte offset.
+{ lines 3; head -c 3000 /dev/zero | tr '\0' y; echo; lines 2; } >"$WORK/long"
+run "$P" -C "$D" -t T --max-message-bytes 2000 "$WORK/long"
+expect_rc 65 "long line in a mapped file"
+grep -q "$WORK/long: line 4 at byte offset 300 is larger than the maximum" "$WORK/err" ||
+  fail "long line in a mapped file: $(cat "$WORK/err")"
+run "$P" -C "$D" -t T --max-message-bytes 2000 - <"$WORK/long"
+expect_rc 65 "long line from a file on stdin"
+grep -q "<stdin>: line 4 at byte offset 300 is larger" "$WORK/err" ||
+  fail "long line from a file on stdin: $(cat "$WORK/err")"
+
+# 4. A multi-byte delimiter and a last message without one: the message
+# at the end of the mapping continues through read().
+{ for i in $(seq 1 300); do printf 'm%d::' "$i"; done; printf 'last'; } >"$WORK/multi"
+"$P" -C "$D" -t multi --create -q -D '::' "$WORK/multi"
+"$C" -C "$D" -t multi -e -q -D '::' >"$WORK/multi.out"
+{ cat "$WORK/multi"; printf '::'; } | cmp - "$WORK/multi.out" || fail "multi-byte delimiter"
+
+# 5. The file is truncated while it is read: exit 74 naming the file; what
+# was appended before is a valid log. A slow run (an fsync per 4 KB append)
+# gives the truncation time to land while the file is read.
+lines 200000 >"$WORK/shrinks"
+"$P" -C "$D" -t shrink --create -q </dev/null
+"$P" -C "$D" -t shrink -q --fsync batch --append-bytes 4096 --batch-bytes 4096 \
+  "$WORK/shrinks" 2>"$WORK/shrink.err" &
+pid=$!
+PIDS+=("$pid")
+for _ in $(seq 1 600); do
+  [[ $(stat -c %s "$D/shrink-0/00000000000000000000.log" 2>/dev/null || echo 0) -gt 0 ]] && break
+  sleep 0.05
+done
+: >"$WORK/shrinks"
+set +e
+wait "$pid"
+rc=$?
+set -e
+[[ $rc == 74 ]] || fail "truncated input: exit $rc, want 74 ($(cat "$WORK/shrink.err"))"
+grep -q "$WORK/shrinks: the file shrank while it was read" "$WORK/shrink.err" ||
+  fail "truncated input: $(cat "$WORK/shrink.err")"
+"$INSPECT" --verify "$D/shrink-0" >/dev/null || fail "truncated input: log does not verify"
+n=$("$C" -C "$D" -t shrink -e -q | wc -l)
+((n > 0 && n < 200000)) || fail "truncated input: $n messages appended"
+echo "ok"
