@@ -530,11 +530,12 @@ Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int6
     auto next = r.NextSegment(base);
     if (next && *next <= *from) continue;
     uint64_t to = base == r.fields.end_segment_base ? r.fields.end_position : UINT64_MAX;
-    MQ_RETURN_IF_ERROR(ForEachHeader(r.dir_fd.get(), FileSystem::Default(), r.limits, base, 0, to,
-                                     [&](const BatchHeader& h, uint64_t) {
-                                       if (h.producer_id == producer_id && h.base_offset >= *from)
-                                         table.Replay(h);
-                                     }));
+    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(r.dir_fd.get(), FileSystem::Default(), r.limits, base,
+                                         *from, to, [&](const BatchHeader& h, uint64_t) {
+                                           if (h.producer_id == producer_id &&
+                                               h.base_offset >= *from)
+                                             table.Replay(h);
+                                         }));
   }
   return table.LastSequence(producer_id);
 }
