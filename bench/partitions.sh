@@ -8,9 +8,10 @@
 # The input is a file in the page cache: "k<i>\tv<i>" lines, -K '\t'. Two
 # cases: into a topic whose partitions were written before (the runs append
 # to the same topic), and into a freshly created, empty topic (the run
-# creates every partition's state and segment files, fsynced even with
-# --fsync none). Prints the medians of RUNS (default 5) wall times in
-# bench/run.sh's table.
+# creates every partition's state and segment files, without fsync under
+# the default --fsync none: segment.md R34). Prints the medians of RUNS
+# (default 5) wall times in bench/run.sh's table; the last column is the
+# target (keyed produce into 1,000 partitions within 3x of 1 partition).
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
 BIN=${MQ_BIN:?MQ_BIN is the build directory}

@@ -49,6 +49,17 @@ Status Refused(int dir_fd, const std::string& name, mode_t m) {
                             KindOf(m)));
 }
 
+// The path of an open file, for error messages: /proc/self/fd names it
+// (or `name` when that fails). Looked up only when a message needs it,
+// never on the open path.
+std::string FdPath(int fd, const std::string& name) {
+  char target[PATH_MAX];
+  const std::string link = fmt::format("/proc/self/fd/{}", fd);
+  ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0 || target[0] != '/') return name;
+  return std::string(target, static_cast<size_t>(n));
+}
+
 class PosixFile final : public File {
  public:
   PosixFile(UniqueFd fd, std::string name) : fd_(std::move(fd)), name_(std::move(name)) {}
@@ -58,7 +69,7 @@ class PosixFile final : public File {
       ssize_t n = ::pwrite(fd_.get(), data.data(), data.size(), static_cast<off_t>(offset));
       if (n < 0) {
         if (errno == EINTR) continue;
-        return ErrnoStatus(fmt::format("{}: write at {}", name_, offset), errno);
+        return Failed(fmt::format("write at {}", offset));
       }
       data = data.subspan(static_cast<size_t>(n));
       offset += static_cast<uint64_t>(n);
@@ -73,7 +84,7 @@ class PosixFile final : public File {
                           static_cast<off_t>(offset + done));
       if (n < 0) {
         if (errno == EINTR) continue;
-        return ErrnoStatus(fmt::format("{}: read at {}", name_, offset + done), errno);
+        return Failed(fmt::format("read at {}", offset + done));
       }
       if (n == 0) break;
       done += static_cast<size_t>(n);
@@ -83,26 +94,32 @@ class PosixFile final : public File {
 
   Result<uint64_t> Size() override {
     struct stat st;
-    if (::fstat(fd_.get(), &st) != 0) return ErrnoStatus(name_ + ": fstat", errno);
+    if (::fstat(fd_.get(), &st) != 0) return Failed("fstat");
     return static_cast<uint64_t>(st.st_size);
   }
 
   Status Truncate(uint64_t size) override {
     if (::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0)
-      return ErrnoStatus(fmt::format("{}: truncate to {}", name_, size), errno);
+      return Failed(fmt::format("truncate to {}", size));
     return Status::Ok();
   }
 
   Status Sync() override {
-    if (::fdatasync(fd_.get()) != 0) return ErrnoStatus(name_ + ": fdatasync", errno);
+    if (::fdatasync(fd_.get()) != 0) return Failed("fdatasync");
     return Status::Ok();
   }
 
   int fd() const override { return fd_.get(); }
 
  private:
+  // The error of the call that just failed (errno), naming the file.
+  Status Failed(const std::string& what) const {
+    const int err = errno;
+    return ErrnoStatus(FdPath(fd_.get(), name_) + ": " + what, err);
+  }
+
   UniqueFd fd_;
-  std::string name_;
+  std::string name_;  // as opened (relative to its directory)
 };
 
 class PosixFileSystem final : public FileSystem {
@@ -119,7 +136,7 @@ class PosixFileSystem final : public FileSystem {
     }
     auto owned = OpenRegularFileAt(dir_fd, name, flags, kFileMode);
     if (!owned) return owned.error();
-    return std::unique_ptr<File>(new PosixFile(std::move(*owned), PathAt(dir_fd, name)));
+    return std::unique_ptr<File>(new PosixFile(std::move(*owned), name));
   }
 
   Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
@@ -244,7 +261,7 @@ Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool creat
 }
 
 Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std::byte> contents,
-                       FileSystem* fs, const std::string& tmp_name) {
+                       FileSystem* fs, const std::string& tmp_name, bool sync) {
   if (fs == nullptr) fs = FileSystem::Default();
   const std::string tmp = tmp_name.empty() ? name + ".tmp" : tmp_name;
   // The rename would replace a symlink, FIFO or device planted under the
@@ -258,14 +275,14 @@ Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std:
   auto file = fs->Open(dir_fd, tmp, FileSystem::kCreateExclusive);
   if (!file) return file.error();
   Status s = (*file)->WriteAt(0, contents);
-  if (s.ok()) s = (*file)->Sync();
+  if (s.ok() && sync) s = (*file)->Sync();
   file->reset();
   if (s.ok()) s = fs->Rename(dir_fd, tmp, name);
   if (!s.ok()) {
     ::unlinkat(dir_fd, tmp.c_str(), 0);
     return s;
   }
-  return fs->SyncDir(dir_fd);
+  return sync ? fs->SyncDir(dir_fd) : Status::Ok();
 }
 
 }  // namespace mq

@@ -60,7 +60,9 @@ struct PartitionReader::Impl {
   Result<uint64_t> FindInSegment(int64_t base, int64_t offset);
   Result<bool> SegmentBelow(int64_t base, int64_t timestamp_ms);
   Status Corrupt(uint64_t position, const char* rule, std::string detail);
+  bool Follows(const BatchHeader& h, int64_t after) const;
   Status CheckContinuity(const BatchHeader& h);
+  bool MayPass(const BatchHeader& h, Bytes bytes, uint64_t position, int64_t prev_end) const;
   std::string FileName(int64_t base) const { return SegmentFileName(base, format::kLogSuffix); }
   void Warn(const std::string& file, uint64_t position, std::string detail) {
     warnings.push_back({file, position, "R23", std::move(detail)});
@@ -176,20 +178,37 @@ Status PartitionReader::Impl::Corrupt(uint64_t position, const char* rule, std::
 }
 
 // R10/R11 (offsets increase) and, for delete-policy logs, R26 (offsets
-// continue: no batch and no segment boundary skips an offset).
+// continue): whether `h` may come where offset `after` is expected next
+// (-1: not known).
+bool PartitionReader::Impl::Follows(const BatchHeader& h, int64_t after) const {
+  return after < 0 || h.base_offset == after ||
+         (h.base_offset > after && offsets == OffsetPolicy::kGapsAllowed);
+}
+
+// Follows() against `expect`, as the corruption status naming the rule.
 Status PartitionReader::Impl::CheckContinuity(const BatchHeader& h) {
-  if (expect < 0) return Status::Ok();
+  if (Follows(h, expect)) return Status::Ok();
   if (h.base_offset < expect) {
     return Corrupt(pos, "R10",
                    fmt::format("baseOffset {} does not follow the offsets before it (expected {})",
                                h.base_offset, expect));
   }
-  if (offsets == OffsetPolicy::kContiguous && h.base_offset != expect) {
-    return Corrupt(pos, "R26",
-                   fmt::format("baseOffset {} skips offsets {}..{}", h.base_offset, expect,
-                               h.base_offset - 1));
-  }
-  return Status::Ok();
+  return Corrupt(pos, "R26",
+                 fmt::format("baseOffset {} skips offsets {}..{}", h.base_offset, expect,
+                             h.base_offset - 1));
+}
+
+// Whether a scan for a later offset or timestamp may pass over the batch
+// `bytes` (header `h`, peeked at `position` of the current segment) without
+// handing it out: only a batch that Next() would hand out there, one that
+// passes R1-R6 and R19 and follows the offsets before it (`prev_end`, -1 when
+// unknown). Its header alone is no proof: lastOffsetDelta and maxTimestamp
+// are covered by the CRC (R4), and a damaged one may claim offsets or times
+// that are not its own. A scan stops at any other batch and leaves it to
+// Next(), which reports it (§11.1).
+bool PartitionReader::Impl::MayPass(const BatchHeader& h, Bytes bytes, uint64_t position,
+                                    int64_t prev_end) const {
+  return Follows(h, prev_end) && BatchView::Parse(bytes, limits, cursor.name(), position);
 }
 
 // Byte position in segment `base` of the batch holding `offset` (or of the
@@ -223,7 +242,8 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
     BatchHeader h;
     Bytes b;
     auto step = cursor.Peek(p, &h, &b);
-    if (!step || *step != BatchCursor::Step::kBatch || h.last_offset() >= offset) {
+    if (!step || *step != BatchCursor::Step::kBatch || h.last_offset() >= offset ||
+        !MayPass(h, b, p, prev_end)) {
       expect = prev_end;  // let Next() report any corruption at p
       return p;
     }
@@ -235,7 +255,8 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
 // True when every batch of the rolled segment `base` has a max timestamp
 // below `timestamp_ms`. The time index's last entry says so cheaply (§8.2);
 // it is believed only if the batch it names carries that timestamp, else
-// the segment's headers are read.
+// the segment's batches are read. A damaged batch is not below anything:
+// false, and the seek stops in this segment, where Next() reports it.
 Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp_ms) {
   std::string tname = SegmentFileName(base, format::kTimeIndexSuffix);
   auto tidx = MappedFile::Open(dir_fd.get(), tname, kMaxIndexFileBytes);
@@ -250,19 +271,23 @@ Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp
     auto step = cursor.Peek(*p, &h, &b);
     if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == last.offset &&
         h.max_timestamp == last.timestamp)
-      return last.timestamp < timestamp_ms;
+      return last.timestamp < timestamp_ms && MayPass(h, b, *p, expect);
     Warn(tname, (n - 1) * format::kTimeIndexEntrySize,
          fmt::format("last entry (timestamp {}, offset {}) does not match the batch at that "
                      "offset in {}; scanning the log", last.timestamp, last.offset,
                      FileName(base)));
   }
   MQ_RETURN_IF_ERROR(PositionAt(base, 0));
+  int64_t prev_end = base;
   for (uint64_t p = 0;;) {
     BatchHeader h;
     Bytes b;
     auto step = cursor.Peek(p, &h, &b);
-    if (!step || *step != BatchCursor::Step::kBatch) return true;  // Next() reports damage
-    if (h.max_timestamp >= timestamp_ms) return false;
+    if (step && *step == BatchCursor::Step::kEnd) return true;
+    if (!step || *step != BatchCursor::Step::kBatch || h.max_timestamp >= timestamp_ms ||
+        !MayPass(h, b, p, prev_end))
+      return false;
+    prev_end = h.last_offset() + 1;
     p += h.size_bytes();
   }
 }
@@ -378,7 +403,8 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
       BatchHeader h;
       Bytes b;
       auto step = r.cursor.Peek(p, &h, &b);
-      if (!step || *step != BatchCursor::Step::kBatch || h.max_timestamp >= timestamp_ms) {
+      if (!step || *step != BatchCursor::Step::kBatch || h.max_timestamp >= timestamp_ms ||
+          !r.MayPass(h, b, p, expect)) {
         // Found, or damage that Next() will report where it is.
         r.pos = p;
         r.expect = expect;
@@ -530,11 +556,12 @@ Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int6
     auto next = r.NextSegment(base);
     if (next && *next <= *from) continue;
     uint64_t to = base == r.fields.end_segment_base ? r.fields.end_position : UINT64_MAX;
-    MQ_RETURN_IF_ERROR(ForEachHeader(r.dir_fd.get(), FileSystem::Default(), r.limits, base, 0, to,
-                                     [&](const BatchHeader& h, uint64_t) {
-                                       if (h.producer_id == producer_id && h.base_offset >= *from)
-                                         table.Replay(h);
-                                     }));
+    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(r.dir_fd.get(), FileSystem::Default(), r.limits, base,
+                                         *from, to, [&](const BatchHeader& h, uint64_t) {
+                                           if (h.producer_id == producer_id &&
+                                               h.base_offset >= *from)
+                                             table.Replay(h);
+                                         }));
   }
   return table.LastSequence(producer_id);
 }

@@ -66,6 +66,11 @@ struct PartitionWriter::Impl {
   int64_t last_sync_ms = 0;
   ProducerStateTable producers;
   int64_t snapshot_at = -1;  // offset of the snapshot `producers` equals, if known
+  // Where an open would start replaying: the segment holding the newest
+  // snapshot's offset and the position there of the first batch after it
+  // (-1: not the active segment, or unknown).
+  int64_t snapshot_segment = -1;
+  uint64_t snapshot_pos = 0;
   bool closed = false;
   bool stale_check = true;  // check the active file size at the next Sync
 
@@ -90,6 +95,8 @@ struct PartitionWriter::Impl {
   Result<bool> OpenSameBoot(const StateFields& prev, std::vector<int64_t> list,
                             RecoveryReport* report);
   Status OpenActive(int64_t base, uint64_t size);
+  Result<bool> OpenActive(int64_t base, uint64_t size, std::unique_ptr<File> open_log,
+                          std::optional<uint64_t> check_log_size);
   Status Sync();
   Status Publish();
   Status ReplayProducers(int64_t from_offset);
@@ -99,56 +106,99 @@ struct PartitionWriter::Impl {
   Status SyncAll();
 };
 
-// Opens the active segment's files and restores the indexing state from its
-// index files: entries past the committed end (left by a writer that died
-// before publishing) are dropped, then the batches after the last indexed
-// one are walked.
 Status PartitionWriter::Impl::OpenActive(int64_t base, uint64_t size) {
+  auto opened = OpenActive(base, size, nullptr, std::nullopt);
+  if (!opened) return opened.error();
+  return Status::Ok();
+}
+
+// Opens the active segment's files (the log may come open already) and
+// restores the indexing state from its index files: entries past the
+// committed end (left by a writer that died before publishing) are
+// dropped, then the batches after the last indexed one are walked. With
+// `check_log_size` (the log's size before it was cut to `size`) the indexes
+// first get the cheap checks of R25 (R27: entries past the committed end
+// are skipped); when those fail it returns false, having changed nothing.
+Result<bool> PartitionWriter::Impl::OpenActive(int64_t base, uint64_t size,
+                                               std::unique_ptr<File> open_log,
+                                               std::optional<uint64_t> check_log_size) {
   auto open = [&](const char* suffix) { return fs->Open(dir_fd.get(), SegmentFileName(base, suffix), FileSystem::kCreate); };
-  auto l = open(format::kLogSuffix);
-  if (!l) return l.error();
-  auto x = open(format::kIndexSuffix);
+  if (!open_log) {
+    auto l = open(format::kLogSuffix);
+    if (!l) return l.error();
+    open_log = std::move(*l);
+  }
+  const bool check = check_log_size.has_value();
+  // Checked, a missing index fails the check (it is rebuilt and reported).
+  auto open_index = [&](const char* suffix) -> Result<std::unique_ptr<File>> {
+    if (!check) return open(suffix);
+    return fs->Open(dir_fd.get(), SegmentFileName(base, suffix), FileSystem::kReadWrite);
+  };
+  auto x = open_index(format::kIndexSuffix);
+  if (check && !x && x.error().code() == Code::kNotFound) return false;
   if (!x) return x.error();
-  auto t = open(format::kTimeIndexSuffix);
+  auto t = open_index(format::kTimeIndexSuffix);
+  if (check && !t && t.error().code() == Code::kNotFound) return false;
   if (!t) return t.error();
-  log = std::move(*l);
+  log = std::move(open_log);
   index = std::move(*x);
   timeindex = std::move(*t);
   ib = IndexBuilder(base, config.index_interval_bytes);
   first_max_ts = -1;
+  const int64_t end_offset = fields.log_end_offset;
 
   std::optional<OffsetIndexEntry> last_entry;
   std::optional<TimeIndexEntry> last_time;
   auto isize = index->Size();
   if (!isize) return isize.error();
+  auto tsize = timeindex->Size();
+  if (!tsize) return tsize.error();
+  if (check && (*isize % format::kOffsetIndexEntrySize != 0 ||
+                *tsize % format::kTimeIndexEntrySize != 0))
+    return false;
   uint64_t n = *isize / format::kOffsetIndexEntrySize;
   std::byte e[format::kTimeIndexEntrySize];
   while (n > 0) {
     auto got = index->ReadAt((n - 1) * format::kOffsetIndexEntrySize, std::span(e, 8));
     if (!got) return got.error();
     auto entry = DecodeOffsetEntry(e, base);
-    if (*got == 8 && entry.position < size && entry.offset < fields.log_end_offset) {
+    if (*got == 8 && entry.position < size && entry.offset < end_offset) {
       last_entry = entry;
       break;
     }
+    // Past the committed end on both counts, inside the log as it was: an
+    // append that was never published. Anything else is a bad index.
+    if (check && !(entry.offset >= end_offset && entry.position >= size &&
+                   entry.position < *check_log_size))
+      return false;
     --n;
   }
-  if (n * format::kOffsetIndexEntrySize != *isize)
-    MQ_RETURN_IF_ERROR(index->Truncate(n * format::kOffsetIndexEntrySize));
-  auto tsize = timeindex->Size();
-  if (!tsize) return tsize.error();
+  if (check && last_entry) {
+    if (last_entry->offset < base) return false;
+    std::byte h[format::kBatchHeaderSize];
+    auto got = log->ReadAt(last_entry->position, h);
+    if (!got) return got.error();
+    if (*got != sizeof h) return false;
+    BatchHeader header = DecodeBatchHeader(Bytes(h, sizeof h));
+    if (header.last_offset() != last_entry->offset ||
+        last_entry->position + header.size_bytes() > size)
+      return false;
+  }
   uint64_t tn = *tsize / format::kTimeIndexEntrySize;
   while (tn > 0) {
     auto got = timeindex->ReadAt((tn - 1) * format::kTimeIndexEntrySize, std::span(e, 12));
     if (!got) return got.error();
     auto entry = DecodeTimeEntry(e, base);
-    if (*got == 12 && entry.offset < fields.log_end_offset &&
+    if (check && *got == 12 && entry.offset < end_offset && entry.offset < base) return false;
+    if (*got == 12 && entry.offset < end_offset &&
         (!last_entry || entry.offset <= last_entry->offset)) {
       last_time = entry;
       break;
     }
     --tn;
   }
+  if (n * format::kOffsetIndexEntrySize != *isize)
+    MQ_RETURN_IF_ERROR(index->Truncate(n * format::kOffsetIndexEntrySize));
   if (tn * format::kTimeIndexEntrySize != *tsize)
     MQ_RETURN_IF_ERROR(timeindex->Truncate(tn * format::kTimeIndexEntrySize));
   ib.Restore(last_entry, last_time);
@@ -167,7 +217,7 @@ Status PartitionWriter::Impl::OpenActive(int64_t base, uint64_t size) {
     if (!got) return got.error();
     if (*got == sizeof h) first_max_ts = DecodeBatchHeader(Bytes(h, sizeof h)).max_timestamp;
   }
-  return Status::Ok();
+  return true;
 }
 
 Status PartitionWriter::Impl::WriteIndexBuffers() {
@@ -216,6 +266,7 @@ Status PartitionWriter::Impl::ReplayProducers(int64_t) {
   // Nothing after the snapshot: the table is the snapshot's (no snapshot
   // at all on an empty log is the same, empty table).
   snapshot_at = start == fields.log_end_offset ? start : -1;
+  snapshot_segment = -1;
   for (int64_t base : segments) {
     if (base > fields.end_segment_base) break;
     bool active = base == fields.end_segment_base;
@@ -233,11 +284,21 @@ Status PartitionWriter::Impl::ReplayProducers(int64_t) {
       if (!s) return s.error();
       to = *s;
     }
-    MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd.get(), fs, config.limits, base, 0, to,
-                                     [&](const BatchHeader& h, uint64_t) {
-                                       if (h.has_producer_id() && h.base_offset >= start)
-                                         producers.Replay(h);
-                                     }));
+    // The snapshot is in the active segment: note where its replay starts.
+    const bool note = active && start >= base;
+    uint64_t first_after = to;
+    // The segment holding the snapshot is read from the batch before it
+    // (offset index), the later ones whole.
+    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(dir_fd.get(), fs, config.limits, base, start, to,
+                                         [&](const BatchHeader& h, uint64_t pos) {
+                                           if (h.base_offset < start) return;
+                                           if (first_after == to) first_after = pos;
+                                           if (h.has_producer_id()) producers.Replay(h);
+                                         }));
+    if (note) {
+      snapshot_segment = base;
+      snapshot_pos = std::min<uint64_t>(first_after, to);
+    }
   }
   return Status::Ok();
 }
@@ -303,6 +364,8 @@ Status PartitionWriter::Impl::Roll() {
   int64_t base = fields.log_end_offset;
   MQ_RETURN_IF_ERROR(producers.WriteSnapshot(dir_fd.get(), base));
   snapshot_at = base;
+  snapshot_segment = base;
+  snapshot_pos = 0;
   // A writer that died after creating this segment but before publishing it
   // may have left files under the name: start them empty.
   for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
@@ -370,11 +433,6 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
     list.pop_back();
     dir_dirty = true;
   }
-  // Indexes are derived data: the cheap checks of R25, and a rebuild (R23)
-  // when they fail. Entries past the committed end, left by a writer that
-  // died before publishing, are dropped by OpenActive.
-  const bool active_index_ok = ActiveIndexLooksRight(fd, config, prev.end_segment_base,
-                                                     prev.end_position, prev.log_end_offset, *size);
   if (*size > prev.end_position) {
     MQ_RETURN_IF_ERROR((*active)->Truncate(prev.end_position));
     report->bytes_truncated += *size - prev.end_position;
@@ -394,18 +452,23 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
     report->repaired.push_back({SegmentFileName(list[i], format::kIndexSuffix), 0, "index-rebuilt",
                                 "R23: index inconsistent with its log; rebuilt"});
   }
-  if (!active_index_ok) {
+  segments = std::move(list);
+  fields = prev;
+  fields.rewrites = prev.rewrites + 1;
+  // The active segment's indexes are derived data: the cheap checks of R25
+  // (entries past the committed end, left by a writer that died before
+  // publishing, are dropped), and a rebuild (R23) when they fail.
+  auto index_ok = OpenActive(fields.end_segment_base, fields.end_position, std::move(*active), *size);
+  if (!index_ok) return index_ok.error();
+  if (!*index_ok) {
     MQ_RETURN_IF_ERROR(
         RebuildIndexes(fd, fs, config, prev.end_segment_base, prev.end_position, false));
     ++report->indexes_rebuilt;
     report->repaired.push_back({SegmentFileName(prev.end_segment_base, format::kIndexSuffix), 0,
                                 "index-rebuilt", "R23: index inconsistent with its log; rebuilt"});
+    MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
   }
-  segments = std::move(list);
-  fields = prev;
-  fields.rewrites = prev.rewrites + 1;
   MQ_RETURN_IF_ERROR(ReplayProducers(0));
-  MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
   stale_check = false;
   state.SetAppending(false);
   MQ_RETURN_IF_ERROR(Publish());
@@ -484,10 +547,15 @@ Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string
   LockGuard guard(&impl->lock);
 
   bool recreated = false;
-  auto state = StateFile::OpenForWrite(dir_fd, impl->fs, StateFields{}, &recreated);
+  auto state = StateFile::OpenForWrite(dir_fd, impl->fs, StateFields{}, &recreated,
+                                       !config.page_cache_only());
   if (!state) return state.error();
   impl->state = std::move(*state);
   MQ_RETURN_IF_ERROR(impl->Recover(report, recreated));
+  // R34: a page-cache writer may have created this partition's files
+  // without fsync; the first acknowledgement of an every-batch writer
+  // fsyncs the directory too, so what it acknowledges survives a crash.
+  if (config.durability == Durability::kEveryBatch) impl->dir_dirty = true;
   impl->last_sync_ms = NowMs();
   return std::unique_ptr<PartitionWriter>(new PartitionWriter(std::move(impl)));
 }
@@ -697,13 +765,21 @@ Status PartitionWriter::Close() {
     MQ_RETURN_IF_ERROR(w.lock.Lock());
     LockGuard guard(&w.lock);
     s = w.Sync();
-    // A writer that appended nothing since the newest snapshot writes none;
-    // without fsync at close the snapshot is not fsynced either (producer.md
-    // §10.2: derived data, a lost one costs only a longer replay).
-    if (s.ok() && w.snapshot_at != w.fields.log_end_offset) {
+    // A writer that appended nothing since the newest snapshot writes none,
+    // nor one whose batches after it take less than kSnapshotReplayBytes
+    // of the active segment (the next open replays them instead); without
+    // fsync at close the snapshot is not fsynced either (producer.md §10.2,
+    // P7: derived data, a lost one costs only a longer replay).
+    const bool short_replay = w.snapshot_segment == w.fields.end_segment_base &&
+                              w.fields.end_position - w.snapshot_pos < kSnapshotReplayBytes;
+    if (s.ok() && w.snapshot_at != w.fields.log_end_offset && !short_replay) {
       s = w.producers.WriteSnapshot(w.dir_fd.get(), w.fields.log_end_offset,
                                     w.config.sync_on_close);
-      if (s.ok()) w.snapshot_at = w.fields.log_end_offset;
+      if (s.ok()) {
+        w.snapshot_at = w.fields.log_end_offset;
+        w.snapshot_segment = w.fields.end_segment_base;
+        w.snapshot_pos = w.fields.end_position;
+      }
     }
   }
   w.closed = true;

@@ -20,6 +20,10 @@
 
 namespace mq {
 
+// P7: a close writes no snapshot when the batches after the newest one take
+// less than this much of the active segment (the next open replays them).
+constexpr uint64_t kSnapshotReplayBytes = 256 << 10;
+
 struct ProducerBatchInfo {
   int32_t first_sequence = 0;
   int32_t last_sequence = 0;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -154,39 +155,6 @@ bool IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t 
 }
 
 
-bool ActiveIndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
-                           uint64_t end_position, int64_t end_offset, uint64_t log_size) {
-  FileSystem* fs = FsOf(config);
-  auto idx = MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix), kMaxIndexBytes);
-  auto tidx =
-      MappedFile::Open(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), kMaxIndexBytes);
-  if (!idx || !tidx) return false;
-  Bytes offsets = idx->bytes(), times = tidx->bytes();
-  if (offsets.size() % format::kOffsetIndexEntrySize != 0) return false;
-  if (times.size() % format::kTimeIndexEntrySize != 0) return false;
-  // Entries at or past the committed end belong to an append that was never
-  // published: skipped here, dropped when the writer opens the segment.
-  for (size_t n = times.size() / format::kTimeIndexEntrySize; n > 0; --n) {
-    auto t = DecodeTimeEntry(times.data() + (n - 1) * format::kTimeIndexEntrySize, base);
-    if (t.offset >= end_offset) continue;
-    if (t.offset < base) return false;
-    break;
-  }
-  for (size_t n = offsets.size() / format::kOffsetIndexEntrySize; n > 0; --n) {
-    auto e = DecodeOffsetEntry(offsets.data() + (n - 1) * format::kOffsetIndexEntrySize, base);
-    if (e.offset >= end_offset && e.position >= end_position && e.position < log_size) continue;
-    if (e.offset >= end_offset || e.position >= end_position) return false;
-    if (e.offset < base) return false;
-    auto log = fs->Open(dir_fd, SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
-    if (!log) return false;
-    std::byte header[format::kBatchHeaderSize];
-    auto got = (*log)->ReadAt(e.position, header);
-    if (!got || *got != sizeof header) return false;
-    BatchHeader h = DecodeBatchHeader(Bytes(header, sizeof header));
-    return h.last_offset() == e.offset && e.position + h.size_bytes() <= end_position;
-  }
-  return true;
-}
 
 Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64_t base,
                       uint64_t size, bool rolled) {
@@ -200,9 +168,14 @@ Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64
   return WriteIndexFiles(dir_fd, fs, base, r);
 }
 
-Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                     uint64_t from, uint64_t to,
-                     const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+namespace {
+
+// The headers of segment `base` from byte `from` (or, with `from_offset`,
+// from the offset index's largest entry below that offset when it checks
+// out) to byte `to`.
+Status WalkHeaders(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                   uint64_t from, std::optional<int64_t> from_offset, uint64_t to,
+                   const std::function<void(const BatchHeader&, uint64_t)>& fn) {
   std::string name = SegmentFileName(base, format::kLogSuffix);
   auto file = fs->Open(dir_fd, name, FileSystem::kRead);
   if (!file) return file.error();
@@ -211,6 +184,18 @@ Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int
   BatchCursor cursor(limits, 64 << 10);
   cursor.Reset(file->get(), name, to);
   uint64_t pos = from;
+  if (from_offset && *from_offset > base) {
+    auto idx = MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix),
+                                kMaxIndexBytes);
+    auto e = idx ? LookupOffset(idx->bytes(), base, *from_offset - 1) : std::nullopt;
+    if (e && e->position < to) {
+      BatchHeader h;
+      Bytes bytes;
+      auto step = cursor.Peek(e->position, &h, &bytes);
+      if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == e->offset)
+        pos = e->position;
+    }
+  }
   for (;;) {
     BatchHeader h;
     Bytes bytes;
@@ -220,6 +205,20 @@ Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int
     fn(h, pos);
     pos += h.size_bytes();
   }
+}
+
+}  // namespace
+
+Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                     uint64_t from, uint64_t to,
+                     const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  return WalkHeaders(dir_fd, fs, limits, base, from, std::nullopt, to, fn);
+}
+
+Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                         int64_t offset, uint64_t to,
+                         const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  return WalkHeaders(dir_fd, fs, limits, base, 0, offset, to, fn);
 }
 
 Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
@@ -232,7 +231,9 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
       auto f = fs->Open(dir_fd, SegmentFileName(empty_base, suffix), FileSystem::kCreate);
       if (!f) return f.error();
     }
-    MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd));
+    // R34: with page-cache durability a crash may lose these names; the
+    // next open finds no segment and comes here again.
+    if (!config.page_cache_only()) MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd));
     out.segments = {empty_base};
     out.log_end_offset = empty_base;
     return out;

@@ -38,16 +38,19 @@ Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int
                      uint64_t from, uint64_t to,
                      const std::function<void(const BatchHeader&, uint64_t)>& fn);
 
+// ForEachHeader for the batches of segment `base` that hold offset
+// `offset` or later (some before it may be passed too): starts at the
+// offset index's largest entry below `offset` when the batch it names
+// checks out (the index is derived data, a hint here), else at byte 0.
+Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                         int64_t offset, uint64_t to,
+                         const std::function<void(const BatchHeader&, uint64_t)>& fn);
+
 // R25's cheap check of a rolled segment's indexes: sizes are multiples of
 // the entry size, the last time entry's offset lies in [base, next_base),
-// and the last offset entry points at a batch with that last offset.
+// and the last offset entry points at a batch with that last offset. (The
+// active segment's get the same checks in PartitionWriter's OpenActive.)
 bool IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t next_base);
-// The same check for the active segment `base` whose committed end is
-// (`end_position`, `end_offset`) and whose file is `log_size` bytes; entries
-// past the committed end that point into the file, left by an append that
-// was never published, are not held against it (R27).
-bool ActiveIndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
-                           uint64_t end_position, int64_t end_offset, uint64_t log_size);
 
 // Rebuilds both indexes of segment `base` from its first `size` bytes and
 // replaces the files (write, fsync, rename).

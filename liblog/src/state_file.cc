@@ -151,7 +151,7 @@ Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable);
 }  // namespace
 
 Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const StateFields& initial,
-                                          bool* recreated) {
+                                          bool* recreated, bool sync) {
   *recreated = false;
   struct stat st;
   bool exists = ::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -166,7 +166,8 @@ Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const Stat
     StateLayout image = EncodeState(initial);
     MQ_RETURN_IF_ERROR(WriteFileAtomic(
         dir_fd, kStateFileName,
-        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&image), sizeof image), fs));
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&image), sizeof image), fs,
+        {}, sync));
     *recreated = true;
   }
   auto impl = MapState(dir_fd, true);

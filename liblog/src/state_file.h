@@ -88,9 +88,10 @@ class StateFile {
   ~StateFile();
 
   // The writer's mapping. Creates the file (atomically, holding `initial`)
-  // when it is missing or the wrong size. *recreated tells which.
+  // when it is missing or the wrong size. *recreated tells which. With
+  // `sync` false that creation is not fsynced (R34).
   static Result<StateFile> OpenForWrite(int dir_fd, FileSystem* fs, const StateFields& initial,
-                                        bool* recreated);
+                                        bool* recreated, bool sync = true);
   // A reader's read-only mapping; kNotFound when there is no state file.
   static Result<StateFile> OpenForRead(int dir_fd);
 

@@ -1,8 +1,10 @@
 // What a reader checks beyond each batch's own rules (format-spec README
 // §11.1): offsets that continue (R10, R11, R26), segments as long as what was
-// committed to them (R1), and indexes as hints (R23). For each, the reader
-// stops where --verify (VerifyPartition) reports the same bytes: same file,
-// same byte position, same rule.
+// committed to them (R1), indexes as hints (R23), and a seek that passes
+// over only batches it would hand out (R4: a damaged header's offsets and
+// times are not believed). For each, the reader stops where --verify
+// (VerifyPartition) reports the same bytes: same file, same byte position,
+// same rule.
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -84,6 +86,38 @@ void SetBase(const std::string& path, uint64_t pos, int64_t base) {
   auto bytes = ReadFile(path);
   coding::PutFixed64(bytes.data() + pos, static_cast<uint64_t>(base));
   WriteFile(path, bytes);
+}
+
+// Overwrites a header field of the batch at `pos` without fixing its CRC, as
+// damage does.
+void SetField32(const std::string& path, uint64_t pos, size_t field, uint32_t value) {
+  auto bytes = ReadFile(path);
+  coding::PutFixed32(bytes.data() + pos + field, value);
+  WriteFile(path, bytes);
+}
+void SetField64(const std::string& path, uint64_t pos, size_t field, uint64_t value) {
+  auto bytes = ReadFile(path);
+  coding::PutFixed64(bytes.data() + pos + field, value);
+  WriteFile(path, bytes);
+}
+
+// The batches a reader hands out after SeekTimestamp(`timestamp_ms`), and the
+// error it stops with.
+ReadOutcome ReadFromTime(const std::string& dir, int64_t timestamp_ms) {
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  ReadOutcome out;
+  out.error = (*r)->SeekTimestamp(timestamp_ms);
+  if (!out.error.ok()) return out;
+  for (;;) {
+    auto b = (*r)->Next();
+    if (!b) {
+      out.error = b.error();
+      return out;
+    }
+    if (!*b) return out;
+    out.batches.emplace_back((*b)->header().base_offset, (*b)->header().last_offset());
+  }
 }
 
 }  // namespace
@@ -228,4 +262,80 @@ TEST_CASE("R23 index: a reader checks index entries against the log, scans and w
   auto out = ReadThrough(dir);
   CHECK(out.error.ok());
   CHECK(out.batches.size() == 20);
+}
+
+TEST_CASE("R4 crc: a reader never passes over a damaged batch on its way to the log start",
+          "[reader][R4]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  // The first batch's lastOffsetDelta turns negative: its header claims
+  // offsets before 0, which a seek to 0 would step over.
+  SetField32(Seg(dir, 0), 0, format::kLastOffsetDeltaOffset, 0xa9000004);
+  for (OffsetPolicy policy : {OffsetPolicy::kContiguous, OffsetPolicy::kGapsAllowed}) {
+    auto out = ReadThrough(dir, policy);
+    INFO(out.error.message());
+    CHECK(out.batches.empty());
+    CHECK(out.error.rule() == "R4");
+    CHECK(out.error.file() == SegmentFileName(0, format::kLogSuffix));
+    CHECK(out.error.position() == 0);
+    SameAsVerify(dir, out.error, policy);
+  }
+}
+
+TEST_CASE("R4 crc: a seek never passes over a damaged batch to reach its offset",
+          "[reader][R4]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  // Batch 25..29 claims to end at 25: a seek to 27 would step over it and
+  // (gaps allowed) hand out 30.. as if 27..29 did not exist.
+  SetField32(Seg(dir, 20), size, format::kLastOffsetDeltaOffset, 0);
+  for (OffsetPolicy policy : {OffsetPolicy::kContiguous, OffsetPolicy::kGapsAllowed}) {
+    auto out = ReadThrough(dir, policy, 27);
+    INFO(out.error.message());
+    CHECK(out.batches.empty());
+    CHECK(out.error.rule() == "R4");
+    CHECK(out.error.file() == SegmentFileName(20, format::kLogSuffix));
+    CHECK(out.error.position() == size);
+    SameAsVerify(dir, out.error, policy);
+  }
+}
+
+TEST_CASE("R4 crc: a timestamp seek never passes over a damaged batch", "[reader][R4]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  // Batch i holds timestamps 1000+10i..1000+10i+4. Batch 5 (offsets 25..29,
+  // the second of segment 20) claims maxTimestamp 0: a seek to 1052 would
+  // step over it to batch 6.
+  SetField64(Seg(dir, 20), size, format::kMaxTimestampOffset, 0);
+  auto out = ReadFromTime(dir, 1052);
+  INFO(out.error.message());
+  CHECK(out.batches.empty());
+  CHECK(out.error.rule() == "R4");
+  CHECK(out.error.file() == SegmentFileName(20, format::kLogSuffix));
+  CHECK(out.error.position() == size);
+  SameAsVerify(dir, out.error, OffsetPolicy::kContiguous);
+}
+
+TEST_CASE("R3 magic: a timestamp seek stops at damage in a segment it cannot prove older",
+          "[reader][R3]") {
+  TempDir tmp;
+  std::string dir = MakePartition(tmp);
+  uint64_t size = MakeBatch(5).size();
+  // Without time indexes the reader reads segment 20's batches to learn
+  // whether all of it is older than 1092; a garbage header (magic 7) in it
+  // proves nothing, so the seek cannot skip the segment.
+  for (int64_t base : {0, 20, 40, 60, 80})
+    ::truncate(Seg(dir, base, format::kTimeIndexSuffix).c_str(), 0);
+  auto bytes = ReadFile(Seg(dir, 20));
+  bytes[size + format::kMagicOffset] = std::byte{7};
+  WriteFile(Seg(dir, 20), bytes);
+  auto out = ReadFromTime(dir, 1092);
+  INFO(out.error.message());
+  CHECK(out.batches.empty());
+  CHECK(out.error.rule() == "R3");
+  CHECK(out.error.file() == SegmentFileName(20, format::kLogSuffix));
+  CHECK(out.error.position() == size);
+  SameAsVerify(dir, out.error, OffsetPolicy::kContiguous);
 }

@@ -546,3 +546,109 @@ TEST_CASE("R26 contiguous offsets: recovery of a delete-policy log stops at offs
   gaps.offsets = OffsetPolicy::kGapsAllowed;
   CHECK(Reopen(dir, &report, gaps));
 }
+
+namespace {
+
+LogConfig PageCacheOnly() {
+  LogConfig config;
+  config.durability = Durability::kNone;
+  config.sync_on_close = false;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("R34 page-cache creation: a new partition is created and written without any fsync") {
+  TempDir tmp;
+  FaultFs fs;
+  LogConfig config = PageCacheOnly();
+  config.fs = &fs;
+  auto w = PartitionWriter::Open(tmp / "p-0", config, true, nullptr);
+  INFO((w ? "" : w.error().message()));
+  REQUIRE(w);
+  auto b = MakeBatch(3);
+  REQUIRE((*w)->Append(b));
+  REQUIRE((*w)->Close().ok());
+  CHECK(fs.syncs() == 0);
+  CHECK(ReadAll(tmp / "p-0") == std::vector<std::pair<int64_t, int64_t>>{{0, 2}});
+  // Any other policy fsyncs what it creates.
+  FaultFs durable_fs;
+  LogConfig durable;
+  durable.fs = &durable_fs;
+  auto d = PartitionWriter::Open(tmp / "p-1", durable, true, nullptr);
+  REQUIRE(d);
+  CHECK(durable_fs.syncs() > 0);
+}
+
+TEST_CASE("R34 page-cache creation: an every-batch writer fsyncs the directory with its first append") {
+  TempDir tmp;
+  std::string dir = tmp / "p-0";
+  {
+    auto w = PartitionWriter::Open(dir, PageCacheOnly(), true, nullptr);
+    REQUIRE(w);
+    REQUIRE((*w)->Close().ok());
+  }
+  FaultFs fs;
+  LogConfig config;
+  config.durability = Durability::kEveryBatch;
+  config.fs = &fs;
+  auto w = PartitionWriter::Open(dir, config, false, nullptr);
+  REQUIRE(w);
+  int before = fs.syncs();
+  auto b = MakeBatch(1);
+  REQUIRE((*w)->Append(b));
+  CHECK(fs.syncs() - before == 2);  // the segment, then the directory
+  auto c = MakeBatch(1);
+  REQUIRE((*w)->Append(c));
+  CHECK(fs.syncs() - before == 3);  // the segment only
+}
+
+TEST_CASE("R34 page-cache creation: what a crash may leave of a new partition is rebuilt") {
+  TempDir tmp;
+  std::string dir = tmp / "p-0";
+  {
+    auto w = PartitionWriter::Open(dir, PageCacheOnly(), true, nullptr);
+    REQUIRE(w);
+    auto b = MakeBatch(2);
+    REQUIRE((*w)->Append(b));
+    REQUIRE((*w)->Close().ok());
+  }
+  auto remove_segment = [&] {
+    for (const auto& f : {kLog0, kIndex0, kTimeIndex0}) std::filesystem::remove(dir + "/" + f);
+  };
+  int64_t kept = 2;  // offsets the crash left in the log
+  SECTION("no state file") { std::filesystem::remove(dir + "/state"); }
+  SECTION("an empty state file") { WriteFile(dir + "/state", {}); }
+  SECTION("a state file of zeros") { WriteFile(dir + "/state", std::vector<std::byte>(80)); }
+  SECTION("no segment files") {
+    remove_segment();
+    kept = 0;
+  }
+  SECTION("empty segment files") {
+    for (const auto& f : {kLog0, kIndex0, kTimeIndex0}) WriteFile(dir + "/" + f, {});
+    kept = 0;
+  }
+  SECTION("nothing but the directory") {
+    remove_segment();
+    std::filesystem::remove(dir + "/state");
+    kept = 0;
+  }
+  ScopedBootId reboot(kAfterReboot);
+  RecoveryReport report;
+  auto w = PartitionWriter::Open(dir, PageCacheOnly(), false, &report);
+  INFO((w ? "" : w.error().message()));
+  REQUIRE(w);
+  CHECK((*w)->log_end_offset() == kept);
+  auto b = MakeBatch(1);
+  auto r = (*w)->Append(b);
+  REQUIRE(r);
+  CHECK(r->base_offset == kept);
+  REQUIRE((*w)->Close().ok());
+  auto all = ReadAll(dir);
+  REQUIRE(!all.empty());
+  CHECK(all.back() == std::make_pair(kept, kept));
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  for (auto& p : problems) INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
+  CHECK(problems.empty());
+}

@@ -95,8 +95,10 @@ Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path)
 // `tmp` when given: a caller whose names may be NAME_MAX long writes through
 // a shorter staging name, under a lock of its own), fsync, rename, fsync of
 // the directory. Mode 0640. A symlink, FIFO, device or directory under
-// `name` is refused (kPermission), never replaced.
+// `name` is refused (kPermission), never replaced. With `sync` false,
+// neither fsync (page-cache durability): a reader still sees the old or the
+// new file, a machine crash may leave either, or none, or an empty one.
 Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std::byte> contents,
-                       FileSystem* fs = nullptr, const std::string& tmp = {});
+                       FileSystem* fs = nullptr, const std::string& tmp = {}, bool sync = true);
 
 }  // namespace mq

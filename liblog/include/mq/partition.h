@@ -47,6 +47,9 @@ struct LogConfig {
   // unsynced tail, R25). The producer snapshot is still written, unsynced
   // too (producer.md §10.2).
   bool sync_on_close = true;
+  // Page-cache durability: no fsync at all, not even of the files that
+  // create a partition (segment.md R34).
+  bool page_cache_only() const { return durability == Durability::kNone && !sync_on_close; }
   DecodeLimits limits;
   // Recovery holds the batches it validates to R26 as well with
   // kContiguous (DataDir::LogConfigFor: topics with cleanup.policy=delete).
