@@ -572,6 +572,35 @@ TEST_CASE("R33 group locks: reset and delete are refused while a member holds gr
   CHECK(ListDir(dir + "/groups").empty());
 }
 
+TEST_CASE("R33 group locks: a reset holds group.lock before it reads, and commits under it") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  {
+    auto member = g.LockGroup(LockMode::kShared, LockWait::kTry);
+    REQUIRE(member);
+    auto refused = g.LockForReset();
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == Code::kBusy);
+    CHECK_THAT(refused.error().message(), Catch::Contains("live members"));
+  }
+  auto held = g.LockForReset();
+  REQUIRE(held);
+  // Held, no member joins: its shared lock is refused.
+  CHECK(g.LockGroup(LockMode::kShared, LockWait::kTry).error().code() == Code::kBusy);
+  // The plan read under the lock is what the reset writes over: a commit
+  // with the lock it holds (without it, the reset's own second lock would
+  // be refused).
+  const int64_t plan = g.Read()->Find("orders", 0)->offset - 3;
+  CHECK(g.Commit(One("orders", 0, plan), "", CommitKind::kReset, kT + 1).code() == Code::kBusy);
+  REQUIRE(g.Commit(One("orders", 0, plan), "", CommitKind::kReset, kT + 1, &*held).ok());
+  CHECK(g.Read()->Find("orders", 0)->offset == 7);
+  FileLock closed;
+  CHECK(g.Commit(One("orders", 0, 1), "", CommitKind::kReset, kT + 2, &closed).code() ==
+        Code::kInvalidArgument);
+}
+
 TEST_CASE("R33 group locks: member locks count live members; a partition has one owner at a time") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);

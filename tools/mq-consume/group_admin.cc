@@ -320,6 +320,16 @@ int Reset(const Flags& f) {
   if (!dir) return cli::Fail(dir.error());
   auto group = Group::Open(f.dir, *f.group, false);
   if (!group) return cli::Fail(group.error());
+  // --execute: group.lock first (R33), then the plan. Held, no member can
+  // join or commit, so the offsets and log ends the plan is computed from
+  // (--shift-by's committed offsets above all) are still current when it
+  // is written.
+  FileLock reset_lock;
+  if (a.execute) {
+    auto held = group->LockForReset();
+    if (!held) return cli::Fail(held.error());
+    reset_lock = std::move(*held);
+  }
   auto config = dir->ReadTopic(f.topic);
   if (!config) return cli::Fail(config.error());
   std::vector<int32_t> partitions;
@@ -370,7 +380,9 @@ int Reset(const Flags& f) {
   if (a.execute) {
     std::vector<OffsetCommit> commits;
     for (const PlanRow& r : plan) commits.push_back({f.topic, r.partition, r.next, kNoLeaderEpoch, 0});
-    if (Status s = group->Commit(commits, {}, CommitKind::kReset); !s.ok()) return cli::Fail(s);
+    if (Status s = group->Commit(commits, {}, CommitKind::kReset, kNoTimestamp, &reset_lock);
+        !s.ok())
+      return cli::Fail(s);
   } else if (!f.quiet) {
     auto live = HasLiveMembers(*group);
     if (live && *live)
