@@ -194,6 +194,25 @@ grep -q "^example  *orders  *0  *42  *10  *0  .*above-log-end$" "$WORK/out" || f
 grep -q "^note: orders-0: committed offset 42 is above the log end 10" "$WORK/out" \
   || fail "above note: $(cat "$WORK/out")"
 
+# --- a partition whose log cannot be read: '-' for it, the others complete, exit 1 ----
+mv "$MQ_DIR/orders-1/state" "$WORK/orders-1.state"
+ln -s "$WORK/orders-1.state" "$MQ_DIR/orders-1/state"  # refused: a symlink
+run "$C" --describe -G g -t orders
+expect_rc 1 "describe with an unreadable partition"
+grep -q "^g  *orders  *1  *[0-9]*  *-  *-  *-  *-  *-  *unreadable$" "$WORK/out" ||
+  fail "unreadable row: $(cat "$WORK/out")"
+grep -q "^g  *orders  *0  *0  *10  *10  " "$WORK/out" || fail "readable row: $(cat "$WORK/out")"
+grep -q "^dead letters: " "$WORK/out" || fail "summary missing: $(cat "$WORK/out")"
+grep -q "group g: orders-1: log end and lag unknown: .*orders-1/state: is a symlink" "$WORK/err" ||
+  fail "unreadable: file and problem not named: $(cat "$WORK/err")"
+run "$C" --describe -G g -t orders -J
+expect_rc 1 "describe -J with an unreadable partition"
+jq -e -s 'map(select(.type == "partition" and .partition == 1)) | .[0] |
+       .note == "unreadable" and .log_end_offset == null and .lag == null and (.error | test("symlink"))' \
+  "$WORK/out" >/dev/null || fail "unreadable -J: $(cat "$WORK/out")"
+rm "$MQ_DIR/orders-1/state"
+mv "$WORK/orders-1.state" "$MQ_DIR/orders-1/state"
+
 # --- a corrupt offsets file: 65 naming file, position and rule; never a reset ------
 cp "$GROUPS_DIR/example/offsets" "$WORK/example.offsets"
 flip_byte "$GROUPS_DIR/example/offsets" 60

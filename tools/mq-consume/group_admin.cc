@@ -77,6 +77,7 @@ const char* NoteOf(CommittedPosition p) {
     case CommittedPosition::kAboveLogEnd: return "above-log-end";
     case CommittedPosition::kNoTopic: return "no-topic";
     case CommittedPosition::kNoPartition: return "no-partition";
+    case CommittedPosition::kUnreadable: return "unreadable";
     case CommittedPosition::kNone:
     case CommittedPosition::kInLog: break;
   }
@@ -84,7 +85,9 @@ const char* NoteOf(CommittedPosition p) {
 }
 
 bool HasLog(const GroupPartitionStatus& s) {
-  return s.position != CommittedPosition::kNoTopic && s.position != CommittedPosition::kNoPartition;
+  return s.position != CommittedPosition::kNoTopic &&
+         s.position != CommittedPosition::kNoPartition &&
+         s.position != CommittedPosition::kUnreadable;
 }
 
 // The flags that only mean something when consuming.
@@ -133,6 +136,10 @@ int List(const Flags& f) {
 
 // --- --describe ------------------------------------------------------------------------
 
+// Everything was printed, but some partition's log could not be read (as
+// --skip-corrupt's 1: complete except what stderr names).
+constexpr int kExitDescribeIncomplete = 1;
+
 const GroupMemberStatus* FindMember(const GroupDescription& d, const std::optional<std::string>& id) {
   if (!id) return nullptr;
   for (const auto& m : d.members)
@@ -173,6 +180,7 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
       case CommittedPosition::kNoPartition:
         notes.push_back(fmt::format("{}: topic {} has no partition {}", tp, s.topic, s.partition));
         break;
+      case CommittedPosition::kUnreadable:  // said on standard error
       case CommittedPosition::kNone:
       case CommittedPosition::kInLog: break;
     }
@@ -234,6 +242,9 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
     Key(b, "commit_timestamp"); Num(b, c ? std::optional<int64_t>(c->commit_timestamp) : std::nullopt);
     Key(b, "committed_by"); OptStr(b, c ? std::optional<std::string>(c->member_id) : std::nullopt);
     Key(b, "dead_letters"); Num(b, c ? c->dead_letters : 0);
+    Key(b, "error");
+    if (s.position == CommittedPosition::kUnreadable) Str(b, s.error.message());
+    else b.append(std::string_view("null"));
     b.append(std::string_view("}\n"));
     out.Write(std::string_view(b.data(), b.size()));
   }
@@ -286,7 +297,17 @@ int Describe(const Flags& f) {
   cli::Output out;
   if (f.json) DescribeJson(*d, out);
   else DescribeText(*d, out);
-  return out.FinishExitCode();
+  // A partition whose log could not be read shows '-' for its log end and
+  // lag; the rest is complete. Said here, and in the exit status.
+  bool unreadable = false;
+  for (const auto& s : d->partitions) {
+    if (s.position != CommittedPosition::kUnreadable) continue;
+    unreadable = true;
+    cli::Warn(fmt::format("group {}: {}-{}: log end and lag unknown: {}", d->group, s.topic,
+                          s.partition, s.error.message()));
+  }
+  int rc = out.FinishExitCode();
+  return rc == cli::kExitOk && unreadable ? kExitDescribeIncomplete : rc;
 }
 
 // --- --reset-offsets -------------------------------------------------------------------
