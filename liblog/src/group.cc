@@ -366,7 +366,10 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
       auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {
         return e.topic == c.topic && e.partition == c.partition;
       });
-      if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset) {
+      const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
+                          it->offset == c.lower_from;  // R31's truncation exception
+      if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&
+          !lowers) {
         return Status(Code::kInvalidArgument,
                       fmt::format("{}: R31: commit of offset {} for {}-{} is below the committed "
                                   "offset {}; only a reset moves a group backwards",

@@ -447,6 +447,30 @@ TEST_CASE("R31 forward only: a commit below the committed offset is refused; a r
   CHECK(s->generation == 3);
 }
 
+TEST_CASE("R31 forward only: an owner lowers an offset past a truncated log's end, naming it") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  // Naming another offset than the committed one: refused as any commit back.
+  std::vector<OffsetCommit> stale = {{"orders", 0, 3, -1, 0, 9}};
+  Status refused = g.Commit(stale, "m1", CommitKind::kForward, kT + 1);
+  CHECK(refused.code() == Code::kInvalidArgument);
+  CHECK_THAT(refused.message(), Catch::Contains("R31"));
+  std::vector<OffsetCommit> lower = {{"orders", 0, 3, -1, 1, 10}};
+  REQUIRE(g.Commit(lower, "m1", CommitKind::kForward, kT + 2).ok());
+  auto s = g.Read();
+  REQUIRE(s);
+  CHECK(s->Find("orders", 0)->offset == 3);
+  CHECK(s->Find("orders", 0)->member_id == "m1");
+  CHECK(s->Find("orders", 0)->dead_letters == 1);
+  // Once lowered, the same commit again is a commit back like any other.
+  CHECK(g.Commit(std::vector<OffsetCommit>{{"orders", 0, 2, -1, 0, 10}}, "m1",
+                 CommitKind::kForward, kT + 3)
+            .code() == Code::kInvalidArgument);
+  CHECK(g.Read()->Find("orders", 0)->offset == 3);
+}
+
 TEST_CASE("R32 atomic update: a commit keeps other partitions, counts generations, records dead letters and rebalances") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);

@@ -18,6 +18,7 @@
 #include "mq/consumer.h"
 #include "mq/group.h"
 #include "mq/group_member.h"
+#include "mq/group_status.h"
 
 namespace mq::consume {
 namespace {
@@ -42,14 +43,19 @@ struct Progress {
   int64_t ahead = -1;       // at-most-once: offset committed ahead of output
   int32_t ahead_epoch = -1;
   int64_t dead_letters = 0;  // dead letters below `handed`, not committed yet
+  // The committed offset was past the log end (a truncation): this is it,
+  // and `committed` is the log end until the next commit lowers it there
+  // or beyond (R31's exception). -1: nothing to lower.
+  int64_t lower_from = -1;
 };
 
 class Member {
  public:
-  Member(const Flags& f, Settings& settings, Consumer* consumer, Group* group, GroupMember* member,
-         cli::Output* out, Dispatcher* dispatcher)
+  Member(const Flags& f, Settings& settings, const DataDir* dir, Consumer* consumer, Group* group,
+         GroupMember* member, cli::Output* out, Dispatcher* dispatcher)
       : f_(f),
         settings_(settings),
+        dir_(dir),
         consumer_(consumer),
         group_(group),
         member_(member),
@@ -87,6 +93,7 @@ class Member {
 
   const Flags& f_;
   Settings& settings_;
+  const DataDir* dir_;
   Consumer* consumer_;
   Group* group_;
   GroupMember* member_;
@@ -114,23 +121,33 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
   const CommittedOffset* c = state.Find(f_.topic, p);
   Progress pr;
   if (c != nullptr) {
-    start = {StartPosition::Kind::kOffset, c->offset};
+    // Out of the log's range, the committed offset is said, and moved into
+    // it: the consumer would wait for an offset past the end (-o N), so
+    // after a truncation every message appended up to the old offset
+    // would be passed over.
+    auto log = PartitionBounds(*dir_, consumer_->config(), f_.topic, p);
+    if (!log) return log.error();
+    const int64_t from = std::clamp(c->offset, log->start, log->end);
+    if (from > c->offset && !f_.quiet)
+      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
+                            "{} (records lost to retention or truncation): starting at {}",
+                            group_->name(), p, c->offset, from, from));
+    if (from < c->offset && !f_.quiet)
+      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
+                            "(the log was truncated): starting at the end; the next commit "
+                            "lowers it",
+                            group_->name(), p, c->offset, from));
+    start = {StartPosition::Kind::kOffset, from};
     pr.committed = c->offset;
+    if (from < c->offset) {
+      pr.lower_from = c->offset;
+      pr.committed = from;
+    }
   } else {
     start = {f_.reset == "latest" ? StartPosition::Kind::kEnd : StartPosition::Kind::kBeginning, 0};
   }
   MQ_RETURN_IF_ERROR(consumer_->Assign(p, start));
   auto at = consumer_->position(p);
-  if (c != nullptr && at && *at != c->offset && !f_.quiet) {
-    if (*at > c->offset)
-      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
-                            "{} (records lost to retention or truncation): starting at {}",
-                            group_->name(), p, c->offset, *at, *at));
-    else
-      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
-                            "(the log was truncated): starting at the end",
-                            group_->name(), p, c->offset, *at));
-  }
   if (f_.verbose) {
     if (c != nullptr)
       cli::Eprint("partition {}: resuming at offset {} (committed at {} ms by {})\n", p,
@@ -302,19 +319,26 @@ Status Member::Commit() {
     // Offsets were committed ahead of the output already; only dead
     // letters are left to count.
     for (auto& [p, pr] : progress_)
-      if (pr.dead_letters > 0 && pr.committed >= 0)
-        commits.push_back({f_.topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters});
+      if ((pr.dead_letters > 0 || pr.lower_from >= 0) && pr.committed >= 0)
+        commits.push_back({f_.topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters,
+                           pr.lower_from});
   } else {
     for (auto& [p, pr] : progress_)
-      if ((pr.handed > pr.committed || pr.dead_letters > 0) && pr.handed >= 0)
+      if ((pr.handed > pr.committed || pr.dead_letters > 0 || pr.lower_from >= 0) &&
+          pr.handed >= 0)
         commits.push_back({f_.topic, p, std::max(pr.handed, pr.committed), pr.epoch,
-                           pr.dead_letters});
+                           pr.dead_letters, pr.lower_from});
   }
   if (!commits.empty()) {
     MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
     for (const OffsetCommit& c : commits) {
-      progress_[c.partition].committed = c.offset;
-      progress_[c.partition].dead_letters = 0;
+      Progress& pr = progress_[c.partition];
+      if (pr.lower_from >= 0 && f_.verbose)
+        cli::Eprint("partition {}: committed offset lowered from {} to {}\n", c.partition,
+                    pr.lower_from, c.offset);
+      pr.committed = c.offset;
+      pr.dead_letters = 0;
+      pr.lower_from = -1;
     }
   }
   last_commit_ms_ = MonotonicMs();
@@ -328,11 +352,13 @@ Status Member::CommitAhead(const ConsumedRecord& m) {
   Progress& pr = progress_[m.partition];
   if (m.record.offset < pr.ahead) return Status::Ok();
   const int64_t next = m.batch_last_offset + 1;
-  const std::vector<OffsetCommit> commit{{f_.topic, m.partition, next, m.leader_epoch, 0}};
+  const std::vector<OffsetCommit> commit{
+      {f_.topic, m.partition, next, m.leader_epoch, 0, pr.lower_from}};
   MQ_RETURN_IF_ERROR(group_->Commit(commit, member_->id()));
   pr.ahead = next;
   pr.ahead_epoch = m.leader_epoch;
   pr.committed = next;
+  pr.lower_from = -1;
   return Status::Ok();
 }
 
@@ -455,7 +481,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   }
 
   cli::Output out(1, 1 << 20);
-  Member m(f, settings, consumer->get(), &*group, &*member, &out,
+  Member m(f, settings, &*dir, consumer->get(), &*group, &*member, &out,
            dispatcher ? &*dispatcher : nullptr);
   Status s = m.Run(interrupted);
   Status fin = m.Finish(s.ok());

@@ -84,6 +84,10 @@ struct OffsetCommit {
   int64_t offset = 0;
   int32_t leader_epoch = kNoLeaderEpoch;
   int64_t dead_letters_added = 0;  // added to the partition's count
+  // R31's exception: >= 0, the committed offset this commit may lower
+  // (an owner found it past the log end, after a truncation). Accepted
+  // below the committed offset only while that is still exactly this.
+  int64_t lower_from = -1;
 };
 
 enum class CommitKind : uint8_t {
@@ -115,7 +119,7 @@ class Group {
   // Commits every entry of `commits` or none (R31, R32), by `member_id`
   // (empty or R12) at `now_ms` (kNoTimestamp: the clock's time). kForward
   // refuses (kInvalidArgument, nothing written) an offset below the
-  // committed one; kReset may move offsets backwards and writes an empty
+  // committed one, unless the entry's lower_from is that offset; kReset may move offsets backwards and writes an empty
   // member id, under group.lock held exclusively: `reset_lock` when given
   // (from LockForReset, taken before the caller read what it plans from),
   // otherwise taken here without blocking (kBusy, exit 75, while a member
