@@ -84,6 +84,10 @@ class Member {
   void MarkHandled(std::optional<int32_t> only = std::nullopt);
   // Partition `p`'s position is handed over, with the epoch of its last record.
   void HandOver(int32_t p, Progress& pr);
+  // --parallel: takes the handler runs that ended (waiting up to
+  // `timeout_ms` for one): each handled unit hands its partition over up
+  // to its last message; the first that stopped the run is kept in stop_.
+  void Collect(int timeout_ms);
   Status Commit();
   Status CommitAhead(const ConsumedRecord& m);
   // With `until_eof`, waits until every message handed out is
@@ -111,6 +115,7 @@ class Member {
   size_t waiting_ = 0;  // assigned partitions their previous owner still holds
   std::string ack_buf_;
   bool ack_eof_ = false;
+  Status stop_;  // --parallel: why a handler run stopped the member
 };
 
 Status Member::Acquire(int32_t p, const GroupOffsets& state) {
@@ -163,7 +168,13 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
 }
 
 Status Member::Revoke(int32_t p) {
-  if (dispatcher_) {
+  if (dispatcher_ && dispatcher_->parallel()) {
+    // Its handler may be running: its process group is killed and reaped
+    // before the partition is let go (a handler holds the ownership lock
+    // too); its queued messages are dropped, unhandled, for the next owner.
+    dispatcher_->Cancel(p);
+    Collect(0);
+  } else if (dispatcher_) {
     // Handlers run one at a time on this thread: none runs now. A --batch
     // still collecting is dropped, unhandled: the next owner hands its
     // messages over again.
@@ -220,6 +231,21 @@ void Member::HandOver(int32_t p, Progress& pr) {
   if (pos && *pos > pr.handed) {
     pr.handed = *pos;
     pr.epoch = last_epoch_[p];
+  }
+}
+
+void Member::Collect(int timeout_ms) {
+  for (const Dispatcher::Done& d : dispatcher_->TakeDone(timeout_ms)) {
+    if (!d.status.ok() && stop_.ok()) stop_ = d.status;
+    auto it = progress_.find(d.partition);
+    if (!d.handled || it == progress_.end()) continue;
+    Progress& pr = it->second;
+    since_commit_ += d.messages;
+    if (d.next_offset > pr.handed) {
+      pr.handed = d.next_offset;
+      pr.epoch = d.leader_epoch;
+    }
+    pr.dead_letters += d.dead_letters;
   }
 }
 
@@ -399,32 +425,57 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         continue;
       if (dispatcher_) {
         const int32_t p = m->partition;
-        MQ_RETURN_IF_ERROR(dispatcher_->Add(p, m->log_append_time, m->record, headers));
-        MarkHandled(p);
+        MQ_RETURN_IF_ERROR(
+            dispatcher_->Add(p, m->log_append_time, m->record, headers, m->leader_epoch));
+        if (dispatcher_->parallel()) {
+          Collect(0);
+          if (!stop_.ok()) return stop_;
+        } else {
+          MarkHandled(p);
+        }
       } else {
         printer_.Print(m->partition, m->log_append_time, m->record, headers);
         if (out_->flushes() != seen_flushes_) MarkFlushed();
       }
-      ++since_commit_;
+      // --parallel counts messages toward --commit-every as they are
+      // handled (Collect), not as they are queued.
+      if (!dispatcher_ || !dispatcher_->parallel()) ++since_commit_;
       if (++delivered_ == f_.count || out_->broken()) return Status::Ok();
       continue;
     }
+    // --parallel: handlers still run (or --batch messages wait): their
+    // partitions are committed as they finish, by the interval and count
+    // of the check above, not at every one that ends.
+    const bool draining = dispatcher_ && dispatcher_->parallel() && dispatcher_->busy();
     // -e: every partition this member is assigned (none, for an idle
-    // member) is owned and read to the end it had when it was taken.
-    if (f_.exit_at_end && consumer_->finished() && waiting_ == 0) return Status::Ok();
+    // member) is owned and read to the end it had when it was taken (and
+    // with --parallel, handled).
+    if (f_.exit_at_end && consumer_->finished() && waiting_ == 0 && !draining)
+      return Status::Ok();
     // Every owned partition is at its committed end: hand over what is
     // buffered, commit, then wait for appends or the next membership probe.
     if (dispatcher_) {
       MQ_RETURN_IF_ERROR(dispatcher_->Flush());
+      if (dispatcher_->parallel()) {
+        Collect(0);
+        if (!stop_.ok()) return stop_;
+      }
       MarkHandled();
     } else if (out_->Flush()) {
       MarkFlushed();
     } else if (out_->broken()) {
       return Status::Ok();
     }
-    MQ_RETURN_IF_ERROR(Commit());
+    if (!draining) MQ_RETURN_IF_ERROR(Commit());
     const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
-    consumer_->WaitForAppend(wait);
+    if (dispatcher_ && dispatcher_->parallel() && dispatcher_->busy()) {
+      // Handlers run: the next one to end (or the next probe) comes first;
+      // appends are seen on the way round.
+      Collect(wait);
+      if (!stop_.ok()) return stop_;
+    } else {
+      consumer_->WaitForAppend(wait);
+    }
     ticks = 0;
   }
   return Status::Ok();
@@ -433,7 +484,17 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
 Status Member::Finish(bool completed) {
   if (dispatcher_) {
     Status flushed;
-    if (completed && dispatcher_->healthy()) flushed = dispatcher_->Flush();
+    if (dispatcher_->parallel()) {
+      // Completed: every message handed out is handled first. Otherwise
+      // nothing new starts, and the runs under way end (killed on an
+      // interrupt); what they handled is committed.
+      if (completed && dispatcher_->healthy()) flushed = dispatcher_->Drain();
+      else dispatcher_->Stop();
+      Collect(0);
+      if (flushed.ok()) flushed = stop_;
+    } else if (completed && dispatcher_->healthy()) {
+      flushed = dispatcher_->Flush();
+    }
     MarkHandled();
     Status committed = Commit();
     return flushed.ok() ? committed : flushed;
