@@ -117,22 +117,28 @@ produce -t w --create --partitions 6 </dev/null
 seq 1 120 | awk '{print "k"$1"\tv"$1}' | produce -t w -K '\t' --batch-bytes 64
 export RUNW="$WORK/w"
 mkdir "$RUNW"
-# Each handler's work runs in a child it waits for, holding a flock on
-# running.P while it lives (a second live handler of P cannot take it, and
-# says so in collisions; a process killed lets go of it). On SIGTERM (its
-# partition revoked) it notes it was stopped; when its member is SIGKILLed
-# the child lives on (only the handler gets PR_SET_PDEATHSIG), holding the
+# Each handler's work runs in a child it waits for. The child marks its
+# partition running (set -C: a second live handler of the partition finds
+# the mark and says so in collisions) and clears the mark before it ends:
+# on SIGTERM (its partition revoked: the handler passes the signal on and
+# waits for it, so the mark is gone before the handler ends and the
+# partition is released), or when done. When its member is SIGKILLed the
+# child lives on (only the handler gets PR_SET_PDEATHSIG), holding the
 # partition's ownership lock, and works two seconds longer.
 # shellcheck disable=SC2016
-WHANDLER='( exec 9>>"$RUNW/running.$MQ_PARTITION"
-  if ! flock -n 9; then
+WHANDLER='( m="$RUNW/running.$MQ_PARTITION" own=
+  trap '"'"'[ -z "$own" ] || rm -f "$m"; echo "$MQ_PARTITION $MQ_OFFSET" >>"$RUNW/stopped.$MEMBER"; exit 143'"'"' TERM
+  if ! (set -C; : >"$m") 2>/dev/null; then
     echo "two live handlers of partition $MQ_PARTITION (member $MEMBER, offset $MQ_OFFSET)" >>"$RUNW/collisions"
     exit 1
   fi
-  trap '"'"'echo "$MQ_PARTITION $MQ_OFFSET" >>"$RUNW/stopped.$MEMBER"; exit 143'"'"' TERM
-  sleep 0.2
+  own=1
+  sleep 0.2 & wait $!
   kill -0 "$PPID" 2>/dev/null || sleep 2
-  echo "$MQ_PARTITION $MQ_OFFSET $MQ_KEY" >>"$RUNW/log.$MEMBER" ) & wait $!'
+  echo "$MQ_PARTITION $MQ_OFFSET $MQ_KEY" >>"$RUNW/log.$MEMBER"
+  rm -f "$m" ) & c=$!
+  trap '"'"'kill -TERM $c 2>/dev/null; wait $c; exit 143'"'"' TERM
+  wait $c'
 start_member() {
   MEMBER=$1 "$C" -t w -G wg --member-id "$1" -q --parallel 3 --retry-backoff 1 \
     --exec sh -c "$WHANDLER" 2>>"$RUNW/err.$1" &
@@ -164,7 +170,7 @@ for m in a b c; do
          last[$1] = $2 } END { exit bad }' "$RUNW/log.$m" >"$WORK/order" ||
     fail "member $m handled out of order: $(cat "$WORK/order")"
 done
-stopped=$(cat "$RUNW"/stopped.* 2>/dev/null | wc -l)
+stopped=$( (cat "$RUNW"/stopped.* 2>/dev/null || true) | wc -l)
 echo "members with --parallel 3: $(for m in a b c; do printf '%s=%s ' $m "$(wc -l <"$RUNW/log.$m")"; done)handled; $stopped handler runs stopped by a revocation; $(($(cat "$RUNW"/log.* | wc -l) - 120)) twice"
 
 # --- at-least-once with --parallel under random SIGKILLs --------------------------------
