@@ -321,8 +321,17 @@ Status Group::Update(const std::function<Status(GroupOffsets*)>& change) {
   return WriteFileAtomic(dir_.get(), kGroupOffsetsFile, bytes, fs_, kGroupOffsetsStaging);
 }
 
+Result<FileLock> Group::LockForReset() const {
+  auto held = LockGroup(LockMode::kExclusive, LockWait::kTry);
+  if (!held && held.error().code() == Code::kBusy)
+    return Status(Code::kBusy, fmt::format("group \"{}\" has live members ({}/{} is locked); "
+                                           "a reset needs every member stopped", name_, path_,
+                                           kGroupLock));
+  return held;
+}
+
 Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
-                     CommitKind kind, int64_t now_ms) {
+                     CommitKind kind, int64_t now_ms, const FileLock* reset_lock) {
   if (!ValidMemberId(member_id)) return ValidateName(member_id, "member id");
   if (now_ms == kNoTimestamp) now_ms = NowMs();
   for (size_t i = 0; i < commits.size(); ++i) {
@@ -342,12 +351,11 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
                       fmt::format("commit names {}-{} twice", c.topic, c.partition));
   }
   FileLock group_lock;
-  if (kind == CommitKind::kReset) {
-    auto held = LockGroup(LockMode::kExclusive, LockWait::kTry);
-    if (!held && held.error().code() == Code::kBusy)
-      return Status(Code::kBusy, fmt::format("group \"{}\" has live members ({}/{} is locked); "
-                                             "a reset needs every member stopped", name_, path_,
-                                             kGroupLock));
+  if (kind == CommitKind::kReset && reset_lock != nullptr) {
+    if (!reset_lock->is_open())
+      return Status(Code::kInvalidArgument, "reset: the group lock passed is not held");
+  } else if (kind == CommitKind::kReset) {
+    auto held = LockForReset();
     if (!held) return held.error();
     group_lock = std::move(*held);
   }
@@ -358,7 +366,10 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
       auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {
         return e.topic == c.topic && e.partition == c.partition;
       });
-      if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset) {
+      const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
+                          it->offset == c.lower_from;  // R31's truncation exception
+      if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&
+          !lowers) {
         return Status(Code::kInvalidArgument,
                       fmt::format("{}: R31: commit of offset {} for {}-{} is below the committed "
                                   "offset {}; only a reset moves a group backwards",

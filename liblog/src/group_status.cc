@@ -225,9 +225,14 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
       s.position = CommittedPosition::kNoPartition;
     } else {
       auto bounds = PartitionBounds(dir, *c->second, t, p);
-      if (!bounds) return bounds.error();
-      s.log = *bounds;
-      Place(&s);
+      if (bounds) {
+        s.log = *bounds;
+        Place(&s);
+      } else {
+        // One damaged partition does not hide the others' lag.
+        s.position = CommittedPosition::kUnreadable;
+        s.error = bounds.error();
+      }
     }
     if (s.lag) d.total_lag += *s.lag;
     d.partitions.push_back(std::move(s));

@@ -3,7 +3,8 @@
 # queue split among members with each partition owned by one member,
 # takeover after SIGKILL, at-least-once and at-most-once under random
 # kills (seeded: MQ_TEST_SEED repeats a run, MQ_GROUP_KILLS sets the kills
-# per mode), --ack-fd, and bad input.
+# per mode), --ack-fd, a committed offset past a truncated log's end, and
+# bad input.
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -198,6 +199,47 @@ mkfifo "$WORK/acks"
   awk 'NR <= 4 {print; fflush()}' >"$WORK/acks"
 run "$BIN/mq-consume" -t a -G acked -e
 [[ $(tr '\n' ' ' <"$WORK/out") == "5 6 7 8 9 10 " ]] || fail "--ack-fd: the rerun printed $(tr '\n' ' ' <"$WORK/out")"
+
+# --- a committed offset past the log end (the log was truncated under the group) -------
+# Said on stderr; the member starts at the end, and its next commit lowers
+# the offset there (R31's exception), so that what is appended afterwards
+# is read, not skipped until the log passes the old offset again. In both
+# commit modes.
+committed_tr() {
+  "$C" --describe -G "$1" -t tr -J | jq -r 'select(.type == "partition") | .current_offset'
+}
+produce -t tr --create </dev/null
+seq 1 10 | produce -t tr
+for mode in alo amo; do
+  flags=()
+  [[ $mode == amo ]] && flags=(--at-most-once)
+  run "$BIN/mq-consume" -t tr -G "tr$mode" -e "${flags[@]}"
+  expect_rc 0 "truncation ($mode): first run"
+  [[ $(committed_tr "tr$mode") == 10 ]] || fail "truncation ($mode): committed $(committed_tr "tr$mode")"
+done
+rm "$MQ_DIR"/tr-0/*  # a new log in its place, ending at 3
+seq 11 13 | produce -t tr
+for mode in alo amo; do
+  flags=()
+  [[ $mode == amo ]] && flags=(--at-most-once)
+  run "$BIN/mq-consume" -t tr -G "tr$mode" -e "${flags[@]}"
+  expect_rc 0 "truncation ($mode): the run after it"
+  grep -q "group tr$mode: partition 0: committed offset 10 is past the log end 3 (the log was truncated): starting at the end"     "$WORK/err" || fail "truncation ($mode): not said: $(cat "$WORK/err")"
+  [[ ! -s "$WORK/out" ]] || fail "truncation ($mode): printed $(tr '\n' ' ' <"$WORK/out")"
+  [[ $(committed_tr "tr$mode") == 3 ]] ||
+    fail "truncation ($mode): committed $(committed_tr "tr$mode"), not lowered to the log end 3"
+done
+seq 14 15 | produce -t tr
+for mode in alo amo; do
+  flags=()
+  [[ $mode == amo ]] && flags=(--at-most-once)
+  run "$BIN/mq-consume" -t tr -G "tr$mode" -e "${flags[@]}"
+  expect_rc 0 "truncation ($mode): appended after it"
+  [[ $(tr '\n' ' ' <"$WORK/out") == "14 15 " ]] ||
+    fail "truncation ($mode): appended after the truncation, printed: $(tr '\n' ' ' <"$WORK/out")"
+  [[ ! -s "$WORK/err" ]] || fail "truncation ($mode): said again: $(cat "$WORK/err")"
+  [[ $(committed_tr "tr$mode") == 5 ]] || fail "truncation ($mode): committed $(committed_tr "tr$mode")"
+done
 
 # --- bad input ----------------------------------------------------------------------
 run "$BIN/mq-consume" -t t -G 'bad/name'

@@ -2,8 +2,9 @@
 # mq-consume's group administration: --list, --describe (lag against the
 # produced counts, owners, notes), --reset-offsets (dry-run plan vs
 # --execute for each --to-* target, clamping, refusal while a member is
-# alive: 75), --delete, bad group names (64), missing groups (66), a corrupt
-# offsets file (65 naming file and rule, nothing changed).
+# alive: 75, before anything is read for the plan), --delete, bad group
+# names (64), missing groups (66), a corrupt offsets file (65 naming file
+# and rule, nothing changed).
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -142,6 +143,16 @@ expect_rc 75 "reset with a live member"
 grep -q "live members" "$WORK/err" || fail "refusal does not say why: $(cat "$WORK/err")"
 [[ ! -s "$WORK/out" ]] || fail "refused reset printed a plan"
 cmp -s "$GROUPS_DIR/g/offsets" "$WORK/offsets.before" || fail "refused reset changed the offsets"
+# The lock comes before the plan: --execute is refused before it reads
+# anything a member could still move (--shift-by's committed offsets). With
+# the offsets file made unreadable meanwhile, the refusal is still "live
+# members" (75), not the file's corruption (65): nothing was read.
+cp "$GROUPS_DIR/g/offsets" "$WORK/offsets.g"
+flip_byte "$GROUPS_DIR/g/offsets" 60
+run "$C" --reset-offsets -G g -t orders --shift-by=-1 --execute
+expect_rc 75 "reset with a live member reads nothing before the lock"
+grep -q "live members" "$WORK/err" || fail "refusal before reading: $(cat "$WORK/err")"
+cp "$WORK/offsets.g" "$GROUPS_DIR/g/offsets"
 run "$C" --reset-offsets -G g -t orders --to-latest
 expect_rc 0 "dry run with a live member"
 grep -q "live members: --execute would be refused" "$WORK/err" || fail "no warning: $(cat "$WORK/err")"
@@ -182,6 +193,25 @@ expect_rc 0 "describe above the end"
 grep -q "^example  *orders  *0  *42  *10  *0  .*above-log-end$" "$WORK/out" || fail "above row: $(cat "$WORK/out")"
 grep -q "^note: orders-0: committed offset 42 is above the log end 10" "$WORK/out" \
   || fail "above note: $(cat "$WORK/out")"
+
+# --- a partition whose log cannot be read: '-' for it, the others complete, exit 1 ----
+mv "$MQ_DIR/orders-1/state" "$WORK/orders-1.state"
+ln -s "$WORK/orders-1.state" "$MQ_DIR/orders-1/state"  # refused: a symlink
+run "$C" --describe -G g -t orders
+expect_rc 1 "describe with an unreadable partition"
+grep -q "^g  *orders  *1  *[0-9]*  *-  *-  *-  *-  *-  *unreadable$" "$WORK/out" ||
+  fail "unreadable row: $(cat "$WORK/out")"
+grep -q "^g  *orders  *0  *0  *10  *10  " "$WORK/out" || fail "readable row: $(cat "$WORK/out")"
+grep -q "^dead letters: " "$WORK/out" || fail "summary missing: $(cat "$WORK/out")"
+grep -q "group g: orders-1: log end and lag unknown: .*orders-1/state: is a symlink" "$WORK/err" ||
+  fail "unreadable: file and problem not named: $(cat "$WORK/err")"
+run "$C" --describe -G g -t orders -J
+expect_rc 1 "describe -J with an unreadable partition"
+jq -e -s 'map(select(.type == "partition" and .partition == 1)) | .[0] |
+       .note == "unreadable" and .log_end_offset == null and .lag == null and (.error | test("symlink"))' \
+  "$WORK/out" >/dev/null || fail "unreadable -J: $(cat "$WORK/out")"
+rm "$MQ_DIR/orders-1/state"
+mv "$WORK/orders-1.state" "$MQ_DIR/orders-1/state"
 
 # --- a corrupt offsets file: 65 naming file, position and rule; never a reset ------
 cp "$GROUPS_DIR/example/offsets" "$WORK/example.offsets"

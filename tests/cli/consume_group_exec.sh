@@ -5,7 +5,8 @@
 # are killed and added (handlers leave a child running after a kill: it
 # holds the partition's ownership lock), per-partition order in what each
 # member's handlers saw, a poison message with and without --dlq (the dead
-# letter counted in the commit), and a stuck handler past
+# letter counted in the commit; a crash between its append and the commit
+# neither appends nor counts it twice), and a stuck handler past
 # --max-poll-interval (exit 75).
 source "$(dirname "$0")/lib/common.bash"
 
@@ -147,6 +148,25 @@ run "$INSPECT" -J "$MQ_DIR/groups/pg/offsets"
 run "$C" -t p.dlq -e -f '%s %h\n'
 [[ $(cat "$WORK/out") == "3 mq.dlq.topic=p,mq.dlq.partition=0,mq.dlq.offset=2,mq.dlq.attempts=2,mq.dlq.exit=1,mq.dlq.stderr=cannot handle 3"* ]] ||
   fail "dead-letter topic: $(cat "$WORK/out")"
+
+# --- a crash between the dead letter's append and the commit: the rerun appends
+# it once and counts it once (MQ_TEST_CRASH=dlq-appended: mq(7)) ---------------------
+produce -t q --create </dev/null
+seq 1 6 | produce -t q
+: >"$HANDLED"
+MQ_TEST_CRASH=dlq-appended run "$C" -t q -G qg -e --max-attempts 1 --dlq q.dlq --exec sh -c "$POISON"
+expect_rc 137 "crash after the dead letter's append"
+[[ $("$C" -t q.dlq -e | wc -l) == 1 ]] || fail "crash: $("$C" -t q.dlq -e | wc -l) dead letters appended"
+[[ $(dead_letters qg) == 0 ]] || fail "crash: counted $(dead_letters qg) dead letters before the commit"
+[[ $(committed qg q 0) == - || $(committed qg q 0) -le 2 ]] ||
+  fail "crash: committed $(committed qg q 0), past the dead letter"
+run "$C" -t q -G qg -e --max-attempts 1 --dlq q.dlq --exec sh -c "$POISON"
+expect_rc 0 "rerun after the crash"
+grep -q "topic q partition 0 offset 2: .*already in dead-letter topic q.dlq partition 0, not appended again" \
+  "$WORK/err" || fail "rerun: the dead letter found is not said: $(cat "$WORK/err")"
+[[ $("$C" -t q.dlq -e | wc -l) == 1 ]] || fail "rerun: $("$C" -t q.dlq -e | wc -l) dead letters, not 1"
+[[ $(dead_letters qg) == 1 ]] || fail "rerun: the group counts $(dead_letters qg) dead letters, not 1"
+[[ $(committed qg q 0) == 6 ]] || fail "rerun: committed $(committed qg q 0), not 6"
 
 # --- a stuck handler past --max-poll-interval: exit 75, the member gives up -------------
 produce -t s --create </dev/null

@@ -447,6 +447,30 @@ TEST_CASE("R31 forward only: a commit below the committed offset is refused; a r
   CHECK(s->generation == 3);
 }
 
+TEST_CASE("R31 forward only: an owner lowers an offset past a truncated log's end, naming it") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  // Naming another offset than the committed one: refused as any commit back.
+  std::vector<OffsetCommit> stale = {{"orders", 0, 3, -1, 0, 9}};
+  Status refused = g.Commit(stale, "m1", CommitKind::kForward, kT + 1);
+  CHECK(refused.code() == Code::kInvalidArgument);
+  CHECK_THAT(refused.message(), Catch::Contains("R31"));
+  std::vector<OffsetCommit> lower = {{"orders", 0, 3, -1, 1, 10}};
+  REQUIRE(g.Commit(lower, "m1", CommitKind::kForward, kT + 2).ok());
+  auto s = g.Read();
+  REQUIRE(s);
+  CHECK(s->Find("orders", 0)->offset == 3);
+  CHECK(s->Find("orders", 0)->member_id == "m1");
+  CHECK(s->Find("orders", 0)->dead_letters == 1);
+  // Once lowered, the same commit again is a commit back like any other.
+  CHECK(g.Commit(std::vector<OffsetCommit>{{"orders", 0, 2, -1, 0, 10}}, "m1",
+                 CommitKind::kForward, kT + 3)
+            .code() == Code::kInvalidArgument);
+  CHECK(g.Read()->Find("orders", 0)->offset == 3);
+}
+
 TEST_CASE("R32 atomic update: a commit keeps other partitions, counts generations, records dead letters and rebalances") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
@@ -570,6 +594,35 @@ TEST_CASE("R33 group locks: reset and delete are refused while a member holds gr
   CHECK(ListGroups(dir)->empty());
   CHECK(DeleteGroup(dir, "g").code() == Code::kNotFound);
   CHECK(ListDir(dir + "/groups").empty());
+}
+
+TEST_CASE("R33 group locks: a reset holds group.lock before it reads, and commits under it") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  {
+    auto member = g.LockGroup(LockMode::kShared, LockWait::kTry);
+    REQUIRE(member);
+    auto refused = g.LockForReset();
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == Code::kBusy);
+    CHECK_THAT(refused.error().message(), Catch::Contains("live members"));
+  }
+  auto held = g.LockForReset();
+  REQUIRE(held);
+  // Held, no member joins: its shared lock is refused.
+  CHECK(g.LockGroup(LockMode::kShared, LockWait::kTry).error().code() == Code::kBusy);
+  // The plan read under the lock is what the reset writes over: a commit
+  // with the lock it holds (without it, the reset's own second lock would
+  // be refused).
+  const int64_t plan = g.Read()->Find("orders", 0)->offset - 3;
+  CHECK(g.Commit(One("orders", 0, plan), "", CommitKind::kReset, kT + 1).code() == Code::kBusy);
+  REQUIRE(g.Commit(One("orders", 0, plan), "", CommitKind::kReset, kT + 1, &*held).ok());
+  CHECK(g.Read()->Find("orders", 0)->offset == 7);
+  FileLock closed;
+  CHECK(g.Commit(One("orders", 0, 1), "", CommitKind::kReset, kT + 2, &closed).code() ==
+        Code::kInvalidArgument);
 }
 
 TEST_CASE("R33 group locks: member locks count live members; a partition has one owner at a time") {

@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "mq/group_member.h"
 #include "mq/group_status.h"
 #include "mq/partition.h"
@@ -123,6 +125,33 @@ TEST_CASE("group status: a committed offset below the log start or above the log
   REQUIRE(d.partitions.size() == 3);
   CHECK(d.partitions[2].partition == 5);
   CHECK(d.partitions[2].position == CommittedPosition::kNoPartition);
+}
+
+TEST_CASE("group status: a partition whose log cannot be read is a row of its own") {
+  Fixture f(3);
+  f.Append(0, 4);
+  f.Append(1, 6);
+  f.Append(2, 2);
+  f.Commit("t", 0, 1);
+  f.Commit("t", 1, 2);
+  // A state file that is a symlink is refused, not followed.
+  const std::string state = f.dir.PartitionDir("t", 1) + "/state";
+  REQUIRE(::rename(state.c_str(), (state + ".real").c_str()) == 0);
+  REQUIRE(::symlink("state.real", state.c_str()) == 0);
+  GroupDescription d = f.Describe("t");
+  REQUIRE(d.partitions.size() == 3);
+  const auto& bad = d.partitions[1];
+  CHECK(bad.position == CommittedPosition::kUnreadable);
+  CHECK_FALSE(bad.lag);
+  CHECK_FALSE(bad.resume_at);
+  REQUIRE(bad.committed);
+  CHECK(bad.committed->offset == 2);
+  CHECK_FALSE(bad.error.ok());
+  CHECK_THAT(bad.error.message(), Catch::Contains("t-1/state"));
+  CHECK(d.partitions[0].lag == 3);
+  CHECK(d.partitions[0].error.ok());
+  CHECK(d.partitions[2].position == CommittedPosition::kNone);
+  CHECK(d.total_lag == 3);
 }
 
 TEST_CASE("group status: owners and live members come from the lock files") {

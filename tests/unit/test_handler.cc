@@ -394,3 +394,24 @@ TEST_CASE("handler: a run still going at its deadline is killed with its group (
   CHECK(quick->kind == Outcome::Kind::kExited);
   CHECK(quick->code == 3);
 }
+
+TEST_CASE("handler: a cancel from another thread kills the run with its group (kInterrupted)",
+          "[handler]") {
+  TempDir tmp;
+  std::atomic<bool> cancel{false};
+  // Spawned from a thread of its own, as --parallel's workers do; the
+  // group (a child it left running included) is gone once Run returns.
+  Result<Outcome> r = Status(Code::kInternal, "not run");
+  std::thread worker([&] {
+    r = handler::Run(Sh("sleep 1000 & echo $! > \"$1\"; wait", {tmp / "pid"}), {}, nullptr, 200,
+                     0, &cancel);
+  });
+  for (int i = 0; i < 600 && Slurp(tmp / "pid").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE_FALSE(Slurp(tmp / "pid").empty());
+  cancel = true;
+  worker.join();
+  REQUIRE(r);
+  CHECK(r->kind == Outcome::Kind::kInterrupted);
+  CHECK(EventuallyGone(ReadPid(tmp / "pid")));
+}

@@ -329,7 +329,7 @@ void Process::KillGroup(int grace_ms) {
 
 Result<Outcome> Process::Communicate(std::string_view input,
                                      const volatile std::sig_atomic_t* interrupted, int grace_ms,
-                                     int64_t timeout_ms) {
+                                     int64_t timeout_ms, const std::atomic<bool>* cancel) {
   Outcome out;
   const int64_t deadline = timeout_ms > 0 ? NowMs() + timeout_ms : 0;
   Tail tail;
@@ -370,7 +370,7 @@ Result<Outcome> Process::Communicate(std::string_view input,
   feed();
   bool interrupted_now = false, timed_out = false;
   while (true) {
-    if (interrupted && *interrupted) {
+    if ((interrupted && *interrupted) || (cancel && cancel->load())) {
       interrupted_now = true;
       break;
     }
@@ -431,10 +431,10 @@ Result<Outcome> Process::Communicate(std::string_view input,
 
 Result<Outcome> Run(const Spec& spec, std::string_view input,
                     const volatile std::sig_atomic_t* interrupted, int grace_ms,
-                    int64_t timeout_ms) {
+                    int64_t timeout_ms, const std::atomic<bool>* cancel) {
   auto p = Process::Spawn(spec);
   if (!p) return p.error();
-  return p->Communicate(input, interrupted, grace_ms, timeout_ms);
+  return p->Communicate(input, interrupted, grace_ms, timeout_ms, cancel);
 }
 
 // ---- environment ------------------------------------------------------------

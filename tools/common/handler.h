@@ -12,7 +12,8 @@
 //
 // PR_SET_PDEATHSIG fires when the *thread* that spawned the handler ends:
 // spawn from a thread that lives as long as the handler's owner (mq-consume
-// spawns from its main thread). Grandchildren get no PDEATHSIG: when mq is
+// spawns from its main thread, or with --parallel from worker threads that
+// end only after their last handler was reaped). Grandchildren get no PDEATHSIG: when mq is
 // SIGKILLed they live on in the handler's group until they exit, holding
 // whatever they inherited (with groups, the partition's lock descriptor, so
 // the partition stays taken until every holder is gone).
@@ -23,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdint>
 #include <optional>
@@ -96,12 +98,15 @@ class Process {
   // non-zero (checked at least every 100 ms) the group is killed (SIGTERM,
   // SIGKILL after `grace_ms`) and the outcome is kInterrupted; likewise,
   // when it still runs `timeout_ms` after this call began (0: no limit),
-  // with the outcome kTimedOut. Whatever way the handler ended, its process
-  // group is SIGKILLed before this returns (while the handler is still
-  // unreaped, so the group id cannot have been reused).
+  // with the outcome kTimedOut. `*cancel` becoming true (checked as often)
+  // kills the group the same way, with the outcome kInterrupted: another
+  // thread giving the handler's work up. Whatever way the handler ended,
+  // its process group is SIGKILLed before this returns (while the handler
+  // is still unreaped, so the group id cannot have been reused).
   Result<Outcome> Communicate(std::string_view input,
                               const volatile std::sig_atomic_t* interrupted,
-                              int grace_ms = kKillGraceMs, int64_t timeout_ms = 0);
+                              int grace_ms = kKillGraceMs, int64_t timeout_ms = 0,
+                              const std::atomic<bool>* cancel = nullptr);
 
   // Kills the handler's process group: SIGTERM, then SIGKILL once the
   // handler has exited or `grace_ms` passed; waits for the handler. Safe
@@ -126,7 +131,7 @@ class Process {
 // Runs one handler to completion: Spawn, then Communicate.
 Result<Outcome> Run(const Spec& spec, std::string_view input,
                     const volatile std::sig_atomic_t* interrupted, int grace_ms = kKillGraceMs,
-                    int64_t timeout_ms = 0);
+                    int64_t timeout_ms = 0, const std::atomic<bool>* cancel = nullptr);
 
 // Keeps the last kTailLines lines / kTailBytes bytes of a byte stream.
 class Tail {

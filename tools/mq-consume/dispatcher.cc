@@ -1,10 +1,14 @@
 #include "dispatcher.h"
 
+#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <charconv>
+#include <cstdlib>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -84,7 +88,10 @@ Dispatcher::Dispatcher(HandlerOptions options, std::string topic,
 Dispatcher::~Dispatcher() { (void)Close(); }
 
 Status Dispatcher::Open(const DataDir& dir, const TopicConfig& source) {
+  if (parallel() && workers_.empty())
+    for (uint32_t i = 0; i < options_.parallel; ++i) workers_.emplace_back([this] { Work(); });
   if (!options_.dlq) return Status::Ok();
+  std::lock_guard<std::mutex> dlq(dlq_mu_);
   dir_ = dir;
   auto config = dir.ReadTopic(*options_.dlq);
   if (!config && config.error().code() == Code::kNotFound) {
@@ -102,6 +109,17 @@ Status Dispatcher::Open(const DataDir& dir, const TopicConfig& source) {
 }
 
 Status Dispatcher::Close() {
+  if (!workers_.empty()) {
+    Stop();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      shutdown_ = true;
+    }
+    work_cv_.notify_all();
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+  std::lock_guard<std::mutex> dlq(dlq_mu_);
   Status first;
   for (auto& w : dlq_writers_) {
     if (!w) continue;
@@ -113,11 +131,11 @@ Status Dispatcher::Close() {
 }
 
 Status Dispatcher::Add(int32_t partition, bool log_append_time, const RecordView& r,
-                       std::span<const Header> headers) {
+                       std::span<const Header> headers, int32_t leader_epoch) {
   if (interrupted() || exit_code_ != 0) return Status::Ok();
-  if (!options_.batch) {
+  if (!options_.batch && !parallel()) {
     Message m{r.offset, r.timestamp, log_append_time, r.key, r.value, headers};
-    return HandleUnit(partition, std::span<const Message>(&m, 1));
+    return HandleNow(partition, std::span<const Message>(&m, 1));
   }
   Stored s;
   s.offset = r.offset;
@@ -129,9 +147,16 @@ Status Dispatcher::Add(int32_t partition, bool log_append_time, const RecordView
     s.header_keys.emplace_back(h.key);
     s.header_values.push_back(Copy(h.value));
   }
+  if (!options_.batch) {
+    std::vector<Stored> one;
+    one.push_back(std::move(s));
+    Enqueue(partition, std::move(one), leader_epoch);
+    return Status::Ok();
+  }
   pending_bytes_ += s.bytes();
   auto& batch = pending_[partition];
   batch.push_back(std::move(s));
+  pending_epoch_[partition] = leader_epoch;
   if (batch.size() >= *options_.batch) return FlushPartition(partition);
   if (pending_bytes_ >= options_.max_pending_bytes) return Flush();
   return Status::Ok();
@@ -144,15 +169,185 @@ Status Dispatcher::FlushPartition(int32_t partition) {
   it->second.clear();
   for (const Stored& s : batch) pending_bytes_ -= s.bytes();
   if (interrupted() || exit_code_ != 0) return Status::Ok();
+  if (parallel()) {
+    Enqueue(partition, std::move(batch), pending_epoch_[partition]);
+    return Status::Ok();
+  }
   std::vector<Message> views;
   views.reserve(batch.size());
   for (Stored& s : batch) views.push_back(s.View());
-  return HandleUnit(partition, views);
+  return HandleNow(partition, views);
+}
+
+Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> messages) {
+  Ctl ctl;
+  if (options_.inherit_fd) ctl.inherit_fd = options_.inherit_fd(partition);
+  Status s = HandleUnit(partition, messages, ctl);
+  if (ctl.dead_letters > 0) {
+    std::lock_guard<std::mutex> dlq(dlq_mu_);
+    dead_counts_[partition] += ctl.dead_letters;
+  }
+  return s;
 }
 
 bool Dispatcher::has_pending(int32_t partition) const {
   auto it = pending_.find(partition);
-  return it != pending_.end() && !it->second.empty();
+  if (it != pending_.end() && !it->second.empty()) return true;
+  if (!parallel()) return false;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto lane = lanes_.find(partition);
+  return lane != lanes_.end() && lane->second.outstanding > 0;
+}
+
+// ---- parallel ---------------------------------------------------------------
+
+void Dispatcher::Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch) {
+  Unit u;
+  u.leader_epoch = leader_epoch;
+  if (options_.inherit_fd) u.inherit_fd = options_.inherit_fd(partition);
+  for (const Stored& s : messages) u.bytes += s.bytes();
+  u.messages = std::move(messages);
+  std::unique_lock<std::mutex> lk(mu_);
+  // Bounded read-ahead: wait for a worker to take some (in slices, to see
+  // an interrupt).
+  while (queued_bytes_ >= options_.max_pending_bytes && !stopping_ && !interrupted())
+    done_cv_.wait_for(lk, std::chrono::milliseconds(100));
+  if (stopping_ || interrupted()) return;  // the run stops: never handed over
+  Lane& lane = lanes_[partition];
+  queued_bytes_ += u.bytes;
+  ++lane.outstanding;
+  lane.queued.push_back(std::move(u));
+  lk.unlock();
+  work_cv_.notify_one();
+}
+
+Dispatcher::Lane* Dispatcher::NextLane(int32_t* partition) {
+  // Round-robin from the partition after the last one started, so that a
+  // partition with a deep queue does not starve the others.
+  auto it = lanes_.lower_bound(next_lane_);
+  for (size_t n = 0; n < lanes_.size(); ++n, ++it) {
+    if (it == lanes_.end()) it = lanes_.begin();
+    Lane& lane = it->second;
+    if (!lane.running && !lane.queued.empty() && !lane.cancel.load()) {
+      *partition = it->first;
+      next_lane_ = it->first + 1;
+      return &lane;
+    }
+  }
+  return nullptr;
+}
+
+void Dispatcher::Work() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    Lane* lane = nullptr;
+    int32_t p = 0;
+    work_cv_.wait(lk, [&] {
+      if (shutdown_) return true;
+      if (stopping_ || interrupted()) return false;
+      lane = NextLane(&p);
+      return lane != nullptr;
+    });
+    if (shutdown_) return;
+    Unit u = std::move(lane->queued.front());
+    lane->queued.pop_front();
+    queued_bytes_ -= u.bytes;
+    lane->running = true;
+    ++running_;
+    lk.unlock();
+    done_cv_.notify_all();  // room for Enqueue
+    Ctl ctl;
+    ctl.inherit_fd = u.inherit_fd;
+    ctl.cancel = &lane->cancel;
+    std::vector<Message> views;
+    views.reserve(u.messages.size());
+    for (Stored& s : u.messages) views.push_back(s.View());
+    Status st;
+    try {
+      st = HandleUnit(p, views, ctl);
+    } catch (const std::bad_alloc&) {  // no exception may leave a thread
+      st = Status(Code::kNoMemory, fmt::format("topic {} partition {}: out of memory handling a "
+                                               "message", topic_, p));
+    }
+    Done d;
+    d.partition = p;
+    d.next_offset = u.messages.back().offset + 1;
+    d.messages = u.messages.size();
+    d.leader_epoch = u.leader_epoch;
+    d.dead_letters = ctl.dead_letters;
+    d.handled = st.ok() && !ctl.cut;
+    d.status = std::move(st);
+    lk.lock();
+    lane->running = false;
+    --running_;
+    if (!d.status.ok()) stopping_ = true;  // nothing new starts; the member stops
+    done_.push_back(std::move(d));
+    done_cv_.notify_all();
+    work_cv_.notify_all();  // the lane's next unit, for any worker
+  }
+}
+
+std::vector<Dispatcher::Done> Dispatcher::TakeDone(int timeout_ms) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (done_.empty() && timeout_ms > 0)
+    done_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return !done_.empty(); });
+  std::vector<Done> out;
+  out.swap(done_);
+  for (const Done& d : out) --lanes_[d.partition].outstanding;
+  return out;
+}
+
+bool Dispatcher::busy() const {
+  for (const auto& [p, batch] : pending_)
+    if (!batch.empty()) return true;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (running_ > 0) return true;
+  for (const auto& [p, lane] : lanes_)
+    if (!lane.queued.empty()) return true;
+  return false;
+}
+
+void Dispatcher::Cancel(int32_t partition) {
+  Drop(partition);
+  std::unique_lock<std::mutex> lk(mu_);
+  auto it = lanes_.find(partition);
+  if (it == lanes_.end()) return;
+  Lane& lane = it->second;
+  for (const Unit& u : lane.queued) queued_bytes_ -= u.bytes;
+  lane.outstanding -= lane.queued.size();
+  lane.queued.clear();
+  // The running handler sees the flag within 100 ms and its process group
+  // is killed (SIGTERM, then SIGKILL after the grace) and reaped.
+  lane.cancel = true;
+  done_cv_.wait(lk, [&] { return !lane.running; });
+  lane.cancel = false;
+}
+
+Status Dispatcher::Drain() {
+  MQ_RETURN_IF_ERROR(Flush());
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    bool queued = false;
+    for (const auto& [p, lane] : lanes_) queued = queued || !lane.queued.empty();
+    if (running_ == 0 && (!queued || stopping_ || interrupted())) return Status::Ok();
+    done_cv_.wait_for(lk, std::chrono::milliseconds(100));
+  }
+}
+
+void Dispatcher::Stop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  stopping_ = true;
+  for (auto& [p, lane] : lanes_) {
+    for (const Unit& u : lane.queued) queued_bytes_ -= u.bytes;
+    lane.outstanding -= lane.queued.size();
+    lane.queued.clear();
+  }
+  done_cv_.wait(lk, [&] { return running_ == 0; });
+}
+
+void Dispatcher::SetExit(int code) {
+  int none = 0;
+  exit_code_.compare_exchange_strong(none, code);
 }
 
 void Dispatcher::Drop(int32_t partition) {
@@ -163,7 +358,12 @@ void Dispatcher::Drop(int32_t partition) {
 }
 
 void Dispatcher::Forget(int32_t partition) {
+  std::lock_guard<std::mutex> dlq(dlq_mu_);
   dead_.erase(partition);
+  // Dead letters not taken with the partition's position are counted by
+  // its next owner, which finds them in the dead-letter topic: counted
+  // here too, they would be counted twice should the partition come back.
+  dead_counts_.erase(partition);
   if (dlq_config_ && dlq_config_->partitions > 0) {
     const int32_t dp = partition % dlq_config_->partitions;
     dlq_scanned_[static_cast<size_t>(dp)] = false;
@@ -171,6 +371,7 @@ void Dispatcher::Forget(int32_t partition) {
 }
 
 int64_t Dispatcher::TakeDeadLetters(int32_t partition) {
+  std::lock_guard<std::mutex> dlq(dlq_mu_);
   auto it = dead_counts_.find(partition);
   if (it == dead_counts_.end()) return 0;
   int64_t n = it->second;
@@ -190,10 +391,13 @@ Status Dispatcher::Flush() {
 // A batch that fails every attempt is split: each of its messages is then
 // handled alone (as a batch of one), so only the message that fails goes to
 // the dead-letter topic; the others are handled again.
-Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messages) {
-  auto a = Attempt(partition, messages);
+Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl) {
+  auto a = Attempt(partition, messages, ctl);
   if (!a) return a.error();
-  if (a->outcome.kind == handler::Outcome::Kind::kInterrupted) return Status::Ok();
+  if (a->outcome.kind == handler::Outcome::Kind::kInterrupted) {
+    ctl.cut = true;
+    return Status::Ok();
+  }
   if (a->outcome.ok()) {
     handled_ += messages.size();
     return Status::Ok();
@@ -206,20 +410,23 @@ Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messag
                             a->attempts, a->attempts == 1 ? "" : "s", a->outcome.Describe(),
                             messages.size()));
     for (const Message& m : messages) {
-      MQ_RETURN_IF_ERROR(HandleUnit(partition, std::span<const Message>(&m, 1)));
-      if (interrupted()) return Status::Ok();
+      MQ_RETURN_IF_ERROR(HandleUnit(partition, std::span<const Message>(&m, 1), ctl));
+      if (ctl.cut || stopped(ctl)) {
+        ctl.cut = true;
+        return Status::Ok();
+      }
     }
     return Status::Ok();
   }
-  return DeadLetter(partition, messages.front(), *a);
+  return DeadLetter(partition, messages.front(), *a, ctl);
 }
 
 Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
-                                                   std::span<const Message> messages) {
+                                                   std::span<const Message> messages, Ctl& ctl) {
   handler::Spec spec;
   spec.argv = options_.command;
   spec.env = base_env_;
-  if (options_.inherit_fd) spec.inherit_fd = options_.inherit_fd(partition);
+  spec.inherit_fd = ctl.inherit_fd;
   fmt::memory_buffer input;
   std::string_view stdin_bytes;
   const Message& first = messages.front();
@@ -248,7 +455,7 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
   while (true) {
     ++a.attempts;
     auto outcome = handler::Run(spec, stdin_bytes, interrupted_, options_.kill_grace_ms,
-                                options_.max_run_ms);
+                                options_.max_run_ms, ctl.cancel);
     if (!outcome) return outcome.error();
     a.outcome = std::move(*outcome);
     if (a.outcome.ok() || a.outcome.kind == handler::Outcome::Kind::kInterrupted) return a;
@@ -256,7 +463,7 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
     // member gives its partitions up, and the message is handed over again
     // by their next owner.
     if (a.outcome.kind == handler::Outcome::Kind::kTimedOut) {
-      exit_code_ = kExitHandlerStuck;
+      SetExit(kExitHandlerStuck);
       return Status(Code::kBusy,
                     fmt::format("{}: handler made no progress for {} ms (--max-poll-interval "
                                 "{}): killed its process group; giving up this member's "
@@ -268,7 +475,7 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
     // it. Only a message too large for the environment (E2BIG) is the
     // message's failure.
     if (a.outcome.kind == handler::Outcome::Kind::kExecFailed && a.outcome.code != E2BIG) {
-      exit_code_ = a.outcome.code == ENOENT ? kExitNotFound : kExitCannotRun;
+      SetExit(a.outcome.code == ENOENT ? kExitNotFound : kExitCannotRun);
       return Status(Code::kInvalidArgument,
                     fmt::format("--exec {}: {}", options_.command.front(), a.outcome.Describe()));
     }
@@ -277,7 +484,7 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
     if (!options_.quiet)
       cli::Warn(fmt::format("{}: handler {} (attempt {} of {}); retrying in {} ms", where,
                             a.outcome.Describe(), a.attempts, options_.max_attempts, backoff));
-    if (!SleepMs(static_cast<uint32_t>(backoff))) {
+    if (!SleepMs(static_cast<uint32_t>(backoff), ctl)) {
       a.outcome.kind = handler::Outcome::Kind::kInterrupted;
       return a;
     }
@@ -285,13 +492,20 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
   }
 }
 
-bool Dispatcher::SleepMs(uint32_t ms) {
-  // In slices, so that SIGINT/SIGTERM end the wait at once (the handler
-  // makes nanosleep return early; the flag says why).
-  timespec left{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
-  while (!interrupted()) {
-    if (::nanosleep(&left, &left) == 0) return true;
-    if (errno != EINTR) return true;
+bool Dispatcher::SleepMs(uint32_t ms, const Ctl& ctl) {
+  // In slices of at most 100 ms, so that SIGINT/SIGTERM (which make
+  // nanosleep return early on the thread they reach; the flag says why)
+  // and a cancel from another thread end the wait soon.
+  uint32_t left_ms = ms;
+  while (!stopped(ctl)) {
+    if (left_ms == 0) return true;
+    const uint32_t slice = std::min<uint32_t>(left_ms, 100);
+    timespec t{0, static_cast<long>(slice) * 1000000L};
+    if (::nanosleep(&t, &t) != 0 && errno == EINTR) {
+      left_ms -= slice - static_cast<uint32_t>(t.tv_nsec / 1000000L);
+      continue;
+    }
+    left_ms -= slice;
   }
   return false;
 }
@@ -338,16 +552,20 @@ Status Dispatcher::ScanDeadLetters(int32_t dlq_partition) {
   return Status::Ok();
 }
 
-Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempted& a) {
+Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempted& a,
+                              Ctl& ctl) {
   std::string what =
       fmt::format("topic {} partition {} offset {}: handler failed {} attempt{} ({})", topic_,
                   partition, m.offset, a.attempts, a.attempts == 1 ? "" : "s",
                   a.outcome.Describe());
   if (!options_.dlq) {
-    exit_code_ = kExitHandlerFailed;
+    SetExit(kExitHandlerFailed);
     return Status(Code::kInternal,
                   what + "; stopping: without --dlq a message that fails stops its partition");
   }
+  // Workers dead-letter concurrently; the dead-letter topic's writers and
+  // what was found in it are shared.
+  std::lock_guard<std::mutex> dlq(dlq_mu_);
   // The source partition picks the dead-letter partition: a source
   // partition's dead letters stay in order, in one place.
   const int32_t dp = partition % dlq_config_->partitions;
@@ -355,7 +573,7 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
   auto& seen = dead_[partition];
   if (seen.contains(m.offset)) {
     ++handled_;
-    ++dead_counts_[partition];
+    ++ctl.dead_letters;
     if (!options_.quiet)
       cli::Warn(fmt::format("{}; already in dead-letter topic {} partition {}, not appended again",
                             what, *options_.dlq, dp));
@@ -393,8 +611,13 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
     return Status(appended.error().code(),
                   fmt::format("{}: dead-letter topic {} partition {}: append: {}", what,
                               *options_.dlq, dp, appended.error().message()));
+  // Test seam (mq(7), MQ_TEST_CRASH): die as a SIGKILL would, between the
+  // append and the commit that counts it and moves past its message.
+  if (const char* crash = std::getenv("MQ_TEST_CRASH");
+      crash != nullptr && std::string_view(crash) == "dlq-appended")
+    ::raise(SIGKILL);
   seen.insert(m.offset);
-  ++dead_counts_[partition];
+  ++ctl.dead_letters;
   ++dead_lettered_;
   ++handled_;
   if (!options_.quiet)

@@ -3,13 +3,27 @@
 // and after the last attempt appends the message to the dead-letter topic
 // (--dlq) or stops. Behaviour and the names of the headers and variables:
 // man/man1/mq-consume.1, HANDLERS.
+//
+// Serially (parallel 1) a handler runs on the caller's thread, inside Add()
+// or Flush(). With parallel N > 1 (mq-consume -G --parallel N) messages
+// are queued per partition and N worker threads run them: one unit (a
+// message, or a --batch) of a partition at a time, in offset order, at
+// most N at once; the caller takes what ended with TakeDone(). Workers
+// live until Close(), so a handler never outlives the thread that spawned
+// it (PR_SET_PDEATHSIG follows the thread).
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -59,8 +73,12 @@ struct HandlerOptions {
   // with kExitHandlerStuck. 0: no limit.
   int64_t max_run_ms = 0;
   // A descriptor each handler of a partition inherits (a group member's
-  // ownership lock of it), or -1. Unset: none.
+  // ownership lock of it), or -1. Unset: none. Called on the thread that
+  // calls Add() and Flush() only.
   std::function<int(int32_t partition)> inherit_fd;
+  // --parallel N: handler runs of different partitions at once (1: one at
+  // a time, on the caller's thread).
+  uint32_t parallel = 1;
 };
 
 class Dispatcher {
@@ -68,26 +86,63 @@ class Dispatcher {
   Dispatcher(HandlerOptions options, std::string topic,
              const volatile std::sig_atomic_t* interrupted);
   ~Dispatcher();
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
 
   // With --dlq: opens the dead-letter topic, creating it like `source`
   // (same configuration) if it does not exist, and says so on stderr.
+  // With parallel > 1, starts the workers.
   Status Open(const DataDir& dir, const TopicConfig& source);
 
-  // Takes one delivered message. Without --batch its handler runs now;
-  // with --batch it is kept (copied) until its partition has N pending.
+  // Takes one delivered message. Serially, without --batch, its handler
+  // runs now; with --batch it is kept (copied) until its partition has N
+  // pending. In parallel, it is queued (a copy) for its partition's
+  // worker; while 16 MB of messages wait this blocks until some handler
+  // run ends. `leader_epoch` is its batch's, reported back in Done.
   Status Add(int32_t partition, bool log_append_time, const RecordView& record,
-             std::span<const Header> headers);
-  // Runs the handlers of every pending batch (the consumer caught up, or
-  // stops).
+             std::span<const Header> headers, int32_t leader_epoch = -1);
+  // Runs (serially) or queues (in parallel) the handlers of every pending
+  // batch (the consumer caught up, or stops).
   Status Flush();
-  // Closes the dead-letter partitions.
+  // Stops the workers (see Stop) and closes the dead-letter partitions.
   Status Close();
 
-  // Messages of `partition` kept for a --batch that has not run yet.
+  // Serially: messages of `partition` kept for a --batch that has not run
+  // yet. In parallel also: queued, running, or ended and not taken yet.
   bool has_pending(int32_t partition) const;
   // Forgets them (a group member releasing the partition: its next owner
-  // hands them over again).
+  // hands them over again). Serially only (in parallel: Cancel).
   void Drop(int32_t partition);
+
+  // ---- parallel (options.parallel > 1) ----------------------------------
+  // A unit (a message, or a --batch) whose handling ended.
+  struct Done {
+    int32_t partition = 0;
+    int64_t next_offset = 0;   // one past the unit's last message
+    uint64_t messages = 0;      // in the unit
+    int32_t leader_epoch = -1;  // of the batch holding its last message
+    int64_t dead_letters = 0;   // its messages appended to (or found in) the DLQ
+    bool handled = false;       // every message handled (exit 0 or dead letter)
+    Status status;              // why the run stopped (exit_code() says how)
+  };
+  bool parallel() const { return options_.parallel > 1; }
+  // The units that ended since the last call, in the order they ended (per
+  // partition: offset order); waits up to `timeout_ms` for one when none
+  // has (0: no wait).
+  std::vector<Done> TakeDone(int timeout_ms);
+  // A unit is queued or running, or a --batch is being collected.
+  bool busy() const;
+  // `partition` moves to another owner: its queued and pending messages
+  // are dropped, and its running handler's process group is killed
+  // (SIGTERM, SIGKILL after the grace); returns once none of its handlers
+  // runs. What ended meanwhile is in the next TakeDone().
+  void Cancel(int32_t partition);
+  // Hands every pending batch over and waits until every queued unit
+  // ended, or the run stopped or was interrupted.
+  Status Drain();
+  // No unit starts any more; queued ones are dropped; returns once the
+  // running ones ended (an interrupt kills them; others finish).
+  void Stop();
   // The partition moves to another owner: what this dispatcher remembers
   // of its dead letters may go stale, so it is read again when needed.
   void Forget(int32_t partition);
@@ -113,24 +168,68 @@ class Dispatcher {
     handler::Outcome outcome;
     uint32_t attempts = 0;
   };
-  Status HandleUnit(int32_t partition, std::span<const Message> messages);
-  Result<Attempted> Attempt(int32_t partition, std::span<const Message> messages);
-  Status DeadLetter(int32_t partition, const Message& m, const Attempted& a);
+  // One unit's handling.
+  struct Ctl {
+    int inherit_fd = -1;
+    const std::atomic<bool>* cancel = nullptr;  // its partition is being given up
+    int64_t dead_letters = 0;
+    bool cut = false;  // interrupted or cancelled before it was all handled
+  };
+  // Parallel: messages waiting for a worker, and what runs, per partition.
+  struct Unit {
+    int32_t leader_epoch = -1;
+    int inherit_fd = -1;
+    size_t bytes = 0;
+    std::vector<Stored> messages;
+  };
+  struct Lane {
+    std::deque<Unit> queued;
+    bool running = false;
+    size_t outstanding = 0;  // units queued, running, or ended and not taken
+    std::atomic<bool> cancel{false};
+  };
+  Status HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl);
+  Result<Attempted> Attempt(int32_t partition, std::span<const Message> messages, Ctl& ctl);
+  Status DeadLetter(int32_t partition, const Message& m, const Attempted& a, Ctl& ctl);
   Status ScanDeadLetters(int32_t dlq_partition);
   Status FlushPartition(int32_t partition);
-  bool SleepMs(uint32_t ms);  // false when interrupted
+  // Serially: handles a unit now.
+  Status HandleNow(int32_t partition, std::span<const Message> messages);
+  // Parallel: queues a unit, waiting for room first.
+  void Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch);
+  void Work();  // a worker thread
+  Lane* NextLane(int32_t* partition);  // mu_ held: a lane to run, round-robin
+  void SetExit(int code);  // the first stop's exit code wins
+  bool SleepMs(uint32_t ms, const Ctl& ctl);  // false when interrupted or cancelled
   bool interrupted() const { return interrupted_ && *interrupted_; }
+  bool stopped(const Ctl& ctl) const {
+    return interrupted() || (ctl.cancel != nullptr && ctl.cancel->load());
+  }
 
   HandlerOptions options_;
   std::string topic_;
   const volatile std::sig_atomic_t* interrupted_;
   std::vector<std::string> base_env_;
-  int exit_code_ = 0;
-  uint64_t handled_ = 0, dead_lettered_ = 0, retries_ = 0;
+  std::atomic<int> exit_code_{0};
+  std::atomic<uint64_t> handled_{0}, dead_lettered_{0}, retries_{0};
   // --batch
   std::unordered_map<int32_t, std::vector<Stored>> pending_;
+  std::unordered_map<int32_t, int32_t> pending_epoch_;  // of each batch's last message
   size_t pending_bytes_ = 0;
-  // --dlq
+  // parallel: mu_ guards what follows it, up to workers_.
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // workers: a unit to run, or shutdown
+  std::condition_variable done_cv_;  // a unit ended or started (room freed)
+  std::map<int32_t, Lane> lanes_;
+  std::vector<Done> done_;
+  size_t queued_bytes_ = 0;
+  size_t running_ = 0;
+  int32_t next_lane_ = 0;
+  bool stopping_ = false;
+  bool shutdown_ = false;
+  std::vector<std::thread> workers_;
+  // --dlq: dlq_mu_ guards what follows (workers dead-letter concurrently).
+  std::mutex dlq_mu_;
   std::optional<DataDir> dir_;
   std::optional<TopicConfig> dlq_config_;
   std::vector<std::unique_ptr<PartitionWriter>> dlq_writers_;

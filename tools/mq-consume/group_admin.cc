@@ -77,6 +77,7 @@ const char* NoteOf(CommittedPosition p) {
     case CommittedPosition::kAboveLogEnd: return "above-log-end";
     case CommittedPosition::kNoTopic: return "no-topic";
     case CommittedPosition::kNoPartition: return "no-partition";
+    case CommittedPosition::kUnreadable: return "unreadable";
     case CommittedPosition::kNone:
     case CommittedPosition::kInLog: break;
   }
@@ -84,7 +85,9 @@ const char* NoteOf(CommittedPosition p) {
 }
 
 bool HasLog(const GroupPartitionStatus& s) {
-  return s.position != CommittedPosition::kNoTopic && s.position != CommittedPosition::kNoPartition;
+  return s.position != CommittedPosition::kNoTopic &&
+         s.position != CommittedPosition::kNoPartition &&
+         s.position != CommittedPosition::kUnreadable;
 }
 
 // The flags that only mean something when consuming.
@@ -133,6 +136,10 @@ int List(const Flags& f) {
 
 // --- --describe ------------------------------------------------------------------------
 
+// Everything was printed, but some partition's log could not be read (as
+// --skip-corrupt's 1: complete except what stderr names).
+constexpr int kExitDescribeIncomplete = 1;
+
 const GroupMemberStatus* FindMember(const GroupDescription& d, const std::optional<std::string>& id) {
   if (!id) return nullptr;
   for (const auto& m : d.members)
@@ -173,6 +180,7 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
       case CommittedPosition::kNoPartition:
         notes.push_back(fmt::format("{}: topic {} has no partition {}", tp, s.topic, s.partition));
         break;
+      case CommittedPosition::kUnreadable:  // said on standard error
       case CommittedPosition::kNone:
       case CommittedPosition::kInLog: break;
     }
@@ -234,6 +242,9 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
     Key(b, "commit_timestamp"); Num(b, c ? std::optional<int64_t>(c->commit_timestamp) : std::nullopt);
     Key(b, "committed_by"); OptStr(b, c ? std::optional<std::string>(c->member_id) : std::nullopt);
     Key(b, "dead_letters"); Num(b, c ? c->dead_letters : 0);
+    Key(b, "error");
+    if (s.position == CommittedPosition::kUnreadable) Str(b, s.error.message());
+    else b.append(std::string_view("null"));
     b.append(std::string_view("}\n"));
     out.Write(std::string_view(b.data(), b.size()));
   }
@@ -286,7 +297,17 @@ int Describe(const Flags& f) {
   cli::Output out;
   if (f.json) DescribeJson(*d, out);
   else DescribeText(*d, out);
-  return out.FinishExitCode();
+  // A partition whose log could not be read shows '-' for its log end and
+  // lag; the rest is complete. Said here, and in the exit status.
+  bool unreadable = false;
+  for (const auto& s : d->partitions) {
+    if (s.position != CommittedPosition::kUnreadable) continue;
+    unreadable = true;
+    cli::Warn(fmt::format("group {}: {}-{}: log end and lag unknown: {}", d->group, s.topic,
+                          s.partition, s.error.message()));
+  }
+  int rc = out.FinishExitCode();
+  return rc == cli::kExitOk && unreadable ? kExitDescribeIncomplete : rc;
 }
 
 // --- --reset-offsets -------------------------------------------------------------------
@@ -320,6 +341,16 @@ int Reset(const Flags& f) {
   if (!dir) return cli::Fail(dir.error());
   auto group = Group::Open(f.dir, *f.group, false);
   if (!group) return cli::Fail(group.error());
+  // --execute: group.lock first (R33), then the plan. Held, no member can
+  // join or commit, so the offsets and log ends the plan is computed from
+  // (--shift-by's committed offsets above all) are still current when it
+  // is written.
+  FileLock reset_lock;
+  if (a.execute) {
+    auto held = group->LockForReset();
+    if (!held) return cli::Fail(held.error());
+    reset_lock = std::move(*held);
+  }
   auto config = dir->ReadTopic(f.topic);
   if (!config) return cli::Fail(config.error());
   std::vector<int32_t> partitions;
@@ -370,7 +401,9 @@ int Reset(const Flags& f) {
   if (a.execute) {
     std::vector<OffsetCommit> commits;
     for (const PlanRow& r : plan) commits.push_back({f.topic, r.partition, r.next, kNoLeaderEpoch, 0});
-    if (Status s = group->Commit(commits, {}, CommitKind::kReset); !s.ok()) return cli::Fail(s);
+    if (Status s = group->Commit(commits, {}, CommitKind::kReset, kNoTimestamp, &reset_lock);
+        !s.ok())
+      return cli::Fail(s);
   } else if (!f.quiet) {
     auto live = HasLiveMembers(*group);
     if (live && *live)

@@ -18,6 +18,7 @@
 #include "mq/consumer.h"
 #include "mq/group.h"
 #include "mq/group_member.h"
+#include "mq/group_status.h"
 
 namespace mq::consume {
 namespace {
@@ -42,14 +43,19 @@ struct Progress {
   int64_t ahead = -1;       // at-most-once: offset committed ahead of output
   int32_t ahead_epoch = -1;
   int64_t dead_letters = 0;  // dead letters below `handed`, not committed yet
+  // The committed offset was past the log end (a truncation): this is it,
+  // and `committed` is the log end until the next commit lowers it there
+  // or beyond (R31's exception). -1: nothing to lower.
+  int64_t lower_from = -1;
 };
 
 class Member {
  public:
-  Member(const Flags& f, Settings& settings, Consumer* consumer, Group* group, GroupMember* member,
-         cli::Output* out, Dispatcher* dispatcher)
+  Member(const Flags& f, Settings& settings, const DataDir* dir, Consumer* consumer, Group* group,
+         GroupMember* member, cli::Output* out, Dispatcher* dispatcher)
       : f_(f),
         settings_(settings),
+        dir_(dir),
         consumer_(consumer),
         group_(group),
         member_(member),
@@ -78,6 +84,10 @@ class Member {
   void MarkHandled(std::optional<int32_t> only = std::nullopt);
   // Partition `p`'s position is handed over, with the epoch of its last record.
   void HandOver(int32_t p, Progress& pr);
+  // --parallel: takes the handler runs that ended (waiting up to
+  // `timeout_ms` for one): each handled unit hands its partition over up
+  // to its last message; the first that stopped the run is kept in stop_.
+  void Collect(int timeout_ms);
   Status Commit();
   Status CommitAhead(const ConsumedRecord& m);
   // With `until_eof`, waits until every message handed out is
@@ -87,6 +97,7 @@ class Member {
 
   const Flags& f_;
   Settings& settings_;
+  const DataDir* dir_;
   Consumer* consumer_;
   Group* group_;
   GroupMember* member_;
@@ -104,6 +115,7 @@ class Member {
   size_t waiting_ = 0;  // assigned partitions their previous owner still holds
   std::string ack_buf_;
   bool ack_eof_ = false;
+  Status stop_;  // --parallel: why a handler run stopped the member
 };
 
 Status Member::Acquire(int32_t p, const GroupOffsets& state) {
@@ -114,23 +126,33 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
   const CommittedOffset* c = state.Find(f_.topic, p);
   Progress pr;
   if (c != nullptr) {
-    start = {StartPosition::Kind::kOffset, c->offset};
+    // Out of the log's range, the committed offset is said, and moved into
+    // it: the consumer would wait for an offset past the end (-o N), so
+    // after a truncation every message appended up to the old offset
+    // would be passed over.
+    auto log = PartitionBounds(*dir_, consumer_->config(), f_.topic, p);
+    if (!log) return log.error();
+    const int64_t from = std::clamp(c->offset, log->start, log->end);
+    if (from > c->offset && !f_.quiet)
+      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
+                            "{} (records lost to retention or truncation): starting at {}",
+                            group_->name(), p, c->offset, from, from));
+    if (from < c->offset && !f_.quiet)
+      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
+                            "(the log was truncated): starting at the end; the next commit "
+                            "lowers it",
+                            group_->name(), p, c->offset, from));
+    start = {StartPosition::Kind::kOffset, from};
     pr.committed = c->offset;
+    if (from < c->offset) {
+      pr.lower_from = c->offset;
+      pr.committed = from;
+    }
   } else {
     start = {f_.reset == "latest" ? StartPosition::Kind::kEnd : StartPosition::Kind::kBeginning, 0};
   }
   MQ_RETURN_IF_ERROR(consumer_->Assign(p, start));
   auto at = consumer_->position(p);
-  if (c != nullptr && at && *at != c->offset && !f_.quiet) {
-    if (*at > c->offset)
-      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
-                            "{} (records lost to retention or truncation): starting at {}",
-                            group_->name(), p, c->offset, *at, *at));
-    else
-      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
-                            "(the log was truncated): starting at the end",
-                            group_->name(), p, c->offset, *at));
-  }
   if (f_.verbose) {
     if (c != nullptr)
       cli::Eprint("partition {}: resuming at offset {} (committed at {} ms by {})\n", p,
@@ -146,7 +168,13 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
 }
 
 Status Member::Revoke(int32_t p) {
-  if (dispatcher_) {
+  if (dispatcher_ && dispatcher_->parallel()) {
+    // Its handler may be running: its process group is killed and reaped
+    // before the partition is let go (a handler holds the ownership lock
+    // too); its queued messages are dropped, unhandled, for the next owner.
+    dispatcher_->Cancel(p);
+    Collect(0);
+  } else if (dispatcher_) {
     // Handlers run one at a time on this thread: none runs now. A --batch
     // still collecting is dropped, unhandled: the next owner hands its
     // messages over again.
@@ -203,6 +231,21 @@ void Member::HandOver(int32_t p, Progress& pr) {
   if (pos && *pos > pr.handed) {
     pr.handed = *pos;
     pr.epoch = last_epoch_[p];
+  }
+}
+
+void Member::Collect(int timeout_ms) {
+  for (const Dispatcher::Done& d : dispatcher_->TakeDone(timeout_ms)) {
+    if (!d.status.ok() && stop_.ok()) stop_ = d.status;
+    auto it = progress_.find(d.partition);
+    if (!d.handled || it == progress_.end()) continue;
+    Progress& pr = it->second;
+    since_commit_ += d.messages;
+    if (d.next_offset > pr.handed) {
+      pr.handed = d.next_offset;
+      pr.epoch = d.leader_epoch;
+    }
+    pr.dead_letters += d.dead_letters;
   }
 }
 
@@ -302,19 +345,26 @@ Status Member::Commit() {
     // Offsets were committed ahead of the output already; only dead
     // letters are left to count.
     for (auto& [p, pr] : progress_)
-      if (pr.dead_letters > 0 && pr.committed >= 0)
-        commits.push_back({f_.topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters});
+      if ((pr.dead_letters > 0 || pr.lower_from >= 0) && pr.committed >= 0)
+        commits.push_back({f_.topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters,
+                           pr.lower_from});
   } else {
     for (auto& [p, pr] : progress_)
-      if ((pr.handed > pr.committed || pr.dead_letters > 0) && pr.handed >= 0)
+      if ((pr.handed > pr.committed || pr.dead_letters > 0 || pr.lower_from >= 0) &&
+          pr.handed >= 0)
         commits.push_back({f_.topic, p, std::max(pr.handed, pr.committed), pr.epoch,
-                           pr.dead_letters});
+                           pr.dead_letters, pr.lower_from});
   }
   if (!commits.empty()) {
     MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
     for (const OffsetCommit& c : commits) {
-      progress_[c.partition].committed = c.offset;
-      progress_[c.partition].dead_letters = 0;
+      Progress& pr = progress_[c.partition];
+      if (pr.lower_from >= 0 && f_.verbose)
+        cli::Eprint("partition {}: committed offset lowered from {} to {}\n", c.partition,
+                    pr.lower_from, c.offset);
+      pr.committed = c.offset;
+      pr.dead_letters = 0;
+      pr.lower_from = -1;
     }
   }
   last_commit_ms_ = MonotonicMs();
@@ -328,11 +378,13 @@ Status Member::CommitAhead(const ConsumedRecord& m) {
   Progress& pr = progress_[m.partition];
   if (m.record.offset < pr.ahead) return Status::Ok();
   const int64_t next = m.batch_last_offset + 1;
-  const std::vector<OffsetCommit> commit{{f_.topic, m.partition, next, m.leader_epoch, 0}};
+  const std::vector<OffsetCommit> commit{
+      {f_.topic, m.partition, next, m.leader_epoch, 0, pr.lower_from}};
   MQ_RETURN_IF_ERROR(group_->Commit(commit, member_->id()));
   pr.ahead = next;
   pr.ahead_epoch = m.leader_epoch;
   pr.committed = next;
+  pr.lower_from = -1;
   return Status::Ok();
 }
 
@@ -373,32 +425,57 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         continue;
       if (dispatcher_) {
         const int32_t p = m->partition;
-        MQ_RETURN_IF_ERROR(dispatcher_->Add(p, m->log_append_time, m->record, headers));
-        MarkHandled(p);
+        MQ_RETURN_IF_ERROR(
+            dispatcher_->Add(p, m->log_append_time, m->record, headers, m->leader_epoch));
+        if (dispatcher_->parallel()) {
+          Collect(0);
+          if (!stop_.ok()) return stop_;
+        } else {
+          MarkHandled(p);
+        }
       } else {
         printer_.Print(m->partition, m->log_append_time, m->record, headers);
         if (out_->flushes() != seen_flushes_) MarkFlushed();
       }
-      ++since_commit_;
+      // --parallel counts messages toward --commit-every as they are
+      // handled (Collect), not as they are queued.
+      if (!dispatcher_ || !dispatcher_->parallel()) ++since_commit_;
       if (++delivered_ == f_.count || out_->broken()) return Status::Ok();
       continue;
     }
+    // --parallel: handlers still run (or --batch messages wait): their
+    // partitions are committed as they finish, by the interval and count
+    // of the check above, not at every one that ends.
+    const bool draining = dispatcher_ && dispatcher_->parallel() && dispatcher_->busy();
     // -e: every partition this member is assigned (none, for an idle
-    // member) is owned and read to the end it had when it was taken.
-    if (f_.exit_at_end && consumer_->finished() && waiting_ == 0) return Status::Ok();
+    // member) is owned and read to the end it had when it was taken (and
+    // with --parallel, handled).
+    if (f_.exit_at_end && consumer_->finished() && waiting_ == 0 && !draining)
+      return Status::Ok();
     // Every owned partition is at its committed end: hand over what is
     // buffered, commit, then wait for appends or the next membership probe.
     if (dispatcher_) {
       MQ_RETURN_IF_ERROR(dispatcher_->Flush());
+      if (dispatcher_->parallel()) {
+        Collect(0);
+        if (!stop_.ok()) return stop_;
+      }
       MarkHandled();
     } else if (out_->Flush()) {
       MarkFlushed();
     } else if (out_->broken()) {
       return Status::Ok();
     }
-    MQ_RETURN_IF_ERROR(Commit());
+    if (!draining) MQ_RETURN_IF_ERROR(Commit());
     const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
-    consumer_->WaitForAppend(wait);
+    if (dispatcher_ && dispatcher_->parallel() && dispatcher_->busy()) {
+      // Handlers run: the next one to end (or the next probe) comes first;
+      // appends are seen on the way round.
+      Collect(wait);
+      if (!stop_.ok()) return stop_;
+    } else {
+      consumer_->WaitForAppend(wait);
+    }
     ticks = 0;
   }
   return Status::Ok();
@@ -407,7 +484,17 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
 Status Member::Finish(bool completed) {
   if (dispatcher_) {
     Status flushed;
-    if (completed && dispatcher_->healthy()) flushed = dispatcher_->Flush();
+    if (dispatcher_->parallel()) {
+      // Completed: every message handed out is handled first. Otherwise
+      // nothing new starts, and the runs under way end (killed on an
+      // interrupt); what they handled is committed.
+      if (completed && dispatcher_->healthy()) flushed = dispatcher_->Drain();
+      else dispatcher_->Stop();
+      Collect(0);
+      if (flushed.ok()) flushed = stop_;
+    } else if (completed && dispatcher_->healthy()) {
+      flushed = dispatcher_->Flush();
+    }
     MarkHandled();
     Status committed = Commit();
     return flushed.ok() ? committed : flushed;
@@ -455,7 +542,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   }
 
   cli::Output out(1, 1 << 20);
-  Member m(f, settings, consumer->get(), &*group, &*member, &out,
+  Member m(f, settings, &*dir, consumer->get(), &*group, &*member, &out,
            dispatcher ? &*dispatcher : nullptr);
   Status s = m.Run(interrupted);
   Status fin = m.Finish(s.ok());

@@ -26,7 +26,7 @@ constexpr const char* kUsage =
     "[--header-filter NAME[=VALUE]]... [--skip-corrupt] [--max-batch-bytes N] [-q | -v] "
     "[--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
     "       mq-consume [-C DIR] -t TOPIC -G GROUP [group options] [--max-poll-interval MS] "
-    "[--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
+    "[--parallel N] [--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
     "       mq-consume [-C DIR] --list [-J]\n"
     "       mq-consume [-C DIR] --describe -G GROUP [-t TOPIC] [-J]\n"
     "       mq-consume [-C DIR] --reset-offsets -G GROUP -t TOPIC [-p N[,N]...] "

@@ -126,6 +126,10 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "-G --exec: a handler run longer than MS ms is stuck: the member gives up "
                  "(default 300000)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  app.add_option("--parallel", f->parallel,
+                 "-G --exec: run handlers of up to N partitions at once, one per partition "
+                 "(default 1)")
+      ->check(CLI::Range(1u, kMaxParallel));
   auto* q = app.add_flag("-q,--quiet", f->quiet, "no warnings on stderr");
   app.add_flag("-v,--verbose", f->verbose, "print a summary on stderr at exit")->excludes(q);
   k->excludes(K);
@@ -160,6 +164,7 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
     if (f.retry_backoff_ms) return Usage("--retry-backoff needs --exec");
     if (f.dlq) return Usage("--dlq needs --exec");
     if (f.max_poll_interval_ms) return Usage("--max-poll-interval needs -G GROUP and --exec");
+    if (f.parallel) return Usage("--parallel needs -G GROUP and --exec");
     return std::optional<HandlerOptions>();
   }
   if (f.exec.empty()) return Usage("--exec: no command given (--exec CMD [ARG]...)");
@@ -169,6 +174,7 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
                  "(-k -K -D -0 --raw -f -J -Z) do not apply");
   if (f.max_poll_interval_ms && !f.group)
     return Usage("--max-poll-interval needs a consumer group (-G GROUP)");
+  if (f.parallel && !f.group) return Usage("--parallel needs a consumer group (-G GROUP)");
   if (f.ack_fd)
     return Usage("--ack-fd: with --exec a message is handed over when its handler succeeds");
   HandlerOptions h;
@@ -183,6 +189,7 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
     h.dlq = f.dlq;
   }
   if (f.group) h.max_run_ms = f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs);
+  h.parallel = f.parallel.value_or(1);
   h.quiet = f.quiet;
   return std::optional<HandlerOptions>(std::move(h));
 }

@@ -47,6 +47,7 @@ struct Flags {
   std::optional<uint32_t> retry_backoff_ms;
   std::optional<std::string> dlq;
   std::optional<int64_t> max_poll_interval_ms;
+  std::optional<uint32_t> parallel;
   AdminFlags admin;  // --list, --describe, --reset-offsets, --delete
 };
 
@@ -59,6 +60,8 @@ void TakeExec(int* argc, char** argv, Flags* f);
 
 // --max-poll-interval's default (Kafka's max.poll.interval.ms).
 constexpr int64_t kDefaultMaxPollIntervalMs = 300000;
+// --parallel's largest N: a thread and a handler process each.
+constexpr uint32_t kMaxParallel = 256;
 
 // What the flags ask for, checked before the data directory is opened.
 // Errors are usage errors (kInvalidArgument).

@@ -84,6 +84,10 @@ struct OffsetCommit {
   int64_t offset = 0;
   int32_t leader_epoch = kNoLeaderEpoch;
   int64_t dead_letters_added = 0;  // added to the partition's count
+  // R31's exception: >= 0, the committed offset this commit may lower
+  // (an owner found it past the log end, after a truncation). Accepted
+  // below the committed offset only while that is still exactly this.
+  int64_t lower_from = -1;
 };
 
 enum class CommitKind : uint8_t {
@@ -115,13 +119,19 @@ class Group {
   // Commits every entry of `commits` or none (R31, R32), by `member_id`
   // (empty or R12) at `now_ms` (kNoTimestamp: the clock's time). kForward
   // refuses (kInvalidArgument, nothing written) an offset below the
-  // committed one; kReset first takes group.lock exclusively without
-  // blocking (kBusy, exit 75, while a member is alive) and may move offsets
-  // backwards, and writes an empty member id. Partitions not named keep
-  // their entries. A corrupt offsets
+  // committed one, unless the entry's lower_from is that offset; kReset may move offsets backwards and writes an empty
+  // member id, under group.lock held exclusively: `reset_lock` when given
+  // (from LockForReset, taken before the caller read what it plans from),
+  // otherwise taken here without blocking (kBusy, exit 75, while a member
+  // is alive). Partitions not named keep their entries. A corrupt offsets
   // file is never replaced: its corruption is returned.
   Status Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
-                CommitKind kind = CommitKind::kForward, int64_t now_ms = kNoTimestamp);
+                CommitKind kind = CommitKind::kForward, int64_t now_ms = kNoTimestamp,
+                const FileLock* reset_lock = nullptr);
+  // group.lock exclusively, without blocking (R33): kBusy (exit 75) naming
+  // the lock while any member is alive. Held, no member can join: what a
+  // reset reads (committed offsets, log bounds) stays what it writes over.
+  Result<FileLock> LockForReset() const;
   // Counts a rebalance at `now_ms` (R32's procedure; offsets unchanged).
   Status RecordRebalance(int64_t now_ms = kNoTimestamp);
 

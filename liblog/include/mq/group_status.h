@@ -43,6 +43,7 @@ enum class CommittedPosition : uint8_t {
   kAboveLogEnd,   // the log was truncated below the committed offset
   kNoTopic,       // the topic is gone
   kNoPartition,   // the topic has no such partition
+  kUnreadable,    // the partition's log could not be read (`error` says why)
 };
 
 struct GroupPartitionStatus {
@@ -50,7 +51,7 @@ struct GroupPartitionStatus {
   int32_t partition = 0;
   std::optional<CommittedOffset> committed;
   CommittedPosition position = CommittedPosition::kNone;
-  LogBounds log;  // meaningful unless kNoTopic or kNoPartition
+  LogBounds log;  // meaningful unless kNoTopic, kNoPartition or kUnreadable
   // Where a member would resume: the committed offset raised to the log
   // start or lowered to the log end (what mq-consume -G does, saying so).
   // nullopt without a committed offset or a partition.
@@ -63,6 +64,9 @@ struct GroupPartitionStatus {
   // The member holding the partition's ownership lock; nullopt when nobody
   // does. An empty id: held, but its owner has not written its id yet.
   std::optional<std::string> owner;
+  // kUnreadable: why the log's bounds could not be read (a damaged state
+  // file, a directory that cannot be opened: the error names the file).
+  Status error;
 };
 
 struct GroupMemberStatus {
@@ -85,8 +89,9 @@ struct GroupDescription {
 
 // Describes `group`, limited to `topic` when given (which must exist:
 // kNotFound otherwise). A corrupt offsets file is its kCorruption (file,
-// position, rule). Members and owners are a snapshot: one may come or go
-// while the files are read.
+// position, rule). A partition whose log cannot be read is a row of its
+// own (kUnreadable, with the error); the other rows are complete. Members
+// and owners are a snapshot: one may come or go while the files are read.
 Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
                                        std::optional<std::string_view> topic = std::nullopt);
 
