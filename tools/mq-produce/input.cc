@@ -33,14 +33,13 @@ std::atomic<const char*> g_map_begin{nullptr};
 std::atomic<size_t> g_map_bytes{0};
 char g_sigbus_message[512];
 size_t g_sigbus_message_bytes = 0;
-constexpr int kExitIoError = 74;  // sysexits EX_IOERR
 
 void OnSigbus(int sig, siginfo_t* info, void*) {
   const char* begin = g_map_begin.load();
   const char* at = static_cast<const char*>(info->si_addr);
   if (begin != nullptr && at >= begin && at < begin + g_map_bytes.load()) {
     (void)!::write(STDERR_FILENO, g_sigbus_message, g_sigbus_message_bytes);
-    ::_exit(kExitIoError);
+    ::_exit(cli::kExitIoErr);
   }
   // Not the input: the default action, when the faulting access runs again.
   struct sigaction dfl {};
@@ -239,7 +238,7 @@ int64_t MonotonicMs() {
 Result<ReadState> InputSource::Next(InputMessage* message,
                                     std::optional<int64_t> wait_until_ms) {
   if (!tried_map_ && regular_) Map();
-  if (map_ != nullptr) ReleaseBehind();
+  if (map_ != nullptr) ReleaseBehind();  // TryNext does not for a multi-byte delimiter
   if (TryNext(message)) return ReadState::kMessage;
   for (;;) {
     if (const char* hit = FindDelimiter()) {
