@@ -191,7 +191,78 @@ void SetPartitionLeaderEpoch(std::span<std::byte> batch, int32_t epoch) {
   coding::PutFixed32(batch.data() + kPartitionLeaderEpochOffset, static_cast<uint32_t>(epoch));
 }
 
-// ---- BatchBuilder: options, lifetime, and the header writer ---------------
+// ---- the header writer ------------------------------------------------------
+
+namespace {
+
+// Appends a batch to `out`: `header` (every field set but batchLength and
+// crc) followed by `payload` (its records, compressed as its attributes
+// say), then sets batchLength and computes the CRC over what follows it
+// (batch.md §3).
+Status AppendEncoded(const std::byte (&header)[kBatchHeaderSize], Bytes payload,
+                     std::vector<std::byte>* out) {
+  const uint64_t size = kBatchHeaderSize + payload.size();
+  if (size - kLogOverhead > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+    return Status(Code::kTooLarge, fmt::format("batch of {} bytes", size));
+  }
+  // Inserted rather than resized into: resizing `out` first would zero-fill
+  // every byte before it is written.
+  const size_t start = out->size();
+  out->insert(out->end(), header, header + kBatchHeaderSize);
+  out->insert(out->end(), payload.begin(), payload.end());
+  std::byte* batch = out->data() + start;
+  coding::PutFixed32(batch + kBatchLengthOffset, static_cast<uint32_t>(size - kLogOverhead));
+  coding::PutFixed32(batch + kCrcOffset,
+                     Crc32c(Bytes(batch + kAttributesOffset, size - kAttributesOffset)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ---- BatchCompressor ----------------------------------------------------------
+
+BatchCompressor::BatchCompressor(Compression compression, int zstd_level)
+    : compression_(compression), zstd_level_(zstd_level) {}
+
+BatchCompressor::~BatchCompressor() {
+  if (zstd_ctx_ != nullptr) compression::FreeCompressor(zstd_ctx_);
+}
+
+Status BatchCompressor::Compress(Bytes batches, std::vector<std::byte>* out) {
+  for (size_t at = 0; at < batches.size();) {
+    Bytes rest = batches.subspan(at);
+    if (rest.size() < kBatchHeaderSize) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("compress: {} bytes at {} is no batch", rest.size(), at));
+    }
+    const uint64_t size =
+        uint64_t{coding::GetFixed32(rest.data() + kBatchLengthOffset)} + kLogOverhead;
+    if (size < kBatchHeaderSize || size > rest.size()) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("compress: the batch at {} is cut short", at));
+    }
+    std::byte header[kBatchHeaderSize];
+    std::memcpy(header, rest.data(), kBatchHeaderSize);
+    const uint16_t attributes = coding::GetFixed16(header + kAttributesOffset);
+    if ((attributes & kCodecMask) != 0) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("compress: the batch at {} is compressed already", at));
+    }
+    Bytes payload = rest.subspan(kBatchHeaderSize, size - kBatchHeaderSize);
+    if (compression_ != Compression::kNone) {
+      MQ_RETURN_IF_ERROR(compression::Compress(compression_, payload, zstd_level_, &zstd_ctx_,
+                                               &compressed_));
+      payload = compressed_;
+    }
+    coding::PutFixed16(header + kAttributesOffset,
+                       static_cast<uint16_t>(attributes | static_cast<uint16_t>(compression_)));
+    MQ_RETURN_IF_ERROR(AppendEncoded(header, payload, out));
+    at += size;
+  }
+  return Status::Ok();
+}
+
+// ---- BatchBuilder: options, lifetime --------------------------------------------
 
 BatchBuilder::BatchBuilder(BatchOptions options) : options_(std::move(options)) {}
 
@@ -263,10 +334,6 @@ Status BatchBuilder::Finish(int64_t base_offset, std::vector<std::byte>* out) {
                                              &zstd_ctx_, &compressed_));
     payload = compressed_;
   }
-  const uint64_t size = kBatchHeaderSize + payload.size();
-  if (size - kLogOverhead > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-    return Status(Code::kTooLarge, fmt::format("batch of {} bytes", size));
-  }
   uint16_t attributes = static_cast<uint16_t>(options_.compression);
   if (options_.log_append_time) attributes |= kTimestampTypeBit;
   if (options_.is_transactional) attributes |= kTransactionalBit;
@@ -274,15 +341,11 @@ Status BatchBuilder::Finish(int64_t base_offset, std::vector<std::byte>* out) {
   const int64_t base_ts = options_.base_timestamp.value_or(base_timestamp_);
   const int64_t max_ts = options_.max_timestamp.value_or(max_timestamp_);
 
-  // The header is built here and inserted with the records: resizing
-  // `out` first would zero-fill every byte before it is written.
-  const size_t start = out->size();
-  std::byte p[kBatchHeaderSize];
+  std::byte p[kBatchHeaderSize] = {};
   using coding::PutFixed16;
   using coding::PutFixed32;
   using coding::PutFixed64;
   PutFixed64(p + kBaseOffsetOffset, static_cast<uint64_t>(base_offset));
-  PutFixed32(p + kBatchLengthOffset, static_cast<uint32_t>(size - kLogOverhead));
   PutFixed32(p + kPartitionLeaderEpochOffset, static_cast<uint32_t>(options_.partition_leader_epoch));
   p[kMagicOffset] = std::byte(kMagicV2);
   PutFixed16(p + kAttributesOffset, attributes);
@@ -293,10 +356,7 @@ Status BatchBuilder::Finish(int64_t base_offset, std::vector<std::byte>* out) {
   PutFixed16(p + kProducerEpochOffset, static_cast<uint16_t>(options_.producer_epoch));
   PutFixed32(p + kBaseSequenceOffset, static_cast<uint32_t>(options_.base_sequence));
   PutFixed32(p + kRecordsCountOffset, static_cast<uint32_t>(count_));
-  out->insert(out->end(), p, p + kBatchHeaderSize);
-  out->insert(out->end(), payload.begin(), payload.end());
-  std::byte* batch = out->data() + start;
-  PutFixed32(batch + kCrcOffset, Crc32c(Bytes(batch + kAttributesOffset, size - kAttributesOffset)));
+  MQ_RETURN_IF_ERROR(AppendEncoded(p, payload, out));
 
   used_ = 0;
   count_ = 0;

@@ -29,6 +29,14 @@ for mode in one all; do
   "${pin[@]}" "$P" -C "$D" -t plain --create -q "$WORK/values"
   for p in 0 1 2; do "$C" -C "$D" -t keyed -p "$p" -e -q >"$WORK/$mode.keyed.$p"; done
   "$C" -C "$D" -t plain -e -q | cmp - "$WORK/values" || fail "$mode CPU(s): one partition is not byte-exact"
+  # Compressed: built plain and compressed by the appending thread when
+  # there is one; the same messages, and batches that really are compressed.
+  for z in zstd lz4 gzip snappy; do
+    "${pin[@]}" "$P" -C "$D" -t "z$z" --create -z "$z" -q "$WORK/values"
+    "$C" -C "$D" -t "z$z" -e -q | cmp - "$WORK/values" || fail "$mode CPU(s): -z $z is not byte-exact"
+    size=$(cat "$D/z$z-0"/*.log | wc -c)
+    ((size < $(wc -c <"$WORK/values") / 4)) || fail "$mode CPU(s): -z $z log is $size bytes: not compressed"
+  done
   "$INSPECT" --verify "$D" >/dev/null || fail "$mode CPU(s): the data directory does not verify"
 done
 for p in 0 1 2; do

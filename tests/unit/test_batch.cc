@@ -1,7 +1,11 @@
 // Batch header rules R1-R7 and R19 (format-spec/README.md §11), one TEST_CASE each.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <random>
+#include <string>
 
 #include "batch_test_util.h"
 
@@ -297,4 +301,63 @@ TEST_CASE("batch: codec names", "[batch]") {
   CHECK(mq::CompressionName(mq::Compression::kSnappy) == "snappy");
   CHECK(mq::CompressionName(mq::Compression::kLz4) == "lz4");
   CHECK(mq::CompressionName(mq::Compression::kZstd) == "zstd");
+}
+
+TEST_CASE("batch compressor: an uncompressed batch becomes the bytes Finish writes compressed",
+          "[batch]") {
+  uint64_t seed = std::random_device{}();
+  if (const char* s = std::getenv("MQ_TEST_SEED")) seed = std::strtoull(s, nullptr, 10);
+  std::printf("batch compressor: seed %llu (MQ_TEST_SEED to repeat)\n",
+              static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  INFO("seed " << seed);
+  for (mq::Compression c : {mq::Compression::kNone, mq::Compression::kGzip,
+                            mq::Compression::kSnappy, mq::Compression::kLz4,
+                            mq::Compression::kZstd}) {
+    INFO("codec " << mq::CompressionName(c));
+    mq::BatchOptions o;
+    o.producer_id = 7;
+    o.producer_epoch = 1;
+    o.base_sequence = 100;
+    o.log_append_time = c == mq::Compression::kGzip;
+    mq::BatchOptions plain_options = o;
+    o.compression = c;
+    mq::BatchBuilder compressed(o), plain(plain_options);
+    mq::BatchCompressor compressor(c, 3);
+    std::vector<std::byte> want, uncompressed, got;
+    for (int batch = 0; batch < 5; ++batch) {
+      const int n = static_cast<int>(rng() % 40);
+      std::vector<std::string> values;
+      for (int i = 0; i < n; ++i) values.push_back(std::string(rng() % 300, char('a' + rng() % 26)));
+      for (int i = 0; i < n; ++i) {
+        mq::RecordInput r;
+        r.timestamp = 1700000000000 + static_cast<int64_t>(rng() % 1000);
+        r.value = mq::AsBytes(values[static_cast<size_t>(i)]);
+        if (i % 3 == 0) r.key = mq::AsBytes(values[0]);
+        compressed.Add(r);
+        plain.Add(r);
+      }
+      const size_t at = uncompressed.size();
+      REQUIRE(compressed.Finish(1000 + batch, &want).ok());
+      REQUIRE(plain.Finish(1000 + batch, &uncompressed).ok());
+      REQUIRE(compressor.Compress(std::span<const std::byte>(uncompressed).subspan(at), &got).ok());
+    }
+    CHECK(got == want);
+    // All five at once: the same bytes.
+    std::vector<std::byte> all;
+    REQUIRE(compressor.Compress(uncompressed, &all).ok());
+    CHECK(all == want);
+    // Cut short: refused.
+    std::vector<std::byte> cut;
+    CHECK(compressor.Compress(std::span<const std::byte>(uncompressed).first(uncompressed.size() - 1), &cut)
+              .code() == mq::Code::kInvalidArgument);
+    // Twice compressed, or not a batch: refused.
+    if (c != mq::Compression::kNone) {
+      std::vector<std::byte> again;
+      CHECK(compressor.Compress(want, &again).code() == mq::Code::kInvalidArgument);
+    }
+    std::vector<std::byte> short_out;
+    CHECK(compressor.Compress(std::span<const std::byte>(uncompressed).first(60), &short_out).code() ==
+          mq::Code::kInvalidArgument);
+  }
 }

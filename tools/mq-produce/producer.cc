@@ -46,10 +46,11 @@ size_t EstimatedSize(const Message& m) {
 
 Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out)
     : dir_(dir), options_(std::move(options)), out_(out) {
+  compress_on_append_ = options_.writer_thread && options_.compression != Compression::kNone;
   parts_.resize(static_cast<size_t>(options_.partitions));
   stats_.per_partition.assign(parts_.size(), 0);
   BatchOptions b;
-  b.compression = options_.compression;
+  b.compression = BuilderCompression();
   b.zstd_level = options_.zstd_level;
   if (options_.producer_id >= 0) {
     b.producer_id = options_.producer_id;
@@ -68,6 +69,22 @@ size_t Producer::GroupBytes() const {
   return (options_.partition_append_bytes > 0 ? options_.partition_append_bytes
                                               : options_.append_bytes) +
          2 * options_.batch_bytes;
+}
+
+Compression Producer::BuilderCompression() const {
+  // With the writer thread, batches are compressed there (BatchCompressor
+  // gives the bytes the builder would have).
+  return compress_on_append_ ? Compression::kNone : options_.compression;
+}
+
+Status Producer::AppendFinished(int32_t p, std::span<std::byte> bytes, uint64_t messages) {
+  if (!compress_on_append_) return AppendNow(p, bytes, messages);
+  if (!compressor_) {
+    compressor_ = std::make_unique<BatchCompressor>(options_.compression, options_.zstd_level);
+  }
+  compressed_.clear();
+  MQ_RETURN_IF_ERROR(compressor_->Compress(bytes, &compressed_));
+  return AppendNow(p, compressed_, messages);
 }
 
 const ProducerStats& Producer::stats() const {
@@ -129,7 +146,7 @@ Status Producer::Send(const Message& m) {
   }
   if (ps.builder.count() == 0 && options_.producer_id >= 0) {
     BatchOptions b;
-    b.compression = options_.compression;
+    b.compression = BuilderCompression();
     b.zstd_level = options_.zstd_level;
     b.producer_id = options_.producer_id;
     b.producer_epoch = 0;
@@ -243,7 +260,7 @@ Status Producer::AppendPartition(int32_t p) {
   ps.queued_bytes = 0;
   ps.dirty = false;
   if (!options_.writer_thread) {
-    Status s = AppendNow(p, ps.out, messages);
+    Status s = AppendFinished(p, ps.out, messages);
     ps.out.clear();
     // Keep memory near partitions x batch size, not partitions x append size.
     if (options_.partitions > 1 &&
@@ -278,9 +295,11 @@ Status Producer::AppendPartition(int32_t p) {
       }
       pthread_sigmask(SIG_SETMASK, &old, nullptr);
       if (!writer_.joinable()) {
+        // (Batches built for it are still compressed before they are
+        // appended.)
         options_.writer_thread = false;
         lock.unlock();
-        return AppendNow(p, job.bytes, messages);
+        return AppendFinished(p, job.bytes, messages);
       }
     }
     in_flight_ += job.bytes.size();
@@ -303,7 +322,7 @@ void Producer::WriterLoop() {
     if (failed_.ok()) {
       appending_ = true;
       lock.unlock();
-      Status s = AppendNow(job.partition, job.bytes, job.messages);
+      Status s = AppendFinished(job.partition, job.bytes, job.messages);
       lock.lock();
       appending_ = false;
       if (!s.ok()) failed_ = s;

@@ -117,6 +117,11 @@ class Producer {
   // failure, if any.
   Status Drain();
   void WriterLoop();
+  // The codec batches are built with: none when they are compressed on
+  // the way to the appender (compress_on_append_).
+  Compression BuilderCompression() const;
+  // AppendNow, compressing `bytes` first when they were built uncompressed.
+  Status AppendFinished(int32_t p, std::span<std::byte> bytes, uint64_t messages);
   // Bytes a lone partition's buffer of finished batches may reach.
   size_t GroupBytes() const;
   void StopWriter();
@@ -153,6 +158,11 @@ class Producer {
   bool stop_ = false;
   Status failed_;                       // the first failed append: no more after it
   std::vector<std::vector<std::byte>> spare_;  // emptied job buffers, for reuse
+  // Batches are built uncompressed and compressed by the thread that
+  // appends them (the writer thread, when there is one).
+  bool compress_on_append_ = false;
+  std::unique_ptr<BatchCompressor> compressor_;
+  std::vector<std::byte> compressed_;  // a job, compressed
 };
 
 }  // namespace mq::produce

@@ -257,6 +257,30 @@ class BatchBuilder {
   void* zstd_ctx_ = nullptr;  // ZSTD_CCtx, reused across batches
 };
 
+// Compresses finished batches: one that BatchBuilder::Finish wrote without
+// compression becomes the batch Finish would have written with it (the same
+// bytes), so compressing can happen on another thread than building. Keeps
+// a zstd context across calls; one compressor per thread.
+class BatchCompressor {
+ public:
+  BatchCompressor(Compression compression, int zstd_level);
+  ~BatchCompressor();
+  BatchCompressor(const BatchCompressor&) = delete;
+  BatchCompressor& operator=(const BatchCompressor&) = delete;
+
+  // Appends each batch of `batches` (uncompressed batches back to back, as
+  // Finish wrote them; trusted: the caller built them) compressed to `out`.
+  // kInvalidArgument for bytes that are no batch, a batch cut short or one
+  // compressed already; else fails as Finish does.
+  Status Compress(Bytes batches, std::vector<std::byte>* out);
+
+ private:
+  Compression compression_;
+  int zstd_level_;
+  void* zstd_ctx_ = nullptr;  // ZSTD_CCtx
+  std::vector<std::byte> compressed_;
+};
+
 // Rewrites the baseOffset field (not covered by the CRC) of an encoded batch.
 void SetBaseOffset(std::span<std::byte> batch, int64_t base_offset);
 // Rewrites partitionLeaderEpoch (not covered by the CRC).
