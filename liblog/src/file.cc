@@ -191,11 +191,18 @@ std::string PathAt(int dir_fd, const std::string& name) {
 
 Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
                                    unsigned mode) {
+  struct stat st;
+  return OpenRegularFileAt(dir_fd, name, flags, mode, &st, false);
+}
+
+Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
+                                   unsigned mode, struct ::stat* out, bool looked) {
   // Look before opening: refuses a planted FIFO or device without opening
   // it at all (opening a device can have effects). The fstat below closes
   // the race with a swap between the two calls.
-  struct stat st;
-  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+  struct stat& st = *out;
+  if (!looked && ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      !S_ISREG(st.st_mode))
     return Refused(dir_fd, name, st.st_mode);
   int fd = ::openat(dir_fd, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
                     static_cast<mode_t>(mode));
@@ -210,8 +217,9 @@ Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flag
   UniqueFd owned(fd);
   if (::fstat(fd, &st) != 0) return ErrnoStatus(PathAt(dir_fd, name) + ": fstat", errno);
   if (!S_ISREG(st.st_mode)) return Refused(dir_fd, name, st.st_mode);
-  const int fl = ::fcntl(fd, F_GETFL);
-  if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+  // F_SETFL changes only the status flags (the access mode and creation
+  // flags in `flags` are ignored): the ones asked for, without O_NONBLOCK.
+  if (::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
     return ErrnoStatus(PathAt(dir_fd, name) + ": fcntl", errno);
   return owned;
 }

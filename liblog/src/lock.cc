@@ -40,6 +40,16 @@ Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create
   return lock;
 }
 
+Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create,
+                                std::string path) {
+  auto fd = OpenRegularFileAt(dir_fd, name, create ? O_RDWR | O_CREAT : O_RDONLY);
+  if (!fd) return fd.error();
+  FileLock lock;
+  lock.fd_ = std::move(*fd);
+  lock.path_ = std::move(path);
+  return lock;
+}
+
 Result<FileLock> FileLock::Acquire(int dir_fd, const std::string& name, LockMode mode,
                                    LockWait wait) {
   for (int attempt = 0;; ++attempt) {

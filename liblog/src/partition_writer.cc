@@ -93,13 +93,17 @@ struct PartitionWriter::Impl {
 
   Status Recover(RecoveryReport* report, bool recreated);
   Result<bool> OpenSameBoot(const StateFields& prev, std::vector<int64_t> list,
-                            RecoveryReport* report);
+                            const std::vector<int64_t>& snapshots, RecoveryReport* report);
   Status OpenActive(int64_t base, uint64_t size);
   Result<bool> OpenActive(int64_t base, uint64_t size, std::unique_ptr<File> open_log,
                           std::optional<uint64_t> check_log_size);
   Status Sync();
   Status Publish();
-  Status ReplayProducers(int64_t from_offset);
+  // `active_log`: the active segment's log, open on the file the committed
+  // state names (null: opened when needed); `snapshots`: the snapshot
+  // offsets of a listing made under the lock (null: listed here).
+  Status ReplayProducers(File* active_log = nullptr,
+                         const std::vector<int64_t>* snapshots = nullptr);
   Status ReplayRange(int64_t from_base, uint64_t from_pos);
   Status Roll();
   Status WriteIndexBuffers();
@@ -206,7 +210,7 @@ Result<bool> PartitionWriter::Impl::OpenActive(int64_t base, uint64_t size,
   offset_buf.clear();
   time_buf.clear();
   uint64_t from = last_entry ? last_entry->position : 0;
-  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd.get(), fs, config.limits, base, from, size,
+  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd.get(), fs, config.limits, base, log.get(), from, size,
                                    [&](const BatchHeader& h, uint64_t pos) {
                                      ib.Add(h, pos, &offset_buf, &time_buf);
                                    }));
@@ -259,8 +263,9 @@ Status PartitionWriter::Impl::ReplayRange(int64_t from_base, uint64_t from_pos) 
 
 // Rebuilds the producer table: newest snapshot, then replay of the batches
 // at or after it.
-Status PartitionWriter::Impl::ReplayProducers(int64_t) {
-  auto from = producers.LoadSnapshot(dir_fd.get(), fields.log_end_offset);
+Status PartitionWriter::Impl::ReplayProducers(File* active_log,
+                                             const std::vector<int64_t>* snapshots) {
+  auto from = producers.LoadSnapshot(dir_fd.get(), fields.log_end_offset, snapshots);
   if (!from) return from.error();
   int64_t start = *from;
   // Nothing after the snapshot: the table is the snapshot's (no snapshot
@@ -289,7 +294,8 @@ Status PartitionWriter::Impl::ReplayProducers(int64_t) {
     uint64_t first_after = to;
     // The segment holding the snapshot is read from the batch before it
     // (offset index), the later ones whole.
-    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(dir_fd.get(), fs, config.limits, base, start, to,
+    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(dir_fd.get(), fs, config.limits, base,
+                                         active ? active_log : nullptr, start, to,
                                          [&](const BatchHeader& h, uint64_t pos) {
                                            if (h.base_offset < start) return;
                                            if (first_after == to) first_after = pos;
@@ -340,7 +346,7 @@ Status PartitionWriter::Impl::Sync() {
     if (same_history)
       MQ_RETURN_IF_ERROR(ReplayRange(old.end_segment_base, old.end_position));
     else
-      MQ_RETURN_IF_ERROR(ReplayProducers(0));
+      MQ_RETURN_IF_ERROR(ReplayProducers());
     MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
     generation = gen;
   }
@@ -413,6 +419,7 @@ Status PartitionWriter::Impl::SyncAll() {
 // changed) when the log does not hold the committed end: that is damage,
 // left to the full recovery of §12, which reports it.
 Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::vector<int64_t> list,
+                                                 const std::vector<int64_t>& snapshots,
                                                  RecoveryReport* report) {
   int fd = dir_fd.get();
   if (!std::binary_search(list.begin(), list.end(), prev.end_segment_base)) return false;
@@ -468,7 +475,8 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
                                 "index-rebuilt", "R23: index inconsistent with its log; rebuilt"});
     MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
   }
-  MQ_RETURN_IF_ERROR(ReplayProducers(0));
+  // The log just opened (or reopened after a rebuild) is the active one.
+  MQ_RETURN_IF_ERROR(ReplayProducers(log.get(), &snapshots));
   stale_check = false;
   state.SetAppending(false);
   MQ_RETURN_IF_ERROR(Publish());
@@ -479,11 +487,12 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
 // found invalid (a writer died inside Publish).
 Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   int fd = dir_fd.get();
-  auto list = ListSegments(fd);
+  std::vector<int64_t> snapshots;
+  auto list = ListSegments(fd, &snapshots);
   if (!list) return list.error();
   auto old = state.Read();
   if (old && !recreated && old->same_boot() && !list->empty()) {
-    auto done = OpenSameBoot(*old, *list, report);
+    auto done = OpenSameBoot(*old, *list, snapshots, report);
     if (!done) return done.error();
     if (*done) return Status::Ok();
     report->repaired.push_back(
@@ -513,7 +522,7 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   fields.log_start_offset = std::clamp(trusted ? prev.log_start_offset : segments.front(),
                                        segments.front(), recovered->log_end_offset);
   fields.recovery_point = trusted ? std::min(prev.recovery_point, recovered->log_end_offset) : 0;
-  MQ_RETURN_IF_ERROR(ReplayProducers(0));
+  MQ_RETURN_IF_ERROR(ReplayProducers(nullptr, &snapshots));
   MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
   stale_check = false;  // recovery cut the tail already
   state.SetAppending(false);
@@ -540,7 +549,7 @@ Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string
   if (!dfd) return dfd.error();
   impl->dir_fd = std::move(*dfd);
   int dir_fd = impl->dir_fd.get();
-  auto lock = WriterLock::Open(dir_fd);
+  auto lock = WriterLock::Open(dir_fd, dir);
   if (!lock) return lock.error();
   impl->lock = std::move(*lock);
   MQ_RETURN_IF_ERROR(impl->lock.Lock());
@@ -733,7 +742,7 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
   MQ_RETURN_IF_ERROR((*log)->Truncate(cut));
   MQ_RETURN_IF_ERROR(RebuildIndexes(dir_fd, w.fs, w.config, keep, cut, false));
   MQ_RETURN_IF_ERROR(w.fs->SyncDir(dir_fd));
-  MQ_RETURN_IF_ERROR(w.ReplayProducers(0));  // also drops snapshots past the end
+  MQ_RETURN_IF_ERROR(w.ReplayProducers());  // also drops snapshots past the end
   return w.OpenActive(keep, cut);
 }
 

@@ -175,6 +175,8 @@ Status WriteAtomic(int dir_fd, const std::string& name, std::span<const std::byt
 
 }  // namespace
 
+int64_t SnapshotFileOffset(const char* name) { return SnapshotOffset(name); }
+
 Result<std::optional<AppendResult>> ProducerStateTable::CheckAppend(
     const BatchHeader& header) const {
   if (!header.has_producer_id()) return std::optional<AppendResult>();
@@ -302,9 +304,10 @@ static Status DecodeSnapshot(std::span<const std::byte> data, const std::string&
   return Status::Ok();
 }
 
-Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end) {
+Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end,
+                                                 const std::vector<int64_t>* listed) {
   entries_.clear();
-  auto offsets = ListSnapshots(dir_fd);
+  auto offsets = listed ? Result<std::vector<int64_t>>(*listed) : ListSnapshots(dir_fd);
   if (!offsets) return offsets.error();
   // A snapshot past the log end describes records that are gone (the log
   // was truncated): it must never be read once the log grows past it again.

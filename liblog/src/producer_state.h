@@ -24,6 +24,10 @@ namespace mq {
 // less than this much of the active segment (the next open replays them).
 constexpr uint64_t kSnapshotReplayBytes = 256 << 10;
 
+// The offset named by a snapshot file name `<20 digits>.snapshot`, or -1
+// for any other name.
+int64_t SnapshotFileOffset(const char* name);
+
 struct ProducerBatchInfo {
   int32_t first_sequence = 0;
   int32_t last_sequence = 0;
@@ -58,7 +62,10 @@ class ProducerStateTable {
   // and the next older one tried (rebuilt by replay). Snapshots with an
   // offset > `log_end` describe a truncated log and are deleted (pass
   // INT64_MAX to only read).
-  Result<int64_t> LoadSnapshot(int dir_fd, int64_t log_end);
+  // `listed`: the snapshot offsets of a listing of the directory just made
+  // (under the writer lock), ascending; null: listed here.
+  Result<int64_t> LoadSnapshot(int dir_fd, int64_t log_end,
+                               const std::vector<int64_t>* listed = nullptr);
   // Writes `<next_offset>.snapshot` atomically and removes older ones beyond
   // the newest two.
   // With `sync` false the file is neither fsynced nor is the directory (for

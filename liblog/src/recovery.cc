@@ -174,15 +174,20 @@ namespace {
 // from the offset index's largest entry below that offset when it checks
 // out) to byte `to`.
 Status WalkHeaders(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                   uint64_t from, std::optional<int64_t> from_offset, uint64_t to,
+                   File* log, uint64_t from, std::optional<int64_t> from_offset, uint64_t to,
                    const std::function<void(const BatchHeader&, uint64_t)>& fn) {
   std::string name = SegmentFileName(base, format::kLogSuffix);
-  auto file = fs->Open(dir_fd, name, FileSystem::kRead);
-  if (!file) return file.error();
+  std::unique_ptr<File> opened;
+  if (log == nullptr) {
+    auto file = fs->Open(dir_fd, name, FileSystem::kRead);
+    if (!file) return file.error();
+    opened = std::move(*file);
+    log = opened.get();
+  }
   // Headers only: a small chunk, and Peek never needs more than the header
   // plus (for a batch larger than the chunk) one refill.
   BatchCursor cursor(limits, 64 << 10);
-  cursor.Reset(file->get(), name, to);
+  cursor.Reset(log, name, to);
   uint64_t pos = from;
   if (from_offset && *from_offset > base) {
     auto idx = MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix),
@@ -212,13 +217,25 @@ Status WalkHeaders(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64
 Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
                      uint64_t from, uint64_t to,
                      const std::function<void(const BatchHeader&, uint64_t)>& fn) {
-  return WalkHeaders(dir_fd, fs, limits, base, from, std::nullopt, to, fn);
+  return WalkHeaders(dir_fd, fs, limits, base, nullptr, from, std::nullopt, to, fn);
+}
+
+Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                     File* log, uint64_t from, uint64_t to,
+                     const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  return WalkHeaders(dir_fd, fs, limits, base, log, from, std::nullopt, to, fn);
+}
+
+Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                         File* log, int64_t offset, uint64_t to,
+                         const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  return WalkHeaders(dir_fd, fs, limits, base, log, 0, offset, to, fn);
 }
 
 Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
                          int64_t offset, uint64_t to,
                          const std::function<void(const BatchHeader&, uint64_t)>& fn) {
-  return WalkHeaders(dir_fd, fs, limits, base, 0, offset, to, fn);
+  return WalkHeaders(dir_fd, fs, limits, base, nullptr, 0, offset, to, fn);
 }
 
 Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,

@@ -45,6 +45,14 @@ Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int
 Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
                          int64_t offset, uint64_t to,
                          const std::function<void(const BatchHeader&, uint64_t)>& fn);
+// Both, reading segment `base`'s log through `log` (open on it already;
+// null: opened here).
+Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                     File* log, uint64_t from, uint64_t to,
+                     const std::function<void(const BatchHeader&, uint64_t)>& fn);
+Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                         File* log, int64_t offset, uint64_t to,
+                         const std::function<void(const BatchHeader&, uint64_t)>& fn);
 
 // R25's cheap check of a rolled segment's indexes: sizes are multiples of
 // the entry size, the last time entry's offset lies in [base, next_base),

@@ -14,6 +14,7 @@
 #include "format.h"
 #include "mq/crc32c.h"
 #include "mq/segment.h"
+#include "producer_state.h"
 
 namespace mq {
 
@@ -50,26 +51,38 @@ bool IsTempName(const std::string& name) {
   return name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
 }
 
-Result<std::vector<int64_t>> ListSegments(int dir_fd) {
-  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("list partition directory", errno);
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus("list partition directory", err);
-  }
+Result<std::vector<int64_t>> ListSegments(int dir_fd) { return ListSegments(dir_fd, nullptr); }
+
+Result<std::vector<int64_t>> ListSegments(int dir_fd, std::vector<int64_t>* snapshots) {
+  if (snapshots) snapshots->clear();
+  // getdents64 on a fresh descriptor of the directory (its own position),
+  // without the stdio-like DIR machinery: a partition directory is opened
+  // at every writer open.
+  UniqueFd fd(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus("list partition directory", errno);
   std::vector<int64_t> bases;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.size() != format::kSegmentNameDigits + std::strlen(format::kLogSuffix)) continue;
-    if (name.compare(format::kSegmentNameDigits, std::string::npos, format::kLogSuffix) != 0)
-      continue;
-    auto base = SegmentBaseOffset(name);
-    if (base) bases.push_back(*base);
+  alignas(struct dirent64) char buf[8192];
+  for (;;) {
+    const ssize_t n = ::getdents64(fd.get(), buf, sizeof buf);
+    if (n < 0) return ErrnoStatus("list partition directory", errno);
+    if (n == 0) break;
+    for (ssize_t at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(buf + at);
+      at += e->d_reclen;
+      const char* name = e->d_name;
+      if (snapshots) {
+        const int64_t off = SnapshotFileOffset(name);
+        if (off >= 0) snapshots->push_back(off);
+      }
+      const size_t len = std::strlen(name);
+      if (len != format::kSegmentNameDigits + std::strlen(format::kLogSuffix)) continue;
+      if (std::strcmp(name + format::kSegmentNameDigits, format::kLogSuffix) != 0) continue;
+      auto base = SegmentBaseOffset(name);
+      if (base) bases.push_back(*base);
+    }
   }
-  ::closedir(d);
   std::sort(bases.begin(), bases.end());
+  if (snapshots) std::sort(snapshots->begin(), snapshots->end());
   return bases;
 }
 
@@ -101,8 +114,13 @@ Status BatchCursor::Fill(uint64_t pos, size_t n) {
   // Never more than the largest batch plus one chunk (Peek checks sizes
   // against the limits before asking).
   len = std::min<size_t>(len, size_t{limits_.max_batch_bytes} + chunk_);
-  if (buf_.size() < len) buf_.resize(len);
-  auto got = file_->ReadAt(pos, std::span<std::byte>(buf_.data(), len));
+  if (buf_cap_ < len) {
+    buf_.reset();  // the old buffer first: never two large ones at once
+    buf_cap_ = 0;
+    buf_.reset(new std::byte[len]);
+    buf_cap_ = len;
+  }
+  auto got = file_->ReadAt(pos, std::span<std::byte>(buf_.get(), len));
   if (!got) return got.error();
   buf_pos_ = pos;
   buf_len_ = *got;
@@ -114,7 +132,7 @@ Result<BatchCursor::Step> BatchCursor::Peek(uint64_t pos, BatchHeader* header, B
   MQ_RETURN_IF_ERROR(Fill(pos, format::kBatchHeaderSize));
   auto available = [&] {
     size_t off = static_cast<size_t>(pos - buf_pos_);
-    return Bytes(buf_.data() + off, buf_len_ - off);
+    return Bytes(buf_.get() + off, buf_len_ - off);
   };
   auto probe = ProbeBatch(available(), header, limits_, name_, pos);
   if (!probe) return probe.error();
@@ -244,7 +262,7 @@ Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from, Resync
     if (avail < format::kBatchHeaderSize) break;
     // Magic first, over the whole buffer at once: the next position whose
     // magic byte is 2 and whose header is in the buffer.
-    const std::byte* at = buf_.data() + (p - buf_pos_);
+    const std::byte* at = buf_.get() + (p - buf_pos_);
     size_t positions = avail - format::kBatchHeaderSize + 1;
     const void* hit = std::memchr(at + format::kMagicOffset, format::kMagicV2, positions);
     if (hit == nullptr) {
@@ -252,7 +270,7 @@ Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from, Resync
       continue;
     }
     p += static_cast<uint64_t>(static_cast<const std::byte*>(hit) - (at + format::kMagicOffset));
-    const std::byte* b = buf_.data() + (p - buf_pos_);
+    const std::byte* b = buf_.get() + (p - buf_pos_);
     uint64_t len = LoadBig32(b + format::kBatchLengthOffset);
     if (len < format::kBatchHeaderSize - format::kLogOverhead ||
         len + format::kLogOverhead > limits_.max_batch_bytes ||

@@ -37,6 +37,10 @@ inline void StoreBig64(std::byte* p, uint64_t v) {
 // Base offsets of the `<20 digits>.log` files in `dir_fd`, ascending. Other
 // names are ignored (they are not segments).
 Result<std::vector<int64_t>> ListSegments(int dir_fd);
+// The same, also filling `*snapshots` with the offsets of the producer
+// snapshots (`<20 digits>.snapshot`, producer.md §10.2) found in the same
+// listing, ascending.
+Result<std::vector<int64_t>> ListSegments(int dir_fd, std::vector<int64_t>* snapshots);
 
 // Names of the temporary files a crashed writer may leave (`*.tmp`).
 bool IsTempName(const std::string& name);
@@ -85,7 +89,9 @@ class BatchCursor {
   File* file_ = nullptr;
   std::string name_;
   uint64_t end_ = 0;
-  std::vector<std::byte> buf_;
+  // Read into, never zeroed first (std::vector would zero every growth).
+  std::unique_ptr<std::byte[]> buf_;
+  size_t buf_cap_ = 0;
   uint64_t buf_pos_ = 0;
   size_t buf_len_ = 0;
 };

@@ -146,7 +146,8 @@ StateFile::~StateFile() = default;
 
 namespace {
 
-Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable);
+Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable,
+                                                  bool looked = false);
 
 }  // namespace
 
@@ -170,7 +171,8 @@ Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const Stat
         {}, sync));
     *recreated = true;
   }
-  auto impl = MapState(dir_fd, true);
+  // Found a regular file just now: not looked at again before opening.
+  auto impl = MapState(dir_fd, true, usable);
   if (!impl) return impl.error();
   StateFile out;
   out.impl_ = std::move(*impl);
@@ -187,14 +189,14 @@ Result<StateFile> StateFile::OpenForRead(int dir_fd) {
 
 namespace {
 
-Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable) {
-  auto opened = OpenRegularFileAt(dir_fd, kStateFileName, writable ? O_RDWR : O_RDONLY);
+Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable, bool looked) {
+  struct stat st;
+  auto opened = OpenRegularFileAt(dir_fd, kStateFileName, writable ? O_RDWR : O_RDONLY, 0640,
+                                  &st, looked);
   if (!opened) return opened.error();
   const int fd = opened->release();
   auto impl = std::make_unique<StateFile::Impl>();
   impl->fd.reset(fd);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoStatus(kStateFileName, errno);
   if (!S_ISREG(st.st_mode) || st.st_size != sizeof(StateLayout))
     return Status::Corruption(kStateFileName, 0, "R15",
                               fmt::format("size {} (want {})", st.st_size, sizeof(StateLayout)));

@@ -18,6 +18,9 @@ class WriterLock {
   WriterLock() = default;
   // Opens (creating, mode 0640) `writer.lock` in `dir_fd`, refusing symlinks.
   static Result<WriterLock> Open(int dir_fd);
+  // The same, naming the lock `<dir>/writer.lock` in messages (`dir`: the
+  // directory `dir_fd` is open on), without a look-up in /proc.
+  static Result<WriterLock> Open(int dir_fd, const std::string& dir);
   // Blocks until held.
   Status Lock() { return lock_.Lock(LockMode::kExclusive, LockWait::kBlock); }
   Status Unlock() { return lock_.Unlock(); }

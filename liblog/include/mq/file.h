@@ -12,6 +12,8 @@
 
 #include "mq/status.h"
 
+struct stat;
+
 namespace mq {
 
 // An owned file descriptor; closes on destruction, never retries close.
@@ -72,6 +74,11 @@ class FileSystem {
 // is cleared. Every file of a data directory is opened by this helper.
 Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
                                    unsigned mode = 0640);
+// The same, filling `*st` with the opened file's fstat. With `looked` the
+// caller has just found a regular file under the name (fstatat, no follow),
+// so the look before opening is not made again (the fstat after still is).
+Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
+                                   unsigned mode, struct ::stat* st, bool looked);
 // "<path of the directory dir_fd>/<name>", for messages: names a file with
 // its partition directory. `name` alone when dir_fd is AT_FDCWD or the
 // directory's path is unknown.

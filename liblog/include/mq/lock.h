@@ -47,6 +47,10 @@ class FileLock {
   // component, O_NOFOLLOW, a regular file (OpenRegularFileAt), close-on-exec.
   // Nothing is locked yet.
   static Result<FileLock> Open(int dir_fd, const std::string& name, bool create = true);
+  // The same, with the path messages name the file by given by the caller
+  // (who knows it) rather than looked up in /proc at open.
+  static Result<FileLock> Open(int dir_fd, const std::string& name, bool create,
+                               std::string path);
   // Open, then Lock(mode, wait). When the lock is granted on a file that is
   // no longer `name` in `dir_fd` (removed or replaced meanwhile), it is
   // dropped and the new file is opened and locked instead, so a holder
