@@ -76,11 +76,14 @@ run "$C" -G g -t in -e -q "${PIPE[@]}" --exec "${T[@]}"
 expect_rc 0 "the run after $KILLS kills"
 check in out dead main "after $KILLS SIGKILLs: output != expected"
 echo "pipeline: $KILLS kills, output exactly once"
-# E5: once finished, every partition is committed to its end.
+# E5: once finished, every partition is committed to its end, and each
+# dead letter is counted once.
 for p in 0 1 2; do
-  want=$(($("$C" -t in -p "$p" -e -f '%o\n' | tail -n 1) + 1))
+  want=$("$C" --describe -G g -t in -J | jq -r --argjson p "$p" 'select(.type == "partition" and .partition == $p) | .log_end_offset')
   [[ $(committed g in "$p") == "$want" ]] || fail "E5: partition $p committed $(committed g in "$p"), want $want"
 done
+dl=$("$C" --describe -G g -J | jq -r 'select(.type == "summary") | .dead_letters')
+[[ $dl == $("$C" -t dead -e | wc -l) ]] || fail "E8: the group counts $dl dead letters, the topic holds $("$C" -t dead -e | wc -l) (seed $SEED)"
 # A rerun finds nothing to do: no transform runs, nothing appended.
 export TLOG="$WORK/rerun.log"
 : >"$TLOG"

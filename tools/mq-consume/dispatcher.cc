@@ -183,6 +183,10 @@ Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> message
   Ctl ctl;
   if (options_.inherit_fd) ctl.inherit_fd = options_.inherit_fd(partition);
   Status s = HandleUnit(partition, messages, ctl);
+  // Whatever stopped the unit (an append to the output or dead-letter
+  // topic that failed, a transform that is not deterministic) leaves it
+  // unhandled: nothing is handed over (healthy() is false) or committed.
+  if (!s.ok()) SetExit(s.exit_code());
   if (ctl.dead_letters > 0) {
     std::lock_guard<std::mutex> dlq(dlq_mu_);
     dead_counts_[partition] += ctl.dead_letters;
@@ -396,14 +400,9 @@ Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messag
   if (sink) {
     // A transform: one message per unit (no --batch, no --parallel).
     const Message& m = messages.front();
-    auto complete = sink->Complete(partition, m.offset);
-    if (!complete) return complete.error();
-    if (*complete) {
-      ++handled_;
-      return Status::Ok();
-    }
     // E8: a dead-lettered message gets no outputs, even if its transform
-    // would succeed now.
+    // would succeed now. Looked at first: one whose commit was lost is
+    // counted again (as the commit that moves past it counts it).
     if (options_.dlq) {
       auto dead = DeadAlready(partition, m.offset);
       if (!dead) return dead.error();
@@ -412,6 +411,12 @@ Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messag
         ++ctl.dead_letters;
         return Status::Ok();
       }
+    }
+    auto complete = sink->Complete(partition, m.offset);
+    if (!complete) return complete.error();
+    if (*complete) {
+      ++handled_;
+      return Status::Ok();
     }
   }
   auto a = Attempt(partition, messages, ctl);
