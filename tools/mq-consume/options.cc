@@ -241,13 +241,20 @@ Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
     if (f.fsync) return Usage("--fsync needs --to-topic");
     return std::optional<PipelineOptions>();
   }
-  if (auto s = ValidateName(*f.to_topic, "topic"); !s.ok()) return Usage("--to-topic: " + s.message());
-  if (!f.group) return Usage("--to-topic needs a consumer group (-G GROUP): its offsets say where a rerun resumes");
+  if (auto s = ValidateName(*f.to_topic, "topic"); !s.ok())
+    return Usage("--to-topic: " + s.message());
+  if (!f.group)
+    return Usage("--to-topic needs a consumer group (-G GROUP): its offsets say where a rerun "
+                 "resumes");
   if (!f.exec_given) return Usage("--to-topic needs a transform: --exec CMD [ARG]...");
-  if (*f.to_topic == f.topic) return Usage("--to-topic: the output topic must differ from the topic read");
-  if (f.dlq && *f.dlq == *f.to_topic) return Usage("--to-topic: the output topic must differ from the dead-letter topic");
-  if (f.batch) return Usage("--to-topic: --batch transforms are not supported yet (one message per run)");
-  if (f.parallel) return Usage("--to-topic: --parallel is not supported yet (one transform at a time)");
+  if (*f.to_topic == f.topic)
+    return Usage("--to-topic: the output topic must differ from the topic read");
+  if (f.dlq && *f.dlq == *f.to_topic)
+    return Usage("--to-topic: the output topic must differ from the dead-letter topic");
+  if (f.batch)
+    return Usage("--to-topic: --batch transforms are not supported yet (one message per run)");
+  if (f.parallel)
+    return Usage("--to-topic: --parallel is not supported yet (one transform at a time)");
   if (f.at_most_once) return Usage("--to-topic is effectively-once: not with --at-most-once");
   PipelineOptions p;
   p.group = *f.group;
@@ -256,7 +263,8 @@ Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
   if (f.key_delim) {
     auto d = cli::ParseEscapes(*f.key_delim, "-K/--key-delimiter");
     if (!d) return d.error();
-    if (d->find('\n') != std::string::npos) return Usage("-K/--key-delimiter: must not hold a newline (outputs are lines)");
+    if (d->find('\n') != std::string::npos)
+      return Usage("-K/--key-delimiter: must not hold a newline (outputs are lines)");
     p.key_delimiter = *d;
   }
   p.durability = f.fsync && *f.fsync == "batch" ? Durability::kEveryBatch : Durability::kNone;

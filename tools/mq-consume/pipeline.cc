@@ -250,7 +250,8 @@ Status Pipeline::Deliver(int32_t partition, int64_t offset, int64_t timestamp,
   const std::vector<PipelineOutput> outs = SplitOutput(output, options_.key_delimiter);
   // E4: one batch per output partition, outputs in index order.
   std::map<int32_t, std::vector<std::pair<size_t, const PipelineOutput*>>> by_partition;
-  for (size_t i = 0; i < outs.size(); ++i) by_partition[Route(partition, outs[i])].push_back({i, &outs[i]});
+  for (size_t i = 0; i < outs.size(); ++i)
+    by_partition[Route(partition, outs[i])].push_back({i, &outs[i]});
   const bool resuming = offset == src.resume;
   if (resuming) {
     // E7: the outputs an earlier run appended must be what this run gives.
