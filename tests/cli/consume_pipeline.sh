@@ -107,7 +107,7 @@ seq 1 200 | awk '{print "k"$1"\t"$1}' | produce -t in2 -K '\t'
 seq 201 400 | produce -t in2
 PIPE2=(--to-topic out2 -K '\t' --dlq dead2 --max-attempts 2 --retry-backoff 0)
 pids=()
-start_member() { env "$(crash_env)" "$C" -G g2 -t in2 -q --member-id "m$1" "${PIPE2[@]}" --exec "${T[@]}" 2>>"$WORK/two.err" & pids[$1]=$!; }
+start_member() { env "$(crash_env)" "$C" -G g2 -t in2 -q --member-id "m$1" "${PIPE2[@]}" --exec "${T[@]}" 2>>"$WORK/two.err" & pids[$1]=$!; PIDS+=($!); }
 start_member 0
 start_member 1
 for i in $(seq 1 $((KILLS / 2))); do
