@@ -1,6 +1,10 @@
 #include "producer.h"
 
+#include <pthread.h>
+
 #include <climits>
+#include <csignal>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -16,11 +20,19 @@ struct Producer::PartitionState {
   int32_t next_sequence = 0;   // of the next message routed here
   uint64_t skip = 0;           // messages still to skip (appended by an earlier run)
   uint64_t queued = 0;         // messages in `builder` and `out`
+  size_t queued_bytes = 0;     // their estimated size (part of Producer::queued_bytes_)
   bool dirty = false;          // listed in dirty_
   int64_t cursor = 0;          // next offset to print
 };
 
 namespace {
+
+// Bytes of finished batches queued for, or being appended by, the writer
+// thread before the reader waits for it (one job is let through whatever
+// its size).
+constexpr size_t kMaxInFlight = 1 << 20;
+// Emptied job buffers kept for reuse.
+constexpr size_t kMaxSpare = 2;
 
 // Upper bound of a record's encoded size beyond its key, value and headers
 // (kafka-format.md §2: 21 bytes), plus each header's two length varints.
@@ -47,12 +59,21 @@ Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out
   for (PartitionState& ps : parts_) ps.builder.Reset(b);
   // One partition fills a whole append group: reserve it once rather than
   // growing (and copying) it in every run.
-  if (parts_.size() == 1) {
-    parts_[0].out.reserve(options_.append_bytes + 2 * options_.batch_bytes);
-  }
+  if (parts_.size() == 1) parts_[0].out.reserve(GroupBytes());
 }
 
-Producer::~Producer() = default;
+Producer::~Producer() { StopWriter(); }
+
+size_t Producer::GroupBytes() const {
+  return (options_.partition_append_bytes > 0 ? options_.partition_append_bytes
+                                              : options_.append_bytes) +
+         2 * options_.batch_bytes;
+}
+
+const ProducerStats& Producer::stats() const {
+  stats_.messages = appended_.load(std::memory_order_relaxed);
+  return stats_;
+}
 
 Result<std::unique_ptr<Producer>> Producer::Open(const DataDir& dir, ProducerOptions options,
                                                  cli::Output* out) {
@@ -86,6 +107,10 @@ int32_t Producer::Choose(const Message& m) {
   return sticky_;
 }
 
+bool Producer::AppendEarly(const PartitionState& ps) const {
+  return options_.partition_append_bytes > 0 && ps.out.size() >= options_.partition_append_bytes;
+}
+
 Status Producer::Send(const Message& m) {
   const int32_t p = Choose(m);
   ++index_;
@@ -100,6 +125,7 @@ Status Producer::Send(const Message& m) {
   const size_t size = EstimatedSize(m);
   if (ps.builder.count() > 0 && ps.builder.size_bytes() + size > options_.batch_bytes) {
     MQ_RETURN_IF_ERROR(FinishBatch(p));
+    if (AppendEarly(ps)) MQ_RETURN_IF_ERROR(AppendPartition(p));
   }
   if (ps.builder.count() == 0 && options_.producer_id >= 0) {
     BatchOptions b;
@@ -119,12 +145,16 @@ Status Producer::Send(const Message& m) {
   // Messages in unfinished batches count too: with many partitions most
   // batches are still open when the group is full.
   queued_bytes_ += size;
+  ps.queued_bytes += size;
   if (!ps.dirty) ps.dirty = true;
   ++ps.queued;
   ++queued_messages_;
   stats_.bytes += (m.key ? m.key->size() : 0) + (m.value ? m.value->size() : 0);
   if (options_.print_offsets) order_.push_back(p);
-  if (ps.builder.size_bytes() >= options_.batch_bytes) MQ_RETURN_IF_ERROR(FinishBatch(p));
+  if (ps.builder.size_bytes() >= options_.batch_bytes) {
+    MQ_RETURN_IF_ERROR(FinishBatch(p));
+    if (queued_bytes_ < options_.append_bytes && AppendEarly(ps)) return AppendPartition(p);
+  }
   if (queued_bytes_ >= options_.append_bytes) return Flush();
   return Status::Ok();
 }
@@ -186,25 +216,34 @@ Result<PartitionWriter*> Producer::Writer(int32_t p) {
   return ps.writer.get();
 }
 
-Status Producer::Flush() {
-  if (queued_messages_ == 0) return Status::Ok();
-  for (int32_t p = 0; p < options_.partitions; ++p) {
-    PartitionState& ps = parts_[static_cast<size_t>(p)];
-    if (!ps.dirty) continue;
-    if (ps.builder.count() > 0) MQ_RETURN_IF_ERROR(FinishBatch(p));
-    auto w = Writer(p);
-    if (!w) return w.error();
-    // Every batch in `out` was built by FinishBatch: its CRC is fresh.
-    auto r = (*w)->Append(ps.out, CrcCheck::kAlreadyComputed);
-    if (!r) {
-      return Status(r.error().code(), fmt::format("{}-{}: append: {}", options_.topic, p,
-                                                  r.error().message()));
-    }
-    ++stats_.appends;
-    if (r->duplicate) ++stats_.duplicates;
-    stats_.messages += ps.queued;
-    stats_.per_partition[static_cast<size_t>(p)] += ps.queued;
-    ps.cursor = r->base_offset;
+Status Producer::AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messages) {
+  PartitionState& ps = parts_[static_cast<size_t>(p)];
+  auto w = Writer(p);
+  if (!w) return w.error();
+  // Every batch in `bytes` was built by FinishBatch: its CRC is fresh.
+  auto r = (*w)->Append(bytes, CrcCheck::kAlreadyComputed);
+  if (!r) {
+    return Status(r.error().code(), fmt::format("{}-{}: append: {}", options_.topic, p,
+                                                r.error().message()));
+  }
+  ++stats_.appends;
+  if (r->duplicate) ++stats_.duplicates;
+  stats_.per_partition[static_cast<size_t>(p)] += messages;
+  appended_.fetch_add(messages, std::memory_order_relaxed);
+  ps.cursor = r->base_offset;
+  return Status::Ok();
+}
+
+Status Producer::AppendPartition(int32_t p) {
+  PartitionState& ps = parts_[static_cast<size_t>(p)];
+  const uint64_t messages = ps.queued;
+  queued_bytes_ -= std::min(queued_bytes_, ps.queued_bytes);
+  queued_messages_ -= ps.queued;
+  ps.queued = 0;
+  ps.queued_bytes = 0;
+  ps.dirty = false;
+  if (!options_.writer_thread) {
+    Status s = AppendNow(p, ps.out, messages);
     ps.out.clear();
     // Keep memory near partitions x batch size, not partitions x append size.
     if (options_.partitions > 1 &&
@@ -212,10 +251,99 @@ Status Producer::Flush() {
                                 options_.append_bytes / static_cast<size_t>(options_.partitions)) {
       ps.out.shrink_to_fit();
     }
-    ps.queued = 0;
-    ps.dirty = false;
+    return s;
+  }
+  Job job{p, std::move(ps.out), messages};
+  ps.out = std::vector<std::byte>();
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] {
+      return !failed_.ok() || in_flight_ == 0 || in_flight_ + job.bytes.size() <= kMaxInFlight;
+    });
+    if (!failed_.ok()) return failed_;
+    if (!spare_.empty()) {
+      ps.out = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    if (!writer_.joinable()) {
+      // The thread takes no signal: they stay the reading thread's (SIGBUS
+      // of a mapped input, SIGPIPE of an output).
+      sigset_t all, old;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, &old);
+      try {
+        writer_ = std::thread([this] { WriterLoop(); });
+      } catch (const std::system_error&) {
+        // No thread to be had: append on this one from now on.
+      }
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      if (!writer_.joinable()) {
+        options_.writer_thread = false;
+        lock.unlock();
+        return AppendNow(p, job.bytes, messages);
+      }
+    }
+    in_flight_ += job.bytes.size();
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+  if (parts_.size() == 1 && ps.out.capacity() < GroupBytes()) ps.out.reserve(GroupBytes());
+  return Status::Ok();
+}
+
+void Producer::WriterLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    // After a failed append nothing more is appended: what follows it in
+    // a partition must not land without it.
+    if (failed_.ok()) {
+      appending_ = true;
+      lock.unlock();
+      Status s = AppendNow(job.partition, job.bytes, job.messages);
+      lock.lock();
+      appending_ = false;
+      if (!s.ok()) failed_ = s;
+    }
+    in_flight_ -= job.bytes.size();
+    if (spare_.size() < kMaxSpare) {
+      job.bytes.clear();
+      spare_.push_back(std::move(job.bytes));
+    }
+    cv_.notify_all();
+  }
+}
+
+Status Producer::Drain() {
+  if (!writer_.joinable()) return Status::Ok();
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return jobs_.empty() && !appending_; });
+  return failed_;
+}
+
+void Producer::StopWriter() {
+  if (!writer_.joinable()) return;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
+}
+
+Status Producer::Flush() {
+  if (queued_messages_ == 0) return Status::Ok();
+  for (int32_t p = 0; p < options_.partitions; ++p) {
+    PartitionState& ps = parts_[static_cast<size_t>(p)];
+    if (!ps.dirty) continue;
+    if (ps.builder.count() > 0) MQ_RETURN_IF_ERROR(FinishBatch(p));
+    MQ_RETURN_IF_ERROR(AppendPartition(p));
   }
   // Every queued message is now appended (and durable as configured).
+  if (options_.print_offsets) MQ_RETURN_IF_ERROR(Drain());
   for (int32_t p : order_) {
     out_->Print("{} {}\n", p, parts_[static_cast<size_t>(p)].cursor++);
   }
@@ -228,6 +356,9 @@ Status Producer::Flush() {
 
 Status Producer::Close() {
   Status first = Flush();
+  Status drained = Drain();
+  if (first.ok()) first = drained;
+  StopWriter();
   while (!open_.empty()) {
     Status s = CloseLeastRecent();
     if (first.ok() && !s.ok()) first = s;

@@ -3,8 +3,13 @@
 // them so a re-run of the same input appends only what is missing.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <list>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <span>
@@ -28,12 +33,23 @@ struct ProducerOptions {
   std::optional<int32_t> partition;  // -p: every message goes there
   size_t batch_bytes = 16 << 10;     // a batch is finished when it would pass this
   size_t append_bytes = 4 << 20;     // queued messages are appended once they reach this
+  // One partition's finished batches are appended on their own once they
+  // reach this (0: never; only at append_bytes). Small enough that the
+  // batches are still in the CPU's cache when they are copied into the
+  // page cache; used when an append is not an fsync and offsets are not
+  // printed.
+  size_t partition_append_bytes = 0;
   Compression compression = Compression::kNone;
   int zstd_level = 3;
   LogConfig log;
   int64_t producer_id = -1;          // >= 0: idempotent, epoch 0
   bool print_offsets = false;        // "partition offset" per message after its append
   bool quiet = false;                // no recovery notes on stderr
+  // Appends run on a thread of their own while the caller reads and
+  // encodes on (for a machine with a CPU to spare). Either way a message is
+  // appended only after every message read before it that went to the
+  // same partition, and nothing is appended after a failed append.
+  bool writer_thread = false;
   // Partitions kept open at once (each holds kDescriptorsPerPartition
   // descriptors); the least recently used one is closed to open another.
   size_t max_open = 1024;
@@ -74,22 +90,38 @@ class Producer {
   // earlier run already appended (same producer id, same position in the
   // input) is skipped.
   Status Send(const Message& message);
-  // True when messages are queued but not yet appended.
+  // True when messages are queued but not yet handed to the appender.
   bool pending() const { return queued_messages_ > 0; }
   // Finishes every open batch and appends everything queued; with
   // print_offsets, prints their offsets in input order.
   Status Flush();
-  // Flush, then close every open partition (fsync unless page-cache
-  // durability).
+  // Flush, waits for every append, then closes every open partition (fsync
+  // unless page-cache durability).
   Status Close();
 
-  const ProducerStats& stats() const { return stats_; }
+  // Complete after Close(); before it, messages counts what was appended so
+  // far and the other appender counts may lag.
+  const ProducerStats& stats() const;
 
  private:
   struct PartitionState;
   Producer(const DataDir& dir, ProducerOptions options, cli::Output* out);
   int32_t Choose(const Message& m);
   Status FinishBatch(int32_t p);
+  // Hands partition p's finished batches to the appender (its open batch
+  // is empty): appends them now, or queues them for the writer thread.
+  Status AppendPartition(int32_t p);
+  // Appends `bytes` (finished batches holding `messages` messages) to p.
+  Status AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messages);
+  // Waits until the writer thread appended everything queued; its first
+  // failure, if any.
+  Status Drain();
+  void WriterLoop();
+  // Bytes a lone partition's buffer of finished batches may reach.
+  size_t GroupBytes() const;
+  void StopWriter();
+  // Its finished batches reach partition_append_bytes.
+  bool AppendEarly(const PartitionState& ps) const;
   Result<PartitionWriter*> Writer(int32_t p);
   Status CloseLeastRecent();
 
@@ -103,7 +135,24 @@ class Producer {
   size_t queued_bytes_ = 0;    // estimated size of the messages queued (all partitions)
   uint64_t queued_messages_ = 0;
   std::vector<int32_t> order_; // partition of each queued message (print_offsets)
-  ProducerStats stats_;
+  mutable ProducerStats stats_;
+  std::atomic<uint64_t> appended_{0};  // messages appended so far
+
+  // The writer thread (options_.writer_thread): appends jobs in order.
+  struct Job {
+    int32_t partition = 0;
+    std::vector<std::byte> bytes;
+    uint64_t messages = 0;
+  };
+  std::thread writer_;
+  std::mutex mu_;
+  std::condition_variable cv_;          // a job queued or done, or stop
+  std::deque<Job> jobs_;                // queued, oldest first
+  size_t in_flight_ = 0;                // bytes queued or being appended
+  bool appending_ = false;              // the thread is appending a job
+  bool stop_ = false;
+  Status failed_;                       // the first failed append: no more after it
+  std::vector<std::vector<std::byte>> spare_;  // emptied job buffers, for reuse
 };
 
 }  // namespace mq::produce

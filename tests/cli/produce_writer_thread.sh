@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# mq-produce appends on a thread of its own when it may run on two CPUs or
+# more, and on its reading thread otherwise (man mq-produce, Batching).
+# Both ways give the same log: the same messages in the same partitions and
+# order; an append that fails stops the run with the same status, appends
+# nothing after it, and a --producer-id re-run appends exactly what is
+# missing. The one-CPU runs are pinned with taskset; the others may use
+# every CPU this test may use.
+source "$(dirname "$0")/lib/common.bash"
+command -v taskset >/dev/null || fail "taskset (util-linux) is missing"
+cpus=$(nproc)
+echo "CPUs: $cpus (the threaded path runs only with 2 or more)"
+
+# lines N: N lines of 100 bytes, keys k0..k6 before a tab.
+lines() {
+  awk -v n="$1" 'BEGIN { pad = sprintf("%85s", ""); gsub(/ /, "x", pad)
+    for (i = 0; i < n; i++) printf "k%d\t%010d%s\n", i % 7, i, pad }'
+}
+lines 60000 >"$WORK/in"
+cut -f2 "$WORK/in" >"$WORK/values"
+
+# 1. Keyed into 3 partitions and unkeyed into 1, under one CPU and under
+# all: per partition, the same values in the same order.
+for mode in one all; do
+  pin=()
+  [[ $mode == one ]] && pin=(taskset -c 0)
+  D="$WORK/$mode"
+  "${pin[@]}" "$P" -C "$D" -t keyed --create --partitions 3 -K '\t' -q "$WORK/in"
+  "${pin[@]}" "$P" -C "$D" -t plain --create -q "$WORK/values"
+  for p in 0 1 2; do "$C" -C "$D" -t keyed -p "$p" -e -q >"$WORK/$mode.keyed.$p"; done
+  "$C" -C "$D" -t plain -e -q | cmp - "$WORK/values" || fail "$mode CPU(s): one partition is not byte-exact"
+  "$INSPECT" --verify "$D" >/dev/null || fail "$mode CPU(s): the data directory does not verify"
+done
+for p in 0 1 2; do
+  cmp "$WORK/one.keyed.$p" "$WORK/all.keyed.$p" || fail "keyed partition $p differs between one CPU and all"
+done
+n=$(cat "$WORK"/all.keyed.* | wc -l)
+((n == 60000)) || fail "keyed: $n messages, want 60000"
+
+# 2. An append that fails (the segment reaches the file-size limit, with
+# SIGXFSZ ignored so that write() says EFBIG): the same status and message
+# both ways, nothing appended after it, and a re-run with the same
+# producer id appends exactly what is missing.
+for mode in one all; do
+  pin=()
+  [[ $mode == one ]] && pin=(taskset -c 0)
+  D="$WORK/efbig-$mode"
+  "$P" -C "$D" -t t --create --partitions 3 -q </dev/null
+  set +e
+  (trap '' XFSZ; ulimit -f 1024; exec "${pin[@]}" "$P" -C "$D" -t t --producer-id job -q "$WORK/values") \
+    2>"$WORK/err"
+  rc=$?
+  set -e
+  expect_rc 65 "$mode CPU(s): append past the file-size limit"
+  grep -q "append: .*\.log: write at .*: File too large" "$WORK/err" ||
+    fail "$mode CPU(s): the failed append is not named: $(cat "$WORK/err")"
+  "$INSPECT" --verify "$D" >/dev/null || fail "$mode CPU(s): the log does not verify after EFBIG"
+  # Unkeyed with a producer id: message i goes to partition i % 3, so each
+  # partition must hold a prefix of its share of the input.
+  for p in 0 1 2; do
+    "$C" -C "$D" -t t -p "$p" -e -q >"$WORK/got"
+    awk -v p="$p" '(NR - 1) % 3 == p' "$WORK/values" >"$WORK/share"
+    got=$(wc -l <"$WORK/got")
+    ((got > 0)) || fail "$mode CPU(s): partition $p holds nothing before the failure"
+    head -n "$got" "$WORK/share" | cmp - "$WORK/got" ||
+      fail "$mode CPU(s): partition $p is not a prefix of its share after a failed append"
+  done
+  "${pin[@]}" "$P" -C "$D" -t t --producer-id job -q "$WORK/values"
+  for p in 0 1 2; do
+    awk -v p="$p" '(NR - 1) % 3 == p' "$WORK/values" >"$WORK/share"
+    "$C" -C "$D" -t t -p "$p" -e -q | cmp - "$WORK/share" ||
+      fail "$mode CPU(s): partition $p after the re-run is not exactly its share"
+  done
+done
+
+# 3. --print-offsets waits for its appends: one line per message, offsets
+# 0..N-1 of each partition in input order.
+"$P" -C "$WORK/all" -t po --create --partitions 3 -K '\t' -q --print-offsets "$WORK/in" >"$WORK/offsets"
+$PY - "$WORK/offsets" <<'PY'
+import sys
+nxt = {}
+lines = open(sys.argv[1]).read().split("\n")[:-1]
+assert len(lines) == 60000, len(lines)
+for l in lines:
+    p, o = map(int, l.split())
+    assert o == nxt.get(p, 0), (p, o, nxt.get(p, 0))
+    nxt[p] = o + 1
+PY
+echo "produce_writer_thread: ok"
