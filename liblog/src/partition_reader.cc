@@ -536,13 +536,19 @@ bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
   }
 }
 
-Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int64_t producer_id) {
+namespace {
+
+// The producer state of the partition at `dir` for `producer_id`: its
+// newest snapshot, then the batches after it replayed (nullopt: no
+// directory, so nothing is anyone's).
+Result<std::optional<ProducerStateTable>> ReadProducerState(const std::string& dir,
+                                                            int64_t producer_id) {
   PartitionReader::Impl r{DecodeLimits{}};
   r.dir = dir;
   auto dfd = OpenDirectory(dir, false);
   // A partition nobody has written yet may have no directory: nothing there
   // is this producer's (an empty directory reads as an empty log below).
-  if (!dfd && dfd.error().code() == Code::kNotFound) return std::optional<int32_t>();
+  if (!dfd && dfd.error().code() == Code::kNotFound) return std::optional<ProducerStateTable>();
   if (!dfd) return dfd.error();
   r.dir_fd = std::move(*dfd);
   MQ_RETURN_IF_ERROR(r.Refresh());
@@ -563,7 +569,57 @@ Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int6
                                              table.Replay(h);
                                          }));
   }
-  return table.LastSequence(producer_id);
+  return std::optional<ProducerStateTable>(std::move(table));
+}
+
+}  // namespace
+
+Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int64_t producer_id) {
+  auto table = ReadProducerState(dir, producer_id);
+  if (!table) return table.error();
+  if (!*table) return std::optional<int32_t>();
+  return (*table)->LastSequence(producer_id);
+}
+
+Result<std::optional<ProducerBatch>> LastProducerBatch(const std::string& dir,
+                                                       int64_t producer_id,
+                                                       const ReadOptions& options) {
+  auto table = ReadProducerState(dir, producer_id);
+  if (!table) return table.error();
+  if (!*table) return std::optional<ProducerBatch>();
+  auto it = (*table)->entries().find(producer_id);
+  if (it == (*table)->entries().end() || it->second.batches.empty())
+    return std::optional<ProducerBatch>();
+  const ProducerBatchInfo& last = it->second.batches.back();
+  ProducerBatch out;
+  out.base_offset = last.last_offset - last.offset_delta;
+  out.last_offset = last.last_offset;
+  out.first_sequence = last.first_sequence;
+  out.last_sequence = last.last_sequence;
+  // Only this batch is read: the state says where it is.
+  auto reader = PartitionReader::Open(dir, options);
+  if (!reader) return reader.error();
+  if (out.base_offset < (*reader)->log_start_offset()) return std::optional<ProducerBatch>(out);
+  MQ_RETURN_IF_ERROR((*reader)->Seek(out.base_offset));
+  for (;;) {
+    auto batch = (*reader)->Next();
+    if (!batch) return batch.error();
+    if (!*batch) break;
+    const BatchHeader& h = (*batch)->header();
+    const int64_t last_offset = h.base_offset + h.last_offset_delta;
+    if (last_offset < out.base_offset) continue;
+    if (h.base_offset != out.base_offset || h.producer_id != producer_id) {
+      LogPosition pos = (*reader)->position();
+      return Status::Corruption(dir + "/" + pos.file, pos.position, "P2",
+                                fmt::format("producer {}: its last batch should start at offset "
+                                            "{}, the log has a batch at {} there",
+                                            producer_id, out.base_offset, h.base_offset));
+    }
+    Bytes b = (*batch)->bytes();
+    out.bytes.assign(b.begin(), b.end());
+    break;
+  }
+  return std::optional<ProducerBatch>(std::move(out));
 }
 
 }  // namespace mq

@@ -415,3 +415,28 @@ TEST_CASE("handler: a cancel from another thread kills the run with its group (k
   CHECK(r->kind == Outcome::Kind::kInterrupted);
   CHECK(EventuallyGone(ReadPid(tmp / "pid")));
 }
+
+TEST_CASE("handler: capture_stdout keeps all of a transform's output, bounded", "[handler]") {
+  // Through the pipe while the input is still being written (both larger
+  // than a pipe holds), then what is left at exit.
+  std::string value(300000, 'x');
+  handler::Spec s = Sh("cat; printf 'last line without newline'");
+  s.capture_stdout = true;
+  Outcome o = MustRun(s, value);
+  REQUIRE(o.ok());
+  CHECK(o.output == value + "last line without newline");
+  // Nothing printed: empty.
+  s = Sh("cat >/dev/null");
+  s.capture_stdout = true;
+  o = MustRun(s, value);
+  CHECK(o.ok());
+  CHECK(o.output.empty());
+  // Past the limit: read to the end (the handler exits), then a failure.
+  s = Sh("cat; cat /dev/null");
+  s.capture_stdout = true;
+  s.max_output_bytes = 1000;
+  o = MustRun(s, value);
+  CHECK(o.kind == Outcome::Kind::kOutputTooLarge);
+  CHECK_FALSE(o.ok());
+  CHECK(o.StatusText() == "output-too-large");
+}

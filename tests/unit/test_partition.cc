@@ -529,3 +529,51 @@ TEST_CASE("P7 snapshot: replay from a snapshot inside the active segment, index 
   REQUIRE(last);
   CHECK(*last == std::optional<int32_t>(sequence));
 }
+
+TEST_CASE("E6 LastProducerBatch: a producer's last batch, among others' and after a reopen") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  auto none = LastProducerBatch(dir, 7);
+  REQUIRE(none);
+  CHECK(!none->has_value());
+  auto w = OpenWriter(dir);
+  BatchOptions seven, eight;
+  seven.producer_id = 7;
+  seven.producer_epoch = 0;
+  seven.base_sequence = 0;
+  eight.producer_id = 8;
+  eight.producer_epoch = 0;
+  eight.base_sequence = 0;
+  auto a = MakeBatch(3, 1000, 8, seven);  // offsets 0-2
+  REQUIRE(w->Append(a));
+  seven.base_sequence = 3;
+  auto b = MakeBatch(2, 1000, 8, seven);  // offsets 3-4: the last of 7
+  REQUIRE(w->Append(b));
+  auto c = MakeBatch(4, 1000, 8, eight);  // offsets 5-8
+  REQUIRE(w->Append(c));
+  auto other = MakeBatch(1, 1000, 8);     // offset 9, no producer
+  REQUIRE(w->Append(other));
+  auto check = [&] {
+    auto last = LastProducerBatch(dir, 7);
+    INFO((last ? "" : last.error().message()));
+    REQUIRE(last);
+    REQUIRE(last->has_value());
+    CHECK((*last)->base_offset == 3);
+    CHECK((*last)->last_offset == 4);
+    CHECK((*last)->first_sequence == 3);
+    CHECK((*last)->last_sequence == 4);
+    auto view = BatchView::Parse(Bytes((*last)->bytes), DecodeLimits{});
+    REQUIRE(view);
+    CHECK(view->header().base_offset == 3);
+    CHECK(view->header().producer_id == 7);
+    CHECK(view->header().records_count == 2);
+  };
+  check();  // from the log replayed (no snapshot yet)
+  REQUIRE(w->Close().ok());
+  check();  // from the snapshot the close wrote
+  auto e = LastProducerBatch(dir, 8);
+  REQUIRE(e);
+  REQUIRE(e->has_value());
+  CHECK((*e)->base_offset == 5);
+  CHECK(!(*e)->bytes.empty());
+}

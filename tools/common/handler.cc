@@ -48,6 +48,7 @@ struct ChildArgs {
   char* const* envp;
   int stdin_fd;   // read end of the input pipe
   int stderr_fd;  // write end of the error pipe
+  int stdout_fd;  // write end of the output pipe, or -1: mq's own
   int inherit_fd;
   pid_t parent;
   sigset_t mask;  // the parent's signal mask, restored before exec
@@ -80,7 +81,8 @@ int ChildMain(void* p) {
   }
   // The parent died before PDEATHSIG was armed: nobody would kill us.
   if (::getppid() != a->parent) ::_exit(127);
-  if (!MoveTo(a->stdin_fd, 0) || !MoveTo(a->stderr_fd, 2)) {
+  if (!MoveTo(a->stdin_fd, 0) || !MoveTo(a->stderr_fd, 2) ||
+      (a->stdout_fd >= 0 && !MoveTo(a->stdout_fd, 1))) {
     a->err = errno;
     ::_exit(127);
   }
@@ -136,6 +138,7 @@ std::string Outcome::Describe() const {
     case Kind::kExecFailed: return fmt::format("cannot run: {}", std::strerror(code));
     case Kind::kInterrupted: return "interrupted";
     case Kind::kTimedOut: return "still running at the deadline: killed";
+    case Kind::kOutputTooLarge: return "standard output too large";
   }
   return "?";
 }
@@ -147,6 +150,7 @@ std::string Outcome::StatusText() const {
     case Kind::kExecFailed: return code == ENOENT ? "127" : "126";  // as a shell says
     case Kind::kInterrupted: return "interrupted";
     case Kind::kTimedOut: return "timeout";
+    case Kind::kOutputTooLarge: return "output-too-large";
   }
   return "?";
 }
@@ -188,6 +192,8 @@ Process& Process::operator=(Process&& o) noexcept {
   pid_ = std::exchange(o.pid_, -1);
   stdin_fd_ = std::exchange(o.stdin_fd_, -1);
   stderr_fd_ = std::exchange(o.stderr_fd_, -1);
+  stdout_fd_ = std::exchange(o.stdout_fd_, -1);
+  max_output_ = o.max_output_;
   pidfd_ = std::exchange(o.pidfd_, -1);
   exec_errno_ = o.exec_errno_;
   exited_ = o.exited_;
@@ -204,6 +210,7 @@ void Process::Close() {
   }
   CloseFd(stdin_fd_);
   CloseFd(stderr_fd_);
+  CloseFd(stdout_fd_);
   CloseFd(pidfd_);
 }
 
@@ -225,17 +232,27 @@ Result<Process> Process::Spawn(const Spec& spec) {
     ::close(in[1]);
     return ErrnoStatus("handler: pipe", e);
   }
+  int out[2] = {-1, -1};
+  if (spec.capture_stdout && ::pipe2(out, O_CLOEXEC) != 0) {
+    int e = errno;
+    for (int fd : {in[0], in[1], err[0], err[1]}) ::close(fd);
+    return ErrnoStatus("handler: pipe", e);
+  }
   Process p;
   p.stdin_fd_ = in[1];
   p.stderr_fd_ = err[0];
+  p.stdout_fd_ = out[0];
+  p.max_output_ = spec.max_output_bytes;
   ::fcntl(in[1], F_SETFL, O_NONBLOCK);
   ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+  if (out[0] >= 0) ::fcntl(out[0], F_SETFL, O_NONBLOCK);
 
   auto args = std::make_unique<ChildArgs>();
   args->argv = argv.data();
   args->envp = envp.data();
   args->stdin_fd = in[0];
   args->stderr_fd = err[1];
+  args->stdout_fd = out[1];
   args->inherit_fd = spec.inherit_fd;
   args->parent = ::getpid();
   std::unique_ptr<char[]> stack(new char[kChildStackBytes]);
@@ -250,6 +267,7 @@ Result<Process> Process::Spawn(const Spec& spec) {
   pthread_sigmask(SIG_SETMASK, &args->mask, nullptr);
   ::close(in[0]);
   ::close(err[1]);
+  if (out[1] >= 0) ::close(out[1]);
   if (pid < 0) return ErrnoStatus("handler: clone", clone_errno);
   p.pid_ = pid;
   p.exec_errno_ = args->err;
@@ -334,6 +352,23 @@ Result<Outcome> Process::Communicate(std::string_view input,
   const int64_t deadline = timeout_ms > 0 ? NowMs() + timeout_ms : 0;
   Tail tail;
   char buf[16384];
+  bool output_overflow = false;
+  auto take_output = [&](bool until_eagain) {
+    while (stdout_fd_ >= 0) {
+      ssize_t got = ::read(stdout_fd_, buf, sizeof buf);
+      if (got > 0) {
+        // Past the limit it is still read (a handler blocked writing could
+        // not exit), and dropped.
+        if (out.output.size() + static_cast<size_t>(got) > max_output_) output_overflow = true;
+        else out.output.append(buf, static_cast<size_t>(got));
+        if (!until_eagain) return;
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got == 0) CloseFd(stdout_fd_);
+      return;
+    }
+  };
   auto drain = [&](bool until_eagain) {
     while (stderr_fd_ >= 0) {
       ssize_t got = ::read(stderr_fd_, buf, sizeof buf);
@@ -379,9 +414,9 @@ Result<Outcome> Process::Communicate(std::string_view input,
       break;
     }
     if (WaitExit(0)) break;
-    pollfd fds[3];
+    pollfd fds[4];
     nfds_t n = 0;
-    int in_i = -1, err_i = -1;
+    int in_i = -1, err_i = -1, out_i = -1;
     if (stdin_fd_ >= 0) {
       in_i = static_cast<int>(n);
       fds[n++] = {stdin_fd_, POLLOUT, 0};
@@ -389,6 +424,10 @@ Result<Outcome> Process::Communicate(std::string_view input,
     if (stderr_fd_ >= 0) {
       err_i = static_cast<int>(n);
       fds[n++] = {stderr_fd_, POLLIN, 0};
+    }
+    if (stdout_fd_ >= 0) {
+      out_i = static_cast<int>(n);
+      fds[n++] = {stdout_fd_, POLLIN, 0};
     }
     if (pidfd_ >= 0) fds[n++] = {pidfd_, POLLIN, 0};
     int r = ::poll(fds, n, pidfd_ >= 0 ? kCheckMs : 10);
@@ -399,22 +438,27 @@ Result<Outcome> Process::Communicate(std::string_view input,
       else feed();
     }
     if (err_i >= 0 && fds[err_i].revents) drain(false);
+    if (out_i >= 0 && fds[out_i].revents) take_output(true);
   }
   if (interrupted_now || timed_out) {
     KillGroup(grace_ms);
     drain(true);
     out.kind = timed_out ? Outcome::Kind::kTimedOut : Outcome::Kind::kInterrupted;
     out.stderr_tail = tail.Take();
+    out.output.clear();
     CloseFd(stderr_fd_);
+    CloseFd(stdout_fd_);
     return out;
   }
   // Exited: take what it wrote, then kill what it left behind in its group
   // while it is still a zombie, then reap it.
   drain(true);
+  take_output(true);
   ::kill(-pid_, SIGKILL);
   Reap();
   CloseFd(stdin_fd_);
   CloseFd(stderr_fd_);
+  CloseFd(stdout_fd_);
   out.stderr_tail = tail.Take();
   if (exec_errno_ != 0) {
     out.kind = Outcome::Kind::kExecFailed;
@@ -425,6 +469,7 @@ Result<Outcome> Process::Communicate(std::string_view input,
   } else {
     out.kind = Outcome::Kind::kExited;
     out.code = WEXITSTATUS(wait_status_);
+    if (out.code == 0 && output_overflow) out.kind = Outcome::Kind::kOutputTooLarge;
   }
   return out;
 }

@@ -49,6 +49,11 @@ struct Spec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH if it has no '/'
   std::vector<std::string> env;   // the whole environment, "NAME=value" each
   int inherit_fd = -1;            // >= 3: kept open (without FD_CLOEXEC) in the handler
+  // Standard output on a pipe mq reads into Outcome::output (a transform,
+  // mq-consume --to-topic) instead of mq's own. More than
+  // max_output_bytes is the handler's failure (kOutputTooLarge).
+  bool capture_stdout = false;
+  size_t max_output_bytes = 64u << 20;
 };
 
 // How a handler ended.
@@ -59,10 +64,12 @@ struct Outcome {
     kExecFailed,   // the command could not be run: `code` is execve's errno
     kInterrupted,  // mq was told to stop: the group was killed (TERM, then KILL)
     kTimedOut,     // still running at the deadline: the group was killed (TERM, then KILL)
+    kOutputTooLarge,  // exited, but wrote more than Spec::max_output_bytes to its output
   };
   Kind kind = Kind::kExited;
   int code = 0;
   std::string stderr_tail;  // the last lines of its standard error
+  std::string output;       // Spec::capture_stdout: all of its standard output
 
   bool ok() const { return kind == Kind::kExited && code == 0; }
   // "exit status 3", "killed by SIGKILL", "cannot run: No such file or directory"
@@ -122,6 +129,8 @@ class Process {
   pid_t pid_ = -1;
   int stdin_fd_ = -1;
   int stderr_fd_ = -1;
+  int stdout_fd_ = -1;  // Spec::capture_stdout
+  size_t max_output_ = 0;
   int pidfd_ = -1;
   int exec_errno_ = 0;
   bool exited_ = false;  // exited, not reaped yet

@@ -183,6 +183,10 @@ Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> message
   Ctl ctl;
   if (options_.inherit_fd) ctl.inherit_fd = options_.inherit_fd(partition);
   Status s = HandleUnit(partition, messages, ctl);
+  // Whatever stopped the unit (an append to the output or dead-letter
+  // topic that failed, a transform that is not deterministic) leaves it
+  // unhandled: nothing is handed over (healthy() is false) or committed.
+  if (!s.ok()) SetExit(s.exit_code());
   if (ctl.dead_letters > 0) {
     std::lock_guard<std::mutex> dlq(dlq_mu_);
     dead_counts_[partition] += ctl.dead_letters;
@@ -392,6 +396,29 @@ Status Dispatcher::Flush() {
 // handled alone (as a batch of one), so only the message that fails goes to
 // the dead-letter topic; the others are handled again.
 Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl) {
+  OutputSink* sink = options_.sink;
+  if (sink) {
+    // A transform: one message per unit (no --batch, no --parallel).
+    const Message& m = messages.front();
+    // E8: a dead-lettered message gets no outputs, even if its transform
+    // would succeed now. Looked at first: one whose commit was lost is
+    // counted again (as the commit that moves past it counts it).
+    if (options_.dlq) {
+      auto dead = DeadAlready(partition, m.offset);
+      if (!dead) return dead.error();
+      if (*dead) {
+        ++handled_;
+        ++ctl.dead_letters;
+        return Status::Ok();
+      }
+    }
+    auto complete = sink->Complete(partition, m.offset);
+    if (!complete) return complete.error();
+    if (*complete) {
+      ++handled_;
+      return Status::Ok();
+    }
+  }
   auto a = Attempt(partition, messages, ctl);
   if (!a) return a.error();
   if (a->outcome.kind == handler::Outcome::Kind::kInterrupted) {
@@ -399,6 +426,10 @@ Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messag
     return Status::Ok();
   }
   if (a->outcome.ok()) {
+    if (sink) {
+      const Message& m = messages.front();
+      MQ_RETURN_IF_ERROR(sink->Deliver(partition, m.offset, m.timestamp, a->outcome.output));
+    }
     handled_ += messages.size();
     return Status::Ok();
   }
@@ -427,6 +458,7 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
   spec.argv = options_.command;
   spec.env = base_env_;
   spec.inherit_fd = ctl.inherit_fd;
+  spec.capture_stdout = options_.sink != nullptr;
   fmt::memory_buffer input;
   std::string_view stdin_bytes;
   const Message& first = messages.front();
@@ -552,6 +584,13 @@ Status Dispatcher::ScanDeadLetters(int32_t dlq_partition) {
   return Status::Ok();
 }
 
+Result<bool> Dispatcher::DeadAlready(int32_t partition, int64_t offset) {
+  std::lock_guard<std::mutex> dlq(dlq_mu_);
+  MQ_RETURN_IF_ERROR(ScanDeadLetters(partition % dlq_config_->partitions));
+  auto it = dead_.find(partition);
+  return it != dead_.end() && it->second.contains(offset);
+}
+
 Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempted& a,
                               Ctl& ctl) {
   std::string what =
@@ -562,6 +601,14 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
     SetExit(kExitHandlerFailed);
     return Status(Code::kInternal,
                   what + "; stopping: without --dlq a message that fails stops its partition");
+  }
+  // E9: outputs of it may be in the output topic already: dead-lettered,
+  // it would be half in each. The run stops; a rerun completes it.
+  if (options_.sink && options_.sink->Started(partition, m.offset)) {
+    SetExit(kExitHandlerFailed);
+    return Status(Code::kInternal,
+                  what + "; stopping: some of its outputs are in the output topic already, so "
+                         "it is not dead-lettered (a rerun completes it)");
   }
   // Workers dead-letter concurrently; the dead-letter topic's writers and
   // what was found in it are shared.

@@ -56,6 +56,28 @@ constexpr int kExitNotFound = 127;
 // by whoever owns its partition next).
 constexpr int kExitHandlerStuck = 75;
 
+// mq-consume --to-topic (pipeline.h): a handler is a transform whose
+// standard output is captured and handed here. Called on the caller's
+// thread (pipelines run serially).
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  // A group member took `partition`, reading from `start`: finds what an
+  // earlier owner appended (format-spec/pipeline.md, E5).
+  virtual Status Acquire(int32_t partition, int64_t start) = 0;
+  // It let `partition` go.
+  virtual void Release(int32_t partition) = 0;
+  // Before the transform runs: true when every output of the message is
+  // appended already (it is not run again, E6).
+  virtual Result<bool> Complete(int32_t partition, int64_t offset) = 0;
+  // Some of its outputs may be appended: it is completed, never
+  // dead-lettered (E9).
+  virtual bool Started(int32_t partition, int64_t offset) const = 0;
+  // The transform exited 0 with `output`: appends the message's outputs.
+  virtual Status Deliver(int32_t partition, int64_t offset, int64_t timestamp,
+                         std::string_view output) = 0;
+};
+
 struct HandlerOptions {
   std::vector<std::string> command;     // --exec CMD [ARG]...
   std::optional<uint32_t> batch;        // --batch N: JSON Lines on stdin
@@ -79,6 +101,9 @@ struct HandlerOptions {
   // --parallel N: handler runs of different partitions at once (1: one at
   // a time, on the caller's thread).
   uint32_t parallel = 1;
+  // --to-topic: the handler's standard output goes here (serial, no
+  // --batch). Not owned.
+  OutputSink* sink = nullptr;
 };
 
 class Dispatcher {
@@ -160,6 +185,7 @@ class Dispatcher {
   uint64_t handled() const { return handled_; }        // exit 0, or dead-lettered
   uint64_t dead_lettered() const { return dead_lettered_; }
   uint64_t retries() const { return retries_; }
+  OutputSink* sink() const { return options_.sink; }
 
  private:
   struct Stored;   // an owned copy of a message
@@ -192,6 +218,8 @@ class Dispatcher {
   Result<Attempted> Attempt(int32_t partition, std::span<const Message> messages, Ctl& ctl);
   Status DeadLetter(int32_t partition, const Message& m, const Attempted& a, Ctl& ctl);
   Status ScanDeadLetters(int32_t dlq_partition);
+  // --to-topic with --dlq: the message is in the dead-letter topic already.
+  Result<bool> DeadAlready(int32_t partition, int64_t offset);
   Status FlushPartition(int32_t partition);
   // Serially: handles a unit now.
   Status HandleNow(int32_t partition, std::span<const Message> messages);

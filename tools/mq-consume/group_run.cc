@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include "dispatcher.h"
+#include "pipeline.h"
 #include "mq/consumer.h"
 #include "mq/group.h"
 #include "mq/group_member.h"
@@ -153,6 +154,16 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
   }
   MQ_RETURN_IF_ERROR(consumer_->Assign(p, start));
   auto at = consumer_->position(p);
+  // --to-topic: what an earlier owner appended decides which messages are
+  // complete (format-spec/pipeline.md, E5).
+  if (dispatcher_ && dispatcher_->sink()) {
+    Status s = dispatcher_->sink()->Acquire(p, at.value_or(0));
+    if (!s.ok()) {
+      consumer_->Unassign(p);
+      member_->Release(p);
+      return s;
+    }
+  }
   if (f_.verbose) {
     if (c != nullptr)
       cli::Eprint("partition {}: resuming at offset {} (committed at {} ms by {})\n", p,
@@ -187,6 +198,7 @@ Status Member::Revoke(int32_t p) {
   MQ_RETURN_IF_ERROR(Commit());
   consumer_->Unassign(p);
   progress_.erase(p);
+  if (dispatcher_ && dispatcher_->sink()) dispatcher_->sink()->Release(p);
   member_->Release(p);
   if (dispatcher_) dispatcher_->Forget(p);
   if (f_.verbose) cli::Eprint("partition {}: released\n", p);
@@ -531,6 +543,12 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   auto member = GroupMember::Join(&*group, id, f.topic, (*consumer)->config().partitions);
   if (!member) return cli::Fail(member.error());
 
+  std::optional<Pipeline> pipeline;
+  if (settings.pipeline) {
+    pipeline.emplace(std::move(*settings.pipeline), *dir, (*consumer)->config());
+    if (Status s = pipeline->Open(); !s.ok()) return cli::Fail(s);
+    settings.handler->sink = &*pipeline;
+  }
   std::optional<Dispatcher> dispatcher;
   if (settings.handler) {
     // A handler holds its partition's ownership lock too: the partition is
@@ -551,9 +569,18 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     Status closed = dispatcher->Close();
     if (s.ok()) s = closed;
   }
+  if (pipeline) {
+    Status closed = pipeline->Close();
+    if (s.ok()) s = closed;
+  }
   int rc = out.FinishExitCode();
   member->Leave();
-  if (f.verbose && dispatcher)
+  if (f.verbose && pipeline)
+    cli::Eprint("Processed a total of {} messages ({} outputs appended to {}, {} dead-lettered, "
+                "{} retries)\n",
+                dispatcher->handled(), pipeline->appended(), *f.to_topic,
+                dispatcher->dead_lettered(), dispatcher->retries());
+  else if (f.verbose && dispatcher)
     cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
                 dispatcher->handled(), dispatcher->dead_lettered(), dispatcher->retries());
   else if (f.verbose)

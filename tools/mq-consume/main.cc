@@ -27,6 +27,8 @@ constexpr const char* kUsage =
     "[--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
     "       mq-consume [-C DIR] -t TOPIC -G GROUP [group options] [--max-poll-interval MS] "
     "[--parallel N] [--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
+    "       mq-consume [-C DIR] -t TOPIC -G GROUP [group options] --to-topic OUT [-K SEP] "
+    "[--fsync none|batch] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
     "       mq-consume [-C DIR] --list [-J]\n"
     "       mq-consume [-C DIR] --describe -G GROUP [-t TOPIC] [-J]\n"
     "       mq-consume [-C DIR] --reset-offsets -G GROUP -t TOPIC [-p N[,N]...] "

@@ -130,6 +130,13 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "-G --exec: run handlers of up to N partitions at once, one per partition "
                  "(default 1)")
       ->check(CLI::Range(1u, kMaxParallel));
+  app.add_option("--to-topic", f->to_topic,
+                 "-G --exec: a pipeline: append each line the handler prints to topic OUT, "
+                 "effectively once (-K SEP: KEY SEP VALUE lines)")
+      ->type_name("OUT");
+  app.add_option("--fsync", f->fsync,
+                 "--to-topic: none (default) or batch (fsync each append before the commit)")
+      ->check(CLI::IsMember({"none", "batch"}));
   auto* q = app.add_flag("-q,--quiet", f->quiet, "no warnings on stderr");
   app.add_flag("-v,--verbose", f->verbose, "print a summary on stderr at exit")->excludes(q);
   k->excludes(K);
@@ -168,7 +175,7 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
     return std::optional<HandlerOptions>();
   }
   if (f.exec.empty()) return Usage("--exec: no command given (--exec CMD [ARG]...)");
-  if (f.print_key || f.key_delim || f.delim || f.null_delim || f.raw || f.format || f.json ||
+  if (f.print_key || (f.key_delim && !f.to_topic) || f.delim || f.null_delim || f.raw || f.format || f.json ||
       f.null_text)
     return Usage("--exec: the handler gets each message itself: output flags "
                  "(-k -K -D -0 --raw -f -J -Z) do not apply");
@@ -228,6 +235,49 @@ Status CheckGroupFlags(const Flags& f) {
 
 }  // namespace
 
+// --to-topic: a pipeline (format-spec/pipeline.md); nullopt without it.
+Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
+  if (!f.to_topic) {
+    if (f.fsync) return Usage("--fsync needs --to-topic");
+    return std::optional<PipelineOptions>();
+  }
+  if (auto s = ValidateName(*f.to_topic, "topic"); !s.ok())
+    return Usage("--to-topic: " + s.message());
+  if (!f.group)
+    return Usage("--to-topic needs a consumer group (-G GROUP): its offsets say where a rerun "
+                 "resumes");
+  if (!f.exec_given) return Usage("--to-topic needs a transform: --exec CMD [ARG]...");
+  if (*f.to_topic == f.topic)
+    return Usage("--to-topic: the output topic must differ from the topic read");
+  if (f.dlq && *f.dlq == *f.to_topic)
+    return Usage("--to-topic: the output topic must differ from the dead-letter topic");
+  if (f.batch)
+    return Usage("--to-topic: --batch transforms are not supported yet (one message per run)");
+  if (f.parallel)
+    return Usage("--to-topic: --parallel is not supported yet (one transform at a time)");
+  if (f.at_most_once) return Usage("--to-topic is effectively-once: not with --at-most-once");
+  PipelineOptions p;
+  p.group = *f.group;
+  p.in = f.topic;
+  p.out = *f.to_topic;
+  if (f.key_delim) {
+    auto d = cli::ParseEscapes(*f.key_delim, "-K/--key-delimiter");
+    if (!d) return d.error();
+    if (d->find('\n') != std::string::npos)
+      return Usage("-K/--key-delimiter: must not hold a newline (outputs are lines)");
+    p.key_delimiter = *d;
+  }
+  p.durability = f.fsync && *f.fsync == "batch" ? Durability::kEveryBatch : Durability::kNone;
+  // The registry name must be a valid name (R12) for every partition.
+  if (auto s = ValidateName(PipelineProducerName(p.group, p.in, p.out, 2147483647), "producer id");
+      !s.ok())
+    return Usage("--to-topic: group and topic names too long for the pipeline's producer name (" +
+                 s.message() + ")");
+  p.quiet = f.quiet;
+  p.verbose = f.verbose;
+  return std::optional<PipelineOptions>(std::move(p));
+}
+
 Result<Settings> Resolve(const Flags& f) {
   if (f.topic.empty()) return Status(Code::kInvalidArgument, "--topic is required");
   if (Status s = ValidateName(f.topic, "topic"); !s.ok())
@@ -249,6 +299,9 @@ Result<Settings> Resolve(const Flags& f) {
   auto handler = MakeHandlerOptions(f);
   if (!handler) return handler.error();
   out.handler = std::move(*handler);
+  auto pipeline = MakePipelineOptions(f);
+  if (!pipeline) return pipeline.error();
+  out.pipeline = std::move(*pipeline);
   return out;
 }
 

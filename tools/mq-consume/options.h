@@ -12,6 +12,7 @@
 #include "group_admin.h"
 #include "mq/status.h"
 #include "mq/topic.h"
+#include "pipeline.h"
 #include "position.h"
 #include "printer.h"
 
@@ -48,6 +49,9 @@ struct Flags {
   std::optional<std::string> dlq;
   std::optional<int64_t> max_poll_interval_ms;
   std::optional<uint32_t> parallel;
+  // --to-topic OUT (pipeline.h) and its --fsync.
+  std::optional<std::string> to_topic;
+  std::optional<std::string> fsync;
   AdminFlags admin;  // --list, --describe, --reset-offsets, --delete
 };
 
@@ -70,6 +74,7 @@ struct Settings {
   Positions positions;
   std::vector<HeaderFilter> header_filters;
   std::optional<HandlerOptions> handler;  // --exec
+  std::optional<PipelineOptions> pipeline;  // --to-topic
 };
 Result<Settings> Resolve(const Flags& f);
 

@@ -218,4 +218,21 @@ namespace mq {
 // its producer state (nullopt if the producer has appended nothing there).
 // mq-produce uses it to resume an interrupted idempotent run.
 Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int64_t producer_id);
+
+// The last batch `producer_id` appended to the partition at `dir`, found
+// through the producer state (snapshot plus replay, as LastProducerSequence)
+// and then read alone: nullopt if the producer has appended nothing there.
+// `bytes` is the whole encoded batch as the log holds it (parse it with
+// BatchView::Parse), empty when retention removed it. mq-consume pipelines
+// resume from it (format-spec/pipeline.md).
+struct ProducerBatch {
+  int64_t base_offset = -1;
+  int64_t last_offset = -1;
+  int32_t first_sequence = 0;
+  int32_t last_sequence = 0;
+  std::vector<std::byte> bytes;
+};
+Result<std::optional<ProducerBatch>> LastProducerBatch(const std::string& dir,
+                                                       int64_t producer_id,
+                                                       const ReadOptions& options = {});
 }  // namespace mq

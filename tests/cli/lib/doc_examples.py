@@ -41,6 +41,7 @@ EXPECT = {
     "mq-consume -C data --describe -G indexer           # offsets, log ends, lag, members": 0,
     "mq-consume -C data --reset-offsets -G indexer -t logs --to-earliest --execute   # replay": 0,
     "mq-consume -C data -t logs -e --dlq logs.dlq --exec sh -c 'grep -q line'   # a command per message": 0,
+    "mq-consume -C data -t logs -G short -e --to-topic logs.short --exec awk 'length($0) < 20'   # a pipeline": 0,
     "mq-inspect data/logs-0/00000000000000000000.log            # one line per batch, like kafka-dump-log": 0,
     "mq-inspect -r -d data/logs-0/00000000000000000000.log      # and every record with its key and payload": 0,
     "mq-inspect --json data/logs-0/00000000000000000000.index   # index entries as JSON Lines": 0,
@@ -89,6 +90,9 @@ EXPECT = {
     "mq-consume -t orders -e --max-attempts 4 --retry-backoff 50 --dlq orders.dlq \\\n"
     "    --exec sh -c 'test \"$(cat)\" -le 28 || { echo \"order too large\" >&2; exit 1; }'\n"
     "mq-consume -t orders.dlq -e -J | jq -c '[.payload, (.headers | from_entries)]'": 0,
+    "mq-consume -t orders -G big -e --to-topic orders.big \\\n"
+    "    --exec awk '$1 > 20 { print \"big order: \" $1 }'\n"
+    "mq-consume -t orders.big -e -f '%s (from %h)\\n'": 0,
     # mq-inspect(1)
     "mq-inspect data/orders-0/00000000000000000000.log\n"
     "mq-inspect -d data/orders-0/00000000000000000000.log": 0,

@@ -1,6 +1,6 @@
 // The producer-id registry (format-spec/producer.md §10.3): a stable name
-// given with --producer-id maps to a numeric producerId kept in the data
-// directory, and a lock held for the whole run keeps two runs with one name
+// (mq-produce --producer-id NAME, or a pipeline's, format-spec/pipeline.md)
+// maps to a numeric producerId kept in the data directory, and a lock held for the whole run keeps two runs with one name
 // from interleaving their sequences.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include "mq/lock.h"
 #include "mq/status.h"
 
-namespace mq::produce {
+namespace mq {
 
 class ProducerIdentity {
  public:
@@ -29,4 +29,4 @@ class ProducerIdentity {
   int64_t id_ = -1;
 };
 
-}  // namespace mq::produce
+}  // namespace mq

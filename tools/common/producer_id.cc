@@ -12,7 +12,7 @@
 #include "mq/batch.h"
 #include "mq/topic.h"
 
-namespace mq::produce {
+namespace mq {
 namespace {
 
 constexpr const char* kRegistryDir = "producers";
@@ -103,4 +103,4 @@ Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
   return ProducerIdentity(std::move(*lock), *id);
 }
 
-}  // namespace mq::produce
+}  // namespace mq

@@ -1,0 +1,294 @@
+#include "pipeline.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+
+namespace mq::consume {
+namespace {
+
+std::optional<std::string> Copy(const std::optional<Bytes>& b) {
+  if (!b) return std::nullopt;
+  return std::string(AsText(*b));
+}
+
+// Test seam (mq(7), MQ_TEST_CRASH=pipeline-partial): die as a SIGKILL
+// would once a message's first output batch is appended and more remain.
+bool CrashPartial() {
+  const char* crash = std::getenv("MQ_TEST_CRASH");
+  return crash != nullptr && std::string_view(crash) == "pipeline-partial";
+}
+
+}  // namespace
+
+std::string PipelineProducerName(std::string_view group, std::string_view in,
+                                 std::string_view out, int32_t partition) {
+  return fmt::format("pipeline.{}.{}.{}.{}.{}.{}.{}", group.size(), group, in.size(), in,
+                     out.size(), out, partition);
+}
+
+std::vector<PipelineOutput> SplitOutput(std::string_view output,
+                                        const std::optional<std::string>& key_delimiter) {
+  std::vector<PipelineOutput> outs;
+  while (!output.empty()) {
+    size_t nl = output.find('\n');
+    std::string_view line = output.substr(0, nl);
+    output.remove_prefix(nl == std::string_view::npos ? output.size() : nl + 1);
+    PipelineOutput o;
+    if (key_delimiter) {
+      size_t at = line.find(*key_delimiter);
+      if (at != std::string_view::npos) {
+        o.key = std::string(line.substr(0, at));
+        line.remove_prefix(at + key_delimiter->size());
+      }
+    }
+    o.value = std::string(line);
+    outs.push_back(std::move(o));
+  }
+  return outs;
+}
+
+Pipeline::Pipeline(PipelineOptions options, const DataDir& dir, const TopicConfig& source)
+    : options_(std::move(options)), dir_(dir), source_(source) {}
+
+Pipeline::~Pipeline() { (void)Close(); }
+
+Status Pipeline::Open() {
+  auto config = dir_.ReadTopic(options_.out);
+  if (!config && config.error().code() == Code::kNotFound) {
+    MQ_RETURN_IF_ERROR(dir_.CreateTopic(options_.out, source_));
+    if (!options_.quiet)
+      cli::Warn(fmt::format("created output topic {} like {} ({} partition{})", options_.out,
+                            options_.in, source_.partitions, source_.partitions == 1 ? "" : "s"));
+    config = dir_.ReadTopic(options_.out);
+  }
+  if (!config) return config.error();
+  out_config_ = *config;
+  log_ = DataDir::LogConfigFor(out_config_);
+  log_.durability = options_.durability;
+  log_.sync_on_close = options_.durability != Durability::kNone;
+  writers_.resize(static_cast<size_t>(out_config_.partitions));
+  return Status::Ok();
+}
+
+Status Pipeline::Close() {
+  Status first;
+  for (auto& w : writers_) {
+    if (!w) continue;
+    Status s = w->Close();
+    if (first.ok() && !s.ok()) first = s;
+    w.reset();
+  }
+  sources_.clear();
+  return first;
+}
+
+Result<PartitionWriter*> Pipeline::Writer(int32_t q) {
+  auto& w = writers_[static_cast<size_t>(q)];
+  if (!w) {
+    RecoveryReport report;
+    auto opened = PartitionWriter::Open(dir_.PartitionDir(options_.out, q), log_, true, &report);
+    if (!opened) return opened.error();
+    w = std::move(*opened);
+  }
+  return w.get();
+}
+
+std::string Pipeline::SourceId(int32_t partition, int64_t offset) const {
+  return fmt::format("{}/{}/{}", options_.in, partition, offset);
+}
+
+int32_t Pipeline::Route(int32_t partition, const PipelineOutput& o) const {
+  if (o.key) return PartitionForKey(AsBytes(*o.key), out_config_.partitions);
+  return partition % out_config_.partitions;
+}
+
+Status Pipeline::Acquire(int32_t partition, int64_t start) {
+  Source src;
+  auto id = ProducerIdentity::Acquire(
+      dir_.path(), PipelineProducerName(options_.group, options_.in, options_.out, partition));
+  if (!id) return id.error();
+  src.identity.emplace(std::move(*id));
+  const int64_t pid = src.identity->id();
+  src.next_sequence.assign(static_cast<size_t>(out_config_.partitions), 0);
+  ReadOptions read;
+  read.limits = DataDir::DecodeLimitsFor(out_config_);
+  read.offsets = out_config_.cleanup_policy == CleanupPolicy::kDelete ? OffsetPolicy::kContiguous
+                                                                      : OffsetPolicy::kGapsAllowed;
+  const std::string prefix = SourceId(partition, 0).substr(0, SourceId(partition, 0).size() - 1);
+  // Per output partition: the source offset of the producer's last batch
+  // there, and its records.
+  std::map<int32_t, std::pair<int64_t, std::vector<Found>>> tails;
+  int64_t highest = -1;
+  for (int32_t q = 0; q < out_config_.partitions; ++q) {
+    // Opening the writer first recovers the partition, so the producer's
+    // state is read from a consistent log (as mq-produce --producer-id).
+    auto w = Writer(q);
+    if (!w) return w.error();
+    const std::string pdir = dir_.PartitionDir(options_.out, q);
+    auto last = LastProducerBatch(pdir, pid, read);
+    if (!last) return last.error();
+    if (!*last) continue;
+    src.next_sequence[static_cast<size_t>(q)] =
+        (*last)->last_sequence == INT32_MAX ? 0 : (*last)->last_sequence + 1;
+    if ((*last)->bytes.empty())
+      return Status(Code::kNotFound,
+                    fmt::format("--to-topic {}: partition {}: the last batch of this pipeline's "
+                                "producer (offset {}) was removed by retention: where source "
+                                "partition {} stopped cannot be known",
+                                options_.out, q, (*last)->base_offset, partition));
+    auto view = BatchView::Parse(Bytes((*last)->bytes), read.limits, pdir, 0);
+    if (!view) return view.error();
+    std::vector<std::byte> scratch;
+    auto records = RecordReader::Open(*view, &scratch, read.limits, pdir, 0);
+    if (!records) return records.error();
+    RecordView r;
+    int64_t src_offset = -1;
+    std::vector<Found> found;
+    while (records->Read(&r)) {
+      std::optional<std::string> where, index;
+      for (const Header& h : r.headers()) {
+        if (h.key == kSourceHeader && h.value) where = std::string(AsText(*h.value));
+        if (h.key == kSourceIndexHeader && h.value) index = std::string(AsText(*h.value));
+      }
+      int64_t o = -1, i = -1;
+      const bool ok =
+          where && index && where->starts_with(prefix) &&
+          std::from_chars(where->data() + prefix.size(), where->data() + where->size(), o).ec ==
+              std::errc() &&
+          std::from_chars(index->data(), index->data() + index->size(), i).ec == std::errc() &&
+          (src_offset < 0 || o == src_offset);
+      if (!ok)
+        return Status::Corruption(pdir, 0, "E2",
+                                  fmt::format("offset {}: an output of producer {} without the "
+                                              "{} header {}N of one source message, or {}",
+                                              r.offset, pid, kSourceHeader, prefix,
+                                              kSourceIndexHeader));
+      src_offset = o;
+      found.push_back({i, Copy(r.key), Copy(r.value)});
+    }
+    if (!records->status().ok()) return records->status();
+    highest = std::max(highest, src_offset);
+    tails[q] = {src_offset, std::move(found)};
+  }
+  if (highest >= start) {
+    src.resume = highest;
+    for (auto& [q, t] : tails)
+      if (t.first == highest) src.present[q] = std::move(t.second);
+    if (options_.verbose)
+      cli::Eprint("partition {}: outputs of offsets {}..{} are in {} already; completing offset "
+                  "{}\n",
+                  partition, start, highest, options_.out, highest);
+  }
+  sources_[partition] = std::move(src);
+  return Status::Ok();
+}
+
+void Pipeline::Release(int32_t partition) { sources_.erase(partition); }
+
+Result<bool> Pipeline::Complete(int32_t partition, int64_t offset) {
+  auto it = sources_.find(partition);
+  if (it == sources_.end())
+    return Status(Code::kInternal, fmt::format("partition {}: not acquired", partition));
+  return offset < it->second.resume;
+}
+
+bool Pipeline::Started(int32_t partition, int64_t offset) const {
+  auto it = sources_.find(partition);
+  return it != sources_.end() && offset == it->second.resume && !it->second.present.empty();
+}
+
+Status Pipeline::AppendBatch(Source& src, int32_t partition, int64_t offset, int64_t timestamp,
+                             int32_t q,
+                             const std::vector<std::pair<size_t, const PipelineOutput*>>& outs) {
+  int32_t& seq = src.next_sequence[static_cast<size_t>(q)];
+  BatchOptions b;
+  b.producer_id = src.identity->id();
+  b.producer_epoch = 0;
+  b.base_sequence = seq;
+  BatchBuilder builder(b);
+  const std::string where = SourceId(partition, offset);
+  for (const auto& [index, o] : outs) {
+    const std::string idx = std::to_string(index);
+    const Header headers[] = {{kSourceHeader, AsBytes(where)}, {kSourceIndexHeader, AsBytes(idx)}};
+    RecordInput r;
+    r.timestamp = timestamp;
+    if (o->key) r.key = AsBytes(*o->key);
+    r.value = AsBytes(o->value);
+    r.headers = headers;
+    builder.Add(r);
+  }
+  std::vector<std::byte> bytes;
+  MQ_RETURN_IF_ERROR(builder.Finish(0, &bytes));
+  auto w = Writer(q);
+  if (!w) return w.error();
+  auto appended = (*w)->Append(bytes, CrcCheck::kAlreadyComputed);
+  if (!appended)
+    return Status(appended.error().code(),
+                  fmt::format("topic {} partition {} offset {}: --to-topic {} partition {}: "
+                              "append: {}",
+                              options_.in, partition, offset, options_.out, q,
+                              appended.error().message()));
+  const int64_t n = static_cast<int64_t>(outs.size());
+  seq = static_cast<int32_t>((static_cast<int64_t>(seq) + n) % (int64_t{1} << 31));
+  appended_ += outs.size();
+  return Status::Ok();
+}
+
+Status Pipeline::Deliver(int32_t partition, int64_t offset, int64_t timestamp,
+                         std::string_view output) {
+  auto it = sources_.find(partition);
+  if (it == sources_.end())
+    return Status(Code::kInternal, fmt::format("partition {}: not acquired", partition));
+  Source& src = it->second;
+  const std::vector<PipelineOutput> outs = SplitOutput(output, options_.key_delimiter);
+  // E4: one batch per output partition, outputs in index order.
+  std::map<int32_t, std::vector<std::pair<size_t, const PipelineOutput*>>> by_partition;
+  for (size_t i = 0; i < outs.size(); ++i)
+    by_partition[Route(partition, outs[i])].push_back({i, &outs[i]});
+  const bool resuming = offset == src.resume;
+  if (resuming) {
+    // E7: the outputs an earlier run appended must be what this run gives.
+    const std::string where = fmt::format("topic {} partition {} offset {}", options_.in,
+                                          partition, offset);
+    for (const auto& [q, found] : src.present) {
+      auto mine = by_partition.find(q);
+      bool same = mine != by_partition.end() && mine->second.size() == found.size();
+      for (size_t k = 0; same && k < found.size(); ++k) {
+        const auto& [index, o] = mine->second[k];
+        same = found[k].index == static_cast<int64_t>(index) && found[k].key == o->key &&
+               found[k].value == std::optional<std::string>(o->value);
+      }
+      if (!same)
+        return Status(Code::kCorruption,
+                      fmt::format("{}: the transform's outputs differ from those an earlier run "
+                                  "appended to {} partition {}: the transform is not "
+                                  "deterministic (same input, same output lines), so this "
+                                  "pipeline cannot be effectively-once; stopping",
+                                  where, options_.out, q));
+    }
+  }
+  size_t batches = 0;
+  for (const auto& [q, list] : by_partition) {
+    if (resuming && src.present.contains(q)) continue;  // appended by an earlier run
+    if (batches > 0 && CrashPartial()) ::raise(SIGKILL);
+    MQ_RETURN_IF_ERROR(AppendBatch(src, partition, offset, timestamp, q, list));
+    ++batches;
+  }
+  if (resuming) {
+    if (options_.verbose && !options_.quiet)
+      cli::Eprint("partition {}: offset {}: completed ({} output batch{} appended now)\n",
+                  partition, offset, batches, batches == 1 ? "" : "es");
+    src.resume = -1;
+    src.present.clear();
+  }
+  return Status::Ok();
+}
+
+}  // namespace mq::consume

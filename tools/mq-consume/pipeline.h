@@ -1,0 +1,108 @@
+// mq-consume -G GROUP -t IN --to-topic OUT --exec CMD: an effectively-once
+// consume -> transform -> produce pipeline (format-spec/pipeline.md). The
+// handler's standard output is the message's outputs, one per line; each
+// (source partition) appends them under a producer id of its own, with
+// contiguous sequences, and every output names its source message in a
+// header, so that a restart finds at the output's tail where the last owner
+// stopped and appends only what is missing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dispatcher.h"
+#include "mq/partition.h"
+#include "mq/topic.h"
+#include "producer_id.h"
+
+namespace mq::consume {
+
+// Headers every output record carries (format-spec/pipeline.md, E2).
+constexpr std::string_view kSourceHeader = "mq.src";             // IN/PARTITION/OFFSET
+constexpr std::string_view kSourceIndexHeader = "mq.src.index";  // 0, 1, ... per message
+
+// The producer name of source partition `partition` (E1): registry name
+// "pipeline.<len>.<group>.<len>.<in>.<len>.<out>.<partition>", each
+// length in decimal bytes, so that no two pipelines share one.
+std::string PipelineProducerName(std::string_view group, std::string_view in,
+                                 std::string_view out, int32_t partition);
+
+struct PipelineOptions {
+  std::string group;
+  std::string in;   // -t
+  std::string out;  // --to-topic
+  std::optional<std::string> key_delimiter;  // -K: output lines are KEY SEP VALUE
+  Durability durability = Durability::kNone;  // --fsync
+  bool quiet = false;
+  bool verbose = false;
+};
+
+// One output message of a transform run.
+struct PipelineOutput {
+  std::optional<std::string> key;
+  std::string value;
+};
+
+// Splits a transform's standard output into its messages (E3): each line
+// (the last one may lack its newline) is one; with a key delimiter, a line
+// holding it is KEY, the delimiter, VALUE, and one without has no key.
+std::vector<PipelineOutput> SplitOutput(std::string_view output,
+                                        const std::optional<std::string>& key_delimiter);
+
+class Pipeline final : public OutputSink {
+ public:
+  Pipeline(PipelineOptions options, const DataDir& dir, const TopicConfig& source);
+  ~Pipeline() override;
+  // Opens the output topic, creating it like the source if it does not
+  // exist (as --dlq does), and says so on stderr.
+  Status Open();
+  // Closes the output partitions (fsync unless --fsync none).
+  Status Close();
+
+  Status Acquire(int32_t partition, int64_t start) override;
+  void Release(int32_t partition) override;
+  Result<bool> Complete(int32_t partition, int64_t offset) override;
+  bool Started(int32_t partition, int64_t offset) const override;
+  Status Deliver(int32_t partition, int64_t offset, int64_t timestamp,
+                 std::string_view output) override;
+
+  uint64_t appended() const { return appended_; }
+
+ private:
+  // An output already in the log: what a rerun must reproduce.
+  struct Found {
+    int64_t index = -1;
+    std::optional<std::string> key;
+    std::optional<std::string> value;
+  };
+  struct Source {
+    std::optional<ProducerIdentity> identity;
+    std::vector<int32_t> next_sequence;  // per output partition
+    // E5: the highest source offset found at the output's tail, if at or
+    // past the start: messages below it are complete, and its outputs in
+    // each output partition whose last batch is its are `present`.
+    int64_t resume = -1;
+    std::map<int32_t, std::vector<Found>> present;
+  };
+  Result<PartitionWriter*> Writer(int32_t q);
+  int32_t Route(int32_t partition, const PipelineOutput& o) const;
+  Status AppendBatch(Source& src, int32_t partition, int64_t offset, int64_t timestamp,
+                     int32_t q, const std::vector<std::pair<size_t, const PipelineOutput*>>& outs);
+  std::string SourceId(int32_t partition, int64_t offset) const;
+
+  PipelineOptions options_;
+  DataDir dir_;
+  TopicConfig source_;
+  TopicConfig out_config_;
+  LogConfig log_;
+  std::vector<std::unique_ptr<PartitionWriter>> writers_;
+  std::map<int32_t, Source> sources_;
+  uint64_t appended_ = 0;
+};
+
+}  // namespace mq::consume
