@@ -233,8 +233,15 @@ Result<StateFields> StateFile::Read(uint32_t* generation_out) const {
   StateLayout* m = impl_->layout;
   std::atomic_ref<uint32_t> gen(m->generation);
   StateLayout copy;
-  // A writer that died inside Publish leaves the generation odd forever;
-  // after a bounded number of tries the checksum decides.
+  // A writer that died inside Publish leaves the generation odd forever:
+  // once it has stayed at one odd value for kStuckLooks looks (about a
+  // second, yielding, then sleeping), the checksum decides. A generation
+  // that moves is a live writer, however often it does: look again, never
+  // give up on it (a reader that gave up on a live writer would report a
+  // torn copy as corruption).
+  constexpr int kStuckLooks = 2000;
+  uint32_t stuck_at = 0;
+  int stuck = 0;
   for (int attempt = 0;; ++attempt) {
     uint32_t g1 = gen.load(std::memory_order_acquire);
     copy.magic = LoadRelaxed(m->magic);
@@ -252,11 +259,25 @@ Result<StateFields> StateFile::Read(uint32_t* generation_out) const {
     copy.appending = 0;
     std::atomic_thread_fence(std::memory_order_acquire);
     uint32_t g2 = gen.load(std::memory_order_relaxed);
-    if ((g1 == g2 && (g1 & 1) == 0) || attempt >= 1000) {
+    if (g1 == g2 && (g1 & 1) == 0) {
       if (generation_out) *generation_out = g2;
       return DecodeState(copy, kStateFileName);
     }
-    if (attempt > 10) sched_yield();
+    if (g1 == g2 && (stuck == 0 || g1 == stuck_at)) {
+      stuck_at = g1;
+      if (++stuck >= kStuckLooks) {
+        if (generation_out) *generation_out = g2;
+        return DecodeState(copy, kStateFileName);
+      }
+    } else {
+      stuck = 0;
+    }
+    if (stuck > 1000) {
+      struct timespec ms = {0, 1000000};
+      ::nanosleep(&ms, nullptr);
+    } else if (attempt > 10) {
+      sched_yield();
+    }
   }
 }
 

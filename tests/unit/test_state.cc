@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <fcntl.h>
 #include <thread>
@@ -165,6 +166,38 @@ TEST_CASE("state: seqlock readers never see a torn publication") {
   auto last = r->Read();
   REQUIRE(last);
   CHECK(last->log_end_offset == 200000);
+}
+
+TEST_CASE("state: a generation left odd by a dead writer is taken after a bounded wait") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  bool recreated = false;
+  auto w = StateFile::OpenForWrite(dir->get(), nullptr, StateFields{}, &recreated);
+  REQUIRE(w);
+  StateFields f;
+  f.log_end_offset = 7;
+  f.end_position = 21;
+  f.recovery_point = 7;
+  const uint32_t g = w->Publish(f);
+  auto r = StateFile::OpenForRead(dir->get());
+  REQUIRE(r);
+  // A writer that died inside Publish: the generation stays odd.
+  const std::string path = tmp.path() + "/state";
+  int fd = ::open(path.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  const uint32_t odd = g + 1;
+  REQUIRE(::pwrite(fd, &odd, sizeof odd, offsetof(StateLayout, generation)) == sizeof odd);
+  // Its fields are whole: the checksum takes them.
+  auto read = r->Read();
+  REQUIRE(read);
+  CHECK(read->log_end_offset == 7);
+  // Torn fields under the odd generation: corruption, not a wrong answer.
+  const int64_t torn = 8;
+  REQUIRE(::pwrite(fd, &torn, sizeof torn, offsetof(StateLayout, log_end_offset)) == sizeof torn);
+  ::close(fd);
+  auto bad = r->Read();
+  CHECK(!bad.has_value());
 }
 
 TEST_CASE("state: Wait returns when the generation moves") {
