@@ -361,15 +361,14 @@ Status Producer::Flush() {
     if (ps.builder.count() > 0) MQ_RETURN_IF_ERROR(FinishBatch(p));
     MQ_RETURN_IF_ERROR(AppendPartition(p));
   }
-  // Every queued message is now appended (and durable as configured).
+  // Every queued message is now handed to the appender (AppendPartition
+  // emptied the queue counts); offsets are printed once it appended them.
   if (options_.print_offsets) MQ_RETURN_IF_ERROR(Drain());
   for (int32_t p : order_) {
     out_->Print("{} {}\n", p, parts_[static_cast<size_t>(p)].cursor++);
   }
   if (options_.print_offsets) out_->Flush();
   order_.clear();
-  queued_bytes_ = 0;
-  queued_messages_ = 0;
   return Status::Ok();
 }
 
