@@ -71,6 +71,13 @@ struct PartitionWriter::Impl {
   // (-1: not the active segment, or unknown).
   int64_t snapshot_segment = -1;
   uint64_t snapshot_pos = 0;
+  // False after an open that deferred building `producers` (and the
+  // snapshot fields above): EnsureProducers() builds them when first
+  // needed, so a writer that appends only batches without a producer id
+  // never reads the log back. `newest_snapshot`: the offset of the newest
+  // snapshot file at that open (-1: none).
+  bool producers_loaded = true;
+  int64_t newest_snapshot = -1;
   bool closed = false;
   bool stale_check = true;  // check the active file size at the next Sync
 
@@ -105,6 +112,7 @@ struct PartitionWriter::Impl {
   Status ReplayProducers(File* active_log = nullptr,
                          const std::vector<int64_t>* snapshots = nullptr);
   Status ReplayRange(int64_t from_base, uint64_t from_pos);
+  Status EnsureProducers();
   Status Roll();
   Status WriteIndexBuffers();
   Status SyncAll();
@@ -309,6 +317,15 @@ Status PartitionWriter::Impl::ReplayProducers(File* active_log,
   return Status::Ok();
 }
 
+// Under the lock, with the active segment's files holding everything up to
+// `fields` (its log written, its index buffers too).
+Status PartitionWriter::Impl::EnsureProducers() {
+  if (producers_loaded) return Status::Ok();
+  MQ_RETURN_IF_ERROR(ReplayProducers(log.get()));
+  producers_loaded = true;
+  return Status::Ok();
+}
+
 Status PartitionWriter::Impl::Publish() {
   fields.boot_id = CurrentBootId();  // R27: the committed end is this boot's
   generation = state.Publish(fields);
@@ -343,7 +360,10 @@ Status PartitionWriter::Impl::Sync() {
     bool same_history = old.rewrites == fields.rewrites &&
                         std::binary_search(segments.begin(), segments.end(), old.end_segment_base) &&
                         old.log_end_offset <= fields.log_end_offset;
-    if (same_history)
+    // (A table not built yet is built from the log as it will be then.)
+    if (!producers_loaded)
+      ;
+    else if (same_history)
       MQ_RETURN_IF_ERROR(ReplayRange(old.end_segment_base, old.end_position));
     else
       MQ_RETURN_IF_ERROR(ReplayProducers());
@@ -367,6 +387,7 @@ Status PartitionWriter::Impl::Roll() {
   ib.Finish(&time_buf);
   MQ_RETURN_IF_ERROR(WriteIndexBuffers());
   if (config.durability == Durability::kEveryBatch) MQ_RETURN_IF_ERROR(log->Sync());
+  MQ_RETURN_IF_ERROR(EnsureProducers());
   int64_t base = fields.log_end_offset;
   MQ_RETURN_IF_ERROR(producers.WriteSnapshot(dir_fd.get(), base));
   snapshot_at = base;
@@ -475,8 +496,12 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
                                 "index-rebuilt", "R23: index inconsistent with its log; rebuilt"});
     MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
   }
-  // The log just opened (or reopened after a rebuild) is the active one.
-  MQ_RETURN_IF_ERROR(ReplayProducers(log.get(), &snapshots));
+  // Everything below the committed end was checked when it was appended:
+  // the producer table is built from it when first needed (producer.md
+  // §10.2, P7). Snapshots past the end are removed now, before anything is
+  // appended past them.
+  newest_snapshot = ProducerStateTable::DropSnapshotsPast(fd, fields.log_end_offset, snapshots);
+  producers_loaded = false;
   stale_check = false;
   state.SetAppending(false);
   MQ_RETURN_IF_ERROR(Publish());
@@ -523,6 +548,7 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
                                        segments.front(), recovered->log_end_offset);
   fields.recovery_point = trusted ? std::min(prev.recovery_point, recovered->log_end_offset) : 0;
   MQ_RETURN_IF_ERROR(ReplayProducers(nullptr, &snapshots));
+  producers_loaded = true;
   MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
   stale_check = false;  // recovery cut the tail already
   state.SetAppending(false);
@@ -587,6 +613,12 @@ Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches, CrcCh
   MQ_RETURN_IF_ERROR(w.lock.Lock());
   LockGuard guard(&w.lock);
   MQ_RETURN_IF_ERROR(w.Sync());
+  for (const Piece& p : pieces) {
+    if (p.header.has_producer_id()) {
+      MQ_RETURN_IF_ERROR(w.EnsureProducers());
+      break;
+    }
+  }
 
   // 2. Idempotent producers: all checks first, so a rejected batch leaves
   // nothing half-appended. Later batches of one producer in the same call
@@ -743,6 +775,7 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
   MQ_RETURN_IF_ERROR(RebuildIndexes(dir_fd, w.fs, w.config, keep, cut, false));
   MQ_RETURN_IF_ERROR(w.fs->SyncDir(dir_fd));
   MQ_RETURN_IF_ERROR(w.ReplayProducers());  // also drops snapshots past the end
+  w.producers_loaded = true;
   return w.OpenActive(keep, cut);
 }
 
@@ -774,6 +807,14 @@ Status PartitionWriter::Close() {
     MQ_RETURN_IF_ERROR(w.lock.Lock());
     LockGuard guard(&w.lock);
     s = w.Sync();
+    // A table never built is built here only when the next open's replay
+    // could be long: the active segment holds kSnapshotReplayBytes, or the
+    // newest snapshot is older than it while earlier segments exist.
+    if (s.ok() && !w.producers_loaded &&
+        (w.fields.end_position >= kSnapshotReplayBytes ||
+         (w.newest_snapshot < w.fields.end_segment_base && w.segments.size() > 1))) {
+      s = w.EnsureProducers();
+    }
     // A writer that appended nothing since the newest snapshot writes none,
     // nor one whose batches after it take less than kSnapshotReplayBytes
     // of the active segment (the next open replays them instead); without
@@ -781,7 +822,8 @@ Status PartitionWriter::Close() {
     // P7: derived data, a lost one costs only a longer replay).
     const bool short_replay = w.snapshot_segment == w.fields.end_segment_base &&
                               w.fields.end_position - w.snapshot_pos < kSnapshotReplayBytes;
-    if (s.ok() && w.snapshot_at != w.fields.log_end_offset && !short_replay) {
+    if (s.ok() && w.producers_loaded && w.snapshot_at != w.fields.log_end_offset &&
+        !short_replay) {
       s = w.producers.WriteSnapshot(w.dir_fd.get(), w.fields.log_end_offset,
                                     w.config.sync_on_close);
       if (s.ok()) {

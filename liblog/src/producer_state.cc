@@ -309,11 +309,7 @@ Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end,
   entries_.clear();
   auto offsets = listed ? Result<std::vector<int64_t>>(*listed) : ListSnapshots(dir_fd);
   if (!offsets) return offsets.error();
-  // A snapshot past the log end describes records that are gone (the log
-  // was truncated): it must never be read once the log grows past it again.
-  for (int64_t off : *offsets) {
-    if (off > log_end) ::unlinkat(dir_fd, SnapshotName(off).c_str(), 0);
-  }
+  DropSnapshotsPast(dir_fd, log_end, *offsets);
   for (auto it = offsets->rbegin(); it != offsets->rend(); ++it) {
     if (*it > log_end) continue;
     std::string name = SnapshotName(*it);
@@ -328,6 +324,20 @@ Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end,
     return *it;
   }
   return int64_t{0};
+}
+
+int64_t ProducerStateTable::DropSnapshotsPast(int dir_fd, int64_t log_end,
+                                              const std::vector<int64_t>& listed) {
+  // A snapshot past the log end describes records that are gone (the log
+  // was truncated): it must never be read once the log grows past it again.
+  int64_t newest = -1;
+  for (int64_t off : listed) {
+    if (off > log_end)
+      ::unlinkat(dir_fd, SnapshotName(off).c_str(), 0);
+    else
+      newest = off;
+  }
+  return newest;
 }
 
 Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset, bool sync) const {

@@ -66,6 +66,11 @@ class ProducerStateTable {
   // (under the writer lock), ascending; null: listed here.
   Result<int64_t> LoadSnapshot(int dir_fd, int64_t log_end,
                                const std::vector<int64_t>* listed = nullptr);
+  // LoadSnapshot's deletion alone: removes the snapshots of `listed`
+  // (ascending) with an offset > `log_end`; returns the newest of the
+  // others (-1 if none), the one LoadSnapshot would try first.
+  static int64_t DropSnapshotsPast(int dir_fd, int64_t log_end,
+                                   const std::vector<int64_t>& listed);
   // Writes `<next_offset>.snapshot` atomically and removes older ones beyond
   // the newest two.
   // With `sync` false the file is neither fsynced nor is the directory (for

@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
+#include <random>
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include "mq/partition.h"
 #include "mq/segment.h"
 #include "mq/file.h"
+#include "producer_state.h"
 #include "state_file.h"
 #include "test_support.h"
 
@@ -484,6 +488,42 @@ TEST_CASE("P7 snapshot: a close after less than 256 KiB since the newest snapsho
   CHECK(*last == std::optional<int32_t>(sequence - 1));
 }
 
+// A writer that appends no producer batch never builds the table (the open
+// defers it); at close it builds it only when a snapshot may be due.
+TEST_CASE("P7 snapshot: a writer that never needed the table writes one at close past 256 KiB") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  int32_t sequence = 0;
+  std::vector<std::byte> small;
+  {
+    auto w = OpenWriter(dir);
+    small = AppendProducer(*w, &sequence, 3, 3, 8);
+    REQUIRE(w->Close().ok());
+  }
+  REQUIRE(SnapshotCount(dir) == 0);
+  {
+    auto w = OpenWriter(dir);
+    for (int i = 0; i < 10; ++i) AppendOne(*w, 4, 1000, 64);
+    REQUIRE(w->Close().ok());
+  }
+  CHECK(SnapshotCount(dir) == 0);  // a short replay: none
+  {
+    auto w = OpenWriter(dir);
+    for (int i = 0; i < 40; ++i) AppendOne(*w, 8, 1000, 1024);
+    REQUIRE(w->Close().ok());
+  }
+  CHECK(SnapshotCount(dir) == 1);
+  // It holds producer 7: a retry of its last batch is a duplicate.
+  auto w = OpenWriter(dir);
+  auto retry = small;
+  auto r = w->Append(retry);
+  REQUIRE(r);
+  CHECK(r->duplicate);
+  auto last = LastProducerSequence(dir, 7);
+  REQUIRE(last);
+  CHECK(*last == std::optional<int32_t>(sequence - 1));
+}
+
 TEST_CASE("P7 snapshot: replay from a snapshot inside the active segment, index intact or not") {
   TempDir tmp;
   std::string dir = tmp / "t-0";
@@ -576,4 +616,153 @@ TEST_CASE("E6 LastProducerBatch: a producer's last batch, among others' and afte
   REQUIRE(e->has_value());
   CHECK((*e)->base_offset == 5);
   CHECK(!(*e)->bytes.empty());
+}
+
+namespace {
+
+uint64_t TestSeed() {
+  if (const char* s = std::getenv("MQ_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+
+}  // namespace
+
+// An open on the boot that published the committed end builds the producer
+// table only when it is first needed (producer.md §10.2). Two writers of one
+// partition, reopened at random, append batches with and without producer
+// ids, retries and gaps, over small segments (rolls write snapshots): every
+// answer is the one the rules give for the whole history (P2, P3, P5).
+TEST_CASE("P7 producer state: a table built when first needed answers as the whole history does") {
+  const uint64_t seed = TestSeed();
+  INFO("MQ_TEST_SEED=" << seed);
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 12; ++round) {
+    TempDir tmp;
+    const std::string dir = tmp / "t-0";
+    LogConfig c;
+    c.segment_bytes = 400 + rng() % 3000;
+    c.index_interval_bytes = 64 + rng() % 512;
+    struct Sent {
+      std::vector<std::byte> bytes;  // as built (offsets not yet assigned)
+      AppendResult result;
+    };
+    struct Model {
+      int32_t next = 0;
+      std::vector<Sent> sent;
+    };
+    std::map<int64_t, Model> model;
+    std::unique_ptr<PartitionWriter> w[2];
+    int64_t end = 0;
+    for (int op = 0; op < 80; ++op) {
+      const int k = static_cast<int>(rng() % 2);
+      if (!w[k]) w[k] = OpenWriter(dir, c);
+      const int64_t pid = 1 + static_cast<int64_t>(rng() % 3);
+      Model& m = model[pid];
+      const int what = static_cast<int>(rng() % 7);
+      INFO("round " << round << " op " << op << " writer " << k << " what " << what << " pid "
+                    << pid);
+      if (what <= 1) {
+        auto b = MakeBatch(1 + static_cast<int>(rng() % 4), 1000 + op, 8 + rng() % 200);
+        auto r = w[k]->Append(b);
+        REQUIRE(r);
+        CHECK_FALSE(r->duplicate);
+        CHECK(r->base_offset == end);
+        end = r->last_offset + 1;
+      } else if (what <= 3) {
+        BatchOptions o;
+        o.producer_id = pid;
+        o.producer_epoch = 0;
+        o.base_sequence = m.next;
+        const int count = 1 + static_cast<int>(rng() % 3);
+        auto b = MakeBatch(count, 1000 + op, 8 + rng() % 200, o);
+        Sent s{b, {}};
+        auto r = w[k]->Append(b);
+        REQUIRE(r);
+        CHECK_FALSE(r->duplicate);
+        CHECK(r->base_offset == end);
+        end = r->last_offset + 1;
+        s.result = *r;
+        m.sent.push_back(std::move(s));
+        m.next += count;
+      } else if (what == 4 && !m.sent.empty()) {
+        // A retry of one of its last five batches (P2).
+        const size_t n = std::min<size_t>(5, m.sent.size());
+        Sent s = m.sent[m.sent.size() - 1 - rng() % n];
+        auto r = w[k]->Append(s.bytes);
+        REQUIRE(r);
+        CHECK(r->duplicate);
+        CHECK(r->base_offset == s.result.base_offset);
+        CHECK(r->last_offset == s.result.last_offset);
+      } else if (what == 5 && !m.sent.empty()) {
+        // A gap after a known producer's last batch (P3).
+        BatchOptions o;
+        o.producer_id = pid;
+        o.producer_epoch = 0;
+        o.base_sequence = m.next + 1;
+        auto b = MakeBatch(1, 1000 + op, 8, o);
+        auto r = w[k]->Append(b);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code() == Code::kOutOfOrder);
+      } else if (what == 6) {
+        REQUIRE(w[k]->Close().ok());
+        w[k].reset();
+      }
+    }
+    for (auto& x : w)
+      if (x) REQUIRE(x->Close().ok());
+    CHECK(ReadAll(dir).back().second == end - 1);
+    for (const auto& [pid, m] : model) {
+      auto last = LastProducerSequence(dir, pid);
+      REQUIRE(last);
+      if (m.sent.empty())
+        CHECK_FALSE(last->has_value());
+      else
+        CHECK(*last == std::optional<int32_t>(m.next - 1));
+    }
+  }
+}
+
+// The deferred table still removes, at open, a snapshot past the committed
+// end: appends past it must not make it look valid later.
+TEST_CASE("P7 producer state: an open that defers the table still removes snapshots past the end") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  BatchOptions o;
+  o.producer_id = 7;
+  o.producer_epoch = 0;
+  o.base_sequence = 0;
+  {
+    auto w = OpenWriter(dir);
+    auto b = MakeBatch(3, 1000, 8, o);
+    REQUIRE(w->Append(b));
+    REQUIRE(w->Close().ok());
+  }
+  {
+    // A snapshot at offset 50, past the end (3), that has producer 7 at
+    // sequence 40.
+    ProducerStateTable t;
+    BatchHeader h;
+    h.producer_id = 7;
+    h.producer_epoch = 0;
+    h.base_sequence = 38;
+    h.last_offset_delta = 2;
+    h.records_count = 3;
+    h.base_offset = 47;
+    h.max_timestamp = 1000;
+    t.Update(h);
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    REQUIRE(t.WriteSnapshot(fd.get(), 50).ok());
+  }
+  REQUIRE(Exists(dir + "/00000000000000000050.snapshot"));
+  auto w = OpenWriter(dir);
+  CHECK_FALSE(Exists(dir + "/00000000000000000050.snapshot"));
+  // Past offset 50 with batches without a producer id, then producer 7 goes
+  // on at sequence 3, which the stale snapshot (sequence 40) would refuse.
+  for (int i = 0; i < 50; ++i) AppendOne(*w, 1);
+  o.base_sequence = 3;
+  auto b = MakeBatch(1, 1000, 8, o);
+  auto r = w->Append(b);
+  INFO((r ? "" : r.error().message()));
+  REQUIRE(r);
+  CHECK_FALSE(r->duplicate);
 }
