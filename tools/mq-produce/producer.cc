@@ -14,7 +14,7 @@ namespace mq::produce {
 
 struct Producer::PartitionState {
   std::unique_ptr<PartitionWriter> writer;
-  std::list<int32_t>::iterator in_open;  // its place in open_ while `writer` is open
+  std::list<int32_t>::iterator in_open;  // its place in its appender's open list while `writer` is open
   BatchBuilder builder;
   std::vector<std::byte> out;  // finished batches, back to back
   int32_t next_sequence = 0;   // of the next message routed here
@@ -46,8 +46,16 @@ size_t EstimatedSize(const Message& m) {
 
 Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out)
     : dir_(dir), options_(std::move(options)), out_(out) {
-  compress_on_append_ = options_.writer_thread && options_.compression != Compression::kNone;
+  compress_on_append_ = options_.writer_threads > 0 && options_.compression != Compression::kNone;
   parts_.resize(static_cast<size_t>(options_.partitions));
+  // No more threads than partitions; each keeps its share of the open
+  // partitions.
+  const size_t n = static_cast<size_t>(
+      std::clamp(options_.partition ? 1 : options_.writer_threads, 1, options_.partitions));
+  for (size_t i = 0; i < n; ++i) {
+    appenders_.push_back(std::make_unique<Appender>());
+    appenders_.back()->max_open = std::max<size_t>(options_.max_open / n, 1);
+  }
   stats_.per_partition.assign(parts_.size(), 0);
   BatchOptions b;
   b.compression = BuilderCompression();
@@ -65,6 +73,14 @@ Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out
 
 Producer::~Producer() { StopWriter(); }
 
+size_t Producer::MaxInFlight() const {
+  // One partition's jobs are early appends of at most kMaxInFlight; a
+  // group flushed over many partitions may be in flight whole while the
+  // next one is read and encoded (the first group's jobs wait for the
+  // partitions' opens).
+  return parts_.size() == 1 ? kMaxInFlight : std::max(kMaxInFlight, options_.append_bytes);
+}
+
 size_t Producer::GroupBytes() const {
   return (options_.partition_append_bytes > 0 ? options_.partition_append_bytes
                                               : options_.append_bytes) +
@@ -79,16 +95,24 @@ Compression Producer::BuilderCompression() const {
 
 Status Producer::AppendFinished(int32_t p, std::span<std::byte> bytes, uint64_t messages) {
   if (!compress_on_append_) return AppendNow(p, bytes, messages);
-  if (!compressor_) {
-    compressor_ = std::make_unique<BatchCompressor>(options_.compression, options_.zstd_level);
+  Appender& a = AppenderOf(p);
+  if (!a.compressor) {
+    a.compressor = std::make_unique<BatchCompressor>(options_.compression, options_.zstd_level);
   }
-  compressed_.clear();
-  MQ_RETURN_IF_ERROR(compressor_->Compress(bytes, &compressed_));
-  return AppendNow(p, compressed_, messages);
+  a.compressed.clear();
+  MQ_RETURN_IF_ERROR(a.compressor->Compress(bytes, &a.compressed));
+  return AppendNow(p, a.compressed, messages);
 }
 
 const ProducerStats& Producer::stats() const {
   stats_.messages = appended_.load(std::memory_order_relaxed);
+  // The appenders' counts are final once their threads stopped (Close).
+  if (threads_) return stats_;
+  stats_.appends = stats_.duplicates = 0;
+  for (const auto& a : appenders_) {
+    stats_.appends += a->appends;
+    stats_.duplicates += a->duplicates;
+  }
   return stats_;
 }
 
@@ -158,11 +182,14 @@ Status Producer::Send(const Message& m) {
   r.key = m.key;
   r.value = m.value;
   r.headers = m.headers;
+  const size_t before = ps.builder.size_bytes();
   ps.builder.Add(r);
   // Messages in unfinished batches count too: with many partitions most
-  // batches are still open when the group is full.
-  queued_bytes_ += size;
-  ps.queued_bytes += size;
+  // batches are still open when the group is full. They count as encoded
+  // (the estimate is an upper bound, far above it for short messages).
+  const size_t grown = ps.builder.size_bytes() - before;
+  queued_bytes_ += grown;
+  ps.queued_bytes += grown;
   if (!ps.dirty) ps.dirty = true;
   ++ps.queued;
   ++queued_messages_;
@@ -190,9 +217,9 @@ Status Producer::FinishBatch(int32_t p) {
 // Closes the least recently used writer. Everything appended through it was
 // acknowledged already, made durable as configured (Close fsyncs unless
 // durability is page-cache only); a later Writer() opens the partition again.
-Status Producer::CloseLeastRecent() {
-  const int32_t p = open_.back();
-  open_.pop_back();
+Status Producer::CloseLeastRecent(Appender* a) {
+  const int32_t p = a->open.back();
+  a->open.pop_back();
   PartitionState& ps = parts_[static_cast<size_t>(p)];
   Status s = ps.writer->Close();
   ps.writer.reset();
@@ -204,12 +231,13 @@ Status Producer::CloseLeastRecent() {
 
 Result<PartitionWriter*> Producer::Writer(int32_t p) {
   PartitionState& ps = parts_[static_cast<size_t>(p)];
+  Appender& a = AppenderOf(p);
   if (ps.writer) {
-    open_.splice(open_.begin(), open_, ps.in_open);
+    a.open.splice(a.open.begin(), a.open, ps.in_open);
     return ps.writer.get();
   }
-  while (!open_.empty() && open_.size() >= std::max<size_t>(options_.max_open, 1)) {
-    MQ_RETURN_IF_ERROR(CloseLeastRecent());
+  while (!a.open.empty() && a.open.size() >= a.max_open) {
+    MQ_RETURN_IF_ERROR(CloseLeastRecent(&a));
   }
   RecoveryReport report;
   auto w = PartitionWriter::Open(dir_.PartitionDir(options_.topic, p), options_.log, false,
@@ -222,8 +250,8 @@ Result<PartitionWriter*> Producer::Writer(int32_t p) {
     }
   }
   ps.writer = std::move(*w);
-  open_.push_front(p);
-  ps.in_open = open_.begin();
+  a.open.push_front(p);
+  ps.in_open = a.open.begin();
   // Without fsync at close (page-cache durability) a run leaves an unsynced
   // tail that every later open would validate again; validated once, it is
   // made durable here so the recovery point moves past it.
@@ -243,8 +271,9 @@ Status Producer::AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messa
     return Status(r.error().code(), fmt::format("{}-{}: append: {}", options_.topic, p,
                                                 r.error().message()));
   }
-  ++stats_.appends;
-  if (r->duplicate) ++stats_.duplicates;
+  Appender& a = AppenderOf(p);
+  ++a.appends;
+  if (r->duplicate) ++a.duplicates;
   stats_.per_partition[static_cast<size_t>(p)] += messages;
   appended_.fetch_add(messages, std::memory_order_relaxed);
   ps.cursor = r->base_offset;
@@ -259,7 +288,12 @@ Status Producer::AppendPartition(int32_t p) {
   ps.queued = 0;
   ps.queued_bytes = 0;
   ps.dirty = false;
-  if (!options_.writer_thread) {
+  if (options_.writer_threads > 0 && !threads_ && !StartWriters()) {
+    // No thread to be had: append on this one from now on (batches built
+    // for the threads are still compressed before they are appended).
+    options_.writer_threads = 0;
+  }
+  if (!threads_) {
     Status s = AppendFinished(p, ps.out, messages);
     ps.out.clear();
     // Keep memory near partitions x batch size, not partitions x append size.
@@ -272,85 +306,140 @@ Status Producer::AppendPartition(int32_t p) {
   }
   Job job{p, std::move(ps.out), messages};
   ps.out = std::vector<std::byte>();
+  Appender& a = AppenderOf(p);
+  bool idle = false;
   {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] {
-      return !failed_.ok() || in_flight_ == 0 || in_flight_ + job.bytes.size() <= kMaxInFlight;
-    });
+    if (failed_.ok() && in_flight_ > 0 && in_flight_ + job.bytes.size() > MaxInFlight()) {
+      // Full: wait until half of it is appended, not for every job (with
+      // many partitions the jobs are small, and each wake-up costs more
+      // than appending one).
+      reader_waiting_ = true;
+      done_cv_.wait(lock, [&] {
+        return !failed_.ok() || in_flight_ == 0 ||
+               in_flight_ + job.bytes.size() <= MaxInFlight() / 2;
+      });
+      reader_waiting_ = false;
+    }
     if (!failed_.ok()) return failed_;
     if (!spare_.empty()) {
       ps.out = std::move(spare_.back());
       spare_.pop_back();
     }
-    if (!writer_.joinable()) {
-      // The thread takes no signal: they stay the reading thread's (SIGBUS
-      // of a mapped input, SIGPIPE of an output).
-      sigset_t all, old;
-      sigfillset(&all);
-      pthread_sigmask(SIG_BLOCK, &all, &old);
-      try {
-        writer_ = std::thread([this] { WriterLoop(); });
-      } catch (const std::system_error&) {
-        // No thread to be had: append on this one from now on.
-      }
-      pthread_sigmask(SIG_SETMASK, &old, nullptr);
-      if (!writer_.joinable()) {
-        // (Batches built for it are still compressed before they are
-        // appended.)
-        options_.writer_thread = false;
-        lock.unlock();
-        return AppendFinished(p, job.bytes, messages);
-      }
-    }
     in_flight_ += job.bytes.size();
-    jobs_.push_back(std::move(job));
+    a.jobs.push_back(std::move(job));
+    idle = a.idle;
   }
-  cv_.notify_all();
+  // A busy thread takes the job after its current one, unwoken.
+  if (idle) a.jobs_cv.notify_one();
   if (parts_.size() == 1 && ps.out.capacity() < GroupBytes()) ps.out.reserve(GroupBytes());
   return Status::Ok();
 }
 
-void Producer::WriterLoop() {
+bool Producer::StartWriters() {
+  // The threads take no signal: they stay the reading thread's (SIGBUS of
+  // a mapped input, SIGPIPE of an output).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  size_t started = 0;
+  for (auto& a : appenders_) {
+    try {
+      Appender* ap = a.get();
+      a->thread = std::thread([this, ap] { WriterLoop(ap); });
+      ++started;
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (started == appenders_.size()) {
+    threads_ = true;
+    return true;
+  }
+  // All or none: stop the ones that did start (they have no job yet).
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  for (auto& a : appenders_) {
+    a->jobs_cv.notify_all();
+    if (a->thread.joinable()) a->thread.join();
+  }
+  stop_ = false;
+  return false;
+}
+
+void Producer::WriterLoop(Appender* a) {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-    if (jobs_.empty()) return;
-    Job job = std::move(jobs_.front());
-    jobs_.pop_front();
-    // After a failed append nothing more is appended: what follows it in
-    // a partition must not land without it.
+    if (!stop_ && a->jobs.empty()) {
+      a->idle = true;
+      a->jobs_cv.wait(lock, [&] { return stop_ || !a->jobs.empty(); });
+      a->idle = false;
+    }
+    if (a->jobs.empty()) {
+      // Stopped: close this thread's partitions (in parallel with the
+      // other threads'); Close() reports the first failure.
+      lock.unlock();
+      while (!a->open.empty()) {
+        Status s = CloseLeastRecent(a);
+        if (a->closed.ok() && !s.ok()) a->closed = s;
+      }
+      return;
+    }
+    Job job = std::move(a->jobs.front());
+    a->jobs.pop_front();
+    // After a failed append no other starts: what follows it in a
+    // partition must not land without it.
+    bool failed_now = false;
     if (failed_.ok()) {
-      appending_ = true;
+      a->appending = true;
       lock.unlock();
       Status s = AppendFinished(job.partition, job.bytes, job.messages);
       lock.lock();
-      appending_ = false;
-      if (!s.ok()) failed_ = s;
+      a->appending = false;
+      if (!s.ok() && failed_.ok()) {
+        failed_ = s;
+        failed_now = true;
+      }
     }
     in_flight_ -= job.bytes.size();
     if (spare_.size() < kMaxSpare) {
       job.bytes.clear();
       spare_.push_back(std::move(job.bytes));
     }
-    cv_.notify_all();
+    // The reader waits for room (half the limit), for the queues to
+    // drain, or for a failure; wake it only then.
+    if (failed_now || a->jobs.empty() || (reader_waiting_ && in_flight_ <= MaxInFlight() / 2)) {
+      done_cv_.notify_all();
+    }
   }
 }
 
 Status Producer::Drain() {
-  if (!writer_.joinable()) return Status::Ok();
+  if (!threads_) return Status::Ok();
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return jobs_.empty() && !appending_; });
+  done_cv_.wait(lock, [&] {
+    for (const auto& a : appenders_) {
+      if (!a->jobs.empty() || a->appending) return false;
+    }
+    return true;
+  });
   return failed_;
 }
 
 void Producer::StopWriter() {
-  if (!writer_.joinable()) return;
+  if (!threads_) return;
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
-  writer_.join();
+  for (auto& a : appenders_) {
+    a->jobs_cv.notify_all();
+    a->thread.join();
+  }
+  threads_ = false;
 }
 
 Status Producer::Flush() {
@@ -377,9 +466,12 @@ Status Producer::Close() {
   Status drained = Drain();
   if (first.ok()) first = drained;
   StopWriter();
-  while (!open_.empty()) {
-    Status s = CloseLeastRecent();
-    if (first.ok() && !s.ok()) first = s;
+  for (auto& a : appenders_) {
+    if (first.ok() && !a->closed.ok()) first = a->closed;
+    while (!a->open.empty()) {
+      Status s = CloseLeastRecent(a.get());
+      if (first.ok() && !s.ok()) first = s;
+    }
   }
   return first;
 }

@@ -45,11 +45,13 @@ struct ProducerOptions {
   int64_t producer_id = -1;          // >= 0: idempotent, epoch 0
   bool print_offsets = false;        // "partition offset" per message after its append
   bool quiet = false;                // no recovery notes on stderr
-  // Appends run on a thread of their own while the caller reads and
-  // encodes on (for a machine with a CPU to spare). Either way a message is
-  // appended only after every message read before it that went to the
-  // same partition, and nothing is appended after a failed append.
-  bool writer_thread = false;
+  // Appends run on threads of their own while the caller reads and
+  // encodes on (for a machine with a CPU to spare): partition p's on
+  // thread p mod writer_threads (0: appends run on the caller's thread).
+  // Either way a message is appended only after every message read before
+  // it that went to the same partition, and no append starts after a
+  // failed one.
+  int writer_threads = 0;
   // Partitions kept open at once (each holds kDescriptorsPerPartition
   // descriptors); the least recently used one is closed to open another.
   size_t max_open = 1024;
@@ -105,6 +107,7 @@ class Producer {
 
  private:
   struct PartitionState;
+  struct Appender;
   Producer(const DataDir& dir, ProducerOptions options, cli::Output* out);
   int32_t Choose(const Message& m);
   Status FinishBatch(int32_t p);
@@ -113,56 +116,77 @@ class Producer {
   Status AppendPartition(int32_t p);
   // Appends `bytes` (finished batches holding `messages` messages) to p.
   Status AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messages);
-  // Waits until the writer thread appended everything queued; its first
+  // Waits until the writer threads appended everything queued; the first
   // failure, if any.
   Status Drain();
-  void WriterLoop();
   // The codec batches are built with: none when they are compressed on
   // the way to the appender (compress_on_append_).
   Compression BuilderCompression() const;
   // AppendNow, compressing `bytes` first when they were built uncompressed.
   Status AppendFinished(int32_t p, std::span<std::byte> bytes, uint64_t messages);
+  // Starts the writer threads; false when none could be started.
+  bool StartWriters();
   // Bytes a lone partition's buffer of finished batches may reach.
   size_t GroupBytes() const;
+  // Bytes queued for or being appended by the writer threads before the
+  // reader waits for them (one job is let through whatever its size).
+  size_t MaxInFlight() const;
   void StopWriter();
   // Its finished batches reach partition_append_bytes.
   bool AppendEarly(const PartitionState& ps) const;
   Result<PartitionWriter*> Writer(int32_t p);
-  Status CloseLeastRecent();
+  Status CloseLeastRecent(Appender* a);
 
-  DataDir dir_;
-  ProducerOptions options_;
-  cli::Output* out_;
-  std::vector<PartitionState> parts_;
-  std::list<int32_t> open_;    // partitions with an open writer, most recent first
-  uint64_t index_ = 0;         // messages seen so far (including skipped)
-  int32_t sticky_ = 0;         // partition of unkeyed messages (no producer id)
-  size_t queued_bytes_ = 0;    // estimated size of the messages queued (all partitions)
-  uint64_t queued_messages_ = 0;
-  std::vector<int32_t> order_; // partition of each queued message (print_offsets)
-  mutable ProducerStats stats_;
-  std::atomic<uint64_t> appended_{0};  // messages appended so far
-
-  // The writer thread (options_.writer_thread): appends jobs in order.
   struct Job {
     int32_t partition = 0;
     std::vector<std::byte> bytes;
     uint64_t messages = 0;
   };
-  std::thread writer_;
-  std::mutex mu_;
-  std::condition_variable cv_;          // a job queued or done, or stop
-  std::deque<Job> jobs_;                // queued, oldest first
-  size_t in_flight_ = 0;                // bytes queued or being appended
-  bool appending_ = false;              // the thread is appending a job
+  // What appends partitions p with p mod appenders_.size() == i: a
+  // thread of its own (options_.writer_threads), or the caller's thread.
+  struct Appender {
+    std::thread thread;
+    std::condition_variable jobs_cv;   // a job queued (the thread is idle), or stop
+    std::deque<Job> jobs;              // queued, oldest first
+    bool idle = false;                 // the thread waits for a job
+    bool appending = false;            // the thread is appending a job
+    std::list<int32_t> open;           // partitions with an open writer, most recent first
+    size_t max_open = 1;
+    // Batches are built uncompressed and compressed by the thread that
+    // appends them (when there is a writer thread).
+    std::unique_ptr<BatchCompressor> compressor;
+    std::vector<std::byte> compressed;  // a job, compressed
+    uint64_t appends = 0;
+    uint64_t duplicates = 0;
+    Status closed;  // the first failure closing its partitions when stopped
+  };
+  Appender& AppenderOf(int32_t p) {
+    return *appenders_[static_cast<size_t>(p) % appenders_.size()];
+  }
+  void WriterLoop(Appender* a);
+
+  DataDir dir_;
+  ProducerOptions options_;
+  cli::Output* out_;
+  std::vector<PartitionState> parts_;
+  uint64_t index_ = 0;         // messages seen so far (including skipped)
+  int32_t sticky_ = 0;         // partition of unkeyed messages (no producer id)
+  size_t queued_bytes_ = 0;    // encoded size of the messages queued (all partitions)
+  uint64_t queued_messages_ = 0;
+  std::vector<int32_t> order_; // partition of each queued message (print_offsets)
+  mutable ProducerStats stats_;
+  std::atomic<uint64_t> appended_{0};  // messages appended so far
+
+  std::vector<std::unique_ptr<Appender>> appenders_;
+  bool threads_ = false;                // appenders_ run threads (started on first use)
+  std::mutex mu_;                       // guards what follows and each Appender's queue
+  std::condition_variable done_cv_;     // room, the queues drained, or a failure
+  size_t in_flight_ = 0;                // bytes queued or being appended (all threads)
+  bool reader_waiting_ = false;         // the reader waits for room
   bool stop_ = false;
   Status failed_;                       // the first failed append: no more after it
   std::vector<std::vector<std::byte>> spare_;  // emptied job buffers, for reuse
-  // Batches are built uncompressed and compressed by the thread that
-  // appends them (the writer thread, when there is one).
   bool compress_on_append_ = false;
-  std::unique_ptr<BatchCompressor> compressor_;
-  std::vector<std::byte> compressed_;  // a job, compressed
 };
 
 }  // namespace mq::produce

@@ -34,6 +34,8 @@ constexpr uint64_t kClockEvery = 1024;
 // in a core's L2 cache (1 MiB on the machines mq is measured on), where
 // 4 MiB groups had to be read back from memory by the kernel's copy.
 constexpr size_t kPartitionAppendBytes = 256 << 10;
+// Writer threads at most (partition p is appended by thread p mod their count).
+constexpr int kMaxWriterThreads = 4;
 // CPUs this process may run on.
 int UsableCpus() {
   cpu_set_t set;
@@ -328,8 +330,10 @@ int Run(const Flags& f, const Settings& s) {
   po.log.sync_on_close = s.durability != Durability::kNone;
   po.producer_id = identity ? identity->id() : -1;
   po.print_offsets = f.print_offsets;
-  // Appending overlaps reading and encoding when there is a CPU for each.
-  po.writer_thread = UsableCpus() >= 2;
+  // Appending overlaps reading and encoding when there is a CPU for each;
+  // many partitions are opened and appended to on as many threads as there
+  // are CPUs (up to kMaxWriterThreads).
+  if (const int cpus = UsableCpus(); cpus >= 2) po.writer_threads = std::min(cpus, kMaxWriterThreads);
   // An append that is not an fsync costs the same whatever its size: write
   // each partition's batches while they are still in the CPU's cache.
   if (s.durability != Durability::kEveryBatch && !f.print_offsets) {
