@@ -304,9 +304,27 @@ Status Producer::AppendPartition(int32_t p) {
     }
     return s;
   }
-  Job job{p, std::move(ps.out), messages};
-  ps.out = std::vector<std::byte>();
   Appender& a = AppenderOf(p);
+  Job job{p, {}, messages};
+  bool behind = false;
+  if (compress_on_append_) {
+    std::lock_guard lock(mu_);
+    behind = in_flight_ >= MaxInFlight() / 2;
+  }
+  if (behind) {
+    // The writers compress alone and fall behind: this one is compressed
+    // here, and the batches' buffer stays the partition's.
+    if (!reader_compressor_) {
+      reader_compressor_ =
+          std::make_unique<BatchCompressor>(options_.compression, options_.zstd_level);
+    }
+    MQ_RETURN_IF_ERROR(reader_compressor_->Compress(ps.out, &job.bytes));
+    job.compressed = true;
+    ps.out.clear();
+  } else {
+    job.bytes = std::move(ps.out);
+    ps.out = std::vector<std::byte>();
+  }
   bool idle = false;
   {
     std::unique_lock lock(mu_);
@@ -322,7 +340,7 @@ Status Producer::AppendPartition(int32_t p) {
       reader_waiting_ = false;
     }
     if (!failed_.ok()) return failed_;
-    if (!spare_.empty()) {
+    if (!job.compressed && !spare_.empty()) {
       ps.out = std::move(spare_.back());
       spare_.pop_back();
     }
@@ -396,7 +414,8 @@ void Producer::WriterLoop(Appender* a) {
     if (failed_.ok()) {
       a->appending = true;
       lock.unlock();
-      Status s = AppendFinished(job.partition, job.bytes, job.messages);
+      Status s = job.compressed ? AppendNow(job.partition, job.bytes, job.messages)
+                                : AppendFinished(job.partition, job.bytes, job.messages);
       lock.lock();
       a->appending = false;
       if (!s.ok() && failed_.ok()) {

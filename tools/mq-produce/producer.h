@@ -141,6 +141,7 @@ class Producer {
     int32_t partition = 0;
     std::vector<std::byte> bytes;
     uint64_t messages = 0;
+    bool compressed = false;  // by the reader already (the writer was behind)
   };
   // What appends partitions p with p mod appenders_.size() == i: a
   // thread of its own (options_.writer_threads), or the caller's thread.
@@ -187,6 +188,8 @@ class Producer {
   Status failed_;                       // the first failed append: no more after it
   std::vector<std::vector<std::byte>> spare_;  // emptied job buffers, for reuse
   bool compress_on_append_ = false;
+  // The reader's own, for jobs it compresses when the writers are behind.
+  std::unique_ptr<BatchCompressor> reader_compressor_;
 };
 
 }  // namespace mq::produce
