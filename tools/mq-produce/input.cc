@@ -1,5 +1,9 @@
 #include "input.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -104,7 +108,25 @@ InputSource::~InputSource() {
   }
 }
 
+uint64_t InputSource::DelimiterMask(const char* p) const {
+#if defined(__SSE2__)
+  const __m128i d = _mm_set1_epi8(delimiter_[0]);
+  uint64_t m = 0;
+  for (int i = 0; i < 4; ++i) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
+    m |= static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, d))))
+         << (16 * i);
+  }
+  return m;
+#else
+  uint64_t m = 0;
+  for (int i = 0; i < 64; ++i) m |= static_cast<uint64_t>(p[i] == delimiter_[0]) << i;
+  return m;
+#endif
+}
+
 bool InputSource::Map() {
+  mask_valid_ = false;
   tried_map_ = true;
   struct stat st;
   if (::fstat(fd_.get(), &st) != 0) return false;
@@ -136,6 +158,7 @@ bool InputSource::Map() {
 }
 
 Status InputSource::Unmap() {
+  mask_valid_ = false;
   // The unfinished message (bounded by the checks in Next) moves to the
   // buffer; the file is read on from the end of the mapping.
   const size_t partial = end_ - start_;
@@ -199,6 +222,7 @@ size_t InputSource::BufferLimit() const {
 }
 
 Status InputSource::Fill() {
+  mask_valid_ = false;
   if (map_ != nullptr) return Unmap();
   if (start_ > 0) {
     std::memmove(buffer_.data(), buffer_.data() + start_, end_ - start_);

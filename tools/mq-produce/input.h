@@ -64,7 +64,7 @@ class InputSource {
     if (!single_byte_) return false;
     const size_t limit = std::min(end_, start_ + max_message_bytes_ + 1);
     if (scan_ >= limit) return false;
-    const void* hit = std::memchr(data_ + scan_, delimiter_[0], limit - scan_);
+    const char* hit = FindByte(limit);
     if (hit == nullptr) return false;
     if (map_ != nullptr && map_skip_ + start_ >= released_ + kReleaseStep) ReleaseBehind();
     const size_t len = static_cast<size_t>(static_cast<const char*>(hit) - data_) - start_;
@@ -96,6 +96,34 @@ class InputSource {
   void ReleaseBehind();
   // Looks for the delimiter in the unscanned buffered bytes.
   const char* FindDelimiter();
+  // TryNext's search for a one-byte delimiter in [scan_, limit): 64 bytes
+  // at a time into a bit mask of delimiter positions, kept for the next
+  // messages of the block (a memchr per short line costs more than the
+  // line). Null when there is none before `limit`; scan_ moves on over the
+  // blocks without one, never past `limit`.
+  const char* FindByte(size_t limit) {
+    for (;;) {
+      if (mask_valid_ && scan_ >= mask_pos_ && scan_ < mask_pos_ + 64) {
+        const uint64_t m = mask_ & (~uint64_t{0} << (scan_ - mask_pos_));
+        if (m != 0) {
+          const size_t at = mask_pos_ + static_cast<size_t>(__builtin_ctzll(m));
+          return at < limit ? data_ + at : nullptr;
+        }
+        scan_ = std::min(mask_pos_ + 64, limit);
+        if (scan_ >= limit) return nullptr;
+        continue;
+      }
+      if (end_ - scan_ < 64) {
+        const void* hit = std::memchr(data_ + scan_, delimiter_[0], limit - scan_);
+        return static_cast<const char*>(hit);
+      }
+      mask_pos_ = scan_;
+      mask_ = DelimiterMask(data_ + scan_);
+      mask_valid_ = true;
+    }
+  }
+  // Bit i set: byte i of the 64 at `p` is the delimiter.
+  uint64_t DelimiterMask(const char* p) const;
   // Reads more bytes (after moving the current message to the buffer start).
   Status Fill();
   Status TooLarge() const;
@@ -122,6 +150,11 @@ class InputSource {
   size_t map_skip_ = 0;       // bytes of map_ before data_ (the file offset's page remainder)
   uint64_t map_end_ = 0;      // file offset just past the mapping
   size_t released_ = 0;       // bytes of map_ already given back (a page multiple)
+  // FindByte's mask: delimiter positions in the 64 bytes at mask_pos_ of
+  // data_ (valid until the bytes move: Map, Unmap, Fill).
+  bool mask_valid_ = false;
+  size_t mask_pos_ = 0;
+  uint64_t mask_ = 0;
   size_t start_ = 0;  // first byte of the current message
   size_t scan_ = 0;   // delimiter search resumes here
   size_t end_ = 0;    // end of buffered bytes
