@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <algorithm>
+#include <climits>
 #include <csignal>
 #include <cerrno>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <new>
 #include <unistd.h>
 
+#include "mq/file.h"
 #include "mq/version.h"
 
 namespace mq::cli {
@@ -222,6 +224,20 @@ size_t OpenPartitionBudget(size_t per_partition) {
   const size_t limit = static_cast<size_t>(lim.rlim_cur);
   if (limit <= reserved + per_partition) return 1;
   return std::clamp<size_t>((limit - reserved) / per_partition, 1, kMaxOpenPartitions);
+}
+
+void ReserveDescriptors(size_t n) {
+  rlimit lim;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur != RLIM_INFINITY) n = std::min<size_t>(n, static_cast<size_t>(lim.rlim_cur));
+  n = std::min<size_t>(n, INT_MAX);
+  if (n <= 64) return;  // the table every process starts with
+  UniqueFd any(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!any) return;
+  // A duplicate at the highest number grows the table to it; closing the
+  // duplicate leaves the table as grown.
+  const int high = ::fcntl(any.get(), F_DUPFD_CLOEXEC, static_cast<int>(n) - 1);
+  if (high >= 0) ::close(high);
 }
 
 int RunGuarded(const std::function<int()>& body) {

@@ -133,6 +133,11 @@ void HoldStandardDescriptors();
 constexpr size_t kSpareDescriptors = 16;
 constexpr size_t kMaxOpenPartitions = 4096;
 size_t OpenPartitionBudget(size_t per_partition);
+// Grows the process's descriptor table to hold descriptors 0 to n-1 now
+// (at most the open-file limit). Call it before starting threads: the
+// kernel grows the table of a multi-threaded process only after an RCU
+// grace period, milliseconds each time it doubles (64, 128, ... 8192).
+void ReserveDescriptors(size_t n);
 
 // Runs a tool's body. An allocation failure that escapes it (std::bad_alloc)
 // prints "<prog>: out of memory" and returns 71 (EX_OSERR) instead of

@@ -33,6 +33,10 @@ namespace {
 constexpr size_t kMaxInFlight = 1 << 20;
 // Emptied job buffers kept for reuse.
 constexpr size_t kMaxSpare = 2;
+// Jobs pass between the reading thread and a writer thread this many bytes
+// at a time (at least one job): with many partitions the jobs are small,
+// and taking the shared lock for each one made the threads wait on it.
+constexpr size_t kHandOffBytes = 64 << 10;
 
 // Upper bound of a record's encoded size beyond its key, value and headers
 // (kafka-format.md §2: 21 bytes), plus each header's two length varints.
@@ -280,7 +284,7 @@ Status Producer::AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messa
   return Status::Ok();
 }
 
-Status Producer::AppendPartition(int32_t p) {
+Status Producer::AppendPartition(int32_t p, bool stage) {
   PartitionState& ps = parts_[static_cast<size_t>(p)];
   const uint64_t messages = ps.queued;
   queued_bytes_ -= std::min(queued_bytes_, ps.queued_bytes);
@@ -325,6 +329,13 @@ Status Producer::AppendPartition(int32_t p) {
     job.bytes = std::move(ps.out);
     ps.out = std::vector<std::byte>();
   }
+  if (stage) {
+    // Flush: handed over in groups of kHandOffBytes (PushStaged).
+    a.staged_bytes += job.bytes.size();
+    a.staged.push_back(std::move(job));
+    if (a.staged_bytes >= kHandOffBytes) return PushStaged(&a);
+    return Status::Ok();
+  }
   bool idle = false;
   {
     std::unique_lock lock(mu_);
@@ -351,6 +362,30 @@ Status Producer::AppendPartition(int32_t p) {
   // A busy thread takes the job after its current one, unwoken.
   if (idle) a.jobs_cv.notify_one();
   if (parts_.size() == 1 && ps.out.capacity() < GroupBytes()) ps.out.reserve(GroupBytes());
+  return Status::Ok();
+}
+
+Status Producer::PushStaged(Appender* a) {
+  if (a->staged.empty()) return Status::Ok();
+  const size_t bytes = a->staged_bytes;
+  bool idle = false;
+  {
+    std::unique_lock lock(mu_);
+    if (failed_.ok() && in_flight_ > 0 && in_flight_ + bytes > MaxInFlight()) {
+      reader_waiting_ = true;
+      done_cv_.wait(lock, [&] {
+        return !failed_.ok() || in_flight_ == 0 || in_flight_ + bytes <= MaxInFlight() / 2;
+      });
+      reader_waiting_ = false;
+    }
+    if (!failed_.ok()) return failed_;
+    in_flight_ += bytes;
+    for (Job& job : a->staged) a->jobs.push_back(std::move(job));
+    idle = a->idle;
+  }
+  a->staged.clear();
+  a->staged_bytes = 0;
+  if (idle) a->jobs_cv.notify_one();
   return Status::Ok();
 }
 
@@ -406,25 +441,39 @@ void Producer::WriterLoop(Appender* a) {
       }
       return;
     }
-    Job job = std::move(a->jobs.front());
-    a->jobs.pop_front();
-    // After a failed append no other starts: what follows it in a
-    // partition must not land without it.
-    bool failed_now = false;
+    // Up to kHandOffBytes of jobs (at least one) per turn of the lock.
+    std::vector<Job> batch;
+    size_t bytes = 0;
+    while (!a->jobs.empty() && (batch.empty() || bytes < kHandOffBytes)) {
+      bytes += a->jobs.front().bytes.size();
+      batch.push_back(std::move(a->jobs.front()));
+      a->jobs.pop_front();
+    }
+    // After a failed append no other starts (on any thread): what follows
+    // it in a partition must not land without it.
+    Status failed_here;
     if (failed_.ok()) {
       a->appending = true;
       lock.unlock();
-      Status s = job.compressed ? AppendNow(job.partition, job.bytes, job.messages)
-                                : AppendFinished(job.partition, job.bytes, job.messages);
+      for (Job& job : batch) {
+        if (any_failed_.load(std::memory_order_acquire)) break;
+        Status s = job.compressed ? AppendNow(job.partition, job.bytes, job.messages)
+                                  : AppendFinished(job.partition, job.bytes, job.messages);
+        if (!s.ok()) {
+          failed_here = s;
+          any_failed_.store(true, std::memory_order_release);
+          break;
+        }
+      }
       lock.lock();
       a->appending = false;
-      if (!s.ok() && failed_.ok()) {
-        failed_ = s;
-        failed_now = true;
-      }
     }
-    in_flight_ -= job.bytes.size();
-    if (spare_.size() < kMaxSpare) {
+    const bool failed_now = !failed_here.ok() && failed_.ok();
+    if (failed_now) failed_ = failed_here;
+    in_flight_ -= bytes;
+    for (Job& job : batch) {
+      if (spare_.size() >= kMaxSpare) break;
+      if (job.bytes.capacity() == 0) continue;
       job.bytes.clear();
       spare_.push_back(std::move(job.bytes));
     }
@@ -467,8 +516,9 @@ Status Producer::Flush() {
     PartitionState& ps = parts_[static_cast<size_t>(p)];
     if (!ps.dirty) continue;
     if (ps.builder.count() > 0) MQ_RETURN_IF_ERROR(FinishBatch(p));
-    MQ_RETURN_IF_ERROR(AppendPartition(p));
+    MQ_RETURN_IF_ERROR(AppendPartition(p, /*stage=*/true));
   }
+  for (auto& a : appenders_) MQ_RETURN_IF_ERROR(PushStaged(a.get()));
   // Every queued message is now handed to the appender (AppendPartition
   // emptied the queue counts); offsets are printed once it appended them.
   if (options_.print_offsets) MQ_RETURN_IF_ERROR(Drain());

@@ -113,7 +113,11 @@ class Producer {
   Status FinishBatch(int32_t p);
   // Hands partition p's finished batches to the appender (its open batch
   // is empty): appends them now, or queues them for the writer thread.
-  Status AppendPartition(int32_t p);
+  // With `stage` (Flush), the job waits in its appender's staged jobs,
+  // handed over kHandOffBytes at a time (PushStaged).
+  Status AppendPartition(int32_t p, bool stage = false);
+  // Queues an appender's staged jobs (waiting for room).
+  Status PushStaged(Appender* a);
   // Appends `bytes` (finished batches holding `messages` messages) to p.
   Status AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messages);
   // Waits until the writer threads appended everything queued; the first
@@ -160,6 +164,8 @@ class Producer {
     uint64_t appends = 0;
     uint64_t duplicates = 0;
     Status closed;  // the first failure closing its partitions when stopped
+    std::vector<Job> staged;  // the reading thread's, not yet queued
+    size_t staged_bytes = 0;
   };
   Appender& AppenderOf(int32_t p) {
     return *appenders_[static_cast<size_t>(p) % appenders_.size()];
@@ -186,6 +192,7 @@ class Producer {
   bool reader_waiting_ = false;         // the reader waits for room
   bool stop_ = false;
   Status failed_;                       // the first failed append: no more after it
+  std::atomic<bool> any_failed_{false};  // failed_ is set (read without the lock)
   std::vector<std::vector<std::byte>> spare_;  // emptied job buffers, for reuse
   bool compress_on_append_ = false;
   // The reader's own, for jobs it compresses when the writers are behind.

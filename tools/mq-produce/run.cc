@@ -354,6 +354,15 @@ int Run(const Flags& f, const Settings& s) {
   // With every input open: the partitions share what the open-file limit
   // leaves.
   po.max_open = cli::OpenPartitionBudget(kDescriptorsPerPartition);
+  // The descriptors the writer threads will open, reserved while there is
+  // one thread (each growth of a threaded process's table waits for an RCU
+  // grace period: some 60 ms over 1,000 partitions).
+  if (po.writer_threads > 0) {
+    cli::ReserveDescriptors(
+        std::min<size_t>(static_cast<size_t>(topic->partitions), po.max_open) *
+            kDescriptorsPerPartition +
+        cli::kSpareDescriptors + 64);
+  }
 
   cli::Output out;
   auto producer = Producer::Open(*dir, po, &out);
