@@ -41,8 +41,12 @@ time_one() {
   rm -rf "$W/data" "$W/copy"
   "$P" -C "$W/data" -t T --create -q </dev/null
   sync
-  /usr/bin/time -f "%e %U %S %M" -o "$W/t" "$@"
-  awk '{printf "%s %.2f %s\n", $1, $2 + $3, $4}' "$W/t" >>"$W/$name"
+  # Wall time to the microsecond (time(1)'s %e has 10 ms steps); time(1)
+  # gives the CPU time and the peak RSS.
+  local t0=$EPOCHREALTIME
+  /usr/bin/time -f "%U %S %M" -o "$W/t" "$@"
+  local t1=$EPOCHREALTIME
+  awk -v a="$t0" -v b="$t1" '{printf "%.4f %.2f %s\n", b - a, $1 + $2, $3}' "$W/t" >>"$W/$name"
 }
 
 cases="dd page-cache zstd fsync-batch"
@@ -61,7 +65,7 @@ for c in $cases; do
   cpu=$(cut -d' ' -f2 "$W/$c" | median)
   rss=$(cut -d' ' -f3 "$W/$c" | sort -n | tail -1)
   awk -v c="$c" -v w="$wall" -v cpu="$cpu" -v r="$rss" -v n="$N" -v cw="$dd_wall" 'BEGIN {
-    printf "%-12s %9.2f %12.0f %9.2f %9.2f %9.1f\n", c, w, (w > 0 ? n / w : 0), (w > 0 ? cw / w : 0), cpu, r / 1024 }'
+    printf "%-12s %9.3f %12.0f %9.2f %9.2f %9.1f\n", c, w, (w > 0 ? n / w : 0), (w > 0 ? cw / w : 0), cpu, r / 1024 }'
 done
 echo "(median of $RUNS runs; vs_dd = dd's wall time / this wall time, the ratio of input bytes per second; rss = peak)"
 for target in page-cache:0.6 zstd:0.4; do
