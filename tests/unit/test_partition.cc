@@ -463,6 +463,20 @@ std::vector<std::byte> AppendProducer(PartitionWriter& w, int32_t* sequence, int
   return last;
 }
 
+// Appending `batch` again is found a duplicate (P2).
+void CheckDuplicate(PartitionWriter& w, std::vector<std::byte> batch) {
+  auto r = w.Append(batch);
+  REQUIRE(r);
+  CHECK(r->duplicate);
+}
+
+// Producer 7's last sequence in the partition at `dir` is `last`.
+void CheckLastSequence(const std::string& dir, int32_t last) {
+  auto got = LastProducerSequence(dir, 7);
+  REQUIRE(got);
+  CHECK(*got == std::optional<int32_t>(last));
+}
+
 }  // namespace
 
 TEST_CASE("P7 snapshot: a close after less than 256 KiB since the newest snapshot writes none") {
@@ -475,17 +489,12 @@ TEST_CASE("P7 snapshot: a close after less than 256 KiB since the newest snapsho
   CHECK(SnapshotCount(dir) == 0);
   // The state is replayed from the log: the retry is still a duplicate.
   auto w2 = OpenWriter(dir);
-  auto retry = small;
-  auto r = w2->Append(retry);
-  REQUIRE(r);
-  CHECK(r->duplicate);
+  CheckDuplicate(*w2, small);
   // Past the threshold the close writes one.
   AppendProducer(*w2, &sequence, 40, 8, 1024);
   REQUIRE(w2->Close().ok());
   CHECK(SnapshotCount(dir) == 1);
-  auto last = LastProducerSequence(dir, 7);
-  REQUIRE(last);
-  CHECK(*last == std::optional<int32_t>(sequence - 1));
+  CheckLastSequence(dir, sequence - 1);
 }
 
 // A writer that appends no producer batch never builds the table (the open
@@ -515,13 +524,8 @@ TEST_CASE("P7 snapshot: a writer that never needed the table writes one at close
   CHECK(SnapshotCount(dir) == 1);
   // It holds producer 7: a retry of its last batch is a duplicate.
   auto w = OpenWriter(dir);
-  auto retry = small;
-  auto r = w->Append(retry);
-  REQUIRE(r);
-  CHECK(r->duplicate);
-  auto last = LastProducerSequence(dir, 7);
-  REQUIRE(last);
-  CHECK(*last == std::optional<int32_t>(sequence - 1));
+  CheckDuplicate(*w, small);
+  CheckLastSequence(dir, sequence - 1);
 }
 
 TEST_CASE("P7 snapshot: replay from a snapshot inside the active segment, index intact or not") {
