@@ -44,6 +44,10 @@ constexpr std::string_view kDlqOffsetHeader = "mq.dlq.offset";
 constexpr std::string_view kDlqAttemptsHeader = "mq.dlq.attempts";
 constexpr std::string_view kDlqExitHeader = "mq.dlq.exit";
 constexpr std::string_view kDlqStderrHeader = "mq.dlq.stderr";
+// With -G: the group whose member dead-lettered it. A dead letter is
+// looked for again only by runs of its own group (without -G: by runs
+// without one), so groups sharing a dead-letter topic each get theirs.
+constexpr std::string_view kDlqGroupHeader = "mq.dlq.group";
 
 // Exit status of a run stopped by a message its handler failed on every
 // attempt without --dlq: GNU xargs' status for a command that failed.
@@ -85,6 +89,7 @@ struct HandlerOptions {
   uint32_t retry_backoff_ms = 100;      // --retry-backoff: first wait, doubled each retry
   uint32_t max_backoff_ms = 10000;      // the doubling stops here
   std::optional<std::string> dlq;       // --dlq TOPIC
+  std::optional<std::string> group;     // -G: named by each dead letter (mq.dlq.group)
   bool quiet = false;
   int kill_grace_ms = handler::kKillGraceMs;
   // Pending --batch messages of all partitions are handed over once they

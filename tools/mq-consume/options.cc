@@ -195,6 +195,7 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
     if (*f.dlq == f.topic) return Usage("--dlq: the dead-letter topic must differ from the topic read");
     h.dlq = f.dlq;
   }
+  h.group = f.group;
   if (f.group) h.max_run_ms = f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs);
   h.parallel = f.parallel.value_or(1);
   h.quiet = f.quiet;
