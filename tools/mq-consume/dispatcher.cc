@@ -398,7 +398,7 @@ Status Dispatcher::Flush() {
 Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl) {
   OutputSink* sink = options_.sink;
   if (sink) {
-    // A transform: one message per unit (no --batch, no --parallel).
+    // A transform: one message per unit (no --batch).
     const Message& m = messages.front();
     // E8: a dead-lettered message gets no outputs, even if its transform
     // would succeed now. Looked at first: one whose commit was lost is

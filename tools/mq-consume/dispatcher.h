@@ -61,8 +61,11 @@ constexpr int kExitNotFound = 127;
 constexpr int kExitHandlerStuck = 75;
 
 // mq-consume --to-topic (pipeline.h): a handler is a transform whose
-// standard output is captured and handed here. Called on the caller's
-// thread (pipelines run serially).
+// standard output is captured and handed here. Acquire and Release are
+// called on the caller's thread, the others on the thread that handles the
+// message (with --parallel, a worker): never two at once for one
+// partition, and none of a partition between its Release and next Acquire
+// (Cancel comes first).
 class OutputSink {
  public:
   virtual ~OutputSink() = default;
@@ -106,8 +109,8 @@ struct HandlerOptions {
   // --parallel N: handler runs of different partitions at once (1: one at
   // a time, on the caller's thread).
   uint32_t parallel = 1;
-  // --to-topic: the handler's standard output goes here (serial, no
-  // --batch). Not owned.
+  // --to-topic: the handler's standard output goes here (no --batch: a
+  // unit is one message). Not owned.
   OutputSink* sink = nullptr;
 };
 
