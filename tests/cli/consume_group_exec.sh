@@ -185,10 +185,10 @@ for g in sa sb; do
   [[ $(dead_letters "$g") == 1 ]] || fail "shared dead-letter topic: group $g counts $(dead_letters "$g") dead letters, not 1"
   [[ $(committed "$g" sh 0) == 6 ]] || fail "shared dead-letter topic: group $g committed $(committed "$g" sh 0)"
 done
+[[ $("$C" -t sh.dlq -e -f '%s\n' | tr '\n' ' ') == "3 3 " ]] ||
+  fail "shared dead-letter topic: dead letters '$("$C" -t sh.dlq -e -f '%s\n' | tr '\n' ' ')', want '3 3 ' (one per group)"
 [[ $(dlq_groups sh.dlq) == "sa sb " ]] ||
   fail "shared dead-letter topic: dead letters of groups '$(dlq_groups sh.dlq)', want 'sa sb '"
-[[ $("$C" -t sh.dlq -e -f '%s\n' | tr '\n' ' ') == "3 3 " ]] ||
-  fail "shared dead-letter topic: $("$C" -t sh.dlq -e -f '%s\n' | tr '\n' ' ')"
 # A run without -G has its own too (no mq.dlq.group), and a group's rerun
 # appends nothing.
 run "$C" -t sh -e --max-attempts 1 --dlq sh.dlq --exec sh -c "$POISON"
@@ -213,6 +213,7 @@ for g in ka kb; do
   [[ $(dead_letters "$g") == 1 ]] || fail "shared dead-letter topic: group $g counts $(dead_letters "$g") after the rerun, not 1"
   [[ $(committed "$g" sk 0) == 6 ]] || fail "shared dead-letter topic: group $g committed $(committed "$g" sk 0), not 6"
 done
+[[ $("$C" -t sk.dlq -e | wc -l) == 2 ]] || fail "shared dead-letter topic, crashes: $("$C" -t sk.dlq -e | wc -l) dead letters, not 2"
 [[ $(dlq_groups sk.dlq) == "ka kb " ]] ||
   fail "shared dead-letter topic, crashes: dead letters of groups '$(dlq_groups sk.dlq)', want 'ka kb '"
 
