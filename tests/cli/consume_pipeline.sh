@@ -190,6 +190,37 @@ expect_rc 0 "--parallel 4: the barrier run"
   fail "--parallel 4: transforms that met all four at once: '$(sort "$WORK/barrier.met" | tr '\n' ' ')', want '0 1 2 3 '"
 check par parout "" cat "--parallel 4: barrier run output"
 
+# E7, E9 with --parallel: a rerun refused over partition 0's partly appended
+# message (a transform not deterministic there: 65; failing there: 123)
+# commits no partition past it, while partition 1's transforms go on; the
+# deterministic transform then completes it.
+produce -t pe --create --partitions 2 </dev/null
+produce -t peout --create --partitions 3 </dev/null
+printf '%s\n' 11 13 | produce -t pe -p 0
+printf '%s\n' 21 22 | produce -t pe -p 1
+PE=(-G pe -t pe -e -q --to-topic peout -K '\t' --parallel 2)
+# shellcheck disable=SC2016
+ON13='v=$(cat); if [ "$v" = 13 ]; then '
+run env MQ_TEST_CRASH=pipeline-partial "$C" "${PE[@]}" --exec "${T[@]}"
+expect_rc 137 "--parallel, E7: crash seam"
+# shellcheck disable=SC2016
+run "$C" "${PE[@]}" --exec sh -c "$ON13"'printf "a13\t13.A\nb13\t13.B\nc13\t13.C\n"; else printf %s "$v" | sh "$0"; fi' "$WORK/t.sh"
+expect_rc 65 "--parallel, E7: a transform that is not deterministic over the partly appended message"
+grep -q "partition 0 offset 1: .*not deterministic" "$WORK/err" || fail "--parallel, E7: $(cat "$WORK/err")"
+[[ $(committed pe pe 0) == - || $(committed pe pe 0) -le 1 ]] ||
+  fail "--parallel, E7: committed $(committed pe pe 0) past the partly appended message"
+# shellcheck disable=SC2016
+run "$C" "${PE[@]}" --dlq pedead --max-attempts 1 --exec sh -c "$ON13"'exit 1; else printf %s "$v" | sh "$0"; fi' "$WORK/t.sh"
+expect_rc 123 "--parallel, E9: a failing transform over the partly appended message"
+grep -q "not dead-lettered" "$WORK/err" || fail "--parallel, E9: $(cat "$WORK/err")"
+[[ $(committed pe pe 0) == - || $(committed pe pe 0) -le 1 ]] ||
+  fail "--parallel, E9: committed $(committed pe pe 0) past the partly appended message"
+run "$C" "${PE[@]}" --exec "${T[@]}"
+expect_rc 0 "--parallel, E7: the deterministic transform completes it"
+check pe peout pedead main "--parallel, E7/E9: completed"
+[[ $(committed pe pe 0) == 2 && $(committed pe pe 1) == 2 ]] ||
+  fail "--parallel, E5: committed $(committed pe pe 0) $(committed pe pe 1), want 2 2"
+
 # --- E1: one producer per (group, IN, OUT, source partition), named in the registry ---
 for p in 0 1 2; do
   f="$MQ_DIR/producers/pipeline.1.g.2.in.3.out.$p.id"

@@ -281,6 +281,11 @@ void Dispatcher::Work() {
     d.dead_letters = ctl.dead_letters;
     d.handled = st.ok() && !ctl.cut;
     d.status = std::move(st);
+    // As serially (HandleNow): whatever stopped the unit (an append to the
+    // output or dead-letter topic that failed, a transform that is not
+    // deterministic) leaves it unhandled, and the run unhealthy, so that no
+    // partition is handed over past it.
+    if (!d.status.ok()) SetExit(d.status.exit_code());
     lk.lock();
     lane->running = false;
     --running_;
