@@ -333,6 +333,19 @@ expect_rc 0 "E8: the rerun"
   fail "E8: outputs $("$C" -t e8out -e -f '%s\n' | tr '\n' ' '), want 1 2"
 [[ $("$C" -t e8dead -e -f '%s\n' | tr '\n' ' ') == "9 " ]] ||
   fail "E8: dead letters $("$C" -t e8dead -e -f '%s\n' | tr '\n' ' '), want 9 once"
+# A second pipeline (group e8b) sharing the dead-letter topic: the first
+# one's dead letter of 9 is not its own (mq.dlq.group): it appends its own,
+# once, even across a kill after the append, and gives 9 no outputs.
+E8B=(-G e8b -t e8 -e -q --to-topic e8bout --dlq e8dead --max-attempts 1)
+run env MQ_TEST_CRASH=dlq-appended "$C" "${E8B[@]}" --exec "${T[@]}"
+expect_rc 137 "E8: a second group killed after its dead letter's append"
+run "$C" "${E8B[@]}" --exec cat
+expect_rc 0 "E8: the second group's rerun"
+[[ $("$C" -t e8bout -e -f '%s\n' | tr '\n' ' ') == "1 2 " ]] ||
+  fail "E8: second group's outputs $("$C" -t e8bout -e -f '%s\n' | tr '\n' ' '), want 1 2"
+[[ $("$C" -t e8dead -e -J | jq -r '[.payload, (.headers[] | select(.key == "mq.dlq.group") | .value)] | join(" ")' |
+  tr '\n' ',') == "9 e8,9 e8b," ]] ||
+  fail "E8: dead letters with a shared topic: $("$C" -t e8dead -e -f '%s %h\n' | tr '\n' ' ')"
 
 # --- E9: a partly appended message that then fails is not dead-lettered -------------
 produce -t e9 --create --partitions 1 </dev/null
