@@ -19,7 +19,7 @@ RANDOM=$SEED
 wait_lines() {
   local n=${*: -1} files=("${@:1:$#-1}") got=0
   for _ in $(seq 1 600); do
-    got=$(cat "${files[@]}" 2>/dev/null | wc -l)
+    got=$(cat "${files[@]}" 2>/dev/null | wc -l || true)  # a file not there yet: a look more
     ((got >= n)) && return 0
     sleep 0.1
   done
