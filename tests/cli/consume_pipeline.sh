@@ -5,7 +5,8 @@
 # rerun with the same command line until it finishes, the output topic holds
 # each source message's outputs exactly once, in per-partition order, over
 # a source with keyed and keyless messages and offset gaps, with a
-# transform that filters, splits and fails (dead letters). Seeded:
+# transform that filters, splits and fails (dead letters); the same with
+# --parallel 4 (one member, then two). Seeded:
 # MQ_TEST_SEED repeats a run, MQ_PIPELINE_KILLS sets the number of kills
 # (50 by default).
 source "$(dirname "$0")/lib/common.bash"
@@ -124,6 +125,102 @@ expect_rc 0 "two members: the last run"
 check in2 out2 dead2 main "two members killed $((KILLS / 2)) times: output != expected"
 echo "pipeline: two members, $((KILLS / 2)) kills, output exactly once"
 
+# --- --parallel 4: transforms of several source partitions at once, killed at random ---
+# 6 source partitions (keyed, keyless, offset gaps) into 3 output partitions:
+# the threads of one member append to one output partition at once, each
+# under its own source partition's producer.
+produce -t in4 --create --partitions 6 </dev/null
+produce -t out4 --create --partitions 3 </dev/null
+seq 1 300 | awk '{print "k"$1"\t"$1}' | produce -t in4 -K '\t'
+seq 301 600 | produce -t in4
+for p in 0 3 5; do "$GAPPY" "$MQ_DIR" in4 "$p" $((2000 + p * 100)) 20 $((p == 3 ? 0 : 5)); done
+PIPE4=(--to-topic out4 -K '\t' --dlq dead4 --max-attempts 2 --retry-backoff 0 --parallel 4)
+for i in $(seq 1 $((KILLS / 2))); do
+  env "$(crash_env)" "$C" -G g4 -t in4 -e -q "${PIPE4[@]}" --exec "${T[@]}" 2>>"$WORK/par.err" &
+  pid=$!
+  sleep "0.$(printf '%03d' $((RANDOM % 300)))"
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+done
+echo "pipeline --parallel 4: after $((KILLS / 2)) kills, $("$C" -t out4 -e | wc -l) outputs; a last run finishes"
+run "$C" -G g4 -t in4 -e -q "${PIPE4[@]}" --exec "${T[@]}"
+expect_rc 0 "--parallel 4: the run after $((KILLS / 2)) kills"
+check in4 out4 dead4 main "--parallel 4, $((KILLS / 2)) SIGKILLs: output != expected"
+for p in 0 1 2 3 4 5; do
+  want=$("$C" --describe -G g4 -t in4 -J | jq -r --argjson p "$p" 'select(.type == "partition" and .partition == $p) | .log_end_offset')
+  [[ $(committed g4 in4 "$p") == "$want" ]] || fail "--parallel 4, E5: partition $p committed $(committed g4 in4 "$p"), want $want"
+done
+dl=$("$C" --describe -G g4 -J | jq -r 'select(.type == "summary") | .dead_letters')
+[[ $dl == $("$C" -t dead4 -e | wc -l) ]] || fail "--parallel 4, E8: the group counts $dl dead letters, the topic holds $("$C" -t dead4 -e | wc -l) (seed $SEED)"
+echo "pipeline --parallel 4: $((KILLS / 2)) kills, output exactly once"
+
+# Two members with --parallel 4, killed at random (rebalances cancel running
+# transforms), on a second group over the same source.
+PIPE5=(--to-topic out5 -K '\t' --dlq dead5 --max-attempts 2 --retry-backoff 0 --parallel 4)
+start_member5() { env "$(crash_env)" "$C" -G g5 -t in4 -q --member-id "m$1" "${PIPE5[@]}" --exec "${T[@]}" 2>>"$WORK/par2.err" & pids[$1]=$!; PIDS+=($!); }
+start_member5 0
+start_member5 1
+for i in $(seq 1 $((KILLS / 4))); do
+  sleep "0.$(printf '%03d' $((RANDOM % 400)))"
+  m=$((RANDOM % 2))
+  kill -KILL "${pids[$m]}" 2>/dev/null || true
+  wait "${pids[$m]}" 2>/dev/null || true
+  start_member5 "$m"
+done
+kill -KILL "${pids[0]}" "${pids[1]}" 2>/dev/null || true
+wait "${pids[0]}" "${pids[1]}" 2>/dev/null || true
+run "$C" -G g5 -t in4 -e -q "${PIPE5[@]}" --exec "${T[@]}"
+expect_rc 0 "--parallel 4, two members: the last run"
+check in4 out5 dead5 main "--parallel 4, two members killed $((KILLS / 4)) times: output != expected"
+echo "pipeline --parallel 4: two members, $((KILLS / 4)) kills, output exactly once"
+
+# The transforms of different source partitions do run at once: each of 4
+# waits (up to 10 s) until all 4 have started; one at a time, only the last
+# would see the others.
+produce -t par --create --partitions 4 </dev/null
+for p in 0 1 2 3; do echo "m$p" | produce -t par -p "$p"; done
+mkdir "$WORK/barrier"
+# shellcheck disable=SC2016
+BARRIER='touch "$B/$MQ_PARTITION"; i=0
+while [ "$(ls "$B" | wc -l)" -lt 4 ] && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ "$(ls "$B" | wc -l)" -lt 4 ] || echo "$MQ_PARTITION" >>"$B.met"; cat'
+run env B="$WORK/barrier" "$C" -G par -t par -e -q --to-topic parout --parallel 4 --exec sh -c "$BARRIER"
+expect_rc 0 "--parallel 4: the barrier run"
+[[ $(sort "$WORK/barrier.met" | tr '\n' ' ') == "0 1 2 3 " ]] ||
+  fail "--parallel 4: transforms that met all four at once: '$(sort "$WORK/barrier.met" | tr '\n' ' ')', want '0 1 2 3 '"
+check par parout "" cat "--parallel 4: barrier run output"
+
+# E7, E9 with --parallel: a rerun refused over partition 0's partly appended
+# message (a transform not deterministic there: 65; failing there: 123)
+# commits no partition past it, while partition 1's transforms go on; the
+# deterministic transform then completes it.
+produce -t pe --create --partitions 2 </dev/null
+produce -t peout --create --partitions 3 </dev/null
+printf '%s\n' 11 13 | produce -t pe -p 0
+printf '%s\n' 21 22 | produce -t pe -p 1
+PE=(-G pe -t pe -e -q --to-topic peout -K '\t' --parallel 2)
+# shellcheck disable=SC2016
+ON13='v=$(cat); if [ "$v" = 13 ]; then '
+run env MQ_TEST_CRASH=pipeline-partial "$C" "${PE[@]}" --exec "${T[@]}"
+expect_rc 137 "--parallel, E7: crash seam"
+# shellcheck disable=SC2016
+run "$C" "${PE[@]}" --exec sh -c "$ON13"'printf "a13\t13.A\nb13\t13.B\nc13\t13.C\n"; else printf %s "$v" | sh "$0"; fi' "$WORK/t.sh"
+expect_rc 65 "--parallel, E7: a transform that is not deterministic over the partly appended message"
+grep -q "partition 0 offset 1: .*not deterministic" "$WORK/err" || fail "--parallel, E7: $(cat "$WORK/err")"
+[[ $(committed pe pe 0) == - || $(committed pe pe 0) -le 1 ]] ||
+  fail "--parallel, E7: committed $(committed pe pe 0) past the partly appended message"
+# shellcheck disable=SC2016
+run "$C" "${PE[@]}" --dlq pedead --max-attempts 1 --exec sh -c "$ON13"'exit 1; else printf %s "$v" | sh "$0"; fi' "$WORK/t.sh"
+expect_rc 123 "--parallel, E9: a failing transform over the partly appended message"
+grep -q "not dead-lettered" "$WORK/err" || fail "--parallel, E9: $(cat "$WORK/err")"
+[[ $(committed pe pe 0) == - || $(committed pe pe 0) -le 1 ]] ||
+  fail "--parallel, E9: committed $(committed pe pe 0) past the partly appended message"
+run "$C" "${PE[@]}" --exec "${T[@]}"
+expect_rc 0 "--parallel, E7: the deterministic transform completes it"
+check pe peout pedead main "--parallel, E7/E9: completed"
+[[ $(committed pe pe 0) == 2 && $(committed pe pe 1) == 2 ]] ||
+  fail "--parallel, E5: committed $(committed pe pe 0) $(committed pe pe 1), want 2 2"
+
 # --- E1: one producer per (group, IN, OUT, source partition), named in the registry ---
 for p in 0 1 2; do
   f="$MQ_DIR/producers/pipeline.1.g.2.in.3.out.$p.id"
@@ -236,6 +333,19 @@ expect_rc 0 "E8: the rerun"
   fail "E8: outputs $("$C" -t e8out -e -f '%s\n' | tr '\n' ' '), want 1 2"
 [[ $("$C" -t e8dead -e -f '%s\n' | tr '\n' ' ') == "9 " ]] ||
   fail "E8: dead letters $("$C" -t e8dead -e -f '%s\n' | tr '\n' ' '), want 9 once"
+# A second pipeline (group e8b) sharing the dead-letter topic: the first
+# one's dead letter of 9 is not its own (mq.dlq.group): it appends its own,
+# once, even across a kill after the append, and gives 9 no outputs.
+E8B=(-G e8b -t e8 -e -q --to-topic e8bout --dlq e8dead --max-attempts 1)
+run env MQ_TEST_CRASH=dlq-appended "$C" "${E8B[@]}" --exec "${T[@]}"
+expect_rc 137 "E8: a second group killed after its dead letter's append"
+run "$C" "${E8B[@]}" --exec cat
+expect_rc 0 "E8: the second group's rerun"
+[[ $("$C" -t e8bout -e -f '%s\n' | tr '\n' ' ') == "1 2 " ]] ||
+  fail "E8: second group's outputs $("$C" -t e8bout -e -f '%s\n' | tr '\n' ' '), want 1 2"
+[[ $("$C" -t e8dead -e -J | jq -r '[.payload, (.headers[] | select(.key == "mq.dlq.group") | .value)] | join(" ")' |
+  tr '\n' ',') == "9 e8,9 e8b," ]] ||
+  fail "E8: dead letters with a shared topic: $("$C" -t e8dead -e -f '%s %h\n' | tr '\n' ' ')"
 
 # --- E9: a partly appended message that then fails is not dead-lettered -------------
 produce -t e9 --create --partitions 1 </dev/null
@@ -261,7 +371,8 @@ bad -t in --to-topic x --exec cat                     # no group
 bad -G u -t in --to-topic x                           # no transform
 bad -G u -t in --to-topic in --exec cat               # the source itself
 bad -G u -t in --to-topic x --batch 2 --exec cat
-bad -G u -t in --to-topic x --parallel 2 --exec cat
+grep -q -- "--to-topic: not with --batch: each output names its source message" "$WORK/err" ||
+  fail "usage: --batch with --to-topic: $(cat "$WORK/err")"
 bad -G u -t in --to-topic x --at-most-once --exec cat
 bad -G u -t in --to-topic x --dlq x --exec cat
 bad -G u -t in --fsync batch --exec cat               # --fsync without --to-topic

@@ -281,6 +281,11 @@ void Dispatcher::Work() {
     d.dead_letters = ctl.dead_letters;
     d.handled = st.ok() && !ctl.cut;
     d.status = std::move(st);
+    // As serially (HandleNow): whatever stopped the unit (an append to the
+    // output or dead-letter topic that failed, a transform that is not
+    // deterministic) leaves it unhandled, and the run unhealthy, so that no
+    // partition is handed over past it.
+    if (!d.status.ok()) SetExit(d.status.exit_code());
     lk.lock();
     lane->running = false;
     --running_;
@@ -398,7 +403,7 @@ Status Dispatcher::Flush() {
 Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl) {
   OutputSink* sink = options_.sink;
   if (sink) {
-    // A transform: one message per unit (no --batch, no --parallel).
+    // A transform: one message per unit (no --batch).
     const Message& m = messages.front();
     // E8: a dead-lettered message gets no outputs, even if its transform
     // would succeed now. Looked at first: one whose commit was lost is
@@ -569,9 +574,21 @@ Status Dispatcher::ScanDeadLetters(int32_t dlq_partition) {
       RecordView r;
       while (records->Read(&r)) {
         std::vector<Header> hs = r.headers();
-        auto t = LastHeader(hs, kDlqTopicHeader);
-        auto p = LastHeader(hs, kDlqPartitionHeader);
-        auto o = LastHeader(hs, kDlqOffsetHeader);
+        // The dead-lettering's own headers follow the message's, from the
+        // last mq.dlq.topic on: a message dead-lettered again carries the
+        // earlier ones too, and only the latest says who appended it.
+        size_t from = hs.size();
+        for (size_t i = 0; i < hs.size(); ++i)
+          if (hs[i].key == kDlqTopicHeader) from = i;
+        if (from == hs.size()) continue;
+        const std::span<const Header> mine(hs.data() + from, hs.size() - from);
+        auto t = LastHeader(mine, kDlqTopicHeader);
+        auto p = LastHeader(mine, kDlqPartitionHeader);
+        auto o = LastHeader(mine, kDlqOffsetHeader);
+        // No mq.dlq.group: appended without -G, or before the header
+        // existed; it is this run's only when this run has no group.
+        auto g = LastHeader(mine, kDlqGroupHeader);
+        if (g != std::optional<std::string_view>(options_.group)) continue;
         int32_t part = 0;
         int64_t off = 0;
         if (t && *t == topic_ && p && o && ParseInt(*p, &part) && ParseInt(*o, &off))
@@ -635,6 +652,7 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
   headers.push_back({kDlqAttemptsHeader, AsBytes(attempts)});
   headers.push_back({kDlqExitHeader, AsBytes(status)});
   headers.push_back({kDlqStderrHeader, AsBytes(a.outcome.stderr_tail)});
+  if (options_.group) headers.push_back({kDlqGroupHeader, AsBytes(*options_.group)});
   BatchBuilder builder;
   RecordInput r;
   r.timestamp = m.timestamp;

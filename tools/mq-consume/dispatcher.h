@@ -44,6 +44,10 @@ constexpr std::string_view kDlqOffsetHeader = "mq.dlq.offset";
 constexpr std::string_view kDlqAttemptsHeader = "mq.dlq.attempts";
 constexpr std::string_view kDlqExitHeader = "mq.dlq.exit";
 constexpr std::string_view kDlqStderrHeader = "mq.dlq.stderr";
+// With -G: the group whose member dead-lettered it. A dead letter is
+// looked for again only by runs of its own group (without -G: by runs
+// without one), so groups sharing a dead-letter topic each get theirs.
+constexpr std::string_view kDlqGroupHeader = "mq.dlq.group";
 
 // Exit status of a run stopped by a message its handler failed on every
 // attempt without --dlq: GNU xargs' status for a command that failed.
@@ -57,8 +61,11 @@ constexpr int kExitNotFound = 127;
 constexpr int kExitHandlerStuck = 75;
 
 // mq-consume --to-topic (pipeline.h): a handler is a transform whose
-// standard output is captured and handed here. Called on the caller's
-// thread (pipelines run serially).
+// standard output is captured and handed here. Acquire and Release are
+// called on the caller's thread, the others on the thread that handles the
+// message (with --parallel, a worker): never two at once for one
+// partition, and none of a partition between its Release and next Acquire
+// (Cancel comes first).
 class OutputSink {
  public:
   virtual ~OutputSink() = default;
@@ -85,6 +92,7 @@ struct HandlerOptions {
   uint32_t retry_backoff_ms = 100;      // --retry-backoff: first wait, doubled each retry
   uint32_t max_backoff_ms = 10000;      // the doubling stops here
   std::optional<std::string> dlq;       // --dlq TOPIC
+  std::optional<std::string> group;     // -G: named by each dead letter (mq.dlq.group)
   bool quiet = false;
   int kill_grace_ms = handler::kKillGraceMs;
   // Pending --batch messages of all partitions are handed over once they
@@ -101,8 +109,8 @@ struct HandlerOptions {
   // --parallel N: handler runs of different partitions at once (1: one at
   // a time, on the caller's thread).
   uint32_t parallel = 1;
-  // --to-topic: the handler's standard output goes here (serial, no
-  // --batch). Not owned.
+  // --to-topic: the handler's standard output goes here (no --batch: a
+  // unit is one message). Not owned.
   OutputSink* sink = nullptr;
 };
 

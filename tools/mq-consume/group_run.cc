@@ -91,6 +91,9 @@ class Member {
   void Collect(int timeout_ms);
   Status Commit();
   Status CommitAhead(const ConsumedRecord& m);
+  // --at-most-once: commits the dead letters counted since the last commit
+  // at once (see the definition).
+  Status CommitDeadLetters();
   // With `until_eof`, waits until every message handed out is
   // acknowledged, the stream ends, or kAckWaitMs pass without one.
   void ReadAcks(bool until_eof);
@@ -384,6 +387,20 @@ Status Member::Commit() {
   return Status::Ok();
 }
 
+// At-most-once: the offsets were committed ahead of the handlers, so no
+// rerun comes back to a dead-lettered message to find it in the dead-letter
+// topic and count it (as at-least-once does): a dead letter not counted by
+// the time the member dies is never counted. So its count is committed as
+// soon as the member knows of it, not at the next --commit-interval; only a
+// member killed between the append and this commit leaves it uncounted
+// (mq-consume(1), With a consumer group).
+Status Member::CommitDeadLetters() {
+  if (!f_.at_most_once) return Status::Ok();
+  for (const auto& [p, pr] : progress_)
+    if (pr.dead_letters > 0) return Commit();
+  return Status::Ok();
+}
+
 // At-most-once: before a batch's first message is printed, its partition's
 // offset is committed past the whole batch.
 Status Member::CommitAhead(const ConsumedRecord& m) {
@@ -445,6 +462,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         } else {
           MarkHandled(p);
         }
+        MQ_RETURN_IF_ERROR(CommitDeadLetters());
       } else {
         printer_.Print(m->partition, m->log_append_time, m->record, headers);
         if (out_->flushes() != seen_flushes_) MarkFlushed();
@@ -485,6 +503,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       // appends are seen on the way round.
       Collect(wait);
       if (!stop_.ok()) return stop_;
+      MQ_RETURN_IF_ERROR(CommitDeadLetters());
     } else {
       consumer_->WaitForAppend(wait);
     }

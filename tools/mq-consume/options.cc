@@ -195,6 +195,7 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
     if (*f.dlq == f.topic) return Usage("--dlq: the dead-letter topic must differ from the topic read");
     h.dlq = f.dlq;
   }
+  h.group = f.group;
   if (f.group) h.max_run_ms = f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs);
   h.parallel = f.parallel.value_or(1);
   h.quiet = f.quiet;
@@ -251,10 +252,16 @@ Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
     return Usage("--to-topic: the output topic must differ from the topic read");
   if (f.dlq && *f.dlq == *f.to_topic)
     return Usage("--to-topic: the output topic must differ from the dead-letter topic");
+  // By design, not for now: an output names its source message (E2) and a
+  // restart completes a message at a time (E6, E7), but a batch
+  // transform's lines cannot be told apart by message, and batch
+  // boundaries depend on what each run read.
   if (f.batch)
-    return Usage("--to-topic: --batch transforms are not supported yet (one message per run)");
-  if (f.parallel)
-    return Usage("--to-topic: --parallel is not supported yet (one transform at a time)");
+    return Usage("--to-topic: not with --batch: each output names its source message "
+                 "(format-spec/pipeline.md E2) and a restart completes one message at a time "
+                 "(E6, E7), but the lines a batch transform prints cannot be told apart by "
+                 "message, and batches differ from run to run; a transform runs once per "
+                 "message");
   if (f.at_most_once) return Usage("--to-topic is effectively-once: not with --at-most-once");
   PipelineOptions p;
   p.group = *f.group;

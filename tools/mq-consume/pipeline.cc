@@ -74,19 +74,35 @@ Status Pipeline::Open() {
   log_.durability = options_.durability;
   log_.sync_on_close = options_.durability != Durability::kNone;
   writers_.resize(static_cast<size_t>(out_config_.partitions));
+  writer_mu_ = std::make_unique<std::mutex[]>(static_cast<size_t>(out_config_.partitions));
   return Status::Ok();
 }
 
 Status Pipeline::Close() {
   Status first;
-  for (auto& w : writers_) {
+  for (size_t q = 0; q < writers_.size(); ++q) {
+    std::lock_guard<std::mutex> lk(writer_mu_[q]);
+    auto& w = writers_[q];
     if (!w) continue;
     Status s = w->Close();
     if (first.ok() && !s.ok()) first = s;
     w.reset();
   }
+  std::lock_guard<std::mutex> lk(sources_mu_);
   sources_.clear();
   return first;
+}
+
+Pipeline::Source* Pipeline::Find(int32_t partition) {
+  std::lock_guard<std::mutex> lk(sources_mu_);
+  auto it = sources_.find(partition);
+  return it == sources_.end() ? nullptr : &it->second;
+}
+
+const Pipeline::Source* Pipeline::Find(int32_t partition) const {
+  std::lock_guard<std::mutex> lk(sources_mu_);
+  auto it = sources_.find(partition);
+  return it == sources_.end() ? nullptr : &it->second;
 }
 
 Result<PartitionWriter*> Pipeline::Writer(int32_t q) {
@@ -129,8 +145,14 @@ Status Pipeline::Acquire(int32_t partition, int64_t start) {
   for (int32_t q = 0; q < out_config_.partitions; ++q) {
     // Opening the writer first recovers the partition, so the producer's
     // state is read from a consistent log (as mq-produce --producer-id).
-    auto w = Writer(q);
-    if (!w) return w.error();
+    // Only this source partition's transforms append this producer's
+    // batches, and none runs now; others' may append to q meanwhile, as
+    // other members' may.
+    {
+      std::lock_guard<std::mutex> lk(writer_mu_[static_cast<size_t>(q)]);
+      auto w = Writer(q);
+      if (!w) return w.error();
+    }
     const std::string pdir = dir_.PartitionDir(options_.out, q);
     auto last = LastProducerBatch(pdir, pid, read);
     if (!last) return last.error();
@@ -186,22 +208,26 @@ Status Pipeline::Acquire(int32_t partition, int64_t start) {
                   "{}\n",
                   partition, start, highest, options_.out, highest);
   }
+  std::lock_guard<std::mutex> lk(sources_mu_);
   sources_[partition] = std::move(src);
   return Status::Ok();
 }
 
-void Pipeline::Release(int32_t partition) { sources_.erase(partition); }
+void Pipeline::Release(int32_t partition) {
+  std::lock_guard<std::mutex> lk(sources_mu_);
+  sources_.erase(partition);
+}
 
 Result<bool> Pipeline::Complete(int32_t partition, int64_t offset) {
-  auto it = sources_.find(partition);
-  if (it == sources_.end())
+  const Source* src = Find(partition);
+  if (src == nullptr)
     return Status(Code::kInternal, fmt::format("partition {}: not acquired", partition));
-  return offset < it->second.resume;
+  return offset < src->resume;
 }
 
 bool Pipeline::Started(int32_t partition, int64_t offset) const {
-  auto it = sources_.find(partition);
-  return it != sources_.end() && offset == it->second.resume && !it->second.present.empty();
+  const Source* src = Find(partition);
+  return src != nullptr && offset == src->resume && !src->present.empty();
 }
 
 Status Pipeline::AppendBatch(Source& src, int32_t partition, int64_t offset, int64_t timestamp,
@@ -226,6 +252,7 @@ Status Pipeline::AppendBatch(Source& src, int32_t partition, int64_t offset, int
   }
   std::vector<std::byte> bytes;
   MQ_RETURN_IF_ERROR(builder.Finish(0, &bytes));
+  std::lock_guard<std::mutex> lk(writer_mu_[static_cast<size_t>(q)]);
   auto w = Writer(q);
   if (!w) return w.error();
   auto appended = (*w)->Append(bytes, CrcCheck::kAlreadyComputed);
@@ -243,10 +270,10 @@ Status Pipeline::AppendBatch(Source& src, int32_t partition, int64_t offset, int
 
 Status Pipeline::Deliver(int32_t partition, int64_t offset, int64_t timestamp,
                          std::string_view output) {
-  auto it = sources_.find(partition);
-  if (it == sources_.end())
+  Source* acquired = Find(partition);
+  if (acquired == nullptr)
     return Status(Code::kInternal, fmt::format("partition {}: not acquired", partition));
-  Source& src = it->second;
+  Source& src = *acquired;
   const std::vector<PipelineOutput> outs = SplitOutput(output, options_.key_delimiter);
   // E4: one batch per output partition, outputs in index order.
   std::map<int32_t, std::vector<std::pair<size_t, const PipelineOutput*>>> by_partition;

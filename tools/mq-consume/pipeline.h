@@ -7,9 +7,11 @@
 // stopped and appends only what is missing.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,6 +56,13 @@ struct PipelineOutput {
 std::vector<PipelineOutput> SplitOutput(std::string_view output,
                                         const std::optional<std::string>& key_delimiter);
 
+// With --parallel N the transforms of different source partitions run at
+// once, on the dispatcher's workers: one at a time per source partition,
+// in offset order, each source partition with its own producer and Source
+// state, so E1-E9 hold per source partition as serially. What they share
+// is guarded: the output partitions' writers (one lock each: a writer is
+// one process's, its file lock does not exclude this process's threads),
+// and the table of acquired source partitions.
 class Pipeline final : public OutputSink {
  public:
   Pipeline(PipelineOptions options, const DataDir& dir, const TopicConfig& source);
@@ -71,7 +80,7 @@ class Pipeline final : public OutputSink {
   Status Deliver(int32_t partition, int64_t offset, int64_t timestamp,
                  std::string_view output) override;
 
-  uint64_t appended() const { return appended_; }
+  uint64_t appended() const { return appended_.load(); }
 
  private:
   // An output already in the log: what a rerun must reproduce.
@@ -89,7 +98,13 @@ class Pipeline final : public OutputSink {
     int64_t resume = -1;
     std::map<int32_t, std::vector<Found>> present;
   };
+  // The writer of output partition `q`, opened (and the partition
+  // recovered) on first use; writer_mu_[q] held.
   Result<PartitionWriter*> Writer(int32_t q);
+  // The state of acquired source partition `partition`, or nullptr. Stays
+  // valid until its Release (which comes only once no transform of it runs).
+  Source* Find(int32_t partition);
+  const Source* Find(int32_t partition) const;
   int32_t Route(int32_t partition, const PipelineOutput& o) const;
   Status AppendBatch(Source& src, int32_t partition, int64_t offset, int64_t timestamp,
                      int32_t q, const std::vector<std::pair<size_t, const PipelineOutput*>>& outs);
@@ -101,8 +116,10 @@ class Pipeline final : public OutputSink {
   TopicConfig out_config_;
   LogConfig log_;
   std::vector<std::unique_ptr<PartitionWriter>> writers_;
+  std::unique_ptr<std::mutex[]> writer_mu_;  // one per output partition
+  mutable std::mutex sources_mu_;            // the map, not its Sources
   std::map<int32_t, Source> sources_;
-  uint64_t appended_ = 0;
+  std::atomic<uint64_t> appended_{0};
 };
 
 }  // namespace mq::consume
