@@ -200,7 +200,7 @@ namespace {
 // say), then sets batchLength and computes the CRC over what follows it
 // (batch.md §3).
 Status AppendEncoded(const std::byte (&header)[kBatchHeaderSize], Bytes payload,
-                     std::vector<std::byte>* out) {
+                     std::vector<std::byte>* out, bool crc = true) {
   const uint64_t size = kBatchHeaderSize + payload.size();
   if (size - kLogOverhead > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
     return Status(Code::kTooLarge, fmt::format("batch of {} bytes", size));
@@ -213,11 +213,40 @@ Status AppendEncoded(const std::byte (&header)[kBatchHeaderSize], Bytes payload,
   std::byte* batch = out->data() + start;
   coding::PutFixed32(batch + kBatchLengthOffset, static_cast<uint32_t>(size - kLogOverhead));
   coding::PutFixed32(batch + kCrcOffset,
-                     Crc32c(Bytes(batch + kAttributesOffset, size - kAttributesOffset)));
+                     crc ? Crc32c(Bytes(batch + kAttributesOffset, size - kAttributesOffset)) : 0);
   return Status::Ok();
 }
 
+// The size of the batch at `at` of `batches`, checked to be whole; `what`
+// names the caller in errors.
+Result<uint64_t> WholeBatchAt(Bytes batches, size_t at, const char* what) {
+  Bytes rest = batches.subspan(at);
+  if (rest.size() < kBatchHeaderSize) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: {} bytes at {} is no batch", what, rest.size(), at));
+  }
+  const uint64_t size =
+      uint64_t{coding::GetFixed32(rest.data() + kBatchLengthOffset)} + kLogOverhead;
+  if (size < kBatchHeaderSize || size > rest.size()) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: the batch at {} is cut short", what, at));
+  }
+  return size;
+}
+
 }  // namespace
+
+Status SealBatches(std::span<std::byte> batches) {
+  for (size_t at = 0; at < batches.size();) {
+    auto size = WholeBatchAt(batches, at, "seal");
+    if (!size) return size.error();
+    std::byte* batch = batches.data() + at;
+    coding::PutFixed32(batch + kCrcOffset,
+                       Crc32c(Bytes(batch + kAttributesOffset, *size - kAttributesOffset)));
+    at += *size;
+  }
+  return Status::Ok();
+}
 
 // ---- BatchCompressor ----------------------------------------------------------
 
@@ -230,17 +259,10 @@ BatchCompressor::~BatchCompressor() {
 
 Status BatchCompressor::Compress(Bytes batches, std::vector<std::byte>* out) {
   for (size_t at = 0; at < batches.size();) {
+    auto whole = WholeBatchAt(batches, at, "compress");
+    if (!whole) return whole.error();
+    const uint64_t size = *whole;
     Bytes rest = batches.subspan(at);
-    if (rest.size() < kBatchHeaderSize) {
-      return Status(Code::kInvalidArgument,
-                    fmt::format("compress: {} bytes at {} is no batch", rest.size(), at));
-    }
-    const uint64_t size =
-        uint64_t{coding::GetFixed32(rest.data() + kBatchLengthOffset)} + kLogOverhead;
-    if (size < kBatchHeaderSize || size > rest.size()) {
-      return Status(Code::kInvalidArgument,
-                    fmt::format("compress: the batch at {} is cut short", at));
-    }
     std::byte header[kBatchHeaderSize];
     std::memcpy(header, rest.data(), kBatchHeaderSize);
     const uint16_t attributes = coding::GetFixed16(header + kAttributesOffset);
@@ -356,7 +378,7 @@ Status BatchBuilder::Finish(int64_t base_offset, std::vector<std::byte>* out) {
   PutFixed16(p + kProducerEpochOffset, static_cast<uint16_t>(options_.producer_epoch));
   PutFixed32(p + kBaseSequenceOffset, static_cast<uint32_t>(options_.base_sequence));
   PutFixed32(p + kRecordsCountOffset, static_cast<uint32_t>(count_));
-  MQ_RETURN_IF_ERROR(AppendEncoded(p, payload, out));
+  MQ_RETURN_IF_ERROR(AppendEncoded(p, payload, out, !options_.defer_crc));
 
   used_ = 0;
   count_ = 0;

@@ -361,3 +361,39 @@ TEST_CASE("batch compressor: an uncompressed batch becomes the bytes Finish writ
           mq::Code::kInvalidArgument);
   }
 }
+
+TEST_CASE("R3 crc: a batch finished with defer_crc and sealed is the batch Finish writes", "[batch][R3]") {
+  std::vector<std::byte> plain, deferred;
+  for (int k = 0; k < 3; ++k) {
+    mq::BatchOptions o;
+    o.producer_id = k == 1 ? 7 : -1;
+    o.producer_epoch = k == 1 ? 0 : -1;
+    o.base_sequence = k == 1 ? 5 : -1;
+    mq::BatchOptions d = o;
+    d.defer_crc = true;
+    mq::BatchBuilder a(o), b(d);
+    for (int i = 0; i <= k * 40; ++i) {
+      std::string v = "value " + std::to_string(i * 7919);
+      mq::RecordInput r;
+      r.timestamp = 1700000000000 + i;
+      r.value = mq::Bytes(reinterpret_cast<const std::byte*>(v.data()), v.size());
+      a.Add(r);
+      b.Add(r);
+    }
+    REQUIRE(a.Finish(100 * k, &plain).ok());
+    REQUIRE(b.Finish(100 * k, &deferred).ok());
+  }
+  REQUIRE(plain.size() == deferred.size());
+  CHECK(plain != deferred);  // unsealed: the crc fields are zero
+  // Unsealed, the first batch fails its CRC check.
+  auto unsealed = mq::BatchView::Parse(deferred, mq::DecodeLimits{}, "t", 0, mq::CrcCheck::kVerify);
+  REQUIRE_FALSE(unsealed);
+  CHECK_THAT(unsealed.error().message(), Catch::Contains("crc"));
+  REQUIRE(mq::SealBatches(deferred).ok());
+  CHECK(plain == deferred);
+  // A batch cut short is refused, and nothing is read past the bytes.
+  std::vector<std::byte> cut(deferred.begin(), deferred.end() - 1);
+  CHECK(mq::SealBatches(cut).code() == mq::Code::kInvalidArgument);
+  std::vector<std::byte> tiny(deferred.begin(), deferred.begin() + 20);
+  CHECK(mq::SealBatches(tiny).code() == mq::Code::kInvalidArgument);
+}

@@ -51,6 +51,9 @@ size_t EstimatedSize(const Message& m) {
 Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out)
     : dir_(dir), options_(std::move(options)), out_(out) {
   compress_on_append_ = options_.writer_threads > 0 && options_.compression != Compression::kNone;
+  // With writer threads the CRC is computed by the thread that appends (or
+  // compresses) a batch, not by the reading thread.
+  seal_on_append_ = options_.writer_threads > 0;
   parts_.resize(static_cast<size_t>(options_.partitions));
   // No more threads than partitions; each keeps its share of the open
   // partitions.
@@ -63,6 +66,7 @@ Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out
   stats_.per_partition.assign(parts_.size(), 0);
   BatchOptions b;
   b.compression = BuilderCompression();
+  b.defer_crc = seal_on_append_;
   b.zstd_level = options_.zstd_level;
   if (options_.producer_id >= 0) {
     b.producer_id = options_.producer_id;
@@ -98,7 +102,11 @@ Compression Producer::BuilderCompression() const {
 }
 
 Status Producer::AppendFinished(int32_t p, std::span<std::byte> bytes, uint64_t messages) {
-  if (!compress_on_append_) return AppendNow(p, bytes, messages);
+  if (!compress_on_append_) {
+    // Built with defer_crc: sealed by the thread that appends them.
+    if (seal_on_append_) MQ_RETURN_IF_ERROR(SealBatches(bytes));
+    return AppendNow(p, bytes, messages);
+  }
   Appender& a = AppenderOf(p);
   if (!a.compressor) {
     a.compressor = std::make_unique<BatchCompressor>(options_.compression, options_.zstd_level);
@@ -175,6 +183,7 @@ Status Producer::Send(const Message& m) {
   if (ps.builder.count() == 0 && options_.producer_id >= 0) {
     BatchOptions b;
     b.compression = BuilderCompression();
+    b.defer_crc = seal_on_append_;
     b.zstd_level = options_.zstd_level;
     b.producer_id = options_.producer_id;
     b.producer_epoch = 0;

@@ -195,6 +195,10 @@ class Producer {
   std::atomic<bool> any_failed_{false};  // failed_ is set (read without the lock)
   std::vector<std::vector<std::byte>> spare_;  // emptied job buffers, for reuse
   bool compress_on_append_ = false;
+  // Batches are built without their CRC (defer_crc), which AppendFinished
+  // or the compressor computes: fixed at construction, whatever happens
+  // to the threads.
+  bool seal_on_append_ = false;
   // The reader's own, for jobs it compresses when the writers are behind.
   std::unique_ptr<BatchCompressor> reader_compressor_;
 };

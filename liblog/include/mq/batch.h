@@ -215,6 +215,10 @@ struct BatchOptions {
   // here with log_append_time).
   std::optional<int64_t> base_timestamp;
   std::optional<int64_t> max_timestamp;
+  // Finish leaves the crc field zero: SealBatches (or BatchCompressor)
+  // computes it later, on another thread say, before the batch goes
+  // anywhere. A batch left unsealed fails its CRC check (R3).
+  bool defer_crc = false;
 };
 
 // Builds one batch. Records are encoded as they are added; Finish() writes
@@ -280,6 +284,12 @@ class BatchCompressor {
   void* zstd_ctx_ = nullptr;  // ZSTD_CCtx
   std::vector<std::byte> compressed_;
 };
+
+// Computes and stores the CRC (batch.md §3) of each batch of `batches`,
+// back to back as BatchBuilder::Finish wrote them (with defer_crc; trusted:
+// the caller built them). kInvalidArgument for bytes that are no batch or a
+// batch cut short.
+Status SealBatches(std::span<std::byte> batches);
 
 // Rewrites the baseOffset field (not covered by the CRC) of an encoded batch.
 void SetBaseOffset(std::span<std::byte> batch, int64_t base_offset);
