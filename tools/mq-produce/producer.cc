@@ -348,18 +348,7 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
   bool idle = false;
   {
     std::unique_lock lock(mu_);
-    if (failed_.ok() && in_flight_ > 0 && in_flight_ + job.bytes.size() > MaxInFlight()) {
-      // Full: wait until half of it is appended, not for every job (with
-      // many partitions the jobs are small, and each wake-up costs more
-      // than appending one).
-      reader_waiting_ = true;
-      done_cv_.wait(lock, [&] {
-        return !failed_.ok() || in_flight_ == 0 ||
-               in_flight_ + job.bytes.size() <= MaxInFlight() / 2;
-      });
-      reader_waiting_ = false;
-    }
-    if (!failed_.ok()) return failed_;
+    MQ_RETURN_IF_ERROR(WaitForRoom(lock, job.bytes.size()));
     if (!job.compressed && !spare_.empty()) {
       ps.out = std::move(spare_.back());
       spare_.pop_back();
@@ -374,20 +363,27 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
   return Status::Ok();
 }
 
+Status Producer::WaitForRoom(std::unique_lock<std::mutex>& lock, size_t bytes) {
+  if (failed_.ok() && in_flight_ > 0 && in_flight_ + bytes > MaxInFlight()) {
+    // Full: wait until half of it is appended, not for every job (with
+    // many partitions the jobs are small, and each wake-up costs more than
+    // appending one).
+    reader_waiting_ = true;
+    done_cv_.wait(lock, [&] {
+      return !failed_.ok() || in_flight_ == 0 || in_flight_ + bytes <= MaxInFlight() / 2;
+    });
+    reader_waiting_ = false;
+  }
+  return failed_;
+}
+
 Status Producer::PushStaged(Appender* a) {
   if (a->staged.empty()) return Status::Ok();
   const size_t bytes = a->staged_bytes;
   bool idle = false;
   {
     std::unique_lock lock(mu_);
-    if (failed_.ok() && in_flight_ > 0 && in_flight_ + bytes > MaxInFlight()) {
-      reader_waiting_ = true;
-      done_cv_.wait(lock, [&] {
-        return !failed_.ok() || in_flight_ == 0 || in_flight_ + bytes <= MaxInFlight() / 2;
-      });
-      reader_waiting_ = false;
-    }
-    if (!failed_.ok()) return failed_;
+    MQ_RETURN_IF_ERROR(WaitForRoom(lock, bytes));
     in_flight_ += bytes;
     for (Job& job : a->staged) a->jobs.push_back(std::move(job));
     idle = a->idle;

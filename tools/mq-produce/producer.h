@@ -118,6 +118,9 @@ class Producer {
   Status AppendPartition(int32_t p, bool stage = false);
   // Queues an appender's staged jobs (waiting for room).
   Status PushStaged(Appender* a);
+  // Under mu_ (`lock`): waits until `bytes` more may be in flight (one job
+  // always may); the first failed append, if any.
+  Status WaitForRoom(std::unique_lock<std::mutex>& lock, size_t bytes);
   // Appends `bytes` (finished batches holding `messages` messages) to p.
   Status AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messages);
   // Waits until the writer threads appended everything queued; the first
