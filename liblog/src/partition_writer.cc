@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "format.h"
+#include "log_segment.h"
 #include "mapped_file.h"
 #include "mq/file.h"
 #include "mq/partition.h"
@@ -57,11 +58,7 @@ struct PartitionWriter::Impl {
   std::vector<int64_t> segments;
   Status poisoned;          // non-OK after a failed write or fsync: final
 
-  // The active (last) segment.
-  std::unique_ptr<File> log, index, timeindex;
-  IndexBuilder ib;
-  int64_t first_max_ts = -1;  // first batch's max timestamp: segment age
-  std::vector<std::byte> offset_buf, time_buf;
+  std::unique_ptr<LogSegment> active;  // the last segment
   bool dir_dirty = false;
   int64_t last_sync_ms = 0;
   ProducerStateTable producers;
@@ -81,10 +78,6 @@ struct PartitionWriter::Impl {
   bool closed = false;
   bool stale_check = true;  // check the active file size at the next Sync
 
-  FileSystem* Fs() { return fs; }
-  uint64_t SegmentLimit() const {
-    return std::min<uint64_t>(config.segment_bytes, format::kMaxSegmentBytes);
-  }
 
   Status Poison(Status s) {
     if (poisoned.ok())
@@ -102,8 +95,6 @@ struct PartitionWriter::Impl {
   Result<bool> OpenSameBoot(const StateFields& prev, std::vector<int64_t> list,
                             const std::vector<int64_t>& snapshots, RecoveryReport* report);
   Status OpenActive(int64_t base, uint64_t size);
-  Result<bool> OpenActive(int64_t base, uint64_t size, std::unique_ptr<File> open_log,
-                          std::optional<uint64_t> check_log_size);
   Status Sync();
   Status Publish();
   // `active_log`: the active segment's log, open on the file the committed
@@ -114,135 +105,20 @@ struct PartitionWriter::Impl {
   Status ReplayRange(int64_t from_base, uint64_t from_pos);
   Status EnsureProducers();
   Status Roll();
-  Status WriteIndexBuffers();
   Status SyncAll();
+
+  // The phases of PartitionWriter::Append.
+  Result<std::vector<Piece>> Split(std::span<std::byte> batches, CrcCheck crc_check) const;
+  Status CheckProducers(std::vector<Piece>* pieces);
+  Status WritePieces(std::span<std::byte> batches, std::vector<Piece>* pieces,
+                     AppendResult* result);
+  Status MakeDurable();
 };
 
 Status PartitionWriter::Impl::OpenActive(int64_t base, uint64_t size) {
-  auto opened = OpenActive(base, size, nullptr, std::nullopt);
+  auto opened = LogSegment::Open(fs, dir_fd.get(), config, base, size, fields.log_end_offset);
   if (!opened) return opened.error();
-  return Status::Ok();
-}
-
-// Opens the active segment's files (the log may come open already) and
-// restores the indexing state from its index files: entries past the
-// committed end (left by a writer that died before publishing) are
-// dropped, then the batches after the last indexed one are walked. With
-// `check_log_size` (the log's size before it was cut to `size`) the indexes
-// first get the cheap checks of R25 (R27: entries past the committed end
-// are skipped); when those fail it returns false, having changed nothing.
-Result<bool> PartitionWriter::Impl::OpenActive(int64_t base, uint64_t size,
-                                               std::unique_ptr<File> open_log,
-                                               std::optional<uint64_t> check_log_size) {
-  auto open = [&](const char* suffix) { return fs->Open(dir_fd.get(), SegmentFileName(base, suffix), FileSystem::kCreate); };
-  if (!open_log) {
-    auto l = open(format::kLogSuffix);
-    if (!l) return l.error();
-    open_log = std::move(*l);
-  }
-  const bool check = check_log_size.has_value();
-  // Checked, a missing index fails the check (it is rebuilt and reported).
-  auto open_index = [&](const char* suffix) -> Result<std::unique_ptr<File>> {
-    if (!check) return open(suffix);
-    return fs->Open(dir_fd.get(), SegmentFileName(base, suffix), FileSystem::kReadWrite);
-  };
-  auto x = open_index(format::kIndexSuffix);
-  if (check && !x && x.error().code() == Code::kNotFound) return false;
-  if (!x) return x.error();
-  auto t = open_index(format::kTimeIndexSuffix);
-  if (check && !t && t.error().code() == Code::kNotFound) return false;
-  if (!t) return t.error();
-  log = std::move(open_log);
-  index = std::move(*x);
-  timeindex = std::move(*t);
-  ib = IndexBuilder(base, config.index_interval_bytes);
-  first_max_ts = -1;
-  const int64_t end_offset = fields.log_end_offset;
-
-  std::optional<OffsetIndexEntry> last_entry;
-  std::optional<TimeIndexEntry> last_time;
-  auto isize = index->Size();
-  if (!isize) return isize.error();
-  auto tsize = timeindex->Size();
-  if (!tsize) return tsize.error();
-  if (check && (*isize % format::kOffsetIndexEntrySize != 0 ||
-                *tsize % format::kTimeIndexEntrySize != 0))
-    return false;
-  uint64_t n = *isize / format::kOffsetIndexEntrySize;
-  std::byte e[format::kTimeIndexEntrySize];
-  while (n > 0) {
-    auto got = index->ReadAt((n - 1) * format::kOffsetIndexEntrySize, std::span(e, 8));
-    if (!got) return got.error();
-    auto entry = DecodeOffsetEntry(e, base);
-    if (*got == 8 && entry.position < size && entry.offset < end_offset) {
-      last_entry = entry;
-      break;
-    }
-    // Past the committed end on both counts, inside the log as it was: an
-    // append that was never published. Anything else is a bad index.
-    if (check && !(entry.offset >= end_offset && entry.position >= size &&
-                   entry.position < *check_log_size))
-      return false;
-    --n;
-  }
-  if (check && last_entry) {
-    if (last_entry->offset < base) return false;
-    std::byte h[format::kBatchHeaderSize];
-    auto got = log->ReadAt(last_entry->position, h);
-    if (!got) return got.error();
-    if (*got != sizeof h) return false;
-    BatchHeader header = DecodeBatchHeader(Bytes(h, sizeof h));
-    if (header.last_offset() != last_entry->offset ||
-        last_entry->position + header.size_bytes() > size)
-      return false;
-  }
-  uint64_t tn = *tsize / format::kTimeIndexEntrySize;
-  while (tn > 0) {
-    auto got = timeindex->ReadAt((tn - 1) * format::kTimeIndexEntrySize, std::span(e, 12));
-    if (!got) return got.error();
-    auto entry = DecodeTimeEntry(e, base);
-    if (check && *got == 12 && entry.offset < end_offset && entry.offset < base) return false;
-    if (*got == 12 && entry.offset < end_offset &&
-        (!last_entry || entry.offset <= last_entry->offset)) {
-      last_time = entry;
-      break;
-    }
-    --tn;
-  }
-  if (n * format::kOffsetIndexEntrySize != *isize)
-    MQ_RETURN_IF_ERROR(index->Truncate(n * format::kOffsetIndexEntrySize));
-  if (tn * format::kTimeIndexEntrySize != *tsize)
-    MQ_RETURN_IF_ERROR(timeindex->Truncate(tn * format::kTimeIndexEntrySize));
-  ib.Restore(last_entry, last_time);
-  ib.set_counts(n, tn);
-  offset_buf.clear();
-  time_buf.clear();
-  uint64_t from = last_entry ? last_entry->position : 0;
-  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd.get(), fs, config.limits, base, log.get(), from, size,
-                                   [&](const BatchHeader& h, uint64_t pos) {
-                                     ib.Add(h, pos, &offset_buf, &time_buf);
-                                   }));
-  MQ_RETURN_IF_ERROR(WriteIndexBuffers());
-  if (size > 0) {
-    std::byte h[format::kBatchHeaderSize];
-    auto got = log->ReadAt(0, h);
-    if (!got) return got.error();
-    if (*got == sizeof h) first_max_ts = DecodeBatchHeader(Bytes(h, sizeof h)).max_timestamp;
-  }
-  return true;
-}
-
-Status PartitionWriter::Impl::WriteIndexBuffers() {
-  if (!offset_buf.empty()) {
-    uint64_t at = (ib.offset_entries() * format::kOffsetIndexEntrySize) - offset_buf.size();
-    MQ_RETURN_IF_ERROR(index->WriteAt(at, offset_buf));
-    offset_buf.clear();
-  }
-  if (!time_buf.empty()) {
-    uint64_t at = (ib.time_entries() * format::kTimeIndexEntrySize) - time_buf.size();
-    MQ_RETURN_IF_ERROR(timeindex->WriteAt(at, time_buf));
-    time_buf.clear();
-  }
+  active = std::move(*opened);
   return Status::Ok();
 }
 
@@ -282,9 +158,9 @@ Status PartitionWriter::Impl::ReplayProducers(File* active_log,
   snapshot_segment = -1;
   for (int64_t base : segments) {
     if (base > fields.end_segment_base) break;
-    bool active = base == fields.end_segment_base;
+    const bool is_active = base == fields.end_segment_base;
     uint64_t to = UINT64_MAX;
-    if (active) {
+    if (is_active) {
       to = fields.end_position;
     } else {
       // Skip whole segments below the snapshot: the next one starts at or
@@ -298,12 +174,12 @@ Status PartitionWriter::Impl::ReplayProducers(File* active_log,
       to = *s;
     }
     // The snapshot is in the active segment: note where its replay starts.
-    const bool note = active && start >= base;
+    const bool note = is_active && start >= base;
     uint64_t first_after = to;
     // The segment holding the snapshot is read from the batch before it
     // (offset index), the later ones whole.
     MQ_RETURN_IF_ERROR(ForEachHeaderFrom(dir_fd.get(), fs, config.limits, base,
-                                         active ? active_log : nullptr, start, to,
+                                         is_active ? active_log : nullptr, start, to,
                                          [&](const BatchHeader& h, uint64_t pos) {
                                            if (h.base_offset < start) return;
                                            if (first_after == to) first_after = pos;
@@ -321,7 +197,7 @@ Status PartitionWriter::Impl::ReplayProducers(File* active_log,
 // `fields` (its log written, its index buffers too).
 Status PartitionWriter::Impl::EnsureProducers() {
   if (producers_loaded) return Status::Ok();
-  MQ_RETURN_IF_ERROR(ReplayProducers(log.get()));
+  MQ_RETURN_IF_ERROR(ReplayProducers(active->log()));
   producers_loaded = true;
   return Status::Ok();
 }
@@ -349,8 +225,7 @@ Status PartitionWriter::Impl::Sync() {
     // Segments past the committed end were started by a writer that died
     // before publishing them: never acknowledged.
     while (!segments.empty() && segments.back() > fields.end_segment_base) {
-      for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix})
-        (void)fs->Unlink(dir_fd.get(), SegmentFileName(segments.back(), suffix));
+      (void)LogSegment::Remove(fs, dir_fd.get(), segments.back());
       segments.pop_back();
       dir_dirty = true;
     }
@@ -373,9 +248,9 @@ Status PartitionWriter::Impl::Sync() {
   // A writer died between writing and publishing: what it wrote past the
   // committed end was never acknowledged.
   if (state.appending() || stale_check) {
-    auto size = log->Size();
+    auto size = active->log()->Size();
     if (!size) return size.error();
-    if (*size > fields.end_position) MQ_RETURN_IF_ERROR(log->Truncate(fields.end_position));
+    if (*size > fields.end_position) MQ_RETURN_IF_ERROR(active->Truncate(fields.end_position));
     state.SetAppending(false);
     stale_check = false;
   }
@@ -383,28 +258,21 @@ Status PartitionWriter::Impl::Sync() {
 }
 
 Status PartitionWriter::Impl::Roll() {
-  MQ_RETURN_IF_ERROR(WriteIndexBuffers());
-  ib.Finish(&time_buf);
-  MQ_RETURN_IF_ERROR(WriteIndexBuffers());
-  if (config.durability == Durability::kEveryBatch) MQ_RETURN_IF_ERROR(log->Sync());
+  MQ_RETURN_IF_ERROR(active->Seal(config.durability == Durability::kEveryBatch));
   MQ_RETURN_IF_ERROR(EnsureProducers());
   int64_t base = fields.log_end_offset;
   MQ_RETURN_IF_ERROR(producers.WriteSnapshot(dir_fd.get(), base));
   snapshot_at = base;
   snapshot_segment = base;
   snapshot_pos = 0;
-  // A writer that died after creating this segment but before publishing it
-  // may have left files under the name: start them empty.
-  for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
-    auto f = fs->Open(dir_fd.get(), SegmentFileName(base, suffix), FileSystem::kCreate);
-    if (!f) return f.error();
-    MQ_RETURN_IF_ERROR((*f)->Truncate(0));
-  }
+  auto created = LogSegment::Create(fs, dir_fd.get(), config, base);
+  if (!created) return created.error();
+  active = std::move(*created);
   dir_dirty = true;
   segments.push_back(base);
   fields.end_segment_base = base;
   fields.end_position = 0;
-  return OpenActive(base, 0);
+  return Status::Ok();
 }
 
 // fsync of every segment from the one holding the recovery point to the end
@@ -413,17 +281,9 @@ Status PartitionWriter::Impl::SyncAll() {
   for (int64_t base : segments) {
     auto next = std::upper_bound(segments.begin(), segments.end(), base);
     if (next != segments.end() && *next <= fields.recovery_point) continue;
-    if (base == fields.end_segment_base) {
-      MQ_RETURN_IF_ERROR(log->Sync());
-      MQ_RETURN_IF_ERROR(index->Sync());
-      MQ_RETURN_IF_ERROR(timeindex->Sync());
-      continue;
-    }
-    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
-      auto f = fs->Open(dir_fd.get(), SegmentFileName(base, suffix), FileSystem::kRead);
-      if (!f) return f.error();
-      MQ_RETURN_IF_ERROR((*f)->Sync());
-    }
+    MQ_RETURN_IF_ERROR(base == fields.end_segment_base
+                           ? active->Sync()
+                           : LogSegment::SyncFiles(fs, dir_fd.get(), base));
   }
   MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd.get()));
   dir_dirty = false;
@@ -445,16 +305,13 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
   int fd = dir_fd.get();
   if (!std::binary_search(list.begin(), list.end(), prev.end_segment_base)) return false;
   std::string name = SegmentFileName(prev.end_segment_base, format::kLogSuffix);
-  auto active = fs->Open(fd, name, FileSystem::kReadWrite);
-  if (!active) return active.error();
-  auto size = (*active)->Size();
+  auto active_log = fs->Open(fd, name, FileSystem::kReadWrite);
+  if (!active_log) return active_log.error();
+  auto size = (*active_log)->Size();
   if (!size) return size.error();
   if (*size < prev.end_position) return false;
   while (list.back() > prev.end_segment_base) {
-    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
-      Status s = fs->Unlink(fd, SegmentFileName(list.back(), suffix));
-      if (!s.ok() && s.code() != Code::kNotFound) return s;
-    }
+    MQ_RETURN_IF_ERROR(LogSegment::Remove(fs, fd, list.back()));
     report->repaired.push_back({SegmentFileName(list.back(), format::kLogSuffix), 0,
                                 "unpublished-tail",
                                 "R27: segment past the committed end was never published; removed"});
@@ -462,7 +319,7 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
     dir_dirty = true;
   }
   if (*size > prev.end_position) {
-    MQ_RETURN_IF_ERROR((*active)->Truncate(prev.end_position));
+    MQ_RETURN_IF_ERROR((*active_log)->Truncate(prev.end_position));
     report->bytes_truncated += *size - prev.end_position;
     report->repaired.push_back(
         {name, prev.end_position, "unpublished-tail",
@@ -486,9 +343,11 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
   // The active segment's indexes are derived data: the cheap checks of R25
   // (entries past the committed end, left by a writer that died before
   // publishing, are dropped), and a rebuild (R23) when they fail.
-  auto index_ok = OpenActive(fields.end_segment_base, fields.end_position, std::move(*active), *size);
-  if (!index_ok) return index_ok.error();
-  if (!*index_ok) {
+  auto checked = LogSegment::Open(fs, fd, config, fields.end_segment_base, fields.end_position,
+                                  fields.log_end_offset, std::move(*active_log), *size);
+  if (!checked) return checked.error();
+  active = std::move(*checked);
+  if (!active) {
     MQ_RETURN_IF_ERROR(
         RebuildIndexes(fd, fs, config, prev.end_segment_base, prev.end_position, false));
     ++report->indexes_rebuilt;
@@ -515,8 +374,26 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   std::vector<int64_t> snapshots;
   auto list = ListSegments(fd, &snapshots);
   if (!list) return list.error();
+  // R40: an interrupted truncation is completed before anything else, and
+  // the log it leaves is validated as after a crash.
+  auto intent = ReadTruncateIntent(fd, fs, dir);
+  if (!intent) return intent.error();
+  std::optional<int64_t> truncated_to;
+  if (*intent && !list->empty()) {
+    const bool sync = !config.page_cache_only();
+    auto cut = FindCut(fd, fs, config.limits, *list, **intent);
+    if (!cut) return cut.error();
+    MQ_RETURN_IF_ERROR(ApplyCut(fd, fs, config, *list, *cut, sync));
+    report->repaired.push_back(
+        {kTruncateIntentName, 0, "R40",
+         fmt::format("an interrupted truncation to offset {} was completed", cut->end)});
+    truncated_to = cut->end;
+    snapshots.clear();
+    list = ListSegments(fd, &snapshots);
+    if (!list) return list.error();
+  }
   auto old = state.Read();
-  if (old && !recreated && old->same_boot() && !list->empty()) {
+  if (old && !recreated && old->same_boot() && !list->empty() && !truncated_to) {
     auto done = OpenSameBoot(*old, *list, snapshots, report);
     if (!done) return done.error();
     if (*done) return Status::Ok();
@@ -536,6 +413,7 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
     report->repaired.push_back({kStateFileName, 0, "R24", "state file missing; rebuilt from the log"});
   StateFields prev = old ? *old : StateFields{};
   bool trusted = old.has_value() && !recreated;
+  if (truncated_to) prev.recovery_point = std::min(prev.recovery_point, *truncated_to);
   auto recovered = RecoverLog(fd, config, *list, trusted ? prev.recovery_point : 0,
                         trusted ? prev.log_start_offset : 0, report);
   if (!recovered) return recovered.error();
@@ -552,7 +430,8 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
   stale_check = false;  // recovery cut the tail already
   state.SetAppending(false);
-  return Publish();
+  MQ_RETURN_IF_ERROR(Publish());
+  return *intent ? RemoveTruncateIntent(fd, fs, !config.page_cache_only()) : Status::Ok();
 }
 
 PartitionWriter::PartitionWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -595,36 +474,34 @@ Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string
   return std::unique_ptr<PartitionWriter>(new PartitionWriter(std::move(impl)));
 }
 
-Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches, CrcCheck crc_check) {
-  Impl& w = *impl_;
-  MQ_RETURN_IF_ERROR(w.CheckUsable());
-  // 1. Split and validate (R1-R7) before touching anything.
+// Append, phase 1: splits the caller's buffer into batches and validates
+// each (R1-R7) before anything is touched.
+Result<std::vector<Piece>> PartitionWriter::Impl::Split(std::span<std::byte> batches,
+                                                        CrcCheck crc_check) const {
   std::vector<Piece> pieces;
   for (size_t at = 0; at < batches.size();) {
     Bytes rest(batches.data() + at, batches.size() - at);
-    auto view = BatchView::Parse(rest, w.config.limits, "append", at, crc_check);
+    auto view = BatchView::Parse(rest, config.limits, "append", at, crc_check);
     if (!view) return view.error();
     MQ_RETURN_IF_ERROR(CheckProducerFields(view->header(), "append", at));
     pieces.push_back({at, view->header(), std::nullopt});
     at += view->header().size_bytes();
   }
   if (pieces.empty()) return Status(Code::kInvalidArgument, "append: no batches");
+  return pieces;
+}
 
-  MQ_RETURN_IF_ERROR(w.lock.Lock());
-  LockGuard guard(&w.lock);
-  MQ_RETURN_IF_ERROR(w.Sync());
-  for (const Piece& p : pieces) {
-    if (p.header.has_producer_id()) {
-      MQ_RETURN_IF_ERROR(w.EnsureProducers());
-      break;
-    }
-  }
-
-  // 2. Idempotent producers: all checks first, so a rejected batch leaves
-  // nothing half-appended. Later batches of one producer in the same call
-  // follow the earlier ones.
+// Phase 2, under the lock: idempotent producers (producer.md). All checks
+// come first, so a rejected batch leaves nothing half-appended; later
+// batches of one producer in the same call follow the earlier ones; a
+// duplicate is marked with the original's result.
+Status PartitionWriter::Impl::CheckProducers(std::vector<Piece>* pieces) {
+  if (std::none_of(pieces->begin(), pieces->end(),
+                   [](const Piece& p) { return p.header.has_producer_id(); }))
+    return Status::Ok();
+  MQ_RETURN_IF_ERROR(EnsureProducers());
   std::unordered_map<int64_t, std::pair<int16_t, int32_t>> in_call;
-  for (Piece& p : pieces) {
+  for (Piece& p : *pieces) {
     const BatchHeader& h = p.header;
     if (!h.has_producer_id() || h.is_control()) continue;
     auto seen = in_call.find(h.producer_id);
@@ -635,89 +512,105 @@ Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches, CrcCh
                       fmt::format("append: producer {} batch at {}: sequence {} after {}",
                                   h.producer_id, p.at, h.base_sequence, seen->second.second));
     } else {
-      auto check = w.producers.CheckAppend(h);
+      auto check = producers.CheckAppend(h);
       if (!check) return check.error();
       p.duplicate = *check;
     }
     if (!p.duplicate) in_call[h.producer_id] = {h.producer_epoch, h.last_sequence()};
   }
+  return Status::Ok();
+}
 
-  w.state.SetAppending(true);
-  // 3. Assign offsets and write, run by run (a run = adjacent batches
-  // bound for one segment).
-  AppendResult result;
-  uint64_t call_start_pos = w.fields.end_position;
-  int64_t call_start_base = w.fields.end_segment_base;
+// Phase 3: assigns offsets and writes, rolling where a batch belongs in a
+// new segment. Adjacent batches bound for one segment are one write.
+// `fields` advances past every batch written; nothing is published.
+Status PartitionWriter::Impl::WritePieces(std::span<std::byte> batches,
+                                          std::vector<Piece>* pieces, AppendResult* result) {
   size_t run_at = 0, run_len = 0;
   uint64_t run_pos = 0;
   auto flush_run = [&]() -> Status {
     if (run_len == 0) return Status::Ok();
-    Status s = w.log->WriteAt(run_pos, Bytes(batches.data() + run_at, run_len));
+    Status s = active->Write(run_pos, Bytes(batches.data() + run_at, run_len));
     run_len = 0;
     return s;
   };
-  Status io;
-  for (Piece& p : pieces) {
+  for (Piece& p : *pieces) {
     BatchHeader& h = p.header;
     if (p.duplicate) continue;
     uint64_t size = h.size_bytes();
-    int64_t base = w.fields.log_end_offset;
-    bool full = w.fields.end_position + size > w.SegmentLimit();
-    bool old = w.first_max_ts >= 0 && h.max_timestamp - w.first_max_ts > w.config.segment_ms;
-    bool far = base + h.last_offset_delta - w.fields.end_segment_base > INT32_MAX;
-    if (w.fields.end_position > 0 && (full || old || far)) {
-      if (!(io = flush_run()).ok() || !(io = w.Roll()).ok()) break;
+    int64_t base = fields.log_end_offset;
+    if (active->ShouldRoll(h, fields.end_position, base)) {
+      MQ_RETURN_IF_ERROR(flush_run());
+      MQ_RETURN_IF_ERROR(Roll());
     }
     std::span<std::byte> bytes = batches.subspan(p.at, size);
     SetBaseOffset(bytes, base);
     h.base_offset = base;
-    if (run_len > 0 && run_at + run_len != p.at) {
-      if (!(io = flush_run()).ok()) break;
-    }
+    if (run_len > 0 && run_at + run_len != p.at) MQ_RETURN_IF_ERROR(flush_run());
     if (run_len == 0) {
       run_at = p.at;
-      run_pos = w.fields.end_position;
+      run_pos = fields.end_position;
     }
     run_len += size;
-    if (w.fields.end_position == 0) w.first_max_ts = h.max_timestamp;
-    w.ib.Add(h, w.fields.end_position, &w.offset_buf, &w.time_buf);
-    w.fields.end_position += size;
-    w.fields.log_end_offset = h.last_offset() + 1;
-    if (h.has_producer_id()) w.producers.Update(h);
-    if (result.batches == 0) result.base_offset = base;
-    result.last_offset = h.last_offset();
-    ++result.batches;
+    active->Add(h, fields.end_position);
+    fields.end_position += size;
+    fields.log_end_offset = h.last_offset() + 1;
+    if (h.has_producer_id()) producers.Update(h);
+    if (result->batches == 0) result->base_offset = base;
+    result->last_offset = h.last_offset();
+    ++result->batches;
   }
-  if (io.ok()) io = flush_run();
-  if (io.ok()) io = w.WriteIndexBuffers();
-  // 4. Durability, then publication.
-  if (io.ok() && result.batches > 0) {
-    if (w.config.durability == Durability::kEveryBatch) {
-      io = w.log->Sync();
-      if (io.ok() && w.dir_dirty) {
-        io = w.fs->SyncDir(w.dir_fd.get());
-        if (io.ok()) w.dir_dirty = false;
-      }
-    } else if (w.config.durability == Durability::kInterval &&
-               NowMs() - w.last_sync_ms >= w.config.flush_interval_ms) {
-      io = w.SyncAll();
-      if (io.ok()) w.fields.recovery_point = w.fields.log_end_offset;
+  MQ_RETURN_IF_ERROR(flush_run());
+  return active->Flush();
+}
+
+// Phase 4: what the configured durability asks before publication (§9.6).
+Status PartitionWriter::Impl::MakeDurable() {
+  if (config.durability == Durability::kEveryBatch) {
+    MQ_RETURN_IF_ERROR(active->log()->Sync());
+    if (dir_dirty) {
+      MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd.get()));
+      dir_dirty = false;
     }
+  } else if (config.durability == Durability::kInterval &&
+             NowMs() - last_sync_ms >= config.flush_interval_ms) {
+    MQ_RETURN_IF_ERROR(SyncAll());
+    fields.recovery_point = fields.log_end_offset;
   }
+  return Status::Ok();
+}
+
+Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches, CrcCheck crc_check) {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  auto pieces = w.Split(batches, crc_check);
+  if (!pieces) return pieces.error();
+
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  MQ_RETURN_IF_ERROR(w.CheckProducers(&*pieces));
+
+  w.state.SetAppending(true);
+  AppendResult result;
+  const uint64_t call_start_pos = w.fields.end_position;
+  const int64_t call_start_base = w.fields.end_segment_base;
+  Status io = w.WritePieces(batches, &*pieces, &result);
+  if (io.ok() && result.batches > 0) io = w.MakeDurable();
   if (!io.ok()) {
     // Not published, so never visible; cut what we wrote in this segment
     // (best effort: the next writer cuts past the committed end anyway).
-    if (w.fields.end_segment_base == call_start_base) (void)w.log->Truncate(call_start_pos);
+    if (w.fields.end_segment_base == call_start_base) (void)w.active->Truncate(call_start_pos);
     return w.Poison(io);
   }
   if (result.batches > 0) MQ_RETURN_IF_ERROR(w.Publish());
   w.state.SetAppending(false);
   if (result.batches == 0) {
     // Every batch was a duplicate: report the originals.
-    result = *pieces.front().duplicate;
-    result.last_offset = pieces.back().duplicate ? pieces.back().duplicate->last_offset
-                                                 : result.last_offset;
-    result.batches = static_cast<int32_t>(pieces.size());
+    const std::vector<Piece>& p = *pieces;
+    result = *p.front().duplicate;
+    result.last_offset = p.back().duplicate ? p.back().duplicate->last_offset : result.last_offset;
+    result.batches = static_cast<int32_t>(p.size());
     result.duplicate = true;
   }
   return result;
@@ -735,6 +628,11 @@ Status PartitionWriter::Flush() {
   return w.Publish();
 }
 
+// R40: the intent is durable before anything changes, so a crash at any
+// point leaves the old log (before it) or the truncated one (after it: the
+// next open completes the cut before it recovers anything). Without it, a
+// reopen after a reboot would validate and keep batches a half-done cut
+// left behind.
 Status PartitionWriter::TruncateTo(int64_t offset) {
   Impl& w = *impl_;
   MQ_RETURN_IF_ERROR(w.CheckUsable());
@@ -743,40 +641,27 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
   MQ_RETURN_IF_ERROR(w.Sync());
   if (offset >= w.fields.log_end_offset) return Status::Ok();
   if (offset < w.fields.log_start_offset) offset = w.fields.log_start_offset;
-  int dir_fd = w.dir_fd.get();
-  // The segment that keeps data: the last whose base is below `offset`.
-  auto keep_it = std::lower_bound(w.segments.begin(), w.segments.end(), offset);
-  int64_t keep = keep_it == w.segments.begin() ? w.segments.front() : *(keep_it - 1);
-  uint64_t cut = 0;
-  int64_t new_end = keep;
-  Status s = ForEachHeader(dir_fd, w.fs, w.config.limits, keep, 0, UINT64_MAX,
-                           [&](const BatchHeader& h, uint64_t pos) {
-                             if (h.last_offset() < offset) {
-                               cut = pos + h.size_bytes();
-                               new_end = h.last_offset() + 1;
-                             }
-                           });
-  if (!s.ok()) return s;
+  const int dir_fd = w.dir_fd.get();
+  const bool sync = !w.config.page_cache_only();
+  auto cut = FindCut(dir_fd, w.fs, w.config.limits, w.segments, offset);
+  if (!cut) return cut.error();
+  MQ_RETURN_IF_ERROR(WriteTruncateIntent(dir_fd, w.fs, cut->end, sync));
   // Publish first: readers stop short of what is about to go.
   w.fields.rewrites++;
-  w.fields.log_end_offset = new_end;
-  w.fields.end_segment_base = keep;
-  w.fields.end_position = cut;
-  w.fields.recovery_point = std::min(w.fields.recovery_point, new_end);
+  w.fields.log_end_offset = cut->end;
+  w.fields.end_segment_base = cut->keep;
+  w.fields.end_position = cut->position;
+  w.fields.recovery_point = std::min(w.fields.recovery_point, cut->end);
   MQ_RETURN_IF_ERROR(w.Publish());
-  while (w.segments.back() > keep) {
-    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix})
-      MQ_RETURN_IF_ERROR(w.fs->Unlink(dir_fd, SegmentFileName(w.segments.back(), suffix)));
-    w.segments.pop_back();
-  }
-  auto log = w.fs->Open(dir_fd, SegmentFileName(keep, format::kLogSuffix), FileSystem::kReadWrite);
-  if (!log) return log.error();
-  MQ_RETURN_IF_ERROR((*log)->Truncate(cut));
-  MQ_RETURN_IF_ERROR(RebuildIndexes(dir_fd, w.fs, w.config, keep, cut, false));
-  MQ_RETURN_IF_ERROR(w.fs->SyncDir(dir_fd));
-  MQ_RETURN_IF_ERROR(w.ReplayProducers());  // also drops snapshots past the end
-  w.producers_loaded = true;
-  return w.OpenActive(keep, cut);
+  w.active.reset();
+  Status s = ApplyCut(dir_fd, w.fs, w.config, w.segments, *cut, sync);
+  if (!s.ok()) return w.Poison(s);  // the next open completes the cut
+  while (w.segments.back() > cut->keep) w.segments.pop_back();
+  s = w.ReplayProducers();
+  if (s.ok()) w.producers_loaded = true;
+  if (s.ok()) s = w.OpenActive(cut->keep, cut->position);
+  if (s.ok()) s = RemoveTruncateIntent(dir_fd, w.fs, sync);
+  return s.ok() ? s : w.Poison(s);
 }
 
 Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
@@ -791,10 +676,7 @@ Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
   w.fields.log_start_offset = std::max(w.fields.log_start_offset, w.segments[n]);
   MQ_RETURN_IF_ERROR(w.Publish());
   for (size_t i = 0; i < n; ++i)
-    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
-      Status s = w.fs->Unlink(w.dir_fd.get(), SegmentFileName(w.segments[i], suffix));
-      if (!s.ok() && s.code() != Code::kNotFound) return s;
-    }
+    MQ_RETURN_IF_ERROR(LogSegment::Remove(w.fs, w.dir_fd.get(), w.segments[i]));
   w.segments.erase(w.segments.begin(), w.segments.begin() + static_cast<ptrdiff_t>(n));
   return w.fs->SyncDir(w.dir_fd.get());
 }

@@ -20,6 +20,9 @@
 #include "mq/segment.h"
 #include "offset_index.h"
 #include "segment.h"
+#include "log_segment.h"
+#include "producer_state.h"
+#include "properties.h"
 
 namespace mq {
 
@@ -311,6 +314,84 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
   }
   out.segments = std::move(segments);
   return out;
+}
+
+// R40 (segment.md §6.5).
+Status WriteTruncateIntent(int dir_fd, FileSystem* fs, int64_t end, bool sync) {
+  std::string text = fmt::format("# mq truncation in progress (format-spec/segment.md 6.5)\n"
+                                 "truncate.to={}\n",
+                                 end);
+  return WriteFileAtomic(dir_fd, kTruncateIntentName, AsBytes(text), fs, {}, sync);
+}
+
+Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
+                                                  const std::string& dir) {
+  const std::string path = dir + "/" + kTruncateIntentName;
+  auto f = fs->Open(dir_fd, kTruncateIntentName, FileSystem::kRead);
+  if (!f && f.error().code() == Code::kNotFound) return std::optional<int64_t>();
+  if (!f) return f.error();
+  auto size = (*f)->Size();
+  if (!size) return size.error();
+  if (*size > format::kMaxTruncateIntentBytes)
+    return Status::Corruption(path, format::kMaxTruncateIntentBytes, "R40",
+                              fmt::format("{} bytes, more than a truncation intent holds", *size));
+  std::string text(*size, '\0');
+  auto got = (*f)->ReadAt(0, std::as_writable_bytes(std::span(text)));
+  if (!got) return got.error();
+  text.resize(*got);
+  std::optional<int64_t> end;
+  MQ_RETURN_IF_ERROR(ForEachProperty(text, path, "R40", [&](const PropertyLine& p) -> Status {
+    int64_t v = 0;
+    if (p.key != "truncate.to")
+      return Status::Corruption(path, p.position, "R40", fmt::format("unknown key '{}'", p.key));
+    if (end || !ParseInt64(p.value, 0, INT64_MAX - 1, &v))
+      return Status::Corruption(path, p.position, "R40",
+                                end ? "truncate.to given twice" : "truncate.to is not an offset");
+    end = v;
+    return Status::Ok();
+  }));
+  if (!end) return Status::Corruption(path, 0, "R40", "no truncate.to line");
+  return end;
+}
+
+Status RemoveTruncateIntent(int dir_fd, FileSystem* fs, bool sync) {
+  Status s = fs->Unlink(dir_fd, kTruncateIntentName);
+  if (!s.ok() && s.code() != Code::kNotFound) return s;
+  return sync ? fs->SyncDir(dir_fd) : Status::Ok();
+}
+
+Result<LogCut> FindCut(int dir_fd, FileSystem* fs, const DecodeLimits& limits,
+                       const std::vector<int64_t>& segments, int64_t offset) {
+  auto after = std::lower_bound(segments.begin(), segments.end(), offset);
+  LogCut cut;
+  cut.keep = after == segments.begin() ? segments.front() : *(after - 1);
+  cut.end = cut.keep;
+  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd, fs, limits, cut.keep, 0, UINT64_MAX,
+                                   [&](const BatchHeader& h, uint64_t pos) {
+                                     if (h.last_offset() < offset) {
+                                       cut.position = pos + h.size_bytes();
+                                       cut.end = h.last_offset() + 1;
+                                     }
+                                   }));
+  return cut;
+}
+
+Status ApplyCut(int dir_fd, FileSystem* fs, const LogConfig& config,
+                const std::vector<int64_t>& segments, const LogCut& cut, bool sync) {
+  for (auto it = segments.rbegin(); it != segments.rend() && *it > cut.keep; ++it)
+    MQ_RETURN_IF_ERROR(LogSegment::Remove(fs, dir_fd, *it));
+  auto log = fs->Open(dir_fd, SegmentFileName(cut.keep, format::kLogSuffix), FileSystem::kReadWrite);
+  if (!log) return log.error();
+  auto size = (*log)->Size();
+  if (!size) return size.error();
+  if (*size > cut.position) MQ_RETURN_IF_ERROR((*log)->Truncate(cut.position));
+  if (sync) MQ_RETURN_IF_ERROR((*log)->Sync());
+  MQ_RETURN_IF_ERROR(RebuildIndexes(dir_fd, fs, config, cut.keep, cut.position, false));
+  std::vector<int64_t> snapshots;
+  auto listed = ListSegments(dir_fd, &snapshots);
+  if (!listed) return listed.error();
+  ProducerStateTable::DropSnapshotsPast(dir_fd, cut.end, snapshots);
+  return sync ? fs->SyncDir(dir_fd) : Status::Ok();
 }
 
 }  // namespace mq

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,5 +65,36 @@ bool IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t 
 // replaces the files (write, fsync, rename).
 Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64_t base,
                       uint64_t size, bool rolled);
+
+// R40: a truncation is written down before the log changes (segment.md
+// §6.5). `truncate-to` holds the log end offset the truncation leaves; the
+// next writer to open the partition completes it before anything else.
+constexpr const char* kTruncateIntentName = "truncate-to";
+// Writes the intent atomically (format-spec/layout.md §1.5; with `sync`
+// fsynced, and the directory too).
+Status WriteTruncateIntent(int dir_fd, FileSystem* fs, int64_t end, bool sync);
+// The intent's offset, nullopt when there is none; kCorruption naming the
+// file, byte position and R40 when it is not one.
+Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
+                                                  const std::string& dir);
+// Removes the intent (with `sync`, durably).
+Status RemoveTruncateIntent(int dir_fd, FileSystem* fs, bool sync);
+
+// Where a truncation to `offset` cuts the log made of `segments`
+// (ascending, not empty): every batch holding an offset >= `offset` goes,
+// whole (§6.4).
+struct LogCut {
+  int64_t keep = 0;      // the last segment that keeps data (or the first)
+  uint64_t position = 0; // its new size: a batch boundary
+  int64_t end = 0;       // the log end offset left
+};
+Result<LogCut> FindCut(int dir_fd, FileSystem* fs, const DecodeLimits& limits,
+                       const std::vector<int64_t>& segments, int64_t offset);
+// Applies `cut`: removes the segments after `cut.keep` (newest first), cuts
+// its log, rebuilds its indexes, removes producer snapshots past the new
+// end; with `sync` every change is durable when it returns. Idempotent: a
+// crash inside it is completed by running it again.
+Status ApplyCut(int dir_fd, FileSystem* fs, const LogConfig& config,
+                const std::vector<int64_t>& segments, const LogCut& cut, bool sync);
 
 }  // namespace mq

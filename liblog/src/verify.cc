@@ -17,6 +17,7 @@
 #include "mq/partition.h"
 #include "mq/segment.h"
 #include "offset_index.h"
+#include "recovery.h"
 #include "segment.h"
 #include "state_file.h"
 #include "writer_lock.h"
@@ -305,6 +306,19 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                          Problem::Kind::kNeedsRecovery});
   else if (!state_error.ok() && state_error.code() != Code::kNotFound)
     return state_error;  // a symlink, FIFO or device is refused (exit 77), named with its path
+  // R40: an interrupted truncation, which the next writer completes.
+  auto intent = ReadTruncateIntent(dfd->get(), FileSystem::Default(), dir);
+  const std::string intent_path = dir + "/" + kTruncateIntentName;
+  if (!intent && intent.error().code() == Code::kCorruption)
+    problems->push_back({intent_path, intent.error().position(), "R40", intent.error().message()});
+  else if (!intent)
+    return intent.error();
+  else if (*intent)
+    problems->push_back({intent_path, 0, "R40",
+                         fmt::format("a truncation to offset {} was interrupted; the next writer "
+                                     "completes it",
+                                     **intent),
+                         Problem::Kind::kNeedsRecovery});
   // R27: published on this boot, the committed end is authoritative.
   const bool trusted = state && state->same_boot();
   int64_t prev_last = -1;

@@ -144,7 +144,7 @@ TEST_CASE("R4 crc: baseOffset and partitionLeaderEpoch are outside the CRC", "[b
   CHECK(view->header().partition_leader_epoch == 42);
 }
 
-TEST_CASE("R5 attributes: bits 7-15 and codecs 5-7 are unsupported, not corrupt; 1-4 are valid",
+TEST_CASE("R5 attributes: bits 7-15 and codecs 5-7 are unsupported, not corrupt, and 1-4 are valid",
           "[batch][R5]") {
   for (uint16_t bad : {uint16_t{0x0080}, uint16_t{0x0100}, uint16_t{0x8000}, uint16_t{5},
                        uint16_t{6}, uint16_t{7}}) {

@@ -185,7 +185,7 @@ TEST_CASE("lock: shared locks coexist and keep an exclusive one out") {
   CHECK(FileLock::Acquire(dir->get(), "x.lock", LockMode::kExclusive, LockWait::kTry));
 }
 
-TEST_CASE("lock: a forked child keeps the lock after the parent closes; it is free once the child exits") {
+TEST_CASE("lock: a forked child keeps the lock after the parent closes, and it is free once the child exits") {
   TempDir tmp;
   auto dir = OpenDirectory(tmp.path(), false);
   REQUIRE(dir);
@@ -297,7 +297,7 @@ TEST_CASE("lock: the writer lock is a FileLock: an exclusive flock on writer.loc
   CHECK_FALSE(*IsLocked(dir->get(), kWriterLockName, LockMode::kExclusive));
 }
 
-TEST_CASE("lock: NFS is refused with a clear error; a local file system is not") {
+TEST_CASE("lock: NFS is refused with a clear error, and a local file system is not") {
   Status nfs = CheckFileSystemType(kNfsSuperMagic, "/mnt/data");
   CHECK(nfs.code() == Code::kPermission);
   CHECK(nfs.exit_code() == 77);
@@ -420,7 +420,7 @@ TEST_CASE("R12 group names: a group's name follows the topic name rule") {
 
 // ---- R31, R32: committing ------------------------------------------------------
 
-TEST_CASE("R31 forward only: a commit below the committed offset is refused; a reset moves back") {
+TEST_CASE("R31 forward only: a commit below the committed offset is refused, and a reset moves back") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   Group g = OpenGroup(dir);
@@ -501,7 +501,7 @@ TEST_CASE("R32 atomic update: a commit keeps other partitions, counts generation
   CHECK_FALSE(Exists(dir + "/groups/g/offsets.tmp"));
 }
 
-TEST_CASE("R32 atomic update: a crash at every byte of the write leaves the old state; the next commit succeeds") {
+TEST_CASE("R32 atomic update: a crash at every byte of the write leaves the old state, and the next commit succeeds") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   {
@@ -625,7 +625,7 @@ TEST_CASE("R33 group locks: a reset holds group.lock before it reads, and commit
         Code::kInvalidArgument);
 }
 
-TEST_CASE("R33 group locks: member locks count live members; a partition has one owner at a time") {
+TEST_CASE("R33 group locks: member locks count live members, and a partition has one owner at a time") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   Group g = OpenGroup(dir);

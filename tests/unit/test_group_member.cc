@@ -150,7 +150,7 @@ TEST_CASE("group member: a live member's id is refused, a dead one's is taken ov
   CHECK(*files == std::vector<std::string>{"a"});
 }
 
-TEST_CASE("group member: extra members are idle; a reset waits for no member") {
+TEST_CASE("group member: extra members are idle, and a reset waits for no member") {
   TempDir tmp;
   const std::string dir = MakeDataDir(tmp);
   auto group = Group::Open(dir, "g", true);

@@ -1,0 +1,212 @@
+// LogSegment (format-spec/segment.md §6-§8, R25).
+#include "log_segment.h"
+
+#include <algorithm>
+
+#include "format.h"
+#include "mq/segment.h"
+#include "recovery.h"
+#include "segment.h"
+
+namespace mq {
+
+namespace {
+
+constexpr const char* kSuffixes[] = {format::kLogSuffix, format::kIndexSuffix,
+                                     format::kTimeIndexSuffix};
+
+}  // namespace
+
+uint64_t LogSegment::SegmentLimit(const LogConfig& config) {
+  return std::min<uint64_t>(config.segment_bytes, format::kMaxSegmentBytes);
+}
+
+std::vector<std::string> LogSegment::FileNames(int64_t base) {
+  std::vector<std::string> names;
+  for (const char* suffix : kSuffixes) names.push_back(SegmentFileName(base, suffix));
+  return names;
+}
+
+Status LogSegment::Remove(FileSystem* fs, int dir_fd, int64_t base) {
+  for (const std::string& name : FileNames(base)) {
+    Status s = fs->Unlink(dir_fd, name);
+    if (!s.ok() && s.code() != Code::kNotFound) return s;
+  }
+  return Status::Ok();
+}
+
+Status LogSegment::SyncFiles(FileSystem* fs, int dir_fd, int64_t base) {
+  for (const std::string& name : FileNames(base)) {
+    auto f = fs->Open(dir_fd, name, FileSystem::kRead);
+    if (!f) return f.error();
+    MQ_RETURN_IF_ERROR((*f)->Sync());
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<LogSegment>> LogSegment::Create(FileSystem* fs, int dir_fd,
+                                                       const LogConfig& config, int64_t base) {
+  std::unique_ptr<LogSegment> s(new LogSegment(config, base));
+  std::unique_ptr<File>* files[] = {&s->log_, &s->index_, &s->timeindex_};
+  for (size_t i = 0; i < 3; ++i) {
+    auto f = fs->Open(dir_fd, SegmentFileName(base, kSuffixes[i]), FileSystem::kCreate);
+    if (!f) return f.error();
+    MQ_RETURN_IF_ERROR((*f)->Truncate(0));
+    *files[i] = std::move(*f);
+  }
+  return s;
+}
+
+Result<std::unique_ptr<LogSegment>> LogSegment::Open(FileSystem* fs, int dir_fd,
+                                                     const LogConfig& config, int64_t base,
+                                                     uint64_t size, int64_t end_offset,
+                                                     std::unique_ptr<File> log,
+                                                     std::optional<uint64_t> check_log_size) {
+  std::unique_ptr<LogSegment> s(new LogSegment(config, base));
+  const bool check = check_log_size.has_value();
+  if (!log) {
+    auto l = fs->Open(dir_fd, SegmentFileName(base, format::kLogSuffix), FileSystem::kCreate);
+    if (!l) return l.error();
+    log = std::move(*l);
+  }
+  // Checked, a missing index fails the check (it is rebuilt and reported).
+  auto open_index = [&](const char* suffix,
+                        std::unique_ptr<File>* out) -> Result<bool> {
+    auto f = fs->Open(dir_fd, SegmentFileName(base, suffix),
+                      check ? FileSystem::kReadWrite : FileSystem::kCreate);
+    if (check && !f && f.error().code() == Code::kNotFound) return false;
+    if (!f) return f.error();
+    *out = std::move(*f);
+    return true;
+  };
+  for (auto [suffix, out] : {std::pair{format::kIndexSuffix, &s->index_},
+                             std::pair{format::kTimeIndexSuffix, &s->timeindex_}}) {
+    auto opened = open_index(suffix, out);
+    if (!opened) return opened.error();
+    if (!*opened) return std::unique_ptr<LogSegment>();
+  }
+  s->log_ = std::move(log);
+  auto restored = s->Restore(fs, dir_fd, config, size, end_offset, check_log_size);
+  if (!restored) return restored.error();
+  if (!*restored) return std::unique_ptr<LogSegment>();
+  return s;
+}
+
+Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& config,
+                                 uint64_t size, int64_t end_offset,
+                                 std::optional<uint64_t> check_log_size) {
+  const bool check = check_log_size.has_value();
+  const int64_t base = ib_.base();
+  std::optional<OffsetIndexEntry> last_entry;
+  std::optional<TimeIndexEntry> last_time;
+  auto isize = index_->Size();
+  if (!isize) return isize.error();
+  auto tsize = timeindex_->Size();
+  if (!tsize) return tsize.error();
+  if (check && (*isize % format::kOffsetIndexEntrySize != 0 ||
+                *tsize % format::kTimeIndexEntrySize != 0))
+    return false;
+  uint64_t n = *isize / format::kOffsetIndexEntrySize;
+  std::byte e[format::kTimeIndexEntrySize];
+  while (n > 0) {
+    auto got = index_->ReadAt((n - 1) * format::kOffsetIndexEntrySize, std::span(e, 8));
+    if (!got) return got.error();
+    auto entry = DecodeOffsetEntry(e, base);
+    if (*got == 8 && entry.position < size && entry.offset < end_offset) {
+      last_entry = entry;
+      break;
+    }
+    // Past the committed end on both counts, inside the log as it was: an
+    // append that was never published. Anything else is a bad index.
+    if (check && !(entry.offset >= end_offset && entry.position >= size &&
+                   entry.position < *check_log_size))
+      return false;
+    --n;
+  }
+  if (check && last_entry) {
+    if (last_entry->offset < base) return false;
+    std::byte h[format::kBatchHeaderSize];
+    auto got = log_->ReadAt(last_entry->position, h);
+    if (!got) return got.error();
+    if (*got != sizeof h) return false;
+    BatchHeader header = DecodeBatchHeader(Bytes(h, sizeof h));
+    if (header.last_offset() != last_entry->offset ||
+        last_entry->position + header.size_bytes() > size)
+      return false;
+  }
+  uint64_t tn = *tsize / format::kTimeIndexEntrySize;
+  while (tn > 0) {
+    auto got = timeindex_->ReadAt((tn - 1) * format::kTimeIndexEntrySize, std::span(e, 12));
+    if (!got) return got.error();
+    auto entry = DecodeTimeEntry(e, base);
+    if (check && *got == 12 && entry.offset < end_offset && entry.offset < base) return false;
+    if (*got == 12 && entry.offset < end_offset &&
+        (!last_entry || entry.offset <= last_entry->offset)) {
+      last_time = entry;
+      break;
+    }
+    --tn;
+  }
+  if (n * format::kOffsetIndexEntrySize != *isize)
+    MQ_RETURN_IF_ERROR(index_->Truncate(n * format::kOffsetIndexEntrySize));
+  if (tn * format::kTimeIndexEntrySize != *tsize)
+    MQ_RETURN_IF_ERROR(timeindex_->Truncate(tn * format::kTimeIndexEntrySize));
+  ib_.Restore(last_entry, last_time);
+  ib_.set_counts(n, tn);
+  uint64_t from = last_entry ? last_entry->position : 0;
+  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd, fs, config.limits, base, log_.get(), from, size,
+                                   [&](const BatchHeader& h, uint64_t pos) {
+                                     ib_.Add(h, pos, &offset_buf_, &time_buf_);
+                                   }));
+  MQ_RETURN_IF_ERROR(Flush());
+  if (size > 0) {
+    std::byte h[format::kBatchHeaderSize];
+    auto got = log_->ReadAt(0, h);
+    if (!got) return got.error();
+    if (*got == sizeof h) first_max_ts_ = DecodeBatchHeader(Bytes(h, sizeof h)).max_timestamp;
+  }
+  return true;
+}
+
+bool LogSegment::ShouldRoll(const BatchHeader& h, uint64_t pos, int64_t base_offset) const {
+  if (pos == 0) return false;
+  bool full = pos + h.size_bytes() > segment_limit_;
+  bool old = first_max_ts_ >= 0 && h.max_timestamp - first_max_ts_ > segment_ms_;
+  bool far = base_offset + h.last_offset_delta - ib_.base() > INT32_MAX;
+  return full || old || far;
+}
+
+void LogSegment::Add(const BatchHeader& h, uint64_t pos) {
+  if (pos == 0) first_max_ts_ = h.max_timestamp;
+  ib_.Add(h, pos, &offset_buf_, &time_buf_);
+}
+
+Status LogSegment::Flush() {
+  if (!offset_buf_.empty()) {
+    uint64_t at = (ib_.offset_entries() * format::kOffsetIndexEntrySize) - offset_buf_.size();
+    MQ_RETURN_IF_ERROR(index_->WriteAt(at, offset_buf_));
+    offset_buf_.clear();
+  }
+  if (!time_buf_.empty()) {
+    uint64_t at = (ib_.time_entries() * format::kTimeIndexEntrySize) - time_buf_.size();
+    MQ_RETURN_IF_ERROR(timeindex_->WriteAt(at, time_buf_));
+    time_buf_.clear();
+  }
+  return Status::Ok();
+}
+
+Status LogSegment::Seal(bool sync) {
+  MQ_RETURN_IF_ERROR(Flush());
+  ib_.Finish(&time_buf_);
+  MQ_RETURN_IF_ERROR(Flush());
+  if (sync) MQ_RETURN_IF_ERROR(log_->Sync());
+  return Status::Ok();
+}
+
+Status LogSegment::Sync() {
+  MQ_RETURN_IF_ERROR(log_->Sync());
+  MQ_RETURN_IF_ERROR(index_->Sync());
+  return timeindex_->Sync();
+}
+
+}  // namespace mq

@@ -1,0 +1,274 @@
+// Truncation (format-spec/segment.md §6.4, §6.5, R40): a crash at any step
+// leaves the old log or the truncated one.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <optional>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "mq/partition.h"
+#include "mq/segment.h"
+#include "test_support.h"
+
+using namespace mq;
+using namespace mq::test;
+
+namespace {
+
+// A boot id no kernel has: opening under it is opening after a reboot (R27).
+const char* kAfterReboot = "0000beef-0000-0000-0000-00000000beef";
+const std::string kIntent = "truncate-to";
+
+// The real file system until `crash_at` changes have been made; from then on
+// every change fails and has no effect: a process killed between two of its
+// system calls. Reads keep working (the dying process may still read).
+class CrashFs : public FileSystem {
+ public:
+  explicit CrashFs(int crash_at) : left_(crash_at) {}
+  bool crashed() const { return crashed_; }
+  int changes() const { return changes_; }
+
+  Status Change(const std::string& what) {
+    if (left_ <= 0) {
+      crashed_ = true;
+      return Status(Code::kIoError, "crashed before " + what);
+    }
+    --left_;
+    ++changes_;
+    return Status::Ok();
+  }
+
+  class CrashFile : public File {
+   public:
+    CrashFile(std::unique_ptr<File> f, CrashFs* fs) : f_(std::move(f)), fs_(fs) {}
+    Status WriteAt(uint64_t offset, std::span<const std::byte> data) override {
+      MQ_RETURN_IF_ERROR(fs_->Change("write"));
+      return f_->WriteAt(offset, data);
+    }
+    Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> data) override {
+      return f_->ReadAt(offset, data);
+    }
+    Result<uint64_t> Size() override { return f_->Size(); }
+    Status Truncate(uint64_t size) override {
+      MQ_RETURN_IF_ERROR(fs_->Change("truncate"));
+      return f_->Truncate(size);
+    }
+    Status Sync() override {
+      MQ_RETURN_IF_ERROR(fs_->Change("fsync"));
+      return f_->Sync();
+    }
+    int fd() const override { return f_->fd(); }
+
+   private:
+    std::unique_ptr<File> f_;
+    CrashFs* fs_;
+  };
+
+  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name,
+                                     OpenMode mode) override {
+    if (mode == kCreate || mode == kCreateExclusive) MQ_RETURN_IF_ERROR(Change("create " + name));
+    auto f = real_->Open(dir_fd, name, mode);
+    if (!f) return f.error();
+    return std::unique_ptr<File>(new CrashFile(std::move(*f), this));
+  }
+  Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
+    MQ_RETURN_IF_ERROR(Change("rename " + from));
+    return real_->Rename(dir_fd, from, to);
+  }
+  Status Unlink(int dir_fd, const std::string& name) override {
+    MQ_RETURN_IF_ERROR(Change("unlink " + name));
+    return real_->Unlink(dir_fd, name);
+  }
+  Status SyncDir(int dir_fd) override {
+    MQ_RETURN_IF_ERROR(Change("fsync directory"));
+    return real_->SyncDir(dir_fd);
+  }
+
+ private:
+  FileSystem* real_ = FileSystem::Default();
+  int left_;
+  int changes_ = 0;
+  bool crashed_ = false;
+};
+
+LogConfig SmallSegments(LogConfig config = {}) {
+  config.segment_bytes = 600;
+  config.index_interval_bytes = 100;
+  return config;
+}
+
+// A log of `batches` batches of 2 records over several segments, some with
+// a producer id (so snapshots exist past the cut).
+void BuildLog(const std::string& dir, int batches) {
+  auto w = PartitionWriter::Open(dir, SmallSegments(), true, nullptr);
+  REQUIRE(w);
+  for (int i = 0; i < batches; ++i) {
+    BatchOptions o;
+    if (i % 3 == 0) {
+      o.producer_id = 7;
+      o.producer_epoch = 0;
+      o.base_sequence = i / 3 * 2;
+    }
+    auto b = MakeBatch(2, 1000 + i, 20 + static_cast<size_t>(i % 5) * 7, o);
+    REQUIRE((*w)->Append(b));
+  }
+  REQUIRE((*w)->Close().ok());
+}
+
+std::vector<std::pair<int64_t, int64_t>> Prefix(const std::vector<std::pair<int64_t, int64_t>>& all,
+                                                int64_t end) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (auto b : all)
+    if (b.second < end) out.push_back(b);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("R40 truncation intent: a crash at every step leaves the old log or the truncated one") {
+  TempDir tmp;
+  const std::string base = tmp / "base-0";
+  BuildLog(base, 24);  // offsets 0..47
+  const auto old_log = ReadAll(base);
+  REQUIRE(old_log.size() == 24);
+  REQUIRE(ListDir(base).size() > 9);  // several segments
+  const int64_t target = 13;          // batch 12-13 straddles: it goes whole
+  const auto truncated = Prefix(old_log, 12);
+  int points = 0, truncated_seen = 0, old_seen = 0;
+  for (int k = 0;; ++k) {
+    const std::string dir = tmp / fmt::format("k{}-0", k);
+    CopyDir(base, dir);
+    CrashFs fs(1 << 30);
+    LogConfig config = SmallSegments();
+    config.fs = &fs;
+    {
+      auto w = PartitionWriter::Open(dir, config, false, nullptr);
+      REQUIRE(w);
+      fs = CrashFs(k);
+      Status s = (*w)->TruncateTo(target);
+      CHECK(s.ok() == !fs.crashed());
+    }
+    const bool done = !fs.crashed();
+    ++points;
+    for (bool reboot : {false, true}) {
+      INFO("crash after " << k << " changes; reopened after a reboot: " << reboot);
+      const std::string copy = tmp / fmt::format("k{}r{}-0", k, reboot);
+      CopyDir(dir, copy);
+      std::optional<ScopedBootId> boot;
+      if (reboot) boot.emplace(kAfterReboot);
+      RecoveryReport report;
+      auto w = PartitionWriter::Open(copy, SmallSegments(), false, &report);
+      REQUIRE(w);
+      auto now = ReadAll(copy);
+      CHECK((now == old_log || now == truncated));
+      if (now == truncated) ++truncated_seen;
+      if (now == old_log) ++old_seen;
+      CHECK(!Exists(copy + "/" + kIntent));
+      std::vector<Problem> problems;
+      REQUIRE((*w)->Close().ok());
+      REQUIRE(VerifyPartition(copy, {}, &problems).ok());
+      CHECK(problems.empty());
+      // Appends continue from the end that was kept, with the producer
+      // state of that log (no snapshot of the cut batches survives): the
+      // producer's next sequence follows its last kept batch.
+      auto again = PartitionWriter::Open(copy, SmallSegments(), false, nullptr);
+      REQUIRE(again);
+      BatchOptions o;
+      o.producer_id = 7;
+      o.producer_epoch = 0;
+      o.base_sequence = static_cast<int32_t>((now.size() + 2) / 3 * 2);
+      auto next = MakeBatch(1, 5000, 8, o);
+      auto r = (*again)->Append(next);
+      REQUIRE(r);
+      CHECK(!r->duplicate);
+      CHECK(r->base_offset == now.back().second + 1);
+    }
+    if (done) break;
+    REQUIRE(k < 200);
+  }
+  INFO("crash points " << points);
+  CHECK(points > 10);
+  CHECK(old_seen > 0);
+  CHECK(truncated_seen > 0);
+}
+
+TEST_CASE("R40 truncation intent: a cut interrupted after publishing is completed at the next open") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  BuildLog(dir, 24);
+  const auto old_log = ReadAll(dir);
+  // Find a crash point after the intent is on disk and before the cut is
+  // done: the intent file is left behind.
+  for (int k = 1; k < 200; ++k) {
+    const std::string d = tmp / fmt::format("k{}-0", k);
+    CopyDir(dir, d);
+    CrashFs fs(1 << 30);
+    LogConfig config = SmallSegments();
+    config.fs = &fs;
+    {
+      auto w = PartitionWriter::Open(d, config, false, nullptr);
+      REQUIRE(w);
+      fs = CrashFs(k);
+      (void)(*w)->TruncateTo(13);
+    }
+    if (!Exists(d + "/" + kIntent)) continue;
+    ScopedBootId boot(kAfterReboot);
+    RecoveryReport report;
+    auto w = PartitionWriter::Open(d, SmallSegments(), false, &report);
+    REQUIRE(w);
+    CHECK((*w)->log_end_offset() == 12);
+    bool reported = false;
+    for (const Problem& p : report.repaired) reported |= p.rule == "R40";
+    CHECK(reported);
+    CHECK(ReadAll(d) == Prefix(old_log, 12));
+    CHECK(!Exists(d + "/" + kIntent));
+    return;
+  }
+  FAIL("no crash point left the intent behind");
+}
+
+TEST_CASE("R40 truncation intent: a file that is not one stops the open, naming file and rule") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  BuildLog(dir, 6);
+  const auto before = ReadAll(dir);
+  for (const char* text : {"truncate.to=x\n", "truncate.to=-1\n", "size=3\n", "# nothing\n",
+                           "truncate.to=1\ntruncate.to=2\n", "no equals sign\n"}) {
+    INFO(text);
+    std::string s = text;
+    WriteFile(dir + "/" + kIntent, std::vector<std::byte>(reinterpret_cast<const std::byte*>(s.data()),
+                                                          reinterpret_cast<const std::byte*>(s.data()) + s.size()));
+    auto w = PartitionWriter::Open(dir, SmallSegments(), false, nullptr);
+    REQUIRE(!w);
+    CHECK(w.error().code() == Code::kCorruption);
+    CHECK_THAT(w.error().message(), Catch::Contains("R40"));
+    CHECK_THAT(w.error().message(), Catch::Contains(kIntent));
+    CHECK(ReadAll(dir) == before);  // nothing guessed, nothing changed
+  }
+  std::vector<std::byte> big(5000, std::byte{'#'});
+  WriteFile(dir + "/" + kIntent, big);
+  auto w = PartitionWriter::Open(dir, SmallSegments(), false, nullptr);
+  REQUIRE(!w);
+  CHECK_THAT(w.error().message(), Catch::Contains("R40"));
+}
+
+TEST_CASE("R40 truncation intent: verify reports an interrupted truncation as needing recovery") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  BuildLog(dir, 6);
+  std::string s = "truncate.to=4\n";
+  WriteFile(dir + "/" + kIntent, std::vector<std::byte>(reinterpret_cast<const std::byte*>(s.data()),
+                                                        reinterpret_cast<const std::byte*>(s.data()) + s.size()));
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  bool found = false;
+  for (const Problem& p : problems)
+    if (p.rule == "R40") {
+      found = true;
+      CHECK(p.kind == Problem::Kind::kNeedsRecovery);
+      CHECK_THAT(p.detail, Catch::Contains("4"));
+    }
+  CHECK(found);
+}
