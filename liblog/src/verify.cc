@@ -15,6 +15,7 @@
 #include "format.h"
 #include "mq/file.h"
 #include "mq/partition.h"
+#include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "offset_index.h"
 #include "segment.h"
@@ -286,6 +287,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   if (!dfd) return dfd.error();
   auto segments = ListSegments(dfd->get());
   if (!segments) return segments.error();
+  // Replica checkpoints (replication.md §16) stand apart from the log.
+  MQ_RETURN_IF_ERROR(VerifyReplicaCheckpoints(dfd->get(), dir, problems, stats));
   // The state file first: it says which bytes were published.
   std::optional<StateFields> state;
   std::string state_path = dir + "/" + kStateFileName;
