@@ -6,14 +6,6 @@
 # symlink in place of one.
 source "$(dirname "$0")/lib/common.bash"
 
-expect_eq() {
-  if [[ "$2" != "$3" ]]; then
-    echo "FAIL: $1" >&2
-    diff <(printf '%s\n' "$2") <(printf '%s\n' "$3") >&2 || true
-    exit 1
-  fi
-}
-
 D="$WORK/data"
 seq 1 5 | "$P" -q -C "$D" -t orders --create
 PD="$D/orders-0"
