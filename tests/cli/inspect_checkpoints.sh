@@ -15,7 +15,8 @@ H="$PD/replication-offset-checkpoint"
 # A partition without checkpoints verifies (they are optional).
 run "$INSPECT" --verify "$PD"
 expect_rc 0 "verify of a partition without checkpoints"
-files_before=$(sed -n 's/.* \([0-9]*\) files,.*/\1/p' "$WORK/out")
+files_before=$(sed -n 's/.*(\([0-9]*\) files,.*/\1/p' "$WORK/out")
+[[ -n $files_before ]] || fail "verify said no file count: $(cat "$WORK/out")"
 
 # The worked examples of §16.2 and §16.3.
 hex2bin 300a320a3020300a33203132300a >"$E"
@@ -52,7 +53,7 @@ grep -q "^$E: ok (1 files, 0 segments, 0 batches, 0 records, 14 bytes)$" "$WORK/
   fail "verify ok line: $(cat "$WORK/out")"
 run "$INSPECT" --verify "$PD"
 expect_rc 0 "verify of a partition with checkpoints"
-files_after=$(sed -n 's/.* \([0-9]*\) files,.*/\1/p' "$WORK/out")
+files_after=$(sed -n 's/.*(\([0-9]*\) files,.*/\1/p' "$WORK/out")
 [[ $files_after == $((files_before + 2)) ]] || fail "the checkpoints were not read: $(cat "$WORK/out")"
 run "$INSPECT" --verify "$D"
 expect_rc 0 "verify of the data directory"
