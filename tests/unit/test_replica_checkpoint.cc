@@ -115,7 +115,7 @@ TEST_CASE("R35 count: exactly N entry lines, nothing after them") {
   CheckCorrupt(EpochError("0\n262145\n0 0\n"), "R35", 2);
 }
 
-TEST_CASE("R35 lines: every one ends in LF; single spaces; no CR or tab") {
+TEST_CASE("R35 lines: every one ends in LF, with single spaces and no CR or tab") {
   CheckCorrupt(EpochError("0\n2\n0 0\n3 120"), "R35", 13);      // no final LF
   CheckCorrupt(EpochError("0"), "R35", 1);
   CheckCorrupt(EpochError("0\r\n0\r\n"), "R35", 1);
