@@ -192,6 +192,25 @@ Result<LeaderEpochCache> LeaderEpochCache::Rebuild(int dir_fd, const DecodeLimit
   return cache;
 }
 
+Result<LeaderEpochCache> LeaderEpochCache::Open(int dir_fd, int64_t log_end_offset,
+                                                const DecodeLimits& limits, FileSystem* fs,
+                                                bool* rebuilt) {
+  if (rebuilt != nullptr) *rebuilt = false;
+  auto cache = Load(dir_fd, fs);
+  if (!cache && cache.error().code() != Code::kNotFound) return cache.error();
+  bool store = !cache;
+  if (!cache) {
+    cache = Rebuild(dir_fd, limits, fs);
+    if (!cache) return cache.error();
+    if (rebuilt != nullptr) *rebuilt = true;
+  }
+  const size_t before = cache->entries().size();
+  cache->TruncateFromEnd(log_end_offset);
+  store |= cache->entries().size() != before;
+  if (store) MQ_RETURN_IF_ERROR(cache->Store(dir_fd, fs));
+  return cache;
+}
+
 std::optional<std::pair<std::string, int32_t>> PartitionOfDirName(std::string_view name) {
   const size_t dash = name.find_last_of('-');
   if (dash == std::string_view::npos || dash + 1 == name.size()) return std::nullopt;

@@ -343,6 +343,44 @@ TEST_CASE("R37 verify: a batch whose epoch goes back is reported where it starts
   CHECK(problems.empty());
 }
 
+TEST_CASE("R37 Open: a missing checkpoint is rebuilt and stored, one past the log end cut") {
+  TempDir root;
+  const std::string dir = root / "t-0";
+  WritePartition(dir, {-1, 1, 1, 4});  // log end offset 12
+  UniqueFd fd = OpenDir(dir);
+  FaultFs fs;
+  bool rebuilt = false;
+  auto c = LeaderEpochCache::Open(fd.get(), 12, {}, &fs, &rebuilt);
+  REQUIRE(c);
+  CHECK(rebuilt);
+  CHECK(c->entries() == std::vector<EpochEntry>{{1, 3}, {4, 9}});
+  CHECK(ReadText(dir + "/" + kLeaderEpochCheckpointFile) == "0\n2\n1 3\n4 9\n");
+  // Present and within the log: read, nothing written.
+  const int syncs = fs.syncs();
+  c = LeaderEpochCache::Open(fd.get(), 12, {}, &fs, &rebuilt);
+  REQUIRE(c);
+  CHECK(!rebuilt);
+  CHECK(fs.syncs() == syncs);
+  // An epoch assigned at the log end (nothing appended in it yet) stays;
+  // one past a log a crash cut is dropped and the file stored again.
+  REQUIRE(c->Assign(6, 12).ok());
+  REQUIRE(c->Store(fd.get(), &fs).ok());
+  c = LeaderEpochCache::Open(fd.get(), 13, {}, &fs, &rebuilt);
+  REQUIRE(c);
+  CHECK(c->entries().back() == EpochEntry{6, 12});
+  c = LeaderEpochCache::Open(fd.get(), 12, {}, &fs, &rebuilt);
+  REQUIRE(c);
+  CHECK(!rebuilt);
+  CHECK(c->entries() == std::vector<EpochEntry>{{1, 3}, {4, 9}});
+  CHECK(ReadText(dir + "/" + kLeaderEpochCheckpointFile) == "0\n2\n1 3\n4 9\n");
+  // A corrupt checkpoint is reported, not rebuilt over.
+  WriteText(dir + "/" + kLeaderEpochCheckpointFile, "0\n2\n4 3\n1 9\n");
+  auto bad = LeaderEpochCache::Open(fd.get(), 12, {}, &fs, &rebuilt);
+  REQUIRE(!bad);
+  CHECK(bad.error().rule() == "R36");
+  CHECK(ReadText(dir + "/" + kLeaderEpochCheckpointFile) == "0\n2\n4 3\n1 9\n");
+}
+
 TEST_CASE("R38 high watermark: one entry naming this partition") {
   CheckCorrupt(HwError("0\n2\norders 0 42\norders 0 43\n"), "R38", 16);
   CheckCorrupt(HwError("0\n0\n"), "R38", 4);

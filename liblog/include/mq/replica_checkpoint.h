@@ -94,6 +94,16 @@ class LeaderEpochCache {
   // only (the caller has recovered the log).
   static Result<LeaderEpochCache> Rebuild(int dir_fd, const DecodeLimits& limits,
                                           FileSystem* fs = nullptr);
+  // What a partition's writer calls when it opens, after recovery: Load;
+  // a missing checkpoint is rebuilt from the log (R37) and stored; entries
+  // starting at or past `log_end_offset` (written before a crash cut the
+  // log) are dropped and the file stored again. Stores nothing when the
+  // file is present and within the log. A checkpoint that breaks R35 or
+  // R36 is returned as that corruption, never replaced behind the
+  // caller's back. `*rebuilt` (optional) says whether the log was read.
+  static Result<LeaderEpochCache> Open(int dir_fd, int64_t log_end_offset,
+                                       const DecodeLimits& limits, FileSystem* fs = nullptr,
+                                       bool* rebuilt = nullptr);
 
  private:
   std::vector<EpochEntry> entries_;
