@@ -110,16 +110,27 @@ void LeaderEpochCache::TruncateFromStart(int64_t start_offset) {
   entries_.front() = {epoch, start_offset};
 }
 
-std::string LeaderEpochCache::Encode() const {
+namespace {
+
+// The entry lines of §16.2.
+std::vector<std::string> EpochLines(const std::vector<EpochEntry>& entries) {
   std::vector<std::string> lines;
-  lines.reserve(entries_.size());
-  for (const auto& e : entries_) lines.push_back(fmt::format("{} {}", e.epoch, e.start_offset));
-  return FormatCheckpoint(lines);
+  lines.reserve(entries.size());
+  for (const auto& e : entries) lines.push_back(fmt::format("{} {}", e.epoch, e.start_offset));
+  return lines;
 }
+
+// The entry line of §16.3.
+std::string HighWatermarkLine(std::string_view topic, int32_t partition, int64_t offset) {
+  return fmt::format("{} {} {}", topic, partition, offset);
+}
+
+}  // namespace
+
+std::string LeaderEpochCache::Encode() const { return FormatCheckpoint(EpochLines(entries_)); }
 
 Result<LeaderEpochCache> DecodeLeaderEpochCheckpoint(std::string_view bytes,
                                                      const std::string& file) {
-  LeaderEpochCache cache;
   std::vector<EpochEntry> entries;
   Status s = ParseCheckpoint(
       bytes, file, format::kLeaderEpochEntryFields,
@@ -148,10 +159,7 @@ Result<LeaderEpochCache> LeaderEpochCache::Load(int dir_fd, FileSystem* fs) {
 }
 
 Status LeaderEpochCache::Store(int dir_fd, FileSystem* fs) const {
-  std::vector<std::string> lines;
-  lines.reserve(entries_.size());
-  for (const auto& e : entries_) lines.push_back(fmt::format("{} {}", e.epoch, e.start_offset));
-  return WriteCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile, lines);
+  return WriteCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile, EpochLines(entries_));
 }
 
 Result<LeaderEpochCache> LeaderEpochCache::Rebuild(int dir_fd, const DecodeLimits& limits,
@@ -226,7 +234,7 @@ std::optional<std::pair<std::string, int32_t>> PartitionOfDirName(std::string_vi
 }
 
 std::string EncodeReplicationOffsetCheckpoint(const HighWatermarkEntry& e) {
-  return FormatCheckpoint({fmt::format("{} {} {}", e.topic, e.partition, e.offset)});
+  return FormatCheckpoint({HighWatermarkLine(e.topic, e.partition, e.offset)});
 }
 
 Result<std::optional<HighWatermarkEntry>> DecodeReplicationOffsetCheckpoint(
@@ -283,7 +291,7 @@ Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
                   fmt::format("high watermark {} of partition {}: both must be >= 0", offset,
                               partition));
   return WriteCheckpointFile(fs, dir_fd, kReplicationOffsetCheckpointFile,
-                             {fmt::format("{} {} {}", topic, partition, offset)});
+                             {HighWatermarkLine(topic, partition, offset)});
 }
 
 namespace {
