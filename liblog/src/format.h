@@ -83,4 +83,29 @@ constexpr size_t kTimeIndexEntrySize = 8 + 4;
 static_assert(kTimeIndexEntrySize == 12);
 constexpr uint32_t kDefaultIndexIntervalBytes = 4096;
 
+// §16 Replica checkpoints (format-spec/replication.md): Kafka's text
+// checkpoint layout, "0\n" then the entry count then one line per entry,
+// fields separated by one space, every line ending in '\n'.
+constexpr int kCheckpointVersion = 0;
+constexpr uint64_t kMaxCheckpointBytes = 1 << 20;  // R35
+constexpr char kCheckpointSeparator = ' ';
+constexpr char kCheckpointLineEnd = '\n';
+constexpr const char* kLeaderEpochCheckpointName = "leader-epoch-checkpoint";
+constexpr const char* kReplicationOffsetCheckpointName = "replication-offset-checkpoint";
+// Fields per entry: `epoch startOffset` (R36), `topic partition offset` (R38).
+constexpr size_t kLeaderEpochEntryFields = 2;
+constexpr size_t kReplicationOffsetEntryFields = 3;
+// The smallest file: "0\n0\n"; the smallest entry line: "0 0\n".
+constexpr size_t kMinCheckpointBytes = 2 + 2;
+constexpr size_t kMinLeaderEpochLine = 1 + 1 + 1 + 1;
+static_assert(kMinCheckpointBytes == 4 && kMinLeaderEpochLine == 4);
+// Entries no checkpoint of at most kMaxCheckpointBytes can exceed.
+constexpr uint64_t kMaxCheckpointEntries = kMaxCheckpointBytes / kMinLeaderEpochLine;
+static_assert(kMaxCheckpointEntries == 262144);
+// Kafka's "no epoch" and "no offset" (EpochEndOffset.UNDEFINED_EPOCH{,_OFFSET}),
+// and the partitionLeaderEpoch of a batch stamped by no leader (§3).
+constexpr int32_t kUndefinedEpoch = -1;
+constexpr int64_t kUndefinedEpochOffset = -1;
+constexpr int32_t kNoPartitionLeaderEpoch = -1;
+
 }  // namespace mq::format

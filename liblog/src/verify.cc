@@ -15,6 +15,7 @@
 #include "format.h"
 #include "mq/file.h"
 #include "mq/partition.h"
+#include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "offset_index.h"
 #include "recovery.h"
@@ -33,6 +34,7 @@ struct BatchInfo {
   uint64_t end;
   int64_t last_offset;
   int64_t max_timestamp;
+  int32_t leader_epoch;  // partitionLeaderEpoch (R37)
 };
 
 bool EndsWith(const std::string& s, const char* suffix) {
@@ -103,7 +105,8 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
       problems->push_back({path, committed, "R27", fmt::format("the committed end is inside the "
                                                                "batch at {}", pos)});
     prev = std::max(prev, h.last_offset());
-    batches->push_back({pos, pos + h.size_bytes(), h.last_offset(), h.max_timestamp});
+    batches->push_back(
+        {pos, pos + h.size_bytes(), h.last_offset(), h.max_timestamp, h.partition_leader_epoch});
     if (stats) {
       ++stats->batches;
       stats->records += static_cast<uint64_t>(std::max(h.records_count, 0));
@@ -287,6 +290,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   if (!dfd) return dfd.error();
   auto segments = ListSegments(dfd->get());
   if (!segments) return segments.error();
+  // Replica checkpoints (replication.md §16) stand apart from the log.
+  MQ_RETURN_IF_ERROR(VerifyReplicaCheckpoints(dfd->get(), dir, problems, stats));
   // The state file first: it says which bytes were published.
   std::optional<StateFields> state;
   std::string state_path = dir + "/" + kStateFileName;
@@ -322,6 +327,7 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   // R27: published on this boot, the committed end is authoritative.
   const bool trusted = state && state->same_boot();
   int64_t prev_last = -1;
+  int32_t max_epoch = format::kNoPartitionLeaderEpoch;  // R37: epochs never go back
   std::string prev_log;
   uint64_t prev_end = 0;  // where the valid batches of the segment before end
   uint64_t end_valid = 0;  // where the valid batches of the committed end's segment end
@@ -371,6 +377,18 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                            fmt::format("the segment ends at offset {} but the next one, {}, "
                                        "starts at {}", prev_last,
                                        SegmentFileName(base, format::kLogSuffix), base)});
+    for (const auto& b : batches) {
+      if (b.leader_epoch == format::kNoPartitionLeaderEpoch) continue;  // stamped by no leader
+      if (b.leader_epoch < 0 || b.leader_epoch < max_epoch)
+        problems->push_back({log, b.position, "R37",
+                             fmt::format("partitionLeaderEpoch {} is {}", b.leader_epoch,
+                                         b.leader_epoch < 0
+                                             ? std::string("negative and not -1")
+                                             : fmt::format("below the epoch {} of a batch before "
+                                                           "it", max_epoch))});
+      else
+        max_epoch = b.leader_epoch;
+    }
     prev_log = log;
     prev_end = batches.empty() ? 0 : batches.back().end;
     if (end_segment) end_valid = prev_end;

@@ -4,15 +4,6 @@
 # control markers, JSON Lines, and a quiet exit when the reader goes away.
 source "$(dirname "$0")/lib/common.bash"
 
-# expect_eq NAME EXPECTED ACTUAL
-expect_eq() {
-  if [[ "$2" != "$3" ]]; then
-    echo "FAIL: $1" >&2
-    diff <(printf '%s\n' "$2") <(printf '%s\n' "$3") >&2 || true
-    exit 1
-  fi
-}
-
 V1=00000000000000000000003b00000001020318a2700000000000000000015dff7b063c0000015dff7b063cffffffffffffffffffffffffffff0000000112000000010631323300
 V2=0000000000000001000000400000000202c85cbd230000000000010000015dff7cdd6c0000015dff7cde14ffffffffffffffffffffffffffff000000020c0000000100000e00d00202010000
 V3=00000000000000000000004500000000025cd8ef520000000000000000016585b6f3c10000016585b6f3c1ffffffffffffffffffffffffffff000000012600000001066864720208686b6579086876616c

@@ -4,14 +4,6 @@
 # R29 at every truncation, and --verify of a data directory's groups/.
 source "$(dirname "$0")/lib/common.bash"
 
-expect_eq() {
-  if [[ "$2" != "$3" ]]; then
-    echo "FAIL: $1" >&2
-    diff <(printf '%s\n' "$2") <(printf '%s\n' "$3") >&2 || true
-    exit 1
-  fi
-}
-
 # The worked example of group.md §14.2 (92 bytes).
 EXAMPLE=4d51474f000100005b30a5d300000001
 EXAMPLE+=00000000000000010000018bcfe568000000000000000000ffffffffffffffff

@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "mq/file.h"
 #include "mq/group.h"
+#include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "mq/topic.h"
 
@@ -218,6 +219,50 @@ int DumpGroupOffsets(const std::string& path, Printer* p) {
   return 0;
 }
 
+// Replica checkpoints (format-spec/replication.md §16) by their names.
+bool IsLeaderEpochCheckpoint(const std::string& path) {
+  return BaseName(path) == kLeaderEpochCheckpointFile;
+}
+bool IsReplicationOffsetCheckpoint(const std::string& path) {
+  return BaseName(path) == kReplicationOffsetCheckpointFile;
+}
+
+// Dumps a replica checkpoint: a broken R35-R38 is a problem of the data;
+// anything else (missing, I/O, a symlink) stops.
+int DumpCheckpoint(const std::string& path, Printer* p) {
+  const bool epochs = IsLeaderEpochCheckpoint(path);
+  const FileKind kind = epochs ? FileKind::kLeaderEpochCheckpoint
+                               : FileKind::kReplicationOffsetCheckpoint;
+  Status error;
+  std::optional<LeaderEpochCache> cache;
+  std::optional<HighWatermarkEntry> hw;
+  if (epochs) {
+    auto c = ReadLeaderEpochCheckpointFile(path);
+    if (c) cache = std::move(*c);
+    else error = c.error();
+  } else {
+    auto h = ReadReplicationOffsetCheckpointFile(path);
+    if (h) hw = std::move(*h);
+    else error = h.error();
+  }
+  if (!error.ok() && error.code() != Code::kCorruption) return Stop(p, error);
+  p->FileStart(path, kind, std::nullopt);
+  if (!error.ok()) {
+    p->Problem(ProblemFromStatus(error, path, 0));
+    return cli::kExitDataErr;
+  }
+  p->CheckpointHeader(path, kind, epochs ? cache->entries().size() : hw ? 1 : 0);
+  if (epochs) {
+    for (const auto& e : cache->entries()) {
+      if (p->broken()) break;
+      p->LeaderEpochEntry(path, e);
+    }
+  } else if (hw) {
+    p->ReplicationOffset(path, *hw);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int DumpFile(const std::string& path, const PrintOptions& options, const DecodeLimits& limits,
@@ -231,6 +276,8 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
   }
   if (EndsWith(path, ".log")) return DumpLog(path, options, limits, printer);
   if (IsGroupOffsets(path)) return DumpGroupOffsets(path, printer);
+  if (IsLeaderEpochCheckpoint(path) || IsReplicationOffsetCheckpoint(path))
+    return DumpCheckpoint(path, printer);
   if (EndsWith(path, ".index")) {
     return DumpIndexFile<OffsetIndexEntry>(path, FileKind::kIndex, &ReadOffsetIndexFile, printer,
                                            &Printer::IndexEntry);
@@ -241,7 +288,9 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
   }
   return Stop(printer, Status(Code::kInvalidArgument,
                               fmt::format("{}: unknown file type (expected .log, .index, "
-                                          ".timeindex or a group's offsets)", path)));
+                                          ".timeindex, a group's offsets, {} or {})", path,
+                                          kLeaderEpochCheckpointFile,
+                                          kReplicationOffsetCheckpointFile)));
 }
 
 namespace {
@@ -320,7 +369,9 @@ class Verification {
   Status Partition(const std::string& dir, const std::optional<TopicConfig>& config) {
     summary_.directory = true;
     ++summary_.partitions;
-    if (!HasSegments(dir) && !Exists(dir + "/" + "state")) {
+    if (!HasSegments(dir) && !Exists(dir + "/" + "state") &&
+        !Exists(dir + "/" + kLeaderEpochCheckpointFile) &&
+        !Exists(dir + "/" + kReplicationOffsetCheckpointFile)) {
       ++summary_.empty_partitions;  // counted, and said in the summary
       return Status::Ok();
     }
@@ -383,6 +434,20 @@ class Verification {
       }
       ::closedir(d);
     }
+    return Status::Ok();
+  }
+
+  // A replica checkpoint file (R35-R38).
+  Status CheckpointFile(const std::string& path) {
+    Status s = IsLeaderEpochCheckpoint(path) ? ReadLeaderEpochCheckpointFile(path).status()
+                                             : ReadReplicationOffsetCheckpointFile(path).status();
+    if (!s.ok() && s.code() != Code::kCorruption) return s;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+      ++summary_.stats.files;
+      summary_.stats.bytes += static_cast<uint64_t>(st.st_size);
+    }
+    if (!s.ok()) Report(ProblemFromStatus(s, path, 0));
     return Status::Ok();
   }
 
@@ -505,12 +570,14 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
     return Stop(printer, Status(Code::kInvalidArgument,
                                 fmt::format("{}: --verify takes a data directory, a partition "
                                             "directory, a segment file (.log, .index, "
-                                            ".timeindex), a group's offsets file, or with -C "
-                                            "DIR a topic or TOPIC-N",
+                                            ".timeindex), a group's offsets file, a replica "
+                                            "checkpoint, or with -C DIR a topic or TOPIC-N",
                                             path)));
   };
   if (S_ISREG(st.st_mode)) {
     if (IsGroupOffsets(path)) return v.Finish(path, v.GroupFile(path));
+    if (IsLeaderEpochCheckpoint(path) || IsReplicationOffsetCheckpoint(path))
+      return v.Finish(path, v.CheckpointFile(path));
     if (!EndsWith(path, ".log") && !EndsWith(path, ".index") && !EndsWith(path, ".timeindex"))
       return usage();
     return v.Finish(path, v.File(path));

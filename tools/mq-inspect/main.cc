@@ -1,5 +1,5 @@
-// mq-inspect: dump and verify mq (and Kafka) segment files and mq's group
-// offsets files, for forensics.
+// mq-inspect: dump and verify mq (and Kafka) segment files, mq's group
+// offsets files and replica checkpoints, for forensics.
 // No data directory or lock is needed: it reads the files it is given.
 // Manual: man/man1/mq-inspect.1.
 #include <memory>
@@ -21,9 +21,9 @@ constexpr const char* kUsage =
     "       mq-inspect --verify [-J] [-C DIR] [--max-batch-bytes N] PATH...\n"
     "       mq-inspect -h | -V\n"
     "\n"
-    "Dump segment files (.log, .index, .timeindex) in kafka-dump-log's form and group\n"
-    "offsets files, or verify data directories, topics, partitions and files against\n"
-    "the format's rules.\n";
+    "Dump segment files (.log, .index, .timeindex) in kafka-dump-log's form, group\n"
+    "offsets files and replica checkpoints, or verify data directories, topics,\n"
+    "partitions and files against the format's rules.\n";
 
 class Formatter : public mq::cli::UsageFormatter {
  public:
@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   // Not ->required(): CLI11 would then report a missing FILE before an
   // unknown option, and name the wrong argument.
-  app.add_option("FILE", paths, "segment files (.log, .index, .timeindex) or a group's offsets "
-                 "file; with --verify also data and partition directories, and with -C a topic "
+  app.add_option("FILE", paths, "segment files (.log, .index, .timeindex), a group's offsets "
+                 "file or a replica checkpoint; with --verify also data and partition directories, and with -C a topic "
                  "or TOPIC-N");
 
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;

@@ -143,6 +143,15 @@ class TextPrinter : public Printer {
                e.topic, e.partition, e.offset, e.leader_epoch, e.commit_timestamp,
                e.member_id.empty() ? "(none)" : e.member_id, e.dead_letters);
   }
+  void CheckpointHeader(const std::string&, FileKind, size_t entries) override {
+    out_.Print("version: 0 entries: {}\n", entries);
+  }
+  void LeaderEpochEntry(const std::string&, const EpochEntry& e) override {
+    out_.Print("epoch: {} startOffset: {}\n", e.epoch, e.start_offset);
+  }
+  void ReplicationOffset(const std::string&, const HighWatermarkEntry& e) override {
+    out_.Print("topic: {} partition: {} offset: {}\n", e.topic, e.partition, e.offset);
+  }
   void TrailingBytes(const std::string& file, uint64_t, uint64_t bytes) override {
     out_.Flush();
     cli::Eprint("Found {} invalid bytes at the end of {}\n", bytes, file);
@@ -216,7 +225,9 @@ class JsonPrinter : public Printer {
 
   void FileStart(const std::string& file, FileKind kind,
                  std::optional<int64_t> base_offset) override {
-    static constexpr const char* kKinds[] = {"log", "index", "timeindex", "group_offsets"};
+    static constexpr const char* kKinds[] = {"log", "index", "timeindex", "group_offsets",
+                                             "leader_epoch_checkpoint",
+                                             "replication_offset_checkpoint"};
     JsonLine j;
     j.Str("type", "file").Str("file", file).Str("kind", kKinds[static_cast<int>(kind)]);
     if (base_offset) j.Int("base_offset", *base_offset);
@@ -292,6 +303,25 @@ class JsonPrinter : public Printer {
         .Int("partition", e.partition).Int("offset", e.offset).Int("leader_epoch", e.leader_epoch)
         .Int("commit_timestamp", e.commit_timestamp).Str("member_id", e.member_id)
         .Int("dead_letters", e.dead_letters);
+    out_.Write(j.Finish());
+  }
+  void CheckpointHeader(const std::string& file, FileKind kind, size_t entries) override {
+    JsonLine j;
+    j.Str("type", kind == FileKind::kLeaderEpochCheckpoint ? "leader_epoch_checkpoint"
+                                                           : "replication_offset_checkpoint")
+        .Str("file", file).Int("version", 0).Int("entries", static_cast<int64_t>(entries));
+    out_.Write(j.Finish());
+  }
+  void LeaderEpochEntry(const std::string& file, const EpochEntry& e) override {
+    JsonLine j;
+    j.Str("type", "leader_epoch_entry").Str("file", file).Int("epoch", e.epoch)
+        .Int("start_offset", e.start_offset);
+    out_.Write(j.Finish());
+  }
+  void ReplicationOffset(const std::string& file, const HighWatermarkEntry& e) override {
+    JsonLine j;
+    j.Str("type", "replication_offset").Str("file", file).Str("topic", e.topic)
+        .Int("partition", e.partition).Int("offset", e.offset);
     out_.Write(j.Finish());
   }
   void TrailingBytes(const std::string& file, uint64_t position, uint64_t bytes) override {

@@ -12,6 +12,7 @@
 #include "mq/batch.h"
 #include "mq/group.h"
 #include "mq/partition.h"
+#include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 
 namespace mq::inspect {
@@ -23,7 +24,14 @@ struct PrintOptions {
   bool skip_metadata = false;    // records without metadata (--skip-record-metadata)
 };
 
-enum class FileKind : uint8_t { kLog, kIndex, kTimeIndex, kGroupOffsets };
+enum class FileKind : uint8_t {
+  kLog,
+  kIndex,
+  kTimeIndex,
+  kGroupOffsets,
+  kLeaderEpochCheckpoint,
+  kReplicationOffsetCheckpoint,
+};
 
 // What --verify read of a path: the evidence behind "ok".
 struct VerifySummary {
@@ -58,6 +66,11 @@ class Printer {
   // each entry.
   virtual void GroupOffsetsHeader(const std::string& file, const GroupOffsets& state) = 0;
   virtual void GroupOffset(const std::string& file, const CommittedOffset& entry) = 0;
+  // A replica checkpoint (format-spec/replication.md §16): its header
+  // (version 0 and the entry count), then each entry.
+  virtual void CheckpointHeader(const std::string& file, FileKind kind, size_t entries) = 0;
+  virtual void LeaderEpochEntry(const std::string& file, const EpochEntry& entry) = 0;
+  virtual void ReplicationOffset(const std::string& file, const HighWatermarkEntry& entry) = 0;
   virtual void TrailingBytes(const std::string& file, uint64_t position, uint64_t bytes) = 0;
   // A broken rule; the file is still read past it where possible.
   virtual void Problem(const mq::Problem& problem) = 0;

@@ -40,6 +40,14 @@ run() {
 expect_rc() {
   [[ $rc == "$1" ]] || fail "$2: exit $rc, want $1 (stderr: $(cat "$WORK/err"))"
 }
+# expect_eq WHAT WANT GOT: the two texts are equal (else their diff, and fail).
+expect_eq() {
+  if [[ "$2" != "$3" ]]; then
+    echo "FAIL: $1" >&2
+    diff <(printf '%s\n' "$2") <(printf '%s\n' "$3") >&2 || true
+    exit 1
+  fi
+}
 # hex2bin HEX: writes the bytes spelled by a hex string.
 hex2bin() {
   local h="$1" i

@@ -107,6 +107,8 @@ EXPECT = {
     "  jq -r 'select(.type == \"record\") | \"\\(.offset) \\(.key)\"'": 0,
     "mq-inspect data/groups/billing/offsets\n"
     "mq-inspect --verify data/groups/billing/offsets": 0,
+    "mq-inspect data/orders-0/leader-epoch-checkpoint \\\n"
+    "           data/orders-0/replication-offset-checkpoint": 0,
     # mq-produce(1)
     "mq-produce -C data -t logs --create --partitions 4 app.log": 0,
     "tail -n0 -F access.log | mq-produce -t access --create": FOLLOW,
@@ -217,6 +219,12 @@ def setup_topics(work, env):
             "00000000000000010000018bcfe568000000000000000000ffffffffffffffff"
             "00066f726465727300000000000000000000002a00000000"
             "0000018bcfe56800000000000000000000026d31"))
+    # Replica checkpoints: the worked examples of format-spec/replication.md.
+    orders = os.path.join(work, "data", "orders-0")
+    with open(os.path.join(orders, "leader-epoch-checkpoint"), "w") as f:
+        f.write("0\n2\n0 0\n3 120\n")
+    with open(os.path.join(orders, "replication-offset-checkpoint"), "w") as f:
+        f.write("0\n1\norders 0 42\n")
 
 
 def main():

@@ -1,0 +1,159 @@
+// Replica checkpoints of a partition directory (format-spec/replication.md
+// §16, rules R35-R39), in Kafka's text checkpoint layout:
+//   leader-epoch-checkpoint        `epoch startOffset` per leader epoch
+//   replication-offset-checkpoint  `topic partition offset`: the high watermark
+// Both are optional until replication writes them; both are replaced
+// atomically (R39) through the FileSystem seam.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mq/batch.h"
+#include "mq/file.h"
+#include "mq/partition.h"
+#include "mq/status.h"
+
+namespace mq {
+
+// The file names (§16.2, §16.3).
+extern const char* const kLeaderEpochCheckpointFile;
+extern const char* const kReplicationOffsetCheckpointFile;
+
+// Kafka's EpochEntry: the first offset written in a leader epoch.
+struct EpochEntry {
+  int32_t epoch = 0;
+  int64_t start_offset = 0;
+  bool operator==(const EpochEntry&) const = default;
+};
+
+// The answer to OffsetForLeaderEpoch (KIP-101, KIP-279): the largest epoch
+// at or below the one asked for and where it ends; both -1 (Kafka's
+// UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET) when the cache cannot say.
+struct EpochEndOffset {
+  int32_t epoch = -1;
+  int64_t end_offset = -1;
+  bool operator==(const EpochEndOffset&) const = default;
+};
+
+// The leader epochs of one partition in memory, as Kafka's
+// LeaderEpochFileCache: epochs and start offsets strictly increase (R36).
+// Not thread-safe; its owner (the partition's writer) serializes calls and
+// decides when to Store.
+class LeaderEpochCache {
+ public:
+  LeaderEpochCache() = default;
+  // A cache holding `entries`, which must obey R36 (kInvalidArgument
+  // otherwise).
+  static Result<LeaderEpochCache> FromEntries(std::vector<EpochEntry> entries);
+
+  // Records that `epoch` starts at `start_offset`. Both must be ≥ 0. The
+  // latest epoch again is a no-op; a lower epoch, or a higher one starting
+  // before the latest epoch's start, is refused (kInvalidArgument) and
+  // changes nothing. A higher epoch at the latest epoch's start offset
+  // replaces it (that epoch wrote nothing: Kafka does the same).
+  Status Assign(int32_t epoch, int64_t start_offset);
+
+  // Kafka's LeaderEpochFileCache.endOffsetFor(epoch, logEndOffset):
+  //  - epoch -1, an empty cache, or an epoch above the latest: {-1, -1};
+  //  - the latest epoch: {epoch, log_end_offset};
+  //  - below the first entry's epoch: {epoch, first entry's start offset}
+  //    (the data before it is gone; a follower fetches from there);
+  //  - otherwise {largest epoch ≤ epoch, start offset of the first entry
+  //    whose epoch is above epoch}.
+  EpochEndOffset EndOffsetFor(int32_t epoch, int64_t log_end_offset) const;
+
+  // After the log is truncated to end before `end_offset`: removes every
+  // entry starting at or after it (nothing when end_offset < 0).
+  void TruncateFromEnd(int64_t end_offset);
+  // After the log start moves up to `start_offset`: removes the entries
+  // starting at or before it and, if any was removed, puts the last of them
+  // back starting at `start_offset` (so an entry at exactly start_offset
+  // keeps its epoch).
+  void TruncateFromStart(int64_t start_offset);
+
+  const std::vector<EpochEntry>& entries() const { return entries_; }
+  bool empty() const { return entries_.empty(); }
+  std::optional<EpochEntry> latest() const;
+
+  // The checkpoint's bytes (§16.2).
+  std::string Encode() const;
+
+  // Reads `leader-epoch-checkpoint` of the partition directory `dir_fd`
+  // (R35, R36). Missing: kNotFound.
+  static Result<LeaderEpochCache> Load(int dir_fd, FileSystem* fs = nullptr);
+  // Replaces it with this cache (R39).
+  Status Store(int dir_fd, FileSystem* fs = nullptr) const;
+  // The cache the log implies (R37): every segment's complete batches in
+  // order, an entry at each batch whose partitionLeaderEpoch is above the
+  // latest so far; -1 batches add none; a lower epoch than one before it is
+  // kCorruption (R37) naming the segment and byte position. Reads headers
+  // only (the caller has recovered the log).
+  static Result<LeaderEpochCache> Rebuild(int dir_fd, const DecodeLimits& limits,
+                                          FileSystem* fs = nullptr);
+  // What a partition's writer calls when it opens, after recovery: Load;
+  // a missing checkpoint is rebuilt from the log (R37) and stored; entries
+  // starting at or past `log_end_offset` (written before a crash cut the
+  // log) are dropped and the file stored again. Stores nothing when the
+  // file is present and within the log. A checkpoint that breaks R35 or
+  // R36 is returned as that corruption, never replaced behind the
+  // caller's back. `*rebuilt` (optional) says whether the log was read.
+  static Result<LeaderEpochCache> Open(int dir_fd, int64_t log_end_offset,
+                                       const DecodeLimits& limits, FileSystem* fs = nullptr,
+                                       bool* rebuilt = nullptr);
+
+ private:
+  std::vector<EpochEntry> entries_;
+};
+
+// Parses a leader-epoch checkpoint's bytes (R35, R36); `file` names it in
+// errors.
+Result<LeaderEpochCache> DecodeLeaderEpochCheckpoint(std::string_view bytes,
+                                                     const std::string& file);
+
+// The one entry of a partition's replication-offset-checkpoint (§16.3).
+struct HighWatermarkEntry {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  bool operator==(const HighWatermarkEntry&) const = default;
+};
+
+// Parses a replication-offset checkpoint's bytes (R35, R38). With
+// `expected`, an entry naming another topic or partition breaks R38. A
+// zero-byte file (no entry) gives nullopt.
+Result<std::optional<HighWatermarkEntry>> DecodeReplicationOffsetCheckpoint(
+    std::string_view bytes, const std::string& file,
+    const std::optional<std::pair<std::string, int32_t>>& expected);
+std::string EncodeReplicationOffsetCheckpoint(const HighWatermarkEntry& entry);
+
+// The high watermark of partition `partition` of `topic`, whose directory
+// is `dir_fd`: kNotFound when the file is missing or holds no entry.
+Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
+                                  FileSystem* fs = nullptr);
+// Replaces the checkpoint with `offset` (≥ 0) for that partition (R39).
+Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition, int64_t offset,
+                          FileSystem* fs = nullptr);
+
+// The topic and partition a partition directory's name `<topic>-<n>`
+// (R12) stands for; nullopt for any other name.
+std::optional<std::pair<std::string, int32_t>> PartitionOfDirName(std::string_view name);
+
+// Reads a checkpoint by path (mq-inspect): by its file name, the
+// leader-epoch or replication-offset layout; the partition a
+// replication-offset checkpoint must name comes from its directory's name.
+Result<LeaderEpochCache> ReadLeaderEpochCheckpointFile(const std::string& path);
+Result<std::optional<HighWatermarkEntry>> ReadReplicationOffsetCheckpointFile(
+    const std::string& path);
+
+// --verify of the partition directory `dir` (open as `dir_fd`): each
+// checkpoint present is read and checked (R35, R36, R38; the partition a
+// replication-offset checkpoint must name comes from the directory's
+// name); a breach is a problem, a missing file none. Counts the files read.
+Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
+                                std::vector<Problem>* problems, VerifyStats* stats);
+
+}  // namespace mq

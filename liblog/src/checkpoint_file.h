@@ -1,0 +1,53 @@
+// Kafka's text checkpoint layout (format-spec/replication.md §16.1, R35):
+// one strict reader and one atomic writer, shared by the leader-epoch and
+// replication-offset checkpoints. The reader never allocates more than the
+// file (at most format::kMaxCheckpointBytes), and every breach is a
+// kCorruption naming the file, the byte position and the rule.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mq/file.h"
+#include "mq/status.h"
+
+namespace mq {
+
+// One field of an entry line and the byte position where it starts.
+struct CheckpointField {
+  std::string_view text;
+  uint64_t position = 0;
+};
+
+// Parses `bytes` (the whole file `file`) as R35: version line "0", count
+// line N, exactly N lines of `fields` fields each, nothing after. Calls
+// `entry` with each entry's fields in order; a non-OK status it returns
+// stops the parse and is returned. A zero-byte file has no entries (Kafka
+// creates one before its first write).
+Status ParseCheckpoint(std::string_view bytes, const std::string& file, size_t fields,
+                       const std::function<Status(std::span<const CheckpointField>)>& entry);
+
+// A field as a decimal in [0, max] (R35: digits only, no sign, no leading
+// zero, R35); one above `max` breaks `rule`. `what` names the field.
+Result<int64_t> CheckpointNumber(const CheckpointField& field, int64_t max,
+                                 const std::string& file, const char* rule, const char* what);
+
+// The file's bytes: "0\n", the count, then each line of `lines` (fields
+// already joined by single spaces) with its '\n'.
+std::string FormatCheckpoint(const std::vector<std::string>& lines);
+
+// Reads all of `name` in `dir_fd` (named `path` in errors) through `fs`,
+// refusing more than format::kMaxCheckpointBytes as R35 before reading.
+// A missing file is kNotFound.
+Result<std::string> ReadCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
+                                       const std::string& path);
+
+// Replaces `name` in `dir_fd` with `lines` atomically (layout.md §1.5, R39).
+Status WriteCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
+                           const std::vector<std::string>& lines);
+
+}  // namespace mq

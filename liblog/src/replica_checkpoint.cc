@@ -1,0 +1,363 @@
+// Replica checkpoints (format-spec/replication.md §16, R35-R39): the
+// leader-epoch cache and the high-watermark checkpoint of a partition.
+#include "mq/replica_checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "checkpoint_file.h"
+#include "format.h"
+#include "mq/segment.h"
+#include "mq/topic.h"
+#include "recovery.h"
+#include "segment.h"
+
+namespace mq {
+
+const char* const kLeaderEpochCheckpointFile = format::kLeaderEpochCheckpointName;
+const char* const kReplicationOffsetCheckpointFile = format::kReplicationOffsetCheckpointName;
+
+namespace {
+
+// R36 for an entry after `prev` (nullptr: the first).
+std::string R36Breach(const EpochEntry* prev, const EpochEntry& e) {
+  if (prev == nullptr) return {};
+  if (e.epoch <= prev->epoch)
+    return fmt::format("epoch {} is not above the epoch before it, {}", e.epoch, prev->epoch);
+  if (e.start_offset <= prev->start_offset)
+    return fmt::format("start offset {} of epoch {} is not above the start offset {} of epoch {}",
+                       e.start_offset, e.epoch, prev->start_offset, prev->epoch);
+  return {};
+}
+
+}  // namespace
+
+Result<LeaderEpochCache> LeaderEpochCache::FromEntries(std::vector<EpochEntry> entries) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EpochEntry& e = entries[i];
+    if (e.epoch < 0 || e.start_offset < 0)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("epoch entry ({}, {}): epoch and start offset must be >= 0 (R36)",
+                                e.epoch, e.start_offset));
+    std::string breach = R36Breach(i == 0 ? nullptr : &entries[i - 1], e);
+    if (!breach.empty()) return Status(Code::kInvalidArgument, breach + " (R36)");
+  }
+  LeaderEpochCache c;
+  c.entries_ = std::move(entries);
+  return c;
+}
+
+std::optional<EpochEntry> LeaderEpochCache::latest() const {
+  if (entries_.empty()) return std::nullopt;
+  return entries_.back();
+}
+
+Status LeaderEpochCache::Assign(int32_t epoch, int64_t start_offset) {
+  if (epoch < 0 || start_offset < 0)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("leader epoch {} at offset {}: both must be >= 0", epoch,
+                              start_offset));
+  if (entries_.empty()) {
+    entries_.push_back({epoch, start_offset});
+    return Status::Ok();
+  }
+  EpochEntry& last = entries_.back();
+  if (epoch == last.epoch) return Status::Ok();
+  if (epoch < last.epoch)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("leader epoch {} is below the latest epoch {} (R36)", epoch,
+                              last.epoch));
+  if (start_offset < last.start_offset)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("leader epoch {} at offset {}: the latest epoch {} starts at {}, "
+                              "later (R36)", epoch, start_offset, last.epoch, last.start_offset));
+  if (start_offset == last.start_offset) {
+    last.epoch = epoch;  // the latest epoch wrote nothing
+    return Status::Ok();
+  }
+  entries_.push_back({epoch, start_offset});
+  return Status::Ok();
+}
+
+EpochEndOffset LeaderEpochCache::EndOffsetFor(int32_t epoch, int64_t log_end_offset) const {
+  if (epoch == format::kUndefinedEpoch || entries_.empty()) return {};
+  if (epoch == entries_.back().epoch) return {epoch, log_end_offset};
+  // The first entry whose epoch is above the one asked for.
+  auto higher = std::upper_bound(entries_.begin(), entries_.end(), epoch,
+                                 [](int32_t e, const EpochEntry& x) { return e < x.epoch; });
+  if (higher == entries_.end()) return {};  // above the latest epoch
+  if (higher == entries_.begin()) return {epoch, higher->start_offset};
+  return {std::prev(higher)->epoch, higher->start_offset};
+}
+
+void LeaderEpochCache::TruncateFromEnd(int64_t end_offset) {
+  if (end_offset < 0) return;
+  while (!entries_.empty() && entries_.back().start_offset >= end_offset) entries_.pop_back();
+}
+
+void LeaderEpochCache::TruncateFromStart(int64_t start_offset) {
+  auto keep = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const EpochEntry& e) { return e.start_offset > start_offset; });
+  if (keep == entries_.begin()) return;
+  const int32_t epoch = std::prev(keep)->epoch;
+  entries_.erase(entries_.begin(), std::prev(keep));
+  entries_.front() = {epoch, start_offset};
+}
+
+namespace {
+
+// The entry lines of §16.2.
+std::vector<std::string> EpochLines(const std::vector<EpochEntry>& entries) {
+  std::vector<std::string> lines;
+  lines.reserve(entries.size());
+  for (const auto& e : entries) lines.push_back(fmt::format("{} {}", e.epoch, e.start_offset));
+  return lines;
+}
+
+// The entry line of §16.3.
+std::string HighWatermarkLine(std::string_view topic, int32_t partition, int64_t offset) {
+  return fmt::format("{} {} {}", topic, partition, offset);
+}
+
+}  // namespace
+
+std::string LeaderEpochCache::Encode() const { return FormatCheckpoint(EpochLines(entries_)); }
+
+Result<LeaderEpochCache> DecodeLeaderEpochCheckpoint(std::string_view bytes,
+                                                     const std::string& file) {
+  std::vector<EpochEntry> entries;
+  Status s = ParseCheckpoint(
+      bytes, file, format::kLeaderEpochEntryFields,
+      [&](std::span<const CheckpointField> f) -> Status {
+        auto epoch = CheckpointNumber(f[0], INT32_MAX, file, "R36", "epoch");
+        if (!epoch) return epoch.error();
+        auto start = CheckpointNumber(f[1], INT64_MAX, file, "R36", "start offset");
+        if (!start) return start.error();
+        EpochEntry e{static_cast<int32_t>(*epoch), *start};
+        std::string breach = R36Breach(entries.empty() ? nullptr : &entries.back(), e);
+        if (!breach.empty()) return Status::Corruption(file, f[0].position, "R36", breach);
+        entries.push_back(e);
+        return Status::Ok();
+      });
+  if (!s.ok()) return s;
+  auto c = LeaderEpochCache::FromEntries(std::move(entries));
+  if (!c) return Status(Code::kInternal, c.error().message());
+  return c;
+}
+
+Result<LeaderEpochCache> LeaderEpochCache::Load(int dir_fd, FileSystem* fs) {
+  const std::string path = PathAt(dir_fd, kLeaderEpochCheckpointFile);
+  auto text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile, path);
+  if (!text) return text.error();
+  return DecodeLeaderEpochCheckpoint(*text, path);
+}
+
+Status LeaderEpochCache::Store(int dir_fd, FileSystem* fs) const {
+  return WriteCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile, EpochLines(entries_));
+}
+
+Result<LeaderEpochCache> LeaderEpochCache::Rebuild(int dir_fd, const DecodeLimits& limits,
+                                                   FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto segments = ListSegments(dir_fd);
+  if (!segments) return segments.error();
+  LeaderEpochCache cache;
+  for (int64_t base : *segments) {
+    const std::string name = SegmentFileName(base, format::kLogSuffix);
+    auto log = fs->Open(dir_fd, name, FileSystem::kRead);
+    if (!log) return log.error();
+    auto size = (*log)->Size();
+    if (!size) return size.error();
+    Status breach;
+    MQ_RETURN_IF_ERROR(ForEachHeader(
+        dir_fd, fs, limits, base, log->get(), 0, *size, [&](const BatchHeader& h, uint64_t pos) {
+          const int32_t epoch = h.partition_leader_epoch;
+          if (!breach.ok() || epoch == format::kNoPartitionLeaderEpoch) return;
+          auto last = cache.latest();
+          if (epoch < 0 || (last && epoch < last->epoch)) {
+            breach = Status::Corruption(
+                PathAt(dir_fd, name), pos, "R37",
+                fmt::format("partitionLeaderEpoch {} of the batch at offset {} is {}", epoch,
+                            h.base_offset,
+                            epoch < 0 ? "negative and not -1"
+                                      : fmt::format("below the epoch {} of a batch before it",
+                                                    last->epoch)));
+            return;
+          }
+          if (last && epoch == last->epoch) return;
+          breach = cache.Assign(epoch, h.base_offset);
+          if (!breach.ok())  // offsets that go back: the log breaks R10/R11
+            breach = Status::Corruption(PathAt(dir_fd, name), pos, "R37", breach.message());
+        }));
+    MQ_RETURN_IF_ERROR(breach);
+  }
+  return cache;
+}
+
+Result<LeaderEpochCache> LeaderEpochCache::Open(int dir_fd, int64_t log_end_offset,
+                                                const DecodeLimits& limits, FileSystem* fs,
+                                                bool* rebuilt) {
+  if (rebuilt != nullptr) *rebuilt = false;
+  auto cache = Load(dir_fd, fs);
+  if (!cache && cache.error().code() != Code::kNotFound) return cache.error();
+  bool store = !cache;
+  if (!cache) {
+    cache = Rebuild(dir_fd, limits, fs);
+    if (!cache) return cache.error();
+    if (rebuilt != nullptr) *rebuilt = true;
+  }
+  const size_t before = cache->entries().size();
+  cache->TruncateFromEnd(log_end_offset);
+  store |= cache->entries().size() != before;
+  if (store) MQ_RETURN_IF_ERROR(cache->Store(dir_fd, fs));
+  return cache;
+}
+
+std::optional<std::pair<std::string, int32_t>> PartitionOfDirName(std::string_view name) {
+  const size_t dash = name.find_last_of('-');
+  if (dash == std::string_view::npos || dash + 1 == name.size()) return std::nullopt;
+  std::string_view digits = name.substr(dash + 1);
+  if (digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string_view::npos ||
+      (digits.size() > 1 && digits[0] == '0'))
+    return std::nullopt;
+  const int64_t p = std::stoll(std::string(digits));
+  if (p > INT32_MAX) return std::nullopt;
+  std::string topic(name.substr(0, dash));
+  if (!ValidateName(topic, "topic").ok()) return std::nullopt;
+  return std::make_pair(std::move(topic), static_cast<int32_t>(p));
+}
+
+std::string EncodeReplicationOffsetCheckpoint(const HighWatermarkEntry& e) {
+  return FormatCheckpoint({HighWatermarkLine(e.topic, e.partition, e.offset)});
+}
+
+Result<std::optional<HighWatermarkEntry>> DecodeReplicationOffsetCheckpoint(
+    std::string_view bytes, const std::string& file,
+    const std::optional<std::pair<std::string, int32_t>>& expected) {
+  std::optional<HighWatermarkEntry> out;
+  uint64_t seen = 0;
+  Status s = ParseCheckpoint(
+      bytes, file, format::kReplicationOffsetEntryFields,
+      [&](std::span<const CheckpointField> f) -> Status {
+        if (++seen > 1)
+          return Status::Corruption(file, f[0].position, "R38",
+                                    "more than one entry (a partition's checkpoint names only "
+                                    "that partition)");
+        Status name = ValidateName(f[0].text, "topic");
+        if (!name.ok()) return Status::Corruption(file, f[0].position, "R38", name.message());
+        auto partition = CheckpointNumber(f[1], INT32_MAX, file, "R38", "partition");
+        if (!partition) return partition.error();
+        auto offset = CheckpointNumber(f[2], INT64_MAX, file, "R38", "offset");
+        if (!offset) return offset.error();
+        HighWatermarkEntry e{std::string(f[0].text), static_cast<int32_t>(*partition), *offset};
+        if (expected && (e.topic != expected->first || e.partition != expected->second))
+          return Status::Corruption(file, f[0].position, "R38",
+                                    fmt::format("the entry names {}-{}, not this partition {}-{}",
+                                                e.topic, e.partition, expected->first,
+                                                expected->second));
+        out = std::move(e);
+        return Status::Ok();
+      });
+  if (!s.ok()) return s;
+  if (!out && !bytes.empty())
+    return Status::Corruption(file, bytes.size(), "R38",
+                              "no entry (a partition's checkpoint holds exactly one)");
+  return out;
+}
+
+Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
+                                  FileSystem* fs) {
+  const std::string path = PathAt(dir_fd, kReplicationOffsetCheckpointFile);
+  auto text = ReadCheckpointFile(fs, dir_fd, kReplicationOffsetCheckpointFile, path);
+  if (!text) return text.error();
+  auto entry = DecodeReplicationOffsetCheckpoint(
+      *text, path, std::make_pair(std::string(topic), partition));
+  if (!entry) return entry.error();
+  if (!*entry) return Status(Code::kNotFound, path + ": no high watermark written yet");
+  return (*entry)->offset;
+}
+
+Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition, int64_t offset,
+                          FileSystem* fs) {
+  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  if (partition < 0 || offset < 0)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("high watermark {} of partition {}: both must be >= 0", offset,
+                              partition));
+  return WriteCheckpointFile(fs, dir_fd, kReplicationOffsetCheckpointFile,
+                             {HighWatermarkLine(topic, partition, offset)});
+}
+
+namespace {
+
+// Reads a file by path for mq-inspect, bounded as R35.
+Result<std::string> ReadByPath(const std::string& path, std::string* dir_name) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  auto dfd = OpenDirectory(dir, false);
+  if (!dfd) return dfd.error();
+  if (dir_name != nullptr) {
+    std::string d = dir;
+    if (d == ".") {
+      char cwd[4096];
+      if (::getcwd(cwd, sizeof cwd) != nullptr) d = cwd;
+    }
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    const size_t s = d.find_last_of('/');
+    *dir_name = s == std::string::npos ? d : d.substr(s + 1);
+  }
+  return ReadCheckpointFile(FileSystem::Default(), dfd->get(), name, path);
+}
+
+}  // namespace
+
+Result<LeaderEpochCache> ReadLeaderEpochCheckpointFile(const std::string& path) {
+  auto text = ReadByPath(path, nullptr);
+  if (!text) return text.error();
+  return DecodeLeaderEpochCheckpoint(*text, path);
+}
+
+Result<std::optional<HighWatermarkEntry>> ReadReplicationOffsetCheckpointFile(
+    const std::string& path) {
+  std::string dir_name;
+  auto text = ReadByPath(path, &dir_name);
+  if (!text) return text.error();
+  return DecodeReplicationOffsetCheckpoint(*text, path, PartitionOfDirName(dir_name));
+}
+
+Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
+                                std::vector<Problem>* problems, VerifyStats* stats) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  const size_t slash = d.find_last_of('/');
+  const auto partition = PartitionOfDirName(slash == std::string::npos ? d : d.substr(slash + 1));
+  for (const char* name : {kLeaderEpochCheckpointFile, kReplicationOffsetCheckpointFile}) {
+    const std::string path = dir + "/" + name;
+    auto text = ReadCheckpointFile(FileSystem::Default(), dir_fd, name, path);
+    if (!text && text.error().code() == Code::kNotFound) continue;  // optional (§16)
+    Status s = text.status();
+    if (text) {
+      if (stats != nullptr) {
+        ++stats->files;
+        stats->bytes += text->size();
+      }
+      s = std::string_view(name) == kLeaderEpochCheckpointFile
+              ? DecodeLeaderEpochCheckpoint(*text, path).status()
+              : DecodeReplicationOffsetCheckpoint(*text, path, partition).status();
+    }
+    if (s.code() == Code::kCorruption)
+      problems->push_back({s.file(), s.position(), s.rule(), s.message()});
+    else if (!s.ok())
+      return s;  // a symlink, FIFO or device is refused (exit 77), I/O errors stop
+  }
+  return Status::Ok();
+}
+
+}  // namespace mq
