@@ -17,6 +17,7 @@
 #include "mapped_file.h"
 #include "mq/file.h"
 #include "mq/partition.h"
+#include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "offset_index.h"
 #include "producer_state.h"
@@ -59,6 +60,12 @@ struct PartitionWriter::Impl {
   Status poisoned;          // non-OK after a failed write or fsync: final
 
   std::unique_ptr<LogSegment> active;  // the last segment
+  // The leader epochs (replication.md §16.2), kept when this writer stamps
+  // an epoch or the partition has a checkpoint; `epochs_generation`: the
+  // state generation they were read at (another writer may have stored
+  // newer ones since).
+  std::optional<LeaderEpochCache> epochs;
+  uint32_t epochs_generation = 0;
   bool dir_dirty = false;
   int64_t last_sync_ms = 0;
   ProducerStateTable producers;
@@ -113,6 +120,12 @@ struct PartitionWriter::Impl {
   Status WritePieces(std::span<std::byte> batches, std::vector<Piece>* pieces,
                      AppendResult* result);
   Status MakeDurable();
+  // Loads (or rebuilds, R37) the leader epochs when this writer stamps an
+  // epoch or a checkpoint exists.
+  Status LoadEpochs();
+  // Before the first batch of an append: the leader's epoch starts at the
+  // log end unless it is the latest already; a lower one is kFenced.
+  Status BeginEpoch();
 };
 
 Status PartitionWriter::Impl::OpenActive(int64_t base, uint64_t size) {
@@ -202,9 +215,39 @@ Status PartitionWriter::Impl::EnsureProducers() {
   return Status::Ok();
 }
 
+Status PartitionWriter::Impl::LoadEpochs() {
+  epochs.reset();
+  if (config.leader_epoch < 0) {
+    auto f = fs->Open(dir_fd.get(), kLeaderEpochCheckpointFile, FileSystem::kRead);
+    if (!f && f.error().code() == Code::kNotFound) return Status::Ok();
+    if (!f) return f.error();
+  }
+  auto cache = LeaderEpochCache::Open(dir_fd.get(), fields.log_end_offset, config.limits, fs);
+  if (!cache) return cache.error();
+  epochs = std::move(*cache);
+  epochs_generation = generation;
+  return Status::Ok();
+}
+
+Status PartitionWriter::Impl::BeginEpoch() {
+  if (config.leader_epoch < 0) return Status::Ok();
+  if (!epochs || epochs_generation != generation) MQ_RETURN_IF_ERROR(LoadEpochs());
+  auto latest = epochs->latest();
+  if (latest && latest->epoch == config.leader_epoch) return Status::Ok();
+  if (latest && latest->epoch > config.leader_epoch)
+    return Status(Code::kFenced,
+                  fmt::format("{}: leader epoch {} is below the partition's latest epoch {} "
+                              "(since offset {}): this writer is no longer the leader",
+                              dir, config.leader_epoch, latest->epoch, latest->start_offset));
+  MQ_RETURN_IF_ERROR(epochs->Assign(config.leader_epoch, fields.log_end_offset));
+  return epochs->Store(dir_fd.get(), fs);
+}
+
 Status PartitionWriter::Impl::Publish() {
   fields.boot_id = CurrentBootId();  // R27: the committed end is this boot's
+  const bool epochs_current = epochs && epochs_generation == generation;
   generation = state.Publish(fields);
+  if (epochs_current) epochs_generation = generation;  // ours: still current
   return Status::Ok();
 }
 
@@ -466,6 +509,7 @@ Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string
   if (!state) return state.error();
   impl->state = std::move(*state);
   MQ_RETURN_IF_ERROR(impl->Recover(report, recreated));
+  MQ_RETURN_IF_ERROR(impl->LoadEpochs());
   // R34: a page-cache writer may have created this partition's files
   // without fsync; the first acknowledgement of an every-batch writer
   // fsyncs the directory too, so what it acknowledges survives a crash.
@@ -546,6 +590,10 @@ Status PartitionWriter::Impl::WritePieces(std::span<std::byte> batches,
     std::span<std::byte> bytes = batches.subspan(p.at, size);
     SetBaseOffset(bytes, base);
     h.base_offset = base;
+    if (config.leader_epoch >= 0) {
+      SetPartitionLeaderEpoch(bytes, config.leader_epoch);
+      h.partition_leader_epoch = config.leader_epoch;
+    }
     if (run_len > 0 && run_at + run_len != p.at) MQ_RETURN_IF_ERROR(flush_run());
     if (run_len == 0) {
       run_at = p.at;
@@ -590,6 +638,8 @@ Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches, CrcCh
   LockGuard guard(&w.lock);
   MQ_RETURN_IF_ERROR(w.Sync());
   MQ_RETURN_IF_ERROR(w.CheckProducers(&*pieces));
+  if (std::any_of(pieces->begin(), pieces->end(), [](const Piece& p) { return !p.duplicate; }))
+    MQ_RETURN_IF_ERROR(w.BeginEpoch());
 
   w.state.SetAppending(true);
   AppendResult result;
@@ -660,6 +710,8 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
   s = w.ReplayProducers();
   if (s.ok()) w.producers_loaded = true;
   if (s.ok()) s = w.OpenActive(cut->keep, cut->position);
+  // The epochs that start past the new end go (LeaderEpochCache::Open).
+  if (s.ok()) s = w.LoadEpochs();
   if (s.ok()) s = RemoveTruncateIntent(dir_fd, w.fs, sync);
   return s.ok() ? s : w.Poison(s);
 }
@@ -674,6 +726,11 @@ Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
   while (n + 1 < w.segments.size() && w.segments[n + 1] <= offset) ++n;
   if (n == 0) return Status::Ok();
   w.fields.log_start_offset = std::max(w.fields.log_start_offset, w.segments[n]);
+  if (w.epochs && w.epochs_generation != w.generation) MQ_RETURN_IF_ERROR(w.LoadEpochs());
+  if (w.epochs) {
+    w.epochs->TruncateFromStart(w.fields.log_start_offset);
+    MQ_RETURN_IF_ERROR(w.epochs->Store(w.dir_fd.get(), w.fs));
+  }
   MQ_RETURN_IF_ERROR(w.Publish());
   for (size_t i = 0; i < n; ++i)
     MQ_RETURN_IF_ERROR(LogSegment::Remove(w.fs, w.dir_fd.get(), w.segments[i]));

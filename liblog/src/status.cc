@@ -37,6 +37,7 @@ int Status::exit_code() const {
     case Code::kBusy: return 75;              // EX_TEMPFAIL
     case Code::kPermission: return 77;        // EX_NOPERM
     case Code::kNeedsRecovery: return 75;     // EX_TEMPFAIL: run a writer, then retry
+    case Code::kFenced: return 75;            // EX_TEMPFAIL: retry with the new leader
   }
   return 70;
 }

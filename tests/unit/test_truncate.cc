@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "mq/partition.h"
+#include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "test_support.h"
 
@@ -271,4 +272,117 @@ TEST_CASE("R40 truncation intent: verify reports an interrupted truncation as ne
       CHECK_THAT(p.detail, Catch::Contains("4"));
     }
   CHECK(found);
+}
+
+// ---- leader epochs in the writer (replication.md §16.2) ----------------------
+
+namespace {
+
+std::vector<int32_t> Epochs(const std::string& dir) {
+  std::vector<int32_t> out;
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  for (;;) {
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    if (!*b) break;
+    out.push_back((*b)->header().partition_leader_epoch);
+  }
+  return out;
+}
+
+std::vector<EpochEntry> Checkpoint(const std::string& dir) {
+  auto fd = OpenDirectory(dir, false);
+  REQUIRE(fd);
+  auto c = LeaderEpochCache::Load(fd->get());
+  REQUIRE(c);
+  return c->entries();
+}
+
+AppendResult AppendBatch(PartitionWriter& w, int records = 2) {
+  auto b = MakeBatch(records);
+  auto r = w.Append(b);
+  REQUIRE(r);
+  return *r;
+}
+
+std::unique_ptr<PartitionWriter> Writer(const std::string& dir, int32_t epoch) {
+  LogConfig config = SmallSegments();
+  config.leader_epoch = epoch;
+  auto w = PartitionWriter::Open(dir, config, true, nullptr);
+  REQUIRE(w);
+  return std::move(*w);
+}
+
+}  // namespace
+
+TEST_CASE("leader epoch: a leader stamps its epoch into every batch and records where it starts") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  {
+    auto w = Writer(dir, 3);
+    AppendBatch(*w);
+    AppendBatch(*w);
+  }
+  {
+    auto w = Writer(dir, 5);
+    AppendBatch(*w);
+  }
+  CHECK(Epochs(dir) == std::vector<int32_t>{3, 3, 5});
+  CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{3, 0}, {5, 4}});
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  CHECK(problems.empty());
+}
+
+TEST_CASE("leader epoch: a writer whose epoch is below the latest is fenced, even one opened before") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto old_leader = Writer(dir, 4);
+  AppendBatch(*old_leader);
+  auto new_leader = Writer(dir, 5);
+  AppendBatch(*new_leader);
+  auto b = MakeBatch(2);
+  auto r = old_leader->Append(b);
+  REQUIRE(!r);
+  CHECK(r.error().code() == Code::kFenced);
+  CHECK(r.error().exit_code() == 75);
+  CHECK_THAT(r.error().message(), Catch::Contains("no longer the leader"));
+  CHECK(Epochs(dir) == std::vector<int32_t>{4, 5});
+  auto later = PartitionWriter::Open(dir, [] { LogConfig c = SmallSegments(); c.leader_epoch = 4; return c; }(), false, nullptr);
+  REQUIRE(later);
+  auto again = (*later)->Append(b);
+  REQUIRE(!again);
+  CHECK(again.error().code() == Code::kFenced);
+}
+
+TEST_CASE("leader epoch: a truncation drops the epochs that start past the new end") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  {
+    auto w = Writer(dir, 1);
+    for (int i = 0; i < 3; ++i) AppendBatch(*w);  // offsets 0..5
+  }
+  {
+    auto w = Writer(dir, 2);
+    for (int i = 0; i < 2; ++i) AppendBatch(*w);  // offsets 6..9
+    CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{1, 0}, {2, 6}});
+    REQUIRE(w->TruncateTo(6).ok());
+    CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{1, 0}});
+  }
+  auto w = Writer(dir, 3);
+  AppendBatch(*w);
+  CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{1, 0}, {3, 6}});
+  CHECK(Epochs(dir) == std::vector<int32_t>{1, 1, 1, 3});
+}
+
+TEST_CASE("leader epoch: an unreplicated writer stamps nothing and writes no checkpoint") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir, -1);
+  AppendBatch(*w);
+  REQUIRE(w->TruncateTo(0).ok());
+  AppendBatch(*w);
+  CHECK(Epochs(dir) == std::vector<int32_t>{-1});
+  CHECK(!Exists(dir + "/leader-epoch-checkpoint"));
 }

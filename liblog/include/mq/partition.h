@@ -55,6 +55,13 @@ struct LogConfig {
   // kContiguous (DataDir::LogConfigFor: topics with cleanup.policy=delete).
   OffsetPolicy offsets = OffsetPolicy::kGapsAllowed;
   FileSystem* fs = nullptr;                       // nullptr = the real file system
+  // The leader epoch a replicated partition's leader stamps into every batch
+  // it appends (partitionLeaderEpoch), recorded in the partition's
+  // leader-epoch-checkpoint (format-spec/replication.md). An append with an
+  // epoch below the partition's latest is refused (kFenced): that writer's
+  // leadership was replaced. -1: unreplicated, batches keep -1 and no
+  // checkpoint is written.
+  int32_t leader_epoch = -1;
 };
 
 // One problem found (and, for tails, repaired) while opening or verifying.

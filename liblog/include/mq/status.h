@@ -29,6 +29,7 @@ enum class Code : uint8_t {
   kInternal,         // a bug in mq
   kNeedsRecovery,    // a legal crash state a writer repairs on open (R28)
   kNoMemory,         // an allocation failed (ENOMEM, std::bad_alloc)
+  kFenced,           // a leader epoch below the partition's latest: leadership moved
 };
 
 class Status {
