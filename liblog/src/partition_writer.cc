@@ -117,8 +117,11 @@ struct PartitionWriter::Impl {
   // The phases of PartitionWriter::Append.
   Result<std::vector<Piece>> Split(std::span<std::byte> batches, CrcCheck crc_check) const;
   Status CheckProducers(std::vector<Piece>* pieces);
+  // `replicated`: offsets and epochs are the leader's, kept as they are.
   Status WritePieces(std::span<std::byte> batches, std::vector<Piece>* pieces,
-                     AppendResult* result);
+                     AppendResult* result, bool replicated = false);
+  Result<AppendResult> Commit(std::span<std::byte> batches, std::vector<Piece>* pieces,
+                              bool replicated);
   Status MakeDurable();
   // Loads (or rebuilds, R37) the leader epochs when this writer stamps an
   // epoch or a checkpoint exists.
@@ -569,7 +572,8 @@ Status PartitionWriter::Impl::CheckProducers(std::vector<Piece>* pieces) {
 // new segment. Adjacent batches bound for one segment are one write.
 // `fields` advances past every batch written; nothing is published.
 Status PartitionWriter::Impl::WritePieces(std::span<std::byte> batches,
-                                          std::vector<Piece>* pieces, AppendResult* result) {
+                                          std::vector<Piece>* pieces, AppendResult* result,
+                                          bool replicated) {
   size_t run_at = 0, run_len = 0;
   uint64_t run_pos = 0;
   auto flush_run = [&]() -> Status {
@@ -582,15 +586,15 @@ Status PartitionWriter::Impl::WritePieces(std::span<std::byte> batches,
     BatchHeader& h = p.header;
     if (p.duplicate) continue;
     uint64_t size = h.size_bytes();
-    int64_t base = fields.log_end_offset;
+    int64_t base = replicated ? h.base_offset : fields.log_end_offset;
     if (active->ShouldRoll(h, fields.end_position, base)) {
       MQ_RETURN_IF_ERROR(flush_run());
       MQ_RETURN_IF_ERROR(Roll());
     }
     std::span<std::byte> bytes = batches.subspan(p.at, size);
-    SetBaseOffset(bytes, base);
+    if (!replicated) SetBaseOffset(bytes, base);
     h.base_offset = base;
-    if (config.leader_epoch >= 0) {
+    if (!replicated && config.leader_epoch >= 0) {
       SetPartitionLeaderEpoch(bytes, config.leader_epoch);
       h.partition_leader_epoch = config.leader_epoch;
     }
@@ -628,6 +632,83 @@ Status PartitionWriter::Impl::MakeDurable() {
   return Status::Ok();
 }
 
+// Phases 3 and 4 and publication, under the lock.
+Result<AppendResult> PartitionWriter::Impl::Commit(std::span<std::byte> batches,
+                                                   std::vector<Piece>* pieces, bool replicated) {
+  state.SetAppending(true);
+  AppendResult result;
+  const uint64_t call_start_pos = fields.end_position;
+  const int64_t call_start_base = fields.end_segment_base;
+  Status io = WritePieces(batches, pieces, &result, replicated);
+  if (io.ok() && result.batches > 0) io = MakeDurable();
+  if (!io.ok()) {
+    // Not published, so never visible; cut what we wrote in this segment
+    // (best effort: the next writer cuts past the committed end anyway).
+    if (fields.end_segment_base == call_start_base) (void)active->Truncate(call_start_pos);
+    return Poison(io);
+  }
+  if (result.batches > 0) MQ_RETURN_IF_ERROR(Publish());
+  state.SetAppending(false);
+  return result;
+}
+
+Result<AppendResult> PartitionWriter::AppendReplicated(std::span<const std::byte> batches) {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  // Nothing is rewritten: the const bytes are written as they are.
+  std::span<std::byte> bytes(const_cast<std::byte*>(batches.data()), batches.size());
+  auto pieces = w.Split(bytes, CrcCheck::kVerify);
+  if (!pieces) return pieces.error();
+
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  if (!w.epochs || w.epochs_generation != w.generation) MQ_RETURN_IF_ERROR(w.LoadEpochs());
+  if (!w.epochs) w.epochs.emplace();  // the first epoch a follower sees creates the checkpoint
+  // Offsets continue the log (R10, R26), epochs never go back (R37): all
+  // checked before anything is written.
+  int64_t next = w.fields.log_end_offset;
+  std::optional<EpochEntry> latest = w.epochs->latest();
+  std::vector<EpochEntry> starts;
+  const bool contiguous = w.config.offsets == OffsetPolicy::kContiguous;
+  for (const Piece& p : *pieces) {
+    const BatchHeader& h = p.header;
+    const bool first = &p == &pieces->front();
+    if (first ? h.base_offset != next
+              : (contiguous ? h.base_offset != next : h.base_offset < next))
+      return Status(Code::kOutOfOrder,
+                    fmt::format("{}: replicated batch at {} starts at offset {}; the log {} {}",
+                                w.dir, p.at, h.base_offset,
+                                first ? "ends before" : "continues at", next));
+    next = h.last_offset() + 1;
+    const int32_t e = h.partition_leader_epoch;
+    if (e == -1) continue;
+    if (e < -1 || (latest && e < latest->epoch))
+      return Status::Corruption(
+          "append", p.at, "R37",
+          fmt::format("replicated batch at offset {} has leader epoch {}, below epoch {} of "
+                      "offset {}",
+                      h.base_offset, e, latest ? latest->epoch : -1,
+                      latest ? latest->start_offset : -1));
+    if (!latest || e > latest->epoch) {
+      latest = EpochEntry{e, h.base_offset};
+      starts.push_back(*latest);
+    }
+  }
+  if (!starts.empty()) {
+    for (const EpochEntry& e : starts) MQ_RETURN_IF_ERROR(w.epochs->Assign(e.epoch, e.start_offset));
+    MQ_RETURN_IF_ERROR(w.epochs->Store(w.dir_fd.get(), w.fs));
+  }
+  // The leader checked the producers; the follower's table follows them
+  // (WritePieces replays each batch with a producer id).
+  for (const Piece& p : *pieces)
+    if (p.header.has_producer_id()) {
+      MQ_RETURN_IF_ERROR(w.EnsureProducers());
+      break;
+    }
+  return w.Commit(bytes, &*pieces, true);
+}
+
 Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches, CrcCheck crc_check) {
   Impl& w = *impl_;
   MQ_RETURN_IF_ERROR(w.CheckUsable());
@@ -641,20 +722,10 @@ Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches, CrcCh
   if (std::any_of(pieces->begin(), pieces->end(), [](const Piece& p) { return !p.duplicate; }))
     MQ_RETURN_IF_ERROR(w.BeginEpoch());
 
-  w.state.SetAppending(true);
   AppendResult result;
-  const uint64_t call_start_pos = w.fields.end_position;
-  const int64_t call_start_base = w.fields.end_segment_base;
-  Status io = w.WritePieces(batches, &*pieces, &result);
-  if (io.ok() && result.batches > 0) io = w.MakeDurable();
-  if (!io.ok()) {
-    // Not published, so never visible; cut what we wrote in this segment
-    // (best effort: the next writer cuts past the committed end anyway).
-    if (w.fields.end_segment_base == call_start_base) (void)w.active->Truncate(call_start_pos);
-    return w.Poison(io);
-  }
-  if (result.batches > 0) MQ_RETURN_IF_ERROR(w.Publish());
-  w.state.SetAppending(false);
+  auto done = w.Commit(batches, &*pieces, false);
+  if (!done) return done.error();
+  result = *done;
   if (result.batches == 0) {
     // Every batch was a duplicate: report the originals.
     const std::vector<Piece>& p = *pieces;

@@ -386,3 +386,135 @@ TEST_CASE("leader epoch: an unreplicated writer stamps nothing and writes no che
   CHECK(Epochs(dir) == std::vector<int32_t>{-1});
   CHECK(!Exists(dir + "/leader-epoch-checkpoint"));
 }
+
+// ---- a follower's append (PartitionWriter::AppendReplicated) ------------------
+
+namespace {
+
+// Every batch of a partition, byte for byte.
+std::vector<std::vector<std::byte>> RawBatches(const std::string& dir) {
+  std::vector<std::vector<std::byte>> out;
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  for (;;) {
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    if (!*b) break;
+    out.emplace_back((*b)->bytes().begin(), (*b)->bytes().end());
+  }
+  return out;
+}
+
+std::vector<std::byte> Concat(const std::vector<std::vector<std::byte>>& batches, size_t from,
+                              size_t to) {
+  std::vector<std::byte> out;
+  for (size_t i = from; i < to; ++i) out.insert(out.end(), batches[i].begin(), batches[i].end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("replicated append: a follower's log is the leader's, byte for byte, epochs and producers kept") {
+  TempDir tmp;
+  const std::string leader = tmp / "leader-0", follower = tmp / "follower-0";
+  const uint32_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  int32_t seq = 0;
+  for (int32_t epoch : {0, 2, 5}) {
+    auto w = Writer(leader, epoch);
+    for (int i = 0; i < 8; ++i) {
+      BatchOptions o;
+      if (rng() % 2) {
+        o.producer_id = 9;
+        o.producer_epoch = 0;
+        o.base_sequence = seq;
+      }
+      const int records = 1 + static_cast<int>(rng() % 4);
+      if (o.producer_id >= 0) seq += records;
+      auto b = MakeBatch(records, 1000 + i, 10 + rng() % 60, o);
+      REQUIRE(w->Append(b));
+    }
+  }
+  const auto batches = RawBatches(leader);
+  REQUIRE(batches.size() == 24);
+  {
+    auto f = Writer(follower, -1);
+    // Fetches of random sizes, as a follower would get them.
+    for (size_t at = 0; at < batches.size();) {
+      size_t n = std::min(batches.size() - at, size_t{1} + rng() % 5);
+      auto bytes = Concat(batches, at, at + n);
+      auto r = f->AppendReplicated(bytes);
+      REQUIRE(r);
+      CHECK(r->batches == static_cast<int32_t>(n));
+      at += n;
+    }
+    auto last = RawBatches(leader).back();
+    auto view = BatchView::Parse(Bytes(last.data(), last.size()), {}, "last", 0);
+    REQUIRE(view);
+    CHECK(f->log_end_offset() == view->header().last_offset() + 1);
+  }
+  CHECK(RawBatches(follower) == batches);
+  for (const std::string& name : ListDir(leader))
+    if (name.size() > 4 && name.substr(name.size() - 4) == ".log")
+      CHECK(ReadFile(follower + "/" + name) == ReadFile(leader + "/" + name));
+  CHECK(Checkpoint(follower) == Checkpoint(leader));
+  // The follower's producer table is the leader's: as the next leader it
+  // takes the producer's next sequence and recognizes a duplicate.
+  auto next_leader = Writer(follower, 6);
+  BatchOptions o;
+  o.producer_id = 9;
+  o.producer_epoch = 0;
+  o.base_sequence = seq;
+  auto b = MakeBatch(1, 9000, 8, o);
+  auto r = next_leader->Append(b);
+  REQUIRE(r);
+  CHECK(!r->duplicate);
+  auto dup = MakeBatch(1, 9000, 8, o);
+  auto again = next_leader->Append(dup);
+  REQUIRE(again);
+  CHECK(again->duplicate);
+}
+
+TEST_CASE("replicated append: offsets that do not continue the log, an epoch going back, a bad CRC are refused, nothing written") {
+  TempDir tmp;
+  const std::string leader = tmp / "leader-0";
+  {
+    auto w = Writer(leader, 3);
+    for (int i = 0; i < 4; ++i) AppendBatch(*w);  // offsets 0..7
+  }
+  const auto batches = RawBatches(leader);
+  const std::string dir = tmp / "f-0";
+  auto f = Writer(dir, -1);
+  auto first = Concat(batches, 0, 2);
+  REQUIRE(f->AppendReplicated(first));
+  const auto before = ReadAll(dir);
+
+  auto gap = Concat(batches, 3, 4);  // skips offsets 4..5
+  auto r = f->AppendReplicated(gap);
+  REQUIRE(!r);
+  CHECK(r.error().code() == Code::kOutOfOrder);
+
+  auto again = Concat(batches, 0, 1);  // offsets already there
+  r = f->AppendReplicated(again);
+  REQUIRE(!r);
+  CHECK(r.error().code() == Code::kOutOfOrder);
+
+  auto back = Concat(batches, 2, 3);
+  SetPartitionLeaderEpoch(back, 1);  // below epoch 3 (not under the CRC)
+  r = f->AppendReplicated(back);
+  REQUIRE(!r);
+  CHECK(r.error().code() == Code::kCorruption);
+  CHECK_THAT(r.error().message(), Catch::Contains("R37"));
+
+  auto flipped = Concat(batches, 2, 3);
+  flipped.back() ^= std::byte{1};
+  r = f->AppendReplicated(flipped);
+  REQUIRE(!r);
+  CHECK(r.error().code() == Code::kCorruption);
+
+  CHECK(ReadAll(dir) == before);
+  auto rest = Concat(batches, 2, 4);
+  REQUIRE(f->AppendReplicated(rest));
+  CHECK(RawBatches(dir) == batches);
+}

@@ -115,6 +115,18 @@ class PartitionWriter {
   Result<AppendResult> Append(std::span<std::byte> batches,
                               CrcCheck crc_check = CrcCheck::kVerify);
 
+  // A follower's append: batches exactly as the leader wrote them (base
+  // offsets, leader epochs, CRCs and producer fields kept; nothing is
+  // re-encoded or decompressed). Each batch passes R1-R7 with its CRC; the
+  // first starts at the log end, each later one after the one before (R10;
+  // R26 for a delete-policy topic); their leader epochs never go back
+  // (R37): a batch whose epoch is above the latest in the checkpoint starts
+  // that epoch there. Producer state is replayed, not checked (the leader
+  // checked it). Any violation is refused before anything is written:
+  // kOutOfOrder for offsets that do not continue the log, kCorruption for
+  // an epoch that goes back.
+  Result<AppendResult> AppendReplicated(std::span<const std::byte> batches);
+
   // Makes everything appended so far durable (fsync data, and the directory
   // after a segment was created), then advances the recovery point.
   Status Flush();
