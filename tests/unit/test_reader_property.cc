@@ -340,3 +340,90 @@ TEST_CASE("reader property: concurrent writers and following readers") {
     }
   }
 }
+
+// A follower's log (PartitionWriter::AppendReplicated): the leader's batches
+// arrive in fetches of random sizes, into segments of a random size that
+// need not match the leader's, some of them from inside a reader's reads;
+// every reader hands out the leader's sequence.
+TEST_CASE("reader property: readers of a follower's log hand out the leader's sequence") {
+  for (uint64_t seed : Seeds()) {
+    std::printf("reader property (follower) seed %llu\n", static_cast<unsigned long long>(seed));
+    std::mt19937_64 rng(seed);
+    TempDir tmp;
+    Committed c;
+    int64_t ts = 1000;
+    std::vector<std::vector<std::byte>> fetched;  // the leader's batches, in order
+    {
+      auto leader = PartitionWriter::Open(tmp / "leader-0", LogConfig{}, true, nullptr);
+      REQUIRE(leader);
+      for (int i = 0; i < 30; ++i)
+        AppendRandom(**leader, rng, std::uniform_int_distribution<int>(1, 6)(rng), &c, &ts);
+      auto r = PartitionReader::Open(tmp / "leader-0");
+      REQUIRE(r);
+      for (;;) {
+        auto b = (*r)->Next();
+        REQUIRE(b);
+        if (!*b) break;
+        fetched.emplace_back((*b)->bytes().begin(), (*b)->bytes().end());
+      }
+    }
+    LogConfig config;
+    config.segment_bytes = std::uniform_int_distribution<uint64_t>(100, 20000)(rng);
+    config.index_interval_bytes = std::uniform_int_distribution<uint32_t>(1, 4096)(rng);
+    const std::string dir = tmp / "follower-0";
+    auto w = PartitionWriter::Open(dir, config, true, nullptr);
+    REQUIRE(w);
+    size_t sent = 0;
+    auto fetch = [&] {
+      if (sent == fetched.size()) return;
+      size_t n = std::min(fetched.size() - sent, std::uniform_int_distribution<size_t>(1, 8)(rng));
+      std::vector<std::byte> bytes;
+      for (size_t i = sent; i < sent + n; ++i)
+        bytes.insert(bytes.end(), fetched[i].begin(), fetched[i].end());
+      auto r = (*w)->AppendReplicated(bytes);
+      INFO("seed " << seed << ": " << (r ? "" : r.error().message()));
+      REQUIRE(r);
+      sent += n;
+    };
+    HookFs fs;
+    bool in_hook = false;
+    double hook_p = std::uniform_real_distribution<double>(0, 0.3)(rng);
+    fs.hook = [&] {
+      if (in_hook || std::uniform_real_distribution<double>(0, 1)(rng) >= hook_p) return;
+      in_hook = true;
+      fetch();
+      in_hook = false;
+    };
+    std::vector<Follower> readers;
+    while (sent < fetched.size() || readers.size() < 2) {
+      int action = std::uniform_int_distribution<int>(0, 5)(rng);
+      if (action <= 1) fetch();
+      if (action == 2 && readers.size() < 4) {
+        ReadOptions options;
+        options.fs = &fs;
+        auto r = PartitionReader::Open(dir, options);
+        REQUIRE(r);
+        Follower f{std::move(*r)};
+        int64_t end = (*w)->log_end_offset();
+        if (end > 0 && std::uniform_int_distribution<int>(0, 1)(rng)) {
+          f.start = std::uniform_int_distribution<int64_t>(0, end - 1)(rng);
+          REQUIRE(f.reader->Seek(f.start).ok());
+        }
+        readers.push_back(std::move(f));
+      }
+      if (readers.empty()) continue;
+      Follower& f = readers[std::uniform_int_distribution<size_t>(0, readers.size() - 1)(rng)];
+      if (std::uniform_int_distribution<int>(0, 1)(rng))
+        f.Drain(c, seed, std::uniform_int_distribution<int>(1, 5)(rng));
+      else
+        f.Drain(c, seed);
+    }
+    fs.hook = nullptr;
+    for (auto& f : readers) {
+      f.Drain(c, seed);
+      INFO("seed " << seed);
+      CHECK(f.next == (*w)->log_end_offset());
+    }
+    CHECK((*w)->log_end_offset() == c.batches.rbegin()->second.second + 1);
+  }
+}
