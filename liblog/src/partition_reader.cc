@@ -12,6 +12,7 @@
 #include "mapped_file.h"
 #include "mq/file.h"
 #include "mq/partition.h"
+#include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "offset_index.h"
 #include "producer_state.h"
@@ -46,6 +47,13 @@ struct PartitionReader::Impl {
   // middle of a segment, or after a skipped corrupt batch).
   int64_t expect = -1;
   uint32_t rewrites_seen = 0;  // StateFields::rewrites when positioned
+  // ReadOptions::bound_by_high_watermark: the partition's name and the
+  // high watermark as last read (INT64_MAX when unbounded).
+  std::optional<std::pair<std::string, int32_t>> hw_partition;
+  bool hw_bound = false;
+  int64_t hw = INT64_MAX;
+  Status ReadHighWatermark();
+  int64_t readable_end() const { return std::min(fields.log_end_offset, hw); }
   BatchCursor cursor;
   std::vector<Problem> warnings;
 
@@ -114,7 +122,20 @@ Status PartitionReader::Impl::ListAgain() {
   return Status::Ok();
 }
 
+Status PartitionReader::Impl::ReadHighWatermark() {
+  if (!hw_bound) return Status::Ok();
+  auto v = LoadHighWatermark(dir_fd.get(), hw_partition->first, hw_partition->second, fs);
+  if (!v && v.error().code() == Code::kNotFound) {
+    hw = 0;  // no high watermark yet: nothing is on every in-sync replica
+    return Status::Ok();
+  }
+  if (!v) return v.error();
+  hw = *v;
+  return Status::Ok();
+}
+
 Status PartitionReader::Impl::Refresh() {
+  MQ_RETURN_IF_ERROR(ReadHighWatermark());
   if (!state) {
     auto s = StateFile::OpenForRead(dir_fd.get());
     if (s) state = std::move(*s);
@@ -317,6 +338,13 @@ Result<std::unique_ptr<PartitionReader>> PartitionReader::Open(const std::string
   } else if (s.error().code() == Code::kPermission) {
     return s.error();  // a planted symlink: refuse
   }
+  if (options.bound_by_high_watermark) {
+    impl->hw_partition = PartitionOfDirectory(dir);
+    if (!impl->hw_partition)
+      return Status(Code::kInvalidArgument,
+                    dir + ": a high watermark needs a partition directory named <topic>-<n>");
+    impl->hw_bound = true;
+  }
   MQ_RETURN_IF_ERROR(impl->Refresh());
   return std::unique_ptr<PartitionReader>(new PartitionReader(std::move(impl)));
 }
@@ -328,7 +356,7 @@ int64_t PartitionReader::log_start_offset() {
 
 int64_t PartitionReader::end_offset() {
   (void)impl_->Refresh();
-  return impl_->fields.log_end_offset;
+  return impl_->readable_end();
 }
 
 Status PartitionReader::Seek(int64_t offset) {
@@ -447,6 +475,11 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
       return step.error();
     }
     if (*step == BatchCursor::Step::kBatch) {
+      // Above the high watermark: not handed out (yet), position kept.
+      if (view.header().last_offset() >= r.hw) {
+        MQ_RETURN_IF_ERROR(r.ReadHighWatermark());
+        if (view.header().last_offset() >= r.hw) return std::optional<BatchView>();
+      }
       MQ_RETURN_IF_ERROR(r.CheckContinuity(view.header()));
       r.next_offset = view.header().last_offset() + 1;
       r.expect = r.next_offset;
@@ -523,7 +556,7 @@ bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
     if (r.state && r.state->Replaced(r.dir_fd.get())) r.state.reset();
     uint32_t gen = r.state ? r.state->generation() : 0;
     if (!r.Refresh().ok()) return false;
-    if (r.fields.log_end_offset > known_end) return true;
+    if (r.readable_end() > known_end) return true;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) return false;

@@ -737,6 +737,28 @@ Result<AppendResult> PartitionWriter::Append(std::span<std::byte> batches, CrcCh
   return result;
 }
 
+Status PartitionWriter::SetHighWatermark(int64_t offset) {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  auto partition = PartitionOfDirectory(w.dir);
+  if (!partition)
+    return Status(Code::kInvalidArgument,
+                  w.dir + ": a high watermark needs a partition directory named <topic>-<n>");
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  if (offset < 0 || offset > w.fields.log_end_offset)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: high watermark {} outside the log [0, {}]", w.dir, offset,
+                              w.fields.log_end_offset));
+  auto stored = LoadHighWatermark(w.dir_fd.get(), partition->first, partition->second, w.fs);
+  if (!stored && stored.error().code() != Code::kNotFound) return stored.error();
+  if (stored && *stored >= offset) return Status::Ok();
+  MQ_RETURN_IF_ERROR(
+      StoreHighWatermark(w.dir_fd.get(), partition->first, partition->second, offset, w.fs));
+  return w.Publish();  // wakes the readers bounded by it
+}
+
 Status PartitionWriter::Flush() {
   Impl& w = *impl_;
   MQ_RETURN_IF_ERROR(w.CheckUsable());

@@ -318,6 +318,18 @@ Result<std::string> ReadByPath(const std::string& path, std::string* dir_name) {
 
 }  // namespace
 
+std::optional<std::pair<std::string, int32_t>> PartitionOfDirectory(const std::string& path) {
+  std::string d = path;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  if (d.empty() || d == ".") {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) return std::nullopt;
+    d = cwd;
+  }
+  const size_t s = d.find_last_of('/');
+  return PartitionOfDirName(s == std::string::npos ? d : d.substr(s + 1));
+}
+
 Result<LeaderEpochCache> ReadLeaderEpochCheckpointFile(const std::string& path) {
   auto text = ReadByPath(path, nullptr);
   if (!text) return text.error();
@@ -334,10 +346,7 @@ Result<std::optional<HighWatermarkEntry>> ReadReplicationOffsetCheckpointFile(
 
 Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
                                 std::vector<Problem>* problems, VerifyStats* stats) {
-  std::string d = dir;
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
-  const size_t slash = d.find_last_of('/');
-  const auto partition = PartitionOfDirName(slash == std::string::npos ? d : d.substr(slash + 1));
+  const auto partition = PartitionOfDirectory(dir);
   for (const char* name : {kLeaderEpochCheckpointFile, kReplicationOffsetCheckpointFile}) {
     const std::string path = dir + "/" + name;
     auto text = ReadCheckpointFile(FileSystem::Default(), dir_fd, name, path);

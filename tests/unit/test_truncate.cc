@@ -518,3 +518,52 @@ TEST_CASE("replicated append: offsets that do not continue the log, an epoch goi
   REQUIRE(f->AppendReplicated(rest));
   CHECK(RawBatches(dir) == batches);
 }
+
+// ---- the high watermark (replication.md §16.3) ---------------------------------
+
+TEST_CASE("high watermark: a bounded reader hands out only records below it and wakes when it moves") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir, 1);
+  for (int i = 0; i < 4; ++i) AppendBatch(*w);  // offsets 0..7
+  ReadOptions options;
+  options.bound_by_high_watermark = true;
+  auto r = PartitionReader::Open(dir, options);
+  REQUIRE(r);
+  CHECK((*r)->end_offset() == 0);  // no high watermark yet: nothing readable
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  CHECK(!*b);
+  REQUIRE(w->SetHighWatermark(4).ok());
+  CHECK((*r)->WaitForAppend(0, 5000));
+  CHECK((*r)->end_offset() == 4);
+  std::vector<int64_t> bases;
+  for (;;) {
+    auto n = (*r)->Next();
+    REQUIRE(n);
+    if (!*n) break;
+    bases.push_back((*n)->header().base_offset);
+  }
+  CHECK(bases == std::vector<int64_t>{0, 2});
+  // It only moves forward, never past the log end.
+  REQUIRE(w->SetHighWatermark(2).ok());
+  CHECK((*r)->end_offset() == 4);
+  CHECK(w->SetHighWatermark(9).code() == Code::kInvalidArgument);
+  REQUIRE(w->SetHighWatermark(8).ok());
+  CHECK((*r)->WaitForAppend(4, 5000));
+  auto n = (*r)->Next();
+  REQUIRE(n);
+  REQUIRE(*n);
+  CHECK((*n)->header().base_offset == 4);
+  // The checkpoint names the partition (R38); an unbounded reader reads on.
+  auto fd = OpenDirectory(dir, false);
+  REQUIRE(fd);
+  auto hw = LoadHighWatermark(fd->get(), "t", 0);
+  REQUIRE(hw);
+  CHECK(*hw == 8);
+  AppendBatch(*w);
+  auto plain = PartitionReader::Open(dir);
+  REQUIRE(plain);
+  CHECK((*plain)->end_offset() == 10);
+  CHECK((*r)->end_offset() == 8);
+}

@@ -127,6 +127,16 @@ class PartitionWriter {
   // an epoch that goes back.
   Result<AppendResult> AppendReplicated(std::span<const std::byte> batches);
 
+  // Records the high watermark (replication.md §16.3): the offset below
+  // which every record is on every in-sync replica. It lives in its own
+  // checkpoint, replaced atomically and fsynced (R39), never in the state
+  // file a recovery rebuilds from the log, and is published so that
+  // readers bounded by it (ReadOptions::bound_by_high_watermark) wake.
+  // Never above the log end (kInvalidArgument); a value below the stored
+  // one changes nothing (it only moves forward). The partition's directory
+  // must be named `<topic>-<n>`.
+  Status SetHighWatermark(int64_t offset);
+
   // Makes everything appended so far durable (fsync data, and the directory
   // after a segment was created), then advances the recovery point.
   Status Flush();
@@ -161,6 +171,13 @@ struct ReadOptions {
   DecodeLimits limits;
   OffsetPolicy offsets = OffsetPolicy::kContiguous;
   FileSystem* fs = nullptr;  // nullptr = the real file system
+  // Hand out only records below the partition's high watermark (its
+  // replication-offset-checkpoint; none: nothing is readable), as the
+  // readers that serve consumers of a replicated topic must: a record above
+  // it may still be truncated by a failover. end_offset() is then the high
+  // watermark when it is below the committed end, and WaitForAppend wakes
+  // when it moves.
+  bool bound_by_high_watermark = false;
 };
 
 // Reads a partition up to its committed end. It hands out each committed

@@ -141,6 +141,9 @@ Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
 // The topic and partition a partition directory's name `<topic>-<n>`
 // (R12) stands for; nullopt for any other name.
 std::optional<std::pair<std::string, int32_t>> PartitionOfDirName(std::string_view name);
+// The same for a partition directory's path (its last component; "." is the
+// working directory).
+std::optional<std::pair<std::string, int32_t>> PartitionOfDirectory(const std::string& path);
 
 // Reads a checkpoint by path (mq-inspect): by its file name, the
 // leader-epoch or replication-offset layout; the partition a
