@@ -352,25 +352,12 @@ Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool creat
 Result<std::vector<std::byte>> ReadFileAt(int dir_fd, const std::string& name, uint64_t max_bytes,
                                           FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
-  UniqueFd parent;
-  std::string base = name;
-  if (dir_fd == AT_FDCWD) {
-    // A path: its directory first, then the last component inside it.
-    const size_t slash = name.rfind('/');
-    if (slash != std::string::npos) {
-      auto d = fs->OpenDir(AT_FDCWD, slash == 0 ? "/" : name.substr(0, slash), false);
-      if (!d) return d.error();
-      parent = std::move(*d);
-      dir_fd = parent.get();
-      base = name.substr(slash + 1);
-    }
-  }
-  auto file = fs->Open(dir_fd, base, FileSystem::kRead);
+  auto file = fs->Open(dir_fd, name, FileSystem::kRead);
   if (!file) return file.error();
   auto size = (*file)->Size();
   if (!size) return size.error();
   if (*size > max_bytes)
-    return Status(Code::kTooLarge, fmt::format("{}: {} bytes, more than {}", PathAt(dir_fd, base),
+    return Status(Code::kTooLarge, fmt::format("{}: {} bytes, more than {}", PathAt(dir_fd, name),
                                                *size, max_bytes));
   std::vector<std::byte> data(static_cast<size_t>(*size));
   auto got = (*file)->ReadAt(0, data);

@@ -539,8 +539,8 @@ Status DeleteGroup(const std::string& data_dir, std::string_view name) {
   static std::atomic<uint64_t> counter{0};
   const std::string tomb = fmt::format("~deleted-{}-{}", ::getpid(), counter++);
   const std::string group_name(name);
-  if (::renameat(groups->get(), group_name.c_str(), groups->get(), tomb.c_str()) != 0)
-    return ErrnoStatus(fmt::format("rename {} to {}", group->path(), tomb), errno);
+  if (Status s = FileSystem::Default()->Rename(groups->get(), group_name, tomb); !s.ok())
+    return Status(s.code(), group->path() + ": " + s.message());
   MQ_RETURN_IF_ERROR(FileSystem::Default()->SyncDir(groups->get()));
   MQ_RETURN_IF_ERROR(RemoveTree(FileSystem::Default(), groups->get(), tomb,
                                 data_dir + "/" + kGroupsDir + "/" + tomb, 0));

@@ -1,15 +1,24 @@
 // The file layer: the one virtual seam in liblog beneath every path that
 // can fail, so a test can inject any failure (as LevelDB's Env and SQLite's
-// aSyscall[]). Through it go: opening, reading, writing, sizing, truncating
-// and fdatasync of files (File); mkdir and opening of directories, directory
-// listing, lstat of a name, rename, unlink and rmdir, fsync of a directory,
-// mmap, and flock (FileSystem). Its users: the partition writer and reader
-// (segments, indexes, the state file's mapping, writer.lock, producer
-// snapshots, recovery), every atomic file replacement (WriteFileAtomic),
-// small-file reads (ReadFileAt), FileLock, the data directory (DataDir) and
-// consumer groups (Group). What stays outside: close(2) (never fails in a
-// way a caller can act on), fstatfs for the NFS check, readlink of
-// /proc/self/fd for messages, futex waits, and the boot id.
+// aSyscall[]). Through it go opening, reading, writing, sizing, fstat,
+// truncating and fdatasync of files (File); and mkdir and opening of
+// directories, directory listing, lstat of a name, rename, unlink, rmdir,
+// fsync of a directory, mmap and flock (FileSystem).
+//
+// What uses it: the partition writer and reader (segments, indexes, the
+// state file and its mapping, writer.lock, directory listings, producer
+// snapshots, recovery), every atomic replacement of a file
+// (WriteFileAtomic), whole-file reads (ReadFileAt), FileLock, DataDir and
+// Group (offsets, locks, members, partitions). PartitionWriter and
+// PartitionReader take theirs from LogConfig::fs and ReadOptions::fs, DataDir
+// and Group from their Open; null everywhere means FileSystem::Default().
+//
+// What stays outside, each for a reason: close(2) (never retried, nothing
+// to act on); link(2) when a topic is created (DataDir) and the fstat of the
+// root's mode; fstatfs for the NFS check; readlink of /proc/self/fd for
+// messages; futex waits and wake-ups; the kernel boot id; ReadGroupOffsetsFile
+// (mq-inspect, by path); the best-effort notes in members' lock files;
+// verification and mq-inspect, which use the default file system.
 //
 // Every path is relative to a directory descriptor and opened with
 // O_NOFOLLOW | O_CLOEXEC; files are created with explicit modes.
@@ -199,9 +208,8 @@ Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path,
 Result<std::vector<std::string>> ListNames(int dir_fd, const std::string& path,
                                            FileSystem* fs = nullptr);
 
-// Reads the whole regular file `name` in `dir_fd` (`dir_fd` AT_FDCWD: a
-// path). kTooLarge, naming it, when it holds more than `max_bytes`. The one
-// whole-file reader of liblog.
+// Reads the whole regular file `name` in `dir_fd`. kTooLarge, naming it,
+// when it holds more than `max_bytes`. The one whole-file reader of liblog.
 Result<std::vector<std::byte>> ReadFileAt(int dir_fd, const std::string& name, uint64_t max_bytes,
                                           FileSystem* fs = nullptr);
 
