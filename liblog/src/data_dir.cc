@@ -2,9 +2,7 @@
 // and one directory per partition. Every path below the root is opened
 // relative to the root's descriptor, refusing symlinks.
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,21 +32,11 @@ std::span<const std::byte> AsBytes(std::string_view s) {
 }
 
 // Reads all of `name` in `dir_fd` if it holds at most `max_bytes`.
-Result<std::string> ReadSmallFile(int dir_fd, const std::string& name, const std::string& path,
+Result<std::string> ReadSmallFile(FileSystem* fs, int dir_fd, const std::string& name,
                                   size_t max_bytes) {
-  auto file = FileSystem::Default()->Open(dir_fd, name, FileSystem::kRead);
-  if (!file) return file.error();
-  auto size = (*file)->Size();
-  if (!size) return size.error();
-  if (*size > max_bytes) {
-    return Status(Code::kTooLarge,
-                  fmt::format("{}: {} bytes, more than the {} allowed", path, *size, max_bytes));
-  }
-  std::string text(static_cast<size_t>(*size), '\0');
-  auto got = (*file)->ReadAt(0, std::as_writable_bytes(std::span<char>(text)));
-  if (!got) return got.error();
-  text.resize(*got);
-  return text;
+  auto bytes = ReadFileAt(dir_fd, name, max_bytes, fs);
+  if (!bytes) return bytes.error();
+  return std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size());
 }
 
 // A group- or world-writable root would let another user swap a partition
@@ -66,23 +54,10 @@ Status CheckModes(int fd, const std::string& path) {
   return Status::Ok();
 }
 
-Result<bool> IsEmptyDirectory(int fd, const std::string& path) {
-  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return ErrnoStatus(path, errno);
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    const int err = errno;
-    ::close(copy);
-    return ErrnoStatus(path, err);
-  }
-  ::rewinddir(d);
-  bool empty = true;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view n = e->d_name;
-    if (n != "." && n != "..") empty = false;
-  }
-  ::closedir(d);
-  return empty;
+Result<bool> IsEmptyDirectory(FileSystem* fs, int fd, const std::string& path) {
+  auto names = ListNames(fd, path, fs);
+  if (!names) return names.error();
+  return names->empty();
 }
 
 // meta.properties holds layout.version (R18).
@@ -113,40 +88,43 @@ std::string MetaText() {
 
 // Adopts `fd` as a new data directory: only if it is empty, so a typo never
 // turns $HOME into a data directory.
-Status Initialize(int fd, const std::string& path) {
-  auto empty = IsEmptyDirectory(fd, path);
+Status Initialize(FileSystem* fs, int fd, const std::string& path) {
+  auto empty = IsEmptyDirectory(fs, fd, path);
   if (!empty) return empty.error();
   if (!*empty) {
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: not an mq data directory (no {}) and not empty", path,
                               kMetaFile));
   }
-  MQ_RETURN_IF_ERROR(WriteFileAtomic(fd, kMetaFile, AsBytes(MetaText())));
-  auto topics = OpenDirectoryAt(fd, kTopicsDir, true);
+  MQ_RETURN_IF_ERROR(WriteFileAtomic(fd, kMetaFile, AsBytes(MetaText()), fs));
+  auto topics = OpenDirectoryAt(fd, kTopicsDir, true, fs);
   if (!topics) return topics.error();
-  return FileSystem::Default()->SyncDir(fd);
+  return fs->SyncDir(fd);
 }
 
 std::string ConfName(std::string_view topic) { return fmt::format("{}{}", topic, kConfSuffix); }
 
 }  // namespace
 
-Result<DataDir> DataDir::Open(const std::string& path, bool create) {
-  auto fd = OpenDirectory(path, create);
+Result<DataDir> DataDir::Open(const std::string& path, bool create, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto fd = OpenDirectory(path, create, fs);
   if (!fd) return fd.error();
   MQ_RETURN_IF_ERROR(CheckModes(fd->get(), path));
   const std::string meta_path = path + "/" + kMetaFile;
-  auto meta = ReadSmallFile(fd->get(), kMetaFile, meta_path, kMaxMetaBytes);
+  auto meta = ReadSmallFile(fs, fd->get(), kMetaFile, kMaxMetaBytes);
   if (!meta && meta.error().code() == Code::kNotFound) {
     // Several processes may create the same data directory at once: the
     // creator initializes it under an exclusive flock on the directory, and
     // everyone who finds no meta.properties looks again under the lock (the
     // kernel drops it when the descriptor closes, or the holder dies).
-    if (::flock(fd->get(), create ? LOCK_EX : LOCK_SH) != 0) return ErrnoStatus(path, errno);
-    meta = ReadSmallFile(fd->get(), kMetaFile, meta_path, kMaxMetaBytes);
+    Status locked = fs->Lock(fd->get(), create ? LockMode::kExclusive : LockMode::kShared,
+                             LockWait::kBlock);
+    if (!locked.ok()) return Status(locked.code(), path + ": " + locked.message());
+    meta = ReadSmallFile(fs, fd->get(), kMetaFile, kMaxMetaBytes);
   }
   if (!meta && meta.error().code() == Code::kNotFound && create) {
-    MQ_RETURN_IF_ERROR(Initialize(fd->get(), path));
+    MQ_RETURN_IF_ERROR(Initialize(fs, fd->get(), path));
   } else if (!meta && meta.error().code() == Code::kNotFound) {
     return Status(Code::kNotFound,
                   fmt::format("{}: not an mq data directory (no {})", path, kMetaFile));
@@ -157,16 +135,17 @@ Result<DataDir> DataDir::Open(const std::string& path, bool create) {
   }
   DataDir dir;
   dir.path_ = path;
+  dir.fs_ = fs;
   return dir;
 }
 
 Result<TopicConfig> DataDir::ReadTopic(std::string_view topic) const {
   MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
-  auto root = OpenDirectory(path_, false);
+  auto root = OpenDirectory(path_, false, fs_);
   if (!root) return root.error();
   const std::string file = fmt::format("{}/{}/{}", path_, kTopicsDir, ConfName(topic));
-  auto topics = OpenDirectoryAt(root->get(), kTopicsDir, false);
-  auto text = topics ? ReadSmallFile(topics->get(), ConfName(topic), file,
+  auto topics = OpenDirectoryAt(root->get(), kTopicsDir, false, fs_);
+  auto text = topics ? ReadSmallFile(fs_, topics->get(), ConfName(topic),
                                      TopicConfig::kMaxFileBytes)
                      : Result<std::string>(topics.error());
   if (!text && text.error().code() == Code::kNotFound) {
@@ -180,12 +159,13 @@ Result<TopicConfig> DataDir::ReadTopic(std::string_view topic) const {
 namespace {
 
 // The partition directories of a topic, created if missing.
-Status MakePartitionDirs(int root_fd, std::string_view topic, int32_t partitions) {
+Status MakePartitionDirs(FileSystem* fs, int root_fd, std::string_view topic,
+                         int32_t partitions) {
   for (int32_t p = 0; p < partitions; ++p) {
-    auto dir = OpenDirectoryAt(root_fd, fmt::format("{}-{}", topic, p), true);
+    auto dir = OpenDirectoryAt(root_fd, fmt::format("{}-{}", topic, p), true, fs);
     if (!dir) return dir.error();
   }
-  return FileSystem::Default()->SyncDir(root_fd);
+  return fs->SyncDir(root_fd);
 }
 
 Status CompareExisting(const TopicConfig& existing, const TopicConfig& wanted,
@@ -201,13 +181,14 @@ Status CompareExisting(const TopicConfig& existing, const TopicConfig& wanted,
 // Publishes `text` as `name` in `dir_fd` only if `name` does not exist:
 // writes a staging file (fsynced by WriteFileAtomic), then link(2), which
 // fails with EEXIST instead of replacing. Returns false if it existed.
-Result<bool> PublishIfAbsent(int dir_fd, const std::string& name, const std::string& text) {
+// (link(2) is the one call here outside the FileSystem seam.)
+Result<bool> PublishIfAbsent(FileSystem* fs, int dir_fd, const std::string& name,
+                             const std::string& text) {
   static std::atomic<uint64_t> counter{0};
   // Never ends in .conf, so ListTopics never sees it; a crash may leave one
   // behind, which is harmless (layout.md §1).
   const std::string staging = fmt::format("create-{}-{}.staging", ::getpid(), counter++);
-  FileSystem* fs = FileSystem::Default();
-  MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd, staging, AsBytes(text)));
+  MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd, staging, AsBytes(text), fs));
   const int rc = ::linkat(dir_fd, staging.c_str(), dir_fd, name.c_str(), 0);
   const int err = errno;
   Status removed = fs->Unlink(dir_fd, staging);
@@ -229,16 +210,16 @@ Status DataDir::CreateTopic(std::string_view topic, const TopicConfig& config) c
   } else if (existing.error().code() != Code::kNotFound) {
     return existing.error();
   }
-  auto root = OpenDirectory(path_, false);
+  auto root = OpenDirectory(path_, false, fs_);
   if (!root) return root.error();
   // Partition directories first: the .conf is the commit point, so a topic
   // that is listed always has all its partitions.
   const int32_t partitions = existing ? existing->partitions : config.partitions;
-  MQ_RETURN_IF_ERROR(MakePartitionDirs(root->get(), topic, partitions));
+  MQ_RETURN_IF_ERROR(MakePartitionDirs(fs_, root->get(), topic, partitions));
   if (existing) return Status::Ok();
-  auto topics = OpenDirectoryAt(root->get(), kTopicsDir, true);
+  auto topics = OpenDirectoryAt(root->get(), kTopicsDir, true, fs_);
   if (!topics) return topics.error();
-  auto published = PublishIfAbsent(topics->get(), ConfName(topic), config.Serialize());
+  auto published = PublishIfAbsent(fs_, topics->get(), ConfName(topic), config.Serialize());
   if (!published) return published.error();
   if (*published) return Status::Ok();
   // Another process created it between our read and our link.
@@ -247,29 +228,27 @@ Status DataDir::CreateTopic(std::string_view topic, const TopicConfig& config) c
   // Best effort: partition directories we made beyond the winner's count
   // are not part of the topic (layout.md §1.3); remove them while empty.
   for (int32_t p = winner->partitions; p < config.partitions; ++p) {
-    (void)::unlinkat(root->get(), fmt::format("{}-{}", topic, p).c_str(), AT_REMOVEDIR);
+    (void)fs_->RemoveDir(root->get(), fmt::format("{}-{}", topic, p));
   }
   return CompareExisting(*winner, config, topic);
 }
 
 Result<std::vector<std::string>> DataDir::ListTopics() const {
-  auto root = OpenDirectory(path_, false);
+  auto root = OpenDirectory(path_, false, fs_);
   if (!root) return root.error();
-  auto topics = OpenDirectoryAt(root->get(), kTopicsDir, false);
+  auto topics = OpenDirectoryAt(root->get(), kTopicsDir, false, fs_);
   std::vector<std::string> names;
   if (!topics && topics.error().code() == Code::kNotFound) return names;
   if (!topics) return topics.error();
-  DIR* d = ::fdopendir(topics->get());
-  if (d == nullptr) return ErrnoStatus(path_ + "/" + kTopicsDir, errno);
-  (void)topics->release();  // closedir closes it
+  auto entries = ListNames(topics->get(), path_ + "/" + kTopicsDir, fs_);
+  if (!entries) return entries.error();
   const std::string_view suffix = kConfSuffix;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view n = e->d_name;
+  for (const std::string& entry : *entries) {
+    const std::string_view n = entry;
     if (n.size() <= suffix.size() || !n.ends_with(suffix)) continue;
     const std::string_view stem = n.substr(0, n.size() - suffix.size());
     if (ValidateName(stem, "topic").ok()) names.emplace_back(stem);
   }
-  ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
 }

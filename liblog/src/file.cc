@@ -5,7 +5,10 @@
 
 #include <dirent.h>
 #include <cerrno>
+#include <cstring>
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,7 +34,19 @@ void UniqueFd::reset(int fd) {
   fd_ = fd;
 }
 
+bool FileInfo::is_regular() const { return S_ISREG(mode); }
+bool FileInfo::is_dir() const { return S_ISDIR(mode); }
+
 namespace {
+
+FileInfo InfoOf(const struct stat& st) {
+  FileInfo info;
+  info.size = static_cast<uint64_t>(st.st_size);
+  info.dev = static_cast<uint64_t>(st.st_dev);
+  info.ino = static_cast<uint64_t>(st.st_ino);
+  info.mode = static_cast<uint32_t>(st.st_mode);
+  return info;
+}
 
 const char* KindOf(mode_t m) {
   if (S_ISLNK(m)) return "a symlink";
@@ -98,6 +113,12 @@ class PosixFile final : public File {
     return static_cast<uint64_t>(st.st_size);
   }
 
+  Result<FileInfo> Stat() override {
+    struct stat st;
+    if (::fstat(fd_.get(), &st) != 0) return Failed("fstat");
+    return InfoOf(st);
+  }
+
   Status Truncate(uint64_t size) override {
     if (::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0)
       return Failed(fmt::format("truncate to {}", size));
@@ -121,6 +142,27 @@ class PosixFile final : public File {
   UniqueFd fd_;
   std::string name_;  // as opened (relative to its directory)
 };
+
+Result<UniqueFd> OpenDirFlags(int at_fd, const std::string& path, bool create) {
+  if (create && ::mkdirat(at_fd, path.c_str(), kDirMode) != 0 && errno != EEXIST)
+    return ErrnoStatus("mkdir " + path, errno);
+  int fd = ::openat(at_fd, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    struct stat st;
+    if (err == ELOOP || (::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                         S_ISLNK(st.st_mode)))
+      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", path));
+    // A FIFO, device or file where a directory belongs is refused as well.
+    if (err == ENOTDIR && ::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        !S_ISDIR(st.st_mode)) {
+      return Status(Code::kPermission, fmt::format("{}: is {}, not a directory; refused", path,
+                                                   S_ISREG(st.st_mode) ? "a file" : KindOf(st.st_mode)));
+    }
+    return ErrnoStatus(path, err);
+  }
+  return UniqueFd(fd);
+}
 
 class PosixFileSystem final : public FileSystem {
  public:
@@ -154,28 +196,72 @@ class PosixFileSystem final : public FileSystem {
     if (::fsync(dir_fd) != 0) return ErrnoStatus("fsync of directory", errno);
     return Status::Ok();
   }
-};
 
-Result<UniqueFd> OpenDirFlags(int at_fd, const std::string& path, bool create) {
-  if (create && ::mkdirat(at_fd, path.c_str(), kDirMode) != 0 && errno != EEXIST)
-    return ErrnoStatus("mkdir " + path, errno);
-  int fd = ::openat(at_fd, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    struct stat st;
-    if (err == ELOOP || (::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                         S_ISLNK(st.st_mode)))
-      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", path));
-    // A FIFO, device or file where a directory belongs is refused as well.
-    if (err == ENOTDIR && ::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        !S_ISDIR(st.st_mode)) {
-      return Status(Code::kPermission, fmt::format("{}: is {}, not a directory; refused", path,
-                                                   S_ISREG(st.st_mode) ? "a file" : KindOf(st.st_mode)));
-    }
-    return ErrnoStatus(path, err);
+  Result<UniqueFd> OpenDir(int at_fd, const std::string& path, bool create) override {
+    return OpenDirFlags(at_fd, path, create);
   }
-  return UniqueFd(fd);
-}
+
+  Status RemoveDir(int dir_fd, const std::string& name) override {
+    if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0)
+      return ErrnoStatus("rmdir " + name, errno);
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ListDir(int dir_fd) override {
+    // getdents64 on a fresh descriptor of the directory (its own position),
+    // without the DIR machinery: a partition directory is listed at every
+    // writer open.
+    UniqueFd fd(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoStatus("list directory", errno);
+    std::vector<std::string> names;
+    alignas(struct dirent64) char buf[8192];
+    for (;;) {
+      const ssize_t n = ::getdents64(fd.get(), buf, sizeof buf);
+      if (n < 0) return ErrnoStatus("list directory", errno);
+      if (n == 0) break;
+      for (ssize_t at = 0; at < n;) {
+        const auto* e = reinterpret_cast<const struct dirent64*>(buf + at);
+        at += e->d_reclen;
+        if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+        names.emplace_back(e->d_name);
+      }
+    }
+    return names;
+  }
+
+  Result<FileInfo> StatAt(int dir_fd, const std::string& name) override {
+    struct stat st;
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return ErrnoStatus(PathAt(dir_fd, name), errno);
+    return InfoOf(st);
+  }
+
+  Result<Mapping> Map(int fd, size_t size, bool writable) override {
+    const int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+    void* at = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+    if (at == MAP_FAILED) return ErrnoStatus("mmap", errno);
+    Mapping m;
+    m.region = std::shared_ptr<void>(at, [size](void* p) { ::munmap(p, size); });
+    m.data = static_cast<std::byte*>(at);
+    m.size = size;
+    return m;
+  }
+
+  Status Lock(int fd, LockMode mode, LockWait wait) override {
+    int op = mode == LockMode::kShared ? LOCK_SH : LOCK_EX;
+    if (wait == LockWait::kTry) op |= LOCK_NB;
+    while (::flock(fd, op) != 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("flock", errno);
+    }
+    return Status::Ok();
+  }
+
+  Status Unlock(int fd) override {
+    if (::flock(fd, LOCK_UN) != 0) return ErrnoStatus("flock unlock", errno);
+    return Status::Ok();
+  }
+};
 
 }  // namespace
 
@@ -229,43 +315,55 @@ FileSystem* FileSystem::Default() {
   return &fs;
 }
 
-Result<UniqueFd> OpenDirectory(const std::string& path, bool create) {
+Result<UniqueFd> OpenDirectory(const std::string& path, bool create, FileSystem* fs) {
   if (path.empty()) return Status(Code::kInvalidArgument, "empty directory path");
-  return OpenDirFlags(AT_FDCWD, path, create);
+  return (fs ? fs : FileSystem::Default())->OpenDir(AT_FDCWD, path, create);
 }
 
-Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path) {
-  // readdir on a duplicate: closedir closes it, never the caller's fd.
-  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return ErrnoStatus(path, errno);
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    const int err = errno;
-    ::close(copy);
-    return ErrnoStatus(path, err);
-  }
-  ::rewinddir(d);
+Result<std::vector<std::string>> ListNames(int dir_fd, const std::string& path, FileSystem* fs) {
+  auto names = (fs ? fs : FileSystem::Default())->ListDir(dir_fd);
+  if (!names)
+    return Status(names.error().code(),
+                  (path.empty() ? PathAt(dir_fd, ".") : path) + ": " + names.error().message());
+  return names;
+}
+
+Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto names = ListNames(dir_fd, path, fs);
+  if (!names) return names.error();
   std::vector<DirEntry> out;
-  errno = 0;
-  while (const dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n == "." || n == "..") continue;
-    struct stat st;
-    const bool is_dir =
-        ::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
-    out.push_back({std::move(n), is_dir});
-    errno = 0;
+  out.reserve(names->size());
+  for (std::string& n : *names) {
+    // Gone since the listing, or not lstat-able: not a directory.
+    auto info = fs->StatAt(dir_fd, n);
+    out.push_back({std::move(n), info && info->is_dir()});
   }
-  const int err = errno;
-  ::closedir(d);
-  if (err != 0) return ErrnoStatus(path, err);
   return out;
 }
 
-Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create) {
+Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create,
+                                 FileSystem* fs) {
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
     return Status(Code::kInvalidArgument, fmt::format("bad directory name '{}'", name));
-  return OpenDirFlags(dir_fd, name, create);
+  return (fs ? fs : FileSystem::Default())->OpenDir(dir_fd, name, create);
+}
+
+Result<std::vector<std::byte>> ReadFileAt(int dir_fd, const std::string& name, uint64_t max_bytes,
+                                          FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto file = fs->Open(dir_fd, name, FileSystem::kRead);
+  if (!file) return file.error();
+  auto size = (*file)->Size();
+  if (!size) return size.error();
+  if (*size > max_bytes)
+    return Status(Code::kTooLarge, fmt::format("{}: {} bytes, more than {}", PathAt(dir_fd, name),
+                                               *size, max_bytes));
+  std::vector<std::byte> data(static_cast<size_t>(*size));
+  auto got = (*file)->ReadAt(0, data);
+  if (!got) return got.error();
+  data.resize(*got);
+  return data;
 }
 
 Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std::byte> contents,
@@ -274,12 +372,12 @@ Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std:
   const std::string tmp = tmp_name.empty() ? name + ".tmp" : tmp_name;
   // The rename would replace a symlink, FIFO or device planted under the
   // name: refused like an open of it.
-  struct stat st;
-  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
-    return Refused(dir_fd, name, st.st_mode);
+  auto info = fs->StatAt(dir_fd, name);
+  if (info && !info->is_regular()) return Refused(dir_fd, name, info->mode);
+  if (!info && info.error().code() != Code::kNotFound) return info.error();
   // A stale temporary from a crashed writer is ours to replace.
-  if (::unlinkat(dir_fd, tmp.c_str(), 0) != 0 && errno != ENOENT)
-    return ErrnoStatus("unlink " + tmp, errno);
+  Status stale = fs->Unlink(dir_fd, tmp);
+  if (!stale.ok() && stale.code() != Code::kNotFound) return stale;
   auto file = fs->Open(dir_fd, tmp, FileSystem::kCreateExclusive);
   if (!file) return file.error();
   Status s = (*file)->WriteAt(0, contents);
@@ -287,7 +385,8 @@ Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std:
   file->reset();
   if (s.ok()) s = fs->Rename(dir_fd, tmp, name);
   if (!s.ok()) {
-    ::unlinkat(dir_fd, tmp.c_str(), 0);
+    // Best effort: a temporary left behind is replaced by the next writer.
+    (void)fs->Unlink(dir_fd, tmp);
     return s;
   }
   return sync ? fs->SyncDir(dir_fd) : Status::Ok();

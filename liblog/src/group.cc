@@ -262,24 +262,24 @@ Result<GroupOffsets> ReadGroupOffsetsFile(const std::string& path) {
 Result<Group> Group::Open(const std::string& data_dir, std::string_view name, bool create,
                           FileSystem* fs) {
   MQ_RETURN_IF_ERROR(ValidateName(name, "group"));
-  auto data = DataDir::Open(data_dir, false);  // meta.properties, modes
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto data = DataDir::Open(data_dir, false, fs);  // meta.properties, modes
   if (!data) return data.error();
-  auto root = OpenDirectory(data_dir, false);
+  auto root = OpenDirectory(data_dir, false, fs);
   if (!root) return root.error();
   MQ_RETURN_IF_ERROR(CheckLockableFileSystem(root->get(), data_dir));
-  if (fs == nullptr) fs = FileSystem::Default();
   const std::string group(name);
-  auto groups = OpenDirectoryAt(root->get(), kGroupsDir, false);
+  auto groups = OpenDirectoryAt(root->get(), kGroupsDir, false, fs);
   if (!groups && groups.error().code() == Code::kNotFound && create) {
-    groups = OpenDirectoryAt(root->get(), kGroupsDir, true);
+    groups = OpenDirectoryAt(root->get(), kGroupsDir, true, fs);
     if (groups) MQ_RETURN_IF_ERROR(fs->SyncDir(root->get()));
   }
   if (!groups && groups.error().code() == Code::kNotFound)
     return Status(Code::kNotFound, fmt::format("{}: no group \"{}\"", data_dir, group));
   if (!groups) return groups.error();
-  auto dir = OpenDirectoryAt(groups->get(), group, false);
+  auto dir = OpenDirectoryAt(groups->get(), group, false, fs);
   if (!dir && dir.error().code() == Code::kNotFound && create) {
-    dir = OpenDirectoryAt(groups->get(), group, true);
+    dir = OpenDirectoryAt(groups->get(), group, true, fs);
     if (dir) MQ_RETURN_IF_ERROR(fs->SyncDir(groups->get()));
   }
   if (!dir && dir.error().code() == Code::kNotFound)
@@ -304,7 +304,7 @@ Result<GroupOffsets> Group::Read() const {
 Status Group::Update(const std::function<Status(GroupOffsets*)>& change) {
   // R32: one writer at a time reads, changes and replaces the file.
   auto lock = FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive,
-                                LockWait::kBlock);
+                                LockWait::kBlock, fs_);
   if (!lock) return lock.error();
   auto state = Read();
   if (!state) return state.error();
@@ -406,23 +406,23 @@ Status Group::RecordRebalance(int64_t now_ms) {
 }
 
 Result<FileLock> Group::LockGroup(LockMode mode, LockWait wait) const {
-  return FileLock::Acquire(dir_.get(), kGroupLock, mode, wait);
+  return FileLock::Acquire(dir_.get(), kGroupLock, mode, wait, fs_);
 }
 
 Result<FileLock> Group::LockMember(std::string_view member_id, LockWait wait) const {
   MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
-  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, true);
+  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, true, fs_);
   if (!members) return members.error();
   return FileLock::Acquire(members->get(), fmt::format("{}.lock", member_id), LockMode::kExclusive,
-                           wait);
+                           wait, fs_);
 }
 
 Result<bool> Group::IsMemberAlive(std::string_view member_id) const {
   MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
-  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false);
+  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false, fs_);
   if (!members && members.error().code() == Code::kNotFound) return false;
   if (!members) return members.error();
-  return IsLocked(members->get(), fmt::format("{}.lock", member_id), LockMode::kShared);
+  return IsLocked(members->get(), fmt::format("{}.lock", member_id), LockMode::kShared, fs_);
 }
 
 Result<FileLock> Group::LockPartition(std::string_view topic, int32_t partition,
@@ -430,33 +430,34 @@ Result<FileLock> Group::LockPartition(std::string_view topic, int32_t partition,
   MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
   if (partition < 0 || partition > kMaxGroupPartition)
     return Status(Code::kInvalidArgument, fmt::format("partition {} out of range", partition));
-  auto partitions = OpenDirectoryAt(dir_.get(), kGroupPartitionsDir, true);
+  auto partitions = OpenDirectoryAt(dir_.get(), kGroupPartitionsDir, true, fs_);
   if (!partitions) return partitions.error();
-  auto dir = OpenDirectoryAt(partitions->get(), std::string(topic), true);
+  auto dir = OpenDirectoryAt(partitions->get(), std::string(topic), true, fs_);
   if (!dir) return dir.error();
   return FileLock::Acquire(dir->get(), fmt::format("{}.lock", partition), LockMode::kExclusive,
-                           wait);
+                           wait, fs_);
 }
 
 namespace {
 
 // Removes `name` in `parent_fd` and everything below it (never following a
 // symlink: one is removed as the name it is).
-Status RemoveTree(int parent_fd, const std::string& name, const std::string& path, int depth) {
+Status RemoveTree(FileSystem* fs, int parent_fd, const std::string& name, const std::string& path,
+                  int depth) {
   if (depth > 8) return Status(Code::kInvalidArgument, path + ": nested too deep to remove");
-  auto dir = OpenDirectoryAt(parent_fd, name, false);
+  auto dir = OpenDirectoryAt(parent_fd, name, false, fs);
   if (!dir) return dir.error();
-  auto entries = ListDirectory(dir->get(), path);
+  auto entries = ListDirectory(dir->get(), path, fs);
   if (!entries) return entries.error();
   for (const auto& [n, is_dir] : *entries) {
     if (is_dir) {
-      MQ_RETURN_IF_ERROR(RemoveTree(dir->get(), n, path + "/" + n, depth + 1));
-    } else if (::unlinkat(dir->get(), n.c_str(), 0) != 0 && errno != ENOENT) {
-      return ErrnoStatus("unlink " + path + "/" + n, errno);
+      MQ_RETURN_IF_ERROR(RemoveTree(fs, dir->get(), n, path + "/" + n, depth + 1));
+    } else if (Status s = fs->Unlink(dir->get(), n); !s.ok() && s.code() != Code::kNotFound) {
+      return Status(s.code(), path + "/" + n + ": " + s.message());
     }
   }
-  if (::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR) != 0)
-    return ErrnoStatus("rmdir " + path, errno);
+  if (Status s = fs->RemoveDir(parent_fd, name); !s.ok())
+    return Status(s.code(), path + ": " + s.message());
   return Status::Ok();
 }
 
@@ -464,10 +465,10 @@ Status RemoveTree(int parent_fd, const std::string& name, const std::string& pat
 
 Result<std::vector<std::string>> Group::ListMemberFiles() const {
   std::vector<std::string> ids;
-  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false);
+  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false, fs_);
   if (!members && members.error().code() == Code::kNotFound) return ids;
   if (!members) return members.error();
-  auto entries = ListDirectory(members->get(), path_ + "/" + kGroupMembersDir);
+  auto entries = ListDirectory(members->get(), path_ + "/" + kGroupMembersDir, fs_);
   if (!entries) return entries.error();
   constexpr std::string_view kSuffix = ".lock";
   for (const auto& [n, is_dir] : *entries) {
@@ -481,25 +482,26 @@ Result<std::vector<std::string>> Group::ListMemberFiles() const {
 
 Result<bool> Group::RemoveDeadMember(std::string_view member_id) const {
   MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
-  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false);
+  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false, fs_);
   if (!members && members.error().code() == Code::kNotFound) return false;
   if (!members) return members.error();
   const std::string name = fmt::format("{}.lock", member_id);
-  auto lock = FileLock::Open(members->get(), name, false);
+  auto lock = FileLock::Open(members->get(), name, false, fs_);
   if (!lock && lock.error().code() == Code::kNotFound) return false;
   if (!lock) return lock.error();
   Status st = lock->Lock(LockMode::kExclusive, LockWait::kTry);
   if (st.code() == Code::kBusy) return false;
   MQ_RETURN_IF_ERROR(st);
-  struct stat named, held;
-  if (::fstatat(members->get(), name.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
-      ::fstat(lock->fd(), &held) != 0 || named.st_ino != held.st_ino ||
-      named.st_dev != held.st_dev)
-    return false;  // removed or replaced by someone else meanwhile
-  if (::unlinkat(members->get(), name.c_str(), 0) != 0) {
-    if (errno == ENOENT) return false;
-    return ErrnoStatus(lock->path() + ": remove", errno);
-  }
+  auto named = fs_->StatAt(members->get(), name);
+  if (!named && named.error().code() == Code::kNotFound) return false;  // removed meanwhile
+  if (!named) return named.error();
+  auto held = lock->Stat();
+  if (!held) return held.error();
+  if (named->ino != held->ino || named->dev != held->dev)
+    return false;  // replaced by someone else meanwhile
+  Status removed = fs_->Unlink(members->get(), name);
+  if (removed.code() == Code::kNotFound) return false;
+  if (!removed.ok()) return Status(removed.code(), lock->path() + ": remove: " + removed.message());
   return true;
 }
 
@@ -537,10 +539,11 @@ Status DeleteGroup(const std::string& data_dir, std::string_view name) {
   static std::atomic<uint64_t> counter{0};
   const std::string tomb = fmt::format("~deleted-{}-{}", ::getpid(), counter++);
   const std::string group_name(name);
-  if (::renameat(groups->get(), group_name.c_str(), groups->get(), tomb.c_str()) != 0)
-    return ErrnoStatus(fmt::format("rename {} to {}", group->path(), tomb), errno);
+  if (Status s = FileSystem::Default()->Rename(groups->get(), group_name, tomb); !s.ok())
+    return Status(s.code(), group->path() + ": " + s.message());
   MQ_RETURN_IF_ERROR(FileSystem::Default()->SyncDir(groups->get()));
-  MQ_RETURN_IF_ERROR(RemoveTree(groups->get(), tomb, data_dir + "/" + kGroupsDir + "/" + tomb, 0));
+  MQ_RETURN_IF_ERROR(RemoveTree(FileSystem::Default(), groups->get(), tomb,
+                                data_dir + "/" + kGroupsDir + "/" + tomb, 0));
   return FileSystem::Default()->SyncDir(groups->get());
 }
 

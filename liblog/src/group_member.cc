@@ -109,11 +109,12 @@ Result<MembershipView> GroupMember::Poll() {
   auto files = group_->ListMemberFiles();
   if (!files) return files.error();
   // Our own file is there: so is the directory, opened once for the probes.
-  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false);
+  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
   if (!members) return members.error();
   for (const std::string& id : *files) {
     if (id == id_) continue;
-    auto alive = IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared);
+    auto alive =
+        IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, group_->fs());
     if (!alive) return alive.error();
     if (*alive) {
       view.members.push_back(id);
@@ -164,8 +165,10 @@ void GroupMember::Leave() {
   owned_.clear();
   if (member_lock_.is_open()) {
     // Still holding it: nobody else can be using the name.
-    auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false);
-    if (members) ::unlinkat(members->get(), fmt::format("{}.lock", id_).c_str(), 0);
+    // Best effort: a file left behind is removed by the next Poll of any
+    // member (RemoveDeadMember).
+    auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+    if (members) (void)group_->fs()->Unlink(members->get(), fmt::format("{}.lock", id_));
     member_lock_.Close();
   }
   group_lock_.Close();

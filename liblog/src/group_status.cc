@@ -59,23 +59,23 @@ std::optional<int32_t> ParsePartitionLockName(std::string_view name) {
 Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
     const Group& group, std::optional<std::string_view> topic) {
   std::map<std::pair<std::string, int32_t>, std::string> out;
-  auto partitions = OpenDirectoryAt(group.dir_fd(), kGroupPartitionsDir, false);
+  auto partitions = OpenDirectoryAt(group.dir_fd(), kGroupPartitionsDir, false, group.fs());
   if (!partitions && partitions.error().code() == Code::kNotFound) return out;
   if (!partitions) return partitions.error();
   const std::string base = group.path() + "/" + kGroupPartitionsDir;
-  auto topics = ListDirectory(partitions->get(), base);
+  auto topics = ListDirectory(partitions->get(), base, group.fs());
   if (!topics) return topics.error();
   for (const auto& [t, is_dir] : *topics) {
     if (!is_dir || !ValidateName(t, "topic").ok() || (topic && t != *topic)) continue;
-    auto dir = OpenDirectoryAt(partitions->get(), t, false);
+    auto dir = OpenDirectoryAt(partitions->get(), t, false, group.fs());
     if (!dir && dir.error().code() == Code::kNotFound) continue;  // removed meanwhile
     if (!dir) return dir.error();
-    auto files = ListDirectory(dir->get(), base + "/" + t);
+    auto files = ListDirectory(dir->get(), base + "/" + t, group.fs());
     if (!files) return files.error();
     for (const auto& [f, f_is_dir] : *files) {
       auto p = ParsePartitionLockName(f);
       if (f_is_dir || !p) continue;
-      auto held = IsLocked(dir->get(), f, LockMode::kShared);
+      auto held = IsLocked(dir->get(), f, LockMode::kShared, group.fs());
       if (!held) return held.error();
       if (!*held) continue;
       std::string id = ReadNote(dir->get(), f);
@@ -104,7 +104,7 @@ Result<std::vector<GroupMemberStatus>> LiveMembers(const Group& group) {
   auto ids = group.ListMemberFiles();
   if (!ids) return ids.error();
   if (ids->empty()) return out;
-  auto members = OpenDirectoryAt(group.dir_fd(), kGroupMembersDir, false);
+  auto members = OpenDirectoryAt(group.dir_fd(), kGroupMembersDir, false, group.fs());
   if (!members && members.error().code() == Code::kNotFound) return out;
   if (!members) return members.error();
   for (const std::string& id : *ids) {
@@ -174,7 +174,7 @@ Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic,
 }
 
 Result<bool> HasLiveMembers(const Group& group) {
-  return IsLocked(group.dir_fd(), kGroupLock, LockMode::kExclusive);
+  return IsLocked(group.dir_fd(), kGroupLock, LockMode::kExclusive, group.fs());
 }
 
 Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,

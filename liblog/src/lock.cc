@@ -21,42 +21,45 @@ const char* ModeName(LockMode mode) {
   return mode == LockMode::kShared ? "shared" : "exclusive";
 }
 
-// True when `name` in `dir_fd` is still the file `fd` is open on.
-bool StillNamed(int dir_fd, const std::string& name, int fd) {
-  struct stat named, held;
-  if (::fstatat(dir_fd, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0) return false;
-  if (::fstat(fd, &held) != 0) return false;
-  return named.st_dev == held.st_dev && named.st_ino == held.st_ino;
+// True when `name` in `dir_fd` is still the file `held` is open on.
+Result<bool> StillNamed(FileSystem* fs, int dir_fd, const std::string& name, File* held) {
+  auto named = fs->StatAt(dir_fd, name);
+  if (!named && named.error().code() == Code::kNotFound) return false;
+  if (!named) return named.error();
+  auto mine = held->Stat();
+  if (!mine) return mine.error();
+  return named->dev == mine->dev && named->ino == mine->ino;
 }
 
 }  // namespace
 
-Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create) {
-  auto fd = OpenRegularFileAt(dir_fd, name, create ? O_RDWR | O_CREAT : O_RDONLY);
-  if (!fd) return fd.error();
-  FileLock lock;
-  lock.fd_ = std::move(*fd);
-  lock.path_ = PathAt(dir_fd, name);
-  return lock;
+Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create,
+                                FileSystem* fs) {
+  return Open(dir_fd, name, create, PathAt(dir_fd, name), fs);
 }
 
 Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create,
-                                std::string path) {
-  auto fd = OpenRegularFileAt(dir_fd, name, create ? O_RDWR | O_CREAT : O_RDONLY);
-  if (!fd) return fd.error();
+                                std::string path, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto file = fs->Open(dir_fd, name, create ? FileSystem::kCreate : FileSystem::kRead);
+  if (!file) return file.error();
   FileLock lock;
-  lock.fd_ = std::move(*fd);
+  lock.file_ = std::move(*file);
+  lock.fs_ = fs;
   lock.path_ = std::move(path);
   return lock;
 }
 
 Result<FileLock> FileLock::Acquire(int dir_fd, const std::string& name, LockMode mode,
-                                   LockWait wait) {
+                                   LockWait wait, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
   for (int attempt = 0;; ++attempt) {
-    auto lock = Open(dir_fd, name, true);
+    auto lock = Open(dir_fd, name, true, fs);
     if (!lock) return lock.error();
     MQ_RETURN_IF_ERROR(lock->Lock(mode, wait));
-    if (StillNamed(dir_fd, name, lock->fd())) return lock;
+    auto still = StillNamed(fs, dir_fd, name, lock->file_.get());
+    if (!still) return still.error();
+    if (*still) return lock;
     if (attempt >= kMaxReplacedRetries) {
       return Status(Code::kBusy, fmt::format("{}: replaced {} times while being locked",
                                              lock->path(), attempt + 1));
@@ -65,28 +68,26 @@ Result<FileLock> FileLock::Acquire(int dir_fd, const std::string& name, LockMode
 }
 
 Status FileLock::Lock(LockMode mode, LockWait wait) {
-  int op = mode == LockMode::kShared ? LOCK_SH : LOCK_EX;
-  if (wait == LockWait::kTry) op |= LOCK_NB;
-  while (::flock(fd_.get(), op) != 0) {
-    const int err = errno;
-    if (err == EINTR) continue;
-    if (err == EWOULDBLOCK) {
-      return Status(Code::kBusy,
-                    fmt::format("{}: locked by another process ({} lock not granted)", path_,
-                                ModeName(mode)));
-    }
-    return ErrnoStatus(fmt::format("{}: {} lock", path_, ModeName(mode)), err);
+  if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
+  Status s = fs_->Lock(file_->fd(), mode, wait);
+  if (s.ok()) return s;
+  if (s.code() == Code::kBusy && wait == LockWait::kTry) {
+    return Status(Code::kBusy,
+                  fmt::format("{}: locked by another process ({} lock not granted)", path_,
+                              ModeName(mode)));
   }
-  return Status::Ok();
+  return Status(s.code(), fmt::format("{}: {} lock: {}", path_, ModeName(mode), s.message()));
 }
 
 Status FileLock::Unlock() {
-  if (::flock(fd_.get(), LOCK_UN) != 0) return ErrnoStatus(path_ + ": unlock", errno);
-  return Status::Ok();
+  if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
+  Status s = fs_->Unlock(file_->fd());
+  if (!s.ok()) return Status(s.code(), path_ + ": unlock: " + s.message());
+  return s;
 }
 
-Result<bool> IsLocked(int dir_fd, const std::string& name, LockMode probe) {
-  auto lock = FileLock::Open(dir_fd, name, false);
+Result<bool> IsLocked(int dir_fd, const std::string& name, LockMode probe, FileSystem* fs) {
+  auto lock = FileLock::Open(dir_fd, name, false, fs);
   if (!lock && lock.error().code() == Code::kNotFound) return false;
   if (!lock) return lock.error();
   Status s = lock->Lock(probe, LockWait::kTry);

@@ -24,7 +24,14 @@ namespace mq {
 
 namespace {
 constexpr uint64_t kMaxIndexFileBytes = 1ull << 31;
+
+// A read that failed (kIoError), as opposed to bytes that are not a batch:
+// returned at once, where damage is left for Next() to report.
+Status ReadFailure(const Result<BatchCursor::Step>& step) {
+  if (!step && step.error().code() == Code::kIoError) return step.error();
+  return Status::Ok();
 }
+}  // namespace
 
 struct PartitionReader::Impl {
   std::string dir;
@@ -104,6 +111,7 @@ Status PartitionReader::Impl::ScanEnd() {
     BatchHeader h;
     Bytes b;
     auto step = c.Peek(p, &h, &b);
+    MQ_RETURN_IF_ERROR(ReadFailure(step));
     if (!step || *step != BatchCursor::Step::kBatch) break;
     end = h.last_offset() + 1;
     p += h.size_bytes();
@@ -116,7 +124,7 @@ Status PartitionReader::Impl::ScanEnd() {
 }
 
 Status PartitionReader::Impl::ListAgain() {
-  auto list = ListSegments(dir_fd.get());
+  auto list = ListSegments(dir_fd.get(), fs);
   if (!list) return list.error();
   segments = std::move(*list);
   return Status::Ok();
@@ -137,8 +145,12 @@ Status PartitionReader::Impl::ReadHighWatermark() {
 Status PartitionReader::Impl::Refresh() {
   MQ_RETURN_IF_ERROR(ReadHighWatermark());
   if (!state) {
-    auto s = StateFile::OpenForRead(dir_fd.get());
+    // Only a missing or invalid state file falls back to the scan below;
+    // a failure to open or map one is returned.
+    auto s = StateFile::OpenForRead(dir_fd.get(), fs);
     if (s) state = std::move(*s);
+    else if (s.error().code() != Code::kNotFound && s.error().code() != Code::kCorruption)
+      return s.error();
   }
   if (state) {
     auto f = state->Read();
@@ -241,7 +253,7 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
   uint64_t start = 0;
   int64_t prev_end = base;  // the offset the batch at `start` should start at; -1 unknown
   auto idx = MappedFile::Open(dir_fd.get(), SegmentFileName(base, format::kIndexSuffix),
-                              kMaxIndexFileBytes);
+                              kMaxIndexFileBytes, fs);
   if (idx) {
     auto e = LookupOffset(idx->bytes(), base, offset);
     if (e) {
@@ -249,6 +261,7 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
       Bytes b;
       auto step = e->position < cursor.end() ? cursor.Peek(e->position, &h, &b)
                                              : Result<BatchCursor::Step>(BatchCursor::Step::kEnd);
+      MQ_RETURN_IF_ERROR(ReadFailure(step));
       if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == e->offset) {
         start = e->position;
         prev_end = -1;
@@ -263,6 +276,7 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
     BatchHeader h;
     Bytes b;
     auto step = cursor.Peek(p, &h, &b);
+    MQ_RETURN_IF_ERROR(ReadFailure(step));
     if (!step || *step != BatchCursor::Step::kBatch || h.last_offset() >= offset ||
         !MayPass(h, b, p, prev_end)) {
       expect = prev_end;  // let Next() report any corruption at p
@@ -280,7 +294,7 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
 // false, and the seek stops in this segment, where Next() reports it.
 Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp_ms) {
   std::string tname = SegmentFileName(base, format::kTimeIndexSuffix);
-  auto tidx = MappedFile::Open(dir_fd.get(), tname, kMaxIndexFileBytes);
+  auto tidx = MappedFile::Open(dir_fd.get(), tname, kMaxIndexFileBytes, fs);
   if (tidx && tidx->bytes().size() >= format::kTimeIndexEntrySize) {
     Bytes t = tidx->bytes();
     size_t n = t.size() / format::kTimeIndexEntrySize;
@@ -290,6 +304,7 @@ Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp
     BatchHeader h;
     Bytes b;
     auto step = cursor.Peek(*p, &h, &b);
+    MQ_RETURN_IF_ERROR(ReadFailure(step));
     if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == last.offset &&
         h.max_timestamp == last.timestamp)
       return last.timestamp < timestamp_ms && MayPass(h, b, *p, expect);
@@ -304,6 +319,7 @@ Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp
     BatchHeader h;
     Bytes b;
     auto step = cursor.Peek(p, &h, &b);
+    MQ_RETURN_IF_ERROR(ReadFailure(step));
     if (step && *step == BatchCursor::Step::kEnd) return true;
     if (!step || *step != BatchCursor::Step::kBatch || h.max_timestamp >= timestamp_ms ||
         !MayPass(h, b, p, prev_end))
@@ -329,14 +345,16 @@ Result<std::unique_ptr<PartitionReader>> PartitionReader::Open(const std::string
   impl->dir = dir;
   impl->offsets = options.offsets;
   if (options.fs) impl->fs = options.fs;
-  auto dfd = OpenDirectory(dir, false);
+  auto dfd = OpenDirectory(dir, false, impl->fs);
   if (!dfd) return dfd.error();
   impl->dir_fd = std::move(*dfd);
-  auto s = StateFile::OpenForRead(impl->dir_fd.get());
+  // A planted symlink is refused, a failure to read the file returned
+  // (Refresh); a missing or invalid one falls back to a scan.
+  auto s = StateFile::OpenForRead(impl->dir_fd.get(), impl->fs);
   if (s) {
     impl->state = std::move(*s);
-  } else if (s.error().code() == Code::kPermission) {
-    return s.error();  // a planted symlink: refuse
+  } else if (s.error().code() != Code::kNotFound && s.error().code() != Code::kCorruption) {
+    return s.error();
   }
   if (options.bound_by_high_watermark) {
     impl->hw_partition = PartitionOfDirectory(dir);
@@ -401,7 +419,7 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
     // `timestamp_ms` is older (§8.3), if the log confirms that entry.
     int64_t from_offset = base;
     std::string tname = SegmentFileName(base, format::kTimeIndexSuffix);
-    auto tidx = MappedFile::Open(r.dir_fd.get(), tname, kMaxIndexFileBytes);
+    auto tidx = MappedFile::Open(r.dir_fd.get(), tname, kMaxIndexFileBytes, r.fs);
     std::optional<TimeIndexEntry> hint;
     if (tidx && !tidx->bytes().empty()) {
       Bytes t = tidx->bytes();
@@ -414,6 +432,7 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
       BatchHeader h;
       Bytes b;
       auto step = r.cursor.Peek(*p, &h, &b);
+      MQ_RETURN_IF_ERROR(ReadFailure(step));
       if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == hint->offset &&
           h.max_timestamp == hint->timestamp && hint->timestamp < timestamp_ms) {
         from_offset = hint->offset + 1;
@@ -431,6 +450,7 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
       BatchHeader h;
       Bytes b;
       auto step = r.cursor.Peek(p, &h, &b);
+      MQ_RETURN_IF_ERROR(ReadFailure(step));
       if (!step || *step != BatchCursor::Step::kBatch || h.max_timestamp >= timestamp_ms ||
           !r.MayPass(h, b, p, expect)) {
         // Found, or damage that Next() will report where it is.
@@ -575,10 +595,12 @@ namespace {
 // newest snapshot, then the batches after it replayed (nullopt: no
 // directory, so nothing is anyone's).
 Result<std::optional<ProducerStateTable>> ReadProducerState(const std::string& dir,
-                                                            int64_t producer_id) {
+                                                            int64_t producer_id,
+                                                            FileSystem* fs = nullptr) {
   PartitionReader::Impl r{DecodeLimits{}};
   r.dir = dir;
-  auto dfd = OpenDirectory(dir, false);
+  if (fs) r.fs = fs;
+  auto dfd = OpenDirectory(dir, false, r.fs);
   // A partition nobody has written yet may have no directory: nothing there
   // is this producer's (an empty directory reads as an empty log below).
   if (!dfd && dfd.error().code() == Code::kNotFound) return std::optional<ProducerStateTable>();
@@ -588,14 +610,14 @@ Result<std::optional<ProducerStateTable>> ReadProducerState(const std::string& d
   ProducerStateTable table;
   // Readers never delete snapshots (LoadSnapshot drops those past the end
   // it is given): hand it no end.
-  auto from = table.LoadSnapshot(r.dir_fd.get(), INT64_MAX);
+  auto from = table.LoadSnapshot(r.dir_fd.get(), INT64_MAX, nullptr, r.fs);
   if (!from) return from.error();
   for (int64_t base : r.segments) {
     if (base > r.fields.end_segment_base) break;
     auto next = r.NextSegment(base);
     if (next && *next <= *from) continue;
     uint64_t to = base == r.fields.end_segment_base ? r.fields.end_position : UINT64_MAX;
-    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(r.dir_fd.get(), FileSystem::Default(), r.limits, base,
+    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(r.dir_fd.get(), r.fs, r.limits, base,
                                          *from, to, [&](const BatchHeader& h, uint64_t) {
                                            if (h.producer_id == producer_id &&
                                                h.base_offset >= *from)
@@ -617,7 +639,7 @@ Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int6
 Result<std::optional<ProducerBatch>> LastProducerBatch(const std::string& dir,
                                                        int64_t producer_id,
                                                        const ReadOptions& options) {
-  auto table = ReadProducerState(dir, producer_id);
+  auto table = ReadProducerState(dir, producer_id, options.fs);
   if (!table) return table.error();
   if (!*table) return std::optional<ProducerBatch>();
   auto it = (*table)->entries().find(producer_id);

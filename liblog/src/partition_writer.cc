@@ -165,7 +165,7 @@ Status PartitionWriter::Impl::ReplayRange(int64_t from_base, uint64_t from_pos) 
 // at or after it.
 Status PartitionWriter::Impl::ReplayProducers(File* active_log,
                                              const std::vector<int64_t>* snapshots) {
-  auto from = producers.LoadSnapshot(dir_fd.get(), fields.log_end_offset, snapshots);
+  auto from = producers.LoadSnapshot(dir_fd.get(), fields.log_end_offset, snapshots, fs);
   if (!from) return from.error();
   int64_t start = *from;
   // Nothing after the snapshot: the table is the snapshot's (no snapshot
@@ -265,7 +265,7 @@ Status PartitionWriter::Impl::Sync() {
   if (gen != generation || !(*now == fields)) {
     StateFields old = fields;
     fields = *now;
-    auto list = ListSegments(dir_fd.get());
+    auto list = ListSegments(dir_fd.get(), fs);
     if (!list) return list.error();
     segments = std::move(*list);
     // Segments past the committed end were started by a writer that died
@@ -307,7 +307,7 @@ Status PartitionWriter::Impl::Roll() {
   MQ_RETURN_IF_ERROR(active->Seal(config.durability == Durability::kEveryBatch));
   MQ_RETURN_IF_ERROR(EnsureProducers());
   int64_t base = fields.log_end_offset;
-  MQ_RETURN_IF_ERROR(producers.WriteSnapshot(dir_fd.get(), base));
+  MQ_RETURN_IF_ERROR(producers.WriteSnapshot(dir_fd.get(), base, true, fs));
   snapshot_at = base;
   snapshot_segment = base;
   snapshot_pos = 0;
@@ -373,7 +373,9 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
                      *size - prev.end_position)});
   }
   for (size_t i = 0; i + 1 < list.size(); ++i) {
-    if (IndexLooksRight(fd, config, list[i], list[i + 1])) continue;
+    auto looks = IndexLooksRight(fd, config, list[i], list[i + 1]);
+    if (!looks) return looks.error();
+    if (*looks) continue;
     auto f = fs->Open(fd, SegmentFileName(list[i], format::kLogSuffix), FileSystem::kRead);
     if (!f) return f.error();
     auto rolled_size = (*f)->Size();
@@ -405,7 +407,7 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
   // the producer table is built from it when first needed (producer.md
   // §10.2, P7). Snapshots past the end are removed now, before anything is
   // appended past them.
-  newest_snapshot = ProducerStateTable::DropSnapshotsPast(fd, fields.log_end_offset, snapshots);
+  newest_snapshot = ProducerStateTable::DropSnapshotsPast(fd, fields.log_end_offset, snapshots, fs);
   producers_loaded = false;
   stale_check = false;
   state.SetAppending(false);
@@ -418,7 +420,7 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
 Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   int fd = dir_fd.get();
   std::vector<int64_t> snapshots;
-  auto list = ListSegments(fd, &snapshots);
+  auto list = ListSegments(fd, fs, &snapshots);
   if (!list) return list.error();
   // R40: an interrupted truncation is completed before anything else, and
   // the log it leaves is validated as after a crash.
@@ -496,11 +498,11 @@ Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string
   if (impl->config.index_interval_bytes == 0) impl->config.index_interval_bytes = 1;
   RecoveryReport local;
   if (report == nullptr) report = &local;
-  auto dfd = OpenDirectory(dir, create);
+  auto dfd = OpenDirectory(dir, create, impl->fs);
   if (!dfd) return dfd.error();
   impl->dir_fd = std::move(*dfd);
   int dir_fd = impl->dir_fd.get();
-  auto lock = WriterLock::Open(dir_fd, dir);
+  auto lock = WriterLock::Open(dir_fd, dir, impl->fs);
   if (!lock) return lock.error();
   impl->lock = std::move(*lock);
   MQ_RETURN_IF_ERROR(impl->lock.Lock());
@@ -857,7 +859,7 @@ Status PartitionWriter::Close() {
     if (s.ok() && w.producers_loaded && w.snapshot_at != w.fields.log_end_offset &&
         !short_replay) {
       s = w.producers.WriteSnapshot(w.dir_fd.get(), w.fields.log_end_offset,
-                                    w.config.sync_on_close);
+                                    w.config.sync_on_close, w.fs);
       if (s.ok()) {
         w.snapshot_at = w.fields.log_end_offset;
         w.snapshot_segment = w.fields.end_segment_base;

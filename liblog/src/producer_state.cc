@@ -2,11 +2,6 @@
 // and the `<offset>.snapshot` file.
 #include "producer_state.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -17,6 +12,7 @@
 
 #include "mq/crc32c.h"
 #include "mq/file.h"
+#include "segment.h"
 
 namespace mq {
 namespace {
@@ -104,73 +100,13 @@ int64_t SnapshotOffset(const char* name) {
   return v;
 }
 
-// Snapshot offsets present in `dir_fd`, ascending.
-Result<std::vector<int64_t>> ListSnapshots(int dir_fd) {
-  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("producer snapshots: open directory", errno);
-  DIR* dir = ::fdopendir(fd);
-  if (dir == nullptr) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus("producer snapshots: open directory", err);
-  }
+// Snapshot offsets present in `dir_fd`, ascending (the partition's one
+// directory listing, ListSegments).
+Result<std::vector<int64_t>> ListSnapshots(int dir_fd, FileSystem* fs) {
   std::vector<int64_t> offsets;
-  while (dirent* e = ::readdir(dir)) {
-    int64_t off = SnapshotOffset(e->d_name);
-    if (off >= 0) offsets.push_back(off);
-  }
-  ::closedir(dir);
-  std::sort(offsets.begin(), offsets.end());
+  auto segments = ListSegments(dir_fd, fs, &offsets);
+  if (!segments) return segments.error();
   return offsets;
-}
-
-Result<std::vector<std::byte>> ReadSmallFile(int dir_fd, const std::string& name) {
-  auto opened = OpenRegularFileAt(dir_fd, name, O_RDONLY);
-  if (!opened) return opened.error();
-  UniqueFd fd = std::move(*opened);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(name, errno);
-  uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size > kMaxSnapshotBytes) {
-    return Status(Code::kTooLarge, fmt::format("{}: {} bytes, over {}", name, size,
-                                               kMaxSnapshotBytes));
-  }
-  std::vector<std::byte> data(size);
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pread(fd.get(), data.data() + done, size - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(name, errno);
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  data.resize(done);
-  return data;
-}
-
-// Writes `<name>.tmp`, fsyncs it, renames it to `name` and fsyncs the
-// directory. The snapshot is derived data, so this stays outside the
-// FileSystem seam: a lost snapshot only costs a longer replay.
-Status WriteAtomic(int dir_fd, const std::string& name, std::span<const std::byte> data,
-                   bool sync) {
-  std::string tmp = name + ".tmp";
-  auto opened = OpenRegularFileAt(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC);
-  if (!opened) return opened.error();
-  UniqueFd fd = std::move(*opened);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(tmp, errno);
-    done += static_cast<size_t>(n);
-  }
-  if (sync && ::fdatasync(fd.get()) != 0) return ErrnoStatus(tmp + ": fsync", errno);
-  fd.reset();
-  if (::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
-    return ErrnoStatus(tmp + ": rename", errno);
-  }
-  if (sync && ::fsync(dir_fd) != 0) return ErrnoStatus(name + ": fsync directory", errno);
-  return Status::Ok();
 }
 
 }  // namespace
@@ -305,15 +241,16 @@ static Status DecodeSnapshot(std::span<const std::byte> data, const std::string&
 }
 
 Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end,
-                                                 const std::vector<int64_t>* listed) {
+                                                 const std::vector<int64_t>* listed,
+                                                 FileSystem* fs) {
   entries_.clear();
-  auto offsets = listed ? Result<std::vector<int64_t>>(*listed) : ListSnapshots(dir_fd);
+  auto offsets = listed ? Result<std::vector<int64_t>>(*listed) : ListSnapshots(dir_fd, fs);
   if (!offsets) return offsets.error();
-  DropSnapshotsPast(dir_fd, log_end, *offsets);
+  DropSnapshotsPast(dir_fd, log_end, *offsets, fs);
   for (auto it = offsets->rbegin(); it != offsets->rend(); ++it) {
     if (*it > log_end) continue;
     std::string name = SnapshotName(*it);
-    auto data = ReadSmallFile(dir_fd, name);
+    auto data = ReadFileAt(dir_fd, name, kMaxSnapshotBytes, fs);
     // A symlink, FIFO or device in its place is refused like any data
     // file; otherwise unreadable: try an older one, or replay everything.
     if (!data && data.error().code() == Code::kPermission) return data.error();
@@ -327,20 +264,26 @@ Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end,
 }
 
 int64_t ProducerStateTable::DropSnapshotsPast(int dir_fd, int64_t log_end,
-                                              const std::vector<int64_t>& listed) {
+                                              const std::vector<int64_t>& listed,
+                                              FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
   // A snapshot past the log end describes records that are gone (the log
   // was truncated): it must never be read once the log grows past it again.
+  // Best effort: one left behind is removed by the next open, and never
+  // read while the log end is below it.
   int64_t newest = -1;
   for (int64_t off : listed) {
     if (off > log_end)
-      ::unlinkat(dir_fd, SnapshotName(off).c_str(), 0);
+      (void)fs->Unlink(dir_fd, SnapshotName(off));
     else
       newest = off;
   }
   return newest;
 }
 
-Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset, bool sync) const {
+Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset, bool sync,
+                                         FileSystem* fs) const {
+  if (fs == nullptr) fs = FileSystem::Default();
   // One entry per cached batch, oldest first: a Kafka reader keeps the last
   // entry of each producer id, mq keeps all of them (up to 5).
   size_t count = 0;
@@ -385,14 +328,14 @@ Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset, bool s
   }
   uint32_t crc = Crc32c(std::span<const std::byte>(data).subspan(kSnapshotCountOffset));
   PutBig<uint32_t>(data.data() + kSnapshotCrcOffset, crc);
-  MQ_RETURN_IF_ERROR(WriteAtomic(dir_fd, SnapshotName(next_offset), data, sync));
+  MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd, SnapshotName(next_offset), data, fs, {}, sync));
 
-  auto offsets = ListSnapshots(dir_fd);
+  auto offsets = ListSnapshots(dir_fd, fs);
   if (!offsets) return Status::Ok();  // written; pruning is best effort
   size_t older = 0;
   for (auto it = offsets->rbegin(); it != offsets->rend(); ++it) {
     if (*it > next_offset) continue;
-    if (++older > kSnapshotsKept) ::unlinkat(dir_fd, SnapshotName(*it).c_str(), 0);
+    if (++older > kSnapshotsKept) (void)fs->Unlink(dir_fd, SnapshotName(*it));
   }
   return Status::Ok();
 }

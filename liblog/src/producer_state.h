@@ -64,18 +64,25 @@ class ProducerStateTable {
   // INT64_MAX to only read).
   // `listed`: the snapshot offsets of a listing of the directory just made
   // (under the writer lock), ascending; null: listed here.
+  // Files are read, listed and removed through `fs` (null: the real one).
   Result<int64_t> LoadSnapshot(int dir_fd, int64_t log_end,
-                               const std::vector<int64_t>* listed = nullptr);
+                               const std::vector<int64_t>* listed = nullptr,
+                               FileSystem* fs = nullptr);
   // LoadSnapshot's deletion alone: removes the snapshots of `listed`
   // (ascending) with an offset > `log_end`; returns the newest of the
   // others (-1 if none), the one LoadSnapshot would try first.
+  // The removals are best effort (a snapshot left past the log end is
+  // never read, and the next open removes it).
   static int64_t DropSnapshotsPast(int dir_fd, int64_t log_end,
-                                   const std::vector<int64_t>& listed);
+                                   const std::vector<int64_t>& listed, FileSystem* fs = nullptr);
   // Writes `<next_offset>.snapshot` atomically and removes older ones beyond
   // the newest two.
   // With `sync` false the file is neither fsynced nor is the directory (for
   // page-cache durability: a crash may lose it or leave it invalid, P7).
-  Status WriteSnapshot(int dir_fd, int64_t next_offset, bool sync = true) const;
+  // Written with WriteFileAtomic through `fs` (null: the real one); removing
+  // the older ones is best effort.
+  Status WriteSnapshot(int dir_fd, int64_t next_offset, bool sync = true,
+                       FileSystem* fs = nullptr) const;
 
  private:
   std::unordered_map<int64_t, ProducerEntry> entries_;

@@ -46,8 +46,10 @@ Status WriteIndexFiles(int dir_fd, FileSystem* fs, int64_t base, const SegmentRe
   return WriteFileAtomic(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), r.time_index, fs);
 }
 
-bool SameAsFile(int dir_fd, const std::string& name, const std::vector<std::byte>& want) {
-  auto m = MappedFile::Open(dir_fd, name, kMaxIndexBytes);
+// False when the file cannot be mapped either: it is rewritten.
+bool SameAsFile(int dir_fd, FileSystem* fs, const std::string& name,
+                const std::vector<std::byte>& want) {
+  auto m = MappedFile::Open(dir_fd, name, kMaxIndexBytes, fs);
   if (!m) return false;
   Bytes have = m->bytes();
   return have.size() == want.size() &&
@@ -135,11 +137,13 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
 
 // The cheap check of a segment below the recovery point: sizes, and that
 // the last offset entry points at a batch with that last offset.
-bool IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t next_base) {
+Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
+                             int64_t next_base) {
   FileSystem* fs = FsOf(config);
-  auto idx = MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix), kMaxIndexBytes);
+  auto idx =
+      MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix), kMaxIndexBytes, fs);
   auto tidx =
-      MappedFile::Open(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), kMaxIndexBytes);
+      MappedFile::Open(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), kMaxIndexBytes, fs);
   if (!idx || !tidx) return false;
   if (idx->bytes().size() % format::kOffsetIndexEntrySize != 0) return false;
   if (tidx->bytes().size() % format::kTimeIndexEntrySize != 0) return false;
@@ -149,11 +153,13 @@ bool IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t 
   }
   if (idx->bytes().empty()) return true;
   auto e = DecodeOffsetEntry(idx->bytes().data() + idx->bytes().size() - 8, base);
+  // The log is not a hint: a failure to read it is returned.
   auto log = fs->Open(dir_fd, SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
-  if (!log) return false;
+  if (!log) return log.error();
   std::byte header[format::kBatchHeaderSize];
   auto got = (*log)->ReadAt(e.position, header);
-  if (!got || *got != sizeof header) return false;
+  if (!got) return got.error();
+  if (*got != sizeof header) return false;
   return DecodeBatchHeader(Bytes(header, sizeof header)).last_offset() == e.offset;
 }
 
@@ -194,7 +200,7 @@ Status WalkHeaders(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64
   uint64_t pos = from;
   if (from_offset && *from_offset > base) {
     auto idx = MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix),
-                                kMaxIndexBytes);
+                                kMaxIndexBytes, fs);
     auto e = idx ? LookupOffset(idx->bytes(), base, *from_offset - 1) : std::nullopt;
     if (e && e->position < to) {
       BatchHeader h;
@@ -262,7 +268,9 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
   size_t start = 0;
   while (start + 1 < segments.size() && segments[start + 1] <= recovery_point) ++start;
   for (size_t i = 0; i < start; ++i) {
-    if (IndexLooksRight(dir_fd, config, segments[i], segments[i + 1])) continue;
+    auto looks = IndexLooksRight(dir_fd, config, segments[i], segments[i + 1]);
+    if (!looks) return looks.error();
+    if (*looks) continue;
     auto size = [&]() -> Result<uint64_t> {
       auto f = fs->Open(dir_fd, SegmentFileName(segments[i], format::kLogSuffix), FileSystem::kRead);
       if (!f) return f.error();
@@ -299,7 +307,8 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
     if (r->last_offset >= 0) prev_last = r->last_offset;
     std::string index = SegmentFileName(segments[i], format::kIndexSuffix);
     std::string tindex = SegmentFileName(segments[i], format::kTimeIndexSuffix);
-    if (!SameAsFile(dir_fd, index, r->offset_index) || !SameAsFile(dir_fd, tindex, r->time_index)) {
+    if (!SameAsFile(dir_fd, fs, index, r->offset_index) ||
+        !SameAsFile(dir_fd, fs, tindex, r->time_index)) {
       MQ_RETURN_IF_ERROR(WriteIndexFiles(dir_fd, fs, segments[i], *r));
       if (report) {
         ++report->indexes_rebuilt;

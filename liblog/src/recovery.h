@@ -59,7 +59,10 @@ Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits,
 // the entry size, the last time entry's offset lies in [base, next_base),
 // and the last offset entry points at a batch with that last offset. (The
 // active segment's get the same checks in PartitionWriter's OpenActive.)
-bool IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t next_base);
+// Index files that cannot be mapped are not right (false); a failure to
+// read the log is returned.
+Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
+                             int64_t next_base);
 
 // Rebuilds both indexes of segment `base` from its first `size` bytes and
 // replaces the files (write, fsync, rename).

@@ -5,9 +5,6 @@
 #include <array>
 #include <climits>
 #include <cstring>
-#include <dirent.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -51,35 +48,22 @@ bool IsTempName(const std::string& name) {
   return name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
 }
 
-Result<std::vector<int64_t>> ListSegments(int dir_fd) { return ListSegments(dir_fd, nullptr); }
-
-Result<std::vector<int64_t>> ListSegments(int dir_fd, std::vector<int64_t>* snapshots) {
+Result<std::vector<int64_t>> ListSegments(int dir_fd, FileSystem* fs,
+                                          std::vector<int64_t>* snapshots) {
   if (snapshots) snapshots->clear();
-  // getdents64 on a fresh descriptor of the directory (its own position),
-  // without the stdio-like DIR machinery: a partition directory is opened
-  // at every writer open.
-  UniqueFd fd(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoStatus("list partition directory", errno);
+  auto names = ListNames(dir_fd, {}, fs);
+  if (!names) return names.error();
   std::vector<int64_t> bases;
-  alignas(struct dirent64) char buf[8192];
-  for (;;) {
-    const ssize_t n = ::getdents64(fd.get(), buf, sizeof buf);
-    if (n < 0) return ErrnoStatus("list partition directory", errno);
-    if (n == 0) break;
-    for (ssize_t at = 0; at < n;) {
-      const auto* e = reinterpret_cast<const struct dirent64*>(buf + at);
-      at += e->d_reclen;
-      const char* name = e->d_name;
-      if (snapshots) {
-        const int64_t off = SnapshotFileOffset(name);
-        if (off >= 0) snapshots->push_back(off);
-      }
-      const size_t len = std::strlen(name);
-      if (len != format::kSegmentNameDigits + std::strlen(format::kLogSuffix)) continue;
-      if (std::strcmp(name + format::kSegmentNameDigits, format::kLogSuffix) != 0) continue;
-      auto base = SegmentBaseOffset(name);
-      if (base) bases.push_back(*base);
+  for (const std::string& name : *names) {
+    if (snapshots) {
+      const int64_t off = SnapshotFileOffset(name.c_str());
+      if (off >= 0) snapshots->push_back(off);
     }
+    if (name.size() != format::kSegmentNameDigits + std::strlen(format::kLogSuffix)) continue;
+    if (name.compare(format::kSegmentNameDigits, std::string::npos, format::kLogSuffix) != 0)
+      continue;
+    auto base = SegmentBaseOffset(name);
+    if (base) bases.push_back(*base);
   }
   std::sort(bases.begin(), bases.end());
   if (snapshots) std::sort(snapshots->begin(), snapshots->end());

@@ -34,13 +34,13 @@ inline void StoreBig64(std::byte* p, uint64_t v) {
   StoreBig32(p + 4, static_cast<uint32_t>(v));
 }
 
-// Base offsets of the `<20 digits>.log` files in `dir_fd`, ascending. Other
-// names are ignored (they are not segments).
-Result<std::vector<int64_t>> ListSegments(int dir_fd);
-// The same, also filling `*snapshots` with the offsets of the producer
-// snapshots (`<20 digits>.snapshot`, producer.md §10.2) found in the same
-// listing, ascending.
-Result<std::vector<int64_t>> ListSegments(int dir_fd, std::vector<int64_t>* snapshots);
+// Base offsets of the `<20 digits>.log` files in `dir_fd`, ascending, listed
+// through `fs` (null: the real file system). Other names are ignored (they
+// are not segments). With `snapshots`, also fills it with the offsets of
+// the producer snapshots (`<20 digits>.snapshot`, producer.md §10.2) found
+// in the same listing, ascending.
+Result<std::vector<int64_t>> ListSegments(int dir_fd, FileSystem* fs = nullptr,
+                                          std::vector<int64_t>* snapshots = nullptr);
 
 // Names of the temporary files a crashed writer may leave (`*.tmp`).
 bool IsTempName(const std::string& name);

@@ -14,23 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <boost/interprocess/mapped_region.hpp>
 #include <fmt/format.h>
 
 #include "mq/crc32c.h"
 
 namespace mq {
 
-namespace bip = boost::interprocess;
-
 namespace {
-
-struct FdMapping {
-  int fd;
-  bip::mapping_handle_t get_mapping_handle() const {
-    return bip::ipcdetail::mapping_handle_from_file_handle(fd);
-  }
-};
 
 constexpr size_t kChecksumFrom = offsetof(StateLayout, rewrites);
 constexpr size_t kChecksumTo = offsetof(StateLayout, checksum);
@@ -132,11 +122,11 @@ Result<StateFields> DecodeState(const StateLayout& s, const std::string& file) {
 }
 
 struct StateFile::Impl {
-  UniqueFd fd;
-  bip::mapped_region region;
+  FileSystem* fs = nullptr;
+  Mapping region;
   StateLayout* layout = nullptr;
-  dev_t dev = 0;
-  ino_t ino = 0;
+  uint64_t dev = 0;
+  uint64_t ino = 0;
 };
 
 StateFile::StateFile() = default;
@@ -146,21 +136,21 @@ StateFile::~StateFile() = default;
 
 namespace {
 
-Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable,
-                                                  bool looked = false);
+Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, FileSystem* fs, bool writable);
 
 }  // namespace
 
 Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const StateFields& initial,
                                           bool* recreated, bool sync) {
   *recreated = false;
-  struct stat st;
-  bool exists = ::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) == 0;
-  if (exists && !S_ISREG(st.st_mode))
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto st = fs->StatAt(dir_fd, kStateFileName);
+  if (!st && st.error().code() != Code::kNotFound) return st.error();
+  if (st && !st->is_regular())
     return Status(Code::kPermission,
                   fmt::format("{}: {}; refused", PathAt(dir_fd, kStateFileName),
-                              S_ISLNK(st.st_mode) ? "is a symlink" : "not a regular file"));
-  bool usable = exists && st.st_size == sizeof(StateLayout);
+                              S_ISLNK(st->mode) ? "is a symlink" : "not a regular file"));
+  bool usable = st && st->size == sizeof(StateLayout);
   if (!usable) {
     // Replace, never resize in place: a reader's mapping of the old file
     // must not lose its pages (SIGBUS).
@@ -171,16 +161,15 @@ Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const Stat
         {}, sync));
     *recreated = true;
   }
-  // Found a regular file just now: not looked at again before opening.
-  auto impl = MapState(dir_fd, true, usable);
+  auto impl = MapState(dir_fd, fs, true);
   if (!impl) return impl.error();
   StateFile out;
   out.impl_ = std::move(*impl);
   return out;
 }
 
-Result<StateFile> StateFile::OpenForRead(int dir_fd) {
-  auto impl = MapState(dir_fd, false);
+Result<StateFile> StateFile::OpenForRead(int dir_fd, FileSystem* fs) {
+  auto impl = MapState(dir_fd, fs ? fs : FileSystem::Default(), false);
   if (!impl) return impl.error();
   StateFile out;
   out.impl_ = std::move(*impl);
@@ -189,26 +178,23 @@ Result<StateFile> StateFile::OpenForRead(int dir_fd) {
 
 namespace {
 
-Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, bool writable, bool looked) {
-  struct stat st;
-  auto opened = OpenRegularFileAt(dir_fd, kStateFileName, writable ? O_RDWR : O_RDONLY, 0640,
-                                  &st, looked);
-  if (!opened) return opened.error();
-  const int fd = opened->release();
+Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, FileSystem* fs, bool writable) {
+  auto file = fs->Open(dir_fd, kStateFileName, writable ? FileSystem::kReadWrite : FileSystem::kRead);
+  if (!file) return file.error();
+  auto st = (*file)->Stat();
+  if (!st) return st.error();
   auto impl = std::make_unique<StateFile::Impl>();
-  impl->fd.reset(fd);
-  if (!S_ISREG(st.st_mode) || st.st_size != sizeof(StateLayout))
+  impl->fs = fs;
+  if (st->size != sizeof(StateLayout))
     return Status::Corruption(kStateFileName, 0, "R15",
-                              fmt::format("size {} (want {})", st.st_size, sizeof(StateLayout)));
-  impl->dev = st.st_dev;
-  impl->ino = st.st_ino;
-  try {
-    impl->region = bip::mapped_region(FdMapping{fd}, writable ? bip::read_write : bip::read_only, 0,
-                                      sizeof(StateLayout));
-  } catch (const bip::interprocess_exception& e) {
-    return Status(Code::kIoError, fmt::format("{}: mmap: {}", kStateFileName, e.what()));
-  }
-  impl->layout = static_cast<StateLayout*>(impl->region.get_address());
+                              fmt::format("size {} (want {})", st->size, sizeof(StateLayout)));
+  impl->dev = st->dev;
+  impl->ino = st->ino;
+  // The mapping outlives the descriptor (closed on return).
+  auto m = fs->Map((*file)->fd(), sizeof(StateLayout), writable);
+  if (!m) return Status(m.error().code(), std::string(kStateFileName) + ": " + m.error().message());
+  impl->region = std::move(*m);
+  impl->layout = reinterpret_cast<StateLayout*>(impl->region.data);
   return impl;
 }
 
@@ -324,9 +310,9 @@ void StateFile::Wait(uint32_t generation, int timeout_ms) const {
 }
 
 bool StateFile::Replaced(int dir_fd) const {
-  struct stat st;
-  if (::fstatat(dir_fd, kStateFileName, &st, AT_SYMLINK_NOFOLLOW) != 0) return true;
-  return st.st_dev != impl_->dev || st.st_ino != impl_->ino;
+  auto st = impl_->fs->StatAt(dir_fd, kStateFileName);
+  if (!st) return true;
+  return st->dev != impl_->dev || st->ino != impl_->ino;
 }
 
 }  // namespace mq

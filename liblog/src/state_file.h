@@ -93,7 +93,7 @@ class StateFile {
   static Result<StateFile> OpenForWrite(int dir_fd, FileSystem* fs, const StateFields& initial,
                                         bool* recreated, bool sync = true);
   // A reader's read-only mapping; kNotFound when there is no state file.
-  static Result<StateFile> OpenForRead(int dir_fd);
+  static Result<StateFile> OpenForRead(int dir_fd, FileSystem* fs = nullptr);
 
   // A consistent snapshot of the fields (seqlock), or R15 corruption.
   Result<StateFields> Read(uint32_t* generation = nullptr) const;
@@ -108,7 +108,8 @@ class StateFile {
   bool appending() const;
   // Blocks while the generation equals `generation`, up to `timeout_ms`.
   void Wait(uint32_t generation, int timeout_ms) const;
-  // True if `state` in `dir_fd` is no longer the file this maps.
+  // True if `state` in `dir_fd` is no longer the file this maps (or cannot
+  // be looked at).
   bool Replaced(int dir_fd) const;
 
  struct Impl;

@@ -228,26 +228,15 @@ Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& kn
 // but verify does not read (writer.lock, producer snapshots), as the writer
 // does (exit 77): verify never calls a partition ok that a writer refuses.
 Status CheckWriterFiles(int dir_fd) {
-  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return ErrnoStatus(PathAt(dir_fd, "."), errno);
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    ::close(copy);
-    return ErrnoStatus(PathAt(dir_fd, "."), errno);
+  auto names = ListNames(dir_fd, {});
+  if (!names) return names.error();
+  for (const std::string& name : *names) {
+    if (name != kWriterLockName && !EndsWith(name, ".snapshot")) continue;
+    // Names the kind and refuses anything but a regular file.
+    auto f = FileSystem::Default()->Open(dir_fd, name, FileSystem::kRead);
+    if (!f && f.error().code() != Code::kNotFound) return f.error();
   }
-  ::rewinddir(d);  // the copy shares the descriptor's position
-  Status s;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (e->d_type == DT_REG || (name != kWriterLockName && !EndsWith(name, ".snapshot"))) continue;
-    auto f = OpenRegularFileAt(dir_fd, name, O_RDONLY);  // names the kind, refuses
-    if (!f && f.error().code() != Code::kNotFound) {
-      s = f.error();
-      break;
-    }
-  }
-  ::closedir(d);
-  return s;
+  return Status::Ok();
 }
 
 }  // namespace

@@ -2,20 +2,19 @@
 
 namespace mq {
 
-Result<WriterLock> WriterLock::Open(int dir_fd) {
-  auto lock = FileLock::Open(dir_fd, kWriterLockName, true);
+namespace {
+Result<WriterLock> Wrap(Result<FileLock> lock) {
   if (!lock) return lock.error();
-  WriterLock out;
-  out.lock_ = std::move(*lock);
-  return out;
+  return WriterLock(std::move(*lock));
+}
+}  // namespace
+
+Result<WriterLock> WriterLock::Open(int dir_fd, FileSystem* fs) {
+  return Wrap(FileLock::Open(dir_fd, kWriterLockName, true, fs));
 }
 
-Result<WriterLock> WriterLock::Open(int dir_fd, const std::string& dir) {
-  auto lock = FileLock::Open(dir_fd, kWriterLockName, true, dir + "/" + kWriterLockName);
-  if (!lock) return lock.error();
-  WriterLock out;
-  out.lock_ = std::move(*lock);
-  return out;
+Result<WriterLock> WriterLock::Open(int dir_fd, const std::string& dir, FileSystem* fs) {
+  return Wrap(FileLock::Open(dir_fd, kWriterLockName, true, dir + "/" + kWriterLockName, fs));
 }
 
 }  // namespace mq

@@ -16,11 +16,13 @@ constexpr const char* kWriterLockName = "writer.lock";
 class WriterLock {
  public:
   WriterLock() = default;
+  explicit WriterLock(FileLock lock) : lock_(std::move(lock)) {}
   // Opens (creating, mode 0640) `writer.lock` in `dir_fd`, refusing symlinks.
-  static Result<WriterLock> Open(int dir_fd);
+  // Through `fs` (null: the real file system).
+  static Result<WriterLock> Open(int dir_fd, FileSystem* fs = nullptr);
   // The same, naming the lock `<dir>/writer.lock` in messages (`dir`: the
   // directory `dir_fd` is open on), without a look-up in /proc.
-  static Result<WriterLock> Open(int dir_fd, const std::string& dir);
+  static Result<WriterLock> Open(int dir_fd, const std::string& dir, FileSystem* fs = nullptr);
   // Blocks until held.
   Status Lock() { return lock_.Lock(LockMode::kExclusive, LockWait::kBlock); }
   Status Unlock() { return lock_.Unlock(); }
@@ -29,7 +31,9 @@ class WriterLock {
   FileLock lock_;
 };
 
-// Holds a WriterLock for a scope.
+// Holds a WriterLock for a scope. A failed unlock is not reported (best
+// effort): the lock then stays held until the descriptor closes (Close, or
+// the process's exit), so other writers wait longer; nothing is lost.
 class LockGuard {
  public:
   explicit LockGuard(WriterLock* lock) : lock_(lock) {}

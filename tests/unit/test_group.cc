@@ -75,7 +75,7 @@ Status Decode(const std::vector<std::byte>& b) {
 
 // Writes only the first `keep` bytes of each write, then fails: a process
 // that dies inside the write of the staging file.
-class CrashFs : public FileSystem {
+class CrashFs : public FileSystemWrapper {
  public:
   explicit CrashFs(size_t keep) : keep_(keep) {}
   Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
@@ -102,6 +102,7 @@ class CrashFs : public FileSystem {
       return real_->ReadAt(offset, data);
     }
     Result<uint64_t> Size() override { return real_->Size(); }
+    Result<FileInfo> Stat() override { return real_->Stat(); }
     Status Truncate(uint64_t size) override { return real_->Truncate(size); }
     Status Sync() override { return real_->Sync(); }
     int fd() const override { return real_->fd(); }

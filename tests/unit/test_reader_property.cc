@@ -36,7 +36,7 @@ std::vector<uint64_t> Seeds() {
 
 // A file system whose reads may first run `hook`: the test appends from
 // there, between a reader's look at the committed end and its next read.
-class HookFs : public FileSystem {
+class HookFs : public FileSystemWrapper {
  public:
   std::function<void()> hook;
 
@@ -65,6 +65,7 @@ class HookFs : public FileSystem {
       return f_->Size();
     }
     Status Truncate(uint64_t s) override { return f_->Truncate(s); }
+    Result<FileInfo> Stat() override { return f_->Stat(); }
     Status Sync() override { return f_->Sync(); }
     int fd() const override { return f_->fd(); }
 

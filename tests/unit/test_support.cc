@@ -114,6 +114,7 @@ class FaultFile : public File {
     return real_->ReadAt(offset, data);
   }
   Result<uint64_t> Size() override { return real_->Size(); }
+  Result<FileInfo> Stat() override { return real_->Stat(); }
   Status Truncate(uint64_t size) override { return real_->Truncate(size); }
   Status Sync() override {
     MQ_RETURN_IF_ERROR(fs_->BeforeSync());

@@ -59,7 +59,7 @@ class ScopedBootId {
 };
 
 // Wraps the real file system and fails chosen operations.
-class FaultFs : public FileSystem {
+class FaultFs : public FileSystemWrapper {
  public:
   enum class Fault { kNone, kEio, kEnospc, kShortWrite };
   // The Nth (1-based) write / fsync / rename from now fails; with `sticky`

@@ -1,5 +1,25 @@
-// The file layer: the one virtual seam in liblog, so tests can inject
-// failures (short writes, ENOSPC, EIO on fsync) beneath the partition log.
+// The file layer: the one virtual seam in liblog beneath every path that
+// can fail, so a test can inject any failure (as LevelDB's Env and SQLite's
+// aSyscall[]). Through it go opening, reading, writing, sizing, fstat,
+// truncating and fdatasync of files (File); and mkdir and opening of
+// directories, directory listing, lstat of a name, rename, unlink, rmdir,
+// fsync of a directory, mmap and flock (FileSystem).
+//
+// What uses it: the partition writer and reader (segments, indexes, the
+// state file and its mapping, writer.lock, directory listings, producer
+// snapshots, recovery), every atomic replacement of a file
+// (WriteFileAtomic), whole-file reads (ReadFileAt), FileLock, DataDir and
+// Group (offsets, locks, members, partitions). PartitionWriter and
+// PartitionReader take theirs from LogConfig::fs and ReadOptions::fs, DataDir
+// and Group from their Open; null everywhere means FileSystem::Default().
+//
+// What stays outside, each for a reason: close(2) (never retried, nothing
+// to act on); link(2) when a topic is created (DataDir) and the fstat of the
+// root's mode; fstatfs for the NFS check; readlink of /proc/self/fd for
+// messages; futex waits and wake-ups; the kernel boot id; ReadGroupOffsetsFile
+// (mq-inspect, by path); the best-effort notes in members' lock files;
+// verification and mq-inspect, which use the default file system.
+//
 // Every path is relative to a directory descriptor and opened with
 // O_NOFOLLOW | O_CLOEXEC; files are created with explicit modes.
 #pragma once
@@ -35,6 +55,27 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+// What lstat/fstat says of a file.
+struct FileInfo {
+  uint64_t size = 0;
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  uint32_t mode = 0;  // st_mode: type and permissions
+  bool is_regular() const;
+  bool is_dir() const;
+};
+
+enum class LockMode : uint8_t { kShared, kExclusive };
+enum class LockWait : uint8_t { kBlock, kTry };
+
+// A shared mapping of a file's first `size` bytes; unmapped when the last
+// copy goes.
+struct Mapping {
+  std::shared_ptr<void> region;
+  std::byte* data = nullptr;
+  size_t size = 0;
+};
+
 class File {
  public:
   virtual ~File() = default;
@@ -43,6 +84,8 @@ class File {
   // Reads up to data.size() bytes at `offset`; returns how many were read.
   virtual Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> data) = 0;
   virtual Result<uint64_t> Size() = 0;
+  // fstat of the open file.
+  virtual Result<FileInfo> Stat() = 0;
   virtual Status Truncate(uint64_t size) = 0;
   // fdatasync. A failure is final: the caller must not retry and acknowledge.
   virtual Status Sync() = 0;
@@ -63,6 +106,65 @@ class FileSystem {
   virtual Status Unlink(int dir_fd, const std::string& name) = 0;
   // fsync of a directory: makes created, renamed and removed names durable.
   virtual Status SyncDir(int dir_fd) = 0;
+
+  // Opens the directory `path` relative to `at_fd` (AT_FDCWD: the working
+  // directory) with O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC; with `create`, mkdir
+  // 0750 first. A symlink, file, FIFO or device there is kPermission.
+  virtual Result<UniqueFd> OpenDir(int at_fd, const std::string& path, bool create) = 0;
+  // rmdir of `name` inside `dir_fd` (unlinkat AT_REMOVEDIR).
+  virtual Status RemoveDir(int dir_fd, const std::string& name) = 0;
+  // The names in the directory `dir_fd` (not "." or ".."), in directory
+  // order, read through a descriptor of its own (the caller's keeps its
+  // position).
+  virtual Result<std::vector<std::string>> ListDir(int dir_fd) = 0;
+  // lstat of `name` in `dir_fd` (never follows a symlink); kNotFound when
+  // there is no such name.
+  virtual Result<FileInfo> StatAt(int dir_fd, const std::string& name) = 0;
+  // mmap (MAP_SHARED) of the first `size` (> 0) bytes of the open file `fd`,
+  // read-only or read/write.
+  virtual Result<Mapping> Map(int fd, size_t size, bool writable) = 0;
+  // flock(2) on `fd`: LOCK_SH or LOCK_EX, LOCK_NB with kTry (kBusy when
+  // another open file description holds a conflicting lock); EINTR retried.
+  virtual Status Lock(int fd, LockMode mode, LockWait wait) = 0;
+  virtual Status Unlock(int fd) = 0;
+};
+
+// Forwards every call to another FileSystem: a test double overrides only
+// what it changes (LevelDB's EnvWrapper).
+class FileSystemWrapper : public FileSystem {
+ public:
+  explicit FileSystemWrapper(FileSystem* target = FileSystem::Default()) : target_(target) {}
+  FileSystem* target() const { return target_; }
+  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
+    return target_->Open(dir_fd, name, mode);
+  }
+  Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
+    return target_->Rename(dir_fd, from, to);
+  }
+  Status Unlink(int dir_fd, const std::string& name) override {
+    return target_->Unlink(dir_fd, name);
+  }
+  Status SyncDir(int dir_fd) override { return target_->SyncDir(dir_fd); }
+  Result<UniqueFd> OpenDir(int at_fd, const std::string& path, bool create) override {
+    return target_->OpenDir(at_fd, path, create);
+  }
+  Status RemoveDir(int dir_fd, const std::string& name) override {
+    return target_->RemoveDir(dir_fd, name);
+  }
+  Result<std::vector<std::string>> ListDir(int dir_fd) override { return target_->ListDir(dir_fd); }
+  Result<FileInfo> StatAt(int dir_fd, const std::string& name) override {
+    return target_->StatAt(dir_fd, name);
+  }
+  Result<Mapping> Map(int fd, size_t size, bool writable) override {
+    return target_->Map(fd, size, writable);
+  }
+  Status Lock(int fd, LockMode mode, LockWait wait) override {
+    return target_->Lock(fd, mode, wait);
+  }
+  Status Unlock(int fd) override { return target_->Unlock(fd); }
+
+ private:
+  FileSystem* target_;
 };
 
 // Opens `name` in `dir_fd` as a regular file, never blocking and never
@@ -85,20 +187,34 @@ Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flag
 std::string PathAt(int dir_fd, const std::string& name);
 
 // Opens a directory (O_DIRECTORY|O_NOFOLLOW). With `create`, mkdir 0750 first.
-Result<UniqueFd> OpenDirectory(const std::string& path, bool create);
-// Opens `name` inside `dir_fd` as a directory, refusing symlinks.
-Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create);
+// (`fs` null: the real file system, here and below.)
+Result<UniqueFd> OpenDirectory(const std::string& path, bool create, FileSystem* fs = nullptr);
+// Opens `name` (one path component) inside `dir_fd` as a directory,
+// refusing symlinks.
+Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create,
+                                 FileSystem* fs = nullptr);
 
 // The entries of the directory `dir_fd` (not "." or ".."), each with whether
 // it is a directory (lstat: a symlink to one is not). `path` names the
-// directory in errors.
+// directory in errors. The one directory-listing loop of liblog
+// (FileSystem::ListDir); ListSegments filters its names.
 struct DirEntry {
   std::string name;
   bool is_dir = false;
 };
-Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path);
+Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path,
+                                            FileSystem* fs = nullptr);
+// The same, names only (no lstat per entry).
+Result<std::vector<std::string>> ListNames(int dir_fd, const std::string& path,
+                                           FileSystem* fs = nullptr);
 
-// Writes `contents` to `name` inside `dir_fd` atomically: `<name>.tmp` (or
+// Reads the whole regular file `name` in `dir_fd`. kTooLarge, naming it,
+// when it holds more than `max_bytes`. The one whole-file reader of liblog.
+Result<std::vector<std::byte>> ReadFileAt(int dir_fd, const std::string& name, uint64_t max_bytes,
+                                          FileSystem* fs = nullptr);
+
+// Writes `contents` to `name` inside `dir_fd` atomically (the one atomic file
+// writer of liblog): `<name>.tmp` (or
 // `tmp` when given: a caller whose names may be NAME_MAX long writes through
 // a shorter staging name, under a lock of its own), fsync, rename, fsync of
 // the directory. Mode 0640. A symlink, FIFO, device or directory under

@@ -110,6 +110,8 @@ class Group {
   // `<dir>/groups/<group>`, for messages.
   const std::string& path() const { return path_; }
   int dir_fd() const { return dir_.get(); }
+  // The file system every file call of the group goes through.
+  FileSystem* fs() const { return fs_; }
 
   // The committed state, without a lock (the file is replaced whole). A
   // missing offsets file is a group with no commits (generation 0); a

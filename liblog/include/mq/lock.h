@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "mq/file.h"
@@ -25,8 +26,7 @@
 
 namespace mq {
 
-enum class LockMode : uint8_t { kShared, kExclusive };
-enum class LockWait : uint8_t { kBlock, kTry };
+// LockMode and LockWait: mq/file.h (FileSystem::Lock).
 
 // One open file description of a lock file and the flock held on it.
 //
@@ -46,17 +46,19 @@ class FileLock {
   // Opens (with `create`, creating mode 0640) `name` in `dir_fd`: one path
   // component, O_NOFOLLOW, a regular file (OpenRegularFileAt), close-on-exec.
   // Nothing is locked yet.
-  static Result<FileLock> Open(int dir_fd, const std::string& name, bool create = true);
+  // Opened, locked and unlocked through `fs` (null: the real file system).
+  static Result<FileLock> Open(int dir_fd, const std::string& name, bool create = true,
+                               FileSystem* fs = nullptr);
   // The same, with the path messages name the file by given by the caller
   // (who knows it) rather than looked up in /proc at open.
   static Result<FileLock> Open(int dir_fd, const std::string& name, bool create,
-                               std::string path);
+                               std::string path, FileSystem* fs = nullptr);
   // Open, then Lock(mode, wait). When the lock is granted on a file that is
   // no longer `name` in `dir_fd` (removed or replaced meanwhile), it is
   // dropped and the new file is opened and locked instead, so a holder
   // always holds the file the name designates.
   static Result<FileLock> Acquire(int dir_fd, const std::string& name, LockMode mode,
-                                  LockWait wait);
+                                  LockWait wait, FileSystem* fs = nullptr);
 
   // flock(LOCK_SH or LOCK_EX, LOCK_NB with kTry). kTry while another open
   // file description holds a conflicting lock: kBusy (exit 75) naming the
@@ -66,17 +68,23 @@ class FileLock {
   // flock(LOCK_UN): released for every process sharing the description.
   Status Unlock();
   // Closes this process's descriptor (see the class comment).
-  void Close() { fd_.reset(); }
+  void Close() { file_.reset(); }
 
-  bool is_open() const { return static_cast<bool>(fd_); }
+  bool is_open() const { return file_ != nullptr; }
   // The descriptor, for a child that is to inherit the lock: after fork,
   // the child clears FD_CLOEXEC on it before exec (fcntl(fd, F_SETFD, 0)).
-  int fd() const { return fd_.get(); }
+  int fd() const { return file_ ? file_->fd() : -1; }
+  // fstat of the lock file (through the FileSystem it was opened with).
+  Result<FileInfo> Stat() const {
+    if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
+    return file_->Stat();
+  }
   // The file's path, for messages.
   const std::string& path() const { return path_; }
 
  private:
-  UniqueFd fd_;
+  std::unique_ptr<File> file_;
+  FileSystem* fs_ = nullptr;
   std::string path_;
 };
 
@@ -84,7 +92,8 @@ class FileLock {
 // `name` in `dir_fd` that conflicts with `probe` (kShared: someone holds it
 // exclusively; kExclusive: someone holds it at all). A missing file is not
 // locked (false); the file is never created.
-Result<bool> IsLocked(int dir_fd, const std::string& name, LockMode probe = LockMode::kShared);
+Result<bool> IsLocked(int dir_fd, const std::string& name, LockMode probe = LockMode::kShared,
+                      FileSystem* fs = nullptr);
 
 // statfs f_type values of file systems whose locks are not reliable for
 // liveness (a dead holder's lock may outlive it, or a live one's be lost).

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mq/file.h"
 #include "mq/partition.h"
 #include "mq/status.h"
 
@@ -75,7 +76,8 @@ class DataDir {
   // directory that is group- or world-writable (kPermission, saying why),
   // one without meta.properties (kNotFound; with `create`, only an empty
   // directory is adopted), and a newer layout.version (kUnsupported).
-  static Result<DataDir> Open(const std::string& path, bool create);
+  // Every file call goes through `fs` (null: the real file system).
+  static Result<DataDir> Open(const std::string& path, bool create, FileSystem* fs = nullptr);
 
   const std::string& path() const { return path_; }
   // kNotFound if the topic has no .conf.
@@ -104,6 +106,7 @@ class DataDir {
 
  private:
   std::string path_;
+  FileSystem* fs_ = FileSystem::Default();
 };
 
 // Kafka's murmur2 (seed 0x9747b28c) over `key`.
