@@ -437,7 +437,7 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
          fmt::format("an interrupted truncation to offset {} was completed", cut->end)});
     truncated_to = cut->end;
     snapshots.clear();
-    list = ListSegments(fd, &snapshots);
+    list = ListSegments(fd, fs, &snapshots);
     if (!list) return list.error();
   }
   auto old = state.Read();

@@ -397,9 +397,9 @@ Status ApplyCut(int dir_fd, FileSystem* fs, const LogConfig& config,
   if (sync) MQ_RETURN_IF_ERROR((*log)->Sync());
   MQ_RETURN_IF_ERROR(RebuildIndexes(dir_fd, fs, config, cut.keep, cut.position, false));
   std::vector<int64_t> snapshots;
-  auto listed = ListSegments(dir_fd, &snapshots);
+  auto listed = ListSegments(dir_fd, fs, &snapshots);
   if (!listed) return listed.error();
-  ProducerStateTable::DropSnapshotsPast(dir_fd, cut.end, snapshots);
+  ProducerStateTable::DropSnapshotsPast(dir_fd, cut.end, snapshots, fs);
   return sync ? fs->SyncDir(dir_fd) : Status::Ok();
 }
 

@@ -140,7 +140,7 @@ TEST_CASE("R35 numbers: decimal digits, no sign, no leading zero, no overflow") 
 namespace {
 
 // A file system whose files cannot be read: what it opens, it only sizes.
-class NoReadFs : public FileSystem {
+class NoReadFs : public FileSystemWrapper {
  public:
   class NoReadFile : public File {
    public:
@@ -152,6 +152,7 @@ class NoReadFs : public FileSystem {
     Result<uint64_t> Size() override { return f_->Size(); }
     Status Truncate(uint64_t size) override { return f_->Truncate(size); }
     Status Sync() override { return f_->Sync(); }
+    Result<FileInfo> Stat() override { return f_->Stat(); }
     int fd() const override { return f_->fd(); }
 
    private:
@@ -162,11 +163,6 @@ class NoReadFs : public FileSystem {
     if (!f) return f.error();
     return std::unique_ptr<File>(new NoReadFile(std::move(*f)));
   }
-  Status Rename(int d, const std::string& a, const std::string& b) override {
-    return Default()->Rename(d, a, b);
-  }
-  Status Unlink(int d, const std::string& n) override { return Default()->Unlink(d, n); }
-  Status SyncDir(int d) override { return Default()->SyncDir(d); }
 };
 
 }  // namespace

@@ -25,7 +25,7 @@ const std::string kIntent = "truncate-to";
 // The real file system until `crash_at` changes have been made; from then on
 // every change fails and has no effect: a process killed between two of its
 // system calls. Reads keep working (the dying process may still read).
-class CrashFs : public FileSystem {
+class CrashFs : public FileSystemWrapper {
  public:
   explicit CrashFs(int crash_at) : left_(crash_at) {}
   bool crashed() const { return crashed_; }
@@ -60,6 +60,7 @@ class CrashFs : public FileSystem {
       MQ_RETURN_IF_ERROR(fs_->Change("fsync"));
       return f_->Sync();
     }
+    Result<FileInfo> Stat() override { return f_->Stat(); }
     int fd() const override { return f_->fd(); }
 
    private:
