@@ -349,8 +349,8 @@ Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool creat
   return (fs ? fs : FileSystem::Default())->OpenDir(dir_fd, name, create);
 }
 
-Result<std::vector<std::byte>> ReadFileAt(int dir_fd, const std::string& name, uint64_t max_bytes,
-                                          FileSystem* fs) {
+Result<BoundedFile> OpenBounded(int dir_fd, const std::string& name, uint64_t max_bytes,
+                                FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
   auto file = fs->Open(dir_fd, name, FileSystem::kRead);
   if (!file) return file.error();
@@ -359,8 +359,15 @@ Result<std::vector<std::byte>> ReadFileAt(int dir_fd, const std::string& name, u
   if (*size > max_bytes)
     return Status(Code::kTooLarge, fmt::format("{}: {} bytes, more than {}", PathAt(dir_fd, name),
                                                *size, max_bytes));
-  std::vector<std::byte> data(static_cast<size_t>(*size));
-  auto got = (*file)->ReadAt(0, data);
+  return BoundedFile{std::move(*file), *size};
+}
+
+Result<std::vector<std::byte>> ReadFileAt(int dir_fd, const std::string& name, uint64_t max_bytes,
+                                          FileSystem* fs) {
+  auto opened = OpenBounded(dir_fd, name, max_bytes, fs);
+  if (!opened) return opened.error();
+  std::vector<std::byte> data(static_cast<size_t>(opened->size));
+  auto got = opened->file->ReadAt(0, data);
   if (!got) return got.error();
   data.resize(*got);
   return data;

@@ -336,18 +336,13 @@ Status WriteTruncateIntent(int dir_fd, FileSystem* fs, int64_t end, bool sync) {
 Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
                                                   const std::string& dir) {
   const std::string path = dir + "/" + kTruncateIntentName;
-  auto f = fs->Open(dir_fd, kTruncateIntentName, FileSystem::kRead);
-  if (!f && f.error().code() == Code::kNotFound) return std::optional<int64_t>();
-  if (!f) return f.error();
-  auto size = (*f)->Size();
-  if (!size) return size.error();
-  if (*size > format::kMaxTruncateIntentBytes)
+  auto bytes = ReadFileAt(dir_fd, kTruncateIntentName, format::kMaxTruncateIntentBytes, fs);
+  if (!bytes && bytes.error().code() == Code::kNotFound) return std::optional<int64_t>();
+  if (!bytes && bytes.error().code() == Code::kTooLarge)
     return Status::Corruption(path, format::kMaxTruncateIntentBytes, "R40",
-                              fmt::format("{} bytes, more than a truncation intent holds", *size));
-  std::string text(*size, '\0');
-  auto got = (*f)->ReadAt(0, std::as_writable_bytes(std::span(text)));
-  if (!got) return got.error();
-  text.resize(*got);
+                              "more bytes than a truncation intent holds");
+  if (!bytes) return bytes.error();
+  std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
   std::optional<int64_t> end;
   MQ_RETURN_IF_ERROR(ForEachProperty(text, path, "R40", [&](const PropertyLine& p) -> Status {
     int64_t v = 0;

@@ -148,6 +148,21 @@ struct Follower {
   }
 };
 
+// A new reader of `dir` through `fs`, from the beginning or from a random
+// offset below `end`.
+Follower NewReader(const std::string& dir, FileSystem* fs, std::mt19937_64& rng, int64_t end) {
+  ReadOptions options;
+  options.fs = fs;
+  auto r = PartitionReader::Open(dir, options);
+  REQUIRE(r);
+  Follower f{std::move(*r)};
+  if (end > 0 && std::uniform_int_distribution<int>(0, 1)(rng)) {
+    f.start = std::uniform_int_distribution<int64_t>(0, end - 1)(rng);
+    REQUIRE(f.reader->Seek(f.start).ok());
+  }
+  return f;
+}
+
 }  // namespace
 
 // F1 as a rule: a reader that has seen the committed end, then learns of a
@@ -217,17 +232,7 @@ TEST_CASE("reader property: interleaved appends, rolls and reads hand out the co
       }
       if (action == 3 && followers.size() < 4) {
         // A new reader, from the beginning or from a random committed offset.
-        ReadOptions options;
-        options.fs = &fs;
-        auto r = PartitionReader::Open(dir, options);
-        REQUIRE(r);
-        Follower f{std::move(*r)};
-        int64_t end = (*w)->log_end_offset();
-        if (end > 0 && std::uniform_int_distribution<int>(0, 1)(rng)) {
-          f.start = std::uniform_int_distribution<int64_t>(0, end - 1)(rng);
-          REQUIRE(f.reader->Seek(f.start).ok());
-        }
-        followers.push_back(std::move(f));
+        followers.push_back(NewReader(dir, &fs, rng, (*w)->log_end_offset()));
       }
       if (followers.empty()) continue;
       Follower& f = followers[std::uniform_int_distribution<size_t>(0, followers.size() - 1)(rng)];
@@ -400,17 +405,7 @@ TEST_CASE("reader property: readers of a follower's log hand out the leader's se
       int action = std::uniform_int_distribution<int>(0, 5)(rng);
       if (action <= 1) fetch();
       if (action == 2 && readers.size() < 4) {
-        ReadOptions options;
-        options.fs = &fs;
-        auto r = PartitionReader::Open(dir, options);
-        REQUIRE(r);
-        Follower f{std::move(*r)};
-        int64_t end = (*w)->log_end_offset();
-        if (end > 0 && std::uniform_int_distribution<int>(0, 1)(rng)) {
-          f.start = std::uniform_int_distribution<int64_t>(0, end - 1)(rng);
-          REQUIRE(f.reader->Seek(f.start).ok());
-        }
-        readers.push_back(std::move(f));
+        readers.push_back(NewReader(dir, &fs, rng, (*w)->log_end_offset()));
       }
       if (readers.empty()) continue;
       Follower& f = readers[std::uniform_int_distribution<size_t>(0, readers.size() - 1)(rng)];

@@ -119,6 +119,23 @@ void BuildLog(const std::string& dir, int batches) {
   REQUIRE((*w)->Close().ok());
 }
 
+// Copies the partition `from` to `to` and truncates the copy to `target`
+// with a process that dies after `crash_at` changes. Returns true when the
+// truncation finished first.
+bool TruncateCrashing(const std::string& from, const std::string& to, int64_t target,
+                      int crash_at) {
+  CopyDir(from, to);
+  CrashFs fs(1 << 30);
+  LogConfig config = SmallSegments();
+  config.fs = &fs;
+  auto w = PartitionWriter::Open(to, config, false, nullptr);
+  REQUIRE(w);
+  fs = CrashFs(crash_at);
+  Status s = (*w)->TruncateTo(target);
+  CHECK(s.ok() == !fs.crashed());
+  return !fs.crashed();
+}
+
 std::vector<std::pair<int64_t, int64_t>> Prefix(const std::vector<std::pair<int64_t, int64_t>>& all,
                                                 int64_t end) {
   std::vector<std::pair<int64_t, int64_t>> out;
@@ -141,18 +158,7 @@ TEST_CASE("R40 truncation intent: a crash at every step leaves the old log or th
   int points = 0, truncated_seen = 0, old_seen = 0;
   for (int k = 0;; ++k) {
     const std::string dir = tmp / fmt::format("k{}-0", k);
-    CopyDir(base, dir);
-    CrashFs fs(1 << 30);
-    LogConfig config = SmallSegments();
-    config.fs = &fs;
-    {
-      auto w = PartitionWriter::Open(dir, config, false, nullptr);
-      REQUIRE(w);
-      fs = CrashFs(k);
-      Status s = (*w)->TruncateTo(target);
-      CHECK(s.ok() == !fs.crashed());
-    }
-    const bool done = !fs.crashed();
+    const bool done = TruncateCrashing(base, dir, target, k);
     ++points;
     for (bool reboot : {false, true}) {
       INFO("crash after " << k << " changes; reopened after a reboot: " << reboot);
@@ -205,16 +211,7 @@ TEST_CASE("R40 truncation intent: a cut interrupted after publishing is complete
   // done: the intent file is left behind.
   for (int k = 1; k < 200; ++k) {
     const std::string d = tmp / fmt::format("k{}-0", k);
-    CopyDir(dir, d);
-    CrashFs fs(1 << 30);
-    LogConfig config = SmallSegments();
-    config.fs = &fs;
-    {
-      auto w = PartitionWriter::Open(d, config, false, nullptr);
-      REQUIRE(w);
-      fs = CrashFs(k);
-      (void)(*w)->TruncateTo(13);
-    }
+    (void)TruncateCrashing(dir, d, 13, k);
     if (!Exists(d + "/" + kIntent)) continue;
     ScopedBootId boot(kAfterReboot);
     RecoveryReport report;

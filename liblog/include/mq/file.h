@@ -210,6 +210,15 @@ Result<std::vector<std::string>> ListNames(int dir_fd, const std::string& path,
 
 // Reads the whole regular file `name` in `dir_fd`. kTooLarge, naming it,
 // when it holds more than `max_bytes`. The one whole-file reader of liblog.
+// Opens `name` in `dir_fd` for reading and gives its size: kTooLarge
+// (naming the path) when it is over `max_bytes`. What ReadFileAt and
+// MappedFile share.
+struct BoundedFile {
+  std::unique_ptr<File> file;
+  uint64_t size = 0;
+};
+Result<BoundedFile> OpenBounded(int dir_fd, const std::string& name, uint64_t max_bytes,
+                                FileSystem* fs = nullptr);
 Result<std::vector<std::byte>> ReadFileAt(int dir_fd, const std::string& name, uint64_t max_bytes,
                                           FileSystem* fs = nullptr);
 
