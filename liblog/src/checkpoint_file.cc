@@ -154,19 +154,17 @@ std::string FormatCheckpoint(const std::vector<std::string>& lines) {
 
 Result<std::string> ReadCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
                                        const std::string& path) {
-  if (fs == nullptr) fs = FileSystem::Default();
-  auto file = fs->Open(dir_fd, name, FileSystem::kRead);
-  if (!file) return file.error();
-  auto size = (*file)->Size();
-  if (!size) return size.error();
-  if (*size > format::kMaxCheckpointBytes)
+  // Any size is opened: R35's limit is corruption, reported with the size.
+  auto opened = OpenBounded(dir_fd, name, UINT64_MAX, fs);
+  if (!opened) return opened.error();
+  if (opened->size > format::kMaxCheckpointBytes)
     return Status::Corruption(path, format::kMaxCheckpointBytes, kRule,
-                              fmt::format("{} bytes, more than the {} allowed", *size,
+                              fmt::format("{} bytes, more than the {} allowed", opened->size,
                                           format::kMaxCheckpointBytes));
   // One byte more than the size: a file that grew since is seen as too
   // long below rather than read in part.
-  std::string text(static_cast<size_t>(*size) + 1, '\0');
-  auto got = (*file)->ReadAt(0, std::as_writable_bytes(std::span<char>(text)));
+  std::string text(static_cast<size_t>(opened->size) + 1, '\0');
+  auto got = opened->file->ReadAt(0, std::as_writable_bytes(std::span<char>(text)));
   if (!got) return got.error();
   text.resize(*got);
   return text;

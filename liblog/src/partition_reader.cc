@@ -56,9 +56,13 @@ struct PartitionReader::Impl {
   uint32_t rewrites_seen = 0;  // StateFields::rewrites when positioned
   // ReadOptions::bound_by_high_watermark: the partition's name and the
   // high watermark as last read (INT64_MAX when unbounded).
+  // The file is reread only when the state file's generation moved (a
+  // writer publishes after it stores a new high watermark), or when there
+  // is no state file to watch.
   std::optional<std::pair<std::string, int32_t>> hw_partition;
   bool hw_bound = false;
   int64_t hw = INT64_MAX;
+  std::optional<uint32_t> hw_generation;  // of the last read; none: read again
   Status ReadHighWatermark();
   int64_t readable_end() const { return std::min(fields.log_end_offset, hw); }
   BatchCursor cursor;
@@ -132,6 +136,11 @@ Status PartitionReader::Impl::ListAgain() {
 
 Status PartitionReader::Impl::ReadHighWatermark() {
   if (!hw_bound) return Status::Ok();
+  // The generation before the file: a store it misses moves it again.
+  std::optional<uint32_t> gen;
+  if (state) gen = state->generation();
+  if (gen && gen == hw_generation) return Status::Ok();
+  hw_generation = gen;
   auto v = LoadHighWatermark(dir_fd.get(), hw_partition->first, hw_partition->second, fs);
   if (!v && v.error().code() == Code::kNotFound) {
     hw = 0;  // no high watermark yet: nothing is on every in-sync replica
@@ -497,7 +506,7 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     if (*step == BatchCursor::Step::kBatch) {
       // Above the high watermark: not handed out (yet), position kept.
       if (view.header().last_offset() >= r.hw) {
-        MQ_RETURN_IF_ERROR(r.ReadHighWatermark());
+        MQ_RETURN_IF_ERROR(r.Refresh());
         if (view.header().last_offset() >= r.hw) return std::optional<BatchView>();
       }
       MQ_RETURN_IF_ERROR(r.CheckContinuity(view.header()));

@@ -126,6 +126,10 @@ struct PartitionWriter::Impl {
   // Loads (or rebuilds, R37) the leader epochs when this writer stamps an
   // epoch or a checkpoint exists.
   Status LoadEpochs();
+  // LoadEpochs unless `epochs` holds what was stored as of `generation`.
+  Status FreshEpochs() {
+    return epochs && epochs_generation == generation ? Status::Ok() : LoadEpochs();
+  }
   // Before the first batch of an append: the leader's epoch starts at the
   // log end unless it is the latest already; a lower one is kFenced.
   Status BeginEpoch();
@@ -234,7 +238,7 @@ Status PartitionWriter::Impl::LoadEpochs() {
 
 Status PartitionWriter::Impl::BeginEpoch() {
   if (config.leader_epoch < 0) return Status::Ok();
-  if (!epochs || epochs_generation != generation) MQ_RETURN_IF_ERROR(LoadEpochs());
+  MQ_RETURN_IF_ERROR(FreshEpochs());
   auto latest = epochs->latest();
   if (latest && latest->epoch == config.leader_epoch) return Status::Ok();
   if (latest && latest->epoch > config.leader_epoch)
@@ -665,7 +669,7 @@ Result<AppendResult> PartitionWriter::AppendReplicated(std::span<const std::byte
   MQ_RETURN_IF_ERROR(w.lock.Lock());
   LockGuard guard(&w.lock);
   MQ_RETURN_IF_ERROR(w.Sync());
-  if (!w.epochs || w.epochs_generation != w.generation) MQ_RETURN_IF_ERROR(w.LoadEpochs());
+  MQ_RETURN_IF_ERROR(w.FreshEpochs());
   if (!w.epochs) w.epochs.emplace();  // the first epoch a follower sees creates the checkpoint
   // Offsets continue the log (R10, R26), epochs never go back (R37): all
   // checked before anything is written.
@@ -821,7 +825,7 @@ Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
   while (n + 1 < w.segments.size() && w.segments[n + 1] <= offset) ++n;
   if (n == 0) return Status::Ok();
   w.fields.log_start_offset = std::max(w.fields.log_start_offset, w.segments[n]);
-  if (w.epochs && w.epochs_generation != w.generation) MQ_RETURN_IF_ERROR(w.LoadEpochs());
+  if (w.epochs) MQ_RETURN_IF_ERROR(w.FreshEpochs());
   if (w.epochs) {
     w.epochs->TruncateFromStart(w.fields.log_start_offset);
     MQ_RETURN_IF_ERROR(w.epochs->Store(w.dir_fd.get(), w.fs));
