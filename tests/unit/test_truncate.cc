@@ -276,16 +276,24 @@ TEST_CASE("R40 truncation intent: verify reports an interrupted truncation as ne
 
 namespace {
 
-std::vector<int32_t> Epochs(const std::string& dir) {
-  std::vector<int32_t> out;
+// Every batch of a partition, byte for byte.
+std::vector<std::vector<std::byte>> RawBatches(const std::string& dir) {
+  std::vector<std::vector<std::byte>> out;
   auto r = PartitionReader::Open(dir);
   REQUIRE(r);
   for (;;) {
     auto b = (*r)->Next();
     REQUIRE(b);
     if (!*b) break;
-    out.push_back((*b)->header().partition_leader_epoch);
+    out.emplace_back((*b)->bytes().begin(), (*b)->bytes().end());
   }
+  return out;
+}
+
+std::vector<int32_t> Epochs(const std::string& dir) {
+  std::vector<int32_t> out;
+  for (const auto& b : RawBatches(dir))
+    out.push_back(DecodeBatchHeader(Bytes(b.data(), b.size())).partition_leader_epoch);
   return out;
 }
 
@@ -389,19 +397,6 @@ TEST_CASE("leader epoch: an unreplicated writer stamps nothing and writes no che
 
 namespace {
 
-// Every batch of a partition, byte for byte.
-std::vector<std::vector<std::byte>> RawBatches(const std::string& dir) {
-  std::vector<std::vector<std::byte>> out;
-  auto r = PartitionReader::Open(dir);
-  REQUIRE(r);
-  for (;;) {
-    auto b = (*r)->Next();
-    REQUIRE(b);
-    if (!*b) break;
-    out.emplace_back((*b)->bytes().begin(), (*b)->bytes().end());
-  }
-  return out;
-}
 
 std::vector<std::byte> Concat(const std::vector<std::vector<std::byte>>& batches, size_t from,
                               size_t to) {
