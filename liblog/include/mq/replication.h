@@ -1,0 +1,178 @@
+// Replication of one partition (format-spec/replication.md §17): followers
+// pull from the leader, as in Kafka.
+//
+// The logic is written against four seams, so that the simulator runs it on
+// replicas held in memory, a transport that loses and reorders fetches and
+// a clock it controls, and mq-replicate runs it on log roots:
+//   ReplicaLog    one replica's log of the partition (its LEO, epochs, HW,
+//                 appends, truncation) and, at a leader, the fetch
+//                 positions its followers reported;
+//   LeaderLink    how a follower reaches its leader (one host: a direct
+//                 call into the leader's ReplicaLog);
+//   ClusterStore  the authoritative cluster state (mq/cluster.h);
+//   Clock         wall-clock milliseconds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mq/cluster.h"
+#include "mq/partition.h"
+#include "mq/replica_checkpoint.h"
+#include "mq/status.h"
+
+namespace mq {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t NowMs() = 0;
+  static Clock* Real();  // CLOCK_REALTIME
+};
+
+// What a leader knows of one follower (Kafka's Replica state): kept in the
+// leader's partition directory (§17.2), in memory in the simulator.
+struct FollowerPosition {
+  int32_t replica = -1;
+  int32_t leader_epoch = -1;      // the leader's epoch when it was recorded
+  int64_t log_end_offset = -1;    // the follower's LEO after its last fetch
+  int64_t last_fetch_ms = 0;
+  int64_t last_caught_up_ms = 0;  // last time its LEO reached the leader's
+  bool operator==(const FollowerPosition&) const = default;
+};
+
+// One replica's log of the partition.
+class ReplicaLog {
+ public:
+  virtual ~ReplicaLog() = default;
+  virtual int32_t replica_id() const = 0;
+  virtual Result<int64_t> LogStartOffset() = 0;
+  virtual Result<int64_t> LogEndOffset() = 0;
+  // -1 when none is stored.
+  virtual Result<int64_t> HighWatermark() = 0;
+  // Only moves forward, never past the LEO.
+  virtual Status SetHighWatermark(int64_t offset) = 0;
+  // The latest leader epoch the log holds (-1: none).
+  virtual Result<int32_t> LatestEpoch() = 0;
+  // OffsetForLeaderEpoch against this log (LeaderEpochCache::EndOffsetFor).
+  virtual Result<EpochEndOffset> EndOffsetFor(int32_t epoch) = 0;
+  // Whole batches starting with the one holding `offset`, up to `max_bytes`
+  // (at least one batch, whatever its size), none past the log end.
+  virtual Result<std::vector<std::byte>> Read(int64_t offset, size_t max_bytes) = 0;
+  virtual Result<AppendResult> AppendReplicated(std::span<const std::byte> batches) = 0;
+  virtual Status TruncateTo(int64_t offset) = 0;
+  // Retention at the leader moved its log start: delete below it.
+  virtual Status DeleteBefore(int64_t offset) = 0;
+  // Becomes leader in `epoch`: the epoch starts at the log end.
+  virtual Status BeginEpoch(int32_t epoch) = 0;
+  // At a leader: its followers' positions.
+  virtual Status RecordFollower(const FollowerPosition& position) = 0;
+  virtual Result<std::vector<FollowerPosition>> Followers() = 0;
+};
+
+// The fetch a follower sends (Kafka's FetchRequest, one partition).
+struct FetchRequest {
+  int32_t replica = -1;
+  int32_t leader_epoch = -1;   // the epoch the follower believes current
+  int64_t fetch_offset = 0;    // the follower's LEO
+  size_t max_bytes = 1 << 20;
+};
+struct FetchResponse {
+  std::vector<std::byte> batches;
+  int64_t high_watermark = -1;
+  int64_t log_start_offset = 0;
+  int64_t log_end_offset = 0;
+};
+
+// How a follower reaches its leader.
+class LeaderLink {
+ public:
+  virtual ~LeaderLink() = default;
+  // kFenced when `leader_epoch` is not the leader's current epoch.
+  virtual Result<EpochEndOffset> OffsetForLeaderEpoch(int32_t leader_epoch,
+                                                      int32_t requested_epoch) = 0;
+  // kFenced as above; kOutOfOrder when fetch_offset is past the leader's
+  // LEO or below its log start (the follower must truncate or restart).
+  virtual Result<FetchResponse> Fetch(const FetchRequest& request) = 0;
+};
+
+// Bugs the simulator plants to show that it finds them (§17.8). Never set
+// outside tests.
+struct PlantedBugs {
+  bool hw_at_log_end = false;          // the leader's HW is its own LEO
+  bool no_epoch_truncation = false;    // a follower skips OffsetForLeaderEpoch
+  bool isr_shrink_without_cas = false; // shrink ignores the partition epoch
+};
+
+struct ReplicationContext {
+  ClusterStore* cluster = nullptr;
+  Clock* clock = nullptr;
+  std::string topic;
+  int32_t partition = 0;
+  PlantedBugs bugs;
+};
+
+// The leader's side of a fetch (Kafka's ReplicaManager.fetchMessages for a
+// follower): checks the epoch, reads, records the follower's position,
+// advances the HW and expands the ISR when the follower caught up.
+Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
+                                  const FetchRequest& request);
+Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
+                                                  ReplicaLog& leader, int32_t leader_epoch,
+                                                  int32_t requested_epoch);
+
+// HW = min LEO over the ISR (the leader's own included, followers' as
+// recorded in this epoch), computed and stored under the cluster state's
+// shared lock while this replica leads in the epoch it believes (else
+// kFenced). Returns the HW now stored.
+Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& leader,
+                                    int32_t leader_epoch);
+
+// Kafka's maybeShrinkIsr: removes from the ISR every follower not caught
+// up for replica.lag.time.max.ms, through AlterPartition. Returns the state
+// after (unchanged when nobody lagged).
+Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog& leader,
+                                      int32_t leader_epoch);
+
+// One follower's state across steps (Kafka's PartitionFetchState).
+struct FollowerState {
+  int32_t leader_epoch = -1;  // the epoch its log was reconciled with
+  bool truncated = false;     // epoch truncation done for leader_epoch
+};
+
+struct FollowerStepResult {
+  int64_t appended_bytes = 0;
+  int64_t appended_records = 0;
+  int64_t truncated_to = -1;  // >= 0: the log was cut there
+  bool caught_up = false;     // LEO reached the leader's LEO
+};
+
+// One fetch round of a follower: reads the cluster state; at a new leader
+// epoch, asks the leader where its own latest epoch ends and truncates
+// there (KIP-101, KIP-279); fetches from its LEO; appends the leader's
+// batches verbatim; follows the leader's log start; sets its HW to
+// min(leader HW, own LEO). kFenced when the cluster state moved meanwhile
+// (the caller simply steps again).
+Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
+                                        LeaderLink& leader, FollowerState& state,
+                                        size_t max_bytes = 1 << 20);
+
+}  // namespace mq
+
+namespace mq {
+
+// One host (§17.2): replica `replica_id`'s log of the partition is the
+// partition directory `dir` of its log root; the followers' positions are
+// files there. `config` as for PartitionWriter::Open.
+Result<std::unique_ptr<ReplicaLog>> OpenReplicaLog(const std::string& dir, int32_t replica_id,
+                                                   const LogConfig& config);
+// One host: a follower reaches its leader by reading the leader's log root
+// itself; the leader's side of each call runs in the follower's process.
+std::unique_ptr<LeaderLink> DirectLeaderLink(const ReplicationContext& ctx, ReplicaLog* leader);
+
+}  // namespace mq
