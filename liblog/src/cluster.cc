@@ -547,6 +547,8 @@ Result<std::unique_ptr<FileClusterStore>> FileClusterStore::Open(const std::stri
   store->fs_ = fs;
   store->dir_fd_ = std::move(*fd);
   const int dfd = store->dir_fd_.get();
+  // cluster.lock serializes every change: NFS locks are not reliable.
+  MQ_RETURN_IF_ERROR(CheckLockableFileSystem(dfd, dir));
   auto st = fs->StatAt(dfd, format::kClusterStateName);
   if (st) return store;
   if (st.error().code() != Code::kNotFound) return st.error();

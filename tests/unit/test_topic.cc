@@ -470,7 +470,7 @@ TEST_CASE("murmur2: keys spread evenly over partitions") {
 
 // ---- Layout version 2 (layout.md §1.6) and replicated topics (§2.2) -------
 
-TEST_CASE("R18 layout version: a root at 1 opens and upgrades to 2; a newer root is refused") {
+TEST_CASE("R18 layout version: a root at 1 opens and upgrades to 2, a newer root is refused") {
   TempDir tmp;
   const std::string root = tmp / "data";
   REQUIRE(mq::DataDir::Open(root, true).has_value());

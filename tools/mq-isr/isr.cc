@@ -243,12 +243,14 @@ Result<ElectOutcome> ElectOne(FileClusterStore& store, std::string topic, int32_
                              LeaderText(p->leader), why);
       }
       if (!next) {
-        cli::Warn(fmt::format("{}-{}: leader {} is unavailable ({}) and no {} replica is live; {}",
-                              topic, partition, LeaderText(p->leader), why,
-                              mode == ElectMode::kUnclean ? "" : "in-sync",
-                              mode == ElectMode::kUnclean
-                                  ? "nothing to elect"
-                                  : "--unclean would elect one outside the ISR, losing records"));
+        cli::Warn(mode == ElectMode::kUnclean
+                      ? fmt::format("{}-{}: leader {} is unavailable ({}) and no replica is "
+                                    "live: nothing to elect",
+                                    topic, partition, LeaderText(p->leader), why)
+                      : fmt::format("{}-{}: leader {} is unavailable ({}) and no in-sync replica "
+                                    "is live; --unclean would elect one outside the ISR, losing "
+                                    "records",
+                                    topic, partition, LeaderText(p->leader), why));
         return ElectOutcome::kStuck;
       }
     }
