@@ -21,6 +21,7 @@
 #include "format.h"
 #include "mq/cluster.h"
 #include "mq/crc32c.h"
+#include "mq/lock.h"
 #include "test_support.h"
 
 namespace {
@@ -479,4 +480,55 @@ TEST_CASE("cluster store: a damaged state file is corruption naming it, never a 
   CHECK(Slurp(path) == text.substr(0, text.size() / 2));
   ::unlink(path.c_str());
   CHECK(store->Load().error().code() == mq::Code::kNotFound);
+}
+
+TEST_CASE("cluster store: a failed rename or fsync changes nothing, and says so") {
+  TempDir tmp;
+  { auto store = ExampleStore(tmp); }
+  mq::test::FaultFs faults;
+  auto store = mq::FileClusterStore::Open(tmp / "cluster", false, &faults);
+  REQUIRE(store.has_value());
+  const std::string path = tmp / "cluster/cluster-state";
+  const std::string before = Slurp(path);
+  const std::string log_before = Slurp(tmp / "cluster/isr-changes");
+  mq::PartitionState next = *(*store)->Load()->Partition("orders", 0);
+  next.isr = {0, 1};
+  faults.FailRename(1);
+  auto renamed = (*store)->AlterPartition(next, "isr shrink");
+  REQUIRE_FALSE(renamed.has_value());
+  CHECK(renamed.error().code() == mq::Code::kIoError);
+  faults.Clear();
+  faults.FailSync(1);
+  auto synced = (*store)->AlterPartition(next, "isr shrink");
+  REQUIRE_FALSE(synced.has_value());
+  CHECK(synced.error().code() == mq::Code::kIoError);
+  faults.Clear();
+  CHECK(Slurp(path) == before);
+  CHECK(Slurp(tmp / "cluster/isr-changes") == log_before);
+  // The same proposal then succeeds: the failures left the epoch as it was.
+  auto ok = (*store)->AlterPartition(next, "isr shrink");
+  REQUIRE(ok.has_value());
+  CHECK(ok->partition_epoch == 1);
+}
+
+TEST_CASE("cluster store: WithSharedLock holds cluster.lock shared while it runs") {
+  TempDir tmp;
+  auto store = ExampleStore(tmp);
+  auto dir = mq::OpenDirectory(tmp / "cluster", false);
+  REQUIRE(dir.has_value());
+  bool ran = false;
+  REQUIRE(store->WithSharedLock([&](const mq::ClusterState& s) {
+    ran = true;
+    CHECK(s.Topic("orders") != nullptr);
+    // A writer would wait: someone holds the lock; no one holds it exclusively.
+    CHECK(*mq::IsLocked(dir->get(), "cluster.lock", mq::LockMode::kExclusive));
+    CHECK_FALSE(*mq::IsLocked(dir->get(), "cluster.lock", mq::LockMode::kShared));
+    return mq::Status::Ok();
+  }).ok());
+  CHECK(ran);
+  CHECK_FALSE(*mq::IsLocked(dir->get(), "cluster.lock", mq::LockMode::kExclusive));
+  // fn's error is returned.
+  CHECK(store->WithSharedLock([](const mq::ClusterState&) {
+    return mq::Status(mq::Code::kBusy, "x");
+  }).code() == mq::Code::kBusy);
 }
