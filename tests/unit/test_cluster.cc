@@ -532,3 +532,36 @@ TEST_CASE("cluster store: WithSharedLock holds cluster.lock shared while it runs
     return mq::Status(mq::Code::kBusy, "x");
   }).code() == mq::Code::kBusy);
 }
+
+TEST_CASE("R46 atomic update: changes from several processes at once are all kept") {
+  TempDir tmp;
+  REQUIRE(mq::FileClusterStore::Open(tmp / "cluster", true).has_value());
+  constexpr int kProcs = 4;
+  pid_t kids[kProcs];
+  for (int k = 0; k < kProcs; ++k) {
+    kids[k] = ::fork();
+    REQUIRE(kids[k] >= 0);
+    if (kids[k] == 0) {
+      auto store = mq::FileClusterStore::Open(tmp / "cluster", false);
+      if (!store) ::_exit(10);
+      // Each adds its own topic, and one shared root, to the same state.
+      mq::ReplicatedTopic t{fmt::format("t{}", k), 2, 2, 1, 30000};
+      mq::Status s = (*store)->CreateTopic(t, {"/srv/shared", fmt::format("/srv/r{}", k)});
+      ::_exit(s.ok() ? 0 : 11);
+    }
+  }
+  for (pid_t kid : kids) {
+    int status = 0;
+    REQUIRE(::waitpid(kid, &status, 0) == kid);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  auto s = mq::FileClusterStore::Open(tmp / "cluster", false).value()->Load();
+  REQUIRE(s.has_value());
+  CHECK(s->topics.size() == kProcs);
+  CHECK(s->replicas.size() == kProcs + 1);
+  CHECK(s->partitions.size() == 2 * kProcs);
+  std::istringstream log(Slurp(tmp / "cluster/isr-changes"));
+  int lines = 0;
+  for (std::string l; std::getline(log, l);) ++lines;
+  CHECK(lines == 2 * kProcs);
+}
