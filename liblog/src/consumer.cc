@@ -78,6 +78,9 @@ Consumer::Consumer(const DataDir& dir, std::string topic, ConsumerOptions option
   read_.limits = DataDir::DecodeLimitsFor(config_, options_.limits);
   read_.offsets = config_.cleanup_policy == CleanupPolicy::kDelete ? OffsetPolicy::kContiguous
                                                                    : OffsetPolicy::kGapsAllowed;
+  // A replicated topic: only what every in-sync replica holds (a record
+  // above the high watermark may still be cut by a failover).
+  read_.bound_by_high_watermark = !config_.cluster.empty();
 }
 
 Consumer::~Consumer() = default;

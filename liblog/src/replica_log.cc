@@ -138,6 +138,12 @@ class FileReplicaLog : public ReplicaLog {
     if (!lock) return lock.error();
     return fn();
   }
+  Status TryWithLeaderLock(const std::function<Status()>& fn) override {
+    auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive,
+                                  LockWait::kTry, fs());
+    if (!lock) return lock.error();
+    return fn();
+  }
 
  private:
   FileSystem* fs() const { return config_.fs ? config_.fs : FileSystem::Default(); }

@@ -116,9 +116,9 @@ Clock* Clock::Real() {
 }
 
 Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& leader,
-                                    int32_t leader_epoch) {
+                                    int32_t leader_epoch, bool wait) {
   int64_t hw = -1;
-  Status s = leader.WithLeaderLock([&]() -> Status {
+  auto body = [&]() -> Status {
     auto p = LoadPartition(ctx);
     if (!p) return p.error();
     MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, leader.replica_id(), leader_epoch));
@@ -126,7 +126,8 @@ Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& l
     if (!computed) return computed.error();
     hw = *computed;
     return Status::Ok();
-  });
+  };
+  Status s = wait ? leader.WithLeaderLock(body) : leader.TryWithLeaderLock(body);
   if (!s.ok()) return s;
   return hw;
 }
@@ -142,10 +143,11 @@ Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog&
   const ReplicatedTopic* topic = whole.Topic(ctx.topic);
   const int64_t lag_ms = topic ? topic->replica_lag_time_max_ms : 30000;
   Result<PartitionState> out = *p;
-  Status s = leader.WithLeaderLock([&]() -> Status {
+  Status s = leader.TryWithLeaderLock([&]() -> Status {
     out = ShrinkLocked(ctx, leader, leader_epoch, *p, lag_ms);
     return out ? Status::Ok() : out.error();
   });
+  if (s.code() == Code::kBusy) return *p;
   if (!s.ok()) return s;
   return out;
 }

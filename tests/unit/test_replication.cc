@@ -139,7 +139,7 @@ struct Cluster {
 
 }  // namespace
 
-TEST_CASE("replication: followers hold the leader's bytes; the HW is the ISR's smallest LEO") {
+TEST_CASE("replication: followers hold the leader's bytes, and the HW is the ISR's smallest LEO") {
   Cluster c(3);
   const AppendResult last = c.Produce(12);
   const int64_t leo = last.last_offset + 1;

@@ -80,6 +80,9 @@ class ReplicaLog {
   // the ISR expanded under it, so that no HW passes a follower between the
   // check that lets it join the ISR and its joining (§17.4).
   virtual Status WithLeaderLock(const std::function<Status()>& fn) = 0;
+  // The same without waiting: kBusy while another holds it (a stalled
+  // process must not stall a producer past its ack timeout).
+  virtual Status TryWithLeaderLock(const std::function<Status()>& fn) { return WithLeaderLock(fn); }
 };
 
 // The fetch a follower sends (Kafka's FetchRequest, one partition).
@@ -137,12 +140,14 @@ Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
 // recorded in this epoch), computed and stored under the cluster state's
 // shared lock while this replica leads in the epoch it believes (else
 // kFenced). Returns the HW now stored.
+// With `wait` false, kBusy instead of waiting for the leader lock.
 Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& leader,
-                                    int32_t leader_epoch);
+                                    int32_t leader_epoch, bool wait = true);
 
 // Kafka's maybeShrinkIsr: removes from the ISR every follower not caught
 // up for replica.lag.time.max.ms, through AlterPartition. Returns the state
-// after (unchanged when nobody lagged).
+// after (unchanged when nobody lagged, or when another process holds the
+// leader lock: the rule is applied again at the next call).
 Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog& leader,
                                       int32_t leader_epoch);
 
