@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -80,6 +81,59 @@ Result<int64_t> LookUp(int dir_fd, const std::string& name, const std::string& r
 }
 
 }  // namespace
+
+Status CarryProducerRegistry(const std::string& from, const std::string& to) {
+  auto from_root = OpenDirectory(from, false);
+  if (!from_root) return from_root.error();
+  auto from_dir = OpenDirectoryAt(from_root->get(), kRegistryDir, false);
+  if (!from_dir && from_dir.error().code() == Code::kNotFound) return Status::Ok();
+  if (!from_dir) return from_dir.error();
+  const std::string from_registry = from + "/" + kRegistryDir;
+  auto names = FileSystem::Default()->ListDir(from_dir->get());
+  if (!names) return names.error();
+  std::vector<std::pair<std::string, int64_t>> ids;
+  for (const std::string& n : *names) {
+    if (n.size() <= 3 || n.compare(n.size() - 3, 3, ".id") != 0) continue;
+    auto id = ReadId(from_dir->get(), n, from_registry + "/" + n);
+    if (!id) return id.error();
+    if (*id) ids.emplace_back(n, **id);
+  }
+  auto next = ReadId(from_dir->get(), kNextIdFile, from_registry + "/" + kNextIdFile);
+  if (!next) return next.error();
+  if (ids.empty() && !*next) return Status::Ok();
+
+  auto to_root = OpenDirectory(to, false);
+  if (!to_root) return to_root.error();
+  auto to_dir = OpenDirectoryAt(to_root->get(), kRegistryDir, true);
+  if (!to_dir) return to_dir.error();
+  const std::string to_registry = to + "/" + kRegistryDir;
+  if (::flock(to_dir->get(), LOCK_EX) != 0) return ErrnoStatus(to_registry + ": lock", errno);
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::flock(fd, LOCK_UN); }
+  } unlock{to_dir->get()};
+  std::vector<std::pair<std::string, int64_t>> missing;
+  for (const auto& [n, id] : ids) {
+    auto have = ReadId(to_dir->get(), n, to_registry + "/" + n);
+    if (!have) return have.error();
+    if (!*have) {
+      missing.emplace_back(n, id);
+    } else if (**have != id) {
+      return Status::Corruption(to_registry + "/" + n, 0, "P8",
+                                fmt::format("producer id {} here, {} in {}/{}: the registries "
+                                            "diverged",
+                                            **have, id, from_registry, n));
+    }
+  }
+  auto to_next = ReadId(to_dir->get(), kNextIdFile, to_registry + "/" + kNextIdFile);
+  if (!to_next) return to_next.error();
+  const int64_t want = std::max(next->value_or(0), to_next->value_or(0));
+  // The counter first, as LookUp: a crash in between wastes ids, never
+  // gives one to two names.
+  if (!*to_next || **to_next < want) MQ_RETURN_IF_ERROR(WriteId(to_dir->get(), kNextIdFile, want));
+  for (const auto& [n, id] : missing) MQ_RETURN_IF_ERROR(WriteId(to_dir->get(), n, id));
+  return Status::Ok();
+}
 
 Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
                                                    std::string_view name) {

@@ -29,4 +29,11 @@ class ProducerIdentity {
   int64_t id_ = -1;
 };
 
+// Replication (format-spec/producer.md §10.3): makes the registry of the
+// root `to` hold every name of the root `from` with the same id, and its
+// next id at least `from`'s, so that a resumed --producer-id run after a
+// failover keeps its id. A name both hold with different ids is kCorruption
+// (P8) naming both files, and nothing is changed.
+Status CarryProducerRegistry(const std::string& from, const std::string& to);
+
 }  // namespace mq

@@ -79,7 +79,13 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->check(CLI::Range(0, 3600000))->capture_default_str();
   app.add_option("--fsync", f->fsync, "none, batch (before each acknowledgement) or interval[:MS]")
       ->capture_default_str();
-  app.add_option("--acks", f->acks, "0 or 1 (all needs replication)")->capture_default_str();
+  app.add_option("--acks", f->acks,
+                 "0 (no wait), 1 (the leader appended) or all (every in-sync replica has it)")
+      ->capture_default_str();
+  app.add_option("--ack-timeout", f->ack_timeout_ms,
+                 "with --acks all, give up after this many ms (outcome unknown, exit 81)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}))
+      ->capture_default_str();
   app.add_option("--producer-id", f->producer_id,
                  "idempotent producer NAME: a re-run of the same input appends only what is missing");
   app.add_flag("--print-offsets", f->print_offsets,
@@ -139,12 +145,10 @@ Result<Settings> Resolve(const Flags& f) {
                            f.compression));
   }
   MQ_RETURN_IF_ERROR(ParseFsync(f.fsync, &s));
-  if (f.acks == "all" || f.acks == "-1") {
-    return Bad("--acks: 'all' needs replication, which this data directory does not have "
-               "(use 0 or 1)");
-  }
-  if (f.acks != "0" && f.acks != "1") return Bad(fmt::format("--acks: '{}' is not 0 or 1", f.acks));
+  if (f.acks != "0" && f.acks != "1" && f.acks != "all" && f.acks != "-1")
+    return Bad(fmt::format("--acks: '{}' is not 0, 1 or all", f.acks));
   s.acks0 = f.acks == "0";
+  s.acks_all = f.acks == "all" || f.acks == "-1";
   if (s.acks0 && f.print_offsets) {
     return Bad("--print-offsets: with --acks 0 no offsets are acknowledged");
   }

@@ -35,6 +35,7 @@ struct Flags {
   int linger_ms = 0;
   std::string fsync = "none";
   std::string acks = "1";
+  int64_t ack_timeout_ms = 30000;
   std::optional<std::string> producer_id;
   bool print_offsets = false;
   std::optional<uint64_t> max_message_bytes;
@@ -57,6 +58,7 @@ struct Settings {
   Durability durability = Durability::kNone;
   int64_t flush_interval_ms = 1000;
   bool acks0 = false;
+  bool acks_all = false;  // --acks all (or -1)
   std::vector<std::pair<std::string, std::string>> config;
   bool progress = false;  // -v, or stderr is a terminal (and not -q)
 };

@@ -1,5 +1,7 @@
 #include "producer.h"
 
+#include "ack.h"
+
 #include <pthread.h>
 
 #include <climits>
@@ -278,12 +280,19 @@ Status Producer::AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messa
   PartitionState& ps = parts_[static_cast<size_t>(p)];
   auto w = Writer(p);
   if (!w) return w.error();
+  if (options_.gate) {
+    // Only where this root leads, in the leader's epoch.
+    auto epoch = options_.gate->BeforeAppend(p);
+    if (!epoch) return epoch.error();
+    MQ_RETURN_IF_ERROR((*w)->BeginLeaderEpoch(*epoch));
+  }
   // Every batch in `bytes` was built by FinishBatch: its CRC is fresh.
   auto r = (*w)->Append(bytes, CrcCheck::kAlreadyComputed);
   if (!r) {
     return Status(r.error().code(), fmt::format("{}-{}: append: {}", options_.topic, p,
                                                 r.error().message()));
   }
+  if (options_.gate) MQ_RETURN_IF_ERROR(options_.gate->AfterAppend(p, r->last_offset));
   Appender& a = AppenderOf(p);
   ++a.appends;
   if (r->duplicate) ++a.duplicates;

@@ -27,6 +27,8 @@ class Output;
 
 namespace mq::produce {
 
+class AckGate;
+
 struct ProducerOptions {
   std::string topic;
   int32_t partitions = 1;
@@ -45,6 +47,9 @@ struct ProducerOptions {
   int64_t producer_id = -1;          // >= 0: idempotent, epoch 0
   bool print_offsets = false;        // "partition offset" per message after its append
   bool quiet = false;                // no recovery notes on stderr
+  // A replicated topic: consulted before and after each append (leader,
+  // epoch, acks). Null for a topic of one root.
+  AckGate* gate = nullptr;
   // Appends run on threads of their own while the caller reads and
   // encodes on (for a machine with a CPU to spare): partition p's on
   // thread p mod writer_threads (0: appends run on the caller's thread).

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "ack.h"
 #include "cli.h"
 #include "envelope.h"
 #include "input.h"
@@ -340,6 +341,13 @@ int Run(const Flags& f, const Settings& s) {
     po.partition_append_bytes = std::min<size_t>(kPartitionAppendBytes, po.append_bytes);
   }
   po.quiet = f.quiet;
+  // A replicated topic: appends only where this root leads; --acks all
+  // waits for the ISR.
+  auto gate = AckGate::Open(f.dir, f.topic, *topic,
+                            s.acks0 ? Acks::kNone : s.acks_all ? Acks::kAll : Acks::kLeader,
+                            f.ack_timeout_ms);
+  if (!gate) return cli::Fail(gate.error());
+  po.gate = gate->get();
 
   // Every input is opened before anything is appended: a missing second
   // file must not leave the first one appended.

@@ -1,0 +1,46 @@
+// mq-replicate: a follower root pulls the partitions it follows from their
+// leaders, once (cron: catch up and exit) or continuously (--follow).
+// Manual: man/man1/mq-replicate.1.
+#include <string>
+
+#include "cli.h"
+#include "replicate.h"
+
+namespace {
+
+// The usage lines are the man page's SYNOPSIS, word for word.
+constexpr const char* kUsage =
+    "Usage: mq-replicate -C DIR [-t TOPIC] [-p N] [--follow] [--max-bytes-per-second N]\n"
+    "                    [--fetch-max-bytes N] [-q] [-v]\n"
+    "       mq-replicate -h | -V\n"
+    "\n"
+    "Fetch the partitions the log root DIR follows from their leaders' roots and\n"
+    "append the leaders' batches as they are.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mq::cli::SetProgramName("mq-replicate");
+  mq::cli::HoldStandardDescriptors();
+  mq::cli::IgnoreSigpipe();
+
+  CLI::App app;
+  app.name("mq-replicate");
+  mq::cli::UseUsage(app, kUsage);
+  mq::cli::AddVersionFlag(app);
+  mq::replicate::Options o;
+  mq::cli::AddDirOption(app, &o.dir);
+  app.add_option("-t,--topic", o.topic, "only this replicated topic");
+  app.add_option("-p,--partition", o.partition, "only this partition")->check(CLI::NonNegativeNumber);
+  app.add_flag("--follow", o.follow, "keep following the leaders until SIGINT or SIGTERM");
+  app.add_option("--max-bytes-per-second", o.max_bytes_per_second,
+                 "fetch at most this many bytes a second (0: no limit)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--fetch-max-bytes", o.fetch_max_bytes, "bytes one fetch returns at most")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  app.add_flag("-q,--quiet", o.quiet, "no notes on stderr");
+  app.add_flag("-v,--verbose", o.verbose, "a line per partition caught up");
+  if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
+  return mq::cli::RunGuarded([&] { return mq::replicate::Run(o); });
+}

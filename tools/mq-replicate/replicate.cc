@@ -1,0 +1,385 @@
+#include "replicate.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "mq/group.h"
+#include "mq/lock.h"
+#include "producer_id.h"
+#include "replica.h"
+
+namespace mq::replicate {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop.store(true); }
+
+void CatchStopSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// --max-bytes-per-second: a token bucket shared by every partition.
+class Throttle {
+ public:
+  explicit Throttle(uint64_t rate) : rate_(rate), start_(std::chrono::steady_clock::now()) {}
+  void Spend(uint64_t bytes) {
+    if (rate_ == 0 || bytes == 0) return;
+    std::chrono::steady_clock::time_point until;
+    {
+      std::lock_guard lock(mu_);
+      spent_ += bytes;
+      until = start_ + std::chrono::microseconds(spent_ * 1'000'000 / rate_);
+    }
+    while (!g_stop.load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+          until - std::chrono::steady_clock::now(), std::chrono::milliseconds(100)));
+  }
+
+ private:
+  uint64_t rate_;
+  std::chrono::steady_clock::time_point start_;
+  std::mutex mu_;
+  uint64_t spent_ = 0;
+};
+
+// One partition this root follows.
+struct Job {
+  std::string topic;
+  int32_t partition = 0;
+  LogConfig log;
+  std::shared_ptr<cli::ReplicaBinding> binding;
+};
+
+struct Totals {
+  std::mutex mu;
+  int rc = 0;
+  void Fail(const Status& s) {
+    std::lock_guard lock(mu);
+    int code = cli::Fail(s);
+    if (rc == 0) rc = code;
+  }
+};
+
+// Group offsets of the partition, from the leader's root to this one
+// (group.md §14.3: the follower's offsets move forward only).
+Status CarryGroupOffsets(const std::string& leader_root, const std::string& root,
+                         const std::string& topic, int32_t partition) {
+  auto groups = ListGroups(leader_root);
+  if (!groups) return groups.error().code() == Code::kNotFound ? Status::Ok() : groups.error();
+  for (const std::string& name : *groups) {
+    auto from = Group::Open(leader_root, name, false);
+    if (!from) continue;  // removed meanwhile
+    auto offsets = from->Read();
+    if (!offsets) return offsets.error();
+    const CommittedOffset* c = offsets->Find(topic, partition);
+    if (!c) continue;
+    auto to = Group::Open(root, name, true);
+    if (!to) return to.error();
+    auto mine = to->Read();
+    if (!mine) return mine.error();
+    const CommittedOffset* have = mine->Find(topic, partition);
+    if (have && have->offset >= c->offset) continue;
+    OffsetCommit commit;
+    commit.topic = topic;
+    commit.partition = partition;
+    commit.offset = c->offset;
+    commit.leader_epoch = c->leader_epoch;
+    commit.dead_letters_added = c->dead_letters - (have ? have->dead_letters : 0);
+    if (commit.dead_letters_added < 0) commit.dead_letters_added = 0;
+    MQ_RETURN_IF_ERROR(to->Commit(std::span<const OffsetCommit>(&commit, 1), c->member_id,
+                                  CommitKind::kForward, c->commit_timestamp));
+  }
+  return Status::Ok();
+}
+
+class Follower {
+ public:
+  Follower(const Options& o, Job job, Throttle* throttle)
+      : o_(o), job_(std::move(job)), throttle_(throttle) {
+    ctx_.cluster = job_.binding->store.get();
+    ctx_.clock = Clock::Real();
+    ctx_.topic = job_.topic;
+    ctx_.partition = job_.partition;
+  }
+
+  std::string Name() const { return fmt::format("{}-{}", job_.topic, job_.partition); }
+
+  // Catches up once: until a fetch brings nothing new.
+  Status CatchUp() {
+    MQ_RETURN_IF_ERROR(Open());
+    for (int fenced = 0; !g_stop.load();) {
+      auto r = Step();
+      if (!r && r.error().code() == Code::kFenced && ++fenced < 100) continue;
+      if (!r) return r.error();
+      if (r->caught_up && r->appended_bytes == 0) break;
+    }
+    return Finish();
+  }
+
+  // --follow: catches up, then waits for the leader's appends.
+  Status Follow() {
+    MQ_RETURN_IF_ERROR(Open());
+    int64_t next_shrink = 0;
+    while (!g_stop.load()) {
+      auto r = Step();
+      if (!r) {
+        const Code c = r.error().code();
+        if (c == Code::kFenced || c == Code::kUnavailable || c == Code::kNotFound ||
+            c == Code::kOutOfOrder) {
+          // The leadership moves or the leader is away: look again soon.
+          if (o_.verbose) cli::Warn(fmt::format("{}: {}", Name(), r.error().message()));
+          leader_log_.reset();
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          continue;
+        }
+        return r.error();
+      }
+      if (!r->caught_up || r->appended_bytes > 0) continue;
+      MQ_RETURN_IF_ERROR(Finish());
+      // Whoever waits on a partition may apply the ISR rule (§17.5).
+      const int64_t now = Clock::Real()->NowMs();
+      if (leader_log_ && now >= next_shrink) {
+        auto shrunk = MaybeShrinkIsr(ctx_, *leader_log_, leader_epoch_);
+        if (!shrunk && shrunk.error().code() != Code::kFenced) return shrunk.error();
+        next_shrink = now + 1000;
+      }
+      WaitForLeader();
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status Open() {
+    if (log_) return Status::Ok();
+    auto state = ctx_.cluster->Load();
+    if (!state) return state.error();
+    const ReplicaRoot* me = state->Replica(job_.binding->replica_id);
+    if (!me) return Status(Code::kInternal, "replica vanished from the cluster state");
+    root_ = me->dir;
+    auto lock_dir = OpenDirectory(PartitionDir(root_), false);
+    if (!lock_dir) return lock_dir.error();
+    auto lock = FileLock::Acquire(lock_dir->get(), "replicate.lock", LockMode::kExclusive,
+                                  LockWait::kTry);
+    if (!lock && lock.error().code() == Code::kBusy)
+      return Status(Code::kBusy, fmt::format("{}: another mq-replicate follows this partition",
+                                             PartitionDir(root_)));
+    if (!lock) return lock.error();
+    lock_ = std::move(*lock);
+    auto log = OpenReplicaLog(PartitionDir(root_), job_.binding->replica_id, job_.log);
+    if (!log) return log.error();
+    log_ = std::move(*log);
+    return Status::Ok();
+  }
+
+  std::string PartitionDir(const std::string& root) const {
+    return fmt::format("{}/{}-{}", root, job_.topic, job_.partition);
+  }
+
+  // The leader's log, opened again when the leadership moved.
+  Status OpenLeader(const ClusterState& state, const PartitionState& p) {
+    if (leader_log_ && leader_id_ == p.leader && leader_epoch_ == p.leader_epoch)
+      return Status::Ok();
+    leader_log_.reset();
+    reader_.reset();
+    const ReplicaRoot* r = state.Replica(p.leader);
+    if (!r || !cli::ReplicaLive(state, p.leader, job_.topic, job_.partition))
+      return Status(Code::kUnavailable,
+                    fmt::format("{}: leader replica {} ({}) is unavailable", Name(), p.leader,
+                                r ? r->dir : "?"));
+    auto log = OpenReplicaLog(PartitionDir(r->dir), p.leader, job_.log);
+    if (!log)
+      return Status(Code::kUnavailable, fmt::format("{}: leader replica {}: {}", Name(),
+                                                    p.leader, log.error().message()));
+    leader_log_ = std::move(*log);
+    leader_id_ = p.leader;
+    leader_epoch_ = p.leader_epoch;
+    leader_root_ = r->dir;
+    link_ = DirectLeaderLink(ctx_, leader_log_.get());
+    return Status::Ok();
+  }
+
+  Result<FollowerStepResult> Step() {
+    auto state = ctx_.cluster->Load();
+    if (!state) return state.error();
+    auto p = cli::PartitionOf(*state, job_.binding->cluster_dir, job_.topic, job_.partition);
+    if (!p) return p.error();
+    if (p->leader == job_.binding->replica_id) {
+      // This root leads: nothing to fetch.
+      FollowerStepResult done;
+      done.caught_up = true;
+      leader_log_.reset();
+      return done;
+    }
+    if (p->leader < 0)
+      return Status(Code::kUnavailable, fmt::format("{}: no leader", Name()));
+    MQ_RETURN_IF_ERROR(OpenLeader(*state, *p));
+    auto r = FollowerStep(ctx_, *log_, *link_, state_, o_.fetch_max_bytes);
+    if (!r) return r;
+    if (r->truncated_to >= 0 && !o_.quiet)
+      cli::Warn(fmt::format("{}: truncated to offset {}, where the leader's epoch ends "
+                            "(replica {} leads in epoch {})",
+                            Name(), r->truncated_to, p->leader, p->leader_epoch));
+    records_ += r->appended_records;
+    bytes_ += r->appended_bytes;
+    throttle_->Spend(static_cast<uint64_t>(r->appended_bytes));
+    return r;
+  }
+
+  // What else follows the leader: group offsets and the producer registry.
+  Status Finish() {
+    if (!leader_log_) return Status::Ok();
+    MQ_RETURN_IF_ERROR(CarryGroupOffsets(leader_root_, root_, job_.topic, job_.partition));
+    MQ_RETURN_IF_ERROR(CarryProducerRegistry(leader_root_, root_));
+    if (o_.verbose && (records_ > 0 || !reported_)) {
+      auto leo = log_->LogEndOffset();
+      auto hw = log_->HighWatermark();
+      cli::Eprint("{}: {}: {} records ({} bytes) from replica {}; log end {}, high watermark {}\n",
+                  cli::ProgramName(), Name(), records_, bytes_, leader_id_, leo ? *leo : -1,
+                  hw ? *hw : -1);
+      records_ = 0;
+      bytes_ = 0;
+      reported_ = true;
+    }
+    return Status::Ok();
+  }
+
+  void WaitForLeader() {
+    if (!leader_log_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return;
+    }
+    if (!reader_) {
+      auto opened = PartitionReader::Open(PartitionDir(leader_root_), job_.log.limits);
+      if (!opened) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        return;
+      }
+      reader_ = std::move(*opened);
+    }
+    auto leo = log_->LogEndOffset();
+    // Wakes at the leader's next append, or to fetch again within the
+    // lag limit so that it stays caught up (§17.5).
+    reader_->WaitForAppend(leo ? *leo : 0, 500);
+  }
+
+  const Options& o_;
+  Job job_;
+  Throttle* throttle_;
+  ReplicationContext ctx_;
+  std::string root_;
+  FileLock lock_;
+  std::unique_ptr<ReplicaLog> log_;
+  std::unique_ptr<ReplicaLog> leader_log_;
+  std::unique_ptr<LeaderLink> link_;
+  std::unique_ptr<PartitionReader> reader_;
+  int32_t leader_id_ = -1;
+  int32_t leader_epoch_ = -1;
+  std::string leader_root_;
+  FollowerState state_;
+  int64_t records_ = 0;
+  int64_t bytes_ = 0;
+  bool reported_ = false;
+};
+
+// The partitions of `o` this root follows.
+Result<std::vector<Job>> Jobs(const Options& o, const DataDir& dir) {
+  std::vector<std::string> topics;
+  if (o.topic) {
+    topics.push_back(*o.topic);
+  } else {
+    auto all = dir.ListTopics();
+    if (!all) return all.error();
+    topics = *all;
+  }
+  std::vector<Job> jobs;
+  for (const std::string& t : topics) {
+    auto config = dir.ReadTopic(t);
+    if (!config) return config.error();
+    auto bound = cli::BindReplica(o.dir, t, *config);
+    if (!bound) return bound.error();
+    if (!*bound) {
+      if (o.topic)
+        return Status(Code::kInvalidArgument,
+                      fmt::format("-t {}: not a replicated topic (create one with mq-isr create)",
+                                  t));
+      continue;
+    }
+    auto binding = std::make_shared<cli::ReplicaBinding>(std::move(**bound));
+    auto state = binding->store->Load();
+    if (!state) return state.error();
+    if (o.partition && *o.partition >= config->partitions)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("-p {}: topic \"{}\" has {} partitions", *o.partition, t,
+                                config->partitions));
+    for (int32_t p = 0; p < config->partitions; ++p) {
+      if (o.partition && p != *o.partition) continue;
+      const PartitionState* ps = state->Partition(t, p);
+      if (!ps || std::find(ps->replicas.begin(), ps->replicas.end(), binding->replica_id) ==
+                     ps->replicas.end())
+        continue;
+      Job job;
+      job.topic = t;
+      job.partition = p;
+      job.log = DataDir::LogConfigFor(*config);
+      job.binding = binding;
+      jobs.push_back(std::move(job));
+    }
+  }
+  return jobs;
+}
+
+}  // namespace
+
+int Run(const Options& o) {
+  auto dir = DataDir::Open(o.dir, false);
+  if (!dir) return cli::Fail(dir.error());
+  auto jobs = Jobs(o, *dir);
+  if (!jobs) return cli::Fail(jobs.error());
+  if (jobs->empty()) {
+    if (!o.quiet) cli::Warn(fmt::format("{}: follows no partition of a replicated topic", o.dir));
+    return 0;
+  }
+  CatchStopSignals();
+  Throttle throttle(o.max_bytes_per_second);
+  Totals totals;
+  std::vector<std::unique_ptr<Follower>> followers;
+  for (Job& j : *jobs) followers.push_back(std::make_unique<Follower>(o, std::move(j), &throttle));
+  if (!o.follow) {
+    for (auto& f : followers) {
+      Status s = f->CatchUp();
+      if (!s.ok()) totals.Fail(s);
+    }
+    return totals.rc;
+  }
+  std::vector<std::thread> threads;
+  for (auto& f : followers) {
+    threads.emplace_back([&totals, f = f.get()] {
+      Status s = f->Follow();
+      if (!s.ok()) {
+        totals.Fail(s);
+        g_stop.store(true);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return totals.rc;
+}
+
+}  // namespace mq::replicate

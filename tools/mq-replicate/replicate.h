@@ -1,0 +1,25 @@
+// mq-replicate's work: a follower root pulls each partition it follows from
+// the partition's leader root (format-spec/replication.md §17).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace mq::replicate {
+
+struct Options {
+  std::string dir;                     // -C: the follower's root
+  std::optional<std::string> topic;    // -t: only this topic
+  std::optional<int32_t> partition;    // -p: only this partition
+  bool follow = false;                 // keep following until signalled
+  uint64_t max_bytes_per_second = 0;   // 0: no throttle
+  uint64_t fetch_max_bytes = 1 << 20;  // bytes per fetch
+  bool verbose = false;
+  bool quiet = false;
+};
+
+// Returns the exit status.
+int Run(const Options& options);
+
+}  // namespace mq::replicate
