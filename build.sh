@@ -2,7 +2,7 @@
 # Builds mq on Debian 12 from a fresh clone.
 #
 #   ./build.sh demo    install missing packages (as root), build everything,
-#                      run examples/demo.sh
+#                      run examples/demo.sh and examples/replication.sh
 #   ./build.sh test    install missing packages (as root), build and run every
 #                      test: ctest on a RelWithDebInfo build, the unit tests
 #                      under ASan+UBSan, and each fuzz target for a bounded time
@@ -70,6 +70,8 @@ run_demo() {
   build_all
   step "running examples/demo.sh"
   MQ_BIN=$SRC/build bash examples/demo.sh
+  step "running examples/replication.sh (the replication scenarios of mq(7))"
+  MQ_BIN=$SRC/build bash examples/replication.sh
 }
 
 run_ctest() {

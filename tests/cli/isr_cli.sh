@@ -129,9 +129,11 @@ run "$ISR" --check
 expect_rc 0 "--check, all in sync"
 grep -q "^OK: 1 topic(s), 3 partition(s)" "$WORK/out" || fail "--check summary: $(cat "$WORK/out")"
 
-# --- records: 10 on r0's partition 0, 4 on r2's (for the unclean warning) -------------
-seq 1 10 | "$BIN/mq-produce" -q -C r0 -t orders -p 0
-seq 1 4 | "$BIN/mq-produce" -q -C r2 -t orders -p 0
+# --- records: 10 on r0's partition 0, 4 of them on r2's (for the unclean warning) ---
+# (a follower takes no appends: r2 fetches the first 4)
+seq 1 4 | "$BIN/mq-produce" -q -C r0 -t orders -p 0
+"$BIN/mq-replicate" -q -C r2 -t orders -p 0 || fail "r2 fetches"
+seq 5 10 | "$BIN/mq-produce" -q -C r0 -t orders -p 0
 
 # --- the leader's root is lost: --check, clean election ----------------------------------
 mv r0 r0.lost

@@ -25,7 +25,8 @@ expect 64 "give -C DIR (--dir DIR), or set MQ_DIR" env -u MQ_DIR "$P" -t t
 expect 64 "--topic" "$P" -C "$D"
 expect 64 "-p/--partition" "$P" -C "$D" -t t -p 3
 expect 64 "-p/--partition" "$P" -C "$D" -t t -p -1
-expect 64 "--acks" "$P" -C "$D" -t t --acks all
+expect 64 "--acks" "$P" -C "$D" -t t --acks al
+expect 64 "--ack-timeout" "$P" -C "$D" -t t --acks all --ack-timeout 0
 expect 64 "--acks" "$P" -C "$D" -t t --acks 2
 expect 64 "--fsync" "$P" -C "$D" -t t --fsync sometimes
 expect 64 "--fsync" "$P" -C "$D" -t t --fsync interval:0

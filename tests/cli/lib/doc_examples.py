@@ -109,6 +109,10 @@ EXPECT = {
     "mq-inspect --verify data/groups/billing/offsets": 0,
     "mq-inspect data/orders-0/leader-epoch-checkpoint \\\n"
     "           data/orders-0/replication-offset-checkpoint": 0,
+    # mq-replicate(1)
+    "mq-isr --cluster cl create -t orders --partitions 2 --replicas r0,r1,r2\n"
+    "seq 1000 | mq-produce -C r0 -t orders -p 0 --acks 1\n"
+    "mq-replicate -C r1 -v": 0,
     # mq-isr(1): in order, in one scratch directory
     "mq-isr --cluster cluster create -t payments --partitions 3 --replicas r0,r1,r2 \\\n"
     "    --min-insync-replicas 2 -X retention.ms=86400000\n"
@@ -143,6 +147,8 @@ EXPECT = {
 }
 
 NOT_RUN = {
+    "* * * * * mq-replicate -C /srv/mq/r1 -q":
+        "a crontab line; tests/cli/replication_carry.sh runs mq-replicate once the same way",
     "./build.sh demo": "builds the project: run by CI and the fresh-machine check",
     "./build.sh test": "builds and runs every test, this one included",
     'MQ_READER_SEEDS=500 build/tests/unit_tests "reader property*"':

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# What must follow the leader besides the log (format-spec/replication.md
+# §17, mq-replicate(1)): a --producer-id ingestion resumed on the new leader
+# after a failover appends only what is missing, and a consumer group keeps
+# its position. Also: a follower refuses appends (exit 75 naming the leader),
+# consumers read only below the high watermark, and mq-replicate's errors.
+source "$(dirname "$0")/lib/common.bash"
+ISR="$BIN/mq-isr"
+REP="$BIN/mq-replicate"
+cd "$WORK"
+r0="$WORK/r0" r1="$WORK/r1" r2="$WORK/r2" cl="$WORK/cl"
+
+run "$ISR" --cluster "$cl" create -t t --partitions 1 --replicas "$r0,$r1,$r2" --min-insync-replicas 2
+expect_rc 0 "create"
+
+# A follower refuses appends and names the leader.
+run "$P" -C "$r1" -t t -p 0 <<<"x"
+expect_rc 75 "append on a follower"
+grep -q "not the leader: replica 0 ($r0) leads" "$WORK/err" || fail "follower refusal names the leader: $(cat "$WORK/err")"
+
+# The leader's appends are invisible to consumers until the ISR has them.
+seq 1 100 >input
+run "$P" -C "$r0" -t t -p 0 --acks 1 --producer-id ingest input
+expect_rc 0 "produce 100 with acks=1"
+run "$C" -C "$r0" -t t -p 0 -e
+expect_rc 0 "consume below the HW"
+[[ ! -s "$WORK/out" ]] || fail "a consumer read above the high watermark: $(head -3 "$WORK/out")"
+for r in "$r1" "$r2"; do
+  run "$REP" -C "$r" -t t -q
+  expect_rc 0 "catch up $r"
+done
+run "$REP" -C "$r1" -t t -q  # reports its LEO again: the HW reaches the log end
+run "$C" -C "$r0" -t t -p 0 -e
+expect_eq "the leader's partition once the ISR has it" "$(seq 1 100)" "$(cat "$WORK/out")"
+
+# A group consumes 40 on the leader; the followers carry its position.
+run "$C" -C "$r0" -t t -G g -c 40 -e
+expect_rc 0 "group consumes 40"
+for r in "$r1" "$r2"; do
+  run "$REP" -C "$r" -t t -q
+  expect_rc 0 "carry to $r"
+done
+
+# Failover: r0's root is lost; r1 is elected.
+mv "$r0" "$WORK/r0.lost"
+run "$ISR" --cluster "$cl" elect
+expect_rc 0 "elect"
+run "$REP" -C "$r2" -t t -q   # the new leader's HW moves once its ISR fetched
+expect_rc 0 "r2 follows r1"
+
+# The group resumes where it was, on the new leader.
+run "$C" -C "$r1" -t t -G g -e
+expect_rc 0 "group resumes on the new leader"
+expect_eq "the group's remaining messages" "$(seq 41 100)" "$(cat "$WORK/out")"
+
+# The ingestion resumes on the new leader, acks=all with r2 following:
+# 150 lines, the first 100 present.
+"$REP" -C "$r2" -t t --follow -q & f=$!
+PIDS+=("$f")
+seq 1 150 >input
+run "$P" -C "$r1" -t t -p 0 --acks all --producer-id ingest input
+expect_rc 0 "resume the ingestion on the new leader"
+run "$C" -C "$r1" -t t -p 0 -e
+expect_eq "exactly once through the failover" "$(seq 1 150)" "$(cat "$WORK/out")"
+
+# Errors.
+run "$REP" -C "$WORK/nosuch"
+expect_rc 66 "a missing root"
+run "$REP" -C "$r1" -t nosuch
+expect_rc 66 "a missing topic"
+run "$P" -C "$r2" -t plain --create <<<"x"
+expect_rc 0 "a topic of one root"
+run "$REP" -C "$r2" -t plain
+expect_rc 64 "not a replicated topic"
+run "$REP" -C "$r2" -t t -p 7
+expect_rc 64 "a partition out of range"
+# Two followers of one partition at once: the second is refused.
+for _ in $(seq 100); do flock -n "$r2/t-0/replicate.lock" true || break; sleep 0.1; done
+run "$REP" -C "$r2" -t t -p 0
+expect_rc 75 "a second mq-replicate on one partition"
+kill "$f"; wait "$f" || true
+echo "ok"
