@@ -771,8 +771,10 @@ Status PartitionWriter::SetHighWatermark(int64_t offset) {
   auto stored = LoadHighWatermark(w.dir_fd.get(), partition->first, partition->second, w.fs);
   if (!stored && stored.error().code() != Code::kNotFound) return stored.error();
   if (stored && *stored >= offset) return Status::Ok();
-  MQ_RETURN_IF_ERROR(
-      StoreHighWatermark(w.dir_fd.get(), partition->first, partition->second, offset, w.fs));
+  // Page-cache durability: a machine crash may bring back an older HW,
+  // never a newer one (replication.md §16.4).
+  MQ_RETURN_IF_ERROR(StoreHighWatermark(w.dir_fd.get(), partition->first, partition->second,
+                                        offset, w.fs, !w.config.page_cache_only()));
   return w.Publish();  // wakes the readers bounded by it
 }
 

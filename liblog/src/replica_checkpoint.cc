@@ -284,14 +284,14 @@ Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t pa
 }
 
 Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition, int64_t offset,
-                          FileSystem* fs) {
+                          FileSystem* fs, bool sync) {
   MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
   if (partition < 0 || offset < 0)
     return Status(Code::kInvalidArgument,
                   fmt::format("high watermark {} of partition {}: both must be >= 0", offset,
                               partition));
   return WriteCheckpointFile(fs, dir_fd, kReplicationOffsetCheckpointFile,
-                             {HighWatermarkLine(topic, partition, offset)});
+                             {HighWatermarkLine(topic, partition, offset)}, sync);
 }
 
 namespace {

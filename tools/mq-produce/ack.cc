@@ -18,15 +18,15 @@ struct AckGate::Partition {
 AckGate::~AckGate() = default;
 
 Result<std::unique_ptr<AckGate>> AckGate::Open(const std::string& root, const std::string& topic,
-                                               const TopicConfig& config, Acks acks,
-                                               int64_t ack_timeout_ms) {
+                                               const TopicConfig& config, const LogConfig& log,
+                                               Acks acks, int64_t ack_timeout_ms) {
   auto bound = cli::BindReplica(root, topic, config);
   if (!bound) return bound.error();
   if (!*bound) return std::unique_ptr<AckGate>();
   std::unique_ptr<AckGate> g(new AckGate);
   g->root_ = root;
   g->topic_ = topic;
-  g->log_ = DataDir::LogConfigFor(config);
+  g->log_ = log;
   g->acks_ = acks;
   g->timeout_ms_ = ack_timeout_ms;
   g->binding_ = std::move(**bound);

@@ -22,9 +22,11 @@ class AckGate {
  public:
   // nullptr for a topic of one root (there --acks all is --acks 1: the
   // root is the whole ISR).
+  // `log`: the producer's log settings (its durability also decides
+  // whether the high watermark is fsynced).
   static Result<std::unique_ptr<AckGate>> Open(const std::string& root, const std::string& topic,
-                                               const TopicConfig& config, Acks acks,
-                                               int64_t ack_timeout_ms);
+                                               const TopicConfig& config, const LogConfig& log,
+                                               Acks acks, int64_t ack_timeout_ms);
   // Before an append to partition p: kFenced unless this root leads it,
   // kUnavailable when nobody does; with --acks all, kNotEnoughReplicas
   // when the ISR is below min.insync.replicas (nothing is appended).

@@ -343,7 +343,7 @@ int Run(const Flags& f, const Settings& s) {
   po.quiet = f.quiet;
   // A replicated topic: appends only where this root leads; --acks all
   // waits for the ISR.
-  auto gate = AckGate::Open(f.dir, f.topic, *topic,
+  auto gate = AckGate::Open(f.dir, f.topic, *topic, po.log,
                             s.acks0 ? Acks::kNone : s.acks_all ? Acks::kAll : Acks::kLeader,
                             f.ack_timeout_ms);
   if (!gate) return cli::Fail(gate.error());

@@ -11,7 +11,7 @@ namespace {
 // The usage lines are the man page's SYNOPSIS, word for word.
 constexpr const char* kUsage =
     "Usage: mq-replicate -C DIR [-t TOPIC] [-p N] [--follow] [--max-bytes-per-second N]\n"
-    "                    [--fetch-max-bytes N] [-q] [-v]\n"
+    "                    [--fetch-max-bytes N] [--fsync none|batch] [-q] [-v]\n"
     "       mq-replicate -h | -V\n"
     "\n"
     "Fetch the partitions the log root DIR follows from their leaders' roots and\n"
@@ -39,8 +39,13 @@ int main(int argc, char** argv) {
   app.add_option("--fetch-max-bytes", o.fetch_max_bytes, "bytes one fetch returns at most")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  std::string fsync = "none";
+  app.add_option("--fsync", fsync, "none (page cache) or batch (each fetched append fsynced)")
+      ->check(CLI::IsMember({"none", "batch"}))
+      ->capture_default_str();
   app.add_flag("-q,--quiet", o.quiet, "no notes on stderr");
   app.add_flag("-v,--verbose", o.verbose, "a line per partition caught up");
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
+  o.fsync = fsync == "batch";
   return mq::cli::RunGuarded([&] { return mq::replicate::Run(o); });
 }

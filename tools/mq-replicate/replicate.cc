@@ -338,6 +338,9 @@ Result<std::vector<Job>> Jobs(const Options& o, const DataDir& dir) {
       job.topic = t;
       job.partition = p;
       job.log = DataDir::LogConfigFor(*config);
+      // As mq-produce's --fsync: page cache only, or each append fsynced.
+      job.log.durability = o.fsync ? Durability::kEveryBatch : Durability::kNone;
+      job.log.sync_on_close = o.fsync;
       job.binding = binding;
       jobs.push_back(std::move(job));
     }

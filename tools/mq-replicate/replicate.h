@@ -15,6 +15,7 @@ struct Options {
   bool follow = false;                 // keep following until signalled
   uint64_t max_bytes_per_second = 0;   // 0: no throttle
   uint64_t fetch_max_bytes = 1 << 20;  // bytes per fetch
+  bool fsync = false;                  // --fsync batch: each append fsynced
   bool verbose = false;
   bool quiet = false;
 };

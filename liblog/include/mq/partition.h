@@ -130,7 +130,8 @@ class PartitionWriter {
 
   // Records the high watermark (replication.md §16.3): the offset below
   // which every record is on every in-sync replica. It lives in its own
-  // checkpoint, replaced atomically and fsynced (R39), never in the state
+  // checkpoint, replaced atomically and fsynced (R39; not fsynced with
+  // page-cache durability, LogConfig::page_cache_only), never in the state
   // file a recovery rebuilds from the log, and is published so that
   // readers bounded by it (ReadOptions::bound_by_high_watermark) wake.
   // Never above the log end (kInvalidArgument); a value below the stored

@@ -134,9 +134,10 @@ std::string EncodeReplicationOffsetCheckpoint(const HighWatermarkEntry& entry);
 // is `dir_fd`: kNotFound when the file is missing or holds no entry.
 Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
                                   FileSystem* fs = nullptr);
-// Replaces the checkpoint with `offset` (≥ 0) for that partition (R39).
+// Replaces the checkpoint with `offset` (≥ 0) for that partition (R39);
+// with `sync` false, without fsync (page-cache durability, §16.4).
 Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition, int64_t offset,
-                          FileSystem* fs = nullptr);
+                          FileSystem* fs = nullptr, bool sync = true);
 
 // The topic and partition a partition directory's name `<topic>-<n>`
 // (R12) stands for; nullopt for any other name.
