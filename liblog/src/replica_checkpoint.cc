@@ -14,6 +14,7 @@
 #include "checkpoint_file.h"
 #include "format.h"
 #include "mq/segment.h"
+#include "mq/replication.h"
 #include "mq/topic.h"
 #include "recovery.h"
 #include "segment.h"
@@ -347,7 +348,8 @@ Result<std::optional<HighWatermarkEntry>> ReadReplicationOffsetCheckpointFile(
 Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
                                 std::vector<Problem>* problems, VerifyStats* stats) {
   const auto partition = PartitionOfDirectory(dir);
-  for (const char* name : {kLeaderEpochCheckpointFile, kReplicationOffsetCheckpointFile}) {
+  for (const char* name : {kLeaderEpochCheckpointFile, kReplicationOffsetCheckpointFile,
+                           format::kReplicaPositionsName}) {
     const std::string path = dir + "/" + name;
     auto text = ReadCheckpointFile(FileSystem::Default(), dir_fd, name, path);
     if (!text && text.error().code() == Code::kNotFound) continue;  // optional (§16)
@@ -357,9 +359,11 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
         ++stats->files;
         stats->bytes += text->size();
       }
-      s = std::string_view(name) == kLeaderEpochCheckpointFile
-              ? DecodeLeaderEpochCheckpoint(*text, path).status()
-              : DecodeReplicationOffsetCheckpoint(*text, path, partition).status();
+      const std::string_view n = name;
+      s = n == kLeaderEpochCheckpointFile ? DecodeLeaderEpochCheckpoint(*text, path).status()
+          : n == kReplicationOffsetCheckpointFile
+              ? DecodeReplicationOffsetCheckpoint(*text, path, partition).status()
+              : DecodeReplicaPositions(*text, path).status();  // §17.2, R47
     }
     if (s.code() == Code::kCorruption)
       problems->push_back({s.file(), s.position(), s.rule(), s.message()});

@@ -93,13 +93,9 @@ class FileReplicaLog : public ReplicaLog {
       }
     }
     if (!replaced) all->push_back(position);
-    std::vector<std::string> lines;
-    for (const FollowerPosition& f : *all)
-      lines.push_back(fmt::format("{} {} {} {} {} {}", f.replica, f.leader_epoch,
-                                  f.log_end_offset, f.last_fetch_ms, f.last_caught_up_ms,
-                                  f.last_fetch_leader_leo));
     // Leader state a crash may lose (§17.2): no fsync.
-    return WriteCheckpointFile(fs(), dir_fd_.get(), kPositionsFile, lines, false);
+    const std::string text = EncodeReplicaPositions(*all);
+    return WriteFileAtomic(dir_fd_.get(), kPositionsFile, AsBytes(text), fs(), {}, false);
   }
 
   Result<std::vector<FollowerPosition>> Followers() override {
@@ -107,29 +103,7 @@ class FileReplicaLog : public ReplicaLog {
     auto bytes = ReadCheckpointFile(fs(), dir_fd_.get(), kPositionsFile, path);
     if (!bytes && bytes.error().code() == Code::kNotFound) return std::vector<FollowerPosition>{};
     if (!bytes) return bytes.error();
-    std::vector<FollowerPosition> out;
-    Status s = ParseCheckpoint(*bytes, path, kPositionFields,
-                               [&](std::span<const CheckpointField> f) -> Status {
-                                 int64_t v[kPositionFields];
-                                 static const char* const kWhat[] = {
-                                     "replica", "leader epoch", "log end offset",
-                                     "last fetch", "last caught up", "leader log end"};
-                                 for (size_t i = 0; i < kPositionFields; ++i) {
-                                   auto n = CheckpointNumber(f[i], INT64_MAX, path, "R47",
-                                                             kWhat[i]);
-                                   if (!n) return n.error();
-                                   v[i] = *n;
-                                 }
-                                 if (v[0] > INT32_MAX || v[1] > INT32_MAX)
-                                   return Status::Corruption(path, f[0].position, "R47",
-                                                             "replica or epoch above 2^31-1");
-                                 out.push_back({static_cast<int32_t>(v[0]),
-                                                static_cast<int32_t>(v[1]), v[2], v[3], v[4],
-                                                v[5]});
-                                 return Status::Ok();
-                               });
-    if (!s.ok()) return s;
-    return out;
+    return DecodeReplicaPositions(*bytes, path);
   }
 
   Status WithLeaderLock(const std::function<Status()>& fn) override {
@@ -175,6 +149,42 @@ class DirectLink : public LeaderLink {
 };
 
 }  // namespace
+
+Result<std::vector<FollowerPosition>> DecodeReplicaPositions(std::string_view bytes,
+                                                             const std::string& file) {
+  static const char* const kWhat[kPositionFields] = {
+      "replica", "leader epoch", "log end offset", "last fetch", "last caught up",
+      "leader log end"};
+  std::vector<FollowerPosition> out;
+  Status s = ParseCheckpoint(bytes, file, kPositionFields,
+                             [&](std::span<const CheckpointField> f) -> Status {
+                               int64_t v[kPositionFields];
+                               for (size_t i = 0; i < kPositionFields; ++i) {
+                                 const int64_t max = i < 2 ? INT32_MAX : INT64_MAX;
+                                 auto n = CheckpointNumber(f[i], max, file, "R47", kWhat[i]);
+                                 if (!n) return n.error();
+                                 v[i] = *n;
+                               }
+                               for (const FollowerPosition& seen : out)
+                                 if (seen.replica == v[0])
+                                   return Status::Corruption(
+                                       file, f[0].position, "R47",
+                                       fmt::format("replica {} appears twice", v[0]));
+                               out.push_back({static_cast<int32_t>(v[0]),
+                                              static_cast<int32_t>(v[1]), v[2], v[3], v[4], v[5]});
+                               return Status::Ok();
+                             });
+  if (!s.ok()) return s;
+  return out;
+}
+
+std::string EncodeReplicaPositions(const std::vector<FollowerPosition>& positions) {
+  std::vector<std::string> lines;
+  for (const FollowerPosition& f : positions)
+    lines.push_back(fmt::format("{} {} {} {} {} {}", f.replica, f.leader_epoch, f.log_end_offset,
+                                f.last_fetch_ms, f.last_caught_up_ms, f.last_fetch_leader_leo));
+  return FormatCheckpoint(lines);
+}
 
 Result<std::unique_ptr<ReplicaLog>> OpenReplicaLog(const std::string& dir, int32_t replica_id,
                                                    const LogConfig& config) {

@@ -8,6 +8,22 @@ source "$(dirname "$0")/lib/common.bash"
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
 cd "$WORK"
+
+# mq-replicate's usage lines are its man page's SYNOPSIS; every long option
+# in --help is documented there.
+MAN="$SRC/man/man1/mq-replicate.1"
+"$REP" --help | sed -n '1,/^$/p' | sed -e '/^$/d' -e 's/^Usage: //' -e 's/^ *//' >usage
+sed -n '/^\.SH SYNOPSIS/,/^\.SH /p' "$MAN" | sed -e '/^\./d' -e 's/\\f[BIRP]//g' -e 's/\\-/-/g' \
+  -e 's/^ *//' >synopsis
+[[ -s synopsis ]] || fail "no SYNOPSIS in $MAN"
+diff synopsis usage >&2 || fail "mq-replicate's usage lines differ from its SYNOPSIS"
+"$REP" --help >help
+for opt in $(grep -oE -- '--[a-z][a-z-]+' help | sort -u); do
+  grep -q -- "${opt//-/\\\\-}\|$opt" "$MAN" || fail "mq-replicate(1) does not document $opt"
+done
+run "$REP" -C "$WORK" --bogus
+expect_rc 64 "an unknown option"
+
 r0="$WORK/r0" r1="$WORK/r1" r2="$WORK/r2" cl="$WORK/cl"
 
 run "$ISR" --cluster "$cl" create -t t --partitions 1 --replicas "$r0,$r1,$r2" --min-insync-replicas 2

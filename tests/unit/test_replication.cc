@@ -276,3 +276,47 @@ TEST_CASE("replication: a fetch past the leader's end or of corrupt bytes append
   CHECK(a.error().code() == Code::kCorruption);
   CHECK(c.Leo(1) == 0);
 }
+
+TEST_CASE("R47 replica positions: six numbers per entry, a replica once, in the checkpoint layout") {
+  const std::vector<FollowerPosition> positions = {{0, 3, 120, 1000, 1000, 120},
+                                                   {2, 3, 118, 990, 980, 119}};
+  const std::string text = EncodeReplicaPositions(positions);
+  CHECK(text == "0\n2\n0 3 120 1000 1000 120\n2 3 118 990 980 119\n");
+  auto back = DecodeReplicaPositions(text, "replica-positions");
+  REQUIRE(back);
+  CHECK(*back == positions);
+  struct Bad {
+    const char* text;
+    uint64_t position;
+    const char* rule;
+  };
+  for (const Bad& bad : {Bad{"0\n1\n0 3 120 1000 1000\n", 21, "R35"},         // five fields: the sixth is missing at the LF
+                         Bad{"0\n2\n1 3 1 1 1 1\n1 4 2 2 2 2\n", 16, "R47"},  // replica 1 twice
+                         Bad{"0\n1\n2147483648 0 0 0 0 0\n", 4, "R47"}}) {    // above 2^31-1
+    INFO(bad.text);
+    auto r = DecodeReplicaPositions(bad.text, "replica-positions");
+    REQUIRE(!r);
+    CHECK(r.error().code() == Code::kCorruption);
+    CHECK(r.error().rule() == bad.rule);
+    CHECK(r.error().position() == bad.position);
+  }
+}
+
+TEST_CASE("R47 replica positions: verify of a partition reads the file and reports a breach") {
+  Cluster c(2);
+  c.Produce(2);
+  c.CatchUp(1);
+  std::vector<Problem> problems;
+  VerifyStats stats;
+  REQUIRE(VerifyPartition(c.Dir(0), {}, &problems, OffsetPolicy::kGapsAllowed, &stats).ok());
+  CHECK(problems.empty());
+  const uint64_t files = stats.files;
+  WriteFile(c.Dir(0) + "/replica-positions",
+            std::vector<std::byte>{std::byte{'0'}, std::byte{'\n'}, std::byte{'1'}, std::byte{'\n'},
+                                   std::byte{'x'}, std::byte{'\n'}});
+  VerifyStats again;
+  REQUIRE(VerifyPartition(c.Dir(0), {}, &problems, OffsetPolicy::kGapsAllowed, &again).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].file == c.Dir(0) + "/replica-positions");
+  CHECK(again.files == files);
+}

@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mq/cluster.h"
@@ -47,6 +48,12 @@ struct FollowerPosition {
   int64_t last_fetch_leader_leo = -1;  // the leader's LEO at its last fetch
   bool operator==(const FollowerPosition&) const = default;
 };
+
+// Parses a leader's `replica-positions` file (§17.2, R47: the checkpoint
+// layout of R35, six numbers per entry); `file` names it in errors.
+Result<std::vector<FollowerPosition>> DecodeReplicaPositions(std::string_view bytes,
+                                                             const std::string& file);
+std::string EncodeReplicaPositions(const std::vector<FollowerPosition>& positions);
 
 // One replica's log of the partition.
 class ReplicaLog {
