@@ -78,6 +78,38 @@ run "$P" -C "$r1" -t t -p 0 --acks all --producer-id ingest input
 expect_rc 0 "resume the ingestion on the new leader"
 run "$C" -C "$r1" -t t -p 0 -e
 expect_eq "exactly once through the failover" "$(seq 1 150)" "$(cat "$WORK/out")"
+kill "$f"; wait "$f" || true
+
+# Bad input: a damaged cluster state stops every tool with the file and the
+# rule, and nothing is appended.
+before=$("$C" -C "$r1" -t t -p 0 -e | wc -l)
+cp "$cl/cluster-state" "$WORK/cluster-state.good"
+sed -i 's/^partition t 0 /partition t 0  /' "$cl/cluster-state"
+run "$P" -C "$r1" -t t -p 0 <<<"x"
+expect_rc 65 "produce with a damaged cluster state"
+grep -q "$cl/cluster-state.*R4[1-6]" "$WORK/err" || fail "produce: file and rule: $(cat "$WORK/err")"
+run "$REP" -C "$r2" -t t
+expect_rc 65 "replicate with a damaged cluster state"
+grep -q "$cl/cluster-state.*R4[1-6]" "$WORK/err" || fail "replicate: file and rule: $(cat "$WORK/err")"
+cp "$WORK/cluster-state.good" "$cl/cluster-state"
+[[ $("$C" -C "$r1" -t t -p 0 -e | wc -l) == "$before" ]] || fail "something was appended"
+# A follower's damaged leader-epoch checkpoint: refused, named, not replaced.
+cp "$r2/t-0/leader-epoch-checkpoint" "$WORK/lec.good"
+printf '0\n1\n5 x\n' >"$r2/t-0/leader-epoch-checkpoint"
+echo y | "$P" -C "$r1" -t t -p 0 -q
+run "$REP" -C "$r2" -t t
+expect_rc 65 "replicate onto a damaged leader-epoch checkpoint"
+grep -q "leader-epoch-checkpoint.*R3[5-7]" "$WORK/err" || fail "checkpoint: file and rule: $(cat "$WORK/err")"
+cmp -s <(printf '0\n1\n5 x\n') "$r2/t-0/leader-epoch-checkpoint" || fail "the damaged checkpoint was replaced"
+cp "$WORK/lec.good" "$r2/t-0/leader-epoch-checkpoint"
+run "$REP" -C "$r2" -t t
+expect_rc 0 "replicate once the checkpoint is mended"
+# A root the cluster state does not know under the id its topic names.
+sed -i 's/^replica.id=2$/replica.id=0/' "$r2/topics/t.conf"
+run "$REP" -C "$r2" -t t
+expect_rc 64 "a root whose replica id is another root's"
+grep -q "replica id 0 of topic \"t\" is $r0" "$WORK/err" || fail "wrong root: $(cat "$WORK/err")"
+sed -i 's/^replica.id=0$/replica.id=2/' "$r2/topics/t.conf"
 
 # Errors.
 run "$REP" -C "$WORK/nosuch"
@@ -91,6 +123,8 @@ expect_rc 64 "not a replicated topic"
 run "$REP" -C "$r2" -t t -p 7
 expect_rc 64 "a partition out of range"
 # Two followers of one partition at once: the second is refused.
+"$REP" -C "$r2" -t t --follow -q & f=$!
+PIDS+=("$f")
 for _ in $(seq 100); do flock -n "$r2/t-0/replicate.lock" true || break; sleep 0.1; done
 run "$REP" -C "$r2" -t t -p 0
 expect_rc 75 "a second mq-replicate on one partition"
