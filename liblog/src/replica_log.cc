@@ -30,13 +30,15 @@ class FileReplicaLog : public ReplicaLog {
 
   int32_t replica_id() const override { return id_; }
 
+  // The published bounds, read without the writer lock (from the mapped
+  // state file, as any reader does).
   Result<int64_t> LogStartOffset() override {
-    MQ_RETURN_IF_ERROR(writer_->Refresh());
-    return writer_->log_start_offset();
+    MQ_RETURN_IF_ERROR(OpenReader());
+    return reader_->log_start_offset();
   }
   Result<int64_t> LogEndOffset() override {
-    MQ_RETURN_IF_ERROR(writer_->Refresh());
-    return writer_->log_end_offset();
+    MQ_RETURN_IF_ERROR(OpenReader());
+    return reader_->end_offset();
   }
   Result<int64_t> HighWatermark() override {
     auto hw = LoadHighWatermark(dir_fd_.get(), topic_, partition_, fs());
@@ -49,16 +51,20 @@ class FileReplicaLog : public ReplicaLog {
     return writer_->EndOffsetFor(epoch);
   }
 
+  Status OpenReader() {
+    if (reader_) return Status::Ok();
+    ReadOptions options;
+    options.limits = config_.limits;
+    options.offsets = config_.offsets;
+    options.fs = config_.fs;
+    auto opened = PartitionReader::Open(dir_, options);
+    if (!opened) return opened.error();
+    reader_ = std::move(*opened);
+    return Status::Ok();
+  }
+
   Result<std::vector<std::byte>> Read(int64_t offset, size_t max_bytes) override {
-    if (!reader_) {
-      ReadOptions options;
-      options.limits = config_.limits;
-      options.offsets = config_.offsets;
-      options.fs = config_.fs;
-      auto opened = PartitionReader::Open(dir_, options);
-      if (!opened) return opened.error();
-      reader_ = std::move(*opened);
-    }
+    MQ_RETURN_IF_ERROR(OpenReader());
     MQ_RETURN_IF_ERROR(reader_->Seek(offset));
     std::vector<std::byte> out;
     while (true) {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <ctime>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -77,20 +79,32 @@ Status EnsureEpoch(ReplicaLog& leader, int32_t epoch) {
   return leader.BeginEpoch(epoch);
 }
 
-// UpdateHighWatermark's body; the caller holds the leader lock.
+// UpdateHighWatermark's body; the caller holds the leader lock. `leo` and
+// `followers`: the leader's LEO and its followers' positions when the
+// caller has just read them (nullopt: read here).
 Result<int64_t> ComputeHighWatermark(const ReplicationContext& ctx, ReplicaLog& leader,
-                                     const PartitionState& p) {
+                                     const PartitionState& p,
+                                     std::optional<int64_t> leo = std::nullopt,
+                                     const std::vector<FollowerPosition>* followers = nullptr) {
   auto stored = leader.HighWatermark();
   if (!stored) return stored.error();
-  auto leo = leader.LogEndOffset();
-  if (!leo) return leo.error();
+  if (!leo) {
+    auto now = leader.LogEndOffset();
+    if (!now) return now.error();
+    leo = *now;
+  }
   int64_t hw = *leo;
   if (!ctx.bugs.hw_at_log_end) {
-    auto all = leader.Followers();
-    if (!all) return all.error();
+    std::vector<FollowerPosition> read;
+    if (!followers) {
+      auto all = leader.Followers();
+      if (!all) return all.error();
+      read = std::move(*all);
+      followers = &read;
+    }
     for (int32_t r : p.isr) {
       if (r == leader.replica_id()) continue;
-      auto f = Find(*all, r, p.leader_epoch);
+      auto f = Find(*followers, r, p.leader_epoch);
       // An ISR member not heard from in this epoch holds the HW where it is.
       hw = std::min(hw, f ? f->log_end_offset : std::max<int64_t>(*stored, 0));
     }
@@ -252,7 +266,16 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     else
       f.last_caught_up_ms = before ? before->last_caught_up_ms : mine->last_caught_up_ms;
     MQ_RETURN_IF_ERROR(leader.RecordFollower(f));
-    auto computed = ComputeHighWatermark(ctx, leader, *p);
+    std::vector<FollowerPosition> recorded = std::move(*all);
+    bool found = false;
+    for (FollowerPosition& e : recorded) {
+      if (e.replica == f.replica) {
+        e = f;
+        found = true;
+      }
+    }
+    if (!found) recorded.push_back(f);
+    auto computed = ComputeHighWatermark(ctx, leader, *p, *leo, &recorded);
     if (!computed) return computed.error();
     hw = *computed;
     // Kafka's isFollowerInSync: a follower outside the ISR joins once it
