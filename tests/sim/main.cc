@@ -17,7 +17,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: mq-sim [--seed S | --schedules N [--start-seed S]] [--plant BUG]...\n"
-    "              [--expect-violation] [--independent-files] [--trace] [--quiet]\n"
+    "              [--acks all|1] [--expect-violation] [--independent-files]\n"
+    "              [--verify-replay] [--trace] [--quiet]\n"
     "  BUG: hw_at_log_end | no_epoch_truncation | isr_shrink_without_cas\n";
 
 bool ParseU64(const char* s, uint64_t* out) {
@@ -40,7 +41,7 @@ int Usage(const std::string& why) {
 int main(int argc, char** argv) {
   mq::sim::SimOptions base;
   uint64_t seed = 0, schedules = 1, start = 1;
-  bool one_seed = false, expect_violation = false, quiet = false;
+  bool one_seed = false, expect_violation = false, quiet = false, verify_replay = false;
   std::string plants;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -74,6 +75,15 @@ int main(int argc, char** argv) {
     } else if (a == "--independent-files") {
       base.independent_files = true;
       plants += " --independent-files";
+    } else if (a == "--acks") {
+      if (v == nullptr || (std::string_view(v) != "all" && std::string_view(v) != "1")) {
+        return Usage("--acks is all or 1");
+      }
+      base.acks_one = std::string_view(v) == "1";
+      if (base.acks_one) plants += " --acks 1";
+      ++i;
+    } else if (a == "--verify-replay") {
+      verify_replay = true;
     } else if (a == "--trace") {
       base.trace = true;
     } else if (a == "--quiet") {
@@ -100,6 +110,17 @@ int main(int argc, char** argv) {
     mq::sim::SimOutcome out = mq::sim::RunSchedule(o);
     total.Add(out.stats);
     ++run;
+    if (verify_replay) {
+      mq::sim::SimOutcome again = mq::sim::RunSchedule(o);
+      if (again.fingerprint != out.fingerprint || again.ok != out.ok || again.step != out.step) {
+        std::printf("mq-sim: schedule seed=%llu did not replay identically (fingerprint %016llx, "
+                    "then %016llx)\n",
+                    static_cast<unsigned long long>(o.seed),
+                    static_cast<unsigned long long>(out.fingerprint),
+                    static_cast<unsigned long long>(again.fingerprint));
+        return 1;
+      }
+    }
     if (one_seed && !quiet) std::printf("seed %llu: %s\n", static_cast<unsigned long long>(o.seed), out.summary.c_str());
     if (!out.ok) {
       std::printf("mq-sim: VIOLATION in schedule seed=%llu at step %lld (after %llu schedules)\n"
@@ -127,11 +148,11 @@ int main(int argc, char** argv) {
       static_cast<long long>(total.refused), secs, secs > 0 ? static_cast<double>(run) / secs : 0.0);
   if (expect_violation) {
     if (status == 0) {
-      std::printf("mq-sim: the planted bug was NOT found in %llu schedules\n",
+      std::printf("mq-sim: expected a violation, found none in %llu schedules\n",
                   static_cast<unsigned long long>(run));
       return 1;
     }
-    std::printf("mq-sim: the planted bug was found\n");
+    std::printf("mq-sim: a violation was found, as expected\n");
     return 0;
   }
   return status;

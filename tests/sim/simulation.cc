@@ -99,6 +99,7 @@ class Simulation {
   void Produce();
   void Follow();
   void Ack();
+  void AckWrite(Replica& r, size_t i, int64_t hw);
   void Shrink();
   void Refresh();
   void Consume();
@@ -114,6 +115,7 @@ class Simulation {
   void CheckFinal();
   void Fail(std::string what);
   const char* KindOf(int64_t offset) const;
+  std::string Origin(int64_t offset) const;
 
   // Helpers.
   int32_t PickUp(bool (*pred)(const Simulation&, const Replica&));
@@ -321,9 +323,14 @@ void Simulation::Fail(std::string what) {
       what, p.leader, p.leader_epoch, p.partition_epoch, IsrText(p.isr), replicas, changes);
 }
 
+std::string Simulation::Origin(int64_t offset) const {
+  if (flags_[offset] & kAcked) return fmt::format("acknowledged by leader {}", canon_from_[offset]);
+  return fmt::format("first seen below replica {}'s HW", canon_from_[offset]);
+}
+
 const char* Simulation::KindOf(int64_t offset) const {
   uint8_t f = offset < static_cast<int64_t>(flags_.size()) ? flags_[offset] : 0;
-  if (f & kAcked) return "invariant 1 (acknowledged acks=all write lost or changed)";
+  if (f & kAcked) return "invariant 1 (an acknowledged write lost or changed)";
   if (f & kSeen) return "invariant 3 (a record a consumer was shown changed or disappeared)";
   return "invariant 2 (two replicas hold different records at one offset)";
 }
@@ -353,9 +360,9 @@ void Simulation::CheckBelowHw(Replica& r) {
         canon_from_[o] = r.log->replica_id();
       } else if (canon_[o] != it->identity) {
         Fail(fmt::format("{}: offset {} below replica {}'s HW {} is batch [{}..{}] epoch {}, "
-                         "but replica {} had another record there below its HW",
+                         "but another record was committed there ({})",
                          KindOf(o), o, r.log->replica_id(), f.hw, it->base, it->last, it->epoch,
-                         canon_from_[o]));
+                         Origin(o)));
         return;
       }
     }
@@ -382,18 +389,17 @@ void Simulation::CheckLeaderHolds(Replica& r) {
     for (; o <= it->last && o < need; ++o) {
       if (o < it->base || (canon_[o] != 0 && canon_[o] != it->identity)) {
         Fail(fmt::format("{}: the leader {} (epoch {}) holds batch [{}..{}] epoch {} at offset "
-                         "{}, not the record committed there (first seen below replica {}'s HW)",
+                         "{}, not the record committed there ({})",
                          KindOf(o), r.log->replica_id(), State().leader_epoch, it->base,
-                         it->last, it->epoch, o, canon_from_[o]));
+                         it->last, it->epoch, o, Origin(o)));
         return;
       }
     }
   }
   if (o < need) {
-    Fail(fmt::format("{}: the leader {} (epoch {}) ends at {}, but offset {} was committed "
-                     "(below replica {}'s HW)",
+    Fail(fmt::format("{}: the leader {} (epoch {}) ends at {}, but offset {} was committed ({})",
                      KindOf(o), r.log->replica_id(), State().leader_epoch, f.LogEnd(), o,
-                     canon_from_[o]));
+                     Origin(o)));
     return;
   }
   r.verified_all = o;
@@ -453,6 +459,7 @@ void Simulation::Produce() {
   if (!b) return;
   ++stats_.produced;
   pending_.push_back(PendingWrite{id, r.view.leader_epoch, *b});
+  if (options_.acks_one) AckWrite(r, pending_.size() - 1, b->last + 1);
   Trace(fmt::format("produce at {} epoch {}: [{}..{}]", id, r.view.leader_epoch, b->base,
                     b->last));
 }
@@ -503,53 +510,61 @@ void Simulation::Ack() {
   bool may_ack = s.leader == id && s.leader_epoch == epoch &&
                  static_cast<int32_t>(s.isr.size()) >= kMinIsr;
   if (!may_ack) return;
-  for (size_t i = 0; i < pending_.size();) {
-    PendingWrite& w = pending_[i];
+  for (size_t i = 0; i < pending_.size() && !failed_;) {
+    const PendingWrite& w = pending_[i];
     if (w.leader != id || w.epoch != epoch || w.batch.last >= *hw) {
       ++i;
       continue;
     }
-    // The write is acknowledged: it must be in the leader's log, and no
-    // other leader may have acknowledged in this epoch.
-    const ReplicaFiles& f = r.log->files();
-    auto it = std::lower_bound(f.log.begin(), f.log.end(), w.batch.base,
-                               [](const SimBatch& b, int64_t o) { return b.last < o; });
-    if (it == f.log.end() || it->identity != w.batch.identity) {
-      Fail(fmt::format("invariant 1: leader {} acknowledged [{}..{}] at HW {} but its log no "
-                       "longer holds it",
-                       id, w.batch.base, w.batch.last, *hw));
-      return;
-    }
-    if (static_cast<int32_t>(acked_by_epoch_.size()) <= epoch) acked_by_epoch_.resize(epoch + 1, -1);
-    if (acked_by_epoch_[epoch] >= 0 && acked_by_epoch_[epoch] != id) {
-      Fail(fmt::format("invariant 4: leaders {} and {} both completed acks=all writes in epoch {}",
-                       acked_by_epoch_[epoch], id, epoch));
-      return;
-    }
-    acked_by_epoch_[epoch] = id;
-    if (static_cast<int64_t>(flags_.size()) <= w.batch.last) {
-      canon_.resize(w.batch.last + 1, 0);
-      canon_from_.resize(w.batch.last + 1, -1);
-      flags_.resize(w.batch.last + 1, 0);
-    }
-    for (int64_t o = w.batch.base; o <= w.batch.last; ++o) {
-      flags_[o] |= kAcked;
-      if (canon_[o] == 0) {
-        canon_[o] = w.batch.identity;
-        canon_from_[o] = id;
-      } else if (canon_[o] != w.batch.identity) {
-        Fail(fmt::format("invariant 1: leader {} acknowledged [{}..{}] in epoch {}, but another "
-                         "record was committed at offset {} (below replica {}'s HW)",
-                         id, w.batch.base, w.batch.last, epoch, o, canon_from_[o]));
-        return;
-      }
-    }
-    ++stats_.acked;
-    Trace(fmt::format("ack at {} epoch {} hw {}: [{}..{}]", id, epoch, *hw, w.batch.base,
-                      w.batch.last));
-    pending_[i] = std::move(pending_.back());
-    pending_.pop_back();
+    AckWrite(r, i, *hw);
   }
+}
+
+// Pending write `i` at leader `r` is acknowledged (at HW `hw`): it must be
+// in the leader's log, and no other leader may have acknowledged in its
+// epoch. It joins the canonical history.
+void Simulation::AckWrite(Replica& r, size_t i, int64_t hw) {
+  PendingWrite w = pending_[i];
+  pending_[i] = std::move(pending_.back());
+  pending_.pop_back();
+  int32_t id = r.log->replica_id();
+  int32_t epoch = w.epoch;
+  const ReplicaFiles& f = r.log->files();
+  auto it = std::lower_bound(f.log.begin(), f.log.end(), w.batch.base,
+                             [](const SimBatch& b, int64_t o) { return b.last < o; });
+  if (it == f.log.end() || it->identity != w.batch.identity) {
+    Fail(fmt::format("invariant 1: leader {} acknowledged [{}..{}] at HW {} but its log no "
+                     "longer holds it",
+                     id, w.batch.base, w.batch.last, hw));
+    return;
+  }
+  if (static_cast<int32_t>(acked_by_epoch_.size()) <= epoch) acked_by_epoch_.resize(epoch + 1, -1);
+  if (acked_by_epoch_[epoch] >= 0 && acked_by_epoch_[epoch] != id) {
+    Fail(fmt::format("invariant 4: leaders {} and {} both completed acks=all writes in epoch {}",
+                     acked_by_epoch_[epoch], id, epoch));
+    return;
+  }
+  acked_by_epoch_[epoch] = id;
+  if (static_cast<int64_t>(flags_.size()) <= w.batch.last) {
+    canon_.resize(w.batch.last + 1, 0);
+    canon_from_.resize(w.batch.last + 1, -1);
+    flags_.resize(w.batch.last + 1, 0);
+  }
+  for (int64_t o = w.batch.base; o <= w.batch.last; ++o) {
+    flags_[o] |= kAcked;
+    if (canon_[o] == 0) {
+      canon_[o] = w.batch.identity;
+      canon_from_[o] = id;
+    } else if (canon_[o] != w.batch.identity) {
+      Fail(fmt::format("invariant 1: leader {} acknowledged [{}..{}] in epoch {}, but another "
+                       "record was committed at offset {} (below replica {}'s HW)",
+                       id, w.batch.base, w.batch.last, epoch, o, canon_from_[o]));
+      return;
+    }
+  }
+  ++stats_.acked;
+  Trace(fmt::format("ack at {} epoch {} hw {}: [{}..{}]", id, epoch, hw, w.batch.base,
+                    w.batch.last));
 }
 
 void Simulation::Shrink() {
@@ -799,6 +814,17 @@ SimOutcome Simulation::Run() {
   for (int64_t i = 0; i < steps_ && !failed_; ++i) Step();
   if (!failed_) Quiesce();
   outcome_.stats = stats_;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
+  for (const Replica& r : reps_) {
+    for (const SimBatch& b : r.log->files().log) mix(b.identity);
+    mix(static_cast<uint64_t>(r.log->files().hw));
+  }
+  for (int64_t v : {stats_.steps, stats_.crashes, stats_.power_losses, stats_.elections,
+                    stats_.produced, stats_.acked, stats_.fetches, stats_.link_faults}) {
+    mix(static_cast<uint64_t>(v));
+  }
+  outcome_.fingerprint = h;
   return outcome_;
 }
 

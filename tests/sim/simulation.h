@@ -19,6 +19,10 @@ struct SimOptions {
   // Power losses keep each file's own prefix of unsynced writes rather
   // than a prefix of all of them (a file system without ordering).
   bool independent_files = false;
+  // acks=1 instead of acks=all: a write counts as acknowledged once the
+  // leader appended it. Losses are then expected: the proof that the
+  // invariants see them.
+  bool acks_one = false;
 };
 
 struct SimStats {
@@ -42,6 +46,7 @@ struct SimOutcome {
   int64_t step = -1;      // the step after which the violation was seen
   std::string violation;  // which invariant, what, where
   std::string summary;    // the schedule's parameters
+  uint64_t fingerprint = 0;  // every replica's final log and the stats, hashed
   SimStats stats;
 };
 
