@@ -171,13 +171,13 @@ Result<std::string> ReadCheckpointFile(FileSystem* fs, int dir_fd, const std::st
 }
 
 Status WriteCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
-                           const std::vector<std::string>& lines) {
+                           const std::vector<std::string>& lines, bool sync) {
   const std::string text = FormatCheckpoint(lines);
   if (text.size() > format::kMaxCheckpointBytes)
     return Status(Code::kTooLarge,
                   fmt::format("{}: {} bytes, more than the {} a checkpoint may hold (R35)",
                               PathAt(dir_fd, name), text.size(), format::kMaxCheckpointBytes));
-  return WriteFileAtomic(dir_fd, name, std::as_bytes(std::span<const char>(text)), fs);
+  return WriteFileAtomic(dir_fd, name, std::as_bytes(std::span<const char>(text)), fs, {}, sync);
 }
 
 }  // namespace mq

@@ -46,8 +46,9 @@ std::string FormatCheckpoint(const std::vector<std::string>& lines);
 Result<std::string> ReadCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
                                        const std::string& path);
 
-// Replaces `name` in `dir_fd` with `lines` atomically (layout.md §1.5, R39).
+// Replaces `name` in `dir_fd` with `lines` atomically (layout.md §1.5, R39);
+// with `sync` false, without fsync (state a crash may lose).
 Status WriteCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
-                           const std::vector<std::string>& lines);
+                           const std::vector<std::string>& lines, bool sync = true);
 
 }  // namespace mq

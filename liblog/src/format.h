@@ -102,6 +102,12 @@ static_assert(kMinCheckpointBytes == 4 && kMinLeaderEpochLine == 4);
 // Entries no checkpoint of at most kMaxCheckpointBytes can exceed.
 constexpr uint64_t kMaxCheckpointEntries = kMaxCheckpointBytes / kMinLeaderEpochLine;
 static_assert(kMaxCheckpointEntries == 262144);
+// §17.2 A leader's partition directory: its followers' fetch positions
+// (R47: the checkpoint layout, six numbers per entry) and the lock its
+// high watermark and ISR expansions are decided under.
+constexpr const char* kReplicaPositionsName = "replica-positions";
+constexpr size_t kReplicaPositionFields = 6;
+constexpr const char* kLeaderLockName = "leader.lock";
 // Kafka's "no epoch" and "no offset" (EpochEndOffset.UNDEFINED_EPOCH{,_OFFSET}),
 // and the partitionLeaderEpoch of a batch stamped by no leader (§3).
 constexpr int32_t kUndefinedEpoch = -1;

@@ -130,6 +130,17 @@ struct PartitionWriter::Impl {
   Status FreshEpochs() {
     return epochs && epochs_generation == generation ? Status::Ok() : LoadEpochs();
   }
+  // FreshEpochs, and a cache even for a writer that stamps no epoch: the
+  // checkpoint rebuilt from the log (R37) when it is missing.
+  Status EpochsForReplication() {
+    MQ_RETURN_IF_ERROR(FreshEpochs());
+    if (epochs) return Status::Ok();
+    auto cache = LeaderEpochCache::Open(dir_fd.get(), fields.log_end_offset, config.limits, fs);
+    if (!cache) return cache.error();
+    epochs = std::move(*cache);
+    epochs_generation = generation;
+    return Status::Ok();
+  }
   // Before the first batch of an append: the leader's epoch starts at the
   // log end unless it is the latest already; a lower one is kFenced.
   Status BeginEpoch();
@@ -877,5 +888,52 @@ Status PartitionWriter::Close() {
 
 int64_t PartitionWriter::log_start_offset() const { return impl_->fields.log_start_offset; }
 int64_t PartitionWriter::log_end_offset() const { return impl_->fields.log_end_offset; }
+
+}  // namespace mq
+
+namespace mq {
+
+Status PartitionWriter::Refresh() {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  return w.Sync();
+}
+
+Result<int32_t> PartitionWriter::LatestEpoch() {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  MQ_RETURN_IF_ERROR(w.EpochsForReplication());
+  auto latest = w.epochs->latest();
+  return latest ? latest->epoch : -1;
+}
+
+Result<EpochEndOffset> PartitionWriter::EndOffsetFor(int32_t epoch) {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  MQ_RETURN_IF_ERROR(w.EpochsForReplication());
+  return w.epochs->EndOffsetFor(epoch, w.fields.log_end_offset);
+}
+
+Status PartitionWriter::BeginLeaderEpoch(int32_t epoch) {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  if (epoch < 0) return Status(Code::kInvalidArgument, fmt::format("leader epoch {}", epoch));
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  const int32_t old = w.config.leader_epoch;
+  w.config.leader_epoch = epoch;
+  Status s = w.BeginEpoch();
+  if (!s.ok()) w.config.leader_epoch = old;
+  return s;
+}
 
 }  // namespace mq

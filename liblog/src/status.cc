@@ -38,6 +38,11 @@ int Status::exit_code() const {
     case Code::kPermission: return 77;        // EX_NOPERM
     case Code::kNeedsRecovery: return 75;     // EX_TEMPFAIL: run a writer, then retry
     case Code::kFenced: return 75;            // EX_TEMPFAIL: retry with the new leader
+    case Code::kUnavailable: return 69;       // EX_UNAVAILABLE: nothing appended
+    // Replication outcomes sysexits(3) has no word for (mq-produce(1)):
+    case Code::kNotEnoughReplicas: return 79;             // refused, nothing appended
+    case Code::kNotEnoughReplicasAfterAppend: return 80;  // appended, outcome unknown
+    case Code::kTimedOut: return 81;                      // appended, outcome unknown
   }
   return 70;
 }

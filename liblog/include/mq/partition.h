@@ -23,6 +23,7 @@
 namespace mq {
 
 class FileSystem;  // mq/file.h: the seam tests use for fault injection
+struct EpochEndOffset;  // mq/replica_checkpoint.h
 
 enum class Durability : uint8_t {
   kNone,      // page cache only; fsync on Close()
@@ -154,6 +155,19 @@ class PartitionWriter {
 
   int64_t log_start_offset() const;
   int64_t log_end_offset() const;
+
+  // Replication (format-spec/replication.md §17).
+  // Catches up with what other writers of the partition published
+  // (log_start_offset() and log_end_offset() are then current).
+  Status Refresh();
+  // The latest leader epoch the log holds (-1: none).
+  Result<int32_t> LatestEpoch();
+  // OffsetForLeaderEpoch (LeaderEpochCache::EndOffsetFor) against this log.
+  Result<EpochEndOffset> EndOffsetFor(int32_t epoch);
+  // This writer leads in `epoch` from now on: the epoch starts at the log
+  // end (stored in the checkpoint) and every later Append stamps it. The
+  // latest epoch again is a no-op; a lower one is kFenced.
+  Status BeginLeaderEpoch(int32_t epoch);
 
   struct Impl;
  private:

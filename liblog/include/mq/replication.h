@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -43,6 +44,7 @@ struct FollowerPosition {
   int64_t log_end_offset = -1;    // the follower's LEO after its last fetch
   int64_t last_fetch_ms = 0;
   int64_t last_caught_up_ms = 0;  // last time its LEO reached the leader's
+  int64_t last_fetch_leader_leo = -1;  // the leader's LEO at its last fetch
   bool operator==(const FollowerPosition&) const = default;
 };
 
@@ -70,9 +72,14 @@ class ReplicaLog {
   virtual Status DeleteBefore(int64_t offset) = 0;
   // Becomes leader in `epoch`: the epoch starts at the log end.
   virtual Status BeginEpoch(int32_t epoch) = 0;
-  // At a leader: its followers' positions.
+  // At a leader: its followers' positions (the leader's own entry records
+  // when it began its epoch).
   virtual Status RecordFollower(const FollowerPosition& position) = 0;
   virtual Result<std::vector<FollowerPosition>> Followers() = 0;
+  // Runs `fn` holding the leader's replication lock: the HW is computed and
+  // the ISR expanded under it, so that no HW passes a follower between the
+  // check that lets it join the ISR and its joining (§17.4).
+  virtual Status WithLeaderLock(const std::function<Status()>& fn) = 0;
 };
 
 // The fetch a follower sends (Kafka's FetchRequest, one partition).

@@ -30,6 +30,10 @@ enum class Code : uint8_t {
   kNeedsRecovery,    // a legal crash state a writer repairs on open (R28)
   kNoMemory,         // an allocation failed (ENOMEM, std::bad_alloc)
   kFenced,           // a leader epoch below the partition's latest: leadership moved
+  kUnavailable,      // no leader, or the leader's log root cannot be used
+  kNotEnoughReplicas,             // ISR below min.insync.replicas: refused, nothing appended
+  kNotEnoughReplicasAfterAppend,  // appended, then the ISR fell below the floor: outcome unknown
+  kTimedOut,         // appended, not acknowledged in time: outcome unknown
 };
 
 class Status {

@@ -1,0 +1,193 @@
+// One host: a replica's log of a partition is its partition directory
+// (mq/replication.h OpenReplicaLog, DirectLeaderLink; format-spec/
+// replication.md §17.2).
+#include <fmt/format.h>
+
+#include "checkpoint_file.h"
+#include "format.h"
+#include "mq/lock.h"
+#include "mq/replication.h"
+
+namespace mq {
+
+namespace {
+
+constexpr const char* kPositionsFile = format::kReplicaPositionsName;
+constexpr const char* kLeaderLockFile = format::kLeaderLockName;
+constexpr size_t kPositionFields = format::kReplicaPositionFields;
+
+class FileReplicaLog : public ReplicaLog {
+ public:
+  FileReplicaLog(std::string dir, int32_t id, LogConfig config, UniqueFd dir_fd,
+                 std::unique_ptr<PartitionWriter> writer, std::string topic, int32_t partition)
+      : dir_(std::move(dir)),
+        id_(id),
+        config_(config),
+        dir_fd_(std::move(dir_fd)),
+        writer_(std::move(writer)),
+        topic_(std::move(topic)),
+        partition_(partition) {}
+
+  int32_t replica_id() const override { return id_; }
+
+  Result<int64_t> LogStartOffset() override {
+    MQ_RETURN_IF_ERROR(writer_->Refresh());
+    return writer_->log_start_offset();
+  }
+  Result<int64_t> LogEndOffset() override {
+    MQ_RETURN_IF_ERROR(writer_->Refresh());
+    return writer_->log_end_offset();
+  }
+  Result<int64_t> HighWatermark() override {
+    auto hw = LoadHighWatermark(dir_fd_.get(), topic_, partition_, fs());
+    if (!hw && hw.error().code() == Code::kNotFound) return int64_t{-1};
+    return hw;
+  }
+  Status SetHighWatermark(int64_t offset) override { return writer_->SetHighWatermark(offset); }
+  Result<int32_t> LatestEpoch() override { return writer_->LatestEpoch(); }
+  Result<EpochEndOffset> EndOffsetFor(int32_t epoch) override {
+    return writer_->EndOffsetFor(epoch);
+  }
+
+  Result<std::vector<std::byte>> Read(int64_t offset, size_t max_bytes) override {
+    if (!reader_) {
+      ReadOptions options;
+      options.limits = config_.limits;
+      options.offsets = config_.offsets;
+      options.fs = config_.fs;
+      auto opened = PartitionReader::Open(dir_, options);
+      if (!opened) return opened.error();
+      reader_ = std::move(*opened);
+    }
+    MQ_RETURN_IF_ERROR(reader_->Seek(offset));
+    std::vector<std::byte> out;
+    while (true) {
+      auto next = reader_->Next();
+      if (!next) return next.error();
+      if (!*next) break;
+      const BatchView& b = **next;
+      if (b.header().last_offset() < offset) continue;
+      const Bytes bytes = b.bytes();
+      if (!out.empty() && out.size() + bytes.size() > max_bytes) break;
+      out.insert(out.end(), bytes.begin(), bytes.end());
+      if (out.size() >= max_bytes) break;
+    }
+    return out;
+  }
+
+  Result<AppendResult> AppendReplicated(std::span<const std::byte> batches) override {
+    return writer_->AppendReplicated(batches);
+  }
+  Status TruncateTo(int64_t offset) override { return writer_->TruncateTo(offset); }
+  Status DeleteBefore(int64_t offset) override { return writer_->DeleteSegmentsBefore(offset); }
+  Status BeginEpoch(int32_t epoch) override { return writer_->BeginLeaderEpoch(epoch); }
+
+  Status RecordFollower(const FollowerPosition& position) override {
+    auto all = Followers();
+    if (!all) return all.error();
+    bool replaced = false;
+    for (FollowerPosition& f : *all) {
+      if (f.replica == position.replica) {
+        f = position;
+        replaced = true;
+      }
+    }
+    if (!replaced) all->push_back(position);
+    std::vector<std::string> lines;
+    for (const FollowerPosition& f : *all)
+      lines.push_back(fmt::format("{} {} {} {} {} {}", f.replica, f.leader_epoch,
+                                  f.log_end_offset, f.last_fetch_ms, f.last_caught_up_ms,
+                                  f.last_fetch_leader_leo));
+    // Leader state a crash may lose (§17.2): no fsync.
+    return WriteCheckpointFile(fs(), dir_fd_.get(), kPositionsFile, lines, false);
+  }
+
+  Result<std::vector<FollowerPosition>> Followers() override {
+    const std::string path = dir_ + "/" + kPositionsFile;
+    auto bytes = ReadCheckpointFile(fs(), dir_fd_.get(), kPositionsFile, path);
+    if (!bytes && bytes.error().code() == Code::kNotFound) return std::vector<FollowerPosition>{};
+    if (!bytes) return bytes.error();
+    std::vector<FollowerPosition> out;
+    Status s = ParseCheckpoint(*bytes, path, kPositionFields,
+                               [&](std::span<const CheckpointField> f) -> Status {
+                                 int64_t v[kPositionFields];
+                                 static const char* const kWhat[] = {
+                                     "replica", "leader epoch", "log end offset",
+                                     "last fetch", "last caught up", "leader log end"};
+                                 for (size_t i = 0; i < kPositionFields; ++i) {
+                                   auto n = CheckpointNumber(f[i], INT64_MAX, path, "R47",
+                                                             kWhat[i]);
+                                   if (!n) return n.error();
+                                   v[i] = *n;
+                                 }
+                                 if (v[0] > INT32_MAX || v[1] > INT32_MAX)
+                                   return Status::Corruption(path, f[0].position, "R47",
+                                                             "replica or epoch above 2^31-1");
+                                 out.push_back({static_cast<int32_t>(v[0]),
+                                                static_cast<int32_t>(v[1]), v[2], v[3], v[4],
+                                                v[5]});
+                                 return Status::Ok();
+                               });
+    if (!s.ok()) return s;
+    return out;
+  }
+
+  Status WithLeaderLock(const std::function<Status()>& fn) override {
+    auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive,
+                                  LockWait::kBlock, fs());
+    if (!lock) return lock.error();
+    return fn();
+  }
+
+ private:
+  FileSystem* fs() const { return config_.fs ? config_.fs : FileSystem::Default(); }
+
+  std::string dir_;
+  int32_t id_;
+  LogConfig config_;
+  UniqueFd dir_fd_;
+  std::unique_ptr<PartitionWriter> writer_;
+  std::unique_ptr<PartitionReader> reader_;
+  std::string topic_;
+  int32_t partition_;
+};
+
+class DirectLink : public LeaderLink {
+ public:
+  DirectLink(const ReplicationContext& ctx, ReplicaLog* leader) : ctx_(ctx), leader_(leader) {}
+  Result<EpochEndOffset> OffsetForLeaderEpoch(int32_t leader_epoch,
+                                              int32_t requested_epoch) override {
+    return HandleOffsetForLeaderEpoch(ctx_, *leader_, leader_epoch, requested_epoch);
+  }
+  Result<FetchResponse> Fetch(const FetchRequest& request) override {
+    return HandleFetch(ctx_, *leader_, request);
+  }
+
+ private:
+  ReplicationContext ctx_;
+  ReplicaLog* leader_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ReplicaLog>> OpenReplicaLog(const std::string& dir, int32_t replica_id,
+                                                   const LogConfig& config) {
+  auto partition = PartitionOfDirectory(dir);
+  if (!partition)
+    return Status(Code::kInvalidArgument,
+                  dir + ": a replica's log needs a partition directory named <topic>-<n>");
+  RecoveryReport report;
+  auto writer = PartitionWriter::Open(dir, config, false, &report);
+  if (!writer) return writer.error();
+  auto dir_fd = OpenDirectory(dir, false, config.fs);
+  if (!dir_fd) return dir_fd.error();
+  return std::unique_ptr<ReplicaLog>(
+      new FileReplicaLog(dir, replica_id, config, std::move(*dir_fd), std::move(*writer),
+                         partition->first, partition->second));
+}
+
+std::unique_ptr<LeaderLink> DirectLeaderLink(const ReplicationContext& ctx, ReplicaLog* leader) {
+  return std::make_unique<DirectLink>(ctx, leader);
+}
+
+}  // namespace mq

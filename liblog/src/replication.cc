@@ -1,0 +1,368 @@
+// The replication logic of one partition (mq/replication.h,
+// format-spec/replication.md §17), after Kafka's Partition,
+// ReplicaFetcherThread and AbstractFetcherThread.
+#include "mq/replication.h"
+
+#include <algorithm>
+#include <ctime>
+
+#include <fmt/format.h>
+
+namespace mq {
+
+namespace {
+
+class RealClock : public Clock {
+ public:
+  int64_t NowMs() override {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+  }
+};
+
+std::string Where(const ReplicationContext& ctx) {
+  return fmt::format("{}-{}", ctx.topic, ctx.partition);
+}
+
+Result<PartitionState> LoadPartition(const ReplicationContext& ctx, ClusterState* whole = nullptr) {
+  auto state = ctx.cluster->Load();
+  if (!state) return state.error();
+  const PartitionState* p = state->Partition(ctx.topic, ctx.partition);
+  if (!p)
+    return Status(Code::kNotFound,
+                  fmt::format("{}: not a partition of the cluster state", Where(ctx)));
+  PartitionState out = *p;
+  if (whole) *whole = std::move(*state);
+  return out;
+}
+
+// kFenced unless `me` leads `p` in `epoch`.
+Status CheckLeader(const ReplicationContext& ctx, const PartitionState& p, int32_t me,
+                   int32_t epoch) {
+  if (IsLeader(p, me) && p.leader_epoch == epoch) return Status::Ok();
+  return Status(Code::kFenced,
+                fmt::format("{}: replica {} does not lead in epoch {} (the cluster state says "
+                            "leader {} in epoch {})",
+                            Where(ctx), me, epoch, p.leader, p.leader_epoch));
+}
+
+std::optional<FollowerPosition> Find(const std::vector<FollowerPosition>& all, int32_t replica,
+                                     int32_t epoch) {
+  for (const FollowerPosition& f : all)
+    if (f.replica == replica && f.leader_epoch == epoch) return f;
+  return std::nullopt;
+}
+
+// The leader's own entry: when it began leading in `epoch` (recorded the
+// first time a replication call meets the epoch). Followers without a
+// position of this epoch count as caught up at that time, as Kafka's leader
+// resets lastCaughtUpTime when it takes over.
+Result<FollowerPosition> LeaderEntry(const ReplicationContext& ctx, ReplicaLog& leader,
+                                     int32_t epoch, const std::vector<FollowerPosition>& all) {
+  if (auto mine = Find(all, leader.replica_id(), epoch)) return *mine;
+  auto leo = leader.LogEndOffset();
+  if (!leo) return leo.error();
+  const int64_t now = ctx.clock->NowMs();
+  FollowerPosition mine{leader.replica_id(), epoch, *leo, now, now, *leo};
+  MQ_RETURN_IF_ERROR(leader.RecordFollower(mine));
+  return mine;
+}
+
+// Starts `epoch` in the leader's log unless it holds it already.
+Status EnsureEpoch(ReplicaLog& leader, int32_t epoch) {
+  auto latest = leader.LatestEpoch();
+  if (!latest) return latest.error();
+  if (*latest >= epoch) return Status::Ok();
+  return leader.BeginEpoch(epoch);
+}
+
+// UpdateHighWatermark's body; the caller holds the leader lock.
+Result<int64_t> ComputeHighWatermark(const ReplicationContext& ctx, ReplicaLog& leader,
+                                     const PartitionState& p) {
+  auto stored = leader.HighWatermark();
+  if (!stored) return stored.error();
+  auto leo = leader.LogEndOffset();
+  if (!leo) return leo.error();
+  int64_t hw = *leo;
+  if (!ctx.bugs.hw_at_log_end) {
+    auto all = leader.Followers();
+    if (!all) return all.error();
+    for (int32_t r : p.isr) {
+      if (r == leader.replica_id()) continue;
+      auto f = Find(*all, r, p.leader_epoch);
+      // An ISR member not heard from in this epoch holds the HW where it is.
+      hw = std::min(hw, f ? f->log_end_offset : std::max<int64_t>(*stored, 0));
+    }
+  }
+  if (hw > *stored) {
+    MQ_RETURN_IF_ERROR(leader.SetHighWatermark(hw));
+    return hw;
+  }
+  return *stored;
+}
+
+}  // namespace
+
+namespace {
+Result<PartitionState> ShrinkLocked(const ReplicationContext& ctx, ReplicaLog& leader,
+                                    int32_t leader_epoch, const PartitionState& state,
+                                    int64_t lag_ms);
+}  // namespace
+
+Clock* Clock::Real() {
+  static RealClock clock;
+  return &clock;
+}
+
+Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& leader,
+                                    int32_t leader_epoch) {
+  int64_t hw = -1;
+  Status s = leader.WithLeaderLock([&]() -> Status {
+    auto p = LoadPartition(ctx);
+    if (!p) return p.error();
+    MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, leader.replica_id(), leader_epoch));
+    auto computed = ComputeHighWatermark(ctx, leader, *p);
+    if (!computed) return computed.error();
+    hw = *computed;
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return hw;
+}
+
+Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog& leader,
+                                      int32_t leader_epoch) {
+  ClusterState whole;
+  auto p = LoadPartition(ctx, &whole);
+  if (!p) return p.error();
+  const int32_t me = leader.replica_id();
+  if (!ctx.bugs.isr_shrink_without_cas)
+    MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, me, leader_epoch));
+  const ReplicatedTopic* topic = whole.Topic(ctx.topic);
+  const int64_t lag_ms = topic ? topic->replica_lag_time_max_ms : 30000;
+  Result<PartitionState> out = *p;
+  Status s = leader.WithLeaderLock([&]() -> Status {
+    out = ShrinkLocked(ctx, leader, leader_epoch, *p, lag_ms);
+    return out ? Status::Ok() : out.error();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+namespace {
+
+Result<PartitionState> ShrinkLocked(const ReplicationContext& ctx, ReplicaLog& leader,
+                                    int32_t leader_epoch, const PartitionState& state,
+                                    int64_t lag_ms) {
+  const PartitionState* p = &state;
+  const int32_t me = leader.replica_id();
+  auto all = leader.Followers();
+  if (!all) return all.error();
+  auto mine = LeaderEntry(ctx, leader, leader_epoch, *all);
+  if (!mine) return mine.error();
+  const int64_t now = ctx.clock->NowMs();
+  std::vector<int32_t> keep;
+  std::string reason;
+  for (int32_t r : p->isr) {
+    if (r == me) {
+      keep.push_back(r);
+      continue;
+    }
+    auto f = Find(*all, r, leader_epoch);
+    const int64_t caught_up = f ? f->last_caught_up_ms : mine->last_caught_up_ms;
+    if (now - caught_up > lag_ms) {
+      reason += fmt::format("{}replica {} not caught up for {} ms (replica.lag.time.max.ms {})",
+                            reason.empty() ? "shrink: " : "; ", r, now - caught_up, lag_ms);
+    } else {
+      keep.push_back(r);
+    }
+  }
+  if (reason.empty()) return *p;
+  PartitionState proposed = *p;
+  if (ctx.bugs.isr_shrink_without_cas) {
+    // The planted bug: a blind write of what this leader believes, whatever
+    // the partition epoch now is.
+    proposed.leader = me;
+    proposed.leader_epoch = leader_epoch;
+    if (std::find(keep.begin(), keep.end(), me) == keep.end()) keep.insert(keep.begin(), me);
+  }
+  proposed.isr = keep;
+  return ctx.cluster->AlterPartition(proposed, reason);
+}
+
+}  // namespace
+
+Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
+                                                  ReplicaLog& leader, int32_t leader_epoch,
+                                                  int32_t requested_epoch) {
+  auto p = LoadPartition(ctx);
+  if (!p) return p.error();
+  MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, leader.replica_id(), leader_epoch));
+  MQ_RETURN_IF_ERROR(EnsureEpoch(leader, leader_epoch));
+  return leader.EndOffsetFor(requested_epoch);
+}
+
+Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
+                                  const FetchRequest& request) {
+  auto p = LoadPartition(ctx);
+  if (!p) return p.error();
+  const int32_t me = leader.replica_id();
+  MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, me, request.leader_epoch));
+  if (request.replica == me || std::find(p->replicas.begin(), p->replicas.end(),
+                                         request.replica) == p->replicas.end())
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: replica {} is not a follower of this partition", Where(ctx),
+                              request.replica));
+  MQ_RETURN_IF_ERROR(EnsureEpoch(leader, request.leader_epoch));
+
+  FetchResponse response;
+  int64_t hw = -1;
+  bool expand = false;
+  Status s = leader.WithLeaderLock([&]() -> Status {
+    auto leo = leader.LogEndOffset();
+    if (!leo) return leo.error();
+    auto start = leader.LogStartOffset();
+    if (!start) return start.error();
+    if (request.fetch_offset > *leo || request.fetch_offset < *start)
+      return Status(Code::kOutOfOrder,
+                    fmt::format("{}: fetch offset {} outside the leader's log [{}, {})",
+                                Where(ctx), request.fetch_offset, *start, *leo));
+    auto all = leader.Followers();
+    if (!all) return all.error();
+    auto mine = LeaderEntry(ctx, leader, request.leader_epoch, *all);
+    if (!mine) return mine.error();
+    auto before = Find(*all, request.replica, request.leader_epoch);
+    const int64_t now = ctx.clock->NowMs();
+    FollowerPosition f;
+    f.replica = request.replica;
+    f.leader_epoch = request.leader_epoch;
+    f.log_end_offset = request.fetch_offset;
+    f.last_fetch_ms = now;
+    f.last_fetch_leader_leo = *leo;
+    // Kafka's Replica.updateFetchState: caught up now when it has all the
+    // leader has; caught up as of its previous fetch when it now has what
+    // the leader had then.
+    if (request.fetch_offset >= *leo)
+      f.last_caught_up_ms = now;
+    else if (before && request.fetch_offset >= before->last_fetch_leader_leo)
+      f.last_caught_up_ms = before->last_fetch_ms;
+    else
+      f.last_caught_up_ms = before ? before->last_caught_up_ms : mine->last_caught_up_ms;
+    MQ_RETURN_IF_ERROR(leader.RecordFollower(f));
+    auto computed = ComputeHighWatermark(ctx, leader, *p);
+    if (!computed) return computed.error();
+    hw = *computed;
+    // Kafka's isFollowerInSync: a follower outside the ISR joins once it
+    // holds everything below the HW and something of this epoch's log.
+    if (!InIsr(*p, request.replica) && request.fetch_offset >= hw) {
+      auto epoch_start = leader.EndOffsetFor(request.leader_epoch - 1);
+      if (!epoch_start) return epoch_start.error();
+      const int64_t starts = epoch_start->end_offset < 0 ? 0 : epoch_start->end_offset;
+      if (request.fetch_offset >= starts) {
+        PartitionState proposed = *p;
+        proposed.isr.push_back(request.replica);
+        auto done = ctx.cluster->AlterPartition(
+            proposed, fmt::format("expand: replica {} caught up to offset {} (HW {})",
+                                  request.replica, request.fetch_offset, hw));
+        // Another change won the race: the next fetch decides again.
+        if (!done && done.error().code() != Code::kFenced) return done.error();
+        expand = static_cast<bool>(done);
+      }
+    }
+    auto bytes = leader.Read(request.fetch_offset, request.max_bytes);
+    if (!bytes) return bytes.error();
+    response.batches = std::move(*bytes);
+    response.log_start_offset = *start;
+    response.log_end_offset = *leo;
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  (void)expand;
+  response.high_watermark = hw;
+  return response;
+}
+
+Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
+                                        LeaderLink& leader, FollowerState& state,
+                                        size_t max_bytes) {
+  FollowerStepResult result;
+  auto p = LoadPartition(ctx);
+  if (!p) return p.error();
+  const int32_t me = follower.replica_id();
+  if (IsLeader(*p, me)) {
+    result.caught_up = true;
+    return result;
+  }
+  if (p->leader < 0)
+    return Status(Code::kUnavailable, fmt::format("{}: the partition has no leader", Where(ctx)));
+  if (state.leader_epoch != p->leader_epoch) state = FollowerState{p->leader_epoch, false};
+
+  auto leo = follower.LogEndOffset();
+  if (!leo) return leo.error();
+  if (!state.truncated && !ctx.bugs.no_epoch_truncation) {
+    // KIP-101, KIP-279: where does my latest epoch end at the leader?
+    auto latest = follower.LatestEpoch();
+    if (!latest) return latest.error();
+    int64_t target = *leo;
+    EpochEndOffset at_leader;
+    if (*latest >= 0) {
+      auto asked = leader.OffsetForLeaderEpoch(p->leader_epoch, *latest);
+      if (!asked) return asked.error();
+      at_leader = *asked;
+    }
+    if (at_leader.epoch < 0 || at_leader.end_offset < 0) {
+      // No epoch to compare: keep only what is below the HW.
+      auto hw = follower.HighWatermark();
+      if (!hw) return hw.error();
+      target = std::max<int64_t>(*hw, 0);
+    } else {
+      target = at_leader.end_offset;
+      if (at_leader.epoch < *latest) {
+        // The leader does not know my latest epoch: my log diverges after
+        // the end of the largest epoch we share.
+        auto mine = follower.EndOffsetFor(at_leader.epoch);
+        if (!mine) return mine.error();
+        if (mine->end_offset >= 0) target = std::min(target, mine->end_offset);
+      }
+    }
+    if (target < *leo) {
+      MQ_RETURN_IF_ERROR(follower.TruncateTo(target));
+      result.truncated_to = target;
+      auto now = follower.LogEndOffset();
+      if (!now) return now.error();
+      *leo = *now;
+    }
+    state.truncated = true;
+  }
+
+  FetchRequest request;
+  request.replica = me;
+  request.leader_epoch = p->leader_epoch;
+  request.fetch_offset = *leo;
+  request.max_bytes = max_bytes;
+  auto response = leader.Fetch(request);
+  if (!response) {
+    // Past the leader's end: reconcile again before the next fetch.
+    if (response.error().code() == Code::kOutOfOrder) state.truncated = false;
+    return response.error();
+  }
+  if (!response->batches.empty()) {
+    auto appended = follower.AppendReplicated(response->batches);
+    if (!appended) return appended.error();
+    result.appended_bytes = static_cast<int64_t>(response->batches.size());
+    result.appended_records = appended->last_offset - appended->base_offset + 1;
+  }
+  auto start = follower.LogStartOffset();
+  if (!start) return start.error();
+  if (response->log_start_offset > *start)
+    MQ_RETURN_IF_ERROR(follower.DeleteBefore(response->log_start_offset));
+  auto end = follower.LogEndOffset();
+  if (!end) return end.error();
+  if (response->high_watermark >= 0)
+    MQ_RETURN_IF_ERROR(follower.SetHighWatermark(std::min(response->high_watermark, *end)));
+  result.caught_up = *end >= response->log_end_offset;
+  return result;
+}
+
+}  // namespace mq
