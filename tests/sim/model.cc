@@ -128,6 +128,19 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
                     fmt::format("replica {}: batch at {} does not continue the log at {}", id_,
                                 h.base_offset, next));
     }
+    if (lenient_empty_epochs_ && parsed.empty() && h.partition_leader_epoch >= 0 &&
+        h.partition_leader_epoch < latest_epoch) {
+      // Kafka's follower tolerates this: epochs begun at the log end that
+      // hold no batch give way to the leader's older epoch.
+      auto l = live_.epochs.latest();
+      if (l && l->start_offset >= next) {
+        MQ_RETURN_IF_ERROR(MaybeFailIo("drop empty epoch"));
+        live_.epochs.TruncateFromEnd(next);
+        PushEpochs();
+        latest_epoch = live_.log.empty() ? -1 : live_.log.back().epoch;
+        if (auto again = live_.epochs.latest()) latest_epoch = std::max(latest_epoch, again->epoch);
+      }
+    }
     if (h.partition_leader_epoch >= 0 && h.partition_leader_epoch < latest_epoch) {
       return Status(Code::kFenced, fmt::format("replica {}: batch at {} has epoch {} below {}",
                                                id_, h.base_offset, h.partition_leader_epoch,

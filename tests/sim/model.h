@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -81,6 +82,8 @@ class ModelReplicaLog : public ReplicaLog {
   Status BeginEpoch(int32_t epoch) override;
   Status RecordFollower(const FollowerPosition& position) override;
   Result<std::vector<FollowerPosition>> Followers() override;
+  // One thread: the lock is the call itself.
+  Status WithLeaderLock(const std::function<Status()>& fn) override { return fn(); }
 
   // A producer's batch appended at the leader: `records` records whose
   // values carry `write_id`, stamped with `epoch`. Returns the batch.
@@ -97,6 +100,10 @@ class ModelReplicaLog : public ReplicaLog {
   void PowerLoss(Rng& rng);
 
   // The next I/O fails (kIoError) and the simulator crashes the replica.
+  // AppendReplicated drops epochs begun at the log end that hold no batch
+  // when the leader's batches carry an older epoch (as Kafka's follower
+  // tolerates), rather than refusing them as mq's log does.
+  void set_lenient_empty_epochs(bool on) { lenient_empty_epochs_ = on; }
   void FailNextIo() { fail_next_io_ = true; }
   void CancelIoFault() { fail_next_io_ = false; }
   bool io_failed() const { return io_failed_; }
@@ -133,6 +140,7 @@ class ModelReplicaLog : public ReplicaLog {
   DiskOrder order_;
   std::vector<Write> pending_;
   std::vector<FollowerPosition> followers_;  // in memory, lost in a crash
+  bool lenient_empty_epochs_ = false;
   bool fail_next_io_ = false;
   bool io_failed_ = false;
   uint64_t cut_generation_ = 0;

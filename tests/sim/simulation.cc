@@ -84,6 +84,7 @@ struct Replica {
   uint64_t verified_hw_gen = 0;
   int64_t verified_all = 0;
   uint64_t verified_all_gen = 0;
+  std::string last_error;  // its last FollowerStep's, while converging
 };
 
 class Simulation {
@@ -151,6 +152,7 @@ class Simulation {
   std::vector<uint8_t> flags_;
   // Invariant 4: which leader completed acks=all writes in each epoch.
   std::vector<int32_t> acked_by_epoch_;
+  PartitionState last_state_;  // as the last check saw it
   SimStats stats_;
   SimOutcome outcome_;
   bool failed_ = false;
@@ -191,7 +193,7 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
     }
     if ((roll -= s.p_dup_) < 0 && !f.stash.empty()) {
       ++s.stats_.link_faults;
-      s.Trace(fmt::format("link {}<-{}: duplicate response", follower_, leader_));
+      if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: duplicate response", follower_, leader_));
       return f.stash.back();
     }
   }
@@ -208,7 +210,7 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
   if ((roll -= s.p_stale_) < 0 && f.stash.size() >= 2) {
     ++s.stats_.link_faults;
     size_t i = static_cast<size_t>(s.Uniform(0, static_cast<int64_t>(f.stash.size()) - 2));
-    s.Trace(fmt::format("link {}<-{}: stale response {} of {}", follower_, leader_, i,
+    if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: stale response {} of {}", follower_, leader_, i,
                         f.stash.size()));
     return f.stash[i];
   }
@@ -231,11 +233,11 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
       if (s.Chance(0.8)) {
         size_t byte = at + static_cast<size_t>(s.Uniform(21, static_cast<int64_t>(size) - 1));
         bad.batches[byte] ^= std::byte{static_cast<unsigned char>(s.Uniform(1, 255))};
-        s.Trace(fmt::format("link {}<-{}: byte {} corrupted", follower_, leader_, byte));
+        if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: byte {} corrupted", follower_, leader_, byte));
       } else {
         // baseOffset is big-endian at bytes 0-7: bump its low byte.
         bad.batches[at + 7] ^= std::byte{static_cast<unsigned char>(s.Uniform(1, 3))};
-        s.Trace(fmt::format("link {}<-{}: base offset corrupted", follower_, leader_));
+        if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: base offset corrupted", follower_, leader_));
       }
     }
     return bad;
@@ -292,11 +294,13 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
     auto policy = static_cast<SyncPolicy>(Uniform(0, 2));
     r.log = std::make_unique<ModelReplicaLog>(
         i, policy, options.independent_files ? DiskOrder::kIndependent : DiskOrder::kOrdered);
+    r.log->set_lenient_empty_epochs(options.lenient_empty_epochs);
     r.slow = Chance(0.2) ? 4 : 1;
     reps_.push_back(std::move(r));
     policies += fmt::format(" r{}:{}{}", i, SyncPolicyName(policy), reps_[i].slow > 1 ? "/slow" : "");
   }
   for (Replica& r : reps_) RefreshView(r);
+  last_state_ = State();
   (void)reps_[p.leader].log->BeginEpoch(0);
   outcome_.summary = fmt::format("replicas={} lag={}ms steps={} chaos={:.2f}{}", n, lag_ms_,
                                  steps_, chaos, policies);
@@ -406,6 +410,20 @@ void Simulation::CheckLeaderHolds(Replica& r) {
 }
 
 void Simulation::CheckInvariants() {
+  // The cluster state's epochs only go forward, and a new leader comes
+  // with a new epoch (the CAS is what guarantees both).
+  const PartitionState& p = State();
+  if (p.leader_epoch < last_state_.leader_epoch ||
+      (p.leader != last_state_.leader && p.leader_epoch == last_state_.leader_epoch) ||
+      p.partition_epoch < last_state_.partition_epoch) {
+    Fail(fmt::format("cluster state: leader {} epoch {} (partition epoch {}) became leader {} "
+                     "epoch {} (partition epoch {}): an epoch went back or a leader changed "
+                     "without a new epoch",
+                     last_state_.leader, last_state_.leader_epoch, last_state_.partition_epoch,
+                     p.leader, p.leader_epoch, p.partition_epoch));
+    return;
+  }
+  last_state_ = p;
   for (Replica& r : reps_) {
     if (failed_) return;
     if (r.up) CheckBelowHw(r);
@@ -449,7 +467,7 @@ void Simulation::Produce() {
   if (r.view.leader != id) return;
   if (static_cast<int32_t>(r.view.isr.size()) < kMinIsr) {
     ++stats_.refused;
-    Trace(fmt::format("produce at {}: NOT_ENOUGH_REPLICAS isr={}", id, IsrText(r.view.isr)));
+    if (options_.trace) Trace(fmt::format("produce at {}: NOT_ENOUGH_REPLICAS isr={}", id, IsrText(r.view.isr)));
     return;
   }
   auto latest = r.log->LatestEpoch();
@@ -460,7 +478,7 @@ void Simulation::Produce() {
   ++stats_.produced;
   pending_.push_back(PendingWrite{id, r.view.leader_epoch, *b});
   if (options_.acks_one) AckWrite(r, pending_.size() - 1, b->last + 1);
-  Trace(fmt::format("produce at {} epoch {}: [{}..{}]", id, r.view.leader_epoch, b->base,
+  if (options_.trace) Trace(fmt::format("produce at {} epoch {}: [{}..{}]", id, r.view.leader_epoch, b->base,
                     b->last));
 }
 
@@ -479,13 +497,13 @@ void Simulation::Follow() {
   int64_t leo = r.log->files().LogEnd();
   auto res = FollowerStep(ctx_, *r.log, link, r.follower, max_bytes);
   if (res) {
-    Trace(fmt::format("follower {} of {}: leo {} -> {} hw {}{}{}", id, leader, leo,
+    if (options_.trace) Trace(fmt::format("follower {} of {}: leo {} -> {} hw {}{}{}", id, leader, leo,
                       r.log->files().LogEnd(), r.log->files().hw,
                       res->truncated_to >= 0 ? fmt::format(" truncated to {}", res->truncated_to)
                                              : "",
                       res->caught_up ? " caught up" : ""));
   } else {
-    Trace(fmt::format("follower {} of {}: {}", id, leader, res.error().message()));
+    if (options_.trace) Trace(fmt::format("follower {} of {}: {}", id, leader, res.error().message()));
     if (res.error().code() == Code::kInternal) {
       Fail(fmt::format("FollowerStep at replica {} failed kInternal: {}", id,
                        res.error().message()));
@@ -563,7 +581,7 @@ void Simulation::AckWrite(Replica& r, size_t i, int64_t hw) {
     }
   }
   ++stats_.acked;
-  Trace(fmt::format("ack at {} epoch {} hw {}: [{}..{}]", id, epoch, hw, w.batch.base,
+  if (options_.trace) Trace(fmt::format("ack at {} epoch {} hw {}: [{}..{}]", id, epoch, hw, w.batch.base,
                     w.batch.last));
 }
 
@@ -578,7 +596,7 @@ void Simulation::Shrink() {
   if (res) {
     if (store_->changes() != before) {
       ++stats_.isr_changes;
-      Trace(fmt::format("leader {} shrank the ISR to {}", id, IsrText(State().isr)));
+      if (options_.trace) Trace(fmt::format("leader {} shrank the ISR to {}", id, IsrText(State().isr)));
     }
     r.view = *res;
   } else if (res.error().code() == Code::kFenced) {
@@ -628,7 +646,7 @@ void Simulation::Crash(int32_t id, bool allow_power_loss) {
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [id](const PendingWrite& w) { return w.leader == id; }),
                  pending_.end());
-  Trace(fmt::format("crash {} ({}) leo now {}", id, power ? "power loss" : "kill",
+  if (options_.trace) Trace(fmt::format("crash {} ({}) leo now {}", id, power ? "power loss" : "kill",
                     r.log->files().LogEnd()));
   Controller(false);
 }
@@ -658,7 +676,7 @@ void Simulation::Restart(int32_t id) {
     auto latest = r.log->LatestEpoch();
     if (latest && *latest < State().leader_epoch) (void)r.log->BeginEpoch(State().leader_epoch);
   }
-  Trace(fmt::format("restart {} leo {} hw {}", id, r.log->files().LogEnd(), r.log->files().hw));
+  if (options_.trace) Trace(fmt::format("restart {} leo {} hw {}", id, r.log->files().LogEnd(), r.log->files().hw));
 }
 
 // The controller: a crashed leader is replaced by a clean election; with
@@ -687,12 +705,12 @@ void Simulation::Controller(bool move_leader) {
   auto res = store_->AlterPartition(*next, reason);
   if (!res) return;
   ++stats_.elections;
-  Trace(fmt::format("elected {} epoch {} isr {} ({})", res->leader, res->leader_epoch,
+  if (options_.trace) Trace(fmt::format("elected {} epoch {} isr {} ({})", res->leader, res->leader_epoch,
                     IsrText(res->isr), reason));
   Replica& l = reps_[res->leader];
   Status st = l.log->BeginEpoch(res->leader_epoch);
   RefreshView(l);
-  if (!st.ok()) Trace(fmt::format("BeginEpoch at {}: {}", res->leader, st.message()));
+  if (!st.ok()) if (options_.trace) Trace(fmt::format("BeginEpoch at {}: {}", res->leader, st.message()));
   AfterIo();
 }
 
@@ -714,7 +732,7 @@ void Simulation::Step() {
     ++stats_.clock_jumps;
     int64_t d = Chance(0.3) ? -Uniform(0, 2 * lag_ms_) : Uniform(lag_ms_, 3 * lag_ms_);
     clock_.Advance(d);
-    Trace(fmt::format("clock jumps {} ms", d));
+    if (options_.trace) Trace(fmt::format("clock jumps {} ms", d));
   } else if (take(0.006)) {
     Controller(true);
   } else if (take(0.05)) {
@@ -765,7 +783,13 @@ void Simulation::Quiesce() {
       int32_t id = r.log->replica_id();
       if (id == leader) continue;
       SimLink link(this, id, leader, false);
-      (void)FollowerStep(ctx_, *r.log, link, r.follower);
+      int64_t leo = r.log->files().LogEnd();
+      auto res = FollowerStep(ctx_, *r.log, link, r.follower);
+      r.last_error = res ? "" : res.error().message();
+      if (options_.trace) {
+        Trace(fmt::format("converging: follower {} of {}: leo {} -> {}: {}", id, leader, leo,
+                          r.log->files().LogEnd(), res ? "ok" : r.last_error));
+      }
     }
     Replica& l = reps_[leader];
     (void)UpdateHighWatermark(ctx_, *l.log, State().leader_epoch);
@@ -787,6 +811,7 @@ void Simulation::Quiesce() {
   for (const Replica& r : reps_) {
     where += fmt::format(" r{}:leo={},hw={}", r.log->replica_id(), r.log->files().LogEnd(),
                          r.log->files().hw);
+    if (!r.last_error.empty()) where += fmt::format(" (FollowerStep: {})", r.last_error);
   }
   Fail("liveness: the replicas did not converge within 400 rounds after every fault healed:" +
        where);

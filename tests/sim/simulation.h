@@ -23,6 +23,9 @@ struct SimOptions {
   // leader appended it. Losses are then expected: the proof that the
   // invariants see them.
   bool acks_one = false;
+  // Followers' logs drop an empty epoch begun at their end when the
+  // leader's batches carry an older one (ModelReplicaLog).
+  bool lenient_empty_epochs = false;
 };
 
 struct SimStats {
