@@ -733,7 +733,7 @@ void Simulation::Step() {
     int64_t d = Chance(0.3) ? -Uniform(0, 2 * lag_ms_) : Uniform(lag_ms_, 3 * lag_ms_);
     clock_.Advance(d);
     if (options_.trace) Trace(fmt::format("clock jumps {} ms", d));
-  } else if (take(0.006)) {
+  } else if (take(0.02)) {
     Controller(true);
   } else if (take(0.05)) {
     int32_t id = PickUp([](const Simulation&, const Replica& r) { return !r.up; });
