@@ -18,7 +18,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: mq-sim [--seed S | --schedules N [--start-seed S]] [--plant BUG]...\n"
     "              [--acks all|1] [--expect-violation] [--independent-files]\n"
-    "              [--lenient-empty-epochs] [--verify-replay] [--trace] [--quiet]\n"
+    "              [--lenient-empty-epochs] [--verify-replay] [--keep-going]\n"
+    "              [--trace] [--quiet]\n"
     "  BUG: hw_at_log_end | no_epoch_truncation | isr_shrink_without_cas\n";
 
 bool ParseU64(const char* s, uint64_t* out) {
@@ -41,7 +42,8 @@ int Usage(const std::string& why) {
 int main(int argc, char** argv) {
   mq::sim::SimOptions base;
   uint64_t seed = 0, schedules = 1, start = 1;
-  bool one_seed = false, expect_violation = false, quiet = false, verify_replay = false;
+  bool one_seed = false, expect_violation = false, quiet = false, verify_replay = false,
+       keep_going = false;
   std::string plants;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -85,6 +87,8 @@ int main(int argc, char** argv) {
     } else if (a == "--lenient-empty-epochs") {
       base.lenient_empty_epochs = true;
       plants += " --lenient-empty-epochs";
+    } else if (a == "--keep-going") {
+      keep_going = true;
     } else if (a == "--verify-replay") {
       verify_replay = true;
     } else if (a == "--trace") {
@@ -110,6 +114,7 @@ int main(int argc, char** argv) {
   const bool planted = base.bugs.hw_at_log_end || base.bugs.no_epoch_truncation ||
                        base.bugs.isr_shrink_without_cas;
   uint64_t not_planted = 0;  // violations that were not the planted bug's
+  uint64_t failures = 0;     // with --keep-going
   for (uint64_t i = 0; i < schedules; ++i) {
     mq::sim::SimOptions o = base;
     o.seed = start + i;
@@ -141,6 +146,14 @@ int main(int argc, char** argv) {
         continue;
       }
     }
+    if (!out.ok && keep_going) {
+      ++failures;
+      status = 1;
+      std::printf("mq-sim: seed=%llu step %lld: %s\n", static_cast<unsigned long long>(o.seed),
+                  static_cast<long long>(out.step),
+                  out.violation.substr(0, out.violation.find('\n')).c_str());
+      continue;
+    }
     if (!out.ok) {
       std::printf("mq-sim: VIOLATION in schedule seed=%llu at step %lld (after %llu schedules)\n"
                   "  %s\n  %s\n  replay: mq-sim --seed %llu%s --trace\n",
@@ -165,6 +178,10 @@ int main(int argc, char** argv) {
       static_cast<long long>(total.link_faults), static_cast<long long>(total.clock_jumps),
       static_cast<long long>(total.produced), static_cast<long long>(total.acked),
       static_cast<long long>(total.refused), secs, secs > 0 ? static_cast<double>(run) / secs : 0.0);
+  if (keep_going && failures > 0) {
+    std::printf("mq-sim: %llu of %llu schedules failed\n", static_cast<unsigned long long>(failures),
+                static_cast<unsigned long long>(run));
+  }
   if (expect_violation) {
     if (status == 0) {
       std::printf("mq-sim: expected a violation, found none in %llu schedules\n",
