@@ -159,9 +159,15 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
     pos += h.size_bytes();
   }
   if (parsed.empty()) return result;
-  MQ_RETURN_IF_ERROR(MaybeFailIo("append"));
+  size_t count = parsed.size();
+  if (fail_next_io_) {
+    // The failure hits the write of one batch: those before it are in.
+    count = std::min(fail_keep_batches_, parsed.size() - 1);
+    if (count == 0) MQ_RETURN_IF_ERROR(MaybeFailIo("append"));
+  }
   bool epochs_changed = false;
-  for (SimBatch& b : parsed) {
+  for (size_t i = 0; i < count; ++i) {
+    const SimBatch& b = parsed[i];
     auto l = live_.epochs.latest();
     if (b.epoch >= 0 && (!l || b.epoch > l->epoch)) {
       Status s = live_.epochs.Assign(b.epoch, b.base);
@@ -172,10 +178,11 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
     PushLog(b);
   }
   if (epochs_changed) PushEpochs();
+  Wrote();
+  if (count < parsed.size()) return MaybeFailIo("append");
   result.base_offset = parsed.front().base;
   result.last_offset = parsed.back().last;
   result.batches = static_cast<int32_t>(parsed.size());
-  Wrote();
   return result;
 }
 

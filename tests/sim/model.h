@@ -104,7 +104,12 @@ class ModelReplicaLog : public ReplicaLog {
   // when the leader's batches carry an older epoch (as Kafka's follower
   // tolerates), rather than refusing them as mq's log does.
   void set_lenient_empty_epochs(bool on) { lenient_empty_epochs_ = on; }
-  void FailNextIo() { fail_next_io_ = true; }
+  // A multi-batch append keeps its first `keep_batches` batches (fewer
+  // than all) before failing.
+  void FailNextIo(size_t keep_batches = 0) {
+    fail_next_io_ = true;
+    fail_keep_batches_ = keep_batches;
+  }
   void CancelIoFault() { fail_next_io_ = false; }
   bool io_failed() const { return io_failed_; }
   void clear_io_failed() { io_failed_ = false; }
@@ -142,6 +147,7 @@ class ModelReplicaLog : public ReplicaLog {
   std::vector<FollowerPosition> followers_;  // in memory, lost in a crash
   bool lenient_empty_epochs_ = false;
   bool fail_next_io_ = false;
+  size_t fail_keep_batches_ = 0;
   bool io_failed_ = false;
   uint64_t cut_generation_ = 0;
   std::string contract_breach_;

@@ -726,7 +726,7 @@ void Simulation::Step() {
     int32_t id = PickUp([](const Simulation&, const Replica& r) { return r.up; });
     if (id >= 0) {
       ++stats_.io_faults;
-      reps_[id].log->FailNextIo();
+      reps_[id].log->FailNextIo(static_cast<size_t>(Uniform(0, 3)));
     }
   } else if (take(p_jump_)) {
     ++stats_.clock_jumps;
