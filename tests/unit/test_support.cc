@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include <catch2/catch.hpp>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -188,5 +190,19 @@ ScopedBootId::~ScopedBootId() {
   else
     ::unsetenv("MQ_TEST_BOOT_ID");
 }
+
+std::vector<std::vector<std::byte>> RawBatches(const std::string& dir) {
+  std::vector<std::vector<std::byte>> out;
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  for (;;) {
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    if (!*b) break;
+    out.emplace_back((*b)->bytes().begin(), (*b)->bytes().end());
+  }
+  return out;
+}
+
 
 }  // namespace mq::test

@@ -43,6 +43,8 @@ std::vector<std::string> ListDir(const std::string& dir);
 // Reads every batch of a partition from the start: (base offset, last
 // offset) pairs.
 std::vector<std::pair<int64_t, int64_t>> ReadAll(const std::string& dir);
+// Every batch of a partition from the start, its bytes as the log holds them.
+std::vector<std::vector<std::byte>> RawBatches(const std::string& dir);
 
 // Sets the boot id liblog sees (MQ_TEST_BOOT_ID, R27) for its lifetime;
 // nullptr unsets it (the kernel's id). Changing it simulates a reboot.

@@ -277,19 +277,6 @@ TEST_CASE("R40 truncation intent: verify reports an interrupted truncation as ne
 namespace {
 
 // Every batch of a partition, byte for byte.
-std::vector<std::vector<std::byte>> RawBatches(const std::string& dir) {
-  std::vector<std::vector<std::byte>> out;
-  auto r = PartitionReader::Open(dir);
-  REQUIRE(r);
-  for (;;) {
-    auto b = (*r)->Next();
-    REQUIRE(b);
-    if (!*b) break;
-    out.emplace_back((*b)->bytes().begin(), (*b)->bytes().end());
-  }
-  return out;
-}
-
 std::vector<int32_t> Epochs(const std::string& dir) {
   std::vector<int32_t> out;
   for (const auto& b : RawBatches(dir))

@@ -1,0 +1,278 @@
+// The replication logic on log roots (mq/replication.h,
+// format-spec/replication.md §17): fetch, the high watermark, ISR shrink and
+// expand, fencing, and epoch truncation, over real partition directories.
+// The deterministic simulator (tests/sim) runs the same logic under faults.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "mq/cluster.h"
+#include "mq/replication.h"
+#include "test_support.h"
+
+using namespace mq;
+using namespace mq::test;
+
+namespace {
+
+// The cluster state in memory, with AlterPartition's compare-and-swap.
+class MemoryStore : public ClusterStore {
+ public:
+  ClusterState state;
+  std::vector<std::string> reasons;
+  Result<ClusterState> Load() override { return state; }
+  Result<PartitionState> AlterPartition(const PartitionState& proposed,
+                                        std::string_view reason) override {
+    PartitionState* p = state.Partition(proposed.topic, proposed.partition);
+    if (!p) return Status(Code::kNotFound, "no partition");
+    if (p->partition_epoch != proposed.partition_epoch) return Status(Code::kFenced, "stale");
+    *p = proposed;
+    p->partition_epoch++;
+    reasons.emplace_back(reason);
+    return *p;
+  }
+};
+
+class FakeClock : public Clock {
+ public:
+  int64_t now = 1'000'000;
+  int64_t NowMs() override { return now; }
+};
+
+LogConfig Small() {
+  LogConfig c;
+  c.segment_bytes = 700;
+  c.index_interval_bytes = 100;
+  return c;
+}
+
+struct Cluster {
+  TempDir tmp;
+  MemoryStore store;
+  FakeClock clock;
+  ReplicationContext ctx;
+  std::vector<std::string> roots;
+  std::map<int32_t, std::unique_ptr<ReplicaLog>> logs;
+  std::map<int32_t, FollowerState> follower_state;
+
+  explicit Cluster(int replicas) {
+    ReplicatedTopic t;
+    t.name = "t";
+    t.replication_factor = replicas;
+    t.min_insync_replicas = 2;
+    t.replica_lag_time_max_ms = 30000;
+    store.state.topics.push_back(t);
+    PartitionState p;
+    p.topic = "t";
+    p.partition = 0;
+    for (int32_t i = 0; i < replicas; ++i) {
+      roots.push_back(tmp / ("root" + std::to_string(i)));
+      std::filesystem::create_directories(roots.back() + "/t-0");
+      store.state.replicas.push_back({i, roots.back()});
+      p.replicas.push_back(i);
+      p.isr.push_back(i);
+    }
+    p.leader = 0;
+    store.state.partitions.push_back(p);
+    ctx.cluster = &store;
+    ctx.clock = &clock;
+    ctx.topic = "t";
+    ctx.partition = 0;
+    for (int32_t i = 0; i < replicas; ++i) Reopen(i);
+  }
+  std::string Dir(int32_t id) const { return roots[static_cast<size_t>(id)] + "/t-0"; }
+  void Reopen(int32_t id) {
+    logs.erase(id);
+    auto log = OpenReplicaLog(Dir(id), id, Small());
+    REQUIRE(log);
+    logs[id] = std::move(*log);
+  }
+  PartitionState Part() { return *store.state.Partition("t", 0); }
+  // The leader appends `n` batches in its epoch.
+  AppendResult Produce(int n, int records = 3) {
+    const PartitionState p = Part();
+    LogConfig c = Small();
+    c.leader_epoch = p.leader_epoch;
+    auto w = PartitionWriter::Open(Dir(p.leader), c, false, nullptr);
+    REQUIRE(w);
+    AppendResult last;
+    for (int i = 0; i < n; ++i) {
+      auto b = MakeBatch(records, 1000 + i, 20);
+      auto r = (*w)->Append(b);
+      REQUIRE(r);
+      last = *r;
+    }
+    return last;
+  }
+  Result<FollowerStepResult> Step(int32_t follower, size_t max_bytes = 1 << 20) {
+    const PartitionState p = Part();
+    auto link = DirectLeaderLink(ctx, logs[p.leader].get());
+    return FollowerStep(ctx, *logs[follower], *link, follower_state[follower], max_bytes);
+  }
+  void CatchUp(int32_t follower) {
+    for (int i = 0; i < 1000; ++i) {
+      auto r = Step(follower);
+      REQUIRE(r);
+      if (r->caught_up && r->appended_bytes == 0) return;
+    }
+    FAIL("follower " << follower << " never caught up");
+  }
+  int64_t Hw(int32_t id) {
+    auto hw = logs[id]->HighWatermark();
+    REQUIRE(hw);
+    return *hw;
+  }
+  int64_t Leo(int32_t id) {
+    auto leo = logs[id]->LogEndOffset();
+    REQUIRE(leo);
+    return *leo;
+  }
+  // Kafka's clean election, applied as mq-isr elect applies it.
+  void Elect(const std::function<bool(int32_t)>& live) {
+    auto next = ElectLeader(Part(), ElectionKind::kClean, live);
+    REQUIRE(next);
+    REQUIRE(store.AlterPartition(*next, "elect"));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("replication: followers hold the leader's bytes; the HW is the ISR's smallest LEO") {
+  Cluster c(3);
+  const AppendResult last = c.Produce(12);
+  const int64_t leo = last.last_offset + 1;
+  c.CatchUp(1);
+  // Replica 2 has not fetched in this epoch: the HW waits for it.
+  auto hw = UpdateHighWatermark(c.ctx, *c.logs[0], 0);
+  REQUIRE(hw);
+  CHECK(*hw == 0);
+  c.CatchUp(2);
+  c.CatchUp(1);  // reports its LEO again; the HW reaches the log end
+  hw = UpdateHighWatermark(c.ctx, *c.logs[0], 0);
+  REQUIRE(hw);
+  CHECK(*hw == leo);
+  CHECK(c.Hw(0) == leo);
+  CHECK(c.Hw(1) == leo);  // learnt from the leader's answer
+  for (int32_t f : {1, 2}) {
+    CHECK(RawBatches(c.Dir(f)) == RawBatches(c.Dir(0)));
+    for (const std::string& name : ListDir(c.Dir(0)))
+      if (name.size() > 4 && name.substr(name.size() - 4) == ".log")
+        CHECK(ReadFile(c.Dir(f) + "/" + name) == ReadFile(c.Dir(0) + "/" + name));
+  }
+  // Small fetches: one batch at a time still ends byte-identical.
+  Cluster d(2);
+  d.Produce(7);
+  for (int i = 0; i < 100 && d.Leo(1) < d.Leo(0); ++i) REQUIRE(d.Step(1, 1));
+  CHECK(RawBatches(d.Dir(1)) == RawBatches(d.Dir(0)));
+}
+
+TEST_CASE("replication: a follower not caught up for replica.lag.time.max.ms leaves the ISR and rejoins when caught up") {
+  Cluster c(3);
+  c.Produce(3);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.Produce(3);
+  c.clock.now += 10'000;
+  c.CatchUp(1);
+  // Not yet: replica 2 was caught up 10 s ago.
+  auto p = MaybeShrinkIsr(c.ctx, *c.logs[0], 0);
+  REQUIRE(p);
+  CHECK(p->isr == std::vector<int32_t>{0, 1, 2});
+  c.clock.now += 25'000;
+  c.CatchUp(1);
+  p = MaybeShrinkIsr(c.ctx, *c.logs[0], 0);
+  REQUIRE(p);
+  CHECK(p->isr == std::vector<int32_t>{0, 1});
+  CHECK(p->partition_epoch == 1);
+  CHECK(c.store.reasons.back().find("replica 2 not caught up for 35000 ms") != std::string::npos);
+  // Without replica 2 the HW moves on.
+  c.CatchUp(1);
+  CHECK(c.Hw(0) == c.Leo(0));
+  // Replica 2 catches up and joins again.
+  c.CatchUp(2);
+  CHECK(c.Part().isr == std::vector<int32_t>{0, 1, 2});
+  CHECK(c.store.reasons.back().find("expand: replica 2") != std::string::npos);
+}
+
+TEST_CASE("replication: a deposed leader is fenced: no fetch, no HW, no ISR change") {
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.Elect([](int32_t r) { return r != 0; });
+  CHECK(c.Part().leader == 1);
+  CHECK(c.Part().leader_epoch == 1);
+  FetchRequest req;
+  req.replica = 2;
+  req.leader_epoch = 0;
+  req.fetch_offset = 0;
+  auto f = HandleFetch(c.ctx, *c.logs[0], req);
+  REQUIRE(!f);
+  CHECK(f.error().code() == Code::kFenced);
+  auto hw = UpdateHighWatermark(c.ctx, *c.logs[0], 0);
+  REQUIRE(!hw);
+  CHECK(hw.error().code() == Code::kFenced);
+  c.clock.now += 100'000;
+  auto shrink = MaybeShrinkIsr(c.ctx, *c.logs[0], 0);
+  REQUIRE(!shrink);
+  CHECK(shrink.error().code() == Code::kFenced);
+  // The new leader's epoch in a request to it: served.
+  req.leader_epoch = 1;
+  req.fetch_offset = c.Leo(2);
+  CHECK(HandleFetch(c.ctx, *c.logs[1], req));
+}
+
+TEST_CASE("replication: a returning leader truncates its divergent tail before it fetches (KIP-101)") {
+  Cluster c(3);
+  c.Produce(4);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  const int64_t shared = c.Leo(0);
+  // Leader 0 appends what nobody fetched, then dies.
+  c.Produce(3);
+  CHECK(c.Leo(0) > shared);
+  c.Elect([](int32_t r) { return r != 0; });
+  // The new leader writes in epoch 1 from its log end.
+  c.Produce(2, 5);
+  c.CatchUp(2);
+  // Replica 0 returns as a follower.
+  c.Reopen(0);
+  auto r = c.Step(0);
+  REQUIRE(r);
+  CHECK(r->truncated_to == shared);
+  c.CatchUp(0);
+  CHECK(RawBatches(c.Dir(0)) == RawBatches(c.Dir(1)));
+  CHECK(RawBatches(c.Dir(2)) == RawBatches(c.Dir(1)));
+  // Double failover (KIP-279): 2 leads in epoch 2 while 0 lags behind
+  // epoch 1's end; 0 asks for epoch 1 and truncates nothing it shares.
+  c.Produce(1);
+  c.Elect([](int32_t id) { return id == 2; });
+  CHECK(c.Part().leader == 2);
+  c.Produce(2);
+  c.CatchUp(0);
+  CHECK(RawBatches(c.Dir(0)) == RawBatches(c.Dir(2)));
+}
+
+TEST_CASE("replication: a fetch past the leader's end or of corrupt bytes appends nothing") {
+  Cluster c(2);
+  c.Produce(3);
+  FetchRequest req;
+  req.replica = 1;
+  req.leader_epoch = 0;
+  req.fetch_offset = c.Leo(0) + 5;
+  auto f = HandleFetch(c.ctx, *c.logs[0], req);
+  REQUIRE(!f);
+  CHECK(f.error().code() == Code::kOutOfOrder);
+  req.fetch_offset = 0;
+  f = HandleFetch(c.ctx, *c.logs[0], req);
+  REQUIRE(f);
+  REQUIRE(!f->batches.empty());
+  auto bytes = f->batches;
+  bytes[bytes.size() / 2] ^= std::byte{0x10};
+  auto a = c.logs[1]->AppendReplicated(bytes);
+  REQUIRE(!a);
+  CHECK(a.error().code() == Code::kCorruption);
+  CHECK(c.Leo(1) == 0);
+}
