@@ -153,6 +153,7 @@ class Simulation {
   // Invariant 4: which leader completed acks=all writes in each epoch.
   std::vector<int32_t> acked_by_epoch_;
   PartitionState last_state_;  // as the last check saw it
+  bool corrupt_delivered_ = false;  // the link corrupted this step's response
   SimStats stats_;
   SimOutcome outcome_;
   bool failed_ = false;
@@ -216,6 +217,7 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
   }
   if ((roll -= s.p_corrupt_) < 0 && !r->batches.empty()) {
     ++s.stats_.link_faults;
+    s.corrupt_delivered_ = true;
     FetchResponse bad = *r;
     // The batches' boundaries, then one CRC-covered byte flipped, or a
     // batch's base offset moved (the append's continuity check).
@@ -495,7 +497,12 @@ void Simulation::Follow() {
   SimLink link(this, id, leader, true);
   size_t max_bytes = Chance(0.5) ? static_cast<size_t>(Uniform(1, 400)) : size_t{1} << 20;
   int64_t leo = r.log->files().LogEnd();
+  corrupt_delivered_ = false;
   auto res = FollowerStep(ctx_, *r.log, link, r.follower, max_bytes);
+  if (res && corrupt_delivered_ && res->appended_bytes > 0) {
+    Fail(fmt::format("follower {} appended a corrupted fetch response", id));
+    return;
+  }
   if (res) {
     if (options_.trace) Trace(fmt::format("follower {} of {}: leo {} -> {} hw {}{}{}", id, leader, leo,
                       r.log->files().LogEnd(), r.log->files().hw,
