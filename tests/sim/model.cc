@@ -38,7 +38,9 @@ Status ModelReplicaLog::MaybeFailIo(const char* what) {
 }
 
 void ModelReplicaLog::Wrote() {
-  if (policy_ == SyncPolicy::kEveryWrite) Sync();
+  // Synced at every write: the disk is the page cache, copied only when a
+  // power loss needs it.
+  if (policy_ == SyncPolicy::kEveryWrite) pending_.clear();
 }
 
 void ModelReplicaLog::PushLog(LogOp op) { pending_.emplace_back(std::move(op)); }
@@ -308,6 +310,7 @@ void ModelReplicaLog::Kill() {
 }
 
 void ModelReplicaLog::PowerLoss(Rng& rng) {
+  if (policy_ == SyncPolicy::kEveryWrite) disk_ = live_;
   auto prefix = [&rng](size_t n) {
     return n == 0 ? size_t{0} : static_cast<size_t>(rng() % (n + 1));
   };
