@@ -152,22 +152,28 @@ std::string FormatCheckpoint(const std::vector<std::string>& lines) {
   return out;
 }
 
-Result<std::string> ReadCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
-                                       const std::string& path) {
-  // Any size is opened: R35's limit is corruption, reported with the size.
+Result<std::string> ReadBoundedTextFile(FileSystem* fs, int dir_fd, const std::string& name,
+                                        const std::string& path, uint64_t max_bytes,
+                                        const char* rule) {
+  // Any size is opened: the limit is corruption, reported with the size.
   auto opened = OpenBounded(dir_fd, name, UINT64_MAX, fs);
   if (!opened) return opened.error();
-  if (opened->size > format::kMaxCheckpointBytes)
-    return Status::Corruption(path, format::kMaxCheckpointBytes, kRule,
+  if (opened->size > max_bytes)
+    return Status::Corruption(path, max_bytes, rule,
                               fmt::format("{} bytes, more than the {} allowed", opened->size,
-                                          format::kMaxCheckpointBytes));
+                                          max_bytes));
   // One byte more than the size: a file that grew since is seen as too
-  // long below rather than read in part.
+  // long by its parser rather than read in part.
   std::string text(static_cast<size_t>(opened->size) + 1, '\0');
   auto got = opened->file->ReadAt(0, std::as_writable_bytes(std::span<char>(text)));
   if (!got) return got.error();
   text.resize(*got);
   return text;
+}
+
+Result<std::string> ReadCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
+                                       const std::string& path) {
+  return ReadBoundedTextFile(fs, dir_fd, name, path, format::kMaxCheckpointBytes, kRule);
 }
 
 Status WriteCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,

@@ -40,6 +40,14 @@ Result<int64_t> CheckpointNumber(const CheckpointField& field, int64_t max,
 // already joined by single spaces) with its '\n'.
 std::string FormatCheckpoint(const std::vector<std::string>& lines);
 
+// Reads all of the small text file `name` in `dir_fd` (named `path` in
+// errors) through `fs`: a file over `max_bytes` is corruption of `rule`
+// (at byte `max_bytes`) before anything is read, so a hostile file costs no
+// more memory than that. A missing file is kNotFound.
+Result<std::string> ReadBoundedTextFile(FileSystem* fs, int dir_fd, const std::string& name,
+                                        const std::string& path, uint64_t max_bytes,
+                                        const char* rule);
+
 // Reads all of `name` in `dir_fd` (named `path` in errors) through `fs`,
 // refusing more than format::kMaxCheckpointBytes as R35 before reading.
 // A missing file is kNotFound.

@@ -60,27 +60,6 @@ Result<bool> IsEmptyDirectory(FileSystem* fs, int fd, const std::string& path) {
   return names->empty();
 }
 
-// meta.properties holds layout.version (R18).
-Status CheckMeta(const std::string& text, const std::string& file) {
-  int64_t version = 0;
-  Status s = ForEachProperty(text, file, "R18", [&](const PropertyLine& p) -> Status {
-    if (p.key != "layout.version") return Status::Ok();  // room for later keys
-    if (!ParseInt64(p.value, 1, INT32_MAX, &version)) {
-      return Status::Corruption(file, p.position, "R18",
-                                fmt::format("line {}: bad layout.version", p.line));
-    }
-    return Status::Ok();
-  });
-  MQ_RETURN_IF_ERROR(s);
-  if (version == 0) return Status::Corruption(file, 0, "R18", "missing layout.version");
-  if (version > DataDir::kLayoutVersion) {
-    return Status(Code::kUnsupported,
-                  fmt::format("{}: layout.version {} is newer than this mq reads ({})", file,
-                              version, DataDir::kLayoutVersion));
-  }
-  return Status::Ok();
-}
-
 std::string MetaText() {
   return fmt::format("# mq data directory (format-spec/layout.md section 1)\nlayout.version={}\n",
                      DataDir::kLayoutVersion);
@@ -106,6 +85,27 @@ std::string ConfName(std::string_view topic) { return fmt::format("{}{}", topic,
 
 }  // namespace
 
+// meta.properties holds layout.version (R18).
+Result<int> CheckLayoutVersion(std::string_view text, const std::string& file, int known) {
+  int64_t version = 0;
+  Status s = ForEachProperty(text, file, "R18", [&](const PropertyLine& p) -> Status {
+    if (p.key != "layout.version") return Status::Ok();  // room for later keys
+    if (!ParseInt64(p.value, 1, INT32_MAX, &version)) {
+      return Status::Corruption(file, p.position, "R18",
+                                fmt::format("line {}: bad layout.version", p.line));
+    }
+    return Status::Ok();
+  });
+  MQ_RETURN_IF_ERROR(s);
+  if (version == 0) return Status::Corruption(file, 0, "R18", "missing layout.version");
+  if (version > known) {
+    return Status(Code::kUnsupported,
+                  fmt::format("{}: layout.version {} is newer than this mq reads ({})", file,
+                              version, known));
+  }
+  return static_cast<int>(version);
+}
+
 Result<DataDir> DataDir::Open(const std::string& path, bool create, FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
   auto fd = OpenDirectory(path, create, fs);
@@ -130,13 +130,37 @@ Result<DataDir> DataDir::Open(const std::string& path, bool create, FileSystem* 
                   fmt::format("{}: not an mq data directory (no {})", path, kMetaFile));
   } else if (!meta) {
     return meta.error();
-  } else {
-    MQ_RETURN_IF_ERROR(CheckMeta(*meta, meta_path));
   }
   DataDir dir;
+  if (meta) {
+    auto version = CheckLayoutVersion(*meta, meta_path);
+    if (!version) return version.error();
+    dir.layout_version_ = *version;
+  }
   dir.path_ = path;
   dir.fs_ = fs;
   return dir;
+}
+
+Status DataDir::UpgradeLayout() {
+  if (layout_version_ >= kLayoutVersion) return Status::Ok();
+  auto fd = OpenDirectory(path_, false, fs_);
+  if (!fd) return fd.error();
+  // The creation lock of §1.3: no root is initialized or upgraded twice at once.
+  Status locked = fs_->Lock(fd->get(), LockMode::kExclusive, LockWait::kBlock);
+  if (!locked.ok()) return Status(locked.code(), path_ + ": " + locked.message());
+  const std::string meta_path = path_ + "/" + kMetaFile;
+  auto meta = ReadSmallFile(fs_, fd->get(), kMetaFile, kMaxMetaBytes);
+  if (!meta) return meta.error();
+  auto version = CheckLayoutVersion(*meta, meta_path);
+  if (!version) return version.error();
+  if (*version < kLayoutVersion) {
+    const std::string text = MetaText();
+    MQ_RETURN_IF_ERROR(
+        WriteFileAtomic(fd->get(), kMetaFile, std::as_bytes(std::span<const char>(text)), fs_));
+  }
+  layout_version_ = kLayoutVersion;
+  return Status::Ok();
 }
 
 Result<TopicConfig> DataDir::ReadTopic(std::string_view topic) const {

@@ -60,30 +60,3 @@ std::optional<PartitionState> ElectLeader(const PartitionState& p, ElectionKind 
 
 }  // namespace mq
 
-namespace mq {
-
-const ReplicaRoot* ClusterState::Replica(int32_t id) const {
-  for (const ReplicaRoot& r : replicas)
-    if (r.id == id) return &r;
-  return nullptr;
-}
-
-const ReplicatedTopic* ClusterState::Topic(std::string_view name) const {
-  for (const ReplicatedTopic& t : topics)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
-const PartitionState* ClusterState::Partition(std::string_view topic, int32_t partition) const {
-  for (const PartitionState& p : partitions)
-    if (p.topic == topic && p.partition == partition) return &p;
-  return nullptr;
-}
-
-PartitionState* ClusterState::Partition(std::string_view topic, int32_t partition) {
-  for (PartitionState& p : partitions)
-    if (p.topic == topic && p.partition == partition) return &p;
-  return nullptr;
-}
-
-}  // namespace mq

@@ -114,4 +114,33 @@ constexpr int32_t kUndefinedEpoch = -1;
 constexpr int64_t kUndefinedEpochOffset = -1;
 constexpr int32_t kNoPartitionLeaderEpoch = -1;
 
+// §18 Cluster state (format-spec/cluster.md): a directory of three files.
+constexpr const char* kClusterStateName = "cluster-state";
+constexpr const char* kClusterStateTmpName = "cluster-state.tmp";
+constexpr const char* kClusterLockName = "cluster.lock";
+constexpr const char* kIsrChangesName = "isr-changes";
+// R41: the first line, "mq-cluster-state 1", and the last, "crc32c <hex8>".
+constexpr const char* kClusterStateMagic = "mq-cluster-state";
+constexpr int kClusterStateVersion = 1;
+constexpr const char* kClusterCrcKeyword = "crc32c";
+constexpr size_t kClusterCrcHexDigits = 8;
+constexpr size_t kClusterCrcLineBytes = 6 + 1 + 8 + 1;  // "crc32c" SP hex8 LF
+static_assert(kClusterCrcLineBytes == 16);
+constexpr uint64_t kMaxClusterStateBytes = 1 << 20;  // R41: refused before reading
+static_assert(kMaxClusterStateBytes == 1048576);
+constexpr char kClusterFieldSeparator = ' ';
+constexpr char kClusterListSeparator = ',';
+constexpr const char* kClusterEmptyList = "-";
+// R42 field counts, the keyword included.
+constexpr size_t kReplicaLineFields = 1 + 2;    // replica id dir
+constexpr size_t kTopicLineFields = 1 + 5;      // topic name partitions rf min.isr lag.ms
+constexpr size_t kPartitionLineFields = 1 + 7;  // partition topic p replicas leader le pe isr
+static_assert(kReplicaLineFields == 3 && kTopicLineFields == 6 && kPartitionLineFields == 8);
+// R42 ranges (layout.md §2 for partitions and replication.factor).
+constexpr int32_t kNoLeader = -1;
+constexpr int64_t kMaxTopicPartitions = 10000;
+constexpr int64_t kMaxReplicationFactor = 32767;
+constexpr size_t kMaxClusterDirBytes = 4095;  // PATH_MAX - 1
+constexpr int64_t kDefaultReplicaLagTimeMaxMs = 30000;  // Kafka's default
+
 }  // namespace mq::format

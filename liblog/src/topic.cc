@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "format.h"
+#include "mq/cluster.h"
 #include "mq/topic.h"
 #include "properties.h"
 
@@ -107,6 +108,11 @@ constexpr IntKey kIntKeys[] = {
 
 constexpr std::string_view kFormatVersionKey = "format.version";
 constexpr std::string_view kCleanupPolicyKey = "cleanup.policy";
+// §2.2: a replicated topic's link to its cluster state.
+constexpr std::string_view kClusterKey = "cluster";
+constexpr std::string_view kReplicaIdKey = "replica.id";
+// Keys the cluster state holds for a replicated topic (one source of truth).
+constexpr std::string_view kClusterOwnedKeys[] = {"replication.factor", "min.insync.replicas"};
 
 std::string_view PolicyName(CleanupPolicy p) {
   return p == CleanupPolicy::kCompact ? "compact" : "delete";
@@ -115,6 +121,19 @@ std::string_view PolicyName(CleanupPolicy p) {
 // Applies one key; on failure returns why, without file or line (the caller
 // adds those).
 std::string Apply(TopicConfig& config, std::string_view key, std::string_view value) {
+  if (key == kClusterKey) {
+    if (Status s = CheckAbsoluteDir(value, "cluster"); !s.ok()) return s.message();
+    config.cluster = std::string(value);
+    return {};
+  }
+  if (key == kReplicaIdKey) {
+    int64_t v = 0;
+    if (!ParseInt64(value, 0, kInt32Max, &v))
+      return fmt::format("bad value \"{}\": expected an integer from 0 to {}", Printable(value),
+                         kInt32Max);
+    config.replica_id = static_cast<int32_t>(v);
+    return {};
+  }
   if (key == kCleanupPolicyKey) {
     if (value == "delete") {
       config.cleanup_policy = CleanupPolicy::kDelete;
@@ -162,6 +181,7 @@ Result<TopicConfig> TopicConfig::Parse(std::string_view text, const std::string&
   }
   TopicConfig config;
   std::vector<std::string_view> seen;
+  std::vector<PropertyLine> owned;  // lines of keys a cluster state holds
   Status status = ForEachProperty(text, file, "R16", [&](const PropertyLine& p) -> Status {
     for (std::string_view s : seen) {
       if (s == p.key) {
@@ -170,6 +190,8 @@ Result<TopicConfig> TopicConfig::Parse(std::string_view text, const std::string&
       }
     }
     seen.push_back(p.key);
+    for (std::string_view k : kClusterOwnedKeys)
+      if (p.key == k) owned.push_back(p);
     if (p.key == kFormatVersionKey) return CheckVersion(p, file);
     const std::string why = Apply(config, p.key, p.value);
     if (why.empty()) return Status::Ok();
@@ -182,6 +204,13 @@ Result<TopicConfig> TopicConfig::Parse(std::string_view text, const std::string&
       return Status::Corruption(file, 0, "R16", fmt::format("missing key {}", required));
     }
   }
+  // §2.2: a replicated topic's replication settings are in its cluster state.
+  if (!config.cluster.empty() && !owned.empty()) {
+    return Status::Corruption(file, owned[0].position, "R16",
+                              fmt::format("line {}: key {}: not allowed with cluster= (the "
+                                          "cluster state {} holds it)",
+                                          owned[0].line, owned[0].key, config.cluster));
+  }
   if (Status s = config.Validate(); !s.ok()) {
     return Status::Corruption(file, 0, "R16", s.message());
   }
@@ -191,8 +220,16 @@ Result<TopicConfig> TopicConfig::Parse(std::string_view text, const std::string&
 std::string TopicConfig::Serialize() const {
   std::string out = "# mq topic configuration (format-spec/layout.md section 2)\n";
   out += fmt::format("{}={}\n", kFormatVersionKey, kFormatVersion);
-  for (const IntKey& k : kIntKeys) out += fmt::format("{}={}\n", k.name, k.get(*this));
+  for (const IntKey& k : kIntKeys) {
+    const bool owned = std::find(std::begin(kClusterOwnedKeys), std::end(kClusterOwnedKeys),
+                                 k.name) != std::end(kClusterOwnedKeys);
+    if (owned && !cluster.empty()) continue;  // the cluster state holds it
+    out += fmt::format("{}={}\n", k.name, k.get(*this));
+  }
   out += fmt::format("{}={}\n", kCleanupPolicyKey, PolicyName(cleanup_policy));
+  if (!cluster.empty()) {
+    out += fmt::format("{}={}\n{}={}\n", kClusterKey, cluster, kReplicaIdKey, replica_id);
+  }
   return out;
 }
 
@@ -218,6 +255,22 @@ Status TopicConfig::Validate() const {
     return Status(Code::kInvalidArgument,
                   fmt::format("min.insync.replicas={} exceeds replication.factor={} (R16)",
                               min_insync_replicas, replication_factor));
+  }
+  if (cluster.empty() != (replica_id < 0)) {
+    return Status(Code::kInvalidArgument,
+                  "cluster and replica.id are given together or not at all (R16)");
+  }
+  if (!cluster.empty()) {
+    if (Status s = CheckAbsoluteDir(cluster, "cluster"); !s.ok()) {
+      return Status(Code::kInvalidArgument, s.message() + " (R16)");
+    }
+    const TopicConfig defaults;
+    if (replication_factor != defaults.replication_factor ||
+        min_insync_replicas != defaults.min_insync_replicas) {
+      return Status(Code::kInvalidArgument,
+                    "replication.factor and min.insync.replicas of a topic with cluster= are "
+                    "set in the cluster state, not in its configuration (R16)");
+    }
   }
   return Status::Ok();
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "mq/topic.h"
 
@@ -220,7 +221,7 @@ TEST_CASE("data dir: create makes a 0750 directory with meta.properties and topi
   CHECK((st.st_mode & 0700) == 0700);
   // format-spec/layout.md §1.2, byte for byte.
   CHECK(Slurp(root + "/meta.properties") ==
-        "# mq data directory (format-spec/layout.md section 1)\nlayout.version=1\n");
+        "# mq data directory (format-spec/layout.md section 1)\nlayout.version=2\n");
   CHECK(fs::is_directory(root + "/topics"));
   // Reopening without create works; a missing directory does not.
   CHECK(mq::DataDir::Open(root, false).has_value());
@@ -256,7 +257,8 @@ TEST_CASE("R18 data dir: a bad or newer layout.version is refused") {
   TempDir tmp;
   const std::string root = tmp / "data";
   REQUIRE(mq::DataDir::Open(root, true).has_value());
-  Spit(root + "/meta.properties", "layout.version=2\n");
+  Spit(root + "/meta.properties",
+       fmt::format("layout.version={}\n", mq::DataDir::kLayoutVersion + 1));
   CHECK(mq::DataDir::Open(root, false).error().code() == mq::Code::kUnsupported);
   Spit(root + "/meta.properties", "layout.version=one\n");
   auto bad = mq::DataDir::Open(root, false);
@@ -464,4 +466,79 @@ TEST_CASE("murmur2: keys spread evenly over partitions") {
     CHECK(c > kKeys / kPartitions * 9 / 10);
     CHECK(c < kKeys / kPartitions * 11 / 10);
   }
+}
+
+// ---- Layout version 2 (layout.md §1.6) and replicated topics (§2.2) -------
+
+TEST_CASE("R18 layout version: a root at 1 opens and upgrades to 2, a newer root is refused") {
+  TempDir tmp;
+  const std::string root = tmp / "data";
+  REQUIRE(mq::DataDir::Open(root, true).has_value());
+  Spit(root + "/meta.properties", "# mq data directory (format-spec/layout.md section 1)\n"
+                                  "layout.version=1\n");
+  auto old = mq::DataDir::Open(root, false);
+  REQUIRE(old.has_value());
+  CHECK(old->layout_version() == 1);
+  REQUIRE(old->UpgradeLayout().ok());
+  CHECK(Slurp(root + "/meta.properties") ==
+        "# mq data directory (format-spec/layout.md section 1)\nlayout.version=2\n");
+  CHECK(mq::DataDir::Open(root, false)->layout_version() == 2);
+  CHECK_FALSE(fs::exists(root + "/meta.properties.tmp"));
+  // A tool that knows only layout 1 refuses a layout-2 root, and this one a
+  // root newer than it knows.
+  auto v1 = mq::CheckLayoutVersion(Slurp(root + "/meta.properties"), "meta.properties", 1);
+  REQUIRE_FALSE(v1.has_value());
+  CHECK(v1.error().code() == mq::Code::kUnsupported);
+  CHECK_THAT(v1.error().message(), Catch::Contains("layout.version 2 is newer"));
+  Spit(root + "/meta.properties",
+       fmt::format("layout.version={}\n", mq::DataDir::kLayoutVersion + 1));
+  auto newer = mq::DataDir::Open(root, true);
+  REQUIRE_FALSE(newer.has_value());
+  CHECK(newer.error().code() == mq::Code::kUnsupported);
+}
+
+TEST_CASE("R16 topic configuration: cluster and replica.id link a replicated topic") {
+  mq::TopicConfig c;
+  c.partitions = 2;
+  c.cluster = "/srv/mq/cluster";
+  c.replica_id = 1;
+  const std::string text = c.Serialize();
+  CHECK(text ==
+        "# mq topic configuration (format-spec/layout.md section 2)\n"
+        "format.version=1\n"
+        "partitions=2\n"
+        "retention.ms=604800000\n"
+        "retention.bytes=-1\n"
+        "segment.bytes=1073741824\n"
+        "segment.ms=604800000\n"
+        "index.interval.bytes=4096\n"
+        "max.message.bytes=1048588\n"
+        "cleanup.policy=delete\n"
+        "cluster=/srv/mq/cluster\n"
+        "replica.id=1\n");
+  auto back = mq::TopicConfig::Parse(text, "t.conf");
+  REQUIRE(back.has_value());
+  CHECK(*back == c);
+  // One source of truth: replication.factor with cluster= is refused.
+  const std::string with_rf = "format.version=1\npartitions=2\nreplication.factor=3\n"
+                              "cluster=/c\nreplica.id=0\n";
+  auto rf = mq::TopicConfig::Parse(with_rf, "t.conf");
+  REQUIRE_FALSE(rf.has_value());
+  CHECK(rf.error().rule() == "R16");
+  CHECK(rf.error().position() == with_rf.find("replication.factor"));
+  auto min = mq::TopicConfig::Parse(
+      "format.version=1\npartitions=2\ncluster=/c\nreplica.id=0\nmin.insync.replicas=1\n", "t");
+  CHECK(min.error().rule() == "R16");
+  // Both or neither; an absolute cluster path.
+  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\ncluster=/c\n", "t")
+            .error().rule() == "R16");
+  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\nreplica.id=0\n", "t")
+            .error().rule() == "R16");
+  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\ncluster=rel\nreplica.id=0\n",
+                               "t").error().rule() == "R16");
+  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\ncluster=/c\nreplica.id=-1\n",
+                               "t").error().rule() == "R16");
+  // Without cluster, rf and min.isr stay in the file as before.
+  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\nreplication.factor=3\n", "t")
+            .has_value());
 }

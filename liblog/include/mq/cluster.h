@@ -3,7 +3,7 @@
 // leader epoch, partition epoch and in-sync replica set (ISR). It has
 // exactly one authoritative copy, a directory:
 //
-//     <cluster>/cluster-state    the state (text, R41-R45)
+//     <cluster>/cluster-state    the state (text, R41-R45; updates R46)
 //     <cluster>/cluster.lock     flock: shared to read, exclusive to change
 //     <cluster>/isr-changes      every change, one line each (time, reason)
 //
@@ -63,14 +63,22 @@ struct ClusterState {
   std::vector<PartitionState> partitions;  // sorted by topic, partition
 
   // Parses the file's bytes; a breach of R41-R45 is kCorruption naming
-  // `file`, the byte position and the rule.
+  // `file`, the byte position and the rule; another version (R41) is
+  // kUnsupported.
   static Result<ClusterState> Parse(std::string_view text, const std::string& file);
+  // The file's bytes (§18.2 order, the crc32c line last). Parse(Serialize())
+  // == *this for a state that passes Validate().
   std::string Serialize() const;
+  // R42-R45 on a state in memory (the one a change is about to write):
+  // kInvalidArgument naming the rule.
+  Status Validate() const;
 
   const ReplicaRoot* Replica(int32_t id) const;
+  const ReplicaRoot* ReplicaByDir(std::string_view dir) const;
   const ReplicatedTopic* Topic(std::string_view name) const;
   const PartitionState* Partition(std::string_view topic, int32_t partition) const;
   PartitionState* Partition(std::string_view topic, int32_t partition);
+  bool operator==(const ClusterState&) const = default;
 };
 
 // Where the cluster state lives. An interface so that the simulator keeps
@@ -102,8 +110,11 @@ class FileClusterStore : public ClusterStore {
   Result<PartitionState> AlterPartition(const PartitionState& proposed,
                                         std::string_view reason) override;
   // Adds a topic, its partitions and any replica roots it names that the
-  // state lacks, under the exclusive lock. A topic that exists: kInvalidArgument
-  // unless identical (then OK, nothing changes).
+  // state lacks, under the exclusive lock (cluster.md §18.3): `replica_dirs`
+  // are absolute (R43), distinct, and as many as topic.replication_factor;
+  // partition p's replicas are their ids rotated by p, the first leads, ISR
+  // all, epochs 0. A topic that exists: kInvalidArgument unless identical
+  // (then OK, nothing changes).
   Status CreateTopic(const ReplicatedTopic& topic, const std::vector<std::string>& replica_dirs);
   // Runs `fn` on the state under the shared lock (a consistent view that no
   // change can interleave with: the high watermark is advanced under it).
@@ -112,10 +123,25 @@ class FileClusterStore : public ClusterStore {
 
  private:
   FileClusterStore() = default;
+  // Reads cluster-state (the caller holds cluster.lock).
+  Result<ClusterState> ReadState();
+  // Under the exclusive lock: reads the state, lets `change` edit it and
+  // say what changed (isr-changes lines, without time), validates, replaces
+  // the file atomically and appends the lines (R46). `change` returning
+  // false writes nothing.
+  Status Change(const std::function<Result<bool>(ClusterState&, std::vector<std::string>*)>& change);
   std::string dir_;
   UniqueFd dir_fd_;
   FileSystem* fs_ = nullptr;
 };
+
+// An absolute path as the cluster state records it (R43): starts with '/',
+// no empty, "." or ".." component, no trailing '/', no control byte, at most
+// 4095 bytes. kInvalidArgument saying why; `what` names it.
+Status CheckAbsoluteDir(std::string_view dir, std::string_view what);
+
+// A replica list as the file writes it: "0,1,2", or "-" when empty.
+std::string FormatReplicaList(const std::vector<int32_t>& ids);
 
 // What the partition's state says of replica `id`.
 bool IsLeader(const PartitionState& p, int32_t id);

@@ -47,6 +47,13 @@ struct TopicConfig {
   uint32_t index_interval_bytes = 4096;
   uint32_t max_message_bytes = 1048588;
   CleanupPolicy cleanup_policy = CleanupPolicy::kDelete;
+  // A replicated topic (format-spec/layout.md §2.2): the absolute path of
+  // its cluster directory (format-spec/cluster.md) and this root's replica
+  // id there; empty and -1 for a topic of one root. With `cluster` set,
+  // replication.factor and min.insync.replicas live in the cluster state
+  // only: the file holds neither, and the two fields keep their defaults.
+  std::string cluster;
+  int32_t replica_id = -1;
 
   // Parses the text of a .conf file. A line breaking R16 is kCorruption
   // naming `file`, the byte position and line, and the key; a
@@ -60,7 +67,9 @@ struct TopicConfig {
   // range. Cross-key rules are left to Validate().
   Status Set(std::string_view key, std::string_view value);
   // Checks the rules that span keys (min.insync.replicas <=
-  // replication.factor); kInvalidArgument.
+  // replication.factor; cluster and replica.id together, the cluster path
+  // absolute, replication.factor and min.insync.replicas at their defaults
+  // with a cluster); kInvalidArgument.
   Status Validate() const;
 
   bool operator==(const TopicConfig&) const = default;
@@ -69,7 +78,9 @@ struct TopicConfig {
 // A data directory: one replica's log root (format-spec/layout.md §1).
 class DataDir {
  public:
-  static constexpr int kLayoutVersion = 1;
+  // 2: replicated topics (format-spec/layout.md §1.6). Roots of version 1
+  // are still opened; newer ones are refused.
+  static constexpr int kLayoutVersion = 2;
 
   // Opens `path`; with `create`, creates it (mode 0750, parent must exist),
   // writes its meta.properties and its topics/ directory. Refuses a
@@ -80,6 +91,13 @@ class DataDir {
   static Result<DataDir> Open(const std::string& path, bool create, FileSystem* fs = nullptr);
 
   const std::string& path() const { return path_; }
+  // The root's layout.version as read at Open (kLayoutVersion for a root
+  // this Open created).
+  int layout_version() const { return layout_version_; }
+  // Raises the root's layout.version to kLayoutVersion: meta.properties is
+  // replaced atomically (§1.5) under an exclusive flock on the root. A root
+  // at kLayoutVersion already is left as is.
+  Status UpgradeLayout();
   // kNotFound if the topic has no .conf.
   Result<TopicConfig> ReadTopic(std::string_view topic) const;
   // Creates the topic's partition directories, then its .conf (atomically,
@@ -107,7 +125,14 @@ class DataDir {
  private:
   std::string path_;
   FileSystem* fs_ = FileSystem::Default();
+  int layout_version_ = kLayoutVersion;
 };
+
+// The layout.version of a root's meta.properties text (R18): kUnsupported
+// when above `known` (so a tool of an older layout refuses a newer root),
+// kCorruption naming `file` on a breach.
+Result<int> CheckLayoutVersion(std::string_view meta_text, const std::string& file,
+                               int known = DataDir::kLayoutVersion);
 
 // Kafka's murmur2 (seed 0x9747b28c) over `key`.
 int32_t Murmur2(std::span<const std::byte> key);

@@ -109,6 +109,18 @@ EXPECT = {
     "mq-inspect --verify data/groups/billing/offsets": 0,
     "mq-inspect data/orders-0/leader-epoch-checkpoint \\\n"
     "           data/orders-0/replication-offset-checkpoint": 0,
+    # mq-isr(1): in order, in one scratch directory
+    "mq-isr --cluster cluster create -t payments --partitions 3 --replicas r0,r1,r2 \\\n"
+    "    --min-insync-replicas 2 -X retention.ms=86400000\n"
+    "mq-isr --cluster cluster describe -t payments": 0,
+    "if ! mq-isr --cluster cluster --check > check.txt; then\n"
+    "    mail -s \"mq: partitions need attention\" root < check.txt\n"
+    "fi": 0,
+    "mv r0 r0.lost\n"
+    "mq-isr --cluster cluster describe --unavailable\n"
+    "mq-isr --cluster cluster elect": 0,
+    "mq-isr --cluster cluster describe --json |\n"
+    "  jq -c 'select(.type == \"partition\") | [.topic, .partition, .leader, .isr]'": 0,
     # mq-produce(1)
     "mq-produce -C data -t logs --create --partitions 4 app.log": 0,
     "tail -n0 -F access.log | mq-produce -t access --create": FOLLOW,

@@ -1,0 +1,401 @@
+// mq-isr's commands (see isr.h; manual: man/man1/mq-isr.1).
+#include "isr.h"
+
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "envelope.h"
+#include "mq/cluster.h"
+#include "mq/file.h"
+#include "mq/partition.h"
+
+namespace mq::isr {
+namespace {
+
+using envelope::AppendJsonString;
+using envelope::IsUtf8;
+
+Result<std::unique_ptr<FileClusterStore>> OpenStore(const std::string& cluster, bool create) {
+  return FileClusterStore::Open(AbsolutePath(cluster), create);
+}
+
+// Whether replica root `root` serves `topic`-`partition`: the root and the
+// partition directory exist and can be listed (format-spec/cluster.md
+// §18.4). OK, or why not.
+Status PartitionUsable(const std::string& root, const std::string& topic, int32_t partition) {
+  auto fd = OpenDirectory(root, false);
+  if (!fd) return fd.error();
+  auto names = ListNames(fd->get(), root);
+  if (!names) return names.error();
+  const std::string name = fmt::format("{}-{}", topic, partition);
+  auto pfd = OpenDirectoryAt(fd->get(), name, false);
+  if (!pfd) return pfd.error();
+  auto inside = ListNames(pfd->get(), root + "/" + name);
+  if (!inside) return inside.error();
+  return Status::Ok();
+}
+
+// Liveness of each replica of one partition, looked at once.
+class Liveness {
+ public:
+  Liveness(const ClusterState& state, const PartitionState& p) : state_(state), p_(p) {}
+  Status Why(int32_t id) {
+    auto it = seen_.find(id);
+    if (it != seen_.end()) return it->second;
+    const ReplicaRoot* r = state_.Replica(id);
+    Status s = r == nullptr ? Status(Code::kNotFound, fmt::format("replica {} unknown", id))
+                            : PartitionUsable(r->dir, p_.topic, p_.partition);
+    seen_.emplace(id, s);
+    return s;
+  }
+  bool Live(int32_t id) { return Why(id).ok(); }
+
+ private:
+  const ClusterState& state_;
+  const PartitionState& p_;
+  std::map<int32_t, Status> seen_;
+};
+
+// Kafka's partition health (TopicCommand's PartitionDescription).
+struct Health {
+  bool under_replicated = false;  // ISR smaller than the replicas
+  bool under_min_isr = false;     // no leader, or ISR below min.insync.replicas
+  bool at_min_isr = false;        // ISR exactly min.insync.replicas
+  bool unavailable = false;       // no leader, or its root or partition unusable
+  std::string why;                // why unavailable
+};
+
+Health HealthOf(const ClusterState& state, const PartitionState& p) {
+  const ReplicatedTopic* t = state.Topic(p.topic);
+  const size_t min_isr = static_cast<size_t>(t->min_insync_replicas);
+  Health h;
+  h.under_replicated = p.isr.size() < p.replicas.size();
+  h.under_min_isr = p.leader < 0 || p.isr.size() < min_isr;
+  h.at_min_isr = p.isr.size() == min_isr;
+  if (p.leader < 0) {
+    h.unavailable = true;
+    h.why = "no leader";
+  } else if (Status s = Liveness(state, p).Why(p.leader); !s.ok()) {
+    h.unavailable = true;
+    h.why = s.message();
+  }
+  return h;
+}
+
+std::string LeaderText(int32_t leader) {
+  return leader < 0 ? std::string("none") : std::to_string(leader);
+}
+
+// Kafka's describe line, then mq's own fields.
+void PrintPartition(cli::Output& out, const PartitionState& p, const Health& h) {
+  out.Print("\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLeaderEpoch: {}"
+            "\tPartitionEpoch: {}",
+            p.topic, p.partition, LeaderText(p.leader), FormatReplicaList(p.replicas),
+            FormatReplicaList(p.isr), p.leader_epoch, p.partition_epoch);
+  if (h.unavailable) out.Print("\tUnavailable: {}", h.why);
+  out.Print("\n");
+}
+
+void JsonList(fmt::memory_buffer& b, const std::vector<int32_t>& ids) {
+  fmt::format_to(std::back_inserter(b), "[{}]", fmt::join(ids, ","));
+}
+
+void JsonPartition(cli::Output& out, const ClusterState& state, const PartitionState& p,
+                   const Health& h) {
+  fmt::memory_buffer b;
+  fmt::format_to(std::back_inserter(b), "{{\"type\":\"partition\",\"topic\":");
+  AppendJsonString(b, p.topic);
+  fmt::format_to(std::back_inserter(b), ",\"partition\":{},\"leader\":{},\"replicas\":",
+                 p.partition, p.leader < 0 ? std::string("null") : std::to_string(p.leader));
+  JsonList(b, p.replicas);
+  fmt::format_to(std::back_inserter(b), ",\"isr\":");
+  JsonList(b, p.isr);
+  fmt::format_to(std::back_inserter(b), ",\"leader_epoch\":{},\"partition_epoch\":{}",
+                 p.leader_epoch, p.partition_epoch);
+  fmt::format_to(std::back_inserter(b), ",\"leader_dir\":");
+  const ReplicaRoot* r = p.leader < 0 ? nullptr : state.Replica(p.leader);
+  if (r != nullptr && IsUtf8(r->dir)) AppendJsonString(b, r->dir);
+  else fmt::format_to(std::back_inserter(b), "null");
+  fmt::format_to(std::back_inserter(b),
+                 ",\"under_replicated\":{},\"under_min_isr\":{},\"at_min_isr\":{},"
+                 "\"unavailable\":{}}}\n",
+                 h.under_replicated, h.under_min_isr, h.at_min_isr, h.unavailable);
+  out.Write(std::string_view(b.data(), b.size()));
+}
+
+void JsonTopic(cli::Output& out, const ReplicatedTopic& t) {
+  fmt::memory_buffer b;
+  fmt::format_to(std::back_inserter(b), "{{\"type\":\"topic\",\"topic\":");
+  AppendJsonString(b, t.name);
+  fmt::format_to(std::back_inserter(b),
+                 ",\"partitions\":{},\"replication_factor\":{},\"min_insync_replicas\":{},"
+                 "\"replica_lag_time_max_ms\":{}}}\n",
+                 t.partitions, t.replication_factor, t.min_insync_replicas,
+                 t.replica_lag_time_max_ms);
+  out.Write(std::string_view(b.data(), b.size()));
+}
+
+void JsonReplica(cli::Output& out, const ReplicaRoot& r) {
+  fmt::memory_buffer b;
+  fmt::format_to(std::back_inserter(b), "{{\"type\":\"replica\",\"id\":{},\"dir\":", r.id);
+  if (IsUtf8(r.dir)) AppendJsonString(b, r.dir);
+  else fmt::format_to(std::back_inserter(b), "null");
+  fmt::format_to(std::back_inserter(b), "}}\n");
+  out.Write(std::string_view(b.data(), b.size()));
+}
+
+bool Selected(const DescribeOptions& o, const Health& h) {
+  if (!o.any_filter()) return true;
+  return (o.under_replicated && h.under_replicated) || (o.under_min_isr && h.under_min_isr) ||
+         (o.at_min_isr && h.at_min_isr) || (o.unavailable && h.unavailable);
+}
+
+Status NoTopic(const std::string& cluster, const std::string& topic) {
+  return Status(Code::kNotFound,
+                fmt::format("{}: no topic \"{}\" in the cluster state", cluster, topic));
+}
+
+// ---- create -----------------------------------------------------------------
+
+// Opens (creating) each root and raises it to this layout version.
+Status PrepareRoots(const std::vector<std::string>& dirs) {
+  for (const std::string& d : dirs) {
+    auto root = DataDir::Open(d, true);
+    if (!root) return root.error();
+    MQ_RETURN_IF_ERROR(root->UpgradeLayout());
+  }
+  return Status::Ok();
+}
+
+// The topic in replica root `dir` with id `id`, linked to the cluster.
+Status CreateInRoot(const std::string& dir, int32_t id, const std::string& cluster,
+                    const CreateOptions& o) {
+  auto root = DataDir::Open(dir, false);
+  if (!root) return root.error();
+  TopicConfig config = o.config;
+  config.partitions = o.partitions;
+  config.cluster = cluster;
+  config.replica_id = id;
+  MQ_RETURN_IF_ERROR(root->CreateTopic(o.topic, config));
+  auto have = root->ReadTopic(o.topic);
+  if (!have) return have.error();
+  if (have->cluster != cluster || have->replica_id != id)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: topic {} exists there {} (cluster={}, replica.id={})", dir,
+                              o.topic, have->cluster.empty() ? "unreplicated" : "linked otherwise",
+                              have->cluster.empty() ? "none" : have->cluster, have->replica_id));
+  return Status::Ok();
+}
+
+// ---- elect ------------------------------------------------------------------
+
+std::string EndOffsetOf(const ClusterState& state, int32_t id, const PartitionState& p) {
+  const ReplicaRoot* r = state.Replica(id);
+  if (r == nullptr) return "unknown";
+  if (!PartitionUsable(r->dir, p.topic, p.partition).ok()) return "unknown (unreadable)";
+  auto reader = PartitionReader::Open(fmt::format("{}/{}-{}", r->dir, p.topic, p.partition));
+  if (!reader) return fmt::format("unknown ({})", reader.error().message());
+  return std::to_string((*reader)->end_offset());
+}
+
+void WarnUnclean(const ClusterState& state, const PartitionState& p, const PartitionState& next) {
+  const std::string new_end = EndOffsetOf(state, next.leader, p);
+  const std::string old_end = p.leader < 0 ? "unknown (no leader)" : EndOffsetOf(state, p.leader, p);
+  cli::Warn(fmt::format(
+      "WARNING: UNCLEAN leader election for {}-{}: replica {} is not in the ISR ({}). Its log "
+      "ends at offset {}; the old leader {}'s ended at {}. Records the old leader held from "
+      "offset {} on, acknowledged ones included, may be LOST, and every replica will truncate "
+      "to the new leader's log.",
+      p.topic, p.partition, next.leader, FormatReplicaList(p.isr), new_end, LeaderText(p.leader),
+      old_end, new_end));
+}
+
+enum class ElectOutcome : uint8_t { kNothing, kElected, kStuck };
+
+// Decides and applies one partition's election; reloads and decides again
+// when the state moved meanwhile (kFenced).
+Result<ElectOutcome> ElectOne(FileClusterStore& store, std::string topic, int32_t partition,
+                              ElectMode mode, cli::Output& out) {
+  for (int attempt = 0;; ++attempt) {
+    auto state = store.Load();
+    if (!state) return state.error();
+    const PartitionState* p = state->Partition(topic, partition);
+    if (p == nullptr) return Status(Code::kNotFound, fmt::format("no partition {}-{}", topic, partition));
+    Liveness live(*state, *p);
+    auto is_live = [&](int32_t id) { return live.Live(id); };
+    std::optional<PartitionState> next;
+    std::string reason;
+    if (mode == ElectMode::kPreferred) {
+      next = ElectLeader(*p, ElectionKind::kPreferred, is_live);
+      if (!next) return ElectOutcome::kNothing;
+      reason = fmt::format("preferred election: leader {} -> {}", LeaderText(p->leader), next->leader);
+    } else {
+      if (p->leader >= 0 && live.Live(p->leader)) return ElectOutcome::kNothing;
+      const std::string why = p->leader < 0 ? "no leader" : live.Why(p->leader).message();
+      next = ElectLeader(*p, ElectionKind::kClean, is_live);
+      reason = fmt::format("clean election: leader {} unavailable ({})", LeaderText(p->leader), why);
+      if (!next && mode == ElectMode::kUnclean) {
+        next = ElectLeader(*p, ElectionKind::kUnclean, is_live);
+        if (next) WarnUnclean(*state, *p, *next);
+        reason = fmt::format("UNCLEAN election: leader {} unavailable ({}), no ISR member live",
+                             LeaderText(p->leader), why);
+      }
+      if (!next) {
+        cli::Warn(mode == ElectMode::kUnclean
+                      ? fmt::format("{}-{}: leader {} is unavailable ({}) and no replica is "
+                                    "live: nothing to elect",
+                                    topic, partition, LeaderText(p->leader), why)
+                      : fmt::format("{}-{}: leader {} is unavailable ({}) and no in-sync replica "
+                                    "is live; --unclean would elect one outside the ISR, losing "
+                                    "records",
+                                    topic, partition, LeaderText(p->leader), why));
+        return ElectOutcome::kStuck;
+      }
+    }
+    auto stored = store.AlterPartition(*next, reason);
+    if (!stored && stored.error().code() == Code::kFenced && attempt < 3) continue;
+    if (!stored) return stored.error();
+    out.Print("Elected leader {} for {}-{}: leader epoch {}, ISR {} (was leader {}, ISR {}; {})\n",
+              stored->leader, topic, partition, stored->leader_epoch,
+              FormatReplicaList(stored->isr), LeaderText(p->leader), FormatReplicaList(p->isr),
+              reason);
+    return ElectOutcome::kElected;
+  }
+}
+
+}  // namespace
+
+std::string AbsolutePath(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) return path;
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+int Create(const std::string& cluster_arg, const CreateOptions& o, cli::Output& out) {
+  const std::string cluster = AbsolutePath(cluster_arg);
+  ReplicatedTopic t;
+  t.name = o.topic;
+  t.partitions = o.partitions;
+  t.replication_factor = static_cast<int32_t>(o.replica_dirs.size());
+  t.min_insync_replicas = o.min_insync_replicas;
+  t.replica_lag_time_max_ms = o.replica_lag_time_max_ms;
+  if (t.min_insync_replicas > t.replication_factor)
+    return cli::Fail(Status(Code::kInvalidArgument,
+                            fmt::format("--min-insync-replicas {} exceeds the {} replica(s) given",
+                                        t.min_insync_replicas, t.replication_factor)));
+  if (Status s = ValidateName(o.topic, "topic"); !s.ok()) return cli::Fail(s);
+  if (Status s = PrepareRoots(o.replica_dirs); !s.ok()) return cli::Fail(s);
+  auto store = OpenStore(cluster, true);
+  if (!store) return cli::Fail(store.error());
+  if (Status s = (*store)->CreateTopic(t, o.replica_dirs); !s.ok()) return cli::Fail(s);
+  auto state = (*store)->Load();
+  if (!state) return cli::Fail(state.error());
+  for (const std::string& d : o.replica_dirs) {
+    const ReplicaRoot* r = state->ReplicaByDir(d);
+    if (Status s = CreateInRoot(d, r->id, cluster, o); !s.ok()) return cli::Fail(s);
+  }
+  out.Print("Created topic {}.\n", o.topic);
+  return 0;
+}
+
+int Describe(const std::string& cluster, const DescribeOptions& o, cli::Output& out) {
+  auto store = OpenStore(cluster, false);
+  if (!store) return cli::Fail(store.error());
+  auto state = (*store)->Load();
+  if (!state) return cli::Fail(state.error());
+  if (o.topic && state->Topic(*o.topic) == nullptr) return cli::Fail(NoTopic(cluster, *o.topic));
+  if (!o.any_filter()) {
+    for (const ReplicaRoot& r : state->replicas) {
+      if (o.json) JsonReplica(out, r);
+      else out.Print("Replica: {}\tDir: {}\n", r.id, r.dir);
+    }
+  }
+  for (const ReplicatedTopic& t : state->topics) {
+    if (o.topic && t.name != *o.topic) continue;
+    if (!o.any_filter()) {
+      if (o.json) JsonTopic(out, t);
+      else
+        out.Print("Topic: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: "
+                  "min.insync.replicas={},replica.lag.time.max.ms={}\n",
+                  t.name, t.partitions, t.replication_factor, t.min_insync_replicas,
+                  t.replica_lag_time_max_ms);
+    }
+    for (const PartitionState& p : state->partitions) {
+      if (p.topic != t.name) continue;
+      const Health h = HealthOf(*state, p);
+      if (!Selected(o, h)) continue;
+      if (o.json) JsonPartition(out, *state, p, h);
+      else PrintPartition(out, p, h);
+    }
+  }
+  return out.FinishExitCode();
+}
+
+int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out) {
+  auto store = OpenStore(cluster, false);
+  if (!store) return cli::Fail(store.error());
+  auto state = (*store)->Load();
+  if (!state) return cli::Fail(state.error());
+  if (topic && state->Topic(*topic) == nullptr) return cli::Fail(NoTopic(cluster, *topic));
+  size_t partitions = 0, bad = 0, topics = 0;
+  for (const ReplicatedTopic& t : state->topics) {
+    if (topic && t.name != *topic) continue;
+    ++topics;
+    for (const PartitionState& p : state->partitions) {
+      if (p.topic != t.name) continue;
+      ++partitions;
+      const Health h = HealthOf(*state, p);
+      std::vector<std::string> problems;
+      if (h.unavailable) problems.push_back("unavailable");
+      if (h.under_min_isr) problems.push_back("under-min-isr");
+      if (h.under_replicated) problems.push_back("under-replicated");
+      if (problems.empty()) continue;
+      ++bad;
+      out.Print("{}-{}: {}\t", p.topic, p.partition, fmt::join(problems, ","));
+      PrintPartition(out, p, h);
+    }
+  }
+  if (bad == 0)
+    out.Print("OK: {} topic(s), {} partition(s): every partition has an available leader and "
+              "its full ISR\n",
+              topics, partitions);
+  else
+    out.Print("PROBLEMS: {} of {} partition(s) in {} topic(s)\n", bad, partitions, topics);
+  if (int rc = out.FinishExitCode(); rc != 0) return rc;
+  return bad == 0 ? cli::kExitOk : kExitCheckProblems;
+}
+
+int Elect(const std::string& cluster, const ElectOptions& o, cli::Output& out) {
+  auto store = OpenStore(cluster, false);
+  if (!store) return cli::Fail(store.error());
+  auto state = (*store)->Load();
+  if (!state) return cli::Fail(state.error());
+  if (o.topic && state->Topic(*o.topic) == nullptr) return cli::Fail(NoTopic(cluster, *o.topic));
+  if (o.partition && !state->Partition(*o.topic, *o.partition))
+    return cli::Fail(Status(Code::kNotFound,
+                            fmt::format("{}: topic {} has no partition {}", cluster, *o.topic,
+                                        *o.partition)));
+  size_t elected = 0, stuck = 0;
+  for (const PartitionState& p : state->partitions) {
+    if (o.topic && p.topic != *o.topic) continue;
+    if (o.partition && p.partition != *o.partition) continue;
+    auto outcome = ElectOne(**store, p.topic, p.partition, o.mode, out);
+    if (!outcome) return cli::Fail(outcome.error());
+    if (*outcome == ElectOutcome::kElected) ++elected;
+    if (*outcome == ElectOutcome::kStuck) ++stuck;
+  }
+  if (elected == 0 && stuck == 0)
+    out.Write(o.mode == ElectMode::kPreferred
+                  ? "Nothing to elect: every partition is led by its preferred replica, or it "
+                    "is not in the ISR or not available.\n"
+                  : "Nothing to elect: every partition's leader is available.\n");
+  if (int rc = out.FinishExitCode(); rc != 0) return rc;
+  return stuck == 0 ? cli::kExitOk : cli::kExitUnavailable;
+}
+
+}  // namespace mq::isr

@@ -1,0 +1,25 @@
+// mq-isr: the cluster state of replicated topics (format-spec/cluster.md):
+// create topics over several log roots, describe leaders and ISRs in
+// Kafka's words, check them for cron, and elect leaders.
+// Manual: man/man1/mq-isr.1.
+#include "cli.h"
+#include "isr.h"
+#include "options.h"
+
+int main(int argc, char** argv) {
+  mq::cli::SetProgramName("mq-isr");
+  mq::cli::HoldStandardDescriptors();
+  mq::cli::IgnoreSigpipe();
+  mq::isr::Options o;
+  if (int rc = mq::isr::ParseOptions(argc, argv, &o); rc >= 0) return rc;
+  return mq::cli::RunGuarded([&] {
+    mq::cli::Output out;
+    switch (o.command) {
+      case mq::isr::Command::kCreate: return mq::isr::Create(o.cluster, o.create, out);
+      case mq::isr::Command::kDescribe: return mq::isr::Describe(o.cluster, o.describe, out);
+      case mq::isr::Command::kElect: return mq::isr::Elect(o.cluster, o.elect, out);
+      case mq::isr::Command::kCheck: break;
+    }
+    return mq::isr::Check(o.cluster, o.check_topic, out);
+  });
+}
