@@ -153,6 +153,10 @@ NOT_RUN = {
     "./build.sh test": "builds and runs every test, this one included",
     'MQ_READER_SEEDS=500 build/tests/unit_tests "reader property*"':
         "a soak run of minutes; CI runs 10 seeds of the same tests in unit_tests",
+    "tests/sim/soak.sh 1000000                    # a million schedules, 2 processes":
+        "a soak run of minutes; ctest sim.schedules runs 20,000 schedules of the same simulator",
+    "build/tests/sim/mq-sim --seed 4711 --trace   # replay one":
+        "prints a whole schedule from the build tree; ctest sim.replay replays 500 schedules",
     "mq-inspect -r /var/lib/kafka/orders-0/00000000000000368769.log":
         "needs a Kafka broker's log directory (tests/cli/inspect_dump.sh reads Kafka's bytes)",
 }

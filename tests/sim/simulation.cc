@@ -1,0 +1,870 @@
+#include "simulation.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "model.h"
+
+namespace mq::sim {
+
+void SimStats::Add(const SimStats& o) {
+  steps += o.steps;
+  crashes += o.crashes;
+  power_losses += o.power_losses;
+  io_faults += o.io_faults;
+  elections += o.elections;
+  produced += o.produced;
+  acked += o.acked;
+  refused += o.refused;
+  fetches += o.fetches;
+  link_faults += o.link_faults;
+  clock_jumps += o.clock_jumps;
+  isr_changes += o.isr_changes;
+}
+
+namespace {
+
+constexpr const char* kTopic = "sim";
+constexpr int32_t kMinIsr = 2;
+
+std::string IsrText(const std::vector<int32_t>& isr) {
+  std::string s;
+  for (int32_t r : isr) s += fmt::format("{}{}", s.empty() ? "" : ",", r);
+  return "[" + s + "]";
+}
+
+// A producer's write appended at a leader, not yet acknowledged.
+struct PendingWrite {
+  int32_t leader = -1;
+  int32_t epoch = -1;
+  SimBatch batch;
+};
+
+// What the invariants know of an offset.
+enum : uint8_t { kAcked = 1, kSeen = 2 };
+
+class Simulation;
+
+// A follower's way to its leader through the simulated network: requests
+// and responses get lost, delayed (an older response arrives instead of the
+// one asked for), duplicated and corrupted. The leader's side runs the real
+// HandleFetch / HandleOffsetForLeaderEpoch on the leader's model log.
+class SimLink : public LeaderLink {
+ public:
+  SimLink(Simulation* sim, int32_t follower, int32_t leader, bool faults)
+      : sim_(sim), follower_(follower), leader_(leader), faults_(faults) {}
+  Result<EpochEndOffset> OffsetForLeaderEpoch(int32_t leader_epoch,
+                                              int32_t requested_epoch) override;
+  Result<FetchResponse> Fetch(const FetchRequest& request) override;
+
+ private:
+  Simulation* sim_;
+  int32_t follower_;
+  int32_t leader_;
+  bool faults_;
+};
+
+struct Replica {
+  std::unique_ptr<ModelReplicaLog> log;
+  bool up = true;
+  bool lost_data = false;  // a power loss since it last ran
+  PartitionState view;     // its last read of the cluster state
+  FollowerState follower;
+  int slow = 1;  // a slow disk: it gets 1/slow of its turns
+  // Responses the network still holds for this follower, for one leader
+  // and epoch (a TCP connection's responses come from one leader).
+  std::vector<FetchResponse> stash;
+  int32_t stash_leader = -1;
+  int32_t stash_epoch = -1;
+  // How far its log is known to match the canonical history.
+  int64_t verified_hw = 0;
+  uint64_t verified_hw_gen = 0;
+  int64_t verified_all = 0;
+  uint64_t verified_all_gen = 0;
+  std::string last_error;  // its last FollowerStep's, while converging
+};
+
+class Simulation {
+ public:
+  explicit Simulation(const SimOptions& options);
+  SimOutcome Run();
+
+ private:
+  friend class SimLink;
+
+  // Steps.
+  void Step();
+  void Produce();
+  void Follow();
+  void Ack();
+  void AckWrite(Replica& r, size_t i, int64_t hw);
+  void Shrink();
+  void Refresh();
+  void Consume();
+  void Crash(int32_t r, bool allow_power_loss);
+  void Restart(int32_t r);
+  void Controller(bool move_leader);
+  void Quiesce();
+
+  // Invariants.
+  void CheckInvariants();
+  void CheckBelowHw(Replica& r);
+  void CheckLeaderHolds(Replica& r);
+  void CheckFinal();
+  void Fail(std::string what);
+  const char* KindOf(int64_t offset) const;
+  std::string Origin(int64_t offset) const;
+
+  // Helpers.
+  int32_t PickUp(bool (*pred)(const Simulation&, const Replica&));
+  bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  int64_t Uniform(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+  const PartitionState& State() const { return store_->partition(); }
+  void RefreshView(Replica& r) { r.view = State(); }
+  void AfterIo();
+  void Trace(const std::string& s) {
+    if (options_.trace) std::printf("[%lld] %s\n", static_cast<long long>(stats_.steps), s.c_str());
+  }
+  bool Live(int32_t id) const { return id >= 0 && id < static_cast<int32_t>(reps_.size()) && reps_[id].up; }
+
+  SimOptions options_;
+  Rng rng_;
+  VirtualClock clock_;
+  std::unique_ptr<MemClusterStore> store_;
+  ReplicationContext ctx_;
+  std::vector<Replica> reps_;
+  std::vector<PendingWrite> pending_;
+  uint64_t next_write_ = 1;
+  int64_t steps_ = 0;
+  int64_t lag_ms_ = 0;
+  // Link fault probabilities.
+  double p_drop_ = 0, p_stale_ = 0, p_dup_ = 0, p_corrupt_ = 0;
+  double p_crash_ = 0, p_io_ = 0, p_jump_ = 0;
+  // The canonical history: per offset, the identity of the record every
+  // replica holds there once the offset is below its HW (0: none yet).
+  std::vector<uint64_t> canon_;
+  std::vector<int32_t> canon_from_;
+  std::vector<uint8_t> flags_;
+  // Invariant 4: which leader completed acks=all writes in each epoch.
+  std::vector<int32_t> acked_by_epoch_;
+  PartitionState last_state_;  // as the last check saw it
+  bool corrupt_delivered_ = false;  // the link corrupted this step's response
+  SimStats stats_;
+  SimOutcome outcome_;
+  bool failed_ = false;
+};
+
+Result<EpochEndOffset> SimLink::OffsetForLeaderEpoch(int32_t leader_epoch,
+                                                     int32_t requested_epoch) {
+  Simulation& s = *sim_;
+  if (!s.Live(leader_)) return Status(Code::kIoError, "leader unavailable");
+  if (faults_ && s.Chance(s.p_drop_)) {
+    ++s.stats_.link_faults;
+    return Status(Code::kIoError, "request lost");
+  }
+  auto r = HandleOffsetForLeaderEpoch(s.ctx_, *s.reps_[leader_].log, leader_epoch,
+                                      requested_epoch);
+  if (faults_ && s.Chance(s.p_drop_)) {
+    ++s.stats_.link_faults;
+    return Status(Code::kIoError, "response lost");
+  }
+  return r;
+}
+
+Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
+  Simulation& s = *sim_;
+  ++s.stats_.fetches;
+  if (!s.Live(leader_)) return Status(Code::kIoError, "leader unavailable");
+  Replica& f = s.reps_[follower_];
+  if (f.stash_leader != leader_ || f.stash_epoch != request.leader_epoch) {
+    f.stash.clear();
+    f.stash_leader = leader_;
+    f.stash_epoch = request.leader_epoch;
+  }
+  if (faults_) {
+    double roll = std::uniform_real_distribution<double>(0, 1)(s.rng_);
+    if ((roll -= s.p_drop_) < 0) {
+      ++s.stats_.link_faults;
+      return Status(Code::kIoError, "request lost");
+    }
+    if ((roll -= s.p_dup_) < 0 && !f.stash.empty()) {
+      ++s.stats_.link_faults;
+      if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: duplicate response", follower_, leader_));
+      return f.stash.back();
+    }
+  }
+  auto r = HandleFetch(s.ctx_, *s.reps_[leader_].log, request);
+  if (!r) return r;
+  if (f.stash.size() >= 4) f.stash.erase(f.stash.begin());
+  f.stash.push_back(*r);
+  if (!faults_) return r;
+  double roll = std::uniform_real_distribution<double>(0, 1)(s.rng_);
+  if ((roll -= s.p_drop_) < 0) {
+    ++s.stats_.link_faults;
+    return Status(Code::kIoError, "response lost");
+  }
+  if ((roll -= s.p_stale_) < 0 && f.stash.size() >= 2) {
+    ++s.stats_.link_faults;
+    size_t i = static_cast<size_t>(s.Uniform(0, static_cast<int64_t>(f.stash.size()) - 2));
+    if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: stale response {} of {}", follower_, leader_, i,
+                        f.stash.size()));
+    return f.stash[i];
+  }
+  if ((roll -= s.p_corrupt_) < 0 && !r->batches.empty()) {
+    ++s.stats_.link_faults;
+    s.corrupt_delivered_ = true;
+    FetchResponse bad = *r;
+    // The batches' boundaries, then one CRC-covered byte flipped, or a
+    // batch's base offset moved (the append's continuity check).
+    std::vector<std::pair<size_t, size_t>> spans;
+    size_t pos = 0;
+    while (pos + 61 <= bad.batches.size()) {
+      BatchHeader h = DecodeBatchHeader(Bytes(bad.batches).subspan(pos));
+      size_t size = h.size_bytes();
+      if (size < 61 || pos + size > bad.batches.size()) break;
+      spans.emplace_back(pos, size);
+      pos += size;
+    }
+    if (!spans.empty()) {
+      auto [at, size] = spans[static_cast<size_t>(s.Uniform(0, static_cast<int64_t>(spans.size()) - 1))];
+      if (s.Chance(0.8)) {
+        size_t byte = at + static_cast<size_t>(s.Uniform(21, static_cast<int64_t>(size) - 1));
+        bad.batches[byte] ^= std::byte{static_cast<unsigned char>(s.Uniform(1, 255))};
+        if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: byte {} corrupted", follower_, leader_, byte));
+      } else {
+        // baseOffset is big-endian at bytes 0-7: bump its low byte.
+        bad.batches[at + 7] ^= std::byte{static_cast<unsigned char>(s.Uniform(1, 3))};
+        if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: base offset corrupted", follower_, leader_));
+      }
+    }
+    return bad;
+  }
+  return r;
+}
+
+Simulation::Simulation(const SimOptions& options) : options_(options), rng_(options.seed) {
+  int32_t n = static_cast<int32_t>(Uniform(3, 5));
+  ClusterState state;
+  ReplicatedTopic topic;
+  topic.name = kTopic;
+  topic.replication_factor = n;
+  topic.min_insync_replicas = kMinIsr;
+  static constexpr int64_t kLags[] = {30, 100, 300, 1000};
+  lag_ms_ = kLags[Uniform(0, 3)];
+  topic.replica_lag_time_max_ms = lag_ms_;
+  state.topics.push_back(topic);
+  PartitionState p;
+  p.topic = kTopic;
+  p.partition = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    state.replicas.push_back(ReplicaRoot{i, fmt::format("/sim/r{}", i)});
+    p.replicas.push_back(i);
+  }
+  std::shuffle(p.replicas.begin(), p.replicas.end(), rng_);
+  p.leader = p.replicas.front();
+  p.leader_epoch = 0;
+  p.partition_epoch = 0;
+  p.isr = p.replicas;
+  std::sort(p.isr.begin(), p.isr.end());
+  state.partitions.push_back(p);
+  store_ = std::make_unique<MemClusterStore>(std::move(state));
+  store_->set_clock(&clock_);
+  ctx_.cluster = store_.get();
+  ctx_.clock = &clock_;
+  ctx_.topic = kTopic;
+  ctx_.partition = 0;
+  ctx_.bugs = options.bugs;
+
+  double chaos = static_cast<double>(Uniform(1, 4)) / 4.0;
+  p_drop_ = 0.05 * chaos;
+  p_stale_ = 0.05 * chaos;
+  p_dup_ = 0.03 * chaos;
+  p_corrupt_ = 0.03 * chaos;
+  p_crash_ = 0.02 * chaos;
+  p_io_ = 0.01 * chaos;
+  p_jump_ = 0.01 * chaos;
+  steps_ = Uniform(150, 400);
+
+  std::string policies;
+  for (int32_t i = 0; i < n; ++i) {
+    Replica r;
+    auto policy = static_cast<SyncPolicy>(Uniform(0, 2));
+    r.log = std::make_unique<ModelReplicaLog>(
+        i, policy, options.independent_files ? DiskOrder::kIndependent : DiskOrder::kOrdered);
+    r.log->set_lenient_empty_epochs(options.lenient_empty_epochs);
+    r.slow = Chance(0.2) ? 4 : 1;
+    reps_.push_back(std::move(r));
+    policies += fmt::format(" r{}:{}{}", i, SyncPolicyName(policy), reps_[i].slow > 1 ? "/slow" : "");
+  }
+  for (Replica& r : reps_) RefreshView(r);
+  last_state_ = State();
+  (void)reps_[p.leader].log->BeginEpoch(0);
+  outcome_.summary = fmt::format("replicas={} lag={}ms steps={} chaos={:.2f}{}", n, lag_ms_,
+                                 steps_, chaos, policies);
+}
+
+void Simulation::Fail(std::string what) {
+  if (failed_) return;
+  failed_ = true;
+  outcome_.ok = false;
+  outcome_.step = stats_.steps;
+  std::string replicas;
+  for (const Replica& r : reps_) {
+    const ReplicaFiles& f = r.log->files();
+    replicas += fmt::format("\n  r{}: {} leo={} hw={} epoch={} view(leader={} epoch={})",
+                            r.log->replica_id(), r.up ? "up" : "down", f.LogEnd(), f.hw,
+                            f.epochs.latest() ? f.epochs.latest()->epoch : -1, r.view.leader,
+                            r.view.leader_epoch);
+  }
+  const PartitionState& p = State();
+  std::string changes;
+  for (const std::string& c : store_->recent()) changes += "\n  " + c;
+  outcome_.violation = fmt::format(
+      "{}\n state: leader={} epoch={} pepoch={} isr={}{}\n recent cluster-state changes:{}",
+      what, p.leader, p.leader_epoch, p.partition_epoch, IsrText(p.isr), replicas, changes);
+}
+
+std::string Simulation::Origin(int64_t offset) const {
+  if (flags_[offset] & kAcked) return fmt::format("acknowledged by leader {}", canon_from_[offset]);
+  return fmt::format("first seen below replica {}'s HW", canon_from_[offset]);
+}
+
+const char* Simulation::KindOf(int64_t offset) const {
+  uint8_t f = offset < static_cast<int64_t>(flags_.size()) ? flags_[offset] : 0;
+  if (f & kAcked) return "invariant 1 (an acknowledged write lost or changed)";
+  if (f & kSeen) return "invariant 3 (a record a consumer was shown changed or disappeared)";
+  return "invariant 2 (two replicas hold different records at one offset)";
+}
+
+// Every up replica's log below its HW agrees with the canonical history
+// (and extends it).
+void Simulation::CheckBelowHw(Replica& r) {
+  const ReplicaFiles& f = r.log->files();
+  if (r.verified_hw_gen != r.log->cut_generation()) {
+    r.verified_hw = 0;
+    r.verified_hw_gen = r.log->cut_generation();
+  }
+  int64_t hw = std::min(f.hw, f.LogEnd());
+  if (hw <= r.verified_hw) return;
+  auto it = std::lower_bound(f.log.begin(), f.log.end(), r.verified_hw,
+                             [](const SimBatch& b, int64_t o) { return b.last < o; });
+  int64_t done = r.verified_hw;
+  for (; it != f.log.end() && it->base < hw; ++it) {
+    if (static_cast<int64_t>(canon_.size()) <= it->last) {
+      canon_.resize(it->last + 1, 0);
+      canon_from_.resize(it->last + 1, -1);
+      flags_.resize(it->last + 1, 0);
+    }
+    for (int64_t o = std::max(it->base, done); o <= it->last; ++o) {
+      if (canon_[o] == 0) {
+        canon_[o] = it->identity;
+        canon_from_[o] = r.log->replica_id();
+      } else if (canon_[o] != it->identity) {
+        Fail(fmt::format("{}: offset {} below replica {}'s HW {} is batch [{}..{}] epoch {}, "
+                         "but another record was committed there ({})",
+                         KindOf(o), o, r.log->replica_id(), f.hw, it->base, it->last, it->epoch,
+                         Origin(o)));
+        return;
+      }
+    }
+    done = it->last + 1;
+  }
+  r.verified_hw = std::min(done, hw);
+}
+
+// The cluster state's leader, when it runs, holds every offset of the
+// canonical history: every acknowledged write, every record a consumer saw,
+// every record below any replica's HW.
+void Simulation::CheckLeaderHolds(Replica& r) {
+  const ReplicaFiles& f = r.log->files();
+  if (r.verified_all_gen != r.log->cut_generation()) {
+    r.verified_all = 0;
+    r.verified_all_gen = r.log->cut_generation();
+  }
+  int64_t need = static_cast<int64_t>(canon_.size());
+  if (need <= r.verified_all) return;
+  auto it = std::lower_bound(f.log.begin(), f.log.end(), r.verified_all,
+                             [](const SimBatch& b, int64_t o) { return b.last < o; });
+  int64_t o = r.verified_all;
+  for (; o < need && it != f.log.end(); ++it) {
+    for (; o <= it->last && o < need; ++o) {
+      if (o < it->base || (canon_[o] != 0 && canon_[o] != it->identity)) {
+        Fail(fmt::format("{}: the leader {} (epoch {}) holds batch [{}..{}] epoch {} at offset "
+                         "{}, not the record committed there ({})",
+                         KindOf(o), r.log->replica_id(), State().leader_epoch, it->base,
+                         it->last, it->epoch, o, Origin(o)));
+        return;
+      }
+    }
+  }
+  if (o < need) {
+    Fail(fmt::format("{}: the leader {} (epoch {}) ends at {}, but offset {} was committed ({})",
+                     KindOf(o), r.log->replica_id(), State().leader_epoch, f.LogEnd(), o,
+                     Origin(o)));
+    return;
+  }
+  r.verified_all = o;
+}
+
+void Simulation::CheckInvariants() {
+  // The cluster state's epochs only go forward, and a new leader comes
+  // with a new epoch (the CAS is what guarantees both).
+  const PartitionState& p = State();
+  if (p.leader_epoch < last_state_.leader_epoch ||
+      (p.leader != last_state_.leader && p.leader_epoch == last_state_.leader_epoch) ||
+      p.partition_epoch < last_state_.partition_epoch) {
+    Fail(fmt::format("cluster state: leader {} epoch {} (partition epoch {}) became leader {} "
+                     "epoch {} (partition epoch {}): an epoch went back or a leader changed "
+                     "without a new epoch",
+                     last_state_.leader, last_state_.leader_epoch, last_state_.partition_epoch,
+                     p.leader, p.leader_epoch, p.partition_epoch));
+    return;
+  }
+  last_state_ = p;
+  for (Replica& r : reps_) {
+    if (failed_) return;
+    if (r.up) CheckBelowHw(r);
+  }
+  int32_t leader = State().leader;
+  if (!failed_ && Live(leader)) CheckLeaderHolds(reps_[leader]);
+  for (Replica& r : reps_) {
+    if (!failed_ && !r.log->contract_breach().empty()) {
+      Fail("the ReplicaLog contract was broken: " + r.log->contract_breach());
+    }
+  }
+}
+
+int32_t Simulation::PickUp(bool (*pred)(const Simulation&, const Replica&)) {
+  int32_t n = static_cast<int32_t>(reps_.size());
+  int32_t start = static_cast<int32_t>(Uniform(0, n - 1));
+  for (int32_t i = 0; i < n; ++i) {
+    int32_t id = (start + i) % n;
+    if (pred(*this, reps_[id])) return id;
+  }
+  return -1;
+}
+
+// A crash at any I/O: the replica whose model failed an I/O dies now.
+void Simulation::AfterIo() {
+  for (Replica& r : reps_) {
+    if (r.up && r.log->io_failed()) {
+      r.log->clear_io_failed();
+      Crash(r.log->replica_id(), true);
+    }
+  }
+}
+
+void Simulation::Produce() {
+  int32_t id = PickUp([](const Simulation&, const Replica& r) {
+    return r.up && r.view.leader == r.log->replica_id();
+  });
+  if (id < 0) return;
+  Replica& r = reps_[id];
+  if (Chance(0.7)) RefreshView(r);  // the writer's own check of the state
+  if (r.view.leader != id) return;
+  if (static_cast<int32_t>(r.view.isr.size()) < kMinIsr) {
+    ++stats_.refused;
+    if (options_.trace) Trace(fmt::format("produce at {}: NOT_ENOUGH_REPLICAS isr={}", id, IsrText(r.view.isr)));
+    return;
+  }
+  auto latest = r.log->LatestEpoch();
+  if (!latest || *latest != r.view.leader_epoch) return;  // not begun (or moved on)
+  int records = static_cast<int>(Uniform(1, 3));
+  auto b = r.log->AppendAsLeader(next_write_++, records, r.view.leader_epoch, clock_.NowMs());
+  if (!b) return;
+  ++stats_.produced;
+  pending_.push_back(PendingWrite{id, r.view.leader_epoch, *b});
+  if (options_.acks_one) AckWrite(r, pending_.size() - 1, b->last + 1);
+  if (options_.trace) Trace(fmt::format("produce at {} epoch {}: [{}..{}]", id, r.view.leader_epoch, b->base,
+                    b->last));
+}
+
+void Simulation::Follow() {
+  int32_t id = PickUp([](const Simulation&, const Replica& r) {
+    return r.up && r.view.leader != r.log->replica_id();
+  });
+  if (id < 0) return;
+  Replica& r = reps_[id];
+  if (r.slow > 1 && !Chance(1.0 / r.slow)) return;
+  if (Chance(0.6)) RefreshView(r);
+  int32_t leader = r.view.leader;
+  if (leader < 0 || leader == id) return;
+  SimLink link(this, id, leader, true);
+  size_t max_bytes = Chance(0.5) ? static_cast<size_t>(Uniform(1, 400)) : size_t{1} << 20;
+  int64_t leo = r.log->files().LogEnd();
+  corrupt_delivered_ = false;
+  auto res = FollowerStep(ctx_, *r.log, link, r.follower, max_bytes);
+  if (res && corrupt_delivered_ && res->appended_bytes > 0) {
+    Fail(fmt::format("follower {} appended a corrupted fetch response", id));
+    return;
+  }
+  if (res) {
+    if (options_.trace) Trace(fmt::format("follower {} of {}: leo {} -> {} hw {}{}{}", id, leader, leo,
+                      r.log->files().LogEnd(), r.log->files().hw,
+                      res->truncated_to >= 0 ? fmt::format(" truncated to {}", res->truncated_to)
+                                             : "",
+                      res->caught_up ? " caught up" : ""));
+  } else {
+    if (options_.trace) Trace(fmt::format("follower {} of {}: {}", id, leader, res.error().message()));
+    if (res.error().code() == Code::kInternal) {
+      Fail(fmt::format("FollowerStep at replica {} failed kInternal: {}", id,
+                       res.error().message()));
+    }
+  }
+}
+
+void Simulation::Ack() {
+  int32_t id = PickUp([](const Simulation&, const Replica& r) {
+    return r.up && r.view.leader == r.log->replica_id();
+  });
+  if (id < 0) return;
+  Replica& r = reps_[id];
+  if (r.slow > 1 && !Chance(1.0 / r.slow)) return;
+  int32_t epoch = r.view.leader_epoch;
+  auto hw = UpdateHighWatermark(ctx_, *r.log, epoch);
+  if (!hw) {
+    if (hw.error().code() == Code::kFenced) RefreshView(r);
+    return;
+  }
+  const PartitionState& s = State();
+  bool may_ack = s.leader == id && s.leader_epoch == epoch &&
+                 static_cast<int32_t>(s.isr.size()) >= kMinIsr;
+  if (!may_ack) return;
+  for (size_t i = 0; i < pending_.size() && !failed_;) {
+    const PendingWrite& w = pending_[i];
+    if (w.leader != id || w.epoch != epoch || w.batch.last >= *hw) {
+      ++i;
+      continue;
+    }
+    AckWrite(r, i, *hw);
+  }
+}
+
+// Pending write `i` at leader `r` is acknowledged (at HW `hw`): it must be
+// in the leader's log, and no other leader may have acknowledged in its
+// epoch. It joins the canonical history.
+void Simulation::AckWrite(Replica& r, size_t i, int64_t hw) {
+  PendingWrite w = pending_[i];
+  pending_[i] = std::move(pending_.back());
+  pending_.pop_back();
+  int32_t id = r.log->replica_id();
+  int32_t epoch = w.epoch;
+  const ReplicaFiles& f = r.log->files();
+  auto it = std::lower_bound(f.log.begin(), f.log.end(), w.batch.base,
+                             [](const SimBatch& b, int64_t o) { return b.last < o; });
+  if (it == f.log.end() || it->identity != w.batch.identity) {
+    Fail(fmt::format("invariant 1: leader {} acknowledged [{}..{}] at HW {} but its log no "
+                     "longer holds it",
+                     id, w.batch.base, w.batch.last, hw));
+    return;
+  }
+  if (static_cast<int32_t>(acked_by_epoch_.size()) <= epoch) acked_by_epoch_.resize(epoch + 1, -1);
+  if (acked_by_epoch_[epoch] >= 0 && acked_by_epoch_[epoch] != id) {
+    Fail(fmt::format("invariant 4: leaders {} and {} both completed acks=all writes in epoch {}",
+                     acked_by_epoch_[epoch], id, epoch));
+    return;
+  }
+  acked_by_epoch_[epoch] = id;
+  if (static_cast<int64_t>(flags_.size()) <= w.batch.last) {
+    canon_.resize(w.batch.last + 1, 0);
+    canon_from_.resize(w.batch.last + 1, -1);
+    flags_.resize(w.batch.last + 1, 0);
+  }
+  for (int64_t o = w.batch.base; o <= w.batch.last; ++o) {
+    flags_[o] |= kAcked;
+    if (canon_[o] == 0) {
+      canon_[o] = w.batch.identity;
+      canon_from_[o] = id;
+    } else if (canon_[o] != w.batch.identity) {
+      Fail(fmt::format("invariant 1: leader {} acknowledged [{}..{}] in epoch {}, but another "
+                       "record was committed at offset {} (below replica {}'s HW)",
+                       id, w.batch.base, w.batch.last, epoch, o, canon_from_[o]));
+      return;
+    }
+  }
+  ++stats_.acked;
+  if (options_.trace) Trace(fmt::format("ack at {} epoch {} hw {}: [{}..{}]", id, epoch, hw, w.batch.base,
+                    w.batch.last));
+}
+
+void Simulation::Shrink() {
+  int32_t id = PickUp([](const Simulation&, const Replica& r) {
+    return r.up && r.view.leader == r.log->replica_id();
+  });
+  if (id < 0) return;
+  Replica& r = reps_[id];
+  auto before = store_->changes();
+  auto res = MaybeShrinkIsr(ctx_, *r.log, r.view.leader_epoch);
+  if (res) {
+    if (store_->changes() != before) {
+      ++stats_.isr_changes;
+      if (options_.trace) Trace(fmt::format("leader {} shrank the ISR to {}", id, IsrText(State().isr)));
+    }
+    r.view = *res;
+  } else if (res.error().code() == Code::kFenced) {
+    RefreshView(r);
+  }
+}
+
+void Simulation::Refresh() {
+  int32_t id = PickUp([](const Simulation&, const Replica& r) { return r.up; });
+  if (id >= 0) RefreshView(reps_[id]);
+}
+
+// A consumer reads the leader up to its HW and remembers what it saw.
+void Simulation::Consume() {
+  int32_t leader = State().leader;
+  if (!Live(leader)) return;
+  Replica& r = reps_[leader];
+  CheckBelowHw(r);
+  if (failed_) return;
+  int64_t hw = std::min(r.log->files().hw, r.log->files().LogEnd());
+  for (int64_t o = 0; o < hw && o < static_cast<int64_t>(flags_.size()); ++o) flags_[o] |= kSeen;
+}
+
+// A crash: a process kill keeps the page cache; a power loss keeps only
+// what reached the disk. A power loss that would take the only copy of
+// acknowledged writes (no other live ISR member, the page cache not synced
+// at every write) is turned into a kill: one host's replicas share their
+// power, and mq(7) promises nothing beyond --fsync there.
+void Simulation::Crash(int32_t id, bool allow_power_loss) {
+  Replica& r = reps_[id];
+  if (!r.up) return;
+  const PartitionState& s = State();
+  bool other_live_isr = false;
+  for (int32_t m : s.isr) other_live_isr |= m != id && Live(m);
+  bool power = allow_power_loss && Chance(0.4) &&
+               (r.log->policy() == SyncPolicy::kEveryWrite || other_live_isr);
+  r.up = false;
+  ++stats_.crashes;
+  if (power) {
+    ++stats_.power_losses;
+    r.log->PowerLoss(rng_);
+    r.lost_data = r.log->policy() != SyncPolicy::kEveryWrite;
+  } else {
+    r.log->Kill();
+  }
+  r.stash.clear();
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [id](const PendingWrite& w) { return w.leader == id; }),
+                 pending_.end());
+  if (options_.trace) Trace(fmt::format("crash {} ({}) leo now {}", id, power ? "power loss" : "kill",
+                    r.log->files().LogEnd()));
+  Controller(false);
+}
+
+// A replica comes back. One that lost unsynced data leaves the ISR first
+// (as Kafka fences a broker that restarts with a new broker epoch,
+// KIP-903): it may hold less than the HW it reported.
+void Simulation::Restart(int32_t id) {
+  Replica& r = reps_[id];
+  if (r.up) return;
+  const PartitionState& s = State();
+  if (r.lost_data && InIsr(s, id)) {
+    if (s.leader == id || s.isr.size() <= 1) return;  // stays down (cannot happen)
+    PartitionState next = s;
+    next.isr.erase(std::remove(next.isr.begin(), next.isr.end(), id), next.isr.end());
+    auto res = store_->AlterPartition(next, "replica restarted after losing unsynced data");
+    if (!res) return;
+    ++stats_.isr_changes;
+  }
+  r.up = true;
+  r.lost_data = false;
+  r.follower = FollowerState{};
+  r.verified_hw = 0;
+  r.verified_all = 0;
+  RefreshView(r);
+  if (State().leader == id) {
+    auto latest = r.log->LatestEpoch();
+    if (latest && *latest < State().leader_epoch) (void)r.log->BeginEpoch(State().leader_epoch);
+  }
+  if (options_.trace) Trace(fmt::format("restart {} leo {} hw {}", id, r.log->files().LogEnd(), r.log->files().hw));
+}
+
+// The controller: a crashed leader is replaced by a clean election; with
+// `move_leader`, leadership is moved off a running leader (a preferred
+// election, or the leader's directory marked failed while its process runs
+// on: a zombie that must be fenced).
+void Simulation::Controller(bool move_leader) {
+  const PartitionState s = State();
+  std::optional<PartitionState> next;
+  std::string reason;
+  if (!Live(s.leader)) {
+    next = ElectLeader(s, ElectionKind::kClean, [this](int32_t id) { return Live(id); });
+    reason = "clean election: the leader is down";
+  } else if (move_leader) {
+    if (Chance(0.5)) {
+      next = ElectLeader(s, ElectionKind::kPreferred, [this](int32_t id) { return Live(id); });
+      reason = "preferred election";
+    } else {
+      int32_t old = s.leader;
+      next = ElectLeader(s, ElectionKind::kClean,
+                         [this, old](int32_t id) { return id != old && Live(id); });
+      reason = "clean election: the leader's directory failed";
+    }
+  }
+  if (!next) return;
+  auto res = store_->AlterPartition(*next, reason);
+  if (!res) return;
+  ++stats_.elections;
+  if (options_.trace) Trace(fmt::format("elected {} epoch {} isr {} ({})", res->leader, res->leader_epoch,
+                    IsrText(res->isr), reason));
+  Replica& l = reps_[res->leader];
+  Status st = l.log->BeginEpoch(res->leader_epoch);
+  RefreshView(l);
+  if (!st.ok()) if (options_.trace) Trace(fmt::format("BeginEpoch at {}: {}", res->leader, st.message()));
+  AfterIo();
+}
+
+void Simulation::Step() {
+  ++stats_.steps;
+  clock_.Advance(Uniform(1, 5));
+  double roll = std::uniform_real_distribution<double>(0, 1)(rng_);
+  auto take = [&roll](double p) { return (roll -= p) < 0; };
+  if (take(p_crash_)) {
+    int32_t id = PickUp([](const Simulation&, const Replica& r) { return r.up; });
+    if (id >= 0) Crash(id, true);
+  } else if (take(p_io_)) {
+    int32_t id = PickUp([](const Simulation&, const Replica& r) { return r.up; });
+    if (id >= 0) {
+      ++stats_.io_faults;
+      reps_[id].log->FailNextIo(static_cast<size_t>(Uniform(0, 3)));
+    }
+  } else if (take(p_jump_)) {
+    ++stats_.clock_jumps;
+    int64_t d = Chance(0.3) ? -Uniform(0, 2 * lag_ms_) : Uniform(lag_ms_, 3 * lag_ms_);
+    clock_.Advance(d);
+    if (options_.trace) Trace(fmt::format("clock jumps {} ms", d));
+  } else if (take(0.02)) {
+    Controller(true);
+  } else if (take(0.05)) {
+    int32_t id = PickUp([](const Simulation&, const Replica& r) { return !r.up; });
+    if (id >= 0) Restart(id);
+  } else if (take(0.03)) {
+    int32_t id = PickUp([](const Simulation&, const Replica& r) {
+      return r.up && r.log->policy() == SyncPolicy::kPeriodic;
+    });
+    if (id >= 0) reps_[id].log->Sync();
+  } else if (take(0.18)) {
+    Produce();
+  } else if (take(0.12)) {
+    Ack();
+  } else if (take(0.04)) {
+    Shrink();
+  } else if (take(0.05)) {
+    Refresh();
+  } else if (take(0.04)) {
+    Consume();
+  } else {
+    Follow();
+  }
+  AfterIo();
+  Controller(false);
+  CheckInvariants();
+}
+
+// Every replica comes back, the network heals, and fetching goes on until
+// every replica holds the leader's log and its HW reached the end.
+void Simulation::Quiesce() {
+  for (Replica& r : reps_) r.log->CancelIoFault();
+  for (int round = 0; round < 400 && !failed_; ++round) {
+    ++stats_.steps;
+    clock_.Advance(1);
+    for (Replica& r : reps_) {
+      if (!r.up) Restart(r.log->replica_id());
+    }
+    Controller(false);
+    int32_t leader = State().leader;
+    if (!Live(leader)) {
+      Fail(fmt::format("liveness: after every replica returned, the leader {} is not running",
+                       leader));
+      return;
+    }
+    for (Replica& r : reps_) {
+      RefreshView(r);
+      int32_t id = r.log->replica_id();
+      if (id == leader) continue;
+      SimLink link(this, id, leader, false);
+      int64_t leo = r.log->files().LogEnd();
+      auto res = FollowerStep(ctx_, *r.log, link, r.follower);
+      r.last_error = res ? "" : res.error().message();
+      if (options_.trace) {
+        Trace(fmt::format("converging: follower {} of {}: leo {} -> {}: {}", id, leader, leo,
+                          r.log->files().LogEnd(), res ? "ok" : r.last_error));
+      }
+    }
+    Replica& l = reps_[leader];
+    (void)UpdateHighWatermark(ctx_, *l.log, State().leader_epoch);
+    AfterIo();
+    CheckInvariants();
+    if (failed_) return;
+    int64_t end = l.log->files().LogEnd();
+    bool done = l.log->files().hw == end;
+    for (const Replica& r : reps_) {
+      done = done && r.up && r.log->files().LogEnd() == end && r.log->files().hw == end;
+    }
+    if (done) {
+      CheckFinal();
+      return;
+    }
+  }
+  if (failed_) return;
+  std::string where;
+  for (const Replica& r : reps_) {
+    where += fmt::format(" r{}:leo={},hw={}", r.log->replica_id(), r.log->files().LogEnd(),
+                         r.log->files().hw);
+    if (!r.last_error.empty()) where += fmt::format(" (FollowerStep: {})", r.last_error);
+  }
+  Fail("liveness: the replicas did not converge within 400 rounds after every fault healed:" +
+       where);
+}
+
+// After convergence: all logs identical, batch by batch.
+void Simulation::CheckFinal() {
+  const ReplicaFiles& l = reps_[State().leader].log->files();
+  for (const Replica& r : reps_) {
+    const ReplicaFiles& f = r.log->files();
+    for (size_t i = 0; i < f.log.size() && i < l.log.size(); ++i) {
+      if (f.log[i].identity != l.log[i].identity) {
+        Fail(fmt::format("{}: after convergence replica {} holds [{}..{}] epoch {} where the "
+                         "leader {} holds [{}..{}] epoch {}",
+                         KindOf(f.log[i].base), r.log->replica_id(), f.log[i].base,
+                         f.log[i].last, f.log[i].epoch, State().leader, l.log[i].base,
+                         l.log[i].last, l.log[i].epoch));
+        return;
+      }
+    }
+  }
+}
+
+SimOutcome Simulation::Run() {
+  for (int64_t i = 0; i < steps_ && !failed_; ++i) Step();
+  if (!failed_) Quiesce();
+  outcome_.stats = stats_;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
+  for (const Replica& r : reps_) {
+    for (const SimBatch& b : r.log->files().log) mix(b.identity);
+    mix(static_cast<uint64_t>(r.log->files().hw));
+  }
+  for (int64_t v : {stats_.steps, stats_.crashes, stats_.power_losses, stats_.elections,
+                    stats_.produced, stats_.acked, stats_.fetches, stats_.link_faults}) {
+    mix(static_cast<uint64_t>(v));
+  }
+  outcome_.fingerprint = h;
+  return outcome_;
+}
+
+}  // namespace
+
+SimOutcome RunSchedule(const SimOptions& options) {
+  Simulation sim(options);
+  return sim.Run();
+}
+
+}  // namespace mq::sim

@@ -1,0 +1,165 @@
+// The simulator's models (tests/sim/model.h): what the invariants rely on.
+// The model log refuses what the real follower append refuses, loses on a
+// power loss exactly what was not synced, and the model store's
+// AlterPartition is the compare-and-swap of mq/cluster.h.
+#include <catch2/catch.hpp>
+
+#include "model.h"
+
+using namespace mq;
+using namespace mq::sim;
+
+namespace {
+
+// Replica 0 leads; its batches are read as the bytes a fetch carries.
+std::vector<std::byte> LeaderBytes(ModelReplicaLog& leader, int64_t from) {
+  auto bytes = leader.Read(from, size_t{1} << 20);
+  REQUIRE(bytes);
+  return *bytes;
+}
+
+}  // namespace
+
+TEST_CASE("sim model: a follower appends the leader's bytes verbatim") {
+  ModelReplicaLog leader(0, SyncPolicy::kEveryWrite);
+  ModelReplicaLog follower(1, SyncPolicy::kEveryWrite);
+  REQUIRE(leader.BeginEpoch(3).ok());
+  REQUIRE(leader.AppendAsLeader(7, 2, 3, 1000));
+  REQUIRE(leader.AppendAsLeader(8, 1, 3, 1001));
+  auto appended = follower.AppendReplicated(LeaderBytes(leader, 0));
+  REQUIRE(appended);
+  CHECK(appended->base_offset == 0);
+  CHECK(appended->last_offset == 2);
+  CHECK(*follower.LogEndOffset() == 3);
+  CHECK(*follower.LatestEpoch() == 3);
+  REQUIRE(follower.files().log.size() == 2);
+  CHECK(follower.files().log[1].identity == leader.files().log[1].identity);
+}
+
+TEST_CASE("sim model: a corrupt byte under the CRC is refused, nothing appended") {
+  ModelReplicaLog leader(0, SyncPolicy::kEveryWrite);
+  ModelReplicaLog follower(1, SyncPolicy::kEveryWrite);
+  REQUIRE(leader.AppendAsLeader(7, 1, 0, 1000));
+  std::vector<std::byte> bytes = LeaderBytes(leader, 0);
+  bytes[bytes.size() - 1] ^= std::byte{0x01};
+  auto appended = follower.AppendReplicated(bytes);
+  REQUIRE_FALSE(appended);
+  CHECK(appended.error().code() == Code::kCorruption);
+  CHECK(*follower.LogEndOffset() == 0);
+}
+
+TEST_CASE("sim model: batches that do not continue the log are refused") {
+  ModelReplicaLog leader(0, SyncPolicy::kEveryWrite);
+  ModelReplicaLog follower(1, SyncPolicy::kEveryWrite);
+  REQUIRE(leader.AppendAsLeader(7, 2, 0, 1000));
+  REQUIRE(leader.AppendAsLeader(8, 1, 0, 1001));
+  auto appended = follower.AppendReplicated(LeaderBytes(leader, 2));  // starts at 2, LEO 0
+  REQUIRE_FALSE(appended);
+  CHECK(appended.error().code() == Code::kOutOfOrder);
+  CHECK(*follower.LogEndOffset() == 0);
+}
+
+TEST_CASE("sim model: a batch of an older epoch than the log's latest is refused") {
+  ModelReplicaLog old_leader(0, SyncPolicy::kEveryWrite);
+  ModelReplicaLog follower(1, SyncPolicy::kEveryWrite);
+  REQUIRE(old_leader.AppendAsLeader(7, 1, 1, 1000));
+  REQUIRE(follower.BeginEpoch(2).ok());  // it led epoch 2, writing nothing
+  auto appended = follower.AppendReplicated(LeaderBytes(old_leader, 0));
+  REQUIRE_FALSE(appended);
+  CHECK(appended.error().code() == Code::kFenced);
+
+  SECTION("leniently, the empty epoch gives way") {
+    follower.set_lenient_empty_epochs(true);
+    REQUIRE(follower.AppendReplicated(LeaderBytes(old_leader, 0)));
+    CHECK(*follower.LatestEpoch() == 1);
+  }
+}
+
+TEST_CASE("sim model: truncation cuts the log, its epochs and the HW") {
+  ModelReplicaLog log(0, SyncPolicy::kEveryWrite);
+  REQUIRE(log.AppendAsLeader(1, 2, 0, 1000));  // [0..1] epoch 0
+  REQUIRE(log.AppendAsLeader(2, 2, 1, 1001));  // [2..3] epoch 1
+  REQUIRE(log.SetHighWatermark(4).ok());
+  REQUIRE(log.TruncateTo(3).ok());  // inside [2..3]: the whole batch goes
+  CHECK(*log.LogEndOffset() == 2);
+  CHECK(*log.HighWatermark() == 2);
+  CHECK(*log.LatestEpoch() == 0);
+  CHECK(log.cut_generation() == 1);
+}
+
+TEST_CASE("sim model: a power loss keeps what was synced and a prefix of the rest") {
+  Rng rng(42);
+  SECTION("every write synced: nothing lost") {
+    ModelReplicaLog log(0, SyncPolicy::kEveryWrite);
+    REQUIRE(log.AppendAsLeader(1, 1, 0, 1000));
+    REQUIRE(log.SetHighWatermark(1).ok());
+    log.PowerLoss(rng);
+    CHECK(*log.LogEndOffset() == 1);
+    CHECK(*log.HighWatermark() == 1);
+  }
+  SECTION("never synced: a prefix of the writes, in order") {
+    for (int trial = 0; trial < 50; ++trial) {
+      ModelReplicaLog log(0, SyncPolicy::kNever);
+      REQUIRE(log.AppendAsLeader(1, 1, 0, 1000));
+      REQUIRE(log.AppendAsLeader(2, 1, 0, 1001));
+      REQUIRE(log.SetHighWatermark(2).ok());
+      log.Sync();
+      REQUIRE(log.AppendAsLeader(3, 1, 0, 1002));
+      REQUIRE(log.TruncateTo(1).ok());
+      REQUIRE(log.AppendAsLeader(4, 1, 5, 1003));
+      log.PowerLoss(rng);
+      const ReplicaFiles& f = log.files();
+      // Synced: [0], [1], HW 2. After: +[2], cut to 1, +[1] epoch 5.
+      REQUIRE(f.log.size() >= 1);
+      CHECK(f.hw <= f.LogEnd());
+      if (f.log.size() >= 2 && f.log[1].epoch == 5) {
+        CHECK(f.LogEnd() == 2);  // the cut reached the disk before the append
+      }
+      CHECK(*log.LatestEpoch() == f.log.back().epoch);
+    }
+  }
+  SECTION("a kill keeps the page cache") {
+    ModelReplicaLog log(0, SyncPolicy::kNever);
+    REQUIRE(log.AppendAsLeader(1, 1, 0, 1000));
+    log.Kill();
+    CHECK(*log.LogEndOffset() == 1);
+  }
+}
+
+TEST_CASE("sim model: an injected I/O failure fails the write and marks the replica") {
+  ModelReplicaLog log(0, SyncPolicy::kEveryWrite);
+  log.FailNextIo();
+  auto appended = log.AppendAsLeader(1, 1, 0, 1000);
+  REQUIRE_FALSE(appended);
+  CHECK(appended.error().code() == Code::kIoError);
+  CHECK(log.io_failed());
+  CHECK(*log.LogEndOffset() == 0);
+}
+
+TEST_CASE("sim model: AlterPartition is a compare-and-swap on the partition epoch") {
+  ClusterState state;
+  PartitionState p;
+  p.topic = "t";
+  p.replicas = {0, 1, 2};
+  p.leader = 0;
+  p.isr = {0, 1, 2};
+  state.partitions.push_back(p);
+  MemClusterStore store(state);
+
+  PartitionState shrink = p;
+  shrink.isr = {0, 1};
+  auto done = store.AlterPartition(shrink, "shrink");
+  REQUIRE(done);
+  CHECK(done->partition_epoch == 1);
+  CHECK(done->isr == std::vector<int32_t>{0, 1});
+
+  // A proposal built on the old state (partition epoch 0) is fenced.
+  PartitionState stale = p;
+  stale.leader = 2;
+  stale.leader_epoch = 1;
+  auto refused = store.AlterPartition(stale, "stale");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == Code::kFenced);
+  CHECK(store.partition().leader == 0);
+  CHECK(store.partition().partition_epoch == 1);
+}
