@@ -601,8 +601,7 @@ Status FileClusterStore::WithSharedLock(const std::function<Status(const Cluster
   return fn(*state);
 }
 
-Status FileClusterStore::Change(
-    const std::function<Result<bool>(ClusterState&, std::vector<std::string>*)>& change) {
+Status FileClusterStore::Change(const Changer& change) {
   auto lock = FileLock::Acquire(dir_fd_.get(), format::kClusterLockName, LockMode::kExclusive,
                                 LockWait::kBlock, fs_);
   if (!lock) return lock.error();
