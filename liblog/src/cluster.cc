@@ -26,7 +26,8 @@ std::string Shown(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size() && i < 40; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    out += (c >= 0x20 && c < 0x7f) ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+    out += (c >= 0x20 && c < 0x7f) ? std::string(1, static_cast<char>(c))
+                                   : fmt::format("\\x{:02x}", c);
   }
   if (s.size() > 40) out += "...";
   return out;
@@ -66,8 +67,8 @@ std::optional<Breach> CheckReplicas(const ClusterState& s) {
     if (Status d = CheckAbsoluteDir(r.dir, "replica dir"); !d.ok())
       return Breach{"R43", d.message(), LineKind::kReplica, i};
     if (!dirs.insert(r.dir).second)
-      return Breach{"R43", fmt::format("replica {}: dir {} is another replica's", r.id,
-                                       Shown(r.dir)),
+      return Breach{"R43",
+                    fmt::format("replica {}: dir {} is another replica's", r.id, Shown(r.dir)),
                     LineKind::kReplica, i};
   }
   return std::nullopt;
@@ -103,8 +104,8 @@ std::optional<Breach> CheckTopics(const ClusterState& s) {
 std::optional<Breach> CheckPartitionLine(const ClusterState& s, const PartitionState& p,
                                          const ReplicatedTopic& t, size_t i) {
   auto at = [&](std::string what) {
-    return Breach{"R45", fmt::format("{}-{}: {}", p.topic, p.partition, what),
-                  LineKind::kPartition, i};
+    return Breach{"R45", fmt::format("{}-{}: {}", p.topic, p.partition, what), LineKind::kPartition,
+                  i};
   };
   if (p.partition < 0 || p.partition >= t.partitions)
     return at(fmt::format("partition outside 0..{}", t.partitions - 1));
@@ -139,15 +140,15 @@ std::optional<Breach> CheckPartitions(const ClusterState& s) {
     }
     while (ti < s.topics.size() && s.topics[ti].name < p.topic) {
       if (expected != s.topics[ti].partitions)
-        return Breach{"R45", fmt::format("topic {}: partition {} has no line", s.topics[ti].name,
-                                         expected),
-                      LineKind::kTopic, ti};
+        return Breach{
+            "R45", fmt::format("topic {}: partition {} has no line", s.topics[ti].name, expected),
+            LineKind::kTopic, ti};
       ++ti;
       expected = 0;
     }
     if (ti == s.topics.size() || s.topics[ti].name != p.topic)
-      return Breach{"R45", fmt::format("{}-{}: no topic line for {}", p.topic, p.partition,
-                                       p.topic),
+      return Breach{"R45",
+                    fmt::format("{}-{}: no topic line for {}", p.topic, p.partition, p.topic),
                     LineKind::kPartition, i};
     if (auto b = CheckPartitionLine(s, p, s.topics[ti], i)) return b;
     if (p.partition != expected)
@@ -157,8 +158,8 @@ std::optional<Breach> CheckPartitions(const ClusterState& s) {
   }
   for (; ti < s.topics.size(); ++ti, expected = 0) {
     if (expected != s.topics[ti].partitions)
-      return Breach{"R45", fmt::format("topic {}: partition {} has no line", s.topics[ti].name,
-                                       expected),
+      return Breach{"R45",
+                    fmt::format("topic {}: partition {} has no line", s.topics[ti].name, expected),
                     LineKind::kTopic, ti};
   }
   return std::nullopt;
@@ -214,9 +215,9 @@ Status Parser::CheckFrame(size_t* body_end) {
   const size_t nl = t_.find('\n');
   const std::string_view first = t_.substr(0, nl);
   if (!first.starts_with(magic))
-    return Corrupt(0, "R41", fmt::format("the first line is not \"{} {}\" (not a cluster state)",
-                                         format::kClusterStateMagic,
-                                         format::kClusterStateVersion));
+    return Corrupt(0, "R41",
+                   fmt::format("the first line is not \"{} {}\" (not a cluster state)",
+                               format::kClusterStateMagic, format::kClusterStateVersion));
   const std::string_view version = first.substr(magic.size());
   if (version != std::to_string(format::kClusterStateVersion)) {
     if (nl != std::string_view::npos && !version.empty() &&
@@ -224,8 +225,7 @@ Status Parser::CheckFrame(size_t* body_end) {
       return Status(Code::kUnsupported,
                     fmt::format("{}: position {}: R41: cluster state version {}: this mq reads "
                                 "version {} only (unsupported)",
-                                file_, magic.size(), Shown(version),
-                                format::kClusterStateVersion));
+                                file_, magic.size(), Shown(version), format::kClusterStateVersion));
     return Corrupt(magic.size(), "R41", fmt::format("bad version \"{}\"", Shown(version)));
   }
   if (t_.back() != '\n')
@@ -236,9 +236,10 @@ Status Parser::CheckFrame(size_t* body_end) {
   const std::string keyword = std::string(format::kClusterCrcKeyword) + ' ';
   if (crc_at <= nl || !crc_line.starts_with(keyword) ||
       crc_line.size() != keyword.size() + format::kClusterCrcHexDigits)
-    return Corrupt(crc_at, "R41", fmt::format("the last line is not \"{} <8 hex digits>\" "
-                                              "(truncated or edited)",
-                                              format::kClusterCrcKeyword));
+    return Corrupt(crc_at, "R41",
+                   fmt::format("the last line is not \"{} <8 hex digits>\" "
+                               "(truncated or edited)",
+                               format::kClusterCrcKeyword));
   uint32_t stored = 0;
   for (char c : crc_line.substr(keyword.size())) {
     int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
@@ -270,8 +271,8 @@ Status Parser::Split(std::string_view line, uint64_t at, size_t n, bool rest,
   }
   out->push_back({line.substr(start), at + start});
   if (out->size() != n)
-    return Corrupt(at, "R42", fmt::format("{} field(s) in a {} line, not {}", out->size(),
-                                          (*out)[0].text, n));
+    return Corrupt(at, "R42",
+                   fmt::format("{} field(s) in a {} line, not {}", out->size(), (*out)[0].text, n));
   if (out->back().text.empty()) return Corrupt(at + start, "R42", "an empty last field");
   const size_t extra = out->back().text.find(format::kClusterFieldSeparator);
   if (!rest && extra != std::string_view::npos)
@@ -291,14 +292,17 @@ Result<int64_t> Parser::Number(const Field& f, int64_t min, int64_t max, const c
   if (ok) {
     for (char c : t) {
       const int d = c - '0';
-      if (v > (INT64_MAX - d) / 10) { ok = false; break; }
+      if (v > (INT64_MAX - d) / 10) {
+        ok = false;
+        break;
+      }
       v = v * 10 + d;
     }
   }
   if (negative) v = -v;
   if (!ok || v < min || v > max)
-    return Corrupt(f.position, "R42", fmt::format("{} \"{}\": not a number in {}..{}", what,
-                                                  Shown(f.text), min, max));
+    return Corrupt(f.position, "R42",
+                   fmt::format("{} \"{}\": not a number in {}..{}", what, Shown(f.text), min, max));
   return v;
 }
 
@@ -327,11 +331,14 @@ Status Parser::Line(std::string_view line, uint64_t at, ClusterState* s) {
   const std::string_view keyword = line.substr(0, line.find(' '));
   int kind = keyword == "replica" ? 1 : keyword == "topic" ? 2 : keyword == "partition" ? 3 : 0;
   if (kind == 0)
-    return Corrupt(at, "R42", fmt::format("unknown line \"{}\" (replica, topic or partition)",
-                                          Shown(keyword)));
+    return Corrupt(
+        at, "R42",
+        fmt::format("unknown line \"{}\" (replica, topic or partition)", Shown(keyword)));
   if (kind < kind_)
-    return Corrupt(at, "R42", fmt::format("a {} line after a later kind (replica lines, then "
-                                          "topic lines, then partition lines)", keyword));
+    return Corrupt(at, "R42",
+                   fmt::format("a {} line after a later kind (replica lines, then "
+                               "topic lines, then partition lines)",
+                               keyword));
   kind_ = kind;
   std::vector<Field> f;
   if (kind == 1) {
@@ -420,9 +427,8 @@ std::string Iso8601Now() {
   const time_t secs = static_cast<time_t>(ms.count() / 1000);
   struct tm tm {};
   gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ms.count() % 1000);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms.count() % 1000);
 }
 
 std::string Printable(std::string_view s) {
@@ -438,8 +444,8 @@ std::string ChangeLine(const PartitionState* old, const PartitionState& now,
                        std::string_view reason) {
   auto was = [&](auto get) { return old ? get(*old) : std::string("-"); };
   return fmt::format(
-      "{} {} leader {}>{} leader_epoch {}>{} partition_epoch {}>{} isr {}>{} reason {}",
-      now.topic, now.partition, was([](const PartitionState& p) { return std::to_string(p.leader); }),
+      "{} {} leader {}>{} leader_epoch {}>{} partition_epoch {}>{} isr {}>{} reason {}", now.topic,
+      now.partition, was([](const PartitionState& p) { return std::to_string(p.leader); }),
       now.leader, was([](const PartitionState& p) { return std::to_string(p.leader_epoch); }),
       now.leader_epoch,
       was([](const PartitionState& p) { return std::to_string(p.partition_epoch); }),
@@ -483,15 +489,16 @@ Result<ClusterState> ClusterState::Parse(std::string_view text, const std::strin
 }
 
 std::string ClusterState::Serialize() const {
-  std::string out = fmt::format("{} {}\n", format::kClusterStateMagic, format::kClusterStateVersion);
+  std::string out =
+      fmt::format("{} {}\n", format::kClusterStateMagic, format::kClusterStateVersion);
   for (const ReplicaRoot& r : replicas) out += fmt::format("replica {} {}\n", r.id, r.dir);
   for (const ReplicatedTopic& t : topics)
     out += fmt::format("topic {} {} {} {} {}\n", t.name, t.partitions, t.replication_factor,
                        t.min_insync_replicas, t.replica_lag_time_max_ms);
   for (const PartitionState& p : partitions)
     out += fmt::format("partition {} {} {} {} {} {} {}\n", p.topic, p.partition,
-                       FormatReplicaList(p.replicas), p.leader, p.leader_epoch,
-                       p.partition_epoch, FormatReplicaList(p.isr));
+                       FormatReplicaList(p.replicas), p.leader, p.leader_epoch, p.partition_epoch,
+                       FormatReplicaList(p.isr));
   out += fmt::format("{} {:08x}\n", format::kClusterCrcKeyword, Crc32c(AsBytes(out)));
   return out;
 }
@@ -556,8 +563,8 @@ Result<std::unique_ptr<FileClusterStore>> FileClusterStore::Open(const std::stri
     return Status(Code::kNotFound, fmt::format("{}: not an mq cluster directory (no {})", dir,
                                                format::kClusterStateName));
   // Of several creators, the one holding the lock writes the empty state.
-  auto lock = FileLock::Acquire(dfd, format::kClusterLockName, LockMode::kExclusive,
-                                LockWait::kBlock, fs);
+  auto lock =
+      FileLock::Acquire(dfd, format::kClusterLockName, LockMode::kExclusive, LockWait::kBlock, fs);
   if (!lock) return lock.error();
   st = fs->StatAt(dfd, format::kClusterStateName);
   if (st) return store;
@@ -594,8 +601,7 @@ Status FileClusterStore::WithSharedLock(const std::function<Status(const Cluster
   return fn(*state);
 }
 
-Status FileClusterStore::Change(
-    const std::function<Result<bool>(ClusterState&, std::vector<std::string>*)>& change) {
+Status FileClusterStore::Change(const Changer& change) {
   auto lock = FileLock::Acquire(dir_fd_.get(), format::kClusterLockName, LockMode::kExclusive,
                                 LockWait::kBlock, fs_);
   if (!lock) return lock.error();
@@ -608,12 +614,11 @@ Status FileClusterStore::Change(
   MQ_RETURN_IF_ERROR(state->Validate());
   const std::string text = state->Serialize();
   if (text.size() > format::kMaxClusterStateBytes)
-    return Status(Code::kTooLarge,
-                  fmt::format("{}/{}: the new state is {} bytes, more than the {} allowed (R41)",
-                              dir_, format::kClusterStateName, text.size(),
-                              format::kMaxClusterStateBytes));
-  MQ_RETURN_IF_ERROR(
-      WriteFileAtomic(dir_fd_.get(), format::kClusterStateName, AsBytes(text), fs_));
+    return Status(
+        Code::kTooLarge,
+        fmt::format("{}/{}: the new state is {} bytes, more than the {} allowed (R41)", dir_,
+                    format::kClusterStateName, text.size(), format::kMaxClusterStateBytes));
+  MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd_.get(), format::kClusterStateName, AsBytes(text), fs_));
   // The change log (§18.5): after the state is durable, under the lock.
   const std::string now = Iso8601Now();
   std::string log;
@@ -694,9 +699,9 @@ Status FileClusterStore::CreateTopic(const ReplicatedTopic& topic,
         same = ps != nullptr && ps->replicas == assignment(p);
       }
       if (same) return false;
-      return Status(Code::kInvalidArgument,
-                    fmt::format("topic {} exists in {} with other settings or replicas",
-                                topic.name, dir_));
+      return Status(
+          Code::kInvalidArgument,
+          fmt::format("topic {} exists in {} with other settings or replicas", topic.name, dir_));
     }
     state.topics.push_back(topic);
     std::sort(state.topics.begin(), state.topics.end(),

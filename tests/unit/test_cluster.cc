@@ -15,8 +15,8 @@
 #include <sstream>
 #include <string>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include "format.h"
 #include "mq/cluster.h"
@@ -152,35 +152,44 @@ TEST_CASE("R41 state file: size, version line, crc32c line") {
 
 TEST_CASE("R42 lines: kinds, order, fields, numbers") {
   // An unknown kind.
-  ExpectBreach(Edit(kExampleBody, "replica 1 ", "replicant 1 "), "R42", kExampleBody.find("replica 1"));
+  ExpectBreach(Edit(kExampleBody, "replica 1 ", "replicant 1 "), "R42",
+               kExampleBody.find("replica 1"));
   // Kinds out of order: a replica line after a topic line.
   ExpectBreach(kExampleBody + "replica 9 /srv/mq/r9\n", "R42", kExampleBody.size());
   // A field missing, one too many.
   const uint64_t topic_at = kExampleBody.find("topic");
-  ExpectBreach(Edit(kExampleBody, "topic orders 2 3 2 30000", "topic orders 2 3 2"), "R42", topic_at);
+  ExpectBreach(Edit(kExampleBody, "topic orders 2 3 2 30000", "topic orders 2 3 2"), "R42",
+               topic_at);
   ExpectBreach(Edit(kExampleBody, "topic orders 2 3 2 30000", "topic orders 2 3 2 30000 1"), "R42",
                topic_at + 24);
   // Two spaces between fields.
   ExpectBreach(Edit(kExampleBody, "topic orders 2", "topic  orders 2"), "R42", topic_at + 6);
   // Numbers: a leading zero, a sign, a letter, an overflow, a leader below -1.
   const uint64_t p0 = kExampleBody.find("partition orders 0");
-  ExpectBreach(Edit(kExampleBody, "partition orders 0 0,1,2 0 0 0", "partition orders 0 0,1,2 0 00 0"),
-               "R42", p0 + 27);
-  ExpectBreach(Edit(kExampleBody, "replica 2 ", "replica +2 "), "R42", kExampleBody.find("replica 2") + 8);
-  ExpectBreach(Edit(kExampleBody, "replica 2 ", "replica 2x "), "R42", kExampleBody.find("replica 2") + 8);
+  ExpectBreach(
+      Edit(kExampleBody, "partition orders 0 0,1,2 0 0 0", "partition orders 0 0,1,2 0 00 0"),
+      "R42", p0 + 27);
+  ExpectBreach(Edit(kExampleBody, "replica 2 ", "replica +2 "), "R42",
+               kExampleBody.find("replica 2") + 8);
+  ExpectBreach(Edit(kExampleBody, "replica 2 ", "replica 2x "), "R42",
+               kExampleBody.find("replica 2") + 8);
   ExpectBreach(Edit(kExampleBody, "replica 2 ", "replica 2147483648 "), "R42",
                kExampleBody.find("replica 2") + 8);
-  ExpectBreach(Edit(kExampleBody, "partition orders 0 0,1,2 0", "partition orders 0 0,1,2 -2"), "R42",
-               p0 + 25);
+  ExpectBreach(Edit(kExampleBody, "partition orders 0 0,1,2 0", "partition orders 0 0,1,2 -2"),
+               "R42", p0 + 25);
   // An empty replica list, a list with an empty member.
-  ExpectBreach(Edit(kExampleBody, "partition orders 0 0,1,2", "partition orders 0 -"), "R42", p0 + 19);
-  ExpectBreach(Edit(kExampleBody, "partition orders 0 0,1,2", "partition orders 0 0,,2"), "R42", p0 + 21);
+  ExpectBreach(Edit(kExampleBody, "partition orders 0 0,1,2", "partition orders 0 -"), "R42",
+               p0 + 19);
+  ExpectBreach(Edit(kExampleBody, "partition orders 0 0,1,2", "partition orders 0 0,,2"), "R42",
+               p0 + 21);
   // A control byte in a line (a tab, a CR).
-  ExpectBreach(Edit(kExampleBody, "/srv/mq/r0", "/srv/mq/r0\r"), "R42", kExampleBody.find("/srv/mq/r0") + 10);
+  ExpectBreach(Edit(kExampleBody, "/srv/mq/r0", "/srv/mq/r0\r"), "R42",
+               kExampleBody.find("/srv/mq/r0") + 10);
   // A leader of -1 and an empty ISR are not breaches.
-  auto none = mq::ClusterState::Parse(
-      Signed(Edit(kExampleBody, "partition orders 0 0,1,2 0 0 0 0,1,2", "partition orders 0 0,1,2 -1 0 0 -")),
-      "f");
+  auto none =
+      mq::ClusterState::Parse(Signed(Edit(kExampleBody, "partition orders 0 0,1,2 0 0 0 0,1,2",
+                                          "partition orders 0 0,1,2 -1 0 0 -")),
+                              "f");
   REQUIRE(none.has_value());
   CHECK(none->partitions[0].leader == -1);
   CHECK(none->partitions[0].isr.empty());
@@ -195,7 +204,8 @@ TEST_CASE("R43 replicas: increasing ids, absolute distinct dirs") {
   ExpectBreach(Edit(kExampleBody, "/srv/mq/r1", "/srv/mq/r1/"), "R43", r1);
   ExpectBreach(Edit(kExampleBody, "/srv/mq/r1", "/srv//r1"), "R43", r1);
   // A dir with a space is the rest of the line.
-  auto spaced = mq::ClusterState::Parse(Signed(Edit(kExampleBody, "/srv/mq/r1", "/srv/my disk/r1")), "f");
+  auto spaced =
+      mq::ClusterState::Parse(Signed(Edit(kExampleBody, "/srv/mq/r1", "/srv/my disk/r1")), "f");
   REQUIRE(spaced.has_value());
   CHECK(spaced->replicas[1].dir == "/srv/my disk/r1");
   CHECK(mq::CheckAbsoluteDir("/", "dir").code() == mq::Code::kInvalidArgument);
@@ -205,7 +215,8 @@ TEST_CASE("R44 topics: valid sorted names, ranges, min.insync.replicas <= replic
   const uint64_t t = kExampleBody.find("topic");
   ExpectBreach(Edit(kExampleBody, "topic orders 2 3 2", "topic orders 2 3 4"), "R44", t);
   ExpectBreach(Edit(kExampleBody, "topic orders 2 3 2", "topic orders 2 3 0"), "R44", t);
-  ExpectBreach(Edit(kExampleBody, "topic orders 2 3 2", "topic orders 2 4 2"), "R44", t);  // 3 replicas
+  ExpectBreach(Edit(kExampleBody, "topic orders 2 3 2", "topic orders 2 4 2"), "R44",
+               t);  // 3 replicas
   ExpectBreach(Edit(kExampleBody, "topic orders 2 3 2", "topic orders 10001 3 2"), "R44", t);
   ExpectBreach(Edit(kExampleBody, "topic orders 2 3 2 30000", "topic orders 2 3 2 0"), "R44", t);
   ExpectBreach(Edit(kExampleBody, "topic orders ", "topic or/ders "), "R44", t);
@@ -234,7 +245,8 @@ TEST_CASE("R45 partitions: complete, sorted, replicas and ISR consistent") {
     ExpectBreach(Edit(body, "0,1,2 0 0 0 0,1,2", "0,1,2 0 0 0 0,1,1"), "R45", p0);
   }
   SECTION("one line per partition, sorted, of a known topic") {
-    ExpectBreach(Edit(body, "partition orders 1 1,2,0 1 0 0 1,2,0\n", ""), "R45", body.find("topic"));
+    ExpectBreach(Edit(body, "partition orders 1 1,2,0 1 0 0 1,2,0\n", ""), "R45",
+                 body.find("topic"));
     ExpectBreach(body + "partition orders 1 1,2,0 1 0 0 1,2,0\n", "R45", body.size());
     ExpectBreach(body + "partition orders 2 1,2,0 1 0 0 1,2,0\n", "R45", body.size());
     ExpectBreach(body + "partition other 0 1,2,0 1 0 0 1,2,0\n", "R45", body.size());
@@ -247,7 +259,8 @@ TEST_CASE("R45 partitions: complete, sorted, replicas and ISR consistent") {
 
 TEST_CASE("cluster state: Parse(Serialize(x)) == x for random states") {
   const uint64_t seed = Seed();
-  std::printf("cluster state round trip: MQ_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  std::printf("cluster state round trip: MQ_TEST_SEED=%llu\n",
+              static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   auto pick = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
@@ -280,7 +293,9 @@ TEST_CASE("cluster state: Parse(Serialize(x)) == x for random states") {
         ps.isr = ps.replicas;
         std::shuffle(ps.isr.begin(), ps.isr.end(), rng);
         ps.isr.resize(static_cast<size_t>(pick(0, topic.replication_factor)));
-        ps.leader = ps.isr.empty() || pick(0, 5) == 0 ? -1 : ps.isr[static_cast<size_t>(pick(0, ps.isr.size() - 1))];
+        ps.leader = ps.isr.empty() || pick(0, 5) == 0
+                        ? -1
+                        : ps.isr[static_cast<size_t>(pick(0, ps.isr.size() - 1))];
         ps.leader_epoch = static_cast<int32_t>(pick(0, INT32_MAX));
         ps.partition_epoch = static_cast<int32_t>(pick(0, INT32_MAX));
         s.partitions.push_back(ps);
@@ -303,11 +318,16 @@ TEST_CASE("cluster state: hostile files are corruption naming file, position and
     std::string bad = good;
     const int how = static_cast<int>(rng() % 4);
     const size_t at = rng() % bad.size();
-    if (how == 0) bad.resize(at);
-    else if (how == 1) bad[at] = static_cast<char>(rng());
-    else if (how == 2) bad.insert(at, std::string(1 + rng() % 8, static_cast<char>(rng())));
-    else bad = Signed(good.substr(0, good.size() - 16).insert(std::min(at, good.size() - 16),
-                                                              std::string(1, static_cast<char>(rng()))));
+    if (how == 0)
+      bad.resize(at);
+    else if (how == 1)
+      bad[at] = static_cast<char>(rng());
+    else if (how == 2)
+      bad.insert(at, std::string(1 + rng() % 8, static_cast<char>(rng())));
+    else
+      bad = Signed(
+          good.substr(0, good.size() - 16)
+              .insert(std::min(at, good.size() - 16), std::string(1, static_cast<char>(rng()))));
     auto r = mq::ClusterState::Parse(bad, "cs");
     INFO("seed " << seed << " round " << round << " text " << bad);
     if (r.has_value()) {
@@ -338,7 +358,8 @@ std::unique_ptr<mq::FileClusterStore> ExampleStore(const TempDir& tmp) {
 TEST_CASE("cluster store: Open creates the directory with an empty state") {
   TempDir tmp;
   CHECK(mq::FileClusterStore::Open(tmp / "none", false).error().code() == mq::Code::kNotFound);
-  CHECK(mq::FileClusterStore::Open("relative/dir", true).error().code() == mq::Code::kInvalidArgument);
+  CHECK(mq::FileClusterStore::Open("relative/dir", true).error().code() ==
+        mq::Code::kInvalidArgument);
   auto store = mq::FileClusterStore::Open(tmp / "cluster", true);
   REQUIRE(store.has_value());
   CHECK(Slurp(tmp / "cluster/cluster-state") == Signed("mq-cluster-state 1\n"));
@@ -355,7 +376,9 @@ TEST_CASE("cluster store: CreateTopic assigns ids and rotates the replicas per p
   auto store = ExampleStore(tmp);
   CHECK(Slurp(tmp / "cluster/cluster-state") == Signed(kExampleBody));
   // The same again changes nothing; other settings or roots are refused.
-  REQUIRE((*store).CreateTopic({"orders", 2, 3, 2, 30000}, {"/srv/mq/r0", "/srv/mq/r1", "/srv/mq/r2"}).ok());
+  REQUIRE((*store)
+              .CreateTopic({"orders", 2, 3, 2, 30000}, {"/srv/mq/r0", "/srv/mq/r1", "/srv/mq/r2"})
+              .ok());
   CHECK(Slurp(tmp / "cluster/cluster-state") == Signed(kExampleBody));
   CHECK(store->CreateTopic({"orders", 3, 3, 2, 30000}, {"/srv/mq/r0", "/srv/mq/r1", "/srv/mq/r2"})
             .code() == mq::Code::kInvalidArgument);
@@ -412,10 +435,12 @@ TEST_CASE("R46 atomic update: AlterPartition is a compare-and-swap on the partit
   std::vector<std::string> lines;
   for (std::string l; std::getline(log, l);) lines.push_back(l);
   REQUIRE(lines.size() == 3);
-  CHECK_THAT(lines[0], Catch::Matches(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z orders 0 leader ->0 )"
-                                      R"(leader_epoch ->0 partition_epoch ->0 isr ->0,1,2 reason create)"));
-  CHECK_THAT(lines[2], Catch::EndsWith(" orders 0 leader 0>1 leader_epoch 0>1 partition_epoch 0>1 "
-                                       "isr 0,1,2>1,2 reason clean election: leader 0 unavailable"));
+  CHECK_THAT(lines[0],
+             Catch::Matches(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z orders 0 leader ->0 )"
+                            R"(leader_epoch ->0 partition_epoch ->0 isr ->0,1,2 reason create)"));
+  CHECK_THAT(lines[2],
+             Catch::EndsWith(" orders 0 leader 0>1 leader_epoch 0>1 partition_epoch 0>1 "
+                             "isr 0,1,2>1,2 reason clean election: leader 0 unavailable"));
 }
 
 TEST_CASE("R46 atomic update: of two processes racing AlterPartition exactly one wins") {
@@ -517,20 +542,23 @@ TEST_CASE("cluster store: WithSharedLock holds cluster.lock shared while it runs
   auto dir = mq::OpenDirectory(tmp / "cluster", false);
   REQUIRE(dir.has_value());
   bool ran = false;
-  REQUIRE(store->WithSharedLock([&](const mq::ClusterState& s) {
-    ran = true;
-    CHECK(s.Topic("orders") != nullptr);
-    // A writer would wait: someone holds the lock; no one holds it exclusively.
-    CHECK(*mq::IsLocked(dir->get(), "cluster.lock", mq::LockMode::kExclusive));
-    CHECK_FALSE(*mq::IsLocked(dir->get(), "cluster.lock", mq::LockMode::kShared));
-    return mq::Status::Ok();
-  }).ok());
+  REQUIRE(store
+              ->WithSharedLock([&](const mq::ClusterState& s) {
+                ran = true;
+                CHECK(s.Topic("orders") != nullptr);
+                // A writer would wait: someone holds the lock; no one holds it exclusively.
+                CHECK(*mq::IsLocked(dir->get(), "cluster.lock", mq::LockMode::kExclusive));
+                CHECK_FALSE(*mq::IsLocked(dir->get(), "cluster.lock", mq::LockMode::kShared));
+                return mq::Status::Ok();
+              })
+              .ok());
   CHECK(ran);
   CHECK_FALSE(*mq::IsLocked(dir->get(), "cluster.lock", mq::LockMode::kExclusive));
   // fn's error is returned.
-  CHECK(store->WithSharedLock([](const mq::ClusterState&) {
-    return mq::Status(mq::Code::kBusy, "x");
-  }).code() == mq::Code::kBusy);
+  CHECK(
+      store
+          ->WithSharedLock([](const mq::ClusterState&) { return mq::Status(mq::Code::kBusy, "x"); })
+          .code() == mq::Code::kBusy);
 }
 
 TEST_CASE("R46 atomic update: changes from several processes at once are all kept") {

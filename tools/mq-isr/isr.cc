@@ -90,10 +90,11 @@ std::string LeaderText(int32_t leader) {
 
 // Kafka's describe line, then mq's own fields.
 void PrintPartition(cli::Output& out, const PartitionState& p, const Health& h) {
-  out.Print("\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLeaderEpoch: {}"
-            "\tPartitionEpoch: {}",
-            p.topic, p.partition, LeaderText(p.leader), FormatReplicaList(p.replicas),
-            FormatReplicaList(p.isr), p.leader_epoch, p.partition_epoch);
+  out.Print(
+      "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLeaderEpoch: {}"
+      "\tPartitionEpoch: {}",
+      p.topic, p.partition, LeaderText(p.leader), FormatReplicaList(p.replicas),
+      FormatReplicaList(p.isr), p.leader_epoch, p.partition_epoch);
   if (h.unavailable) out.Print("\tUnavailable: {}", h.why);
   out.Print("\n");
 }
@@ -107,8 +108,9 @@ void JsonPartition(cli::Output& out, const ClusterState& state, const PartitionS
   fmt::memory_buffer b;
   fmt::format_to(std::back_inserter(b), "{{\"type\":\"partition\",\"topic\":");
   AppendJsonString(b, p.topic);
-  fmt::format_to(std::back_inserter(b), ",\"partition\":{},\"leader\":{},\"replicas\":",
-                 p.partition, p.leader < 0 ? std::string("null") : std::to_string(p.leader));
+  fmt::format_to(std::back_inserter(b),
+                 ",\"partition\":{},\"leader\":{},\"replicas\":", p.partition,
+                 p.leader < 0 ? std::string("null") : std::to_string(p.leader));
   JsonList(b, p.replicas);
   fmt::format_to(std::back_inserter(b), ",\"isr\":");
   JsonList(b, p.isr);
@@ -116,8 +118,10 @@ void JsonPartition(cli::Output& out, const ClusterState& state, const PartitionS
                  p.leader_epoch, p.partition_epoch);
   fmt::format_to(std::back_inserter(b), ",\"leader_dir\":");
   const ReplicaRoot* r = p.leader < 0 ? nullptr : state.Replica(p.leader);
-  if (r != nullptr && IsUtf8(r->dir)) AppendJsonString(b, r->dir);
-  else fmt::format_to(std::back_inserter(b), "null");
+  if (r != nullptr && IsUtf8(r->dir))
+    AppendJsonString(b, r->dir);
+  else
+    fmt::format_to(std::back_inserter(b), "null");
   fmt::format_to(std::back_inserter(b),
                  ",\"under_replicated\":{},\"under_min_isr\":{},\"at_min_isr\":{},"
                  "\"unavailable\":{}}}\n",
@@ -140,8 +144,10 @@ void JsonTopic(cli::Output& out, const ReplicatedTopic& t) {
 void JsonReplica(cli::Output& out, const ReplicaRoot& r) {
   fmt::memory_buffer b;
   fmt::format_to(std::back_inserter(b), "{{\"type\":\"replica\",\"id\":{},\"dir\":", r.id);
-  if (IsUtf8(r.dir)) AppendJsonString(b, r.dir);
-  else fmt::format_to(std::back_inserter(b), "null");
+  if (IsUtf8(r.dir))
+    AppendJsonString(b, r.dir);
+  else
+    fmt::format_to(std::back_inserter(b), "null");
   fmt::format_to(std::back_inserter(b), "}}\n");
   out.Write(std::string_view(b.data(), b.size()));
 }
@@ -202,7 +208,8 @@ std::string EndOffsetOf(const ClusterState& state, int32_t id, const PartitionSt
 
 void WarnUnclean(const ClusterState& state, const PartitionState& p, const PartitionState& next) {
   const std::string new_end = EndOffsetOf(state, next.leader, p);
-  const std::string old_end = p.leader < 0 ? "unknown (no leader)" : EndOffsetOf(state, p.leader, p);
+  const std::string old_end =
+      p.leader < 0 ? "unknown (no leader)" : EndOffsetOf(state, p.leader, p);
   cli::Warn(fmt::format(
       "WARNING: UNCLEAN leader election for {}-{}: replica {} is not in the ISR ({}). Its log "
       "ends at offset {}; the old leader {}'s ended at {}. Records the old leader held from "
@@ -222,7 +229,8 @@ Result<ElectOutcome> ElectOne(FileClusterStore& store, std::string topic, int32_
     auto state = store.Load();
     if (!state) return state.error();
     const PartitionState* p = state->Partition(topic, partition);
-    if (p == nullptr) return Status(Code::kNotFound, fmt::format("no partition {}-{}", topic, partition));
+    if (p == nullptr)
+      return Status(Code::kNotFound, fmt::format("no partition {}-{}", topic, partition));
     Liveness live(*state, *p);
     auto is_live = [&](int32_t id) { return live.Live(id); };
     std::optional<PartitionState> next;
@@ -230,12 +238,14 @@ Result<ElectOutcome> ElectOne(FileClusterStore& store, std::string topic, int32_
     if (mode == ElectMode::kPreferred) {
       next = ElectLeader(*p, ElectionKind::kPreferred, is_live);
       if (!next) return ElectOutcome::kNothing;
-      reason = fmt::format("preferred election: leader {} -> {}", LeaderText(p->leader), next->leader);
+      reason =
+          fmt::format("preferred election: leader {} -> {}", LeaderText(p->leader), next->leader);
     } else {
       if (p->leader >= 0 && live.Live(p->leader)) return ElectOutcome::kNothing;
       const std::string why = p->leader < 0 ? "no leader" : live.Why(p->leader).message();
       next = ElectLeader(*p, ElectionKind::kClean, is_live);
-      reason = fmt::format("clean election: leader {} unavailable ({})", LeaderText(p->leader), why);
+      reason =
+          fmt::format("clean election: leader {} unavailable ({})", LeaderText(p->leader), why);
       if (!next && mode == ElectMode::kUnclean) {
         next = ElectLeader(*p, ElectionKind::kUnclean, is_live);
         if (next) WarnUnclean(*state, *p, *next);
@@ -311,26 +321,32 @@ int Describe(const std::string& cluster, const DescribeOptions& o, cli::Output& 
   if (o.topic && state->Topic(*o.topic) == nullptr) return cli::Fail(NoTopic(cluster, *o.topic));
   if (!o.any_filter()) {
     for (const ReplicaRoot& r : state->replicas) {
-      if (o.json) JsonReplica(out, r);
-      else out.Print("Replica: {}\tDir: {}\n", r.id, r.dir);
+      if (o.json)
+        JsonReplica(out, r);
+      else
+        out.Print("Replica: {}\tDir: {}\n", r.id, r.dir);
     }
   }
   for (const ReplicatedTopic& t : state->topics) {
     if (o.topic && t.name != *o.topic) continue;
     if (!o.any_filter()) {
-      if (o.json) JsonTopic(out, t);
+      if (o.json)
+        JsonTopic(out, t);
       else
-        out.Print("Topic: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: "
-                  "min.insync.replicas={},replica.lag.time.max.ms={}\n",
-                  t.name, t.partitions, t.replication_factor, t.min_insync_replicas,
-                  t.replica_lag_time_max_ms);
+        out.Print(
+            "Topic: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: "
+            "min.insync.replicas={},replica.lag.time.max.ms={}\n",
+            t.name, t.partitions, t.replication_factor, t.min_insync_replicas,
+            t.replica_lag_time_max_ms);
     }
     for (const PartitionState& p : state->partitions) {
       if (p.topic != t.name) continue;
       const Health h = HealthOf(*state, p);
       if (!Selected(o, h)) continue;
-      if (o.json) JsonPartition(out, *state, p, h);
-      else PrintPartition(out, p, h);
+      if (o.json)
+        JsonPartition(out, *state, p, h);
+      else
+        PrintPartition(out, p, h);
     }
   }
   return out.FinishExitCode();
@@ -361,9 +377,10 @@ int Check(const std::string& cluster, const std::optional<std::string>& topic, c
     }
   }
   if (bad == 0)
-    out.Print("OK: {} topic(s), {} partition(s): every partition has an available leader and "
-              "its full ISR\n",
-              topics, partitions);
+    out.Print(
+        "OK: {} topic(s), {} partition(s): every partition has an available leader and "
+        "its full ISR\n",
+        topics, partitions);
   else
     out.Print("PROBLEMS: {} of {} partition(s) in {} topic(s)\n", bad, partitions, topics);
   if (int rc = out.FinishExitCode(); rc != 0) return rc;
@@ -377,9 +394,8 @@ int Elect(const std::string& cluster, const ElectOptions& o, cli::Output& out) {
   if (!state) return cli::Fail(state.error());
   if (o.topic && state->Topic(*o.topic) == nullptr) return cli::Fail(NoTopic(cluster, *o.topic));
   if (o.partition && !state->Partition(*o.topic, *o.partition))
-    return cli::Fail(Status(Code::kNotFound,
-                            fmt::format("{}: topic {} has no partition {}", cluster, *o.topic,
-                                        *o.partition)));
+    return cli::Fail(Status(Code::kNotFound, fmt::format("{}: topic {} has no partition {}",
+                                                         cluster, *o.topic, *o.partition)));
   size_t elected = 0, stuck = 0;
   for (const PartitionState& p : state->partitions) {
     if (o.topic && p.topic != *o.topic) continue;

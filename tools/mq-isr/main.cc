@@ -15,10 +15,14 @@ int main(int argc, char** argv) {
   return mq::cli::RunGuarded([&] {
     mq::cli::Output out;
     switch (o.command) {
-      case mq::isr::Command::kCreate: return mq::isr::Create(o.cluster, o.create, out);
-      case mq::isr::Command::kDescribe: return mq::isr::Describe(o.cluster, o.describe, out);
-      case mq::isr::Command::kElect: return mq::isr::Elect(o.cluster, o.elect, out);
-      case mq::isr::Command::kCheck: break;
+      case mq::isr::Command::kCreate:
+        return mq::isr::Create(o.cluster, o.create, out);
+      case mq::isr::Command::kDescribe:
+        return mq::isr::Describe(o.cluster, o.describe, out);
+      case mq::isr::Command::kElect:
+        return mq::isr::Elect(o.cluster, o.elect, out);
+      case mq::isr::Command::kCheck:
+        break;
     }
     return mq::isr::Check(o.cluster, o.check_topic, out);
   });

@@ -39,15 +39,17 @@ int ApplyOverrides(const std::vector<std::string>& overrides, CreateOptions& o) 
       if (ec != std::errc() || end != value.data() + value.size() || value[0] == '0' || v < 1 ||
           (key[0] == 'm' && v > 32767))
         return cli::UsageError(kUsage, fmt::format("-X {}: not a positive integer", kv));
-      if (key[0] == 'r') o.replica_lag_time_max_ms = v;
-      else o.min_insync_replicas = static_cast<int32_t>(v);
+      if (key[0] == 'r')
+        o.replica_lag_time_max_ms = v;
+      else
+        o.min_insync_replicas = static_cast<int32_t>(v);
     } else if (key == "replication.factor" || key == "partitions" || key == "cluster" ||
                key == "replica.id") {
-      return cli::UsageError(
-          kUsage, fmt::format("-X {}: set by mq-isr ({})", key,
-                              key == "partitions" ? "--partitions"
-                              : key == "replication.factor" ? "the number of --replicas"
-                                                            : "from the cluster state"));
+      return cli::UsageError(kUsage,
+                             fmt::format("-X {}: set by mq-isr ({})", key,
+                                         key == "partitions"           ? "--partitions"
+                                         : key == "replication.factor" ? "the number of --replicas"
+                                                                       : "from the cluster state"));
     } else if (Status s = o.config.Set(key, value); !s.ok()) {
       return cli::UsageError(kUsage, "-X " + s.message());
     }
@@ -68,7 +70,8 @@ int ParseOptions(int argc, char** argv, Options* o) {
   app.add_option("--cluster", o->cluster, "cluster directory (env MQ_CLUSTER)")
       ->envname("MQ_CLUSTER");
   bool check = false;
-  app.add_flag("--check", check, "exit 1 listing every partition that is unavailable, "
+  app.add_flag("--check", check,
+               "exit 1 listing every partition that is unavailable, "
                "under-replicated or under min.insync.replicas; 0 with a summary otherwise");
   app.add_option("-t,--topic", o->check_topic, "with --check: only this topic");
 
@@ -76,11 +79,15 @@ int ParseOptions(int argc, char** argv, Options* o) {
   auto* create_cmd = app.add_subcommand("create", "create a replicated topic");
   create_cmd->add_option("-t,--topic", o->create.topic, "topic name")->required();
   create_cmd->add_option("--partitions", o->create.partitions, "partitions")
-      ->required()->check(CLI::Range(1, 10000));
+      ->required()
+      ->check(CLI::Range(1, 10000));
   create_cmd->add_option("--replicas", o->create.replica_dirs, "replica roots (log directories)")
-      ->required()->delimiter(',')->expected(1, 32767);
-  create_cmd->add_option("--min-insync-replicas", o->create.min_insync_replicas,
-                         "in-sync replicas an acks=all append needs")
+      ->required()
+      ->delimiter(',')
+      ->expected(1, 32767);
+  create_cmd
+      ->add_option("--min-insync-replicas", o->create.min_insync_replicas,
+                   "in-sync replicas an acks=all append needs")
       ->check(CLI::Range(1, 32767));
   create_cmd->add_option("-X", overrides, "replica.lag.time.max.ms=MS, or a topic config key");
 
@@ -101,7 +108,8 @@ int ParseOptions(int argc, char** argv, Options* o) {
   auto* elect_cmd = app.add_subcommand("elect", "elect leaders of unavailable partitions");
   auto* elect_topic = elect_cmd->add_option("-t,--topic", o->elect.topic, "only this topic");
   elect_cmd->add_option("-p,--partition", o->elect.partition, "only this partition")
-      ->needs(elect_topic)->check(CLI::NonNegativeNumber);
+      ->needs(elect_topic)
+      ->check(CLI::NonNegativeNumber);
   auto* unclean_opt = elect_cmd->add_flag("--unclean", unclean,
                                           "elect outside the ISR when no in-sync replica is live");
   elect_cmd->add_flag("--preferred", preferred, "move leadership to each partition's first replica")

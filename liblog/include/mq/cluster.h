@@ -129,7 +129,8 @@ class FileClusterStore : public ClusterStore {
   // say what changed (isr-changes lines, without time), validates, replaces
   // the file atomically and appends the lines (R46). `change` returning
   // false writes nothing.
-  Status Change(const std::function<Result<bool>(ClusterState&, std::vector<std::string>*)>& change);
+  using Changer = std::function<Result<bool>(ClusterState&, std::vector<std::string>*)>;
+  Status Change(const Changer& change);
   std::string dir_;
   UniqueFd dir_fd_;
   FileSystem* fs_ = nullptr;
