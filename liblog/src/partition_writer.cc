@@ -801,7 +801,18 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
   MQ_RETURN_IF_ERROR(w.lock.Lock());
   LockGuard guard(&w.lock);
   MQ_RETURN_IF_ERROR(w.Sync());
-  if (offset >= w.fields.log_end_offset) return Status::Ok();
+  if (offset >= w.fields.log_end_offset) {
+    // Nothing to cut; the epochs that start at or past `offset` (begun by
+    // a leader that wrote nothing in them) still go, as Kafka's
+    // LeaderEpochFileCache.truncateFromEnd.
+    if (offset > w.fields.log_end_offset) return Status::Ok();
+    MQ_RETURN_IF_ERROR(w.EpochsForReplication());
+    auto latest = w.epochs->latest();
+    if (!latest || latest->start_offset < offset) return Status::Ok();
+    w.epochs->TruncateFromEnd(offset);
+    MQ_RETURN_IF_ERROR(w.epochs->Store(w.dir_fd.get(), w.fs));
+    return w.Publish();
+  }
   if (offset < w.fields.log_start_offset) offset = w.fields.log_start_offset;
   const int dir_fd = w.dir_fd.get();
   const bool sync = !w.config.page_cache_only();

@@ -330,6 +330,7 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     auto latest = follower.LatestEpoch();
     if (!latest) return latest.error();
     int64_t target = *leo;
+    bool again = false;  // KIP-279: ask again with the epoch then latest
     EpochEndOffset at_leader;
     if (*latest >= 0) {
       auto asked = leader.OffsetForLeaderEpoch(p->leader_epoch, *latest);
@@ -349,15 +350,21 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
         auto mine = follower.EndOffsetFor(at_leader.epoch);
         if (!mine) return mine.error();
         if (mine->end_offset >= 0) target = std::min(target, mine->end_offset);
+        // I lack the leader's epoch itself: what I keep below the cut may
+        // still diverge; the next step asks about my epoch before it.
+        if (mine->epoch != at_leader.epoch) again = true;
       }
     }
-    if (target < *leo) {
+    // A cut at my log end still drops the epochs that start there (an
+    // epoch I began as a leader and wrote nothing in).
+    if (target < *leo || again || (at_leader.epoch >= 0 && at_leader.epoch < *latest)) {
       MQ_RETURN_IF_ERROR(follower.TruncateTo(target));
-      result.truncated_to = target;
       auto now = follower.LogEndOffset();
       if (!now) return now.error();
+      if (*now < *leo) result.truncated_to = *now;
       *leo = *now;
     }
+    if (again) return result;
     state.truncated = true;
   }
 

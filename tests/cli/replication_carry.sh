@@ -120,6 +120,10 @@ run "$P" -C "$r2" -t plain --create <<<"x"
 expect_rc 0 "a topic of one root"
 run "$REP" -C "$r2" -t plain
 expect_rc 64 "not a replicated topic"
+# A topic made --like a replicated one belongs to its root alone.
+run "$P" -C "$r1" -t copy --create --like t <<<"x"
+expect_rc 0 "a copy of a replicated topic's configuration"
+grep -q "^cluster=\|^replica.id=" "$r1/topics/copy.conf" && fail "--like copied the replication link"
 run "$REP" -C "$r2" -t t -p 7
 expect_rc 64 "a partition out of range"
 # Two followers of one partition at once: the second is refused.

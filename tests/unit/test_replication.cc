@@ -320,3 +320,31 @@ TEST_CASE("R47 replica positions: verify of a partition reads the file and repor
   CHECK(problems[0].file == c.Dir(0) + "/replica-positions");
   CHECK(again.files == files);
 }
+
+TEST_CASE("replication: a replica that began an epoch and wrote nothing in it rejoins behind an older epoch") {
+  Cluster c(3);
+  c.Produce(4);
+  // Replica 1 has only the first batch when replica 0 goes away.
+  REQUIRE(c.Step(1, 1));
+  REQUIRE(c.Step(1, 1));
+  const int64_t behind = c.Leo(1);
+  REQUIRE(behind < c.Leo(0));
+  c.CatchUp(2);
+  c.Elect([](int32_t id) { return id == 1; });
+  REQUIRE(c.Part().leader == 1);
+  // It begins epoch 1 at its log end, writes nothing, and goes away too.
+  REQUIRE(c.logs[1]->BeginEpoch(1).ok());
+  auto latest = c.logs[1]->LatestEpoch();
+  REQUIRE(latest);
+  REQUIRE(*latest == 1);
+  c.store.state.Partition("t", 0)->isr = {0, 1, 2};  // as a controller would restore it
+  c.Elect([](int32_t id) { return id == 0; });
+  REQUIRE(c.Part().leader == 0);
+  c.Produce(1);
+  // Epoch 1 goes from its checkpoint; it then takes epoch 0's batches.
+  c.CatchUp(1);
+  CHECK(RawBatches(c.Dir(1)) == RawBatches(c.Dir(0)));
+  latest = c.logs[1]->LatestEpoch();
+  REQUIRE(latest);
+  CHECK(*latest == 2);
+}

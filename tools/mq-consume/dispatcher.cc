@@ -95,7 +95,7 @@ Status Dispatcher::Open(const DataDir& dir, const TopicConfig& source) {
   dir_ = dir;
   auto config = dir.ReadTopic(*options_.dlq);
   if (!config && config.error().code() == Code::kNotFound) {
-    MQ_RETURN_IF_ERROR(dir.CreateTopic(*options_.dlq, source));
+    MQ_RETURN_IF_ERROR(dir.CreateTopic(*options_.dlq, source.LocalCopy()));
     if (!options_.quiet)
       cli::Warn(fmt::format("created dead-letter topic {} like {} ({} partition{})", *options_.dlq,
                             topic_, source.partitions, source.partitions == 1 ? "" : "s"));

@@ -62,7 +62,7 @@ Pipeline::~Pipeline() { (void)Close(); }
 Status Pipeline::Open() {
   auto config = dir_.ReadTopic(options_.out);
   if (!config && config.error().code() == Code::kNotFound) {
-    MQ_RETURN_IF_ERROR(dir_.CreateTopic(options_.out, source_));
+    MQ_RETURN_IF_ERROR(dir_.CreateTopic(options_.out, source_.LocalCopy()));
     if (!options_.quiet)
       cli::Warn(fmt::format("created output topic {} like {} ({} partition{})", options_.out,
                             options_.in, source_.partitions, source_.partitions == 1 ? "" : "s"));

@@ -63,7 +63,7 @@ Result<TopicConfig> WantedConfig(const DataDir& dir, const Flags& f, const Setti
   if (f.like) {
     auto like = dir.ReadTopic(*f.like);
     if (!like) return Status(like.error().code(), "--like: " + like.error().message());
-    wanted = *like;
+    wanted = like->LocalCopy();
   }
   if (f.partitions) wanted.partitions = *f.partitions;
   for (const auto& [key, value] : s.config) {

@@ -145,7 +145,9 @@ class PartitionWriter {
   // Removes every record at or above `offset` (replication needs it).
   // Batches are removed whole: one that straddles `offset` goes entirely, so
   // the log end offset becomes its base offset. Readers positioned past the
-  // cut find their offset again.
+  // cut find their offset again. The leader epochs that start at or past
+  // the new end leave the checkpoint, also when nothing is cut (`offset`
+  // is the log end: an epoch begun there and never written in).
   Status TruncateTo(int64_t offset);
   // Deletes whole segments whose records are all below `offset`; never the
   // active segment. The log start offset becomes the base offset of the

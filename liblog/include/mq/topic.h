@@ -72,6 +72,17 @@ struct TopicConfig {
   // with a cluster); kInvalidArgument.
   Status Validate() const;
 
+  // This configuration for a new topic of one root made "like" this one
+  // (--like, a dead-letter or pipeline output topic): the replication link
+  // (cluster, replica.id) is not copied; the cluster state knows only the
+  // topics mq-isr created.
+  TopicConfig LocalCopy() const {
+    TopicConfig c = *this;
+    c.cluster.clear();
+    c.replica_id = -1;
+    return c;
+  }
+
   bool operator==(const TopicConfig&) const = default;
 };
 
