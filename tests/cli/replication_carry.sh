@@ -111,6 +111,23 @@ expect_rc 64 "a root whose replica id is another root's"
 grep -q "replica id 0 of topic \"t\" is $r0" "$WORK/err" || fail "wrong root: $(cat "$WORK/err")"
 sed -i 's/^replica.id=0$/replica.id=2/' "$r2/topics/t.conf"
 
+# mq-isr --check from cron applies the ISR rule: a follower that fetched
+# nothing for replica.lag.time.max.ms leaves the ISR.
+run "$ISR" --cluster "$WORK/cl2" create -t lag --partitions 1 --replicas "$WORK/q0,$WORK/q1" \
+  -X replica.lag.time.max.ms=300
+expect_rc 0 "create a topic with a short lag limit"
+run "$ISR" --cluster "$WORK/cl2" --check
+expect_rc 0 "--check: the leader starts counting"
+sleep 0.5  # past replica.lag.time.max.ms: a deadline, not a timing assertion
+run "$ISR" --cluster "$WORK/cl2" --check
+expect_rc 1 "--check after the lag limit"
+grep -q "^lag-0: ISR 0,1 -> 0: not caught up" "$WORK/out" || fail "--check shrink: $(cat "$WORK/out")"
+grep -q "reason shrink: replica 1 not caught up" "$WORK/cl2/isr-changes" || fail "isr-changes: $(cat "$WORK/cl2/isr-changes")"
+run "$REP" -C "$WORK/q1" -t lag
+expect_rc 0 "the follower fetches"
+run "$ISR" --cluster "$WORK/cl2" --check
+expect_rc 0 "--check once the follower rejoined"
+
 # Errors.
 run "$REP" -C "$WORK/nosuch"
 expect_rc 66 "a missing root"

@@ -10,6 +10,8 @@
 #include "mq/cluster.h"
 #include "mq/file.h"
 #include "mq/partition.h"
+#include "mq/replication.h"
+#include "mq/topic.h"
 
 namespace mq::isr {
 namespace {
@@ -352,12 +354,52 @@ int Describe(const std::string& cluster, const DescribeOptions& o, cli::Output& 
   return out.FinishExitCode();
 }
 
+namespace {
+
+// Kafka's maybeShrinkIsr, applied from cron (format-spec/replication.md
+// §17.5): for each partition with a live leader, a follower not caught up
+// for replica.lag.time.max.ms leaves the ISR (a compare-and-swap on the
+// cluster state; the change is in isr-changes). Prints what changed.
+Status ApplyIsrRule(ClusterStore* store, const ClusterState& state,
+                    const std::optional<std::string>& topic, cli::Output& out) {
+  for (const PartitionState& p : state.partitions) {
+    if (topic && p.topic != *topic) continue;
+    if (p.leader < 0 || !Liveness(state, p).Live(p.leader)) continue;
+    const ReplicaRoot* root = state.Replica(p.leader);
+    auto dir = DataDir::Open(root->dir, false);
+    if (!dir) return dir.error();
+    auto config = dir->ReadTopic(p.topic);
+    if (!config) return config.error();
+    LogConfig log = DataDir::LogConfigFor(*config);
+    log.sync_on_close = false;  // it appends nothing
+    auto leader = OpenReplicaLog(dir->PartitionDir(p.topic, p.partition), p.leader, log);
+    if (!leader) return leader.error();
+    ReplicationContext ctx;
+    ctx.cluster = store;
+    ctx.clock = Clock::Real();
+    ctx.topic = p.topic;
+    ctx.partition = p.partition;
+    auto after = MaybeShrinkIsr(ctx, **leader, p.leader_epoch);
+    if (!after && after.error().code() == Code::kFenced) continue;  // changed meanwhile
+    if (!after) return after.error();
+    if (after->isr != p.isr)
+      out.Print("{}-{}: ISR {} -> {}: not caught up for replica.lag.time.max.ms\n", p.topic,
+                p.partition, FormatReplicaList(p.isr), FormatReplicaList(after->isr));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out) {
   auto store = OpenStore(cluster, false);
   if (!store) return cli::Fail(store.error());
   auto state = (*store)->Load();
   if (!state) return cli::Fail(state.error());
   if (topic && state->Topic(*topic) == nullptr) return cli::Fail(NoTopic(cluster, *topic));
+  if (Status s = ApplyIsrRule(store->get(), *state, topic, out); !s.ok()) return cli::Fail(s);
+  state = (*store)->Load();
+  if (!state) return cli::Fail(state.error());
   size_t partitions = 0, bad = 0, topics = 0;
   for (const ReplicatedTopic& t : state->topics) {
     if (topic && t.name != *topic) continue;
