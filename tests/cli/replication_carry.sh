@@ -141,6 +141,13 @@ expect_rc 64 "not a replicated topic"
 run "$P" -C "$r1" -t copy --create --like t <<<"x"
 expect_rc 0 "a copy of a replicated topic's configuration"
 grep -q "^cluster=\|^replica.id=" "$r1/topics/copy.conf" && fail "--like copied the replication link"
+# mq-consume's own writers do not append to a replicated topic (yet).
+run "$C" -C "$r1" -t copy -G pipe -e --to-topic t --exec cat
+expect_rc 64 "--to-topic into a replicated topic"
+grep -q -- "--to-topic t: a replicated topic" "$WORK/err" || fail "--to-topic refusal: $(cat "$WORK/err")"
+run "$C" -C "$r1" -t copy -e --dlq t --exec false
+expect_rc 64 "--dlq into a replicated topic"
+grep -q -- "--dlq t: a replicated topic" "$WORK/err" || fail "--dlq refusal: $(cat "$WORK/err")"
 run "$REP" -C "$r2" -t t -p 7
 expect_rc 64 "a partition out of range"
 # Two followers of one partition at once: the second is refused.

@@ -66,4 +66,14 @@ bool ReplicaLive(const ClusterState& state, int32_t id, const std::string& topic
          ::access(dir.c_str(), R_OK | W_OK | X_OK) == 0;
 }
 
+Status RefuseReplicatedOutput(const TopicConfig& config, std::string_view flag,
+                              std::string_view topic) {
+  if (config.cluster.empty()) return Status::Ok();
+  return Status(Code::kInvalidArgument,
+                fmt::format("{} {}: a replicated topic (cluster {}): writing into one from "
+                            "mq-consume is planned; pipe into mq-produce, which appends at the "
+                            "leader",
+                            flag, topic, config.cluster));
+}
+
 }  // namespace mq::cli

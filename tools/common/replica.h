@@ -42,4 +42,10 @@ Status CheckLeads(const ClusterState& state, const PartitionState& p, int32_t me
 bool ReplicaLive(const ClusterState& state, int32_t id, const std::string& topic,
                  int32_t partition);
 
+// mq-consume's outputs (--to-topic, --dlq) append with their own writers,
+// which neither check the leader nor stamp its epoch: a replicated topic
+// there is refused (kInvalidArgument naming `flag`) until they do (planned).
+Status RefuseReplicatedOutput(const TopicConfig& config, std::string_view flag,
+                              std::string_view topic);
+
 }  // namespace mq::cli

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "envelope.h"
+#include "replica.h"
 
 namespace mq::consume {
 
@@ -102,6 +103,7 @@ Status Dispatcher::Open(const DataDir& dir, const TopicConfig& source) {
     config = dir.ReadTopic(*options_.dlq);
   }
   if (!config) return config.error();
+  MQ_RETURN_IF_ERROR(cli::RefuseReplicatedOutput(*config, "--dlq", *options_.dlq));
   dlq_config_ = *config;
   dlq_writers_.resize(static_cast<size_t>(config->partitions));
   dlq_scanned_.assign(static_cast<size_t>(config->partitions), false);

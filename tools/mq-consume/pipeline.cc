@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "replica.h"
 
 namespace mq::consume {
 namespace {
@@ -69,6 +70,7 @@ Status Pipeline::Open() {
     config = dir_.ReadTopic(options_.out);
   }
   if (!config) return config.error();
+  MQ_RETURN_IF_ERROR(cli::RefuseReplicatedOutput(*config, "--to-topic", options_.out));
   out_config_ = *config;
   log_ = DataDir::LogConfigFor(out_config_);
   log_.durability = options_.durability;
