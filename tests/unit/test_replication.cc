@@ -4,6 +4,7 @@
 // The deterministic simulator (tests/sim) runs the same logic under faults.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -347,4 +348,57 @@ TEST_CASE("replication: a replica that began an epoch and wrote nothing in it re
   latest = c.logs[1]->LatestEpoch();
   REQUIRE(latest);
   CHECK(*latest == 2);
+}
+
+TEST_CASE("replication: followers follow the leader's log start") {
+  Cluster c(2);
+  c.Produce(12, 5);  // several 700-byte segments
+  c.CatchUp(1);
+  auto list = ListDir(c.Dir(0));
+  REQUIRE(std::count_if(list.begin(), list.end(), [](const std::string& n) {
+            return n.size() > 4 && n.substr(n.size() - 4) == ".log";
+          }) > 2);
+  // Retention at the leader deletes whole segments below offset 30.
+  {
+    auto w = PartitionWriter::Open(c.Dir(0), Small(), false, nullptr);
+    REQUIRE(w);
+    REQUIRE((*w)->DeleteSegmentsBefore(30).ok());
+  }
+  auto start = c.logs[0]->LogStartOffset();
+  REQUIRE(start);
+  REQUIRE(*start > 0);
+  c.Produce(1);
+  c.CatchUp(1);
+  auto follower_start = c.logs[1]->LogStartOffset();
+  REQUIRE(follower_start);
+  CHECK(*follower_start == *start);
+  CHECK(RawBatches(c.Dir(1)) == RawBatches(c.Dir(0)));
+}
+
+TEST_CASE("replication: after an unclean election the other replicas truncate to the new leader") {
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  // Replica 1 stops fetching; 0 and 2 go on, then both are lost.
+  c.Produce(3);
+  c.CatchUp(2);
+  REQUIRE(c.Leo(1) < c.Leo(0));
+  c.store.state.Partition("t", 0)->isr = {0, 2};  // 1 left the ISR meanwhile
+  auto next = ElectLeader(c.Part(), ElectionKind::kUnclean, [](int32_t id) { return id == 1; });
+  REQUIRE(next);
+  REQUIRE(next->leader == 1);
+  REQUIRE(c.store.AlterPartition(*next, "unclean"));
+  const int64_t kept = c.Leo(1);
+  c.Produce(1);
+  // 0 and 2 come back: what 1 never had is cut, and they hold 1's log.
+  c.store.state.Partition("t", 0)->isr = {1, 0, 2};
+  c.store.state.Partition("t", 0)->partition_epoch++;
+  for (int32_t r : {0, 2}) {
+    auto first = c.Step(r);
+    REQUIRE(first);
+    CHECK(first->truncated_to == kept);
+    c.CatchUp(r);
+    CHECK(RawBatches(c.Dir(r)) == RawBatches(c.Dir(1)));
+  }
 }
