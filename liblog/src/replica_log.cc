@@ -91,14 +91,7 @@ class FileReplicaLog : public ReplicaLog {
   Status RecordFollower(const FollowerPosition& position) override {
     auto all = Followers();
     if (!all) return all.error();
-    bool replaced = false;
-    for (FollowerPosition& f : *all) {
-      if (f.replica == position.replica) {
-        f = position;
-        replaced = true;
-      }
-    }
-    if (!replaced) all->push_back(position);
+    UpsertPosition(&*all, position);
     // Leader state a crash may lose (§17.2): no fsync.
     const std::string text = EncodeReplicaPositions(*all);
     return WriteFileAtomic(dir_fd_.get(), kPositionsFile, AsBytes(text), fs(), {}, false);
@@ -182,6 +175,16 @@ Result<std::vector<FollowerPosition>> DecodeReplicaPositions(std::string_view by
                              });
   if (!s.ok()) return s;
   return out;
+}
+
+void UpsertPosition(std::vector<FollowerPosition>* positions, const FollowerPosition& position) {
+  for (FollowerPosition& f : *positions) {
+    if (f.replica == position.replica) {
+      f = position;
+      return;
+    }
+  }
+  positions->push_back(position);
 }
 
 std::string EncodeReplicaPositions(const std::vector<FollowerPosition>& positions) {

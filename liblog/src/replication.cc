@@ -234,7 +234,6 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
 
   FetchResponse response;
   int64_t hw = -1;
-  bool expand = false;
   Status s = leader.WithLeaderLock([&]() -> Status {
     auto leo = leader.LogEndOffset();
     if (!leo) return leo.error();
@@ -266,16 +265,8 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     else
       f.last_caught_up_ms = before ? before->last_caught_up_ms : mine->last_caught_up_ms;
     MQ_RETURN_IF_ERROR(leader.RecordFollower(f));
-    std::vector<FollowerPosition> recorded = std::move(*all);
-    bool found = false;
-    for (FollowerPosition& e : recorded) {
-      if (e.replica == f.replica) {
-        e = f;
-        found = true;
-      }
-    }
-    if (!found) recorded.push_back(f);
-    auto computed = ComputeHighWatermark(ctx, leader, *p, *leo, &recorded);
+    UpsertPosition(&*all, f);  // what the leader now holds
+    auto computed = ComputeHighWatermark(ctx, leader, *p, *leo, &*all);
     if (!computed) return computed.error();
     hw = *computed;
     // Kafka's isFollowerInSync: a follower outside the ISR joins once it
@@ -292,7 +283,6 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
                                   request.replica, request.fetch_offset, hw));
         // Another change won the race: the next fetch decides again.
         if (!done && done.error().code() != Code::kFenced) return done.error();
-        expand = static_cast<bool>(done);
       }
     }
     auto bytes = leader.Read(request.fetch_offset, request.max_bytes);
@@ -303,7 +293,6 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  (void)expand;
   response.high_watermark = hw;
   return response;
 }

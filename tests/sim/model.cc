@@ -251,13 +251,7 @@ Status ModelReplicaLog::BeginEpoch(int32_t epoch) {
 }
 
 Status ModelReplicaLog::RecordFollower(const FollowerPosition& position) {
-  for (FollowerPosition& f : followers_) {
-    if (f.replica == position.replica) {
-      f = position;
-      return Status::Ok();
-    }
-  }
-  followers_.push_back(position);
+  UpsertPosition(&followers_, position);
   return Status::Ok();
 }
 
@@ -347,13 +341,7 @@ void ModelReplicaLog::PowerLoss(Rng& rng) {
 
 Result<PartitionState> MemClusterStore::AlterPartition(const PartitionState& proposed,
                                                        std::string_view reason) {
-  // Found by hand: ClusterState's lookups live with the file store.
-  PartitionState* p = nullptr;
-  for (PartitionState& candidate : state_.partitions) {
-    if (candidate.topic == proposed.topic && candidate.partition == proposed.partition) {
-      p = &candidate;
-    }
-  }
+  PartitionState* p = state_.Partition(proposed.topic, proposed.partition);
   if (p == nullptr) {
     return Status(Code::kNotFound,
                   fmt::format("no partition {}-{}", proposed.topic, proposed.partition));
@@ -368,8 +356,7 @@ Result<PartitionState> MemClusterStore::AlterPartition(const PartitionState& pro
   p->isr = proposed.isr;
   p->partition_epoch += 1;
   ++changes_;
-  std::string isr;
-  for (int32_t r : p->isr) isr += fmt::format("{}{}", isr.empty() ? "" : ",", r);
+  const std::string isr = FormatReplicaList(p->isr);
   if (recent_.size() >= 16) recent_.erase(recent_.begin());
   recent_.push_back(fmt::format("t={} leader={} epoch={} pepoch={} isr=[{}] ({})",
                                 clock_ ? clock_->NowMs() : 0, p->leader, p->leader_epoch,

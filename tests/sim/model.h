@@ -162,6 +162,8 @@ class MemClusterStore : public ClusterStore {
   Result<PartitionState> AlterPartition(const PartitionState& proposed,
                                         std::string_view reason) override;
   const PartitionState& partition() const { return state_.partitions.front(); }
+  // The state itself, for a test that plays the controller.
+  ClusterState& state() { return state_; }
   int64_t changes() const { return changes_; }
   void set_clock(Clock* clock) { clock_ = clock; }
   // The last changes, for a failure's trace.

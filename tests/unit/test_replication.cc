@@ -1,7 +1,8 @@
 // The replication logic on log roots (mq/replication.h,
 // format-spec/replication.md §17): fetch, the high watermark, ISR shrink and
 // expand, fencing, and epoch truncation, over real partition directories.
-// The deterministic simulator (tests/sim) runs the same logic under faults.
+// The deterministic simulator (tests/sim) runs the same logic under faults;
+// its in-memory cluster store and clock serve here too.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -11,36 +12,13 @@
 
 #include "mq/cluster.h"
 #include "mq/replication.h"
+#include "model.h"  // tests/sim: the cluster store and clock in memory
 #include "test_support.h"
 
 using namespace mq;
 using namespace mq::test;
 
 namespace {
-
-// The cluster state in memory, with AlterPartition's compare-and-swap.
-class MemoryStore : public ClusterStore {
- public:
-  ClusterState state;
-  std::vector<std::string> reasons;
-  Result<ClusterState> Load() override { return state; }
-  Result<PartitionState> AlterPartition(const PartitionState& proposed,
-                                        std::string_view reason) override {
-    PartitionState* p = state.Partition(proposed.topic, proposed.partition);
-    if (!p) return Status(Code::kNotFound, "no partition");
-    if (p->partition_epoch != proposed.partition_epoch) return Status(Code::kFenced, "stale");
-    *p = proposed;
-    p->partition_epoch++;
-    reasons.emplace_back(reason);
-    return *p;
-  }
-};
-
-class FakeClock : public Clock {
- public:
-  int64_t now = 1'000'000;
-  int64_t NowMs() override { return now; }
-};
 
 LogConfig Small() {
   LogConfig c;
@@ -51,8 +29,8 @@ LogConfig Small() {
 
 struct Cluster {
   TempDir tmp;
-  MemoryStore store;
-  FakeClock clock;
+  sim::MemClusterStore store{ClusterState{}};
+  sim::VirtualClock clock;
   ReplicationContext ctx;
   std::vector<std::string> roots;
   std::map<int32_t, std::unique_ptr<ReplicaLog>> logs;
@@ -64,19 +42,19 @@ struct Cluster {
     t.replication_factor = replicas;
     t.min_insync_replicas = 2;
     t.replica_lag_time_max_ms = 30000;
-    store.state.topics.push_back(t);
+    store.state().topics.push_back(t);
     PartitionState p;
     p.topic = "t";
     p.partition = 0;
     for (int32_t i = 0; i < replicas; ++i) {
       roots.push_back(tmp / ("root" + std::to_string(i)));
       std::filesystem::create_directories(roots.back() + "/t-0");
-      store.state.replicas.push_back({i, roots.back()});
+      store.state().replicas.push_back({i, roots.back()});
       p.replicas.push_back(i);
       p.isr.push_back(i);
     }
     p.leader = 0;
-    store.state.partitions.push_back(p);
+    store.state().partitions.push_back(p);
     ctx.cluster = &store;
     ctx.clock = &clock;
     ctx.topic = "t";
@@ -90,7 +68,7 @@ struct Cluster {
     REQUIRE(log);
     logs[id] = std::move(*log);
   }
-  PartitionState Part() { return *store.state.Partition("t", 0); }
+  PartitionState Part() { return *store.state().Partition("t", 0); }
   // The leader appends `n` batches in its epoch.
   AppendResult Produce(int n, int records = 3) {
     const PartitionState p = Part();
@@ -175,26 +153,26 @@ TEST_CASE("replication: a follower not caught up for replica.lag.time.max.ms lea
   c.CatchUp(1);
   c.CatchUp(2);
   c.Produce(3);
-  c.clock.now += 10'000;
+  c.clock.Advance(10'000);
   c.CatchUp(1);
   // Not yet: replica 2 was caught up 10 s ago.
   auto p = MaybeShrinkIsr(c.ctx, *c.logs[0], 0);
   REQUIRE(p);
   CHECK(p->isr == std::vector<int32_t>{0, 1, 2});
-  c.clock.now += 25'000;
+  c.clock.Advance(25'000);
   c.CatchUp(1);
   p = MaybeShrinkIsr(c.ctx, *c.logs[0], 0);
   REQUIRE(p);
   CHECK(p->isr == std::vector<int32_t>{0, 1});
   CHECK(p->partition_epoch == 1);
-  CHECK(c.store.reasons.back().find("replica 2 not caught up for 35000 ms") != std::string::npos);
+  CHECK(c.store.recent().back().find("replica 2 not caught up for 35000 ms") != std::string::npos);
   // Without replica 2 the HW moves on.
   c.CatchUp(1);
   CHECK(c.Hw(0) == c.Leo(0));
   // Replica 2 catches up and joins again.
   c.CatchUp(2);
   CHECK(c.Part().isr == std::vector<int32_t>{0, 1, 2});
-  CHECK(c.store.reasons.back().find("expand: replica 2") != std::string::npos);
+  CHECK(c.store.recent().back().find("expand: replica 2") != std::string::npos);
 }
 
 TEST_CASE("replication: a deposed leader is fenced: no fetch, no HW, no ISR change") {
@@ -215,7 +193,7 @@ TEST_CASE("replication: a deposed leader is fenced: no fetch, no HW, no ISR chan
   auto hw = UpdateHighWatermark(c.ctx, *c.logs[0], 0);
   REQUIRE(!hw);
   CHECK(hw.error().code() == Code::kFenced);
-  c.clock.now += 100'000;
+  c.clock.Advance(100'000);
   auto shrink = MaybeShrinkIsr(c.ctx, *c.logs[0], 0);
   REQUIRE(!shrink);
   CHECK(shrink.error().code() == Code::kFenced);
@@ -338,7 +316,7 @@ TEST_CASE("replication: a replica that began an epoch and wrote nothing in it re
   auto latest = c.logs[1]->LatestEpoch();
   REQUIRE(latest);
   REQUIRE(*latest == 1);
-  c.store.state.Partition("t", 0)->isr = {0, 1, 2};  // as a controller would restore it
+  c.store.state().Partition("t", 0)->isr = {0, 1, 2};  // as a controller would restore it
   c.Elect([](int32_t id) { return id == 0; });
   REQUIRE(c.Part().leader == 0);
   c.Produce(1);
@@ -384,7 +362,7 @@ TEST_CASE("replication: after an unclean election the other replicas truncate to
   c.Produce(3);
   c.CatchUp(2);
   REQUIRE(c.Leo(1) < c.Leo(0));
-  c.store.state.Partition("t", 0)->isr = {0, 2};  // 1 left the ISR meanwhile
+  c.store.state().Partition("t", 0)->isr = {0, 2};  // 1 left the ISR meanwhile
   auto next = ElectLeader(c.Part(), ElectionKind::kUnclean, [](int32_t id) { return id == 1; });
   REQUIRE(next);
   REQUIRE(next->leader == 1);
@@ -392,8 +370,8 @@ TEST_CASE("replication: after an unclean election the other replicas truncate to
   const int64_t kept = c.Leo(1);
   c.Produce(1);
   // 0 and 2 come back: what 1 never had is cut, and they hold 1's log.
-  c.store.state.Partition("t", 0)->isr = {1, 0, 2};
-  c.store.state.Partition("t", 0)->partition_epoch++;
+  c.store.state().Partition("t", 0)->isr = {1, 0, 2};
+  c.store.state().Partition("t", 0)->partition_epoch++;
   for (int32_t r : {0, 2}) {
     auto first = c.Step(r);
     REQUIRE(first);

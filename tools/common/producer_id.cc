@@ -51,6 +51,26 @@ Result<std::optional<int64_t>> ReadId(int dir_fd, const std::string& name,
   return std::optional<int64_t>(id);
 }
 
+// The registry directory's own lock (flock on its descriptor), exclusive,
+// released when this goes out of scope.
+class RegistryLock {
+ public:
+  RegistryLock() = default;
+  RegistryLock(const RegistryLock&) = delete;
+  RegistryLock& operator=(const RegistryLock&) = delete;
+  ~RegistryLock() {
+    if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+  }
+  Status Take(int dir_fd, const std::string& registry) {
+    if (::flock(dir_fd, LOCK_EX) != 0) return ErrnoStatus(registry + ": lock", errno);
+    fd_ = dir_fd;
+    return Status::Ok();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 Status WriteId(int dir_fd, const std::string& name, int64_t id) {
   std::string text = fmt::format("{}\n", id);
   return WriteFileAtomic(dir_fd, name, AsBytes(text), nullptr, kStagingFile);
@@ -58,11 +78,8 @@ Status WriteId(int dir_fd, const std::string& name, int64_t id) {
 
 // Allocates or looks up the id of `name` under the registry directory lock.
 Result<int64_t> LookUp(int dir_fd, const std::string& name, const std::string& registry) {
-  if (::flock(dir_fd, LOCK_EX) != 0) return ErrnoStatus(registry + ": lock", errno);
-  struct Unlock {
-    int fd;
-    ~Unlock() { ::flock(fd, LOCK_UN); }
-  } unlock{dir_fd};
+  RegistryLock lock;
+  MQ_RETURN_IF_ERROR(lock.Take(dir_fd, registry));
 
   std::string id_file = name + ".id";
   auto existing = ReadId(dir_fd, id_file, registry + "/" + id_file);
@@ -107,11 +124,8 @@ Status CarryProducerRegistry(const std::string& from, const std::string& to) {
   auto to_dir = OpenDirectoryAt(to_root->get(), kRegistryDir, true);
   if (!to_dir) return to_dir.error();
   const std::string to_registry = to + "/" + kRegistryDir;
-  if (::flock(to_dir->get(), LOCK_EX) != 0) return ErrnoStatus(to_registry + ": lock", errno);
-  struct Unlock {
-    int fd;
-    ~Unlock() { ::flock(fd, LOCK_UN); }
-  } unlock{to_dir->get()};
+  RegistryLock lock;
+  MQ_RETURN_IF_ERROR(lock.Take(to_dir->get(), to_registry));
   std::vector<std::pair<std::string, int64_t>> missing;
   for (const auto& [n, id] : ids) {
     auto have = ReadId(to_dir->get(), n, to_registry + "/" + n);

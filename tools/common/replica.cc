@@ -1,7 +1,6 @@
 #include "replica.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -54,16 +53,6 @@ Status CheckLeads(const ClusterState& state, const PartitionState& p, int32_t me
   return Status(Code::kFenced,
                 fmt::format("{}-{}: not the leader: replica {} ({}) leads in epoch {}", p.topic,
                             p.partition, p.leader, r ? r->dir : "?", p.leader_epoch));
-}
-
-bool ReplicaLive(const ClusterState& state, int32_t id, const std::string& topic,
-                 int32_t partition) {
-  const ReplicaRoot* r = state.Replica(id);
-  if (!r) return false;
-  const std::string dir = fmt::format("{}/{}-{}", r->dir, topic, partition);
-  struct stat st {};
-  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-         ::access(dir.c_str(), R_OK | W_OK | X_OK) == 0;
 }
 
 Status RefuseReplicatedOutput(const TopicConfig& config, std::string_view flag,

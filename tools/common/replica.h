@@ -37,11 +37,6 @@ Result<PartitionState> PartitionOf(const ClusterState& state, const std::string&
 // leads"); kUnavailable when nobody does.
 Status CheckLeads(const ClusterState& state, const PartitionState& p, int32_t me);
 
-// Whether a replica's root can be used: it is a directory that can be read
-// and holds the partition's directory.
-bool ReplicaLive(const ClusterState& state, int32_t id, const std::string& topic,
-                 int32_t partition);
-
 // mq-consume's outputs (--to-topic, --dlq) append with their own writers,
 // which neither check the leader nor stamp its epoch: a replicated topic
 // there is refused (kInvalidArgument naming `flag`) until they do (planned).

@@ -89,8 +89,7 @@ Status AckGate::AfterAppend(int32_t p, int64_t last_offset) {
   std::lock_guard plock(pt.mu);
   if (!pt.log) return Status(Code::kInternal, "AfterAppend before BeforeAppend");
   auto unknown = [&](const Status& s) {
-    return Status(s.code() == Code::kFenced ? Code::kFenced : s.code(),
-                  fmt::format("{}-{}: offset {}: outcome unknown: {}", topic_, p, last_offset,
+    return Status(s.code(), fmt::format("{}-{}: offset {}: outcome unknown: {}", topic_, p, last_offset,
                               s.message()));
   };
   // Never waits for a follower holding the leader lock: acks=1 does not

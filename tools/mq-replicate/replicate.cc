@@ -136,7 +136,7 @@ class Follower {
   // --follow: catches up, then waits for the leader's appends.
   Status Follow() {
     MQ_RETURN_IF_ERROR(Open());
-    int64_t next_shrink = 0;
+    int64_t next_round = 0;
     while (!g_stop.load()) {
       auto r = Step();
       if (!r) {
@@ -152,17 +152,21 @@ class Follower {
         return r.error();
       }
       if (!r->caught_up || r->appended_bytes > 0) continue;
-      MQ_RETURN_IF_ERROR(Finish());
-      // Whoever waits on a partition may apply the ISR rule (§17.5).
+      // Once a second, not at each of the leader's appends: what follows
+      // the leader besides its log, and the ISR rule (whoever waits on a
+      // partition may apply it, §17.5).
       const int64_t now = Clock::Real()->NowMs();
-      if (leader_log_ && now >= next_shrink) {
-        auto shrunk = MaybeShrinkIsr(ctx_, *leader_log_, leader_epoch_);
-        if (!shrunk && shrunk.error().code() != Code::kFenced) return shrunk.error();
-        next_shrink = now + 1000;
+      if (now >= next_round) {
+        MQ_RETURN_IF_ERROR(Finish());
+        if (leader_log_) {
+          auto shrunk = MaybeShrinkIsr(ctx_, *leader_log_, leader_epoch_);
+          if (!shrunk && shrunk.error().code() != Code::kFenced) return shrunk.error();
+        }
+        next_round = now + 1000;
       }
       WaitForLeader();
     }
-    return Status::Ok();
+    return Finish();
   }
 
  private:
@@ -199,10 +203,10 @@ class Follower {
     leader_log_.reset();
     reader_.reset();
     const ReplicaRoot* r = state.Replica(p.leader);
-    if (!r || !cli::ReplicaLive(state, p.leader, job_.topic, job_.partition))
+    if (!r)
       return Status(Code::kUnavailable,
-                    fmt::format("{}: leader replica {} ({}) is unavailable", Name(), p.leader,
-                                r ? r->dir : "?"));
+                    fmt::format("{}: leader replica {} is not in the cluster state", Name(),
+                                p.leader));
     auto log = OpenReplicaLog(PartitionDir(r->dir), p.leader, job_.log);
     if (!log)
       return Status(Code::kUnavailable, fmt::format("{}: leader replica {}: {}", Name(),

@@ -54,6 +54,8 @@ struct FollowerPosition {
 Result<std::vector<FollowerPosition>> DecodeReplicaPositions(std::string_view bytes,
                                                              const std::string& file);
 std::string EncodeReplicaPositions(const std::vector<FollowerPosition>& positions);
+// Replaces the entry of `position.replica` (R47: one per replica), or adds it.
+void UpsertPosition(std::vector<FollowerPosition>* positions, const FollowerPosition& position);
 
 // One replica's log of the partition.
 class ReplicaLog {
