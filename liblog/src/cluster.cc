@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cinttypes>
 #include <set>
@@ -64,8 +65,8 @@ std::optional<Breach> CheckReplicas(const ClusterState& s) {
                     fmt::format("replica id {} does not follow {} (ids strictly increase)", r.id,
                                 s.replicas[i - 1].id),
                     LineKind::kReplica, i};
-    if (Status d = CheckAbsoluteDir(r.dir, "replica dir"); !d.ok())
-      return Breach{"R43", d.message(), LineKind::kReplica, i};
+    if (auto a = ParseAddress(r.dir, "replica dir"); !a)
+      return Breach{"R43", a.error().message(), LineKind::kReplica, i};
     if (!dirs.insert(r.dir).second)
       return Breach{"R43",
                     fmt::format("replica {}: dir {} is another replica's", r.id, Shown(r.dir)),
@@ -184,6 +185,7 @@ class Parser {
   Parser(std::string_view text, const std::string& file) : t_(text), file_(file) {}
 
   Result<ClusterState> Run();
+  Result<ClusterState> RunLines();
 
  private:
   Status Corrupt(uint64_t at, const char* rule, std::string what) const {
@@ -201,6 +203,7 @@ class Parser {
   std::string_view t_;
   const std::string& file_;
   int kind_ = 0;  // 1 replica, 2 topic, 3 partition: lines come in that order
+  int version_ = 0;
   std::vector<uint64_t> replica_at_, topic_at_, partition_at_;
 };
 
@@ -219,13 +222,18 @@ Status Parser::CheckFrame(size_t* body_end) {
                    fmt::format("the first line is not \"{} {}\" (not a cluster state)",
                                format::kClusterStateMagic, format::kClusterStateVersion));
   const std::string_view version = first.substr(magic.size());
-  if (version != std::to_string(format::kClusterStateVersion)) {
+  if (version == std::to_string(format::kClusterStateLocalVersion)) {
+    version_ = format::kClusterStateLocalVersion;
+  } else if (version == std::to_string(format::kClusterStateVersion)) {
+    version_ = format::kClusterStateVersion;
+  } else {
     if (nl != std::string_view::npos && !version.empty() &&
         std::all_of(version.begin(), version.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return Status(Code::kUnsupported,
                     fmt::format("{}: position {}: R41: cluster state version {}: this mq reads "
-                                "version {} only (unsupported)",
-                                file_, magic.size(), Shown(version), format::kClusterStateVersion));
+                                "versions {} and {} only (unsupported)",
+                                file_, magic.size(), Shown(version),
+                                format::kClusterStateLocalVersion, format::kClusterStateVersion));
     return Corrupt(magic.size(), "R41", fmt::format("bad version \"{}\"", Shown(version)));
   }
   if (t_.back() != '\n')
@@ -394,6 +402,20 @@ Status Parser::Line(std::string_view line, uint64_t at, ClusterState* s) {
 }
 
 Result<ClusterState> Parser::Run() {
+  auto s = RunLines();
+  if (!s) return s;
+  // R41, R43: a replica on another host needs version 2.
+  if (version_ == format::kClusterStateLocalVersion)
+    for (size_t i = 0; i < s->replicas.size(); ++i)
+      if (!s->replicas[i].dir.starts_with('/'))
+        return Corrupt(replica_at_[i], "R43",
+                       fmt::format("replica {}: a host (\"{}\") in a version {} state",
+                                   s->replicas[i].id, Shown(s->replicas[i].dir),
+                                   format::kClusterStateLocalVersion));
+  return s;
+}
+
+Result<ClusterState> Parser::RunLines() {
   size_t body_end = 0;
   MQ_RETURN_IF_ERROR(CheckFrame(&body_end));
   ClusterState s;
@@ -455,6 +477,45 @@ std::string ChangeLine(const PartitionState* old, const PartitionState& now,
 
 }  // namespace
 
+Result<Address> ParseAddress(std::string_view text, std::string_view what) {
+  Address a;
+  const size_t colon = text.find(':');
+  const size_t slash = text.find('/');
+  if (colon != std::string_view::npos && (slash == std::string_view::npos || colon < slash)) {
+    a.host = std::string(text.substr(0, colon));
+    MQ_RETURN_IF_ERROR(CheckHost(a.host, what));
+    text.remove_prefix(colon + 1);
+  }
+  MQ_RETURN_IF_ERROR(CheckAbsoluteDir(text, what));
+  a.path = std::string(text);
+  return a;
+}
+
+std::string Address::ToString() const { return host.empty() ? path : host + ":" + path; }
+
+Status CheckHost(std::string_view host, std::string_view what) {
+  auto bad = [&](std::string_view why) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: host \"{}\": {} (R43)", what, Shown(host), why));
+  };
+  if (host.empty()) return bad("empty");
+  if (host.size() > format::kMaxHostBytes)
+    return bad(fmt::format("longer than {} bytes", format::kMaxHostBytes));
+  // [user@]name, each part of letters, digits, '.', '_' and '-', not
+  // starting with '-' (ssh would take it for an option).
+  const size_t at = host.find('@');
+  for (std::string_view part : {host.substr(0, at == std::string_view::npos ? host.size() : at),
+                                at == std::string_view::npos ? std::string_view("x")
+                                                             : host.substr(at + 1)}) {
+    if (part.empty()) return bad("an empty user or host name");
+    if (part[0] == '-') return bad("starts with '-'");
+    for (char c : part)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'))
+        return bad("holds a byte other than letters, digits, '.', '_', '-' and one '@'");
+  }
+  return Status::Ok();
+}
+
 Status CheckAbsoluteDir(std::string_view dir, std::string_view what) {
   auto bad = [&](std::string_view why) {
     return Status(Code::kInvalidArgument,
@@ -488,9 +549,18 @@ Result<ClusterState> ClusterState::Parse(std::string_view text, const std::strin
   return Parser(text, file).Run();
 }
 
+bool ClusterState::HasHosts() const {
+  for (const ReplicaRoot& r : replicas)
+    if (!r.dir.starts_with('/')) return true;
+  return false;
+}
+
 std::string ClusterState::Serialize() const {
-  std::string out =
-      fmt::format("{} {}\n", format::kClusterStateMagic, format::kClusterStateVersion);
+  // R41: version 1 while every replica is on the controller's host, so
+  // that an older mq still reads such a state.
+  std::string out = fmt::format(
+      "{} {}\n", format::kClusterStateMagic,
+      HasHosts() ? format::kClusterStateVersion : format::kClusterStateLocalVersion);
   for (const ReplicaRoot& r : replicas) out += fmt::format("replica {} {}\n", r.id, r.dir);
   for (const ReplicatedTopic& t : topics)
     out += fmt::format("topic {} {} {} {} {}\n", t.name, t.partitions, t.replication_factor,
@@ -668,7 +738,8 @@ Status FileClusterStore::CreateTopic(const ReplicatedTopic& topic,
     return Status(Code::kInvalidArgument,
                   fmt::format("topic {}: {} replica dirs for replication.factor {}", topic.name,
                               replica_dirs.size(), topic.replication_factor));
-  for (const auto& d : replica_dirs) MQ_RETURN_IF_ERROR(CheckAbsoluteDir(d, "replica dir"));
+  for (const auto& d : replica_dirs)
+    if (auto a = ParseAddress(d, "replica dir"); !a) return a.error();
   if (std::set<std::string>(replica_dirs.begin(), replica_dirs.end()).size() != replica_dirs.size())
     return Status(Code::kInvalidArgument,
                   fmt::format("topic {}: a replica dir is given twice", topic.name));

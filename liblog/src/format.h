@@ -121,7 +121,9 @@ constexpr const char* kClusterLockName = "cluster.lock";
 constexpr const char* kIsrChangesName = "isr-changes";
 // R41: the first line, "mq-cluster-state 1", and the last, "crc32c <hex8>".
 constexpr const char* kClusterStateMagic = "mq-cluster-state";
-constexpr int kClusterStateVersion = 1;
+constexpr int kClusterStateVersion = 2;  // the newest this mq reads and writes
+constexpr int kClusterStateLocalVersion = 1;  // written while no replica has a host (R41)
+constexpr size_t kMaxHostBytes = 255;         // R43: a replica's or a cluster's host
 constexpr const char* kClusterCrcKeyword = "crc32c";
 constexpr size_t kClusterCrcHexDigits = 8;
 constexpr size_t kClusterCrcLineBytes = 6 + 1 + 8 + 1;  // "crc32c" SP hex8 LF

@@ -294,6 +294,7 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
   });
   if (!s.ok()) return s;
   response.high_watermark = hw;
+  response.leader_epoch = request.leader_epoch;
   return response;
 }
 

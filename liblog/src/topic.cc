@@ -122,7 +122,7 @@ std::string_view PolicyName(CleanupPolicy p) {
 // adds those).
 std::string Apply(TopicConfig& config, std::string_view key, std::string_view value) {
   if (key == kClusterKey) {
-    if (Status s = CheckAbsoluteDir(value, "cluster"); !s.ok()) return s.message();
+    if (auto a = ParseAddress(value, "cluster"); !a) return a.error().message();
     config.cluster = std::string(value);
     return {};
   }
@@ -261,8 +261,8 @@ Status TopicConfig::Validate() const {
                   "cluster and replica.id are given together or not at all (R16)");
   }
   if (!cluster.empty()) {
-    if (Status s = CheckAbsoluteDir(cluster, "cluster"); !s.ok()) {
-      return Status(Code::kInvalidArgument, s.message() + " (R16)");
+    if (auto a = ParseAddress(cluster, "cluster"); !a) {
+      return Status(Code::kInvalidArgument, a.error().message() + " (R16)");
     }
     const TopicConfig defaults;
     if (replication_factor != defaults.replication_factor ||

@@ -109,9 +109,9 @@ TEST_CASE("R41 state file: size, version line, crc32c line") {
     CHECK(r.error().position() == mq::format::kMaxClusterStateBytes);
   }
   SECTION("another version is unsupported, a bad first line corrupt") {
-    auto v2 = mq::ClusterState::Parse(Signed(Edit(kExampleBody, "state 1", "state 2")), "f");
-    CHECK(v2.error().code() == mq::Code::kUnsupported);
-    CHECK_THAT(v2.error().message(), Catch::Contains("R41") && Catch::Contains("version 2"));
+    auto v3 = mq::ClusterState::Parse(Signed(Edit(kExampleBody, "state 1", "state 3")), "f");
+    CHECK(v3.error().code() == mq::Code::kUnsupported);
+    CHECK_THAT(v3.error().message(), Catch::Contains("R41") && Catch::Contains("version 3"));
     auto bad = mq::ClusterState::Parse(Signed(Edit(kExampleBody, "mq-cluster", "xx-cluster")), "f");
     CHECK(bad.error().rule() == "R41");
     CHECK(bad.error().position() == 0);
@@ -209,6 +209,34 @@ TEST_CASE("R43 replicas: increasing ids, absolute distinct dirs") {
   REQUIRE(spaced.has_value());
   CHECK(spaced->replicas[1].dir == "/srv/my disk/r1");
   CHECK(mq::CheckAbsoluteDir("/", "dir").code() == mq::Code::kInvalidArgument);
+}
+
+TEST_CASE("R43 replicas on other hosts: host:path in a version 2 state") {
+  const uint64_t r1 = kExampleBody.find("replica 1");
+  // A host needs version 2 (an older mq refuses it as unsupported).
+  ExpectBreach(Edit(kExampleBody, "/srv/mq/r1", "db2:/srv/mq/r1"), "R43", r1);
+  const std::string v2 = Edit(Edit(kExampleBody, "state 1", "state 2"), "/srv/mq/r1",
+                              "mq@db2.example:/srv/mq/r1");
+  auto s = mq::ClusterState::Parse(Signed(v2), "f");
+  REQUIRE(s.has_value());
+  CHECK(s->replicas[1].dir == "mq@db2.example:/srv/mq/r1");
+  CHECK(s->HasHosts());
+  CHECK(s->Serialize() == Signed(v2));
+  CHECK(mq::ClusterState::Parse(s->Serialize(), "f").value() == *s);
+  // Without a host the state is written as version 1.
+  auto local = mq::ClusterState::Parse(Signed(kExampleBody), "f");
+  CHECK(local->Serialize().starts_with("mq-cluster-state 1\n"));
+  for (const char* bad : {"-oProxyCommand=x:/srv/mq/r1", "db2;x:/srv/mq/r1", ":/srv/mq/r1",
+                          "db2:srv/mq/r1", "a@:/srv/mq/r1", "a@-b:/srv/mq/r1", "d b:/srv/mq/r1"}) {
+    INFO(bad);
+    ExpectBreach(Edit(v2, "mq@db2.example:/srv/mq/r1", bad), "R43", r1);
+  }
+  auto a = mq::ParseAddress("db2:/srv/my disk", "dir");
+  REQUIRE(a.has_value());
+  CHECK(a->host == "db2");
+  CHECK(a->path == "/srv/my disk");
+  CHECK(a->ToString() == "db2:/srv/my disk");
+  CHECK(mq::ParseAddress("/srv/a:b", "dir")->host.empty());
 }
 
 TEST_CASE("R44 topics: valid sorted names, ranges, min.insync.replicas <= replication.factor") {

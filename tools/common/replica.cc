@@ -4,13 +4,15 @@
 
 #include <fmt/format.h>
 
+#include "remote.h"
+
 namespace mq::cli {
 
 Result<std::optional<ReplicaBinding>> BindReplica(const std::string& root,
                                                   const std::string& topic,
                                                   const TopicConfig& config) {
   if (config.cluster.empty()) return std::optional<ReplicaBinding>();
-  auto store = FileClusterStore::Open(config.cluster, false);
+  auto store = OpenClusterStore(config.cluster);
   if (!store) return store.error();
   auto state = (*store)->Load();
   if (!state) return state.error();
@@ -23,7 +25,10 @@ Result<std::optional<ReplicaBinding>> BindReplica(const std::string& root,
   char* real = ::realpath(root.c_str(), nullptr);
   const std::string resolved = real ? real : root;
   ::free(real);
-  if (!r || r->dir != resolved)
+  // The state may name this root with its host (host:path): the path is
+  // what this host knows it by.
+  auto address = r ? ParseAddress(r->dir, "replica dir") : Result<Address>(Address{});
+  if (!r || !address || address->path != resolved)
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: replica id {} of topic \"{}\" is {} in the cluster state, not "
                               "{}",

@@ -16,9 +16,9 @@
 namespace mq::cli {
 
 struct ReplicaBinding {
-  std::unique_ptr<FileClusterStore> store;
+  std::unique_ptr<ClusterStore> store;  // on this host, or reached remotely
   int32_t replica_id = -1;
-  std::string cluster_dir;
+  std::string cluster_dir;  // its address: a path, or host:path
 };
 
 // The cluster of `config` (a topic of the root `root`): nullopt for a topic

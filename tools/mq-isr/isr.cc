@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "envelope.h"
+#include "mq/wire.h"
+#include "remote.h"
 #include "mq/cluster.h"
 #include "mq/file.h"
 #include "mq/partition.h"
@@ -21,6 +23,18 @@ using envelope::IsUtf8;
 
 Result<std::unique_ptr<FileClusterStore>> OpenStore(const std::string& cluster, bool create) {
   return FileClusterStore::Open(AbsolutePath(cluster), create);
+}
+
+// The cluster state at `cluster`: the directory on this host, or host:path
+// reached through `mq-isr --serve` there.
+Result<std::unique_ptr<ClusterStore>> OpenAnyStore(const std::string& cluster) {
+  return cli::OpenClusterStore(AbsoluteAddress(cluster));
+}
+
+// What a replica on another host holds of a partition (it answers: live).
+Result<wire::ReplicaStatusReply> RemoteStatus(const Address& a, const std::string& topic,
+                                              int32_t partition) {
+  return wire::QueryReplicaStatus(*cli::ReplicaClient(a), topic, partition);
 }
 
 // Whether replica root `root` serves `topic`-`partition`: the root and the
@@ -47,8 +61,15 @@ class Liveness {
     auto it = seen_.find(id);
     if (it != seen_.end()) return it->second;
     const ReplicaRoot* r = state_.Replica(id);
-    Status s = r == nullptr ? Status(Code::kNotFound, fmt::format("replica {} unknown", id))
-                            : PartitionUsable(r->dir, p_.topic, p_.partition);
+    Status s;
+    if (r == nullptr) {
+      s = Status(Code::kNotFound, fmt::format("replica {} unknown", id));
+    } else if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty()) {
+      auto status = RemoteStatus(*a, p_.topic, p_.partition);  // live when it answers
+      if (!status) s = status.error();
+    } else {
+      s = PartitionUsable(r->dir, p_.topic, p_.partition);
+    }
     seen_.emplace(id, s);
     return s;
   }
@@ -202,6 +223,11 @@ Status CreateInRoot(const std::string& dir, int32_t id, const std::string& clust
 std::string EndOffsetOf(const ClusterState& state, int32_t id, const PartitionState& p) {
   const ReplicaRoot* r = state.Replica(id);
   if (r == nullptr) return "unknown";
+  if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty()) {
+    auto status = RemoteStatus(*a, p.topic, p.partition);
+    if (!status) return fmt::format("unknown ({})", status.error().message());
+    return std::to_string(status->log_end_offset);
+  }
   if (!PartitionUsable(r->dir, p.topic, p.partition).ok()) return "unknown (unreadable)";
   auto reader = PartitionReader::Open(fmt::format("{}/{}-{}", r->dir, p.topic, p.partition));
   if (!reader) return fmt::format("unknown ({})", reader.error().message());
@@ -225,7 +251,7 @@ enum class ElectOutcome : uint8_t { kNothing, kElected, kStuck };
 
 // Decides and applies one partition's election; reloads and decides again
 // when the state moved meanwhile (kFenced).
-Result<ElectOutcome> ElectOne(FileClusterStore& store, std::string topic, int32_t partition,
+Result<ElectOutcome> ElectOne(ClusterStore& store, std::string topic, int32_t partition,
                               ElectMode mode, cli::Output& out) {
   for (int attempt = 0;; ++attempt) {
     auto state = store.Load();
@@ -279,6 +305,12 @@ Result<ElectOutcome> ElectOne(FileClusterStore& store, std::string topic, int32_
 
 }  // namespace
 
+std::string AbsoluteAddress(const std::string& address) {
+  auto a = ParseAddress(address, "address");
+  if (a && !a->host.empty()) return address;
+  return AbsolutePath(address);
+}
+
 std::string AbsolutePath(const std::string& path) {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::absolute(path, ec);
@@ -301,7 +333,30 @@ int Create(const std::string& cluster_arg, const CreateOptions& o, cli::Output& 
                             fmt::format("--min-insync-replicas {} exceeds the {} replica(s) given",
                                         t.min_insync_replicas, t.replication_factor)));
   if (Status s = ValidateName(o.topic, "topic"); !s.ok()) return cli::Fail(s);
-  if (Status s = PrepareRoots(o.replica_dirs); !s.ok()) return cli::Fail(s);
+  // Roots on this host are prepared here, those on others by `mq-isr
+  // attach` run there; they reach this directory as CONTROLLER:path.
+  std::vector<std::string> local;
+  bool remote = false;
+  for (const std::string& d : o.replica_dirs) {
+    auto a = ParseAddress(d, "replica dir");
+    if (!a) return cli::Fail(a.error());
+    if (a->host.empty())
+      local.push_back(d);
+    else
+      remote = true;
+  }
+  if (auto a = ParseAddress(cluster_arg, "cluster"); a && !a->host.empty())
+    return cli::Fail(Status(Code::kInvalidArgument,
+                            fmt::format("--cluster {}: create runs on the host that holds the "
+                                        "cluster directory",
+                                        cluster_arg)));
+  if (remote && o.controller.empty())
+    return cli::Fail(Status(Code::kInvalidArgument,
+                            "replicas on other hosts need --controller HOST: the name they reach "
+                            "this host by"));
+  if (!o.controller.empty())
+    if (Status s = CheckHost(o.controller, "--controller"); !s.ok()) return cli::Fail(s);
+  if (Status s = PrepareRoots(local); !s.ok()) return cli::Fail(s);
   auto store = OpenStore(cluster, true);
   if (!store) return cli::Fail(store.error());
   if (Status s = (*store)->CreateTopic(t, o.replica_dirs); !s.ok()) return cli::Fail(s);
@@ -309,14 +364,77 @@ int Create(const std::string& cluster_arg, const CreateOptions& o, cli::Output& 
   if (!state) return cli::Fail(state.error());
   for (const std::string& d : o.replica_dirs) {
     const ReplicaRoot* r = state->ReplicaByDir(d);
-    if (Status s = CreateInRoot(d, r->id, cluster, o); !s.ok()) return cli::Fail(s);
+    auto a = ParseAddress(d, "replica dir");
+    if (a->host.empty()) {
+      if (Status s = CreateInRoot(d, r->id, cluster, o); !s.ok()) return cli::Fail(s);
+      continue;
+    }
+    std::vector<std::string> argv = {cli::RemoteProgram("mq-isr"),
+                                     "--cluster",
+                                     o.controller + ":" + cluster,
+                                     "attach",
+                                     "-t",
+                                     o.topic,
+                                     "--partitions",
+                                     std::to_string(o.partitions),
+                                     "--replica-id",
+                                     std::to_string(r->id),
+                                     "-C",
+                                     a->path};
+    for (const std::string& kv : o.config_overrides) {
+      argv.push_back("-X");
+      argv.push_back(kv);
+    }
+    if (Status s = cli::RunRemote(a->host, argv); !s.ok()) return cli::Fail(s);
   }
   out.Print("Created topic {}.\n", o.topic);
   return 0;
 }
 
+int Attach(const std::string& cluster, const AttachOptions& o, cli::Output& out) {
+  auto a = ParseAddress(cluster, "--cluster");
+  if (!a) return cli::Fail(a.error());
+  if (Status s = PrepareRoots({o.dir}); !s.ok()) return cli::Fail(s);
+  if (Status s = CreateInRoot(o.dir, o.replica_id, cluster, o.create); !s.ok())
+    return cli::Fail(s);
+  out.Print("Attached {} to topic {} as replica {}.\n", o.dir, o.create.topic, o.replica_id);
+  return out.FinishExitCode();
+}
+
+int Serve(const std::string& cluster) {
+  auto a = ParseAddress(AbsoluteAddress(cluster), "--cluster");
+  if (!a) return cli::Fail(a.error());
+  if (!a->host.empty())
+    return cli::Fail(Status(Code::kInvalidArgument,
+                            "--serve serves a cluster directory of this host, not HOST:DIR"));
+  auto store = OpenStore(a->path, false);
+  if (!store) return cli::Fail(store.error());
+  wire::Handlers h;
+  h.load_state = [&]() -> Result<std::string> {
+    auto state = (*store)->Load();
+    if (!state) return state.error();
+    return state->Serialize();
+  };
+  h.alter_partition = [&](const wire::AlterPartitionMessage& m) -> Result<PartitionState> {
+    auto state = (*store)->Load();
+    if (!state) return state.error();
+    const PartitionState* p = state->Partition(m.proposed.topic, m.proposed.partition);
+    if (!p)
+      return Status(Code::kNotFound, fmt::format("{}: no partition {}-{}", a->path,
+                                                 m.proposed.topic, m.proposed.partition));
+    PartitionState proposed = m.proposed;
+    proposed.replicas = p->replicas;  // never changed by AlterPartition (§18.3)
+    return (*store)->AlterPartition(proposed, m.reason);
+  };
+  wire::ServeOptions so;
+  so.name = "mq-isr " + a->path;
+  mq::Status s = wire::Serve(0, 1, h, so);
+  if (!s.ok()) return cli::Fail(s);
+  return 0;
+}
+
 int Describe(const std::string& cluster, const DescribeOptions& o, cli::Output& out) {
-  auto store = OpenStore(cluster, false);
+  auto store = OpenAnyStore(cluster);
   if (!store) return cli::Fail(store.error());
   auto state = (*store)->Load();
   if (!state) return cli::Fail(state.error());
@@ -366,6 +484,9 @@ Status ApplyIsrRule(ClusterStore* store, const ClusterState& state,
     if (topic && p.topic != *topic) continue;
     if (p.leader < 0 || !Liveness(state, p).Live(p.leader)) continue;
     const ReplicaRoot* root = state.Replica(p.leader);
+    // A leader on another host applies the rule itself (its
+    // `mq-replicate --serve` and its acks=all producers, §17.5).
+    if (!root->dir.starts_with('/')) continue;
     auto dir = DataDir::Open(root->dir, false);
     if (!dir) return dir.error();
     auto config = dir->ReadTopic(p.topic);
@@ -392,7 +513,7 @@ Status ApplyIsrRule(ClusterStore* store, const ClusterState& state,
 }  // namespace
 
 int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out) {
-  auto store = OpenStore(cluster, false);
+  auto store = OpenAnyStore(cluster);
   if (!store) return cli::Fail(store.error());
   auto state = (*store)->Load();
   if (!state) return cli::Fail(state.error());
@@ -430,7 +551,7 @@ int Check(const std::string& cluster, const std::optional<std::string>& topic, c
 }
 
 int Elect(const std::string& cluster, const ElectOptions& o, cli::Output& out) {
-  auto store = OpenStore(cluster, false);
+  auto store = OpenAnyStore(cluster);
   if (!store) return cli::Fail(store.error());
   auto state = (*store)->Load();
   if (!state) return cli::Fail(state.error());

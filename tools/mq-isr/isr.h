@@ -19,6 +19,16 @@ struct CreateOptions {
   int32_t min_insync_replicas = 1;
   int64_t replica_lag_time_max_ms = 30000;
   TopicConfig config;  // -X keys for each root's .conf (cluster= and replica.id= added)
+  std::vector<std::string> config_overrides;  // those -X KEY=VALUE, for roots on other hosts
+  std::string controller;  // --controller: the host others reach the cluster directory on
+};
+
+// attach: links one root on this host to a topic of a cluster state
+// elsewhere (what create runs on a replica's host).
+struct AttachOptions {
+  CreateOptions create;  // topic, partitions, config
+  std::string dir;       // -C
+  int32_t replica_id = -1;
 };
 
 struct DescribeOptions {
@@ -48,6 +58,12 @@ int Create(const std::string& cluster, const CreateOptions& options, cli::Output
 int Describe(const std::string& cluster, const DescribeOptions& options, cli::Output& out);
 int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out);
 int Elect(const std::string& cluster, const ElectOptions& options, cli::Output& out);
+int Attach(const std::string& cluster, const AttachOptions& options, cli::Output& out);
+// --serve: the cluster state for tools on other hosts (format-spec/protocol.md).
+int Serve(const std::string& cluster);
+
+// A replica's address as given: host:path is kept, a path made absolute.
+std::string AbsoluteAddress(const std::string& address);
 
 // `path` made absolute against the working directory and normalized
 // lexically (no ".", "..", "//", trailing "/"), as the cluster state records it.

@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
         return mq::isr::Describe(o.cluster, o.describe, out);
       case mq::isr::Command::kElect:
         return mq::isr::Elect(o.cluster, o.elect, out);
+      case mq::isr::Command::kAttach:
+        return mq::isr::Attach(o.cluster, o.attach, out);
+      case mq::isr::Command::kServe:
+        return mq::isr::Serve(o.cluster);
       case mq::isr::Command::kCheck:
         break;
     }

@@ -15,17 +15,20 @@ namespace {
 // compares them).
 constexpr const char* kUsage =
     "Usage: mq-isr [--cluster DIR] create -t TOPIC --partitions N --replicas DIR,DIR... "
-    "[--min-insync-replicas M] [-X KEY=VALUE]...\n"
+    "[--min-insync-replicas M] [--controller HOST] [-X KEY=VALUE]...\n"
     "       mq-isr [--cluster DIR] describe [-t TOPIC] [--under-replicated] [--under-min-isr] "
     "[--at-min-isr] [--unavailable] [--json]\n"
     "       mq-isr [--cluster DIR] --check [-t TOPIC]\n"
     "       mq-isr [--cluster DIR] elect [-t TOPIC [-p N]] [--unclean | --preferred]\n"
+    "       mq-isr --cluster DIR --serve\n"
+    "       mq-isr --cluster HOST:DIR attach -t TOPIC --partitions N --replica-id ID -C ROOT "
+    "[-X KEY=VALUE]...\n"
     "       mq-isr -h | -V\n"
     "\n"
     "Create replicated topics over several log roots, describe their leaders and in-sync\n"
     "replicas, check them (exit 1 when a partition is unavailable, under-replicated or\n"
     "under min.insync.replicas) and elect leaders. The cluster directory is --cluster or\n"
-    "$MQ_CLUSTER.\n";
+    "$MQ_CLUSTER; HOST:DIR reaches one on another host through $MQ_RSH (ssh).\n";
 
 // -X KEY=VALUE of create: the cluster state's keys, or a root's topic config.
 int ApplyOverrides(const std::vector<std::string>& overrides, CreateOptions& o) {
@@ -52,6 +55,8 @@ int ApplyOverrides(const std::vector<std::string>& overrides, CreateOptions& o) 
                                                                        : "from the cluster state"));
     } else if (Status s = o.config.Set(key, value); !s.ok()) {
       return cli::UsageError(kUsage, "-X " + s.message());
+    } else {
+      o.config_overrides.push_back(kv);
     }
   }
   return -1;
@@ -74,6 +79,9 @@ int ParseOptions(int argc, char** argv, Options* o) {
                "exit 1 listing every partition that is unavailable, "
                "under-replicated or under min.insync.replicas; 0 with a summary otherwise");
   app.add_option("-t,--topic", o->check_topic, "with --check: only this topic");
+  bool serve = false;
+  app.add_flag("--serve", serve,
+               "answer the wire protocol on stdin/stdout for tools on other hosts");
 
   std::vector<std::string> overrides;
   auto* create_cmd = app.add_subcommand("create", "create a replicated topic");
@@ -90,6 +98,20 @@ int ParseOptions(int argc, char** argv, Options* o) {
                    "in-sync replicas an acks=all append needs")
       ->check(CLI::Range(1, 32767));
   create_cmd->add_option("-X", overrides, "replica.lag.time.max.ms=MS, or a topic config key");
+  create_cmd->add_option("--controller", o->create.controller,
+                         "the host name other hosts reach this cluster directory on");
+
+  std::vector<std::string> attach_overrides;
+  auto* attach_cmd = app.add_subcommand("attach", "link a root on this host to a replicated topic");
+  attach_cmd->add_option("-t,--topic", o->attach.create.topic, "topic name")->required();
+  attach_cmd->add_option("--partitions", o->attach.create.partitions, "partitions")
+      ->required()
+      ->check(CLI::Range(1, 10000));
+  attach_cmd->add_option("--replica-id", o->attach.replica_id, "this root's id in the cluster")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  attach_cmd->add_option("-C,--dir", o->attach.dir, "the log root")->required();
+  attach_cmd->add_option("-X", attach_overrides, "a topic config key");
 
   auto* describe_cmd = app.add_subcommand("describe", "describe leaders and ISRs");
   describe_cmd->add_option("-t,--topic", o->describe.topic, "only this topic");
@@ -116,13 +138,19 @@ int ParseOptions(int argc, char** argv, Options* o) {
       ->excludes(unclean_opt);
 
   if (int rc = cli::Parse(app, argc, argv); rc >= 0) return rc;
-  const bool any = create_cmd->parsed() || describe_cmd->parsed() || elect_cmd->parsed();
-  if (check == any) return cli::UsageError(kUsage, "give one of create, describe, --check, elect");
+  const bool any =
+      create_cmd->parsed() || describe_cmd->parsed() || elect_cmd->parsed() || attach_cmd->parsed();
+  if (int(check) + int(any) + int(serve) != 1)
+    return cli::UsageError(kUsage, "give one of create, describe, --check, elect, attach, --serve");
   if (o->cluster.empty())
     return cli::UsageError(kUsage, "no cluster directory (--cluster or MQ_CLUSTER)");
   if (create_cmd->parsed()) {
     if (int rc = ApplyOverrides(overrides, o->create); rc >= 0) return rc;
-    for (auto& d : o->create.replica_dirs) d = AbsolutePath(d);
+    for (auto& d : o->create.replica_dirs) d = AbsoluteAddress(d);
+  }
+  if (attach_cmd->parsed()) {
+    if (int rc = ApplyOverrides(attach_overrides, o->attach.create); rc >= 0) return rc;
+    o->attach.dir = AbsolutePath(o->attach.dir);
   }
   o->elect.mode = unclean     ? ElectMode::kUnclean
                   : preferred ? ElectMode::kPreferred
@@ -130,6 +158,8 @@ int ParseOptions(int argc, char** argv, Options* o) {
   o->command = create_cmd->parsed()     ? Command::kCreate
                : describe_cmd->parsed() ? Command::kDescribe
                : elect_cmd->parsed()    ? Command::kElect
+               : attach_cmd->parsed()   ? Command::kAttach
+               : serve                  ? Command::kServe
                                         : Command::kCheck;
   return -1;
 }

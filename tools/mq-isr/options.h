@@ -9,7 +9,7 @@
 
 namespace mq::isr {
 
-enum class Command : uint8_t { kCreate, kDescribe, kCheck, kElect };
+enum class Command : uint8_t { kCreate, kDescribe, kCheck, kElect, kAttach, kServe };
 
 struct Options {
   std::string cluster;  // --cluster or $MQ_CLUSTER
@@ -18,6 +18,7 @@ struct Options {
   CreateOptions create;  // replica dirs made absolute
   DescribeOptions describe;
   ElectOptions elect;
+  AttachOptions attach;
 };
 
 // Parses argv into `o`. Returns -1 when the program should go on, otherwise

@@ -12,10 +12,12 @@ namespace {
 constexpr const char* kUsage =
     "Usage: mq-replicate -C DIR [-t TOPIC] [-p N] [--follow] [--max-bytes-per-second N]\n"
     "                    [--fetch-max-bytes N] [--fsync none|batch] [-q] [-v]\n"
+    "       mq-replicate -C DIR --serve [--fsync none|batch] [-q]\n"
     "       mq-replicate -h | -V\n"
     "\n"
-    "Fetch the partitions the log root DIR follows from their leaders' roots and\n"
-    "append the leaders' batches as they are.\n";
+    "Fetch the partitions the log root DIR follows from their leaders and append\n"
+    "the leaders' batches as they are; or, with --serve, answer followers on other\n"
+    "hosts on standard input and output.\n";
 
 }  // namespace
 
@@ -43,9 +45,15 @@ int main(int argc, char** argv) {
   app.add_option("--fsync", fsync, "none (page cache) or batch (each fetched append fsynced)")
       ->check(CLI::IsMember({"none", "batch"}))
       ->capture_default_str();
+  app.add_flag("--serve", o.serve,
+               "answer the wire protocol on stdin/stdout (started by followers on other hosts)");
   app.add_flag("-q,--quiet", o.quiet, "no notes on stderr");
   app.add_flag("-v,--verbose", o.verbose, "a line per partition caught up");
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
   o.fsync = fsync == "batch";
+  if (o.serve && (o.follow || o.topic || o.partition || o.verbose || o.max_bytes_per_second))
+    return mq::cli::UsageError(kUsage, "--serve answers for the whole root: it takes no -t, -p, "
+                                       "--follow, -v or --max-bytes-per-second");
+  if (o.serve) return mq::cli::RunGuarded([&] { return mq::replicate::Serve(o); });
   return mq::cli::RunGuarded([&] { return mq::replicate::Run(o); });
 }

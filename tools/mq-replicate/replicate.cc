@@ -18,6 +18,7 @@
 #include "mq/group.h"
 #include "mq/lock.h"
 #include "producer_id.h"
+#include "remote.h"
 #include "replica.h"
 
 namespace mq::replicate {
@@ -145,6 +146,7 @@ class Follower {
             c == Code::kOutOfOrder) {
           // The leadership moves or the leader is away: look again soon.
           if (o_.verbose) cli::Warn(fmt::format("{}: {}", Name(), r.error().message()));
+          link_.reset();
           leader_log_.reset();
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
           continue;
@@ -176,7 +178,9 @@ class Follower {
     if (!state) return state.error();
     const ReplicaRoot* me = state->Replica(job_.binding->replica_id);
     if (!me) return Status(Code::kInternal, "replica vanished from the cluster state");
-    root_ = me->dir;
+    auto address = ParseAddress(me->dir, "replica dir");
+    if (!address) return address.error();
+    root_ = address->path;  // the state may name this host too (host:path)
     auto lock_dir = OpenDirectory(PartitionDir(root_), false);
     if (!lock_dir) return lock_dir.error();
     auto lock = FileLock::Acquire(lock_dir->get(), "replicate.lock", LockMode::kExclusive,
@@ -196,10 +200,12 @@ class Follower {
     return fmt::format("{}/{}-{}", root, job_.topic, job_.partition);
   }
 
-  // The leader's log, opened again when the leadership moved.
+  // The leader's log, opened again when the leadership moved: on this host
+  // its root itself, on another a connection to `mq-replicate --serve`
+  // there (format-spec/protocol.md).
   Status OpenLeader(const ClusterState& state, const PartitionState& p) {
-    if (leader_log_ && leader_id_ == p.leader && leader_epoch_ == p.leader_epoch)
-      return Status::Ok();
+    if (link_ && leader_id_ == p.leader && leader_epoch_ == p.leader_epoch) return Status::Ok();
+    link_.reset();
     leader_log_.reset();
     reader_.reset();
     const ReplicaRoot* r = state.Replica(p.leader);
@@ -207,6 +213,20 @@ class Follower {
       return Status(Code::kUnavailable,
                     fmt::format("{}: leader replica {} is not in the cluster state", Name(),
                                 p.leader));
+    auto address = ParseAddress(r->dir, "replica dir");
+    if (!address) return address.error();
+    if (!address->host.empty()) {
+      if (!client_ || client_address_ != r->dir) {
+        client_ = cli::ReplicaClient(*address);
+        client_address_ = r->dir;
+      }
+      // --follow waits at the leader for its next append (a long poll).
+      link_ = wire::RemoteLeaderLink(client_, job_.topic, job_.partition, o_.follow ? 500 : 0);
+      leader_id_ = p.leader;
+      leader_epoch_ = p.leader_epoch;
+      leader_root_.clear();
+      return Status::Ok();
+    }
     auto log = OpenReplicaLog(PartitionDir(r->dir), p.leader, job_.log);
     if (!log)
       return Status(Code::kUnavailable, fmt::format("{}: leader replica {}: {}", Name(),
@@ -228,6 +248,7 @@ class Follower {
       // This root leads: nothing to fetch.
       FollowerStepResult done;
       done.caught_up = true;
+      link_.reset();
       leader_log_.reset();
       return done;
     }
@@ -246,7 +267,8 @@ class Follower {
     return r;
   }
 
-  // What else follows the leader: group offsets and the producer registry.
+  // What else follows the leader: group offsets and the producer registry
+  // (from a leader on this host; across hosts they are planned).
   Status Finish() {
     if (!leader_log_) return Status::Ok();
     MQ_RETURN_IF_ERROR(CarryGroupOffsets(leader_root_, root_, job_.topic, job_.partition));
@@ -265,6 +287,7 @@ class Follower {
   }
 
   void WaitForLeader() {
+    if (link_ && !leader_log_) return;  // a remote leader's fetch waited already
     if (!leader_log_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       return;
@@ -292,6 +315,8 @@ class Follower {
   std::unique_ptr<ReplicaLog> log_;
   std::unique_ptr<ReplicaLog> leader_log_;
   std::unique_ptr<LeaderLink> link_;
+  std::shared_ptr<wire::Client> client_;  // to a leader on another host
+  std::string client_address_;
   std::unique_ptr<PartitionReader> reader_;
   int32_t leader_id_ = -1;
   int32_t leader_epoch_ = -1;

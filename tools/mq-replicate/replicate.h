@@ -18,9 +18,13 @@ struct Options {
   bool fsync = false;                  // --fsync batch: each append fsynced
   bool verbose = false;
   bool quiet = false;
+  bool serve = false;       // --serve: answer the wire protocol on stdin/stdout
+  int idle_timeout_ms = 0;  // --serve: 0 is the protocol's default (R52)
 };
 
 // Returns the exit status.
 int Run(const Options& options);
+// --serve (format-spec/protocol.md): returns the exit status.
+int Serve(const Options& options);
 
 }  // namespace mq::replicate

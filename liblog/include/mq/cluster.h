@@ -29,7 +29,7 @@ namespace mq {
 // One replica: a log root (`-C DIR`) and its id in the cluster.
 struct ReplicaRoot {
   int32_t id = -1;
-  std::string dir;  // absolute path
+  std::string dir;  // its address: an absolute path, or host:path (R43)
   bool operator==(const ReplicaRoot&) const = default;
 };
 
@@ -73,6 +73,8 @@ struct ClusterState {
   // kInvalidArgument naming the rule.
   Status Validate() const;
 
+  // Whether a replica lives on another host (then the file is version 2).
+  bool HasHosts() const;
   const ReplicaRoot* Replica(int32_t id) const;
   const ReplicaRoot* ReplicaByDir(std::string_view dir) const;
   const ReplicatedTopic* Topic(std::string_view name) const;
@@ -135,6 +137,20 @@ class FileClusterStore : public ClusterStore {
   UniqueFd dir_fd_;
   FileSystem* fs_ = nullptr;
 };
+
+// Where a replica root or a cluster directory is (R43): `path` on this
+// host, or `host:path` on another, reached through the wire protocol
+// (format-spec/protocol.md).
+struct Address {
+  std::string host;  // empty: this host
+  std::string path;  // absolute
+  std::string ToString() const;
+};
+// kInvalidArgument saying why `text` is no address; `what` names it.
+Result<Address> ParseAddress(std::string_view text, std::string_view what);
+// A host as an address names it: [user@]name of letters, digits, '.', '_'
+// and '-', not starting with '-', at most 255 bytes (R43).
+Status CheckHost(std::string_view host, std::string_view what);
 
 // An absolute path as the cluster state records it (R43): starts with '/',
 // no empty, "." or ".." component, no trailing '/', no control byte, at most

@@ -106,6 +106,7 @@ struct FetchResponse {
   int64_t high_watermark = -1;
   int64_t log_start_offset = 0;
   int64_t log_end_offset = 0;
+  int32_t leader_epoch = -1;  // the leader's current epoch
 };
 
 // How a follower reaches its leader.

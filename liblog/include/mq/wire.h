@@ -1,0 +1,267 @@
+// The wire protocol for replication across hosts (format-spec/protocol.md,
+// section 19): frames (R48), the conversation (R49-R52) and its messages.
+//
+// A client starts a server process (usually `ssh HOST mq-replicate --serve
+// ...`) and speaks to its standard input and output. Client gives the
+// replication seams over it: RemoteLeaderLink (a follower reaching its
+// leader on another host) and RemoteClusterStore (any tool reaching the
+// authoritative cluster state on the controller host). Serve is the server's
+// loop; the tools give it handlers.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mq/cluster.h"
+#include "mq/replication.h"
+#include "mq/status.h"
+
+namespace mq::wire {
+
+// §19.1
+constexpr uint16_t kVersion = 1;
+constexpr uint32_t kMaxPayload = 64u << 20;  // R48
+constexpr size_t kHeaderSize = 9;            // length, type, correlation
+constexpr size_t kTrailerSize = 4;           // crc
+constexpr uint32_t kMaxWaitMs = 1000;        // Fetch's maxWaitMs at most (§19.3)
+constexpr int kDefaultTimeoutMs = 10000;     // R52
+constexpr int kDefaultIdleTimeoutMs = 300000;
+constexpr int kPingAfterIdleMs = 10000;
+
+enum class Type : uint8_t {
+  kHello = 0x01,
+  kHelloReply = 0x81,
+  kPing = 0x02,
+  kPong = 0x82,
+  kFetch = 0x10,
+  kFetchReply = 0x90,
+  kOffsetForLeaderEpoch = 0x11,
+  kOffsetForLeaderEpochReply = 0x91,
+  kReplicaStatus = 0x12,
+  kReplicaStatusReply = 0x92,
+  kLoadState = 0x20,
+  kLoadStateReply = 0xA0,
+  kAlterPartition = 0x21,
+  kAlterPartitionReply = 0xA1,
+  kError = 0x7F,
+};
+constexpr uint8_t kReplyBit = 0x80;
+
+struct Frame {
+  Type type = Type::kError;
+  uint32_t correlation = 0;
+  std::vector<std::byte> payload;
+};
+
+// The whole frame's bytes (R48).
+std::vector<std::byte> EncodeFrame(Type type, uint32_t correlation,
+                                   std::span<const std::byte> payload);
+
+// Frames from a byte stream (R48). The buffer grows with the bytes that
+// arrive, never to a length it was only told.
+class FrameReader {
+ public:
+  explicit FrameReader(std::string peer) : peer_(std::move(peer)) {}
+  // Adds bytes read from the stream.
+  void Feed(std::span<const std::byte> bytes);
+  // The next whole frame, nullopt while more bytes are needed; corruption
+  // (R48) naming the peer and the frame's position in the stream.
+  Result<std::optional<Frame>> Next();
+  // Bytes held that are not yet a whole frame.
+  size_t pending() const { return buf_.size() - start_; }
+  uint64_t position() const { return position_; }
+
+ private:
+  std::string peer_;
+  std::vector<std::byte> buf_;
+  size_t start_ = 0;
+  uint64_t position_ = 0;  // stream position of buf_[start_]
+};
+
+// ---- messages (§19.3) -------------------------------------------------------
+
+struct Hello {
+  uint16_t min_version = kVersion;
+  uint16_t max_version = kVersion;
+  std::string client;
+};
+struct HelloReply {
+  uint16_t version = kVersion;
+  std::string server;
+};
+struct FetchMessage {
+  std::string topic;
+  int32_t partition = 0;
+  FetchRequest request;
+  uint32_t max_wait_ms = 0;
+};
+struct OffsetForLeaderEpochMessage {
+  std::string topic;
+  int32_t partition = 0;
+  int32_t leader_epoch = -1;
+  int32_t requested_epoch = -1;
+};
+struct PartitionRef {
+  std::string topic;
+  int32_t partition = 0;
+};
+struct ReplicaStatusReply {
+  int64_t log_start_offset = 0;
+  int64_t log_end_offset = 0;
+  int64_t high_watermark = -1;
+  int32_t latest_epoch = -1;
+};
+struct AlterPartitionMessage {
+  PartitionState proposed;  // topic, partition, leader, epochs, ISR
+  std::string reason;
+};
+
+std::vector<std::byte> Encode(const Hello& m);
+std::vector<std::byte> Encode(const HelloReply& m);
+std::vector<std::byte> Encode(const FetchMessage& m);
+std::vector<std::byte> Encode(const FetchResponse& m);
+std::vector<std::byte> Encode(const OffsetForLeaderEpochMessage& m);
+std::vector<std::byte> Encode(const EpochEndOffset& m);
+std::vector<std::byte> Encode(const PartitionRef& m);
+std::vector<std::byte> Encode(const ReplicaStatusReply& m);
+std::vector<std::byte> Encode(const AlterPartitionMessage& m);
+// AlterPartitionReply: the partition's state as stored.
+std::vector<std::byte> EncodeAlterPartitionReply(const PartitionState& p);
+std::vector<std::byte> EncodeLoadStateReply(std::string_view state);
+std::vector<std::byte> EncodeError(const Status& s);
+
+// Decoders: corruption (R51) naming `peer` for a payload that is not
+// exactly the message.
+Result<Hello> DecodeHello(std::span<const std::byte> p, const std::string& peer);
+Result<HelloReply> DecodeHelloReply(std::span<const std::byte> p, const std::string& peer);
+Result<FetchMessage> DecodeFetch(std::span<const std::byte> p, const std::string& peer);
+Result<FetchResponse> DecodeFetchReply(std::span<const std::byte> p, const std::string& peer);
+Result<OffsetForLeaderEpochMessage> DecodeOffsetForLeaderEpoch(std::span<const std::byte> p,
+                                                               const std::string& peer);
+Result<EpochEndOffset> DecodeOffsetForLeaderEpochReply(std::span<const std::byte> p,
+                                                       const std::string& peer);
+Result<PartitionRef> DecodePartitionRef(std::span<const std::byte> p, const std::string& peer);
+Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p,
+                                                    const std::string& peer);
+Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
+                                                   const std::string& peer);
+// `topic` and `partition` come from the request.
+Result<PartitionState> DecodeAlterPartitionReply(std::span<const std::byte> p,
+                                                 const std::string& peer,
+                                                 const std::string& topic, int32_t partition);
+Result<std::string> DecodeLoadStateReply(std::span<const std::byte> p, const std::string& peer);
+// The status an Error frame carries (its code and message); a frame that is
+// not one is corruption.
+Status DecodeError(std::span<const std::byte> p, const std::string& peer);
+
+// ---- transport ----------------------------------------------------------------
+
+// One end of a conversation: descriptors to write requests to and read
+// responses from, and the server process behind them when this end started
+// it (the process is ended and reaped with the connection).
+class Connection {
+ public:
+  // Starts `argv` (argv[0] looked up in PATH) with pipes on its standard
+  // input and output; its standard error is ours.
+  static Result<std::unique_ptr<Connection>> Start(const std::vector<std::string>& argv);
+  // Descriptors owned by the caller (tests: a socketpair, a pipe pair).
+  static std::unique_ptr<Connection> Adopt(int write_fd, int read_fd);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  int write_fd() const { return write_fd_; }
+  int read_fd() const { return read_fd_; }
+
+ private:
+  Connection() = default;
+  int write_fd_ = -1;
+  int read_fd_ = -1;
+  pid_t pid_ = -1;
+};
+
+// A client: one request at a time (R50), the connection made on first use
+// and made again after any failure (R52).
+class Client {
+ public:
+  using Connect = std::function<Result<std::unique_ptr<Connection>>()>;
+  struct Options {
+    int timeout_ms = kDefaultTimeoutMs;
+    std::string name = "mq";  // Hello's client
+  };
+  Client(Connect connect, std::string peer, Options options);
+  Client(Connect connect, std::string peer) : Client(std::move(connect), std::move(peer), Options{}) {}
+  // Sends a request and returns the reply's payload. An Error reply is its
+  // status (the connection stays); a timeout (kUnavailable), end of stream,
+  // R48-R51 breach or a failure to connect drops the connection.
+  Result<std::vector<std::byte>> Call(Type type, std::span<const std::byte> payload,
+                                      int extra_wait_ms = 0);
+  const std::string& peer() const { return peer_; }
+  // Connections made so far (tests).
+  int connects() const { return connects_; }
+
+ private:
+  Result<std::vector<std::byte>> CallLocked(Type type, std::span<const std::byte> payload,
+                                            int timeout_ms);
+  Status Handshake();
+  Status Send(Type type, std::span<const std::byte> payload);
+  Result<Frame> Receive(int timeout_ms);
+  void Drop();
+
+  Connect connect_;
+  std::string peer_;
+  Options options_;
+  std::mutex mu_;
+  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<FrameReader> reader_;
+  uint32_t next_correlation_ = 0;
+  int64_t last_used_ms_ = 0;  // CLOCK_MONOTONIC
+  bool answered_ = false;     // the last call got an Error reply
+  int connects_ = 0;
+};
+
+// A follower's link to a leader reached through `client`.
+std::unique_ptr<LeaderLink> RemoteLeaderLink(std::shared_ptr<Client> client, std::string topic,
+                                             int32_t partition, uint32_t max_wait_ms);
+// The cluster state held by the controller reached through `client`.
+std::unique_ptr<ClusterStore> RemoteClusterStore(std::shared_ptr<Client> client);
+// What a replica reached through `client` holds of a partition.
+Result<ReplicaStatusReply> QueryReplicaStatus(Client& client, const std::string& topic,
+                                              int32_t partition);
+
+// ---- server -----------------------------------------------------------------
+
+// What a server answers; a missing handler answers Error unsupported.
+struct Handlers {
+  std::function<Result<FetchResponse>(const FetchMessage&)> fetch;
+  std::function<Result<EpochEndOffset>(const OffsetForLeaderEpochMessage&)> offset_for_leader_epoch;
+  std::function<Result<ReplicaStatusReply>(const PartitionRef&)> replica_status;
+  std::function<Result<std::string>()> load_state;
+  std::function<Result<PartitionState>(const AlterPartitionMessage&)> alter_partition;
+};
+struct ServeOptions {
+  int idle_timeout_ms = kDefaultIdleTimeoutMs;
+  std::string name = "mq";  // HelloReply's server
+  std::string peer = "client";
+  const std::atomic<bool>* stop = nullptr;  // checked at least every 200 ms
+};
+// Answers requests read from `in_fd` on `out_fd` until end of input (OK),
+// the idle timeout (OK), `stop` (OK) or a breach (its status, after an
+// Error frame when one can be sent).
+Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions& options);
+
+// The status an Error code stands for (§19.3's table), and back.
+uint8_t ErrorCodeOf(Code code);
+Code CodeOfError(uint8_t code);
+
+}  // namespace mq::wire

@@ -1,0 +1,864 @@
+// The wire protocol (format-spec/protocol.md, mq/wire.h).
+#include "mq/wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "coding.h"
+#include "format.h"
+#include "mq/crc32c.h"
+#include "mq/topic.h"
+
+extern char** environ;
+
+namespace mq::wire {
+
+static_assert(kHeaderSize == 4 + 1 + 4, "§19.1: length, type, correlation");
+static_assert(kMaxPayload == 67108864, "R48: 64 MiB");
+
+namespace {
+
+int64_t MonotonicMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
+// ---- payload writer and reader (R51) ----------------------------------------
+
+class Writer {
+ public:
+  Writer& U8(uint8_t v) {
+    out_.push_back(std::byte{v});
+    return *this;
+  }
+  Writer& U16(uint16_t v) {
+    std::byte b[2];
+    coding::PutFixed16(b, v);
+    out_.insert(out_.end(), b, b + 2);
+    return *this;
+  }
+  Writer& U32(uint32_t v) {
+    std::byte b[4];
+    coding::PutFixed32(b, v);
+    out_.insert(out_.end(), b, b + 4);
+    return *this;
+  }
+  Writer& I32(int32_t v) { return U32(static_cast<uint32_t>(v)); }
+  Writer& I64(int64_t v) {
+    std::byte b[8];
+    coding::PutFixed64(b, static_cast<uint64_t>(v));
+    out_.insert(out_.end(), b, b + 8);
+    return *this;
+  }
+  Writer& Str(std::string_view s) {
+    const size_t n = std::min<size_t>(s.size(), 0xFFFF);
+    U16(static_cast<uint16_t>(n));
+    const auto* p = reinterpret_cast<const std::byte*>(s.data());
+    out_.insert(out_.end(), p, p + n);
+    return *this;
+  }
+  Writer& Bytes(std::span<const std::byte> b) {
+    U32(static_cast<uint32_t>(b.size()));
+    out_.insert(out_.end(), b.begin(), b.end());
+    return *this;
+  }
+  Writer& List(const std::vector<int32_t>& ids) {
+    U32(static_cast<uint32_t>(ids.size()));
+    for (int32_t id : ids) I32(id);
+    return *this;
+  }
+  std::vector<std::byte> Take() { return std::move(out_); }
+
+ private:
+  std::vector<std::byte> out_;
+};
+
+class Reader {
+ public:
+  Reader(std::span<const std::byte> p, const std::string& peer, const char* message)
+      : p_(p), peer_(peer), message_(message) {}
+  bool U8(uint8_t* v) {
+    if (!Need(1, "a byte")) return false;
+    *v = std::to_integer<uint8_t>(p_[pos_]);
+    pos_ += 1;
+    return true;
+  }
+  bool U16(uint16_t* v) {
+    if (!Need(2, "a 16-bit field")) return false;
+    *v = coding::GetFixed16(p_.data() + pos_);
+    pos_ += 2;
+    return true;
+  }
+  bool U32(uint32_t* v) {
+    if (!Need(4, "a 32-bit field")) return false;
+    *v = coding::GetFixed32(p_.data() + pos_);
+    pos_ += 4;
+    return true;
+  }
+  bool I32(int32_t* v) {
+    uint32_t u;
+    if (!U32(&u)) return false;
+    *v = static_cast<int32_t>(u);
+    return true;
+  }
+  // An i32 that must be >= `min`.
+  bool I32Min(int32_t* v, int32_t min, const char* what) {
+    size_t at = pos_;
+    if (!I32(v)) return false;
+    if (*v < min) return Fail(at, fmt::format("{} {} is below {}", what, *v, min));
+    return true;
+  }
+  bool I64(int64_t* v) {
+    if (!Need(8, "a 64-bit field")) return false;
+    *v = static_cast<int64_t>(coding::GetFixed64(p_.data() + pos_));
+    pos_ += 8;
+    return true;
+  }
+  bool Str(std::string* s) {
+    uint16_t n;
+    if (!U16(&n)) return false;
+    if (!Need(n, "a string's bytes")) return false;
+    s->assign(reinterpret_cast<const char*>(p_.data() + pos_), n);
+    pos_ += n;
+    return true;
+  }
+  bool Topic(std::string* s) {
+    size_t at = pos_;
+    if (!Str(s)) return false;
+    if (Status v = ValidateName(*s, "topic"); !v.ok()) return Fail(at, v.message());
+    return true;
+  }
+  bool Bytes(std::vector<std::byte>* b) {
+    uint32_t n;
+    if (!U32(&n)) return false;
+    if (!Need(n, "a byte field")) return false;
+    b->assign(p_.begin() + static_cast<std::ptrdiff_t>(pos_),
+              p_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
+    pos_ += n;
+    return true;
+  }
+  bool List(std::vector<int32_t>* ids, const char* what) {
+    uint32_t n;
+    size_t at = pos_;
+    if (!U32(&n)) return false;
+    if (n > (p_.size() - pos_) / 4) return Fail(at, fmt::format("{}: {} ids do not fit", what, n));
+    ids->clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      int32_t id;
+      if (!I32Min(&id, 0, what)) return false;
+      ids->push_back(id);
+    }
+    return true;
+  }
+  // R51: nothing after the fields.
+  Status Finish() {
+    if (status_.ok() && pos_ != p_.size())
+      Fail(pos_, fmt::format("{} bytes after the message's fields", p_.size() - pos_));
+    return status_;
+  }
+
+ private:
+  bool Need(size_t n, const char* what) {
+    if (p_.size() - pos_ >= n) return true;
+    return Fail(pos_, fmt::format("payload ends inside {}", what));
+  }
+  bool Fail(size_t at, std::string what) {
+    if (status_.ok())
+      status_ = Status::Corruption(peer_, at, "R51", fmt::format("{}: {}", message_, what));
+    pos_ = p_.size();
+    return false;
+  }
+  std::span<const std::byte> p_;
+  const std::string& peer_;
+  const char* message_;
+  size_t pos_ = 0;
+  Status status_;
+};
+
+template <typename T>
+Result<T> Done(Reader& r, T value) {
+  MQ_RETURN_IF_ERROR(r.Finish());
+  return value;
+}
+
+// ---- descriptors with deadlines ----------------------------------------------
+
+void SetNonBlocking(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+// Writes all of `bytes` to the non-blocking `fd` within `timeout_ms`.
+Status WriteAll(int fd, std::span<const std::byte> bytes, int timeout_ms, const std::string& peer,
+                const std::atomic<bool>* stop = nullptr) {
+  const int64_t deadline = MonotonicMs() + timeout_ms;
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN)
+      return Status(Code::kUnavailable, fmt::format("{}: write: {}", peer, strerror(errno)));
+    const int64_t left = deadline - MonotonicMs();
+    if (left <= 0 || (stop && stop->load()))
+      return Status(Code::kUnavailable,
+                    fmt::format("{}: no progress writing for {} ms (R52)", peer, timeout_ms));
+    pollfd pfd{fd, POLLOUT, 0};
+    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 200)));
+  }
+  return Status::Ok();
+}
+
+// Reads the next frame from the non-blocking `fd` within `timeout_ms` (-1:
+// no limit). End of stream is kUnavailable ("closed"); `*idle` (when given)
+// says whether it came before any byte of a frame.
+Result<Frame> ReadFrame(int fd, FrameReader& reader, int timeout_ms, const std::string& peer,
+                        const std::atomic<bool>* stop = nullptr, bool* clean_end = nullptr) {
+  const int64_t deadline = timeout_ms < 0 ? INT64_MAX : MonotonicMs() + timeout_ms;
+  std::byte buf[1 << 16];
+  for (;;) {
+    auto frame = reader.Next();
+    if (!frame) return frame.error();
+    if (*frame) return std::move(**frame);
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      reader.Feed(std::span<const std::byte>(buf, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n == 0) {
+      if (clean_end) *clean_end = reader.pending() == 0;
+      return Status(Code::kUnavailable,
+                    reader.pending() == 0
+                        ? fmt::format("{}: connection closed", peer)
+                        : fmt::format("{}: connection closed inside a frame at byte {}", peer,
+                                      reader.position()));
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN)
+      return Status(Code::kUnavailable, fmt::format("{}: read: {}", peer, strerror(errno)));
+    const int64_t left = deadline - MonotonicMs();
+    if (left <= 0)
+      return Status(Code::kUnavailable,
+                    fmt::format("{}: no response within {} ms (R52)", peer, timeout_ms));
+    if (stop && stop->load()) return Status(Code::kUnavailable, "stopped");
+    pollfd pfd{fd, POLLIN, 0};
+    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 200)));
+  }
+}
+
+}  // namespace
+
+// ---- frames ---------------------------------------------------------------------
+
+std::vector<std::byte> EncodeFrame(Type type, uint32_t correlation,
+                                   std::span<const std::byte> payload) {
+  std::vector<std::byte> out(kHeaderSize + payload.size() + kTrailerSize);
+  coding::PutFixed32(out.data(), static_cast<uint32_t>(payload.size()));
+  out[4] = std::byte{static_cast<uint8_t>(type)};
+  coding::PutFixed32(out.data() + 5, correlation);
+  std::copy(payload.begin(), payload.end(), out.begin() + kHeaderSize);
+  const uint32_t crc = Crc32c(std::span<const std::byte>(out.data(), kHeaderSize + payload.size()));
+  coding::PutFixed32(out.data() + kHeaderSize + payload.size(), crc);
+  return out;
+}
+
+void FrameReader::Feed(std::span<const std::byte> bytes) {
+  if (start_ > 0 && start_ == buf_.size()) {
+    buf_.clear();
+    start_ = 0;
+  } else if (start_ > (1u << 20) && start_ * 2 > buf_.size()) {
+    buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(start_));
+    start_ = 0;
+  }
+  buf_.insert(buf_.end(), bytes.begin(), bytes.end());
+}
+
+Result<std::optional<Frame>> FrameReader::Next() {
+  const size_t have = buf_.size() - start_;
+  if (have < 4) return std::optional<Frame>();
+  const std::byte* p = buf_.data() + start_;
+  const uint32_t n = coding::GetFixed32(p);
+  if (n > kMaxPayload)
+    return Status::Corruption(peer_, position_, "R48",
+                              fmt::format("frame length {} is over {}", n, kMaxPayload));
+  const size_t total = kHeaderSize + n + kTrailerSize;
+  if (have < total) return std::optional<Frame>();
+  const uint32_t stored = coding::GetFixed32(p + kHeaderSize + n);
+  const uint32_t actual = Crc32c(std::span<const std::byte>(p, kHeaderSize + n));
+  if (stored != actual)
+    return Status::Corruption(
+        peer_, position_, "R48",
+        fmt::format("frame crc {:08x} but its bytes give {:08x}", stored, actual));
+  Frame f;
+  f.type = static_cast<Type>(std::to_integer<uint8_t>(p[4]));
+  f.correlation = coding::GetFixed32(p + 5);
+  f.payload.assign(p + kHeaderSize, p + kHeaderSize + n);
+  start_ += total;
+  position_ += total;
+  return std::optional<Frame>(std::move(f));
+}
+
+// ---- messages ---------------------------------------------------------------------
+
+std::vector<std::byte> Encode(const Hello& m) {
+  return Writer().U16(m.min_version).U16(m.max_version).Str(m.client).Take();
+}
+std::vector<std::byte> Encode(const HelloReply& m) {
+  return Writer().U16(m.version).Str(m.server).Take();
+}
+std::vector<std::byte> Encode(const FetchMessage& m) {
+  return Writer()
+      .Str(m.topic)
+      .I32(m.partition)
+      .I32(m.request.replica)
+      .I32(m.request.leader_epoch)
+      .I64(m.request.fetch_offset)
+      .U32(static_cast<uint32_t>(std::min<size_t>(m.request.max_bytes, kMaxPayload)))
+      .U32(m.max_wait_ms)
+      .Take();
+}
+std::vector<std::byte> Encode(const FetchResponse& m) {
+  return Writer()
+      .I32(m.leader_epoch)
+      .I64(m.high_watermark)
+      .I64(m.log_start_offset)
+      .I64(m.log_end_offset)
+      .Bytes(m.batches)
+      .Take();
+}
+std::vector<std::byte> Encode(const OffsetForLeaderEpochMessage& m) {
+  return Writer().Str(m.topic).I32(m.partition).I32(m.leader_epoch).I32(m.requested_epoch).Take();
+}
+std::vector<std::byte> Encode(const EpochEndOffset& m) {
+  return Writer().I32(m.epoch).I64(m.end_offset).Take();
+}
+std::vector<std::byte> Encode(const PartitionRef& m) {
+  return Writer().Str(m.topic).I32(m.partition).Take();
+}
+std::vector<std::byte> Encode(const ReplicaStatusReply& m) {
+  return Writer()
+      .I64(m.log_start_offset)
+      .I64(m.log_end_offset)
+      .I64(m.high_watermark)
+      .I32(m.latest_epoch)
+      .Take();
+}
+std::vector<std::byte> Encode(const AlterPartitionMessage& m) {
+  const PartitionState& p = m.proposed;
+  return Writer()
+      .Str(p.topic)
+      .I32(p.partition)
+      .I32(p.leader)
+      .I32(p.leader_epoch)
+      .I32(p.partition_epoch)
+      .List(p.isr)
+      .Str(m.reason)
+      .Take();
+}
+std::vector<std::byte> EncodeAlterPartitionReply(const PartitionState& p) {
+  return Writer()
+      .I32(p.leader)
+      .I32(p.leader_epoch)
+      .I32(p.partition_epoch)
+      .List(p.isr)
+      .List(p.replicas)
+      .Take();
+}
+std::vector<std::byte> EncodeLoadStateReply(std::string_view state) {
+  return Writer()
+      .Bytes(std::span<const std::byte>(reinterpret_cast<const std::byte*>(state.data()),
+                                        state.size()))
+      .Take();
+}
+std::vector<std::byte> EncodeError(const Status& s) {
+  return Writer().U8(ErrorCodeOf(s.code())).Str(s.message()).Take();
+}
+
+Result<Hello> DecodeHello(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "Hello");
+  Hello m;
+  r.U16(&m.min_version) && r.U16(&m.max_version) && r.Str(&m.client);
+  return Done(r, std::move(m));
+}
+Result<HelloReply> DecodeHelloReply(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "HelloReply");
+  HelloReply m;
+  r.U16(&m.version) && r.Str(&m.server);
+  return Done(r, std::move(m));
+}
+Result<FetchMessage> DecodeFetch(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "Fetch");
+  FetchMessage m;
+  uint32_t max_bytes = 0;
+  r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition") &&
+      r.I32Min(&m.request.replica, 0, "replica") &&
+      r.I32Min(&m.request.leader_epoch, 0, "leader epoch") && r.I64(&m.request.fetch_offset) &&
+      r.U32(&max_bytes) && r.U32(&m.max_wait_ms);
+  m.request.max_bytes = std::min<size_t>(max_bytes, kMaxPayload - 64);
+  m.max_wait_ms = std::min(m.max_wait_ms, kMaxWaitMs);
+  return Done(r, std::move(m));
+}
+Result<FetchResponse> DecodeFetchReply(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "FetchReply");
+  FetchResponse m;
+  r.I32(&m.leader_epoch) && r.I64(&m.high_watermark) && r.I64(&m.log_start_offset) &&
+      r.I64(&m.log_end_offset) && r.Bytes(&m.batches);
+  return Done(r, std::move(m));
+}
+Result<OffsetForLeaderEpochMessage> DecodeOffsetForLeaderEpoch(std::span<const std::byte> p,
+                                                               const std::string& peer) {
+  Reader r(p, peer, "OffsetForLeaderEpoch");
+  OffsetForLeaderEpochMessage m;
+  r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition") &&
+      r.I32Min(&m.leader_epoch, 0, "leader epoch") && r.I32(&m.requested_epoch);
+  return Done(r, std::move(m));
+}
+Result<EpochEndOffset> DecodeOffsetForLeaderEpochReply(std::span<const std::byte> p,
+                                                       const std::string& peer) {
+  Reader r(p, peer, "OffsetForLeaderEpochReply");
+  EpochEndOffset m;
+  r.I32(&m.epoch) && r.I64(&m.end_offset);
+  return Done(r, m);
+}
+Result<PartitionRef> DecodePartitionRef(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "ReplicaStatus");
+  PartitionRef m;
+  r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition");
+  return Done(r, std::move(m));
+}
+Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p,
+                                                    const std::string& peer) {
+  Reader r(p, peer, "ReplicaStatusReply");
+  ReplicaStatusReply m;
+  r.I64(&m.log_start_offset) && r.I64(&m.log_end_offset) && r.I64(&m.high_watermark) &&
+      r.I32(&m.latest_epoch);
+  return Done(r, m);
+}
+Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
+                                                   const std::string& peer) {
+  Reader r(p, peer, "AlterPartition");
+  AlterPartitionMessage m;
+  PartitionState& s = m.proposed;
+  r.Topic(&s.topic) && r.I32Min(&s.partition, 0, "partition") &&
+      r.I32Min(&s.leader, -1, "leader") && r.I32Min(&s.leader_epoch, 0, "leader epoch") &&
+      r.I32Min(&s.partition_epoch, 0, "partition epoch") && r.List(&s.isr, "isr") &&
+      r.Str(&m.reason);
+  return Done(r, std::move(m));
+}
+Result<PartitionState> DecodeAlterPartitionReply(std::span<const std::byte> p,
+                                                 const std::string& peer,
+                                                 const std::string& topic, int32_t partition) {
+  Reader r(p, peer, "AlterPartitionReply");
+  PartitionState s;
+  s.topic = topic;
+  s.partition = partition;
+  r.I32Min(&s.leader, -1, "leader") && r.I32Min(&s.leader_epoch, 0, "leader epoch") &&
+      r.I32Min(&s.partition_epoch, 0, "partition epoch") && r.List(&s.isr, "isr") &&
+      r.List(&s.replicas, "replicas");
+  return Done(r, std::move(s));
+}
+Result<std::string> DecodeLoadStateReply(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "LoadStateReply");
+  std::vector<std::byte> b;
+  r.Bytes(&b);
+  return Done(r, std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+}
+Status DecodeError(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "Error");
+  uint8_t code = 0;
+  std::string message;
+  r.U8(&code) && r.Str(&message);
+  MQ_RETURN_IF_ERROR(r.Finish());
+  return Status(CodeOfError(code), fmt::format("{}: {}", peer, message));
+}
+
+namespace {
+constexpr std::pair<uint8_t, Code> kErrorCodes[] = {
+    {1, Code::kInvalidArgument}, {2, Code::kNotFound},    {3, Code::kCorruption},
+    {4, Code::kUnsupported},     {5, Code::kIoError},     {6, Code::kBusy},
+    {7, Code::kOutOfOrder},      {8, Code::kFenced},      {9, Code::kUnavailable},
+    {10, Code::kTimedOut},       {11, Code::kInternal},
+};
+}  // namespace
+
+uint8_t ErrorCodeOf(Code code) {
+  for (auto [wire, c] : kErrorCodes)
+    if (c == code) return wire;
+  return 11;
+}
+Code CodeOfError(uint8_t code) {
+  for (auto [wire, c] : kErrorCodes)
+    if (wire == code) return c;
+  return Code::kInternal;
+}
+
+// ---- connections ---------------------------------------------------------------
+
+Result<std::unique_ptr<Connection>> Connection::Start(const std::vector<std::string>& argv) {
+  if (argv.empty()) return Status(Code::kInvalidArgument, "no command to start");
+  int to_child[2], from_child[2];
+  if (pipe2(to_child, O_CLOEXEC) != 0)
+    return Status(Code::kIoError, fmt::format("pipe: {}", strerror(errno)));
+  if (pipe2(from_child, O_CLOEXEC) != 0) {
+    int e = errno;
+    close(to_child[0]);
+    close(to_child[1]);
+    return Status(Code::kIoError, fmt::format("pipe: {}", strerror(e)));
+  }
+  // 1 MiB pipes where allowed: fewer wakeups for fetched batches.
+  fcntl(from_child[1], F_SETPIPE_SZ, 1 << 20);
+  fcntl(to_child[1], F_SETPIPE_SZ, 1 << 16);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(to_child[0]);
+  close(from_child[1]);
+  if (rc != 0) {
+    close(to_child[1]);
+    close(from_child[0]);
+    return Status(Code::kUnavailable, fmt::format("{}: {}", argv[0], strerror(rc)));
+  }
+  auto c = std::unique_ptr<Connection>(new Connection());
+  c->write_fd_ = to_child[1];
+  c->read_fd_ = from_child[0];
+  c->pid_ = pid;
+  SetNonBlocking(c->write_fd_);
+  SetNonBlocking(c->read_fd_);
+  return c;
+}
+
+std::unique_ptr<Connection> Connection::Adopt(int write_fd, int read_fd) {
+  auto c = std::unique_ptr<Connection>(new Connection());
+  c->write_fd_ = write_fd;
+  c->read_fd_ = read_fd;
+  SetNonBlocking(write_fd);
+  SetNonBlocking(read_fd);
+  return c;
+}
+
+Connection::~Connection() {
+  if (write_fd_ >= 0) close(write_fd_);
+  if (read_fd_ >= 0 && read_fd_ != write_fd_) close(read_fd_);
+  if (pid_ > 0) {
+    // The server ends at end of input; one that does not (a stalled relay,
+    // a hung ssh) is ended.
+    for (int i = 0; i < 50; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+// ---- client -------------------------------------------------------------------------
+
+Client::Client(Connect connect, std::string peer, Options options)
+    : connect_(std::move(connect)), peer_(std::move(peer)), options_(std::move(options)) {}
+
+void Client::Drop() {
+  conn_.reset();
+  reader_.reset();
+}
+
+Status Client::Send(Type type, std::span<const std::byte> payload) {
+  auto frame = EncodeFrame(type, next_correlation_, payload);
+  return WriteAll(conn_->write_fd(), frame, options_.timeout_ms, peer_);
+}
+
+Result<Frame> Client::Receive(int timeout_ms) {
+  auto f = ReadFrame(conn_->read_fd(), *reader_, timeout_ms, peer_);
+  if (!f) return f.error();
+  if (f->correlation != next_correlation_)  // R50
+    return Status::Corruption(peer_, reader_->position(), "R50",
+                              fmt::format("response to request {} while waiting for {}",
+                                          f->correlation, next_correlation_));
+  return f;
+}
+
+Status Client::Handshake() {
+  auto conn = connect_();
+  if (!conn) return conn.error();
+  ++connects_;
+  conn_ = std::move(*conn);
+  reader_ = std::make_unique<FrameReader>(peer_);
+  next_correlation_ = 0;
+  Hello hello;
+  hello.client = options_.name;
+  auto payload = Encode(hello);
+  MQ_RETURN_IF_ERROR(Send(Type::kHello, payload));
+  auto reply = Receive(options_.timeout_ms);
+  if (!reply) return reply.error();
+  ++next_correlation_;
+  if (reply->type == Type::kError) return DecodeError(reply->payload, peer_);
+  if (reply->type != Type::kHelloReply)
+    return Status::Corruption(peer_, 0, "R49", "the first response is not HelloReply");
+  auto r = DecodeHelloReply(reply->payload, peer_);
+  if (!r) return r.error();
+  if (r->version != kVersion)
+    return Status(Code::kUnsupported,
+                  fmt::format("{}: speaks wire protocol version {}, not {} (R49)", peer_,
+                              r->version, kVersion));
+  last_used_ms_ = MonotonicMs();
+  return Status::Ok();
+}
+
+Result<std::vector<std::byte>> Client::CallLocked(Type type, std::span<const std::byte> payload,
+                                                  int timeout_ms) {
+  if (!conn_) MQ_RETURN_IF_ERROR(Handshake());
+  MQ_RETURN_IF_ERROR(Send(type, payload));
+  auto reply = Receive(timeout_ms);
+  if (!reply) return reply.error();
+  ++next_correlation_;
+  last_used_ms_ = MonotonicMs();
+  if (reply->type == Type::kError) {
+    // The server answered: the conversation goes on, unless it said that
+    // our request breached the protocol (then it has ended).
+    Status s = DecodeError(reply->payload, peer_);
+    answered_ = s.code() != Code::kCorruption;
+    return s;
+  }
+  const auto want = static_cast<Type>(static_cast<uint8_t>(type) | kReplyBit);
+  if (reply->type != want)
+    return Status::Corruption(peer_, reader_->position(), "R50",
+                              fmt::format("response type 0x{:02x} to request type 0x{:02x}",
+                                          static_cast<uint8_t>(reply->type),
+                                          static_cast<uint8_t>(type)));
+  return std::move(reply->payload);
+}
+
+Result<std::vector<std::byte>> Client::Call(Type type, std::span<const std::byte> payload,
+                                            int extra_wait_ms) {
+  std::lock_guard lock(mu_);
+  if (conn_ && MonotonicMs() - last_used_ms_ > kPingAfterIdleMs) {
+    auto pong = CallLocked(Type::kPing, {}, options_.timeout_ms);
+    if (!pong) Drop();  // found dead (or answered oddly): start again below
+  }
+  answered_ = false;
+  auto r = CallLocked(type, payload, options_.timeout_ms + extra_wait_ms);
+  if (!r && !answered_) {
+    // A timeout, end of stream, breach or failed start leaves the
+    // conversation in an unknown state: it starts again at the next call
+    // (R50, R52). To the caller the peer is unavailable.
+    Drop();
+    if (r.error().code() != Code::kUnavailable)
+      return Status(Code::kUnavailable, fmt::format("connection dropped: {}", r.error().message()));
+  }
+  return r;
+}
+
+namespace {
+
+class WireLink : public LeaderLink {
+ public:
+  WireLink(std::shared_ptr<Client> client, std::string topic, int32_t partition, uint32_t wait)
+      : client_(std::move(client)), topic_(std::move(topic)), partition_(partition), wait_(wait) {}
+  Result<EpochEndOffset> OffsetForLeaderEpoch(int32_t leader_epoch,
+                                              int32_t requested_epoch) override {
+    OffsetForLeaderEpochMessage m{topic_, partition_, leader_epoch, requested_epoch};
+    auto reply = client_->Call(Type::kOffsetForLeaderEpoch, Encode(m));
+    if (!reply) return reply.error();
+    return DecodeOffsetForLeaderEpochReply(*reply, client_->peer());
+  }
+  Result<FetchResponse> Fetch(const FetchRequest& request) override {
+    FetchMessage m{topic_, partition_, request, wait_};
+    auto reply = client_->Call(Type::kFetch, Encode(m), static_cast<int>(wait_));
+    if (!reply) return reply.error();
+    return DecodeFetchReply(*reply, client_->peer());
+  }
+
+ private:
+  std::shared_ptr<Client> client_;
+  std::string topic_;
+  int32_t partition_;
+  uint32_t wait_;
+};
+
+class WireStore : public ClusterStore {
+ public:
+  explicit WireStore(std::shared_ptr<Client> client) : client_(std::move(client)) {}
+  Result<ClusterState> Load() override {
+    auto reply = client_->Call(Type::kLoadState, {});
+    if (!reply) return reply.error();
+    auto text = DecodeLoadStateReply(*reply, client_->peer());
+    if (!text) return text.error();
+    return ClusterState::Parse(*text, client_->peer() + ": cluster-state");
+  }
+  Result<PartitionState> AlterPartition(const PartitionState& proposed,
+                                        std::string_view reason) override {
+    AlterPartitionMessage m{proposed, std::string(reason)};
+    auto reply = client_->Call(Type::kAlterPartition, Encode(m));
+    if (!reply) return reply.error();
+    return DecodeAlterPartitionReply(*reply, client_->peer(), proposed.topic, proposed.partition);
+  }
+
+ private:
+  std::shared_ptr<Client> client_;
+};
+
+}  // namespace
+
+std::unique_ptr<LeaderLink> RemoteLeaderLink(std::shared_ptr<Client> client, std::string topic,
+                                             int32_t partition, uint32_t max_wait_ms) {
+  return std::make_unique<WireLink>(std::move(client), std::move(topic), partition,
+                                    std::min(max_wait_ms, kMaxWaitMs));
+}
+
+std::unique_ptr<ClusterStore> RemoteClusterStore(std::shared_ptr<Client> client) {
+  return std::make_unique<WireStore>(std::move(client));
+}
+
+Result<ReplicaStatusReply> QueryReplicaStatus(Client& client, const std::string& topic,
+                                              int32_t partition) {
+  auto reply = client.Call(Type::kReplicaStatus, Encode(PartitionRef{topic, partition}));
+  if (!reply) return reply.error();
+  return DecodeReplicaStatusReply(*reply, client.peer());
+}
+
+// ---- server ---------------------------------------------------------------------------
+
+namespace {
+
+// Answers one request (after Hello): the reply's type and payload.
+Result<std::pair<Type, std::vector<std::byte>>> Answer(const Handlers& h, const Frame& f,
+                                                       const std::string& peer) {
+  auto reply = [&](auto&& result) -> Result<std::pair<Type, std::vector<std::byte>>> {
+    if (!result) return std::make_pair(Type::kError, EncodeError(result.error()));
+    return std::make_pair(static_cast<Type>(static_cast<uint8_t>(f.type) | kReplyBit),
+                          Encode(*result));
+  };
+  auto unsupported = [&](const char* what) {
+    return std::make_pair(
+        Type::kError,
+        EncodeError(Status(Code::kUnsupported, fmt::format("this server does not answer {}", what))));
+  };
+  switch (f.type) {
+    case Type::kPing:
+      return std::make_pair(Type::kPong, std::vector<std::byte>());
+    case Type::kFetch: {
+      auto m = DecodeFetch(f.payload, peer);
+      if (!m) return m.error();
+      if (!h.fetch) return unsupported("Fetch");
+      return reply(h.fetch(*m));
+    }
+    case Type::kOffsetForLeaderEpoch: {
+      auto m = DecodeOffsetForLeaderEpoch(f.payload, peer);
+      if (!m) return m.error();
+      if (!h.offset_for_leader_epoch) return unsupported("OffsetForLeaderEpoch");
+      return reply(h.offset_for_leader_epoch(*m));
+    }
+    case Type::kReplicaStatus: {
+      auto m = DecodePartitionRef(f.payload, peer);
+      if (!m) return m.error();
+      if (!h.replica_status) return unsupported("ReplicaStatus");
+      return reply(h.replica_status(*m));
+    }
+    case Type::kLoadState: {
+      if (!f.payload.empty())
+        return Status::Corruption(peer, 0, "R51", "LoadState: the message has no fields");
+      if (!h.load_state) return unsupported("LoadState");
+      auto state = h.load_state();
+      if (!state) return std::make_pair(Type::kError, EncodeError(state.error()));
+      return std::make_pair(Type::kLoadStateReply, EncodeLoadStateReply(*state));
+    }
+    case Type::kAlterPartition: {
+      auto m = DecodeAlterPartition(f.payload, peer);
+      if (!m) return m.error();
+      if (!h.alter_partition) return unsupported("AlterPartition");
+      auto stored = h.alter_partition(*m);
+      if (!stored) return std::make_pair(Type::kError, EncodeError(stored.error()));
+      return std::make_pair(Type::kAlterPartitionReply, EncodeAlterPartitionReply(*stored));
+    }
+    default:
+      return Status::Corruption(peer, 0, "R50",
+                                fmt::format("request type 0x{:02x} is not a request",
+                                            static_cast<uint8_t>(f.type)));
+  }
+}
+
+}  // namespace
+
+Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions& o) {
+  SetNonBlocking(in_fd);
+  SetNonBlocking(out_fd);
+  FrameReader reader(o.peer);
+  uint32_t expect = 0;
+  auto send = [&](Type type, uint32_t correlation, std::span<const std::byte> payload) {
+    return WriteAll(out_fd, EncodeFrame(type, correlation, payload), o.idle_timeout_ms, o.peer,
+                    o.stop);
+  };
+  // A breach: say so when the peer can still hear it, then end (R50).
+  auto breach = [&](const Status& s, uint32_t correlation) {
+    send(Type::kError, correlation, EncodeError(s));
+    return s;
+  };
+  for (;;) {
+    bool clean_end = false;
+    auto f = ReadFrame(in_fd, reader, o.idle_timeout_ms, o.peer, o.stop, &clean_end);
+    if (!f) {
+      if (f.error().code() == Code::kUnavailable) {
+        // End of input, the idle timeout or a stop: the conversation is over.
+        return clean_end || (o.stop && o.stop->load()) || reader.pending() == 0
+                   ? Status::Ok()
+                   : f.error();
+      }
+      return breach(f.error(), expect);
+    }
+    if (f->correlation != expect)
+      return breach(Status::Corruption(o.peer, reader.position(), "R50",
+                                       fmt::format("request {} where {} was next", f->correlation,
+                                                   expect)),
+                    f->correlation);
+    if (expect == 0) {  // R49
+      if (f->type != Type::kHello)
+        return breach(Status::Corruption(o.peer, 0, "R49", "the first request is not Hello"), 0);
+      auto hello = DecodeHello(f->payload, o.peer);
+      if (!hello) return breach(hello.error(), 0);
+      if (hello->min_version > kVersion || hello->max_version < kVersion)
+        return breach(Status(Code::kUnsupported,
+                             fmt::format("client speaks versions {}-{}; this server speaks {} (R49)",
+                                         hello->min_version, hello->max_version, kVersion)),
+                      0);
+      HelloReply reply;
+      reply.server = o.name;
+      MQ_RETURN_IF_ERROR(send(Type::kHelloReply, 0, Encode(reply)));
+      ++expect;
+      continue;
+    }
+    auto answer = Answer(handlers, *f, o.peer);
+    if (!answer) return breach(answer.error(), f->correlation);
+    MQ_RETURN_IF_ERROR(send(answer->first, f->correlation, answer->second));
+    ++expect;
+  }
+}
+
+}  // namespace mq::wire

@@ -1,0 +1,46 @@
+// Reaching other hosts (format-spec/protocol.md): a replica root or the
+// cluster state at `host:path` is served by an mq tool started there
+// through $MQ_RSH (default "ssh"), speaking the wire protocol on its
+// standard input and output.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mq/cluster.h"
+#include "mq/status.h"
+#include "mq/wire.h"
+
+namespace mq::cli {
+
+// The command that runs `remote_argv` on `host`: $MQ_RSH split at spaces
+// (no shell, as rsync's RSYNC_RSH), then the host, then the remote words
+// joined into one string with each word quoted for the remote shell (ssh
+// hands the remote shell one string, which it parses again).
+Result<std::vector<std::string>> RshCommand(std::string_view host,
+                                            const std::vector<std::string>& remote_argv);
+// POSIX shell quoting of one word: bare when it is only [A-Za-z0-9_./=:,+@%-]
+// and not empty, otherwise in single quotes (' written as '\'').
+std::string ShellQuote(std::string_view word);
+// An mq program on another host: $MQ_REMOTE_BINDIR/NAME when that is set,
+// else NAME (found in the remote PATH).
+std::string RemoteProgram(std::string_view name);
+// The wire timeout: $MQ_TIMEOUT_MS, else the protocol's default (R52).
+int WireTimeoutMs();
+
+// Runs `remote_argv` on `host` and waits for it (its output is ours): OK
+// when it exits 0.
+Status RunRemote(std::string_view host, const std::vector<std::string>& remote_argv);
+
+// A client of `mq-replicate --serve -C PATH` on the address's host.
+std::shared_ptr<wire::Client> ReplicaClient(const Address& address);
+// A client of `mq-isr --cluster PATH --serve` on the address's host.
+std::shared_ptr<wire::Client> ControllerClient(const Address& address);
+
+// The cluster state at `spec`: a cluster directory on this host (the
+// authority itself), or `host:path` reached through ControllerClient.
+Result<std::unique_ptr<ClusterStore>> OpenClusterStore(const std::string& spec);
+
+}  // namespace mq::cli

@@ -1,0 +1,171 @@
+// mq-replicate --serve: the leader's side of replication across hosts
+// (format-spec/protocol.md): answers Fetch, OffsetForLeaderEpoch and
+// ReplicaStatus for the partitions of one log root, on standard input and
+// output, as `ssh HOST mq-replicate --serve -C DIR` is started by a
+// follower on another host.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "mq/partition.h"
+#include "mq/replication.h"
+#include "mq/topic.h"
+#include "mq/wire.h"
+#include "replica.h"
+#include "replicate.h"
+
+namespace mq::replicate {
+namespace {
+
+std::atomic<bool> g_serve_stop{false};
+
+void OnServeSignal(int) { g_serve_stop.store(true); }
+
+// One partition of the root, opened at its first request.
+struct Served {
+  std::shared_ptr<cli::ReplicaBinding> binding;
+  ReplicationContext ctx;
+  std::unique_ptr<ReplicaLog> log;
+  std::unique_ptr<PartitionReader> reader;
+  std::string dir;
+  int64_t next_isr_check_ms = 0;
+};
+
+class Server {
+ public:
+  explicit Server(const Options& o) : o_(o) {}
+
+  Result<Served*> Get(const std::string& topic, int32_t partition) {
+    auto key = std::make_pair(topic, partition);
+    auto it = served_.find(key);
+    if (it != served_.end()) return it->second.get();
+    if (!dir_) {
+      auto d = DataDir::Open(o_.dir, false);
+      if (!d) return d.error();
+      dir_ = std::make_unique<DataDir>(std::move(*d));
+    }
+    auto config = dir_->ReadTopic(topic);
+    if (!config) return config.error();
+    auto& binding = bindings_[topic];
+    if (!binding) {
+      auto bound = cli::BindReplica(o_.dir, topic, *config);
+      if (!bound) return bound.error();
+      if (!*bound)
+        return Status(Code::kInvalidArgument,
+                      fmt::format("{}: topic \"{}\" is not replicated", o_.dir, topic));
+      binding = std::make_shared<cli::ReplicaBinding>(std::move(**bound));
+    }
+    if (partition >= config->partitions)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("{}: topic \"{}\" has {} partitions, not {}", o_.dir, topic,
+                                config->partitions, partition + 1));
+    auto s = std::make_unique<Served>();
+    s->binding = binding;
+    s->ctx.cluster = binding->store.get();
+    s->ctx.clock = Clock::Real();
+    s->ctx.topic = topic;
+    s->ctx.partition = partition;
+    s->dir = fmt::format("{}/{}-{}", o_.dir, topic, partition);
+    LogConfig log = DataDir::LogConfigFor(*config);
+    log.durability = o_.fsync ? Durability::kEveryBatch : Durability::kNone;
+    auto opened = OpenReplicaLog(s->dir, binding->replica_id, log);
+    if (!opened) return opened.error();
+    s->log = std::move(*opened);
+    Served* out = s.get();
+    served_.emplace(key, std::move(s));
+    return out;
+  }
+
+  Result<FetchResponse> Fetch(const wire::FetchMessage& m) {
+    auto s = Get(m.topic, m.partition);
+    if (!s) return s.error();
+    Served& p = **s;
+    auto r = HandleFetch(p.ctx, *p.log, m.request);
+    if (r && r->batches.empty() && m.max_wait_ms > 0 &&
+        r->log_end_offset == m.request.fetch_offset) {
+      // Nothing to send: wait for an append (Kafka's fetch.max.wait.ms).
+      if (!p.reader) {
+        auto reader = PartitionReader::Open(p.dir);
+        if (reader) p.reader = std::move(*reader);
+      }
+      if (p.reader && p.reader->WaitForAppend(r->log_end_offset, static_cast<int>(m.max_wait_ms)))
+        r = HandleFetch(p.ctx, *p.log, m.request);
+    }
+    // The ISR rule, once a second, by whoever waits on the partition
+    // (replication.md §17.5): here the leader's side of the fetches.
+    const int64_t now = Clock::Real()->NowMs();
+    if (r && now >= p.next_isr_check_ms) {
+      p.next_isr_check_ms = now + 1000;
+      auto shrunk = MaybeShrinkIsr(p.ctx, *p.log, m.request.leader_epoch);
+      if (!shrunk && shrunk.error().code() != Code::kFenced && !o_.quiet)
+        cli::Warn(fmt::format("{}-{}: ISR rule: {}", m.topic, m.partition,
+                              shrunk.error().message()));
+    }
+    return r;
+  }
+
+  Result<EpochEndOffset> OffsetForLeaderEpoch(const wire::OffsetForLeaderEpochMessage& m) {
+    auto s = Get(m.topic, m.partition);
+    if (!s) return s.error();
+    return HandleOffsetForLeaderEpoch((*s)->ctx, *(*s)->log, m.leader_epoch, m.requested_epoch);
+  }
+
+  Result<wire::ReplicaStatusReply> ReplicaStatus(const wire::PartitionRef& m) {
+    auto s = Get(m.topic, m.partition);
+    if (!s) return s.error();
+    ReplicaLog& log = *(*s)->log;
+    wire::ReplicaStatusReply r;
+    auto start = log.LogStartOffset();
+    if (!start) return start.error();
+    auto end = log.LogEndOffset();
+    if (!end) return end.error();
+    auto hw = log.HighWatermark();
+    if (!hw) return hw.error();
+    auto epoch = log.LatestEpoch();
+    if (!epoch) return epoch.error();
+    r.log_start_offset = *start;
+    r.log_end_offset = *end;
+    r.high_watermark = *hw;
+    r.latest_epoch = *epoch;
+    return r;
+  }
+
+ private:
+  const Options& o_;
+  std::unique_ptr<DataDir> dir_;
+  std::map<std::string, std::shared_ptr<cli::ReplicaBinding>> bindings_;
+  std::map<std::pair<std::string, int32_t>, std::unique_ptr<Served>> served_;
+};
+
+}  // namespace
+
+int Serve(const Options& o) {
+  struct sigaction sa {};
+  sa.sa_handler = OnServeSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  Server server(o);
+  wire::Handlers h;
+  h.fetch = [&](const wire::FetchMessage& m) { return server.Fetch(m); };
+  h.offset_for_leader_epoch = [&](const wire::OffsetForLeaderEpochMessage& m) {
+    return server.OffsetForLeaderEpoch(m);
+  };
+  h.replica_status = [&](const wire::PartitionRef& m) { return server.ReplicaStatus(m); };
+  wire::ServeOptions so;
+  so.name = fmt::format("mq-replicate {}", o.dir);
+  so.peer = "client";
+  so.stop = &g_serve_stop;
+  if (o.idle_timeout_ms > 0) so.idle_timeout_ms = o.idle_timeout_ms;
+  mq::Status s = wire::Serve(STDIN_FILENO, STDOUT_FILENO, h, so);
+  if (!s.ok()) return cli::Fail(s);
+  return 0;
+}
+
+}  // namespace mq::replicate
