@@ -1,0 +1,509 @@
+// The wire protocol (format-spec/protocol.md, mq/wire.h): one test per rule
+// (R48-R52), a randomized property test of the frame reader under damage
+// (seed printed; MQ_TEST_SEED=<n> repeats one), and a follower replicating
+// through Client and Serve over pipes, damaged ones included.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "mq/replication.h"
+#include "mq/wire.h"
+#include "model.h"  // tests/sim: the cluster store and clock in memory
+#include "test_support.h"
+
+using namespace mq;
+using namespace mq::test;
+using namespace mq::wire;
+
+namespace {
+
+std::vector<std::byte> Raw(std::initializer_list<int> v) {
+  std::vector<std::byte> out;
+  for (int b : v) out.push_back(std::byte(b));
+  return out;
+}
+
+std::vector<std::byte> Text(std::string_view s) {
+  return std::vector<std::byte>(reinterpret_cast<const std::byte*>(s.data()),
+                                reinterpret_cast<const std::byte*>(s.data()) + s.size());
+}
+
+uint64_t Seed() {
+  if (const char* s = std::getenv("MQ_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+
+// Everything a reader yields from `bytes` fed in one piece: the frames, and
+// the error that stopped it (OK when it only ran out of bytes).
+struct Drained {
+  std::vector<Frame> frames;
+  Status error;
+};
+Drained Drain(std::span<const std::byte> bytes, size_t chunk = SIZE_MAX) {
+  FrameReader r("peer");
+  Drained d;
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    r.Feed(bytes.subspan(at, std::min(chunk, bytes.size() - at)));
+    for (;;) {
+      auto f = r.Next();
+      if (!f) {
+        d.error = f.error();
+        return d;
+      }
+      if (!*f) break;
+      d.frames.push_back(std::move(**f));
+    }
+  }
+  return d;
+}
+
+// A server thread answering on pipes, and the client's ends.
+struct Pipes {
+  int client_write = -1, client_read = -1, server_read = -1, server_write = -1;
+  Pipes() {
+    int a[2], b[2];
+    REQUIRE(pipe2(a, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(b, O_CLOEXEC) == 0);
+    server_read = a[0];
+    client_write = a[1];
+    client_read = b[0];
+    server_write = b[1];
+  }
+};
+
+class Servers {
+ public:
+  ~Servers() {
+    for (auto& t : threads_) t.join();
+  }
+  // A Connect that starts a server thread running `serve` on fresh pipes.
+  Client::Connect Connect(std::function<void(int in, int out)> serve) {
+    return [this, serve]() -> Result<std::unique_ptr<Connection>> {
+      Pipes p;
+      threads_.emplace_back([serve, in = p.server_read, out = p.server_write] {
+        serve(in, out);
+        close(in);
+        close(out);
+      });
+      return Connection::Adopt(p.client_write, p.client_read);
+    };
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+};
+
+Status Write(int fd, const std::vector<std::byte>& b) {
+  return write(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size())
+             ? Status::Ok()
+             : Status(Code::kIoError, "write");
+}
+
+// Reads frames from a blocking descriptor until one is whole.
+Result<Frame> ReadOne(int fd, FrameReader& r) {
+  for (;;) {
+    auto f = r.Next();
+    if (!f) return f.error();
+    if (*f) return std::move(**f);
+    std::byte buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return Status(Code::kUnavailable, "closed");
+    r.Feed(std::span<const std::byte>(buf, static_cast<size_t>(n)));
+  }
+}
+
+// Servers write to clients that hang up.
+const bool kIgnoreSigpipe = [] {
+  signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
+
+}  // namespace
+
+TEST_CASE("R48 frame: length, type, correlation, payload, then the CRC-32C of all before it") {
+  // Known bytes (the CRC computed independently, bit by bit).
+  CHECK(EncodeFrame(Type::kPing, 1, {}) ==
+        Raw({0, 0, 0, 0, 0x02, 0, 0, 0, 1, 0x39, 0xac, 0x34, 0xf8}));
+  CHECK(EncodeFrame(Type::kFetch, 7, Text("abc")) ==
+        Raw({0, 0, 0, 3, 0x10, 0, 0, 0, 7, 'a', 'b', 'c', 0xf9, 0x96, 0x94, 0xc7}));
+  // Round trip, fed a byte at a time.
+  auto frame = EncodeFrame(Type::kFetch, 7, Text("abc"));
+  auto d = Drain(frame, 1);
+  REQUIRE(d.error.ok());
+  REQUIRE(d.frames.size() == 1);
+  CHECK(d.frames[0].type == Type::kFetch);
+  CHECK(d.frames[0].correlation == 7);
+  CHECK(d.frames[0].payload == Text("abc"));
+}
+
+TEST_CASE("R48 frame: a flipped bit anywhere, the length included, never yields a frame") {
+  auto good = EncodeFrame(Type::kFetchReply, 3, Text("some batches"));
+  for (size_t bit = 0; bit < good.size() * 8; ++bit) {
+    auto bad = good;
+    bad[bit / 8] ^= std::byte(1 << (bit % 8));
+    auto d = Drain(bad);
+    INFO("bit " << bit);
+    CHECK(d.frames.empty());
+    // A longer length waits for bytes (a timeout ends it), any other flip
+    // is the CRC's.
+    if (!d.error.ok()) {
+      CHECK(d.error.rule() == "R48");
+      CHECK(d.error.position() == 0);
+    } else {
+      CHECK(bit < 32);
+    }
+  }
+}
+
+TEST_CASE("R48 frame: a length over 64 MiB is refused from its 4 bytes, before any allocation") {
+  FrameReader r("peer");
+  auto first = EncodeFrame(Type::kPong, 0, {});
+  r.Feed(first);
+  REQUIRE(r.Next().value().has_value());
+  r.Feed(Raw({0x04, 0x00, 0x00, 0x01}));  // 64 MiB + 1
+  auto next = r.Next();
+  REQUIRE_FALSE(next.has_value());
+  CHECK(next.error().rule() == "R48");
+  CHECK(next.error().position() == first.size());
+  CHECK_THAT(next.error().message(), Catch::Contains("peer"));
+  // Exactly 64 MiB is a length a frame may have: it waits for the bytes.
+  FrameReader max("peer");
+  max.Feed(Raw({0x04, 0x00, 0x00, 0x00}));
+  auto waiting = max.Next();
+  REQUIRE(waiting.has_value());
+  CHECK_FALSE(waiting->has_value());
+}
+
+TEST_CASE("R48 frame reader property: damaged streams yield only the frames that were sent, in order") {
+  const uint64_t seed = Seed();
+  INFO("seed " << seed << " (MQ_TEST_SEED to repeat)");
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 300; ++round) {
+    std::vector<std::vector<std::byte>> sent;
+    std::vector<std::byte> stream;
+    const int n = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::byte> payload(rng() % 3000);
+      for (auto& b : payload) b = std::byte(rng());
+      sent.push_back(payload);
+      auto f = EncodeFrame(Type::kFetchReply, static_cast<uint32_t>(i), payload);
+      stream.insert(stream.end(), f.begin(), f.end());
+    }
+    const int damage = static_cast<int>(rng() % 4);  // 0 none, 1 flip, 2 cut, 3 duplicate bytes
+    size_t at = stream.size() ? rng() % stream.size() : 0;
+    if (damage == 1) stream[at] ^= std::byte(1 << (rng() % 8));
+    if (damage == 2) stream.resize(at);
+    if (damage == 3) stream.insert(stream.begin() + static_cast<std::ptrdiff_t>(at), std::byte(rng()));
+    auto d = Drain(stream, 1 + rng() % 5000);
+    REQUIRE(d.frames.size() <= sent.size());
+    for (size_t i = 0; i < d.frames.size(); ++i) {
+      CHECK(d.frames[i].correlation == i);
+      CHECK(d.frames[i].payload == sent[i]);
+    }
+    if (damage == 0) {
+      CHECK(d.error.ok());
+      CHECK(d.frames.size() == sent.size());
+    }
+    if (!d.error.ok()) CHECK(d.error.rule() == "R48");
+  }
+}
+
+TEST_CASE("R49 hello: the first request is Hello, and the versions must meet") {
+  SECTION("another first request: an Error, and the server ends") {
+    Pipes p;
+    REQUIRE(Write(p.client_write, EncodeFrame(Type::kPing, 0, {})).ok());
+    Status s = Serve(p.server_read, p.server_write, Handlers{}, ServeOptions{});
+    CHECK(s.rule() == "R49");
+    FrameReader r("server");
+    auto reply = ReadOne(p.client_read, r);
+    REQUIRE(reply);
+    CHECK(reply->type == Type::kError);
+    CHECK(DecodeError(reply->payload, "server").code() == Code::kCorruption);
+  }
+  SECTION("no common version: unsupported") {
+    Pipes p;
+    Hello h;
+    h.min_version = 2;
+    h.max_version = 5;
+    REQUIRE(Write(p.client_write, EncodeFrame(Type::kHello, 0, Encode(h))).ok());
+    Status s = Serve(p.server_read, p.server_write, Handlers{}, ServeOptions{});
+    CHECK(s.code() == Code::kUnsupported);
+    FrameReader r("server");
+    auto reply = ReadOne(p.client_read, r);
+    REQUIRE(reply);
+    CHECK(DecodeError(reply->payload, "server").code() == Code::kUnsupported);
+  }
+  SECTION("a common version: HelloReply, then requests") {
+    Servers servers;
+    Client c(servers.Connect([](int in, int out) {
+      Handlers h;
+      h.load_state = []() -> Result<std::string> { return std::string("state"); };
+      Serve(in, out, h, ServeOptions{});
+    }), "server");
+    auto reply = c.Call(Type::kLoadState, {});
+    REQUIRE(reply);
+    CHECK(DecodeLoadStateReply(*reply, "server").value() == "state");
+    // A request the server has no handler for: an Error; the conversation goes on.
+    auto fetch = c.Call(Type::kFetch, Encode(FetchMessage{"t", 0, FetchRequest{1, 0, 0, 1024}, 0}));
+    CHECK(fetch.error().code() == Code::kUnsupported);
+    CHECK(c.Call(Type::kLoadState, {}).has_value());
+    CHECK(c.connects() == 1);
+  }
+}
+
+TEST_CASE("R50 one request at a time: a response of another correlation drops the connection") {
+  Servers servers;
+  std::atomic<int> conversations{0};
+  // A server that answers its second conversation's first request with a
+  // stale correlation (a duplicated or reordered frame).
+  Client c(servers.Connect([&](int in, int out) {
+    const int n = ++conversations;
+    FrameReader r("client");
+    for (uint32_t i = 0;; ++i) {
+      auto f = ReadOne(in, r);
+      if (!f) return;
+      if (f->type == Type::kHello) {
+        (void)Write(out, EncodeFrame(Type::kHelloReply, f->correlation, Encode(HelloReply{})));
+        continue;
+      }
+      const uint32_t corr = (n == 1 && i == 1) ? f->correlation - 1 : f->correlation;
+      (void)Write(out, EncodeFrame(Type::kPong, corr, {}));
+    }
+  }), "server");
+  auto first = c.Call(Type::kPing, {});
+  REQUIRE_FALSE(first.has_value());
+  CHECK(first.error().code() == Code::kUnavailable);
+  CHECK_THAT(first.error().message(), Catch::Contains("R50"));
+  auto second = c.Call(Type::kPing, {});
+  CHECK(second.has_value());
+  CHECK(c.connects() == 2);
+  SECTION("the server ends a conversation whose request skips a number") {
+    Pipes p;
+    REQUIRE(Write(p.client_write, EncodeFrame(Type::kHello, 0, Encode(Hello{}))).ok());
+    REQUIRE(Write(p.client_write, EncodeFrame(Type::kPing, 5, {})).ok());
+    Status s = Serve(p.server_read, p.server_write, Handlers{}, ServeOptions{});
+    CHECK(s.rule() == "R50");
+  }
+}
+
+TEST_CASE("R51 messages: exactly their fields, lengths within the payload, valid names") {
+  FetchMessage fetch{"orders", 3, FetchRequest{2, 7, 12345, 1 << 20}, 500};
+  auto f = DecodeFetch(Encode(fetch), "p");
+  REQUIRE(f);
+  CHECK(f->topic == "orders");
+  CHECK(f->partition == 3);
+  CHECK(f->request.replica == 2);
+  CHECK(f->request.leader_epoch == 7);
+  CHECK(f->request.fetch_offset == 12345);
+  CHECK(f->request.max_bytes == size_t{1} << 20);
+  CHECK(f->max_wait_ms == 500);
+  FetchResponse resp;
+  resp.batches = Text("batches");
+  resp.high_watermark = 5;
+  resp.log_start_offset = 1;
+  resp.log_end_offset = 9;
+  resp.leader_epoch = 4;
+  auto r = DecodeFetchReply(Encode(resp), "p");
+  REQUIRE(r);
+  CHECK(r->batches == resp.batches);
+  CHECK(r->leader_epoch == 4);
+  CHECK(r->high_watermark == 5);
+  AlterPartitionMessage alter;
+  alter.proposed = PartitionState{"orders", 1, {0, 1, 2}, 1, 3, 8, {1, 2}};
+  alter.reason = "shrink";
+  auto a = DecodeAlterPartition(Encode(alter), "p");
+  REQUIRE(a);
+  CHECK(a->proposed.isr == std::vector<int32_t>{1, 2});
+  CHECK(a->reason == "shrink");
+  auto reply = DecodeAlterPartitionReply(EncodeAlterPartitionReply(alter.proposed), "p", "orders", 1);
+  REQUIRE(reply);
+  CHECK(*reply == alter.proposed);
+  CHECK(DecodeOffsetForLeaderEpochReply(Encode(EpochEndOffset{3, 77}), "p").value() ==
+        EpochEndOffset{3, 77});
+
+  auto breach = [](auto result) {
+    REQUIRE_FALSE(result.has_value());
+    CHECK(result.error().rule() == "R51");
+  };
+  auto bytes = Encode(fetch);
+  auto longer = bytes;
+  longer.push_back(std::byte{0});
+  breach(DecodeFetch(longer, "p"));                                             // a byte after
+  breach(DecodeFetch(std::span(bytes).first(bytes.size() - 1), "p"));           // one short
+  breach(DecodeFetch(Encode(FetchMessage{"a/b", 0, {}, 0}), "p"));               // not a name
+  breach(DecodeFetch(Encode(FetchMessage{"t", -1, {}, 0}), "p"));                // partition
+  breach(DecodeFetchReply(Raw({0, 0, 0, 1}), "p"));                            // short
+  auto huge = Encode(resp);
+  huge[28] = std::byte{0x7f};  // the batches' length: past the payload
+  breach(DecodeFetchReply(huge, "p"));
+  auto many = Encode(alter);
+  many[24] = std::byte{0x40};  // the ISR's count: more ids than bytes
+  breach(DecodeAlterPartition(many, "p"));
+  CHECK(DecodeError(EncodeError(Status(Code::kFenced, "moved")), "p").code() == Code::kFenced);
+  // Every status a server can answer keeps its code (§19.3's table).
+  for (Code code : {Code::kInvalidArgument, Code::kNotFound, Code::kCorruption, Code::kUnsupported,
+                    Code::kIoError, Code::kBusy, Code::kOutOfOrder, Code::kFenced,
+                    Code::kUnavailable, Code::kTimedOut, Code::kInternal})
+    CHECK(CodeOfError(ErrorCodeOf(code)) == code);
+  CHECK(CodeOfError(200) == Code::kInternal);
+}
+
+TEST_CASE("R52 liveness: a silent server costs the timeout, and the next call starts again") {
+  Servers servers;
+  std::atomic<int> conversations{0};
+  std::atomic<bool> release{false};
+  Client::Options o;
+  o.timeout_ms = 200;
+  Client c(servers.Connect([&](int in, int out) {
+    if (++conversations == 1) {  // reads, never answers
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    Serve(in, out, Handlers{}, ServeOptions{});
+  }), "server", o);
+  auto first = c.Call(Type::kPing, {});
+  release.store(true);
+  REQUIRE_FALSE(first.has_value());
+  CHECK(first.error().code() == Code::kUnavailable);
+  CHECK_THAT(first.error().message(), Catch::Contains("R52"));
+  CHECK(c.Call(Type::kPing, {}).has_value());
+  CHECK(c.connects() == 2);
+  SECTION("a server ends at end of input, and after its idle timeout") {
+    Pipes p;
+    close(p.client_write);
+    CHECK(Serve(p.server_read, p.server_write, Handlers{}, ServeOptions{}).ok());
+    Pipes q;
+    ServeOptions idle;
+    idle.idle_timeout_ms = 50;
+    CHECK(Serve(q.server_read, q.server_write, Handlers{}, idle).ok());
+  }
+  SECTION("a server that cannot be started is unavailable") {
+    auto conn = Connection::Start({"/nonexistent/mq-replicate", "--serve"});
+    REQUIRE_FALSE(conn.has_value());
+    CHECK(conn.error().code() == Code::kUnavailable);
+  }
+}
+
+namespace {
+
+LogConfig Small() {
+  LogConfig c;
+  c.segment_bytes = 700;
+  c.index_interval_bytes = 100;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams included") {
+  const uint64_t seed = Seed();
+  INFO("seed " << seed << " (MQ_TEST_SEED to repeat)");
+  TempDir tmp;
+  sim::MemClusterStore store{ClusterState{}};
+  ReplicatedTopic t;
+  t.name = "t";
+  t.replication_factor = 2;
+  t.min_insync_replicas = 2;
+  store.state().topics.push_back(t);
+  PartitionState p{"t", 0, {0, 1}, 0, 0, 0, {0, 1}};
+  store.state().partitions.push_back(p);
+  std::vector<std::string> dirs;
+  for (int32_t i = 0; i < 2; ++i) {
+    dirs.push_back(tmp / ("root" + std::to_string(i)) + "/t-0");
+    std::filesystem::create_directories(dirs.back());
+    store.state().replicas.push_back({i, tmp / ("root" + std::to_string(i))});
+  }
+  sim::VirtualClock clock;
+  ReplicationContext ctx;
+  ctx.cluster = &store;
+  ctx.clock = &clock;
+  ctx.topic = "t";
+  auto leader = OpenReplicaLog(dirs[0], 0, Small());
+  REQUIRE(leader);
+  auto follower = OpenReplicaLog(dirs[1], 1, Small());
+  REQUIRE(follower);
+  {
+    LogConfig c = Small();
+    c.leader_epoch = 0;
+    auto w = PartitionWriter::Open(dirs[0], c, false, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 40; ++i) {
+      auto b = MakeBatch(3, 1000 + i, 40);
+      REQUIRE((*w)->Append(b));
+    }
+  }
+  std::mutex leader_mu;  // the server threads share the leader's log
+  Handlers h;
+  h.fetch = [&](const FetchMessage& m) {
+    std::lock_guard lock(leader_mu);
+    return HandleFetch(ctx, **leader, m.request);
+  };
+  h.offset_for_leader_epoch = [&](const OffsetForLeaderEpochMessage& m) {
+    std::lock_guard lock(leader_mu);
+    return HandleOffsetForLeaderEpoch(ctx, **leader, m.leader_epoch, m.requested_epoch);
+  };
+  // Each conversation's server damages one of its frames at random: a
+  // flipped bit, a cut, or a stale response.
+  std::mt19937_64 rng(seed);
+  std::mutex rng_mu;
+  auto damaging = [&](int in, int out) {
+    int pipes[2];
+    REQUIRE(pipe2(pipes, O_CLOEXEC) == 0);
+    std::thread serve([&, in, w = pipes[1]] {
+      Serve(in, w, h, ServeOptions{});
+      close(w);
+    });
+    uint64_t damage_at, kind;
+    {
+      std::lock_guard lock(rng_mu);
+      damage_at = rng() % 6;
+      kind = rng() % 4;
+    }
+    FrameReader r("server");
+    for (uint64_t i = 0;; ++i) {
+      auto f = ReadOne(pipes[0], r);
+      if (!f) break;
+      auto bytes = EncodeFrame(f->type, f->correlation, f->payload);
+      if (i == damage_at && kind == 1) bytes[bytes.size() / 2] ^= std::byte{0x10};
+      if (i == damage_at && kind == 2) {
+        // Half a frame, then the end of the stream.
+        (void)write(out, bytes.data(), bytes.size() / 2);
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        dup2(null, out);
+        close(null);
+        break;
+      }
+      if (i == damage_at && kind == 3)
+        bytes = EncodeFrame(f->type, f->correlation - 1, f->payload);
+      if (write(out, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) break;
+    }
+    // Until the client hangs up and the server ends.
+    std::byte sink[4096];
+    while (read(pipes[0], sink, sizeof sink) > 0) {
+    }
+    close(pipes[0]);
+    serve.join();
+  };
+  Servers servers;
+  Client::Options o;
+  o.timeout_ms = 1000;  // a stalled conversation ends sooner
+  auto client = std::make_shared<Client>(servers.Connect(damaging), "leader", o);
+  auto link = RemoteLeaderLink(client, "t", 0, 0);
+  FollowerState state;
+  int64_t leader_end = (*leader)->LogEndOffset().value();
+  for (int i = 0; i < 2000 && (*follower)->LogEndOffset().value() < leader_end; ++i) {
+    auto r = FollowerStep(ctx, **follower, *link, state, 300);
+    if (!r) CHECK(r.error().code() == Code::kUnavailable);
+  }
+  CHECK((*follower)->LogEndOffset().value() == leader_end);
+  CHECK(RawBatches(dirs[1]) == RawBatches(dirs[0]));
+  CHECK(client->connects() > 1);
+}
