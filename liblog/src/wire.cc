@@ -7,6 +7,9 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+
+#include <cstring>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -202,44 +205,69 @@ void SetNonBlocking(int fd) {
   if (flags >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
-// Writes all of `bytes` to the non-blocking `fd` within `timeout_ms`.
-Status WriteAll(int fd, std::span<const std::byte> bytes, int timeout_ms, const std::string& peer,
-                const std::atomic<bool>* stop = nullptr) {
+// Writes one frame whose payload is `body` then `tail` (R48) with writev,
+// without copying them into one buffer.
+Status WriteFrame(int fd, Type type, uint32_t correlation, std::span<const std::byte> body,
+                  std::span<const std::byte> tail, int timeout_ms, const std::string& peer,
+                  const std::atomic<bool>* stop) {
+  std::byte header[kHeaderSize], trailer[kTrailerSize];
+  coding::PutFixed32(header, static_cast<uint32_t>(body.size() + tail.size()));
+  header[4] = std::byte{static_cast<uint8_t>(type)};
+  coding::PutFixed32(header + 5, correlation);
+  uint32_t crc = Crc32c(std::span<const std::byte>(header, kHeaderSize));
+  crc = Crc32cExtend(crc, body);
+  crc = Crc32cExtend(crc, tail);
+  coding::PutFixed32(trailer, crc);
+  iovec iov[4] = {{header, kHeaderSize},
+                  {const_cast<std::byte*>(body.data()), body.size()},
+                  {const_cast<std::byte*>(tail.data()), tail.size()},
+                  {trailer, kTrailerSize}};
   const int64_t deadline = MonotonicMs() + timeout_ms;
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+  int first = 0;
+  while (first < 4) {
+    if (iov[first].iov_len == 0) {
+      ++first;
+      continue;
+    }
+    ssize_t n = writev(fd, iov + first, 4 - first);
     if (n > 0) {
-      done += static_cast<size_t>(n);
+      auto left = static_cast<size_t>(n);
+      while (first < 4 && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+      if (first < 4) {
+        iov[first].iov_base = static_cast<std::byte*>(iov[first].iov_base) + left;
+        iov[first].iov_len -= left;
+      }
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN)
       return Status(Code::kUnavailable, fmt::format("{}: write: {}", peer, strerror(errno)));
-    const int64_t left = deadline - MonotonicMs();
-    if (left <= 0 || (stop && stop->load()))
+    const int64_t wait = deadline - MonotonicMs();
+    if (wait <= 0 || (stop && stop->load()))
       return Status(Code::kUnavailable,
                     fmt::format("{}: no progress writing for {} ms (R52)", peer, timeout_ms));
     pollfd pfd{fd, POLLOUT, 0};
-    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 200)));
+    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(wait, 200)));
   }
   return Status::Ok();
 }
 
 // Reads the next frame from the non-blocking `fd` within `timeout_ms` (-1:
-// no limit). End of stream is kUnavailable ("closed"); `*idle` (when given)
-// says whether it came before any byte of a frame.
-Result<Frame> ReadFrame(int fd, FrameReader& reader, int timeout_ms, const std::string& peer,
-                        const std::atomic<bool>* stop = nullptr, bool* clean_end = nullptr) {
+// no limit), through `next` (FrameReader::Next or NextView). End of stream
+// is kUnavailable ("closed"); `*clean_end` (when given) says whether it came
+// between frames.
+template <typename F, typename Next>
+Result<F> ReadFrame(int fd, FrameReader& reader, int timeout_ms, const std::string& peer,
+                    const std::atomic<bool>* stop, bool* clean_end, Next next) {
   const int64_t deadline = timeout_ms < 0 ? INT64_MAX : MonotonicMs() + timeout_ms;
-  std::byte buf[1 << 16];
   for (;;) {
-    auto frame = reader.Next();
+    auto frame = next();
     if (!frame) return frame.error();
     if (*frame) return std::move(**frame);
-    ssize_t n = read(fd, buf, sizeof buf);
+    std::span<std::byte> space = reader.Space();
+    ssize_t n = read(fd, space.data(), space.size());
     if (n > 0) {
-      reader.Feed(std::span<const std::byte>(buf, static_cast<size_t>(n)));
+      reader.Commit(static_cast<size_t>(n));
       continue;
     }
     if (n == 0) {
@@ -280,38 +308,70 @@ std::vector<std::byte> EncodeFrame(Type type, uint32_t correlation,
 }
 
 void FrameReader::Feed(std::span<const std::byte> bytes) {
-  if (start_ > 0 && start_ == buf_.size()) {
-    buf_.clear();
-    start_ = 0;
-  } else if (start_ > (1u << 20) && start_ * 2 > buf_.size()) {
-    buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(start_));
-    start_ = 0;
+  while (!bytes.empty()) {
+    std::span<std::byte> space = Space();
+    const size_t n = std::min(space.size(), bytes.size());
+    std::copy_n(bytes.begin(), n, space.begin());
+    Commit(n);
+    bytes = bytes.subspan(n);
   }
-  buf_.insert(buf_.end(), bytes.begin(), bytes.end());
 }
 
-Result<std::optional<Frame>> FrameReader::Next() {
-  const size_t have = buf_.size() - start_;
-  if (have < 4) return std::optional<Frame>();
-  const std::byte* p = buf_.data() + start_;
+std::span<std::byte> FrameReader::Space() {
+  constexpr size_t kMinRead = 64 << 10;
+  if (begin_ == end_) begin_ = end_ = 0;
+  if (capacity_ - end_ < kMinRead) {
+    // Move what is held to the front, or grow (doubling: the buffer grows
+    // with the bytes that arrived, never to a length it was only told, R48).
+    const size_t held = end_ - begin_;
+    if (begin_ > 0 && capacity_ - held >= kMinRead && held < capacity_ / 2) {
+      std::memmove(buf_.get(), buf_.get() + begin_, held);
+    } else {
+      const size_t cap = std::max(capacity_ * 2, held + kMinRead);
+      auto grown = std::unique_ptr<std::byte[]>(new std::byte[cap]);
+      if (held > 0) std::memcpy(grown.get(), buf_.get() + begin_, held);
+      buf_ = std::move(grown);
+      capacity_ = cap;
+    }
+    begin_ = 0;
+    end_ = held;
+  }
+  return std::span<std::byte>(buf_.get() + end_, capacity_ - end_);
+}
+
+Result<std::optional<FrameView>> FrameReader::NextView() {
+  const size_t have = end_ - begin_;
+  if (have < 4) return std::optional<FrameView>();
+  const std::byte* p = buf_.get() + begin_;
   const uint32_t n = coding::GetFixed32(p);
   if (n > kMaxPayload)
     return Status::Corruption(peer_, position_, "R48",
                               fmt::format("frame length {} is over {}", n, kMaxPayload));
   const size_t total = kHeaderSize + n + kTrailerSize;
-  if (have < total) return std::optional<Frame>();
+  if (have < total) return std::optional<FrameView>();
   const uint32_t stored = coding::GetFixed32(p + kHeaderSize + n);
   const uint32_t actual = Crc32c(std::span<const std::byte>(p, kHeaderSize + n));
   if (stored != actual)
     return Status::Corruption(
         peer_, position_, "R48",
         fmt::format("frame crc {:08x} but its bytes give {:08x}", stored, actual));
-  Frame f;
+  FrameView f;
   f.type = static_cast<Type>(std::to_integer<uint8_t>(p[4]));
   f.correlation = coding::GetFixed32(p + 5);
-  f.payload.assign(p + kHeaderSize, p + kHeaderSize + n);
-  start_ += total;
+  f.payload = std::span<const std::byte>(p + kHeaderSize, n);
+  begin_ += total;
   position_ += total;
+  return std::optional<FrameView>(f);
+}
+
+Result<std::optional<Frame>> FrameReader::Next() {
+  auto view = NextView();
+  if (!view) return view.error();
+  if (!*view) return std::optional<Frame>();
+  Frame f;
+  f.type = (*view)->type;
+  f.correlation = (*view)->correlation;
+  f.payload.assign((*view)->payload.begin(), (*view)->payload.end());
   return std::optional<Frame>(std::move(f));
 }
 
@@ -341,6 +401,15 @@ std::vector<std::byte> Encode(const FetchResponse& m) {
       .I64(m.log_start_offset)
       .I64(m.log_end_offset)
       .Bytes(m.batches)
+      .Take();
+}
+std::vector<std::byte> EncodeFetchReplyHead(const FetchResponse& m) {
+  return Writer()
+      .I32(m.leader_epoch)
+      .I64(m.high_watermark)
+      .I64(m.log_start_offset)
+      .I64(m.log_end_offset)
+      .U32(static_cast<uint32_t>(m.batches.size()))
       .Take();
 }
 std::vector<std::byte> Encode(const OffsetForLeaderEpochMessage& m) {
@@ -591,12 +660,14 @@ void Client::Drop() {
 }
 
 Status Client::Send(Type type, std::span<const std::byte> payload) {
-  auto frame = EncodeFrame(type, next_correlation_, payload);
-  return WriteAll(conn_->write_fd(), frame, options_.timeout_ms, peer_);
+  return WriteFrame(conn_->write_fd(), type, next_correlation_, payload, {}, options_.timeout_ms,
+                    peer_, nullptr);
 }
 
-Result<Frame> Client::Receive(int timeout_ms) {
-  auto f = ReadFrame(conn_->read_fd(), *reader_, timeout_ms, peer_);
+Result<FrameView> Client::Receive(int timeout_ms) {
+  FrameReader& r = *reader_;
+  auto f = ReadFrame<FrameView>(conn_->read_fd(), r, timeout_ms, peer_, nullptr, nullptr,
+                     [&r] { return r.NextView(); });
   if (!f) return f.error();
   if (f->correlation != next_correlation_)  // R50
     return Status::Corruption(peer_, reader_->position(), "R50",
@@ -632,8 +703,9 @@ Status Client::Handshake() {
   return Status::Ok();
 }
 
-Result<std::vector<std::byte>> Client::CallLocked(Type type, std::span<const std::byte> payload,
-                                                  int timeout_ms) {
+Result<std::span<const std::byte>> Client::CallLocked(Type type,
+                                                      std::span<const std::byte> payload,
+                                                      int timeout_ms) {
   if (!conn_) MQ_RETURN_IF_ERROR(Handshake());
   MQ_RETURN_IF_ERROR(Send(type, payload));
   auto reply = Receive(timeout_ms);
@@ -653,11 +725,11 @@ Result<std::vector<std::byte>> Client::CallLocked(Type type, std::span<const std
                               fmt::format("response type 0x{:02x} to request type 0x{:02x}",
                                           static_cast<uint8_t>(reply->type),
                                           static_cast<uint8_t>(type)));
-  return std::move(reply->payload);
+  return reply->payload;
 }
 
-Result<std::vector<std::byte>> Client::Call(Type type, std::span<const std::byte> payload,
-                                            int extra_wait_ms) {
+Result<std::span<const std::byte>> Client::Call(Type type, std::span<const std::byte> payload,
+                                                int extra_wait_ms) {
   std::lock_guard lock(mu_);
   if (conn_ && MonotonicMs() - last_used_ms_ > kPingAfterIdleMs) {
     auto pong = CallLocked(Type::kPing, {}, options_.timeout_ms);
@@ -748,27 +820,38 @@ Result<ReplicaStatusReply> QueryReplicaStatus(Client& client, const std::string&
 
 namespace {
 
-// Answers one request (after Hello): the reply's type and payload.
-Result<std::pair<Type, std::vector<std::byte>>> Answer(const Handlers& h, const Frame& f,
-                                                       const std::string& peer) {
-  auto reply = [&](auto&& result) -> Result<std::pair<Type, std::vector<std::byte>>> {
-    if (!result) return std::make_pair(Type::kError, EncodeError(result.error()));
-    return std::make_pair(static_cast<Type>(static_cast<uint8_t>(f.type) | kReplyBit),
-                          Encode(*result));
+// A reply: its type, and its payload in two parts (a FetchReply's batches
+// are written after its fields without being copied next to them).
+struct Reply {
+  Type type;
+  std::vector<std::byte> body;
+  std::vector<std::byte> tail;
+  Reply(Type t, std::vector<std::byte> b, std::vector<std::byte> rest = {})
+      : type(t), body(std::move(b)), tail(std::move(rest)) {}
+};
+
+// Answers one request (after Hello).
+Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer) {
+  auto reply = [&](auto&& result) -> Result<Reply> {
+    if (!result) return Reply(Type::kError, EncodeError(result.error()));
+    return Reply(static_cast<Type>(static_cast<uint8_t>(f.type) | kReplyBit), Encode(*result));
   };
   auto unsupported = [&](const char* what) {
-    return std::make_pair(
-        Type::kError,
-        EncodeError(Status(Code::kUnsupported, fmt::format("this server does not answer {}", what))));
+    return Reply(Type::kError, EncodeError(Status(
+                                   Code::kUnsupported,
+                                   fmt::format("this server does not answer {}", what))));
   };
   switch (f.type) {
     case Type::kPing:
-      return std::make_pair(Type::kPong, std::vector<std::byte>());
+      return Reply(Type::kPong, {});
     case Type::kFetch: {
       auto m = DecodeFetch(f.payload, peer);
       if (!m) return m.error();
       if (!h.fetch) return unsupported("Fetch");
-      return reply(h.fetch(*m));
+      auto r = h.fetch(*m);
+      if (!r) return Reply(Type::kError, EncodeError(r.error()));
+      auto head = EncodeFetchReplyHead(*r);  // before the batches move out
+      return Reply(Type::kFetchReply, std::move(head), std::move(r->batches));
     }
     case Type::kOffsetForLeaderEpoch: {
       auto m = DecodeOffsetForLeaderEpoch(f.payload, peer);
@@ -787,16 +870,16 @@ Result<std::pair<Type, std::vector<std::byte>>> Answer(const Handlers& h, const 
         return Status::Corruption(peer, 0, "R51", "LoadState: the message has no fields");
       if (!h.load_state) return unsupported("LoadState");
       auto state = h.load_state();
-      if (!state) return std::make_pair(Type::kError, EncodeError(state.error()));
-      return std::make_pair(Type::kLoadStateReply, EncodeLoadStateReply(*state));
+      if (!state) return Reply(Type::kError, EncodeError(state.error()));
+      return Reply(Type::kLoadStateReply, EncodeLoadStateReply(*state));
     }
     case Type::kAlterPartition: {
       auto m = DecodeAlterPartition(f.payload, peer);
       if (!m) return m.error();
       if (!h.alter_partition) return unsupported("AlterPartition");
       auto stored = h.alter_partition(*m);
-      if (!stored) return std::make_pair(Type::kError, EncodeError(stored.error()));
-      return std::make_pair(Type::kAlterPartitionReply, EncodeAlterPartitionReply(*stored));
+      if (!stored) return Reply(Type::kError, EncodeError(stored.error()));
+      return Reply(Type::kAlterPartitionReply, EncodeAlterPartitionReply(*stored));
     }
     default:
       return Status::Corruption(peer, 0, "R50",
@@ -812,9 +895,9 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
   SetNonBlocking(out_fd);
   FrameReader reader(o.peer);
   uint32_t expect = 0;
-  auto send = [&](Type type, uint32_t correlation, std::span<const std::byte> payload) {
-    return WriteAll(out_fd, EncodeFrame(type, correlation, payload), o.idle_timeout_ms, o.peer,
-                    o.stop);
+  auto send = [&](Type type, uint32_t correlation, std::span<const std::byte> body,
+                  std::span<const std::byte> tail = {}) {
+    return WriteFrame(out_fd, type, correlation, body, tail, o.idle_timeout_ms, o.peer, o.stop);
   };
   // A breach: say so when the peer can still hear it, then end (R50).
   auto breach = [&](const Status& s, uint32_t correlation) {
@@ -823,7 +906,8 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
   };
   for (;;) {
     bool clean_end = false;
-    auto f = ReadFrame(in_fd, reader, o.idle_timeout_ms, o.peer, o.stop, &clean_end);
+    auto f = ReadFrame<Frame>(in_fd, reader, o.idle_timeout_ms, o.peer, o.stop, &clean_end,
+                       [&reader] { return reader.Next(); });
     if (!f) {
       if (f.error().code() == Code::kUnavailable) {
         // End of input, the idle timeout or a stop: the conversation is over.
@@ -856,7 +940,7 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
     }
     auto answer = Answer(handlers, *f, o.peer);
     if (!answer) return breach(answer.error(), f->correlation);
-    MQ_RETURN_IF_ERROR(send(answer->first, f->correlation, answer->second));
+    MQ_RETURN_IF_ERROR(send(answer->type, f->correlation, answer->body, answer->tail));
     ++expect;
   }
 }

@@ -63,6 +63,13 @@ struct Frame {
   uint32_t correlation = 0;
   std::vector<std::byte> payload;
 };
+// A frame whose payload lies in its reader's buffer: valid until the
+// reader's next call.
+struct FrameView {
+  Type type = Type::kError;
+  uint32_t correlation = 0;
+  std::span<const std::byte> payload;
+};
 
 // The whole frame's bytes (R48).
 std::vector<std::byte> EncodeFrame(Type type, uint32_t correlation,
@@ -75,18 +82,27 @@ class FrameReader {
   explicit FrameReader(std::string peer) : peer_(std::move(peer)) {}
   // Adds bytes read from the stream.
   void Feed(std::span<const std::byte> bytes);
+  // Room for the next read from the stream (at least 64 KiB; the buffer
+  // doubles when full, and is reused from frame to frame), and how many
+  // bytes of it the read filled.
+  std::span<std::byte> Space();
+  void Commit(size_t n) { end_ += n; }
   // The next whole frame, nullopt while more bytes are needed; corruption
   // (R48) naming the peer and the frame's position in the stream.
   Result<std::optional<Frame>> Next();
+  // The same without copying the payload out of the buffer.
+  Result<std::optional<FrameView>> NextView();
   // Bytes held that are not yet a whole frame.
-  size_t pending() const { return buf_.size() - start_; }
+  size_t pending() const { return end_ - begin_; }
   uint64_t position() const { return position_; }
 
  private:
   std::string peer_;
-  std::vector<std::byte> buf_;
-  size_t start_ = 0;
-  uint64_t position_ = 0;  // stream position of buf_[start_]
+  std::unique_ptr<std::byte[]> buf_;  // not zeroed: only [begin_, end_) is read
+  size_t capacity_ = 0;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  uint64_t position_ = 0;  // stream position of buf_[begin_]
 };
 
 // ---- messages (§19.3) -------------------------------------------------------
@@ -131,6 +147,9 @@ std::vector<std::byte> Encode(const Hello& m);
 std::vector<std::byte> Encode(const HelloReply& m);
 std::vector<std::byte> Encode(const FetchMessage& m);
 std::vector<std::byte> Encode(const FetchResponse& m);
+// FetchReply's fields before its batches' bytes (a server writes the
+// batches after them without copying them into one buffer).
+std::vector<std::byte> EncodeFetchReplyHead(const FetchResponse& m);
 std::vector<std::byte> Encode(const OffsetForLeaderEpochMessage& m);
 std::vector<std::byte> Encode(const EpochEndOffset& m);
 std::vector<std::byte> Encode(const PartitionRef& m);
@@ -201,21 +220,22 @@ class Client {
   };
   Client(Connect connect, std::string peer, Options options);
   Client(Connect connect, std::string peer) : Client(std::move(connect), std::move(peer), Options{}) {}
-  // Sends a request and returns the reply's payload. An Error reply is its
-  // status (the connection stays); a timeout (kUnavailable), end of stream,
-  // R48-R51 breach or a failure to connect drops the connection.
-  Result<std::vector<std::byte>> Call(Type type, std::span<const std::byte> payload,
-                                      int extra_wait_ms = 0);
+  // Sends a request and returns the reply's payload, valid until the next
+  // call. An Error reply is its status (the connection stays); a timeout
+  // (kUnavailable), end of stream, R48-R51 breach or a failure to connect
+  // drops the connection.
+  Result<std::span<const std::byte>> Call(Type type, std::span<const std::byte> payload,
+                                          int extra_wait_ms = 0);
   const std::string& peer() const { return peer_; }
   // Connections made so far (tests).
   int connects() const { return connects_; }
 
  private:
-  Result<std::vector<std::byte>> CallLocked(Type type, std::span<const std::byte> payload,
-                                            int timeout_ms);
+  Result<std::span<const std::byte>> CallLocked(Type type, std::span<const std::byte> payload,
+                                                int timeout_ms);
   Status Handshake();
   Status Send(Type type, std::span<const std::byte> payload);
-  Result<Frame> Receive(int timeout_ms);
+  Result<FrameView> Receive(int timeout_ms);
   void Drop();
 
   Connect connect_;
