@@ -149,6 +149,11 @@ EXPECT = {
 NOT_RUN = {
     "* * * * * mq-replicate -C /srv/mq/r1 -q":
         "a crontab line; tests/cli/replication_carry.sh runs mq-replicate once the same way",
+    "mq-isr --cluster /srv/mq/cluster create -t orders --partitions 2 "
+    "--replicas /srv/mq/r0,b:/srv/mq/r1,c:/srv/mq/r2 --controller a\n"
+    '* * * * * MQ_RSH="ssh -i /etc/mq/id_ed25519 -o BatchMode=yes" mq-replicate -C /srv/mq/r1 -q':
+        "needs hosts b and c, and a crontab; tests/cli/replication_hosts.sh creates such a topic "
+        "and replicates it through a stand-in MQ_RSH",
     "./build.sh demo": "builds the project: run by CI and the fresh-machine check",
     "./build.sh test": "builds and runs every test, this one included",
     'MQ_READER_SEEDS=500 build/tests/unit_tests "reader property*"':
