@@ -21,8 +21,10 @@ FUZZ_SECONDS=${MQ_FUZZ_SECONDS:-60}
 REQUIRED_PACKAGES=(g++ cmake ninja-build libcli11-dev libboost-dev libfmt-dev libzstd-dev
                    zlib1g-dev liblz4-dev libsnappy-dev catch2 libsimdjson-dev)
 # What the tests call besides the build: tests/cli and examples use python3,
-# jq, /usr/bin/time (package time), xxd, man (man-db) and procps (ps).
-TEST_PACKAGES=(python3 jq time xxd man-db procps)
+# jq, /usr/bin/time (package time), xxd, man (man-db) and procps (ps); the
+# ssh tests start a throwaway sshd on 127.0.0.1 (tests/cli/lib/sshd.bash:
+# /usr/sbin/sshd from openssh-server, ssh and ssh-keygen from openssh-client).
+TEST_PACKAGES=(python3 jq time xxd man-db procps openssh-server openssh-client)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 step() { printf '\n==> %s\n' "$*"; }
