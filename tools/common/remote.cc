@@ -17,47 +17,6 @@ extern char** environ;
 
 namespace mq::cli {
 
-std::string ShellQuote(std::string_view word) {
-  auto safe = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./=:,+@%-").find(c) !=
-                                                              std::string_view::npos;
-  };
-  if (!word.empty() && std::all_of(word.begin(), word.end(), safe)) return std::string(word);
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  out += '\'';
-  return out;
-}
-
-Result<std::vector<std::string>> RshCommand(std::string_view host,
-                                            const std::vector<std::string>& remote_argv) {
-  MQ_RETURN_IF_ERROR(CheckHost(host, "remote"));
-  const char* env = std::getenv("MQ_RSH");
-  const std::string rsh = env && *env ? env : "ssh";
-  std::vector<std::string> argv;
-  size_t start = 0;
-  while (start < rsh.size()) {
-    size_t space = rsh.find(' ', start);
-    if (space == std::string::npos) space = rsh.size();
-    if (space > start) argv.push_back(rsh.substr(start, space - start));
-    start = space + 1;
-  }
-  if (argv.empty()) return Status(Code::kInvalidArgument, "MQ_RSH names no command");
-  argv.emplace_back(host);
-  std::string joined;
-  for (const std::string& w : remote_argv) {
-    if (!joined.empty()) joined += ' ';
-    joined += ShellQuote(w);
-  }
-  argv.push_back(std::move(joined));
-  return argv;
-}
-
 std::string RemoteProgram(std::string_view name) {
   const char* dir = std::getenv("MQ_REMOTE_BINDIR");
   if (dir && *dir) return fmt::format("{}/{}", dir, name);

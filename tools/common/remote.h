@@ -12,18 +12,12 @@
 #include "mq/cluster.h"
 #include "mq/status.h"
 #include "mq/wire.h"
+#include "shell_quote.h"
 
 namespace mq::cli {
 
-// The command that runs `remote_argv` on `host`: $MQ_RSH split at spaces
-// (no shell, as rsync's RSYNC_RSH), then the host, then the remote words
-// joined into one string with each word quoted for the remote shell (ssh
-// hands the remote shell one string, which it parses again).
-Result<std::vector<std::string>> RshCommand(std::string_view host,
-                                            const std::vector<std::string>& remote_argv);
-// POSIX shell quoting of one word: bare when it is only [A-Za-z0-9_./=:,+@%-]
-// and not empty, otherwise in single quotes (' written as '\'').
-std::string ShellQuote(std::string_view word);
+// RshCommand and ShellQuote: shell_quote.h.
+
 // An mq program on another host: $MQ_REMOTE_BINDIR/NAME when that is set,
 // else NAME (found in the remote PATH).
 std::string RemoteProgram(std::string_view name);
