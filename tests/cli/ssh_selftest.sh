@@ -61,8 +61,13 @@ grep -qE '^mq-inspect [0-9]+\.[0-9]+\.[0-9]+$' "$WORK/out" || fail "mq-inspect -
 run "$RSH" localhost-mq "$MQ_REMOTE_TEST_BIN/mq-test-rsh" --print h true
 expect_rc 0 "a test helper by absolute path"
 
-# An unreachable host: ssh's own exit status 255.
+# An unreachable host: ssh's own exit status 255; started again, the same
+# host to the client (no host key change refused).
 sshd_stop
 run $MQ_RSH localhost-mq 'echo ok'
 expect_rc 255 "ssh to a stopped sshd"
+sshd_start
+run "$RSH" localhost-mq echo back
+expect_rc 0 "ssh after sshd_start again"
+expect_eq "echo back" "back" "$(cat "$WORK/out")"
 echo "ssh_selftest: ok"

@@ -5,6 +5,7 @@
 #   sshd_start                 # fails the test (never skips) without sshd
 #   "$BIN/tests/mq-test-rsh" localhost-mq echo ok    # or: $MQ_RSH localhost-mq 'echo ok'
 #   sshd_stop                  # also run at exit
+#   sshd_start                 # again: the same host (keys), maybe another port
 #
 # sshd_start exports MQ_RSH="ssh -F $SSHD_DIR/ssh_config" (split on spaces
 # by the tools, so the path has none) and sets:
@@ -43,12 +44,16 @@ sshd_start() {
   if [[ $(id -u) == 0 && ! -d /run/sshd ]]; then
     mkdir -m 0755 /run/sshd || fail "sshd: cannot create its privilege separation directory /run/sshd"
   fi
-  ssh-keygen -q -t ed25519 -N '' -C mq-test-host -f "$SSHD_DIR/host_ed25519" </dev/null ||
-    fail "sshd: ssh-keygen (host key) failed"
-  ssh-keygen -q -t ed25519 -N '' -C mq-test-client -f "$SSHD_DIR/client_ed25519" </dev/null ||
-    fail "sshd: ssh-keygen (client key) failed"
-  cp "$SSHD_DIR/client_ed25519.pub" "$SSHD_DIR/authorized_keys"
-  : >"$SSHD_DIR/known_hosts"
+  # Keys and known hosts survive sshd_stop: a second sshd_start (a host
+  # coming back) is the same host to the client.
+  if [[ ! -f $SSHD_DIR/host_ed25519 ]]; then
+    ssh-keygen -q -t ed25519 -N '' -C mq-test-host -f "$SSHD_DIR/host_ed25519" </dev/null ||
+      fail "sshd: ssh-keygen (host key) failed"
+    ssh-keygen -q -t ed25519 -N '' -C mq-test-client -f "$SSHD_DIR/client_ed25519" </dev/null ||
+      fail "sshd: ssh-keygen (client key) failed"
+    cp "$SSHD_DIR/client_ed25519.pub" "$SSHD_DIR/authorized_keys"
+    : >"$SSHD_DIR/known_hosts"
+  fi
 
   MQ_REMOTE_BIN="$BIN"
   MQ_REMOTE_TEST_BIN="$BIN/tests"
