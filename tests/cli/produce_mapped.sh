@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# mq-produce reads a regular file in place (mapped, man mq-produce INPUT):
-# the same messages as through a pipe, from the file offset standard input
-# is at, with bounded memory on a large file, the same refusals, and a clear
-# end (exit 74) when another process truncates the file under it.
+# mq-produce reads a regular file (man mq-produce INPUT): the same messages
+# as through a pipe, from the file offset standard input is at, with bounded
+# memory on a large file, the same refusals, and a clear end (exit 74) when
+# another process truncates the file under it.
 source "$(dirname "$0")/lib/common.bash"
 D="$WORK/data"
 TIME=/usr/bin/time
@@ -15,13 +15,13 @@ lines() {
     for (i = 0; i < n; i++) printf "%010d%s\n", i, pad }'
 }
 
-# 1. A large file (80 MB): byte-exact, and the mapped pages behind the
-# reader are given back (peak RSS far below the file's size).
+# 1. A large file (80 MB): byte-exact, with a peak RSS far below the
+# file's size.
 lines 800000 >"$WORK/big"
 "$TIME" -o "$WORK/time" -f %M "$P" -C "$D" -t big --create -q "$WORK/big"
 kb=$(tail -1 "$WORK/time")
-"$C" -C "$D" -t big -e -q | cmp - "$WORK/big" || fail "large mapped file: not byte-exact"
-((kb < 48 * 1024)) || fail "large mapped file: peak RSS $kb KB for an 80 MB file (want < 48 MB)"
+"$C" -C "$D" -t big -e -q | cmp - "$WORK/big" || fail "large file: not byte-exact"
+((kb < 48 * 1024)) || fail "large file: peak RSS $kb KB for an 80 MB file (want < 48 MB)"
 
 # 2. Standard input redirected from a file starts where its offset is (here
 # after `head` read two lines and put the offset back), not at byte 0; the
@@ -35,16 +35,15 @@ lines 5000 >"$WORK/small"
 # size names the input, the line number and its byte offset.
 { lines 3; head -c 3000 /dev/zero | tr '\0' y; echo; lines 2; } >"$WORK/long"
 run "$P" -C "$D" -t T --max-message-bytes 2000 "$WORK/long"
-expect_rc 65 "long line in a mapped file"
+expect_rc 65 "long line in a file"
 grep -q "$WORK/long: line 4 at byte offset 300 is larger than the maximum" "$WORK/err" ||
-  fail "long line in a mapped file: $(cat "$WORK/err")"
+  fail "long line in a file: $(cat "$WORK/err")"
 run "$P" -C "$D" -t T --max-message-bytes 2000 - <"$WORK/long"
 expect_rc 65 "long line from a file on stdin"
 grep -q "<stdin>: line 4 at byte offset 300 is larger" "$WORK/err" ||
   fail "long line from a file on stdin: $(cat "$WORK/err")"
 
-# 4. A multi-byte delimiter and a last message without one: the message
-# at the end of the mapping continues through read().
+# 4. A multi-byte delimiter and a last message without one.
 { for i in $(seq 1 300); do printf 'm%d::' "$i"; done; printf 'last'; } >"$WORK/multi"
 "$P" -C "$D" -t multi --create -q -D '::' "$WORK/multi"
 "$C" -C "$D" -t multi -e -q -D '::' >"$WORK/multi.out"

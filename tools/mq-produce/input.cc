@@ -6,14 +6,11 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -21,46 +18,12 @@
 
 #include <fmt/format.h>
 
-#include "cli.h"
-
 namespace mq::produce {
 namespace {
 
 // Bytes asked of each read(): large enough that a file is read in few
 // system calls, small enough to keep the whole buffer far below 64 MB.
 constexpr size_t kReadChunk = 1 << 20;
-
-// The mapping a SIGBUS may come from: a mapped input file that another
-// process truncates while it is read. The handler can only end the run (the
-// bytes are gone); what was appended before stays, as after any crash.
-std::atomic<const char*> g_map_begin{nullptr};
-std::atomic<size_t> g_map_bytes{0};
-char g_sigbus_message[512];
-size_t g_sigbus_message_bytes = 0;
-
-void OnSigbus(int sig, siginfo_t* info, void*) {
-  const char* begin = g_map_begin.load();
-  const char* at = static_cast<const char*>(info->si_addr);
-  if (begin != nullptr && at >= begin && at < begin + g_map_bytes.load()) {
-    (void)!::write(STDERR_FILENO, g_sigbus_message, g_sigbus_message_bytes);
-    ::_exit(cli::kExitIoErr);
-  }
-  // Not the input: the default action, when the faulting access runs again.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  ::sigaction(sig, &dfl, nullptr);
-}
-
-void InstallSigbusHandler() {
-  static const bool installed = [] {
-    struct sigaction sa {};
-    sa.sa_sigaction = OnSigbus;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    return ::sigaction(SIGBUS, &sa, nullptr) == 0;
-  }();
-  (void)installed;
-}
 
 }  // namespace
 
@@ -101,12 +64,7 @@ InputSource::InputSource(UniqueFd fd, std::string name, std::string delimiter,
   if (regular_) ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
 }
 
-InputSource::~InputSource() {
-  if (map_ != nullptr) {
-    g_map_begin.store(nullptr);
-    ::munmap(map_, map_bytes_);
-  }
-}
+InputSource::~InputSource() = default;
 
 uint64_t InputSource::DelimiterMask(const char* p) const {
 #if defined(__SSE2__)
@@ -125,88 +83,17 @@ uint64_t InputSource::DelimiterMask(const char* p) const {
 #endif
 }
 
-bool InputSource::Map() {
-  mask_valid_ = false;
-  tried_map_ = true;
-  struct stat st;
-  if (::fstat(fd_.get(), &st) != 0) return false;
-  const off_t offset = ::lseek(fd_.get(), 0, SEEK_CUR);
-  if (offset < 0 || st.st_size <= offset) return false;
-  const off_t page = static_cast<off_t>(::sysconf(_SC_PAGESIZE));
-  const off_t aligned = offset - offset % page;
-  const size_t bytes = static_cast<size_t>(st.st_size - aligned);
-  void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd_.get(), aligned);
-  if (m == MAP_FAILED) return false;
-  ::madvise(m, bytes, MADV_SEQUENTIAL);
-  map_ = static_cast<char*>(m);
-  map_bytes_ = bytes;
-  map_skip_ = static_cast<size_t>(offset - aligned);
-  map_end_ = static_cast<uint64_t>(st.st_size);
-  released_ = 0;
-  data_ = map_ + map_skip_;
-  start_ = scan_ = 0;
-  end_ = map_bytes_ - map_skip_;
-  auto text = fmt::format("{}: {}: the file shrank while it was read (truncated by another "
-                          "process?); messages not yet appended are not\n",
-                          cli::ProgramName(), name_);
-  g_sigbus_message_bytes = std::min(text.size(), sizeof g_sigbus_message);
-  std::memcpy(g_sigbus_message, text.data(), g_sigbus_message_bytes);
-  g_map_bytes.store(map_bytes_);
-  g_map_begin.store(map_);
-  InstallSigbusHandler();
-  return true;
-}
-
-Status InputSource::Unmap() {
-  mask_valid_ = false;
-  // The unfinished message (bounded by the checks in Next) moves to the
-  // buffer; the file is read on from the end of the mapping.
-  const size_t partial = end_ - start_;
-  if (buffer_.size() < partial + kReadChunk) {
-    try {
-      buffer_.resize(std::min(BufferLimit(), partial + kReadChunk));
-    } catch (const std::bad_alloc&) {
-      return Status(Code::kNoMemory, fmt::format("{}: out of memory for {} {} ({} bytes)", name_,
-                                                 unit(), number_ + 1, partial));
-    }
-  }
-  std::memcpy(buffer_.data(), data_ + start_, partial);
-  consumed_ += start_;
-  scan_ -= start_;
-  start_ = 0;
-  end_ = partial;
-  data_ = buffer_.data();
-  g_map_begin.store(nullptr);
-  ::munmap(map_, map_bytes_);
-  map_ = nullptr;
-  if (::lseek(fd_.get(), static_cast<off_t>(map_end_), SEEK_SET) < 0) {
-    return ErrnoStatus(name_ + ": seek", errno);
-  }
-  return Status::Ok();
-}
-
-void InputSource::ReleaseBehind() {
-  const size_t behind = map_skip_ + start_;
-  if (behind < released_ + kReleaseStep) return;
-  const size_t upto = behind - behind % kReleaseStep;
-  ::madvise(map_ + released_, upto - released_, MADV_DONTNEED);
-  released_ = upto;
-}
-
 const char* InputSource::FindDelimiter() {
   const char* base = data_;
   const size_t dlen = delimiter_.size();
-  // A mapped file holds everything at once: look no further than the
-  // longest message allowed (Next refuses a longer one).
-  const size_t end = map_ != nullptr ? std::min(end_, start_ + max_message_bytes_ + dlen) : end_;
-  if (end - scan_ >= dlen) {
-    const void* hit = dlen == 1 ? std::memchr(base + scan_, delimiter_[0], end - scan_)
-                                : ::memmem(base + scan_, end - scan_, delimiter_.data(), dlen);
+  if (end_ - scan_ >= dlen) {
+    const void* hit = dlen == 1 ? std::memchr(base + scan_, delimiter_[0], end_ - scan_)
+                                : ::memmem(base + scan_, end_ - scan_, delimiter_.data(), dlen);
     if (hit != nullptr) return static_cast<const char*>(hit);
   }
   // Not found: the last dlen-1 bytes may start a delimiter still being read.
   size_t keep = dlen - 1;
-  scan_ = end - start_ > keep ? end - keep : start_;
+  scan_ = end_ - start_ > keep ? end_ - keep : start_;
   return nullptr;
 }
 
@@ -223,7 +110,6 @@ size_t InputSource::BufferLimit() const {
 
 Status InputSource::Fill() {
   mask_valid_ = false;
-  if (map_ != nullptr) return Unmap();
   if (start_ > 0) {
     std::memmove(buffer_.data(), buffer_.data() + start_, end_ - start_);
     consumed_ += start_;
@@ -247,10 +133,23 @@ Status InputSource::Fill() {
     ssize_t n = ::read(fd_.get(), buffer_.data() + end_, buffer_.size() - end_);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus(name_ + ": read", errno);
+    if (n == 0 && regular_) MQ_RETURN_IF_ERROR(CheckNotShrunk());
     if (n == 0) eof_ = true;
     end_ += static_cast<size_t>(n);
     return Status::Ok();
   }
+}
+
+Status InputSource::CheckNotShrunk() const {
+  struct stat st;
+  if (::fstat(fd_.get(), &st) != 0) return ErrnoStatus(name_, errno);
+  const off_t offset = ::lseek(fd_.get(), 0, SEEK_CUR);
+  if (offset < 0) return ErrnoStatus(name_ + ": seek", errno);
+  if (st.st_size >= offset) return Status::Ok();
+  return Status(Code::kIoError,
+                fmt::format("{}: the file shrank while it was read (truncated by another "
+                            "process?) at byte offset {}, {} bytes short",
+                            name_, consumed_ + end_, offset - st.st_size));
 }
 
 int64_t MonotonicMs() {
@@ -261,8 +160,6 @@ int64_t MonotonicMs() {
 
 Result<ReadState> InputSource::Next(InputMessage* message,
                                     std::optional<int64_t> wait_until_ms) {
-  if (!tried_map_ && regular_) Map();
-  if (map_ != nullptr) ReleaseBehind();  // TryNext does not for a multi-byte delimiter
   if (TryNext(message)) return ReadState::kMessage;
   for (;;) {
     if (const char* hit = FindDelimiter()) {

@@ -1,10 +1,10 @@
 // Framing of mq-produce's input: a byte stream cut into messages at a
-// delimiter ("\n" by default, NUL for -0, any byte string for -D). A regular
-// file is mapped and read in place (no copy into a buffer; pages behind the
-// reader are released as it goes); other inputs, and whatever a file grows
-// by while it is read, go through a buffer that grows with the longest
-// message, up to the maximum message size, so memory stays bounded whatever
-// the input.
+// delimiter ("\n" by default, NUL for -0, any byte string for -D). Every
+// input is read into a buffer that grows with the longest message, up to
+// the maximum message size, so memory stays bounded whatever the input. (A
+// regular file is read, not mapped: the page faults of a mapping, one per
+// few pages however it is advised, cost three times the copy of read(), and
+// an input truncated under a mapping can only end the process.)
 #pragma once
 
 #include <algorithm>
@@ -58,7 +58,7 @@ class InputSource {
   Result<ReadState> Next(InputMessage* message, std::optional<int64_t> wait_until_ms);
 
   // Next's common case, inline: true with the next message when it is
-  // complete in the bytes already mapped or buffered (and the delimiter is
+  // complete in the bytes already buffered (and the delimiter is
   // one byte); false when Next must be called.
   bool TryNext(InputMessage* message) {
     if (!single_byte_) return false;
@@ -66,7 +66,6 @@ class InputSource {
     if (scan_ >= limit) return false;
     const char* hit = FindByte(limit);
     if (hit == nullptr) return false;
-    if (map_ != nullptr && map_skip_ + start_ >= released_ + kReleaseStep) ReleaseBehind();
     const size_t len = static_cast<size_t>(static_cast<const char*>(hit) - data_) - start_;
     message->bytes = std::string_view(data_ + start_, len);
     message->position = consumed_ + start_;
@@ -86,14 +85,6 @@ class InputSource {
  private:
   InputSource(UniqueFd fd, std::string name, std::string delimiter, size_t max_message_bytes,
               bool regular);
-  // A regular file: maps it from the current file offset to its size now.
-  // False (read through the buffer instead) if it is empty or cannot be mapped.
-  bool Map();
-  // The end of the mapping: the unfinished message moves to the buffer and
-  // reading goes on with read() where the mapping ended.
-  Status Unmap();
-  // Releases the mapped pages wholly behind the current message.
-  void ReleaseBehind();
   // Looks for the delimiter in the unscanned buffered bytes.
   const char* FindDelimiter();
   // TryNext's search for a one-byte delimiter in [scan_, limit): 64 bytes
@@ -125,14 +116,15 @@ class InputSource {
   // Bit i set: byte i of the 64 at `p` is the delimiter.
   uint64_t DelimiterMask(const char* p) const;
   // Reads more bytes (after moving the current message to the buffer start).
+  // At the end of a regular file, kIoError if the file is now shorter than
+  // what was read of it (truncated by another process while it was read).
   Status Fill();
+  // kIoError naming the input when it is a regular file now shorter than
+  // the offset read up to.
+  Status CheckNotShrunk() const;
   Status TooLarge() const;
   // The most the buffer grows to: the longest message, its delimiter and a read.
   size_t BufferLimit() const;
-
-  // Mapped pages behind the reader are given back in steps of this many
-  // bytes, so the resident size stays small whatever the file's size.
-  static constexpr size_t kReleaseStep = 8 << 20;
 
   UniqueFd fd_;
   std::string name_;
@@ -142,16 +134,10 @@ class InputSource {
   bool regular_;
   bool eof_ = false;
   std::vector<char> buffer_;
-  // The bytes start_, scan_ and end_ index: buffer_'s, or the mapped file's.
+  // The bytes start_, scan_ and end_ index: buffer_'s.
   const char* data_ = nullptr;
-  bool tried_map_ = false;
-  char* map_ = nullptr;       // the mapping, page aligned
-  size_t map_bytes_ = 0;
-  size_t map_skip_ = 0;       // bytes of map_ before data_ (the file offset's page remainder)
-  uint64_t map_end_ = 0;      // file offset just past the mapping
-  size_t released_ = 0;       // bytes of map_ already given back (a page multiple)
   // FindByte's mask: delimiter positions in the 64 bytes at mask_pos_ of
-  // data_ (valid until the bytes move: Map, Unmap, Fill).
+  // data_ (valid until the bytes move: Fill).
   bool mask_valid_ = false;
   size_t mask_pos_ = 0;
   uint64_t mask_ = 0;
