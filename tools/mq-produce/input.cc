@@ -6,6 +6,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,8 +15,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <new>
+#include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -27,9 +34,127 @@ constexpr size_t kReadChunk = 1 << 20;
 
 }  // namespace
 
+// Reads a regular file ahead of the framing, on a thread of its own, into
+// kChunks chunks of kChunkBytes (after kHeadroom bytes, where the caller
+// copies the unfinished message of the chunk before). A chunk of no bytes
+// is the end of the file, or of reading it (status()).
+class InputSource::ReadAhead {
+ public:
+  static constexpr size_t kHeadroom = 64 << 10;
+  static constexpr size_t kChunkBytes = 256 << 10;
+  static constexpr int kChunks = 4;
+
+  ReadAhead(int fd, const std::string& name) : fd_(fd), name_(name) {
+    for (int i = 0; i < kChunks; ++i) free_.push_back(i);
+  }
+  ~ReadAhead() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    free_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
+
+  // Allocates the chunks and starts the thread; false when either fails
+  // (then the caller reads for itself).
+  bool Start() {
+    try {
+      for (auto& c : chunks_) c.bytes.reset(new char[kHeadroom + kChunkBytes]);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    // The thread takes no signal: they stay the caller's.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    bool started = true;
+    try {
+      thread_ = std::thread([this] { Loop(); });
+    } catch (const std::system_error&) {
+      started = false;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return started;
+  }
+
+  // Waits for the next chunk read.
+  int Take() {
+    std::unique_lock lock(mu_);
+    full_cv_.wait(lock, [&] { return !full_.empty(); });
+    const int i = full_.front();
+    full_.pop_front();
+    return i;
+  }
+  // Gives chunk i back to be read into.
+  void Give(int i) {
+    bool was_empty;
+    {
+      std::lock_guard lock(mu_);
+      was_empty = free_.empty();
+      free_.push_back(i);
+    }
+    if (was_empty) free_cv_.notify_one();
+  }
+  char* data(int i) { return chunks_[i].bytes.get() + kHeadroom; }
+  size_t size(int i) const { return chunks_[i].size; }
+  // Why reading ended (after a chunk of no bytes): OK at the end of the file.
+  const Status& status() const { return status_; }
+
+ private:
+  struct Chunk {
+    std::unique_ptr<char[]> bytes;
+    size_t size = 0;
+  };
+  void Loop() {
+    uint64_t read = 0;
+    for (;;) {
+      int i;
+      {
+        std::unique_lock lock(mu_);
+        free_cv_.wait(lock, [&] { return stop_ || !free_.empty(); });
+        if (stop_) return;
+        i = free_.front();
+        free_.pop_front();
+      }
+      ssize_t n;
+      do {
+        n = ::read(fd_, data(i), kChunkBytes);
+      } while (n < 0 && errno == EINTR);
+      Status st;
+      if (n < 0) st = ErrnoStatus(name_ + ": read", errno);
+      if (n == 0) st = CheckNotShrunk(fd_, name_, read);
+      chunks_[i].size = n > 0 ? static_cast<size_t>(n) : 0;
+      read += chunks_[i].size;
+      {
+        std::lock_guard lock(mu_);
+        if (n <= 0) status_ = st;
+        full_.push_back(i);
+      }
+      full_cv_.notify_one();
+      if (n <= 0) return;
+    }
+  }
+
+  const int fd_;
+  const std::string& name_;
+  Chunk chunks_[kChunks];
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable free_cv_;  // a chunk to read into, or stop
+  std::condition_variable full_cv_;  // a chunk read
+  std::deque<int> free_;
+  std::deque<int> full_;
+  bool stop_ = false;
+  Status status_;  // set before the last chunk is queued; read after it is taken
+};
+
 Result<std::unique_ptr<InputSource>> InputSource::Open(const std::string& path,
                                                        std::string delimiter,
-                                                       size_t max_message_bytes) {
+                                                       size_t max_message_bytes,
+                                                       bool read_ahead) {
   UniqueFd fd;
   std::string name = path;
   if (path == "-") {
@@ -46,20 +171,23 @@ Result<std::unique_ptr<InputSource>> InputSource::Open(const std::string& path,
   if (delimiter.empty()) return Status(Code::kInvalidArgument, "empty delimiter");
   return std::unique_ptr<InputSource>(new InputSource(
       std::move(fd), std::move(name), std::move(delimiter), max_message_bytes,
-      S_ISREG(st.st_mode)));
+      S_ISREG(st.st_mode), read_ahead && S_ISREG(st.st_mode)));
 }
 
 InputSource::InputSource(UniqueFd fd, std::string name, std::string delimiter,
-                         size_t max_message_bytes, bool regular)
+                         size_t max_message_bytes, bool regular, bool read_ahead)
     : fd_(std::move(fd)),
       name_(std::move(name)),
       delimiter_(std::move(delimiter)),
       single_byte_(delimiter_.size() == 1),
       max_message_bytes_(max_message_bytes),
-      regular_(regular) {
+      regular_(regular),
+      read_ahead_(read_ahead) {
   // The buffer starts at one read and grows with the longest message seen
   // (Fill), up to a whole message plus its delimiter with room for a read.
-  buffer_.resize(std::min(BufferLimit(), kReadChunk + delimiter_.size()));
+  // Read ahead, it holds only messages longer than a chunk's headroom
+  // (FillAhead), and grows when there is one.
+  if (!read_ahead_) buffer_.resize(std::min(BufferLimit(), kReadChunk + delimiter_.size()));
   data_ = buffer_.data();
   if (regular_) ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
 }
@@ -110,6 +238,14 @@ size_t InputSource::BufferLimit() const {
 
 Status InputSource::Fill() {
   mask_valid_ = false;
+  if (read_ahead_ && !ahead_) {
+    ahead_ = std::make_unique<ReadAhead>(fd_.get(), name_);
+    if (!ahead_->Start()) {
+      ahead_.reset();
+      read_ahead_ = false;
+    }
+  }
+  if (ahead_) return FillAhead();
   if (start_ > 0) {
     std::memmove(buffer_.data(), buffer_.data() + start_, end_ - start_);
     consumed_ += start_;
@@ -133,23 +269,72 @@ Status InputSource::Fill() {
     ssize_t n = ::read(fd_.get(), buffer_.data() + end_, buffer_.size() - end_);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus(name_ + ": read", errno);
-    if (n == 0 && regular_) MQ_RETURN_IF_ERROR(CheckNotShrunk());
+    if (n == 0 && regular_) MQ_RETURN_IF_ERROR(CheckNotShrunk(fd_.get(), name_, consumed_ + end_));
     if (n == 0) eof_ = true;
     end_ += static_cast<size_t>(n);
     return Status::Ok();
   }
 }
 
-Status InputSource::CheckNotShrunk() const {
+Status InputSource::CheckNotShrunk(int fd, const std::string& name, uint64_t read) {
   struct stat st;
-  if (::fstat(fd_.get(), &st) != 0) return ErrnoStatus(name_, errno);
-  const off_t offset = ::lseek(fd_.get(), 0, SEEK_CUR);
-  if (offset < 0) return ErrnoStatus(name_ + ": seek", errno);
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(name, errno);
+  const off_t offset = ::lseek(fd, 0, SEEK_CUR);
+  if (offset < 0) return ErrnoStatus(name + ": seek", errno);
   if (st.st_size >= offset) return Status::Ok();
   return Status(Code::kIoError,
                 fmt::format("{}: the file shrank while it was read (truncated by another "
-                            "process?) at byte offset {}, {} bytes short",
-                            name_, consumed_ + end_, offset - st.st_size));
+                            "process?): {} bytes read, the file now ends {} bytes before",
+                            name, read, offset - st.st_size));
+}
+
+Status InputSource::FillAhead() {
+  const int next = ahead_->Take();
+  const size_t got = ahead_->size(next);
+  if (got == 0) {
+    ahead_->Give(next);
+    MQ_RETURN_IF_ERROR(ahead_->status());
+    eof_ = true;
+    return Status::Ok();
+  }
+  // The current message's bytes so far (Next keeps them within the limit).
+  const size_t partial = end_ - start_;
+  if (partial <= ReadAhead::kHeadroom) {
+    char* at = ahead_->data(next) - partial;
+    if (partial > 0) std::memcpy(at, data_ + start_, partial);
+    if (chunk_ >= 0) ahead_->Give(chunk_);
+    chunk_ = next;
+    data_ = at;
+  } else {
+    // A long message: it and the chunk are joined in buffer_.
+    if (chunk_ < 0) std::memmove(buffer_.data(), data_ + start_, partial);
+    if (buffer_.size() < partial + got) {
+      const size_t grown =
+          std::min(BufferLimit(), std::max(buffer_.size() * 2, partial + kReadChunk));
+      try {
+        buffer_.resize(grown);
+      } catch (const std::bad_alloc&) {
+        ahead_->Give(next);
+        return Status(Code::kNoMemory,
+                      fmt::format("{}: out of memory for {} {} at byte offset {} ({} bytes "
+                                  "buffered)", name_, unit(), number_ + 1, consumed_ + start_,
+                                  partial));
+      }
+    }
+    if (chunk_ >= 0) {
+      std::memcpy(buffer_.data(), data_ + start_, partial);
+      ahead_->Give(chunk_);
+      chunk_ = -1;
+    }
+    std::memcpy(buffer_.data() + partial, ahead_->data(next), got);
+    ahead_->Give(next);
+    data_ = buffer_.data();
+  }
+  consumed_ += start_;
+  scan_ -= start_;
+  start_ = 0;
+  end_ = partial + got;
+  return Status::Ok();
 }
 
 int64_t MonotonicMs() {

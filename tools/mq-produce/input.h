@@ -44,10 +44,13 @@ class InputSource {
 
   // Opens `path` ("-" = standard input). Messages longer than
   // `max_message_bytes` are refused (see Next) after reading at most that
-  // many bytes of them.
+  // many bytes of them. With `read_ahead`, a regular file is read on a
+  // thread of its own while the caller frames what was read before (for a
+  // machine with a CPU to spare); the messages are the same.
   static Result<std::unique_ptr<InputSource>> Open(const std::string& path,
                                                    std::string delimiter,
-                                                   size_t max_message_bytes);
+                                                   size_t max_message_bytes,
+                                                   bool read_ahead = false);
 
   // The next message. A final message without a trailing delimiter is still
   // a message; an empty input has none. When no complete message is
@@ -83,8 +86,9 @@ class InputSource {
   std::string_view unit() const { return delimiter_ == "\n" ? "line" : "message"; }
 
  private:
+  class ReadAhead;
   InputSource(UniqueFd fd, std::string name, std::string delimiter, size_t max_message_bytes,
-              bool regular);
+              bool regular, bool read_ahead);
   // Looks for the delimiter in the unscanned buffered bytes.
   const char* FindDelimiter();
   // TryNext's search for a one-byte delimiter in [scan_, limit): 64 bytes
@@ -119,9 +123,13 @@ class InputSource {
   // At the end of a regular file, kIoError if the file is now shorter than
   // what was read of it (truncated by another process while it was read).
   Status Fill();
+  // Fill with the read-ahead thread: the next chunk it read, with the
+  // current message's bytes so far copied in front of it (into the chunk's
+  // headroom, or for a longer one both into buffer_).
+  Status FillAhead();
   // kIoError naming the input when it is a regular file now shorter than
-  // the offset read up to.
-  Status CheckNotShrunk() const;
+  // the offset read up to (`read` bytes of it were read).
+  static Status CheckNotShrunk(int fd, const std::string& name, uint64_t read);
   Status TooLarge() const;
   // The most the buffer grows to: the longest message, its delimiter and a read.
   size_t BufferLimit() const;
@@ -134,6 +142,11 @@ class InputSource {
   bool regular_;
   bool eof_ = false;
   std::vector<char> buffer_;
+  // The read-ahead thread (started by the first Fill) and the chunk of it
+  // data_ points into (-1: none, data_ is buffer_'s).
+  bool read_ahead_;
+  std::unique_ptr<ReadAhead> ahead_;
+  int chunk_ = -1;
   // The bytes start_, scan_ and end_ index: buffer_'s.
   const char* data_ = nullptr;
   // FindByte's mask: delimiter positions in the 64 bytes at mask_pos_ of

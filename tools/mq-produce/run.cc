@@ -172,7 +172,9 @@ class Feeder {
                                                    size_t max_message, const std::string& path) {
     const std::string delimiter = f.json ? std::string("\n") : s.delimiter;
     const size_t limit = f.json ? JsonLineLimit(max_message) : max_message;
-    return InputSource::Open(path, delimiter, limit);
+    // A file is read ahead on a thread of its own, as appends run on
+    // threads of their own, when there are two CPUs or more.
+    return InputSource::Open(path, delimiter, limit, /*read_ahead=*/UsableCpus() >= 2);
   }
 
   Status Feed(std::unique_ptr<InputSource> source) {
