@@ -1,9 +1,5 @@
 #include "input.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -43,6 +39,10 @@ class InputSource::ReadAhead {
   static constexpr size_t kHeadroom = 64 << 10;
   static constexpr size_t kChunkBytes = 256 << 10;
   static constexpr int kChunks = 4;
+  // Once every chunk is full the thread sleeps until this many are free
+  // again: waking it for each one cost more than reading it (a futex wake
+  // and a context switch per 256 KiB).
+  static constexpr size_t kResume = kChunks / 2;
 
   ReadAhead(int fd, const std::string& name) : fd_(fd), name_(name) {
     for (int i = 0; i < kChunks; ++i) free_.push_back(i);
@@ -90,13 +90,13 @@ class InputSource::ReadAhead {
   }
   // Gives chunk i back to be read into.
   void Give(int i) {
-    bool was_empty;
+    bool wake;
     {
       std::lock_guard lock(mu_);
-      was_empty = free_.empty();
       free_.push_back(i);
+      wake = waiting_ && free_.size() == kResume;
     }
-    if (was_empty) free_cv_.notify_one();
+    if (wake) free_cv_.notify_one();
   }
   char* data(int i) { return chunks_[i].bytes.get() + kHeadroom; }
   size_t size(int i) const { return chunks_[i].size; }
@@ -114,7 +114,11 @@ class InputSource::ReadAhead {
       int i;
       {
         std::unique_lock lock(mu_);
-        free_cv_.wait(lock, [&] { return stop_ || !free_.empty(); });
+        if (free_.empty()) {
+          waiting_ = true;
+          free_cv_.wait(lock, [&] { return stop_ || free_.size() >= kResume; });
+          waiting_ = false;
+        }
         if (stop_) return;
         i = free_.front();
         free_.pop_front();
@@ -148,6 +152,7 @@ class InputSource::ReadAhead {
   std::deque<int> free_;
   std::deque<int> full_;
   bool stop_ = false;
+  bool waiting_ = false;  // the thread waits for kResume free chunks
   Status status_;  // set before the last chunk is queued; read after it is taken
 };
 
@@ -193,23 +198,6 @@ InputSource::InputSource(UniqueFd fd, std::string name, std::string delimiter,
 }
 
 InputSource::~InputSource() = default;
-
-uint64_t InputSource::DelimiterMask(const char* p) const {
-#if defined(__SSE2__)
-  const __m128i d = _mm_set1_epi8(delimiter_[0]);
-  uint64_t m = 0;
-  for (int i = 0; i < 4; ++i) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
-    m |= static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, d))))
-         << (16 * i);
-  }
-  return m;
-#else
-  uint64_t m = 0;
-  for (int i = 0; i < 64; ++i) m |= static_cast<uint64_t>(p[i] == delimiter_[0]) << i;
-  return m;
-#endif
-}
 
 const char* InputSource::FindDelimiter() {
   const char* base = data_;
