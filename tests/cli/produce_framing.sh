@@ -2,7 +2,7 @@
 # Message framing of mq-produce (one-byte delimiters are found 64 bytes at a
 # time, man mq-produce): seeded random inputs whose messages are empty,
 # short, longer than 64 bytes, or exactly at the size limit, with the
-# delimiter at every position of a 64-byte block, read from a mapped file,
+# delimiter at every position of a 64-byte block, read from a regular file,
 # a pipe, and a pipe written in small pieces, for newline, -D ',' and -0:
 # consumed back byte-exact. A
 # message one byte over --max-message-bytes is refused with 65 naming its
@@ -72,7 +72,7 @@ while at < len(data):
     n=$((n + 1))
   done
 done
-echo "ok: $n round trips (3 framings; a mapped file, a pipe, a pipe written in small pieces)"
+echo "ok: $n round trips (3 framings; a regular file, a pipe, a pipe written in small pieces)"
 
 # One byte over the limit: refused with 65, naming message 3; nothing of
 # the run is appended past what came before it.

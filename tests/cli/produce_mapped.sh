@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# mq-produce reads a regular file in place (mapped, man mq-produce INPUT):
-# the same messages as through a pipe, from the file offset standard input
-# is at, with bounded memory on a large file, the same refusals, and a clear
-# end (exit 74) when another process truncates the file under it.
+# mq-produce reads a regular file (man mq-produce INPUT): the same messages
+# as through a pipe, from the file offset standard input is at, with bounded
+# memory on a large file, the same refusals, and a clear end (exit 74) when
+# another process truncates the file under it.
 source "$(dirname "$0")/lib/common.bash"
 D="$WORK/data"
 TIME=/usr/bin/time
@@ -15,13 +15,13 @@ lines() {
     for (i = 0; i < n; i++) printf "%010d%s\n", i, pad }'
 }
 
-# 1. A large file (80 MB): byte-exact, and the mapped pages behind the
-# reader are given back (peak RSS far below the file's size).
+# 1. A large file (80 MB): byte-exact, with a peak RSS far below the
+# file's size.
 lines 800000 >"$WORK/big"
 "$TIME" -o "$WORK/time" -f %M "$P" -C "$D" -t big --create -q "$WORK/big"
 kb=$(tail -1 "$WORK/time")
-"$C" -C "$D" -t big -e -q | cmp - "$WORK/big" || fail "large mapped file: not byte-exact"
-((kb < 48 * 1024)) || fail "large mapped file: peak RSS $kb KB for an 80 MB file (want < 48 MB)"
+"$C" -C "$D" -t big -e -q | cmp - "$WORK/big" || fail "large file: not byte-exact"
+((kb < 48 * 1024)) || fail "large file: peak RSS $kb KB for an 80 MB file (want < 48 MB)"
 
 # 2. Standard input redirected from a file starts where its offset is (here
 # after `head` read two lines and put the offset back), not at byte 0; the
@@ -35,22 +35,51 @@ lines 5000 >"$WORK/small"
 # size names the input, the line number and its byte offset.
 { lines 3; head -c 3000 /dev/zero | tr '\0' y; echo; lines 2; } >"$WORK/long"
 run "$P" -C "$D" -t T --max-message-bytes 2000 "$WORK/long"
-expect_rc 65 "long line in a mapped file"
+expect_rc 65 "long line in a file"
 grep -q "$WORK/long: line 4 at byte offset 300 is larger than the maximum" "$WORK/err" ||
-  fail "long line in a mapped file: $(cat "$WORK/err")"
+  fail "long line in a file: $(cat "$WORK/err")"
 run "$P" -C "$D" -t T --max-message-bytes 2000 - <"$WORK/long"
 expect_rc 65 "long line from a file on stdin"
 grep -q "<stdin>: line 4 at byte offset 300 is larger" "$WORK/err" ||
   fail "long line from a file on stdin: $(cat "$WORK/err")"
 
-# 4. A multi-byte delimiter and a last message without one: the message
-# at the end of the mapping continues through read().
+# 4. A multi-byte delimiter and a last message without one.
 { for i in $(seq 1 300); do printf 'm%d::' "$i"; done; printf 'last'; } >"$WORK/multi"
 "$P" -C "$D" -t multi --create -q -D '::' "$WORK/multi"
 "$C" -C "$D" -t multi -e -q -D '::' >"$WORK/multi.out"
 { cat "$WORK/multi"; printf '::'; } | cmp - "$WORK/multi.out" || fail "multi-byte delimiter"
 
-# 5. The file is truncated while it is read: exit 74 naming the file; what
+# 5. Messages around and across the boundaries of the chunks a file is read
+# in (with two CPUs or more it is read ahead in 256 KiB chunks, and a
+# message of more than 64 KiB so far at a chunk's end is joined with the
+# next one in a buffer of its own): lengths near both sizes and several
+# chunks long, for newline and a two-byte delimiter (which a boundary may
+# cut in two); byte-exact. A message several chunks long over the limit is
+# refused naming its number and byte offset.
+$PY - "$WORK/chunks" <<'PY'
+import random, sys
+rng = random.Random(7)
+out = bytearray()
+sizes = [0, 1, 99, 65535, 65536, 65537, 262143, 262144, 262145, 700001, 1 << 20]
+while len(out) < 6 << 20:
+    n = rng.choice(sizes) if rng.random() < 0.3 else rng.randrange(0, 300)
+    out += bytes(rng.randrange(97, 123) for _ in range(min(n, 64))) * (n // 64) + \
+        bytes(rng.randrange(97, 123) for _ in range(n % 64)) + b"\n"
+open(sys.argv[1], "wb").write(out)
+PY
+"$P" -C "$D" -t chunks --create -q -X max.message.bytes=2000000 "$WORK/chunks"
+"$C" -C "$D" -t chunks -e -q | cmp - "$WORK/chunks" || fail "chunk boundaries: not byte-exact"
+tr '\n' '#' <"$WORK/chunks" | sed 's/#/::/g' >"$WORK/chunks2"
+"$P" -C "$D" -t chunks2 --create -q -X max.message.bytes=2000000 -D '::' "$WORK/chunks2"
+"$C" -C "$D" -t chunks2 -e -q -D '::' | cmp - "$WORK/chunks2" ||
+  fail "chunk boundaries, two-byte delimiter: not byte-exact"
+{ lines 3000; head -c 1500000 /dev/zero | tr '\0' y; echo; lines 2; } >"$WORK/longer"
+run "$P" -C "$D" -t T --max-message-bytes 1000000 "$WORK/longer"
+expect_rc 65 "a line of several chunks over the limit"
+grep -q "$WORK/longer: line 3001 at byte offset 300000 is larger than the maximum" "$WORK/err" ||
+  fail "a line of several chunks over the limit: $(cat "$WORK/err")"
+
+# 6. The file is truncated while it is read: exit 74 naming the file; what
 # was appended before is a valid log. A slow run (an fsync per 4 KB append)
 # gives the truncation time to land while the file is read.
 lines 200000 >"$WORK/shrinks"

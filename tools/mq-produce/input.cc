@@ -1,27 +1,25 @@
 #include "input.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <new>
+#include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
-
-#include "cli.h"
 
 namespace mq::produce {
 namespace {
@@ -30,43 +28,138 @@ namespace {
 // system calls, small enough to keep the whole buffer far below 64 MB.
 constexpr size_t kReadChunk = 1 << 20;
 
-// The mapping a SIGBUS may come from: a mapped input file that another
-// process truncates while it is read. The handler can only end the run (the
-// bytes are gone); what was appended before stays, as after any crash.
-std::atomic<const char*> g_map_begin{nullptr};
-std::atomic<size_t> g_map_bytes{0};
-char g_sigbus_message[512];
-size_t g_sigbus_message_bytes = 0;
-
-void OnSigbus(int sig, siginfo_t* info, void*) {
-  const char* begin = g_map_begin.load();
-  const char* at = static_cast<const char*>(info->si_addr);
-  if (begin != nullptr && at >= begin && at < begin + g_map_bytes.load()) {
-    (void)!::write(STDERR_FILENO, g_sigbus_message, g_sigbus_message_bytes);
-    ::_exit(cli::kExitIoErr);
-  }
-  // Not the input: the default action, when the faulting access runs again.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  ::sigaction(sig, &dfl, nullptr);
-}
-
-void InstallSigbusHandler() {
-  static const bool installed = [] {
-    struct sigaction sa {};
-    sa.sa_sigaction = OnSigbus;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    return ::sigaction(SIGBUS, &sa, nullptr) == 0;
-  }();
-  (void)installed;
-}
-
 }  // namespace
+
+// Reads a regular file ahead of the framing, on a thread of its own, into
+// kChunks chunks of kChunkBytes (after kHeadroom bytes, where the caller
+// copies the unfinished message of the chunk before). A chunk of no bytes
+// is the end of the file, or of reading it (status()).
+class InputSource::ReadAhead {
+ public:
+  static constexpr size_t kHeadroom = 64 << 10;
+  static constexpr size_t kChunkBytes = 256 << 10;
+  static constexpr int kChunks = 4;
+  // Once every chunk is full the thread sleeps until this many are free
+  // again: waking it for each one cost more than reading it (a futex wake
+  // and a context switch per 256 KiB).
+  static constexpr size_t kResume = kChunks / 2;
+
+  ReadAhead(int fd, const std::string& name) : fd_(fd), name_(name) {
+    for (int i = 0; i < kChunks; ++i) free_.push_back(i);
+  }
+  ~ReadAhead() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    free_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
+
+  // Allocates the chunks and starts the thread; false when either fails
+  // (then the caller reads for itself).
+  bool Start() {
+    try {
+      for (auto& c : chunks_) c.bytes.reset(new char[kHeadroom + kChunkBytes]);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    // The thread takes no signal: they stay the caller's.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    bool started = true;
+    try {
+      thread_ = std::thread([this] { Loop(); });
+    } catch (const std::system_error&) {
+      started = false;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return started;
+  }
+
+  // Waits for the next chunk read.
+  int Take() {
+    std::unique_lock lock(mu_);
+    full_cv_.wait(lock, [&] { return !full_.empty(); });
+    const int i = full_.front();
+    full_.pop_front();
+    return i;
+  }
+  // Gives chunk i back to be read into.
+  void Give(int i) {
+    bool wake;
+    {
+      std::lock_guard lock(mu_);
+      free_.push_back(i);
+      wake = waiting_ && free_.size() == kResume;
+    }
+    if (wake) free_cv_.notify_one();
+  }
+  char* data(int i) { return chunks_[i].bytes.get() + kHeadroom; }
+  size_t size(int i) const { return chunks_[i].size; }
+  // Why reading ended (after a chunk of no bytes): OK at the end of the file.
+  const Status& status() const { return status_; }
+
+ private:
+  struct Chunk {
+    std::unique_ptr<char[]> bytes;
+    size_t size = 0;
+  };
+  void Loop() {
+    uint64_t read = 0;
+    for (;;) {
+      int i;
+      {
+        std::unique_lock lock(mu_);
+        if (free_.empty()) {
+          waiting_ = true;
+          free_cv_.wait(lock, [&] { return stop_ || free_.size() >= kResume; });
+          waiting_ = false;
+        }
+        if (stop_) return;
+        i = free_.front();
+        free_.pop_front();
+      }
+      ssize_t n;
+      do {
+        n = ::read(fd_, data(i), kChunkBytes);
+      } while (n < 0 && errno == EINTR);
+      Status st;
+      if (n < 0) st = ErrnoStatus(name_ + ": read", errno);
+      if (n == 0) st = CheckNotShrunk(fd_, name_, read);
+      chunks_[i].size = n > 0 ? static_cast<size_t>(n) : 0;
+      read += chunks_[i].size;
+      {
+        std::lock_guard lock(mu_);
+        if (n <= 0) status_ = st;
+        full_.push_back(i);
+      }
+      full_cv_.notify_one();
+      if (n <= 0) return;
+    }
+  }
+
+  const int fd_;
+  const std::string& name_;
+  Chunk chunks_[kChunks];
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable free_cv_;  // a chunk to read into, or stop
+  std::condition_variable full_cv_;  // a chunk read
+  std::deque<int> free_;
+  std::deque<int> full_;
+  bool stop_ = false;
+  bool waiting_ = false;  // the thread waits for kResume free chunks
+  Status status_;  // set before the last chunk is queued; read after it is taken
+};
 
 Result<std::unique_ptr<InputSource>> InputSource::Open(const std::string& path,
                                                        std::string delimiter,
-                                                       size_t max_message_bytes) {
+                                                       size_t max_message_bytes,
+                                                       bool read_ahead) {
   UniqueFd fd;
   std::string name = path;
   if (path == "-") {
@@ -83,130 +176,40 @@ Result<std::unique_ptr<InputSource>> InputSource::Open(const std::string& path,
   if (delimiter.empty()) return Status(Code::kInvalidArgument, "empty delimiter");
   return std::unique_ptr<InputSource>(new InputSource(
       std::move(fd), std::move(name), std::move(delimiter), max_message_bytes,
-      S_ISREG(st.st_mode)));
+      S_ISREG(st.st_mode), read_ahead && S_ISREG(st.st_mode)));
 }
 
 InputSource::InputSource(UniqueFd fd, std::string name, std::string delimiter,
-                         size_t max_message_bytes, bool regular)
+                         size_t max_message_bytes, bool regular, bool read_ahead)
     : fd_(std::move(fd)),
       name_(std::move(name)),
       delimiter_(std::move(delimiter)),
       single_byte_(delimiter_.size() == 1),
       max_message_bytes_(max_message_bytes),
-      regular_(regular) {
+      regular_(regular),
+      read_ahead_(read_ahead) {
   // The buffer starts at one read and grows with the longest message seen
   // (Fill), up to a whole message plus its delimiter with room for a read.
-  buffer_.resize(std::min(BufferLimit(), kReadChunk + delimiter_.size()));
+  // Read ahead, it holds only messages longer than a chunk's headroom
+  // (FillAhead), and grows when there is one.
+  if (!read_ahead_) buffer_.resize(std::min(BufferLimit(), kReadChunk + delimiter_.size()));
   data_ = buffer_.data();
   if (regular_) ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
 }
 
-InputSource::~InputSource() {
-  if (map_ != nullptr) {
-    g_map_begin.store(nullptr);
-    ::munmap(map_, map_bytes_);
-  }
-}
-
-uint64_t InputSource::DelimiterMask(const char* p) const {
-#if defined(__SSE2__)
-  const __m128i d = _mm_set1_epi8(delimiter_[0]);
-  uint64_t m = 0;
-  for (int i = 0; i < 4; ++i) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
-    m |= static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, d))))
-         << (16 * i);
-  }
-  return m;
-#else
-  uint64_t m = 0;
-  for (int i = 0; i < 64; ++i) m |= static_cast<uint64_t>(p[i] == delimiter_[0]) << i;
-  return m;
-#endif
-}
-
-bool InputSource::Map() {
-  mask_valid_ = false;
-  tried_map_ = true;
-  struct stat st;
-  if (::fstat(fd_.get(), &st) != 0) return false;
-  const off_t offset = ::lseek(fd_.get(), 0, SEEK_CUR);
-  if (offset < 0 || st.st_size <= offset) return false;
-  const off_t page = static_cast<off_t>(::sysconf(_SC_PAGESIZE));
-  const off_t aligned = offset - offset % page;
-  const size_t bytes = static_cast<size_t>(st.st_size - aligned);
-  void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd_.get(), aligned);
-  if (m == MAP_FAILED) return false;
-  ::madvise(m, bytes, MADV_SEQUENTIAL);
-  map_ = static_cast<char*>(m);
-  map_bytes_ = bytes;
-  map_skip_ = static_cast<size_t>(offset - aligned);
-  map_end_ = static_cast<uint64_t>(st.st_size);
-  released_ = 0;
-  data_ = map_ + map_skip_;
-  start_ = scan_ = 0;
-  end_ = map_bytes_ - map_skip_;
-  auto text = fmt::format("{}: {}: the file shrank while it was read (truncated by another "
-                          "process?); messages not yet appended are not\n",
-                          cli::ProgramName(), name_);
-  g_sigbus_message_bytes = std::min(text.size(), sizeof g_sigbus_message);
-  std::memcpy(g_sigbus_message, text.data(), g_sigbus_message_bytes);
-  g_map_bytes.store(map_bytes_);
-  g_map_begin.store(map_);
-  InstallSigbusHandler();
-  return true;
-}
-
-Status InputSource::Unmap() {
-  mask_valid_ = false;
-  // The unfinished message (bounded by the checks in Next) moves to the
-  // buffer; the file is read on from the end of the mapping.
-  const size_t partial = end_ - start_;
-  if (buffer_.size() < partial + kReadChunk) {
-    try {
-      buffer_.resize(std::min(BufferLimit(), partial + kReadChunk));
-    } catch (const std::bad_alloc&) {
-      return Status(Code::kNoMemory, fmt::format("{}: out of memory for {} {} ({} bytes)", name_,
-                                                 unit(), number_ + 1, partial));
-    }
-  }
-  std::memcpy(buffer_.data(), data_ + start_, partial);
-  consumed_ += start_;
-  scan_ -= start_;
-  start_ = 0;
-  end_ = partial;
-  data_ = buffer_.data();
-  g_map_begin.store(nullptr);
-  ::munmap(map_, map_bytes_);
-  map_ = nullptr;
-  if (::lseek(fd_.get(), static_cast<off_t>(map_end_), SEEK_SET) < 0) {
-    return ErrnoStatus(name_ + ": seek", errno);
-  }
-  return Status::Ok();
-}
-
-void InputSource::ReleaseBehind() {
-  const size_t behind = map_skip_ + start_;
-  if (behind < released_ + kReleaseStep) return;
-  const size_t upto = behind - behind % kReleaseStep;
-  ::madvise(map_ + released_, upto - released_, MADV_DONTNEED);
-  released_ = upto;
-}
+InputSource::~InputSource() = default;
 
 const char* InputSource::FindDelimiter() {
   const char* base = data_;
   const size_t dlen = delimiter_.size();
-  // A mapped file holds everything at once: look no further than the
-  // longest message allowed (Next refuses a longer one).
-  const size_t end = map_ != nullptr ? std::min(end_, start_ + max_message_bytes_ + dlen) : end_;
-  if (end - scan_ >= dlen) {
-    const void* hit = dlen == 1 ? std::memchr(base + scan_, delimiter_[0], end - scan_)
-                                : ::memmem(base + scan_, end - scan_, delimiter_.data(), dlen);
+  if (end_ - scan_ >= dlen) {
+    const void* hit = dlen == 1 ? std::memchr(base + scan_, delimiter_[0], end_ - scan_)
+                                : ::memmem(base + scan_, end_ - scan_, delimiter_.data(), dlen);
     if (hit != nullptr) return static_cast<const char*>(hit);
   }
   // Not found: the last dlen-1 bytes may start a delimiter still being read.
   size_t keep = dlen - 1;
-  scan_ = end - start_ > keep ? end - keep : start_;
+  scan_ = end_ - start_ > keep ? end_ - keep : start_;
   return nullptr;
 }
 
@@ -223,7 +226,14 @@ size_t InputSource::BufferLimit() const {
 
 Status InputSource::Fill() {
   mask_valid_ = false;
-  if (map_ != nullptr) return Unmap();
+  if (read_ahead_ && !ahead_) {
+    ahead_ = std::make_unique<ReadAhead>(fd_.get(), name_);
+    if (!ahead_->Start()) {
+      ahead_.reset();
+      read_ahead_ = false;
+    }
+  }
+  if (ahead_) return FillAhead();
   if (start_ > 0) {
     std::memmove(buffer_.data(), buffer_.data() + start_, end_ - start_);
     consumed_ += start_;
@@ -247,10 +257,72 @@ Status InputSource::Fill() {
     ssize_t n = ::read(fd_.get(), buffer_.data() + end_, buffer_.size() - end_);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus(name_ + ": read", errno);
+    if (n == 0 && regular_) MQ_RETURN_IF_ERROR(CheckNotShrunk(fd_.get(), name_, consumed_ + end_));
     if (n == 0) eof_ = true;
     end_ += static_cast<size_t>(n);
     return Status::Ok();
   }
+}
+
+Status InputSource::CheckNotShrunk(int fd, const std::string& name, uint64_t read) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(name, errno);
+  const off_t offset = ::lseek(fd, 0, SEEK_CUR);
+  if (offset < 0) return ErrnoStatus(name + ": seek", errno);
+  if (st.st_size >= offset) return Status::Ok();
+  return Status(Code::kIoError,
+                fmt::format("{}: the file shrank while it was read (truncated by another "
+                            "process?): {} bytes read, the file now ends {} bytes before",
+                            name, read, offset - st.st_size));
+}
+
+Status InputSource::FillAhead() {
+  const int next = ahead_->Take();
+  const size_t got = ahead_->size(next);
+  if (got == 0) {
+    ahead_->Give(next);
+    MQ_RETURN_IF_ERROR(ahead_->status());
+    eof_ = true;
+    return Status::Ok();
+  }
+  // The current message's bytes so far (Next keeps them within the limit).
+  const size_t partial = end_ - start_;
+  if (partial <= ReadAhead::kHeadroom) {
+    char* at = ahead_->data(next) - partial;
+    if (partial > 0) std::memcpy(at, data_ + start_, partial);
+    if (chunk_ >= 0) ahead_->Give(chunk_);
+    chunk_ = next;
+    data_ = at;
+  } else {
+    // A long message: it and the chunk are joined in buffer_.
+    if (chunk_ < 0) std::memmove(buffer_.data(), data_ + start_, partial);
+    if (buffer_.size() < partial + got) {
+      const size_t grown =
+          std::min(BufferLimit(), std::max(buffer_.size() * 2, partial + kReadChunk));
+      try {
+        buffer_.resize(grown);
+      } catch (const std::bad_alloc&) {
+        ahead_->Give(next);
+        return Status(Code::kNoMemory,
+                      fmt::format("{}: out of memory for {} {} at byte offset {} ({} bytes "
+                                  "buffered)", name_, unit(), number_ + 1, consumed_ + start_,
+                                  partial));
+      }
+    }
+    if (chunk_ >= 0) {
+      std::memcpy(buffer_.data(), data_ + start_, partial);
+      ahead_->Give(chunk_);
+      chunk_ = -1;
+    }
+    std::memcpy(buffer_.data() + partial, ahead_->data(next), got);
+    ahead_->Give(next);
+    data_ = buffer_.data();
+  }
+  consumed_ += start_;
+  scan_ -= start_;
+  start_ = 0;
+  end_ = partial + got;
+  return Status::Ok();
 }
 
 int64_t MonotonicMs() {
@@ -261,8 +333,6 @@ int64_t MonotonicMs() {
 
 Result<ReadState> InputSource::Next(InputMessage* message,
                                     std::optional<int64_t> wait_until_ms) {
-  if (!tried_map_ && regular_) Map();
-  if (map_ != nullptr) ReleaseBehind();  // TryNext does not for a multi-byte delimiter
   if (TryNext(message)) return ReadState::kMessage;
   for (;;) {
     if (const char* hit = FindDelimiter()) {

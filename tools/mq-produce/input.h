@@ -1,11 +1,15 @@
 // Framing of mq-produce's input: a byte stream cut into messages at a
-// delimiter ("\n" by default, NUL for -0, any byte string for -D). A regular
-// file is mapped and read in place (no copy into a buffer; pages behind the
-// reader are released as it goes); other inputs, and whatever a file grows
-// by while it is read, go through a buffer that grows with the longest
-// message, up to the maximum message size, so memory stays bounded whatever
-// the input.
+// delimiter ("\n" by default, NUL for -0, any byte string for -D). Every
+// input is read into a buffer that grows with the longest message, up to
+// the maximum message size, so memory stays bounded whatever the input. (A
+// regular file is read, not mapped: the page faults of a mapping, one per
+// few pages however it is advised, cost three times the copy of read(), and
+// an input truncated under a mapping can only end the process.)
 #pragma once
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>
@@ -44,10 +48,13 @@ class InputSource {
 
   // Opens `path` ("-" = standard input). Messages longer than
   // `max_message_bytes` are refused (see Next) after reading at most that
-  // many bytes of them.
+  // many bytes of them. With `read_ahead`, a regular file is read on a
+  // thread of its own while the caller frames what was read before (for a
+  // machine with a CPU to spare); the messages are the same.
   static Result<std::unique_ptr<InputSource>> Open(const std::string& path,
                                                    std::string delimiter,
-                                                   size_t max_message_bytes);
+                                                   size_t max_message_bytes,
+                                                   bool read_ahead = false);
 
   // The next message. A final message without a trailing delimiter is still
   // a message; an empty input has none. When no complete message is
@@ -58,7 +65,7 @@ class InputSource {
   Result<ReadState> Next(InputMessage* message, std::optional<int64_t> wait_until_ms);
 
   // Next's common case, inline: true with the next message when it is
-  // complete in the bytes already mapped or buffered (and the delimiter is
+  // complete in the bytes already buffered (and the delimiter is
   // one byte); false when Next must be called.
   bool TryNext(InputMessage* message) {
     if (!single_byte_) return false;
@@ -66,7 +73,6 @@ class InputSource {
     if (scan_ >= limit) return false;
     const char* hit = FindByte(limit);
     if (hit == nullptr) return false;
-    if (map_ != nullptr && map_skip_ + start_ >= released_ + kReleaseStep) ReleaseBehind();
     const size_t len = static_cast<size_t>(static_cast<const char*>(hit) - data_) - start_;
     message->bytes = std::string_view(data_ + start_, len);
     message->position = consumed_ + start_;
@@ -84,16 +90,9 @@ class InputSource {
   std::string_view unit() const { return delimiter_ == "\n" ? "line" : "message"; }
 
  private:
+  class ReadAhead;
   InputSource(UniqueFd fd, std::string name, std::string delimiter, size_t max_message_bytes,
-              bool regular);
-  // A regular file: maps it from the current file offset to its size now.
-  // False (read through the buffer instead) if it is empty or cannot be mapped.
-  bool Map();
-  // The end of the mapping: the unfinished message moves to the buffer and
-  // reading goes on with read() where the mapping ended.
-  Status Unmap();
-  // Releases the mapped pages wholly behind the current message.
-  void ReleaseBehind();
+              bool regular, bool read_ahead);
   // Looks for the delimiter in the unscanned buffered bytes.
   const char* FindDelimiter();
   // TryNext's search for a one-byte delimiter in [scan_, limit): 64 bytes
@@ -123,16 +122,37 @@ class InputSource {
     }
   }
   // Bit i set: byte i of the 64 at `p` is the delimiter.
-  uint64_t DelimiterMask(const char* p) const;
+  // Inline: it runs once per 64 bytes of input.
+  uint64_t DelimiterMask(const char* p) const {
+#if defined(__SSE2__)
+    const __m128i d = _mm_set1_epi8(delimiter_[0]);
+    uint64_t m = 0;
+    for (int i = 0; i < 4; ++i) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
+      m |= static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, d))))
+           << (16 * i);
+    }
+    return m;
+#else
+    uint64_t m = 0;
+    for (int i = 0; i < 64; ++i) m |= static_cast<uint64_t>(p[i] == delimiter_[0]) << i;
+    return m;
+#endif
+  }
   // Reads more bytes (after moving the current message to the buffer start).
+  // At the end of a regular file, kIoError if the file is now shorter than
+  // what was read of it (truncated by another process while it was read).
   Status Fill();
+  // Fill with the read-ahead thread: the next chunk it read, with the
+  // current message's bytes so far copied in front of it (into the chunk's
+  // headroom, or for a longer one both into buffer_).
+  Status FillAhead();
+  // kIoError naming the input when it is a regular file now shorter than
+  // the offset read up to (`read` bytes of it were read).
+  static Status CheckNotShrunk(int fd, const std::string& name, uint64_t read);
   Status TooLarge() const;
   // The most the buffer grows to: the longest message, its delimiter and a read.
   size_t BufferLimit() const;
-
-  // Mapped pages behind the reader are given back in steps of this many
-  // bytes, so the resident size stays small whatever the file's size.
-  static constexpr size_t kReleaseStep = 8 << 20;
 
   UniqueFd fd_;
   std::string name_;
@@ -142,16 +162,15 @@ class InputSource {
   bool regular_;
   bool eof_ = false;
   std::vector<char> buffer_;
-  // The bytes start_, scan_ and end_ index: buffer_'s, or the mapped file's.
+  // The read-ahead thread (started by the first Fill) and the chunk of it
+  // data_ points into (-1: none, data_ is buffer_'s).
+  bool read_ahead_;
+  std::unique_ptr<ReadAhead> ahead_;
+  int chunk_ = -1;
+  // The bytes start_, scan_ and end_ index: buffer_'s.
   const char* data_ = nullptr;
-  bool tried_map_ = false;
-  char* map_ = nullptr;       // the mapping, page aligned
-  size_t map_bytes_ = 0;
-  size_t map_skip_ = 0;       // bytes of map_ before data_ (the file offset's page remainder)
-  uint64_t map_end_ = 0;      // file offset just past the mapping
-  size_t released_ = 0;       // bytes of map_ already given back (a page multiple)
   // FindByte's mask: delimiter positions in the 64 bytes at mask_pos_ of
-  // data_ (valid until the bytes move: Map, Unmap, Fill).
+  // data_ (valid until the bytes move: Fill).
   bool mask_valid_ = false;
   size_t mask_pos_ = 0;
   uint64_t mask_ = 0;

@@ -404,8 +404,8 @@ Status Producer::PushStaged(Appender* a) {
 }
 
 bool Producer::StartWriters() {
-  // The threads take no signal: they stay the reading thread's (SIGBUS of
-  // a mapped input, SIGPIPE of an output).
+  // The threads take no signal: they stay the reading thread's (SIGPIPE of
+  // an output).
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
