@@ -56,6 +56,7 @@ sshd_start() {
   fi
 
   MQ_REMOTE_BIN="$BIN"
+  MQ_REMOTE_BINDIR="$BIN"  # where the tools start their peers over ssh
   MQ_REMOTE_TEST_BIN="$BIN/tests"
   local attempt
   for attempt in 1 2 3 4 5; do
@@ -68,7 +69,7 @@ sshd_start() {
     PIDS+=("$SSHD_PID")
     export MQ_RSH="ssh -F $SSHD_DIR/ssh_config"
     if sshd_wait_ready; then
-      export MQ_REMOTE_BIN MQ_REMOTE_TEST_BIN SSHD_DIR SSHD_PORT
+      export MQ_REMOTE_BIN MQ_REMOTE_BINDIR MQ_REMOTE_TEST_BIN SSHD_DIR SSHD_PORT
       return 0
     fi
     # Another process may have taken the port between our probe and sshd's
@@ -117,7 +118,8 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 PermitUserEnvironment no
-SetEnv PATH=$BIN:$BIN/tests:/usr/local/bin:/usr/bin:/bin
+# The tools started there reach the other "hosts" (this one) the same way.
+SetEnv PATH=$BIN:$BIN/tests:/usr/local/bin:/usr/bin:/bin "MQ_RSH=ssh -F $SSHD_DIR/ssh_config" MQ_REMOTE_BINDIR=$BIN
 PrintMotd no
 PrintLastLog no
 X11Forwarding no

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Replication across hosts over real ssh (a throwaway sshd on 127.0.0.1,
+# tests/cli/lib/sshd.bash): three replicas and the cluster directory named
+# through host localhost-mq, with paths a shell would misread, reached only
+# through ssh (mq-isr create attaches the roots there, followers fetch
+# through `mq-replicate --serve`, every tool reads the cluster state through
+# `mq-isr --serve`). Checks: acks=all is acknowledged; a catch-up whose ssh
+# connections are killed midway exits 69 and the next run resumes from the
+# follower's own log end; the replicas' logs end byte-identical and verify;
+# every message is consumable exactly once; nothing in a quoted name ran.
+source "$(dirname "$0")/lib/common.bash"
+source "$(dirname "$0")/lib/sshd.bash"
+on_exit() { sshd_stop; }
+
+ISR="$BIN/mq-isr"
+REP="$BIN/mq-replicate"
+echo "replication_ssh: running as $(id -un)"
+sshd_start
+export MQ_REMOTE_BINDIR="$BIN"
+export MQ_TIMEOUT_MS=20000
+
+# Paths with a space, a quote, ';', '$' and backquotes (each a shell word
+# breaker or command), all absolute: the cluster state keeps them as given.
+HOSTILE="$WORK/a b;touch x"
+mkdir -p "$HOSTILE"
+R0="$HOSTILE/r0 \$(touch y)"
+R1="$HOSTILE/r1 \`touch z\`"
+R2="$HOSTILE/r2 it's"
+CL="$HOSTILE/cluster"
+T=o.rders-1
+H=localhost-mq
+
+run "$ISR" --cluster "$CL" create -t "$T" --partitions 1 --min-insync-replicas 2 \
+  --replicas "$H:$R0,$H:$R1,$H:$R2" --controller "$H" -X replica.lag.time.max.ms=600000
+expect_rc 0 "create over ssh"
+grep -q "^mq-cluster-state 2$" "$CL/cluster-state" || fail "cluster state is not version 2"
+for r in "$R0" "$R1" "$R2"; do
+  grep -qxF "cluster=$H:$CL" "$r/topics/$T.conf" || fail "$r: not attached to $H:$CL"
+done
+
+# Followers keep in step over ssh (the lag limit is long: a loaded machine
+# can take seconds per ssh connection).
+for r in "$R1" "$R2"; do
+  "$REP" -C "$r" --follow -q 2>>"$WORK/follow.err" &
+  PIDS+=($!)
+done
+seq 1 2000 | sed 's/^/m/' >"$WORK/first"
+run "$P" -C "$R0" -t "$T" --acks all --ack-timeout 60000 "$WORK/first"
+expect_rc 0 "acks=all over ssh"
+
+# A catch-up killed midway: stop follower 2 and grow the leader by ~20 MB
+# (acks=1: follower 2 stays in the ISR for the long lag limit, so acks=all
+# would wait for it).
+kill "${PIDS[1]}"
+wait "${PIDS[1]}" 2>/dev/null || true
+awk 'BEGIN { pad = sprintf("%0900d", 0); for (i = 0; i < 20000; i++) printf "b%d %s\n", i, pad }' \
+  >"$WORK/big"
+run "$P" -C "$R0" -t "$T" --acks 1 "$WORK/big"
+expect_rc 0 "acks=1, 20 MB"
+leader_log="$R0/$T-0/00000000000000000000.log"
+set +e
+"$REP" -C "$R2" -q --fetch-max-bytes 64K --max-bytes-per-second 4M 2>"$WORK/cut.err" &
+catchup=$!
+set -e
+f2="$R2/$T-0/00000000000000000000.log"
+for _ in $(seq 1 600); do
+  [[ -f $f2 && $(stat -c %s "$f2") -gt 2000000 ]] && break
+  sleep 0.1
+done
+[[ -f $f2 && $(stat -c %s "$f2") -gt 2000000 ]] || fail "the catch-up never got going: $(cat "$WORK/cut.err")"
+# Cut: end every server process the follower reached over ssh.
+pkill -f "mq-replicate --serve -C $HOSTILE/r0" || fail "no mq-replicate --serve to kill"
+set +e
+wait "$catchup"
+cut_rc=$?
+set -e
+echo "catch-up cut at $(stat -c %s "$f2") of $(stat -c %s "$leader_log") bytes: exit $cut_rc ($(tail -1 "$WORK/cut.err"))"
+[[ $cut_rc == 69 || $cut_rc == 0 ]] || fail "a cut catch-up: exit $cut_rc, want 69 (or 0 if it finished first)"
+run "$INSPECT" --verify "$R2/$T-0"
+expect_rc 0 "verify of the cut follower"
+run "$REP" -C "$R2" -q
+expect_rc 0 "the next catch-up resumes"
+
+# Follower 1 is in step; every replica holds the leader's bytes.
+for _ in $(seq 1 300); do
+  cmp -s "$leader_log" "$R1/$T-0/00000000000000000000.log" && break
+  sleep 0.2
+done
+for r in "$R1" "$R2"; do
+  cmp "$leader_log" "$r/$T-0/00000000000000000000.log" || fail "$r differs from the leader"
+  run "$INSPECT" --verify "$r/$T-0"
+  expect_rc 0 "verify $r"
+done
+run "$C" -C "$R2" -t "$T" -e
+expect_rc 0 "consume the follower"
+want=$(cat "$WORK/first" "$WORK/big" | wc -l)
+expect_eq "messages on the follower" "$want" "$(wc -l <"$WORK/out")"
+expect_eq "no message twice" "$want" "$(sort -u "$WORK/out" | wc -l)"
+
+# The controller reached over ssh says the same as on its host.
+run "$ISR" --cluster "$H:$CL" describe
+expect_rc 0 "describe over ssh"
+cp "$WORK/out" "$WORK/remote.describe"
+run "$ISR" --cluster "$CL" describe
+expect_eq "describe over ssh = on the controller" "$(cat "$WORK/out")" "$(cat "$WORK/remote.describe")"
+
+for f in x y z; do
+  [[ -z $(find "$WORK" "$HOME" -maxdepth 3 -name "$f" 2>/dev/null) ]] || fail "a quoted name ran: $f exists"
+done
+echo "replication_ssh: ok"
