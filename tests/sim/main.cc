@@ -190,11 +190,13 @@ int main(int argc, char** argv) {
   std::printf(
       "mq-sim: network: %lld partitions, %lld heals, %lld elections of a leader the controller "
       "lost, %lld cluster-state calls refused by a cut, %lld lost otherwise (%lld AlterPartition "
-      "replies lost after the change), %lld messages lost to cut links\n",
+      "replies lost after the change), %lld messages lost to cut links; %lld ISR shrinks by a "
+      "leader with a cut link, %lld ISR expansions\n",
       static_cast<long long>(total.partitions), static_cast<long long>(total.heals),
       static_cast<long long>(total.cut_elections), static_cast<long long>(total.controller_refused),
       static_cast<long long>(total.controller_faults), static_cast<long long>(total.replies_lost),
-      static_cast<long long>(total.cut_messages));
+      static_cast<long long>(total.cut_messages), static_cast<long long>(total.cut_shrinks),
+      static_cast<long long>(total.isr_expands));
   if (verify_replay) {
     std::printf("mq-sim: every schedule replayed identically (%llu with a violation, replayed "
                 "the same)\n",

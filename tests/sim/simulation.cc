@@ -30,6 +30,8 @@ void SimStats::Add(const SimStats& o) {
   replies_lost += o.replies_lost;
   cut_messages += o.cut_messages;
   cut_elections += o.cut_elections;
+  cut_shrinks += o.cut_shrinks;
+  isr_expands += o.isr_expands;
 }
 
 namespace {
@@ -576,6 +578,8 @@ void Simulation::CheckInvariants() {
                      p.leader, p.leader_epoch, p.partition_epoch));
     return;
   }
+  if (p.leader_epoch == last_state_.leader_epoch && p.isr.size() > last_state_.isr.size())
+    ++stats_.isr_expands;
   last_state_ = p;
   CheckTruncations();
   for (Replica& r : reps_) {
@@ -803,6 +807,12 @@ void Simulation::Shrink() {
   if (res) {
     if (store_->changes() != before) {
       ++stats_.isr_changes;
+      for (int32_t i = 0; i < static_cast<int32_t>(reps_.size()); ++i) {
+        if (i != id && (LinkCut(id, i) || LinkCut(i, id))) {
+          ++stats_.cut_shrinks;
+          break;
+        }
+      }
       if (options_.trace) Trace(fmt::format("leader {} shrank the ISR to {}", id, IsrText(State().isr)));
     }
     r.view = *res;

@@ -53,6 +53,8 @@ struct SimStats {
   int64_t replies_lost = 0;       // AlterPartition applied, its reply lost
   int64_t cut_messages = 0;       // fetches / OffsetForLeaderEpoch lost to a cut link
   int64_t cut_elections = 0;      // elections of a leader the controller lost
+  int64_t cut_shrinks = 0;        // ISR shrinks by a leader with a cut link
+  int64_t isr_expands = 0;        // ISR expansions (a follower back in sync)
   void Add(const SimStats& o);
 };
 
