@@ -243,7 +243,8 @@ Result<EpochEndOffset> SimLink::OffsetForLeaderEpoch(int32_t leader_epoch,
   Simulation& s = *sim_;
   if (s.LinkCut(follower_, leader_)) {
     ++s.stats_.cut_messages;
-    return Status(Code::kUnavailable, fmt::format("link {}->{} cut: request lost", follower_, leader_));
+    return Status(Code::kUnavailable,
+                  fmt::format("link {}->{} cut: request lost", follower_, leader_));
   }
   if (!s.Live(leader_)) return Status(Code::kIoError, "leader unavailable");
   if (faults_ && s.Chance(s.p_drop_)) {
@@ -254,7 +255,8 @@ Result<EpochEndOffset> SimLink::OffsetForLeaderEpoch(int32_t leader_epoch,
                                       requested_epoch);
   if (s.LinkCut(leader_, follower_)) {
     ++s.stats_.cut_messages;
-    return Status(Code::kUnavailable, fmt::format("link {}->{} cut: response lost", leader_, follower_));
+    return Status(Code::kUnavailable,
+                  fmt::format("link {}->{} cut: response lost", leader_, follower_));
   }
   if (faults_ && s.Chance(s.p_drop_)) {
     ++s.stats_.link_faults;
@@ -268,7 +270,8 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
   ++s.stats_.fetches;
   if (s.LinkCut(follower_, leader_)) {
     ++s.stats_.cut_messages;
-    return Status(Code::kUnavailable, fmt::format("link {}->{} cut: request lost", follower_, leader_));
+    return Status(Code::kUnavailable,
+                  fmt::format("link {}->{} cut: request lost", follower_, leader_));
   }
   if (!s.Live(leader_)) return Status(Code::kIoError, "leader unavailable");
   Replica& f = s.reps_[follower_];
@@ -294,7 +297,8 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
   if (s.LinkCut(leader_, follower_)) {
     // The leader recorded the fetch; the follower never hears of it.
     ++s.stats_.cut_messages;
-    return Status(Code::kUnavailable, fmt::format("link {}->{} cut: response lost", leader_, follower_));
+    return Status(Code::kUnavailable,
+                  fmt::format("link {}->{} cut: response lost", leader_, follower_));
   }
   if (f.stash.size() >= 4) f.stash.erase(f.stash.begin());
   f.stash.push_back(*r);
@@ -919,7 +923,8 @@ void Simulation::Controller(bool move_leader) {
   if (s.leader < 0 || LeaderGone(s.leader)) {
     cut = Live(s.leader);
     next = ElectLeader(s, ElectionKind::kClean, live);
-    reason = cut ? "clean election: the controller lost the leader" : "clean election: the leader is down";
+    reason = cut ? "clean election: the controller lost the leader"
+                 : "clean election: the leader is down";
   } else if (move_leader) {
     if (Chance(0.5)) {
       next = ElectLeader(s, ElectionKind::kPreferred, live);
