@@ -215,7 +215,7 @@ class Simulation {
   std::vector<uint8_t> ctrl_cut_;
   std::vector<int64_t> cut_since_;
   std::vector<uint8_t> link_cut_;
-  double p_net_ = 0, p_ctrl_flaky_ = 0;
+  double p_net_ = 0, p_ctrl_flaky_ = 0, p_alter_flaky_ = 0;
   int64_t session_steps_ = 0;
   bool quiet_ = false;  // converging: no fault any more
   // The last step in which a cluster-state call of each replica succeeded
@@ -368,7 +368,7 @@ Result<PartitionState> ReplicaStore::AlterPartition(const PartitionState& propos
                                                     std::string_view reason) {
   Simulation& s = *sim_;
   if (s.ctrl_cut_[id_]) return Refuse();
-  if (!s.quiet_ && s.Chance(s.p_ctrl_flaky_)) {
+  if (!s.quiet_ && s.Chance(s.p_alter_flaky_)) {
     ++s.stats_.controller_faults;
     if (s.Chance(0.5)) {
       return Status(Code::kUnavailable,
@@ -441,6 +441,9 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
   const bool net = options.partitions && Chance(0.75);
   p_net_ = net ? 0.04 * chaos : 0.0;
   p_ctrl_flaky_ = net ? 0.02 * chaos : 0.0;
+  // ISR changes are rare and matter most: their requests and replies get
+  // lost more often.
+  p_alter_flaky_ = net ? 0.10 * chaos : 0.0;
   session_steps_ = Uniform(0, 8);
 
   std::string policies;
