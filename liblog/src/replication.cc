@@ -116,6 +116,25 @@ Result<int64_t> ComputeHighWatermark(const ReplicationContext& ctx, ReplicaLog& 
   return *stored;
 }
 
+// The planted bug hw_without_controller (PlantedBugs): the partition's
+// state as the leader's own positions of `epoch` show it, it leading and
+// every replica it heard from in the epoch in the ISR.
+Result<PartitionState> StateFromPositions(const ReplicationContext& ctx, ReplicaLog& leader,
+                                          int32_t epoch) {
+  auto all = leader.Followers();
+  if (!all) return all.error();
+  PartitionState p;
+  p.topic = ctx.topic;
+  p.partition = ctx.partition;
+  p.leader = leader.replica_id();
+  p.leader_epoch = epoch;
+  p.isr.push_back(p.leader);
+  for (const FollowerPosition& f : *all)
+    if (f.leader_epoch == epoch && f.replica != p.leader) p.isr.push_back(f.replica);
+  p.replicas = p.isr;
+  return p;
+}
+
 }  // namespace
 
 namespace {
@@ -130,15 +149,17 @@ Clock* Clock::Real() {
 }
 
 Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& leader,
-                                    int32_t leader_epoch, bool wait) {
+                                    int32_t leader_epoch, bool wait, PartitionState* seen) {
   int64_t hw = -1;
   auto body = [&]() -> Status {
     auto p = LoadPartition(ctx);
+    if (!p && ctx.bugs.hw_without_controller) p = StateFromPositions(ctx, leader, leader_epoch);
     if (!p) return p.error();
     MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, leader.replica_id(), leader_epoch));
     auto computed = ComputeHighWatermark(ctx, leader, *p);
     if (!computed) return computed.error();
     hw = *computed;
+    if (seen) *seen = *p;
     return Status::Ok();
   };
   Status s = wait ? leader.WithLeaderLock(body) : leader.TryWithLeaderLock(body);

@@ -19,8 +19,9 @@ constexpr const char* kUsage =
     "usage: mq-sim [--seed S | --schedules N [--start-seed S]] [--plant BUG]...\n"
     "              [--acks all|1] [--expect-violation] [--independent-files]\n"
     "              [--lenient-empty-epochs] [--verify-replay] [--keep-going]\n"
-    "              [--trace] [--quiet]\n"
-    "  BUG: hw_at_log_end | no_epoch_truncation | isr_shrink_without_cas\n";
+    "              [--no-partitions] [--trace] [--quiet]\n"
+    "  BUG: hw_at_log_end | no_epoch_truncation | isr_shrink_without_cas |\n"
+    "       hw_without_controller\n";
 
 bool ParseU64(const char* s, uint64_t* out) {
   if (s == nullptr || *s == '\0') return false;
@@ -67,6 +68,8 @@ int main(int argc, char** argv) {
         base.bugs.no_epoch_truncation = true;
       } else if (bug == "isr_shrink_without_cas") {
         base.bugs.isr_shrink_without_cas = true;
+      } else if (bug == "hw_without_controller") {
+        base.bugs.hw_without_controller = true;
       } else {
         return Usage("unknown planted bug '" + std::string(bug) + "'");
       }
@@ -87,6 +90,9 @@ int main(int argc, char** argv) {
     } else if (a == "--lenient-empty-epochs") {
       base.lenient_empty_epochs = true;
       plants += " --lenient-empty-epochs";
+    } else if (a == "--no-partitions") {
+      base.partitions = false;
+      plants += " --no-partitions";
     } else if (a == "--keep-going") {
       keep_going = true;
     } else if (a == "--verify-replay") {
@@ -112,7 +118,7 @@ int main(int argc, char** argv) {
   uint64_t run = 0;
   int status = 0;
   const bool planted = base.bugs.hw_at_log_end || base.bugs.no_epoch_truncation ||
-                       base.bugs.isr_shrink_without_cas;
+                       base.bugs.isr_shrink_without_cas || base.bugs.hw_without_controller;
   uint64_t not_planted = 0;  // violations that were not the planted bug's
   uint64_t failures = 0;     // with --keep-going
   for (uint64_t i = 0; i < schedules; ++i) {
@@ -181,6 +187,16 @@ int main(int argc, char** argv) {
       static_cast<long long>(total.link_faults), static_cast<long long>(total.clock_jumps),
       static_cast<long long>(total.produced), static_cast<long long>(total.acked),
       static_cast<long long>(total.refused), secs, secs > 0 ? static_cast<double>(run) / secs : 0.0);
+  std::printf(
+      "mq-sim: network: %lld partitions, %lld heals, %lld elections of a leader the controller "
+      "lost, %lld cluster-state calls refused by a cut, %lld lost otherwise (%lld AlterPartition "
+      "replies lost after the change), %lld messages lost to cut links; %lld ISR shrinks by a "
+      "leader with a cut link, %lld ISR expansions\n",
+      static_cast<long long>(total.partitions), static_cast<long long>(total.heals),
+      static_cast<long long>(total.cut_elections), static_cast<long long>(total.controller_refused),
+      static_cast<long long>(total.controller_faults), static_cast<long long>(total.replies_lost),
+      static_cast<long long>(total.cut_messages), static_cast<long long>(total.cut_shrinks),
+      static_cast<long long>(total.isr_expands));
   if (verify_replay) {
     std::printf("mq-sim: every schedule replayed identically (%llu with a violation, replayed "
                 "the same)\n",

@@ -210,6 +210,8 @@ Status ModelReplicaLog::TruncateTo(int64_t offset) {
     return Status(Code::kInvalidArgument, contract_breach_);
   }
   MQ_RETURN_IF_ERROR(MaybeFailIo("truncate"));
+  for (auto it = live_.log.rbegin(); it != live_.log.rend() && it->last >= offset; ++it)
+    truncated_.push_back(*it);
   ApplyLog(live_, LogOp(offset));
   PushLog(LogOp(offset));
   int64_t end = live_.LogEnd();

@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -115,6 +116,9 @@ class ModelReplicaLog : public ReplicaLog {
   void clear_io_failed() { io_failed_ = false; }
 
   const ReplicaFiles& files() const { return live_; }
+  // The batches TruncateTo removed since the last call (a power loss's
+  // losses are not truncations: they are what --fsync did not buy).
+  std::vector<SimBatch> TakeTruncated() { return std::exchange(truncated_, {}); }
   // Bumped whenever batches leave the log (truncation, power loss).
   uint64_t cut_generation() const { return cut_generation_; }
   // A call broke the ReplicaLog contract (say, a HW past the LEO); empty
@@ -150,6 +154,7 @@ class ModelReplicaLog : public ReplicaLog {
   size_t fail_keep_batches_ = 0;
   bool io_failed_ = false;
   uint64_t cut_generation_ = 0;
+  std::vector<SimBatch> truncated_;
   std::string contract_breach_;
 };
 

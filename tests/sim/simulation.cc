@@ -23,6 +23,15 @@ void SimStats::Add(const SimStats& o) {
   link_faults += o.link_faults;
   clock_jumps += o.clock_jumps;
   isr_changes += o.isr_changes;
+  partitions += o.partitions;
+  heals += o.heals;
+  controller_refused += o.controller_refused;
+  controller_faults += o.controller_faults;
+  replies_lost += o.replies_lost;
+  cut_messages += o.cut_messages;
+  cut_elections += o.cut_elections;
+  cut_shrinks += o.cut_shrinks;
+  isr_expands += o.isr_expands;
 }
 
 namespace {
@@ -67,6 +76,25 @@ class SimLink : public LeaderLink {
   bool faults_;
 };
 
+// The cluster state as one replica reaches it across the network: the
+// controller's MemClusterStore behind a path that a partition cuts (every
+// call fails kUnavailable, without effect) and that now and then loses a
+// request, or loses AlterPartition's reply after the controller applied the
+// change (the caller sees kUnavailable; the CAS on the partition epoch must
+// keep that safe).
+class ReplicaStore : public ClusterStore {
+ public:
+  ReplicaStore(Simulation* sim, int32_t id) : sim_(sim), id_(id) {}
+  Result<ClusterState> Load() override;
+  Result<PartitionState> AlterPartition(const PartitionState& proposed,
+                                        std::string_view reason) override;
+
+ private:
+  Status Refuse();
+  Simulation* sim_;
+  int32_t id_;
+};
+
 struct Replica {
   std::unique_ptr<ModelReplicaLog> log;
   bool up = true;
@@ -94,6 +122,7 @@ class Simulation {
 
  private:
   friend class SimLink;
+  friend class ReplicaStore;
 
   // Steps.
   void Step();
@@ -107,6 +136,12 @@ class Simulation {
   void Crash(int32_t r, bool allow_power_loss);
   void Restart(int32_t r);
   void Controller(bool move_leader);
+  void Network();
+  void Cut();
+  void Heal();
+  void HealAll();
+  void CutController(int32_t id);
+  void CutLink(int32_t from, int32_t to);
   void Quiesce();
 
   // Invariants.
@@ -114,6 +149,7 @@ class Simulation {
   void CheckBelowHw(Replica& r);
   void CheckLeaderHolds(Replica& r);
   void CheckFinal();
+  void CheckTruncations();
   void Fail(std::string what);
   const char* KindOf(int64_t offset) const;
   std::string Origin(int64_t offset) const;
@@ -125,18 +161,46 @@ class Simulation {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
   }
   const PartitionState& State() const { return store_->partition(); }
-  void RefreshView(Replica& r) { r.view = State(); }
+  // The replica reads the cluster state through its own path (false: it
+  // could not; its view stays as it was).
+  bool RefreshView(Replica& r) {
+    auto st = stores_[r.log->replica_id()]->Load();
+    if (!st) return false;
+    r.view = State();
+    return true;
+  }
+  // The controller tells a replica (it reaches it: LeaderAndIsr).
+  void PushView(Replica& r) { r.view = State(); }
   void AfterIo();
   void Trace(const std::string& s) {
     if (options_.trace) std::printf("[%lld] %s\n", static_cast<long long>(stats_.steps), s.c_str());
   }
   bool Live(int32_t id) const { return id >= 0 && id < static_cast<int32_t>(reps_.size()) && reps_[id].up; }
+  // Elections run at the controller: a replica is live there only when its
+  // process runs and the controller reaches it.
+  bool Electable(int32_t id) const { return Live(id) && !ctrl_cut_[id]; }
+  // The controller gives up on a leader that crashed at once (its session
+  // ends with the process), on one it cannot reach after session_steps_.
+  bool LeaderGone(int32_t id) const {
+    return !Live(id) || (ctrl_cut_[id] && stats_.steps - cut_since_[id] >= session_steps_);
+  }
+  bool LinkCut(int32_t from, int32_t to) const {
+    return link_cut_[static_cast<size_t>(from) * reps_.size() + to] != 0;
+  }
+  bool AnyCut() const {
+    return std::count(ctrl_cut_.begin(), ctrl_cut_.end(), 1) +
+               std::count(link_cut_.begin(), link_cut_.end(), 1) > 0;
+  }
+  std::string NetText() const;
 
   SimOptions options_;
   Rng rng_;
   VirtualClock clock_;
   std::unique_ptr<MemClusterStore> store_;
-  ReplicationContext ctx_;
+  // One context per replica: its calls reach the cluster state through
+  // its own ReplicaStore.
+  std::vector<std::unique_ptr<ReplicaStore>> stores_;
+  std::vector<ReplicationContext> ctxs_;
   std::vector<Replica> reps_;
   std::vector<PendingWrite> pending_;
   uint64_t next_write_ = 1;
@@ -145,6 +209,21 @@ class Simulation {
   // Link fault probabilities.
   double p_drop_ = 0, p_stale_ = 0, p_dup_ = 0, p_corrupt_ = 0;
   double p_crash_ = 0, p_io_ = 0, p_jump_ = 0;
+  // The network: per replica, cut from the controller (both ways) and
+  // since which step; per ordered pair (from * n + to), messages from
+  // `from` to `to` lost.
+  std::vector<uint8_t> ctrl_cut_;
+  std::vector<int64_t> cut_since_;
+  std::vector<uint8_t> link_cut_;
+  double p_net_ = 0, p_ctrl_flaky_ = 0, p_alter_flaky_ = 0;
+  int64_t session_steps_ = 0;
+  bool quiet_ = false;  // converging: no fault any more
+  // The last step in which a cluster-state call of each replica succeeded
+  // (invariant 5).
+  std::vector<int64_t> ctrl_ok_step_;
+  // Invariant 6: per offset, the epoch and leader that acknowledged it.
+  std::vector<int32_t> acked_epoch_;
+  std::vector<int32_t> acked_leader_;
   // The canonical history: per offset, the identity of the record every
   // replica holds there once the offset is below its HW (0: none yet).
   std::vector<uint64_t> canon_;
@@ -162,13 +241,23 @@ class Simulation {
 Result<EpochEndOffset> SimLink::OffsetForLeaderEpoch(int32_t leader_epoch,
                                                      int32_t requested_epoch) {
   Simulation& s = *sim_;
+  if (s.LinkCut(follower_, leader_)) {
+    ++s.stats_.cut_messages;
+    return Status(Code::kUnavailable,
+                  fmt::format("link {}->{} cut: request lost", follower_, leader_));
+  }
   if (!s.Live(leader_)) return Status(Code::kIoError, "leader unavailable");
   if (faults_ && s.Chance(s.p_drop_)) {
     ++s.stats_.link_faults;
     return Status(Code::kIoError, "request lost");
   }
-  auto r = HandleOffsetForLeaderEpoch(s.ctx_, *s.reps_[leader_].log, leader_epoch,
+  auto r = HandleOffsetForLeaderEpoch(s.ctxs_[leader_], *s.reps_[leader_].log, leader_epoch,
                                       requested_epoch);
+  if (s.LinkCut(leader_, follower_)) {
+    ++s.stats_.cut_messages;
+    return Status(Code::kUnavailable,
+                  fmt::format("link {}->{} cut: response lost", leader_, follower_));
+  }
   if (faults_ && s.Chance(s.p_drop_)) {
     ++s.stats_.link_faults;
     return Status(Code::kIoError, "response lost");
@@ -179,6 +268,11 @@ Result<EpochEndOffset> SimLink::OffsetForLeaderEpoch(int32_t leader_epoch,
 Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
   Simulation& s = *sim_;
   ++s.stats_.fetches;
+  if (s.LinkCut(follower_, leader_)) {
+    ++s.stats_.cut_messages;
+    return Status(Code::kUnavailable,
+                  fmt::format("link {}->{} cut: request lost", follower_, leader_));
+  }
   if (!s.Live(leader_)) return Status(Code::kIoError, "leader unavailable");
   Replica& f = s.reps_[follower_];
   if (f.stash_leader != leader_ || f.stash_epoch != request.leader_epoch) {
@@ -192,14 +286,20 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
       ++s.stats_.link_faults;
       return Status(Code::kIoError, "request lost");
     }
-    if ((roll -= s.p_dup_) < 0 && !f.stash.empty()) {
+    if ((roll -= s.p_dup_) < 0 && !f.stash.empty() && !s.LinkCut(leader_, follower_)) {
       ++s.stats_.link_faults;
       if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: duplicate response", follower_, leader_));
       return f.stash.back();
     }
   }
-  auto r = HandleFetch(s.ctx_, *s.reps_[leader_].log, request);
+  auto r = HandleFetch(s.ctxs_[leader_], *s.reps_[leader_].log, request);
   if (!r) return r;
+  if (s.LinkCut(leader_, follower_)) {
+    // The leader recorded the fetch; the follower never hears of it.
+    ++s.stats_.cut_messages;
+    return Status(Code::kUnavailable,
+                  fmt::format("link {}->{} cut: response lost", leader_, follower_));
+  }
   if (f.stash.size() >= 4) f.stash.erase(f.stash.begin());
   f.stash.push_back(*r);
   if (!faults_) return r;
@@ -247,6 +347,45 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
   return r;
 }
 
+Status ReplicaStore::Refuse() {
+  ++sim_->stats_.controller_refused;
+  return Status(Code::kUnavailable,
+                fmt::format("replica {} cannot reach the controller (cut)", id_));
+}
+
+Result<ClusterState> ReplicaStore::Load() {
+  Simulation& s = *sim_;
+  if (s.ctrl_cut_[id_]) return Refuse();
+  if (!s.quiet_ && s.Chance(s.p_ctrl_flaky_)) {
+    ++s.stats_.controller_faults;
+    return Status(Code::kUnavailable, fmt::format("replica {}: cluster-state read lost", id_));
+  }
+  s.ctrl_ok_step_[id_] = s.stats_.steps;
+  return s.store_->Load();
+}
+
+Result<PartitionState> ReplicaStore::AlterPartition(const PartitionState& proposed,
+                                                    std::string_view reason) {
+  Simulation& s = *sim_;
+  if (s.ctrl_cut_[id_]) return Refuse();
+  if (!s.quiet_ && s.Chance(s.p_alter_flaky_)) {
+    ++s.stats_.controller_faults;
+    if (s.Chance(0.5)) {
+      return Status(Code::kUnavailable,
+                    fmt::format("replica {}: AlterPartition request lost", id_));
+    }
+    auto applied = s.store_->AlterPartition(proposed, reason);
+    if (applied) ++s.stats_.replies_lost;
+    if (s.options_.trace) {
+      s.Trace(fmt::format("replica {}: AlterPartition reply lost ({})", id_,
+                          applied ? "applied: " + std::string(reason) : applied.error().message()));
+    }
+    return Status(Code::kUnavailable, fmt::format("replica {}: AlterPartition reply lost", id_));
+  }
+  s.ctrl_ok_step_[id_] = s.stats_.steps;
+  return s.store_->AlterPartition(proposed, reason);
+}
+
 Simulation::Simulation(const SimOptions& options) : options_(options), rng_(options.seed) {
   int32_t n = static_cast<int32_t>(Uniform(3, 5));
   ClusterState state;
@@ -274,11 +413,20 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
   state.partitions.push_back(p);
   store_ = std::make_unique<MemClusterStore>(std::move(state));
   store_->set_clock(&clock_);
-  ctx_.cluster = store_.get();
-  ctx_.clock = &clock_;
-  ctx_.topic = kTopic;
-  ctx_.partition = 0;
-  ctx_.bugs = options.bugs;
+  for (int32_t i = 0; i < n; ++i) {
+    stores_.push_back(std::make_unique<ReplicaStore>(this, i));
+    ReplicationContext ctx;
+    ctx.cluster = stores_.back().get();
+    ctx.clock = &clock_;
+    ctx.topic = kTopic;
+    ctx.partition = 0;
+    ctx.bugs = options.bugs;
+    ctxs_.push_back(ctx);
+  }
+  ctrl_cut_.assign(n, 0);
+  cut_since_.assign(n, -1);
+  link_cut_.assign(static_cast<size_t>(n) * n, 0);
+  ctrl_ok_step_.assign(n, -1);
 
   double chaos = static_cast<double>(Uniform(1, 4)) / 4.0;
   p_drop_ = 0.05 * chaos;
@@ -289,6 +437,14 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
   p_io_ = 0.01 * chaos;
   p_jump_ = 0.01 * chaos;
   steps_ = Uniform(150, 400);
+  // A quarter of the schedules keep the network whole.
+  const bool net = options.partitions && Chance(0.75);
+  p_net_ = net ? 0.04 * chaos : 0.0;
+  p_ctrl_flaky_ = net ? 0.02 * chaos : 0.0;
+  // ISR changes are rare and matter most: their requests and replies get
+  // lost more often.
+  p_alter_flaky_ = net ? 0.10 * chaos : 0.0;
+  session_steps_ = Uniform(0, 8);
 
   std::string policies;
   for (int32_t i = 0; i < n; ++i) {
@@ -301,11 +457,13 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
     reps_.push_back(std::move(r));
     policies += fmt::format(" r{}:{}{}", i, SyncPolicyName(policy), reps_[i].slow > 1 ? "/slow" : "");
   }
-  for (Replica& r : reps_) RefreshView(r);
+  for (Replica& r : reps_) PushView(r);
   last_state_ = State();
   (void)reps_[p.leader].log->BeginEpoch(0);
-  outcome_.summary = fmt::format("replicas={} lag={}ms steps={} chaos={:.2f}{}", n, lag_ms_,
-                                 steps_, chaos, policies);
+  outcome_.summary = fmt::format("replicas={} lag={}ms steps={} chaos={:.2f} net={}{}", n, lag_ms_,
+                                 steps_, chaos,
+                                 net ? fmt::format("on(session={} steps)", session_steps_) : "off",
+                                 policies);
 }
 
 void Simulation::Fail(std::string what) {
@@ -325,8 +483,10 @@ void Simulation::Fail(std::string what) {
   std::string changes;
   for (const std::string& c : store_->recent()) changes += "\n  " + c;
   outcome_.violation = fmt::format(
-      "{}\n state: leader={} epoch={} pepoch={} isr={}{}\n recent cluster-state changes:{}",
-      what, p.leader, p.leader_epoch, p.partition_epoch, IsrText(p.isr), replicas, changes);
+      "{}\n state: leader={} epoch={} pepoch={} isr={}{}\n network: {}\n recent cluster-state "
+      "changes:{}",
+      what, p.leader, p.leader_epoch, p.partition_epoch, IsrText(p.isr), replicas, NetText(),
+      changes);
 }
 
 std::string Simulation::Origin(int64_t offset) const {
@@ -425,7 +585,10 @@ void Simulation::CheckInvariants() {
                      p.leader, p.leader_epoch, p.partition_epoch));
     return;
   }
+  if (p.leader_epoch == last_state_.leader_epoch && p.isr.size() > last_state_.isr.size())
+    ++stats_.isr_expands;
   last_state_ = p;
+  CheckTruncations();
   for (Replica& r : reps_) {
     if (failed_) return;
     if (r.up) CheckBelowHw(r);
@@ -435,6 +598,24 @@ void Simulation::CheckInvariants() {
   for (Replica& r : reps_) {
     if (!failed_ && !r.log->contract_breach().empty()) {
       Fail("the ReplicaLog contract was broken: " + r.log->contract_breach());
+    }
+  }
+}
+
+// Invariant 7: no replica ever truncates a record a consumer was shown
+// (a power loss's losses are not truncations).
+void Simulation::CheckTruncations() {
+  for (Replica& r : reps_) {
+    for (const SimBatch& b : r.log->TakeTruncated()) {
+      if (failed_) continue;
+      for (int64_t o = b.base; o <= b.last && o < static_cast<int64_t>(flags_.size()); ++o) {
+        if ((flags_[o] & kSeen) && canon_[o] == b.identity) {
+          Fail(fmt::format("invariant 7 (a record a consumer read was truncated): replica {} cut "
+                           "batch [{}..{}] epoch {} holding offset {} ({})",
+                           r.log->replica_id(), b.base, b.last, b.epoch, o, Origin(o)));
+          break;
+        }
+      }
     }
   }
 }
@@ -465,7 +646,8 @@ void Simulation::Produce() {
   });
   if (id < 0) return;
   Replica& r = reps_[id];
-  if (Chance(0.7)) RefreshView(r);  // the writer's own check of the state
+  // The writer's own check of the state; one that fails refuses the write.
+  if (Chance(0.7) && !RefreshView(r)) return;
   if (r.view.leader != id) return;
   if (static_cast<int32_t>(r.view.isr.size()) < kMinIsr) {
     ++stats_.refused;
@@ -498,7 +680,7 @@ void Simulation::Follow() {
   size_t max_bytes = Chance(0.5) ? static_cast<size_t>(Uniform(1, 400)) : size_t{1} << 20;
   int64_t leo = r.log->files().LogEnd();
   corrupt_delivered_ = false;
-  auto res = FollowerStep(ctx_, *r.log, link, r.follower, max_bytes);
+  auto res = FollowerStep(ctxs_[id], *r.log, link, r.follower, max_bytes);
   if (res && corrupt_delivered_ && res->appended_bytes > 0) {
     Fail(fmt::format("follower {} appended a corrupted fetch response", id));
     return;
@@ -526,12 +708,14 @@ void Simulation::Ack() {
   Replica& r = reps_[id];
   if (r.slow > 1 && !Chance(1.0 / r.slow)) return;
   int32_t epoch = r.view.leader_epoch;
-  auto hw = UpdateHighWatermark(ctx_, *r.log, epoch);
+  // The acks=all wait: the HW and the ISR it was computed under, from one
+  // read of the cluster state (through this replica's path to it).
+  PartitionState s;
+  auto hw = UpdateHighWatermark(ctxs_[id], *r.log, epoch, true, &s);
   if (!hw) {
     if (hw.error().code() == Code::kFenced) RefreshView(r);
     return;
   }
-  const PartitionState& s = State();
   bool may_ack = s.leader == id && s.leader_epoch == epoch &&
                  static_cast<int32_t>(s.isr.size()) >= kMinIsr;
   if (!may_ack) return;
@@ -554,6 +738,16 @@ void Simulation::AckWrite(Replica& r, size_t i, int64_t hw) {
   pending_.pop_back();
   int32_t id = r.log->replica_id();
   int32_t epoch = w.epoch;
+  // Invariant 5: an acks=all acknowledgement rests on a cluster-state read
+  // of this step; a leader cut from the controller cannot have made one.
+  if (!options_.acks_one && (ctrl_cut_[id] || ctrl_ok_step_[id] != stats_.steps)) {
+    Fail(fmt::format("invariant 5 (an acknowledgement without the controller): leader {} "
+                     "acknowledged [{}..{}] in epoch {} at HW {} while {}",
+                     id, w.batch.base, w.batch.last, epoch, hw,
+                     ctrl_cut_[id] ? "cut from the controller"
+                                   : "its cluster-state read of this step failed"));
+    return;
+  }
   const ReplicaFiles& f = r.log->files();
   auto it = std::lower_bound(f.log.begin(), f.log.end(), w.batch.base,
                              [](const SimBatch& b, int64_t o) { return b.last < o; });
@@ -570,6 +764,23 @@ void Simulation::AckWrite(Replica& r, size_t i, int64_t hw) {
     return;
   }
   acked_by_epoch_[epoch] = id;
+  // Invariant 6: no offset is acknowledged twice (two leaders completing
+  // acks=all writes at overlapping offsets: a split brain).
+  if (static_cast<int64_t>(acked_epoch_.size()) <= w.batch.last) {
+    acked_epoch_.resize(w.batch.last + 1, -1);
+    acked_leader_.resize(w.batch.last + 1, -1);
+  }
+  for (int64_t o = w.batch.base; o <= w.batch.last; ++o) {
+    if (acked_epoch_[o] >= 0) {
+      Fail(fmt::format("invariant 6 (split brain): offset {} acknowledged by leader {} in epoch "
+                       "{}, and again by leader {} in epoch {} ([{}..{}])",
+                       o, acked_leader_[o], acked_epoch_[o], id, epoch, w.batch.base,
+                       w.batch.last));
+      return;
+    }
+    acked_epoch_[o] = epoch;
+    acked_leader_[o] = id;
+  }
   if (static_cast<int64_t>(flags_.size()) <= w.batch.last) {
     canon_.resize(w.batch.last + 1, 0);
     canon_from_.resize(w.batch.last + 1, -1);
@@ -599,10 +810,16 @@ void Simulation::Shrink() {
   if (id < 0) return;
   Replica& r = reps_[id];
   auto before = store_->changes();
-  auto res = MaybeShrinkIsr(ctx_, *r.log, r.view.leader_epoch);
+  auto res = MaybeShrinkIsr(ctxs_[id], *r.log, r.view.leader_epoch);
   if (res) {
     if (store_->changes() != before) {
       ++stats_.isr_changes;
+      for (int32_t i = 0; i < static_cast<int32_t>(reps_.size()); ++i) {
+        if (i != id && (LinkCut(id, i) || LinkCut(i, id))) {
+          ++stats_.cut_shrinks;
+          break;
+        }
+      }
       if (options_.trace) Trace(fmt::format("leader {} shrank the ISR to {}", id, IsrText(State().isr)));
     }
     r.view = *res;
@@ -616,9 +833,12 @@ void Simulation::Refresh() {
   if (id >= 0) RefreshView(reps_[id]);
 }
 
-// A consumer reads the leader up to its HW and remembers what it saw.
+// A consumer reads the leader (now and then another replica: consumers
+// read below the HW on every replica, §17.4) up to its HW and remembers
+// what it saw.
 void Simulation::Consume() {
   int32_t leader = State().leader;
+  if (Chance(0.3)) leader = PickUp([](const Simulation&, const Replica& r) { return r.up; });
   if (!Live(leader)) return;
   Replica& r = reps_[leader];
   CheckBelowHw(r);
@@ -667,6 +887,9 @@ void Simulation::Restart(int32_t id) {
   const PartitionState& s = State();
   if (r.lost_data && InIsr(s, id)) {
     if (s.leader == id || s.isr.size() <= 1) return;  // stays down (cannot happen)
+    // It registers with the controller, which takes it out of the ISR: cut
+    // from the controller, it waits.
+    if (ctrl_cut_[id]) return;
     PartitionState next = s;
     next.isr.erase(std::remove(next.isr.begin(), next.isr.end(), id), next.isr.end());
     auto res = store_->AlterPartition(next, "replica restarted after losing unsynced data");
@@ -678,8 +901,12 @@ void Simulation::Restart(int32_t id) {
   r.follower = FollowerState{};
   r.verified_hw = 0;
   r.verified_all = 0;
+  // Its view of the cluster state died with the process: until it reads
+  // the state again, it neither leads nor follows.
+  r.view = PartitionState{};
+  r.view.leader = -1;
   RefreshView(r);
-  if (State().leader == id) {
+  if (State().leader == id && !ctrl_cut_[id]) {
     auto latest = r.log->LatestEpoch();
     if (latest && *latest < State().leader_epoch) (void)r.log->BeginEpoch(State().leader_epoch);
   }
@@ -694,17 +921,21 @@ void Simulation::Controller(bool move_leader) {
   const PartitionState s = State();
   std::optional<PartitionState> next;
   std::string reason;
-  if (!Live(s.leader)) {
-    next = ElectLeader(s, ElectionKind::kClean, [this](int32_t id) { return Live(id); });
-    reason = "clean election: the leader is down";
+  auto live = [this](int32_t id) { return Electable(id); };
+  bool cut = false;
+  if (s.leader < 0 || LeaderGone(s.leader)) {
+    cut = Live(s.leader);
+    next = ElectLeader(s, ElectionKind::kClean, live);
+    reason = cut ? "clean election: the controller lost the leader"
+                 : "clean election: the leader is down";
   } else if (move_leader) {
     if (Chance(0.5)) {
-      next = ElectLeader(s, ElectionKind::kPreferred, [this](int32_t id) { return Live(id); });
+      next = ElectLeader(s, ElectionKind::kPreferred, live);
       reason = "preferred election";
     } else {
       int32_t old = s.leader;
       next = ElectLeader(s, ElectionKind::kClean,
-                         [this, old](int32_t id) { return id != old && Live(id); });
+                         [this, old](int32_t id) { return id != old && Electable(id); });
       reason = "clean election: the leader's directory failed";
     }
   }
@@ -712,13 +943,122 @@ void Simulation::Controller(bool move_leader) {
   auto res = store_->AlterPartition(*next, reason);
   if (!res) return;
   ++stats_.elections;
+  if (cut) ++stats_.cut_elections;
   if (options_.trace) Trace(fmt::format("elected {} epoch {} isr {} ({})", res->leader, res->leader_epoch,
                     IsrText(res->isr), reason));
   Replica& l = reps_[res->leader];
   Status st = l.log->BeginEpoch(res->leader_epoch);
-  RefreshView(l);
+  PushView(l);
   if (!st.ok()) if (options_.trace) Trace(fmt::format("BeginEpoch at {}: {}", res->leader, st.message()));
   AfterIo();
+}
+
+std::string Simulation::NetText() const {
+  std::string out;
+  const int32_t n = static_cast<int32_t>(reps_.size());
+  for (int32_t i = 0; i < n; ++i) {
+    if (ctrl_cut_[i]) out += fmt::format(" r{}-/-controller(since step {})", i, cut_since_[i]);
+  }
+  for (int32_t a = 0; a < n; ++a) {
+    for (int32_t b = 0; b < n; ++b) {
+      if (LinkCut(a, b)) out += fmt::format(" r{}-/->r{}", a, b);
+    }
+  }
+  return out.empty() ? "whole" : out.substr(1);
+}
+
+void Simulation::CutController(int32_t id) {
+  if (ctrl_cut_[id]) return;
+  ctrl_cut_[id] = 1;
+  cut_since_[id] = stats_.steps;
+}
+
+void Simulation::CutLink(int32_t from, int32_t to) {
+  if (from != to) link_cut_[static_cast<size_t>(from) * reps_.size() + to] = 1;
+}
+
+// A network event: a cut, or (when something is cut) a heal.
+void Simulation::Network() {
+  if (AnyCut() && Chance(0.45)) {
+    Heal();
+  } else {
+    Cut();
+  }
+  if (options_.trace) Trace("network: " + NetText());
+}
+
+void Simulation::Cut() {
+  ++stats_.partitions;
+  const int32_t n = static_cast<int32_t>(reps_.size());
+  const int32_t leader = State().leader;
+  auto any = [&] { return static_cast<int32_t>(Uniform(0, n - 1)); };
+  auto other = [&](int32_t not_this) {
+    int32_t x = static_cast<int32_t>(Uniform(0, n - 2));
+    return x >= not_this ? x + 1 : x;
+  };
+  double roll = std::uniform_real_distribution<double>(0, 1)(rng_);
+  auto take = [&roll](double p) { return (roll -= p) < 0; };
+  if (take(0.30) && leader >= 0) {
+    // The leader loses the controller while its followers keep it: after
+    // the session timeout the controller elects another (split brain).
+    CutController(leader);
+  } else if (take(0.10)) {
+    for (int32_t i = 0; i < n; ++i) CutController(i);  // the controller reachable by nobody
+  } else if (take(0.15)) {
+    CutController(any());
+  } else if (take(0.15)) {
+    int32_t a = any(), b = other(a);  // symmetric
+    CutLink(a, b);
+    CutLink(b, a);
+  } else if (take(0.10)) {
+    int32_t a = any();
+    CutLink(a, other(a));  // asymmetric: one direction only
+  } else if (take(0.10) && leader >= 0) {
+    // The leader cut from every follower, not from the controller: the
+    // ISR shrinks to it.
+    for (int32_t i = 0; i < n; ++i) {
+      CutLink(leader, i);
+      CutLink(i, leader);
+    }
+  } else {
+    int32_t a = any();  // a host isolated from everything
+    CutController(a);
+    for (int32_t i = 0; i < n; ++i) {
+      CutLink(a, i);
+      CutLink(i, a);
+    }
+  }
+}
+
+void Simulation::Heal() {
+  ++stats_.heals;
+  if (Chance(0.4)) {
+    HealAll();
+    return;
+  }
+  // One cut, drawn among all: a controller path or one direction of a link.
+  std::vector<int64_t> cuts;
+  const int64_t n = static_cast<int64_t>(reps_.size());
+  for (int64_t i = 0; i < n; ++i) {
+    if (ctrl_cut_[i]) cuts.push_back(-1 - i);
+  }
+  for (int64_t i = 0; i < n * n; ++i) {
+    if (link_cut_[i]) cuts.push_back(i);
+  }
+  if (cuts.empty()) return;
+  int64_t c = cuts[static_cast<size_t>(Uniform(0, static_cast<int64_t>(cuts.size()) - 1))];
+  if (c < 0) {
+    ctrl_cut_[-1 - c] = 0;
+    cut_since_[-1 - c] = -1;
+  } else {
+    link_cut_[c] = 0;
+  }
+}
+
+void Simulation::HealAll() {
+  std::fill(ctrl_cut_.begin(), ctrl_cut_.end(), 0);
+  std::fill(cut_since_.begin(), cut_since_.end(), -1);
+  std::fill(link_cut_.begin(), link_cut_.end(), 0);
 }
 
 void Simulation::Step() {
@@ -740,6 +1080,8 @@ void Simulation::Step() {
     int64_t d = Chance(0.3) ? -Uniform(0, 2 * lag_ms_) : Uniform(lag_ms_, 3 * lag_ms_);
     clock_.Advance(d);
     if (options_.trace) Trace(fmt::format("clock jumps {} ms", d));
+  } else if (take(p_net_)) {
+    Network();
   } else if (take(0.02)) {
     Controller(true);
   } else if (take(0.05)) {
@@ -772,6 +1114,12 @@ void Simulation::Step() {
 // every replica holds the leader's log and its HW reached the end.
 void Simulation::Quiesce() {
   for (Replica& r : reps_) r.log->CancelIoFault();
+  if (AnyCut()) {
+    ++stats_.heals;
+    HealAll();
+    if (options_.trace) Trace("network: whole again");
+  }
+  quiet_ = true;
   for (int round = 0; round < 400 && !failed_; ++round) {
     ++stats_.steps;
     clock_.Advance(1);
@@ -791,7 +1139,7 @@ void Simulation::Quiesce() {
       if (id == leader) continue;
       SimLink link(this, id, leader, false);
       int64_t leo = r.log->files().LogEnd();
-      auto res = FollowerStep(ctx_, *r.log, link, r.follower);
+      auto res = FollowerStep(ctxs_[id], *r.log, link, r.follower);
       r.last_error = res ? "" : res.error().message();
       if (options_.trace) {
         Trace(fmt::format("converging: follower {} of {}: leo {} -> {}: {}", id, leader, leo,
@@ -799,12 +1147,14 @@ void Simulation::Quiesce() {
       }
     }
     Replica& l = reps_[leader];
-    (void)UpdateHighWatermark(ctx_, *l.log, State().leader_epoch);
+    (void)UpdateHighWatermark(ctxs_[leader], *l.log, State().leader_epoch);
     AfterIo();
     CheckInvariants();
     if (failed_) return;
     int64_t end = l.log->files().LogEnd();
-    bool done = l.log->files().hw == end;
+    // Every replica back in the ISR, every log the leader's, the HW at
+    // the end everywhere.
+    bool done = l.log->files().hw == end && State().isr.size() == reps_.size();
     for (const Replica& r : reps_) {
       done = done && r.up && r.log->files().LogEnd() == end && r.log->files().hw == end;
     }
@@ -820,8 +1170,8 @@ void Simulation::Quiesce() {
                          r.log->files().hw);
     if (!r.last_error.empty()) where += fmt::format(" (FollowerStep: {})", r.last_error);
   }
-  Fail("liveness: the replicas did not converge within 400 rounds after every fault healed:" +
-       where);
+  Fail("liveness: the replicas did not converge (or the ISR did not regrow to " +
+       IsrText(State().isr) + " being all) within 400 rounds after every fault healed:" + where);
 }
 
 // After convergence: all logs identical, batch by batch.
@@ -829,8 +1179,13 @@ void Simulation::CheckFinal() {
   const ReplicaFiles& l = reps_[State().leader].log->files();
   for (const Replica& r : reps_) {
     const ReplicaFiles& f = r.log->files();
+    if (f.log.size() != l.log.size()) {
+      Fail(fmt::format("liveness: after convergence replica {} holds {} batches, the leader {}",
+                       r.log->replica_id(), f.log.size(), l.log.size()));
+      return;
+    }
     for (size_t i = 0; i < f.log.size() && i < l.log.size(); ++i) {
-      if (f.log[i].identity != l.log[i].identity) {
+      if (f.log[i].identity != l.log[i].identity || *f.log[i].bytes != *l.log[i].bytes) {
         Fail(fmt::format("{}: after convergence replica {} holds [{}..{}] epoch {} where the "
                          "leader {} holds [{}..{}] epoch {}",
                          KindOf(f.log[i].base), r.log->replica_id(), f.log[i].base,
@@ -853,7 +1208,9 @@ SimOutcome Simulation::Run() {
     mix(static_cast<uint64_t>(r.log->files().hw));
   }
   for (int64_t v : {stats_.steps, stats_.crashes, stats_.power_losses, stats_.elections,
-                    stats_.produced, stats_.acked, stats_.fetches, stats_.link_faults}) {
+                    stats_.produced, stats_.acked, stats_.fetches, stats_.link_faults,
+                    stats_.partitions, stats_.heals, stats_.controller_refused,
+                    stats_.replies_lost, stats_.cut_messages}) {
     mix(static_cast<uint64_t>(v));
   }
   outcome_.fingerprint = h;

@@ -1,7 +1,8 @@
 // One schedule of the deterministic simulation (tests/sim/README.md): 3-5
 // replicas of one partition, producers with acks=all, consumers, followers
-// fetching through a faulty link, crashes, power losses, elections and clock
-// jumps, all driven by one seed. After every step the invariants are checked;
+// fetching through a faulty link, crashes, power losses, elections, clock
+// jumps and network partitions (replicas cut from the controller or from each
+// other), all driven by one seed. After every step the invariants are checked;
 // at the end every replica is brought back and must converge.
 #pragma once
 
@@ -26,6 +27,9 @@ struct SimOptions {
   // Followers' logs drop an empty epoch begun at their end when the
   // leader's batches carry an older one (ModelReplicaLog).
   bool lenient_empty_epochs = false;
+  // Network partitions between the replicas and the controller and among
+  // the replicas (off: the network only loses, delays and corrupts).
+  bool partitions = true;
 };
 
 struct SimStats {
@@ -41,6 +45,16 @@ struct SimStats {
   int64_t link_faults = 0;
   int64_t clock_jumps = 0;
   int64_t isr_changes = 0;
+  // The network between hosts (README.md, "Partitions").
+  int64_t partitions = 0;         // cut events
+  int64_t heals = 0;              // heal events
+  int64_t controller_refused = 0; // cluster-state calls failed by a cut
+  int64_t controller_faults = 0;  // cluster-state calls lost on a working path
+  int64_t replies_lost = 0;       // AlterPartition applied, its reply lost
+  int64_t cut_messages = 0;       // fetches / OffsetForLeaderEpoch lost to a cut link
+  int64_t cut_elections = 0;      // elections of a leader the controller lost
+  int64_t cut_shrinks = 0;        // ISR shrinks by a leader with a cut link
+  int64_t isr_expands = 0;        // ISR expansions (a follower back in sync)
   void Add(const SimStats& o);
 };
 

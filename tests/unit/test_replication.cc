@@ -203,6 +203,73 @@ TEST_CASE("replication: a deposed leader is fenced: no fetch, no HW, no ISR chan
   CHECK(HandleFetch(c.ctx, *c.logs[1], req));
 }
 
+namespace {
+
+// The cluster state across a network that a partition cuts: every call
+// fails kUnavailable, without effect.
+class CutStore : public ClusterStore {
+ public:
+  explicit CutStore(ClusterStore* inner) : inner_(inner) {}
+  Result<ClusterState> Load() override {
+    if (cut) return Status(Code::kUnavailable, "cut from the controller");
+    return inner_->Load();
+  }
+  Result<PartitionState> AlterPartition(const PartitionState& proposed,
+                                        std::string_view reason) override {
+    if (cut) return Status(Code::kUnavailable, "cut from the controller");
+    return inner_->AlterPartition(proposed, reason);
+  }
+  bool cut = false;
+
+ private:
+  ClusterStore* inner_;
+};
+
+}  // namespace
+
+TEST_CASE("replication: a leader cut from the cluster state serves no fetch and moves no HW") {
+  Cluster c(3);
+  const int64_t leo = c.Produce(3).last_offset + 1;
+  c.CatchUp(1);
+  // Replica 2 never fetched in this epoch: the HW holds. Then the ISR
+  // loses it, and the leader loses the cluster state.
+  PartitionState p = c.Part();
+  p.isr = {0, 1};
+  REQUIRE(c.store.AlterPartition(p, "shrink"));
+  CutStore path(&c.store);
+  ReplicationContext leader_ctx = c.ctx;
+  leader_ctx.cluster = &path;
+  path.cut = true;
+  const int64_t before = c.Hw(0);
+  REQUIRE(before < leo);
+  PartitionState seen;
+  auto hw = UpdateHighWatermark(leader_ctx, *c.logs[0], 0, true, &seen);
+  REQUIRE(!hw);
+  CHECK(hw.error().code() == Code::kUnavailable);
+  CHECK(c.Hw(0) == before);
+  CHECK(seen.leader == -1);
+  // A follower that reaches the state reaches a leader that does not.
+  auto link = DirectLeaderLink(leader_ctx, c.logs[0].get());
+  auto step = FollowerStep(c.ctx, *c.logs[2], *link, c.follower_state[2]);
+  REQUIRE(!step);
+  CHECK(step.error().code() == Code::kUnavailable);
+  CHECK(c.Leo(2) == 0);
+  // The planted bug hw_without_controller goes on with its followers'
+  // positions: what the simulator's invariant 5 catches.
+  leader_ctx.bugs.hw_without_controller = true;
+  hw = UpdateHighWatermark(leader_ctx, *c.logs[0], 0, true, &seen);
+  REQUIRE(hw);
+  CHECK(*hw == leo);
+  // Healed: the HW call reports the state it was computed under.
+  leader_ctx.bugs.hw_without_controller = false;
+  path.cut = false;
+  hw = UpdateHighWatermark(leader_ctx, *c.logs[0], 0, true, &seen);
+  REQUIRE(hw);
+  CHECK(*hw == leo);
+  CHECK(seen.isr == std::vector<int32_t>{0, 1});
+  CHECK(seen.partition_epoch == 1);
+}
+
 TEST_CASE("replication: a returning leader truncates its divergent tail before it fetches (KIP-101)") {
   Cluster c(3);
   c.Produce(4);

@@ -127,6 +127,10 @@ struct PlantedBugs {
   bool hw_at_log_end = false;          // the leader's HW is its own LEO
   bool no_epoch_truncation = false;    // a follower skips OffsetForLeaderEpoch
   bool isr_shrink_without_cas = false; // shrink ignores the partition epoch
+  // When the cluster state cannot be read (a leader cut from the
+  // controller), UpdateHighWatermark goes on with the state its followers'
+  // positions of this epoch show, as if it still led with them in the ISR.
+  bool hw_without_controller = false;
 };
 
 struct ReplicationContext {
@@ -149,10 +153,14 @@ Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
 // HW = min LEO over the ISR (the leader's own included, followers' as
 // recorded in this epoch), computed and stored under the cluster state's
 // shared lock while this replica leads in the epoch it believes (else
-// kFenced). Returns the HW now stored.
+// kFenced; a cluster state that cannot be read fails the call, kUnavailable
+// across hosts). Returns the HW now stored.
 // With `wait` false, kBusy instead of waiting for the leader lock.
+// `seen`, when given, receives the partition's state the HW was computed
+// under (an acks=all wait checks min.insync.replicas against it).
 Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& leader,
-                                    int32_t leader_epoch, bool wait = true);
+                                    int32_t leader_epoch, bool wait = true,
+                                    PartitionState* seen = nullptr);
 
 // Kafka's maybeShrinkIsr: removes from the ISR every follower not caught
 // up for replica.lag.time.max.ms, through AlterPartition. Returns the state
