@@ -40,9 +40,11 @@ done
 
 # Followers keep in step over ssh (the lag limit is long: a loaded machine
 # can take seconds per ssh connection).
+FOLLOWERS=()
 for r in "$R1" "$R2"; do
   "$REP" -C "$r" --follow -q 2>>"$WORK/follow.err" &
   PIDS+=($!)
+  FOLLOWERS+=($!)
 done
 seq 1 2000 | sed 's/^/m/' >"$WORK/first"
 run "$P" -C "$R0" -t "$T" --acks all --ack-timeout 60000 "$WORK/first"
@@ -51,8 +53,8 @@ expect_rc 0 "acks=all over ssh"
 # A catch-up killed midway: stop follower 2 and grow the leader by ~20 MB
 # (acks=1: follower 2 stays in the ISR for the long lag limit, so acks=all
 # would wait for it).
-kill "${PIDS[1]}"
-wait "${PIDS[1]}" 2>/dev/null || true
+kill "${FOLLOWERS[1]}"
+wait "${FOLLOWERS[1]}" 2>/dev/null || true
 awk 'BEGIN { pad = sprintf("%0900d", 0); for (i = 0; i < 20000; i++) printf "b%d %s\n", i, pad }' \
   >"$WORK/big"
 run "$P" -C "$R0" -t "$T" --acks 1 "$WORK/big"
