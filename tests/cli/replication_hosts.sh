@@ -173,9 +173,9 @@ echo "[${SECONDS}s] part 2"
 run "$ISR" --cluster "$CL" create -t big --partitions 1 --replicas "$REPLICAS" \
   --min-insync-replicas 2 --controller ctl
 expect_rc 0 "create big"
-seq 1 110000 | awk '{ printf "%d %0140d\n", $1, 0 }' >bigin
+seq 1 330000 | awk '{ printf "%d %0140d\n", $1, 0 }' >bigin
 produce h0 "${R[0]}" big 0 1 bigin
-expect_rc 0 "16 MB with acks=1"
+expect_rc 0 "50 MB with acks=1"
 total=$(log_bytes "${R[0]}" big 0)
 # descendants PID: every process below PID.
 descendants() {
@@ -190,7 +190,7 @@ descendants() {
 # it talks to; follower: the follower itself, SIGKILL). Sets cut_rc.
 cut_at() {
   local root=$1 host=$2 at=$3 what=$4 pid c victim=""
-  MQ_TEST_HOST=$host "$REP" -C "$root" -t big --fetch-max-bytes 65536 --max-bytes-per-second 4000000 \
+  MQ_TEST_HOST=$host "$REP" -C "$root" -t big --fetch-max-bytes 65536 --max-bytes-per-second 8000000 \
     -q 2>>"$WORK/cut.err" &
   pid=$!
   PIDS+=("$pid")
@@ -216,11 +216,11 @@ cut_at() {
   set -e
   [[ $(log_bytes "$root" big 0) -lt $total ]] || fail "$root: the cut came after the end"
 }
-cut1=$((1000000 + RANDOM % 6000000))
+cut1=$((1000000 + ((RANDOM << 15) | RANDOM) % 25000000))
 cut_at "${R[1]}" h1 "$cut1" serve
 echo "2: the leader's server killed at $(log_bytes "${R[1]}" big 0) of $total bytes; the follower exited $cut_rc"
 ((cut_rc == 0 || cut_rc == 69)) || fail "follower exit $cut_rc after its leader's server died: $(tail -2 cut.err)"
-cut2=$((1000000 + RANDOM % 6000000))
+cut2=$((1000000 + ((RANDOM << 15) | RANDOM) % 25000000))
 cut_at "${R[2]}" h2 "$cut2" follower
 echo "2: the follower killed at $(log_bytes "${R[2]}" big 0) of $total bytes"
 for i in 1 2; do
