@@ -615,6 +615,7 @@ Result<std::unique_ptr<Connection>> Connection::Start(const std::vector<std::str
   c->write_fd_ = to_child[1];
   c->read_fd_ = from_child[0];
   c->pid_ = pid;
+  c->command_ = argv[0];
   SetNonBlocking(c->write_fd_);
   SetNonBlocking(c->read_fd_);
   return c;
@@ -647,6 +648,21 @@ Connection::~Connection() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
+}
+
+std::string Connection::ExitNote() {
+  if (pid_ <= 0) return "";
+  int status = 0;
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;  // reaped: the destructor has nobody to end
+      if (WIFEXITED(status))
+        return fmt::format("`{}` exited with status {}", command_, WEXITSTATUS(status));
+      return fmt::format("`{}` was killed by signal {}", command_, WTERMSIG(status));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return "";
 }
 
 // ---- client -------------------------------------------------------------------------
@@ -740,10 +756,15 @@ Result<std::span<const std::byte>> Client::Call(Type type, std::span<const std::
   if (!r && !answered_) {
     // A timeout, end of stream, breach or failed start leaves the
     // conversation in an unknown state: it starts again at the next call
-    // (R50, R52). To the caller the peer is unavailable.
+    // (R50, R52). To the caller the peer is unavailable; a server process
+    // that ended says how (a failed ssh, a missing program).
+    const std::string note = conn_ ? conn_->ExitNote() : "";
     Drop();
+    const std::string why = note.empty() ? "" : fmt::format(" ({})", note);
     if (r.error().code() != Code::kUnavailable)
-      return Status(Code::kUnavailable, fmt::format("connection dropped: {}", r.error().message()));
+      return Status(Code::kUnavailable,
+                    fmt::format("connection dropped: {}{}", r.error().message(), why));
+    if (!why.empty()) return Status(Code::kUnavailable, r.error().message() + why);
   }
   return r;
 }

@@ -268,11 +268,14 @@ class Follower {
   }
 
   // What else follows the leader: group offsets and the producer registry
-  // (from a leader on this host; across hosts they are planned).
+  // (from a leader on this host; across hosts they are planned). The -v
+  // line is printed for a leader on either.
   Status Finish() {
-    if (!leader_log_) return Status::Ok();
-    MQ_RETURN_IF_ERROR(CarryGroupOffsets(leader_root_, root_, job_.topic, job_.partition));
-    MQ_RETURN_IF_ERROR(CarryProducerRegistry(leader_root_, root_));
+    if (!leader_log_ && !link_) return Status::Ok();
+    if (leader_log_) {
+      MQ_RETURN_IF_ERROR(CarryGroupOffsets(leader_root_, root_, job_.topic, job_.partition));
+      MQ_RETURN_IF_ERROR(CarryProducerRegistry(leader_root_, root_));
+    }
     if (o_.verbose && (records_ > 0 || !reported_)) {
       auto leo = log_->LogEndOffset();
       auto hw = log_->HighWatermark();

@@ -201,9 +201,14 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
   int write_fd() const { return write_fd_; }
   int read_fd() const { return read_fd_; }
+  // How the server process ended, when it has (waited for briefly: a pipe
+  // found closed is usually its exit): "`CMD` exited with status N" or
+  // "... was killed by signal N"; empty while it runs or for Adopt().
+  std::string ExitNote();
 
  private:
   Connection() = default;
+  std::string command_;  // argv[0], for ExitNote
   int write_fd_ = -1;
   int read_fd_ = -1;
   pid_t pid_ = -1;
