@@ -46,7 +46,8 @@ runon op "$ISR" --cluster "$CL" create -t "$T" --partitions 1 --min-insync-repli
 expect_rc 0 "create"
 
 start_follower() {
-  on "h$1" "$REP" -C "$WORK/r$1" --follow -q 2>>"$WORK/follow.err" &
+  # Not through on(): $! must be mq-replicate itself, for kill.
+  env MQ_RSH="$WORK/rsh h$1" "$REP" -C "$WORK/r$1" --follow -q 2>>"$WORK/follow.err" &
   PIDS+=($!)
   FOLLOWER[$1]=$!
 }
@@ -85,7 +86,7 @@ for round in $(seq 1 "$ROUNDS"); do
     1)  # the leader cut from the controller: no acks=all completes there
       # A producer running when the cut comes: acknowledged before, not after.
       mkfifo "$WORK/fifo$round"
-      on h0 "$P" -C "$R0" -t "$T" -p 0 --acks all --ack-timeout 2500 --print-offsets \
+      env MQ_RSH="$WORK/rsh h0" "$P" -C "$R0" -t "$T" -p 0 --acks all --ack-timeout 2500 --print-offsets \
         <"$WORK/fifo$round" >"$WORK/long.out" 2>"$WORK/long.err" &
       long=$!
       exec 9>"$WORK/fifo$round"

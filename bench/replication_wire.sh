@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Catch-up replication across hosts (the wire protocol, format-spec/
+# protocol.md) against the transport's own throughput, measured in the same
+# run, alternating (not a test):
+#   pipe        bench-pipe: a 1 MiB pipe (F_SETPIPE_SZ) moving the leader's
+#               log size from a writer to a reader that discards it
+#   over pipe   mq-replicate into an empty follower whose leader is "host"
+#               p0, reached through an MQ_RSH that runs the command here
+#               (`sh -c`): fetch frames over pipes, check, append
+#   ssh cat     `ssh localhost-mq cat` of the leader's log to /dev/null (a
+#               throwaway sshd, tests/cli/lib/sshd.bash)
+#   over ssh    the same catch-up with the leader at localhost-mq over ssh
+# Issue 10's target: over a pipe at least 0.5 x the pipe.
+#
+#   bench/replication_wire.sh [BUILD_DIR] [MEGABYTES] [RUNS]
+#       (BUILD_DIR default $MQ_BIN; MEGABYTES default 512; RUNS default 3)
+set -euo pipefail
+BUILD=${1:-${MQ_BIN:-build}}
+MB=${2:-512}
+RUNS=${3:-3}
+BUILD=$(cd "$BUILD" && pwd)
+for t in mq-produce mq-replicate mq-isr bench/bench-pipe; do
+  [[ -x $BUILD/$t ]] || { echo "no $BUILD/$t (build first)" >&2; exit 1; }
+done
+export MQ_BIN=$BUILD
+MQ_SRC=$(cd "$(dirname "$0")/.." && pwd)
+export MQ_SRC
+source "$MQ_SRC/tests/cli/lib/common.bash"  # WORK, removed at exit
+W=$WORK
+export MQ_REMOTE_BINDIR=$BUILD
+
+printf '#!/bin/sh\nshift\nexec sh -c "$1"\n' >"$W/rsh"
+chmod +x "$W/rsh"
+fill() {  # fill ROOT: MEGABYTES of 1000-byte messages into its partition 0
+  awk -v n=$((MB * 1024 * 1024 / 1000)) 'BEGIN {
+    pad = ""
+    while (length(pad) < 989) pad = pad "the quick brown fox jumps over the lazy dog "
+    pad = substr(pad, 1, 989)
+    for (i = 0; i < n; i++) printf "%010d%s\n", i, pad
+  }' | "$BUILD/mq-produce" -C "$1" -t t -p 0 -q
+}
+MQ_RSH="$W/rsh" "$BUILD/mq-isr" --cluster "$W/cl" create -t t --partitions 1 \
+  --replicas "p0:$W/r0,p1:$W/r1" --min-insync-replicas 1 --controller ctl >/dev/null
+MQ_RSH="$W/rsh" fill "$W/r0"
+bytes=$(cat "$W"/r0/t-0/*.log | wc -c)
+echo "leader log: $bytes bytes; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+cat "$W"/r0/t-0/*.log >/dev/null
+
+ssh=false
+if [[ -x /usr/sbin/sshd ]]; then
+  source "$MQ_SRC/tests/cli/lib/sshd.bash"
+  on_exit() { sshd_stop; }
+  sshd_start
+  SSH_RSH=$MQ_RSH
+  ssh=true
+  MQ_RSH=$SSH_RSH "$BUILD/mq-isr" --cluster "$W/scl" create -t t --partitions 1 \
+    --replicas "localhost-mq:$W/s0,localhost-mq:$W/s1" --min-insync-replicas 1 \
+    --controller localhost-mq >/dev/null
+  MQ_RSH=$SSH_RSH fill "$W/s0"
+fi
+
+elapsed() { local t0=$EPOCHREALTIME; "$@"; echo "$t0 $EPOCHREALTIME" | awk '{printf "%.4f\n", $2 - $1}'; }
+fresh() { rm -rf "$1/t-0"; mkdir "$1/t-0"; }
+for run in $(seq 1 "$RUNS"); do
+  "$BUILD/bench/bench-pipe" --raw --bytes="$bytes" --runs=1 | awk -v b="$bytes" '{printf "%.4f\n", b / $1}' >>"$W/pipe"
+  fresh "$W/r1"
+  elapsed env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q --fetch-max-bytes 8M >>"$W/overpipe"
+  cmp -s <(cat "$W"/r0/t-0/*.log) <(cat "$W"/r1/t-0/*.log) || { echo "follower differs" >&2; exit 1; }
+  if $ssh; then
+    elapsed sh -c 'cat "$1"/t-0/*.log | $2 localhost-mq cat >/dev/null' sh "$W/s0" "$SSH_RSH" >>"$W/sshcat"
+    fresh "$W/s1"
+    elapsed env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q --fetch-max-bytes 8M >>"$W/overssh"
+    cmp -s <(cat "$W"/s0/t-0/*.log) <(cat "$W"/s1/t-0/*.log) || { echo "ssh follower differs" >&2; exit 1; }
+  fi
+done
+
+median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+p=$(median <"$W/pipe")
+o=$(median <"$W/overpipe")
+awk -v b="$bytes" -v p="$p" -v o="$o" 'BEGIN {
+  printf "%-10s %9s %10s %8s\n", "case", "median s", "MB/s", "ratio"
+  printf "%-10s %9.3f %10.0f %8.2f\n", "pipe", p, b / p / 1e6, 1
+  printf "%-10s %9.3f %10.0f %8.2f\n", "over pipe", o, b / o / 1e6, p / o
+  printf "target: over pipe >= 0.5 x pipe: %s\n", (p / o >= 0.5) ? "met" : "NOT met"
+}'
+if $ssh; then
+  s=$(median <"$W/sshcat")
+  v=$(median <"$W/overssh")
+  awk -v b="$bytes" -v s="$s" -v v="$v" 'BEGIN {
+    printf "%-10s %9.3f %10.0f %8.2f\n", "ssh cat", s, b / s / 1e6, 1
+    printf "%-10s %9.3f %10.0f %8.2f\n", "over ssh", v, b / v / 1e6, s / v
+  }'
+else
+  echo "ssh: not measured (no /usr/sbin/sshd)"
+fi
