@@ -162,6 +162,8 @@ NOT_RUN = {
         "a soak run of minutes; ctest sim.schedules runs 20,000 schedules of the same simulator",
     "MQ_FAILOVER_MODES=all MQ_FAILOVER_RUNS=200 MQ_BIN=build MQ_SRC=. bash tests/cli/replication_failover.sh":
         "a soak run of hours; ctest cli.replication_failover runs 4 seeded runs per mode",
+    "MQ_RELAY_ROUNDS=200 MQ_BIN=build MQ_SRC=. bash tests/cli/replication_relay.sh":
+        "a soak run of hours; ctest cli.replication_relay runs 4 seeded rounds of faults",
     "build/tests/sim/mq-sim --seed 4711 --trace   # replay one":
         "prints a whole schedule from the build tree; ctest sim.replay replays 500 schedules",
     "mq-inspect -r /var/lib/kafka/orders-0/00000000000000368769.log":
