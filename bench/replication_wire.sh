@@ -28,6 +28,8 @@ export MQ_SRC
 source "$MQ_SRC/tests/cli/lib/common.bash"  # WORK, removed at exit
 W=$WORK
 export MQ_REMOTE_BINDIR=$BUILD
+# An ssh connection on a loaded machine can take seconds to set up.
+export MQ_TIMEOUT_MS=${MQ_TIMEOUT_MS:-60000}
 
 printf '#!/bin/sh\nshift\nexec sh -c "$1"\n' >"$W/rsh"
 chmod +x "$W/rsh"

@@ -119,7 +119,7 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 PermitUserEnvironment no
 # The tools started there reach the other "hosts" (this one) the same way.
-SetEnv PATH=$BIN:$BIN/tests:/usr/local/bin:/usr/bin:/bin "MQ_RSH=ssh -F $SSHD_DIR/ssh_config" MQ_REMOTE_BINDIR=$BIN
+SetEnv PATH=$BIN:$BIN/tests:/usr/local/bin:/usr/bin:/bin "MQ_RSH=ssh -F $SSHD_DIR/ssh_config" MQ_REMOTE_BINDIR=$BIN MQ_TIMEOUT_MS=${MQ_TIMEOUT_MS:-10000}
 PrintMotd no
 PrintLastLog no
 X11Forwarding no
