@@ -20,12 +20,7 @@ using namespace mq::test;
 
 namespace {
 
-LogConfig Small() {
-  LogConfig c;
-  c.segment_bytes = 700;
-  c.index_interval_bytes = 100;
-  return c;
-}
+LogConfig Small() { return ReplicaTestLog(); }
 
 struct Cluster {
   TempDir tmp;

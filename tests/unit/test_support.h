@@ -89,4 +89,13 @@ class FaultFs : public FileSystemWrapper {
   bool sticky_ = false;
 };
 
+// A partition whose segments roll every few batches (700 bytes) and index
+// every 100: replication tests cross many segments with a few appends.
+inline LogConfig ReplicaTestLog() {
+  LogConfig c;
+  c.segment_bytes = 700;
+  c.index_interval_bytes = 100;
+  return c;
+}
+
 }  // namespace mq::test

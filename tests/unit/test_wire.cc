@@ -392,17 +392,6 @@ TEST_CASE("R52 liveness: a silent server costs the timeout, and the next call st
   }
 }
 
-namespace {
-
-LogConfig Small() {
-  LogConfig c;
-  c.segment_bytes = 700;
-  c.index_interval_bytes = 100;
-  return c;
-}
-
-}  // namespace
-
 TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams included") {
   const uint64_t seed = Seed();
   INFO("seed " << seed << " (MQ_TEST_SEED to repeat)");
@@ -426,12 +415,12 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
   ctx.cluster = &store;
   ctx.clock = &clock;
   ctx.topic = "t";
-  auto leader = OpenReplicaLog(dirs[0], 0, Small());
+  auto leader = OpenReplicaLog(dirs[0], 0, ReplicaTestLog());
   REQUIRE(leader);
-  auto follower = OpenReplicaLog(dirs[1], 1, Small());
+  auto follower = OpenReplicaLog(dirs[1], 1, ReplicaTestLog());
   REQUIRE(follower);
   {
-    LogConfig c = Small();
+    LogConfig c = ReplicaTestLog();
     c.leader_epoch = 0;
     auto w = PartitionWriter::Open(dirs[0], c, false, nullptr);
     REQUIRE(w);
