@@ -13,6 +13,8 @@ JOBS=${MQ_JOBS:-$(nproc)}
 
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 mapfile -t targets < <(cd bench && for f in *.cc; do echo "bench-${f%.cc}"; done)
+# The tools too: the shell benchmarks below (bench/*.sh) run them.
+targets+=(mq-produce mq-consume mq-inspect mq-isr mq-replicate)
 ninja -C "$BUILD" -j"$JOBS" "${targets[@]}" >/dev/null
 
 printf '%-46s %-18s %-22s %8s  %s\n' "benchmark" "measured" "baseline" "ratio" "target"
