@@ -151,8 +151,9 @@ Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
                                                   int32_t requested_epoch);
 
 // HW = min LEO over the ISR (the leader's own included, followers' as
-// recorded in this epoch), computed and stored under the cluster state's
-// shared lock while this replica leads in the epoch it believes (else
+// recorded in this epoch), computed and stored under the leader's lock
+// (ReplicaLog::WithLeaderLock), after a read of the cluster state that
+// still names this replica leader in the epoch it believes (else
 // kFenced; a cluster state that cannot be read fails the call, kUnavailable
 // across hosts). Returns the HW now stored.
 // With `wait` false, kBusy instead of waiting for the leader lock.
