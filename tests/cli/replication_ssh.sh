@@ -15,9 +15,12 @@ on_exit() { sshd_stop; }
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
 echo "replication_ssh: running as $(id -un)"
+# Before sshd_start, which passes it to the tools started over ssh: on a
+# loaded machine an ssh connection (and the one it opens to the controller)
+# can take many seconds to set up, and the timeout covers that.
+export MQ_TIMEOUT_MS=60000
 sshd_start
 export MQ_REMOTE_BINDIR="$BIN"
-export MQ_TIMEOUT_MS=20000
 
 # Paths with a space, a quote, ';', '$' and backquotes (each a shell word
 # breaker or command), all absolute: the cluster state keeps them as given.
