@@ -136,7 +136,14 @@ class Follower {
 
   // --follow: catches up, then waits for the leader's appends.
   Status Follow() {
-    MQ_RETURN_IF_ERROR(Open());
+    // A cluster state that cannot be reached yet (the controller's host is
+    // away) is waited for, as later in the loop.
+    for (;;) {
+      Status s = Open();
+      if (s.ok()) break;
+      if (s.code() != Code::kUnavailable || g_stop.load()) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     int64_t next_round = 0;
     while (!g_stop.load()) {
       auto r = Step();
@@ -385,13 +392,22 @@ Result<std::vector<Job>> Jobs(const Options& o, const DataDir& dir) {
 int Run(const Options& o) {
   auto dir = DataDir::Open(o.dir, false);
   if (!dir) return cli::Fail(dir.error());
+  CatchStopSignals();
   auto jobs = Jobs(o, *dir);
+  // --follow waits for a cluster state it cannot reach yet; a single
+  // catch-up (cron) exits 69 and the next run tries again.
+  for (bool warned = false; o.follow && !jobs && jobs.error().code() == Code::kUnavailable &&
+                            !g_stop.load();) {
+    if (!warned && !o.quiet) cli::Warn(jobs.error().message() + " (waiting)");
+    warned = true;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    jobs = Jobs(o, *dir);
+  }
   if (!jobs) return cli::Fail(jobs.error());
   if (jobs->empty()) {
     if (!o.quiet) cli::Warn(fmt::format("{}: follows no partition of a replicated topic", o.dir));
     return 0;
   }
-  CatchStopSignals();
   Throttle throttle(o.max_bytes_per_second);
   Totals totals;
   std::vector<std::unique_ptr<Follower>> followers;
