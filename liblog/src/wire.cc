@@ -395,13 +395,9 @@ std::vector<std::byte> Encode(const FetchMessage& m) {
       .Take();
 }
 std::vector<std::byte> Encode(const FetchResponse& m) {
-  return Writer()
-      .I32(m.leader_epoch)
-      .I64(m.high_watermark)
-      .I64(m.log_start_offset)
-      .I64(m.log_end_offset)
-      .Bytes(m.batches)
-      .Take();
+  std::vector<std::byte> out = EncodeFetchReplyHead(m);
+  out.insert(out.end(), m.batches.begin(), m.batches.end());
+  return out;
 }
 std::vector<std::byte> EncodeFetchReplyHead(const FetchResponse& m) {
   return Writer()

@@ -32,9 +32,13 @@ Result<std::unique_ptr<ClusterStore>> OpenAnyStore(const std::string& cluster) {
 }
 
 // What a replica on another host holds of a partition (it answers: live).
+// One connection per replica for the whole run, not one per partition.
 Result<wire::ReplicaStatusReply> RemoteStatus(const Address& a, const std::string& topic,
                                               int32_t partition) {
-  return wire::QueryReplicaStatus(*cli::ReplicaClient(a), topic, partition);
+  static std::map<std::string, std::shared_ptr<wire::Client>> clients;
+  auto& client = clients[a.ToString()];
+  if (!client) client = cli::ReplicaClient(a);
+  return wire::QueryReplicaStatus(*client, topic, partition);
 }
 
 // Whether replica root `root` serves `topic`-`partition`: the root and the
