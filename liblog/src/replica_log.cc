@@ -65,13 +65,13 @@ class FileReplicaLog : public ReplicaLog {
     return Status::Ok();
   }
 
-  Result<std::vector<std::byte>> Read(int64_t offset, size_t max_bytes) override {
+  Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) override {
     MQ_RETURN_IF_ERROR(OpenReader());
     MQ_RETURN_IF_ERROR(reader_->Seek(offset));
-    std::vector<std::byte> out;
+    out->clear();
     // One allocation (its pages are touched only as batches fill them), not
     // a copy at each doubling.
-    out.reserve(std::min<size_t>(max_bytes, size_t{64} << 20));
+    out->reserve(std::min<size_t>(max_bytes, size_t{64} << 20));
     while (true) {
       auto next = reader_->Next();
       if (!next) return next.error();
@@ -79,11 +79,11 @@ class FileReplicaLog : public ReplicaLog {
       const BatchView& b = **next;
       if (b.header().last_offset() < offset) continue;
       const Bytes bytes = b.bytes();
-      if (!out.empty() && out.size() + bytes.size() > max_bytes) break;
-      out.insert(out.end(), bytes.begin(), bytes.end());
-      if (out.size() >= max_bytes) break;
+      if (!out->empty() && out->size() + bytes.size() > max_bytes) break;
+      out->insert(out->end(), bytes.begin(), bytes.end());
+      if (out->size() >= max_bytes) break;
     }
-    return out;
+    return Status::Ok();
   }
 
   Result<AppendResult> AppendReplicated(std::span<const std::byte> batches) override {
@@ -143,13 +143,16 @@ class DirectLink : public LeaderLink {
                                               int32_t requested_epoch) override {
     return HandleOffsetForLeaderEpoch(ctx_, *leader_, leader_epoch, requested_epoch);
   }
+  // The batches stay in buffer_ until the next call: the follower appends
+  // them before it calls again (FollowerStep).
   Result<FetchResponse> Fetch(const FetchRequest& request) override {
-    return HandleFetch(ctx_, *leader_, request);
+    return HandleFetch(ctx_, *leader_, request, &buffer_);
   }
 
  private:
   ReplicationContext ctx_;
   ReplicaLog* leader_;
+  std::vector<std::byte> buffer_;
 };
 
 }  // namespace

@@ -241,7 +241,7 @@ Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
 }
 
 Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
-                                  const FetchRequest& request) {
+                                  const FetchRequest& request, std::vector<std::byte>* buffer) {
   auto p = LoadPartition(ctx);
   if (!p) return p.error();
   const int32_t me = leader.replica_id();
@@ -306,9 +306,9 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
         if (!done && done.error().code() != Code::kFenced) return done.error();
       }
     }
-    auto bytes = leader.Read(request.fetch_offset, request.max_bytes);
-    if (!bytes) return bytes.error();
-    response.batches = std::move(*bytes);
+    std::vector<std::byte>* out = buffer ? buffer : &response.batches;
+    MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out));
+    if (buffer) response.borrowed = *buffer;
     response.log_start_offset = *start;
     response.log_end_offset = *leo;
     return Status::Ok();
@@ -390,10 +390,10 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     if (response.error().code() == Code::kOutOfOrder) state.truncated = false;
     return response.error();
   }
-  if (!response->batches.empty()) {
-    auto appended = follower.AppendReplicated(response->batches);
+  if (const auto batches = response->data(); !batches.empty()) {
+    auto appended = follower.AppendReplicated(batches);
     if (!appended) return appended.error();
-    result.appended_bytes = static_cast<int64_t>(response->batches.size());
+    result.appended_bytes = static_cast<int64_t>(batches.size());
     result.appended_records = appended->last_offset - appended->base_offset + 1;
   }
   auto start = follower.LogStartOffset();

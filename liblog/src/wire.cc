@@ -8,7 +8,9 @@
 #include <spawn.h>
 #include <string.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -151,6 +153,15 @@ class Reader {
     if (!Need(n, "a byte field")) return false;
     b->assign(p_.begin() + static_cast<std::ptrdiff_t>(pos_),
               p_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
+    pos_ += n;
+    return true;
+  }
+  // The same as Bytes without copying: a view into the payload.
+  bool View(std::span<const std::byte>* b) {
+    uint32_t n;
+    if (!U32(&n)) return false;
+    if (!Need(n, "a byte field")) return false;
+    *b = p_.subspan(pos_, n);
     pos_ += n;
     return true;
   }
@@ -324,13 +335,15 @@ std::span<std::byte> FrameReader::Space() {
     // Move what is held to the front, or grow (doubling: the buffer grows
     // with the bytes that arrived, never to a length it was only told, R48).
     const size_t held = end_ - begin_;
-    if (begin_ > 0 && capacity_ - held >= kMinRead && held < capacity_ / 2) {
-      std::memmove(buf_.get(), buf_.get() + begin_, held);
-    } else {
+    if (begin_ > 0) std::memmove(buf_.get(), buf_.get() + begin_, held);
+    if (capacity_ - held < kMinRead) {
+      // realloc: a large buffer's pages are remapped, not copied and
+      // touched again (a frame of 64 MiB grows through ten doublings).
       const size_t cap = std::max(capacity_ * 2, held + kMinRead);
-      auto grown = std::unique_ptr<std::byte[]>(new std::byte[cap]);
-      if (held > 0) std::memcpy(grown.get(), buf_.get() + begin_, held);
-      buf_ = std::move(grown);
+      void* grown = std::realloc(buf_.get(), cap);
+      if (!grown) throw std::bad_alloc();
+      (void)buf_.release();
+      buf_.reset(static_cast<std::byte*>(grown));
       capacity_ = cap;
     }
     begin_ = 0;
@@ -396,7 +409,8 @@ std::vector<std::byte> Encode(const FetchMessage& m) {
 }
 std::vector<std::byte> Encode(const FetchResponse& m) {
   std::vector<std::byte> out = EncodeFetchReplyHead(m);
-  out.insert(out.end(), m.batches.begin(), m.batches.end());
+  const auto batches = m.data();
+  out.insert(out.end(), batches.begin(), batches.end());
   return out;
 }
 std::vector<std::byte> EncodeFetchReplyHead(const FetchResponse& m) {
@@ -405,7 +419,7 @@ std::vector<std::byte> EncodeFetchReplyHead(const FetchResponse& m) {
       .I64(m.high_watermark)
       .I64(m.log_start_offset)
       .I64(m.log_end_offset)
-      .U32(static_cast<uint32_t>(m.batches.size()))
+      .U32(static_cast<uint32_t>(m.data().size()))
       .Take();
 }
 std::vector<std::byte> Encode(const OffsetForLeaderEpochMessage& m) {
@@ -480,11 +494,12 @@ Result<FetchMessage> DecodeFetch(std::span<const std::byte> p, const std::string
   m.max_wait_ms = std::min(m.max_wait_ms, kMaxWaitMs);
   return Done(r, std::move(m));
 }
-Result<FetchResponse> DecodeFetchReply(std::span<const std::byte> p, const std::string& peer) {
+Result<FetchResponse> DecodeFetchReply(std::span<const std::byte> p, const std::string& peer,
+                                       bool borrow) {
   Reader r(p, peer, "FetchReply");
   FetchResponse m;
   r.I32(&m.leader_epoch) && r.I64(&m.high_watermark) && r.I64(&m.log_start_offset) &&
-      r.I64(&m.log_end_offset) && r.Bytes(&m.batches);
+      r.I64(&m.log_end_offset) && (borrow ? r.View(&m.borrowed) : r.Bytes(&m.batches));
   return Done(r, std::move(m));
 }
 Result<OffsetForLeaderEpochMessage> DecodeOffsetForLeaderEpoch(std::span<const std::byte> p,
@@ -782,7 +797,9 @@ class WireLink : public LeaderLink {
     FetchMessage m{topic_, partition_, request, wait_};
     auto reply = client_->Call(Type::kFetch, Encode(m), static_cast<int>(wait_));
     if (!reply) return reply.error();
-    return DecodeFetchReply(*reply, client_->peer());
+    // The batches stay in the client's buffer until its next call: the
+    // follower appends them before it calls again.
+    return DecodeFetchReply(*reply, client_->peer(), /*borrow=*/true);
   }
 
  private:
@@ -842,9 +859,9 @@ namespace {
 struct Reply {
   Type type;
   std::vector<std::byte> body;
-  std::vector<std::byte> tail;
-  Reply(Type t, std::vector<std::byte> b, std::vector<std::byte> rest = {})
-      : type(t), body(std::move(b)), tail(std::move(rest)) {}
+  std::vector<std::byte> owned;     // the tail when the reply holds it
+  std::span<const std::byte> tail;  // sent after `body` (a fetch's batches)
+  Reply(Type t, std::vector<std::byte> b) : type(t), body(std::move(b)) {}
 };
 
 // Answers one request (after Hello).
@@ -867,8 +884,14 @@ Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer)
       if (!h.fetch) return unsupported("Fetch");
       auto r = h.fetch(*m);
       if (!r) return Reply(Type::kError, EncodeError(r.error()));
-      auto head = EncodeFetchReplyHead(*r);  // before the batches move out
-      return Reply(Type::kFetchReply, std::move(head), std::move(r->batches));
+      Reply out(Type::kFetchReply, EncodeFetchReplyHead(*r));
+      if (r->borrowed.empty()) {
+        out.owned = std::move(r->batches);
+        out.tail = out.owned;
+      } else {
+        out.tail = r->borrowed;  // the handler's buffer: sent before its next call
+      }
+      return out;
     }
     case Type::kOffsetForLeaderEpoch: {
       auto m = DecodeOffsetForLeaderEpoch(f.payload, peer);

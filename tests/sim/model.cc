@@ -95,20 +95,20 @@ Result<EpochEndOffset> ModelReplicaLog::EndOffsetFor(int32_t epoch) {
   return live_.epochs.EndOffsetFor(epoch, live_.LogEnd());
 }
 
-Result<std::vector<std::byte>> ModelReplicaLog::Read(int64_t offset, size_t max_bytes) {
+Status ModelReplicaLog::Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) {
   if (offset < live_.log_start || offset > live_.LogEnd()) {
     return Status(Code::kOutOfOrder,
                   fmt::format("replica {}: read at {} outside [{}, {}]", id_, offset,
                               live_.log_start, live_.LogEnd()));
   }
-  std::vector<std::byte> out;
+  out->clear();
   auto it = std::lower_bound(live_.log.begin(), live_.log.end(), offset,
                              [](const SimBatch& b, int64_t o) { return b.last < o; });
   for (; it != live_.log.end(); ++it) {
-    if (!out.empty() && out.size() + it->bytes->size() > max_bytes) break;
-    out.insert(out.end(), it->bytes->begin(), it->bytes->end());
+    if (!out->empty() && out->size() + it->bytes->size() > max_bytes) break;
+    out->insert(out->end(), it->bytes->begin(), it->bytes->end());
   }
-  return out;
+  return Status::Ok();
 }
 
 Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte> batches) {

@@ -76,7 +76,7 @@ class ModelReplicaLog : public ReplicaLog {
   Status SetHighWatermark(int64_t offset) override;
   Result<int32_t> LatestEpoch() override;
   Result<EpochEndOffset> EndOffsetFor(int32_t epoch) override;
-  Result<std::vector<std::byte>> Read(int64_t offset, size_t max_bytes) override;
+  Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) override;
   Result<AppendResult> AppendReplicated(std::span<const std::byte> batches) override;
   Status TruncateTo(int64_t offset) override;
   Status DeleteBefore(int64_t offset) override;

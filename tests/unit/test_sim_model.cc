@@ -13,9 +13,9 @@ namespace {
 
 // Replica 0 leads; its batches are read as the bytes a fetch carries.
 std::vector<std::byte> LeaderBytes(ModelReplicaLog& leader, int64_t from) {
-  auto bytes = leader.Read(from, size_t{1} << 20);
-  REQUIRE(bytes);
-  return *bytes;
+  std::vector<std::byte> bytes;
+  REQUIRE(leader.Read(from, size_t{1} << 20, &bytes).ok());
+  return bytes;
 }
 
 }  // namespace

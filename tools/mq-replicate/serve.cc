@@ -35,6 +35,9 @@ struct Served {
   std::unique_ptr<PartitionReader> reader;
   std::string dir;
   int64_t next_isr_check_ms = 0;
+  // What a fetch reply's batches are read into: the reply borrows them until
+  // it is sent (before the next request), and the pages stay allocated.
+  std::vector<std::byte> buffer;
 };
 
 class Server {
@@ -86,8 +89,8 @@ class Server {
     auto s = Get(m.topic, m.partition);
     if (!s) return s.error();
     Served& p = **s;
-    auto r = HandleFetch(p.ctx, *p.log, m.request);
-    if (r && r->batches.empty() && m.max_wait_ms > 0 &&
+    auto r = HandleFetch(p.ctx, *p.log, m.request, &p.buffer);
+    if (r && r->data().empty() && m.max_wait_ms > 0 &&
         r->log_end_offset == m.request.fetch_offset) {
       // Nothing to send: wait for an append (Kafka's fetch.max.wait.ms).
       if (!p.reader) {
@@ -95,7 +98,7 @@ class Server {
         if (reader) p.reader = std::move(*reader);
       }
       if (p.reader && p.reader->WaitForAppend(r->log_end_offset, static_cast<int>(m.max_wait_ms)))
-        r = HandleFetch(p.ctx, *p.log, m.request);
+        r = HandleFetch(p.ctx, *p.log, m.request, &p.buffer);
     }
     // The ISR rule, once a second, by whoever waits on the partition
     // (replication.md §17.5): here the leader's side of the fetches.

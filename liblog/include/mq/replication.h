@@ -73,8 +73,9 @@ class ReplicaLog {
   // OffsetForLeaderEpoch against this log (LeaderEpochCache::EndOffsetFor).
   virtual Result<EpochEndOffset> EndOffsetFor(int32_t epoch) = 0;
   // Whole batches starting with the one holding `offset`, up to `max_bytes`
-  // (at least one batch, whatever its size), none past the log end.
-  virtual Result<std::vector<std::byte>> Read(int64_t offset, size_t max_bytes) = 0;
+  // (at least one batch, whatever its size), none past the log end, into
+  // `out` (cleared first; its capacity is reused from read to read).
+  virtual Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) = 0;
   virtual Result<AppendResult> AppendReplicated(std::span<const std::byte> batches) = 0;
   virtual Status TruncateTo(int64_t offset) = 0;
   // Retention at the leader moved its log start: delete below it.
@@ -103,6 +104,13 @@ struct FetchRequest {
 };
 struct FetchResponse {
   std::vector<std::byte> batches;
+  // When not empty, the batches instead: bytes the responder keeps (a wire
+  // link's receive buffer, a server's read buffer), valid until its next
+  // call. `batches` is then empty.
+  std::span<const std::byte> borrowed;
+  std::span<const std::byte> data() const {
+    return borrowed.empty() ? std::span<const std::byte>(batches) : borrowed;
+  }
   int64_t high_watermark = -1;
   int64_t log_start_offset = 0;
   int64_t log_end_offset = 0;
@@ -118,6 +126,8 @@ class LeaderLink {
                                                       int32_t requested_epoch) = 0;
   // kFenced as above; kOutOfOrder when fetch_offset is past the leader's
   // LEO or below its log start (the follower must truncate or restart).
+  // The response may borrow its batches from the link (valid until its
+  // next call).
   virtual Result<FetchResponse> Fetch(const FetchRequest& request) = 0;
 };
 
@@ -143,9 +153,12 @@ struct ReplicationContext {
 
 // The leader's side of a fetch (Kafka's ReplicaManager.fetchMessages for a
 // follower): checks the epoch, reads, records the follower's position,
-// advances the HW and expands the ISR when the follower caught up.
+// advances the HW and expands the ISR when the follower caught up. With
+// `buffer`, the batches are read into it (its capacity reused from fetch to
+// fetch) and the response borrows them.
 Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
-                                  const FetchRequest& request);
+                                  const FetchRequest& request,
+                                  std::vector<std::byte>* buffer = nullptr);
 Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
                                                   ReplicaLog& leader, int32_t leader_epoch,
                                                   int32_t requested_epoch);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -98,7 +99,10 @@ class FrameReader {
 
  private:
   std::string peer_;
-  std::unique_ptr<std::byte[]> buf_;  // not zeroed: only [begin_, end_) is read
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> buf_;  // malloc'd, not zeroed: only [begin_, end_) is read
   size_t capacity_ = 0;
   size_t begin_ = 0;
   size_t end_ = 0;
@@ -165,7 +169,9 @@ std::vector<std::byte> EncodeError(const Status& s);
 Result<Hello> DecodeHello(std::span<const std::byte> p, const std::string& peer);
 Result<HelloReply> DecodeHelloReply(std::span<const std::byte> p, const std::string& peer);
 Result<FetchMessage> DecodeFetch(std::span<const std::byte> p, const std::string& peer);
-Result<FetchResponse> DecodeFetchReply(std::span<const std::byte> p, const std::string& peer);
+// With `borrow`, the batches are a view into `p` (FetchResponse::borrowed).
+Result<FetchResponse> DecodeFetchReply(std::span<const std::byte> p, const std::string& peer,
+                                       bool borrow = false);
 Result<OffsetForLeaderEpochMessage> DecodeOffsetForLeaderEpoch(std::span<const std::byte> p,
                                                                const std::string& peer);
 Result<EpochEndOffset> DecodeOffsetForLeaderEpochReply(std::span<const std::byte> p,
