@@ -4,6 +4,9 @@
 # run, alternating (not a test):
 #   pipe        bench-pipe: a 1 MiB pipe (F_SETPIPE_SZ) moving the leader's
 #               log size from a writer to a reader that discards it
+#   dd|dd       the speed of light of the job: `dd bs=1M` of the leader's
+#               log into a pipe, `dd bs=1M` from it into a new file (read
+#               from the page cache, through a pipe, into the page cache)
 #   over pipe   mq-replicate into an empty follower whose leader is "host"
 #               p0, reached through an MQ_RSH that runs the command here
 #               (`sh -c`): fetch frames over pipes, check, append
@@ -65,6 +68,10 @@ elapsed() { local t0=$EPOCHREALTIME; "$@"; echo "$t0 $EPOCHREALTIME" | awk '{pri
 fresh() { rm -rf "$1/t-0"; mkdir "$1/t-0"; }
 for run in $(seq 1 "$RUNS"); do
   "$BUILD/bench/bench-pipe" --raw --bytes="$bytes" --runs=1 | awk -v b="$bytes" '{printf "%.4f\n", b / $1}' >>"$W/pipe"
+  rm -f "$W/ddcopy"
+  elapsed sh -c 'for f in "$1"/t-0/*.log; do dd if="$f" bs=1M status=none; done |
+    dd of="$2" bs=1M iflag=fullblock status=none' sh "$W/r0" "$W/ddcopy" >>"$W/dd"
+  rm -f "$W/ddcopy"
   fresh "$W/r1"
   elapsed env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q --fetch-max-bytes 8M >>"$W/overpipe"
   cmp -s <(cat "$W"/r0/t-0/*.log) <(cat "$W"/r1/t-0/*.log) || { echo "follower differs" >&2; exit 1; }
@@ -78,11 +85,13 @@ done
 
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 p=$(median <"$W/pipe")
+d=$(median <"$W/dd")
 o=$(median <"$W/overpipe")
-awk -v b="$bytes" -v p="$p" -v o="$o" 'BEGIN {
+awk -v b="$bytes" -v p="$p" -v d="$d" -v o="$o" 'BEGIN {
   printf "%-10s %9s %10s %8s\n", "case", "median s", "MB/s", "ratio"
   printf "%-10s %9.3f %10.0f %8.2f\n", "pipe", p, b / p / 1e6, 1
-  printf "%-10s %9.3f %10.0f %8.2f\n", "over pipe", o, b / o / 1e6, p / o
+  printf "%-10s %9.3f %10.0f %8.2f\n", "dd|dd", d, b / d / 1e6, p / d
+  printf "%-10s %9.3f %10.0f %8.2f  (%.2f x dd|dd)\n", "over pipe", o, b / o / 1e6, p / o, d / o
   printf "target: over pipe >= 0.5 x pipe: %s\n", (p / o >= 0.5) ? "met" : "NOT met"
 }'
 if $ssh; then
