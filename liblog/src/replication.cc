@@ -321,9 +321,9 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
 
 Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
                                         LeaderLink& leader, FollowerState& state,
-                                        size_t max_bytes) {
+                                        size_t max_bytes, const PartitionState* current) {
   FollowerStepResult result;
-  auto p = LoadPartition(ctx);
+  auto p = current ? Result<PartitionState>(*current) : LoadPartition(ctx);
   if (!p) return p.error();
   const int32_t me = follower.replica_id();
   if (IsLeader(*p, me)) {

@@ -147,6 +147,30 @@ class Reader {
     if (Status v = ValidateName(*s, "topic"); !v.ok()) return Fail(at, v.message());
     return true;
   }
+  // A name under the topic name rules (R12): a group, a producer id, or a
+  // member id (which may also be empty).
+  bool Name(std::string* s, const char* what, bool empty_ok = false) {
+    size_t at = pos_;
+    if (!Str(s)) return false;
+    if (empty_ok && s->empty()) return true;
+    if (Status v = ValidateName(*s, what); !v.ok()) return Fail(at, v.message());
+    return true;
+  }
+  // A list's count, when each item takes at least `min_item` bytes.
+  bool Count(uint32_t* n, size_t min_item, const char* what) {
+    size_t at = pos_;
+    if (!U32(n)) return false;
+    if (*n > (p_.size() - pos_) / min_item)
+      return Fail(at, fmt::format("{}: {} items do not fit", what, *n));
+    return true;
+  }
+  // An i64 that must be >= `min`.
+  bool I64Min(int64_t* v, int64_t min, const char* what) {
+    size_t at = pos_;
+    if (!I64(v)) return false;
+    if (*v < min) return Fail(at, fmt::format("{} {} is below {}", what, *v, min));
+    return true;
+  }
   bool Bytes(std::vector<std::byte>* b) {
     uint32_t n;
     if (!U32(&n)) return false;
@@ -431,6 +455,21 @@ std::vector<std::byte> Encode(const EpochEndOffset& m) {
 std::vector<std::byte> Encode(const PartitionRef& m) {
   return Writer().Str(m.topic).I32(m.partition).Take();
 }
+std::vector<std::byte> Encode(const CarryStateReply& m) {
+  Writer w;
+  w.U32(static_cast<uint32_t>(m.offsets.size()));
+  for (const CarriedOffset& o : m.offsets) {
+    w.Str(o.group)
+        .I64(o.committed.offset)
+        .I32(o.committed.leader_epoch)
+        .I64(o.committed.commit_timestamp)
+        .Str(o.committed.member_id)
+        .I64(o.committed.dead_letters);
+  }
+  w.U32(static_cast<uint32_t>(m.producers.size()));
+  for (const CarriedProducer& p : m.producers) w.Str(p.name).I64(p.id);
+  return w.I64(m.next_producer_id).Take();
+}
 std::vector<std::byte> Encode(const ReplicaStatusReply& m) {
   return Writer()
       .I64(m.log_start_offset)
@@ -517,10 +556,37 @@ Result<EpochEndOffset> DecodeOffsetForLeaderEpochReply(std::span<const std::byte
   r.I32(&m.epoch) && r.I64(&m.end_offset);
   return Done(r, m);
 }
-Result<PartitionRef> DecodePartitionRef(std::span<const std::byte> p, const std::string& peer) {
-  Reader r(p, peer, "ReplicaStatus");
+Result<PartitionRef> DecodePartitionRef(std::span<const std::byte> p, const std::string& peer,
+                                        const char* message) {
+  Reader r(p, peer, message);
   PartitionRef m;
   r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition");
+  return Done(r, std::move(m));
+}
+Result<CarryStateReply> DecodeCarryStateReply(std::span<const std::byte> p,
+                                              const std::string& peer, const std::string& topic,
+                                              int32_t partition) {
+  Reader r(p, peer, "CarryStateReply");
+  CarryStateReply m;
+  uint32_t n = 0;
+  bool ok = r.Count(&n, 2 + 8 + 4 + 8 + 2 + 8, "offsets");
+  for (uint32_t i = 0; ok && i < n; ++i) {
+    CarriedOffset o;
+    o.committed.topic = topic;
+    o.committed.partition = partition;
+    ok = r.Name(&o.group, "group") && r.I64Min(&o.committed.offset, 0, "offset") &&
+         r.I32(&o.committed.leader_epoch) && r.I64(&o.committed.commit_timestamp) &&
+         r.Name(&o.committed.member_id, "member id", true) &&
+         r.I64Min(&o.committed.dead_letters, 0, "dead letters");
+    if (ok) m.offsets.push_back(std::move(o));
+  }
+  ok = ok && r.Count(&n, 2 + 8, "producers");
+  for (uint32_t i = 0; ok && i < n; ++i) {
+    CarriedProducer c;
+    ok = r.Name(&c.name, "producer id") && r.I64Min(&c.id, 0, "producer id number");
+    if (ok) m.producers.push_back(std::move(c));
+  }
+  ok && r.I64Min(&m.next_producer_id, -1, "next producer id");
   return Done(r, std::move(m));
 }
 Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p,
@@ -850,6 +916,13 @@ Result<ReplicaStatusReply> QueryReplicaStatus(Client& client, const std::string&
   return DecodeReplicaStatusReply(*reply, client.peer());
 }
 
+Result<CarryStateReply> QueryCarryState(Client& client, const std::string& topic,
+                                        int32_t partition) {
+  auto reply = client.Call(Type::kCarryState, Encode(PartitionRef{topic, partition}));
+  if (!reply) return reply.error();
+  return DecodeCarryStateReply(*reply, client.peer(), topic, partition);
+}
+
 // ---- server ---------------------------------------------------------------------------
 
 namespace {
@@ -904,6 +977,12 @@ Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer)
       if (!m) return m.error();
       if (!h.replica_status) return unsupported("ReplicaStatus");
       return reply(h.replica_status(*m));
+    }
+    case Type::kCarryState: {
+      auto m = DecodePartitionRef(f.payload, peer, "CarryState");
+      if (!m) return m.error();
+      if (!h.carry_state) return unsupported("CarryState");
+      return reply(h.carry_state(*m));
     }
     case Type::kLoadState: {
       if (!f.payload.empty())

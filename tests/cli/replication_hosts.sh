@@ -18,7 +18,9 @@
 #      acks=all never succeeds, no fetch moves the leader's HW; healed, all
 #      converge;
 #   4. an election through the controller with the leader's host down; the
-#      followers switch, acknowledged messages survive; elect through an
+#      followers switch, acknowledged messages survive, a group's position
+#      and the producer-id registry followed the leader (a resumed
+#      --producer-id run appends only what is missing); elect through an
 #      unreachable controller exits 69 and changes nothing;
 #   5. hostile root paths and topic names replicate, and nothing they spell
 #      runs on a "remote" shell;
@@ -305,6 +307,25 @@ seq -f "el-a-%g" 1 $((10 + RANDOM % 50)) >batch
 produce h0 "${R[0]}" el 0 all batch
 expect_rc 0 "acks=all to el on h0"
 cat batch >>acked-el
+# What follows the leader across hosts (CarryState, format-spec/protocol.md):
+# a group's position and the producer-id registry. An ingestion with
+# --producer-id and a group's consumption on h0; the followers' catch-up
+# carries them.
+seq -f "el-p-%g" 1 $((5 + RANDOM % 20)) >pinput
+run env MQ_TEST_HOST=h0 "$P" -C "${R[0]}" -t el -p 0 --acks all --ack-timeout 30000 \
+  --producer-id ingest-el -q pinput
+expect_rc 0 "acks=all with --producer-id on h0"
+cat pinput >>acked-el
+k=$((1 + RANDOM % $(wc -l <acked-el)))
+run env MQ_TEST_HOST=h0 "$C" -C "${R[0]}" -t el -G g -c "$k" -e
+expect_rc 0 "group g consumes $k on h0"
+for i in 1 2; do
+  stop_follower "${R[$i]}"
+  run env MQ_TEST_HOST="h$i" "$REP" -C "${R[$i]}" -t el -q
+  expect_rc 0 "h$i catches up and carries"
+  [[ -f ${R[$i]}/producers/ingest-el.id ]] || fail "h$i: the producer id was not carried"
+  start_follower "${R[$i]}" "h$i" -t el
+done
 # h0 goes down: its follower stops, nobody reaches it.
 stop_follower "${R[0]}"
 touch "$FAULTS/h0.down"
@@ -325,6 +346,18 @@ seq -f "el-b-%g" 1 $((10 + RANDOM % 50)) >batch
 produce "h$new" "${R[$new]}" el 0 all batch
 expect_rc 0 "acks=all to the new leader (the other follower switched)"
 cat batch >>acked-el
+# The group resumes where it was on h0; the ingestion resumed on the new
+# leader appends only what is missing.
+run env MQ_TEST_HOST="h$new" "$C" -C "${R[$new]}" -t el -G g -e
+expect_rc 0 "group g on the new leader"
+expect_eq "group g resumes after its $k messages on h$new" "$(tail -n +$((k + 1)) acked-el)" "$(cat "$WORK/out")"
+cp pinput pinput2
+seq -f "el-q-%g" 1 $((1 + RANDOM % 10)) >>pinput2
+run env MQ_TEST_HOST="h$new" "$P" -C "${R[$new]}" -t el -p 0 --acks all --ack-timeout 30000 \
+  --producer-id ingest-el -q pinput2
+expect_rc 0 "the ingestion resumed on h$new"
+tail -n +$(($(wc -l <pinput) + 1)) pinput2 >>acked-el
+echo "4: group g resumed after $k; ingest-el resumed, $(($(wc -l <pinput2) - $(wc -l <pinput))) new"
 consumed_is "${R[$new]}" el 0 acked-el
 # h0 returns as a follower.
 rm "$FAULTS/h0.down"

@@ -356,6 +356,67 @@ TEST_CASE("R51 messages: exactly their fields, lengths within the payload, valid
   CHECK(CodeOfError(200) == Code::kInternal);
 }
 
+TEST_CASE("R51 messages: CarryState's names are names, its numbers in range, its counts fit") {
+  CarryStateReply carry;
+  CarriedOffset o;
+  o.group = "billing";
+  o.committed.offset = 42;
+  o.committed.leader_epoch = 3;
+  o.committed.commit_timestamp = 1700000000000;
+  o.committed.member_id = "m-1";
+  o.committed.dead_letters = 2;
+  carry.offsets.push_back(o);
+  o.group = "reset";
+  o.committed.member_id = "";  // a reset has no member
+  carry.offsets.push_back(o);
+  carry.producers.push_back({"ingest-7", 5});
+  carry.next_producer_id = 6;
+  auto r = DecodeCarryStateReply(Encode(carry), "p", "orders", 2);
+  REQUIRE(r);
+  REQUIRE(r->offsets.size() == 2);
+  CHECK(r->offsets[0].group == "billing");
+  CHECK(r->offsets[0].committed.topic == "orders");
+  CHECK(r->offsets[0].committed.partition == 2);
+  CHECK(r->offsets[0].committed.offset == 42);
+  CHECK(r->offsets[0].committed.leader_epoch == 3);
+  CHECK(r->offsets[0].committed.commit_timestamp == 1700000000000);
+  CHECK(r->offsets[0].committed.member_id == "m-1");
+  CHECK(r->offsets[0].committed.dead_letters == 2);
+  CHECK(r->offsets[1].committed.member_id.empty());
+  REQUIRE(r->producers.size() == 1);
+  CHECK(r->producers[0].name == "ingest-7");
+  CHECK(r->producers[0].id == 5);
+  CHECK(r->next_producer_id == 6);
+
+  auto breach = [](auto result) {
+    REQUIRE_FALSE(result.has_value());
+    CHECK(result.error().rule() == "R51");
+  };
+  auto with = [&](auto change) {
+    CarryStateReply m = carry;
+    change(m);
+    return DecodeCarryStateReply(Encode(m), "p", "orders", 2);
+  };
+  // A group or producer name a follower would turn into a path.
+  breach(with([](CarryStateReply& m) { m.offsets[0].group = "../../etc"; }));
+  breach(with([](CarryStateReply& m) { m.offsets[0].group = ""; }));
+  breach(with([](CarryStateReply& m) { m.producers[0].name = "a/b"; }));
+  breach(with([](CarryStateReply& m) { m.offsets[0].committed.member_id = "x y"; }));
+  breach(with([](CarryStateReply& m) { m.offsets[0].committed.offset = -1; }));
+  breach(with([](CarryStateReply& m) { m.offsets[0].committed.dead_letters = -1; }));
+  breach(with([](CarryStateReply& m) { m.producers[0].id = -5; }));
+  breach(with([](CarryStateReply& m) { m.next_producer_id = -2; }));
+  auto bytes = Encode(carry);
+  auto longer = bytes;
+  longer.push_back(std::byte{0});
+  breach(DecodeCarryStateReply(longer, "p", "orders", 2));
+  breach(DecodeCarryStateReply(std::span(bytes).first(bytes.size() - 1), "p", "orders", 2));
+  auto many = bytes;
+  many[0] = std::byte{0x40};  // the offsets' count: more than the bytes hold
+  breach(DecodeCarryStateReply(many, "p", "orders", 2));
+  CHECK(DecodeCarryStateReply(Encode(CarryStateReply{}), "p", "orders", 2).value().offsets.empty());
+}
+
 TEST_CASE("R52 liveness: a silent server costs the timeout, and the next call starts again") {
   Servers servers;
   std::atomic<int> conversations{0};

@@ -5,12 +5,15 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 #include <string>
 #include <string_view>
 
 #include "mq/file.h"
 #include "mq/lock.h"
 #include "mq/status.h"
+#include "mq/wire.h"
 
 namespace mq {
 
@@ -35,5 +38,16 @@ class ProducerIdentity {
 // failover keeps its id. A name both hold with different ids is kCorruption
 // (P8) naming both files, and nothing is changed.
 Status CarryProducerRegistry(const std::string& from, const std::string& to);
+
+// The same in two steps, for a root on another host (the CarryState
+// message, format-spec/protocol.md): what a root's registry holds, and
+// making `to`'s hold it too (`from_label` names the source in errors).
+struct ProducerRegistry {
+  std::vector<wire::CarriedProducer> ids;  // names without ".id"
+  std::optional<int64_t> next;
+};
+Result<ProducerRegistry> ReadProducerRegistry(const std::string& root);
+Status ApplyProducerRegistry(const std::string& to, const ProducerRegistry& from,
+                             const std::string& from_label);
 
 }  // namespace mq

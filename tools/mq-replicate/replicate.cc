@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "mq/group.h"
 #include "mq/lock.h"
+#include "group_carry.h"
 #include "producer_id.h"
 #include "remote.h"
 #include "replica.h"
@@ -78,38 +79,6 @@ struct Totals {
   }
 };
 
-// Group offsets of the partition, from the leader's root to this one
-// (group.md §14.3: the follower's offsets move forward only).
-Status CarryGroupOffsets(const std::string& leader_root, const std::string& root,
-                         const std::string& topic, int32_t partition) {
-  auto groups = ListGroups(leader_root);
-  if (!groups) return groups.error().code() == Code::kNotFound ? Status::Ok() : groups.error();
-  for (const std::string& name : *groups) {
-    auto from = Group::Open(leader_root, name, false);
-    if (!from) continue;  // removed meanwhile
-    auto offsets = from->Read();
-    if (!offsets) return offsets.error();
-    const CommittedOffset* c = offsets->Find(topic, partition);
-    if (!c) continue;
-    auto to = Group::Open(root, name, true);
-    if (!to) return to.error();
-    auto mine = to->Read();
-    if (!mine) return mine.error();
-    const CommittedOffset* have = mine->Find(topic, partition);
-    if (have && have->offset >= c->offset) continue;
-    OffsetCommit commit;
-    commit.topic = topic;
-    commit.partition = partition;
-    commit.offset = c->offset;
-    commit.leader_epoch = c->leader_epoch;
-    commit.dead_letters_added = c->dead_letters - (have ? have->dead_letters : 0);
-    if (commit.dead_letters_added < 0) commit.dead_letters_added = 0;
-    MQ_RETURN_IF_ERROR(to->Commit(std::span<const OffsetCommit>(&commit, 1), c->member_id,
-                                  CommitKind::kForward, c->commit_timestamp));
-  }
-  return Status::Ok();
-}
-
 class Follower {
  public:
   Follower(const Options& o, Job job, Throttle* throttle)
@@ -166,7 +135,11 @@ class Follower {
       // partition may apply it, §17.5).
       const int64_t now = Clock::Real()->NowMs();
       if (now >= next_round) {
-        MQ_RETURN_IF_ERROR(Finish());
+        if (Status s = Finish(); !s.ok()) {
+          // A leader host that went away meanwhile: the next round asks again.
+          if (s.code() != Code::kUnavailable) return s;
+          if (o_.verbose) cli::Warn(fmt::format("{}: {}", Name(), s.message()));
+        }
         if (leader_log_) {
           auto shrunk = MaybeShrinkIsr(ctx_, *leader_log_, leader_epoch_);
           if (!shrunk && shrunk.error().code() != Code::kFenced) return shrunk.error();
@@ -262,7 +235,7 @@ class Follower {
     if (p->leader < 0)
       return Status(Code::kUnavailable, fmt::format("{}: no leader", Name()));
     MQ_RETURN_IF_ERROR(OpenLeader(*state, *p));
-    auto r = FollowerStep(ctx_, *log_, *link_, state_, o_.fetch_max_bytes);
+    auto r = FollowerStep(ctx_, *log_, *link_, state_, o_.fetch_max_bytes, &*p);
     if (!r) return r;
     if (r->truncated_to >= 0 && !o_.quiet)
       cli::Warn(fmt::format("{}: truncated to offset {}, where the leader's epoch ends "
@@ -275,13 +248,24 @@ class Follower {
   }
 
   // What else follows the leader: group offsets and the producer registry
-  // (from a leader on this host; across hosts they are planned). The -v
-  // line is printed for a leader on either.
+  // (replication.md §17.6), read from the leader's root on this host, or
+  // asked of its `mq-replicate --serve` (CarryState) on another.
   Status Finish() {
     if (!leader_log_ && !link_) return Status::Ok();
     if (leader_log_) {
-      MQ_RETURN_IF_ERROR(CarryGroupOffsets(leader_root_, root_, job_.topic, job_.partition));
+      auto offsets = ReadGroupOffsets(leader_root_, job_.topic, job_.partition);
+      if (!offsets) return offsets.error();
+      MQ_RETURN_IF_ERROR(ApplyGroupOffsets(root_, *offsets));
       MQ_RETURN_IF_ERROR(CarryProducerRegistry(leader_root_, root_));
+    } else if (client_) {
+      auto carried = wire::QueryCarryState(*client_, job_.topic, job_.partition);
+      if (!carried) return carried.error();
+      MQ_RETURN_IF_ERROR(ApplyGroupOffsets(root_, carried->offsets));
+      ProducerRegistry registry;
+      registry.ids = std::move(carried->producers);
+      if (carried->next_producer_id >= 0) registry.next = carried->next_producer_id;
+      MQ_RETURN_IF_ERROR(ApplyProducerRegistry(root_, registry,
+                                               client_address_ + "/producers"));
     }
     if (o_.verbose && (records_ > 0 || !reported_)) {
       auto leo = log_->LogEndOffset();

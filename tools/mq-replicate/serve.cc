@@ -13,10 +13,12 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "group_carry.h"
 #include "mq/partition.h"
 #include "mq/replication.h"
 #include "mq/topic.h"
 #include "mq/wire.h"
+#include "producer_id.h"
 #include "replica.h"
 #include "replicate.h"
 
@@ -139,6 +141,22 @@ class Server {
     return r;
   }
 
+  // What follows the partition's leader besides its log (§17.6): this
+  // root's group offsets of the partition and its producer-id registry.
+  Result<wire::CarryStateReply> CarryState(const wire::PartitionRef& m) {
+    auto s = Get(m.topic, m.partition);
+    if (!s) return s.error();
+    wire::CarryStateReply r;
+    auto offsets = ReadGroupOffsets(o_.dir, m.topic, m.partition);
+    if (!offsets) return offsets.error();
+    r.offsets = std::move(*offsets);
+    auto registry = ReadProducerRegistry(o_.dir);
+    if (!registry) return registry.error();
+    r.producers = std::move(registry->ids);
+    r.next_producer_id = registry->next.value_or(-1);
+    return r;
+  }
+
  private:
   const Options& o_;
   std::unique_ptr<DataDir> dir_;
@@ -161,6 +179,7 @@ int Serve(const Options& o) {
     return server.OffsetForLeaderEpoch(m);
   };
   h.replica_status = [&](const wire::PartitionRef& m) { return server.ReplicaStatus(m); };
+  h.carry_state = [&](const wire::PartitionRef& m) { return server.CarryState(m); };
   wire::ServeOptions so;
   so.name = fmt::format("mq-replicate {}", o.dir);
   so.peer = "client";

@@ -201,10 +201,12 @@ struct FollowerStepResult {
 // there (KIP-101, KIP-279); fetches from its LEO; appends the leader's
 // batches verbatim; follows the leader's log start; sets its HW to
 // min(leader HW, own LEO). kFenced when the cluster state moved meanwhile
-// (the caller simply steps again).
+// (the caller simply steps again). `current`: the partition's state when
+// the caller has just read it (this round), so that it is not read twice.
 Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
                                         LeaderLink& leader, FollowerState& state,
-                                        size_t max_bytes = 1 << 20);
+                                        size_t max_bytes = 1 << 20,
+                                        const PartitionState* current = nullptr);
 
 }  // namespace mq
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "mq/cluster.h"
+#include "mq/group.h"
 #include "mq/replication.h"
 #include "mq/status.h"
 
@@ -51,6 +52,8 @@ enum class Type : uint8_t {
   kOffsetForLeaderEpochReply = 0x91,
   kReplicaStatus = 0x12,
   kReplicaStatusReply = 0x92,
+  kCarryState = 0x13,
+  kCarryStateReply = 0x93,
   kLoadState = 0x20,
   kLoadStateReply = 0xA0,
   kAlterPartition = 0x21,
@@ -142,6 +145,22 @@ struct ReplicaStatusReply {
   int64_t high_watermark = -1;
   int32_t latest_epoch = -1;
 };
+// What follows a partition's leader besides its log (replication.md
+// §17.6): the groups' committed offsets of the partition and the root's
+// producer-id registry. CarryState's request is a PartitionRef.
+struct CarriedOffset {
+  std::string group;
+  CommittedOffset committed;  // topic and partition: the request's
+};
+struct CarriedProducer {
+  std::string name;
+  int64_t id = 0;
+};
+struct CarryStateReply {
+  std::vector<CarriedOffset> offsets;
+  std::vector<CarriedProducer> producers;
+  int64_t next_producer_id = -1;  // -1: the root has allocated none
+};
 struct AlterPartitionMessage {
   PartitionState proposed;  // topic, partition, leader, epochs, ISR
   std::string reason;
@@ -159,6 +178,7 @@ std::vector<std::byte> Encode(const EpochEndOffset& m);
 std::vector<std::byte> Encode(const PartitionRef& m);
 std::vector<std::byte> Encode(const ReplicaStatusReply& m);
 std::vector<std::byte> Encode(const AlterPartitionMessage& m);
+std::vector<std::byte> Encode(const CarryStateReply& m);
 // AlterPartitionReply: the partition's state as stored.
 std::vector<std::byte> EncodeAlterPartitionReply(const PartitionState& p);
 std::vector<std::byte> EncodeLoadStateReply(std::string_view state);
@@ -176,12 +196,17 @@ Result<OffsetForLeaderEpochMessage> DecodeOffsetForLeaderEpoch(std::span<const s
                                                                const std::string& peer);
 Result<EpochEndOffset> DecodeOffsetForLeaderEpochReply(std::span<const std::byte> p,
                                                        const std::string& peer);
-Result<PartitionRef> DecodePartitionRef(std::span<const std::byte> p, const std::string& peer);
+Result<PartitionRef> DecodePartitionRef(std::span<const std::byte> p, const std::string& peer,
+                                        const char* message = "ReplicaStatus");
 Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p,
                                                     const std::string& peer);
 Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
                                                    const std::string& peer);
 // `topic` and `partition` come from the request.
+// `topic` and `partition`: the request's, filled into each offset.
+Result<CarryStateReply> DecodeCarryStateReply(std::span<const std::byte> p,
+                                              const std::string& peer, const std::string& topic,
+                                              int32_t partition);
 Result<PartitionState> DecodeAlterPartitionReply(std::span<const std::byte> p,
                                                  const std::string& peer,
                                                  const std::string& topic, int32_t partition);
@@ -270,6 +295,10 @@ std::unique_ptr<ClusterStore> RemoteClusterStore(std::shared_ptr<Client> client)
 Result<ReplicaStatusReply> QueryReplicaStatus(Client& client, const std::string& topic,
                                               int32_t partition);
 
+// What follows the leader of a partition reached through `client`.
+Result<CarryStateReply> QueryCarryState(Client& client, const std::string& topic,
+                                        int32_t partition);
+
 // ---- server -----------------------------------------------------------------
 
 // What a server answers; a missing handler answers Error unsupported.
@@ -277,6 +306,7 @@ struct Handlers {
   std::function<Result<FetchResponse>(const FetchMessage&)> fetch;
   std::function<Result<EpochEndOffset>(const OffsetForLeaderEpochMessage&)> offset_for_leader_epoch;
   std::function<Result<ReplicaStatusReply>(const PartitionRef&)> replica_status;
+  std::function<Result<CarryStateReply>(const PartitionRef&)> carry_state;
   std::function<Result<std::string>()> load_state;
   std::function<Result<PartitionState>(const AlterPartitionMessage&)> alter_partition;
 };
