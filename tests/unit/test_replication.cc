@@ -532,8 +532,8 @@ TEST_CASE("R54 claim before leading: a leader restarted on another boot neither 
   req.fetch_offset = full;
   auto f = HandleFetch(c.ctx, *c.logs[0], req);
   REQUIRE(!f);
-  CHECK(f.error().code() != Code::kOk);
-  CHECK(c.Part().leader != 0);
+  CHECK(f.error().code() == Code::kUnavailable);
+  CHECK(c.Part().leader == -1);
   CHECK(c.Part().leader_epoch == 1);
   // Nothing of epoch 0 was served, and no claim of epoch 0 is taken again.
   auto offsets = HandleOffsetForLeaderEpoch(c.ctx, *c.logs[0], 0, 0);
@@ -606,7 +606,7 @@ TEST_CASE("R55 restarted leader alone in the ISR: it leads on in a new epoch and
   CHECK(held->leader_epoch == 1);
   CHECK(c.Part().leader_epoch == 1);
   // It writes other records in epoch 1, past what followers still hold.
-  c.Produce(6, 2);
+  c.Produce(12, 2);
   REQUIRE(c.Leo(0) > c.Leo(1));
   auto r = c.Step(1);
   REQUIRE(r);
@@ -638,4 +638,22 @@ TEST_CASE("R55 a former leader restarted on another boot leaves the ISR before i
   c.CatchUp(0);
   CHECK(InIsr(c.Part(), 0));
   CHECK(RawBatches(c.Dir(0)) == RawBatches(c.Dir(1)));
+}
+
+TEST_CASE("R53 leader claim: verify of a partition reads the file and reports a breach") {
+  Cluster c(2);
+  ScopedBootId boot(kBootA);
+  REQUIRE(ClaimLeadership(c.ctx, *c.logs[0], c.Part()));
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(c.Dir(0), {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
+  CHECK(problems.empty());
+  const std::string bad = "0\n1\n0 00000000000000000000000000000000\n";
+  WriteFile(c.Dir(0) + "/leader-claim",
+            std::vector<std::byte>(reinterpret_cast<const std::byte*>(bad.data()),
+                                   reinterpret_cast<const std::byte*>(bad.data()) + bad.size()));
+  REQUIRE(VerifyPartition(c.Dir(0), {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].file == c.Dir(0) + "/leader-claim");
+  CHECK(problems[0].rule == "R53");
+  CHECK(problems[0].position == 6);
 }

@@ -506,6 +506,11 @@ Status ApplyIsrRule(ClusterStore* store, const ClusterState& state,
     ctx.partition = p.partition;
     auto after = MaybeShrinkIsr(ctx, **leader, p.leader_epoch);
     if (!after && after.error().code() == Code::kFenced) continue;  // changed meanwhile
+    if (!after && after.error().code() == Code::kUnavailable) {
+      // The leader's host restarted: it gave its epoch up (R55).
+      out.Print("{}\n", after.error().message());
+      continue;
+    }
     if (!after) return after.error();
     if (after->isr != p.isr)
       out.Print("{}-{}: ISR {} -> {}: not caught up for replica.lag.time.max.ms\n", p.topic,
