@@ -210,6 +210,18 @@ Result<std::vector<FollowerPosition>> DecodeReplicaPositions(std::string_view by
   return out;
 }
 
+Result<bool> RestartedSinceClaim(const std::string& partition_dir) {
+  auto dir_fd = OpenDirectory(partition_dir, false, nullptr);
+  if (!dir_fd) return dir_fd.error();
+  const std::string path = partition_dir + "/" + kClaimFile;
+  auto bytes = ReadCheckpointFile(FileSystem::Default(), dir_fd->get(), kClaimFile, path);
+  if (!bytes && bytes.error().code() == Code::kNotFound) return false;
+  if (!bytes) return bytes.error();
+  auto claim = DecodeLeaderClaim(*bytes, path);
+  if (!claim) return claim.error();
+  return claim->boot != CurrentBootId();
+}
+
 Result<LeaderClaim> DecodeLeaderClaim(std::string_view bytes, const std::string& file) {
   std::optional<LeaderClaim> out;
   Status s = ParseCheckpoint(

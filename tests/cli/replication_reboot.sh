@@ -11,6 +11,8 @@
 #    every message the ISR held survives on every replica.
 #  - Alone in the ISR, it leads on in a new epoch and its followers cut
 #    what it lost: all replicas end with the same records.
+#  - mq-isr elect run before the restarted leader made any call counts it
+#    unavailable (its claim is of another boot) and elects an ISR member.
 source "$(dirname "$0")/lib/common.bash"
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
@@ -109,4 +111,25 @@ run "$REP" -C "$r1" -t t -q
 expect_rc 0 "replica 1 reports its log end"
 run "$C" -C "$r1" -t t -p 0 -e
 expect_eq "replica 1 cut what the leader lost" "$(cat leader.all)" "$(cat "$WORK/out")"
+# --- mq-isr elect right after the reboot: the restarted leader is passed over --
+export MQ_TEST_BOOT_ID=$BOOT_A
+r0="$WORK/c/r0" r1="$WORK/c/r1" r2="$WORK/c/r2" cl="$WORK/c/cl"
+mkdir c
+run "$ISR" --cluster "$cl" create -t t --partitions 1 --replicas "$r0,$r1,$r2" --min-insync-replicas 2
+expect_rc 0 "create"
+run "$P" -C "$r0" -t t -p 0 --acks 1 < <(seq 1 50)
+run "$P" -C "$r0" -t t -p 0 --acks 1 < <(seq 51 100)
+expect_rc 0 "produce 51-100"
+replicate_all "$r1" "$r2"
+power_loss "$r0"
+run "$ISR" --cluster "$cl" describe
+grep -q "restarted since it last led" "$WORK/out" || fail "describe: $(cat "$WORK/out")"
+run "$ISR" --cluster "$cl" elect
+expect_rc 0 "elect after the reboot"
+expect_eq "the election passed over the restarted leader" "1 1 1,2" "$(partition_line "$cl")"
+replicate_all "$r0" "$r2"
+for r in "$r0" "$r1" "$r2"; do
+  run "$C" -C "$r" -t t -p 0 -e
+  expect_eq "every message on $r" "$(seq 1 100)" "$(cat "$WORK/out")"
+done
 echo "ok"

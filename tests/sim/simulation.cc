@@ -187,7 +187,12 @@ class Simulation {
   bool Live(int32_t id) const { return id >= 0 && id < static_cast<int32_t>(reps_.size()) && reps_[id].up; }
   // Elections run at the controller: a replica is live there only when its
   // process runs and the controller reaches it.
-  bool Electable(int32_t id) const { return Live(id) && !ctrl_cut_[id]; }
+  // Nor one that restarted since it last claimed an epoch and has not
+  // given it up (R55; mq-isr elect reads the claim of its own host's
+  // replicas).
+  bool Electable(int32_t id) const {
+    return Live(id) && !ctrl_cut_[id] && !StaleClaim(reps_[id]);
+  }
   // The controller gives up on a leader that crashed at once (its session
   // ends with the process), on one it cannot reach after session_steps_.
   bool LeaderGone(int32_t id) const {
@@ -947,7 +952,8 @@ void Simulation::Restart(int32_t id) {
   r.view = PartitionState{};
   r.view.leader = -1;
   RefreshView(r);
-  if (State().leader == id && !ctrl_cut_[id]) {
+  // (Not on a claim of another boot: it leads in no epoch before R55.)
+  if (State().leader == id && !ctrl_cut_[id] && !StaleClaim(r)) {
     auto latest = r.log->LatestEpoch();
     if (latest && *latest < State().leader_epoch) (void)r.log->BeginEpoch(State().leader_epoch);
   }

@@ -657,3 +657,28 @@ TEST_CASE("R53 leader claim: verify of a partition reads the file and reports a 
   CHECK(problems[0].rule == "R53");
   CHECK(problems[0].position == 6);
 }
+
+TEST_CASE("R55 an election passes over a replica restarted since its claim (RestartedSinceClaim)") {
+  Cluster c(3);
+  ScopedBootId boot(kBootA);
+  auto none = RestartedSinceClaim(c.Dir(1));
+  REQUIRE(none);
+  CHECK(!*none);  // no claim: it never led
+  LeadAndReplicate(c, 2);
+  auto same = RestartedSinceClaim(c.Dir(0));
+  REQUIRE(same);
+  CHECK(!*same);
+  ScopedBootId reboot(kBootB);
+  auto other = RestartedSinceClaim(c.Dir(0));
+  REQUIRE(other);
+  CHECK(*other);
+  // As mq-isr elect applies it: replica 0 counts as unavailable.
+  auto live = [&](int32_t id) {
+    auto r = RestartedSinceClaim(c.Dir(id));
+    REQUIRE(r);
+    return !*r;
+  };
+  c.Elect(live);
+  CHECK(c.Part().leader == 1);
+  CHECK(!InIsr(c.Part(), 0));
+}

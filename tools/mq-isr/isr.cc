@@ -54,6 +54,15 @@ Status PartitionUsable(const std::string& root, const std::string& topic, int32_
   if (!pfd) return pfd.error();
   auto inside = ListNames(pfd->get(), root + "/" + name);
   if (!inside) return inside.error();
+  // R55: a replica that restarted since it last claimed an epoch may hold
+  // less than the ISR acknowledged: no election chooses it.
+  auto restarted = RestartedSinceClaim(root + "/" + name);
+  if (!restarted) return restarted.error();
+  if (*restarted)
+    return Status(Code::kUnavailable,
+                  fmt::format("replica {}/{} restarted since it last led (its leader-claim is of "
+                              "another boot, R55): it must catch up first",
+                              root, name));
   return Status::Ok();
 }
 

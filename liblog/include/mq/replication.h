@@ -181,6 +181,13 @@ struct ReplicationContext {
 Result<PartitionState> ClaimLeadership(const ReplicationContext& ctx, ReplicaLog& leader,
                                        const PartitionState& p);
 
+// R55 at an election (mq-isr elect, for a replica of this host): true when
+// the claim in `partition_dir` is of another boot than the running one:
+// the replica restarted since it last claimed an epoch and has not given
+// it up yet, so it may hold less than the ISR acknowledged. False without
+// a claim.
+Result<bool> RestartedSinceClaim(const std::string& partition_dir);
+
 // The leader's side of a fetch (Kafka's ReplicaManager.fetchMessages for a
 // follower): checks the epoch, reads, records the follower's position,
 // advances the HW and expands the ISR when the follower caught up.
