@@ -153,7 +153,9 @@ Status LeaveIsrAfterRestart(const ReplicationContext& ctx, ReplicaLog& follower,
   const BootId boot = follower.RunningBoot();
   if (claim->epoch < 0 || claim->boot == boot || boot == BootId{} || ctx.bugs.no_reboot_fence)
     return Status::Ok();
-  if (InIsr(p, me)) {
+  // The ISR's only member stays: nobody in the ISR holds more (as R55's
+  // leader alone in the ISR leads on).
+  if (InIsr(p, me) && p.isr.size() > 1) {
     PartitionState proposed = p;
     proposed.isr.erase(std::remove(proposed.isr.begin(), proposed.isr.end(), me),
                        proposed.isr.end());

@@ -188,10 +188,14 @@ class Simulation {
   // Elections run at the controller: a replica is live there only when its
   // process runs and the controller reaches it.
   // Nor one that restarted since it last claimed an epoch and has not
-  // given it up (R55; mq-isr elect reads the claim of its own host's
-  // replicas).
+  // given it up while another ISR member, up or not, did not (R55; mq-isr
+  // elect reads the claims of its own host's replicas).
   bool Electable(int32_t id) const {
-    return Live(id) && !ctrl_cut_[id] && !StaleClaim(reps_[id]);
+    if (!Live(id) || ctrl_cut_[id]) return false;
+    if (!StaleClaim(reps_[id])) return true;
+    for (int32_t m : State().isr)
+      if (m != id && !StaleClaim(reps_[m])) return false;
+    return true;
   }
   // The controller gives up on a leader that crashed at once (its session
   // ends with the process), on one it cannot reach after session_steps_.
