@@ -481,6 +481,12 @@ TEST_CASE("R53 leader claim: one entry, an epoch and a boot id of 32 lowercase h
   auto back = DecodeLeaderClaim(text, "leader-claim");
   REQUIRE(back);
   CHECK(*back == claim);
+  // The worked example of §17.9 (R53), byte for byte.
+  LeaderClaim example{4, *ParseBootId(kBootA)};
+  CHECK(EncodeLeaderClaim(example) == "0\n1\n4 0a1b2c3d4e5f60718293a4b5c6d7e8f9\n");
+  auto parsed = DecodeLeaderClaim("0\n1\n4 0a1b2c3d4e5f60718293a4b5c6d7e8f9\n", "leader-claim");
+  REQUIRE(parsed);
+  CHECK(*parsed == example);
   auto rule = [](const std::string& bytes) {
     auto r = DecodeLeaderClaim(bytes, "leader-claim");
     REQUIRE(!r);
