@@ -138,6 +138,7 @@ class Simulation {
   void Crash(int32_t r, bool allow_power_loss);
   void Restart(int32_t r);
   void Reboot(int32_t r);
+  void NewProcess(Replica& r);
   void ClaimFailed(Replica& r, const Status& s);
   // R54: the replica restarted since it last claimed an epoch (its claim
   // is of another boot): it leads in no epoch before R55 gave one up.
@@ -948,20 +949,25 @@ void Simulation::Restart(int32_t id) {
   }
   r.up = true;
   r.lost_data = false;
-  r.follower = FollowerState{};
-  r.verified_hw = 0;
-  r.verified_all = 0;
-  // Its view of the cluster state died with the process: until it reads
-  // the state again, it neither leads nor follows.
-  r.view = PartitionState{};
-  r.view.leader = -1;
-  RefreshView(r);
+  NewProcess(r);
   // (Not on a claim of another boot: it leads in no epoch before R55.)
   if (State().leader == id && !ctrl_cut_[id] && !StaleClaim(r)) {
     auto latest = r.log->LatestEpoch();
     if (latest && *latest < State().leader_epoch) (void)r.log->BeginEpoch(State().leader_epoch);
   }
   if (options_.trace) Trace(fmt::format("restart {} leo {} hw {}", id, r.log->files().LogEnd(), r.log->files().hw));
+}
+
+// A replica's process starts again: its view of the cluster state died
+// with the old one; until it reads the state again, it neither leads nor
+// follows.
+void Simulation::NewProcess(Replica& r) {
+  r.follower = FollowerState{};
+  r.verified_hw = 0;
+  r.verified_all = 0;
+  r.view = PartitionState{};
+  r.view.leader = -1;
+  RefreshView(r);
 }
 
 // The leader's host loses power and boots again at once: the process
@@ -978,12 +984,7 @@ void Simulation::Reboot(int32_t id) {
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [id](const PendingWrite& w) { return w.leader == id; }),
                  pending_.end());
-  r.follower = FollowerState{};
-  r.verified_hw = 0;
-  r.verified_all = 0;
-  r.view = PartitionState{};
-  r.view.leader = -1;
-  RefreshView(r);
+  NewProcess(r);
   if (options_.trace) Trace(fmt::format("reboot of leader {} (power loss) leo now {}", id,
                                         r.log->files().LogEnd()));
 }
