@@ -108,6 +108,11 @@ static_assert(kMaxCheckpointEntries == 262144);
 constexpr const char* kReplicaPositionsName = "replica-positions";
 constexpr size_t kReplicaPositionFields = 6;
 constexpr const char* kLeaderLockName = "leader.lock";
+// The leader's claim on its epoch (replication.md §17.9, R53): one entry,
+// `epoch bootId`, the boot id as 32 lowercase hexadecimal digits.
+constexpr const char* kLeaderClaimName = "leader-claim";
+constexpr size_t kLeaderClaimFields = 2;
+constexpr size_t kBootIdHexDigits = 2 * 16;
 // Kafka's "no epoch" and "no offset" (EpochEndOffset.UNDEFINED_EPOCH{,_OFFSET}),
 // and the partitionLeaderEpoch of a batch stamped by no leader (§3).
 constexpr int32_t kUndefinedEpoch = -1;

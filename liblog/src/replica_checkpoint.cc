@@ -349,7 +349,7 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
                                 std::vector<Problem>* problems, VerifyStats* stats) {
   const auto partition = PartitionOfDirectory(dir);
   for (const char* name : {kLeaderEpochCheckpointFile, kReplicationOffsetCheckpointFile,
-                           format::kReplicaPositionsName}) {
+                           format::kReplicaPositionsName, format::kLeaderClaimName}) {
     const std::string path = dir + "/" + name;
     auto text = ReadCheckpointFile(FileSystem::Default(), dir_fd, name, path);
     if (!text && text.error().code() == Code::kNotFound) continue;  // optional (§16)
@@ -363,7 +363,9 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
       s = n == kLeaderEpochCheckpointFile ? DecodeLeaderEpochCheckpoint(*text, path).status()
           : n == kReplicationOffsetCheckpointFile
               ? DecodeReplicationOffsetCheckpoint(*text, path, partition).status()
-              : DecodeReplicaPositions(*text, path).status();  // §17.2, R47
+          : n == format::kReplicaPositionsName
+              ? DecodeReplicaPositions(*text, path).status()  // §17.2, R47
+              : DecodeLeaderClaim(*text, path).status();      // §17.9, R53
     }
     if (s.code() == Code::kCorruption)
       problems->push_back({s.file(), s.position(), s.rule(), s.message()});

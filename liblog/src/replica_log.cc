@@ -2,6 +2,7 @@
 // (mq/replication.h OpenReplicaLog, DirectLeaderLink; format-spec/
 // replication.md §17.2).
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include "format.h"
 #include "mq/lock.h"
 #include "mq/replication.h"
+#include "state_file.h"
 
 namespace mq {
 
@@ -17,6 +19,7 @@ namespace {
 constexpr const char* kPositionsFile = format::kReplicaPositionsName;
 constexpr const char* kLeaderLockFile = format::kLeaderLockName;
 constexpr size_t kPositionFields = format::kReplicaPositionFields;
+constexpr const char* kClaimFile = format::kLeaderClaimName;
 
 class FileReplicaLog : public ReplicaLog {
  public:
@@ -110,6 +113,30 @@ class FileReplicaLog : public ReplicaLog {
     return DecodeReplicaPositions(*bytes, path);
   }
 
+  // Read once per process, then what this process stored: every claim
+  // another process stores meanwhile is of the same boot (a reboot ends
+  // them all), and R54 needs no more than the boot to be right.
+  Result<LeaderClaim> LoadLeaderClaim() override {
+    if (claim_) return *claim_;
+    const std::string path = dir_ + "/" + kClaimFile;
+    auto bytes = ReadCheckpointFile(fs(), dir_fd_.get(), kClaimFile, path);
+    if (!bytes && bytes.error().code() == Code::kNotFound) return LeaderClaim{};
+    if (!bytes) return bytes.error();
+    auto claim = DecodeLeaderClaim(*bytes, path);
+    if (claim) claim_ = *claim;
+    return claim;
+  }
+  // R53: replaced atomically and fsynced (R39) before the epoch enters the
+  // log, so a claim survives whatever the log lost.
+  Status StoreLeaderClaim(const LeaderClaim& claim) override {
+    claim_.reset();
+    const std::string text = EncodeLeaderClaim(claim);
+    MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd_.get(), kClaimFile, AsBytes(text), fs(), {}, true));
+    claim_ = claim;
+    return Status::Ok();
+  }
+  BootId RunningBoot() override { return CurrentBootId(); }
+
   Status WithLeaderLock(const std::function<Status()>& fn) override {
     auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive,
                                   LockWait::kBlock, fs());
@@ -132,6 +159,7 @@ class FileReplicaLog : public ReplicaLog {
   UniqueFd dir_fd_;
   std::unique_ptr<PartitionWriter> writer_;
   std::unique_ptr<PartitionReader> reader_;
+  std::optional<LeaderClaim> claim_;  // as last read or stored (R53)
   std::string topic_;
   int32_t partition_;
 };
@@ -183,6 +211,47 @@ Result<std::vector<FollowerPosition>> DecodeReplicaPositions(std::string_view by
                              });
   if (!s.ok()) return s;
   return out;
+}
+
+Result<bool> RestartedSinceClaim(const std::string& partition_dir) {
+  auto dir_fd = OpenDirectory(partition_dir, false, nullptr);
+  if (!dir_fd) return dir_fd.error();
+  const std::string path = partition_dir + "/" + kClaimFile;
+  auto bytes = ReadCheckpointFile(FileSystem::Default(), dir_fd->get(), kClaimFile, path);
+  if (!bytes && bytes.error().code() == Code::kNotFound) return false;
+  if (!bytes) return bytes.error();
+  auto claim = DecodeLeaderClaim(*bytes, path);
+  if (!claim) return claim.error();
+  return claim->boot != CurrentBootId();
+}
+
+Result<LeaderClaim> DecodeLeaderClaim(std::string_view bytes, const std::string& file) {
+  std::optional<LeaderClaim> out;
+  Status s = ParseCheckpoint(
+      bytes, file, format::kLeaderClaimFields, [&](std::span<const CheckpointField> f) -> Status {
+        if (out)
+          return Status::Corruption(file, f[0].position, "R53", "more than one claim entry");
+        auto epoch = CheckpointNumber(f[0], INT32_MAX, file, "R53", "epoch");
+        if (!epoch) return epoch.error();
+        const std::string_view hex = f[1].text;
+        bool ok = hex.size() == format::kBootIdHexDigits;
+        for (char c : hex) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+        auto boot = ok ? ParseBootId(std::string(hex)) : std::nullopt;
+        if (!boot || *boot == BootId{})
+          return Status::Corruption(file, f[1].position, "R53",
+                                    "boot id is not 32 lowercase hexadecimal digits, not all zero");
+        out = LeaderClaim{static_cast<int32_t>(*epoch), *boot};
+        return Status::Ok();
+      });
+  if (!s.ok()) return s;
+  if (!out) return Status::Corruption(file, bytes.size(), "R53", "no claim entry");
+  return *out;
+}
+
+std::string EncodeLeaderClaim(const LeaderClaim& claim) {
+  std::string hex;
+  for (uint8_t b : claim.boot) hex += fmt::format("{:02x}", b);
+  return FormatCheckpoint({fmt::format("{} {}", claim.epoch, hex)});
 }
 
 void UpsertPosition(std::vector<FollowerPosition>* positions, const FollowerPosition& position) {

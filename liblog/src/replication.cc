@@ -71,6 +71,115 @@ Result<FollowerPosition> LeaderEntry(const ReplicationContext& ctx, ReplicaLog& 
   return mine;
 }
 
+std::string BootText(const BootId& b) {
+  std::string hex;
+  for (uint8_t x : b) hex += fmt::format("{:02x}", x);
+  return hex;
+}
+
+// R55: the replica `me`, named leader in `p`, restarted since its claim
+// (another boot: its log may lack what it held). As the ISR's only member
+// (nobody in the ISR holds more) it leads on in the next epoch, so that
+// followers cut what it lost (§17.3 step 2); otherwise it leaves the ISR,
+// whose other members hold every acknowledged record, and the partition
+// has no leader until an election. The claim is renewed on this boot only
+// after the change.
+Result<PartitionState> GiveUpEpoch(const ReplicationContext& ctx, ReplicaLog& leader,
+                                   const PartitionState& p, const LeaderClaim& claim,
+                                   const BootId& boot) {
+  const int32_t me = leader.replica_id();
+  const std::string why = fmt::format(
+      "leader {} restarted (R55): its claim on epoch {} is of boot {}, its host runs boot {}", me,
+      claim.epoch, BootText(claim.boot), BootText(boot));
+  PartitionState proposed = p;
+  proposed.leader_epoch = p.leader_epoch + 1;
+  const bool alone = p.isr.size() == 1 && p.isr.front() == me;
+  if (!alone) {
+    proposed.leader = -1;
+    proposed.isr.erase(std::remove(proposed.isr.begin(), proposed.isr.end(), me),
+                       proposed.isr.end());
+  }
+  auto done = ctx.cluster->AlterPartition(
+      proposed, why + (alone ? "; the only ISR member: a new epoch" : "; it leaves the ISR"));
+  if (!done) return done.error();
+  MQ_RETURN_IF_ERROR(leader.StoreLeaderClaim({done->leader_epoch, boot}));
+  if (alone) return *done;
+  return Status(Code::kUnavailable,
+                fmt::format("{}: replica {} gave up leading after its host restarted (R55): its "
+                            "log may lack records that the ISR {{{}}} holds; it left the ISR, and "
+                            "the partition has no leader in epoch {}: run mq-isr elect",
+                            Where(ctx), me, FormatReplicaList(done->isr), done->leader_epoch));
+}
+
+}  // namespace
+
+Result<PartitionState> ClaimLeadership(const ReplicationContext& ctx, ReplicaLog& leader,
+                                       const PartitionState& p) {
+  const int32_t me = leader.replica_id();
+  MQ_RETURN_IF_ERROR(CheckLeader(ctx, p, me, p.leader_epoch));
+  const BootId boot = leader.RunningBoot();
+  if (boot == BootId{})
+    return Status(Code::kUnavailable,
+                  fmt::format("{}: the kernel's boot id cannot be read: replica {} cannot claim "
+                              "leader epoch {} (R54)",
+                              Where(ctx), me, p.leader_epoch));
+  auto claim = leader.LoadLeaderClaim();
+  if (!claim) return claim.error();
+  if (claim->epoch > p.leader_epoch)
+    return Status(Code::kFenced,
+                  fmt::format("{}: replica {} claimed leader epoch {}, above epoch {} of the "
+                              "cluster state (R54)",
+                              Where(ctx), me, claim->epoch, p.leader_epoch));
+  if (claim->epoch == p.leader_epoch && claim->boot == boot) return p;
+  // No claim (it never led), or one taken on this boot: a new epoch.
+  if (claim->epoch < 0 || claim->boot == boot || ctx.bugs.no_reboot_fence) {
+    MQ_RETURN_IF_ERROR(leader.StoreLeaderClaim({p.leader_epoch, boot}));
+    return p;
+  }
+  return GiveUpEpoch(ctx, leader, p, *claim, boot);
+}
+
+namespace {
+
+// R55 at a follower: one that restarted since its claim (another boot) may
+// have lost records while in the ISR: it leaves the ISR before it fetches,
+// and rejoins as any follower does (§17.5). Then the claim is renewed on
+// this boot (on its old epoch: the cluster state has moved past it).
+Status LeaveIsrAfterRestart(const ReplicationContext& ctx, ReplicaLog& follower,
+                            const PartitionState& p) {
+  const int32_t me = follower.replica_id();
+  auto claim = follower.LoadLeaderClaim();
+  if (!claim) return claim.error();
+  const BootId boot = follower.RunningBoot();
+  if (claim->epoch < 0 || claim->boot == boot || boot == BootId{} || ctx.bugs.no_reboot_fence)
+    return Status::Ok();
+  // The ISR's only member stays: nobody in the ISR holds more (as R55's
+  // leader alone in the ISR leads on).
+  if (InIsr(p, me) && p.isr.size() > 1) {
+    PartitionState proposed = p;
+    proposed.isr.erase(std::remove(proposed.isr.begin(), proposed.isr.end(), me),
+                       proposed.isr.end());
+    auto done = ctx.cluster->AlterPartition(
+        proposed, fmt::format("replica {} restarted (R55): its claim on epoch {} is of boot {}, "
+                              "its host runs boot {}; it leaves the ISR",
+                              me, claim->epoch, BootText(claim->boot), BootText(boot)));
+    if (!done) return done.error();
+  }
+  return follower.StoreLeaderClaim({claim->epoch, boot});
+}
+
+// ClaimLeadership for a call made in p.leader_epoch: kFenced when R55
+// moved the leader to a new epoch (the caller's epoch is over).
+Status ClaimEpoch(const ReplicationContext& ctx, ReplicaLog& leader, const PartitionState& p) {
+  auto held = ClaimLeadership(ctx, leader, p);
+  if (!held) return held.error();
+  if (held->leader_epoch == p.leader_epoch) return Status::Ok();
+  return Status(Code::kFenced, fmt::format("{}: leader epoch {} is over: replica {} leads in "
+                                           "epoch {} (R55)",
+                                           Where(ctx), p.leader_epoch, held->leader,
+                                           held->leader_epoch));
+}
+
 // Starts `epoch` in the leader's log unless it holds it already.
 Status EnsureEpoch(ReplicaLog& leader, int32_t epoch) {
   auto latest = leader.LatestEpoch();
@@ -173,8 +282,13 @@ Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog&
   auto p = LoadPartition(ctx, &whole);
   if (!p) return p.error();
   const int32_t me = leader.replica_id();
-  if (!ctx.bugs.isr_shrink_without_cas)
+  if (!ctx.bugs.isr_shrink_without_cas) {
     MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, me, leader_epoch));
+    // R54: a leader that restarted shrinks nothing in its old epoch.
+    auto held = ClaimLeadership(ctx, leader, *p);
+    if (!held) return held.error();
+    if (held->leader_epoch != leader_epoch) return *held;
+  }
   const ReplicatedTopic* topic = whole.Topic(ctx.topic);
   const int64_t lag_ms = topic ? topic->replica_lag_time_max_ms : 30000;
   Result<PartitionState> out = *p;
@@ -236,6 +350,7 @@ Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
   auto p = LoadPartition(ctx);
   if (!p) return p.error();
   MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, leader.replica_id(), leader_epoch));
+  MQ_RETURN_IF_ERROR(ClaimEpoch(ctx, leader, *p));
   MQ_RETURN_IF_ERROR(EnsureEpoch(leader, leader_epoch));
   return leader.EndOffsetFor(requested_epoch);
 }
@@ -251,6 +366,7 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: replica {} is not a follower of this partition", Where(ctx),
                               request.replica));
+  MQ_RETURN_IF_ERROR(ClaimEpoch(ctx, leader, *p));
   MQ_RETURN_IF_ERROR(EnsureEpoch(leader, request.leader_epoch));
 
   FetchResponse response;
@@ -330,6 +446,7 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     result.caught_up = true;
     return result;
   }
+  MQ_RETURN_IF_ERROR(LeaveIsrAfterRestart(ctx, follower, *p));
   if (p->leader < 0)
     return Status(Code::kUnavailable, fmt::format("{}: the partition has no leader", Where(ctx)));
   if (state.leader_epoch != p->leader_epoch) state = FollowerState{p->leader_epoch, false};

@@ -305,7 +305,20 @@ void ModelReplicaLog::Kill() {
   fail_next_io_ = false;
 }
 
+Status ModelReplicaLog::StoreLeaderClaim(const LeaderClaim& claim) {
+  MQ_RETURN_IF_ERROR(MaybeFailIo("claim"));
+  claim_ = claim;
+  return Status::Ok();
+}
+
+BootId ModelReplicaLog::RunningBoot() {
+  BootId b{};
+  for (size_t i = 0; i < 8; ++i) b[15 - i] = static_cast<uint8_t>(boots_ >> (8 * i));
+  return b;
+}
+
 void ModelReplicaLog::PowerLoss(Rng& rng) {
+  ++boots_;
   if (policy_ == SyncPolicy::kEveryWrite) disk_ = live_;
   auto prefix = [&rng](size_t n) {
     return n == 0 ? size_t{0} : static_cast<size_t>(rng() % (n + 1));
@@ -358,6 +371,7 @@ Result<PartitionState> MemClusterStore::AlterPartition(const PartitionState& pro
   p->isr = proposed.isr;
   p->partition_epoch += 1;
   ++changes_;
+  if (reason.find("(R55)") != std::string_view::npos) ++restart_changes_;
   const std::string isr = FormatReplicaList(p->isr);
   if (recent_.size() >= 16) recent_.erase(recent_.begin());
   recent_.push_back(fmt::format("t={} leader={} epoch={} pepoch={} isr=[{}] ({})",

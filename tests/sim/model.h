@@ -83,6 +83,12 @@ class ModelReplicaLog : public ReplicaLog {
   Status BeginEpoch(int32_t epoch) override;
   Status RecordFollower(const FollowerPosition& position) override;
   Result<std::vector<FollowerPosition>> Followers() override;
+  // The claim (R53) is fsynced when stored: no power loss takes it.
+  Result<LeaderClaim> LoadLeaderClaim() override { return claim_; }
+  Status StoreLeaderClaim(const LeaderClaim& claim) override;
+  // A boot id made of the boot count (a power loss is a reboot).
+  BootId RunningBoot() override;
+  const LeaderClaim& claim() const { return claim_; }
   // One thread: the lock is the call itself.
   Status WithLeaderLock(const std::function<Status()>& fn) override { return fn(); }
 
@@ -149,6 +155,8 @@ class ModelReplicaLog : public ReplicaLog {
   DiskOrder order_;
   std::vector<Write> pending_;
   std::vector<FollowerPosition> followers_;  // in memory, lost in a crash
+  LeaderClaim claim_;
+  uint64_t boots_ = 1;  // PowerLoss reboots
   bool lenient_empty_epochs_ = false;
   bool fail_next_io_ = false;
   size_t fail_keep_batches_ = 0;
@@ -170,6 +178,8 @@ class MemClusterStore : public ClusterStore {
   // The state itself, for a test that plays the controller.
   ClusterState& state() { return state_; }
   int64_t changes() const { return changes_; }
+  // Changes by a replica that restarted since its claim (R55).
+  int64_t restart_changes() const { return restart_changes_; }
   void set_clock(Clock* clock) { clock_ = clock; }
   // The last changes, for a failure's trace.
   const std::vector<std::string>& recent() const { return recent_; }
@@ -177,6 +187,7 @@ class MemClusterStore : public ClusterStore {
  private:
   ClusterState state_;
   int64_t changes_ = 0;
+  int64_t restart_changes_ = 0;
   Clock* clock_ = nullptr;
   std::vector<std::string> recent_;
 };

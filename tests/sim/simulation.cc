@@ -32,6 +32,8 @@ void SimStats::Add(const SimStats& o) {
   cut_elections += o.cut_elections;
   cut_shrinks += o.cut_shrinks;
   isr_expands += o.isr_expands;
+  leader_reboots += o.leader_reboots;
+  epochs_given_up += o.epochs_given_up;
 }
 
 namespace {
@@ -135,6 +137,14 @@ class Simulation {
   void Consume();
   void Crash(int32_t r, bool allow_power_loss);
   void Restart(int32_t r);
+  void Reboot(int32_t r);
+  void NewProcess(Replica& r);
+  void ClaimFailed(Replica& r, const Status& s);
+  // R54: the replica restarted since it last claimed an epoch (its claim
+  // is of another boot): it leads in no epoch before R55 gave one up.
+  static bool StaleClaim(const Replica& r) {
+    return r.log->claim().epoch >= 0 && r.log->claim().boot != r.log->RunningBoot();
+  }
   void Controller(bool move_leader);
   void Network();
   void Cut();
@@ -178,7 +188,16 @@ class Simulation {
   bool Live(int32_t id) const { return id >= 0 && id < static_cast<int32_t>(reps_.size()) && reps_[id].up; }
   // Elections run at the controller: a replica is live there only when its
   // process runs and the controller reaches it.
-  bool Electable(int32_t id) const { return Live(id) && !ctrl_cut_[id]; }
+  // Nor one that restarted since it last claimed an epoch and has not
+  // given it up while another ISR member, up or not, did not (R55; mq-isr
+  // elect reads the claims of its own host's replicas).
+  bool Electable(int32_t id) const {
+    if (!Live(id) || ctrl_cut_[id]) return false;
+    if (!StaleClaim(reps_[id])) return true;
+    for (int32_t m : State().isr)
+      if (m != id && !StaleClaim(reps_[m])) return false;
+    return true;
+  }
   // The controller gives up on a leader that crashed at once (its session
   // ends with the process), on one it cannot reach after session_steps_.
   bool LeaderGone(int32_t id) const {
@@ -594,7 +613,9 @@ void Simulation::CheckInvariants() {
     if (r.up) CheckBelowHw(r);
   }
   int32_t leader = State().leader;
-  if (!failed_ && Live(leader)) CheckLeaderHolds(reps_[leader]);
+  // A leader restarted on a stale claim holds what it kept; R54 keeps it
+  // from leading on it, R55 hands the epoch to the ISR.
+  if (!failed_ && Live(leader) && !StaleClaim(reps_[leader])) CheckLeaderHolds(reps_[leader]);
   for (Replica& r : reps_) {
     if (!failed_ && !r.log->contract_breach().empty()) {
       Fail("the ReplicaLog contract was broken: " + r.log->contract_breach());
@@ -652,6 +673,16 @@ void Simulation::Produce() {
   if (static_cast<int32_t>(r.view.isr.size()) < kMinIsr) {
     ++stats_.refused;
     if (options_.trace) Trace(fmt::format("produce at {}: NOT_ENOUGH_REPLICAS isr={}", id, IsrText(r.view.isr)));
+    return;
+  }
+  // R54, R55, as mq-produce: only on a claim of this boot.
+  auto held = ClaimLeadership(ctxs_[id], *r.log, r.view);
+  if (!held) return ClaimFailed(r, held.error());
+  if (held->leader_epoch != r.view.leader_epoch) {
+    if (options_.trace) Trace(fmt::format("produce at {}: epoch {} given up, leads in {} (R55)", id,
+                                          r.view.leader_epoch, held->leader_epoch));
+    r.view = *held;
+    (void)r.log->BeginEpoch(held->leader_epoch);
     return;
   }
   auto latest = r.log->LatestEpoch();
@@ -825,6 +856,8 @@ void Simulation::Shrink() {
     r.view = *res;
   } else if (res.error().code() == Code::kFenced) {
     RefreshView(r);
+  } else if (res.error().code() == Code::kUnavailable) {
+    ClaimFailed(r, res.error());
   }
 }
 
@@ -857,9 +890,27 @@ void Simulation::Crash(int32_t id, bool allow_power_loss) {
   if (!r.up) return;
   const PartitionState& s = State();
   bool other_live_isr = false;
-  for (int32_t m : s.isr) other_live_isr |= m != id && Live(m);
-  bool power = allow_power_loss && Chance(0.4) &&
+  bool isr_lost = false;  // another ISR member already lost its page cache
+  // (A replica on a stale claim, R54, may hold less: it does not count.)
+  for (int32_t m : s.isr) {
+    if (m == id) continue;
+    other_live_isr |= Live(m) && !StaleClaim(reps_[m]);
+    isr_lost |= reps_[m].lost_data || StaleClaim(reps_[m]);
+  }
+  // A second power loss in an ISR one of whose members already lost what
+  // it did not sync is a kill: a restarted replica gives its leadership to
+  // the ISR (R55), which must hold what was acknowledged.
+  bool power = allow_power_loss && Chance(0.4) && !isr_lost &&
                (r.log->policy() == SyncPolicy::kEveryWrite || other_live_isr);
+  // A leader that has led in its epoch loses power and its host is back
+  // before the controller notices (R54, R55 must keep it from leading on).
+  // (Only with another live ISR member, even at every-write: R55 hands
+  // the partition to the ISR, which must be able to take it.)
+  if (power && other_live_isr && id == s.leader && !StaleClaim(r) &&
+      r.log->claim().epoch == s.leader_epoch && Chance(0.5)) {
+    ++stats_.crashes;
+    return Reboot(id);
+  }
   r.up = false;
   ++stats_.crashes;
   if (power) {
@@ -898,19 +949,50 @@ void Simulation::Restart(int32_t id) {
   }
   r.up = true;
   r.lost_data = false;
-  r.follower = FollowerState{};
-  r.verified_hw = 0;
-  r.verified_all = 0;
-  // Its view of the cluster state died with the process: until it reads
-  // the state again, it neither leads nor follows.
-  r.view = PartitionState{};
-  r.view.leader = -1;
-  RefreshView(r);
-  if (State().leader == id && !ctrl_cut_[id]) {
+  NewProcess(r);
+  // (Not on a claim of another boot: it leads in no epoch before R55.)
+  if (State().leader == id && !ctrl_cut_[id] && !StaleClaim(r)) {
     auto latest = r.log->LatestEpoch();
     if (latest && *latest < State().leader_epoch) (void)r.log->BeginEpoch(State().leader_epoch);
   }
   if (options_.trace) Trace(fmt::format("restart {} leo {} hw {}", id, r.log->files().LogEnd(), r.log->files().hw));
+}
+
+// A replica's process starts again: its view of the cluster state died
+// with the old one; until it reads the state again, it neither leads nor
+// follows.
+void Simulation::NewProcess(Replica& r) {
+  r.follower = FollowerState{};
+  r.verified_hw = 0;
+  r.verified_all = 0;
+  r.view = PartitionState{};
+  r.view.leader = -1;
+  RefreshView(r);
+}
+
+// The leader's host loses power and boots again at once: the process
+// restarts on a log that kept a prefix of its unsynced writes, still named
+// leader in its epoch (the controller saw no session end). No ISR change
+// here: the replication logic must fence it (R54) and give the epoch up
+// (R55).
+void Simulation::Reboot(int32_t id) {
+  Replica& r = reps_[id];
+  ++stats_.power_losses;
+  ++stats_.leader_reboots;
+  r.log->PowerLoss(rng_);
+  r.stash.clear();
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [id](const PendingWrite& w) { return w.leader == id; }),
+                 pending_.end());
+  NewProcess(r);
+  if (options_.trace) Trace(fmt::format("reboot of leader {} (power loss) leo now {}", id,
+                                        r.log->files().LogEnd()));
+}
+
+// A leader-side call failed on the claim (R54, R55): it rereads the state.
+void Simulation::ClaimFailed(Replica& r, const Status& s) {
+  if (options_.trace) Trace(fmt::format("claim at {}: {}", r.log->replica_id(), s.message()));
+  RefreshView(r);
 }
 
 // The controller: a crashed leader is replaced by a clean election; with
@@ -1200,6 +1282,7 @@ void Simulation::CheckFinal() {
 SimOutcome Simulation::Run() {
   for (int64_t i = 0; i < steps_ && !failed_; ++i) Step();
   if (!failed_) Quiesce();
+  stats_.epochs_given_up = store_->restart_changes();
   outcome_.stats = stats_;
   uint64_t h = 0xcbf29ce484222325ULL;
   auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };

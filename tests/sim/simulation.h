@@ -55,6 +55,8 @@ struct SimStats {
   int64_t cut_elections = 0;      // elections of a leader the controller lost
   int64_t cut_shrinks = 0;        // ISR shrinks by a leader with a cut link
   int64_t isr_expands = 0;        // ISR expansions (a follower back in sync)
+  int64_t leader_reboots = 0;     // a leader's power loss, back at once (R54)
+  int64_t epochs_given_up = 0;    // R55: a restarted leader gave its epoch up
   void Add(const SimStats& o);
 };
 

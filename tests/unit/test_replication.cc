@@ -13,6 +13,7 @@
 #include "mq/cluster.h"
 #include "mq/replication.h"
 #include "model.h"  // tests/sim: the cluster store and clock in memory
+#include "state_file.h"  // ParseBootId
 #include "test_support.h"
 
 using namespace mq;
@@ -441,4 +442,249 @@ TEST_CASE("replication: after an unclean election the other replicas truncate to
     c.CatchUp(r);
     CHECK(RawBatches(c.Dir(r)) == RawBatches(c.Dir(1)));
   }
+}
+
+// ---- R53-R55: a leader's claim on its epoch, and its host's restarts ----
+
+namespace {
+
+constexpr const char* kBootA = "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9";
+constexpr const char* kBootB = "11111111-2222-3333-4444-555555555555";
+
+// Replica 0 leads epoch 0 on boot A with `batches` batches, which both
+// followers hold: the HW is at the end.
+void LeadAndReplicate(Cluster& c, int batches) {
+  REQUIRE(ClaimLeadership(c.ctx, *c.logs[0], c.Part()));
+  c.Produce(batches);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.CatchUp(1);
+  REQUIRE(c.Hw(0) == c.Leo(0));
+}
+
+// Replica 0's host loses power (--fsync none: its log keeps a prefix) and
+// boots as boot B; every process starts again.
+void PowerLossOfLeader(Cluster& c, int64_t keep) {
+  REQUIRE(c.logs[0]->TruncateTo(keep).ok());
+  for (int32_t id = 0; id < static_cast<int32_t>(c.roots.size()); ++id) c.Reopen(id);
+  c.follower_state.clear();
+}
+
+}  // namespace
+
+TEST_CASE("R53 leader claim: one entry, an epoch and a boot id of 32 lowercase hex digits") {
+  LeaderClaim claim;
+  claim.epoch = 7;
+  for (size_t i = 0; i < claim.boot.size(); ++i) claim.boot[i] = static_cast<uint8_t>(0xa0 + i);
+  const std::string text = EncodeLeaderClaim(claim);
+  CHECK(text == "0\n1\n7 a0a1a2a3a4a5a6a7a8a9aaabacadaeaf\n");
+  auto back = DecodeLeaderClaim(text, "leader-claim");
+  REQUIRE(back);
+  CHECK(*back == claim);
+  // The worked example of §17.9 (R53), byte for byte.
+  LeaderClaim example{4, *ParseBootId(kBootA)};
+  CHECK(EncodeLeaderClaim(example) == "0\n1\n4 0a1b2c3d4e5f60718293a4b5c6d7e8f9\n");
+  auto parsed = DecodeLeaderClaim("0\n1\n4 0a1b2c3d4e5f60718293a4b5c6d7e8f9\n", "leader-claim");
+  REQUIRE(parsed);
+  CHECK(*parsed == example);
+  auto rule = [](const std::string& bytes) {
+    auto r = DecodeLeaderClaim(bytes, "leader-claim");
+    REQUIRE(!r);
+    CHECK(r.error().code() == Code::kCorruption);
+    return std::string(r.error().rule());
+  };
+  CHECK(rule("0\n1\n7 A0A1A2A3A4A5A6A7A8A9AAABACADAEAF\n") == "R53");  // uppercase
+  CHECK(rule("0\n1\n7 a0a1a2a3a4a5a6a7a8a9aaabacadaea\n") == "R53");   // 31 digits
+  CHECK(rule("0\n1\n7 a0a1a2a3-4a5a6a7a8a9aaabacadaeaf\n") == "R53");  // a dash
+  CHECK(rule("0\n1\n7 00000000000000000000000000000000\n") == "R53");  // unknown boot
+  CHECK(rule("0\n1\n2147483648 a0a1a2a3a4a5a6a7a8a9aaabacadaeaf\n") == "R53");
+  CHECK(rule("0\n2\n7 a0a1a2a3a4a5a6a7a8a9aaabacadaeaf\n8 a0a1a2a3a4a5a6a7a8a9aaabacadaeaf\n") ==
+        "R53");
+  CHECK(rule("") == "R53");  // no entry
+  CHECK(rule("0\n1\n7\n") == "R35");
+
+  // A replica stores it (fsynced, R39) and reads it back.
+  Cluster c(2);
+  ScopedBootId boot(kBootA);
+  auto none = c.logs[0]->LoadLeaderClaim();
+  REQUIRE(none);
+  CHECK(none->epoch == -1);
+  REQUIRE(ClaimLeadership(c.ctx, *c.logs[0], c.Part()));
+  const auto bytes = ReadFile(c.Dir(0) + "/leader-claim");
+  CHECK(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()) ==
+        "0\n1\n0 0a1b2c3d4e5f60718293a4b5c6d7e8f9\n");
+}
+
+TEST_CASE("R54 claim before leading: a leader restarted on another boot neither appends nor serves in its epoch") {
+  Cluster c(3);
+  ScopedBootId boot(kBootA);
+  LeadAndReplicate(c, 6);
+  const int64_t full = c.Leo(1);
+  // The same boot: a process restart keeps the claim (no change).
+  c.Reopen(0);
+  auto same = ClaimLeadership(c.ctx, *c.logs[0], c.Part());
+  REQUIRE(same);
+  CHECK(same->leader_epoch == 0);
+  CHECK(c.Part().partition_epoch == 0);
+
+  ScopedBootId reboot(kBootB);
+  PowerLossOfLeader(c, 6);
+  REQUIRE(c.Leo(0) < full);
+  // The followers' fetches in epoch 0 are not served from the short log:
+  // the replica gives the epoch up instead (R55).
+  FetchRequest req;
+  req.replica = 1;
+  req.leader_epoch = 0;
+  req.fetch_offset = full;
+  auto f = HandleFetch(c.ctx, *c.logs[0], req);
+  REQUIRE(!f);
+  CHECK(f.error().code() == Code::kUnavailable);
+  CHECK(c.Part().leader == -1);
+  CHECK(c.Part().leader_epoch == 1);
+  // Nothing of epoch 0 was served, and no claim of epoch 0 is taken again.
+  auto offsets = HandleOffsetForLeaderEpoch(c.ctx, *c.logs[0], 0, 0);
+  REQUIRE(!offsets);
+  CHECK(offsets.error().code() == Code::kFenced);
+  auto claim = c.logs[0]->LoadLeaderClaim();
+  REQUIRE(claim);
+  CHECK(claim->epoch == 1);
+
+  // A claim above the cluster state's epoch is refused (kFenced).
+  Cluster d(2);
+  ScopedBootId again(kBootA);
+  REQUIRE(d.logs[0]->StoreLeaderClaim({5, *ParseBootId(kBootA)}).ok());
+  auto above = ClaimLeadership(d.ctx, *d.logs[0], d.Part());
+  REQUIRE(!above);
+  CHECK(above.error().code() == Code::kFenced);
+}
+
+TEST_CASE("R55 restarted leader with other ISR members: it leaves the ISR, an election keeps every acknowledged record") {
+  Cluster c(3);
+  ScopedBootId boot(kBootA);
+  LeadAndReplicate(c, 6);
+  const int64_t hw = c.Hw(1);
+  const auto acked = RawBatches(c.Dir(1));
+  ScopedBootId reboot(kBootB);
+  PowerLossOfLeader(c, 3);
+  // mq-produce's check before it appends.
+  auto held = ClaimLeadership(c.ctx, *c.logs[0], c.Part());
+  REQUIRE(!held);
+  CHECK(held.error().code() == Code::kUnavailable);
+  CHECK(held.error().message().find("mq-isr elect") != std::string::npos);
+  const PartitionState p = c.Part();
+  CHECK(p.leader == -1);
+  CHECK(p.leader_epoch == 1);
+  CHECK(p.isr == std::vector<int32_t>{1, 2});
+  // A clean election cannot choose replica 0 (outside the ISR).
+  c.Elect([](int32_t) { return true; });
+  CHECK(c.Part().leader == 1);
+  CHECK(c.Part().leader_epoch == 2);
+  CHECK(c.Leo(1) == hw);
+  // The new leader writes; replica 0 follows, and every log is the same.
+  REQUIRE(ClaimLeadership(c.ctx, *c.logs[1], c.Part()));
+  c.Produce(2, 4);
+  c.CatchUp(0);
+  c.CatchUp(2);
+  c.CatchUp(0);
+  CHECK(RawBatches(c.Dir(0)) == RawBatches(c.Dir(1)));
+  CHECK(RawBatches(c.Dir(2)) == RawBatches(c.Dir(1)));
+  auto now = RawBatches(c.Dir(0));
+  REQUIRE(now.size() >= acked.size());
+  CHECK(std::equal(acked.begin(), acked.end(), now.begin()));
+  // Back in the ISR once caught up (§17.5).
+  CHECK(InIsr(c.Part(), 0));
+}
+
+TEST_CASE("R55 restarted leader alone in the ISR: it leads on in a new epoch and followers cut what it lost") {
+  Cluster c(3);
+  ScopedBootId boot(kBootA);
+  LeadAndReplicate(c, 6);
+  // The followers left the ISR (they hold the whole log even so).
+  PartitionState alone = c.Part();
+  alone.isr = {0};
+  REQUIRE(c.store.AlterPartition(alone, "shrink"));
+  ScopedBootId reboot(kBootB);
+  PowerLossOfLeader(c, 3);
+  const int64_t kept = c.Leo(0);
+  auto held = ClaimLeadership(c.ctx, *c.logs[0], c.Part());
+  REQUIRE(held);
+  CHECK(held->leader == 0);
+  CHECK(held->leader_epoch == 1);
+  CHECK(c.Part().leader_epoch == 1);
+  // It writes other records in epoch 1, past what followers still hold.
+  c.Produce(12, 2);
+  REQUIRE(c.Leo(0) > c.Leo(1));
+  auto r = c.Step(1);
+  REQUIRE(r);
+  CHECK(r->truncated_to == kept);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  CHECK(RawBatches(c.Dir(1)) == RawBatches(c.Dir(0)));
+  CHECK(RawBatches(c.Dir(2)) == RawBatches(c.Dir(0)));
+}
+
+TEST_CASE("R55 a former leader restarted on another boot leaves the ISR before it fetches") {
+  Cluster c(3);
+  ScopedBootId boot(kBootA);
+  LeadAndReplicate(c, 4);
+  // Leadership moves to 1 with 0 still in the ISR (a preferred election).
+  PartitionState moved = c.Part();
+  moved.leader = 1;
+  moved.leader_epoch = 1;
+  REQUIRE(c.store.AlterPartition(moved, "preferred"));
+  ScopedBootId reboot(kBootB);
+  PowerLossOfLeader(c, 3);
+  auto r = c.Step(0);
+  REQUIRE(r);
+  CHECK(!InIsr(c.Part(), 0));
+  auto claim = c.logs[0]->LoadLeaderClaim();
+  REQUIRE(claim);
+  CHECK(claim->boot == *ParseBootId(kBootB));
+  c.CatchUp(0);
+  c.CatchUp(0);
+  CHECK(InIsr(c.Part(), 0));
+  CHECK(RawBatches(c.Dir(0)) == RawBatches(c.Dir(1)));
+}
+
+TEST_CASE("R53 leader claim: verify of a partition reads the file and reports a breach") {
+  Cluster c(2);
+  ScopedBootId boot(kBootA);
+  REQUIRE(ClaimLeadership(c.ctx, *c.logs[0], c.Part()));
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(c.Dir(0), {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
+  CHECK(problems.empty());
+  const std::string bad = "0\n1\n0 00000000000000000000000000000000\n";
+  WriteFile(c.Dir(0) + "/leader-claim",
+            std::vector<std::byte>(reinterpret_cast<const std::byte*>(bad.data()),
+                                   reinterpret_cast<const std::byte*>(bad.data()) + bad.size()));
+  REQUIRE(VerifyPartition(c.Dir(0), {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].file == c.Dir(0) + "/leader-claim");
+  CHECK(problems[0].rule == "R53");
+  CHECK(problems[0].position == 6);
+}
+
+TEST_CASE("R55 an election passes over a replica restarted since its claim (RestartedSinceClaim)") {
+  Cluster c(3);
+  ScopedBootId boot(kBootA);
+  auto none = RestartedSinceClaim(c.Dir(1));
+  REQUIRE(none);
+  CHECK(!*none);  // no claim: it never led
+  LeadAndReplicate(c, 2);
+  auto same = RestartedSinceClaim(c.Dir(0));
+  REQUIRE(same);
+  CHECK(!*same);
+  ScopedBootId reboot(kBootB);
+  auto other = RestartedSinceClaim(c.Dir(0));
+  REQUIRE(other);
+  CHECK(*other);
+  // As mq-isr elect applies it: replica 0 counts as unavailable.
+  auto live = [&](int32_t id) {
+    auto r = RestartedSinceClaim(c.Dir(id));
+    REQUIRE(r);
+    return !*r;
+  };
+  c.Elect(live);
+  CHECK(c.Part().leader == 1);
+  CHECK(!InIsr(c.Part(), 0));
 }

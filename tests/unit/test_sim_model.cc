@@ -126,6 +126,24 @@ TEST_CASE("sim model: a power loss keeps what was synced and a prefix of the res
   }
 }
 
+TEST_CASE("sim model: a power loss is a reboot: the leader claim stays, the boot changes") {
+  ModelReplicaLog log(0, SyncPolicy::kNever);
+  Rng rng(7);
+  const BootId first = log.RunningBoot();
+  CHECK(first != BootId{});
+  REQUIRE(log.StoreLeaderClaim({4, first}).ok());
+  REQUIRE(log.BeginEpoch(4).ok());
+  REQUIRE(log.AppendAsLeader(1, 2, 4, 1000));
+  log.Kill();  // a process kill: the same boot
+  CHECK(log.RunningBoot() == first);
+  log.PowerLoss(rng);
+  CHECK(log.RunningBoot() != first);
+  CHECK(log.RunningBoot() != BootId{});
+  auto claim = log.LoadLeaderClaim();
+  REQUIRE(claim);
+  CHECK(*claim == LeaderClaim{4, first});  // stored synced (R53)
+}
+
 TEST_CASE("sim model: an injected I/O failure fails the write and marks the replica") {
   ModelReplicaLog log(0, SyncPolicy::kEveryWrite);
   log.FailNextIo();

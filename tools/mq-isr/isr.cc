@@ -61,28 +61,54 @@ Status PartitionUsable(const std::string& root, const std::string& topic, int32_
 class Liveness {
  public:
   Liveness(const ClusterState& state, const PartitionState& p) : state_(state), p_(p) {}
+  // R55: a replica of this host that restarted since it last claimed an
+  // epoch (it may hold less than the ISR acknowledged) counts as
+  // unavailable while another ISR member is not known to have restarted
+  // so (available or not: it may hold what this one lost).
   Status Why(int32_t id) {
-    auto it = seen_.find(id);
-    if (it != seen_.end()) return it->second;
-    const ReplicaRoot* r = state_.Replica(id);
-    Status s;
-    if (r == nullptr) {
-      s = Status(Code::kNotFound, fmt::format("replica {} unknown", id));
-    } else if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty()) {
-      auto status = RemoteStatus(*a, p_.topic, p_.partition);  // live when it answers
-      if (!status) s = status.error();
-    } else {
-      s = PartitionUsable(r->dir, p_.topic, p_.partition);
+    const Seen& s = Look(id);
+    if (!s.usable.ok() || !s.restarted) return s.usable;
+    for (int32_t m : p_.isr) {
+      if (m != id && !Look(m).restarted)
+        return Status(Code::kUnavailable,
+                      fmt::format("replica {} restarted since it last led (its leader-claim is "
+                                  "of another boot, R55) and in-sync replica {} did not",
+                                  id, m));
     }
-    seen_.emplace(id, s);
-    return s;
+    return Status::Ok();
   }
   bool Live(int32_t id) { return Why(id).ok(); }
 
  private:
+  struct Seen {
+    Status usable;
+    bool restarted = false;
+  };
+  const Seen& Look(int32_t id) {
+    auto it = seen_.find(id);
+    if (it != seen_.end()) return it->second;
+    const ReplicaRoot* r = state_.Replica(id);
+    Seen s;
+    if (r == nullptr) {
+      s.usable = Status(Code::kNotFound, fmt::format("replica {} unknown", id));
+    } else if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty()) {
+      auto status = RemoteStatus(*a, p_.topic, p_.partition);  // live when it answers
+      if (!status) s.usable = status.error();
+    } else {
+      s.usable = PartitionUsable(r->dir, p_.topic, p_.partition);
+      if (s.usable.ok()) {
+        auto restarted =
+            RestartedSinceClaim(fmt::format("{}/{}-{}", r->dir, p_.topic, p_.partition));
+        if (!restarted) s.usable = restarted.error();
+        else s.restarted = *restarted;
+      }
+    }
+    return seen_.emplace(id, s).first->second;
+  }
+
   const ClusterState& state_;
   const PartitionState& p_;
-  std::map<int32_t, Status> seen_;
+  std::map<int32_t, Seen> seen_;
 };
 
 // Kafka's partition health (TopicCommand's PartitionDescription).
@@ -506,6 +532,11 @@ Status ApplyIsrRule(ClusterStore* store, const ClusterState& state,
     ctx.partition = p.partition;
     auto after = MaybeShrinkIsr(ctx, **leader, p.leader_epoch);
     if (!after && after.error().code() == Code::kFenced) continue;  // changed meanwhile
+    if (!after && after.error().code() == Code::kUnavailable) {
+      // The leader's host restarted: it gave its epoch up (R55).
+      out.Print("{}\n", after.error().message());
+      continue;
+    }
     if (!after) return after.error();
     if (after->isr != p.isr)
       out.Print("{}-{}: ISR {} -> {}: not caught up for replica.lag.time.max.ms\n", p.topic,

@@ -71,14 +71,29 @@ Result<int32_t> AckGate::BeforeAppend(int32_t p) {
                               "min.insync.replicas={}; nothing appended",
                               topic_, p, FormatReplicaList(ps->isr), min_isr));
   if (!pt.log || pt.epoch != ps->leader_epoch) {
-    LogConfig c = log_;
-    c.leader_epoch = ps->leader_epoch;
-    auto log = OpenReplicaLog(fmt::format("{}/{}-{}", root_, topic_, p), binding_.replica_id, c);
-    if (!log) return log.error();
-    pt.log = std::move(*log);
-    pt.epoch = ps->leader_epoch;
+    // R54: appends in an epoch only on a claim of this boot; R55: after a
+    // restart of the host the epoch is given up (a new one when this root
+    // is the whole ISR, else no leader until mq-isr elect: kUnavailable).
+    int32_t epoch = ps->leader_epoch;
+    for (int round = 0; round < 2; ++round) {
+      LogConfig c = log_;
+      c.leader_epoch = epoch;
+      auto log = OpenReplicaLog(fmt::format("{}/{}-{}", root_, topic_, p), binding_.replica_id, c);
+      if (!log) return log.error();
+      pt.log = std::move(*log);
+      pt.epoch = epoch;
+      if (round > 0) break;
+      PartitionState at = *ps;
+      auto held = ClaimLeadership(pt.ctx, *pt.log, at);
+      if (!held) {
+        pt.log.reset();
+        return held.error();
+      }
+      if (held->leader_epoch == epoch) break;
+      epoch = held->leader_epoch;
+    }
   }
-  return ps->leader_epoch;
+  return pt.epoch;
 }
 
 Status AckGate::AfterAppend(int32_t p, int64_t last_offset) {

@@ -142,7 +142,10 @@ class Follower {
         }
         if (leader_log_) {
           auto shrunk = MaybeShrinkIsr(ctx_, *leader_log_, leader_epoch_);
-          if (!shrunk && shrunk.error().code() != Code::kFenced) return shrunk.error();
+          // kUnavailable: the leader gave its epoch up after a restart (R55).
+          if (!shrunk && shrunk.error().code() != Code::kFenced &&
+              shrunk.error().code() != Code::kUnavailable)
+            return shrunk.error();
         }
         next_round = now + 1000;
       }

@@ -13,6 +13,7 @@
 //   Clock         wall-clock milliseconds.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -57,6 +58,23 @@ std::string EncodeReplicaPositions(const std::vector<FollowerPosition>& position
 // Replaces the entry of `position.replica` (R47: one per replica), or adds it.
 void UpsertPosition(std::vector<FollowerPosition>* positions, const FollowerPosition& position);
 
+// A kernel boot id (segment.md §9.7): the 16 bytes of
+// /proc/sys/kernel/random/boot_id; all zeros: unknown.
+using BootId = std::array<uint8_t, 16>;
+
+// A replica's claim on a leader epoch (§17.9, R53): it began leading in
+// `epoch` on the boot `boot`. Epoch -1: no claim (no file).
+struct LeaderClaim {
+  int32_t epoch = -1;
+  BootId boot{};
+  bool operator==(const LeaderClaim&) const = default;
+};
+
+// Parses a `leader-claim` file (R53: the checkpoint layout of R35, one
+// entry `epoch bootId`); `file` names it in errors.
+Result<LeaderClaim> DecodeLeaderClaim(std::string_view bytes, const std::string& file);
+std::string EncodeLeaderClaim(const LeaderClaim& claim);
+
 // One replica's log of the partition.
 class ReplicaLog {
  public:
@@ -86,6 +104,12 @@ class ReplicaLog {
   // when it began its epoch).
   virtual Status RecordFollower(const FollowerPosition& position) = 0;
   virtual Result<std::vector<FollowerPosition>> Followers() = 0;
+  // The replica's claim on a leader epoch (R53); epoch -1 when it has none.
+  virtual Result<LeaderClaim> LoadLeaderClaim() = 0;
+  // Replaces the claim; durable (fsynced) before it returns.
+  virtual Status StoreLeaderClaim(const LeaderClaim& claim) = 0;
+  // The boot the replica's process runs on (all zeros: unknown).
+  virtual BootId RunningBoot() = 0;
   // Runs `fn` holding the leader's replication lock: the HW is computed and
   // the ISR expanded under it, so that no HW passes a follower between the
   // check that lets it join the ISR and its joining (§17.4).
@@ -141,6 +165,9 @@ struct PlantedBugs {
   // controller), UpdateHighWatermark goes on with the state its followers'
   // positions of this epoch show, as if it still led with them in the ISR.
   bool hw_without_controller = false;
+  // A leader whose claim on its epoch names another boot (its host
+  // restarted) leads on in that epoch, as mq did before R54.
+  bool no_reboot_fence = false;
 };
 
 struct ReplicationContext {
@@ -150,6 +177,26 @@ struct ReplicationContext {
   int32_t partition = 0;
   PlantedBugs bugs;
 };
+
+// R54, R55 (§17.9): before replica `leader` acts as the leader that `p`
+// names (it appends, begins its epoch, answers a fetch or changes the ISR),
+// it holds a claim on p.leader_epoch taken on the running boot. A claim on
+// an older epoch is replaced by one on p's (stored durably first). A claim
+// on p's epoch from another boot (the host restarted: its log may have
+// lost what followers hold) gives the epoch up through AlterPartition: as
+// the ISR's only member it leads on in the next epoch (returned, claimed);
+// otherwise it leaves the ISR with no leader in the next epoch, and the
+// call fails kUnavailable (run `mq-isr elect`). kFenced when a later epoch
+// is claimed, or when the CAS lost; kUnavailable when the boot is unknown.
+Result<PartitionState> ClaimLeadership(const ReplicationContext& ctx, ReplicaLog& leader,
+                                       const PartitionState& p);
+
+// R55 at an election (mq-isr elect, for a replica of this host): true when
+// the claim in `partition_dir` is of another boot than the running one:
+// the replica restarted since it last claimed an epoch and has not given
+// it up yet, so it may hold less than the ISR acknowledged. False without
+// a claim.
+Result<bool> RestartedSinceClaim(const std::string& partition_dir);
 
 // The leader's side of a fetch (Kafka's ReplicaManager.fetchMessages for a
 // follower): checks the epoch, reads, records the follower's position,
