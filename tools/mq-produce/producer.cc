@@ -192,13 +192,8 @@ Status Producer::Send(const Message& m) {
     b.base_sequence = sequence;
     ps.builder.Reset(b);
   }
-  RecordInput r;
-  r.timestamp = m.timestamp;
-  r.key = m.key;
-  r.value = m.value;
-  r.headers = m.headers;
   const size_t before = ps.builder.size_bytes();
-  ps.builder.Add(r);
+  ps.builder.Add(m);
   // Messages in unfinished batches count too: with many partitions most
   // batches are still open when the group is full. They count as encoded
   // (the estimate is an upper bound, far above it for short messages).
