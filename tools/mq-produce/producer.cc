@@ -105,6 +105,9 @@ Compression Producer::BuilderCompression() const {
 }
 
 void Producer::NoteCompressed(size_t in, size_t out) {
+  // Into many partitions each one's builder keeps the room of its largest
+  // batch: they stay at batch_bytes.
+  if (parts_.size() > 1 && !options_.partition) return;
   if (in == 0 || out == 0) return;
   const size_t cap = std::max(options_.batch_bytes, options_.compressed_records_max);
   // batch_bytes x in / out, in 64 bits: in and out are at most a job's bytes.

@@ -34,10 +34,12 @@ struct ProducerOptions {
   int32_t partitions = 1;
   std::optional<int32_t> partition;  // -p: every message goes there
   size_t batch_bytes = 16 << 10;     // a batch is finished when it would pass this
-  // Compressed, batch_bytes bounds the batch as written, as in Kafka's
-  // producer: its records may take batch_bytes times the compression ratio
-  // seen so far, up to this (and never less than batch_bytes). zstd
-  // compresses 16 KiB frames at about half its speed on 128 KiB ones.
+  // Compressed into one partition, batch_bytes bounds the batch as
+  // written, as in Kafka's producer: its records may take batch_bytes times
+  // the compression ratio seen so far, up to this (and never less than
+  // batch_bytes). zstd compresses 16 KiB frames at about half its speed on
+  // 128 KiB ones. (Into many partitions, where each builder keeps the room
+  // of its largest batch, the records take batch_bytes.)
   size_t compressed_records_max = 128 << 10;
   size_t append_bytes = 4 << 20;     // queued messages are appended once they reach this
   // One partition's finished batches are appended on their own once they
