@@ -265,6 +265,22 @@ void BatchBuilder::Add(const RecordInput& record) {
   max_timestamp_ = std::max(max_timestamp_, record.timestamp);
   const int64_t ts_delta = static_cast<int64_t>(static_cast<uint64_t>(record.timestamp) -
                                                 static_cast<uint64_t>(base_timestamp_));
+  if (record.headers.empty()) [[likely]] {
+    // The common record: no headers, so headersCount is the single byte 0.
+    const size_t body = 1 + coding::VarlongLength(ts_delta) + coding::VarintLength(count_) +
+                        BytesLength(record.key) + BytesLength(record.value) + 1;
+    const int32_t length = static_cast<int32_t>(body);
+    std::byte* p = Reserve(coding::VarintLength(length) + body);
+    p = coding::PutVarint(p, length);
+    *p++ = std::byte{0};
+    p = coding::PutVarlong(p, ts_delta);
+    p = coding::PutVarint(p, count_);
+    p = PutBytes(p, record.key);
+    p = PutBytes(p, record.value);
+    *p = std::byte{0};
+    ++count_;
+    return;
+  }
   const int32_t headers_count = static_cast<int32_t>(record.headers.size());
   size_t body = 1 + coding::VarlongLength(ts_delta) + coding::VarintLength(count_) +
                 BytesLength(record.key) + BytesLength(record.value) +

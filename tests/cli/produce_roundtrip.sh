@@ -117,6 +117,17 @@ for z in none gzip snappy lz4 zstd; do
   if [ "$z" = none ]; then plain=$size
   elif ((size * 2 >= plain)); then fail "$z batches take $size bytes, uncompressed $plain"
   fi
+  # --batch-bytes bounds a compressed batch as written (as in Kafka's
+  # producer): text compressed at least 2:1 takes fewer batches than
+  # uncompressed (the ratio is learned from the first batches compressed,
+  # so how many fewer depends on timing), and no batch passes 128 KiB of
+  # records (30,000 lines of about 75 bytes: 17 batches at least).
+  batches=$("$INSPECT" -d --json "$D/text-$z-0"/00000000000000000000.log |
+            jq -s '[.[] | select(.type == "batch")] | length')
+  if [ "$z" = none ]; then plain_batches=$batches
+  elif ((batches >= plain_batches || batches < 17)); then
+    fail "$z: $batches batches, $plain_batches uncompressed"
+  fi
 done
 # An unknown codec is a usage error naming them all.
 set +e

@@ -53,6 +53,7 @@ size_t EstimatedSize(const Message& m) {
 Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out)
     : dir_(dir), options_(std::move(options)), out_(out) {
   compress_on_append_ = options_.writer_threads > 0 && options_.compression != Compression::kNone;
+  records_limit_.store(options_.batch_bytes, std::memory_order_relaxed);
   // With writer threads the CRC is computed by the thread that appends (or
   // compresses) a batch, not by the reading thread.
   seal_on_append_ = options_.writer_threads > 0;
@@ -103,6 +104,18 @@ Compression Producer::BuilderCompression() const {
   return compress_on_append_ ? Compression::kNone : options_.compression;
 }
 
+void Producer::NoteCompressed(size_t in, size_t out) {
+  // Into many partitions each one's builder keeps the room of its largest
+  // batch: they stay at batch_bytes.
+  if (parts_.size() > 1 && !options_.partition) return;
+  if (in == 0 || out == 0) return;
+  const size_t cap = std::max(options_.batch_bytes, options_.compressed_records_max);
+  // batch_bytes x in / out, in 64 bits: in and out are at most a job's bytes.
+  const uint64_t wanted = uint64_t{options_.batch_bytes} * in / out;
+  records_limit_.store(std::clamp<size_t>(wanted, options_.batch_bytes, cap),
+                       std::memory_order_relaxed);
+}
+
 Status Producer::AppendFinished(int32_t p, std::span<std::byte> bytes, uint64_t messages) {
   if (!compress_on_append_) {
     // Built with defer_crc: sealed by the thread that appends them.
@@ -115,6 +128,7 @@ Status Producer::AppendFinished(int32_t p, std::span<std::byte> bytes, uint64_t 
   }
   a.compressed.clear();
   MQ_RETURN_IF_ERROR(a.compressor->Compress(bytes, &a.compressed));
+  NoteCompressed(bytes.size(), a.compressed.size());
   return AppendNow(p, a.compressed, messages);
 }
 
@@ -178,7 +192,8 @@ Status Producer::Send(const Message& m) {
     return Status::Ok();
   }
   const size_t size = EstimatedSize(m);
-  if (ps.builder.count() > 0 && ps.builder.size_bytes() + size > options_.batch_bytes) {
+  const size_t limit = records_limit_.load(std::memory_order_relaxed);
+  if (ps.builder.count() > 0 && ps.builder.size_bytes() + size > limit) {
     MQ_RETURN_IF_ERROR(FinishBatch(p));
     if (AppendEarly(ps)) MQ_RETURN_IF_ERROR(AppendPartition(p));
   }
@@ -192,13 +207,8 @@ Status Producer::Send(const Message& m) {
     b.base_sequence = sequence;
     ps.builder.Reset(b);
   }
-  RecordInput r;
-  r.timestamp = m.timestamp;
-  r.key = m.key;
-  r.value = m.value;
-  r.headers = m.headers;
   const size_t before = ps.builder.size_bytes();
-  ps.builder.Add(r);
+  ps.builder.Add(m);
   // Messages in unfinished batches count too: with many partitions most
   // batches are still open when the group is full. They count as encoded
   // (the estimate is an upper bound, far above it for short messages).
@@ -210,7 +220,7 @@ Status Producer::Send(const Message& m) {
   ++queued_messages_;
   stats_.bytes += (m.key ? m.key->size() : 0) + (m.value ? m.value->size() : 0);
   if (options_.print_offsets) order_.push_back(p);
-  if (ps.builder.size_bytes() >= options_.batch_bytes) {
+  if (ps.builder.size_bytes() >= limit) {
     MQ_RETURN_IF_ERROR(FinishBatch(p));
     if (queued_bytes_ < options_.append_bytes && AppendEarly(ps)) return AppendPartition(p);
   }
@@ -220,7 +230,9 @@ Status Producer::Send(const Message& m) {
 
 Status Producer::FinishBatch(int32_t p) {
   PartitionState& ps = parts_[static_cast<size_t>(p)];
+  const size_t before = ps.out.size(), records = ps.builder.size_bytes();
   MQ_RETURN_IF_ERROR(ps.builder.Finish(0, &ps.out));
+  if (BuilderCompression() != Compression::kNone) NoteCompressed(records, ps.out.size() - before);
   ++stats_.batches;
   // Unkeyed messages stick to one partition per batch, then move on.
   if (p == sticky_ && !options_.partition && options_.producer_id < 0) {
@@ -341,6 +353,7 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
           std::make_unique<BatchCompressor>(options_.compression, options_.zstd_level);
     }
     MQ_RETURN_IF_ERROR(reader_compressor_->Compress(ps.out, &job.bytes));
+    NoteCompressed(ps.out.size(), job.bytes.size());
     job.compressed = true;
     ps.out.clear();
   } else {

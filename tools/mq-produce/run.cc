@@ -323,6 +323,8 @@ int Run(const Flags& f, const Settings& s) {
   po.partition = f.partition;
   po.batch_bytes = std::min<size_t>(f.batch_bytes, topic->max_message_bytes);
   po.append_bytes = std::max<size_t>(f.append_bytes, po.batch_bytes);
+  // Even records that do not compress at all fit the topic's batches.
+  po.compressed_records_max = std::min<size_t>(po.compressed_records_max, topic->max_message_bytes);
   po.compression = s.compression;
   po.zstd_level = f.zstd_level;
   po.log = DataDir::LogConfigFor(*topic);
