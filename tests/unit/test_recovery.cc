@@ -673,7 +673,7 @@ TEST_CASE("ListSegments tells whether truncate-to and leader-epoch-checkpoint ar
   CHECK(listed.epoch_checkpoint);
 }
 
-TEST_CASE("StatAtOpen is the file as it was opened; Stat is the file now") {
+TEST_CASE("StatAtOpen is the file as it was opened, Stat the file now") {
   TempDir tmp;
   WriteFile(tmp / "f", std::vector<std::byte>(10));
   auto dfd = OpenDirectory(tmp.path(), false);
