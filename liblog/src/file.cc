@@ -77,7 +77,8 @@ std::string FdPath(int fd, const std::string& name) {
 
 class PosixFile final : public File {
  public:
-  PosixFile(UniqueFd fd, std::string name) : fd_(std::move(fd)), name_(std::move(name)) {}
+  PosixFile(UniqueFd fd, std::string name, FileInfo at_open)
+      : fd_(std::move(fd)), name_(std::move(name)), at_open_(at_open) {}
 
   Status WriteAt(uint64_t offset, std::span<const std::byte> data) override {
     while (!data.empty()) {
@@ -119,6 +120,8 @@ class PosixFile final : public File {
     return InfoOf(st);
   }
 
+  Result<FileInfo> StatAtOpen() override { return at_open_; }
+
   Status Truncate(uint64_t size) override {
     if (::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0)
       return Failed(fmt::format("truncate to {}", size));
@@ -141,6 +144,7 @@ class PosixFile final : public File {
 
   UniqueFd fd_;
   std::string name_;  // as opened (relative to its directory)
+  FileInfo at_open_;  // fstat at open (OpenRegularFileAt)
 };
 
 Result<UniqueFd> OpenDirFlags(int at_fd, const std::string& path, bool create) {
@@ -176,9 +180,10 @@ class PosixFileSystem final : public FileSystem {
       case kCreate: flags = O_RDWR | O_CREAT; break;
       case kCreateExclusive: flags = O_RDWR | O_CREAT | O_EXCL; break;
     }
-    auto owned = OpenRegularFileAt(dir_fd, name, flags, kFileMode);
+    struct stat st;
+    auto owned = OpenRegularFileAt(dir_fd, name, flags, kFileMode, &st, false);
     if (!owned) return owned.error();
-    return std::unique_ptr<File>(new PosixFile(std::move(*owned), name));
+    return std::unique_ptr<File>(new PosixFile(std::move(*owned), name, InfoOf(st)));
   }
 
   Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
@@ -238,7 +243,9 @@ class PosixFileSystem final : public FileSystem {
 
   Result<Mapping> Map(int fd, size_t size, bool writable) override {
     const int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
-    void* at = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+    // Populated: the pages are mapped now rather than at the first access
+    // (a fault each; the state file is mapped at every partition open).
+    void* at = ::mmap(nullptr, size, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (at == MAP_FAILED) return ErrnoStatus("mmap", errno);
     Mapping m;
     m.region = std::shared_ptr<void>(at, [size](void* p) { ::munmap(p, size); });

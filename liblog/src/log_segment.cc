@@ -99,14 +99,17 @@ Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& co
   const int64_t base = ib_.base();
   std::optional<OffsetIndexEntry> last_entry;
   std::optional<TimeIndexEntry> last_time;
-  auto isize = index_->Size();
-  if (!isize) return isize.error();
-  auto tsize = timeindex_->Size();
-  if (!tsize) return tsize.error();
-  if (check && (*isize % format::kOffsetIndexEntrySize != 0 ||
-                *tsize % format::kTimeIndexEntrySize != 0))
+  // Both were just opened (Open), under the writer lock.
+  auto iinfo = index_->StatAtOpen();
+  if (!iinfo) return iinfo.error();
+  auto tinfo = timeindex_->StatAtOpen();
+  if (!tinfo) return tinfo.error();
+  const uint64_t isize = iinfo->size;
+  const uint64_t tsize = tinfo->size;
+  if (check && (isize % format::kOffsetIndexEntrySize != 0 ||
+                tsize % format::kTimeIndexEntrySize != 0))
     return false;
-  uint64_t n = *isize / format::kOffsetIndexEntrySize;
+  uint64_t n = isize / format::kOffsetIndexEntrySize;
   std::byte e[format::kTimeIndexEntrySize];
   while (n > 0) {
     auto got = index_->ReadAt((n - 1) * format::kOffsetIndexEntrySize, std::span(e, 8));
@@ -134,7 +137,7 @@ Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& co
         last_entry->position + header.size_bytes() > size)
       return false;
   }
-  uint64_t tn = *tsize / format::kTimeIndexEntrySize;
+  uint64_t tn = tsize / format::kTimeIndexEntrySize;
   while (tn > 0) {
     auto got = timeindex_->ReadAt((tn - 1) * format::kTimeIndexEntrySize, std::span(e, 12));
     if (!got) return got.error();
@@ -147,9 +150,9 @@ Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& co
     }
     --tn;
   }
-  if (n * format::kOffsetIndexEntrySize != *isize)
+  if (n * format::kOffsetIndexEntrySize != isize)
     MQ_RETURN_IF_ERROR(index_->Truncate(n * format::kOffsetIndexEntrySize));
-  if (tn * format::kTimeIndexEntrySize != *tsize)
+  if (tn * format::kTimeIndexEntrySize != tsize)
     MQ_RETURN_IF_ERROR(timeindex_->Truncate(tn * format::kTimeIndexEntrySize));
   ib_.Restore(last_entry, last_time);
   ib_.set_counts(n, tn);

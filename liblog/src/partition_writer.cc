@@ -84,6 +84,9 @@ struct PartitionWriter::Impl {
   int64_t newest_snapshot = -1;
   bool closed = false;
   bool stale_check = true;  // check the active file size at the next Sync
+  // Whether the listing of the last Recover (under the lock) found the
+  // leader epochs' checkpoint: Open loads no epochs when it did not.
+  bool checkpoint_listed = true;
 
 
   Status Poison(Status s) {
@@ -368,9 +371,11 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
   std::string name = SegmentFileName(prev.end_segment_base, format::kLogSuffix);
   auto active_log = fs->Open(fd, name, FileSystem::kReadWrite);
   if (!active_log) return active_log.error();
-  auto size = (*active_log)->Size();
-  if (!size) return size.error();
-  if (*size < prev.end_position) return false;
+  // Just opened, under the lock: its size then is its size now.
+  auto info = (*active_log)->StatAtOpen();
+  if (!info) return info.error();
+  const uint64_t size = info->size;
+  if (size < prev.end_position) return false;
   while (list.back() > prev.end_segment_base) {
     MQ_RETURN_IF_ERROR(LogSegment::Remove(fs, fd, list.back()));
     report->repaired.push_back({SegmentFileName(list.back(), format::kLogSuffix), 0,
@@ -379,13 +384,13 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
     list.pop_back();
     dir_dirty = true;
   }
-  if (*size > prev.end_position) {
+  if (size > prev.end_position) {
     MQ_RETURN_IF_ERROR((*active_log)->Truncate(prev.end_position));
-    report->bytes_truncated += *size - prev.end_position;
+    report->bytes_truncated += size - prev.end_position;
     report->repaired.push_back(
         {name, prev.end_position, "unpublished-tail",
          fmt::format("R27: {} bytes past the committed end were never published; cut",
-                     *size - prev.end_position)});
+                     size - prev.end_position)});
   }
   for (size_t i = 0; i + 1 < list.size(); ++i) {
     auto looks = IndexLooksRight(fd, config, list[i], list[i + 1]);
@@ -407,7 +412,7 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
   // (entries past the committed end, left by a writer that died before
   // publishing, are dropped), and a rebuild (R23) when they fail.
   auto checked = LogSegment::Open(fs, fd, config, fields.end_segment_base, fields.end_position,
-                                  fields.log_end_offset, std::move(*active_log), *size);
+                                  fields.log_end_offset, std::move(*active_log), size);
   if (!checked) return checked.error();
   active = std::move(*checked);
   if (!active) {
@@ -435,12 +440,18 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
 Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   int fd = dir_fd.get();
   std::vector<int64_t> snapshots;
-  auto list = ListSegments(fd, fs, &snapshots);
+  PartitionListing listed;
+  auto list = ListSegments(fd, fs, &snapshots, &listed);
   if (!list) return list.error();
   // R40: an interrupted truncation is completed before anything else, and
-  // the log it leaves is validated as after a crash.
-  auto intent = ReadTruncateIntent(fd, fs, dir);
+  // the log it leaves is validated as after a crash. The intent is written
+  // under the lock held here: without its name in the listing there is none.
+  Result<std::optional<int64_t>> intent = std::optional<int64_t>();
+  if (listed.truncate_intent) intent = ReadTruncateIntent(fd, fs, dir);
   if (!intent) return intent.error();
+  // The same goes for the leader epochs' checkpoint, unless the truncation
+  // below changes them.
+  checkpoint_listed = listed.epoch_checkpoint || intent->has_value();
   std::optional<int64_t> truncated_to;
   if (*intent && !list->empty()) {
     const bool sync = !config.page_cache_only();
@@ -529,7 +540,9 @@ Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string
   if (!state) return state.error();
   impl->state = std::move(*state);
   MQ_RETURN_IF_ERROR(impl->Recover(report, recreated));
-  MQ_RETURN_IF_ERROR(impl->LoadEpochs());
+  // A writer that stamps no epoch loads them only from a checkpoint
+  // (LoadEpochs); Recover's listing, under the lock, tells whether there is one.
+  if (config.leader_epoch >= 0 || impl->checkpoint_listed) MQ_RETURN_IF_ERROR(impl->LoadEpochs());
   // R34: a page-cache writer may have created this partition's files
   // without fsync; the first acknowledgement of an every-batch writer
   // fsyncs the directory too, so what it acknowledges survives a crash.

@@ -12,6 +12,7 @@
 #include "mq/crc32c.h"
 #include "mq/segment.h"
 #include "producer_state.h"
+#include "recovery.h"
 
 namespace mq {
 
@@ -49,12 +50,18 @@ bool IsTempName(const std::string& name) {
 }
 
 Result<std::vector<int64_t>> ListSegments(int dir_fd, FileSystem* fs,
-                                          std::vector<int64_t>* snapshots) {
+                                          std::vector<int64_t>* snapshots,
+                                          PartitionListing* listing) {
   if (snapshots) snapshots->clear();
+  if (listing) *listing = PartitionListing{};
   auto names = ListNames(dir_fd, {}, fs);
   if (!names) return names.error();
   std::vector<int64_t> bases;
   for (const std::string& name : *names) {
+    if (listing) {
+      if (name == kTruncateIntentName) listing->truncate_intent = true;
+      if (name == format::kLeaderEpochCheckpointName) listing->epoch_checkpoint = true;
+    }
     if (snapshots) {
       const int64_t off = SnapshotFileOffset(name.c_str());
       if (off >= 0) snapshots->push_back(off);

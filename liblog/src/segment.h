@@ -39,8 +39,16 @@ inline void StoreBig64(std::byte* p, uint64_t v) {
 // are not segments). With `snapshots`, also fills it with the offsets of
 // the producer snapshots (`<20 digits>.snapshot`, producer.md §10.2) found
 // in the same listing, ascending.
+// With `listing`, also tells which of the other files a writer's open reads
+// are there (a writer holding the lock may take their absence from it
+// instead of looking each one up: they are written under that lock).
+struct PartitionListing {
+  bool truncate_intent = false;   // truncate-to (segment.md R40)
+  bool epoch_checkpoint = false;  // leader-epoch-checkpoint (replication.md §16.2)
+};
 Result<std::vector<int64_t>> ListSegments(int dir_fd, FileSystem* fs = nullptr,
-                                          std::vector<int64_t>* snapshots = nullptr);
+                                          std::vector<int64_t>* snapshots = nullptr,
+                                          PartitionListing* listing = nullptr);
 
 // Names of the temporary files a crashed writer may leave (`*.tmp`).
 bool IsTempName(const std::string& name);

@@ -181,7 +181,8 @@ namespace {
 Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, FileSystem* fs, bool writable) {
   auto file = fs->Open(dir_fd, kStateFileName, writable ? FileSystem::kReadWrite : FileSystem::kRead);
   if (!file) return file.error();
-  auto st = (*file)->Stat();
+  // Just opened; the file is replaced, never resized (OpenForWrite).
+  auto st = (*file)->StatAtOpen();
   if (!st) return st.error();
   auto impl = std::make_unique<StateFile::Impl>();
   impl->fs = fs;

@@ -652,3 +652,41 @@ TEST_CASE("R34 page-cache creation: what a crash may leave of a new partition is
   for (auto& p : problems) INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
   CHECK(problems.empty());
 }
+
+TEST_CASE("ListSegments tells whether truncate-to and leader-epoch-checkpoint are there") {
+  TempDir tmp;
+  BuildSegment(tmp.path(), 3);
+  auto dfd = OpenDirectory(tmp.path(), false);
+  REQUIRE(dfd);
+  PartitionListing listed;
+  listed.truncate_intent = listed.epoch_checkpoint = true;  // reset by the listing
+  auto bases = ListSegments(dfd->get(), nullptr, nullptr, &listed);
+  REQUIRE(bases);
+  CHECK(*bases == std::vector<int64_t>{0});
+  CHECK_FALSE(listed.truncate_intent);
+  CHECK_FALSE(listed.epoch_checkpoint);
+  WriteFile(tmp / "truncate-to", {});
+  WriteFile(tmp / "leader-epoch-checkpoint", {});
+  bases = ListSegments(dfd->get(), nullptr, nullptr, &listed);
+  REQUIRE(bases);
+  CHECK(listed.truncate_intent);
+  CHECK(listed.epoch_checkpoint);
+}
+
+TEST_CASE("StatAtOpen is the file as it was opened, Stat the file now") {
+  TempDir tmp;
+  WriteFile(tmp / "f", std::vector<std::byte>(10));
+  auto dfd = OpenDirectory(tmp.path(), false);
+  REQUIRE(dfd);
+  auto f = FileSystem::Default()->Open(dfd->get(), "f", FileSystem::kReadWrite);
+  REQUIRE(f);
+  REQUIRE((*f)->WriteAt(10, std::vector<std::byte>(5)).ok());
+  auto at_open = (*f)->StatAtOpen();
+  REQUIRE(at_open);
+  CHECK(at_open->size == 10);
+  CHECK(at_open->is_regular());
+  auto now = (*f)->Stat();
+  REQUIRE(now);
+  CHECK(now->size == 15);
+  CHECK(now->ino == at_open->ino);
+}

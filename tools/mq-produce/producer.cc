@@ -244,11 +244,12 @@ Status Producer::FinishBatch(int32_t p) {
 // Closes the least recently used writer. Everything appended through it was
 // acknowledged already, made durable as configured (Close fsyncs unless
 // durability is page-cache only); a later Writer() opens the partition again.
-Status Producer::CloseLeastRecent(Appender* a) {
+Status Producer::CloseLeastRecent(Appender* a, bool keep) {
   const int32_t p = a->open.back();
   a->open.pop_back();
   PartitionState& ps = parts_[static_cast<size_t>(p)];
   Status s = ps.writer->Close();
+  if (keep) a->closed_writers.push_back(std::move(ps.writer));
   ps.writer.reset();
   if (!s.ok()) {
     return Status(s.code(), fmt::format("{}-{}: close: {}", options_.topic, p, s.message()));
@@ -463,7 +464,7 @@ void Producer::WriterLoop(Appender* a) {
       // other threads'); Close() reports the first failure.
       lock.unlock();
       while (!a->open.empty()) {
-        Status s = CloseLeastRecent(a);
+        Status s = CloseLeastRecent(a, /*keep=*/true);
         if (a->closed.ok() && !s.ok()) a->closed = s;
       }
       return;
@@ -565,7 +566,7 @@ Status Producer::Close() {
   for (auto& a : appenders_) {
     if (first.ok() && !a->closed.ok()) first = a->closed;
     while (!a->open.empty()) {
-      Status s = CloseLeastRecent(a.get());
+      Status s = CloseLeastRecent(a.get(), /*keep=*/true);
       if (first.ok() && !s.ok()) first = s;
     }
   }

@@ -109,7 +109,10 @@ class Producer {
   // print_offsets, prints their offsets in input order.
   Status Flush();
   // Flush, waits for every append, then closes every open partition (fsync
-  // unless page-cache durability).
+  // unless page-cache durability). The closed writers are destroyed with
+  // the Producer: a process that exits next may leave them to the kernel
+  // (destroying one unmaps its state file, and each unmapping interrupts
+  // the process's other CPUs to flush their TLBs; exit unmaps all at once).
   Status Close();
 
   // Complete after Close(); before it, messages counts what was appended so
@@ -156,7 +159,9 @@ class Producer {
   // Its finished batches reach partition_append_bytes.
   bool AppendEarly(const PartitionState& ps) const;
   Result<PartitionWriter*> Writer(int32_t p);
-  Status CloseLeastRecent(Appender* a);
+  // With `keep`, the closed writer is kept (in a->closed_writers) rather
+  // than destroyed: Close() keeps every writer it closes.
+  Status CloseLeastRecent(Appender* a, bool keep = false);
 
   struct Job {
     int32_t partition = 0;
@@ -181,6 +186,7 @@ class Producer {
     uint64_t appends = 0;
     uint64_t duplicates = 0;
     Status closed;  // the first failure closing its partitions when stopped
+    std::vector<std::unique_ptr<PartitionWriter>> closed_writers;  // by Close()
     std::vector<Job> staged;  // the reading thread's, not yet queued
     size_t staged_bytes = 0;
   };

@@ -86,6 +86,10 @@ class File {
   virtual Result<uint64_t> Size() = 0;
   // fstat of the open file.
   virtual Result<FileInfo> Stat() = 0;
+  // The fstat made when the file was opened, without another system call
+  // (the file as it was then: for a caller that has just opened it and that
+  // no other process writes meanwhile). By default, Stat().
+  virtual Result<FileInfo> StatAtOpen() { return Stat(); }
   virtual Status Truncate(uint64_t size) = 0;
   // fdatasync. A failure is final: the caller must not retry and acknowledge.
   virtual Status Sync() = 0;
