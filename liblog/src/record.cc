@@ -250,6 +250,21 @@ inline size_t BytesLength(const std::optional<Bytes>& b) {
   return coding::VarintLength(Len(b)) + (b ? b->size() : 0);
 }
 
+// A record's fields up to its headers: what each record starts with.
+inline size_t HeadLength(int64_t ts_delta, int32_t offset_delta, const RecordInput& r) {
+  return 1 + coding::VarlongLength(ts_delta) + coding::VarintLength(offset_delta) +
+         BytesLength(r.key) + BytesLength(r.value);
+}
+inline std::byte* PutHead(std::byte* p, int32_t length, int64_t ts_delta, int32_t offset_delta,
+                          const RecordInput& r) {
+  p = coding::PutVarint(p, length);
+  *p++ = std::byte{0};  // attributes
+  p = coding::PutVarlong(p, ts_delta);
+  p = coding::PutVarint(p, offset_delta);
+  p = PutBytes(p, r.key);
+  return PutBytes(p, r.value);
+}
+
 }  // namespace
 
 // One record (format-spec/batch.md §4):
@@ -267,36 +282,23 @@ void BatchBuilder::Add(const RecordInput& record) {
                                                 static_cast<uint64_t>(base_timestamp_));
   if (record.headers.empty()) [[likely]] {
     // The common record: no headers, so headersCount is the single byte 0.
-    const size_t body = 1 + coding::VarlongLength(ts_delta) + coding::VarintLength(count_) +
-                        BytesLength(record.key) + BytesLength(record.value) + 1;
+    const size_t body = HeadLength(ts_delta, count_, record) + 1;
     const int32_t length = static_cast<int32_t>(body);
     std::byte* p = Reserve(coding::VarintLength(length) + body);
-    p = coding::PutVarint(p, length);
-    *p++ = std::byte{0};
-    p = coding::PutVarlong(p, ts_delta);
-    p = coding::PutVarint(p, count_);
-    p = PutBytes(p, record.key);
-    p = PutBytes(p, record.value);
+    p = PutHead(p, length, ts_delta, count_, record);
     *p = std::byte{0};
     ++count_;
     return;
   }
   const int32_t headers_count = static_cast<int32_t>(record.headers.size());
-  size_t body = 1 + coding::VarlongLength(ts_delta) + coding::VarintLength(count_) +
-                BytesLength(record.key) + BytesLength(record.value) +
-                coding::VarintLength(headers_count);
+  size_t body = HeadLength(ts_delta, count_, record) + coding::VarintLength(headers_count);
   for (const Header& h : record.headers) {
     body += coding::VarintLength(static_cast<int32_t>(h.key.size())) + h.key.size() +
             BytesLength(h.value);
   }
   const int32_t length = static_cast<int32_t>(body);
   std::byte* p = Reserve(coding::VarintLength(length) + body);
-  p = coding::PutVarint(p, length);
-  *p++ = std::byte{0};
-  p = coding::PutVarlong(p, ts_delta);
-  p = coding::PutVarint(p, count_);
-  p = PutBytes(p, record.key);
-  p = PutBytes(p, record.value);
+  p = PutHead(p, length, ts_delta, count_, record);
   p = coding::PutVarint(p, headers_count);
   for (const Header& h : record.headers) {
     p = PutBytes(p, AsBytes(h.key));

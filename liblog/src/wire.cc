@@ -122,10 +122,8 @@ class Reader {
   }
   // An i32 that must be >= `min`.
   bool I32Min(int32_t* v, int32_t min, const char* what) {
-    size_t at = pos_;
-    if (!I32(v)) return false;
-    if (*v < min) return Fail(at, fmt::format("{} {} is below {}", what, *v, min));
-    return true;
+    const size_t at = pos_;
+    return I32(v) && AtLeast(at, *v, min, what);
   }
   bool I64(int64_t* v) {
     if (!Need(8, "a 64-bit field")) return false;
@@ -166,10 +164,12 @@ class Reader {
   }
   // An i64 that must be >= `min`.
   bool I64Min(int64_t* v, int64_t min, const char* what) {
-    size_t at = pos_;
-    if (!I64(v)) return false;
-    if (*v < min) return Fail(at, fmt::format("{} {} is below {}", what, *v, min));
-    return true;
+    const size_t at = pos_;
+    return I64(v) && AtLeast(at, *v, min, what);
+  }
+  // The number read at `at` is >= `min`.
+  bool AtLeast(size_t at, int64_t v, int64_t min, const char* what) {
+    return v >= min || Fail(at, fmt::format("{} {} is below {}", what, v, min));
   }
   bool Bytes(std::vector<std::byte>* b) {
     uint32_t n;
