@@ -145,6 +145,15 @@ class Reader {
     if (Status v = ValidateName(*s, "topic"); !v.ok()) return Fail(at, v.message());
     return true;
   }
+  // A u8 that is 0 or 1.
+  bool Flag(bool* b, const char* what) {
+    const size_t at = pos_;
+    uint8_t v;
+    if (!U8(&v)) return false;
+    if (v > 1) return Fail(at, fmt::format("{} {} is neither 0 nor 1", what, v));
+    *b = v == 1;
+    return true;
+  }
   // A name under the topic name rules (R12): a group, a producer id, or a
   // member id (which may also be empty).
   bool Name(std::string* s, const char* what, bool empty_ok = false) {
@@ -476,6 +485,7 @@ std::vector<std::byte> Encode(const ReplicaStatusReply& m) {
       .I64(m.log_end_offset)
       .I64(m.high_watermark)
       .I32(m.latest_epoch)
+      .U8(m.restarted_since_claim ? 1 : 0)
       .Take();
 }
 std::vector<std::byte> Encode(const AlterPartitionMessage& m) {
@@ -594,7 +604,7 @@ Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p
   Reader r(p, peer, "ReplicaStatusReply");
   ReplicaStatusReply m;
   r.I64(&m.log_start_offset) && r.I64(&m.log_end_offset) && r.I64(&m.high_watermark) &&
-      r.I32(&m.latest_epoch);
+      r.I32(&m.latest_epoch) && r.Flag(&m.restarted_since_claim, "restartedSinceClaim");
   return Done(r, m);
 }
 Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,

@@ -12,7 +12,8 @@
 #  - Alone in the ISR, it leads on in a new epoch and its followers cut
 #    what it lost: all replicas end with the same records.
 #  - mq-isr elect run before the restarted leader made any call counts it
-#    unavailable (its claim is of another boot) and elects an ISR member.
+#    unavailable (its claim is of another boot) and elects an ISR member;
+#    across hosts too, where the replica's ReplicaStatus answer says so.
 source "$(dirname "$0")/lib/common.bash"
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
@@ -132,4 +133,30 @@ for r in "$r0" "$r1" "$r2"; do
   run "$C" -C "$r" -t t -p 0 -e
   expect_eq "every message on $r" "$(seq 1 100)" "$(cat "$WORK/out")"
 done
+# --- the same across hosts: ReplicaStatus says the leader restarted --------------
+# h0, h1, h2 and ctl are this machine, reached through a stand-in for ssh
+# (the command runs under `sh -c`, as sshd runs it); the reboot's boot id
+# reaches h0's `mq-replicate --serve` through the environment.
+export MQ_TEST_BOOT_ID=$BOOT_A
+printf '#!/bin/sh\nshift\nexec sh -c "$1"\n' >"$WORK/rsh"
+chmod +x "$WORK/rsh"
+export MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN"
+r0="$WORK/d/r0" r1="$WORK/d/r1" r2="$WORK/d/r2" cl="$WORK/d/cl"
+mkdir d
+run "$ISR" --cluster "$cl" create -t t --partitions 1 --replicas "h0:$r0,h1:$r1,h2:$r2" \
+  --min-insync-replicas 2 --controller ctl
+expect_rc 0 "create across hosts"
+run "$P" -C "$r0" -t t -p 0 --acks 1 < <(seq 1 50)
+expect_rc 0 "produce 1-50 on h0"
+replicate_all "$r1" "$r2"
+power_loss "$r0"
+run "$ISR" --cluster "$cl" elect
+expect_rc 0 "elect across hosts after h0's reboot"
+expect_eq "the election across hosts passed over the restarted leader" "1 1 1,2" "$(partition_line "$cl")"
+replicate_all "$r0" "$r2"
+for r in "$r0" "$r1" "$r2"; do
+  run "$C" -C "$r" -t t -p 0 -e
+  expect_eq "every message on $r (hosts)" "$(seq 1 50)" "$(cat "$WORK/out")"
+done
+unset MQ_RSH MQ_REMOTE_BINDIR
 echo "ok"

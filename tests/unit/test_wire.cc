@@ -561,3 +561,23 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
   CHECK(RawBatches(dirs[1]) == RawBatches(dirs[0]));
   CHECK(client->connects() > 1);
 }
+
+TEST_CASE("R51 messages: ReplicaStatusReply's restartedSinceClaim is 0 or 1") {
+  ReplicaStatusReply status{3, 10, 9, 2, true};
+  auto r = DecodeReplicaStatusReply(Encode(status), "p");
+  REQUIRE(r);
+  CHECK(r->log_start_offset == 3);
+  CHECK(r->log_end_offset == 10);
+  CHECK(r->high_watermark == 9);
+  CHECK(r->latest_epoch == 2);
+  CHECK(r->restarted_since_claim);
+  status.restarted_since_claim = false;
+  CHECK_FALSE(DecodeReplicaStatusReply(Encode(status), "p").value().restarted_since_claim);
+  auto bytes = Encode(status);
+  bytes.back() = std::byte{2};
+  auto bad = DecodeReplicaStatusReply(bytes, "p");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().rule() == "R51");
+  bytes.pop_back();  // a reply without the flag
+  REQUIRE_FALSE(DecodeReplicaStatusReply(bytes, "p"));
+}

@@ -61,8 +61,8 @@ Status PartitionUsable(const std::string& root, const std::string& topic, int32_
 class Liveness {
  public:
   Liveness(const ClusterState& state, const PartitionState& p) : state_(state), p_(p) {}
-  // R55: a replica of this host that restarted since it last claimed an
-  // epoch (it may hold less than the ISR acknowledged) counts as
+  // R55: a replica (of this host, or of another as its ReplicaStatus
+  // says) that restarted since it last claimed an epoch (it may hold less than the ISR acknowledged) counts as
   // unavailable while another ISR member is not known to have restarted
   // so (available or not: it may hold what this one lost).
   Status Why(int32_t id) {
@@ -94,6 +94,7 @@ class Liveness {
     } else if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty()) {
       auto status = RemoteStatus(*a, p_.topic, p_.partition);  // live when it answers
       if (!status) s.usable = status.error();
+      else s.restarted = status->restarted_since_claim;
     } else {
       s.usable = PartitionUsable(r->dir, p_.topic, p_.partition);
       if (s.usable.ok()) {

@@ -138,6 +138,9 @@ class Server {
     r.log_end_offset = *end;
     r.high_watermark = *hw;
     r.latest_epoch = *epoch;
+    auto restarted = RestartedSinceClaim((*s)->dir);
+    if (!restarted) return restarted.error();
+    r.restarted_since_claim = *restarted;
     return r;
   }
 

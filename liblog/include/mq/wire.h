@@ -144,6 +144,9 @@ struct ReplicaStatusReply {
   int64_t log_end_offset = 0;
   int64_t high_watermark = -1;
   int32_t latest_epoch = -1;
+  // R55: its leader-claim is of another boot (its host restarted since it
+  // last claimed an epoch).
+  bool restarted_since_claim = false;
 };
 // What follows a partition's leader besides its log (replication.md
 // §17.6): the groups' committed offsets of the partition and the root's
