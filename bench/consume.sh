@@ -16,6 +16,7 @@
 # (messages / CPU time: the rate on an idle core) and the peak RSS.
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
+source "$(dirname "$0")/lib.bash"  # median, messages_1k
 BUILD=${1:-${MQ_BIN:-build}}
 N=${2:-10000000}
 RUNS=${3:-5}
@@ -51,7 +52,6 @@ for run in $(seq 1 "$RUNS"); do
   time_one format "$C" -C "$W/data" -t T -e -f '%p %o %T %s\n'
 done
 
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 cat_wall=$(cut -d' ' -f1 "$W/cat" | median)
 printf '%-8s %9s %12s %9s %9s %14s %9s\n' case wall_s msgs/s vs_cat cpu_s msgs/cpu_s rss_MB
 for c in $cases; do

@@ -15,6 +15,7 @@
 #    each of its partitions; the time from the kill until the survivor has
 #    printed them all. Prints p50 and p99 (target < 1 s).
 set -euo pipefail
+source "$(dirname "$0")/lib.bash"  # median, messages_1k
 BUILD=${1:-${MQ_BIN:-build}}
 N=${2:-5000000}
 RUNS=${3:-5}
@@ -34,7 +35,6 @@ awk -v n="$N" 'BEGIN {
   for (i = 0; i < n; i++) printf "k%09d\t%s\n", i, pad
 }' | "$P" -q -t T --create --partitions 4 -K '\t'
 "$C" -t T -e >/dev/null
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 for run in $(seq 1 "$RUNS"); do
   t0=$(ms); "$C" -t T -e >/dev/null; t1=$(ms)

@@ -14,6 +14,7 @@
 # target (keyed produce into 1,000 partitions within 3x of 1 partition).
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
+source "$(dirname "$0")/lib.bash"  # median, messages_1k
 BIN=${MQ_BIN:?MQ_BIN is the build directory}
 N=${1:-1000000}
 RUNS=${2:-5}
@@ -53,7 +54,6 @@ for run in $(seq 1 "$RUNS"); do
 done
 time_one p10000 10000 fresh
 
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 w1=$(cut -d' ' -f1 "$W/w1" | median)
 w1000=$(cut -d' ' -f1 "$W/w1000" | median)
 f1=$(cut -d' ' -f1 "$W/f1" | median)

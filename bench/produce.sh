@@ -17,6 +17,7 @@
 # against its target (issue 7: page-cache >= 0.6 x dd, zstd >= 0.4 x dd).
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
+source "$(dirname "$0")/lib.bash"  # median, messages_1k
 BUILD=${1:-${MQ_BIN:-build}}
 N=${2:-10000000}
 RUNS=${3:-5}
@@ -57,7 +58,6 @@ for run in $(seq 1 "$RUNS"); do
   time_one fsync-batch "$P" -C "$W/data" -t T -q --fsync batch "$W/in"
 done
 
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 dd_wall=$(cut -d' ' -f1 "$W/dd" | median)
 printf '%-12s %9s %12s %9s %9s %9s\n' case wall_s msgs/s vs_dd cpu_s rss_MB
 for c in $cases; do

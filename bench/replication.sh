@@ -14,7 +14,9 @@
 # and prints the medians and catch-up / dd as a throughput ratio (issue 9's
 # target: at least 0.5). Set MQ_BENCH_DIR to put the data elsewhere.
 set -euo pipefail
+source "$(dirname "$0")/lib.bash"  # median, messages_1k
 BUILD=${1:-${MQ_BIN:-build}}
+BUILD=$(cd "$BUILD" && pwd)  # the script works in a directory of its own
 MB=${2:-1024}
 RUNS=${3:-3}
 for t in mq-produce mq-replicate mq-isr; do
@@ -26,12 +28,7 @@ cd "$W"
 
 "$BUILD/mq-isr" --cluster "$W/cl" create -t t --partitions 1 --replicas "$W/r0,$W/r1" \
   --min-insync-replicas 1 >/dev/null
-awk -v n=$((MB * 1024 * 1024 / 1000)) 'BEGIN {
-  pad = ""
-  while (length(pad) < 989) pad = pad "the quick brown fox jumps over the lazy dog "
-  pad = substr(pad, 1, 989)
-  for (i = 0; i < n; i++) printf "%010d%s\n", i, pad
-}' | "$BUILD/mq-produce" -C "$W/r0" -t t -p 0 -q
+messages_1k "$MB" | "$BUILD/mq-produce" -C "$W/r0" -t t -p 0 -q
 bytes=$(cat "$W"/r0/t-0/*.log | wc -c)
 echo "leader log: $bytes bytes in $(ls "$W"/r0/t-0/*.log | wc -l) segment(s); $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 cat "$W"/r0/t-0/*.log >/dev/null  # into the page cache
@@ -56,7 +53,6 @@ for run in $(seq 1 "$RUNS"); do
   cmp -s <(cat "$W"/r0/t-0/*.log) <(cat "$W"/r1/t-0/*.log) || { echo "follower differs" >&2; exit 1; }
 done
 
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 dd_s=$(median <"$W/dd")
 cu_s=$(median <"$W/catch-up")
 awk -v b="$bytes" -v d="$dd_s" -v c="$cu_s" 'BEGIN {

@@ -18,6 +18,7 @@
 #   bench/replication_wire.sh [BUILD_DIR] [MEGABYTES] [RUNS]
 #       (BUILD_DIR default $MQ_BIN; MEGABYTES default 512; RUNS default 3)
 set -euo pipefail
+source "$(dirname "$0")/lib.bash"  # median, messages_1k
 BUILD=${1:-${MQ_BIN:-build}}
 MB=${2:-512}
 RUNS=${3:-3}
@@ -37,12 +38,7 @@ export MQ_TIMEOUT_MS=${MQ_TIMEOUT_MS:-60000}
 printf '#!/bin/sh\nshift\nexec sh -c "$1"\n' >"$W/rsh"
 chmod +x "$W/rsh"
 fill() {  # fill ROOT: MEGABYTES of 1000-byte messages into its partition 0
-  awk -v n=$((MB * 1024 * 1024 / 1000)) 'BEGIN {
-    pad = ""
-    while (length(pad) < 989) pad = pad "the quick brown fox jumps over the lazy dog "
-    pad = substr(pad, 1, 989)
-    for (i = 0; i < n; i++) printf "%010d%s\n", i, pad
-  }' | "$BUILD/mq-produce" -C "$1" -t t -p 0 -q
+  messages_1k "$MB" | "$BUILD/mq-produce" -C "$1" -t t -p 0 -q
 }
 MQ_RSH="$W/rsh" "$BUILD/mq-isr" --cluster "$W/cl" create -t t --partitions 1 \
   --replicas "p0:$W/r0,p1:$W/r1" --min-insync-replicas 1 --controller ctl >/dev/null
@@ -83,7 +79,6 @@ for run in $(seq 1 "$RUNS"); do
   fi
 done
 
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 p=$(median <"$W/pipe")
 d=$(median <"$W/dd")
 o=$(median <"$W/overpipe")
