@@ -206,8 +206,9 @@ Status AppendEncoded(const std::byte (&header)[kBatchHeaderSize], Bytes payload,
     return Status(Code::kTooLarge, fmt::format("batch of {} bytes", size));
   }
   // Inserted rather than resized into: resizing `out` first would zero-fill
-  // every byte before it is written.
+  // every byte before it is written. Room for both parts is made at once.
   const size_t start = out->size();
+  if (out->capacity() - start < size) out->reserve(std::max<size_t>(start + size, 2 * start));
   out->insert(out->end(), header, header + kBatchHeaderSize);
   out->insert(out->end(), payload.begin(), payload.end());
   std::byte* batch = out->data() + start;

@@ -297,7 +297,12 @@ Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flag
   if (!looked && ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
       !S_ISREG(st.st_mode))
     return Refused(dir_fd, name, st.st_mode);
-  int fd = ::openat(dir_fd, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+  // O_NONBLOCK keeps a FIFO from blocking the open until a writer comes. A
+  // FIFO opened for reading and writing never blocks on Linux (fifo(7)), so
+  // those opens do without it and without the fcntl that clears it again.
+  const bool read_write = (flags & O_ACCMODE) == O_RDWR;
+  int fd = ::openat(dir_fd, name.c_str(),
+                    flags | O_NOFOLLOW | O_CLOEXEC | (read_write ? 0 : O_NONBLOCK),
                     static_cast<mode_t>(mode));
   if (fd < 0) {
     const int err = errno;
@@ -312,7 +317,7 @@ Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flag
   if (!S_ISREG(st.st_mode)) return Refused(dir_fd, name, st.st_mode);
   // F_SETFL changes only the status flags (the access mode and creation
   // flags in `flags` are ignored): the ones asked for, without O_NONBLOCK.
-  if (::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+  if (!read_write && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
     return ErrnoStatus(PathAt(dir_fd, name) + ": fcntl", errno);
   return owned;
 }

@@ -107,6 +107,10 @@ struct PartitionWriter::Impl {
   Status OpenActive(int64_t base, uint64_t size);
   Status Sync();
   Status Publish();
+  // Close's decisions, on this writer's view of the log (see Close).
+  bool TableWanted() const;
+  bool SnapshotWanted() const;
+  bool SnapshotMayBeDue() const;
   // `active_log`: the active segment's log, open on the file the committed
   // state names (null: opened when needed); `snapshots`: the snapshot
   // offsets of a listing made under the lock (null: listed here).
@@ -874,31 +878,43 @@ Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
   return w.fs->SyncDir(w.dir_fd.get());
 }
 
+// A table never built is built at close only when the next open's replay
+// could be long: the active segment holds kSnapshotReplayBytes, or the
+// newest snapshot is older than it while earlier segments exist.
+bool PartitionWriter::Impl::TableWanted() const {
+  return !producers_loaded &&
+         (fields.end_position >= kSnapshotReplayBytes ||
+          (newest_snapshot < fields.end_segment_base && segments.size() > 1));
+}
+
+// A writer that appended nothing since the newest snapshot writes none, nor
+// one whose batches after it take less than kSnapshotReplayBytes of the
+// active segment (the next open replays them instead); without fsync at
+// close the snapshot is not fsynced either (producer.md §10.2, P7: derived
+// data, a lost one costs only a longer replay).
+bool PartitionWriter::Impl::SnapshotWanted() const {
+  const bool short_replay = snapshot_segment == fields.end_segment_base &&
+                            fields.end_position - snapshot_pos < kSnapshotReplayBytes;
+  return producers_loaded && snapshot_at != fields.log_end_offset && !short_replay;
+}
+
+// Close takes the lock only when, as far as this writer saw, a snapshot may
+// be due (TableWanted or SnapshotWanted). Appends of other writers since
+// then can only make one due that this close skips: the next open replays
+// their batches instead, and their own writers' closes decide with a view
+// that holds them.
+bool PartitionWriter::Impl::SnapshotMayBeDue() const { return TableWanted() || SnapshotWanted(); }
+
 Status PartitionWriter::Close() {
   Impl& w = *impl_;
   if (w.closed) return w.poisoned;
   Status s = w.config.sync_on_close ? Flush() : w.CheckUsable();
-  if (s.ok()) {
+  if (s.ok() && w.SnapshotMayBeDue()) {
     MQ_RETURN_IF_ERROR(w.lock.Lock());
     LockGuard guard(&w.lock);
     s = w.Sync();
-    // A table never built is built here only when the next open's replay
-    // could be long: the active segment holds kSnapshotReplayBytes, or the
-    // newest snapshot is older than it while earlier segments exist.
-    if (s.ok() && !w.producers_loaded &&
-        (w.fields.end_position >= kSnapshotReplayBytes ||
-         (w.newest_snapshot < w.fields.end_segment_base && w.segments.size() > 1))) {
-      s = w.EnsureProducers();
-    }
-    // A writer that appended nothing since the newest snapshot writes none,
-    // nor one whose batches after it take less than kSnapshotReplayBytes
-    // of the active segment (the next open replays them instead); without
-    // fsync at close the snapshot is not fsynced either (producer.md §10.2,
-    // P7: derived data, a lost one costs only a longer replay).
-    const bool short_replay = w.snapshot_segment == w.fields.end_segment_base &&
-                              w.fields.end_position - w.snapshot_pos < kSnapshotReplayBytes;
-    if (s.ok() && w.producers_loaded && w.snapshot_at != w.fields.log_end_offset &&
-        !short_replay) {
+    if (s.ok() && w.TableWanted()) s = w.EnsureProducers();
+    if (s.ok() && w.SnapshotWanted()) {
       s = w.producers.WriteSnapshot(w.dir_fd.get(), w.fields.log_end_offset,
                                     w.config.sync_on_close, w.fs);
       if (s.ok()) {

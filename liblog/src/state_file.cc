@@ -137,6 +137,7 @@ StateFile::~StateFile() = default;
 namespace {
 
 Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, FileSystem* fs, bool writable);
+Result<std::unique_ptr<StateFile::Impl>> MapOpened(File& file, FileSystem* fs, bool writable);
 
 }  // namespace
 
@@ -144,13 +145,16 @@ Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const Stat
                                           bool* recreated, bool sync) {
   *recreated = false;
   if (fs == nullptr) fs = FileSystem::Default();
-  auto st = fs->StatAt(dir_fd, kStateFileName);
-  if (!st && st.error().code() != Code::kNotFound) return st.error();
-  if (st && !st->is_regular())
-    return Status(Code::kPermission,
-                  fmt::format("{}: {}; refused", PathAt(dir_fd, kStateFileName),
-                              S_ISLNK(st->mode) ? "is a symlink" : "not a regular file"));
-  bool usable = st && st->size == sizeof(StateLayout);
+  // Opened once: a symlink, FIFO or device under the name is refused by the
+  // open itself (kPermission), a missing file is kNotFound.
+  auto file = fs->Open(dir_fd, kStateFileName, FileSystem::kReadWrite);
+  if (!file && file.error().code() != Code::kNotFound) return file.error();
+  bool usable = false;
+  if (file) {
+    auto st = (*file)->StatAtOpen();
+    if (!st) return st.error();
+    usable = st->size == sizeof(StateLayout);
+  }
   if (!usable) {
     // Replace, never resize in place: a reader's mapping of the old file
     // must not lose its pages (SIGBUS).
@@ -160,8 +164,10 @@ Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const Stat
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(&image), sizeof image), fs,
         {}, sync));
     *recreated = true;
+    file = fs->Open(dir_fd, kStateFileName, FileSystem::kReadWrite);
+    if (!file) return file.error();
   }
-  auto impl = MapState(dir_fd, fs, true);
+  auto impl = MapOpened(**file, fs, true);
   if (!impl) return impl.error();
   StateFile out;
   out.impl_ = std::move(*impl);
@@ -181,8 +187,13 @@ namespace {
 Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, FileSystem* fs, bool writable) {
   auto file = fs->Open(dir_fd, kStateFileName, writable ? FileSystem::kReadWrite : FileSystem::kRead);
   if (!file) return file.error();
+  return MapOpened(**file, fs, writable);
+}
+
+// The mapping outlives `file` (the caller closes it).
+Result<std::unique_ptr<StateFile::Impl>> MapOpened(File& file, FileSystem* fs, bool writable) {
   // Just opened; the file is replaced, never resized (OpenForWrite).
-  auto st = (*file)->StatAtOpen();
+  auto st = file.StatAtOpen();
   if (!st) return st.error();
   auto impl = std::make_unique<StateFile::Impl>();
   impl->fs = fs;
@@ -192,7 +203,7 @@ Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, FileSystem* fs, bo
   impl->dev = st->dev;
   impl->ino = st->ino;
   // The mapping outlives the descriptor (closed on return).
-  auto m = fs->Map((*file)->fd(), sizeof(StateLayout), writable);
+  auto m = fs->Map(file.fd(), sizeof(StateLayout), writable);
   if (!m) return Status(m.error().code(), std::string(kStateFileName) + ": " + m.error().message());
   impl->region = std::move(*m);
   impl->layout = reinterpret_cast<StateLayout*>(impl->region.data);

@@ -272,6 +272,37 @@ TEST_CASE("lock: the lock file is opened without following symlinks and must be 
   CHECK_FALSE(Exists(tmp / "missing.lock"));
 }
 
+// A FIFO put under the name after the look (OpenRegularFileAt with
+// `looked`) is still refused, and the open never waits for a writer: for
+// reading it is opened O_NONBLOCK, for reading and writing it never blocks
+// (fifo(7)), so that open does without O_NONBLOCK.
+TEST_CASE("open: a FIFO swapped in after the look is refused without blocking, read or read-write") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  REQUIRE(::mkfifo((tmp / "f").c_str(), 0600) == 0);
+  for (int flags : {O_RDONLY, O_RDWR}) {
+    struct stat st;
+    auto f = OpenRegularFileAt(dir->get(), "f", flags, 0640, &st, /*looked=*/true);
+    REQUIRE(!f);
+    CHECK(f.error().code() == Code::kPermission);
+    CHECK(f.error().message().find("a FIFO") != std::string::npos);
+  }
+}
+
+// A regular file opened for reading and writing is blocking: no O_NONBLOCK
+// is left on it; one opened for reading has it cleared again.
+TEST_CASE("open: regular files are left without O_NONBLOCK") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  for (int flags : {O_RDWR | O_CREAT, O_RDONLY}) {
+    auto f = OpenRegularFileAt(dir->get(), "r", flags);
+    REQUIRE(f);
+    CHECK((::fcntl(f->get(), F_GETFL) & O_NONBLOCK) == 0);
+  }
+}
+
 TEST_CASE("lock: a lock granted on a file that was replaced meanwhile is taken on the new file") {
   TempDir tmp;
   auto dir = OpenDirectory(tmp.path(), false);

@@ -528,6 +528,50 @@ TEST_CASE("P7 snapshot: a writer that never needed the table writes one at close
   CheckLastSequence(dir, sequence - 1);
 }
 
+namespace {
+
+// Counts flock calls (Lock) through the seam.
+class LockCountingFs : public FileSystemWrapper {
+ public:
+  Status Lock(int fd, LockMode mode, LockWait wait) override {
+    ++locks;
+    return FileSystemWrapper::Lock(fd, mode, wait);
+  }
+  int locks = 0;
+};
+
+}  // namespace
+
+// Close decides on its own view of the log whether a snapshot may be due;
+// when none may be, it takes no lock at all (with many partitions a close
+// is one of a few operations per partition and run).
+TEST_CASE("P7 snapshot: a close with no snapshot due takes no lock, one past 256 KiB does") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  LockCountingFs fs;
+  LogConfig config;
+  config.fs = &fs;
+  config.sync_on_close = false;  // else Close's Flush takes the lock
+  int32_t sequence = 0;
+  {
+    auto w = OpenWriter(dir, config);
+    AppendProducer(*w, &sequence, 3, 3, 8);
+    const int before = fs.locks;
+    REQUIRE(w->Close().ok());
+    CHECK(fs.locks == before);
+  }
+  CHECK(SnapshotCount(dir) == 0);
+  {
+    auto w = OpenWriter(dir, config);
+    AppendProducer(*w, &sequence, 40, 8, 1024);
+    const int before = fs.locks;
+    REQUIRE(w->Close().ok());
+    CHECK(fs.locks == before + 1);
+  }
+  CHECK(SnapshotCount(dir) == 1);
+  CheckLastSequence(dir, sequence - 1);
+}
+
 TEST_CASE("P7 snapshot: replay from a snapshot inside the active segment, index intact or not") {
   TempDir tmp;
   std::string dir = tmp / "t-0";

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <utility>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -24,6 +26,26 @@
 namespace mq {
 
 using Bytes = std::span<const std::byte>;
+
+// An allocator whose resize leaves new bytes uninitialized (value-
+// initialization becomes default-initialization): for buffers that are
+// written right after they grow, where zero-filling first is a wasted pass.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 // Converts between text and byte spans without copying.
 inline Bytes AsBytes(std::string_view s) {
@@ -252,7 +274,8 @@ class BatchBuilder {
   std::byte* Reserve(size_t n);
   [[gnu::noinline]] void Grow(size_t n);
   BatchOptions options_;
-  std::vector<std::byte> records_;  // storage; the first used_ bytes are records
+  // Storage, grown without zero-filling; the first used_ bytes are records.
+  std::vector<std::byte, UninitializedAllocator<std::byte>> records_;
   size_t used_ = 0;
   std::vector<std::byte> compressed_;
   int32_t count_ = 0;

@@ -173,11 +173,13 @@ class FileSystemWrapper : public FileSystem {
 
 // Opens `name` in `dir_fd` as a regular file, never blocking and never
 // following a symlink: open(2) with `flags` (the access mode, O_CREAT, O_EXCL,
-// O_TRUNC) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK (a FIFO would otherwise block
-// the open until a writer comes, ignoring SIGTERM), then fstat. A symlink,
-// FIFO, device, socket or directory under the name is refused (kPermission,
-// exit 77) with a message naming the file with its directory; then O_NONBLOCK
-// is cleared. Every file of a data directory is opened by this helper.
+// O_TRUNC) | O_NOFOLLOW | O_CLOEXEC, plus O_NONBLOCK when the access mode is
+// not O_RDWR (a FIFO opened for reading would otherwise block the open until
+// a writer comes, ignoring SIGTERM; one opened O_RDWR never blocks on Linux,
+// fifo(7)), then fstat. A symlink, FIFO, device, socket or directory under
+// the name is refused (kPermission, exit 77) with a message naming the file
+// with its directory; then O_NONBLOCK is cleared. Every file of a data
+// directory is opened by this helper.
 Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
                                    unsigned mode = 0640);
 // The same, filling `*st` with the opened file's fstat. With `looked` the
