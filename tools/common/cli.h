@@ -139,6 +139,17 @@ size_t OpenPartitionBudget(size_t per_partition);
 // grace period, milliseconds each time it doubles (64, 128, ... 8192).
 void ReserveDescriptors(size_t n);
 
+// Before any thread starts: grows the heap by `bytes` (at most
+// kMaxPreparedHeap) at once, asks for that range to be backed by transparent
+// huge pages (madvise MADV_HUGEPAGE; where the kernel offers none, nothing
+// changes) and keeps it, for a tool about to allocate that much in buffers
+// of many sizes. A page fault costs some 20 us on some virtual machines:
+// into 1,000 partitions mq-produce took 6,500 of them, 3,000 with this.
+// Memory not touched stays unallocated; touched, it is allocated 2 MiB at a
+// time.
+constexpr size_t kMaxPreparedHeap = 31 << 20;
+void PrepareHeap(size_t bytes);
+
 // Runs a tool's body. An allocation failure that escapes it (std::bad_alloc)
 // prints "<prog>: out of memory" and returns 71 (EX_OSERR) instead of
 // aborting.

@@ -384,6 +384,12 @@ int Run(const Flags& f, const Settings& s) {
         cli::kSpareDescriptors + 64);
   }
 
+  // What the buffers take (MEMORY in the manual): a group queued and one in
+  // flight, a batch being built per open partition, the input's buffers.
+  cli::PrepareHeap(2 * po.append_bytes +
+                   std::min<size_t>(static_cast<size_t>(topic->partitions), po.max_open) *
+                       po.batch_bytes +
+                   (4 << 20));
   cli::Output out;
   auto producer = Producer::Open(*dir, po, &out);
   if (!producer) return cli::Fail(producer.error());
