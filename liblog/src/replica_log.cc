@@ -82,19 +82,19 @@ class FileReplicaLog : public ReplicaLog {
     return Status::Ok();
   }
 
-  void ReadAhead() override {
+  void ReadAhead(std::vector<std::byte>* into) override {
     prepared_.reset();
     if (!last_read_ || !last_read_->full || !reader_) return;
     const ReadSpan last = *last_read_;
     last_read_.reset();
     const auto before = reader_->rewrites();
     if (!before) return;
-    auto read = ReadBatches(last.next_offset, last.max_bytes, &prepared_bytes_);
+    auto read = ReadBatches(last.next_offset, last.max_bytes, into);
     // Only a read that stopped at max_bytes is kept: it is the same bytes
     // at any later time while the log is not rewritten, where one that
     // stopped at the log end may miss what was appended since.
     if (!read || !read->full || reader_->rewrites() != before) return;
-    prepared_ = Prepared{*read, *before};
+    prepared_ = Prepared{*read, *before, into};
   }
 
   Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
@@ -171,10 +171,12 @@ class FileReplicaLog : public ReplicaLog {
     bool full = false;
     uint32_t crc = 0;  // CRC-32C of the bytes read
   };
-  // What ReadAhead read, and the state file's rewrites counter before it.
+  // What ReadAhead read, the state file's rewrites counter before it, and
+  // the buffer that holds it.
   struct Prepared {
     ReadSpan span;
     uint32_t rewrites = 0;
+    const std::vector<std::byte>* bytes = nullptr;
   };
 
   // Whole batches from the one holding `offset`, up to `max_bytes` (at
@@ -211,18 +213,17 @@ class FileReplicaLog : public ReplicaLog {
     return span;
   }
 
-  // The prepared read into `out` when it is what a read of `offset` and
-  // `max_bytes` gives now: the same request, the log not rewritten since
-  // (the rewrites counter of the state file: a truncation bumps it before
-  // it cuts), and its bytes still below the committed end.
-  bool TakePrepared(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) {
+  // Whether `out` holds the prepared read and it is what a read of
+  // `offset` and `max_bytes` gives now: the same request, the log not
+  // rewritten since (the rewrites counter of the state file: a truncation
+  // bumps it before it cuts), and its bytes still below the committed end.
+  bool TakePrepared(int64_t offset, size_t max_bytes, const std::vector<std::byte>* out) {
     if (!prepared_) return false;
     const Prepared p = *prepared_;
     prepared_.reset();
-    if (p.span.offset != offset || p.span.max_bytes != max_bytes) return false;
+    if (p.bytes != out || p.span.offset != offset || p.span.max_bytes != max_bytes) return false;
     if (reader_->rewrites() != p.rewrites || reader_->end_offset() < p.span.next_offset)
       return false;
-    out->swap(prepared_bytes_);
     last_read_ = p.span;
     return true;
   }
@@ -235,8 +236,7 @@ class FileReplicaLog : public ReplicaLog {
   std::unique_ptr<PartitionReader> reader_;
   std::optional<LeaderClaim> claim_;  // as last read or stored (R53)
   std::optional<ReadSpan> last_read_;  // what ReadAhead continues
-  std::optional<Prepared> prepared_;   // its bytes: prepared_bytes_
-  std::vector<std::byte> prepared_bytes_;
+  std::optional<Prepared> prepared_;
   std::string topic_;
   int32_t partition_;
 };

@@ -720,17 +720,22 @@ TEST_CASE("replication: a leader's read-ahead is served only while it is what a 
     REQUIRE(leader.Read(0, max, &got).ok());
     REQUIRE(got == BatchesFrom(c.Dir(0), 0, 2));
     for (int64_t at = 6; at < 30; at += 6) {
-      leader.ReadAhead();
+      leader.ReadAhead(&got);
       REQUIRE(leader.Read(at, max, &got).ok());
       CHECK(got == BatchesFrom(c.Dir(0), at, 2));
     }
     // Another request than the one prepared is read afresh.
-    leader.ReadAhead();
+    leader.ReadAhead(&got);
     REQUIRE(leader.Read(3, max, &got).ok());
     CHECK(got == BatchesFrom(c.Dir(0), 3, 2));
-    leader.ReadAhead();
+    leader.ReadAhead(&got);
     REQUIRE(leader.Read(9, 3 * batch, &got).ok());
     CHECK(got == BatchesFrom(c.Dir(0), 9, 3));
+    // The request prepared, into another buffer than the prepared one.
+    leader.ReadAhead(&got);
+    std::vector<std::byte> other;
+    REQUIRE(leader.Read(18, 3 * batch, &other).ok());
+    CHECK(other == BatchesFrom(c.Dir(0), 18, 3));
   }
 
   SECTION("a truncation between the read-ahead and the request is not served stale") {
@@ -741,7 +746,7 @@ TEST_CASE("replication: a leader's read-ahead is served only while it is what a 
     auto w = PartitionWriter::Open(c.Dir(0), cfg, false, nullptr);
     REQUIRE(w);
     REQUIRE(leader.Read(0, max, &got).ok());
-    leader.ReadAhead();  // prepares offsets 6-11
+    leader.ReadAhead(&got);  // prepares offsets 6-11
     const auto stale = BatchesFrom(c.Dir(0), 6, 2);
     REQUIRE((*w)->TruncateTo(6).ok());
     for (int i = 0; i < 8; ++i) {
@@ -757,7 +762,7 @@ TEST_CASE("replication: a leader's read-ahead is served only while it is what a 
 
   SECTION("a truncation below the prepared bytes is not served stale") {
     REQUIRE(leader.Read(0, max, &got).ok());
-    leader.ReadAhead();
+    leader.ReadAhead(&got);
     {
       LogConfig cfg = Small();
       auto w = PartitionWriter::Open(c.Dir(0), cfg, false, nullptr);

@@ -39,6 +39,7 @@ struct Served {
   int64_t next_isr_check_ms = 0;
   // What a fetch reply's batches are read into: the reply borrows them until
   // it is sent (before the next request), and the pages stay allocated.
+  // Once it is sent, the next batches are read ahead into it.
   std::vector<std::byte> buffer;
 };
 
@@ -119,7 +120,7 @@ class Server {
   // After a fetch's reply is sent, while the follower appends it: the
   // partition's next batches, read and checked (ReplicaLog::ReadAhead).
   void AfterReply() {
-    if (last_fetched_) last_fetched_->log->ReadAhead();
+    if (last_fetched_) last_fetched_->log->ReadAhead(&last_fetched_->buffer);
     last_fetched_ = nullptr;
   }
 

@@ -98,12 +98,15 @@ class ReplicaLog {
   virtual Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
                       uint32_t* crc = nullptr) = 0;
   // Reads ahead what a Read asking for what follows the last one (from the
-  // offset after its last batch, the same max_bytes) returns, while the
-  // caller waits for that request (a leader's server while its follower
-  // appends). Read returns the prepared bytes only when they are what it
-  // would read then: the same request, and the log not rewritten
-  // (truncated, recovered) since. A failure only loses the preparation.
-  virtual void ReadAhead() {}
+  // offset after its last batch, the same max_bytes) returns, into `into`
+  // (a buffer whose bytes the caller is done with: the last reply was
+  // sent), while the caller waits for that request (a leader's server
+  // while its follower appends). A Read given the same `into`, unchanged
+  // since, keeps the prepared bytes only when they are what it would read
+  // then: the same request, and the log not rewritten (truncated,
+  // recovered) since; otherwise it reads. A failure only loses the
+  // preparation.
+  virtual void ReadAhead(std::vector<std::byte>* into) { (void)into; }
   // A follower's append of its leader's batches (R1-R7 checked first).
   // `crc_check` kAlreadyComputed: each batch's CRC (R4) was computed over
   // these very bytes and matched already (FetchResponse::batches_checked).
