@@ -154,7 +154,58 @@ inline const uint8_t* U8(std::span<const std::byte> d) {
   return reinterpret_cast<const uint8_t*>(d.data());
 }
 
+// CRC-32C arithmetic for Crc32cCombine (zlib's crc32_combine, with the
+// Castagnoli polynomial): a·b modulo P, and x^(8n) modulo P, in the
+// reflected bit order of the CRC (bit 31 is x^0). Without branches on the
+// operands' bits (they are as good as random: mispredicted).
+uint32_t MultModP(uint32_t a, uint32_t b) {
+  uint32_t p = 0;
+  for (int i = 31; i >= 0; --i) {
+    p ^= b & (0u - ((a >> i) & 1));
+    b = (b >> 1) ^ (kPoly & (0u - (b & 1)));
+  }
+  return p;
+}
+
+// x^(8n) mod P: shifts a CRC past n zero bytes, one product per hex digit
+// of n. The last few lengths asked are kept (a log's batches are often of
+// one size).
+uint32_t BytesShift(uint64_t n) {
+  // kPowers[k][d] = x^(8·d·16^k) mod P.
+  static const auto kPowers = [] {
+    std::array<std::array<uint32_t, 16>, 16> t{};
+    uint32_t base = 1u << 23;  // x^8: one byte
+    for (auto& row : t) {
+      row[0] = 1u << 31;  // x^0
+      for (size_t d = 1; d < 16; ++d) row[d] = MultModP(row[d - 1], base);
+      base = MultModP(row[15], base);  // x^(8·16^(k+1))
+    }
+    return t;
+  }();
+  struct Entry {
+    uint64_t n = ~uint64_t{0};
+    uint32_t shift = 0;
+  };
+  thread_local std::array<Entry, 64> cache;
+  Entry& e = cache[(n ^ (n >> 6)) & 63];
+  if (e.n == n) return e.shift;
+  uint32_t p = 1u << 31;  // x^0
+  for (size_t k = 0, m = n; m; m >>= 4, ++k)
+    if (m & 15) p = MultModP(kPowers[k][m & 15], p);
+  e = {n, p};
+  return p;
+}
+
 }  // namespace
+
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  return MultModP(BytesShift(length_b), crc_a) ^ crc_b;
+}
+
+uint32_t Crc32cExtendKnown(uint32_t crc, std::span<const std::byte> b, uint32_t crc_b) {
+  constexpr size_t kCombineFrom = 4096;
+  return b.size() >= kCombineFrom ? Crc32cCombine(crc, crc_b, b.size()) : Crc32cExtend(crc, b);
+}
 
 uint32_t Crc32cExtend(uint32_t crc, std::span<const std::byte> data) {
   return ~Chosen()(~crc, U8(data), data.size());

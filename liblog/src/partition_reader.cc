@@ -386,6 +386,14 @@ int64_t PartitionReader::end_offset() {
   return impl_->readable_end();
 }
 
+std::optional<uint32_t> PartitionReader::rewrites() {
+  Impl& r = *impl_;
+  if (!r.Refresh().ok() || !r.state) return std::nullopt;
+  auto f = r.state->Read();
+  if (!f) return std::nullopt;
+  return f->rewrites;
+}
+
 Status PartitionReader::Seek(int64_t offset) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());

@@ -686,12 +686,13 @@ Result<AppendResult> PartitionWriter::Impl::Commit(std::span<std::byte> batches,
   return result;
 }
 
-Result<AppendResult> PartitionWriter::AppendReplicated(std::span<const std::byte> batches) {
+Result<AppendResult> PartitionWriter::AppendReplicated(std::span<const std::byte> batches,
+                                                       CrcCheck crc_check) {
   Impl& w = *impl_;
   MQ_RETURN_IF_ERROR(w.CheckUsable());
   // Nothing is rewritten: the const bytes are written as they are.
   std::span<std::byte> bytes(const_cast<std::byte*>(batches.data()), batches.size());
-  auto pieces = w.Split(bytes, CrcCheck::kVerify);
+  auto pieces = w.Split(bytes, crc_check);
   if (!pieces) return pieces.error();
 
   MQ_RETURN_IF_ERROR(w.lock.Lock());

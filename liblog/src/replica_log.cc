@@ -8,6 +8,7 @@
 
 #include "checkpoint_file.h"
 #include "format.h"
+#include "mq/crc32c.h"
 #include "mq/lock.h"
 #include "mq/replication.h"
 #include "state_file.h"
@@ -68,29 +69,37 @@ class FileReplicaLog : public ReplicaLog {
     return Status::Ok();
   }
 
-  Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) override {
+  Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
+              uint32_t* crc) override {
     MQ_RETURN_IF_ERROR(OpenReader());
-    MQ_RETURN_IF_ERROR(reader_->Seek(offset));
-    out->clear();
-    // One allocation (its pages are touched only as batches fill them), not
-    // a copy at each doubling.
-    out->reserve(std::min<size_t>(max_bytes, size_t{64} << 20));
-    while (true) {
-      auto next = reader_->Next();
-      if (!next) return next.error();
-      if (!*next) break;
-      const BatchView& b = **next;
-      if (b.header().last_offset() < offset) continue;
-      const Bytes bytes = b.bytes();
-      if (!out->empty() && out->size() + bytes.size() > max_bytes) break;
-      out->insert(out->end(), bytes.begin(), bytes.end());
-      if (out->size() >= max_bytes) break;
+    if (!TakePrepared(offset, max_bytes, out)) {
+      last_read_.reset();
+      auto read = ReadBatches(offset, max_bytes, out);
+      if (!read) return read.error();
+      last_read_ = *read;
     }
+    if (crc) *crc = last_read_->crc;
     return Status::Ok();
   }
 
-  Result<AppendResult> AppendReplicated(std::span<const std::byte> batches) override {
-    return writer_->AppendReplicated(batches);
+  void ReadAhead(std::vector<std::byte>* into) override {
+    prepared_.reset();
+    if (!last_read_ || !last_read_->full || !reader_) return;
+    const ReadSpan last = *last_read_;
+    last_read_.reset();
+    const auto before = reader_->rewrites();
+    if (!before) return;
+    auto read = ReadBatches(last.next_offset, last.max_bytes, into);
+    // Only a read that stopped at max_bytes is kept: it is the same bytes
+    // at any later time while the log is not rewritten, where one that
+    // stopped at the log end may miss what was appended since.
+    if (!read || !read->full || reader_->rewrites() != before) return;
+    prepared_ = Prepared{*read, *before, into};
+  }
+
+  Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
+                                        CrcCheck crc_check) override {
+    return writer_->AppendReplicated(batches, crc_check);
   }
   Status TruncateTo(int64_t offset) override { return writer_->TruncateTo(offset); }
   Status DeleteBefore(int64_t offset) override { return writer_->DeleteSegmentsBefore(offset); }
@@ -153,6 +162,72 @@ class FileReplicaLog : public ReplicaLog {
  private:
   FileSystem* fs() const { return config_.fs ? config_.fs : FileSystem::Default(); }
 
+  // A Read: where it began and ended, and whether it stopped because the
+  // next batch would pass max_bytes (not at the log end).
+  struct ReadSpan {
+    int64_t offset = 0;
+    size_t max_bytes = 0;
+    int64_t next_offset = 0;  // after its last batch (`offset` when it has none)
+    bool full = false;
+    uint32_t crc = 0;  // CRC-32C of the bytes read
+  };
+  // What ReadAhead read, the state file's rewrites counter before it, and
+  // the buffer that holds it.
+  struct Prepared {
+    ReadSpan span;
+    uint32_t rewrites = 0;
+    const std::vector<std::byte>* bytes = nullptr;
+  };
+
+  // Whole batches from the one holding `offset`, up to `max_bytes` (at
+  // least one), into `out`.
+  Result<ReadSpan> ReadBatches(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) {
+    MQ_RETURN_IF_ERROR(reader_->Seek(offset));
+    out->clear();
+    // One allocation (its pages are touched only as batches fill them), not
+    // a copy at each doubling.
+    out->reserve(std::min<size_t>(max_bytes, size_t{64} << 20));
+    ReadSpan span{offset, max_bytes, offset, false};
+    while (true) {
+      auto next = reader_->Next();
+      if (!next) return next.error();
+      if (!*next) break;
+      const BatchView& b = **next;
+      if (b.header().last_offset() < offset) continue;
+      const Bytes bytes = b.bytes();
+      if (!out->empty() && out->size() + bytes.size() > max_bytes) {
+        span.full = true;
+        break;
+      }
+      out->insert(out->end(), bytes.begin(), bytes.end());
+      // The batch's CRC covers its bytes from attributes on, and Next()
+      // checked it (R4): only the 21 bytes before are hashed again.
+      span.crc = Crc32cExtendKnown(Crc32cExtend(span.crc, bytes.first(format::kAttributesOffset)),
+                                   bytes.subspan(format::kAttributesOffset), b.header().crc);
+      span.next_offset = b.header().last_offset() + 1;
+      if (out->size() >= max_bytes) {
+        span.full = true;
+        break;
+      }
+    }
+    return span;
+  }
+
+  // Whether `out` holds the prepared read and it is what a read of
+  // `offset` and `max_bytes` gives now: the same request, the log not
+  // rewritten since (the rewrites counter of the state file: a truncation
+  // bumps it before it cuts), and its bytes still below the committed end.
+  bool TakePrepared(int64_t offset, size_t max_bytes, const std::vector<std::byte>* out) {
+    if (!prepared_) return false;
+    const Prepared p = *prepared_;
+    prepared_.reset();
+    if (p.bytes != out || p.span.offset != offset || p.span.max_bytes != max_bytes) return false;
+    if (reader_->rewrites() != p.rewrites || reader_->end_offset() < p.span.next_offset)
+      return false;
+    last_read_ = p.span;
+    return true;
+  }
+
   std::string dir_;
   int32_t id_;
   LogConfig config_;
@@ -160,6 +235,8 @@ class FileReplicaLog : public ReplicaLog {
   std::unique_ptr<PartitionWriter> writer_;
   std::unique_ptr<PartitionReader> reader_;
   std::optional<LeaderClaim> claim_;  // as last read or stored (R53)
+  std::optional<ReadSpan> last_read_;  // what ReadAhead continues
+  std::optional<Prepared> prepared_;
   std::string topic_;
   int32_t partition_;
 };

@@ -423,7 +423,9 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
       }
     }
     std::vector<std::byte>* out = buffer ? buffer : &response.batches;
-    MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out));
+    uint32_t crc = 0;
+    MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
+    response.crc = crc;
     if (buffer) response.borrowed = *buffer;
     response.log_start_offset = *start;
     response.log_end_offset = *leo;
@@ -508,7 +510,8 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     return response.error();
   }
   if (const auto batches = response->data(); !batches.empty()) {
-    auto appended = follower.AppendReplicated(batches);
+    auto appended = follower.AppendReplicated(
+        batches, response->batches_checked ? CrcCheck::kAlreadyComputed : CrcCheck::kVerify);
     if (!appended) return appended.error();
     result.appended_bytes = static_cast<int64_t>(batches.size());
     result.appended_records = appended->last_offset - appended->base_offset + 1;

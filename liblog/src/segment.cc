@@ -153,47 +153,12 @@ Result<BatchCursor::Step> BatchCursor::Read(uint64_t pos, BatchView* view) {
 
 namespace {
 
-// CRC-32C arithmetic for the resync scan (zlib's crc32_combine, with the
-// Castagnoli polynomial): a·b modulo P, and x^(8n) modulo P, in the
-// reflected bit order of the CRC.
-constexpr uint32_t kCrc32cPoly = 0x82F63B78;
-
-uint32_t MultModP(uint32_t a, uint32_t b) {
-  uint32_t m = 1u << 31, p = 0;
-  for (;;) {
-    if (a & m) {
-      p ^= b;
-      if ((a & (m - 1)) == 0) break;
-    }
-    m >>= 1;
-    b = b & 1 ? (b >> 1) ^ kCrc32cPoly : b >> 1;
-  }
-  return p;
-}
-
-// x^(8n) mod P: shifts a CRC past n zero bytes.
-uint32_t BytesShift(uint64_t n) {
-  static const auto kPowers = [] {
-    std::array<uint32_t, 64> t{};
-    uint32_t p = 1u << 30;  // x^1
-    for (auto& v : t) {
-      v = p;
-      p = MultModP(p, p);
-    }
-    return t;
-  }();
-  uint32_t p = 1u << 31;  // x^0
-  unsigned k = 3;         // 8n = n·2^3
-  for (; n; n >>= 1, ++k)
-    if (n & 1) p = MultModP(kPowers[k & 63], p);
-  return p;
-}
-
 // Prefix CRCs of a file range [origin, end), computed lazily in one forward
 // pass and kept every kStride bytes: C(x) = CRC-32C of [origin, x). The CRC
-// of any [a, b) is then C(b) ^ shift(C(a), b - a) (crc32_combine solved for
-// the second part), at most 2·kStride bytes of work, so no byte of the range
-// is hashed more than a constant number of times whatever the candidates.
+// of any [a, b) is then C(b) ^ shift(C(a), b - a) (Crc32cCombine solved for
+// the second part, which is the same sum), at most 2·kStride bytes of work,
+// so no byte of the range is hashed more than a constant number of times
+// whatever the candidates.
 class PrefixCrc {
  public:
   static constexpr uint64_t kStride = 4096;
@@ -206,7 +171,7 @@ class PrefixCrc {
     if (!ca) return ca.error();
     auto cb = At(b);
     if (!cb) return cb.error();
-    return *cb ^ MultModP(BytesShift(b - a), *ca);
+    return Crc32cCombine(*ca, *cb, b - a);
   }
 
  private:

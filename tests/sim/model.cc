@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "mq/crc32c.h"
+
 namespace mq::sim {
 
 const char* SyncPolicyName(SyncPolicy p) {
@@ -95,7 +97,8 @@ Result<EpochEndOffset> ModelReplicaLog::EndOffsetFor(int32_t epoch) {
   return live_.epochs.EndOffsetFor(epoch, live_.LogEnd());
 }
 
-Status ModelReplicaLog::Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) {
+Status ModelReplicaLog::Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
+                             uint32_t* crc) {
   if (offset < live_.log_start || offset > live_.LogEnd()) {
     return Status(Code::kOutOfOrder,
                   fmt::format("replica {}: read at {} outside [{}, {}]", id_, offset,
@@ -108,10 +111,12 @@ Status ModelReplicaLog::Read(int64_t offset, size_t max_bytes, std::vector<std::
     if (!out->empty() && out->size() + it->bytes->size() > max_bytes) break;
     out->insert(out->end(), it->bytes->begin(), it->bytes->end());
   }
+  if (crc) *crc = Crc32c(*out);
   return Status::Ok();
 }
 
-Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte> batches) {
+Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte> batches,
+                                                        CrcCheck crc_check) {
   AppendResult result;
   std::vector<SimBatch> parsed;
   int64_t next = live_.LogEnd();
@@ -122,7 +127,7 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
   DecodeLimits limits;
   std::string file = fmt::format("replica-{}", id_);
   while (pos < batches.size()) {
-    auto view = BatchView::Parse(batches.subspan(pos), limits, file, next);
+    auto view = BatchView::Parse(batches.subspan(pos), limits, file, next, crc_check);
     if (!view) return view.error();
     const BatchHeader& h = view->header();
     if (h.base_offset != next) {

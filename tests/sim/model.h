@@ -76,8 +76,10 @@ class ModelReplicaLog : public ReplicaLog {
   Status SetHighWatermark(int64_t offset) override;
   Result<int32_t> LatestEpoch() override;
   Result<EpochEndOffset> EndOffsetFor(int32_t epoch) override;
-  Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) override;
-  Result<AppendResult> AppendReplicated(std::span<const std::byte> batches) override;
+  Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
+              uint32_t* crc = nullptr) override;
+  Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
+                                        CrcCheck crc_check = CrcCheck::kVerify) override;
   Status TruncateTo(int64_t offset) override;
   Status DeleteBefore(int64_t offset) override;
   Status BeginEpoch(int32_t epoch) override;

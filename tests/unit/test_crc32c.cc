@@ -59,3 +59,29 @@ TEST_CASE("crc32c: Extend over a split equals the whole", "[crc32c]") {
     CHECK(mq::Crc32cPortable(mq::Crc32cPortable(0, all.first(cut)), all.subspan(cut)) == whole);
   }
 }
+
+TEST_CASE("crc32c: Combine of the parts' CRCs equals the whole", "[crc32c]") {
+  std::mt19937_64 rng(11);
+  std::vector<std::byte> buf = RandomBytes(70000, rng);
+  std::span<const std::byte> all(buf);
+  for (size_t len : {0u, 1u, 9u, 5000u, 70000u}) {
+    std::span<const std::byte> s = all.first(len);
+    const uint32_t whole = mq::Crc32c(s);
+    for (size_t cut : {size_t{0}, size_t{1}, len / 3, len / 2, len - std::min<size_t>(len, 1), len}) {
+      if (cut > len) continue;
+      CHECK(mq::Crc32cCombine(mq::Crc32c(s.first(cut)), mq::Crc32c(s.subspan(cut)), len - cut) ==
+            whole);
+    }
+  }
+}
+
+TEST_CASE("crc32c: ExtendKnown equals Extend, short and long", "[crc32c]") {
+  std::mt19937_64 rng(12);
+  std::vector<std::byte> buf = RandomBytes(20000, rng);
+  std::span<const std::byte> all(buf);
+  for (size_t len : {0u, 100u, 4095u, 4096u, 19000u}) {
+    std::span<const std::byte> b = all.subspan(1000, len);
+    const uint32_t a = mq::Crc32c(all.first(1000));
+    CHECK(mq::Crc32cExtendKnown(a, b, mq::Crc32c(b)) == mq::Crc32cExtend(a, b));
+  }
+}

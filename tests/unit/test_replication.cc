@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 
+#include "coding.h"
 #include "mq/cluster.h"
 #include "mq/replication.h"
 #include "model.h"  // tests/sim: the cluster store and clock in memory
@@ -687,4 +688,88 @@ TEST_CASE("R55 an election passes over a replica restarted since its claim (Rest
   c.Elect(live);
   CHECK(c.Part().leader == 1);
   CHECK(!InIsr(c.Part(), 0));
+}
+
+// ---- a leader's read-ahead (ReplicaLog::ReadAhead) ----
+
+namespace {
+
+// The concatenated batches of `dir` from offset `from` (RawBatches' bytes).
+std::vector<std::byte> BatchesFrom(const std::string& dir, int64_t from, size_t count) {
+  std::vector<std::byte> out;
+  for (const auto& b : RawBatches(dir)) {
+    const int64_t base = static_cast<int64_t>(coding::GetFixed64(b.data()));
+    if (base < from || count == 0) continue;
+    out.insert(out.end(), b.begin(), b.end());
+    --count;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("replication: a leader's read-ahead is served only while it is what a read gives") {
+  Cluster c(2);
+  c.Produce(10);  // 10 batches of 3 records, one size
+  ReplicaLog& leader = *c.logs[0];
+  const size_t batch = RawBatches(c.Dir(0)).front().size();
+  const size_t max = 2 * batch;  // two batches a read
+  std::vector<std::byte> got;
+
+  SECTION("the next read is the prepared one: the bytes a read gives") {
+    REQUIRE(leader.Read(0, max, &got).ok());
+    REQUIRE(got == BatchesFrom(c.Dir(0), 0, 2));
+    for (int64_t at = 6; at < 30; at += 6) {
+      leader.ReadAhead(&got);
+      REQUIRE(leader.Read(at, max, &got).ok());
+      CHECK(got == BatchesFrom(c.Dir(0), at, 2));
+    }
+    // Another request than the one prepared is read afresh.
+    leader.ReadAhead(&got);
+    REQUIRE(leader.Read(3, max, &got).ok());
+    CHECK(got == BatchesFrom(c.Dir(0), 3, 2));
+    leader.ReadAhead(&got);
+    REQUIRE(leader.Read(9, 3 * batch, &got).ok());
+    CHECK(got == BatchesFrom(c.Dir(0), 9, 3));
+    // The request prepared, into another buffer than the prepared one.
+    leader.ReadAhead(&got);
+    std::vector<std::byte> other;
+    REQUIRE(leader.Read(18, 3 * batch, &other).ok());
+    CHECK(other == BatchesFrom(c.Dir(0), 18, 3));
+  }
+
+  SECTION("a truncation between the read-ahead and the request is not served stale") {
+    // Another process (a follower's mq-replicate after a failover) will
+    // truncate the log and append other batches up to the same end.
+    LogConfig cfg = Small();
+    cfg.leader_epoch = 0;
+    auto w = PartitionWriter::Open(c.Dir(0), cfg, false, nullptr);
+    REQUIRE(w);
+    REQUIRE(leader.Read(0, max, &got).ok());
+    leader.ReadAhead(&got);  // prepares offsets 6-11
+    const auto stale = BatchesFrom(c.Dir(0), 6, 2);
+    REQUIRE((*w)->TruncateTo(6).ok());
+    for (int i = 0; i < 8; ++i) {
+      auto b = MakeBatch(3, 5000 + i, 20);
+      REQUIRE((*w)->Append(b));
+    }
+    REQUIRE(c.Leo(0) == 30);
+    const auto now = BatchesFrom(c.Dir(0), 6, 2);
+    REQUIRE(now != stale);
+    REQUIRE(leader.Read(6, max, &got).ok());
+    CHECK(got == now);
+  }
+
+  SECTION("a truncation below the prepared bytes is not served stale") {
+    REQUIRE(leader.Read(0, max, &got).ok());
+    leader.ReadAhead(&got);
+    {
+      LogConfig cfg = Small();
+      auto w = PartitionWriter::Open(c.Dir(0), cfg, false, nullptr);
+      REQUIRE(w);
+      REQUIRE((*w)->TruncateTo(9).ok());
+    }
+    REQUIRE(leader.Read(6, max, &got).ok());
+    CHECK(got == BatchesFrom(c.Dir(0), 6, 1));
+  }
 }

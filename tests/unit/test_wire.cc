@@ -14,6 +14,8 @@
 #include <random>
 #include <thread>
 
+#include "coding.h"
+#include "mq/crc32c.h"
 #include "mq/replication.h"
 #include "mq/wire.h"
 #include "model.h"  // tests/sim: the cluster store and clock in memory
@@ -213,6 +215,98 @@ TEST_CASE("R48 frame reader property: damaged streams yield only the frames that
       CHECK(d.frames.size() == sent.size());
     }
     if (!d.error.ok()) CHECK(d.error.rule() == "R48");
+  }
+}
+
+namespace {
+
+// A FetchReply frame carrying `batches` (its bytes before the crc, and the
+// whole frame).
+std::vector<std::byte> FetchReplyFrame(std::span<const std::byte> batches) {
+  FetchResponse m;
+  m.leader_epoch = 3;
+  m.high_watermark = 9;
+  m.log_end_offset = 9;
+  m.batches.assign(batches.begin(), batches.end());
+  return EncodeFrame(Type::kFetchReply, 5, Encode(m));
+}
+
+std::span<const std::byte> Covered(const std::vector<std::byte>& frame) {
+  return std::span<const std::byte>(frame).first(frame.size() - kTrailerSize);
+}
+
+}  // namespace
+
+TEST_CASE("R48 frame: a FetchReply's CRC made from its batches' CRCs is the CRC of its bytes") {
+  std::vector<std::byte> batches;
+  for (int i = 0; i < 3; ++i) {
+    auto b = MakeBatch(2 + i, 1000 + i, 20 + static_cast<size_t>(i) * 7);
+    batches.insert(batches.end(), b.begin(), b.end());
+  }
+  const auto frame = FetchReplyFrame(batches);
+  bool checked = false;
+  CHECK(FetchReplyFrameCrc(Covered(frame), &checked) == Crc32c(Covered(frame)));
+  CHECK(checked);
+  // Through the reader: the frame, and its batches checked.
+  FrameReader r("peer");
+  r.Feed(frame);
+  auto f = r.NextView(&checked);
+  REQUIRE(f);
+  REQUIRE(f->has_value());
+  CHECK(checked);
+
+  SECTION("a batch whose bytes differ from its CRC: the frame's CRC is still its bytes'") {
+    auto bad = batches;
+    bad[bad.size() - 3] ^= std::byte{0x10};  // the last batch's last record
+    const auto carried = FetchReplyFrame(bad);  // a frame CRC made over the damage
+    CHECK(FetchReplyFrameCrc(Covered(carried), &checked) == Crc32c(Covered(carried)));
+    CHECK_FALSE(checked);  // the append computes and checks the CRC (R4)
+    FrameReader r2("peer");
+    r2.Feed(carried);
+    auto g = r2.NextView(&checked);
+    REQUIRE(g);
+    REQUIRE(g->has_value());
+    CHECK_FALSE(checked);
+  }
+
+  SECTION("a flipped bit anywhere, the length included, never yields a frame") {
+    for (size_t bit = 0; bit < frame.size() * 8; ++bit) {
+      auto bad = frame;
+      bad[bit / 8] ^= std::byte(1 << (bit % 8));
+      FrameReader reader("peer");
+      reader.Feed(bad);
+      auto got = reader.NextView(&checked);
+      INFO("bit " << bit);
+      if (got) {
+        CHECK_FALSE(got->has_value());  // a longer length waits for bytes
+        CHECK(bit < 32);
+      } else {
+        CHECK(got.error().rule() == "R48");
+      }
+    }
+  }
+
+  SECTION("any bytes: the same CRC as one pass over them") {
+    const uint64_t seed = Seed();
+    INFO("seed " << seed << " (MQ_TEST_SEED to repeat)");
+    std::mt19937_64 rng(seed);
+    for (int round = 0; round < 300; ++round) {
+      auto f2 = frame;
+      // Damage that keeps the type and the batches' length: batch lengths,
+      // CRCs and bytes anywhere, or a cut with the length field fixed.
+      const int flips = 1 + static_cast<int>(rng() % 4);
+      for (int i = 0; i < flips; ++i) {
+        const size_t at = 41 + rng() % (f2.size() - kTrailerSize - 41);
+        f2[at] ^= std::byte(1 << (rng() % 8));
+      }
+      if (rng() % 3 == 0) {
+        const size_t keep = 41 + rng() % (f2.size() - kTrailerSize - 41);
+        f2.resize(keep + kTrailerSize);
+        coding::PutFixed32(f2.data() + 37, static_cast<uint32_t>(keep - 41));
+      }
+      INFO("round " << round);
+      CHECK(FetchReplyFrameCrc(Covered(f2), &checked) == Crc32c(Covered(f2)));
+    }
   }
 }
 
@@ -560,6 +654,82 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
   CHECK((*follower)->LogEndOffset().value() == leader_end);
   CHECK(RawBatches(dirs[1]) == RawBatches(dirs[0]));
   CHECK(client->connects() > 1);
+}
+
+TEST_CASE("wire: bytes that differ from what the leader read are never appended") {
+  TempDir tmp;
+  sim::MemClusterStore store{ClusterState{}};
+  ReplicatedTopic t;
+  t.name = "t";
+  t.replication_factor = 2;
+  t.min_insync_replicas = 2;
+  store.state().topics.push_back(t);
+  PartitionState p{"t", 0, {0, 1}, 0, 0, 0, {0, 1}};
+  store.state().partitions.push_back(p);
+  std::vector<std::string> dirs;
+  for (int32_t i = 0; i < 2; ++i) {
+    dirs.push_back(tmp / ("root" + std::to_string(i)) + "/t-0");
+    std::filesystem::create_directories(dirs.back());
+    store.state().replicas.push_back({i, tmp / ("root" + std::to_string(i))});
+  }
+  sim::VirtualClock clock;
+  ReplicationContext ctx;
+  ctx.cluster = &store;
+  ctx.clock = &clock;
+  ctx.topic = "t";
+  auto leader = OpenReplicaLog(dirs[0], 0, ReplicaTestLog());
+  REQUIRE(leader);
+  auto follower = OpenReplicaLog(dirs[1], 1, ReplicaTestLog());
+  REQUIRE(follower);
+  {
+    LogConfig c = ReplicaTestLog();
+    c.leader_epoch = 0;
+    auto w = PartitionWriter::Open(dirs[0], c, false, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 5; ++i) {
+      auto b = MakeBatch(3, 1000 + i, 40);
+      REQUIRE((*w)->Append(b));
+    }
+  }
+  // The leader's reply: its bytes with one flipped in the last batch,
+  // after the read computed their CRC (a frame CRC made from the read's
+  // batch CRCs then disagrees with the bytes: R48), or before (the frame
+  // is whole, the batch is not: R4).
+  bool crc_from_read = false;
+  Handlers h;
+  h.fetch = [&](const FetchMessage& m) -> Result<FetchResponse> {
+    auto r = HandleFetch(ctx, **leader, m.request);
+    if (r && !r->batches.empty()) {
+      if (!r->crc) return Status(Code::kInternal, "the read gave no CRC");
+      r->batches[r->batches.size() - 5] ^= std::byte{0x10};
+      if (!crc_from_read) r->crc.reset();
+    }
+    return r;
+  };
+  h.offset_for_leader_epoch = [&](const OffsetForLeaderEpochMessage& m) {
+    return HandleOffsetForLeaderEpoch(ctx, **leader, m.leader_epoch, m.requested_epoch);
+  };
+  Servers servers;
+  auto client = std::make_shared<Client>(
+      servers.Connect([&](int in, int out) { Serve(in, out, h, ServeOptions{}); }), "leader");
+  auto link = RemoteLeaderLink(client, "t", 0, 0);
+  FollowerState state;
+
+  SECTION("the frame's CRC made from the read's: R48, the connection dropped") {
+    crc_from_read = true;
+    auto r = FollowerStep(ctx, **follower, *link, state, 1 << 20);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Code::kUnavailable);
+    CHECK_THAT(r.error().message(), Catch::Contains("R48"));
+  }
+  SECTION("the frame whole, a batch not matching its CRC: R4 at the append") {
+    auto r = FollowerStep(ctx, **follower, *link, state, 1 << 20);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Code::kCorruption);
+    CHECK(r.error().rule() == "R4");
+  }
+  CHECK((*follower)->LogEndOffset().value() == 0);
+  CHECK(RawBatches(dirs[1]).empty());
 }
 
 TEST_CASE("R51 messages: ReplicaStatusReply's restartedSinceClaim is 0 or 1") {

@@ -39,6 +39,7 @@ struct Served {
   int64_t next_isr_check_ms = 0;
   // What a fetch reply's batches are read into: the reply borrows them until
   // it is sent (before the next request), and the pages stay allocated.
+  // Once it is sent, the next batches are read ahead into it.
   std::vector<std::byte> buffer;
 };
 
@@ -91,6 +92,7 @@ class Server {
     auto s = Get(m.topic, m.partition);
     if (!s) return s.error();
     Served& p = **s;
+    last_fetched_ = &p;
     auto r = HandleFetch(p.ctx, *p.log, m.request, &p.buffer);
     if (r && r->data().empty() && m.max_wait_ms > 0 &&
         r->log_end_offset == m.request.fetch_offset) {
@@ -113,6 +115,13 @@ class Server {
                               shrunk.error().message()));
     }
     return r;
+  }
+
+  // After a fetch's reply is sent, while the follower appends it: the
+  // partition's next batches, read and checked (ReplicaLog::ReadAhead).
+  void AfterReply() {
+    if (last_fetched_) last_fetched_->log->ReadAhead(&last_fetched_->buffer);
+    last_fetched_ = nullptr;
   }
 
   Result<EpochEndOffset> OffsetForLeaderEpoch(const wire::OffsetForLeaderEpochMessage& m) {
@@ -165,6 +174,7 @@ class Server {
   std::unique_ptr<DataDir> dir_;
   std::map<std::string, std::shared_ptr<cli::ReplicaBinding>> bindings_;
   std::map<std::pair<std::string, int32_t>, std::unique_ptr<Served>> served_;
+  Served* last_fetched_ = nullptr;  // by the request just answered
 };
 
 }  // namespace
@@ -183,6 +193,7 @@ int Serve(const Options& o) {
   };
   h.replica_status = [&](const wire::PartitionRef& m) { return server.ReplicaStatus(m); };
   h.carry_state = [&](const wire::PartitionRef& m) { return server.CarryState(m); };
+  h.after_reply = [&] { server.AfterReply(); };
   wire::ServeOptions so;
   so.name = fmt::format("mq-replicate {}", o.dir);
   so.peer = "client";

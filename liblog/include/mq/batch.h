@@ -131,8 +131,10 @@ struct RecordView {
 };
 
 // Whether BatchView::Parse computes the CRC (R4). kAlreadyComputed is for
-// bytes BatchBuilder::Finish produced in this process moments ago: the CRC
-// it just computed is not computed a second time.
+// bytes BatchBuilder::Finish produced in this process moments ago, or whose
+// CRC was computed over these very bytes and compared in this process (a
+// follower's receive pass, mq/wire.h FetchReplyFrameCrc): the CRC is not
+// computed a second time.
 enum class CrcCheck : uint8_t { kVerify, kAlreadyComputed };
 
 // A validated batch: a view over exactly header.size_bytes() bytes.

@@ -126,7 +126,8 @@ class PartitionWriter {
   // checked it). Any violation is refused before anything is written:
   // kOutOfOrder for offsets that do not continue the log, kCorruption for
   // an epoch that goes back.
-  Result<AppendResult> AppendReplicated(std::span<const std::byte> batches);
+  Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
+                                        CrcCheck crc_check = CrcCheck::kVerify);
 
   // Records the high watermark (replication.md §16.3): the offset below
   // which every record is on every in-sync replica. It lives in its own
@@ -215,6 +216,11 @@ class PartitionReader {
   int64_t log_start_offset();
   // The committed end (one past the last readable offset), as published now.
   int64_t end_offset();
+  // The state file's `rewrites` counter as published now (segment.md §9.2:
+  // bumped by each truncation and recovery, so bytes read below the
+  // committed end stay the log's while it holds); nullopt when there is no
+  // state file to read it from.
+  std::optional<uint32_t> rewrites();
 
   // Positions the reader at the batch holding `offset` (binary search over
   // segments, then the offset index, then a short scan). Below the log start

@@ -92,9 +92,26 @@ class ReplicaLog {
   virtual Result<EpochEndOffset> EndOffsetFor(int32_t epoch) = 0;
   // Whole batches starting with the one holding `offset`, up to `max_bytes`
   // (at least one batch, whatever its size), none past the log end, into
-  // `out` (cleared first; its capacity is reused from read to read).
-  virtual Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) = 0;
-  virtual Result<AppendResult> AppendReplicated(std::span<const std::byte> batches) = 0;
+  // `out` (cleared first; its capacity is reused from read to read). With
+  // `crc`, also the CRC-32C of `out`, made from each batch's own CRC as the
+  // read checked it (R4) and its first 21 bytes, not from another pass.
+  virtual Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
+                      uint32_t* crc = nullptr) = 0;
+  // Reads ahead what a Read asking for what follows the last one (from the
+  // offset after its last batch, the same max_bytes) returns, into `into`
+  // (a buffer whose bytes the caller is done with: the last reply was
+  // sent), while the caller waits for that request (a leader's server
+  // while its follower appends). A Read given the same `into`, unchanged
+  // since, keeps the prepared bytes only when they are what it would read
+  // then: the same request, and the log not rewritten (truncated,
+  // recovered) since; otherwise it reads. A failure only loses the
+  // preparation.
+  virtual void ReadAhead(std::vector<std::byte>* into) { (void)into; }
+  // A follower's append of its leader's batches (R1-R7 checked first).
+  // `crc_check` kAlreadyComputed: each batch's CRC (R4) was computed over
+  // these very bytes and matched already (FetchResponse::batches_checked).
+  virtual Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
+                                                CrcCheck crc_check = CrcCheck::kVerify) = 0;
   virtual Status TruncateTo(int64_t offset) = 0;
   // Retention at the leader moved its log start: delete below it.
   virtual Status DeleteBefore(int64_t offset) = 0;
@@ -135,6 +152,14 @@ struct FetchResponse {
   std::span<const std::byte> data() const {
     return borrowed.empty() ? std::span<const std::byte>(batches) : borrowed;
   }
+  // The CRC-32C of data() when the responder has it without a pass over
+  // the bytes (ReplicaLog::Read's `crc`): a server's frame CRC (R48) then
+  // continues from it.
+  std::optional<uint32_t> crc;
+  // Each batch's CRC (R4) was computed over the very bytes of data() and
+  // matched, in the pass that checked the frame that brought them (a wire
+  // link, R48): the follower's append does not compute it again.
+  bool batches_checked = false;
   int64_t high_watermark = -1;
   int64_t log_start_offset = 0;
   int64_t log_end_offset = 0;

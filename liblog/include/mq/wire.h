@@ -79,6 +79,14 @@ struct FrameView {
 std::vector<std::byte> EncodeFrame(Type type, uint32_t correlation,
                                    std::span<const std::byte> payload);
 
+// The CRC-32C of a frame's bytes before its crc (`frame`: [0, 9+n)), always
+// Crc32c(frame), in one pass that for a FetchReply also computes each of
+// its batches' own CRCs (batch.md R4: over a batch's bytes from attributes
+// on) and combines the frame's from them. `*batches_checked`: the frame is
+// a FetchReply whose batches' bytes are whole batches, each matching the
+// CRC it stores. Only meaningful once the frame's CRC is found right.
+uint32_t FetchReplyFrameCrc(std::span<const std::byte> frame, bool* batches_checked);
+
 // Frames from a byte stream (R48). The buffer grows with the bytes that
 // arrive, never to a length it was only told.
 class FrameReader {
@@ -94,8 +102,10 @@ class FrameReader {
   // The next whole frame, nullopt while more bytes are needed; corruption
   // (R48) naming the peer and the frame's position in the stream.
   Result<std::optional<Frame>> Next();
-  // The same without copying the payload out of the buffer.
-  Result<std::optional<FrameView>> NextView();
+  // The same without copying the payload out of the buffer. With
+  // `batches_checked`, the CRC is computed by FetchReplyFrameCrc, which
+  // sets it (false unless the frame is returned).
+  Result<std::optional<FrameView>> NextView(bool* batches_checked = nullptr);
   // Bytes held that are not yet a whole frame.
   size_t pending() const { return end_ - begin_; }
   uint64_t position() const { return position_; }
@@ -262,19 +272,21 @@ class Client {
   // Sends a request and returns the reply's payload, valid until the next
   // call. An Error reply is its status (the connection stays); a timeout
   // (kUnavailable), end of stream, R48-R51 breach or a failure to connect
-  // drops the connection.
+  // drops the connection. `batches_checked`: as FrameReader::NextView's,
+  // for the reply.
   Result<std::span<const std::byte>> Call(Type type, std::span<const std::byte> payload,
-                                          int extra_wait_ms = 0);
+                                          int extra_wait_ms = 0,
+                                          bool* batches_checked = nullptr);
   const std::string& peer() const { return peer_; }
   // Connections made so far (tests).
   int connects() const { return connects_; }
 
  private:
   Result<std::span<const std::byte>> CallLocked(Type type, std::span<const std::byte> payload,
-                                                int timeout_ms);
+                                                int timeout_ms, bool* batches_checked = nullptr);
   Status Handshake();
   Status Send(Type type, std::span<const std::byte> payload);
-  Result<FrameView> Receive(int timeout_ms);
+  Result<FrameView> Receive(int timeout_ms, bool* batches_checked = nullptr);
   void Drop();
 
   Connect connect_;
@@ -312,6 +324,10 @@ struct Handlers {
   std::function<Result<CarryStateReply>(const PartitionRef&)> carry_state;
   std::function<Result<std::string>()> load_state;
   std::function<Result<PartitionState>(const AlterPartitionMessage&)> alter_partition;
+  // Called after each response is sent, before the next request is read
+  // (while the client works on the response): work that readies the next
+  // answer (ReplicaLog::ReadAhead), never changing what any answer is.
+  std::function<void()> after_reply;
 };
 struct ServeOptions {
   int idle_timeout_ms = kDefaultIdleTimeoutMs;
