@@ -235,6 +235,50 @@ std::span<const std::byte> Covered(const std::vector<std::byte>& frame) {
   return std::span<const std::byte>(frame).first(frame.size() - kTrailerSize);
 }
 
+// Topic t, partition 0, replicas 0 (the leader, holding `batches` batches
+// of 3 records in epoch 0) and 1 (empty), both in the ISR.
+struct TwoReplicas {
+  explicit TwoReplicas(int batches) {
+    ReplicatedTopic t;
+    t.name = "t";
+    t.replication_factor = 2;
+    t.min_insync_replicas = 2;
+    store.state().topics.push_back(t);
+    PartitionState p{"t", 0, {0, 1}, 0, 0, 0, {0, 1}};
+    store.state().partitions.push_back(p);
+    for (int32_t i = 0; i < 2; ++i) {
+      dirs.push_back(tmp / ("root" + std::to_string(i)) + "/t-0");
+      std::filesystem::create_directories(dirs.back());
+      store.state().replicas.push_back({i, tmp / ("root" + std::to_string(i))});
+    }
+    ctx.cluster = &store;
+    ctx.clock = &clock;
+    ctx.topic = "t";
+    auto l = OpenReplicaLog(dirs[0], 0, ReplicaTestLog());
+    REQUIRE(l);
+    leader.emplace(std::move(*l));
+    auto f = OpenReplicaLog(dirs[1], 1, ReplicaTestLog());
+    REQUIRE(f);
+    follower.emplace(std::move(*f));
+    LogConfig c = ReplicaTestLog();
+    c.leader_epoch = 0;
+    auto w = PartitionWriter::Open(dirs[0], c, false, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < batches; ++i) {
+      auto b = MakeBatch(3, 1000 + i, 40);
+      REQUIRE((*w)->Append(b));
+    }
+  }
+  TempDir tmp;
+  sim::MemClusterStore store{ClusterState{}};
+  std::vector<std::string> dirs;
+  sim::VirtualClock clock;
+  ReplicationContext ctx;
+  // As OpenReplicaLog's results are used: **leader is the log.
+  std::optional<std::unique_ptr<ReplicaLog>> leader;
+  std::optional<std::unique_ptr<ReplicaLog>> follower;
+};
+
 }  // namespace
 
 TEST_CASE("R48 frame: a FetchReply's CRC made from its batches' CRCs is the CRC of its bytes") {
@@ -550,40 +594,13 @@ TEST_CASE("R52 liveness: a silent server costs the timeout, and the next call st
 TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams included") {
   const uint64_t seed = Seed();
   INFO("seed " << seed << " (MQ_TEST_SEED to repeat)");
-  TempDir tmp;
-  sim::MemClusterStore store{ClusterState{}};
-  ReplicatedTopic t;
-  t.name = "t";
-  t.replication_factor = 2;
-  t.min_insync_replicas = 2;
-  store.state().topics.push_back(t);
-  PartitionState p{"t", 0, {0, 1}, 0, 0, 0, {0, 1}};
-  store.state().partitions.push_back(p);
-  std::vector<std::string> dirs;
-  for (int32_t i = 0; i < 2; ++i) {
-    dirs.push_back(tmp / ("root" + std::to_string(i)) + "/t-0");
-    std::filesystem::create_directories(dirs.back());
-    store.state().replicas.push_back({i, tmp / ("root" + std::to_string(i))});
-  }
-  sim::VirtualClock clock;
-  ReplicationContext ctx;
-  ctx.cluster = &store;
-  ctx.clock = &clock;
-  ctx.topic = "t";
-  auto leader = OpenReplicaLog(dirs[0], 0, ReplicaTestLog());
-  REQUIRE(leader);
-  auto follower = OpenReplicaLog(dirs[1], 1, ReplicaTestLog());
-  REQUIRE(follower);
-  {
-    LogConfig c = ReplicaTestLog();
-    c.leader_epoch = 0;
-    auto w = PartitionWriter::Open(dirs[0], c, false, nullptr);
-    REQUIRE(w);
-    for (int i = 0; i < 40; ++i) {
-      auto b = MakeBatch(3, 1000 + i, 40);
-      REQUIRE((*w)->Append(b));
-    }
-  }
+  TwoReplicas r(40);
+  [[maybe_unused]] auto& store = r.store;
+  [[maybe_unused]] auto& clock = r.clock;
+  auto& dirs = r.dirs;
+  auto& ctx = r.ctx;
+  auto& leader = r.leader;
+  auto& follower = r.follower;
   std::mutex leader_mu;  // the server threads share the leader's log
   Handlers h;
   h.fetch = [&](const FetchMessage& m) {
@@ -657,40 +674,13 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
 }
 
 TEST_CASE("wire: bytes that differ from what the leader read are never appended") {
-  TempDir tmp;
-  sim::MemClusterStore store{ClusterState{}};
-  ReplicatedTopic t;
-  t.name = "t";
-  t.replication_factor = 2;
-  t.min_insync_replicas = 2;
-  store.state().topics.push_back(t);
-  PartitionState p{"t", 0, {0, 1}, 0, 0, 0, {0, 1}};
-  store.state().partitions.push_back(p);
-  std::vector<std::string> dirs;
-  for (int32_t i = 0; i < 2; ++i) {
-    dirs.push_back(tmp / ("root" + std::to_string(i)) + "/t-0");
-    std::filesystem::create_directories(dirs.back());
-    store.state().replicas.push_back({i, tmp / ("root" + std::to_string(i))});
-  }
-  sim::VirtualClock clock;
-  ReplicationContext ctx;
-  ctx.cluster = &store;
-  ctx.clock = &clock;
-  ctx.topic = "t";
-  auto leader = OpenReplicaLog(dirs[0], 0, ReplicaTestLog());
-  REQUIRE(leader);
-  auto follower = OpenReplicaLog(dirs[1], 1, ReplicaTestLog());
-  REQUIRE(follower);
-  {
-    LogConfig c = ReplicaTestLog();
-    c.leader_epoch = 0;
-    auto w = PartitionWriter::Open(dirs[0], c, false, nullptr);
-    REQUIRE(w);
-    for (int i = 0; i < 5; ++i) {
-      auto b = MakeBatch(3, 1000 + i, 40);
-      REQUIRE((*w)->Append(b));
-    }
-  }
+  TwoReplicas r(5);
+  [[maybe_unused]] auto& store = r.store;
+  [[maybe_unused]] auto& clock = r.clock;
+  auto& dirs = r.dirs;
+  auto& ctx = r.ctx;
+  auto& leader = r.leader;
+  auto& follower = r.follower;
   // The leader's reply: its bytes with one flipped in the last batch,
   // after the read computed their CRC (a frame CRC made from the read's
   // batch CRCs then disagrees with the bytes: R48), or before (the frame
