@@ -136,7 +136,7 @@ StateFile::~StateFile() = default;
 
 namespace {
 
-Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, FileSystem* fs, bool writable);
+Result<std::unique_ptr<StateFile::Impl>> MapForRead(int dir_fd, FileSystem* fs);
 Result<std::unique_ptr<StateFile::Impl>> MapOpened(File& file, FileSystem* fs, bool writable);
 
 }  // namespace
@@ -175,7 +175,7 @@ Result<StateFile> StateFile::OpenForWrite(int dir_fd, FileSystem* fs, const Stat
 }
 
 Result<StateFile> StateFile::OpenForRead(int dir_fd, FileSystem* fs) {
-  auto impl = MapState(dir_fd, fs ? fs : FileSystem::Default(), false);
+  auto impl = MapForRead(dir_fd, fs ? fs : FileSystem::Default());
   if (!impl) return impl.error();
   StateFile out;
   out.impl_ = std::move(*impl);
@@ -184,10 +184,11 @@ Result<StateFile> StateFile::OpenForRead(int dir_fd, FileSystem* fs) {
 
 namespace {
 
-Result<std::unique_ptr<StateFile::Impl>> MapState(int dir_fd, FileSystem* fs, bool writable) {
-  auto file = fs->Open(dir_fd, kStateFileName, writable ? FileSystem::kReadWrite : FileSystem::kRead);
+// A reader's mapping (the writer's opens the file itself: OpenForWrite).
+Result<std::unique_ptr<StateFile::Impl>> MapForRead(int dir_fd, FileSystem* fs) {
+  auto file = fs->Open(dir_fd, kStateFileName, FileSystem::kRead);
   if (!file) return file.error();
-  return MapOpened(**file, fs, writable);
+  return MapOpened(**file, fs, false);
 }
 
 // The mapping outlives `file` (the caller closes it).
