@@ -597,8 +597,6 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
   const uint64_t seed = Seed();
   INFO("seed " << seed << " (MQ_TEST_SEED to repeat)");
   TwoReplicas r(40);
-  [[maybe_unused]] auto& store = r.store;
-  [[maybe_unused]] auto& clock = r.clock;
   auto& dirs = r.dirs;
   auto& ctx = r.ctx;
   auto& leader = r.leader;
@@ -677,8 +675,6 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
 
 TEST_CASE("wire: bytes that differ from what the leader read are never appended") {
   TwoReplicas r(5);
-  [[maybe_unused]] auto& store = r.store;
-  [[maybe_unused]] auto& clock = r.clock;
   auto& dirs = r.dirs;
   auto& ctx = r.ctx;
   auto& leader = r.leader;
