@@ -12,6 +12,9 @@
 # the default --fsync none: segment.md R34). Prints the medians of RUNS
 # (default 5) wall times in bench/run.sh's table; the last column is the
 # target (keyed produce into 1,000 partitions within 3x of 1 partition).
+# A third case appends to a topic in steady use: written 12 times before,
+# so every partition's active segment holds more than 256 KiB (past
+# producer.md §10.2's snapshot threshold).
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"  # median, messages_1k
@@ -43,14 +46,22 @@ time_one() {
   echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }') $(cat "$W/t")" >>"$W/$name"
 }
 
-# Written once before the runs that append to them.
+# Written once before the runs that append to them; "aged" 12 times.
 "$P" -C "$W/written" -t T1 --create --partitions 1 -K '\t' -q "$W/in"
 "$P" -C "$W/written" -t T1000 --create --partitions 1000 -K '\t' -q "$W/in"
+"$P" -C "$W/aged" -t T1 --create --partitions 1 -q </dev/null
+"$P" -C "$W/aged" -t T1000 --create --partitions 1000 -q </dev/null
+for i in $(seq 1 12); do
+  "$P" -C "$W/aged" -t T1 -K '\t' -q "$W/in"
+  "$P" -C "$W/aged" -t T1000 -K '\t' -q "$W/in"
+done
 for run in $(seq 1 "$RUNS"); do
   time_one w1 1 written
   time_one w1000 1000 written
   time_one f1 1 fresh
   time_one f1000 1000 fresh
+  time_one a1 1 aged
+  time_one a1000 1000 aged
 done
 time_one p10000 10000 fresh
 
@@ -58,13 +69,17 @@ w1=$(cut -d' ' -f1 "$W/w1" | median)
 w1000=$(cut -d' ' -f1 "$W/w1000" | median)
 f1=$(cut -d' ' -f1 "$W/f1" | median)
 f1000=$(cut -d' ' -f1 "$W/f1000" | median)
+a1=$(cut -d' ' -f1 "$W/a1" | median)
+a1000=$(cut -d' ' -f1 "$W/a1000" | median)
 rss=$(cut -d' ' -f2 "$W/p10000")
-awk -v n="$N" -v w1="$w1" -v w1000="$w1000" -v f1="$f1" -v f1000="$f1000" -v rss="$rss" \
+awk -v n="$N" -v w1="$w1" -v w1000="$w1000" -v f1="$f1" -v f1000="$f1000" -v a1="$a1" -v a1000="$a1000" -v rss="$rss" \
     -v runs="$RUNS" 'BEGIN {
   printf "%-46s %-18s %-22s %8.2f  %s\n", "produce " n " keyed, 1,000 partitions (med " runs ")",
          sprintf("%.3f s", w1000), sprintf("1 partition %.3f s", w1), w1000 / w1, "<= 3"
   printf "%-46s %-18s %-22s %8.2f  %s\n", "  the same into new partitions (first write)",
          sprintf("%.3f s", f1000), sprintf("1 partition %.3f s", f1), f1000 / f1, "-"
+  printf "%-46s %-18s %-22s %8.2f  %s\n", "  the same into partitions of 256 KiB and more",
+         sprintf("%.3f s", a1000), sprintf("1 partition %.3f s", a1), a1000 / a1, "<= 3"
   printf "%-46s %-18s %-22s %8.2f  %s\n", "produce " n " keyed, 10,000 partitions: peak RSS",
          sprintf("%.1f MB", rss / 1024), "64 MB", rss / 1024 / 64, "<= 1"
 }'

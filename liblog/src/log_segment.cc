@@ -206,6 +206,26 @@ Status LogSegment::Seal(bool sync) {
   return Status::Ok();
 }
 
+Result<bool> LogSegment::AfterIsShort(int64_t offset, uint64_t size, uint64_t window) {
+  // Indexed batches start more than interval bytes apart (§7.1): the last
+  // `window` bytes hold at most window / interval + 1 entries.
+  const uint64_t written =
+      ib_.offset_entries() - offset_buf_.size() / format::kOffsetIndexEntrySize;
+  const uint64_t tail =
+      std::min<uint64_t>(written, window / std::max<uint32_t>(ib_.interval(), 1) + 2);
+  if (tail == 0) return false;
+  std::vector<std::byte> bytes(tail * format::kOffsetIndexEntrySize);
+  auto got = index_->ReadAt((written - tail) * format::kOffsetIndexEntrySize, bytes);
+  if (!got) return got.error();
+  for (uint64_t i = *got / format::kOffsetIndexEntrySize; i > 0; --i) {
+    const OffsetIndexEntry e =
+        DecodeOffsetEntry(bytes.data() + (i - 1) * format::kOffsetIndexEntrySize, ib_.base());
+    if (e.position >= size) continue;  // never published
+    if (e.offset < offset) return size - e.position < window;
+  }
+  return false;
+}
+
 Status LogSegment::Sync() {
   MQ_RETURN_IF_ERROR(log_->Sync());
   MQ_RETURN_IF_ERROR(index_->Sync());

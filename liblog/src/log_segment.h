@@ -64,6 +64,13 @@ class LogSegment {
   // next Open; callers that keep using the segment reopen it).
   Status Truncate(uint64_t size) { return log_->Truncate(size); }
 
+  // Whether the batches after offset `offset` take less than `window`
+  // bytes of the first `size` bytes of the log, as the offset index shows
+  // (an entry within the last `window` bytes for a batch that ends before
+  // `offset`). False when the index cannot tell: no such entry. Reads only
+  // the index's tail: the entries of the last `window` bytes.
+  Result<bool> AfterIsShort(int64_t offset, uint64_t size, uint64_t window);
+
   // The three file names of segment `base` (.log first).
   static std::vector<std::string> FileNames(int64_t base);
   // Removes the files of segment `base`; a missing file is not an error.

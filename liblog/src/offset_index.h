@@ -57,6 +57,7 @@ class IndexBuilder {
                std::optional<TimeIndexEntry> last_time_entry);
 
   int64_t base() const { return base_; }
+  uint32_t interval() const { return interval_; }
   uint64_t offset_entries() const { return offset_entries_; }
   uint64_t time_entries() const { return time_entries_; }
   void set_counts(uint64_t offset_entries, uint64_t time_entries) {

@@ -111,6 +111,9 @@ struct PartitionWriter::Impl {
   bool TableWanted() const;
   bool SnapshotWanted() const;
   bool SnapshotMayBeDue() const;
+  // Whether the batches after the newest snapshot take less than
+  // kSnapshotReplayBytes of the active segment, as its offset index shows.
+  Result<bool> ReplayIsShort();
   // `active_log`: the active segment's log, open on the file the committed
   // state names (null: opened when needed); `snapshots`: the snapshot
   // offsets of a listing made under the lock (null: listed here).
@@ -881,11 +884,17 @@ Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
 
 // A table never built is built at close only when the next open's replay
 // could be long: the active segment holds kSnapshotReplayBytes, or the
-// newest snapshot is older than it while earlier segments exist.
+// newest snapshot is older than it while earlier segments exist. (Close
+// then asks the offset index whether the replay is short: ReplayIsShort.)
 bool PartitionWriter::Impl::TableWanted() const {
   return !producers_loaded &&
          (fields.end_position >= kSnapshotReplayBytes ||
           (newest_snapshot < fields.end_segment_base && segments.size() > 1));
+}
+
+Result<bool> PartitionWriter::Impl::ReplayIsShort() {
+  if (newest_snapshot < fields.end_segment_base) return false;
+  return active->AfterIsShort(newest_snapshot, fields.end_position, kSnapshotReplayBytes);
 }
 
 // A writer that appended nothing since the newest snapshot writes none, nor
@@ -910,7 +919,16 @@ Status PartitionWriter::Close() {
   Impl& w = *impl_;
   if (w.closed) return w.poisoned;
   Status s = w.config.sync_on_close ? Flush() : w.CheckUsable();
-  if (s.ok() && w.SnapshotMayBeDue()) {
+  bool due = s.ok() && w.SnapshotMayBeDue();
+  if (due && w.TableWanted()) {
+    // A table never built is built only for a snapshot that is due: not
+    // when the batches after the newest one are few (an active segment of
+    // 256 KiB or more appended to a little at a time). An index that
+    // cannot be read proves nothing: the table is built as before.
+    auto short_replay = w.ReplayIsShort();
+    if (short_replay && *short_replay) due = false;
+  }
+  if (due) {
     MQ_RETURN_IF_ERROR(w.lock.Lock());
     LockGuard guard(&w.lock);
     s = w.Sync();

@@ -572,6 +572,51 @@ TEST_CASE("P7 snapshot: a close with no snapshot due takes no lock, one past 256
   CheckLastSequence(dir, sequence - 1);
 }
 
+// An active segment past 256 KiB that runs append to a little at a time
+// (many partitions): the offset index shows that the newest snapshot is
+// close to the end, so a writer that never needed the table neither takes
+// the lock nor reads the log back at close, until the batches after the
+// snapshot reach 256 KiB.
+TEST_CASE("P7 snapshot: a close with 256 KiB in the active segment but not after the newest snapshot takes no lock") {
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  LockCountingFs fs;
+  LogConfig config;
+  config.fs = &fs;
+  config.sync_on_close = false;  // else Close's Flush takes the lock
+  int32_t sequence = 0;
+  std::vector<std::byte> last;
+  {
+    auto w = OpenWriter(dir, config);
+    last = AppendProducer(*w, &sequence, 40, 8, 1024);  // > 256 KiB: a snapshot at close
+    REQUIRE(w->Close().ok());
+  }
+  REQUIRE(SnapshotCount(dir) == 1);
+  // Runs of 16 KiB without a producer id: 12 of them stay under 256 KiB
+  // after the snapshot.
+  for (int run = 0; run < 12; ++run) {
+    auto w = OpenWriter(dir, config);
+    for (int i = 0; i < 4; ++i) AppendOne(*w, 4, 1000, 1024);
+    const int before = fs.locks;
+    REQUIRE(w->Close().ok());
+    INFO("run " << run);
+    CHECK(fs.locks == before);
+    CHECK(SnapshotCount(dir) == 1);
+  }
+  // Past 256 KiB after it, the close builds the table and writes one.
+  {
+    auto w = OpenWriter(dir, config);
+    for (int i = 0; i < 16; ++i) AppendOne(*w, 4, 1000, 1024);
+    const int before = fs.locks;
+    REQUIRE(w->Close().ok());
+    CHECK(fs.locks == before + 1);
+  }
+  CHECK(SnapshotCount(dir) == 2);
+  auto w = OpenWriter(dir);
+  CheckDuplicate(*w, last);
+  CheckLastSequence(dir, sequence - 1);
+}
+
 TEST_CASE("P7 snapshot: replay from a snapshot inside the active segment, index intact or not") {
   TempDir tmp;
   std::string dir = tmp / "t-0";
