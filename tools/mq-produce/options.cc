@@ -72,8 +72,9 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--batch-bytes", f->batch_bytes, "finish a batch when it would pass this size")
       ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30))->capture_default_str();
   app.add_option("--append-bytes", f->append_bytes,
-                 "append (and fsync) once this much is batched")
-      ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30))->capture_default_str();
+                 "append (and fsync) once this much is batched (default 4194304 into one "
+                 "partition, 8388608 into several)")
+      ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30));
   app.add_option("--linger-ms", f->linger_ms,
                  "when input pauses, wait this long for more before appending")
       ->check(CLI::Range(0, 3600000))->capture_default_str();

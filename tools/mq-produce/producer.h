@@ -41,7 +41,7 @@ struct ProducerOptions {
   // 128 KiB ones. (Into many partitions, where each builder keeps the room
   // of its largest batch, the records take batch_bytes.)
   size_t compressed_records_max = 128 << 10;
-  size_t append_bytes = 8 << 20;     // queued messages are appended once they reach this
+  size_t append_bytes = 4 << 20;     // queued messages are appended once they reach this
   // One partition's finished batches are appended on their own once they
   // reach this (0: never; only at append_bytes). Small enough that the
   // batches are still in the CPU's cache when they are copied into the

@@ -35,6 +35,9 @@ constexpr uint64_t kClockEvery = 1024;
 // in a core's L2 cache (1 MiB on the machines mq is measured on), where
 // 4 MiB groups had to be read back from memory by the kernel's copy.
 constexpr size_t kPartitionAppendBytes = 256 << 10;
+// The default --append-bytes into one partition and into several.
+constexpr uint64_t kOneAppendBytes = 4 << 20;
+constexpr uint64_t kSeveralAppendBytes = 8 << 20;
 // Writer threads at most (partition p is appended by thread p mod their count).
 constexpr int kMaxWriterThreads = 4;
 // CPUs this process may run on.
@@ -322,7 +325,11 @@ int Run(const Flags& f, const Settings& s) {
   po.partitions = topic->partitions;
   po.partition = f.partition;
   po.batch_bytes = std::min<size_t>(f.batch_bytes, topic->max_message_bytes);
-  po.append_bytes = std::max<size_t>(f.append_bytes, po.batch_bytes);
+  // Into several partitions each group gives every partition one append
+  // (a lock, a write and index entries): a larger group, fewer appends.
+  const bool several = topic->partitions > 1 && !f.partition;
+  po.append_bytes = std::max<size_t>(
+      f.append_bytes.value_or(several ? kSeveralAppendBytes : kOneAppendBytes), po.batch_bytes);
   // Even records that do not compress at all fit the topic's batches.
   po.compressed_records_max = std::min<size_t>(po.compressed_records_max, topic->max_message_bytes);
   po.compression = s.compression;
