@@ -540,18 +540,29 @@ class LockCountingFs : public FileSystemWrapper {
   int locks = 0;
 };
 
+// A partition directory whose writers' flock calls are counted; Close
+// without fsync (else its Flush takes the lock).
+struct LockCounted {
+  LockCounted() {
+    config.fs = &fs;
+    config.sync_on_close = false;
+  }
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  LockCountingFs fs;
+  LogConfig config;
+};
+
 }  // namespace
 
 // Close decides on its own view of the log whether a snapshot may be due;
 // when none may be, it takes no lock at all (with many partitions a close
 // is one of a few operations per partition and run).
 TEST_CASE("P7 snapshot: a close with no snapshot due takes no lock, one past 256 KiB does") {
-  TempDir tmp;
-  std::string dir = tmp / "t-0";
-  LockCountingFs fs;
-  LogConfig config;
-  config.fs = &fs;
-  config.sync_on_close = false;  // else Close's Flush takes the lock
+  LockCounted c;
+  const std::string& dir = c.dir;
+  LockCountingFs& fs = c.fs;
+  const LogConfig& config = c.config;
   int32_t sequence = 0;
   {
     auto w = OpenWriter(dir, config);
@@ -578,12 +589,10 @@ TEST_CASE("P7 snapshot: a close with no snapshot due takes no lock, one past 256
 // the lock nor reads the log back at close, until the batches after the
 // snapshot reach 256 KiB.
 TEST_CASE("P7 snapshot: a close with 256 KiB in the active segment but not after the newest snapshot takes no lock") {
-  TempDir tmp;
-  std::string dir = tmp / "t-0";
-  LockCountingFs fs;
-  LogConfig config;
-  config.fs = &fs;
-  config.sync_on_close = false;  // else Close's Flush takes the lock
+  LockCounted c;
+  const std::string& dir = c.dir;
+  LockCountingFs& fs = c.fs;
+  const LogConfig& config = c.config;
   int32_t sequence = 0;
   std::vector<std::byte> last;
   {
