@@ -16,13 +16,14 @@
 # (messages / CPU time: the rate on an idle core) and the peak RSS.
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
-source "$(dirname "$0")/lib.bash"  # median, messages_1k
+source "$(dirname "$0")/lib.bash"  # median, messages_1k, need_timed, run_timed
 BUILD=${1:-${MQ_BIN:-build}}
 N=${2:-10000000}
 RUNS=${3:-5}
 P="$BUILD/mq-produce"
 C="$BUILD/mq-consume"
 for tool in "$P" "$C"; do [ -x "$tool" ] || { echo "no $tool (build first)" >&2; exit 1; }; done
+need_timed "$BUILD"
 W=$(mktemp -d "${MQ_BENCH_DIR:-/tmp}/mq-bench.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 
@@ -40,8 +41,7 @@ echo "input: $N messages of 100 bytes, log $(du -sh "$W/data" | cut -f1); $(npro
 
 time_one() {  # time_one NAME CMD...: appends "wall cpu rss_kb" to $W/NAME
   local name=$1; shift
-  /usr/bin/time -f "%e %U %S %M" -o "$W/t" "$@" >/dev/null
-  awk '{printf "%s %.2f %s\n", $1, $2 + $3, $4}' "$W/t" >>"$W/$name"
+  run_timed "$W/$name" "$@" >/dev/null
 }
 
 cases="cat value json format"

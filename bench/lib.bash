@@ -13,3 +13,16 @@ messages_1k() {
     for (i = 0; i < n; i++) printf "%010d%s\n", i, pad
   }'
 }
+
+# run_timed FILE CMD...: runs CMD and appends "wall_s cpu_s maxrss_kb" to
+# FILE (bench/timed.cc: the wall time with no wrapper process in it, the
+# CPU time and the peak RSS); its status is CMD's. TIMED names
+# bench-timed: set it with need_timed first.
+run_timed() { "$TIMED" "$@"; }
+
+# need_timed BUILD_DIR: sets TIMED to BUILD_DIR's bench-timed, or exits
+# saying how to build it (bench/run.sh builds it).
+need_timed() {
+  TIMED="$1/bench/bench-timed"
+  [[ -x $TIMED ]] || { echo "no $TIMED (ninja -C $1 bench-timed)" >&2; exit 1; }
+}

@@ -17,12 +17,13 @@
 # producer.md §10.2's snapshot threshold).
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
-source "$(dirname "$0")/lib.bash"  # median, messages_1k
+source "$(dirname "$0")/lib.bash"  # median, messages_1k, need_timed, run_timed
 BIN=${MQ_BIN:?MQ_BIN is the build directory}
 N=${1:-1000000}
 RUNS=${2:-5}
 P="$BIN/mq-produce"
 [ -x "$P" ] || { echo "no $P (build first)" >&2; exit 1; }
+need_timed "$BIN"
 W=$(mktemp -d "${MQ_BENCH_DIR:-/tmp}/mq-bench-parts.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 
@@ -38,12 +39,9 @@ time_one() {
   [[ $mode == fresh ]] &&
     "$P" -C "$W/fresh" -t "T$parts" --create --partitions "$parts" -q </dev/null
   sync
-  # Wall time to the microsecond (time(1)'s %e has 10 ms steps, a tenth
-  # of the one-partition run); time(1) gives the peak RSS.
-  local t0=$EPOCHREALTIME
-  /usr/bin/time -f "%M" -o "$W/t" "$P" -C "$W/$mode" -t "T$parts" -K '\t' -q "$W/in"
-  local t1=$EPOCHREALTIME
-  echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }') $(cat "$W/t")" >>"$W/$name"
+  # The wall time with no wrapper process, and the peak RSS (run_timed).
+  run_timed "$W/$name.t" "$P" -C "$W/$mode" -t "T$parts" -K '\t' -q "$W/in"
+  tail -1 "$W/$name.t" | awk '{print $1, $3}' >>"$W/$name"
 }
 
 # Written once before the runs that append to them; "aged" 12 times.

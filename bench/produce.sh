@@ -17,12 +17,13 @@
 # against its target (issue 7: page-cache >= 0.6 x dd, zstd >= 0.4 x dd).
 # Set MQ_BENCH_DIR to put the data elsewhere (default: a mktemp under /tmp).
 set -euo pipefail
-source "$(dirname "$0")/lib.bash"  # median, messages_1k
+source "$(dirname "$0")/lib.bash"  # median, messages_1k, need_timed, run_timed
 BUILD=${1:-${MQ_BIN:-build}}
 N=${2:-10000000}
 RUNS=${3:-5}
 P="$BUILD/mq-produce"
 [ -x "$P" ] || { echo "no $P (build first)" >&2; exit 1; }
+need_timed "$BUILD"
 W=$(mktemp -d "${MQ_BENCH_DIR:-/tmp}/mq-bench.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 
@@ -42,12 +43,7 @@ time_one() {
   rm -rf "$W/data" "$W/copy"
   "$P" -C "$W/data" -t T --create -q </dev/null
   sync
-  # Wall time to the microsecond (time(1)'s %e has 10 ms steps); time(1)
-  # gives the CPU time and the peak RSS.
-  local t0=$EPOCHREALTIME
-  /usr/bin/time -f "%U %S %M" -o "$W/t" "$@"
-  local t1=$EPOCHREALTIME
-  awk -v a="$t0" -v b="$t1" '{printf "%.4f %.2f %s\n", b - a, $1 + $2, $3}' "$W/t" >>"$W/$name"
+  run_timed "$W/$name" "$@"
 }
 
 cases="dd page-cache zstd fsync-batch"
