@@ -208,11 +208,14 @@ Status LogSegment::Seal(bool sync) {
 
 Result<bool> LogSegment::AfterIsShort(int64_t offset, uint64_t size, uint64_t window) {
   // Indexed batches start more than interval bytes apart (§7.1): the last
-  // `window` bytes hold at most window / interval + 1 entries.
+  // `window` bytes hold at most window / interval + 1 entries. At most 64
+  // KiB of them are read (a tiny index.interval.bytes): an entry found
+  // there answers all the same, and none found is "cannot tell".
+  constexpr uint64_t kMaxTailEntries = (64 << 10) / format::kOffsetIndexEntrySize;
   const uint64_t written =
       ib_.offset_entries() - offset_buf_.size() / format::kOffsetIndexEntrySize;
-  const uint64_t tail =
-      std::min<uint64_t>(written, window / std::max<uint32_t>(ib_.interval(), 1) + 2);
+  const uint64_t tail = std::min<uint64_t>(
+      {written, window / std::max<uint32_t>(ib_.interval(), 1) + 2, kMaxTailEntries});
   if (tail == 0) return false;
   std::vector<std::byte> bytes(tail * format::kOffsetIndexEntrySize);
   auto got = index_->ReadAt((written - tail) * format::kOffsetIndexEntrySize, bytes);

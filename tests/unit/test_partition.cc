@@ -2,6 +2,7 @@
 // retention (format-spec/segment.md §6-§9).
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -653,7 +654,7 @@ uint64_t ReplayBytes(const std::string& dir) {
 }  // namespace
 
 // Random runs (a few batches each, of random sizes, some from producer 7,
-// fsync at close or not): after every close the replay an open may face
+// fsync at close or not, indexes sparse or dense): after every close the replay an open may face
 // stays under 256 KiB, whichever way the close decided (the index's tail,
 // the table built, a snapshot written or not), and the table rebuilt from
 // the snapshot and the log answers as the whole history does.
@@ -669,9 +670,13 @@ TEST_CASE("P7 snapshot: after any close the replay from the newest snapshot is u
   int32_t sequence = 0;
   std::vector<std::byte> last;
   int snapshots_seen = 0;
+  // Sparse or dense offset indexes (every batch indexed at 1).
+  const uint32_t interval = std::array<uint32_t, 3>{1, 512, 4096}[rng() % 3];
+  INFO("index.interval.bytes " << interval);
   for (int run = 0; run < 80; ++run) {
     INFO("run " << run);
     LogConfig config;
+    config.index_interval_bytes = interval;
     config.sync_on_close = rng() % 2 == 0;
     auto w = OpenWriter(dir, config);
     const int batches = 1 + static_cast<int>(rng() % 6);

@@ -31,7 +31,7 @@ struct Flags {
   std::string compression = "none";
   int zstd_level = 3;
   uint64_t batch_bytes = 16 << 10;
-  std::optional<uint64_t> append_bytes;  // default: DefaultAppendBytes (run.cc)
+  std::optional<uint64_t> append_bytes;  // default: kOneAppendBytes or kSeveralAppendBytes (run.cc)
   int linger_ms = 0;
   std::string fsync = "none";
   std::string acks = "1";
