@@ -32,7 +32,7 @@ cat "$W/in" >/dev/null  # into the page cache
 
 # time_one NAME PARTITIONS fresh|written: one keyed run into topic
 # T<PARTITIONS> of $W/<fresh|written>, created empty first when fresh;
-# appends "wall rss_kb" to $W/NAME.
+# appends "wall cpu rss_kb" to $W/NAME.
 time_one() {
   local name=$1 parts=$2 mode=$3
   [[ $mode == fresh ]] && rm -rf "$W/fresh"
@@ -40,8 +40,7 @@ time_one() {
     "$P" -C "$W/fresh" -t "T$parts" --create --partitions "$parts" -q </dev/null
   sync
   # The wall time with no wrapper process, and the peak RSS (run_timed).
-  run_timed "$W/$name.t" "$P" -C "$W/$mode" -t "T$parts" -K '\t' -q "$W/in"
-  tail -1 "$W/$name.t" | awk '{print $1, $3}' >>"$W/$name"
+  run_timed "$W/$name" "$P" -C "$W/$mode" -t "T$parts" -K '\t' -q "$W/in"
 }
 
 # Written once before the runs that append to them; "aged" 12 times.
@@ -69,7 +68,7 @@ f1=$(cut -d' ' -f1 "$W/f1" | median)
 f1000=$(cut -d' ' -f1 "$W/f1000" | median)
 a1=$(cut -d' ' -f1 "$W/a1" | median)
 a1000=$(cut -d' ' -f1 "$W/a1000" | median)
-rss=$(cut -d' ' -f2 "$W/p10000")
+rss=$(cut -d' ' -f3 "$W/p10000")
 awk -v n="$N" -v w1="$w1" -v w1000="$w1000" -v f1="$f1" -v f1000="$f1000" -v a1="$a1" -v a1000="$a1000" -v rss="$rss" \
     -v runs="$RUNS" 'BEGIN {
   printf "%-46s %-18s %-22s %8.2f  %s\n", "produce " n " keyed, 1,000 partitions (med " runs ")",

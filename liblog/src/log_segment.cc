@@ -220,13 +220,10 @@ Result<bool> LogSegment::AfterIsShort(int64_t offset, uint64_t size, uint64_t wi
   std::vector<std::byte> bytes(tail * format::kOffsetIndexEntrySize);
   auto got = index_->ReadAt((written - tail) * format::kOffsetIndexEntrySize, bytes);
   if (!got) return got.error();
-  for (uint64_t i = *got / format::kOffsetIndexEntrySize; i > 0; --i) {
-    const OffsetIndexEntry e =
-        DecodeOffsetEntry(bytes.data() + (i - 1) * format::kOffsetIndexEntrySize, ib_.base());
-    if (e.position >= size) continue;  // never published
-    if (e.offset < offset) return size - e.position < window;
-  }
-  return false;
+  // The last batch ending before `offset` (entries of an append never
+  // published hold offsets at or past the log end, so past `offset` too).
+  const auto e = LookupOffset(Bytes(bytes.data(), *got), ib_.base(), offset - 1);
+  return e && e->position < size && size - e->position < window;
 }
 
 Status LogSegment::Sync() {

@@ -110,7 +110,7 @@ struct PartitionWriter::Impl {
   // Close's decisions, on this writer's view of the log (see Close).
   bool TableWanted() const;
   bool SnapshotWanted() const;
-  bool SnapshotMayBeDue() const;
+  bool SnapshotMayBeDue();
   // Whether the batches after the newest snapshot take less than
   // kSnapshotReplayBytes of the active segment, as its offset index shows.
   Result<bool> ReplayIsShort();
@@ -884,8 +884,9 @@ Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
 
 // A table never built is built at close only when the next open's replay
 // could be long: the active segment holds kSnapshotReplayBytes, or the
-// newest snapshot is older than it while earlier segments exist. (Close
-// then asks the offset index whether the replay is short: ReplayIsShort.)
+// newest snapshot is older than it while earlier segments exist.
+// (SnapshotMayBeDue first asks the offset index whether the replay is
+// short: ReplayIsShort.)
 bool PartitionWriter::Impl::TableWanted() const {
   return !producers_loaded &&
          (fields.end_position >= kSnapshotReplayBytes ||
@@ -909,26 +910,24 @@ bool PartitionWriter::Impl::SnapshotWanted() const {
 }
 
 // Close takes the lock only when, as far as this writer saw, a snapshot may
-// be due (TableWanted or SnapshotWanted). Appends of other writers since
-// then can only make one due that this close skips: the next open replays
-// their batches instead, and their own writers' closes decide with a view
-// that holds them.
-bool PartitionWriter::Impl::SnapshotMayBeDue() const { return TableWanted() || SnapshotWanted(); }
+// be due: SnapshotWanted, or TableWanted unless the offset index shows the
+// batches after the newest snapshot to be few (an active segment of 256 KiB
+// or more appended to a little at a time; an index that cannot be read
+// proves nothing). Appends of other writers since then can only make one
+// due that this close skips: the next open replays their batches instead,
+// and their own writers' closes decide with a view that holds them.
+bool PartitionWriter::Impl::SnapshotMayBeDue() {
+  if (SnapshotWanted()) return true;
+  if (!TableWanted()) return false;
+  auto short_replay = ReplayIsShort();
+  return !(short_replay && *short_replay);
+}
 
 Status PartitionWriter::Close() {
   Impl& w = *impl_;
   if (w.closed) return w.poisoned;
   Status s = w.config.sync_on_close ? Flush() : w.CheckUsable();
-  bool due = s.ok() && w.SnapshotMayBeDue();
-  if (due && w.TableWanted()) {
-    // A table never built is built only for a snapshot that is due: not
-    // when the batches after the newest one are few (an active segment of
-    // 256 KiB or more appended to a little at a time). An index that
-    // cannot be read proves nothing: the table is built as before.
-    auto short_replay = w.ReplayIsShort();
-    if (short_replay && *short_replay) due = false;
-  }
-  if (due) {
+  if (s.ok() && w.SnapshotMayBeDue()) {
     MQ_RETURN_IF_ERROR(w.lock.Lock());
     LockGuard guard(&w.lock);
     s = w.Sync();

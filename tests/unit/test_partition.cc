@@ -561,27 +561,24 @@ struct LockCounted {
 // is one of a few operations per partition and run).
 TEST_CASE("P7 snapshot: a close with no snapshot due takes no lock, one past 256 KiB does") {
   LockCounted c;
-  const std::string& dir = c.dir;
-  LockCountingFs& fs = c.fs;
-  const LogConfig& config = c.config;
   int32_t sequence = 0;
   {
-    auto w = OpenWriter(dir, config);
+    auto w = OpenWriter(c.dir, c.config);
     AppendProducer(*w, &sequence, 3, 3, 8);
-    const int before = fs.locks;
+    const int before = c.fs.locks;
     REQUIRE(w->Close().ok());
-    CHECK(fs.locks == before);
+    CHECK(c.fs.locks == before);
   }
-  CHECK(SnapshotCount(dir) == 0);
+  CHECK(SnapshotCount(c.dir) == 0);
   {
-    auto w = OpenWriter(dir, config);
+    auto w = OpenWriter(c.dir, c.config);
     AppendProducer(*w, &sequence, 40, 8, 1024);
-    const int before = fs.locks;
+    const int before = c.fs.locks;
     REQUIRE(w->Close().ok());
-    CHECK(fs.locks == before + 1);
+    CHECK(c.fs.locks == before + 1);
   }
-  CHECK(SnapshotCount(dir) == 1);
-  CheckLastSequence(dir, sequence - 1);
+  CHECK(SnapshotCount(c.dir) == 1);
+  CheckLastSequence(c.dir, sequence - 1);
 }
 
 // An active segment past 256 KiB that runs append to a little at a time
@@ -591,40 +588,37 @@ TEST_CASE("P7 snapshot: a close with no snapshot due takes no lock, one past 256
 // snapshot reach 256 KiB.
 TEST_CASE("P7 snapshot: a close with 256 KiB in the active segment but not after the newest snapshot takes no lock") {
   LockCounted c;
-  const std::string& dir = c.dir;
-  LockCountingFs& fs = c.fs;
-  const LogConfig& config = c.config;
   int32_t sequence = 0;
   std::vector<std::byte> last;
   {
-    auto w = OpenWriter(dir, config);
+    auto w = OpenWriter(c.dir, c.config);
     last = AppendProducer(*w, &sequence, 40, 8, 1024);  // > 256 KiB: a snapshot at close
     REQUIRE(w->Close().ok());
   }
-  REQUIRE(SnapshotCount(dir) == 1);
+  REQUIRE(SnapshotCount(c.dir) == 1);
   // Runs of 16 KiB without a producer id: 12 of them stay under 256 KiB
   // after the snapshot.
   for (int run = 0; run < 12; ++run) {
-    auto w = OpenWriter(dir, config);
+    auto w = OpenWriter(c.dir, c.config);
     for (int i = 0; i < 4; ++i) AppendOne(*w, 4, 1000, 1024);
-    const int before = fs.locks;
+    const int before = c.fs.locks;
     REQUIRE(w->Close().ok());
     INFO("run " << run);
-    CHECK(fs.locks == before);
-    CHECK(SnapshotCount(dir) == 1);
+    CHECK(c.fs.locks == before);
+    CHECK(SnapshotCount(c.dir) == 1);
   }
   // Past 256 KiB after it, the close builds the table and writes one.
   {
-    auto w = OpenWriter(dir, config);
+    auto w = OpenWriter(c.dir, c.config);
     for (int i = 0; i < 16; ++i) AppendOne(*w, 4, 1000, 1024);
-    const int before = fs.locks;
+    const int before = c.fs.locks;
     REQUIRE(w->Close().ok());
-    CHECK(fs.locks == before + 1);
+    CHECK(c.fs.locks == before + 1);
   }
-  CHECK(SnapshotCount(dir) == 2);
-  auto w = OpenWriter(dir);
+  CHECK(SnapshotCount(c.dir) == 2);
+  auto w = OpenWriter(c.dir);
   CheckDuplicate(*w, last);
-  CheckLastSequence(dir, sequence - 1);
+  CheckLastSequence(c.dir, sequence - 1);
 }
 
 namespace {
