@@ -124,9 +124,14 @@ class FileReplicaLog : public ReplicaLog {
 
   // Read once per process, then what this process stored: every claim
   // another process stores meanwhile is of the same boot (a reboot ends
-  // them all), and R54 needs no more than the boot to be right.
+  // them all) and on an epoch no lower, so a claim found stale is decided
+  // again on ReadLeaderClaim's, under the leader lock (ClaimLeadership).
   Result<LeaderClaim> LoadLeaderClaim() override {
     if (claim_) return *claim_;
+    return ReadLeaderClaim();
+  }
+  Result<LeaderClaim> ReadLeaderClaim() override {
+    claim_.reset();
     const std::string path = dir_ + "/" + kClaimFile;
     auto bytes = ReadCheckpointFile(fs(), dir_fd_.get(), kClaimFile, path);
     if (!bytes && bytes.error().code() == Code::kNotFound) return LeaderClaim{};

@@ -111,6 +111,25 @@ Result<PartitionState> GiveUpEpoch(const ReplicationContext& ctx, ReplicaLog& le
                             Where(ctx), me, FormatReplicaList(done->isr), done->leader_epoch));
 }
 
+// ClaimLeadership's decision on the claim as stored, under the leader lock.
+Result<PartitionState> ClaimLocked(const ReplicationContext& ctx, ReplicaLog& leader,
+                                   const PartitionState& p, const BootId& boot) {
+  auto claim = leader.ReadLeaderClaim();
+  if (!claim) return claim.error();
+  if (claim->epoch > p.leader_epoch)
+    return Status(Code::kFenced,
+                  fmt::format("{}: replica {} claimed leader epoch {}, above epoch {} of the "
+                              "cluster state (R54)",
+                              Where(ctx), leader.replica_id(), claim->epoch, p.leader_epoch));
+  if (claim->epoch == p.leader_epoch && claim->boot == boot) return p;
+  // No claim (it never led), or one taken on this boot: a new epoch.
+  if (claim->epoch < 0 || claim->boot == boot || ctx.bugs.no_reboot_fence) {
+    MQ_RETURN_IF_ERROR(leader.StoreLeaderClaim({p.leader_epoch, boot}));
+    return p;
+  }
+  return GiveUpEpoch(ctx, leader, p, *claim, boot);
+}
+
 }  // namespace
 
 Result<PartitionState> ClaimLeadership(const ReplicationContext& ctx, ReplicaLog& leader,
@@ -125,18 +144,18 @@ Result<PartitionState> ClaimLeadership(const ReplicationContext& ctx, ReplicaLog
                               Where(ctx), me, p.leader_epoch));
   auto claim = leader.LoadLeaderClaim();
   if (!claim) return claim.error();
-  if (claim->epoch > p.leader_epoch)
-    return Status(Code::kFenced,
-                  fmt::format("{}: replica {} claimed leader epoch {}, above epoch {} of the "
-                              "cluster state (R54)",
-                              Where(ctx), me, claim->epoch, p.leader_epoch));
   if (claim->epoch == p.leader_epoch && claim->boot == boot) return p;
-  // No claim (it never led), or one taken on this boot: a new epoch.
-  if (claim->epoch < 0 || claim->boot == boot || ctx.bugs.no_reboot_fence) {
-    MQ_RETURN_IF_ERROR(leader.StoreLeaderClaim({p.leader_epoch, boot}));
-    return p;
-  }
-  return GiveUpEpoch(ctx, leader, p, *claim, boot);
+  // Anything else is decided again under the leader lock, on the claim as
+  // stored now: another process of this replica (mq-produce, mq-replicate
+  // --serve) may have stored one since this one read it, and two stores at
+  // once would race for one staging file (R39) or put an older epoch back.
+  Result<PartitionState> out = p;
+  Status s = leader.WithLeaderLock([&]() -> Status {
+    out = ClaimLocked(ctx, leader, p, boot);
+    return out ? Status::Ok() : out.error();
+  });
+  if (!s.ok()) return s;
+  return out;
 }
 
 namespace {
@@ -148,24 +167,32 @@ namespace {
 Status LeaveIsrAfterRestart(const ReplicationContext& ctx, ReplicaLog& follower,
                             const PartitionState& p) {
   const int32_t me = follower.replica_id();
-  auto claim = follower.LoadLeaderClaim();
-  if (!claim) return claim.error();
   const BootId boot = follower.RunningBoot();
-  if (claim->epoch < 0 || claim->boot == boot || boot == BootId{} || ctx.bugs.no_reboot_fence)
-    return Status::Ok();
-  // The ISR's only member stays: nobody in the ISR holds more (as R55's
-  // leader alone in the ISR leads on).
-  if (InIsr(p, me) && p.isr.size() > 1) {
-    PartitionState proposed = p;
-    proposed.isr.erase(std::remove(proposed.isr.begin(), proposed.isr.end(), me),
-                       proposed.isr.end());
-    auto done = ctx.cluster->AlterPartition(
-        proposed, fmt::format("replica {} restarted (R55): its claim on epoch {} is of boot {}, "
-                              "its host runs boot {}; it leaves the ISR",
-                              me, claim->epoch, BootText(claim->boot), BootText(boot)));
-    if (!done) return done.error();
-  }
-  return follower.StoreLeaderClaim({claim->epoch, boot});
+  auto moot = [&](const LeaderClaim& claim) {
+    return claim.epoch < 0 || claim.boot == boot || boot == BootId{} || ctx.bugs.no_reboot_fence;
+  };
+  auto cached = follower.LoadLeaderClaim();
+  if (!cached) return cached.error();
+  if (moot(*cached)) return Status::Ok();
+  // Stored under the leader lock, as ClaimLeadership stores.
+  return follower.WithLeaderLock([&]() -> Status {
+    auto claim = follower.ReadLeaderClaim();
+    if (!claim) return claim.error();
+    if (moot(*claim)) return Status::Ok();
+    // The ISR's only member stays: nobody in the ISR holds more (as R55's
+    // leader alone in the ISR leads on).
+    if (InIsr(p, me) && p.isr.size() > 1) {
+      PartitionState proposed = p;
+      proposed.isr.erase(std::remove(proposed.isr.begin(), proposed.isr.end(), me),
+                         proposed.isr.end());
+      auto done = ctx.cluster->AlterPartition(
+          proposed, fmt::format("replica {} restarted (R55): its claim on epoch {} is of boot {}, "
+                                "its host runs boot {}; it leaves the ISR",
+                                me, claim->epoch, BootText(claim->boot), BootText(boot)));
+      if (!done) return done.error();
+    }
+    return follower.StoreLeaderClaim({claim->epoch, boot});
+  });
 }
 
 // ClaimLeadership for a call made in p.leader_epoch: kFenced when R55

@@ -87,6 +87,7 @@ class ModelReplicaLog : public ReplicaLog {
   Result<std::vector<FollowerPosition>> Followers() override;
   // The claim (R53) is fsynced when stored: no power loss takes it.
   Result<LeaderClaim> LoadLeaderClaim() override { return claim_; }
+  Result<LeaderClaim> ReadLeaderClaim() override { return claim_; }
   Status StoreLeaderClaim(const LeaderClaim& claim) override;
   // A boot id made of the boot count (a power loss is a reboot).
   BootId RunningBoot() override;

@@ -6,9 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "coding.h"
 #include "mq/cluster.h"
@@ -557,6 +560,91 @@ TEST_CASE("R54 claim before leading: a leader restarted on another boot neither 
   auto above = ClaimLeadership(d.ctx, *d.logs[0], d.Part());
   REQUIRE(!above);
   CHECK(above.error().code() == Code::kFenced);
+}
+
+namespace {
+
+// Runs `hook` (once) before the rename that puts a staging file in place
+// as `leader-claim`.
+class ClaimRenameHookFs : public FileSystemWrapper {
+ public:
+  std::function<void()> hook;
+  Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
+    if (to == "leader-claim" && hook) std::exchange(hook, nullptr)();
+    return FileSystemWrapper::Rename(dir_fd, from, to);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("R54 claim before leading: two processes of one replica claiming at once store one after the other") {
+  // mq-produce and mq-replicate --serve of one replica meet a new epoch
+  // together: each ReplicaLog here is one of them.
+  Cluster c(2);
+  ScopedBootId boot(kBootA);
+  ClaimRenameHookFs fs;
+  LogConfig hooked = Small();
+  hooked.fs = &fs;
+  auto a = OpenReplicaLog(c.Dir(0), 0, hooked);
+  REQUIRE(a);
+  auto b = OpenReplicaLog(c.Dir(0), 0, Small());
+  REQUIRE(b);
+  const PartitionState p = c.Part();
+  Result<PartitionState> b_claim = Status(Code::kInternal, "B never ran");
+  std::atomic<bool> b_done{false};
+  std::thread b_thread;
+  // A's claim is written and about to be renamed when B claims: unlocked,
+  // B's store replaces A's staging file and A's rename finds none.
+  fs.hook = [&] {
+    b_thread = std::thread([&] {
+      b_claim = ClaimLeadership(c.ctx, **b, p);
+      b_done = true;
+    });
+    for (int i = 0; i < 100 && !b_done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  auto a_claim = ClaimLeadership(c.ctx, **a, p);
+  REQUIRE(b_thread.joinable());
+  b_thread.join();
+  REQUIRE(a_claim);
+  REQUIRE(b_claim);
+  CHECK(a_claim->leader_epoch == 0);
+  CHECK(b_claim->leader_epoch == 0);
+  const auto bytes = ReadFile(c.Dir(0) + "/leader-claim");
+  CHECK(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()) ==
+        "0\n1\n0 0a1b2c3d4e5f60718293a4b5c6d7e8f9\n");
+  CHECK(!std::filesystem::exists(c.Dir(0) + "/leader-claim.tmp"));
+}
+
+TEST_CASE("R54 claim before leading: a process that read an older claim never stores a lower epoch") {
+  Cluster c(2);
+  ScopedBootId boot(kBootA);
+  auto stale = OpenReplicaLog(c.Dir(0), 0, Small());
+  REQUIRE(stale);
+  // `stale` claims epoch 0 (and remembers it); another process of replica
+  // 0 then claims epochs 1 and 2.
+  REQUIRE(ClaimLeadership(c.ctx, **stale, c.Part()));
+  const PartitionState epoch1 = [&] {
+    PartitionState p = c.Part();
+    p.leader_epoch = 1;
+    auto done = c.store.AlterPartition(p, "epoch 1");
+    REQUIRE(done);
+    return *done;
+  }();
+  REQUIRE(ClaimLeadership(c.ctx, *c.logs[0], epoch1));
+  PartitionState p2 = epoch1;
+  p2.leader_epoch = 2;
+  auto epoch2 = c.store.AlterPartition(p2, "epoch 2");
+  REQUIRE(epoch2);
+  REQUIRE(ClaimLeadership(c.ctx, *c.logs[0], *epoch2));
+  // `stale` acts on epoch 1, read before epoch 2 began: fenced by the
+  // stored claim, which stays on epoch 2.
+  auto late = ClaimLeadership(c.ctx, **stale, epoch1);
+  REQUIRE(!late);
+  CHECK(late.error().code() == Code::kFenced);
+  auto stored = c.logs[0]->ReadLeaderClaim();
+  REQUIRE(stored);
+  CHECK(stored->epoch == 2);
 }
 
 TEST_CASE("R55 restarted leader with other ISR members: it leaves the ISR, an election keeps every acknowledged record") {

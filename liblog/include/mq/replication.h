@@ -122,7 +122,12 @@ class ReplicaLog {
   virtual Status RecordFollower(const FollowerPosition& position) = 0;
   virtual Result<std::vector<FollowerPosition>> Followers() = 0;
   // The replica's claim on a leader epoch (R53); epoch -1 when it has none.
+  // May be what this process read or stored before (claims only move
+  // forward: it is never newer than the file).
   virtual Result<LeaderClaim> LoadLeaderClaim() = 0;
+  // The claim as the file holds it now (read again). Called under the
+  // leader lock, where claims are decided and stored (R54).
+  virtual Result<LeaderClaim> ReadLeaderClaim() = 0;
   // Replaces the claim; durable (fsynced) before it returns.
   virtual Status StoreLeaderClaim(const LeaderClaim& claim) = 0;
   // The boot the replica's process runs on (all zeros: unknown).
