@@ -366,6 +366,8 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
       auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {
         return e.topic == c.topic && e.partition == c.partition;
       });
+      if (kind == CommitKind::kCarry && it != s->offsets.end() && c.offset <= it->offset)
+        continue;  // the follower is there already
       const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
                           it->offset == c.lower_from;  // R31's truncation exception
       if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&
@@ -386,7 +388,10 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
       it->leader_epoch = c.leader_epoch;
       it->commit_timestamp = now_ms;
       it->member_id = member;
-      it->dead_letters += c.dead_letters_added;
+      if (kind == CommitKind::kCarry)
+        it->dead_letters = std::max(it->dead_letters, c.dead_letters);
+      else
+        it->dead_letters += c.dead_letters_added;
     }
     std::sort(s->offsets.begin(), s->offsets.end(), EntryLess);
     s->update_timestamp = now_ms;

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "coding.h"
+#include "group_carry.h"  // tools/common: what mq-replicate carries
 #include "mq/crc32c.h"
 #include "mq/group.h"
 #include "mq/lock.h"
@@ -501,6 +502,59 @@ TEST_CASE("R31 forward only: an owner lowers an offset past a truncated log's en
                  CommitKind::kForward, kT + 3)
             .code() == Code::kInvalidArgument);
   CHECK(g.Read()->Find("orders", 0)->offset == 3);
+}
+
+namespace {
+
+// Runs `hook` (once) before the first lock taken through it.
+class LockHookFs : public FileSystemWrapper {
+ public:
+  std::function<void()> hook;
+  Status Lock(int fd, LockMode mode, LockWait wait) override {
+    if (hook) std::exchange(hook, nullptr)();
+    return FileSystemWrapper::Lock(fd, mode, wait);
+  }
+};
+
+wire::CarriedOffset Carried(int64_t offset, int64_t dead_letters, int64_t at) {
+  return {"g", CommittedOffset{"orders", 0, offset, 4, at, "leader-m", dead_letters}};
+}
+
+}  // namespace
+
+TEST_CASE("R31 forward only: a follower's carried commit leaves a member's newer commit as it is") {
+  // mq-replicate moves a follower's group forward to its leader's commits
+  // while a member of the follower's root may commit too.
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group member = OpenGroup(dir);
+  REQUIRE(member.Commit(One("orders", 0, 2), "m1", CommitKind::kForward, kT).ok());
+  // The carrier read 2 (behind the leader's 5); the member commits 8 before
+  // the carrier takes commit.lock.
+  LockHookFs fs;
+  fs.hook = [&] {
+    REQUIRE(member.Commit(One("orders", 0, 8), "m2", CommitKind::kForward, kT + 1).ok());
+  };
+  const wire::CarriedOffset behind = Carried(5, 1, kT - 5);
+  REQUIRE(ApplyGroupOffsets(dir, std::span(&behind, 1), &fs).ok());
+  CHECK(!fs.hook);  // it ran
+  auto s = member.Read();
+  REQUIRE(s);
+  CHECK(*s->Find("orders", 0) == CommittedOffset{"orders", 0, 8, -1, kT + 1, "m2", 0});
+
+  // Ahead of the follower: carried whole, the dead letters raised to the
+  // leader's count (not added to it), whatever the rounds.
+  const wire::CarriedOffset ahead = Carried(12, 3, kT + 7);
+  REQUIRE(ApplyGroupOffsets(dir, std::span(&ahead, 1)).ok());
+  const wire::CarriedOffset further = Carried(13, 3, kT + 8);
+  REQUIRE(ApplyGroupOffsets(dir, std::span(&further, 1)).ok());
+  s = member.Read();
+  REQUIRE(s);
+  CHECK(*s->Find("orders", 0) == CommittedOffset{"orders", 0, 13, 4, kT + 8, "leader-m", 3});
+  // Not ahead: nothing is written.
+  const int64_t generation = s->generation;
+  REQUIRE(ApplyGroupOffsets(dir, std::span(&ahead, 1)).ok());
+  CHECK(member.Read()->generation == generation);
 }
 
 TEST_CASE("R32 atomic update: a commit keeps other partitions, counts generations, records dead letters and rebalances") {

@@ -26,11 +26,14 @@ Result<std::vector<wire::CarriedOffset>> ReadGroupOffsets(const std::string& roo
   return out;
 }
 
-Status ApplyGroupOffsets(const std::string& root, std::span<const wire::CarriedOffset> offsets) {
+Status ApplyGroupOffsets(const std::string& root, std::span<const wire::CarriedOffset> offsets,
+                         FileSystem* fs) {
   for (const wire::CarriedOffset& o : offsets) {
     const CommittedOffset& c = o.committed;
-    auto to = Group::Open(root, o.group, true);
+    auto to = Group::Open(root, o.group, true, fs);
     if (!to) return to.error();
+    // Read without the lock: most rounds carry nothing new, and write
+    // nothing. What is carried is decided again under commit.lock (kCarry).
     auto mine = to->Read();
     if (!mine) return mine.error();
     const CommittedOffset* have = mine->Find(c.topic, c.partition);
@@ -40,9 +43,9 @@ Status ApplyGroupOffsets(const std::string& root, std::span<const wire::CarriedO
     commit.partition = c.partition;
     commit.offset = c.offset;
     commit.leader_epoch = c.leader_epoch;
-    commit.dead_letters_added = std::max<int64_t>(c.dead_letters - (have ? have->dead_letters : 0), 0);
+    commit.dead_letters = c.dead_letters;
     MQ_RETURN_IF_ERROR(to->Commit(std::span<const OffsetCommit>(&commit, 1), c.member_id,
-                                  CommitKind::kForward, c.commit_timestamp));
+                                  CommitKind::kCarry, c.commit_timestamp));
   }
   return Status::Ok();
 }

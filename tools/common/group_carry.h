@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mq/file.h"
 #include "mq/status.h"
 #include "mq/wire.h"
 
@@ -19,8 +20,11 @@ namespace mq {
 Result<std::vector<wire::CarriedOffset>> ReadGroupOffsets(const std::string& root,
                                                           const std::string& topic,
                                                           int32_t partition);
-// Moves each group's offset in `root` forward to the one given (never back:
-// group.md §14.3); a group it does not hold yet is created.
-Status ApplyGroupOffsets(const std::string& root, std::span<const wire::CarriedOffset> offsets);
+// Moves each group's offset in `root` forward to the one given (never back,
+// whatever a member of `root` commits meanwhile: group.md §14.3); a group
+// it does not hold yet is created. `fs`: the file system of the groups
+// (null: the real one).
+Status ApplyGroupOffsets(const std::string& root, std::span<const wire::CarriedOffset> offsets,
+                         FileSystem* fs = nullptr);
 
 }  // namespace mq

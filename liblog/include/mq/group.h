@@ -88,11 +88,20 @@ struct OffsetCommit {
   // (an owner found it past the log end, after a truncation). Accepted
   // below the committed offset only while that is still exactly this.
   int64_t lower_from = -1;
+  // kCarry: the leader's count, which the partition's is raised to (-1:
+  // none carried).
+  int64_t dead_letters = -1;
 };
 
 enum class CommitKind : uint8_t {
   kForward,  // R31: an offset below the committed one is refused
   kReset,    // R33: only with no live member; may move offsets backwards
+  // A follower carrying its leader's commits (group.md §14.3): an entry
+  // whose committed offset is at or above the carried one is left as it
+  // is, neither refused nor moved back (a member may have committed since
+  // the carrier last read); dead_letters raises the count instead of
+  // dead_letters_added.
+  kCarry,
 };
 
 // `<dir>/groups/<group>/`, opened by descriptor.
