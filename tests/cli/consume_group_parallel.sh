@@ -123,20 +123,23 @@ mkdir "$RUNW"
 # the mark and says so in collisions) and clears the mark before it ends:
 # on SIGTERM (its partition revoked: the handler passes the signal on and
 # waits for it, so the mark is gone before the handler ends and the
-# partition is released), or when done. When its member is SIGKILLed the
+# partition is released), or when done. The mark holds the child's token
+# and is written by a builtin (no subshell), so the SIGTERM trap, which
+# runs between commands, clears it exactly when this child made it, even
+# one made just before the signal. When its member is SIGKILLed the
 # child lives on (only the handler gets PR_SET_PDEATHSIG), holding the
 # partition's ownership lock, and works two seconds longer. A handler ended
 # by a revocation adds "P revoked" to its member's log: its message is not
 # committed (it may have been logged already), so the partition's next
 # owner, possibly the same member later, handles it again.
 # shellcheck disable=SC2016
-WHANDLER='( m="$RUNW/running.$MQ_PARTITION" own=
-  trap '"'"'[ -z "$own" ] || rm -f "$m"; echo "$MQ_PARTITION $MQ_OFFSET" >>"$RUNW/stopped.$MEMBER"; exit 143'"'"' TERM
-  if ! (set -C; : >"$m") 2>/dev/null; then
+WHANDLER='( m="$RUNW/running.$MQ_PARTITION" tok="$MEMBER $MQ_OFFSET $$" have=
+  trap '"'"'{ read -r have <"$m"; } 2>/dev/null; [ "$have" != "$tok" ] || rm -f "$m"; echo "$MQ_PARTITION $MQ_OFFSET" >>"$RUNW/stopped.$MEMBER"; exit 143'"'"' TERM
+  set -C
+  if ! { echo "$tok" >"$m"; } 2>/dev/null; then
     echo "two live handlers of partition $MQ_PARTITION (member $MEMBER, offset $MQ_OFFSET)" >>"$RUNW/collisions"
     exit 1
   fi
-  own=1
   sleep 0.2 & wait $!
   kill -0 "$PPID" 2>/dev/null || sleep 2
   echo "$MQ_PARTITION $MQ_OFFSET $MQ_KEY" >>"$RUNW/log.$MEMBER"
