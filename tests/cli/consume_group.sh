@@ -162,6 +162,38 @@ done
 kill "$rpid_m4" "$rpid_m5"
 wait "$rpid_m4" "$rpid_m5" 2>/dev/null || true
 
+# --- a partition taken over starts at its owner's last commit ---------------------
+# The owner a is held up writing to a full pipe (its reader sleeps 1 s), its
+# 40,000 messages printed and not yet committed, when b joins. b waits 3 s
+# before taking its partition (MQ_TEST_PAUSE, mq(7)); meanwhile a's write
+# completes, and a commits, sees b, commits again and lets the partition go.
+# b must start where a's last commit says, read once it holds the partition,
+# not from what the group held when b joined (nothing: everything again).
+produce -t to --create --partitions 2 </dev/null
+seq 1 40000 | awk '{print "k"$1"\tv"$1}' | produce -t to -K '\t'
+"$C" -t to -G tog --member-id a -f '%p %o\n' > >(sleep 1; cat >"$WORK/to.a") 2>"$WORK/to.a.err" &
+to_a=$!
+PIDS+=("$to_a")
+wait_owners tog to 1
+sleep 0.3
+MQ_TEST_PAUSE=acquire:3000 "$C" -t to -G tog --member-id b -f '%p %o\n' >"$WORK/to.b" \
+  2>"$WORK/to.b.err" &
+to_b=$!
+PIDS+=("$to_b")
+sleep 4
+# (Started from what it read before: it hands over again what a handed over,
+# and its first commit is then below a's and refused, R31.)
+kill -0 "$to_b" 2>/dev/null ||
+  fail "takeover: the member that took over exited: $(cat "$WORK/to.b.err"); it printed $(wc -l <"$WORK/to.b")"
+wait_owners tog to 2
+sleep 0.5
+kill "$to_a" "$to_b"
+wait "$to_a" "$to_b" 2>/dev/null || true
+wait_lines "$WORK/to.a" "$WORK/to.b" 40000
+sleep 0.2
+got=$(cat "$WORK/to.a" "$WORK/to.b" | wc -l)
+((got == 40000)) || fail "takeover: $got deliveries of 40000 messages ($(wc -l <"$WORK/to.b") by the member that took over)"
+
 # --- random SIGKILLs: at-least-once never skips, at-most-once never repeats ---------
 # At-least-once commits every 1,000 messages (an fsync each: a run over the
 # 600,000 takes seconds, so kills land mid-run) and so redelivers at most

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -73,7 +74,7 @@ class Member {
 
  private:
   Status Rebalance();
-  Status Acquire(int32_t p, const GroupOffsets& state);
+  Status Acquire(int32_t p);
   Status Revoke(int32_t p);
   // Everything printed reached stdout: each partition's position is handed over.
   void MarkFlushed();
@@ -122,12 +123,34 @@ class Member {
   Status stop_;  // --parallel: why a handler run stopped the member
 };
 
-Status Member::Acquire(int32_t p, const GroupOffsets& state) {
+// Test seam (mq(7), MQ_TEST_PAUSE=acquire:MS): a pause before each
+// partition this member tries to take, so that a test can let its previous
+// owner go on meanwhile.
+void PauseBeforeAcquire() {
+  static const int ms = [] {
+    const char* v = std::getenv("MQ_TEST_PAUSE");
+    constexpr std::string_view kPoint = "acquire:";
+    if (v == nullptr || !std::string_view(v).starts_with(kPoint)) return 0;
+    const std::string_view digits = std::string_view(v).substr(kPoint.size());
+    int n = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    return ec == std::errc() && end == digits.data() + digits.size() ? n : 0;
+  }();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+Status Member::Acquire(int32_t p) {
+  PauseBeforeAcquire();
   auto got = member_->TryAcquire(p);
   if (!got) return got.error();
   if (!*got) return Status::Ok();  // the previous owner has not let go yet
+  // Read holding the partition: its previous owner committed before it let
+  // go, so this is that last commit. A state read before the lock can be
+  // older, and what the owner handed out since would be handed out again.
+  auto state = group_->Read();
+  if (!state) return state.error();
   StartPosition start;
-  const CommittedOffset* c = state.Find(f_.topic, p);
+  const CommittedOffset* c = state->Find(f_.topic, p);
   Progress pr;
   if (c != nullptr) {
     // Out of the log's range, the committed offset is said, and moved into
@@ -212,11 +235,7 @@ Status Member::Rebalance() {
   auto view = member_->Poll();
   if (!view) return view.error();
   for (int32_t p : view->release) MQ_RETURN_IF_ERROR(Revoke(p));
-  if (!view->acquire.empty()) {
-    auto state = group_->Read();
-    if (!state) return state.error();
-    for (int32_t p : view->acquire) MQ_RETURN_IF_ERROR(Acquire(p, *state));
-  }
+  for (int32_t p : view->acquire) MQ_RETURN_IF_ERROR(Acquire(p));
   waiting_ = 0;
   for (int32_t p : view->target) waiting_ += member_->owns(p) ? 0 : 1;
   if (view->changed) {
