@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -74,7 +75,9 @@ class Member {
 
  private:
   Status Rebalance();
-  Status Acquire(int32_t p);
+  // Starts reading partition p, just taken (its ownership lock held), from
+  // its committed offset in `state`, read after it was taken.
+  Status Acquire(int32_t p, const GroupOffsets& state);
   Status Revoke(int32_t p);
   // Everything printed reached stdout: each partition's position is handed over.
   void MarkFlushed();
@@ -139,18 +142,9 @@ void PauseBeforeAcquire() {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
-Status Member::Acquire(int32_t p) {
-  PauseBeforeAcquire();
-  auto got = member_->TryAcquire(p);
-  if (!got) return got.error();
-  if (!*got) return Status::Ok();  // the previous owner has not let go yet
-  // Read holding the partition: its previous owner committed before it let
-  // go, so this is that last commit. A state read before the lock can be
-  // older, and what the owner handed out since would be handed out again.
-  auto state = group_->Read();
-  if (!state) return state.error();
+Status Member::Acquire(int32_t p, const GroupOffsets& state) {
   StartPosition start;
-  const CommittedOffset* c = state->Find(f_.topic, p);
+  const CommittedOffset* c = state.Find(f_.topic, p);
   Progress pr;
   if (c != nullptr) {
     // Out of the log's range, the committed offset is said, and moved into
@@ -235,7 +229,22 @@ Status Member::Rebalance() {
   auto view = member_->Poll();
   if (!view) return view.error();
   for (int32_t p : view->release) MQ_RETURN_IF_ERROR(Revoke(p));
-  for (int32_t p : view->acquire) MQ_RETURN_IF_ERROR(Acquire(p));
+  std::vector<int32_t> taken;
+  for (int32_t p : view->acquire) {
+    PauseBeforeAcquire();
+    auto got = member_->TryAcquire(p);
+    if (!got) return got.error();
+    if (*got) taken.push_back(p);  // else the previous owner has not let go yet
+  }
+  if (!taken.empty()) {
+    // Read once the partitions are held: each previous owner committed
+    // before it let go, so this holds its last commit. A state read before
+    // the locks can be older, and what an owner handed out since would be
+    // handed out again.
+    auto state = group_->Read();
+    if (!state) return state.error();
+    for (int32_t p : taken) MQ_RETURN_IF_ERROR(Acquire(p, *state));
+  }
   waiting_ = 0;
   for (int32_t p : view->target) waiting_ += member_->owns(p) ? 0 : 1;
   if (view->changed) {
