@@ -27,7 +27,8 @@ REQUIRED_PACKAGES=(g++ cmake ninja-build libcli11-dev libboost-dev libfmt-dev li
 TEST_PACKAGES=(python3 jq time xxd man-db procps openssh-server openssh-client)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says how long the run has taken so far (CI has a time limit).
+step() { printf '\n==> %s  [%d s]\n' "$*" "$SECONDS"; }
 die() { printf 'build.sh: %s\n' "$*" >&2; exit 1; }
 
 missing_packages() {

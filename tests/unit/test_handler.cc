@@ -416,6 +416,38 @@ TEST_CASE("handler: a cancel from another thread kills the run with its group (k
   CHECK(EventuallyGone(ReadPid(tmp / "pid")));
 }
 
+TEST_CASE("handler: a handler that exited before a cancel or an interrupt is seen has its exit "
+          "as outcome",
+          "[handler]") {
+  // --parallel revokes a partition by cancelling its run: a handler that
+  // had already finished its message must count as handled (exit 0), not
+  // as stopped, or its message is handed out again.
+  for (int code : {0, 3}) {
+    for (bool by_cancel : {true, false}) {
+      auto p = handler::Process::Spawn(Sh("exit " + std::to_string(code)));
+      REQUIRE(p);
+      // Exited, not reaped (WNOWAIT): the state Communicate finds it in when
+      // the cancel and the exit come together.
+      siginfo_t info{};
+      for (int i = 0; i < 6000; ++i) {
+        info = {};
+        REQUIRE(::waitid(P_PID, static_cast<id_t>(p->pid()), &info,
+                         WEXITED | WNOHANG | WNOWAIT) == 0);
+        if (info.si_pid == p->pid()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      REQUIRE(info.si_pid == p->pid());
+      std::atomic<bool> cancel{by_cancel};
+      volatile std::sig_atomic_t interrupted = by_cancel ? 0 : 1;
+      auto r = p->Communicate({}, &interrupted, 200, 0, &cancel);
+      REQUIRE(r);
+      INFO("exit " << code << (by_cancel ? ", cancelled" : ", interrupted"));
+      CHECK(r->kind == Outcome::Kind::kExited);
+      CHECK(r->code == code);
+    }
+  }
+}
+
 TEST_CASE("handler: capture_stdout keeps all of a transform's output, bounded", "[handler]") {
   // Through the pipe while the input is still being written (both larger
   // than a pipe holds), then what is left at exit.

@@ -405,15 +405,18 @@ Result<Outcome> Process::Communicate(std::string_view input,
   feed();
   bool interrupted_now = false, timed_out = false;
   while (true) {
+    // An exit is looked at first: a handler that ended by itself ran to its
+    // end, and its outcome stands even when an interrupt, a cancel or its
+    // deadline came meanwhile (its message is not handed out again).
+    if (WaitExit(0)) break;
     if ((interrupted && *interrupted) || (cancel && cancel->load())) {
       interrupted_now = true;
       break;
     }
-    if (deadline != 0 && NowMs() >= deadline && !WaitExit(0)) {
+    if (deadline != 0 && NowMs() >= deadline) {
       timed_out = true;
       break;
     }
-    if (WaitExit(0)) break;
     pollfd fds[4];
     nfds_t n = 0;
     int in_i = -1, err_i = -1, out_i = -1;

@@ -107,7 +107,9 @@ class Process {
   // when it still runs `timeout_ms` after this call began (0: no limit),
   // with the outcome kTimedOut. `*cancel` becoming true (checked as often)
   // kills the group the same way, with the outcome kInterrupted: another
-  // thread giving the handler's work up. Whatever way the handler ended,
+  // thread giving the handler's work up. A handler found exited when one of
+  // these is seen has the outcome of its exit: it ran to its end. Whatever
+  // way the handler ended,
   // its process group is SIGKILLed before this returns (while the handler
   // is still unreaped, so the group id cannot have been reused).
   Result<Outcome> Communicate(std::string_view input,
