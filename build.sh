@@ -6,7 +6,8 @@
 #   ./build.sh test    install missing packages (as root), build and run every
 #                      test: ctest on a RelWithDebInfo build, the unit tests
 #                      under ASan+UBSan, and each fuzz target for a bounded time
-#                      (when clang is installed)
+#                      (with clang, which builds both; without it, g++ builds
+#                      the unit tests and the fuzz targets are skipped)
 #   ./build.sh build   install missing packages (as root) and build everything
 #
 # Environment: MQ_JOBS (parallel jobs, default nproc), MQ_FUZZ_SECONDS (per
@@ -83,37 +84,45 @@ run_ctest() {
   ctest --test-dir build --output-on-failure -j"$JOBS"
 }
 
-run_sanitized_unit_tests() {
-  step "unit tests under ASan+UBSan (build-asan/)"
-  configure build-asan -DCMAKE_BUILD_TYPE=Debug -DMQ_SANITIZE=ON
-  ninja -C build-asan -j"$JOBS" unit_tests
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
-  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    build-asan/tests/unit_tests
+have_clang() {
+  command -v clang++ >/dev/null && [[ -z $(missing_packages libclang-rt-14-dev) ]]
 }
 
-# The fuzz targets are tests/fuzz's ctest tests fuzz.<name>, each bounded to
-# MQ_FUZZ_SECONDS (tests/fuzz/CMakeLists.txt sets their limits and corpora).
-run_fuzzers() {
-  if ! command -v clang++ >/dev/null || [[ -n $(missing_packages libclang-rt-14-dev) ]]; then
+# unit_tests DIR: runs DIR's unit tests, which are built with ASan+UBSan.
+run_unit_tests_sanitized() {
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    "$1"/tests/unit_tests
+}
+
+# With clang, the unit tests under ASan+UBSan and the fuzz targets share one
+# build (build-fuzz/: every object is built with both sanitizers there), so
+# liblog is compiled once for both. Without clang, g++ builds the unit tests
+# with both sanitizers in build-asan/ and the fuzz targets are skipped.
+run_sanitized_tests() {
+  if ! have_clang; then
+    step "unit tests under ASan+UBSan (build-asan/, g++)"
+    configure build-asan -DCMAKE_BUILD_TYPE=Debug -DMQ_SANITIZE=ON
+    ninja -C build-asan -j"$JOBS" unit_tests
+    run_unit_tests_sanitized build-asan
     step "fuzz targets skipped: clang++ or libclang-rt-14-dev not installed"
     return 0
   fi
-  if [[ ! -f tests/fuzz/CMakeLists.txt ]]; then
-    step "fuzz targets skipped: tests/fuzz/CMakeLists.txt does not exist yet"
-    return 0
-  fi
-  step "fuzz targets, ${FUZZ_SECONDS}s each (build-fuzz/)"
+  step "unit tests under ASan+UBSan (build-fuzz/, clang)"
   configure build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMQ_FUZZ=ON \
     -DCMAKE_CXX_COMPILER=clang++ -DMQ_FUZZ_SECONDS="$FUZZ_SECONDS"
-  ninja -C build-fuzz -j"$JOBS" tests/fuzz/all
+  ninja -C build-fuzz -j"$JOBS" unit_tests tests/fuzz/all
+  run_unit_tests_sanitized build-fuzz
+  # The fuzz targets are tests/fuzz's ctest tests fuzz.<name>, each bounded to
+  # MQ_FUZZ_SECONDS (tests/fuzz/CMakeLists.txt sets their limits and corpora).
+  step "fuzz targets, ${FUZZ_SECONDS}s each (build-fuzz/)"
   ctest --test-dir build-fuzz -R '^fuzz[.]' --output-on-failure -j"$JOBS"
 }
 
 case ${1:-} in
   build) install_packages; build_all ;;
   demo) install_packages; run_demo ;;
-  test) install_packages; run_ctest; run_sanitized_unit_tests; run_fuzzers
+  test) install_packages; run_ctest; run_sanitized_tests
         step "all tests passed" ;;
   *) echo "usage: ./build.sh demo|test|build" >&2; exit 64 ;;
 esac

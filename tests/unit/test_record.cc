@@ -13,6 +13,7 @@
 #include <string>
 
 #include "batch_test_util.h"
+#include "test_support.h"
 
 using mq::test::ReadAll;
 using mq::test::WrapRecords;
@@ -449,7 +450,7 @@ TEST_CASE("R9 compression: the buffer of a highly compressed frame grows to its 
 
 TEST_CASE("R9 compression: an allocation that fails is kNoMemory, not an exception",
           "[record][R9][memory]") {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(MQ_TEST_ASAN)
   WARN("not run under AddressSanitizer: an address-space limit conflicts with its shadow memory");
 #else
   // A 32 KiB frame of 1 GiB, read with a 2 GiB limit in a child process

@@ -2,6 +2,16 @@
 // building, file surgery, and a fault-injecting FileSystem.
 #pragma once
 
+// MQ_TEST_ASAN: built with AddressSanitizer, by g++ (__SANITIZE_ADDRESS__)
+// or by clang (__has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define MQ_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MQ_TEST_ASAN 1
+#endif
+#endif
+
 #include <atomic>
 #include <cstdint>
 #include <string>

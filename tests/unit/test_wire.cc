@@ -400,8 +400,8 @@ TEST_CASE("R49 hello: the first request is Hello, and the versions must meet") {
 }
 
 TEST_CASE("R50 one request at a time: a response of another correlation drops the connection") {
+  std::atomic<int> conversations{0};  // before the servers, whose threads use it
   Servers servers;
-  std::atomic<int> conversations{0};
   // A server that answers its second conversation's first request with a
   // stale correlation (a duplicated or reordered frame).
   Client c(servers.Connect([&](int in, int out) {
@@ -558,9 +558,10 @@ TEST_CASE("R51 messages: CarryState's names are names, its numbers in range, its
 }
 
 TEST_CASE("R52 liveness: a silent server costs the timeout, and the next call starts again") {
-  Servers servers;
+  // Before the servers: their threads, joined when `servers` goes, read them.
   std::atomic<int> conversations{0};
   std::atomic<bool> release{false};
+  Servers servers;
   Client::Options o;
   o.timeout_ms = 200;
   Client c(servers.Connect([&](int in, int out) {
@@ -632,9 +633,9 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
       damage_at = first ? 1 + rng() % 2 : rng() % 6;
       kind = first ? 1 + rng() % 3 : rng() % 4;
     }
-    FrameReader r("server");
+    FrameReader frames("server");
     for (uint64_t i = 0;; ++i) {
-      auto f = ReadOne(pipes[0], r);
+      auto f = ReadOne(pipes[0], frames);
       if (!f) break;
       auto bytes = EncodeFrame(f->type, f->correlation, f->payload);
       if (i == damage_at && kind == 1) bytes[bytes.size() / 2] ^= std::byte{0x10};
@@ -665,8 +666,8 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
   FollowerState state;
   int64_t leader_end = (*leader)->LogEndOffset().value();
   for (int i = 0; i < 2000 && (*follower)->LogEndOffset().value() < leader_end; ++i) {
-    auto r = FollowerStep(ctx, **follower, *link, state, 300);
-    if (!r) CHECK(r.error().code() == Code::kUnavailable);
+    auto step = FollowerStep(ctx, **follower, *link, state, 300);
+    if (!step) CHECK(step.error().code() == Code::kUnavailable);
   }
   CHECK((*follower)->LogEndOffset().value() == leader_end);
   CHECK(RawBatches(dirs[1]) == RawBatches(dirs[0]));
@@ -686,13 +687,13 @@ TEST_CASE("wire: bytes that differ from what the leader read are never appended"
   bool crc_from_read = false;
   Handlers h;
   h.fetch = [&](const FetchMessage& m) -> Result<FetchResponse> {
-    auto r = HandleFetch(ctx, **leader, m.request);
-    if (r && !r->batches.empty()) {
-      if (!r->crc) return Status(Code::kInternal, "the read gave no CRC");
-      r->batches[r->batches.size() - 5] ^= std::byte{0x10};
-      if (!crc_from_read) r->crc.reset();
+    auto read = HandleFetch(ctx, **leader, m.request);
+    if (read && !read->batches.empty()) {
+      if (!read->crc) return Status(Code::kInternal, "the read gave no CRC");
+      read->batches[read->batches.size() - 5] ^= std::byte{0x10};
+      if (!crc_from_read) read->crc.reset();
     }
-    return r;
+    return read;
   };
   h.offset_for_leader_epoch = [&](const OffsetForLeaderEpochMessage& m) {
     return HandleOffsetForLeaderEpoch(ctx, **leader, m.leader_epoch, m.requested_epoch);
@@ -705,16 +706,16 @@ TEST_CASE("wire: bytes that differ from what the leader read are never appended"
 
   SECTION("the frame's CRC made from the read's: R48, the connection dropped") {
     crc_from_read = true;
-    auto r = FollowerStep(ctx, **follower, *link, state, 1 << 20);
-    REQUIRE_FALSE(r);
-    CHECK(r.error().code() == Code::kUnavailable);
-    CHECK_THAT(r.error().message(), Catch::Contains("R48"));
+    auto step = FollowerStep(ctx, **follower, *link, state, 1 << 20);
+    REQUIRE_FALSE(step);
+    CHECK(step.error().code() == Code::kUnavailable);
+    CHECK_THAT(step.error().message(), Catch::Contains("R48"));
   }
   SECTION("the frame whole, a batch not matching its CRC: R4 at the append") {
-    auto r = FollowerStep(ctx, **follower, *link, state, 1 << 20);
-    REQUIRE_FALSE(r);
-    CHECK(r.error().code() == Code::kCorruption);
-    CHECK(r.error().rule() == "R4");
+    auto step = FollowerStep(ctx, **follower, *link, state, 1 << 20);
+    REQUIRE_FALSE(step);
+    CHECK(step.error().code() == Code::kCorruption);
+    CHECK(step.error().rule() == "R4");
   }
   CHECK((*follower)->LogEndOffset().value() == 0);
   CHECK(RawBatches(dirs[1]).empty());

@@ -17,6 +17,9 @@
 #include <new>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
+#include "cli_usage.h"
 #include "mq/file.h"
 #include "mq/version.h"
 

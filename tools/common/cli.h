@@ -9,10 +9,17 @@
 #include <string>
 #include <string_view>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "mq/status.h"
+
+// CLI11 is declared here, not included: it is parsed only by the sources
+// that build a command line (they include <CLI/CLI.hpp>; UsageFormatter is
+// in cli_usage.h).
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace mq::cli {
 
@@ -55,19 +62,8 @@ CLI::Option* AddDirOption(CLI::App& app, std::string* dir, bool required = true)
 // Adds -V/--version (prints "<prog> <version>") and standard -h/--help.
 void AddVersionFlag(CLI::App& app);
 
-// A CLI11 formatter whose usage section is a fixed text: the man page's
-// SYNOPSIS, word for word (each tool's CLI test compares them). Tools may
-// derive from it to change more of --help.
-class UsageFormatter : public CLI::Formatter {
- public:
-  explicit UsageFormatter(const char* usage) : usage_(usage) {}
-  std::string make_usage(const CLI::App*, std::string) const override { return usage_; }
-
- private:
-  const char* usage_;
-};
-
-// Installs a UsageFormatter showing `usage` (which must outlive `app`).
+// Installs a UsageFormatter (cli_usage.h) showing `usage` (which must
+// outlive `app`).
 void UseUsage(CLI::App& app, const char* usage);
 
 // Reports a usage error found after parsing: "<prog>: <message>", the

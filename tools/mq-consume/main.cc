@@ -6,6 +6,8 @@
 #include <csignal>
 #include <string_view>
 
+#include <CLI/CLI.hpp>
+
 #include "cli.h"
 #include "options.h"
 #include "group_run.h"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "escapes.h"

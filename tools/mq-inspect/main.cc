@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "cli_usage.h"
 #include "dump.h"
 #include "printer.h"
 

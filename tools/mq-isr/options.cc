@@ -4,6 +4,7 @@
 #include <charconv>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli.h"

@@ -3,6 +3,8 @@
 // Manual: man/man1/mq-replicate.1.
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "cli.h"
 #include "replicate.h"
 
