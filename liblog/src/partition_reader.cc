@@ -23,8 +23,6 @@
 namespace mq {
 
 namespace {
-constexpr uint64_t kMaxIndexFileBytes = 1ull << 31;
-
 // A read that failed (kIoError), as opposed to bytes that are not a batch:
 // returned at once, where damage is left for Next() to report.
 Status ReadFailure(const Result<BatchCursor::Step>& step) {

@@ -36,7 +36,6 @@ int64_t NowMs() {
       .count();
 }
 
-constexpr uint64_t kMaxIndexFileBytes = 1ull << 31;
 
 // One batch of an Append call.
 struct Piece {

@@ -14,8 +14,6 @@ namespace mq {
 
 namespace {
 
-constexpr uint64_t kMaxIndexFileBytes = 1ull << 31;
-
 struct SplitPath {
   std::string dir;
   std::string name;
