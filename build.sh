@@ -88,7 +88,7 @@ have_clang() {
   command -v clang++ >/dev/null && [[ -z $(missing_packages libclang-rt-14-dev) ]]
 }
 
-# unit_tests DIR: runs DIR's unit tests, which are built with ASan+UBSan.
+# run_unit_tests_sanitized DIR: runs DIR's unit tests (built there with ASan+UBSan).
 run_unit_tests_sanitized() {
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
