@@ -155,8 +155,11 @@ start_member() {
   PIDS+=($!)
   eval "pid_$1=$!"
 }
+# A handler's line in a member's log ("PARTITION OFFSET KEY"), among the
+# member's -v lines and "P revoked".
+HANDLED_LINE='^[0-9]+ [0-9]+ k[0-9]+$'
 # handled FILE...: "PARTITION OFFSET" of each message its handler logged.
-handled() { cat "$@" 2>/dev/null | awk '/^[0-9]+ [0-9]+ k[0-9]+$/ {print $1 " " $2}' || true; }
+handled() { cat "$@" 2>/dev/null | awk -v re="$HANDLED_LINE" '$0 ~ re {print $1 " " $2}' || true; }
 start_member a
 for _ in $(seq 1 600); do [[ -n $(handled "$RUNW/log.a") ]] && break; sleep 0.05; done
 [[ -n $(handled "$RUNW/log.a") ]] || fail "member a handled nothing"
@@ -180,8 +183,8 @@ for m in a b c; do
   [[ -n $(handled "$RUNW/log.$m") ]] || fail "member $m handled nothing"
   # Offsets increase while the member owns the partition; once it released
   # it, it may get it back at the committed offset.
-  awk '/^partition [0-9]+: released$/ { sub(":", "", $2); delete last[$2]; next }
-       !/^[0-9]+ [0-9]+ k[0-9]+$/ { next }
+  awk -v re="$HANDLED_LINE" '/^partition [0-9]+: released$/ { sub(":", "", $2); delete last[$2]; next }
+       $0 !~ re { next }
        { if (($1 in last) && $2 <= last[$1]) { print "partition " $1 ": offset " $2 " after " last[$1]; bad = 1 }
          last[$1] = $2 } END { exit bad }' "$RUNW/log.$m" >"$WORK/order" ||
     fail "member $m handled out of order: $(cat "$WORK/order")"
