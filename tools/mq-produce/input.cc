@@ -30,24 +30,30 @@ constexpr size_t kReadChunk = 1 << 20;
 
 }  // namespace
 
-// Reads a regular file ahead of the framing, on a thread of its own, into
-// kChunks chunks of kChunkBytes (after kHeadroom bytes, where the caller
-// copies the unfinished message of the chunk before). A chunk of no bytes
-// is the end of the file, or of reading it (status()).
+// Reads a regular file ahead of the framing, on a thread of its own or on
+// a host's (ReadHost), into kChunks chunks of kChunkBytes (after kHeadroom
+// bytes, where the caller copies the unfinished message of the chunk
+// before). A chunk of no bytes is the end of the file, or of reading it
+// (status()).
 class InputSource::ReadAhead {
  public:
   static constexpr size_t kHeadroom = 64 << 10;
   static constexpr size_t kChunkBytes = 256 << 10;
   static constexpr int kChunks = 4;
-  // Once every chunk is full the thread sleeps until this many are free
-  // again: waking it for each one cost more than reading it (a futex wake
-  // and a context switch per 256 KiB).
+  // Once every chunk is full the thread of its own sleeps until this many
+  // are free again: waking it for each one cost more than reading it (a
+  // futex wake and a context switch per 256 KiB).
   static constexpr size_t kResume = kChunks / 2;
 
-  ReadAhead(int fd, const std::string& name) : fd_(fd), name_(name) {
+  ReadAhead(int fd, const std::string& name, ReadHost* host)
+      : fd_(fd), name_(name), host_(host) {
     for (int i = 0; i < kChunks; ++i) free_.push_back(i);
   }
   ~ReadAhead() {
+    if (attached_) {
+      host_->DetachReader();
+      return;
+    }
     {
       std::lock_guard lock(mu_);
       stop_ = true;
@@ -58,13 +64,18 @@ class InputSource::ReadAhead {
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;
 
-  // Allocates the chunks and starts the thread; false when either fails
-  // (then the caller reads for itself).
+  // Allocates the chunks and starts reading (on the host's thread, or on a
+  // thread of its own); false when either fails (then the caller reads for
+  // itself).
   bool Start() {
     try {
       for (auto& c : chunks_) c.bytes.reset(new char[kHeadroom + kChunkBytes]);
     } catch (const std::bad_alloc&) {
       return false;
+    }
+    if (host_ != nullptr) {
+      attached_ = host_->AttachReader([this] { ReadFree(); });
+      return attached_;
     }
     // The thread takes no signal: they stay the caller's.
     sigset_t all, old;
@@ -96,7 +107,11 @@ class InputSource::ReadAhead {
       free_.push_back(i);
       wake = waiting_ && free_.size() == kResume;
     }
-    if (wake) free_cv_.notify_one();
+    if (attached_) {
+      host_->ReaderDue();
+    } else if (wake) {
+      free_cv_.notify_one();
+    }
   }
   char* data(int i) { return chunks_[i].bytes.get() + kHeadroom; }
   size_t size(int i) const { return chunks_[i].size; }
@@ -108,8 +123,9 @@ class InputSource::ReadAhead {
     std::unique_ptr<char[]> bytes;
     size_t size = 0;
   };
+  // The thread of its own: reads until the end, sleeping while every chunk
+  // is full.
   void Loop() {
-    uint64_t read = 0;
     for (;;) {
       int i;
       {
@@ -123,27 +139,50 @@ class InputSource::ReadAhead {
         i = free_.front();
         free_.pop_front();
       }
-      ssize_t n;
-      do {
-        n = ::read(fd_, data(i), kChunkBytes);
-      } while (n < 0 && errno == EINTR);
-      Status st;
-      if (n < 0) st = ErrnoStatus(name_ + ": read", errno);
-      if (n == 0) st = CheckNotShrunk(fd_, name_, read);
-      chunks_[i].size = n > 0 ? static_cast<size_t>(n) : 0;
-      read += chunks_[i].size;
+      if (!Read(i)) return;
+    }
+  }
+  // The host's turn: reads into every free chunk, then returns.
+  void ReadFree() {
+    while (!ended_) {
+      int i;
       {
         std::lock_guard lock(mu_);
-        if (n <= 0) status_ = st;
-        full_.push_back(i);
+        if (free_.empty()) return;
+        i = free_.front();
+        free_.pop_front();
       }
-      full_cv_.notify_one();
-      if (n <= 0) return;
+      if (!Read(i)) ended_ = true;
     }
+  }
+  // Reads chunk i and queues it for Take; false after the last chunk (the
+  // end of the file, or a failure: status()).
+  bool Read(int i) {
+    ssize_t n;
+    do {
+      n = ::read(fd_, data(i), kChunkBytes);
+    } while (n < 0 && errno == EINTR);
+    Status st;
+    if (n < 0) st = ErrnoStatus(name_ + ": read", errno);
+    if (n == 0) st = CheckNotShrunk(fd_, name_, read_);
+    chunks_[i].size = n > 0 ? static_cast<size_t>(n) : 0;
+    read_ += chunks_[i].size;
+    {
+      std::lock_guard lock(mu_);
+      if (n <= 0) status_ = st;
+      full_.push_back(i);
+    }
+    full_cv_.notify_one();
+    return n > 0;
   }
 
   const int fd_;
   const std::string& name_;
+  ReadHost* const host_;
+  bool attached_ = false;  // reading on host_'s thread
+  // The reading thread's (its own, or the host's: one call at a time).
+  uint64_t read_ = 0;      // bytes read so far
+  bool ended_ = false;     // the last chunk is queued
   Chunk chunks_[kChunks];
   std::thread thread_;
   std::mutex mu_;
@@ -227,7 +266,7 @@ size_t InputSource::BufferLimit() const {
 Status InputSource::Fill() {
   mask_valid_ = false;
   if (read_ahead_ && !ahead_) {
-    ahead_ = std::make_unique<ReadAhead>(fd_.get(), name_);
+    ahead_ = std::make_unique<ReadAhead>(fd_.get(), name_, host_);
     if (!ahead_->Start()) {
       ahead_.reset();
       read_ahead_ = false;

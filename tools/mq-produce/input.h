@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,22 @@ enum class ReadState : uint8_t {
 // Milliseconds of CLOCK_MONOTONIC.
 int64_t MonotonicMs();
 
+// A thread that reads a file ahead for an InputSource between its own
+// work, when there is no CPU for a reading thread of its own (mq-produce's
+// appending thread, on two CPUs). Only one reader is attached at a time.
+class ReadHost {
+ public:
+  virtual ~ReadHost() = default;
+  // From now on, `read` runs on the host's thread after each Due() (and
+  // once first), one call at a time; it reads into the chunks there is
+  // room for and returns. False when the host has no thread to run it.
+  virtual bool AttachReader(std::function<void()> read) = 0;
+  // There is room to read into: run `read` again.
+  virtual void ReaderDue() = 0;
+  // Waits until `read` is not running; it is never called again.
+  virtual void DetachReader() = 0;
+};
+
 class InputSource {
  public:
   ~InputSource();
@@ -55,6 +72,9 @@ class InputSource {
                                                    std::string delimiter,
                                                    size_t max_message_bytes,
                                                    bool read_ahead = false);
+  // Read ahead, a regular file is read on `host`'s thread rather than on
+  // one of its own (call before the first Next; null: its own).
+  void ReadOn(ReadHost* host) { host_ = host; }
 
   // The next message. A final message without a trailing delimiter is still
   // a message; an empty input has none. When no complete message is
@@ -165,6 +185,7 @@ class InputSource {
   // The read-ahead thread (started by the first Fill) and the chunk of it
   // data_ points into (-1: none, data_ is buffer_'s).
   bool read_ahead_;
+  ReadHost* host_ = nullptr;
   std::unique_ptr<ReadAhead> ahead_;
   int chunk_ = -1;
   // The bytes start_, scan_ and end_ index: buffer_'s.

@@ -55,8 +55,9 @@ Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out
   compress_on_append_ = options_.writer_threads > 0 && options_.compression != Compression::kNone;
   records_limit_.store(options_.batch_bytes, std::memory_order_relaxed);
   // With writer threads the CRC is computed by the thread that appends (or
-  // compresses) a batch, not by the reading thread.
-  seal_on_append_ = options_.writer_threads > 0;
+  // compresses) a batch, not by the reading thread (unless crc_on_caller).
+  seal_on_append_ =
+      options_.writer_threads > 0 && (compress_on_append_ || !options_.crc_on_caller);
   parts_.resize(static_cast<size_t>(options_.partitions));
   // No more threads than partitions; each keeps its share of the open
   // partitions.
@@ -325,7 +326,8 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
   ps.dirty = false;
   if (options_.writer_threads > 0 && !threads_ && !StartWriters()) {
     // No thread to be had: append on this one from now on (batches built
-    // for the threads are still compressed before they are appended).
+    // for the threads are still compressed before they are appended, and
+    // sealed).
     options_.writer_threads = 0;
   }
   if (!threads_) {
@@ -384,6 +386,46 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
   if (idle) a.jobs_cv.notify_one();
   if (parts_.size() == 1 && ps.out.capacity() < GroupBytes()) ps.out.reserve(GroupBytes());
   return Status::Ok();
+}
+
+bool Producer::AttachReader(std::function<void()> read) {
+  if (options_.writer_threads == 0) return false;
+  if (!threads_ && !StartWriters()) {
+    options_.writer_threads = 0;
+    return false;
+  }
+  Appender& a = *appenders_.front();
+  bool idle;
+  {
+    std::lock_guard lock(mu_);
+    a.read = std::move(read);
+    a.read_due = true;
+    idle = a.idle;
+  }
+  if (idle) a.jobs_cv.notify_one();
+  return true;
+}
+
+void Producer::ReaderDue() {
+  Appender& a = *appenders_.front();
+  bool idle;
+  {
+    std::lock_guard lock(mu_);
+    if (a.read_due || !a.read) return;
+    a.read_due = true;
+    idle = a.idle;
+  }
+  if (idle) a.jobs_cv.notify_one();
+}
+
+void Producer::DetachReader() {
+  Appender& a = *appenders_.front();
+  std::unique_lock lock(mu_);
+  detaching_ = true;
+  done_cv_.wait(lock, [&] { return !a.reading; });
+  detaching_ = false;
+  a.read = nullptr;
+  a.read_due = false;
 }
 
 Status Producer::WaitForRoom(std::unique_lock<std::mutex>& lock, size_t bytes) {
@@ -454,10 +496,22 @@ bool Producer::StartWriters() {
 void Producer::WriterLoop(Appender* a) {
   std::unique_lock lock(mu_);
   for (;;) {
-    if (!stop_ && a->jobs.empty()) {
+    if (!stop_ && a->jobs.empty() && !a->read_due) {
       a->idle = true;
-      a->jobs_cv.wait(lock, [&] { return stop_ || !a->jobs.empty(); });
+      a->jobs_cv.wait(lock, [&] { return stop_ || !a->jobs.empty() || a->read_due; });
       a->idle = false;
+    }
+    if (a->read_due) {
+      // An input read ahead here: its reads first (the caller waits for
+      // them; they are bounded by its chunks).
+      a->read_due = false;
+      a->reading = true;
+      lock.unlock();
+      a->read();
+      lock.lock();
+      a->reading = false;
+      if (detaching_) done_cv_.notify_all();
+      continue;
     }
     if (a->jobs.empty()) {
       // Stopped: close this thread's partitions (in parallel with the

@@ -21,6 +21,8 @@
 #include "mq/status.h"
 #include "mq/topic.h"
 
+#include "input.h"
+
 namespace mq::cli {
 class Output;
 }
@@ -64,6 +66,11 @@ struct ProducerOptions {
   // it that went to the same partition, and no append starts after a
   // failed one.
   int writer_threads = 0;
+  // With writer threads, a batch's CRC is computed by the caller as it
+  // finishes the batch rather than by the thread that appends it (which
+  // then has the input's reads to do too: ReadHost). Compressed batches
+  // get theirs from whoever compresses them either way.
+  bool crc_on_caller = false;
   // Partitions kept open at once (each holds kDescriptorsPerPartition
   // descriptors); the least recently used one is closed to open another.
   size_t max_open = 1024;
@@ -91,13 +98,20 @@ struct ProducerStats {
   std::vector<uint64_t> per_partition;  // messages per partition
 };
 
-class Producer {
+// As a ReadHost, the producer reads an input ahead on the thread that
+// appends partition 0, between its appends (reads first: the caller waits
+// for them).
+class Producer : public ReadHost {
  public:
   // Opens nothing yet: partitions are opened on first use. With a producer
   // id, asks every partition for the id's last sequence first.
   static Result<std::unique_ptr<Producer>> Open(const DataDir& dir, ProducerOptions options,
                                                 cli::Output* out);
-  ~Producer();
+  ~Producer() override;
+
+  bool AttachReader(std::function<void()> read) override;
+  void ReaderDue() override;
+  void DetachReader() override;
 
   // Queues one message; appends when enough is queued. A message that
   // earlier run already appended (same producer id, same position in the
@@ -189,6 +203,11 @@ class Producer {
     std::vector<std::unique_ptr<PartitionWriter>> closed_writers;  // by Close()
     std::vector<Job> staged;  // the reading thread's, not yet queued
     size_t staged_bytes = 0;
+    // An input read ahead on this thread (ReadHost), under mu_: `read` is
+    // to run again (read_due), is running (reading).
+    std::function<void()> read;
+    bool read_due = false;
+    bool reading = false;
   };
   Appender& AppenderOf(int32_t p) {
     return *appenders_[static_cast<size_t>(p) % appenders_.size()];
@@ -216,6 +235,7 @@ class Producer {
   std::condition_variable done_cv_;     // room, the queues drained, or a failure
   size_t in_flight_ = 0;                // bytes queued or being appended (all threads)
   bool reader_waiting_ = false;         // the reader waits for room
+  bool detaching_ = false;              // DetachReader waits for `read` to return
   bool stop_ = false;
   Status failed_;                       // the first failed append: no more after it
   std::atomic<bool> any_failed_{false};  // failed_ is set (read without the lock)
