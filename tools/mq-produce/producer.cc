@@ -55,9 +55,9 @@ Producer::Producer(const DataDir& dir, ProducerOptions options, cli::Output* out
   compress_on_append_ = options_.writer_threads > 0 && options_.compression != Compression::kNone;
   records_limit_.store(options_.batch_bytes, std::memory_order_relaxed);
   // With writer threads the CRC is computed by the thread that appends (or
-  // compresses) a batch, not by the reading thread (unless crc_on_caller).
-  seal_on_append_ =
-      options_.writer_threads > 0 && (compress_on_append_ || !options_.crc_on_caller);
+  // compresses) a batch, not by the reading thread, unless the writers
+  // fall behind (AppendPartition).
+  seal_on_append_ = options_.writer_threads > 0;
   parts_.resize(static_cast<size_t>(options_.partitions));
   // No more threads than partitions; each keeps its share of the open
   // partitions.
@@ -343,23 +343,21 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
   }
   Appender& a = AppenderOf(p);
   Job job{p, {}, messages};
-  bool behind = false;
-  if (compress_on_append_) {
-    std::lock_guard lock(mu_);
-    behind = in_flight_ >= MaxInFlight() / 2;
-  }
-  if (behind) {
-    // The writers compress alone and fall behind: this one is compressed
-    // here, and the batches' buffer stays the partition's.
+  // The writers fall behind (half their queue full): this job is sealed
+  // here, compressed first if need be, and appended as it is.
+  job.sealed = in_flight_.load(std::memory_order_relaxed) >= MaxInFlight() / 2;
+  const bool moved = !(job.sealed && compress_on_append_);
+  if (!moved) {
+    // Compressed into a buffer of its own; the batches' stays the partition's.
     if (!reader_compressor_) {
       reader_compressor_ =
           std::make_unique<BatchCompressor>(options_.compression, options_.zstd_level);
     }
     MQ_RETURN_IF_ERROR(reader_compressor_->Compress(ps.out, &job.bytes));
     NoteCompressed(ps.out.size(), job.bytes.size());
-    job.compressed = true;
     ps.out.clear();
   } else {
+    if (job.sealed) MQ_RETURN_IF_ERROR(SealBatches(ps.out));
     job.bytes = std::move(ps.out);
     ps.out = std::vector<std::byte>();
   }
@@ -374,7 +372,7 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
   {
     std::unique_lock lock(mu_);
     MQ_RETURN_IF_ERROR(WaitForRoom(lock, job.bytes.size()));
-    if (!job.compressed && !spare_.empty()) {
+    if (moved && !spare_.empty()) {
       ps.out = std::move(spare_.back());
       spare_.pop_back();
     }
@@ -539,7 +537,7 @@ void Producer::WriterLoop(Appender* a) {
       lock.unlock();
       for (Job& job : batch) {
         if (any_failed_.load(std::memory_order_acquire)) break;
-        Status s = job.compressed ? AppendNow(job.partition, job.bytes, job.messages)
+        Status s = job.sealed ? AppendNow(job.partition, job.bytes, job.messages)
                                   : AppendFinished(job.partition, job.bytes, job.messages);
         if (!s.ok()) {
           failed_here = s;

@@ -66,11 +66,6 @@ struct ProducerOptions {
   // it that went to the same partition, and no append starts after a
   // failed one.
   int writer_threads = 0;
-  // With writer threads, a batch's CRC is computed by the caller as it
-  // finishes the batch rather than by the thread that appends it (which
-  // then has the input's reads to do too: ReadHost). Compressed batches
-  // get theirs from whoever compresses them either way.
-  bool crc_on_caller = false;
   // Partitions kept open at once (each holds kDescriptorsPerPartition
   // descriptors); the least recently used one is closed to open another.
   size_t max_open = 1024;
@@ -181,7 +176,9 @@ class Producer : public ReadHost {
     int32_t partition = 0;
     std::vector<std::byte> bytes;
     uint64_t messages = 0;
-    bool compressed = false;  // by the reader already (the writer was behind)
+    // Sealed (and compressed, with -z) by the reader already, the writer
+    // being behind: appended as it is.
+    bool sealed = false;
   };
   // What appends partitions p with p mod appenders_.size() == i: a
   // thread of its own (options_.writer_threads), or the caller's thread.
@@ -233,7 +230,9 @@ class Producer : public ReadHost {
   bool threads_ = false;                // appenders_ run threads (started on first use)
   std::mutex mu_;                       // guards what follows and each Appender's queue
   std::condition_variable done_cv_;     // room, the queues drained, or a failure
-  size_t in_flight_ = 0;                // bytes queued or being appended (all threads)
+  // Bytes queued or being appended (all threads); changed under mu_, read
+  // without it to tell whether the writers are behind.
+  std::atomic<size_t> in_flight_{0};
   bool reader_waiting_ = false;         // the reader waits for room
   bool detaching_ = false;              // DetachReader waits for `read` to return
   bool stop_ = false;

@@ -374,14 +374,13 @@ int Run(const Flags& f, const Settings& s) {
   // A file read ahead is read on a thread of its own when there is a CPU
   // for that one too, or when appends wait (an fsync each, or the ISR's
   // acknowledgement): it reads while they wait. Otherwise it is read on the
-  // (first) appending thread between its appends, and the reading thread
-  // computes the batches' CRCs in its place: on two CPUs, two threads with
-  // about equal work kept both busy, where three took turns and left a CPU
-  // idle a third of the time (bench/produce.sh: 0.60 x dd then, 0.69 now).
+  // (first) appending thread between its appends: on two CPUs, two threads
+  // kept both busy, where three took turns and left a CPU idle a third of
+  // the time (bench/produce.sh: 0.60 x dd then, 0.69 now; the reading
+  // thread seals the batches while the appending one is behind).
   const bool appends_wait =
       s.durability == Durability::kEveryBatch || (po.gate != nullptr && s.acks_all);
   const bool read_on_writer = read_ahead && appending_threads + 2 > cpus && !appends_wait;
-  po.crc_on_caller = read_on_writer;
 
   // Every input is opened before anything is appended: a missing second
   // file must not leave the first one appended.
