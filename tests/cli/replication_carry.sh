@@ -154,7 +154,7 @@ expect_rc 64 "a partition out of range"
 "$REP" -C "$r2" -t t --follow -q & f=$!
 PIDS+=("$f")
 held=false
-for _ in $(seq 600); do flock -n "$r2/t-0/replicate.lock" true || { held=true; break; }; sleep 0.1; done
+for _ in $(seq 600); do lock_held "$r2/t-0/replicate.lock" && { held=true; break; }; sleep 0.1; done
 $held || fail "the first mq-replicate --follow never took replicate.lock"
 run "$REP" -C "$r2" -t t -p 0
 expect_rc 75 "a second mq-replicate on one partition"

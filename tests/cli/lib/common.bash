@@ -55,6 +55,14 @@ hex2bin() {
   local h="$1" i
   for ((i = 0; i < ${#h}; i += 2)); do printf "\\x${h:i:2}"; done
 }
+# lock_held FILE: some process holds a flock(2) lock on FILE. Read from
+# /proc/locks: a probe with flock(1) would take the lock itself for a moment,
+# and a tool trying it then (LOCK_NB) would be turned away.
+lock_held() {
+  local id
+  id=$(printf '%02x:%02x:%s' "$(stat -c %Hd "$1")" "$(stat -c %Ld "$1")" "$(stat -c %i "$1")")
+  grep -q "^[0-9]*: FLOCK .* $id " /proc/locks
+}
 # flip_byte FILE POS: overwrites one byte of FILE with its bitwise complement.
 flip_byte() {
   local file="$1" pos="$2" old
