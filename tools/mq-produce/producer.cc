@@ -324,13 +324,7 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
   ps.queued = 0;
   ps.queued_bytes = 0;
   ps.dirty = false;
-  if (options_.writer_threads > 0 && !threads_ && !StartWriters()) {
-    // No thread to be had: append on this one from now on (batches built
-    // for the threads are still compressed before they are appended, and
-    // sealed).
-    options_.writer_threads = 0;
-  }
-  if (!threads_) {
+  if (!Threaded()) {
     Status s = AppendFinished(p, ps.out, messages);
     ps.out.clear();
     // Keep memory near partitions x batch size, not partitions x append size.
@@ -386,12 +380,18 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
   return Status::Ok();
 }
 
-bool Producer::AttachReader(std::function<void()> read) {
+bool Producer::Threaded() {
+  if (threads_) return true;
   if (options_.writer_threads == 0) return false;
-  if (!threads_ && !StartWriters()) {
-    options_.writer_threads = 0;
-    return false;
-  }
+  if (StartWriters()) return true;
+  // No thread to be had: append on this one from now on (batches built for
+  // the threads are still compressed and sealed before they are appended).
+  options_.writer_threads = 0;
+  return false;
+}
+
+bool Producer::AttachReader(std::function<void()> read) {
+  if (!Threaded()) return false;
   Appender& a = *appenders_.front();
   bool idle;
   {
@@ -538,7 +538,7 @@ void Producer::WriterLoop(Appender* a) {
       for (Job& job : batch) {
         if (any_failed_.load(std::memory_order_acquire)) break;
         Status s = job.sealed ? AppendNow(job.partition, job.bytes, job.messages)
-                                  : AppendFinished(job.partition, job.bytes, job.messages);
+                              : AppendFinished(job.partition, job.bytes, job.messages);
         if (!s.ok()) {
           failed_here = s;
           any_failed_.store(true, std::memory_order_release);

@@ -159,6 +159,10 @@ class Producer : public ReadHost {
   Status AppendFinished(int32_t p, std::span<std::byte> bytes, uint64_t messages);
   // Starts the writer threads; false when none could be started.
   bool StartWriters();
+  // True when appends run on the writer threads, started on first use;
+  // false when there are none (options_.writer_threads is 0, or they could
+  // not be started: then never again).
+  bool Threaded();
   // Bytes a lone partition's buffer of finished batches may reach.
   size_t GroupBytes() const;
   // Bytes queued for or being appended by the writer threads before the
