@@ -87,6 +87,12 @@ for sync in none batch; do
     --fsync "$sync" "$WORK/chunks2"
   "$C" -C "$D" -t "chunks2-$sync" -e -q -D '::' | cmp - "$WORK/chunks2" ||
     fail "chunk boundaries, two-byte delimiter (--fsync $sync): not byte-exact"
+  # Several files, each read ahead in turn (the reading of one ends before
+  # the next one's starts).
+  "${pin[@]}" "$P" -C "$D" -t "files-$sync" --create -q -X max.message.bytes=2000000 \
+    --fsync "$sync" "$WORK/chunks" "$WORK/small" "$WORK/chunks"
+  "$C" -C "$D" -t "files-$sync" -e -q | cmp - <(cat "$WORK/chunks" "$WORK/small" "$WORK/chunks") ||
+    fail "three files read ahead (--fsync $sync): not byte-exact"
 done
 { lines 3000; head -c 1500000 /dev/zero | tr '\0' y; echo; lines 2; } >"$WORK/longer"
 for sync in none batch; do
