@@ -47,8 +47,8 @@ int64_t MonotonicMs();
 class ReadHost {
  public:
   virtual ~ReadHost() = default;
-  // From now on, `read` runs on the host's thread after each Due() (and
-  // once first), one call at a time; it reads into the chunks there is
+  // From now on, `read` runs on the host's thread after each ReaderDue()
+  // (and once first), one call at a time; it reads into the chunks there is
   // room for and returns. False when the host has no thread to run it.
   virtual bool AttachReader(std::function<void()> read) = 0;
   // There is room to read into: run `read` again.

@@ -376,8 +376,9 @@ int Run(const Flags& f, const Settings& s) {
   // acknowledgement): it reads while they wait. Otherwise it is read on the
   // (first) appending thread between its appends: on two CPUs, two threads
   // kept both busy, where three took turns and left a CPU idle a third of
-  // the time (bench/produce.sh: 0.60 x dd then, 0.69 now; the reading
-  // thread seals the batches while the appending one is behind).
+  // the time (bench/produce.sh page-cache: 0.60-0.62 x dd before, 0.62-0.68
+  // after; the reading thread seals batches while the appending one is
+  // behind).
   const bool appends_wait =
       s.durability == Durability::kEveryBatch || (po.gate != nullptr && s.acks_all);
   const bool read_on_writer = read_ahead && appending_threads + 2 > cpus && !appends_wait;
