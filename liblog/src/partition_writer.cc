@@ -152,7 +152,8 @@ struct PartitionWriter::Impl {
   }
   // Before the first batch of an append: the leader's epoch starts at the
   // log end unless it is the latest already; a lower one is kFenced.
-  Status BeginEpoch();
+  // `*assigned` (if given): whether it started here.
+  Status BeginEpoch(bool* assigned = nullptr);
 };
 
 Status PartitionWriter::Impl::OpenActive(int64_t base, uint64_t size) {
@@ -256,7 +257,8 @@ Status PartitionWriter::Impl::LoadEpochs() {
   return Status::Ok();
 }
 
-Status PartitionWriter::Impl::BeginEpoch() {
+Status PartitionWriter::Impl::BeginEpoch(bool* assigned) {
+  if (assigned != nullptr) *assigned = false;
   if (config.leader_epoch < 0) return Status::Ok();
   MQ_RETURN_IF_ERROR(FreshEpochs());
   auto latest = epochs->latest();
@@ -267,7 +269,9 @@ Status PartitionWriter::Impl::BeginEpoch() {
                               "(since offset {}): this writer is no longer the leader",
                               dir, config.leader_epoch, latest->epoch, latest->start_offset));
   MQ_RETURN_IF_ERROR(epochs->Assign(config.leader_epoch, fields.log_end_offset));
-  return epochs->Store(dir_fd.get(), fs);
+  MQ_RETURN_IF_ERROR(epochs->Store(dir_fd.get(), fs));
+  if (assigned != nullptr) *assigned = true;
+  return Status::Ok();
 }
 
 Status PartitionWriter::Impl::Publish() {
@@ -853,8 +857,14 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
   s = w.ReplayProducers();
   if (s.ok()) w.producers_loaded = true;
   if (s.ok()) s = w.OpenActive(cut->keep, cut->position);
-  // The epochs that start past the new end go (LeaderEpochCache::Open).
+  // The epochs that start at or past the new end go: their batches were
+  // cut (LeaderEpochCache::Open drops only those past it).
   if (s.ok()) s = w.LoadEpochs();
+  if (s.ok() && w.epochs) {
+    const size_t before = w.epochs->entries().size();
+    w.epochs->TruncateFromEnd(w.fields.log_end_offset);
+    if (w.epochs->entries().size() != before) s = w.epochs->Store(dir_fd, w.fs);
+  }
   if (s.ok()) s = RemoveTruncateIntent(dir_fd, w.fs, sync);
   return s.ok() ? s : w.Poison(s);
 }
@@ -990,9 +1000,17 @@ Status PartitionWriter::BeginLeaderEpoch(int32_t epoch) {
   MQ_RETURN_IF_ERROR(w.Sync());
   const int32_t old = w.config.leader_epoch;
   w.config.leader_epoch = epoch;
-  Status s = w.BeginEpoch();
-  if (!s.ok()) w.config.leader_epoch = old;
-  return s;
+  bool assigned = false;
+  Status s = w.BeginEpoch(&assigned);
+  if (!s.ok()) {
+    w.config.leader_epoch = old;
+    return s;
+  }
+  // Begun without a batch: published all the same, or another writer of
+  // the log (which rereads the checkpoint only when the state was
+  // published since its last look) would append in an older epoch.
+  if (assigned) return w.Publish();
+  return Status::Ok();
 }
 
 }  // namespace mq

@@ -214,7 +214,10 @@ Result<LeaderEpochCache> LeaderEpochCache::Open(int dir_fd, int64_t log_end_offs
     if (rebuilt != nullptr) *rebuilt = true;
   }
   const size_t before = cache->entries().size();
-  cache->TruncateFromEnd(log_end_offset);
+  // Past the log end, not at it: an epoch at the end was begun by a leader
+  // that has appended nothing in it yet (BeginLeaderEpoch), and fences the
+  // writers of older epochs. (A cut drops those at its end: TruncateTo.)
+  cache->TruncateFromEnd(log_end_offset + 1);
   store |= cache->entries().size() != before;
   if (store) MQ_RETURN_IF_ERROR(cache->Store(dir_fd, fs));
   return cache;

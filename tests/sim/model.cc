@@ -344,10 +344,11 @@ void ModelReplicaLog::PowerLoss(Rng& rng) {
       }
     }
   }
-  // Recovery, as the log's open does it.
+  // Recovery, as the log's open does it: the epochs that start past the
+  // log end go, one begun at it stays (LeaderEpochCache::Open).
   int64_t end = disk_.LogEnd();
   if (disk_.hw > end) disk_.hw = end;
-  disk_.epochs.TruncateFromEnd(end);
+  disk_.epochs.TruncateFromEnd(end + 1);
   for (const SimBatch& b : disk_.log) {
     auto l = disk_.epochs.latest();
     if (b.epoch >= 0 && (!l || b.epoch > l->epoch)) (void)disk_.epochs.Assign(b.epoch, b.base);

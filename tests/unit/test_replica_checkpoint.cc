@@ -357,18 +357,24 @@ TEST_CASE("R37 Open: a missing checkpoint is rebuilt and stored, one past the lo
   REQUIRE(c);
   CHECK(!rebuilt);
   CHECK(fs.syncs() == syncs);
-  // An epoch assigned at the log end (nothing appended in it yet) stays;
-  // one past a log a crash cut is dropped and the file stored again.
+  // An epoch assigned at the log end (begun, nothing appended in it yet)
+  // stays, and nothing is written; one past the log end (a crash cut the
+  // log after its batches) is dropped and the file stored again.
   REQUIRE(c->Assign(6, 12).ok());
   REQUIRE(c->Store(fd.get(), &fs).ok());
-  c = LeaderEpochCache::Open(fd.get(), 13, {}, &fs, &rebuilt);
-  REQUIRE(c);
-  CHECK(c->entries().back() == EpochEntry{6, 12});
+  const int stored = fs.syncs();
   c = LeaderEpochCache::Open(fd.get(), 12, {}, &fs, &rebuilt);
   REQUIRE(c);
   CHECK(!rebuilt);
-  CHECK(c->entries() == std::vector<EpochEntry>{{1, 3}, {4, 9}});
-  CHECK(ReadText(dir + "/" + kLeaderEpochCheckpointFile) == "0\n2\n1 3\n4 9\n");
+  CHECK(c->entries().back() == EpochEntry{6, 12});
+  CHECK(fs.syncs() == stored);
+  REQUIRE(c->Assign(7, 14).ok());
+  REQUIRE(c->Store(fd.get(), &fs).ok());
+  c = LeaderEpochCache::Open(fd.get(), 12, {}, &fs, &rebuilt);
+  REQUIRE(c);
+  CHECK(!rebuilt);
+  CHECK(c->entries() == std::vector<EpochEntry>{{1, 3}, {4, 9}, {6, 12}});
+  CHECK(ReadText(dir + "/" + kLeaderEpochCheckpointFile) == "0\n3\n1 3\n4 9\n6 12\n");
   // A corrupt checkpoint is reported, not rebuilt over.
   WriteText(dir + "/" + kLeaderEpochCheckpointFile, "0\n2\n4 3\n1 9\n");
   auto bad = LeaderEpochCache::Open(fd.get(), 12, {}, &fs, &rebuilt);

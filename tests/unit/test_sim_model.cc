@@ -115,7 +115,11 @@ TEST_CASE("sim model: a power loss keeps what was synced and a prefix of the res
       if (f.log.size() >= 2 && f.log[1].epoch == 5) {
         CHECK(f.LogEnd() == 2);  // the cut reached the disk before the append
       }
-      CHECK(*log.LatestEpoch() == f.log.back().epoch);
+      // The last batch's epoch, or epoch 5 begun at the log end when the
+      // power loss took its batch but kept the checkpoint written before
+      // it (an epoch that starts at the log end stays: LeaderEpochCache::Open).
+      const int32_t latest = *log.LatestEpoch();
+      CHECK((latest == f.log.back().epoch || (latest == 5 && f.LogEnd() == 1)));
     }
   }
   SECTION("a kill keeps the page cache") {

@@ -349,6 +349,32 @@ TEST_CASE("leader epoch: a writer whose epoch is below the latest is fenced, eve
   CHECK(again.error().code() == Code::kFenced);
 }
 
+TEST_CASE("leader epoch: an epoch begun without a batch fences a writer of an older one") {
+  // As mq-replicate --serve begins the epoch it leads in before any batch
+  // of it is appended (EnsureEpoch): a writer of the same log still in the
+  // older epoch must find it at its next append.
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto old_leader = Writer(dir, 4);
+  AppendBatch(*old_leader);
+  auto new_leader = Writer(dir, 5);
+  AppendBatch(*old_leader);  // the old leader has seen everything published so far
+  REQUIRE(new_leader->BeginLeaderEpoch(5).ok());
+  CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{4, 0}, {5, 4}});
+  auto b = MakeBatch(2);
+  auto r = old_leader->Append(b);
+  REQUIRE(!r);
+  CHECK(r.error().code() == Code::kFenced);
+  CHECK(Epochs(dir) == std::vector<int32_t>{4, 4});
+  // Another writer's open keeps the epoch (it starts at the log end).
+  auto reader = Writer(dir, -1);
+  CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{4, 0}, {5, 4}});
+  // The new leader's first batch starts its epoch where it was begun.
+  AppendBatch(*new_leader);
+  CHECK(Epochs(dir) == std::vector<int32_t>{4, 4, 5});
+  CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{4, 0}, {5, 4}});
+}
+
 TEST_CASE("leader epoch: a truncation drops the epochs that start past the new end") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";

@@ -96,8 +96,9 @@ class LeaderEpochCache {
                                           FileSystem* fs = nullptr);
   // What a partition's writer calls when it opens, after recovery: Load;
   // a missing checkpoint is rebuilt from the log (R37) and stored; entries
-  // starting at or past `log_end_offset` (written before a crash cut the
-  // log) are dropped and the file stored again. Stores nothing when the
+  // starting past `log_end_offset` (written before a crash cut the log)
+  // are dropped and the file stored again; one starting at it (an epoch
+  // begun, nothing appended in it yet) stays. Stores nothing when the
   // file is present and within the log. A checkpoint that breaks R35 or
   // R36 is returned as that corruption, never replaced behind the
   // caller's back. `*rebuilt` (optional) says whether the log was read.
