@@ -447,6 +447,23 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
 
 // Recovery (§12) under the lock: at open, and whenever the state file is
 // found invalid (a writer died inside Publish).
+namespace {
+
+// After a cut to `end`: the leader epochs that start at or past it went with
+// its batches, so they leave the checkpoint (stored again if any did). A
+// writer loading the checkpoint drops only those past the log end: one at it
+// may be an epoch begun with nothing in it yet (LeaderEpochCache::Open).
+Status DropCheckpointEpochsFrom(int dir_fd, FileSystem* fs, int64_t end) {
+  auto epochs = LeaderEpochCache::Load(dir_fd, fs);
+  if (!epochs) return epochs.error().code() == Code::kNotFound ? Status::Ok() : epochs.error();
+  const size_t before = epochs->entries().size();
+  epochs->TruncateFromEnd(end);
+  if (epochs->entries().size() == before) return Status::Ok();
+  return epochs->Store(dir_fd, fs);
+}
+
+}  // namespace
+
 Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   int fd = dir_fd.get();
   std::vector<int64_t> snapshots;
@@ -472,6 +489,7 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
         {kTruncateIntentName, 0, "R40",
          fmt::format("an interrupted truncation to offset {} was completed", cut->end)});
     truncated_to = cut->end;
+    MQ_RETURN_IF_ERROR(DropCheckpointEpochsFrom(fd, fs, cut->end));
     snapshots.clear();
     list = ListSegments(fd, fs, &snapshots);
     if (!list) return list.error();
@@ -857,14 +875,8 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
   s = w.ReplayProducers();
   if (s.ok()) w.producers_loaded = true;
   if (s.ok()) s = w.OpenActive(cut->keep, cut->position);
-  // The epochs that start at or past the new end go: their batches were
-  // cut (LeaderEpochCache::Open drops only those past it).
+  if (s.ok()) s = DropCheckpointEpochsFrom(dir_fd, w.fs, cut->end);
   if (s.ok()) s = w.LoadEpochs();
-  if (s.ok() && w.epochs) {
-    const size_t before = w.epochs->entries().size();
-    w.epochs->TruncateFromEnd(w.fields.log_end_offset);
-    if (w.epochs->entries().size() != before) s = w.epochs->Store(dir_fd, w.fs);
-  }
   if (s.ok()) s = RemoveTruncateIntent(dir_fd, w.fs, sync);
   return s.ok() ? s : w.Poison(s);
 }

@@ -395,6 +395,36 @@ TEST_CASE("leader epoch: a truncation drops the epochs that start past the new e
   CHECK(Epochs(dir) == std::vector<int32_t>{1, 1, 1, 3});
 }
 
+TEST_CASE("leader epoch: a truncation interrupted at any step keeps no epoch at or past the end") {
+  TempDir tmp;
+  const std::string base = tmp / "base-0";
+  {
+    auto w = Writer(base, 1);
+    for (int i = 0; i < 6; ++i) AppendBatch(*w);  // offsets 0..11
+  }
+  {
+    auto w = Writer(base, 2);
+    for (int i = 0; i < 6; ++i) AppendBatch(*w);  // offsets 12..23
+  }
+  REQUIRE(Checkpoint(base) == std::vector<EpochEntry>{{1, 0}, {2, 12}});
+  int truncated_seen = 0;
+  for (int k = 0;; ++k) {
+    const std::string dir = tmp / fmt::format("k{}-0", k);
+    const bool done = TruncateCrashing(base, dir, 12, k);
+    INFO("crash after " << k << " changes");
+    auto w = PartitionWriter::Open(dir, SmallSegments(), false, nullptr);
+    REQUIRE(w);
+    const int64_t end = (*w)->log_end_offset();
+    REQUIRE((end == 12 || end == 24));
+    if (end == 12) ++truncated_seen;
+    CHECK(Checkpoint(dir) == (end == 12 ? std::vector<EpochEntry>{{1, 0}}
+                                        : std::vector<EpochEntry>{{1, 0}, {2, 12}}));
+    if (done) break;
+    REQUIRE(k < 200);
+  }
+  CHECK(truncated_seen > 1);
+}
+
 TEST_CASE("leader epoch: an unreplicated writer stamps nothing and writes no checkpoint") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
