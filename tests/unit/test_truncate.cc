@@ -307,6 +307,15 @@ std::unique_ptr<PartitionWriter> Writer(const std::string& dir, int32_t epoch) {
   return std::move(*w);
 }
 
+// Appends, for each (epoch, n) in turn, n batches of 2 records as the
+// leader of that epoch.
+void AppendInEpochs(const std::string& dir, std::vector<std::pair<int32_t, int>> runs) {
+  for (auto [epoch, n] : runs) {
+    auto w = Writer(dir, epoch);
+    for (int i = 0; i < n; ++i) AppendBatch(*w);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("leader epoch: a leader stamps its epoch into every batch and records where it starts") {
@@ -378,17 +387,10 @@ TEST_CASE("leader epoch: an epoch begun without a batch fences a writer of an ol
 TEST_CASE("leader epoch: a truncation drops the epochs that start past the new end") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  {
-    auto w = Writer(dir, 1);
-    for (int i = 0; i < 3; ++i) AppendBatch(*w);  // offsets 0..5
-  }
-  {
-    auto w = Writer(dir, 2);
-    for (int i = 0; i < 2; ++i) AppendBatch(*w);  // offsets 6..9
-    CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{1, 0}, {2, 6}});
-    REQUIRE(w->TruncateTo(6).ok());
-    CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{1, 0}});
-  }
+  AppendInEpochs(dir, {{1, 3}, {2, 2}});  // offsets 0..5, then 6..9
+  CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{1, 0}, {2, 6}});
+  REQUIRE(Writer(dir, 2)->TruncateTo(6).ok());
+  CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{1, 0}});
   auto w = Writer(dir, 3);
   AppendBatch(*w);
   CHECK(Checkpoint(dir) == std::vector<EpochEntry>{{1, 0}, {3, 6}});
@@ -398,14 +400,7 @@ TEST_CASE("leader epoch: a truncation drops the epochs that start past the new e
 TEST_CASE("leader epoch: a truncation interrupted at any step keeps no epoch at or past the end") {
   TempDir tmp;
   const std::string base = tmp / "base-0";
-  {
-    auto w = Writer(base, 1);
-    for (int i = 0; i < 6; ++i) AppendBatch(*w);  // offsets 0..11
-  }
-  {
-    auto w = Writer(base, 2);
-    for (int i = 0; i < 6; ++i) AppendBatch(*w);  // offsets 12..23
-  }
+  AppendInEpochs(base, {{1, 6}, {2, 6}});  // offsets 0..11, then 12..23
   REQUIRE(Checkpoint(base) == std::vector<EpochEntry>{{1, 0}, {2, 12}});
   int truncated_seen = 0;
   for (int k = 0;; ++k) {
