@@ -447,23 +447,6 @@ Result<bool> PartitionWriter::Impl::OpenSameBoot(const StateFields& prev, std::v
 
 // Recovery (§12) under the lock: at open, and whenever the state file is
 // found invalid (a writer died inside Publish).
-namespace {
-
-// After a cut to `end`: the leader epochs that start at or past it went with
-// its batches, so they leave the checkpoint (stored again if any did). A
-// writer loading the checkpoint drops only those past the log end: one at it
-// may be an epoch begun with nothing in it yet (LeaderEpochCache::Open).
-Status DropCheckpointEpochsFrom(int dir_fd, FileSystem* fs, int64_t end) {
-  auto epochs = LeaderEpochCache::Load(dir_fd, fs);
-  if (!epochs) return epochs.error().code() == Code::kNotFound ? Status::Ok() : epochs.error();
-  const size_t before = epochs->entries().size();
-  epochs->TruncateFromEnd(end);
-  if (epochs->entries().size() == before) return Status::Ok();
-  return epochs->Store(dir_fd, fs);
-}
-
-}  // namespace
-
 Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   int fd = dir_fd.get();
   std::vector<int64_t> snapshots;
@@ -489,7 +472,15 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
         {kTruncateIntentName, 0, "R40",
          fmt::format("an interrupted truncation to offset {} was completed", cut->end)});
     truncated_to = cut->end;
-    MQ_RETURN_IF_ERROR(DropCheckpointEpochsFrom(fd, fs, cut->end));
+    // The leader epochs that start at or past the cut went with its batches
+    // (a writer loading the checkpoint drops only those past the log end:
+    // one at it may be an epoch begun with nothing in it yet).
+    auto epochs_file = LeaderEpochCache::Load(fd, fs);
+    if (epochs_file) {
+      MQ_RETURN_IF_ERROR(epochs_file->TruncateFromEndAndStore(cut->end, fd, fs));
+    } else if (epochs_file.error().code() != Code::kNotFound) {
+      return epochs_file.error();
+    }
     snapshots.clear();
     list = ListSegments(fd, fs, &snapshots);
     if (!list) return list.error();
@@ -851,8 +842,7 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
     MQ_RETURN_IF_ERROR(w.EpochsForReplication());
     auto latest = w.epochs->latest();
     if (!latest || latest->start_offset < offset) return Status::Ok();
-    w.epochs->TruncateFromEnd(offset);
-    MQ_RETURN_IF_ERROR(w.epochs->Store(w.dir_fd.get(), w.fs));
+    MQ_RETURN_IF_ERROR(w.epochs->TruncateFromEndAndStore(offset, w.dir_fd.get(), w.fs));
     return w.Publish();
   }
   if (offset < w.fields.log_start_offset) offset = w.fields.log_start_offset;
@@ -875,8 +865,10 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
   s = w.ReplayProducers();
   if (s.ok()) w.producers_loaded = true;
   if (s.ok()) s = w.OpenActive(cut->keep, cut->position);
-  if (s.ok()) s = DropCheckpointEpochsFrom(dir_fd, w.fs, cut->end);
+  // The epochs that start at or past the new end went with its batches
+  // (loading drops only those past it).
   if (s.ok()) s = w.LoadEpochs();
+  if (s.ok() && w.epochs) s = w.epochs->TruncateFromEndAndStore(cut->end, dir_fd, w.fs);
   if (s.ok()) s = RemoveTruncateIntent(dir_fd, w.fs, sync);
   return s.ok() ? s : w.Poison(s);
 }

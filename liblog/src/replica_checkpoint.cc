@@ -159,6 +159,12 @@ Result<LeaderEpochCache> LeaderEpochCache::Load(int dir_fd, FileSystem* fs) {
   return DecodeLeaderEpochCheckpoint(*text, path);
 }
 
+Status LeaderEpochCache::TruncateFromEndAndStore(int64_t end_offset, int dir_fd, FileSystem* fs) {
+  const size_t before = entries_.size();
+  TruncateFromEnd(end_offset);
+  return entries_.size() == before ? Status::Ok() : Store(dir_fd, fs);
+}
+
 Status LeaderEpochCache::Store(int dir_fd, FileSystem* fs) const {
   return WriteCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile, EpochLines(entries_));
 }

@@ -87,6 +87,9 @@ class LeaderEpochCache {
   static Result<LeaderEpochCache> Load(int dir_fd, FileSystem* fs = nullptr);
   // Replaces it with this cache (R39).
   Status Store(int dir_fd, FileSystem* fs = nullptr) const;
+  // After a cut of the log to end before `end_offset`: TruncateFromEnd, and
+  // Store when that removed an entry.
+  Status TruncateFromEndAndStore(int64_t end_offset, int dir_fd, FileSystem* fs = nullptr);
   // The cache the log implies (R37): every segment's complete batches in
   // order, an entry at each batch whose partitionLeaderEpoch is above the
   // latest so far; -1 batches add none; a lower epoch than one before it is
