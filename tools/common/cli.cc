@@ -1,7 +1,6 @@
 #include "cli.h"
 
 #include <malloc.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <climits>
@@ -248,23 +247,13 @@ void ReserveDescriptors(size_t n) {
 
 void PrepareHeap(size_t bytes) {
   bytes = std::min(bytes, kMaxPreparedHeap);
-  // One arena for every thread: the others would map heaps of their own,
-  // without huge pages.
-  ::mallopt(M_ARENA_MAX, 1);
   // Allocations below the mmap threshold come from the heap (not from
   // mappings of their own, faulted anew and unmapped at free), and the heap
   // is not given back below twice `bytes`.
   ::mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMaxPreparedHeap + (1 << 20)));
   ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(2 * bytes));
-  char* before = static_cast<char*>(::sbrk(0));
   void* grow = std::malloc(bytes);
-  char* after = static_cast<char*>(::sbrk(0));
-  if (grow != nullptr && before != reinterpret_cast<char*>(-1) && after > before) {
-    constexpr uintptr_t kHuge = 2 << 20;
-    const uintptr_t from = (reinterpret_cast<uintptr_t>(before) + kHuge - 1) & ~(kHuge - 1);
-    const uintptr_t to = reinterpret_cast<uintptr_t>(after) & ~(kHuge - 1);
-    if (to > from) (void)::madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
-  }
+  asm volatile("" : : "g"(grow) : "memory");  // not elided with the free
   std::free(grow);
 }
 
