@@ -126,7 +126,7 @@ void AppendIsoTime(fmt::memory_buffer& out, int64_t ms) {
 
 std::optional<int64_t> ParseIsoTime(std::string_view s) {
   size_t p = 0;
-  int64_t y, mo, d, h = 0, mi = 0, sec = 0, ms = 0;
+  int64_t y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, ms = 0;
   if (!Digits(s, &p, 4, &y) || !Expect(s, &p, '-') || !Digits(s, &p, 2, &mo) ||
       !Expect(s, &p, '-') || !Digits(s, &p, 2, &d))
     return std::nullopt;
