@@ -90,6 +90,7 @@ void AddFlags(CLI::App& app, Flags* f) {
                "report corrupt batches on stderr and go on instead of exiting 65");
   app.add_option("--max-batch-bytes", f->max_batch_bytes,
                  "largest batch (and decompressed records) read, in bytes")
+      ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(61u, 0x7FFFFFFFu))->capture_default_str();
   app.add_option("-G,--group", f->group,
                  "read as a member of consumer group GROUP, from its committed offsets");

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   auto* dir_opt = mq::cli::AddDirOption(app, &data_dir, false);
   app.add_option("--max-batch-bytes", limits.max_batch_bytes,
                  "largest batch read, in bytes (records may decompress to the larger of N and 64 MiB)")
+      ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(61u, 0x7FFFFFFFu))
       ->capture_default_str();
   // Not ->required(): CLI11 would then report a missing FILE before an
