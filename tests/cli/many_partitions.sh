@@ -64,3 +64,19 @@ wait "$follower" && rc=0 || rc=$?
 expect_rc 0 "follow 10,000 partitions under ulimit -n 256"
 [[ $(cat "$T/followed") == $'late\tmessage' ]] || fail "follower printed: $(cat "$T/followed")"
 echo "ok: following 10,000 partitions under ulimit -n 256 sees a new message"
+
+# A consumer group member holds one ownership lock per partition it owns,
+# outside the readers' budget (mq-consume(1), OPEN FILES): assigned 10,000
+# under a limit of 256, it exits 74 naming a lock before it reads anything,
+# and commits nothing.
+(
+  ulimit -n 256
+  exec "$C" -C "$D" -t t -G many -e -q -f '%k\t%s\n'
+) >"$T/got" 2>"$WORK/err" && rc=0 || rc=$?
+expect_rc 74 "a member owning 10,000 partitions under ulimit -n 256"
+grep -q "partitions/t/[0-9]*\.lock: Too many open files" "$WORK/err" ||
+  fail "the member's error does not name the lock: $(cat "$WORK/err")"
+[[ ! -s $T/got ]] || fail "the member read $(wc -l <"$T/got") messages before it failed"
+committed=$("$C" -C "$D" -t t -G many --describe -J | jq -s '[.[] | select(.type == "partition" and .current_offset != null)] | length')
+[[ $committed == 0 ]] || fail "the failed member committed $committed partitions' offsets"
+echo "ok: a member that cannot hold its ownership locks exits 74 and commits nothing"
