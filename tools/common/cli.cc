@@ -216,14 +216,17 @@ size_t DescriptorsInUse() {
 }
 }  // namespace
 
+void RaiseOpenFileLimit() {
+  rlimit lim;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  lim.rlim_cur = lim.rlim_max;
+  (void)::setrlimit(RLIMIT_NOFILE, &lim);
+}
+
 size_t OpenPartitionBudget(size_t per_partition) {
+  RaiseOpenFileLimit();
   rlimit lim;
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 1;
-  if (lim.rlim_cur < lim.rlim_max) {
-    rlimit raised = lim;
-    raised.rlim_cur = lim.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
-  }
   const size_t reserved = DescriptorsInUse() + kSpareDescriptors;
   if (lim.rlim_cur == RLIM_INFINITY) return kMaxOpenPartitions;
   const size_t limit = static_cast<size_t>(lim.rlim_cur);

@@ -129,6 +129,9 @@ void HoldStandardDescriptors();
 constexpr size_t kSpareDescriptors = 16;
 constexpr size_t kMaxOpenPartitions = 4096;
 size_t OpenPartitionBudget(size_t per_partition);
+// Raises the soft open-file limit to the hard one (where it is lower), for
+// a tool whose descriptors grow with the partitions it handles.
+void RaiseOpenFileLimit();
 // Grows the process's descriptor table to hold descriptors 0 to n-1 now
 // (at most the open-file limit). Call it before starting threads: the
 // kernel grows the table of a multi-threaded process only after an RCU

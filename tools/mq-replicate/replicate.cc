@@ -397,15 +397,21 @@ int Run(const Options& o) {
   }
   Throttle throttle(o.max_bytes_per_second);
   Totals totals;
-  std::vector<std::unique_ptr<Follower>> followers;
-  for (Job& j : *jobs) followers.push_back(std::make_unique<Follower>(o, std::move(j), &throttle));
   if (!o.follow) {
-    for (auto& f : followers) {
-      Status s = f->CatchUp();
+    // One partition at a time, each closed (its logs, lock and connection)
+    // before the next is opened: any number of partitions within a few
+    // descriptors.
+    for (Job& j : *jobs) {
+      Follower f(o, std::move(j), &throttle);
+      Status s = f.CatchUp();
       if (!s.ok()) totals.Fail(s);
     }
     return totals.rc;
   }
+  // Every followed partition stays open (mq-replicate(1), OPEN FILES).
+  cli::RaiseOpenFileLimit();
+  std::vector<std::unique_ptr<Follower>> followers;
+  for (Job& j : *jobs) followers.push_back(std::make_unique<Follower>(o, std::move(j), &throttle));
   std::vector<std::thread> threads;
   for (auto& f : followers) {
     threads.emplace_back([&totals, f = f.get()] {

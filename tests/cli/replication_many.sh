@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# mq-replicate's catch-up (without --follow) holds one partition open at a
+# time (mq-replicate(1), OPEN FILES): a replicated topic of 2,000 partitions
+# is caught up under ulimit -n 256, and the partitions with data end
+# byte-identical to the leader's.
+source "$(dirname "$0")/lib/common.bash"
+ISR="$BIN/mq-isr"
+REP="$BIN/mq-replicate"
+# 2,000 partitions on two roots are some 20,000 small files: on tmpfs when
+# there is one.
+T="$WORK"
+if [[ -d /dev/shm && -w /dev/shm ]]; then
+  T="$(mktemp -d /dev/shm/mq-repl-many.XXXXXX)"
+  on_exit() { rm -rf "$T"; }
+fi
+"$ISR" --cluster "$T/cluster" create -t t --partitions 2000 --replicas "$T/r0,$T/r1" \
+  --min-insync-replicas 1 >/dev/null
+
+# Messages into the first ten partitions root 0 leads, the last of them
+# partition 1,000 or more (followed late in the run).
+mapfile -t led < <("$ISR" --cluster "$T/cluster" describe -t t --json |
+  jq -r 'select(.type == "partition" and .leader == 0) | .partition' | sort -n)
+[[ ${#led[@]} -ge 1000 ]] || fail "root 0 leads ${#led[@]} of 2,000 partitions"
+picked=("${led[@]:0:9}" "${led[999]}")
+for p in "${picked[@]}"; do
+  seq 1 50 | sed "s/^/p$p-/" | "$P" -C "$T/r0" -t t -p "$p" --acks 1 -q ||
+    fail "produce into partition $p exited $?"
+done
+
+(
+  ulimit -n 256
+  exec "$REP" -C "$T/r1" -q
+) >"$WORK/out" 2>"$WORK/err" && rc=0 || rc=$?
+expect_rc 0 "mq-replicate of 2,000 partitions under ulimit -n 256"
+for p in "${picked[@]}"; do
+  cmp -s "$T/r0/t-$p/00000000000000000000.log" "$T/r1/t-$p/00000000000000000000.log" ||
+    fail "partition $p: the follower's log differs from the leader's"
+done
+got=$("$C" -C "$T/r1" -t t -p "${picked[9]}" -e -q | tail -1)
+expect_eq "the last message of partition ${picked[9]} on the follower" "p${picked[9]}-50" "$got"
+echo "ok: 2,000 partitions caught up under ulimit -n 256"
+
+# --follow keeps every followed partition open (about 12 descriptors each):
+# it raises its soft limit to the hard one. 60 partitions under a soft
+# limit of 256 (about 720 descriptors) follow a message appended later.
+(( $(ulimit -Hn) >= 1024 )) || fail "this test needs a hard open-file limit of 1024 or more (ulimit -Hn: $(ulimit -Hn))"
+"$ISR" --cluster "$T/cluster" create -t f --partitions 60 --replicas "$T/r0,$T/r1" \
+  --min-insync-replicas 1 >/dev/null
+(
+  ulimit -Sn 256
+  exec "$REP" -C "$T/r1" -t f --follow -q
+) >"$WORK/follow.out" 2>"$WORK/follow.err" &
+follower=$!
+PIDS+=("$follower")
+echo late | "$P" -C "$T/r0" -t f -p 0 --acks 1 -q
+for _ in $(seq 1 100); do
+  [[ $("$C" -C "$T/r1" -t f -p 0 -e -q 2>/dev/null) == late ]] && break
+  kill -0 "$follower" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$follower" 2>/dev/null || fail "mq-replicate --follow under a soft limit of 256 exited: $(cat "$WORK/follow.err")"
+[[ $("$C" -C "$T/r1" -t f -p 0 -e -q) == late ]] || fail "the follower never got the message"
+kill "$follower"
+wait "$follower" || true
+echo "ok: --follow of 60 partitions under a soft limit of 256"
