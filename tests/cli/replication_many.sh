@@ -63,3 +63,26 @@ kill -0 "$follower" 2>/dev/null || fail "mq-replicate --follow under a soft limi
 kill "$follower"
 wait "$follower" || true
 echo "ok: --follow of 60 partitions under a soft limit of 256"
+
+# --follow of more partitions than can stay open: rounds over them, each
+# partition opened, caught up and closed in turn. 2,000 partitions under
+# ulimit -n 256: a message appended later to partition ${picked[9]} arrives.
+(
+  ulimit -n 256
+  exec "$REP" -C "$T/r1" -t t --follow -q
+) >"$WORK/poll.out" 2>"$WORK/poll.err" &
+poller=$!
+PIDS+=("$poller")
+echo later | "$P" -C "$T/r0" -t t -p "${picked[9]}" --acks 1 -q
+for _ in $(seq 1 600); do
+  [[ $("$C" -C "$T/r1" -t t -p "${picked[9]}" -e -q 2>/dev/null | tail -1) == later ]] && break
+  kill -0 "$poller" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$poller" 2>/dev/null || fail "mq-replicate --follow of 2,000 partitions under ulimit -n 256 exited: $(cat "$WORK/poll.err")"
+got=$("$C" -C "$T/r1" -t t -p "${picked[9]}" -e -q | tail -1)
+expect_eq "the message appended while --follow ran over 2,000 partitions" later "$got"
+kill "$poller"
+wait "$poller" || true
+[[ ! -s $WORK/poll.err ]] || fail "--follow over 2,000 partitions complained: $(cat "$WORK/poll.err")"
+echo "ok: --follow of 2,000 partitions under ulimit -n 256"

@@ -61,6 +61,12 @@ class Throttle {
   uint64_t spent_ = 0;
 };
 
+// --follow keeps a partition open on a thread of its own while there are at
+// most this many, each with about kFollowDescriptors descriptors (its log
+// and the leader's, their indexes, locks and state files, a reader).
+constexpr size_t kMaxFollowThreads = 256;
+constexpr size_t kFollowDescriptors = 12;
+
 // One partition this root follows.
 struct Job {
   std::string topic;
@@ -103,6 +109,26 @@ class Follower {
     return Finish();
   }
 
+  // --follow over more partitions than can stay open (Run): one round of
+  // this partition, then it is closed. A leadership that moves or a leader
+  // away is looked at again next round, as Follow does.
+  Status Poll() {
+    Status s = Open();
+    if (!s.ok()) return Transient(s) ? Status::Ok() : s;
+    for (int fenced = 0; !g_stop.load();) {
+      auto r = Step();
+      if (!r && r.error().code() == Code::kFenced && ++fenced < 100) continue;
+      if (!r) return Transient(r.error()) ? Status::Ok() : r.error();
+      if (r->caught_up && r->appended_bytes == 0) break;
+    }
+    if (Status f = Finish(); !f.ok() && !Transient(f)) return f;
+    if (leader_log_) {
+      auto shrunk = MaybeShrinkIsr(ctx_, *leader_log_, leader_epoch_);
+      if (!shrunk && !Transient(shrunk.error())) return shrunk.error();
+    }
+    return Status::Ok();
+  }
+
   // --follow: catches up, then waits for the leader's appends.
   Status Follow() {
     // A cluster state that cannot be reached yet (the controller's host is
@@ -117,11 +143,8 @@ class Follower {
     while (!g_stop.load()) {
       auto r = Step();
       if (!r) {
-        const Code c = r.error().code();
-        if (c == Code::kFenced || c == Code::kUnavailable || c == Code::kNotFound ||
-            c == Code::kOutOfOrder) {
-          // The leadership moves or the leader is away: look again soon.
-          if (o_.verbose) cli::Warn(fmt::format("{}: {}", Name(), r.error().message()));
+        if (Transient(r.error())) {
+          // Look again soon.
           link_.reset();
           leader_log_.reset();
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -155,6 +178,16 @@ class Follower {
   }
 
  private:
+  // What --follow waits out rather than exits for: the leadership moves or
+  // the leader is away (told with -v).
+  bool Transient(const Status& s) const {
+    const Code c = s.code();
+    const bool transient = c == Code::kFenced || c == Code::kUnavailable ||
+                           c == Code::kNotFound || c == Code::kOutOfOrder;
+    if (transient && o_.verbose) cli::Warn(fmt::format("{}: {}", Name(), s.message()));
+    return transient;
+  }
+
   Status Open() {
     if (log_) return Status::Ok();
     auto state = ctx_.cluster->Load();
@@ -408,8 +441,28 @@ int Run(const Options& o) {
     }
     return totals.rc;
   }
-  // Every followed partition stays open (mq-replicate(1), OPEN FILES).
-  cli::RaiseOpenFileLimit();
+  // --follow: each partition open on a thread of its own while there are
+  // at most kMaxFollowThreads and their descriptors fit the open-file limit
+  // (raised to the hard one); past that, rounds over the partitions, each
+  // opened, caught up and closed in turn, one round a second
+  // (mq-replicate(1), OPEN FILES).
+  if (jobs->size() > kMaxFollowThreads ||
+      jobs->size() > cli::OpenPartitionBudget(kFollowDescriptors)) {
+    while (!g_stop.load()) {
+      const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      for (const Job& j : *jobs) {
+        if (g_stop.load()) break;
+        Follower f(o, j, &throttle);
+        if (Status s = f.Poll(); !s.ok()) {
+          totals.Fail(s);
+          return totals.rc;
+        }
+      }
+      while (!g_stop.load() && std::chrono::steady_clock::now() < next)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return totals.rc;
+  }
   std::vector<std::unique_ptr<Follower>> followers;
   for (Job& j : *jobs) followers.push_back(std::make_unique<Follower>(o, std::move(j), &throttle));
   std::vector<std::thread> threads;
