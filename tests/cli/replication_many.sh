@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# mq-replicate's catch-up (without --follow) holds one partition open at a
-# time (mq-replicate(1), OPEN FILES): a replicated topic of 2,000 partitions
-# is caught up under ulimit -n 256, and the partitions with data end
+# mq-replicate over many partitions (mq-replicate(1), OPEN FILES): a
+# catch-up holds one partition open at a time; --follow keeps each open on
+# a thread of its own up to 256, and takes more in rounds; with leaders on
+# another host, one connection serves them all and the leader's server
+# keeps only what its open-file limit holds open. Partitions with data end
 # byte-identical to the leader's.
 source "$(dirname "$0")/lib/common.bash"
 ISR="$BIN/mq-isr"
@@ -86,3 +88,53 @@ kill "$poller"
 wait "$poller" || true
 [[ ! -s $WORK/poll.err ]] || fail "--follow over 2,000 partitions complained: $(cat "$WORK/poll.err")"
 echo "ok: --follow of 2,000 partitions under ulimit -n 256"
+
+# Leaders on another "host": MQ_RSH runs the command there with sh -c, as
+# ssh does, and logs each connection. 300 partitions, the follower and the
+# leader's server under ulimit -n 256: one connection for the catch-up,
+# one for --follow in rounds, and a message appended later arrives.
+printf '#!/bin/sh\necho "$1" >>"$CONNS"\nshift\nexec sh -c "$1"\n' >"$WORK/rsh"
+chmod +x "$WORK/rsh"
+export CONNS="$WORK/conns" MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN"
+"$ISR" --cluster "$T/rc" create -t r --partitions 300 --replicas "h0:$T/h0,h1:$T/h1" --controller ctl \
+  --min-insync-replicas 1 >/dev/null
+mapfile -t rled < <("$ISR" --cluster "$T/rc" describe -t r --json |
+  jq -r 'select(.type == "partition" and .leader == 0) | .partition' | sort -n)
+[[ ${#rled[@]} -ge 150 ]] || fail "h0 leads ${#rled[@]} of 300 partitions"
+rpicked=("${rled[@]:0:4}" "${rled[149]}")
+for p in "${rpicked[@]}"; do
+  seq 1 20 | sed "s/^/r$p-/" | "$P" -C "$T/h0" -t r -p "$p" --acks 1 -q ||
+    fail "produce into partition $p exited $?"
+done
+: >"$CONNS"
+(
+  ulimit -n 256
+  exec "$REP" -C "$T/h1" -q
+) >"$WORK/out" 2>"$WORK/err" && rc=0 || rc=$?
+expect_rc 0 "mq-replicate of 300 partitions led on another host, under ulimit -n 256"
+expect_eq "connections to h0 for the catch-up" 1 "$(grep -c '^h0$' "$CONNS")"
+for p in "${rpicked[@]}"; do
+  cmp -s "$T/h0/r-$p/00000000000000000000.log" "$T/h1/r-$p/00000000000000000000.log" ||
+    fail "partition $p: the follower's log differs from the remote leader's"
+done
+: >"$CONNS"
+(
+  ulimit -n 256
+  exec "$REP" -C "$T/h1" -t r --follow -q
+) >"$WORK/rpoll.out" 2>"$WORK/rpoll.err" &
+rpoller=$!
+PIDS+=("$rpoller")
+echo later | "$P" -C "$T/h0" -t r -p "${rpicked[4]}" --acks 1 -q
+for _ in $(seq 1 600); do
+  [[ $("$C" -C "$T/h1" -t r -p "${rpicked[4]}" -e -q 2>/dev/null | tail -1) == later ]] && break
+  kill -0 "$rpoller" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$rpoller" 2>/dev/null || fail "--follow of 300 remote partitions exited: $(cat "$WORK/rpoll.err")"
+got=$("$C" -C "$T/h1" -t r -p "${rpicked[4]}" -e -q | tail -1)
+expect_eq "the message appended while --follow ran over 300 remote partitions" later "$got"
+kill "$rpoller"
+wait "$rpoller" || true
+expect_eq "connections to h0 for --follow in rounds" 1 "$(grep -c '^h0$' "$CONNS")"
+[[ ! -s $WORK/rpoll.err ]] || fail "--follow over 300 remote partitions complained: $(cat "$WORK/rpoll.err")"
+echo "ok: 300 partitions led on another host, over one connection, under ulimit -n 256"

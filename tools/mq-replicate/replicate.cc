@@ -85,10 +85,17 @@ struct Totals {
   }
 };
 
+// Connections to leaders on other hosts, by address: shared by the
+// partitions a run takes in turn (a catch-up, or --follow in rounds).
+using Clients = std::map<std::string, std::shared_ptr<wire::Client>>;
+
 class Follower {
  public:
-  Follower(const Options& o, Job job, Throttle* throttle)
-      : o_(o), job_(std::move(job)), throttle_(throttle) {
+  // `clients`: the run's connections when this is one of many partitions
+  // taken in turn; null for one on a thread of its own (--follow), which
+  // has its own.
+  Follower(const Options& o, Job job, Throttle* throttle, Clients* clients = nullptr)
+      : o_(o), job_(std::move(job)), throttle_(throttle), clients_(clients) {
     ctx_.cluster = job_.binding->store.get();
     ctx_.clock = Clock::Real();
     ctx_.topic = job_.topic;
@@ -233,11 +240,19 @@ class Follower {
     if (!address) return address.error();
     if (!address->host.empty()) {
       if (!client_ || client_address_ != r->dir) {
-        client_ = cli::ReplicaClient(*address);
+        if (clients_ != nullptr) {
+          std::shared_ptr<wire::Client>& shared = (*clients_)[r->dir];
+          if (!shared) shared = cli::ReplicaClient(*address);
+          client_ = shared;
+        } else {
+          client_ = cli::ReplicaClient(*address);
+        }
         client_address_ = r->dir;
       }
-      // --follow waits at the leader for its next append (a long poll).
-      link_ = wire::RemoteLeaderLink(client_, job_.topic, job_.partition, o_.follow ? 500 : 0);
+      // --follow on a thread of its own waits at the leader for its next
+      // append (a long poll); a partition taken in turn does not.
+      const int wait_ms = o_.follow && clients_ == nullptr ? 500 : 0;
+      link_ = wire::RemoteLeaderLink(client_, job_.topic, job_.partition, wait_ms);
       leader_id_ = p.leader;
       leader_epoch_ = p.leader_epoch;
       leader_root_.clear();
@@ -339,6 +354,7 @@ class Follower {
   const Options& o_;
   Job job_;
   Throttle* throttle_;
+  Clients* clients_;
   ReplicationContext ctx_;
   std::string root_;
   FileLock lock_;
@@ -434,8 +450,9 @@ int Run(const Options& o) {
     // One partition at a time, each closed (its logs, lock and connection)
     // before the next is opened: any number of partitions within a few
     // descriptors.
+    Clients clients;
     for (Job& j : *jobs) {
-      Follower f(o, std::move(j), &throttle);
+      Follower f(o, std::move(j), &throttle, &clients);
       Status s = f.CatchUp();
       if (!s.ok()) totals.Fail(s);
     }
@@ -448,11 +465,12 @@ int Run(const Options& o) {
   // (mq-replicate(1), OPEN FILES).
   if (jobs->size() > kMaxFollowThreads ||
       jobs->size() > cli::OpenPartitionBudget(kFollowDescriptors)) {
+    Clients clients;
     while (!g_stop.load()) {
       const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       for (const Job& j : *jobs) {
         if (g_stop.load()) break;
-        Follower f(o, j, &throttle);
+        Follower f(o, j, &throttle, &clients);
         if (Status s = f.Poll(); !s.ok()) {
           totals.Fail(s);
           return totals.rc;

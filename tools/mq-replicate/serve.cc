@@ -29,6 +29,10 @@ std::atomic<bool> g_serve_stop{false};
 
 void OnServeSignal(int) { g_serve_stop.store(true); }
 
+// Descriptors a partition served holds: its log, offset and time indexes,
+// directory, writer lock and state file, and a reader while a fetch waits.
+constexpr size_t kServedDescriptors = 10;
+
 // One partition of the root, opened at its first request.
 struct Served {
   std::shared_ptr<cli::ReplicaBinding> binding;
@@ -36,6 +40,7 @@ struct Served {
   std::unique_ptr<ReplicaLog> log;
   std::unique_ptr<PartitionReader> reader;
   std::string dir;
+  uint64_t used = 0;  // Server::clock_ at its last request
   int64_t next_isr_check_ms = 0;
   // What a fetch reply's batches are read into: the reply borrows them until
   // it is sent (before the next request), and the pages stay allocated.
@@ -50,7 +55,25 @@ class Server {
   Result<Served*> Get(const std::string& topic, int32_t partition) {
     auto key = std::make_pair(topic, partition);
     auto it = served_.find(key);
-    if (it != served_.end()) return it->second.get();
+    if (it != served_.end()) {
+      it->second->used = ++clock_;
+      return it->second.get();
+    }
+    // A client that takes many partitions in turn (mq-replicate catching
+    // up, or following in rounds) keeps one connection: the partitions
+    // served stay open up to what the open-file limit holds, the least
+    // recently asked for closed first (their fetch positions and high
+    // watermark are on disk, not here).
+    if (max_served_ == 0) max_served_ = cli::OpenPartitionBudget(kServedDescriptors);
+    while (served_.size() >= max_served_) {
+      auto oldest = served_.end();
+      for (auto i = served_.begin(); i != served_.end(); ++i) {
+        if (i->second.get() == last_fetched_) continue;
+        if (oldest == served_.end() || i->second->used < oldest->second->used) oldest = i;
+      }
+      if (oldest == served_.end()) break;
+      served_.erase(oldest);
+    }
     if (!dir_) {
       auto d = DataDir::Open(o_.dir, false);
       if (!d) return d.error();
@@ -83,6 +106,7 @@ class Server {
     auto opened = OpenReplicaLog(s->dir, binding->replica_id, log);
     if (!opened) return opened.error();
     s->log = std::move(*opened);
+    s->used = ++clock_;
     Served* out = s.get();
     served_.emplace(key, std::move(s));
     return out;
@@ -175,6 +199,8 @@ class Server {
   std::map<std::string, std::shared_ptr<cli::ReplicaBinding>> bindings_;
   std::map<std::pair<std::string, int32_t>, std::unique_ptr<Served>> served_;
   Served* last_fetched_ = nullptr;  // by the request just answered
+  uint64_t clock_ = 0;               // requests so far
+  size_t max_served_ = 0;            // partitions open at most (0: not yet known)
 };
 
 }  // namespace
