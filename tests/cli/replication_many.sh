@@ -69,7 +69,7 @@ follow_gets() {
   local pid=$!
   PIDS+=("$pid")
   echo later | "$P" -C "$leader" -t "$topic" -p "$p" --acks 1 -q
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 1800); do  # up to 3 minutes: a round over 2,000 partitions takes seconds
     [[ $("$C" -C "$follower" -t "$topic" -p "$p" -e -q 2>/dev/null | tail -1) == later ]] && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
