@@ -107,12 +107,7 @@ class Follower {
   // Catches up once: until a fetch brings nothing new.
   Status CatchUp() {
     MQ_RETURN_IF_ERROR(Open());
-    for (int fenced = 0; !g_stop.load();) {
-      auto r = Step();
-      if (!r && r.error().code() == Code::kFenced && ++fenced < 100) continue;
-      if (!r) return r.error();
-      if (r->caught_up && r->appended_bytes == 0) break;
-    }
+    MQ_RETURN_IF_ERROR(StepToEnd());
     return Finish();
   }
 
@@ -121,13 +116,8 @@ class Follower {
   // away is looked at again next round, as Follow does.
   Status Poll() {
     Status s = Open();
+    if (s.ok()) s = StepToEnd();
     if (!s.ok()) return Transient(s) ? Status::Ok() : s;
-    for (int fenced = 0; !g_stop.load();) {
-      auto r = Step();
-      if (!r && r.error().code() == Code::kFenced && ++fenced < 100) continue;
-      if (!r) return Transient(r.error()) ? Status::Ok() : r.error();
-      if (r->caught_up && r->appended_bytes == 0) break;
-    }
     if (Status f = Finish(); !f.ok() && !Transient(f)) return f;
     if (leader_log_) {
       auto shrunk = MaybeShrinkIsr(ctx_, *leader_log_, leader_epoch_);
@@ -185,6 +175,18 @@ class Follower {
   }
 
  private:
+  // Fetches until a fetch brings nothing new (a fencing, the leadership
+  // moving under the fetch, is retried up to 100 times).
+  Status StepToEnd() {
+    for (int fenced = 0; !g_stop.load();) {
+      auto r = Step();
+      if (!r && r.error().code() == Code::kFenced && ++fenced < 100) continue;
+      if (!r) return r.error();
+      if (r->caught_up && r->appended_bytes == 0) break;
+    }
+    return Status::Ok();
+  }
+
   // What --follow waits out rather than exits for: the leadership moves or
   // the leader is away (told with -v).
   bool Transient(const Status& s) const {
