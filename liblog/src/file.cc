@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -175,6 +176,20 @@ constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
 constexpr int kPopulateWrite = 23;  // <linux/mman.h>, Linux 5.14
 #endif
 
+// A struct flock for F_OFD_* on [start, start + len): l_pid must be 0.
+// A range past off_t's reach gets l_len 0, which the callers refuse (0
+// would mean "to the end of the file").
+struct ::flock Range(short type, uint64_t start, uint64_t len) {
+  struct ::flock fl = {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<off_t>::max());
+  if (len == 0 || start > kMax || len > kMax - start) return fl;
+  fl.l_start = static_cast<off_t>(start);
+  fl.l_len = static_cast<off_t>(len);
+  return fl;
+}
+
 class PosixFileSystem final : public FileSystem {
  public:
   Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
@@ -284,6 +299,38 @@ class PosixFileSystem final : public FileSystem {
   Status Unlock(int fd) override {
     if (::flock(fd, LOCK_UN) != 0) return ErrnoStatus("flock unlock", errno);
     return Status::Ok();
+  }
+
+  Status LockRange(int fd, uint64_t start, uint64_t len, LockMode mode, LockWait wait) override {
+    struct ::flock fl = Range(mode == LockMode::kShared ? F_RDLCK : F_WRLCK, start, len);
+    if (fl.l_len <= 0) return Status(Code::kInvalidArgument, "lock range out of bounds");
+    while (::fcntl(fd, wait == LockWait::kTry ? F_OFD_SETLK : F_OFD_SETLKW, &fl) != 0) {
+      if (errno == EINTR) continue;
+      // A conflicting lock: EAGAIN or EACCES (fcntl(2) allows both).
+      if (errno == EAGAIN || errno == EACCES) return Status(Code::kBusy, "range locked");
+      return ErrnoStatus("fcntl F_OFD_SETLK", errno);
+    }
+    return Status::Ok();
+  }
+
+  Status UnlockRange(int fd, uint64_t start, uint64_t len) override {
+    struct ::flock fl = Range(F_UNLCK, start, len);
+    if (fl.l_len <= 0) return Status(Code::kInvalidArgument, "lock range out of bounds");
+    while (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("fcntl F_OFD_SETLK unlock", errno);
+    }
+    return Status::Ok();
+  }
+
+  Result<bool> TestRange(int fd, uint64_t start, uint64_t len, LockMode probe) override {
+    struct ::flock fl = Range(probe == LockMode::kShared ? F_RDLCK : F_WRLCK, start, len);
+    if (fl.l_len <= 0) return Status(Code::kInvalidArgument, "lock range out of bounds");
+    while (::fcntl(fd, F_OFD_GETLK, &fl) != 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("fcntl F_OFD_GETLK", errno);
+    }
+    return fl.l_type != F_UNLCK;
   }
 
  private:

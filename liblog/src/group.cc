@@ -430,19 +430,6 @@ Result<bool> Group::IsMemberAlive(std::string_view member_id) const {
   return IsLocked(members->get(), fmt::format("{}.lock", member_id), LockMode::kShared, fs_);
 }
 
-Result<FileLock> Group::LockPartition(std::string_view topic, int32_t partition,
-                                      LockWait wait) const {
-  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
-  if (partition < 0 || partition > kMaxGroupPartition)
-    return Status(Code::kInvalidArgument, fmt::format("partition {} out of range", partition));
-  auto partitions = OpenDirectoryAt(dir_.get(), kGroupPartitionsDir, true, fs_);
-  if (!partitions) return partitions.error();
-  auto dir = OpenDirectoryAt(partitions->get(), std::string(topic), true, fs_);
-  if (!dir) return dir.error();
-  return FileLock::Acquire(dir->get(), fmt::format("{}.lock", partition), LockMode::kExclusive,
-                           wait, fs_);
-}
-
 namespace {
 
 // Removes `name` in `parent_fd` and everything below it (never following a
@@ -467,6 +454,120 @@ Status RemoveTree(FileSystem* fs, int parent_fd, const std::string& name, const 
 }
 
 }  // namespace
+
+Result<FileLock> Group::OpenOwnership(std::string_view topic, bool create) const {
+  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  auto partitions = OpenDirectoryAt(dir_.get(), kGroupPartitionsDir, create, fs_);
+  if (!partitions) return partitions.error();
+  const std::string name(topic);
+  const std::string path = path_ + "/" + kGroupPartitionsDir + "/" + name;
+  if (!create) return FileLock::Open(partitions->get(), name, false, path, fs_);
+  // An earlier mq kept a directory of flock files here, <p>.lock each: it
+  // goes once none of them is held (their holders would not see this
+  // file's locks), and a member of that mq started after it finds a file
+  // where it wants a directory and fails.
+  for (int attempt = 0;; ++attempt) {
+    auto st = fs_->StatAt(partitions->get(), name);
+    if (!st && st.error().code() != Code::kNotFound) return st.error();
+    if (!st || !st->is_dir()) break;
+    if (attempt == 3) return Status(Code::kBusy, path + ": keeps coming back as a directory");
+    auto old = OpenDirectoryAt(partitions->get(), name, false, fs_);
+    if (!old && old.error().code() == Code::kNotFound) continue;
+    if (!old) return old.error();
+    auto entries = ListDirectory(old->get(), path, fs_);
+    if (!entries) return entries.error();
+    for (const auto& [n, is_dir] : *entries) {
+      if (is_dir) continue;
+      auto held = IsLocked(old->get(), n, LockMode::kShared, fs_);
+      if (!held && held.error().code() == Code::kNotFound) continue;
+      if (!held) return held.error();
+      if (*held)
+        return Status(Code::kBusy,
+                      fmt::format("{}/{}: held by a member of an earlier mq, which keeps a "
+                                  "lock file per partition; stop it first",
+                                  path, n));
+    }
+    Status removed = RemoveTree(fs_, partitions->get(), name, path, 0);
+    if (!removed.ok() && removed.code() != Code::kNotFound) return removed;
+  }
+  return FileLock::Open(partitions->get(), name, true, path, fs_);
+}
+
+Result<Ownership> Ownership::Open(const Group& group, std::string_view topic) {
+  auto file = group.OpenOwnership(topic, true);
+  if (!file) return file.error();
+  auto st = file->Stat();
+  if (!st) return st.error();
+  Ownership o;
+  o.group_ = &group;
+  o.topic_ = std::string(topic);
+  o.file_ = std::move(*file);
+  o.dev_ = st->dev;
+  o.ino_ = st->ino;
+  return o;
+}
+
+namespace {
+
+Status CheckPartition(int32_t p) {
+  if (p < 0 || p > kMaxGroupPartition)
+    return Status(Code::kInvalidArgument, fmt::format("partition {} out of range", p));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<bool> Ownership::TryOwn(int32_t p, std::string_view member_id) {
+  MQ_RETURN_IF_ERROR(CheckPartition(p));
+  if (owned_.count(p)) return true;
+  Status s = file_.LockRange(OwnershipLockByte(p), 1, LockMode::kExclusive, LockWait::kTry);
+  if (s.code() == Code::kBusy) return false;
+  MQ_RETURN_IF_ERROR(s);
+  // A handler of an earlier owner that died may still be handling: the
+  // partition is free once it is gone too (its run was not committed, so
+  // the next owner hands its messages out again).
+  auto handling = file_.IsRangeLocked(HandlerLockByte(p), 1);
+  if (!handling || *handling) {
+    MQ_RETURN_IF_ERROR(file_.UnlockRange(OwnershipLockByte(p), 1));
+    if (!handling) return handling.error();
+    return false;
+  }
+  owned_.insert(p);
+  // For --describe only (no rule depends on it): best effort.
+  char slot[kOwnershipSlotSize] = {};
+  const size_t n = std::min(member_id.size(), sizeof slot - 1);
+  std::memcpy(slot, member_id.data(), n);
+  slot[n] = '\n';
+  (void)!::pwrite(file_.fd(), slot, sizeof slot,
+                  static_cast<off_t>(static_cast<uint64_t>(p) * kOwnershipSlotSize));
+  return true;
+}
+
+Status Ownership::Disown(int32_t p) {
+  if (!owned_.count(p)) return Status::Ok();
+  MQ_RETURN_IF_ERROR(file_.UnlockRange(OwnershipLockByte(p), 1));
+  owned_.erase(p);
+  return Status::Ok();
+}
+
+bool Ownership::owns(int32_t p) const { return owned_.count(p) != 0; }
+
+std::vector<int32_t> Ownership::owned() const { return {owned_.begin(), owned_.end()}; }
+
+Result<FileLock> Ownership::LockForHandler(int32_t p) const {
+  MQ_RETURN_IF_ERROR(CheckPartition(p));
+  auto file = group_->OpenOwnership(topic_, true);
+  if (!file) return file.error();
+  auto st = file->Stat();
+  if (!st) return st.error();
+  if (st->dev != dev_ || st->ino != ino_)
+    return Status(Code::kBusy, file->path() + ": replaced while its partitions are owned");
+  // Shared: runs of one partition never refuse each other (a handler's
+  // own children may hold an earlier run's lock a little longer).
+  MQ_RETURN_IF_ERROR(file->LockRange(HandlerLockByte(p), 1, LockMode::kShared, LockWait::kTry));
+  return file;
+}
+
 
 Result<std::vector<std::string>> Group::ListMemberFiles() const {
   std::vector<std::string> ids;

@@ -72,7 +72,7 @@ GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {
   partitions_ = other.partitions_;
   group_lock_ = std::move(other.group_lock_);
   member_lock_ = std::move(other.member_lock_);
-  owned_ = std::move(other.owned_);
+  ownership_ = std::move(other.ownership_);
   last_members_ = std::move(other.last_members_);
   return *this;
 }
@@ -101,6 +101,9 @@ Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
   if (!member_lock) return member_lock.error();
   m.member_lock_ = std::move(*member_lock);
   WriteNote(m.member_lock_.fd(), fmt::format("{} {} {}\n", m.id_, HostName(), ::getpid()));
+  auto ownership = Ownership::Open(*group, m.topic_);
+  if (!ownership) return ownership.error();
+  m.ownership_ = std::move(*ownership);
   return m;
 }
 
@@ -128,41 +131,36 @@ Result<MembershipView> GroupMember::Poll() {
   std::sort(view.members.begin(), view.members.end());
   view.changed = !last_members_ || *last_members_ != view.members;
   view.target = AssignedTo(view.members, topic_, partitions_, id_);
-  for (const auto& [p, lock] : owned_)
+  for (int32_t p : owned())
     if (!std::binary_search(view.target.begin(), view.target.end(), p)) view.release.push_back(p);
   for (int32_t p : view.target)
-    if (!owned_.count(p)) view.acquire.push_back(p);
+    if (!owns(p)) view.acquire.push_back(p);
   if (view.changed && view.members.front() == id_) MQ_RETURN_IF_ERROR(group_->RecordRebalance());
   last_members_ = view.members;
   return view;
 }
 
 Result<bool> GroupMember::TryAcquire(int32_t p) {
-  if (owned_.count(p)) return true;
-  auto lock = group_->LockPartition(topic_, p, LockWait::kTry);
-  if (!lock && lock.error().code() == Code::kBusy) return false;
-  if (!lock) return lock.error();
-  WriteNote(lock->fd(), id_ + "\n");
-  owned_.emplace(p, std::move(*lock));
-  return true;
+  if (p < 0 || p >= partitions_)
+    return Status(Code::kInvalidArgument, fmt::format("partition {} out of range", p));
+  return ownership_->TryOwn(p, id_);
 }
 
-void GroupMember::Release(int32_t p) { owned_.erase(p); }
+Status GroupMember::Release(int32_t p) { return ownership_->Disown(p); }
 
 std::vector<int32_t> GroupMember::owned() const {
-  std::vector<int32_t> out;
-  for (const auto& [p, lock] : owned_) out.push_back(p);
-  return out;
+  return ownership_ ? ownership_->owned() : std::vector<int32_t>{};
 }
 
-int GroupMember::lock_fd(int32_t p) const {
-  auto it = owned_.find(p);
-  return it == owned_.end() ? -1 : it->second.fd();
+Result<FileLock> GroupMember::LockForHandler(int32_t p) const {
+  // Not owns(p): another thread may be changing the owned set.
+  if (!ownership_) return Status(Code::kInvalidArgument, "not a member");
+  return ownership_->LockForHandler(p);
 }
 
 void GroupMember::Leave() {
   if (group_ == nullptr) return;
-  owned_.clear();
+  ownership_.reset();
   if (member_lock_.is_open()) {
     // Still holding it: nobody else can be using the name.
     // Best effort: a file left behind is removed by the next Poll of any

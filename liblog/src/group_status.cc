@@ -41,21 +41,10 @@ std::string ReadNote(int dir_fd, const std::string& name) {
   return text;
 }
 
-std::optional<int32_t> ParsePartitionLockName(std::string_view name) {
-  constexpr std::string_view kSuffix = ".lock";
-  if (!name.ends_with(kSuffix)) return std::nullopt;
-  std::string_view digits = name.substr(0, name.size() - kSuffix.size());
-  if (digits.empty() || digits.size() > 4 || (digits.size() > 1 && digits[0] == '0'))
-    return std::nullopt;
-  int32_t p = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), p);
-  if (ec != std::errc() || end != digits.data() + digits.size() || p > kMaxGroupPartition)
-    return std::nullopt;
-  return p;
-}
-
-// partitions/<topic>/<p>.lock held by someone: (topic, p) -> owner id
-// (empty when the owner has not written it yet). Only `topic` when given.
+// partitions/<topic> (§14.5): partitions whose ownership or handler byte
+// someone holds: (topic, p) -> owner id from the slot (empty when the owner
+// has not written it yet). Only `topic` when given. A partitions/<topic>/
+// directory of an earlier mq is not looked into.
 Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
     const Group& group, std::optional<std::string_view> topic) {
   std::map<std::pair<std::string, int32_t>, std::string> out;
@@ -65,22 +54,31 @@ Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
   const std::string base = group.path() + "/" + kGroupPartitionsDir;
   auto topics = ListDirectory(partitions->get(), base, group.fs());
   if (!topics) return topics.error();
+  constexpr uint64_t kSlots = static_cast<uint64_t>(kMaxGroupPartition) + 1;
   for (const auto& [t, is_dir] : *topics) {
-    if (!is_dir || !ValidateName(t, "topic").ok() || (topic && t != *topic)) continue;
-    auto dir = OpenDirectoryAt(partitions->get(), t, false, group.fs());
-    if (!dir && dir.error().code() == Code::kNotFound) continue;  // removed meanwhile
-    if (!dir) return dir.error();
-    auto files = ListDirectory(dir->get(), base + "/" + t, group.fs());
-    if (!files) return files.error();
-    for (const auto& [f, f_is_dir] : *files) {
-      auto p = ParsePartitionLockName(f);
-      if (f_is_dir || !p) continue;
-      auto held = IsLocked(dir->get(), f, LockMode::kShared, group.fs());
+    if (is_dir || !ValidateName(t, "topic").ok() || (topic && t != *topic)) continue;
+    auto file = group.OpenOwnership(t, false);
+    if (!file && file.error().code() == Code::kNotFound) continue;  // removed meanwhile
+    if (!file) return file.error();
+    // One probe of every slot first: an idle group's file costs one call.
+    auto any = file->IsRangeLocked(0, kSlots * kOwnershipSlotSize);
+    if (!any) return any.error();
+    for (uint64_t p = 0; *any && p < kSlots; ++p) {
+      const uint64_t slot = p * kOwnershipSlotSize;
+      auto held = file->IsRangeLocked(slot, kOwnershipSlotSize);
       if (!held) return held.error();
       if (!*held) continue;
-      std::string id = ReadNote(dir->get(), f);
+      char buf[kOwnershipSlotSize];
+      ssize_t n;
+      do n = ::pread(file->fd(), buf, sizeof buf, static_cast<off_t>(slot));
+      while (n < 0 && errno == EINTR);
+      std::string id;
+      if (n > 0) {
+        std::string_view text(buf, static_cast<size_t>(n));
+        if (size_t nl = text.find('\n'); nl != std::string_view::npos) id = text.substr(0, nl);
+      }
       if (!ValidateName(id, "member id").ok()) id.clear();
-      out[{t, *p}] = std::move(id);
+      out[{t, static_cast<int32_t>(p)}] = std::move(id);
     }
   }
   return out;

@@ -86,6 +86,38 @@ Status FileLock::Unlock() {
   return s;
 }
 
+Status FileLock::LockRange(uint64_t start, uint64_t len, LockMode mode, LockWait wait) {
+  if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
+  Status s = fs_->LockRange(file_->fd(), start, len, mode, wait);
+  if (s.ok()) return s;
+  if (s.code() == Code::kBusy && wait == LockWait::kTry) {
+    return Status(Code::kBusy,
+                  fmt::format("{}: bytes {}-{} locked by another process ({} lock not granted)",
+                              path_, start, start + len - 1, ModeName(mode)));
+  }
+  return Status(s.code(), fmt::format("{}: {} lock of bytes {}-{}: {}", path_, ModeName(mode),
+                                      start, start + len - 1, s.message()));
+}
+
+Status FileLock::UnlockRange(uint64_t start, uint64_t len) {
+  if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
+  Status s = fs_->UnlockRange(file_->fd(), start, len);
+  if (!s.ok())
+    return Status(s.code(),
+                  fmt::format("{}: unlock of bytes {}-{}: {}", path_, start, start + len - 1,
+                              s.message()));
+  return s;
+}
+
+Result<bool> FileLock::IsRangeLocked(uint64_t start, uint64_t len, LockMode probe) const {
+  if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
+  auto held = fs_->TestRange(file_->fd(), start, len, probe);
+  if (!held)
+    return Status(held.error().code(), fmt::format("{}: probe of bytes {}-{}: {}", path_, start,
+                                                   start + len - 1, held.error().message()));
+  return held;
+}
+
 Result<bool> IsLocked(int dir_fd, const std::string& name, LockMode probe, FileSystem* fs) {
   auto lock = FileLock::Open(dir_fd, name, false, fs);
   if (!lock && lock.error().code() == Code::kNotFound) return false;

@@ -162,17 +162,27 @@ expect_rc 75 "delete with a live member"
 kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null || true
 
 # --- owners and members, from the lock files (format-spec/group.md §14.5) ---------
-mkdir -p -m 0750 "$GROUPS_DIR/g/members" "$GROUPS_DIR/g/partitions/orders"
+# A member file held with flock; partitions/orders, a 256-byte slot per
+# partition: slot 1's first byte held with an OFD byte-range lock and its
+# owner's id at its start; slot 0 names m0 but is not held (released).
+mkdir -p -m 0750 "$GROUPS_DIR/g/members" "$GROUPS_DIR/g/partitions"
 echo "m1 box 4242" >"$GROUPS_DIR/g/members/m1.lock"
-echo "m1" >"$GROUPS_DIR/g/partitions/orders/1.lock"
-echo "m0" >"$GROUPS_DIR/g/partitions/orders/0.lock"   # released: not held
-(exec 8<"$GROUPS_DIR/g/members/m1.lock" 9<"$GROUPS_DIR/g/partitions/orders/1.lock"
- flock -x 8; flock -x 9; exec sleep 60) >/dev/null 2>&1 &
+python3 - "$GROUPS_DIR/g" "$WORK/holding" <<'PYEOF' >/dev/null 2>&1 &
+import fcntl, os, struct, sys, time
+g, ready = sys.argv[1], sys.argv[2]
+member = os.open(g + "/members/m1.lock", os.O_RDONLY)
+fcntl.flock(member, fcntl.LOCK_EX)
+owners = os.open(g + "/partitions/orders", os.O_RDWR | os.O_CREAT, 0o640)
+os.pwrite(owners, b"m0\n".ljust(256, b"\0"), 0)
+os.pwrite(owners, b"m1\n".ljust(256, b"\0"), 256)
+# struct flock: l_type, l_whence, l_start, l_len, l_pid (x86-64 and arm64 layout)
+fcntl.fcntl(owners, fcntl.F_OFD_SETLK, struct.pack("hhxxxxqqixxxx", fcntl.F_WRLCK, os.SEEK_SET, 256, 1, 0))
+open(ready, "w").close()
+time.sleep(60)
+PYEOF
 PIDS+=($!)
-for _ in $(seq 100); do
-  flock -n -s "$GROUPS_DIR/g/partitions/orders/1.lock" true 2>/dev/null || break
-  sleep 0.05
-done
+for _ in $(seq 200); do [[ -e $WORK/holding ]] && break; sleep 0.05; done
+[[ -e $WORK/holding ]] || fail "the lock holder did not start"
 run "$C" --describe -G g
 expect_rc 0 "describe with a member"
 grep -q "^g  *orders  *1  *0  *20  *20  *m1  *box  *4242  *-$" "$WORK/out" || fail "owner row: $(cat "$WORK/out")"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -726,19 +727,205 @@ TEST_CASE("R33 group locks: member locks count live members, and a partition has
   CHECK_FALSE(*g.IsMemberAlive("m1"));
   CHECK(!g.LockMember("../x", LockWait::kTry));
 
-  auto owner = g.LockPartition("orders", 3, LockWait::kTry);
+  // Partition ownership: a byte-range lock per partition on one file per
+  // topic, each member through a description of its own.
+  auto a = Ownership::Open(g, "orders");
+  auto b = Ownership::Open(g, "orders");
+  REQUIRE(a);
+  REQUIRE(b);
+  struct ::stat st;
+  REQUIRE(::lstat((dir + "/groups/g/partitions/orders").c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK(*a->TryOwn(3, "m1"));
+  CHECK(*a->TryOwn(3, "m1"));  // already owned
+  CHECK_FALSE(*b->TryOwn(3, "m2"));
+  CHECK(*b->TryOwn(4, "m2"));
+  CHECK_FALSE(*a->TryOwn(4, "m1"));
+  CHECK(a->owned() == std::vector<int32_t>{3});
+  CHECK(b->owned() == std::vector<int32_t>{4});
+  // Letting go of one leaves the others.
+  REQUIRE(b->Disown(4).ok());
+  CHECK(*a->TryOwn(4, "m1"));
+  CHECK_FALSE(*b->TryOwn(3, "m2"));
+  CHECK(a->TryOwn(kMaxGroupPartition + 1, "m1").error().code() == Code::kInvalidArgument);
+  CHECK(a->TryOwn(-1, "m1").error().code() == Code::kInvalidArgument);
+  // A topic name of 249 bytes and the last partition still fit.
+  auto longest = Ownership::Open(g, std::string(249, 't'));
+  REQUIRE(longest);
+  CHECK(*longest->TryOwn(kMaxGroupPartition, "m1"));
+  CHECK(!Ownership::Open(g, "../x"));
+}
+
+namespace {
+
+// A child process that holds only `keep` of the parent's descriptors (as
+// a handler holds only its handler lock) until EndChild; returned once it
+// has closed the others.
+Child ForkHolding(int keep) {
+  int p[2], ready[2];
+  REQUIRE(::pipe(p) == 0);
+  REQUIRE(::pipe(ready) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    for (int fd = 3; fd < 4096; ++fd)
+      if (fd != keep && fd != p[0] && fd != ready[1]) ::close(fd);
+    ::close(ready[1]);  // closed: the others are
+    char c;
+    while (::read(p[0], &c, 1) < 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(p[0]);
+  ::close(ready[1]);
+  char c;
+  while (::read(ready[0], &c, 1) < 0) {
+  }
+  ::close(ready[0]);
+  return {pid, p[1]};
+}
+
+size_t OpenDescriptors() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("R33 group locks: a handler's lock keeps its partition from the next owner until the handler is gone") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  auto owner = Ownership::Open(g, "orders");
   REQUIRE(owner);
-  CHECK(Exists(dir + "/groups/g/partitions/orders/3.lock"));
-  auto rival = g.LockPartition("orders", 3, LockWait::kTry);
-  CHECK(rival.error().code() == Code::kBusy);
-  CHECK(g.LockPartition("orders", 4, LockWait::kTry));
-  // A handler inherits the owner's descriptor: the partition stays owned
-  // until the handler is gone too.
-  Child handler = ForkHolder();
-  owner->Close();
-  CHECK(!g.LockPartition("orders", 3, LockWait::kTry));
+  REQUIRE(*owner->TryOwn(3, "m1"));
+  REQUIRE(*owner->TryOwn(5, "m1"));
+  auto handler_lock = owner->LockForHandler(3);
+  REQUIRE(handler_lock);
+  // Runs of a partition never refuse each other (an earlier run's lock may
+  // outlive it a little in the handler's children): each holds it.
+  auto lingering = owner->LockForHandler(3);
+  REQUIRE(lingering);
+  Child handler = ForkHolding(handler_lock->fd());
+  Child child = ForkHolding(lingering->fd());
+  handler_lock->Close();
+  lingering->Close();
+  // The owner dies; its handler of partition 3 is still running.
+  owner = Status(Code::kNotFound, "gone");
+  auto next = Ownership::Open(g, "orders");
+  REQUIRE(next);
+  CHECK_FALSE(*next->TryOwn(3, "m2"));
+  CHECK(*next->TryOwn(5, "m2"));  // the handler holds its own partition only
+  CHECK(next->owned() == std::vector<int32_t>{5});  // the refused one is not held
   EndChild(&handler);
-  CHECK(g.LockPartition("orders", 3, LockWait::kTry));
-  // A topic name that is 249 bytes still fits (one directory per topic).
-  CHECK(g.LockPartition(std::string(249, 't'), 9999, LockWait::kTry));
+  CHECK_FALSE(*next->TryOwn(3, "m2"));
+  EndChild(&child);
+  CHECK(*next->TryOwn(3, "m2"));
+}
+
+TEST_CASE("R33 group locks: a member owns every partition of a topic through one descriptor") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  auto owner = Ownership::Open(g, "orders");
+  REQUIRE(owner);
+  const size_t before = OpenDescriptors();
+  for (int32_t p = 0; p <= kMaxGroupPartition; ++p) REQUIRE(*owner->TryOwn(p, "m1"));
+  CHECK(OpenDescriptors() == before);
+  auto rival = Ownership::Open(g, "orders");
+  REQUIRE(rival);
+  for (int32_t p : {0, 1, 255, 256, 4321, kMaxGroupPartition}) CHECK_FALSE(*rival->TryOwn(p, "m2"));
+  // Letting go of every other one splits no lock of another partition.
+  for (int32_t p = 0; p <= kMaxGroupPartition; p += 2) REQUIRE(owner->Disown(p).ok());
+  for (int32_t p : {0, 2, 4320, kMaxGroupPartition - 1}) CHECK(*rival->TryOwn(p, "m2"));
+  for (int32_t p : {1, 3, 4321, kMaxGroupPartition}) CHECK_FALSE(*rival->TryOwn(p, "m2"));
+  CHECK(owner->owned().size() == (kMaxGroupPartition + 1) / 2);
+}
+
+namespace {
+
+// Fails the chosen byte-range lock calls as the kernel would (ENOLCK).
+class RangeFaultFs : public FileSystemWrapper {
+ public:
+  bool fail_lock = false, fail_unlock = false, fail_test = false;
+  Status LockRange(int fd, uint64_t start, uint64_t len, LockMode mode, LockWait wait) override {
+    if (fail_lock) return ErrnoStatus("fcntl F_OFD_SETLK", ENOLCK);
+    return FileSystemWrapper::LockRange(fd, start, len, mode, wait);
+  }
+  Status UnlockRange(int fd, uint64_t start, uint64_t len) override {
+    if (fail_unlock) return ErrnoStatus("fcntl F_OFD_SETLK unlock", ENOLCK);
+    return FileSystemWrapper::UnlockRange(fd, start, len);
+  }
+  Result<bool> TestRange(int fd, uint64_t start, uint64_t len, LockMode probe) override {
+    if (fail_test) return ErrnoStatus("fcntl F_OFD_GETLK", ENOLCK);
+    return FileSystemWrapper::TestRange(fd, start, len, probe);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("R33 group locks: a failing lock call is an error naming the file and bytes, never ownership") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  RangeFaultFs fs;
+  Group g = OpenGroup(dir, "g", &fs);
+  auto owner = Ownership::Open(g, "orders");
+  REQUIRE(owner);
+  fs.fail_lock = true;
+  auto r = owner->TryOwn(2, "m1");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() != Code::kBusy);
+  CHECK_THAT(r.error().message(), Catch::Contains("groups/g/partitions/orders: exclusive lock of "
+                                                  "bytes 512-512") &&
+                                      Catch::Contains("No locks available"));
+  CHECK(owner->owned().empty());
+  CHECK(!owner->LockForHandler(2));
+  fs.fail_lock = false;
+  // The probe of the handler byte fails: the ownership byte is let go.
+  fs.fail_test = true;
+  r = owner->TryOwn(2, "m1");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("probe of bytes 513-513"));
+  fs.fail_test = false;
+  auto rival = Ownership::Open(g, "orders");
+  REQUIRE(rival);
+  CHECK(*rival->TryOwn(2, "m2"));
+  CHECK(rival->Disown(2).ok());
+  // A release that fails leaves the partition owned (the member then stops).
+  REQUIRE(*owner->TryOwn(2, "m1"));
+  fs.fail_unlock = true;
+  CHECK_THAT(owner->Disown(2).message(), Catch::Contains("unlock of bytes 512-512"));
+  CHECK(owner->owns(2));
+  fs.fail_unlock = false;
+  CHECK_FALSE(*rival->TryOwn(2, "m2"));
+}
+
+TEST_CASE("R33 group locks: an earlier mq's directory of partition lock files is replaced once none is held") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  const std::string old = dir + "/groups/g/partitions/orders";
+  REQUIRE(std::filesystem::create_directories(old));
+  auto old_dir = OpenDirectory(old, false);
+  REQUIRE(old_dir);
+  auto held = FileLock::Acquire(old_dir->get(), "1.lock", LockMode::kExclusive, LockWait::kTry);
+  REQUIRE(held);
+  REQUIRE(FileLock::Acquire(old_dir->get(), "0.lock", LockMode::kExclusive, LockWait::kTry));
+  auto refused = Ownership::Open(g, "orders");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == Code::kBusy);
+  CHECK_THAT(refused.error().message(),
+             Catch::Contains("partitions/orders/1.lock") && Catch::Contains("earlier mq"));
+  CHECK(std::filesystem::is_directory(old));
+  held->Close();
+  auto owner = Ownership::Open(g, "orders");
+  REQUIRE(owner);
+  CHECK(std::filesystem::is_regular_file(old));
+  CHECK(*owner->TryOwn(1, "m1"));
+  // An earlier member starting now fails: a file where it wants a directory.
+  CHECK(!OpenDirectory(old, true));
 }

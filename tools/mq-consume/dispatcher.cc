@@ -183,8 +183,9 @@ Status Dispatcher::FlushPartition(int32_t partition) {
 
 Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> messages) {
   Ctl ctl;
-  if (options_.inherit_fd) ctl.inherit_fd = options_.inherit_fd(partition);
-  Status s = HandleUnit(partition, messages, ctl);
+  FileLock lock;
+  Status s = LockForUnit(partition, &lock, &ctl);
+  if (s.ok()) s = HandleUnit(partition, messages, ctl);
   // Whatever stopped the unit (an append to the output or dead-letter
   // topic that failed, a transform that is not deterministic) leaves it
   // unhandled: nothing is handed over (healthy() is false) or committed.
@@ -210,7 +211,6 @@ bool Dispatcher::has_pending(int32_t partition) const {
 void Dispatcher::Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch) {
   Unit u;
   u.leader_epoch = leader_epoch;
-  if (options_.inherit_fd) u.inherit_fd = options_.inherit_fd(partition);
   for (const Stored& s : messages) u.bytes += s.bytes();
   u.messages = std::move(messages);
   std::unique_lock<std::mutex> lk(mu_);
@@ -263,14 +263,15 @@ void Dispatcher::Work() {
     lk.unlock();
     done_cv_.notify_all();  // room for Enqueue
     Ctl ctl;
-    ctl.inherit_fd = u.inherit_fd;
     ctl.cancel = &lane->cancel;
     std::vector<Message> views;
     views.reserve(u.messages.size());
     for (Stored& s : u.messages) views.push_back(s.View());
     Status st;
     try {
-      st = HandleUnit(p, views, ctl);
+      FileLock lock;
+      st = LockForUnit(p, &lock, &ctl);
+      if (st.ok()) st = HandleUnit(p, views, ctl);
     } catch (const std::bad_alloc&) {  // no exception may leave a thread
       st = Status(Code::kNoMemory, fmt::format("topic {} partition {}: out of memory handling a "
                                                "message", topic_, p));
@@ -402,6 +403,15 @@ Status Dispatcher::Flush() {
 // A batch that fails every attempt is split: each of its messages is then
 // handled alone (as a batch of one), so only the message that fails goes to
 // the dead-letter topic; the others are handled again.
+Status Dispatcher::LockForUnit(int32_t partition, FileLock* lock, Ctl* ctl) {
+  if (!options_.handler_lock) return Status::Ok();
+  auto got = options_.handler_lock(partition);
+  if (!got) return got.error();
+  *lock = std::move(*got);
+  ctl->inherit_fd = lock->fd();
+  return Status::Ok();
+}
+
 Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl) {
   OutputSink* sink = options_.sink;
   if (sink) {

@@ -32,6 +32,7 @@
 
 #include "handler.h"
 #include "mq/batch.h"
+#include "mq/lock.h"
 #include "mq/partition.h"
 #include "mq/topic.h"
 
@@ -102,10 +103,12 @@ struct HandlerOptions {
   // this many ms is stuck: its process group is killed and the run stops
   // with kExitHandlerStuck. 0: no limit.
   int64_t max_run_ms = 0;
-  // A descriptor each handler of a partition inherits (a group member's
-  // ownership lock of it), or -1. Unset: none. Called on the thread that
-  // calls Add() and Flush() only.
-  std::function<int(int32_t partition)> inherit_fd;
+  // A lock each handler run of a partition holds, inheriting its
+  // descriptor (a group member's handler lock of it: the partition is not
+  // taken over before the handler is gone), taken before the run and
+  // dropped after it. Unset: none. Called on the thread that runs the unit
+  // (a worker's with --parallel).
+  std::function<Result<FileLock>(int32_t partition)> handler_lock;
   // --parallel N: handler runs of different partitions at once (1: one at
   // a time, on the caller's thread).
   uint32_t parallel = 1;
@@ -212,7 +215,6 @@ class Dispatcher {
   // Parallel: messages waiting for a worker, and what runs, per partition.
   struct Unit {
     int32_t leader_epoch = -1;
-    int inherit_fd = -1;
     size_t bytes = 0;
     std::vector<Stored> messages;
   };
@@ -222,6 +224,9 @@ class Dispatcher {
     size_t outstanding = 0;  // units queued, running, or ended and not taken
     std::atomic<bool> cancel{false};
   };
+  // Takes options_.handler_lock's lock for one unit into `*lock`, and
+  // has its handlers inherit it.
+  Status LockForUnit(int32_t partition, FileLock* lock, Ctl* ctl);
   Status HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl);
   Result<Attempted> Attempt(int32_t partition, std::span<const Message> messages, Ctl& ctl);
   Status DeadLetter(int32_t partition, const Message& m, const Attempted& a, Ctl& ctl);

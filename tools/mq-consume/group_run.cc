@@ -180,7 +180,7 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
     Status s = dispatcher_->sink()->Acquire(p, at.value_or(0));
     if (!s.ok()) {
       consumer_->Unassign(p);
-      member_->Release(p);
+      (void)member_->Release(p);  // the run stops on `s`, letting go of everything
       return s;
     }
   }
@@ -219,7 +219,7 @@ Status Member::Revoke(int32_t p) {
   consumer_->Unassign(p);
   progress_.erase(p);
   if (dispatcher_ && dispatcher_->sink()) dispatcher_->sink()->Release(p);
-  member_->Release(p);
+  MQ_RETURN_IF_ERROR(member_->Release(p));
   if (dispatcher_) dispatcher_->Forget(p);
   if (f_.verbose) cli::Eprint("partition {}: released\n", p);
   return Status::Ok();
@@ -598,10 +598,10 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   }
   std::optional<Dispatcher> dispatcher;
   if (settings.handler) {
-    // A handler holds its partition's ownership lock too: the partition is
-    // free only once the member and every handler of it are gone.
+    // A handler holds a lock of its partition too: the partition is free
+    // only once the member and every handler of it are gone.
     GroupMember* owner = &*member;
-    settings.handler->inherit_fd = [owner](int32_t p) { return owner->lock_fd(p); };
+    settings.handler->handler_lock = [owner](int32_t p) { return owner->LockForHandler(p); };
     dispatcher.emplace(std::move(*settings.handler), f.topic, interrupted);
     if (Status s = dispatcher->Open(*dir, (*consumer)->config()); !s.ok()) return cli::Fail(s);
   }

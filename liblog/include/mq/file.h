@@ -131,6 +131,17 @@ class FileSystem {
   // another open file description holds a conflicting lock); EINTR retried.
   virtual Status Lock(int fd, LockMode mode, LockWait wait) = 0;
   virtual Status Unlock(int fd) = 0;
+  // Open-file-description byte-range locks (fcntl F_OFD_SETLK, F_OFD_SETLKW
+  // with kBlock) on the `len` (> 0) bytes of `fd` from `start`: F_RDLCK or
+  // F_WRLCK (`fd` open for writing), kBusy when another open file
+  // description holds a conflicting lock on one of the bytes; EINTR retried.
+  virtual Status LockRange(int fd, uint64_t start, uint64_t len, LockMode mode,
+                           LockWait wait) = 0;
+  virtual Status UnlockRange(int fd, uint64_t start, uint64_t len) = 0;
+  // F_OFD_GETLK: true when another open file description holds a lock on
+  // one of the bytes that conflicts with `probe` (kShared: an exclusive
+  // lock; kExclusive: any lock). Nothing is taken.
+  virtual Result<bool> TestRange(int fd, uint64_t start, uint64_t len, LockMode probe) = 0;
 };
 
 // Forwards every call to another FileSystem: a test double overrides only
@@ -166,6 +177,15 @@ class FileSystemWrapper : public FileSystem {
     return target_->Lock(fd, mode, wait);
   }
   Status Unlock(int fd) override { return target_->Unlock(fd); }
+  Status LockRange(int fd, uint64_t start, uint64_t len, LockMode mode, LockWait wait) override {
+    return target_->LockRange(fd, start, len, mode, wait);
+  }
+  Status UnlockRange(int fd, uint64_t start, uint64_t len) override {
+    return target_->UnlockRange(fd, start, len);
+  }
+  Result<bool> TestRange(int fd, uint64_t start, uint64_t len, LockMode probe) override {
+    return target_->TestRange(fd, start, len, probe);
+  }
 
  private:
   FileSystem* target_;

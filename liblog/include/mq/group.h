@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +36,24 @@ constexpr const char* kGroupCommitLock = "commit.lock";
 constexpr const char* kGroupLock = "group.lock";
 constexpr const char* kGroupMembersDir = "members";
 constexpr const char* kGroupPartitionsDir = "partitions";
+
+// §14.5 partitions/<topic>: a slot of kOwnershipSlotSize bytes per
+// partition, slot p at byte p * kOwnershipSlotSize. Its byte
+// kOwnershipLockOffset is the owner's lock, its byte kHandlerLockOffset its
+// handlers' lock, and its owner writes the member id and '\n' at its start.
+constexpr uint64_t kOwnershipSlotSize = 256;
+constexpr uint64_t kOwnershipLockOffset = 0;
+constexpr uint64_t kHandlerLockOffset = 1;
+static_assert(249 + 1 <= kOwnershipSlotSize, "a member id (R12) and its newline fit a slot");
+static_assert(kOwnershipLockOffset != kHandlerLockOffset &&
+                  kOwnershipLockOffset < kOwnershipSlotSize && kHandlerLockOffset < kOwnershipSlotSize,
+              "a slot holds its two lock bytes");
+constexpr uint64_t OwnershipLockByte(int32_t p) {
+  return static_cast<uint64_t>(p) * kOwnershipSlotSize + kOwnershipLockOffset;
+}
+constexpr uint64_t HandlerLockByte(int32_t p) {
+  return static_cast<uint64_t>(p) * kOwnershipSlotSize + kHandlerLockOffset;
+}
 
 // One partition's committed position.
 struct CommittedOffset {
@@ -160,8 +179,11 @@ class Group {
   // member starting under that id re-creates its file (FileLock::Acquire).
   // True if removed; false if it is held (alive, or being probed) or gone.
   Result<bool> RemoveDeadMember(std::string_view member_id) const;
-  // partitions/<topic>/<partition>.lock: the owner holds it exclusively.
-  Result<FileLock> LockPartition(std::string_view topic, int32_t partition, LockWait wait) const;
+  // partitions/<topic> (§14.5): opened read-write and created (mode 0640)
+  // when missing with `create` (a partitions/<topic>/ directory of lock
+  // files left by an earlier mq is removed first, or kBusy, exit 75, while
+  // one of its locks is held); read-only without (kNotFound when missing).
+  Result<FileLock> OpenOwnership(std::string_view topic, bool create) const;
 
  private:
   Status Update(const std::function<Status(GroupOffsets*)>& change);
@@ -170,6 +192,46 @@ class Group {
   std::string path_;
   UniqueFd dir_;
   FileSystem* fs_ = nullptr;
+};
+
+// One member's ownership of partitions of one topic (§14.5, R33): byte-range
+// locks on partitions/<topic>, every partition behind one descriptor.
+class Ownership {
+ public:
+  // Opens (creating it) `topic`'s ownership file of `group`, which must
+  // outlive this.
+  static Result<Ownership> Open(const Group& group, std::string_view topic);
+
+  // Takes partition `p`'s ownership byte exclusively without blocking and
+  // writes `member_id` into its slot: true when owned (now or already);
+  // false while another member owns it or a handler of an earlier owner
+  // still runs (its handler byte is held; the ownership byte is let go).
+  Result<bool> TryOwn(int32_t p, std::string_view member_id);
+  // Lets go of `p` (its owner committed its offset first). An error leaves
+  // it owned: the caller exits, which lets go of everything.
+  Status Disown(int32_t p);
+  bool owns(int32_t p) const;
+  // Owned partitions, ascending.
+  std::vector<int32_t> owned() const;
+
+  // For one handler run of owned partition `p`: a new open file description
+  // of the file with `p`'s handler byte held shared (runs never refuse each
+  // other). The handler inherits its descriptor, so an owner that dies
+  // leaves the partition to the next one only once the handler (and every
+  // process it passed the descriptor to) is gone too. Safe to call from any
+  // thread, while TryOwn and Disown run on another.
+  Result<FileLock> LockForHandler(int32_t p) const;
+
+  const std::string& path() const { return file_.path(); }
+
+ private:
+  Ownership() = default;
+
+  const Group* group_ = nullptr;
+  std::string topic_;
+  FileLock file_;
+  uint64_t dev_ = 0, ino_ = 0;       // the file's, for LockForHandler's check
+  std::set<int32_t> owned_;
 };
 
 // Group names with a directory under `<dir>/groups/`, sorted; entries that

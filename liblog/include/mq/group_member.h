@@ -14,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,16 +60,18 @@ class GroupMember {
   Result<MembershipView> Poll();
 
   // Takes partition `p`'s ownership lock without blocking: true when owned
-  // (now or already), false while another member holds it.
+  // (now or already), false while another member holds it or a handler of
+  // an earlier owner still runs (Ownership::TryOwn).
   Result<bool> TryAcquire(int32_t p);
-  // Lets go of partition `p` (the caller committed its offset first).
-  void Release(int32_t p);
+  // Lets go of partition `p` (the caller committed its offset first). An
+  // error leaves it owned: the caller stops, which lets go of everything.
+  Status Release(int32_t p);
   // Owned partitions, ascending.
   std::vector<int32_t> owned() const;
-  bool owns(int32_t p) const { return owned_.count(p) != 0; }
-  // The ownership lock's descriptor of an owned partition (for handler
-  // processes to inherit), or -1.
-  int lock_fd(int32_t p) const;
+  bool owns(int32_t p) const { return ownership_ && ownership_->owns(p); }
+  // A lock for one handler run of owned partition `p`, whose descriptor the
+  // handler process inherits (Ownership::LockForHandler). Any thread.
+  Result<FileLock> LockForHandler(int32_t p) const;
 
   // Releases every partition, removes this member's lock file and leaves
   // the group. The destructor does the same.
@@ -88,7 +89,8 @@ class GroupMember {
   int32_t partitions_ = 0;
   FileLock group_lock_;
   FileLock member_lock_;
-  std::map<int32_t, FileLock> owned_;
+  // Every owned partition's lock, behind one descriptor (§14.5).
+  std::optional<Ownership> ownership_;
   std::optional<std::vector<std::string>> last_members_;
 };
 

@@ -1,16 +1,20 @@
 // Kernel file locks (format-spec/group.md §14.5): flock(2) on a file opened
-// relative to a directory descriptor, shared or exclusive, blocking or not.
+// relative to a directory descriptor, shared or exclusive, blocking or not;
+// and open-file-description byte-range locks (fcntl F_OFD_SETLK) on ranges
+// of one, for many locks behind one descriptor (a consumer group's
+// partition ownership, group.md §14.5).
 //
-// Why flock(2) and not OFD locks (fcntl F_OFD_SETLK): both belong to the
-// open file description, so both are released by the kernel when the last
-// descriptor of it closes (the holder exits or dies), are kept by a child
-// that inherits the descriptor across fork(2) (and exec(2) once the child
-// clears FD_CLOEXEC), and are not dropped when some other descriptor of the
-// same file is closed (classic fcntl locks are). flock is whole-file, which
-// is all mq needs, and it is what every other lock of a data directory is
-// (writer.lock, producers/, the root's creation lock): on Linux flock and
-// fcntl locks do not see each other, so one kind for every lock file keeps
-// any two holders of one file in conflict. flock's one weakness, a
+// Both kinds belong to the open file description, so both are released by
+// the kernel when the last descriptor of it closes (the holder exits or
+// dies), are kept by a child that inherits the descriptor across fork(2)
+// (and exec(2) once the child clears FD_CLOEXEC), and are not dropped when
+// some other descriptor of the same file is closed (classic fcntl locks
+// are). flock is whole-file, and it is what every lock file of a data
+// directory uses (writer.lock, producers/, the root's creation lock) except
+// the one whose bytes are locks of their own (a group's
+// partitions/<topic>, byte-range locks only): on Linux flock and fcntl
+// locks do not see each other, so one kind per lock file keeps any two
+// holders of one file in conflict. flock's one weakness, a
 // shared->exclusive change that is not atomic, is avoided by never changing
 // a held lock's mode (take a new FileLock instead). On NFS flock is
 // emulated with byte-range locks whose release after a client dies is not
@@ -67,6 +71,20 @@ class FileLock {
   Status Lock(LockMode mode, LockWait wait);
   // flock(LOCK_UN): released for every process sharing the description.
   Status Unlock();
+
+  // Byte-range locks (fcntl F_OFD_SETLK) on the `len` bytes from `start`,
+  // held by this open file description, independent of its flock and of
+  // its locks on other ranges (keep a description's ranges apart: the
+  // kernel merges touching ranges of one mode into one lock). kExclusive
+  // needs the file opened for writing (Open with `create`). kTry while
+  // another description holds a conflicting lock on one of the bytes:
+  // kBusy (exit 75) naming the file and the range.
+  Status LockRange(uint64_t start, uint64_t len, LockMode mode, LockWait wait);
+  Status UnlockRange(uint64_t start, uint64_t len);
+  // Without taking it: true when another open file description holds a
+  // lock on one of the bytes that conflicts with `probe` (F_OFD_GETLK).
+  Result<bool> IsRangeLocked(uint64_t start, uint64_t len,
+                             LockMode probe = LockMode::kExclusive) const;
   // Closes this process's descriptor (see the class comment).
   void Close() { file_.reset(); }
 
