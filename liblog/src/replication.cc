@@ -27,16 +27,26 @@ std::string Where(const ReplicationContext& ctx) {
   return fmt::format("{}-{}", ctx.topic, ctx.partition);
 }
 
-Result<PartitionState> LoadPartition(const ReplicationContext& ctx, ClusterState* whole = nullptr) {
-  auto state = ctx.cluster->Load();
-  if (!state) return state.error();
+// The partition's state, from ctx.loaded or else loaded (into `*read` when
+// given); `*whole`, when given, then points at the whole state it is of.
+Result<PartitionState> LoadPartition(const ReplicationContext& ctx,
+                                     const ClusterState** whole = nullptr,
+                                     ClusterState* read = nullptr) {
+  ClusterState local;
+  const ClusterState* state = ctx.loaded;
+  if (state == nullptr) {
+    auto loaded = ctx.cluster->Load();
+    if (!loaded) return loaded.error();
+    if (read == nullptr) read = &local;
+    *read = std::move(*loaded);
+    state = read;
+  }
   const PartitionState* p = state->Partition(ctx.topic, ctx.partition);
   if (!p)
     return Status(Code::kNotFound,
                   fmt::format("{}: not a partition of the cluster state", Where(ctx)));
-  PartitionState out = *p;
-  if (whole) *whole = std::move(*state);
-  return out;
+  if (whole) *whole = state == &local ? nullptr : state;
+  return *p;
 }
 
 // kFenced unless `me` leads `p` in `epoch`.
@@ -305,8 +315,9 @@ Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& l
 
 Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog& leader,
                                       int32_t leader_epoch) {
-  ClusterState whole;
-  auto p = LoadPartition(ctx, &whole);
+  ClusterState read;
+  const ClusterState* whole = nullptr;
+  auto p = LoadPartition(ctx, &whole, &read);
   if (!p) return p.error();
   const int32_t me = leader.replica_id();
   if (!ctx.bugs.isr_shrink_without_cas) {
@@ -316,7 +327,7 @@ Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog&
     if (!held) return held.error();
     if (held->leader_epoch != leader_epoch) return *held;
   }
-  const ReplicatedTopic* topic = whole.Topic(ctx.topic);
+  const ReplicatedTopic* topic = whole->Topic(ctx.topic);
   const int64_t lag_ms = topic ? topic->replica_lag_time_max_ms : 30000;
   Result<PartitionState> out = *p;
   Status s = leader.TryWithLeaderLock([&]() -> Status {

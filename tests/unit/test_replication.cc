@@ -227,6 +227,58 @@ class CutStore : public ClusterStore {
 
 }  // namespace
 
+namespace {
+
+// Counts the loads of the cluster state through it.
+class CountingStore : public ClusterStore {
+ public:
+  explicit CountingStore(ClusterStore* inner) : inner_(inner) {}
+  Result<ClusterState> Load() override {
+    ++loads;
+    return inner_->Load();
+  }
+  Result<PartitionState> AlterPartition(const PartitionState& proposed,
+                                        std::string_view reason) override {
+    return inner_->AlterPartition(proposed, reason);
+  }
+  int loads = 0;
+
+ private:
+  ClusterStore* inner_;
+};
+
+}  // namespace
+
+TEST_CASE("replication: an ISR shrink decides from a state loaded once for many partitions, and a stale one is fenced") {
+  // mq-isr --check over 10,000 partitions loads the cluster state once, not
+  // once per partition.
+  Cluster c(3);
+  c.Produce(3);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.clock.Advance(35'000);
+  c.CatchUp(1);
+  const ClusterState loaded = *c.store.Load();
+  CountingStore counted(&c.store);
+  ReplicationContext ctx = c.ctx;
+  ctx.cluster = &counted;
+  ctx.loaded = &loaded;
+  auto p = MaybeShrinkIsr(ctx, *c.logs[0], 0);
+  REQUIRE(p);
+  CHECK(p->isr == std::vector<int32_t>{0, 1});
+  CHECK(counted.loads == 0);
+  CHECK(c.Part().isr == std::vector<int32_t>{0, 1});
+  // The same, now stale, state (ISR 0,1,2 at partition epoch 0): the change
+  // it decides is refused by the compare-and-swap.
+  c.CatchUp(2);  // rejoins: partition epoch 2
+  c.clock.Advance(35'000);
+  c.CatchUp(1);
+  auto stale = MaybeShrinkIsr(ctx, *c.logs[0], 0);
+  REQUIRE_FALSE(stale);
+  CHECK(stale.error().code() == Code::kFenced);
+  CHECK(c.Part().isr == std::vector<int32_t>{0, 1, 2});
+}
+
 TEST_CASE("replication: a leader cut from the cluster state serves no fetch and moves no HW") {
   Cluster c(3);
   const int64_t leo = c.Produce(3).last_offset + 1;

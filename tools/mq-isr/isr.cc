@@ -1,6 +1,10 @@
 // mq-isr's commands (see isr.h; manual: man/man1/mq-isr.1).
 #include "isr.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <filesystem>
 #include <map>
 
@@ -41,20 +45,29 @@ Result<wire::ReplicaStatusReply> RemoteStatus(const Address& a, const std::strin
   return wire::QueryReplicaStatus(*client, topic, partition);
 }
 
+// One read of the entries of the directory `dir_fd` (a fresh descriptor):
+// it can be read. Not the whole listing: a root holds a directory per
+// partition, and this is asked of it for every partition.
+Status CanRead(int dir_fd, const std::string& path) {
+  alignas(8) char buf[1024];
+  long n;
+  do n = ::syscall(SYS_getdents64, dir_fd, buf, sizeof buf);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus(path + ": list", errno);
+  return Status::Ok();
+}
+
 // Whether replica root `root` serves `topic`-`partition`: the root and the
-// partition directory exist and can be listed (format-spec/cluster.md
+// partition directory exist and can be read (format-spec/cluster.md
 // §18.4). OK, or why not.
 Status PartitionUsable(const std::string& root, const std::string& topic, int32_t partition) {
   auto fd = OpenDirectory(root, false);
   if (!fd) return fd.error();
-  auto names = ListNames(fd->get(), root);
-  if (!names) return names.error();
+  MQ_RETURN_IF_ERROR(CanRead(fd->get(), root));
   const std::string name = fmt::format("{}-{}", topic, partition);
   auto pfd = OpenDirectoryAt(fd->get(), name, false);
   if (!pfd) return pfd.error();
-  auto inside = ListNames(pfd->get(), root + "/" + name);
-  if (!inside) return inside.error();
-  return Status::Ok();
+  return CanRead(pfd->get(), root + "/" + name);
 }
 
 // Liveness of each replica of one partition, looked at once.
@@ -282,11 +295,18 @@ enum class ElectOutcome : uint8_t { kNothing, kElected, kStuck };
 
 // Decides and applies one partition's election; reloads and decides again
 // when the state moved meanwhile (kFenced).
-Result<ElectOutcome> ElectOne(ClusterStore& store, std::string topic, int32_t partition,
-                              ElectMode mode, cli::Output& out) {
+Result<ElectOutcome> ElectOne(ClusterStore& store, const ClusterState& loaded, std::string topic,
+                              int32_t partition, ElectMode mode, cli::Output& out) {
+  std::optional<ClusterState> reloaded;
   for (int attempt = 0;; ++attempt) {
-    auto state = store.Load();
-    if (!state) return state.error();
+    // The state the caller loaded first (one load for every partition),
+    // then again after a compare-and-swap found it changed.
+    if (attempt > 0) {
+      auto fresh = store.Load();
+      if (!fresh) return fresh.error();
+      reloaded = std::move(*fresh);
+    }
+    const ClusterState* state = reloaded ? &*reloaded : &loaded;
     const PartitionState* p = state->Partition(topic, partition);
     if (p == nullptr)
       return Status(Code::kNotFound, fmt::format("no partition {}-{}", topic, partition));
@@ -531,6 +551,7 @@ Status ApplyIsrRule(ClusterStore* store, const ClusterState& state,
     ctx.clock = Clock::Real();
     ctx.topic = p.topic;
     ctx.partition = p.partition;
+    ctx.loaded = &state;  // loaded once for every partition
     auto after = MaybeShrinkIsr(ctx, **leader, p.leader_epoch);
     if (!after && after.error().code() == Code::kFenced) continue;  // changed meanwhile
     if (!after && after.error().code() == Code::kUnavailable) {
@@ -599,7 +620,7 @@ int Elect(const std::string& cluster, const ElectOptions& o, cli::Output& out) {
   for (const PartitionState& p : state->partitions) {
     if (o.topic && p.topic != *o.topic) continue;
     if (o.partition && p.partition != *o.partition) continue;
-    auto outcome = ElectOne(**store, p.topic, p.partition, o.mode, out);
+    auto outcome = ElectOne(**store, *state, p.topic, p.partition, o.mode, out);
     if (!outcome) return cli::Fail(outcome.error());
     if (*outcome == ElectOutcome::kElected) ++elected;
     if (*outcome == ElectOutcome::kStuck) ++stuck;

@@ -206,6 +206,11 @@ struct ReplicationContext {
   std::string topic;
   int32_t partition = 0;
   PlantedBugs bugs;
+  // When set: the cluster state a caller loaded once for many partitions
+  // (mq-isr --check), which the calls decide from instead of loading it
+  // again. Every change is still a compare-and-swap on the partition epoch:
+  // a decision on a state that moved meanwhile fails kFenced.
+  const ClusterState* loaded = nullptr;
 };
 
 // R54, R55 (§17.9): before replica `leader` acts as the leader that `p`
