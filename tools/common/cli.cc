@@ -223,11 +223,11 @@ void RaiseOpenFileLimit() {
   (void)::setrlimit(RLIMIT_NOFILE, &lim);
 }
 
-size_t OpenPartitionBudget(size_t per_partition) {
+size_t OpenPartitionBudget(size_t per_partition, size_t reserved) {
   RaiseOpenFileLimit();
   rlimit lim;
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 1;
-  const size_t reserved = DescriptorsInUse() + kSpareDescriptors;
+  reserved += DescriptorsInUse() + kSpareDescriptors;
   if (lim.rlim_cur == RLIM_INFINITY) return kMaxOpenPartitions;
   const size_t limit = static_cast<size_t>(lim.rlim_cur);
   if (limit <= reserved + per_partition) return 1;

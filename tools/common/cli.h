@@ -123,12 +123,13 @@ void HoldStandardDescriptors();
 // How many partitions a tool may keep open at once when each holds
 // `per_partition` descriptors: first raises the soft open-file limit to the
 // hard one, then shares out what the limit leaves after the descriptors
-// already open and kSpareDescriptors more (for opening files in passing).
+// already open, kSpareDescriptors more (for opening files in passing) and
+// `reserved` more (for what the tool will hold besides its partitions).
 // At least 1, at most kMaxOpenPartitions (which also bounds the memory open
 // partitions hold).
 constexpr size_t kSpareDescriptors = 16;
 constexpr size_t kMaxOpenPartitions = 4096;
-size_t OpenPartitionBudget(size_t per_partition);
+size_t OpenPartitionBudget(size_t per_partition, size_t reserved = 0);
 // Raises the soft open-file limit to the hard one (where it is lower), for
 // a tool whose descriptors grow with the partitions it handles.
 void RaiseOpenFileLimit();

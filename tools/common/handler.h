@@ -44,6 +44,10 @@ constexpr size_t kTailLines = 20;
 constexpr size_t kTailBytes = 4096;
 // After SIGTERM to a handler's process group, how long before SIGKILL.
 constexpr int kKillGraceMs = 5000;
+// Descriptors a running handler takes from its parent: both ends of its
+// standard input, output and error pipes while it starts, then one end of
+// each and its pidfd.
+constexpr size_t kDescriptorsPerRun = 6;
 
 struct Spec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH if it has no '/'

@@ -578,7 +578,20 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   options.limits = {f.max_batch_bytes, f.max_batch_bytes};
   options.stop_at_end = f.exit_at_end;
   options.skip_corrupt = false;
-  options.max_open = cli::OpenPartitionBudget(kDescriptorsPerReader);
+  // A pipeline's readers and output writers share what the open-file limit
+  // leaves, a reader and a writer per share, once the locks of every source
+  // partition (the most this member can own) and the descriptors of its
+  // transforms running at once are counted out.
+  size_t reserved = 0;
+  if (settings.pipeline) {
+    if (auto in = dir->ReadTopic(f.topic); in)
+      reserved += kLocksPerSourcePartition * static_cast<size_t>(in->partitions);
+    reserved += handler::kDescriptorsPerRun * settings.handler->parallel;
+  }
+  const size_t shares = cli::OpenPartitionBudget(
+      settings.pipeline ? kDescriptorsPerReader + kDescriptorsPerWriter : kDescriptorsPerReader,
+      reserved);
+  options.max_open = shares;
   auto consumer = Consumer::Open(*dir, f.topic, std::move(options));
   if (!consumer) return cli::Fail(consumer.error());
   auto group = Group::Open(dir->path(), *f.group, true);
@@ -592,6 +605,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
 
   std::optional<Pipeline> pipeline;
   if (settings.pipeline) {
+    settings.pipeline->max_open = PipelineWriterBudget(shares, (*consumer)->config().partitions);
     pipeline.emplace(std::move(*settings.pipeline), *dir, (*consumer)->config());
     if (Status s = pipeline->Open(); !s.ok()) return cli::Fail(s);
     settings.handler->sink = &*pipeline;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "mq/consumer.h"
 #include "replica.h"
 
 namespace mq::consume {
@@ -55,6 +56,14 @@ std::vector<PipelineOutput> SplitOutput(std::string_view output,
   return outs;
 }
 
+size_t PipelineWriterBudget(size_t shares, int32_t source_partitions) {
+  const size_t readers =
+      std::min<size_t>(shares, static_cast<size_t>(std::max(source_partitions, 1)));
+  const size_t writers =
+      shares + (shares - readers) * kDescriptorsPerReader / kDescriptorsPerWriter;
+  return std::clamp<size_t>(writers, 1, cli::kMaxOpenPartitions);
+}
+
 Pipeline::Pipeline(PipelineOptions options, const DataDir& dir, const TopicConfig& source)
     : options_(std::move(options)), dir_(dir), source_(source) {}
 
@@ -75,8 +84,10 @@ Status Pipeline::Open() {
   log_ = DataDir::LogConfigFor(out_config_);
   log_.durability = options_.durability;
   log_.sync_on_close = options_.durability != Durability::kNone;
+  options_.max_open = std::max<size_t>(options_.max_open, 1);
   writers_.resize(static_cast<size_t>(out_config_.partitions));
   writer_mu_ = std::make_unique<std::mutex[]>(static_cast<size_t>(out_config_.partitions));
+  in_lru_.resize(static_cast<size_t>(out_config_.partitions));
   return Status::Ok();
 }
 
@@ -90,9 +101,19 @@ Status Pipeline::Close() {
     if (first.ok() && !s.ok()) first = s;
     w.reset();
   }
+  {
+    std::lock_guard<std::mutex> lk(open_mu_);
+    lru_.clear();
+    open_count_ = 0;
+  }
   std::lock_guard<std::mutex> lk(sources_mu_);
   sources_.clear();
   return first;
+}
+
+size_t Pipeline::open_writers() const {
+  std::lock_guard<std::mutex> lk(open_mu_);
+  return lru_.size();
 }
 
 Pipeline::Source* Pipeline::Find(int32_t partition) {
@@ -107,14 +128,52 @@ const Pipeline::Source* Pipeline::Find(int32_t partition) const {
   return it == sources_.end() ? nullptr : &it->second;
 }
 
+Status Pipeline::MakeRoom() {
+  std::unique_lock<std::mutex> lk(open_mu_);
+  auto it = lru_.end();
+  while (open_count_ >= options_.max_open && it != lru_.begin()) {
+    const int32_t v = *--it;
+    std::unique_lock<std::mutex> held(writer_mu_[static_cast<size_t>(v)], std::try_to_lock);
+    if (!held.owns_lock()) continue;  // a transform appends through it: the next one
+    lru_.erase(it);
+    // Closed without open_mu_ (with --fsync batch, Close fsyncs): v's own
+    // lock keeps any thread from using or opening v meanwhile. Each batch
+    // appended through it is in the log whole, as durable as --fsync asks;
+    // v is opened again at its next use.
+    lk.unlock();
+    std::unique_ptr<PartitionWriter> w = std::move(writers_[static_cast<size_t>(v)]);
+    Status s = w->Close();
+    w.reset();
+    lk.lock();
+    --open_count_;
+    held.unlock();
+    if (!s.ok())
+      return Status(s.code(), fmt::format("--to-topic {} partition {}: close: {}", options_.out,
+                                          v, s.message()));
+    it = lru_.end();  // other threads may have used the list meanwhile
+  }
+  ++open_count_;
+  return Status::Ok();
+}
+
 Result<PartitionWriter*> Pipeline::Writer(int32_t q) {
   auto& w = writers_[static_cast<size_t>(q)];
-  if (!w) {
-    RecoveryReport report;
-    auto opened = PartitionWriter::Open(dir_.PartitionDir(options_.out, q), log_, true, &report);
-    if (!opened) return opened.error();
-    w = std::move(*opened);
+  if (w) {
+    std::lock_guard<std::mutex> lk(open_mu_);
+    lru_.splice(lru_.begin(), lru_, in_lru_[static_cast<size_t>(q)]);
+    return w.get();
   }
+  MQ_RETURN_IF_ERROR(MakeRoom());
+  RecoveryReport report;
+  auto opened = PartitionWriter::Open(dir_.PartitionDir(options_.out, q), log_, true, &report);
+  std::lock_guard<std::mutex> lk(open_mu_);
+  if (!opened) {
+    --open_count_;
+    return opened.error();
+  }
+  w = std::move(*opened);
+  lru_.push_front(q);
+  in_lru_[static_cast<size_t>(q)] = lru_.begin();
   return w.get();
 }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,25 @@ constexpr std::string_view kSourceIndexHeader = "mq.src.index";  // 0, 1, ... pe
 std::string PipelineProducerName(std::string_view group, std::string_view in,
                                  std::string_view out, int32_t partition);
 
+// Descriptors an open output writer holds: its directory, writer lock,
+// state file, and the active segment's log, offset index and time index;
+// two more while it is opened (as mq-produce's kDescriptorsPerPartition).
+constexpr size_t kDescriptorsPerWriter = 8;
+
+// Descriptors a pipeline member holds per source partition it owns,
+// outside its readers' and writers' budget: its producer's lock (E1), a
+// flock(2) on a file kept open for as long as the member owns the
+// partition. (Ownership locks share one descriptor, group.md §14.5.)
+constexpr size_t kLocksPerSourcePartition = 1;
+
+// How many output writers a pipeline keeps open, given `shares` of what
+// the open-file limit leaves (each share holds a reader of the source and a
+// writer of the output: cli::OpenPartitionBudget(kDescriptorsPerReader +
+// kDescriptorsPerWriter)) and the source's partition count: a share's
+// reader is never opened past the source's partitions, so its descriptors
+// hold writers instead. At least 1, at most cli::kMaxOpenPartitions.
+size_t PipelineWriterBudget(size_t shares, int32_t source_partitions);
+
 struct PipelineOptions {
   std::string group;
   std::string in;   // -t
@@ -42,6 +62,10 @@ struct PipelineOptions {
   Durability durability = Durability::kNone;  // --fsync
   bool quiet = false;
   bool verbose = false;
+  // Output partitions whose writer is kept open at once: opening one more
+  // closes the least recently used one no transform is appending through,
+  // and it is opened (and recovered) again at its next use.
+  size_t max_open = 1024;
 };
 
 // One output message of a transform run.
@@ -62,7 +86,15 @@ std::vector<PipelineOutput> SplitOutput(std::string_view output,
 // state, so E1-E9 hold per source partition as serially. What they share
 // is guarded: the output partitions' writers (one lock each: a writer is
 // one process's, its file lock does not exclude this process's threads),
-// and the table of acquired source partitions.
+// the set of open writers, and the table of acquired source partitions.
+//
+// At most options.max_open writers are open (more only while more threads
+// than that append at once). Closing one and opening it again keeps E1-E9:
+// a source partition's next sequences are its own (Source), and the writer
+// opened again reads the producers' state back from the partition
+// (producer.md §10.2, P7), so the next batch continues its producer's
+// sequences (P3) and one appended twice is a duplicate (P2), as through the
+// writer that appended it first.
 class Pipeline final : public OutputSink {
  public:
   Pipeline(PipelineOptions options, const DataDir& dir, const TopicConfig& source);
@@ -72,6 +104,8 @@ class Pipeline final : public OutputSink {
   Status Open();
   // Closes the output partitions (fsync unless --fsync none).
   Status Close();
+  // Output writers open now (for tests).
+  size_t open_writers() const;
 
   Status Acquire(int32_t partition, int64_t start) override;
   void Release(int32_t partition) override;
@@ -99,8 +133,14 @@ class Pipeline final : public OutputSink {
     std::map<int32_t, std::vector<Found>> present;
   };
   // The writer of output partition `q`, opened (and the partition
-  // recovered) on first use; writer_mu_[q] held.
+  // recovered) when it is not open, most recently used from now on;
+  // writer_mu_[q] held.
   Result<PartitionWriter*> Writer(int32_t q);
+  // Counts one writer more open (the caller's, about to be opened), first
+  // closing the least recently used writers that no thread holds
+  // (writer_mu_ free) while options_.max_open are open. When every open
+  // writer is held by another thread the count goes past max_open.
+  Status MakeRoom();
   // The state of acquired source partition `partition`, or nullptr. Stays
   // valid until its Release (which comes only once no transform of it runs).
   Source* Find(int32_t partition);
@@ -117,6 +157,14 @@ class Pipeline final : public OutputSink {
   LogConfig log_;
   std::vector<std::unique_ptr<PartitionWriter>> writers_;
   std::unique_ptr<std::mutex[]> writer_mu_;  // one per output partition
+  // open_mu_ guards what follows: the open writers, most recently used
+  // first, where each is in that list, and how many are open or being
+  // opened. Taken with a writer_mu_ held, never the other way round (a
+  // writer_mu_ is only tried under it).
+  mutable std::mutex open_mu_;
+  std::list<int32_t> lru_;
+  std::vector<std::list<int32_t>::iterator> in_lru_;
+  size_t open_count_ = 0;
   mutable std::mutex sources_mu_;            // the map, not its Sources
   std::map<int32_t, Source> sources_;
   std::atomic<uint64_t> appended_{0};

@@ -7,8 +7,10 @@ in the dead-letter topic exactly once (E8), never both.
 
     pipeline_check.py IN.json OUT.json DEAD.json OUT_PARTITIONS RULE
 
-RULE names the transform: "main" (tests/cli/consume_pipeline.sh's t.sh) or
-"cat" (the value, one line, no key).
+RULE names the transform: "main" (tests/cli/consume_pipeline.sh's t.sh),
+"cat" (the value, one line, no key) or "spread" (tests/cli/
+pipeline_many_partitions.sh's: 8 keyed outputs per value V, key kV.I and
+value V.I for I in 0..7).
 """
 import json
 import sys
@@ -45,6 +47,8 @@ def outputs(rule, value):
     """[(key, value)] the transform prints for a source value; None: it fails."""
     if rule == "cat":
         return [(None, value)]
+    if rule == "spread":
+        return [(f"k{value}.{i}", f"{value}.{i}") for i in range(8)]
     # t.sh: ...0 filtered, ...3 split in 3 keyed outputs, ...7 keyless with a
     # suffix, ...9 fails; the rest copied.
     if value.endswith("9"):

@@ -1,0 +1,265 @@
+// mq-consume's pipeline (tools/mq-consume/pipeline.h, format-spec/pipeline.md):
+// the bounded set of open output writers. Writers closed to open others and
+// opened again continue each source partition's sequences (E1, E4), and a
+// restart finds where each stopped (E6, E7), as with every writer open.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "mq/consumer.h"
+#include "mq/topic.h"
+#include "pipeline.h"
+#include "test_support.h"
+
+using namespace mq;
+using namespace mq::consume;
+using namespace mq::test;
+
+namespace {
+
+constexpr int32_t kOutPartitions = 16;
+
+// One output record as the log holds it.
+struct Out {
+  int32_t partition = 0;
+  int64_t producer_id = -1;
+  int32_t sequence = -1;  // the record's: the batch's base sequence + its index
+  std::string key, value, source, index;
+};
+
+// Every record of topic `topic`, partition by partition, in offset order.
+std::vector<Out> ReadTopic(const DataDir& dir, const std::string& topic, int32_t partitions) {
+  std::vector<Out> out;
+  for (int32_t q = 0; q < partitions; ++q) {
+    auto reader = PartitionReader::Open(dir.PartitionDir(topic, q));
+    REQUIRE(reader);
+    for (;;) {
+      auto b = (*reader)->Next();
+      REQUIRE(b);
+      if (!*b) break;
+      std::vector<std::byte> scratch;
+      auto records = RecordReader::Open(**b, &scratch, DecodeLimits{});
+      REQUIRE(records);
+      RecordView r;
+      int32_t i = 0;
+      while (records->Read(&r)) {
+        Out o;
+        o.partition = q;
+        o.producer_id = (*b)->header().producer_id;
+        o.sequence = (*b)->header().base_sequence + i++;
+        if (r.key) o.key = std::string(AsText(*r.key));
+        if (r.value) o.value = std::string(AsText(*r.value));
+        for (const Header& h : r.headers()) {
+          if (h.key == kSourceHeader && h.value) o.source = std::string(AsText(*h.value));
+          if (h.key == kSourceIndexHeader && h.value) o.index = std::string(AsText(*h.value));
+        }
+        out.push_back(std::move(o));
+      }
+      REQUIRE(records->status().ok());
+    }
+  }
+  return out;
+}
+
+// The transform's output for source message `offset` of `partition`:
+// `lines` keyed lines, spread over the output partitions by their keys.
+std::string Output(int32_t partition, int64_t offset, int lines) {
+  std::string s;
+  for (int i = 0; i < lines; ++i)
+    s += fmt::format("k{}.{}.{}\t{}.{}.{}\n", partition, offset, i, partition, offset, i);
+  return s;
+}
+
+// Each producer's records in each partition have sequences 0, 1, 2, ...
+// (P3: none skipped, none twice), and each output is there once.
+void CheckContiguous(const std::vector<Out>& outs) {
+  std::map<std::pair<int32_t, int64_t>, int32_t> next;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const Out& o : outs) {
+    int32_t& want = next[{o.partition, o.producer_id}];
+    CHECK(o.sequence == want);
+    want = o.sequence + 1;
+    CHECK(seen.insert({o.source, o.index}).second);
+  }
+}
+
+struct Fixture {
+  TempDir tmp;
+  DataDir dir;
+  TopicConfig in;
+
+  Fixture() : dir(Open(tmp.path())) {
+    in.partitions = 4;
+    REQUIRE(dir.CreateTopic("in", in).ok());
+    TopicConfig out;
+    out.partitions = kOutPartitions;
+    REQUIRE(dir.CreateTopic("out", out).ok());
+  }
+  static DataDir Open(const std::string& path) {
+    auto d = DataDir::Open(path, true);
+    REQUIRE(d);
+    return *d;
+  }
+  PipelineOptions Options(size_t max_open) const {
+    PipelineOptions o;
+    o.group = "g";
+    o.in = "in";
+    o.out = "out";
+    o.key_delimiter = "\t";
+    o.quiet = true;
+    o.max_open = max_open;
+    return o;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("pipeline: at most max_open writers are open, those opened again continue sequences") {
+  Fixture f;
+  {
+    Pipeline p(f.Options(2), f.dir, f.in);
+    REQUIRE(p.Open().ok());
+    REQUIRE(p.Acquire(0, 0).ok());
+    CHECK(p.open_writers() <= 2);  // Acquire opened (and recovered) every one in turn
+    for (int64_t offset = 0; offset < 50; ++offset) {
+      REQUIRE(p.Deliver(0, offset, 1000 + offset, Output(0, offset, 4)).ok());
+      CHECK(p.open_writers() <= 2);
+    }
+    CHECK(p.appended() == 200);
+    REQUIRE(p.Close().ok());
+  }
+  auto outs = ReadTopic(f.dir, "out", kOutPartitions);
+  REQUIRE(outs.size() == 200);
+  CheckContiguous(outs);
+  std::set<int32_t> used;
+  for (const Out& o : outs) used.insert(o.partition);
+  CHECK(used.size() >
+        8);  // every partition was closed and opened again, most of them several times
+
+  // A restart with one writer open at a time: E6 finds offsets below 49
+  // complete and 49 started, E7 takes 49's outputs again without appending
+  // them, and the next message continues every partition's sequences.
+  Pipeline p(f.Options(1), f.dir, f.in);
+  REQUIRE(p.Open().ok());
+  REQUIRE(p.Acquire(0, 0).ok());
+  CHECK(p.open_writers() == 1);
+  auto complete = p.Complete(0, 48);
+  REQUIRE(complete);
+  CHECK(*complete);
+  complete = p.Complete(0, 49);
+  REQUIRE(complete);
+  CHECK_FALSE(*complete);
+  CHECK(p.Started(0, 49));
+  REQUIRE(p.Deliver(0, 49, 1049, Output(0, 49, 4)).ok());
+  CHECK(p.appended() == 0);
+  for (int64_t offset = 50; offset < 60; ++offset)
+    REQUIRE(p.Deliver(0, offset, 1000 + offset, Output(0, offset, 4)).ok());
+  CHECK(p.appended() == 40);
+  CHECK(p.open_writers() == 1);
+  REQUIRE(p.Close().ok());
+  outs = ReadTopic(f.dir, "out", kOutPartitions);
+  CHECK(outs.size() == 240);
+  CheckContiguous(outs);
+}
+
+TEST_CASE("pipeline: a message partly appended is completed (E7) through writers opened again") {
+  Fixture f;
+  // The first run appended only some of offset 10's outputs (as a kill
+  // between its batches leaves them): its first two lines, keyed so that
+  // none of the other lines goes where they went.
+  std::string tail;
+  std::set<int32_t> taken;
+  for (int i = 2; i < 6; ++i) {
+    const std::string key = fmt::format("k{}", i);
+    tail += fmt::format("{}\tv{}\n", key, i);
+    taken.insert(PartitionForKey(AsBytes(key), kOutPartitions));
+  }
+  std::string part;
+  for (int n = 0, lines = 0; lines < 2; ++n) {
+    const std::string key = fmt::format("p{}", n);
+    if (taken.contains(PartitionForKey(AsBytes(key), kOutPartitions))) continue;
+    part += fmt::format("{}\tv{}\n", key, lines++);
+  }
+  const std::string full = part + tail;
+  {
+    Pipeline p(f.Options(1), f.dir, f.in);
+    REQUIRE(p.Open().ok());
+    REQUIRE(p.Acquire(1, 0).ok());
+    for (int64_t offset = 0; offset < 10; ++offset)
+      REQUIRE(p.Deliver(1, offset, 1000 + offset, Output(1, offset, 6)).ok());
+    REQUIRE(p.Deliver(1, 10, 1010, part).ok());
+    REQUIRE(p.Close().ok());
+  }
+  Pipeline p(f.Options(1), f.dir, f.in);
+  REQUIRE(p.Open().ok());
+  REQUIRE(p.Acquire(1, 5).ok());
+  CHECK(p.Started(1, 10));
+  // A transform that now gives other lines is refused; nothing is appended.
+  std::string other = full;
+  other[other.find('\t') + 1] = 'X';
+  Status s = p.Deliver(1, 10, 1010, other);
+  CHECK(s.code() == Code::kCorruption);
+  CHECK(p.appended() == 0);
+  REQUIRE(p.Deliver(1, 10, 1010, full).ok());
+  CHECK(p.appended() == 4);
+  REQUIRE(p.Deliver(1, 11, 1011, Output(1, 11, 6)).ok());
+  REQUIRE(p.Close().ok());
+  auto outs = ReadTopic(f.dir, "out", kOutPartitions);
+  CHECK(outs.size() == 12 * 6);
+  CHECK(std::count_if(outs.begin(), outs.end(),
+                      [](const Out& o) { return o.source == "in/1/10"; }) == 6);
+  CheckContiguous(outs);
+}
+
+TEST_CASE("pipeline: transforms of several source partitions at once share the bounded writers") {
+  Fixture f;
+  constexpr int kThreads = 4;
+  constexpr int64_t kMessages = 100;
+  for (size_t max_open : {size_t{1}, size_t{3}, size_t{kOutPartitions}}) {
+    INFO("max_open " << max_open);
+    TempDir tmp;
+    DataDir dir = Fixture::Open(tmp.path());
+    REQUIRE(dir.CreateTopic("in", f.in).ok());
+    TopicConfig out;
+    out.partitions = kOutPartitions;
+    REQUIRE(dir.CreateTopic("out", out).ok());
+    Pipeline p(f.Options(max_open), dir, f.in);
+    REQUIRE(p.Open().ok());
+    for (int32_t partition = 0; partition < kThreads; ++partition)
+      REQUIRE(p.Acquire(partition, 0).ok());
+    std::vector<Status> results(kThreads);
+    std::vector<std::thread> threads;
+    for (int32_t partition = 0; partition < kThreads; ++partition) {
+      threads.emplace_back([&, partition] {
+        for (int64_t offset = 0; offset < kMessages && results[partition].ok(); ++offset)
+          results[partition] =
+              p.Deliver(partition, offset, 1000 + offset, Output(partition, offset, 3));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const Status& s : results) CHECK(s.ok());
+    // More only while more threads than max_open appended at once.
+    CHECK(p.open_writers() <= std::max<size_t>(max_open, kThreads));
+    REQUIRE(p.Close().ok());
+    auto outs = ReadTopic(dir, "out", kOutPartitions);
+    CHECK(outs.size() == kThreads * kMessages * 3);
+    CheckContiguous(outs);
+  }
+}
+
+TEST_CASE("pipeline: the writers' share of the open-file budget") {
+  // A reader and a writer per share; shares past the source's partitions
+  // open no reader, and their readers' descriptors hold writers.
+  CHECK(PipelineWriterBudget(19, 4) == 19 + 15 * kDescriptorsPerReader / kDescriptorsPerWriter);
+  CHECK(PipelineWriterBudget(19, 100) == 19);
+  CHECK(PipelineWriterBudget(1, 1) == 1);
+  CHECK(PipelineWriterBudget(0, 4) == 1);
+  CHECK(PipelineWriterBudget(4096, 1) == 4096);
+}
