@@ -209,4 +209,19 @@ for _ in $(seq 1 6000); do
 done
 [[ $state == gone || $state == Z ]] || fail "SIGTERM: the handler's child $grandchild survived"
 
+# --- dead letters of 1,000 partitions under ulimit -n 256 (mq-consume(1), OPEN FILES) ----
+# At most 4 dead-letter writers stay open; before, each dead-letter partition
+# kept one (8 descriptors), and the run exited 74 after 44 dead letters.
+"$P" -q -t wide --create --partitions 1000 </dev/null
+seq 1 1000 | awk '{print "k"$1"\t"$1}' | "$P" -q -t wide -K '\t'
+for mode in plain group; do
+  args=(-t wide -e -q --dlq "wide.dlq.$mode" --max-attempts 1)
+  [[ $mode == group ]] && args+=(-G wide --parallel 4)
+  run bash -c 'ulimit -n 256 && exec "$@"' limited "$C" "${args[@]}" --exec false
+  expect_rc 0 "--dlq ($mode) over 1,000 partitions under ulimit -n 256"
+  got=$("$C" -t "wide.dlq.$mode" -e -q | sort -n | md5sum)
+  [[ $got == $(seq 1 1000 | md5sum) ]] || fail "--dlq ($mode): not every message dead-lettered once"
+done
+echo "ok: --dlq over 1,000 partitions under ulimit -n 256, every message once"
+
 echo "consume_exec: ok"

@@ -86,6 +86,11 @@ Dispatcher::Dispatcher(HandlerOptions options, std::string topic,
       interrupted_(interrupted),
       base_env_(handler::BaseEnvironment()) {}
 
+size_t ReservedDescriptors(const HandlerOptions& options) {
+  return handler::kDescriptorsPerRun * std::max<size_t>(options.parallel, 1) +
+         (options.dlq ? kMaxDeadLetterWriters * kDescriptorsPerWriter : 0);
+}
+
 Dispatcher::~Dispatcher() { (void)Close(); }
 
 Status Dispatcher::Open(const DataDir& dir, const TopicConfig& source) {
@@ -129,6 +134,7 @@ Status Dispatcher::Close() {
     if (first.ok() && !s.ok()) first = s;
     w.reset();
   }
+  dlq_open_.clear();
   return first;
 }
 
@@ -675,7 +681,19 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
   std::vector<std::byte> bytes;
   MQ_RETURN_IF_ERROR(builder.Finish(0, &bytes));
   auto& writer = dlq_writers_[static_cast<size_t>(dp)];
-  if (!writer) {
+  if (writer) {
+    dlq_open_.remove(dp);
+  } else {
+    if (dlq_open_.size() >= kMaxDeadLetterWriters) {
+      // Every dead letter appended through it is on disk already.
+      const int32_t old = dlq_open_.back();
+      dlq_open_.pop_back();
+      Status closed = dlq_writers_[static_cast<size_t>(old)]->Close();
+      dlq_writers_[static_cast<size_t>(old)].reset();
+      if (!closed.ok())
+        return Status(closed.code(), fmt::format("dead-letter topic {} partition {}: close: {}",
+                                                 *options_.dlq, old, closed.message()));
+    }
     LogConfig log = DataDir::LogConfigFor(*dlq_config_);
     log.durability = Durability::kEveryBatch;  // appended means on disk
     RecoveryReport report;
@@ -683,6 +701,7 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
     if (!w) return w.error();
     writer = std::move(*w);
   }
+  dlq_open_.push_front(dp);
   auto appended = writer->Append(bytes);
   if (!appended)
     return Status(appended.error().code(),

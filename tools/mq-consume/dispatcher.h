@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -116,6 +117,20 @@ struct HandlerOptions {
   // unit is one message). Not owned.
   OutputSink* sink = nullptr;
 };
+
+// Descriptors an open partition writer holds: its directory, writer lock,
+// state file, and the active segment's log, offset index and time index;
+// two more while it is opened (as mq-produce's kDescriptorsPerPartition).
+constexpr size_t kDescriptorsPerWriter = 8;
+// --dlq: dead-letter partitions whose writer is kept open at once;
+// appending to one more closes the least recently used (dead letters are
+// rare, and each is fsynced anyway).
+constexpr size_t kMaxDeadLetterWriters = 4;
+
+// Descriptors the handler runs that may go at once and the dead-letter
+// writers of `options` hold at most, which a run counts out of its
+// open-file budget before sharing the rest among partitions.
+size_t ReservedDescriptors(const HandlerOptions& options);
 
 class Dispatcher {
  public:
@@ -274,6 +289,7 @@ class Dispatcher {
   std::optional<DataDir> dir_;
   std::optional<TopicConfig> dlq_config_;
   std::vector<std::unique_ptr<PartitionWriter>> dlq_writers_;
+  std::list<int32_t> dlq_open_;  // partitions with a writer, most recent first
   std::vector<bool> dlq_scanned_;
   // Source offsets of this topic already in the DLQ, by source partition.
   std::unordered_map<int32_t, std::unordered_set<int64_t>> dead_;

@@ -578,16 +578,17 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   options.limits = {f.max_batch_bytes, f.max_batch_bytes};
   options.stop_at_end = f.exit_at_end;
   options.skip_corrupt = false;
-  // A pipeline's readers and output writers share what the open-file limit
-  // leaves, a reader and a writer per share, once the locks of every source
-  // partition (the most this member can own) and the descriptors of its
-  // transforms running at once are counted out.
+  // Readers (and a pipeline's output writers: a reader and a writer per
+  // share) share what the open-file limit leaves once a pipeline's producer
+  // locks of every source partition (the most this member can own), the
+  // handler runs that may go at once and the dead-letter writers are
+  // counted out.
   size_t reserved = 0;
   if (settings.pipeline) {
     if (auto in = dir->ReadTopic(f.topic); in)
       reserved += kLocksPerSourcePartition * static_cast<size_t>(in->partitions);
-    reserved += handler::kDescriptorsPerRun * settings.handler->parallel;
   }
+  if (settings.handler) reserved += ReservedDescriptors(*settings.handler);
   const size_t shares = cli::OpenPartitionBudget(
       settings.pipeline ? kDescriptorsPerReader + kDescriptorsPerWriter : kDescriptorsPerReader,
       reserved);

@@ -35,11 +35,6 @@ constexpr std::string_view kSourceIndexHeader = "mq.src.index";  // 0, 1, ... pe
 std::string PipelineProducerName(std::string_view group, std::string_view in,
                                  std::string_view out, int32_t partition);
 
-// Descriptors an open output writer holds: its directory, writer lock,
-// state file, and the active segment's log, offset index and time index;
-// two more while it is opened (as mq-produce's kDescriptorsPerPartition).
-constexpr size_t kDescriptorsPerWriter = 8;
-
 // Descriptors a pipeline member holds per source partition it owns,
 // outside its readers' and writers' budget: its producer's lock (E1), a
 // flock(2) on a file kept open for as long as the member owns the

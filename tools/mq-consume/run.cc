@@ -93,7 +93,8 @@ int Run(const Flags& f, Settings settings, const volatile std::sig_atomic_t* int
   options.stop_timestamp = settings.positions.end_timestamp;
   options.skip_corrupt = f.skip_corrupt;
   if (!f.quiet) options.on_notice = [&](const ConsumerNotice& n) { Report(n, f.topic); };
-  options.max_open = cli::OpenPartitionBudget(kDescriptorsPerReader);
+  options.max_open = cli::OpenPartitionBudget(
+      kDescriptorsPerReader, settings.handler ? ReservedDescriptors(*settings.handler) : 0);
   auto consumer = Consumer::Open(*dir, f.topic, std::move(options));
   if (!consumer) return cli::Fail(consumer.error());
   auto partitions = ChoosePartitions(f, (*consumer)->config(), settings.positions);
