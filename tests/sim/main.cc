@@ -18,6 +18,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: mq-sim [--seed S | --schedules N [--start-seed S]] [--plant BUG]...\n"
     "              [--acks all|1] [--expect-violation] [--independent-files]\n"
+    "              [--ordered-metadata]\n"
     "              [--lenient-empty-epochs] [--verify-replay] [--keep-going]\n"
     "              [--no-partitions] [--trace] [--quiet]\n"
     "  BUG: hw_at_log_end | no_epoch_truncation | isr_shrink_without_cas |\n"
@@ -82,6 +83,9 @@ int main(int argc, char** argv) {
     } else if (a == "--independent-files") {
       base.independent_files = true;
       plants += " --independent-files";
+    } else if (a == "--ordered-metadata") {
+      base.ordered_metadata = true;
+      plants += " --ordered-metadata";
     } else if (a == "--acks") {
       if (v == nullptr || (std::string_view(v) != "all" && std::string_view(v) != "1")) {
         return Usage("--acks is all or 1");

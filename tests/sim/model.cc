@@ -331,6 +331,22 @@ void ModelReplicaLog::PowerLoss(Rng& rng) {
   if (order_ == DiskOrder::kOrdered) {
     size_t n = prefix(pending_.size());
     for (size_t i = 0; i < n; ++i) ApplyWrite(disk_, pending_[i]);
+  } else if (order_ == DiskOrder::kMetadataOrdered) {
+    const size_t cut = prefix(pending_.size());
+    size_t appends = 0;
+    for (size_t i = 0; i < cut; ++i) {
+      const LogOp* op = std::get_if<LogOp>(&pending_[i]);
+      appends += op != nullptr && std::holds_alternative<SimBatch>(*op);
+    }
+    size_t kept = prefix(appends);
+    for (size_t i = 0; i < cut; ++i) {
+      const LogOp* op = std::get_if<LogOp>(&pending_[i]);
+      if (op != nullptr && std::holds_alternative<SimBatch>(*op)) {
+        if (kept == 0) continue;  // lost, as every later append
+        --kept;
+      }
+      ApplyWrite(disk_, pending_[i]);
+    }
   } else {
     // Each file on its own: a prefix of its own writes.
     for (size_t kind = 0; kind < 3; ++kind) {

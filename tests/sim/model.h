@@ -55,6 +55,11 @@ enum class DiskOrder : uint8_t {
   kOrdered,      // a prefix of all the replica's writes (ext4 data=ordered:
                  // one journal orders the log, the checkpoints, truncation)
   kIndependent,  // a prefix of each file's writes, the files independently
+  // Journaled metadata in order, appended data not (ext4 with delayed
+  // allocation, XFS): the truncations and the checkpoint files' writes
+  // (each written whole and renamed over the old one) up to a point, in
+  // order, and of the log's appends before that point a prefix.
+  kMetadataOrdered,
 };
 
 // A replica's log in memory. Appends, truncations, the HW and the epoch

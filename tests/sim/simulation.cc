@@ -470,7 +470,10 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
     Replica r;
     auto policy = static_cast<SyncPolicy>(Uniform(0, 2));
     r.log = std::make_unique<ModelReplicaLog>(
-        i, policy, options.independent_files ? DiskOrder::kIndependent : DiskOrder::kOrdered);
+        i, policy,
+        options.independent_files ? DiskOrder::kIndependent
+        : options.ordered_metadata ? DiskOrder::kMetadataOrdered
+                                   : DiskOrder::kOrdered);
     r.log->set_lenient_empty_epochs(options.lenient_empty_epochs);
     r.slow = Chance(0.2) ? 4 : 1;
     reps_.push_back(std::move(r));

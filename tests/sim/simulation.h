@@ -20,6 +20,7 @@ struct SimOptions {
   // Power losses keep each file's own prefix of unsynced writes rather
   // than a prefix of all of them (a file system without ordering).
   bool independent_files = false;
+  bool ordered_metadata = false;  // DiskOrder::kMetadataOrdered
   // acks=1 instead of acks=all: a write counts as acknowledged once the
   // leader appended it. Losses are then expected: the proof that the
   // invariants see them.
