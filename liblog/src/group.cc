@@ -498,9 +498,12 @@ Result<Ownership> Ownership::Open(const Group& group, std::string_view topic) {
   if (!file) return file.error();
   auto st = file->Stat();
   if (!st) return st.error();
+  auto partitions = OpenDirectoryAt(group.dir_fd(), kGroupPartitionsDir, false, group.fs());
+  if (!partitions) return partitions.error();
   Ownership o;
-  o.group_ = &group;
   o.topic_ = std::string(topic);
+  o.fs_ = group.fs();
+  o.partitions_ = std::move(*partitions);
   o.file_ = std::move(*file);
   o.dev_ = st->dev;
   o.ino_ = st->ino;
@@ -556,7 +559,8 @@ std::vector<int32_t> Ownership::owned() const { return {owned_.begin(), owned_.e
 
 Result<FileLock> Ownership::LockForHandler(int32_t p) const {
   MQ_RETURN_IF_ERROR(CheckPartition(p));
-  auto file = group_->OpenOwnership(topic_, true);
+  // Read-only: a shared lock needs no more.
+  auto file = FileLock::Open(partitions_.get(), topic_, false, file_.path(), fs_);
   if (!file) return file.error();
   auto st = file->Stat();
   if (!st) return st.error();

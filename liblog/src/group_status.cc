@@ -24,21 +24,25 @@
 namespace mq {
 namespace {
 
-
-// The first line of a lock file's note (§14.5), at most 1 KiB read; empty
-// if the file is missing, empty or not a regular file.
-std::string ReadNote(int dir_fd, const std::string& name) {
-  auto fd = OpenRegularFileAt(dir_fd, name, O_RDONLY);
-  if (!fd) return {};
+// The first line of a note (§14.5) at byte `at` of `fd`, within `max`
+// bytes (at most 1 KiB); empty when there is no complete line (none, or
+// being written).
+std::string ReadNoteAt(int fd, uint64_t at, size_t max = 1024) {
   char buf[1024];
   ssize_t n;
-  do n = ::pread(fd->get(), buf, sizeof buf, 0);
+  do n = ::pread(fd, buf, std::min(max, sizeof buf), static_cast<off_t>(at));
   while (n < 0 && errno == EINTR);
   if (n <= 0) return {};
-  std::string text(buf, static_cast<size_t>(n));
-  if (size_t nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
-  else return {};  // being written: no complete line yet
-  return text;
+  std::string_view text(buf, static_cast<size_t>(n));
+  const size_t nl = text.find('\n');
+  return nl == std::string_view::npos ? std::string() : std::string(text.substr(0, nl));
+}
+
+// The note of a lock file; empty if the file is missing, empty or not a
+// regular file.
+std::string ReadNote(int dir_fd, const std::string& name) {
+  auto fd = OpenRegularFileAt(dir_fd, name, O_RDONLY);
+  return fd ? ReadNoteAt(fd->get(), 0) : std::string();
 }
 
 // partitions/<topic> (§14.5): partitions whose ownership or handler byte
@@ -68,15 +72,7 @@ Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
       auto held = file->IsRangeLocked(slot, kOwnershipSlotSize);
       if (!held) return held.error();
       if (!*held) continue;
-      char buf[kOwnershipSlotSize];
-      ssize_t n;
-      do n = ::pread(file->fd(), buf, sizeof buf, static_cast<off_t>(slot));
-      while (n < 0 && errno == EINTR);
-      std::string id;
-      if (n > 0) {
-        std::string_view text(buf, static_cast<size_t>(n));
-        if (size_t nl = text.find('\n'); nl != std::string_view::npos) id = text.substr(0, nl);
-      }
+      std::string id = ReadNoteAt(file->fd(), slot, kOwnershipSlotSize);
       if (!ValidateName(id, "member id").ok()) id.clear();
       out[{t, static_cast<int32_t>(p)}] = std::move(id);
     }

@@ -27,26 +27,29 @@ std::string Where(const ReplicationContext& ctx) {
   return fmt::format("{}-{}", ctx.topic, ctx.partition);
 }
 
-// The partition's state, from ctx.loaded or else loaded (into `*read` when
-// given); `*whole`, when given, then points at the whole state it is of.
-Result<PartitionState> LoadPartition(const ReplicationContext& ctx,
-                                     const ClusterState** whole = nullptr,
-                                     ClusterState* read = nullptr) {
-  ClusterState local;
-  const ClusterState* state = ctx.loaded;
-  if (state == nullptr) {
-    auto loaded = ctx.cluster->Load();
-    if (!loaded) return loaded.error();
-    if (read == nullptr) read = &local;
-    *read = std::move(*loaded);
-    state = read;
-  }
-  const PartitionState* p = state->Partition(ctx.topic, ctx.partition);
+// The cluster state: ctx.loaded, or else loaded into `*read`.
+Result<const ClusterState*> LoadState(const ReplicationContext& ctx, ClusterState* read) {
+  if (ctx.loaded != nullptr) return ctx.loaded;
+  auto loaded = ctx.cluster->Load();
+  if (!loaded) return loaded.error();
+  *read = std::move(*loaded);
+  return read;
+}
+
+// The partition's state in `state`.
+Result<PartitionState> PartitionIn(const ReplicationContext& ctx, const ClusterState& state) {
+  const PartitionState* p = state.Partition(ctx.topic, ctx.partition);
   if (!p)
     return Status(Code::kNotFound,
                   fmt::format("{}: not a partition of the cluster state", Where(ctx)));
-  if (whole) *whole = state == &local ? nullptr : state;
   return *p;
+}
+
+Result<PartitionState> LoadPartition(const ReplicationContext& ctx) {
+  ClusterState read;
+  auto state = LoadState(ctx, &read);
+  if (!state) return state.error();
+  return PartitionIn(ctx, **state);
 }
 
 // kFenced unless `me` leads `p` in `epoch`.
@@ -316,8 +319,9 @@ Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& l
 Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog& leader,
                                       int32_t leader_epoch) {
   ClusterState read;
-  const ClusterState* whole = nullptr;
-  auto p = LoadPartition(ctx, &whole, &read);
+  auto whole = LoadState(ctx, &read);
+  if (!whole) return whole.error();
+  auto p = PartitionIn(ctx, **whole);
   if (!p) return p.error();
   const int32_t me = leader.replica_id();
   if (!ctx.bugs.isr_shrink_without_cas) {
@@ -327,7 +331,7 @@ Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog&
     if (!held) return held.error();
     if (held->leader_epoch != leader_epoch) return *held;
   }
-  const ReplicatedTopic* topic = whole->Topic(ctx.topic);
+  const ReplicatedTopic* topic = (*whole)->Topic(ctx.topic);
   const int64_t lag_ms = topic ? topic->replica_lag_time_max_ms : 30000;
   Result<PartitionState> out = *p;
   Status s = leader.TryWithLeaderLock([&]() -> Status {

@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -785,6 +786,19 @@ Child ForkHolding(int keep) {
   return {pid, p[1]};
 }
 
+// A data directory with the group "g", whose members own partitions of
+// "orders" (Own).
+struct OwnershipFixture {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  Ownership Own() {
+    auto o = Ownership::Open(g, "orders");
+    REQUIRE(o);
+    return std::move(*o);
+  }
+};
+
 size_t OpenDescriptors() {
   size_t n = 0;
   for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
@@ -797,11 +811,8 @@ size_t OpenDescriptors() {
 }  // namespace
 
 TEST_CASE("R33 group locks: a handler's lock keeps its partition from the next owner until the handler is gone") {
-  TempDir tmp;
-  std::string dir = MakeDataDir(tmp);
-  Group g = OpenGroup(dir);
-  auto owner = Ownership::Open(g, "orders");
-  REQUIRE(owner);
+  OwnershipFixture f;
+  std::optional<Ownership> owner = f.Own();
   REQUIRE(*owner->TryOwn(3, "m1"));
   REQUIRE(*owner->TryOwn(5, "m1"));
   auto handler_lock = owner->LockForHandler(3);
@@ -815,9 +826,8 @@ TEST_CASE("R33 group locks: a handler's lock keeps its partition from the next o
   handler_lock->Close();
   lingering->Close();
   // The owner dies; its handler of partition 3 is still running.
-  owner = Status(Code::kNotFound, "gone");
-  auto next = Ownership::Open(g, "orders");
-  REQUIRE(next);
+  owner.reset();
+  std::optional<Ownership> next = f.Own();
   CHECK_FALSE(*next->TryOwn(3, "m2"));
   CHECK(*next->TryOwn(5, "m2"));  // the handler holds its own partition only
   CHECK(next->owned() == std::vector<int32_t>{5});  // the refused one is not held
@@ -828,16 +838,12 @@ TEST_CASE("R33 group locks: a handler's lock keeps its partition from the next o
 }
 
 TEST_CASE("R33 group locks: a member owns every partition of a topic through one descriptor") {
-  TempDir tmp;
-  std::string dir = MakeDataDir(tmp);
-  Group g = OpenGroup(dir);
-  auto owner = Ownership::Open(g, "orders");
-  REQUIRE(owner);
+  OwnershipFixture f;
+  std::optional<Ownership> owner = f.Own();
   const size_t before = OpenDescriptors();
   for (int32_t p = 0; p <= kMaxGroupPartition; ++p) REQUIRE(*owner->TryOwn(p, "m1"));
   CHECK(OpenDescriptors() == before);
-  auto rival = Ownership::Open(g, "orders");
-  REQUIRE(rival);
+  std::optional<Ownership> rival = f.Own();
   for (int32_t p : {0, 1, 255, 256, 4321, kMaxGroupPartition}) CHECK_FALSE(*rival->TryOwn(p, "m2"));
   // Letting go of every other one splits no lock of another partition.
   for (int32_t p = 0; p <= kMaxGroupPartition; p += 2) REQUIRE(owner->Disown(p).ok());
@@ -905,10 +911,9 @@ TEST_CASE("R33 group locks: a failing lock call is an error naming the file and 
 }
 
 TEST_CASE("R33 group locks: an earlier mq's directory of partition lock files is replaced once none is held") {
-  TempDir tmp;
-  std::string dir = MakeDataDir(tmp);
-  Group g = OpenGroup(dir);
-  const std::string old = dir + "/groups/g/partitions/orders";
+  OwnershipFixture f;
+  Group& g = f.g;
+  const std::string old = f.dir + "/groups/g/partitions/orders";
   REQUIRE(std::filesystem::create_directories(old));
   auto old_dir = OpenDirectory(old, false);
   REQUIRE(old_dir);
@@ -922,8 +927,7 @@ TEST_CASE("R33 group locks: an earlier mq's directory of partition lock files is
              Catch::Contains("partitions/orders/1.lock") && Catch::Contains("earlier mq"));
   CHECK(std::filesystem::is_directory(old));
   held->Close();
-  auto owner = Ownership::Open(g, "orders");
-  REQUIRE(owner);
+  std::optional<Ownership> owner = f.Own();
   CHECK(std::filesystem::is_regular_file(old));
   CHECK(*owner->TryOwn(1, "m1"));
   // An earlier member starting now fails: a file where it wants a directory.

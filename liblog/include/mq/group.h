@@ -198,8 +198,8 @@ class Group {
 // locks on partitions/<topic>, every partition behind one descriptor.
 class Ownership {
  public:
-  // Opens (creating it) `topic`'s ownership file of `group`, which must
-  // outlive this.
+  // Opens (creating it) `topic`'s ownership file of `group`
+  // (Group::OpenOwnership).
   static Result<Ownership> Open(const Group& group, std::string_view topic);
 
   // Takes partition `p`'s ownership byte exclusively without blocking and
@@ -227,8 +227,9 @@ class Ownership {
  private:
   Ownership() = default;
 
-  const Group* group_ = nullptr;
   std::string topic_;
+  FileSystem* fs_ = nullptr;
+  UniqueFd partitions_;              // partitions/, where LockForHandler opens the file
   FileLock file_;
   uint64_t dev_ = 0, ino_ = 0;       // the file's, for LockForHandler's check
   std::set<int32_t> owned_;
