@@ -69,6 +69,7 @@ struct PartitionReader::Impl {
   explicit Impl(const DecodeLimits& l) : limits(l), cursor(l) {}
 
   Status Refresh();
+  Status RefreshOnce();
   Status ScanEnd();
   Status ListAgain();
   Status OpenSegment(int64_t base);
@@ -149,7 +150,31 @@ Status PartitionReader::Impl::ReadHighWatermark() {
   return Status::Ok();
 }
 
+// R38: the high watermark is never above the log end. Both are read again
+// when they disagree: a truncation between the two reads lowers both (the
+// writer lowers the file first, and bumps `rewrites` when it publishes).
 Status PartitionReader::Impl::Refresh() {
+  MQ_RETURN_IF_ERROR(RefreshOnce());
+  for (int round = 0; hw_bound && hw > fields.log_end_offset; ++round) {
+    const uint32_t rewrites = fields.rewrites;
+    hw_generation.reset();
+    MQ_RETURN_IF_ERROR(RefreshOnce());
+    if (hw <= fields.log_end_offset || (fields.rewrites != rewrites && round < 3)) continue;
+    if (state && !fields.same_boot())
+      return Status(Code::kNeedsRecovery,
+                    fmt::format("{}/{}: R38: needs recovery: the high watermark {} is above the log "
+                                "end {} published before a reboot; the next writer to open the "
+                                "partition lowers it",
+                                dir, kReplicationOffsetCheckpointFile, hw, fields.log_end_offset));
+    auto checked = LoadHighWatermarkWithin(dir_fd.get(), hw_partition->first, hw_partition->second,
+                                           fields.log_end_offset, fs);
+    if (!checked) return checked.error();
+    hw = *checked;  // lowered between the reads: read on
+  }
+  return Status::Ok();
+}
+
+Status PartitionReader::Impl::RefreshOnce() {
   MQ_RETURN_IF_ERROR(ReadHighWatermark());
   if (!state) {
     // Only a missing or invalid state file falls back to the scan below;

@@ -101,6 +101,9 @@ struct PartitionWriter::Impl {
   }
 
   Status Recover(RecoveryReport* report, bool recreated);
+  // R38: a stored high watermark above `end` (the log end after a cut or a
+  // recovery) is lowered to it; reported in `report` (optional).
+  Status LowerHighWatermark(int64_t end, RecoveryReport* report);
   Result<bool> OpenSameBoot(const StateFields& prev, std::vector<int64_t> list,
                             const std::vector<int64_t>& snapshots, RecoveryReport* report);
   Status OpenActive(int64_t base, uint64_t size);
@@ -518,6 +521,7 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   fields.log_start_offset = std::clamp(trusted ? prev.log_start_offset : segments.front(),
                                        segments.front(), recovered->log_end_offset);
   fields.recovery_point = trusted ? std::min(prev.recovery_point, recovered->log_end_offset) : 0;
+  MQ_RETURN_IF_ERROR(LowerHighWatermark(fields.log_end_offset, report));
   MQ_RETURN_IF_ERROR(ReplayProducers(nullptr, &snapshots));
   producers_loaded = true;
   MQ_RETURN_IF_ERROR(OpenActive(fields.end_segment_base, fields.end_position));
@@ -525,6 +529,20 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   state.SetAppending(false);
   MQ_RETURN_IF_ERROR(Publish());
   return *intent ? RemoveTruncateIntent(fd, fs, !config.page_cache_only()) : Status::Ok();
+}
+
+Status PartitionWriter::Impl::LowerHighWatermark(int64_t end, RecoveryReport* report) {
+  auto partition = PartitionOfDirectory(dir);
+  if (!partition) return Status::Ok();  // no high watermark outside <topic>-<n>
+  auto lowered = mq::LowerHighWatermark(dir_fd.get(), partition->first, partition->second, end, fs);
+  if (!lowered) return lowered.error();
+  if (*lowered && report != nullptr)
+    report->repaired.push_back(
+        {kReplicationOffsetCheckpointFile, 0, "R38",
+         fmt::format("high watermark {} above the log end {} (appends it counted were lost, or a "
+                     "truncation was interrupted); lowered to {}",
+                     **lowered, end, end)});
+  return Status::Ok();
 }
 
 PartitionWriter::PartitionWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -851,6 +869,11 @@ Status PartitionWriter::TruncateTo(int64_t offset) {
   auto cut = FindCut(dir_fd, w.fs, w.config.limits, w.segments, offset);
   if (!cut) return cut.error();
   MQ_RETURN_IF_ERROR(WriteTruncateIntent(dir_fd, w.fs, cut->end, sync));
+  // R38: the high watermark never counts what goes; lowered (fsynced)
+  // before anything is cut, so no crash leaves it above the new end where
+  // other records may follow (an interrupted cut lowers it at the next
+  // open).
+  MQ_RETURN_IF_ERROR(w.LowerHighWatermark(cut->end, nullptr));
   // Publish first: readers stop short of what is about to go.
   w.fields.rewrites++;
   w.fields.log_end_offset = cut->end;

@@ -293,6 +293,29 @@ Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t pa
   return (*entry)->offset;
 }
 
+Result<int64_t> LoadHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition,
+                                        int64_t log_end_offset, FileSystem* fs) {
+  auto hw = LoadHighWatermark(dir_fd, topic, partition, fs);
+  if (!hw || *hw <= log_end_offset) return hw;
+  // The offset is the entry's last field: "0\n1\n<topic> <partition> <offset>\n".
+  const uint64_t position = 4 + topic.size() + 1 + fmt::formatted_size("{}", partition) + 1;
+  return Status::Corruption(PathAt(dir_fd, kReplicationOffsetCheckpointFile), position, "R38",
+                            fmt::format("high watermark {} is above the log end {}: the file "
+                                        "does not belong to this log",
+                                        *hw, log_end_offset));
+}
+
+Result<std::optional<int64_t>> LowerHighWatermark(int dir_fd, std::string_view topic,
+                                                  int32_t partition, int64_t end_offset,
+                                                  FileSystem* fs) {
+  auto hw = LoadHighWatermark(dir_fd, topic, partition, fs);
+  if (!hw && hw.error().code() == Code::kNotFound) return std::optional<int64_t>();
+  if (!hw) return hw.error();
+  if (*hw <= end_offset) return std::optional<int64_t>();
+  MQ_RETURN_IF_ERROR(StoreHighWatermark(dir_fd, topic, partition, end_offset, fs, true));
+  return std::optional<int64_t>(*hw);
+}
+
 Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition, int64_t offset,
                           FileSystem* fs, bool sync) {
   MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
@@ -381,6 +404,59 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
     else if (!s.ok())
       return s;  // a symlink, FIFO or device is refused (exit 77), I/O errors stop
   }
+  return Status::Ok();
+}
+
+Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir,
+                                          const LogFacts& log, std::vector<Problem>* problems) {
+  const Problem::Kind kind = log.trusted ? Problem::Kind::kCorruption : Problem::Kind::kNeedsRecovery;
+  if (const auto partition = PartitionOfDirectory(dir)) {
+    auto hw = LoadHighWatermark(dir_fd, partition->first, partition->second);
+    if (hw && *hw > log.log_end_offset) {
+      auto within = LoadHighWatermarkWithin(dir_fd, partition->first, partition->second,
+                                            log.log_end_offset);
+      if (!within)
+        problems->push_back({within.error().file(), within.error().position(), "R38",
+                             within.error().message(), kind});
+    }
+  }
+  auto epochs = LeaderEpochCache::Load(dir_fd);
+  if (!epochs) return Status::Ok();  // missing, or reported by VerifyReplicaCheckpoints
+  const std::vector<EpochEntry>& held = epochs->entries();
+  const std::vector<EpochEntry>& want = log.implied_epochs;
+  // Byte positions of the entry lines: "0\n<count>\n" then one line each.
+  const std::string text = epochs->Encode();
+  std::vector<uint64_t> line_at;
+  for (size_t i = 0, lines = 0; i < text.size(); ++i)
+    if (text[i] == '\n' && ++lines >= 2 && i + 1 < text.size()) line_at.push_back(i + 1);
+  const std::string path = dir + "/" + kLeaderEpochCheckpointFile;
+  size_t i = 0;
+  for (; i < held.size() && held[i].start_offset < log.log_end_offset; ++i) {
+    std::string what;
+    if (i >= want.size()) {
+      what = fmt::format("epoch {} from offset {}, but the log holds no batch of an epoch above {} "
+                         "there",
+                         held[i].epoch, held[i].start_offset,
+                         want.empty() ? -1 : want.back().epoch);
+    } else if (held[i].epoch != want[i].epoch ||
+               (held[i].start_offset != want[i].start_offset &&
+                (i > 0 || held[i].start_offset < want[i].start_offset ||
+                 (want.size() > 1 && held[i].start_offset >= want[1].start_offset)))) {
+      what = fmt::format("epoch {} from offset {}, but the log's epoch {} starts at offset {}",
+                         held[i].epoch, held[i].start_offset, want[i].epoch, want[i].start_offset);
+    }
+    if (!what.empty()) {
+      problems->push_back({path, i < line_at.size() ? line_at[i] : 0, "R37",
+                           what + ": the checkpoint does not hold what the log implies", kind});
+      return Status::Ok();
+    }
+  }
+  if (i < want.size())
+    problems->push_back({path, text.size(), "R37",
+                         fmt::format("the log's epoch {} from offset {} has no entry: the checkpoint "
+                                     "does not hold what the log implies",
+                                     want[i].epoch, want[i].start_offset),
+                         kind});
   return Status::Ok();
 }
 

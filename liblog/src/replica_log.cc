@@ -151,6 +151,87 @@ class FileReplicaLog : public ReplicaLog {
   }
   BootId RunningBoot() override { return CurrentBootId(); }
 
+  // Every file an append, a fetch or an acknowledgement depends on, read
+  // and checked before any of them: the high watermark (R35, R38, and
+  // never above the log end), the followers' positions (R47) and the
+  // leader claim (R53). A damaged one stops the opener before it writes
+  // anything (exit 65 naming the file, position and rule).
+  Status CheckFiles() {
+    for (int round = 0;; ++round) {
+      // The file before the log end: a writer raises the high watermark
+      // only after it published the records it counts, and lowers it
+      // before it publishes a cut (read again when a cut came between).
+      auto hw = LoadHighWatermark(dir_fd_.get(), topic_, partition_, fs());
+      if (!hw && hw.error().code() == Code::kNotFound) break;
+      if (!hw) return hw.error();
+      MQ_RETURN_IF_ERROR(OpenReader());
+      auto end = reader_->end_offset();
+      if (*hw <= end) break;
+      if (round < 3) continue;
+      return LoadHighWatermarkWithin(dir_fd_.get(), topic_, partition_, end, fs()).status();
+    }
+    MQ_RETURN_IF_ERROR(CheckEpochs());
+    MQ_RETURN_IF_ERROR(Followers().status());
+    return ReadLeaderClaim().status();
+  }
+
+  // R37: the leader-epoch checkpoint holds what the log implies. Each entry
+  // starting inside the log names the epoch of the batch that starts
+  // there, and the last batch's epoch is the latest entry's inside the log
+  // (a follower's truncation point and a leader's fence are decided on
+  // them). An index lookup and a header per entry, not a scan of the log.
+  Status CheckEpochs() {
+    auto cache = LeaderEpochCache::Load(dir_fd_.get(), fs());
+    if (!cache && cache.error().code() == Code::kNotFound) return Status::Ok();
+    if (!cache) return cache.error();
+    MQ_RETURN_IF_ERROR(OpenReader());
+    const int64_t start = reader_->log_start_offset();
+    const int64_t end = reader_->end_offset();
+    const std::string path = dir_ + "/" + kLeaderEpochCheckpointFile;
+    const std::string text = cache->Encode();
+    auto corrupt = [&](size_t entry, std::string what) {
+      // The entry's line: after "0\n<count>\n" and the lines before it.
+      uint64_t at = text.find('\n', text.find('\n') + 1) + 1;
+      for (size_t i = 0; i < entry && at < text.size(); ++i) at = text.find('\n', at) + 1;
+      return Status::Corruption(path, at, "R37",
+                                what + ": the checkpoint does not hold what the log implies");
+    };
+    // The batch holding `offset`: its first offset and epoch.
+    auto batch_at = [&](int64_t offset) -> Result<std::optional<std::pair<int64_t, int32_t>>> {
+      MQ_RETURN_IF_ERROR(reader_->Seek(offset));
+      auto b = reader_->Next();
+      if (!b) return b.error();
+      if (!*b) return std::optional<std::pair<int64_t, int32_t>>();
+      return std::optional<std::pair<int64_t, int32_t>>(
+          std::make_pair((*b)->header().base_offset, (*b)->header().partition_leader_epoch));
+    };
+    const auto& entries = cache->entries();
+    size_t inside = 0;  // entries starting below the log end
+    for (size_t i = 0; i < entries.size() && entries[i].start_offset < end; ++i, ++inside) {
+      if (entries[i].start_offset <= start) continue;  // the log start moved into it
+      auto b = batch_at(entries[i].start_offset);
+      if (!b) return b.error();
+      if (!*b) continue;
+      if ((*b)->first != entries[i].start_offset || (*b)->second != entries[i].epoch)
+        return corrupt(i, fmt::format("epoch {} from offset {}, but the batch holding offset {} "
+                                      "starts at {} in epoch {}",
+                                      entries[i].epoch, entries[i].start_offset,
+                                      entries[i].start_offset, (*b)->first, (*b)->second));
+    }
+    if (end <= start) return Status::Ok();
+    auto last = batch_at(end - 1);
+    if (!last) return last.error();
+    if (!*last || (*last)->second == format::kNoPartitionLeaderEpoch) return Status::Ok();
+    const int32_t held = inside == 0 ? -1 : entries[inside - 1].epoch;
+    if (held != (*last)->second)
+      return corrupt(inside == 0 ? 0 : inside - 1,
+                     fmt::format("the log's last batch (offset {}) is of epoch {}, but the latest "
+                                 "entry below the log end {} is {}",
+                                 (*last)->first, (*last)->second, end,
+                                 held < 0 ? std::string("none") : fmt::format("epoch {}", held)));
+    return Status::Ok();
+  }
+
   Status WithLeaderLock(const std::function<Status()>& fn) override {
     auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive,
                                   LockWait::kBlock, fs());
@@ -365,9 +446,11 @@ Result<std::unique_ptr<ReplicaLog>> OpenReplicaLog(const std::string& dir, int32
   if (!writer) return writer.error();
   auto dir_fd = OpenDirectory(dir, false, config.fs);
   if (!dir_fd) return dir_fd.error();
-  return std::unique_ptr<ReplicaLog>(
-      new FileReplicaLog(dir, replica_id, config, std::move(*dir_fd), std::move(*writer),
-                         partition->first, partition->second));
+  auto log = std::make_unique<FileReplicaLog>(dir, replica_id, config, std::move(*dir_fd),
+                                              std::move(*writer), partition->first,
+                                              partition->second);
+  MQ_RETURN_IF_ERROR(log->CheckFiles());
+  return std::unique_ptr<ReplicaLog>(std::move(log));
 }
 
 std::unique_ptr<LeaderLink> DirectLeaderLink(const ReplicationContext& ctx, ReplicaLog* leader) {

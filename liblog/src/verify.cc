@@ -32,6 +32,7 @@ namespace {
 struct BatchInfo {
   uint64_t position;
   uint64_t end;
+  int64_t base_offset;
   int64_t last_offset;
   int64_t max_timestamp;
   int32_t leader_epoch;  // partitionLeaderEpoch (R37)
@@ -106,7 +107,8 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
                                                                "batch at {}", pos)});
     prev = std::max(prev, h.last_offset());
     batches->push_back(
-        {pos, pos + h.size_bytes(), h.last_offset(), h.max_timestamp, h.partition_leader_epoch});
+        {pos, pos + h.size_bytes(), h.base_offset, h.last_offset(), h.max_timestamp,
+         h.partition_leader_epoch});
     if (stats) {
       ++stats->batches;
       stats->records += static_cast<uint64_t>(std::max(h.records_count, 0));
@@ -317,6 +319,7 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   const bool trusted = state && state->same_boot();
   int64_t prev_last = -1;
   int32_t max_epoch = format::kNoPartitionLeaderEpoch;  // R37: epochs never go back
+  std::vector<EpochEntry> implied;  // the leader epochs the log implies (R37)
   std::string prev_log;
   uint64_t prev_end = 0;  // where the valid batches of the segment before end
   uint64_t end_valid = 0;  // where the valid batches of the committed end's segment end
@@ -375,8 +378,9 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                                              ? std::string("negative and not -1")
                                              : fmt::format("below the epoch {} of a batch before "
                                                            "it", max_epoch))});
-      else
-        max_epoch = b.leader_epoch;
+      else if (b.leader_epoch > max_epoch)
+        implied.push_back({b.leader_epoch, b.base_offset});  // R37: the checkpoint's entries
+      max_epoch = std::max(max_epoch, b.leader_epoch);
     }
     prev_log = log;
     prev_end = batches.empty() ? 0 : batches.back().end;
@@ -394,6 +398,16 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
       else
         CountFile(stats, idx);
     }
+  }
+  // The replica checkpoints hold what this log implies (R37, R38).
+  {
+    LogFacts facts;
+    facts.log_end_offset = trusted ? state->log_end_offset
+                           : prev_last >= 0 ? prev_last + 1
+                           : segments->empty() ? 0 : segments->back();
+    facts.implied_epochs = implied;
+    facts.trusted = trusted || !state;
+    MQ_RETURN_IF_ERROR(VerifyReplicaCheckpointsAgainstLog(dfd->get(), dir, facts, problems));
   }
   if (!state) return CheckWriterFiles(dfd->get());
   // The segment holding the committed end must hold all of it.

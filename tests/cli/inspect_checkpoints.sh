@@ -2,7 +2,8 @@
 # mq-inspect dumps and verifies a partition's replica checkpoints
 # (format-spec/replication.md §16): the worked examples byte for byte, line
 # and JSON output, R35 at every truncation, a high watermark of another
-# partition (R38), --verify of a partition holding them (or not), and a
+# partition (R38), --verify of a partition holding them (or not; inside a
+# partition they are checked against its log: R37, R38), and a
 # symlink in place of one.
 source "$(dirname "$0")/lib/common.bash"
 
@@ -51,12 +52,27 @@ run "$INSPECT" --verify "$E"
 expect_rc 0 "verify of the epoch example"
 grep -q "^$E: ok (1 files, 0 segments, 0 batches, 0 records, 14 bytes)$" "$WORK/out" ||
   fail "verify ok line: $(cat "$WORK/out")"
+# Inside a partition they are checked against its log (R37, R38): the
+# examples do not belong to a log of 5 records that no leader stamped.
+run "$INSPECT" --verify "$PD"
+expect_rc 65 "verify of a partition with the examples' checkpoints"
+grep -q "^$H: position 13: R38: high watermark 42 is above the log end 5" "$WORK/err" ||
+  fail "R38 against the log: $(cat "$WORK/err")"
+grep -q "^$E: position 4: R37: epoch 0 from offset 0, but the log holds no batch" "$WORK/err" ||
+  fail "R37 against the log: $(cat "$WORK/err")"
+cp "$E" "$WORK/epoch.example"
+cp "$H" "$WORK/hw.example"
+# The checkpoints this log implies: no epoch, the high watermark at most 5.
+printf '0\n0\n' >"$E"
+printf '0\n1\norders 0 5\n' >"$H"
 run "$INSPECT" --verify "$PD"
 expect_rc 0 "verify of a partition with checkpoints"
 files_after=$(sed -n 's/.*(\([0-9]*\) files,.*/\1/p' "$WORK/out")
 [[ $files_after == $((files_before + 2)) ]] || fail "the checkpoints were not read: $(cat "$WORK/out")"
 run "$INSPECT" --verify "$D"
 expect_rc 0 "verify of the data directory"
+cp "$WORK/epoch.example" "$E"
+cp "$WORK/hw.example" "$H"
 
 # --- every truncation is R35 corruption, exit 65, file and position named ---------
 mkdir "$WORK/cut"

@@ -429,6 +429,83 @@ TEST_CASE("R38 Load and Store of the high watermark through a partition director
   CHECK(**file == HighWatermarkEntry{"orders", 0, 42});
 }
 
+TEST_CASE("R38 a high watermark above the log end is corruption wherever it is read") {
+  TempDir root;
+  const std::string dir = root / "orders-0";
+  WritePartition(dir, {0, 0});  // log end 6
+  UniqueFd fd = OpenDir(dir);
+  const std::string file = dir + "/" + kReplicationOffsetCheckpointFile;
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 1000).ok());
+  // The loader given the log end: at the offset field, "0\n1\norders 0 " = 13.
+  auto within = LoadHighWatermarkWithin(fd.get(), "orders", 0, 6);
+  REQUIRE(!within);
+  CHECK(within.error().code() == Code::kCorruption);
+  CHECK(within.error().rule() == "R38");
+  CHECK(within.error().position() == 13);
+  CHECK(within.error().file() == file);
+  // --verify.
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].rule == "R38");
+  CHECK(problems[0].file == file);
+  CHECK(problems[0].position == 13);
+  CHECK(problems[0].kind == Problem::Kind::kCorruption);
+  // A reader bounded by it is refused rather than read to the log end.
+  ReadOptions options;
+  options.bound_by_high_watermark = true;
+  auto r = PartitionReader::Open(dir, options);
+  REQUIRE(!r);
+  CHECK(r.error().code() == Code::kCorruption);
+  CHECK(r.error().rule() == "R38");
+  // At the log end it is what it says.
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 6).ok());
+  auto at_end = LoadHighWatermarkWithin(fd.get(), "orders", 0, 6);
+  REQUIRE(at_end);
+  CHECK(*at_end == 6);
+  problems.clear();
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  CHECK(problems.empty());
+  auto fresh = PartitionReader::Open(dir, options);
+  REQUIRE(fresh);
+  int batches = 0;
+  for (;;) {
+    auto b = (*fresh)->Next();
+    REQUIRE(b);
+    if (!*b) break;
+    ++batches;
+  }
+  CHECK(batches == 2);
+}
+
+TEST_CASE("R37 verify: a leader-epoch checkpoint the log does not imply is reported at its entry") {
+  TempDir root;
+  const std::string dir = root / "t-0";
+  WritePartition(dir, {-1, 0, 0, 3, 3});  // epoch 0 from offset 3, epoch 3 from 9; end 15
+  const std::string file = dir + "/" + kLeaderEpochCheckpointFile;
+  auto verify = [&](const std::string& text) {
+    WriteText(file, text);
+    std::vector<Problem> problems;
+    REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+    return problems;
+  };
+  // What the log implies, with or without an epoch begun at the log end.
+  CHECK(verify("0\n2\n0 3\n3 9\n").empty());
+  CHECK(verify("0\n3\n0 3\n3 9\n5 15\n").empty());
+  // A forged epoch inside the log, a wrong start, a missing epoch.
+  for (auto [text, position] : std::vector<std::pair<std::string, uint64_t>>{
+           {"0\n2\n0 3\n9 12\n", 8}, {"0\n2\n0 3\n3 6\n", 8}, {"0\n1\n0 3\n", 8},
+           {"0\n2\n1 3\n3 9\n", 4}}) {
+    INFO(text);
+    auto problems = verify(text);
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].rule == "R37");
+    CHECK(problems[0].file == file);
+    CHECK(problems[0].position == position);
+    CHECK(problems[0].kind == Problem::Kind::kCorruption);
+  }
+}
+
 TEST_CASE("R39 atomic update: a failed write, fsync or rename leaves the old file") {
   TempDir root;
   UniqueFd fd = OpenDir(root.path());

@@ -913,3 +913,49 @@ TEST_CASE("replication: a leader's read-ahead is served only while it is what a 
     CHECK(got == BatchesFrom(c.Dir(0), 6, 1));
   }
 }
+
+TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold what its log implies") {
+  Cluster c(2);
+  c.Produce(4);  // offsets 0..11 in epoch 0
+  c.CatchUp(1);
+  c.CatchUp(1);
+  REQUIRE(UpdateHighWatermark(c.ctx, *c.logs[0], 0));
+  c.logs.clear();
+  const std::string dir = c.Dir(1);
+  const auto log_bytes = ReadFile(dir + "/00000000000000000000.log");
+  const auto epochs = ReadFile(dir + "/leader-epoch-checkpoint");
+  const auto hw = ReadFile(dir + "/replication-offset-checkpoint");
+  auto bytes = [](const std::string& text) {
+    std::vector<std::byte> out;
+    for (char ch : text) out.push_back(static_cast<std::byte>(ch));
+    return out;
+  };
+  struct Case {
+    const char* file;
+    std::string text;
+    const char* rule;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"replication-offset-checkpoint", "0\n1\nt 0 1000\n", "R38"},
+           {"replication-offset-checkpoint", "garbage", "R35"},
+           {"replica-positions", "0\n2\n1 2 3\n", "R35"},
+           {"leader-epoch-checkpoint", "0\n2\n0 0\n9 9\n", "R37"},  // epoch 9 inside the log
+           {"leader-epoch-checkpoint", "0\n0\n", "R37"},            // the log's epoch 0 missing
+       }) {
+    INFO(k.file << ": " << k.text);
+    WriteFile(dir + "/leader-epoch-checkpoint", epochs);
+    WriteFile(dir + "/replication-offset-checkpoint", hw);
+    ::unlink((dir + "/replica-positions").c_str());
+    WriteFile(dir + "/" + k.file, bytes(k.text));
+    auto log = OpenReplicaLog(dir, 1, Small());
+    REQUIRE(!log);
+    CHECK(log.error().code() == Code::kCorruption);
+    CHECK(log.error().rule() == k.rule);
+    CHECK(log.error().file() == dir + "/" + k.file);
+    CHECK(ReadFile(dir + "/00000000000000000000.log") == log_bytes);
+  }
+  // As the replica wrote them, it opens.
+  WriteFile(dir + "/leader-epoch-checkpoint", epochs);
+  WriteFile(dir + "/replication-offset-checkpoint", hw);
+  REQUIRE(OpenReplicaLog(dir, 1, Small()));
+}

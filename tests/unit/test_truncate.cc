@@ -2,11 +2,14 @@
 // leaves the old log or the truncated one.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
@@ -597,4 +600,64 @@ TEST_CASE("high watermark: a bounded reader hands out only records below it and 
   REQUIRE(plain);
   CHECK((*plain)->end_offset() == 10);
   CHECK((*r)->end_offset() == 8);
+}
+
+// R38: the high watermark is never above the log end; a cut lowers it.
+int64_t StoredHighWatermark(const std::string& dir) {
+  auto fd = OpenDirectory(dir, false);
+  REQUIRE(fd);
+  auto hw = LoadHighWatermark(fd->get(), "t", 0);
+  REQUIRE(hw);
+  return *hw;
+}
+
+TEST_CASE("R38 a truncation lowers the high watermark: a crash at any step leaves it within the log") {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp / "base");
+  const std::string base = tmp / "base/t-0";
+  AppendInEpochs(base, {{1, 6}, {2, 6}});  // offsets 0..11, then 12..23
+  REQUIRE(Writer(base, 2)->SetHighWatermark(24).ok());
+  int truncated_seen = 0;
+  for (int k = 0;; ++k) {
+    std::filesystem::create_directories(tmp / fmt::format("k{}", k));
+    const std::string dir = tmp / fmt::format("k{}/t-0", k);
+    const bool done = TruncateCrashing(base, dir, 12, k);
+    INFO("crash after " << k << " changes");
+    // Before any reopen, whatever the crash left: never above the end.
+    auto seen = PartitionReader::Open(dir);
+    REQUIRE(seen);
+    const int64_t hw_now = StoredHighWatermark(dir);
+    CHECK((hw_now == 12 || hw_now == 24));
+    if (hw_now == 24) CHECK((*seen)->end_offset() == 24);
+    auto w = PartitionWriter::Open(dir, SmallSegments(), false, nullptr);
+    REQUIRE(w);
+    const int64_t end = (*w)->log_end_offset();
+    REQUIRE((end == 12 || end == 24));
+    if (end == 12) ++truncated_seen;
+    CHECK(StoredHighWatermark(dir) == end);
+    if (done) break;
+    REQUIRE(k < 200);
+  }
+  CHECK(truncated_seen > 1);
+}
+
+TEST_CASE("R38 recovery lowers a high watermark above the log it finds, and reports it") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  AppendInEpochs(dir, {{1, 3}});  // offsets 0..5
+  {
+    auto fd = OpenDirectory(dir, false);
+    REQUIRE(fd);
+    REQUIRE(StoreHighWatermark(fd->get(), "t", 0, 40).ok());  // appends a crash lost
+  }
+  REQUIRE(::unlink((dir + "/state").c_str()) == 0);  // recovery runs at the next open
+  RecoveryReport report;
+  auto w = PartitionWriter::Open(dir, SmallSegments(), false, &report);
+  REQUIRE(w);
+  CHECK(StoredHighWatermark(dir) == 6);
+  const bool reported = std::any_of(report.repaired.begin(), report.repaired.end(), [](auto& p) {
+    return p.rule == "R38" && p.file == "replication-offset-checkpoint" &&
+           p.detail.find("high watermark 40 above the log end 6") != std::string::npos;
+  });
+  CHECK(reported);
 }

@@ -430,7 +430,11 @@ int Run(const Flags& f, const Settings& s) {
   progress.Summary((*producer)->stats());
   int rc = 0;
   if (!input.ok()) rc = cli::Fail(input);
-  if (!closed.ok()) {
+  // An append that failed stops the input with its status, and Close
+  // returns the same one: it is reported once.
+  const bool same = !input.ok() && closed.code() == input.code() &&
+                    closed.message() == input.message();
+  if (!closed.ok() && !same) {
     int crc = cli::Fail(closed);
     if (rc == 0) rc = crc;
   }

@@ -138,6 +138,20 @@ std::string EncodeReplicationOffsetCheckpoint(const HighWatermarkEntry& entry);
 // is `dir_fd`: kNotFound when the file is missing or holds no entry.
 Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
                                   FileSystem* fs = nullptr);
+// The same, checked against the log end the caller has just read
+// (R38: a high watermark is never above the log end): one above it is
+// kCorruption naming the file, the offset's byte position and R38.
+Result<int64_t> LoadHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition,
+                                        int64_t log_end_offset, FileSystem* fs = nullptr);
+// After the log was cut to end before `end_offset` (a truncation, or a
+// recovery that found less log than the high watermark counted): lowers a
+// stored high watermark above it to it, fsynced (a crash must never bring
+// the higher one back over records that replace the cut ones). Returns the
+// high watermark it lowered, or nullopt when none was above (or none is
+// stored).
+Result<std::optional<int64_t>> LowerHighWatermark(int dir_fd, std::string_view topic,
+                                                  int32_t partition, int64_t end_offset,
+                                                  FileSystem* fs = nullptr);
 // Replaces the checkpoint with `offset` (≥ 0) for that partition (R39);
 // with `sync` false, without fsync (page-cache durability, §16.4).
 Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition, int64_t offset,
@@ -163,5 +177,22 @@ Result<std::optional<HighWatermarkEntry>> ReadReplicationOffsetCheckpointFile(
 // name); a breach is a problem, a missing file none. Counts the files read.
 Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
                                 std::vector<Problem>* problems, VerifyStats* stats);
+
+// What --verify read of a partition's log, for the checks below.
+struct LogFacts {
+  int64_t log_end_offset = 0;
+  std::vector<EpochEntry> implied_epochs;  // R37: one per batch whose epoch is above those before
+  bool trusted = true;  // false: published before a reboot; the next writer repairs the tail
+};
+// --verify of the checkpoints against the log (each file already checked
+// on its own by VerifyReplicaCheckpoints; one that does not decode is
+// skipped here): a high watermark above the log end breaks R38; a
+// leader-epoch checkpoint whose entries starting below the log end are
+// not the ones the log implies breaks R37 (the first may start later than
+// the first batch of its epoch: the log start moved into it). After a
+// reboot (`trusted` false) both are needs-recovery problems: the next
+// writer cuts the tail and lowers the high watermark.
+Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir,
+                                          const LogFacts& log, std::vector<Problem>* problems);
 
 }  // namespace mq
