@@ -449,4 +449,49 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   return CheckWriterFiles(dfd->get());
 }
 
+namespace {
+
+// A corruption problem as the status a reader returns (a problem's detail
+// may already be a whole corruption message).
+Status AsCorruption(const Problem& p) {
+  const std::string prefix = fmt::format("{}: position {}: {}: ", p.file, p.position, p.rule);
+  std::string detail = p.detail;
+  if (detail.rfind(prefix, 0) == 0) detail.erase(0, prefix.size());
+  return Status::Corruption(p.file, p.position, p.rule, detail);
+}
+
+}  // namespace
+
+Status VerifyForLeadership(const std::string& dir, const DecodeLimits& limits) {
+  std::vector<Problem> problems;
+  MQ_RETURN_IF_ERROR(VerifyPartition(dir, limits, &problems));
+  for (const Problem& p : problems)
+    if (p.kind == Problem::Kind::kCorruption) return AsCorruption(p);
+  return Status::Ok();
+}
+
+Result<std::optional<LogDamage>> FindLogDamage(const std::string& dir,
+                                               const DecodeLimits& limits) {
+  std::vector<Problem> problems;
+  MQ_RETURN_IF_ERROR(VerifyPartition(dir, limits, &problems));
+  for (const Problem& p : problems) {
+    if (p.kind != Problem::Kind::kCorruption || !EndsWith(p.file, format::kLogSuffix)) continue;
+    const std::string name = p.file.substr(p.file.find_last_of('/') + 1);
+    auto base = SegmentBaseOffset(name);
+    if (!base) continue;
+    auto dfd = OpenDirectory(dir, false);
+    if (!dfd) return dfd.error();
+    LogDamage d;
+    d.valid_end = *base;
+    MQ_RETURN_IF_ERROR(ForEachHeader(dfd->get(), FileSystem::Default(), limits, *base, 0,
+                                     p.position, [&](const BatchHeader& h, uint64_t pos) {
+                                       if (pos + h.size_bytes() <= p.position)
+                                         d.valid_end = std::max(d.valid_end, h.last_offset() + 1);
+                                     }));
+    d.corruption = AsCorruption(p);
+    return std::optional<LogDamage>(std::move(d));
+  }
+  return std::optional<LogDamage>();
+}
+
 }  // namespace mq

@@ -959,3 +959,44 @@ TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold
   WriteFile(dir + "/replication-offset-checkpoint", hw);
   REQUIRE(OpenReplicaLog(dir, 1, Small()));
 }
+
+TEST_CASE("replication: a replica whose log fails verification cannot lead; the cut that repairs it") {
+  Cluster c(2);
+  c.Produce(6);  // six batches of 3: offsets 0..17
+  c.CatchUp(1);
+  c.logs.clear();
+  const std::string dir = c.Dir(1);
+  CHECK(VerifyForLeadership(dir).ok());
+  auto none = FindLogDamage(dir);
+  REQUIRE(none);
+  CHECK(!*none);
+  // A bit flipped inside the fourth batch (offsets 9..11).
+  const std::string log = dir + "/00000000000000000000.log";
+  auto bytes = ReadFile(log);
+  const auto batches = RawBatches(dir);
+  REQUIRE(batches.size() == 6);
+  const size_t fourth = batches[0].size() + batches[1].size() + batches[2].size();
+  bytes[fourth + batches[3].size() - 2] ^= std::byte{0x40};
+  WriteFile(log, bytes);
+  Status s = VerifyForLeadership(dir);
+  CHECK(s.code() == Code::kCorruption);
+  CHECK(s.rule() == "R4");
+  CHECK(s.file() == log);
+  CHECK(s.position() == fourth);
+  auto damage = FindLogDamage(dir);
+  REQUIRE(damage);
+  REQUIRE(*damage);
+  CHECK((*damage)->valid_end == 9);
+  CHECK((*damage)->corruption.position() == fourth);
+  // The cut, then the leader's batches again: byte for byte the leader's log.
+  {
+    auto w = PartitionWriter::Open(dir, Small(), false, nullptr);
+    REQUIRE(w);
+    REQUIRE((*w)->TruncateTo((*damage)->valid_end).ok());
+  }
+  c.Reopen(0);
+  c.Reopen(1);
+  c.CatchUp(1);
+  CHECK(RawBatches(dir) == RawBatches(c.Dir(0)));
+  CHECK(VerifyForLeadership(dir).ok());
+}

@@ -91,6 +91,24 @@ class Liveness {
     return Status::Ok();
   }
   bool Live(int32_t id) { return Why(id).ok(); }
+  // Live, and (a root on this host) its log verifies without corruption
+  // (VerifyForLeadership): a replica with damaged records must not lead
+  // while a healthy one can. Each candidate is verified once, and only
+  // when an election asks.
+  Status Electable(int32_t id) {
+    MQ_RETURN_IF_ERROR(Why(id));
+    auto it = verified_.find(id);
+    if (it != verified_.end()) return it->second;
+    Status s;
+    const ReplicaRoot* r = state_.Replica(id);
+    if (auto a = ParseAddress(r->dir, "replica dir"); a && a->host.empty()) {
+      s = VerifyForLeadership(fmt::format("{}/{}-{}", r->dir, p_.topic, p_.partition));
+      if (!s.ok())
+        cli::Warn(fmt::format("{}-{}: replica {} cannot lead: {}", p_.topic, p_.partition, id,
+                              s.message()));
+    }
+    return verified_.emplace(id, s).first->second;
+  }
 
  private:
   struct Seen {
@@ -123,6 +141,7 @@ class Liveness {
   const ClusterState& state_;
   const PartitionState& p_;
   std::map<int32_t, Seen> seen_;
+  std::map<int32_t, Status> verified_;
 };
 
 // Kafka's partition health (TopicCommand's PartitionDescription).
@@ -311,7 +330,7 @@ Result<ElectOutcome> ElectOne(ClusterStore& store, const ClusterState& loaded, s
     if (p == nullptr)
       return Status(Code::kNotFound, fmt::format("no partition {}-{}", topic, partition));
     Liveness live(*state, *p);
-    auto is_live = [&](int32_t id) { return live.Live(id); };
+    auto is_live = [&](int32_t id) { return live.Electable(id).ok(); };
     std::optional<PartitionState> next;
     std::string reason;
     if (mode == ElectMode::kPreferred) {

@@ -270,6 +270,27 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                        OffsetPolicy offsets = OffsetPolicy::kGapsAllowed,
                        VerifyStats* stats = nullptr);
 
+// Whether the replica's partition at `dir` may lead (mq-isr elect): it
+// verifies (VerifyPartition) without corruption; what a writer's recovery
+// repairs (needs recovery, notes) does not count. The first corruption
+// found otherwise, as a kCorruption status naming file, byte position and
+// rule. Reads the whole log.
+Status VerifyForLeadership(const std::string& dir, const DecodeLimits& limits = {});
+
+// Damage in a replica's log and what a repair cuts (mq-replicate --repair):
+// the first corruption VerifyForLeadership finds in a segment's log file,
+// and the offset where the valid batches before it end (the end of the
+// last batch wholly before the damaged position in that segment, or the
+// segment's base). A truncation to `valid_end` removes the damage; the
+// follower then fetches the rest from its leader.
+struct LogDamage {
+  Status corruption;
+  int64_t valid_end = 0;
+};
+// nullopt when the log files verify (damage in other files is not this).
+Result<std::optional<LogDamage>> FindLogDamage(const std::string& dir,
+                                               const DecodeLimits& limits = {});
+
 }  // namespace mq
 
 namespace mq {
