@@ -963,6 +963,9 @@ class WireStore : public ClusterStore {
     return DecodeAlterPartitionReply(*reply, client_->peer(), proposed.topic, proposed.partition);
   }
   Result<int64_t> ProducerId(std::string_view name) override {
+    // Refused here, as the file store refuses it: sent, it would be an R51
+    // breach that ends the conversation.
+    MQ_RETURN_IF_ERROR(ValidateName(name, "producer id"));
     auto reply = client_->Call(Type::kProducerId, EncodeProducerId(name));
     if (!reply) return reply.error();
     return DecodeProducerIdReply(*reply, client_->peer());

@@ -770,8 +770,17 @@ TEST_CASE("P10 ProducerId: a cluster on another host allocates, and a name must 
   CHECK((*served)->ProducerId("ingestB").value() == kFirstClusterProducerId + 1);
   CHECK(remote->ProducerId("ingestB").value() == kFirstClusterProducerId + 1);
   CHECK(remote->ProducerId("ingestA").value() == kFirstClusterProducerId);
-  // The server's refusal comes back as the same status.
+  // A name that is none is refused before it is sent, as on this host.
   CHECK(remote->ProducerId("a/b").error().code() == Code::kInvalidArgument);
+  CHECK(client->connects() == 1);
+  // A damaged registry file on the controller is no id: its message names
+  // the file and the rule. (An Error of code corruption also ends the
+  // conversation, as a breach would: the client reports it unavailable.)
+  WriteFile(tmp / "cluster/producers/ingestA.id", Text("x\n"));
+  auto damaged = remote->ProducerId("ingestA");
+  REQUIRE_FALSE(damaged);
+  CHECK_THAT(damaged.error().message(),
+             Catch::Contains(tmp / "cluster/producers/ingestA.id") && Catch::Contains("P8"));
   // A server without the handler: unsupported, the conversation goes on.
   Servers old;
   auto old_client = std::make_shared<Client>(old.Connect([](int in, int out) {
