@@ -717,3 +717,30 @@ TEST_CASE("P10 cluster producer ids: processes racing for the same names agree, 
   }
   CHECK(distinct.size() == kNames);
 }
+
+TEST_CASE("P10 cluster producer ids: a write that fails between counter and name wastes an id") {
+  TempDir tmp;
+  { auto store = ExampleStore(tmp); }
+  mq::test::FaultFs faults;
+  auto store = mq::FileClusterStore::Open(tmp / "cluster", false, &faults);
+  REQUIRE(store.has_value());
+  const int64_t first = mq::kFirstClusterProducerId;
+  // The counter's rename succeeds, the name's fails: no id for the name,
+  // the counter past the id it was to get.
+  faults.FailRename(2);
+  auto failed = (*store)->ProducerId("ingestA");
+  REQUIRE_FALSE(failed.has_value());
+  CHECK(failed.error().code() == mq::Code::kIoError);
+  faults.Clear();
+  CHECK_FALSE(fs::exists(tmp / "cluster/producers/ingestA.id"));
+  CHECK(Slurp(tmp / "cluster/producers/next-producer-id") == "4294967297\n");
+  // Asked again, the name gets the next id; the wasted one is nobody's.
+  CHECK((*store)->ProducerId("ingestA").value() == first + 1);
+  CHECK((*store)->ProducerId("ingestB").value() == first + 2);
+  // A failed fsync of the counter: nothing allocated, nothing wasted.
+  faults.FailSync(1);
+  CHECK((*store)->ProducerId("ingestC").error().code() == mq::Code::kIoError);
+  faults.Clear();
+  CHECK_FALSE(fs::exists(tmp / "cluster/producers/ingestC.id"));
+  CHECK((*store)->ProducerId("ingestC").value() == first + 3);
+}
