@@ -555,6 +555,10 @@ std::vector<std::byte> EncodeLoadStateReply(std::string_view state) {
                                         state.size()))
       .Take();
 }
+std::vector<std::byte> EncodeProducerId(std::string_view name) {
+  return Writer().Str(name).Take();
+}
+std::vector<std::byte> EncodeProducerIdReply(int64_t id) { return Writer().I64(id).Take(); }
 std::vector<std::byte> EncodeError(const Status& s) {
   return Writer().U8(ErrorCodeOf(s.code())).Str(s.message()).Take();
 }
@@ -675,6 +679,18 @@ Result<std::string> DecodeLoadStateReply(std::span<const std::byte> p, const std
   std::vector<std::byte> b;
   r.Bytes(&b);
   return Done(r, std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+}
+Result<std::string> DecodeProducerId(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "ProducerId");
+  std::string name;
+  r.Name(&name, "producer id");
+  return Done(r, std::move(name));
+}
+Result<int64_t> DecodeProducerIdReply(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "ProducerIdReply");
+  int64_t id = -1;
+  r.I64Min(&id, 0, "producer id");
+  return Done(r, id);
 }
 Status DecodeError(std::span<const std::byte> p, const std::string& peer) {
   Reader r(p, peer, "Error");
@@ -946,6 +962,14 @@ class WireStore : public ClusterStore {
     if (!reply) return reply.error();
     return DecodeAlterPartitionReply(*reply, client_->peer(), proposed.topic, proposed.partition);
   }
+  Result<int64_t> ProducerId(std::string_view name) override {
+    // Refused here, as the file store refuses it: sent, it would be an R51
+    // breach that ends the conversation.
+    MQ_RETURN_IF_ERROR(ValidateName(name, "producer id"));
+    auto reply = client_->Call(Type::kProducerId, EncodeProducerId(name));
+    if (!reply) return reply.error();
+    return DecodeProducerIdReply(*reply, client_->peer());
+  }
 
  private:
   std::shared_ptr<Client> client_;
@@ -1055,6 +1079,14 @@ Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer)
       auto stored = h.alter_partition(*m);
       if (!stored) return Reply(Type::kError, EncodeError(stored.error()));
       return Reply(Type::kAlterPartitionReply, EncodeAlterPartitionReply(*stored));
+    }
+    case Type::kProducerId: {
+      auto m = DecodeProducerId(f.payload, peer);
+      if (!m) return m.error();
+      if (!h.producer_id) return unsupported("ProducerId");
+      auto id = h.producer_id(*m);
+      if (!id) return Reply(Type::kError, EncodeError(id.error()));
+      return Reply(Type::kProducerIdReply, EncodeProducerIdReply(*id));
     }
     default:
       return Status::Corruption(peer, 0, "R50",

@@ -19,8 +19,8 @@
 #      converge;
 #   4. an election through the controller with the leader's host down; the
 #      followers switch, acknowledged messages survive, a group's position
-#      and the producer-id registry followed the leader (a resumed
-#      --producer-id run appends only what is missing); elect through an
+#      followed the leader and the producer id came from the controller (a
+#      resumed --producer-id run appends only what is missing); elect through an
 #      unreachable controller exits 69 and changes nothing;
 #   5. hostile root paths and topic names replicate, and nothing they spell
 #      runs on a "remote" shell;
@@ -308,13 +308,16 @@ produce h0 "${R[0]}" el 0 all batch
 expect_rc 0 "acks=all to el on h0"
 cat batch >>acked-el
 # What follows the leader across hosts (CarryState, format-spec/protocol.md):
-# a group's position and the producer-id registry. An ingestion with
-# --producer-id and a group's consumption on h0; the followers' catch-up
-# carries them.
+# a group's position; the followers' catch-up carries it. An ingestion with
+# --producer-id on h0 takes its id from the controller (ProducerId, P10),
+# not from h0's registry.
 seq -f "el-p-%g" 1 $((5 + RANDOM % 20)) >pinput
 run env MQ_TEST_HOST=h0 "$P" -C "${R[0]}" -t el -p 0 --acks all --ack-timeout 30000 \
   --producer-id ingest-el -q pinput
 expect_rc 0 "acks=all with --producer-id on h0"
+[[ $(cat "$CL/producers/ingest-el.id") == 4294967296 ]] ||
+  fail "the controller did not allocate ingest-el's id: $(cat "$CL/producers/ingest-el.id")"
+[[ ! -e ${R[0]}/producers/ingest-el.id ]] || fail "h0 allocated ingest-el's id itself"
 cat pinput >>acked-el
 k=$((1 + RANDOM % $(wc -l <acked-el)))
 run env MQ_TEST_HOST=h0 "$C" -C "${R[0]}" -t el -G g -c "$k" -e
@@ -323,7 +326,6 @@ for i in 1 2; do
   stop_follower "${R[$i]}"
   run env MQ_TEST_HOST="h$i" "$REP" -C "${R[$i]}" -t el -q
   expect_rc 0 "h$i catches up and carries"
-  [[ -f ${R[$i]}/producers/ingest-el.id ]] || fail "h$i: the producer id was not carried"
   start_follower "${R[$i]}" "h$i" -t el
 done
 # h0 goes down: its follower stops, nobody reaches it.

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -620,4 +621,126 @@ TEST_CASE("R46 atomic update: changes from several processes at once are all kep
   int lines = 0;
   for (std::string l; std::getline(log, l);) ++lines;
   CHECK(lines == 2 * kProcs);
+}
+
+TEST_CASE("P10 cluster producer ids: one id per name on every root, never one id for two names") {
+  TempDir tmp;
+  // Two roots' views of one cluster directory, as a leader and the root
+  // elected after it: what either allocates, the other resolves the same.
+  auto a = ExampleStore(tmp);
+  auto opened = mq::FileClusterStore::Open(tmp / "cluster", false);
+  REQUIRE(opened.has_value());
+  auto& b = *opened;
+  const int64_t first = mq::kFirstClusterProducerId;
+  CHECK(first == int64_t{4294967296});
+  CHECK(a->ProducerId("ingestA").value() == first);
+  // The second name on another root gets the next id, never the first
+  // name's (a root's own registry would have started it at 0 again).
+  CHECK(b->ProducerId("ingestB").value() == first + 1);
+  CHECK(b->ProducerId("ingestA").value() == first);
+  CHECK(a->ProducerId("ingestB").value() == first + 1);
+  CHECK(Slurp(tmp / "cluster/producers/ingestA.id") == "4294967296\n");
+  CHECK(Slurp(tmp / "cluster/producers/next-producer-id") == "4294967298\n");
+  CHECK_FALSE(fs::exists(tmp / "cluster/producers/id.tmp"));
+  // A name is a topic name (R12); nothing is written for one that is not.
+  CHECK(a->ProducerId("../x").error().code() == mq::Code::kInvalidArgument);
+  CHECK(a->ProducerId("").error().code() == mq::Code::kInvalidArgument);
+  CHECK(Slurp(tmp / "cluster/producers/next-producer-id") == "4294967298\n");
+  // The cluster state itself is not changed by an allocation.
+  CHECK(Slurp(tmp / "cluster/cluster-state") == Signed(kExampleBody));
+  // A damaged id file is corruption naming it, never a new id.
+  Spit(tmp / "cluster/producers/ingestA.id", "12x\n");
+  auto bad = b->ProducerId("ingestA");
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().code() == mq::Code::kCorruption);
+  CHECK(bad.error().rule() == "P8");
+  CHECK(bad.error().file() == tmp / "cluster/producers/ingestA.id");
+  CHECK(Slurp(tmp / "cluster/producers/next-producer-id") == "4294967298\n");
+  // A store that keeps no registry says so.
+  struct NoRegistry : mq::ClusterStore {
+    mq::Result<mq::ClusterState> Load() override { return mq::ClusterState{}; }
+    mq::Result<mq::PartitionState> AlterPartition(const mq::PartitionState& p,
+                                                  std::string_view) override {
+      return p;
+    }
+  } none;
+  CHECK(none.ProducerId("x").error().code() == mq::Code::kUnsupported);
+}
+
+TEST_CASE("P10 cluster producer ids: processes racing for the same names agree, ids distinct") {
+  TempDir tmp;
+  { auto store = ExampleStore(tmp); }
+  constexpr int kNames = 12;
+  const std::string out0 = tmp / "ids0", out1 = tmp / "ids1";
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  pid_t kids[2];
+  for (int k = 0; k < 2; ++k) {
+    kids[k] = ::fork();
+    REQUIRE(kids[k] >= 0);
+    if (kids[k] == 0) {
+      ::close(go[1]);
+      auto mine = mq::FileClusterStore::Open(tmp / "cluster", false);
+      if (!mine) ::_exit(10);
+      char c;
+      if (::read(go[0], &c, 1) != 0) ::_exit(11);
+      std::vector<int64_t> ids(kNames);
+      // One walks the names up, the other down: every name is asked for
+      // by both, most while the other allocates.
+      for (int j = 0; j < kNames; ++j) {
+        const int i = k == 0 ? j : kNames - 1 - j;
+        auto id = (*mine)->ProducerId(fmt::format("name{}", i));
+        if (!id) ::_exit(12);
+        ids[static_cast<size_t>(i)] = *id;
+      }
+      std::ofstream o(k == 0 ? out0 : out1);
+      for (int64_t id : ids) o << id << "\n";
+      o.close();
+      ::_exit(o ? 0 : 13);
+    }
+  }
+  ::close(go[0]);
+  ::close(go[1]);
+  for (pid_t kid : kids) {
+    int status = 0;
+    REQUIRE(::waitpid(kid, &status, 0) == kid);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+  }
+  CHECK(Slurp(out0) == Slurp(out1));
+  std::istringstream in(Slurp(out0));
+  std::set<int64_t> distinct;
+  for (int64_t id; in >> id;) {
+    CHECK(id >= mq::kFirstClusterProducerId);
+    CHECK(id < mq::kFirstClusterProducerId + kNames);
+    distinct.insert(id);
+  }
+  CHECK(distinct.size() == kNames);
+}
+
+TEST_CASE("P10 cluster producer ids: a write that fails between counter and name wastes an id") {
+  TempDir tmp;
+  { auto store = ExampleStore(tmp); }
+  mq::test::FaultFs faults;
+  auto store = mq::FileClusterStore::Open(tmp / "cluster", false, &faults);
+  REQUIRE(store.has_value());
+  const int64_t first = mq::kFirstClusterProducerId;
+  // The counter's rename succeeds, the name's fails: no id for the name,
+  // the counter past the id it was to get.
+  faults.FailRename(2);
+  auto failed = (*store)->ProducerId("ingestA");
+  REQUIRE_FALSE(failed.has_value());
+  CHECK(failed.error().code() == mq::Code::kIoError);
+  faults.Clear();
+  CHECK_FALSE(fs::exists(tmp / "cluster/producers/ingestA.id"));
+  CHECK(Slurp(tmp / "cluster/producers/next-producer-id") == "4294967297\n");
+  // Asked again, the name gets the next id; the wasted one is nobody's.
+  CHECK((*store)->ProducerId("ingestA").value() == first + 1);
+  CHECK((*store)->ProducerId("ingestB").value() == first + 2);
+  // A failed fsync of the counter: nothing allocated, nothing wasted.
+  faults.FailSync(1);
+  CHECK((*store)->ProducerId("ingestC").error().code() == mq::Code::kIoError);
+  faults.Clear();
+  CHECK_FALSE(fs::exists(tmp / "cluster/producers/ingestC.id"));
+  CHECK((*store)->ProducerId("ingestC").value() == first + 3);
 }

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "coding.h"
+#include "mq/cluster.h"
 #include "mq/crc32c.h"
 #include "mq/replication.h"
 #include "mq/wire.h"
@@ -739,4 +740,52 @@ TEST_CASE("R51 messages: ReplicaStatusReply's restartedSinceClaim is 0 or 1") {
   CHECK(bad.error().rule() == "R51");
   bytes.pop_back();  // a reply without the flag
   REQUIRE_FALSE(DecodeReplicaStatusReply(bytes, "p"));
+}
+
+TEST_CASE("P10 ProducerId: a cluster on another host allocates, and a name must be a name") {
+  CHECK(DecodeProducerId(EncodeProducerId("ingest-7"), "p").value() == "ingest-7");
+  CHECK(DecodeProducerIdReply(EncodeProducerIdReply(int64_t{1} << 32), "p").value() ==
+        int64_t{1} << 32);
+  for (auto bad : {DecodeProducerId(EncodeProducerId("../x"), "p"),
+                   DecodeProducerId(EncodeProducerId(""), "p")}) {
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().rule() == "R51");
+  }
+  auto negative = DecodeProducerIdReply(EncodeProducerIdReply(-1), "p");
+  REQUIRE_FALSE(negative);
+  CHECK(negative.error().rule() == "R51");
+
+  // Through a server: the remote store's ids are the server's store's.
+  TempDir tmp;
+  auto served = FileClusterStore::Open(tmp / "cluster", true);
+  REQUIRE(served);
+  Servers servers;
+  auto client = std::make_shared<Client>(servers.Connect([&](int in, int out) {
+    Handlers h;
+    h.producer_id = [&](const std::string& name) { return (*served)->ProducerId(name); };
+    Serve(in, out, h, ServeOptions{});
+  }), "controller");
+  auto remote = RemoteClusterStore(client);
+  CHECK(remote->ProducerId("ingestA").value() == kFirstClusterProducerId);
+  CHECK((*served)->ProducerId("ingestB").value() == kFirstClusterProducerId + 1);
+  CHECK(remote->ProducerId("ingestB").value() == kFirstClusterProducerId + 1);
+  CHECK(remote->ProducerId("ingestA").value() == kFirstClusterProducerId);
+  // A name that is none is refused before it is sent, as on this host.
+  CHECK(remote->ProducerId("a/b").error().code() == Code::kInvalidArgument);
+  CHECK(client->connects() == 1);
+  // A damaged registry file on the controller is no id: its message names
+  // the file and the rule. (An Error of code corruption also ends the
+  // conversation, as a breach would: the client reports it unavailable.)
+  WriteFile(tmp / "cluster/producers/ingestA.id", Text("x\n"));
+  auto damaged = remote->ProducerId("ingestA");
+  REQUIRE_FALSE(damaged);
+  CHECK_THAT(damaged.error().message(),
+             Catch::Contains(tmp / "cluster/producers/ingestA.id") && Catch::Contains("P8"));
+  // A server without the handler: unsupported, the conversation goes on.
+  Servers old;
+  auto old_client = std::make_shared<Client>(old.Connect([](int in, int out) {
+    Serve(in, out, Handlers{}, ServeOptions{});
+  }), "old controller");
+  CHECK(RemoteClusterStore(old_client)->ProducerId("ingestA").error().code() ==
+        Code::kUnsupported);
 }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "mq/batch.h"
+#include "mq/cluster.h"
 #include "mq/topic.h"
 
 namespace mq {
@@ -99,75 +100,9 @@ Result<int64_t> LookUp(int dir_fd, const std::string& name, const std::string& r
 
 }  // namespace
 
-Result<ProducerRegistry> ReadProducerRegistry(const std::string& root) {
-  ProducerRegistry out;
-  auto root_fd = OpenDirectory(root, false);
-  if (!root_fd) return root_fd.error();
-  auto dir = OpenDirectoryAt(root_fd->get(), kRegistryDir, false);
-  if (!dir && dir.error().code() == Code::kNotFound) return out;
-  if (!dir) return dir.error();
-  const std::string registry = root + "/" + kRegistryDir;
-  auto names = FileSystem::Default()->ListDir(dir->get());
-  if (!names) return names.error();
-  for (const std::string& n : *names) {
-    if (n.size() <= 3 || n.compare(n.size() - 3, 3, ".id") != 0) continue;
-    auto id = ReadId(dir->get(), n, registry + "/" + n);
-    if (!id) return id.error();
-    if (*id) out.ids.push_back({n.substr(0, n.size() - 3), **id});
-  }
-  auto next = ReadId(dir->get(), kNextIdFile, registry + "/" + kNextIdFile);
-  if (!next) return next.error();
-  out.next = *next;
-  return out;
-}
-
-Status ApplyProducerRegistry(const std::string& to, const ProducerRegistry& from,
-                             const std::string& from_label) {
-  if (from.ids.empty() && !from.next) return Status::Ok();
-  for (const wire::CarriedProducer& p : from.ids)
-    MQ_RETURN_IF_ERROR(ValidateName(p.name, "producer id"));
-  auto to_root = OpenDirectory(to, false);
-  if (!to_root) return to_root.error();
-  auto to_dir = OpenDirectoryAt(to_root->get(), kRegistryDir, true);
-  if (!to_dir) return to_dir.error();
-  const std::string to_registry = to + "/" + kRegistryDir;
-  RegistryLock lock;
-  MQ_RETURN_IF_ERROR(lock.Take(to_dir->get(), to_registry));
-  std::vector<std::pair<std::string, int64_t>> missing;
-  for (const wire::CarriedProducer& p : from.ids) {
-    const std::string n = p.name + ".id";
-    auto have = ReadId(to_dir->get(), n, to_registry + "/" + n);
-    if (!have) return have.error();
-    if (!*have) {
-      missing.emplace_back(n, p.id);
-    } else if (**have != p.id) {
-      return Status::Corruption(to_registry + "/" + n, 0, "P8",
-                                fmt::format("producer id {} here, {} in {}/{}: the registries "
-                                            "diverged",
-                                            **have, p.id, from_label, n));
-    }
-  }
-  auto to_next = ReadId(to_dir->get(), kNextIdFile, to_registry + "/" + kNextIdFile);
-  if (!to_next) return to_next.error();
-  int64_t want = std::max(from.next.value_or(0), to_next->value_or(0));
-  // Never below an id the registry holds (a damaged or hostile peer's next
-  // id must not hand out an id twice).
-  for (const auto& [n, id] : missing) want = std::max(want, id + 1);
-  // The counter first, as LookUp: a crash in between wastes ids, never
-  // gives one to two names.
-  if (!*to_next || **to_next < want) MQ_RETURN_IF_ERROR(WriteId(to_dir->get(), kNextIdFile, want));
-  for (const auto& [n, id] : missing) MQ_RETURN_IF_ERROR(WriteId(to_dir->get(), n, id));
-  return Status::Ok();
-}
-
-Status CarryProducerRegistry(const std::string& from, const std::string& to) {
-  auto registry = ReadProducerRegistry(from);
-  if (!registry) return registry.error();
-  return ApplyProducerRegistry(to, *registry, from + "/" + kRegistryDir);
-}
-
 Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
-                                                   std::string_view name) {
+                                                   std::string_view name,
+                                                   ClusterStore* cluster) {
   MQ_RETURN_IF_ERROR(ValidateName(name, "producer id"));
   auto root = OpenDirectory(data_dir, false);
   if (!root) return root.error();
@@ -183,7 +118,10 @@ Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
                               registry, lock_name));
   }
   if (!lock) return lock.error();
-  auto id = LookUp(dir->get(), std::string(name), registry);
+  // A replicated topic's ids come from its cluster (P10): the root's
+  // registry is neither read nor changed, so what it holds (or what an
+  // earlier mq carried into it) never decides a replicated partition's id.
+  auto id = cluster ? cluster->ProducerId(name) : LookUp(dir->get(), std::string(name), registry);
   if (!id) return id.error();
   return ProducerIdentity(std::move(*lock), *id);
 }

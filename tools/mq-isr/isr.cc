@@ -496,6 +496,7 @@ int Serve(const std::string& cluster) {
     proposed.replicas = p->replicas;  // never changed by AlterPartition (§18.3)
     return (*store)->AlterPartition(proposed, m.reason);
   };
+  h.producer_id = [&](const std::string& name) { return (*store)->ProducerId(name); };
   wire::ServeOptions so;
   so.name = "mq-isr " + a->path;
   mq::Status s = wire::Serve(0, 1, h, so);

@@ -37,6 +37,9 @@ class AckGate {
   // checks the ISR again (kNotEnoughReplicasAfterAppend); otherwise moves
   // the high watermark as far as the ISR allows, without waiting.
   Status AfterAppend(int32_t p, int64_t last_offset);
+  // The topic's cluster (its producer ids, P10); only before the first
+  // append (BeforeAppend uses it under mu_ from then on).
+  ClusterStore* cluster() { return binding_.store.get(); }
   ~AckGate();
 
  private:

@@ -314,13 +314,6 @@ int Run(const Flags& f, const Settings& s) {
     return cli::kExitUsage;
   }
 
-  std::optional<ProducerIdentity> identity;
-  if (f.producer_id) {
-    auto id = ProducerIdentity::Acquire(f.dir, *f.producer_id);
-    if (!id) return cli::Fail(id.error());
-    identity.emplace(std::move(*id));
-  }
-
   size_t max_message = topic->max_message_bytes;
   if (f.max_message_bytes) max_message = std::min<size_t>(max_message, *f.max_message_bytes);
 
@@ -343,7 +336,6 @@ int Run(const Flags& f, const Settings& s) {
   po.log.flush_interval_ms = s.flush_interval_ms;
   // Page-cache durability means no fsync at all, not one at exit.
   po.log.sync_on_close = s.durability != Durability::kNone;
-  po.producer_id = identity ? identity->id() : -1;
   po.print_offsets = f.print_offsets;
   // Appending overlaps reading and encoding when there is a CPU for each;
   // many partitions are opened and appended to on as many threads as there
@@ -371,6 +363,15 @@ int Run(const Flags& f, const Settings& s) {
                             f.ack_timeout_ms);
   if (!gate) return cli::Fail(gate.error());
   po.gate = gate->get();
+  // A replicated topic's producer ids come from its cluster (P10).
+  std::optional<ProducerIdentity> identity;
+  if (f.producer_id) {
+    auto id =
+        ProducerIdentity::Acquire(f.dir, *f.producer_id, po.gate ? po.gate->cluster() : nullptr);
+    if (!id) return cli::Fail(id.error());
+    identity.emplace(std::move(*id));
+  }
+  po.producer_id = identity ? identity->id() : -1;
   // A file read ahead is read on a thread of its own when there is a CPU
   // for that one too, or when appends wait (an fsync each, or the ISR's
   // acknowledgement): it reads while they wait. Otherwise it is read on the

@@ -18,7 +18,6 @@
 #include "mq/group.h"
 #include "mq/lock.h"
 #include "group_carry.h"
-#include "producer_id.h"
 #include "remote.h"
 #include "replica.h"
 
@@ -300,25 +299,22 @@ class Follower {
     return r;
   }
 
-  // What else follows the leader: group offsets and the producer registry
-  // (replication.md §17.6), read from the leader's root on this host, or
-  // asked of its `mq-replicate --serve` (CarryState) on another.
+  // What else follows the leader: its group offsets (replication.md
+  // §17.6), read from the leader's root on this host, or asked of its
+  // `mq-replicate --serve` (CarryState) on another. Not its producer-id
+  // registry: a replicated topic's ids live in the cluster (P10), and a
+  // root's own registry names its unreplicated topics' producers, which
+  // another root's must not be merged with.
   Status Finish() {
     if (!leader_log_ && !link_) return Status::Ok();
     if (leader_log_) {
       auto offsets = ReadGroupOffsets(leader_root_, job_.topic, job_.partition);
       if (!offsets) return offsets.error();
       MQ_RETURN_IF_ERROR(ApplyGroupOffsets(root_, *offsets));
-      MQ_RETURN_IF_ERROR(CarryProducerRegistry(leader_root_, root_));
     } else if (client_) {
       auto carried = wire::QueryCarryState(*client_, job_.topic, job_.partition);
       if (!carried) return carried.error();
       MQ_RETURN_IF_ERROR(ApplyGroupOffsets(root_, carried->offsets));
-      ProducerRegistry registry;
-      registry.ids = std::move(carried->producers);
-      if (carried->next_producer_id >= 0) registry.next = carried->next_producer_id;
-      MQ_RETURN_IF_ERROR(ApplyProducerRegistry(root_, registry,
-                                               client_address_ + "/producers"));
     }
     if (o_.verbose && (records_ > 0 || !reported_)) {
       auto leo = log_->LogEndOffset();

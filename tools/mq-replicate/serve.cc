@@ -18,7 +18,6 @@
 #include "mq/replication.h"
 #include "mq/topic.h"
 #include "mq/wire.h"
-#include "producer_id.h"
 #include "replica.h"
 #include "replicate.h"
 
@@ -178,7 +177,9 @@ class Server {
   }
 
   // What follows the partition's leader besides its log (§17.6): this
-  // root's group offsets of the partition and its producer-id registry.
+  // root's group offsets of the partition. No producers: a replicated
+  // topic's ids live in the cluster (P10), and this root's registry is its
+  // own (protocol.md, CarryState).
   Result<wire::CarryStateReply> CarryState(const wire::PartitionRef& m) {
     auto s = Get(m.topic, m.partition);
     if (!s) return s.error();
@@ -186,10 +187,6 @@ class Server {
     auto offsets = ReadGroupOffsets(o_.dir, m.topic, m.partition);
     if (!offsets) return offsets.error();
     r.offsets = std::move(*offsets);
-    auto registry = ReadProducerRegistry(o_.dir);
-    if (!registry) return registry.error();
-    r.producers = std::move(registry->ids);
-    r.next_producer_id = registry->next.value_or(-1);
     return r;
   }
 

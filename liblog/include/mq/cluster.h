@@ -99,7 +99,18 @@ class ClusterStore {
   // the time in the change log.
   virtual Result<PartitionState> AlterPartition(const PartitionState& proposed,
                                                 std::string_view reason) = 0;
+  // The producer id of `name` (mq-produce --producer-id) for the cluster's
+  // topics, allocated on first use (cluster.md §18.6, P10): one name has
+  // one id on every root, and no two names share one, whatever was
+  // replicated. kInvalidArgument for a name that breaks R12. A store that
+  // keeps no registry: kUnsupported.
+  virtual Result<int64_t> ProducerId(std::string_view name);
 };
+
+// The first producer id a cluster allocates (P10): 2^32, above every id a
+// root's own registry allocates (those count from 0, producer.md P8), so
+// that a cluster's id is never one a root gave to another name.
+constexpr int64_t kFirstClusterProducerId = int64_t{1} << 32;
 
 // The one-host authority: a directory (see the top of this file).
 class FileClusterStore : public ClusterStore {
@@ -111,6 +122,10 @@ class FileClusterStore : public ClusterStore {
   Result<ClusterState> Load() override;
   Result<PartitionState> AlterPartition(const PartitionState& proposed,
                                         std::string_view reason) override;
+  // `<dir>/producers/<name>.id`, allocated under the exclusive lock from
+  // `producers/next-producer-id` (absent: kFirstClusterProducerId) as P8
+  // allocates, the counter written first (cluster.md §18.6).
+  Result<int64_t> ProducerId(std::string_view name) override;
   // Adds a topic, its partitions and any replica roots it names that the
   // state lacks, under the exclusive lock (cluster.md §18.3): `replica_dirs`
   // are absolute (R43), distinct, and as many as topic.replication_factor;

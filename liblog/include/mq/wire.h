@@ -58,6 +58,8 @@ enum class Type : uint8_t {
   kLoadStateReply = 0xA0,
   kAlterPartition = 0x21,
   kAlterPartitionReply = 0xA1,
+  kProducerId = 0x22,
+  kProducerIdReply = 0xA2,
   kError = 0x7F,
 };
 constexpr uint8_t kReplyBit = 0x80;
@@ -195,6 +197,10 @@ std::vector<std::byte> Encode(const CarryStateReply& m);
 // AlterPartitionReply: the partition's state as stored.
 std::vector<std::byte> EncodeAlterPartitionReply(const PartitionState& p);
 std::vector<std::byte> EncodeLoadStateReply(std::string_view state);
+// ProducerId asks the controller for a name's producer id (cluster.md
+// §18.6): `string name`; its reply is `i64 id`.
+std::vector<std::byte> EncodeProducerId(std::string_view name);
+std::vector<std::byte> EncodeProducerIdReply(int64_t id);
 std::vector<std::byte> EncodeError(const Status& s);
 
 // Decoders: corruption (R51) naming `peer` for a payload that is not
@@ -224,6 +230,9 @@ Result<PartitionState> DecodeAlterPartitionReply(std::span<const std::byte> p,
                                                  const std::string& peer,
                                                  const std::string& topic, int32_t partition);
 Result<std::string> DecodeLoadStateReply(std::span<const std::byte> p, const std::string& peer);
+// A name that breaks R12, an id below 0: corruption (R51).
+Result<std::string> DecodeProducerId(std::span<const std::byte> p, const std::string& peer);
+Result<int64_t> DecodeProducerIdReply(std::span<const std::byte> p, const std::string& peer);
 // The status an Error frame carries (its code and message); a frame that is
 // not one is corruption.
 Status DecodeError(std::span<const std::byte> p, const std::string& peer);
@@ -324,6 +333,7 @@ struct Handlers {
   std::function<Result<CarryStateReply>(const PartitionRef&)> carry_state;
   std::function<Result<std::string>()> load_state;
   std::function<Result<PartitionState>(const AlterPartitionMessage&)> alter_partition;
+  std::function<Result<int64_t>(const std::string&)> producer_id;
   // Called after each response is sent, before the next request is read
   // (while the client works on the response): work that readies the next
   // answer (ReplicaLog::ReadAhead), never changing what any answer is.
