@@ -453,6 +453,17 @@ Result<std::unique_ptr<ReplicaLog>> OpenReplicaLog(const std::string& dir, int32
   return std::unique_ptr<ReplicaLog>(std::move(log));
 }
 
+Result<std::optional<LogDamage>> RepairFollowerLog(const std::string& dir,
+                                                   const LogConfig& config) {
+  auto damage = FindLogDamage(dir, config.limits);
+  if (!damage || !*damage) return damage;
+  auto writer = PartitionWriter::Open(dir, config, false, nullptr);
+  if (!writer) return writer.error();
+  MQ_RETURN_IF_ERROR((*writer)->TruncateTo((*damage)->valid_end));
+  MQ_RETURN_IF_ERROR((*writer)->Close());
+  return damage;
+}
+
 std::unique_ptr<LeaderLink> DirectLeaderLink(const ReplicationContext& ctx, ReplicaLog* leader) {
   return std::make_unique<DirectLink>(ctx, leader);
 }

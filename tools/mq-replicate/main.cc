@@ -13,7 +13,7 @@ namespace {
 // The usage lines are the man page's SYNOPSIS, word for word.
 constexpr const char* kUsage =
     "Usage: mq-replicate -C DIR [-t TOPIC] [-p N] [--follow] [--max-bytes-per-second N]\n"
-    "                    [--fetch-max-bytes N] [--fsync none|batch] [-q] [-v]\n"
+    "                    [--fetch-max-bytes N] [--fsync none|batch] [--repair] [-q] [-v]\n"
     "       mq-replicate -C DIR --serve [--fsync none|batch] [-q]\n"
     "       mq-replicate -h | -V\n"
     "\n"
@@ -49,6 +49,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--serve", o.serve,
                "answer the wire protocol on stdin/stdout (started by followers on other hosts)");
+  app.add_flag("--repair", o.repair,
+               "first cut each followed partition's log where it fails verification, then fetch "
+               "the rest again");
   app.add_flag("-q,--quiet", o.quiet, "no notes on stderr");
   app.add_flag("-v,--verbose", o.verbose, "a line per partition caught up");
   if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;

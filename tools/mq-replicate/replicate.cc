@@ -214,6 +214,21 @@ class Follower {
                                              PartitionDir(root_)));
     if (!lock) return lock.error();
     lock_ = std::move(*lock);
+    if (o_.repair) {
+      // Damage is cut only where another replica leads and holds it whole.
+      const PartitionState* ps = state->Partition(job_.topic, job_.partition);
+      if (ps != nullptr && ps->leader == job_.binding->replica_id)
+        return Status(Code::kUnavailable,
+                      fmt::format("{}: --repair: this replica leads the partition; elect another "
+                                  "leader first (mq-isr elect)",
+                                  Name()));
+      auto repaired = RepairFollowerLog(PartitionDir(root_), job_.log);
+      if (!repaired) return repaired.error();
+      if (*repaired && !o_.quiet)
+        cli::Warn(fmt::format("{}: repaired: {}; truncated to offset {}, fetching the rest from "
+                              "the leader",
+                              Name(), (*repaired)->corruption.message(), (*repaired)->valid_end));
+    }
     auto log = OpenReplicaLog(PartitionDir(root_), job_.binding->replica_id, job_.log);
     if (!log) return log.error();
     log_ = std::move(*log);

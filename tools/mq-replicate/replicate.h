@@ -16,6 +16,7 @@ struct Options {
   uint64_t max_bytes_per_second = 0;   // 0: no throttle
   uint64_t fetch_max_bytes = 1 << 20;  // bytes per fetch
   bool fsync = false;                  // --fsync batch: each append fsynced
+  bool repair = false;                 // --repair: cut damaged records, fetch them again
   bool verbose = false;
   bool quiet = false;
   bool serve = false;       // --serve: answer the wire protocol on stdin/stdout

@@ -294,6 +294,14 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
 
 namespace mq {
 
+// mq-replicate --repair of a follower's log at `dir`: the damage
+// FindLogDamage finds, cut away with a truncation to where the valid
+// batches before it end (crash-safe, R40), so that the follower fetches the
+// rest from its leader again. Only for a replica that does not lead: the
+// caller checks that another replica leads. nullopt: nothing damaged.
+Result<std::optional<LogDamage>> RepairFollowerLog(const std::string& dir,
+                                                   const LogConfig& config);
+
 // One host (§17.2): replica `replica_id`'s log of the partition is the
 // partition directory `dir` of its log root; the followers' positions are
 // files there. `config` as for PartitionWriter::Open.
