@@ -104,6 +104,7 @@ class FileReplicaLog : public ReplicaLog {
   Status TruncateTo(int64_t offset) override { return writer_->TruncateTo(offset); }
   Status DeleteBefore(int64_t offset) override { return writer_->DeleteSegmentsBefore(offset); }
   Status BeginEpoch(int32_t epoch) override { return writer_->BeginLeaderEpoch(epoch); }
+  Status FenceEpochsBelow(int32_t epoch) override { return writer_->FenceEpochsBelow(epoch); }
 
   Status RecordFollower(const FollowerPosition& position) override {
     auto all = Followers();

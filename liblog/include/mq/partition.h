@@ -172,6 +172,13 @@ class PartitionWriter {
   // end (stored in the checkpoint) and every later Append stamps it. The
   // latest epoch again is a no-op; a lower one is kFenced.
   Status BeginLeaderEpoch(int32_t epoch);
+  // This log follows the leader of `epoch` from now on (replication.md
+  // §17.3 step 2, R56): stores the epoch fence, durable and published
+  // before it returns, so that no writer of an older leader epoch appends
+  // after it (Append and BeginLeaderEpoch refuse them, kFenced, in the
+  // critical section of the write). A fence at or below the stored one
+  // changes nothing. Appends of replicated batches are not fenced.
+  Status FenceEpochsBelow(int32_t epoch);
 
   struct Impl;
  private:
