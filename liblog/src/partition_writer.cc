@@ -845,12 +845,24 @@ Status PartitionWriter::Flush() {
 // next open completes the cut before it recovers anything). Without it, a
 // reopen after a reboot would validate and keep batches a half-done cut
 // left behind.
-Status PartitionWriter::TruncateTo(int64_t offset) {
+Status PartitionWriter::TruncateTo(int64_t offset, int32_t leader_epoch) {
   Impl& w = *impl_;
   MQ_RETURN_IF_ERROR(w.CheckUsable());
   MQ_RETURN_IF_ERROR(w.lock.Lock());
   LockGuard guard(&w.lock);
   MQ_RETURN_IF_ERROR(w.Sync());
+  if (leader_epoch >= 0) {
+    // A follower's decision on the log as the leader of `leader_epoch`
+    // saw it: stale once a newer epoch wrote or fenced here (R56).
+    MQ_RETURN_IF_ERROR(w.EpochsForReplication());
+    auto latest = w.epochs->latest();
+    const int32_t newer = std::max(latest ? latest->epoch : -1, w.fence);
+    if (newer > leader_epoch)
+      return Status(Code::kFenced,
+                    fmt::format("{}: truncation to {} decided in leader epoch {}, and the log is "
+                                "now in epoch {} (R56): nothing cut",
+                                w.dir, offset, leader_epoch, newer));
+  }
   if (offset >= w.fields.log_end_offset) {
     // Nothing to cut; the epochs that start at or past `offset` (begun by
     // a leader that wrote nothing in them) still go, as Kafka's

@@ -536,7 +536,9 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     // A cut at my log end still drops the epochs that start there (an
     // epoch I began as a leader and wrote nothing in).
     if (target < *leo || again || (at_leader.epoch >= 0 && at_leader.epoch < *latest)) {
-      MQ_RETURN_IF_ERROR(follower.TruncateTo(target));
+      // In the leader's epoch: refused if a newer one reached the log
+      // since this step read it (this replica elected and appending).
+      MQ_RETURN_IF_ERROR(follower.TruncateTo(target, p->leader_epoch));
       auto now = follower.LogEndOffset();
       if (!now) return now.error();
       if (*now < *leo) result.truncated_to = *now;

@@ -193,7 +193,14 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
   return result;
 }
 
-Status ModelReplicaLog::TruncateTo(int64_t offset) {
+Status ModelReplicaLog::TruncateTo(int64_t offset, int32_t leader_epoch) {
+  if (leader_epoch >= 0) {
+    auto latest = live_.epochs.latest();
+    const int32_t newer = std::max(latest ? latest->epoch : -1, fence_);
+    if (newer > leader_epoch)
+      return Status(Code::kFenced, fmt::format("replica {}: truncation in epoch {}, log in epoch {}",
+                                               id_, leader_epoch, newer));
+  }
   if (offset > live_.LogEnd()) return Status::Ok();
   if (offset == live_.LogEnd()) {
     // No batch goes, but an epoch begun at the log end (a leader that

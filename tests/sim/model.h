@@ -85,7 +85,7 @@ class ModelReplicaLog : public ReplicaLog {
               uint32_t* crc = nullptr) override;
   Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
                                         CrcCheck crc_check = CrcCheck::kVerify) override;
-  Status TruncateTo(int64_t offset) override;
+  Status TruncateTo(int64_t offset, int32_t leader_epoch = -1) override;
   Status DeleteBefore(int64_t offset) override;
   Status BeginEpoch(int32_t epoch) override;
   // The fence (R56) is fsynced when stored, as the claim: no power loss

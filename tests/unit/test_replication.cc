@@ -917,15 +917,20 @@ TEST_CASE("replication: a leader's read-ahead is served only while it is what a 
 namespace {
 
 // A link to the leader that runs `before_fetch` (once) when the follower's
-// step has compared its log with the leader's and sends its first fetch:
-// another process acting on the follower's log at that very point.
+// step has compared its log with the leader's and sends its first fetch,
+// and `after_answer` (once) when the leader has said where the follower's
+// epoch ends and before the follower truncates: another process acting on
+// the follower's log at that very point.
 class HookLink : public LeaderLink {
  public:
   explicit HookLink(std::unique_ptr<LeaderLink> inner) : inner_(std::move(inner)) {}
   Result<EpochEndOffset> OffsetForLeaderEpoch(int32_t leader_epoch,
                                               int32_t requested_epoch) override {
-    return inner_->OffsetForLeaderEpoch(leader_epoch, requested_epoch);
+    auto answer = inner_->OffsetForLeaderEpoch(leader_epoch, requested_epoch);
+    if (after_answer) std::exchange(after_answer, nullptr)();
+    return answer;
   }
+  std::function<void()> after_answer;
   Result<FetchResponse> Fetch(const FetchRequest& request) override {
     if (before_fetch) std::exchange(before_fetch, nullptr)();
     return inner_->Fetch(request);
@@ -1041,6 +1046,45 @@ TEST_CASE("R56 epoch fence: what a deposed leader appended before its root follo
   auto again = (*zombie)->Append(zombie_batch);
   REQUIRE(!again);
   CHECK(again.error().code() == Code::kFenced);
+}
+
+// The mirror case: a follower's step decides where to cut, is paused, and
+// its replica is elected meanwhile and appends in the newer epoch. The
+// stale cut would remove what the new leader appended; it is refused.
+TEST_CASE("R56 epoch fence: a follower's truncation decided in an older epoch cuts nothing once its replica leads a newer one") {
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  const int64_t shared = c.Leo(0);
+  c.Produce(1);  // on replica 0 alone
+  c.Elect([](int32_t r) { return r != 0; });
+  REQUIRE(c.Part().leader == 1);
+  REQUIRE(c.Produce(1).base_offset == shared);  // epoch 1 at the leader
+  HookLink link(DirectLeaderLink(c.ctx, c.logs[1].get()));
+  int64_t leader_end = -1;
+  link.after_answer = [&] {
+    // Replica 0's step now knows to cut at `shared`, then stalls: replica
+    // 1 goes away, replica 0 (back in the ISR) is elected in epoch 2 and
+    // appends there.
+    c.store.state().Partition("t", 0)->isr = {0, 2};
+    c.Elect([](int32_t r) { return r != 1; });
+    REQUIRE(c.Part().leader == 0);
+    REQUIRE(c.Part().leader_epoch == 2);
+    c.Produce(1);
+    leader_end = c.Leo(0);
+  };
+  auto step = FollowerStep(c.ctx, *c.logs[0], link, c.follower_state[0]);
+  REQUIRE(leader_end > shared);
+  REQUIRE(!step);
+  CHECK(step.error().code() == Code::kFenced);
+  CHECK(c.Leo(0) == leader_end);  // nothing cut
+  auto latest = c.logs[0]->LatestEpoch();
+  REQUIRE(latest);
+  CHECK(*latest == 2);
+  // An explicit truncation (no epoch) is not fenced.
+  REQUIRE(c.logs[0]->TruncateTo(shared).ok());
+  CHECK(c.Leo(0) == shared);
 }
 
 TEST_CASE("R56 epoch fence: one entry, an epoch; it only moves forward and fences leader writers only") {

@@ -149,7 +149,12 @@ class PartitionWriter {
   // cut find their offset again. The leader epochs that start at or past
   // the new end leave the checkpoint, also when nothing is cut (`offset`
   // is the log end: an epoch begun there and never written in).
-  Status TruncateTo(int64_t offset);
+  // `leader_epoch` ≥ 0: a follower's truncation, decided against the
+  // leader of that epoch (replication.md §17.3 step 2): refused (kFenced,
+  // nothing cut) when the log's latest epoch or its epoch fence (R56) is
+  // above it, i.e. a newer leader wrote here or a newer follower fenced
+  // the log since the decision.
+  Status TruncateTo(int64_t offset, int32_t leader_epoch = -1);
   // Deletes whole segments whose records are all below `offset`; never the
   // active segment. The log start offset becomes the base offset of the
   // first remaining segment (published before any file is removed).

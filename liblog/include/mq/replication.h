@@ -112,7 +112,10 @@ class ReplicaLog {
   // these very bytes and matched already (FetchResponse::batches_checked).
   virtual Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
                                                 CrcCheck crc_check = CrcCheck::kVerify) = 0;
-  virtual Status TruncateTo(int64_t offset) = 0;
+  // `leader_epoch` ≥ 0: a follower's truncation, decided against the
+  // leader of that epoch; kFenced, nothing cut, when the log has moved to
+  // a newer epoch since (PartitionWriter::TruncateTo).
+  virtual Status TruncateTo(int64_t offset, int32_t leader_epoch = -1) = 0;
   // Retention at the leader moved its log start: delete below it.
   virtual Status DeleteBefore(int64_t offset) = 0;
   // Becomes leader in `epoch`: the epoch starts at the log end.
