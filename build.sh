@@ -24,8 +24,9 @@ REQUIRED_PACKAGES=(g++ cmake ninja-build libcli11-dev libboost-dev libfmt-dev li
 # What the tests call besides the build: tests/cli and examples use python3,
 # jq, /usr/bin/time (package time), xxd, man (man-db) and procps (ps); the
 # ssh tests start a throwaway sshd on 127.0.0.1 (tests/cli/lib/sshd.bash:
-# /usr/sbin/sshd from openssh-server, ssh and ssh-keygen from openssh-client).
-TEST_PACKAGES=(python3 jq time xxd man-db procps openssh-server openssh-client)
+# /usr/sbin/sshd from openssh-server, ssh and ssh-keygen from openssh-client);
+# tests/cli/replication_zombie.sh stops processes between two calls with gdb.
+TEST_PACKAGES=(python3 jq time xxd man-db procps openssh-server openssh-client gdb)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 # Each step says how long the run has taken so far (CI has a time limit).

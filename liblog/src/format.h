@@ -113,6 +113,10 @@ constexpr const char* kLeaderLockName = "leader.lock";
 constexpr const char* kLeaderClaimName = "leader-claim";
 constexpr size_t kLeaderClaimFields = 2;
 constexpr size_t kBootIdHexDigits = 2 * 16;
+// The epoch fence of a replica's log (replication.md §17.3, R56): one
+// entry, `epoch`, the leader epoch below which no writer appends there.
+constexpr const char* kLeaderEpochFenceName = "leader-epoch-fence";
+constexpr size_t kLeaderEpochFenceFields = 1;
 // Kafka's "no epoch" and "no offset" (EpochEndOffset.UNDEFINED_EPOCH{,_OFFSET}),
 // and the partitionLeaderEpoch of a batch stamped by no leader (§3).
 constexpr int32_t kUndefinedEpoch = -1;

@@ -65,6 +65,9 @@ struct PartitionWriter::Impl {
   // newer ones since).
   std::optional<LeaderEpochCache> epochs;
   uint32_t epochs_generation = 0;
+  // The epoch fence (replication.md R56) as of `epochs_generation`, read
+  // with the epochs (-1: none).
+  int32_t fence = -1;
   bool dir_dirty = false;
   int64_t last_sync_ms = 0;
   ProducerStateTable producers;
@@ -154,7 +157,8 @@ struct PartitionWriter::Impl {
     return Status::Ok();
   }
   // Before the first batch of an append: the leader's epoch starts at the
-  // log end unless it is the latest already; a lower one is kFenced.
+  // log end unless it is the latest already; one below the latest, or
+  // below the epoch fence a follower stored (R56), is kFenced.
   // `*assigned` (if given): whether it started here.
   Status BeginEpoch(bool* assigned = nullptr);
 };
@@ -248,6 +252,11 @@ Status PartitionWriter::Impl::EnsureProducers() {
 
 Status PartitionWriter::Impl::LoadEpochs() {
   epochs.reset();
+  // With the epochs: a follower stores the fence and publishes under the
+  // lock, so a view as of this generation holds it.
+  auto stored = LoadLeaderEpochFence(dir_fd.get(), fs);
+  if (!stored) return stored.error();
+  fence = *stored;
   if (config.leader_epoch < 0) {
     auto f = fs->Open(dir_fd.get(), kLeaderEpochCheckpointFile, FileSystem::kRead);
     if (!f && f.error().code() == Code::kNotFound) return Status::Ok();
@@ -264,6 +273,14 @@ Status PartitionWriter::Impl::BeginEpoch(bool* assigned) {
   if (assigned != nullptr) *assigned = false;
   if (config.leader_epoch < 0) return Status::Ok();
   MQ_RETURN_IF_ERROR(FreshEpochs());
+  // R56: checked first, for the latest epoch too: a leader deposed after
+  // its check still holds the latest epoch of a log that now follows a
+  // newer leader and has fetched nothing of its epoch yet.
+  if (config.leader_epoch < fence)
+    return Status(Code::kFenced,
+                  fmt::format("{}: leader epoch {} is below the epoch fence {} (R56): this log "
+                              "follows the leader of epoch {}; this writer is no longer the leader",
+                              dir, config.leader_epoch, fence, fence));
   auto latest = epochs->latest();
   if (latest && latest->epoch == config.leader_epoch) return Status::Ok();
   if (latest && latest->epoch > config.leader_epoch)
@@ -846,12 +863,24 @@ Status PartitionWriter::Flush() {
 // next open completes the cut before it recovers anything). Without it, a
 // reopen after a reboot would validate and keep batches a half-done cut
 // left behind.
-Status PartitionWriter::TruncateTo(int64_t offset) {
+Status PartitionWriter::TruncateTo(int64_t offset, int32_t leader_epoch) {
   Impl& w = *impl_;
   MQ_RETURN_IF_ERROR(w.CheckUsable());
   MQ_RETURN_IF_ERROR(w.lock.Lock());
   LockGuard guard(&w.lock);
   MQ_RETURN_IF_ERROR(w.Sync());
+  if (leader_epoch >= 0) {
+    // A follower's decision on the log as the leader of `leader_epoch`
+    // saw it: stale once a newer epoch wrote or fenced here (R56).
+    MQ_RETURN_IF_ERROR(w.EpochsForReplication());
+    auto latest = w.epochs->latest();
+    const int32_t newer = std::max(latest ? latest->epoch : -1, w.fence);
+    if (newer > leader_epoch)
+      return Status(Code::kFenced,
+                    fmt::format("{}: truncation to {} decided in leader epoch {}, and the log is "
+                                "now in epoch {} (R56): nothing cut",
+                                w.dir, offset, leader_epoch, newer));
+  }
   if (offset >= w.fields.log_end_offset) {
     // Nothing to cut; the epochs that start at or past `offset` (begun by
     // a leader that wrote nothing in them) still go, as Kafka's
@@ -1016,6 +1045,24 @@ Result<EpochEndOffset> PartitionWriter::EndOffsetFor(int32_t epoch) {
   MQ_RETURN_IF_ERROR(w.Sync());
   MQ_RETURN_IF_ERROR(w.EpochsForReplication());
   return w.epochs->EndOffsetFor(epoch, w.fields.log_end_offset);
+}
+
+Status PartitionWriter::FenceEpochsBelow(int32_t epoch) {
+  Impl& w = *impl_;
+  MQ_RETURN_IF_ERROR(w.CheckUsable());
+  if (epoch < 0) return Status(Code::kInvalidArgument, fmt::format("epoch fence {}", epoch));
+  MQ_RETURN_IF_ERROR(w.lock.Lock());
+  LockGuard guard(&w.lock);
+  MQ_RETURN_IF_ERROR(w.Sync());
+  auto stored = LoadLeaderEpochFence(w.dir_fd.get(), w.fs);
+  if (!stored) return stored.error();
+  if (*stored >= epoch) return Status::Ok();  // it only moves forward
+  MQ_RETURN_IF_ERROR(
+      StoreLeaderEpochFence(w.dir_fd.get(), epoch, w.fs, !w.config.page_cache_only()));
+  // Published, so that every other writer rereads the fence (with the
+  // epochs) at its next look, before it appends.
+  if (w.epochs_generation == w.generation) w.fence = std::max(w.fence, epoch);
+  return w.Publish();
 }
 
 Status PartitionWriter::BeginLeaderEpoch(int32_t epoch) {

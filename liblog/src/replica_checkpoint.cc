@@ -23,6 +23,7 @@ namespace mq {
 
 const char* const kLeaderEpochCheckpointFile = format::kLeaderEpochCheckpointName;
 const char* const kReplicationOffsetCheckpointFile = format::kReplicationOffsetCheckpointName;
+const char* const kLeaderEpochFenceFile = format::kLeaderEpochFenceName;
 
 namespace {
 
@@ -327,6 +328,38 @@ Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
                              {HighWatermarkLine(topic, partition, offset)}, sync);
 }
 
+Result<int32_t> DecodeLeaderEpochFence(std::string_view bytes, const std::string& file) {
+  std::optional<int32_t> out;
+  Status s = ParseCheckpoint(bytes, file, format::kLeaderEpochFenceFields,
+                             [&](std::span<const CheckpointField> f) -> Status {
+                               if (out)
+                                 return Status::Corruption(file, f[0].position, "R56",
+                                                           "more than one fence entry");
+                               auto epoch = CheckpointNumber(f[0], INT32_MAX, file, "R56", "epoch");
+                               if (!epoch) return epoch.error();
+                               out = static_cast<int32_t>(*epoch);
+                               return Status::Ok();
+                             });
+  if (!s.ok()) return s;
+  if (!out) return Status::Corruption(file, bytes.size(), "R56", "no fence entry");
+  return *out;
+}
+
+std::string EncodeLeaderEpochFence(int32_t epoch) { return FormatCheckpoint({fmt::format("{}", epoch)}); }
+
+Result<int32_t> LoadLeaderEpochFence(int dir_fd, FileSystem* fs) {
+  const std::string path = PathAt(dir_fd, kLeaderEpochFenceFile);
+  auto text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochFenceFile, path);
+  if (!text && text.error().code() == Code::kNotFound) return int32_t{-1};
+  if (!text) return text.error();
+  return DecodeLeaderEpochFence(*text, path);
+}
+
+Status StoreLeaderEpochFence(int dir_fd, int32_t epoch, FileSystem* fs, bool sync) {
+  if (epoch < 0) return Status(Code::kInvalidArgument, fmt::format("epoch fence {}", epoch));
+  return WriteCheckpointFile(fs, dir_fd, kLeaderEpochFenceFile, {fmt::format("{}", epoch)}, sync);
+}
+
 namespace {
 
 // Reads a file by path for mq-inspect, bounded as R35.
@@ -381,7 +414,8 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
                                 std::vector<Problem>* problems, VerifyStats* stats) {
   const auto partition = PartitionOfDirectory(dir);
   for (const char* name : {kLeaderEpochCheckpointFile, kReplicationOffsetCheckpointFile,
-                           format::kReplicaPositionsName, format::kLeaderClaimName}) {
+                           format::kReplicaPositionsName, format::kLeaderClaimName,
+                           kLeaderEpochFenceFile}) {
     const std::string path = dir + "/" + name;
     auto text = ReadCheckpointFile(FileSystem::Default(), dir_fd, name, path);
     if (!text && text.error().code() == Code::kNotFound) continue;  // optional (§16)
@@ -397,6 +431,8 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
               ? DecodeReplicationOffsetCheckpoint(*text, path, partition).status()
           : n == format::kReplicaPositionsName
               ? DecodeReplicaPositions(*text, path).status()  // §17.2, R47
+          : n == kLeaderEpochFenceFile
+              ? DecodeLeaderEpochFence(*text, path).status()  // §17.3, R56
               : DecodeLeaderClaim(*text, path).status();      // §17.9, R53
     }
     if (s.code() == Code::kCorruption)

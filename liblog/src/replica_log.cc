@@ -101,9 +101,12 @@ class FileReplicaLog : public ReplicaLog {
                                         CrcCheck crc_check) override {
     return writer_->AppendReplicated(batches, crc_check);
   }
-  Status TruncateTo(int64_t offset) override { return writer_->TruncateTo(offset); }
+  Status TruncateTo(int64_t offset, int32_t leader_epoch = -1) override {
+    return writer_->TruncateTo(offset, leader_epoch);
+  }
   Status DeleteBefore(int64_t offset) override { return writer_->DeleteSegmentsBefore(offset); }
   Status BeginEpoch(int32_t epoch) override { return writer_->BeginLeaderEpoch(epoch); }
+  Status FenceEpochsBelow(int32_t epoch) override { return writer_->FenceEpochsBelow(epoch); }
 
   Status RecordFollower(const FollowerPosition& position) override {
     auto all = Followers();

@@ -495,6 +495,12 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     return Status(Code::kUnavailable, fmt::format("{}: the partition has no leader", Where(ctx)));
   if (state.leader_epoch != p->leader_epoch) state = FollowerState{p->leader_epoch, false};
 
+  // R56: before the log is compared with the leader's, no writer of an
+  // older epoch (a deposed leader that passed its check before the
+  // election) appends to it any more: what one appended before is seen
+  // below and cut, nothing lands after.
+  if (!state.truncated && !ctx.bugs.no_epoch_fence)
+    MQ_RETURN_IF_ERROR(follower.FenceEpochsBelow(p->leader_epoch));
   auto leo = follower.LogEndOffset();
   if (!leo) return leo.error();
   if (!state.truncated && !ctx.bugs.no_epoch_truncation) {
@@ -530,7 +536,9 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     // A cut at my log end still drops the epochs that start there (an
     // epoch I began as a leader and wrote nothing in).
     if (target < *leo || again || (at_leader.epoch >= 0 && at_leader.epoch < *latest)) {
-      MQ_RETURN_IF_ERROR(follower.TruncateTo(target));
+      // In the leader's epoch: refused if a newer one reached the log
+      // since this step read it (this replica elected and appending).
+      MQ_RETURN_IF_ERROR(follower.TruncateTo(target, p->leader_epoch));
       auto now = follower.LogEndOffset();
       if (!now) return now.error();
       if (*now < *leo) result.truncated_to = *now;
@@ -554,7 +562,12 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
   if (const auto batches = response->data(); !batches.empty()) {
     auto appended = follower.AppendReplicated(
         batches, response->batches_checked ? CrcCheck::kAlreadyComputed : CrcCheck::kVerify);
-    if (!appended) return appended.error();
+    if (!appended) {
+      // The log no longer ends where this step fetched from: reconcile
+      // again before the next fetch.
+      if (appended.error().code() == Code::kOutOfOrder) state.truncated = false;
+      return appended.error();
+    }
     result.appended_bytes = static_cast<int64_t>(batches.size());
     result.appended_records = appended->last_offset - appended->base_offset + 1;
   }

@@ -22,7 +22,7 @@ constexpr const char* kUsage =
     "              [--lenient-empty-epochs] [--verify-replay] [--keep-going]\n"
     "              [--no-partitions] [--trace] [--quiet]\n"
     "  BUG: hw_at_log_end | no_epoch_truncation | isr_shrink_without_cas |\n"
-    "       hw_without_controller | no_reboot_fence\n";
+    "       hw_without_controller | no_reboot_fence | no_epoch_fence\n";
 
 bool ParseU64(const char* s, uint64_t* out) {
   if (s == nullptr || *s == '\0') return false;
@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
         base.bugs.hw_without_controller = true;
       } else if (bug == "no_reboot_fence") {
         base.bugs.no_reboot_fence = true;
+      } else if (bug == "no_epoch_fence") {
+        base.bugs.no_epoch_fence = true;
       } else {
         return Usage("unknown planted bug '" + std::string(bug) + "'");
       }
@@ -125,7 +127,7 @@ int main(int argc, char** argv) {
   int status = 0;
   const bool planted = base.bugs.hw_at_log_end || base.bugs.no_epoch_truncation ||
                        base.bugs.isr_shrink_without_cas || base.bugs.hw_without_controller ||
-                       base.bugs.no_reboot_fence;
+                       base.bugs.no_reboot_fence || base.bugs.no_epoch_fence;
   uint64_t not_planted = 0;  // violations that were not the planted bug's
   uint64_t failures = 0;     // with --keep-going
   for (uint64_t i = 0; i < schedules; ++i) {
@@ -205,9 +207,12 @@ int main(int argc, char** argv) {
       static_cast<long long>(total.cut_messages), static_cast<long long>(total.cut_shrinks),
       static_cast<long long>(total.isr_expands));
   std::printf("mq-sim: restarts: %lld leader power losses back at once, %lld cluster-state "
-              "changes by a restarted replica (R55)\n",
+              "changes by a restarted replica (R55); %lld writers paused between check and "
+              "write, %lld leader appends fenced (R56)\n",
               static_cast<long long>(total.leader_reboots),
-              static_cast<long long>(total.epochs_given_up));
+              static_cast<long long>(total.epochs_given_up),
+              static_cast<long long>(total.paused_writes),
+              static_cast<long long>(total.fenced_writes));
   if (verify_replay) {
     std::printf("mq-sim: every schedule replayed identically (%llu with a violation, replayed "
                 "the same)\n",

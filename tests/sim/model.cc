@@ -193,7 +193,14 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
   return result;
 }
 
-Status ModelReplicaLog::TruncateTo(int64_t offset) {
+Status ModelReplicaLog::TruncateTo(int64_t offset, int32_t leader_epoch) {
+  if (leader_epoch >= 0) {
+    auto latest = live_.epochs.latest();
+    const int32_t newer = std::max(latest ? latest->epoch : -1, fence_);
+    if (newer > leader_epoch)
+      return Status(Code::kFenced, fmt::format("replica {}: truncation in epoch {}, log in epoch {}",
+                                               id_, leader_epoch, newer));
+  }
   if (offset > live_.LogEnd()) return Status::Ok();
   if (offset == live_.LogEnd()) {
     // No batch goes, but an epoch begun at the log end (a leader that
@@ -249,7 +256,27 @@ Status ModelReplicaLog::DeleteBefore(int64_t offset) {
   return Status(Code::kInvalidArgument, contract_breach_);
 }
 
+// The real writer's fence (PartitionWriter: BeginEpoch), in the same call
+// as the write.
+static Status Fenced(int32_t id, int32_t epoch, int32_t fence, const LeaderEpochCache& epochs) {
+  auto latest = epochs.latest();
+  if (epoch < fence || (latest && epoch < latest->epoch))
+    return Status(Code::kFenced,
+                  fmt::format("replica {}: leader epoch {} is below the fence {} or the latest "
+                              "epoch {}",
+                              id, epoch, fence, latest ? latest->epoch : -1));
+  return Status::Ok();
+}
+
+Status ModelReplicaLog::FenceEpochsBelow(int32_t epoch) {
+  if (epoch <= fence_) return Status::Ok();
+  MQ_RETURN_IF_ERROR(MaybeFailIo("epoch fence"));
+  fence_ = epoch;
+  return Status::Ok();
+}
+
 Status ModelReplicaLog::BeginEpoch(int32_t epoch) {
+  MQ_RETURN_IF_ERROR(Fenced(id_, epoch, fence_, live_.epochs));
   MQ_RETURN_IF_ERROR(MaybeFailIo("begin epoch"));
   MQ_RETURN_IF_ERROR(live_.epochs.Assign(epoch, live_.LogEnd()));
   PushEpochs();
@@ -266,6 +293,7 @@ Result<std::vector<FollowerPosition>> ModelReplicaLog::Followers() { return foll
 
 Result<SimBatch> ModelReplicaLog::AppendAsLeader(uint64_t write_id, int records, int32_t epoch,
                                                  int64_t timestamp_ms) {
+  MQ_RETURN_IF_ERROR(Fenced(id_, epoch, fence_, live_.epochs));
   MQ_RETURN_IF_ERROR(MaybeFailIo("leader append"));
   BatchOptions options;
   options.partition_leader_epoch = epoch;

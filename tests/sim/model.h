@@ -85,9 +85,13 @@ class ModelReplicaLog : public ReplicaLog {
               uint32_t* crc = nullptr) override;
   Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
                                         CrcCheck crc_check = CrcCheck::kVerify) override;
-  Status TruncateTo(int64_t offset) override;
+  Status TruncateTo(int64_t offset, int32_t leader_epoch = -1) override;
   Status DeleteBefore(int64_t offset) override;
   Status BeginEpoch(int32_t epoch) override;
+  // The fence (R56) is fsynced when stored, as the claim: no power loss
+  // takes it back.
+  Status FenceEpochsBelow(int32_t epoch) override;
+  int32_t fence() const { return fence_; }
   Status RecordFollower(const FollowerPosition& position) override;
   Result<std::vector<FollowerPosition>> Followers() override;
   // The claim (R53) is fsynced when stored: no power loss takes it.
@@ -101,7 +105,9 @@ class ModelReplicaLog : public ReplicaLog {
   Status WithLeaderLock(const std::function<Status()>& fn) override { return fn(); }
 
   // A producer's batch appended at the leader: `records` records whose
-  // values carry `write_id`, stamped with `epoch`. Returns the batch.
+  // values carry `write_id`, stamped with `epoch`. Returns the batch. As
+  // the real writer's append, in one critical section with the write: an
+  // epoch below the log's latest or below the fence is kFenced.
   Result<SimBatch> AppendAsLeader(uint64_t write_id, int records, int32_t epoch,
                                   int64_t timestamp_ms);
 
@@ -164,6 +170,7 @@ class ModelReplicaLog : public ReplicaLog {
   std::vector<Write> pending_;
   std::vector<FollowerPosition> followers_;  // in memory, lost in a crash
   LeaderClaim claim_;
+  int32_t fence_ = -1;
   uint64_t boots_ = 1;  // PowerLoss reboots
   bool lenient_empty_epochs_ = false;
   bool fail_next_io_ = false;

@@ -34,6 +34,8 @@ void SimStats::Add(const SimStats& o) {
   isr_expands += o.isr_expands;
   leader_reboots += o.leader_reboots;
   epochs_given_up += o.epochs_given_up;
+  paused_writes += o.paused_writes;
+  fenced_writes += o.fenced_writes;
 }
 
 namespace {
@@ -115,6 +117,16 @@ struct Replica {
   int64_t verified_all = 0;
   uint64_t verified_all_gen = 0;
   std::string last_error;  // its last FollowerStep's, while converging
+  // A producer of the replica's process paused between its check of the
+  // cluster state and its write (a SIGSTOP, a debugger, a long stall): it
+  // goes on later from where it stopped, on what it checked then, and dies
+  // with the process.
+  struct Writer {
+    PartitionState view;  // the state its check read
+    int records = 1;
+    int at = 0;           // its next stage: 0 claim (R54), 1 epoch, 2 append
+  };
+  std::optional<Writer> paused;
 };
 
 class Simulation {
@@ -129,6 +141,10 @@ class Simulation {
   // Steps.
   void Step();
   void Produce();
+  // Runs writer `w` of `r` from its stage on; with `pause_at` (a stage),
+  // pauses it there instead.
+  void Write(Replica& r, Replica::Writer w, int pause_at);
+  void Resume(int32_t id);
   void Follow();
   void Ack();
   void AckWrite(Replica& r, size_t i, int64_t hw);
@@ -678,26 +694,66 @@ void Simulation::Produce() {
     if (options_.trace) Trace(fmt::format("produce at {}: NOT_ENOUGH_REPLICAS isr={}", id, IsrText(r.view.isr)));
     return;
   }
-  // R54, R55, as mq-produce: only on a claim of this boot.
-  auto held = ClaimLeadership(ctxs_[id], *r.log, r.view);
-  if (!held) return ClaimFailed(r, held.error());
-  if (held->leader_epoch != r.view.leader_epoch) {
-    if (options_.trace) Trace(fmt::format("produce at {}: epoch {} given up, leads in {} (R55)", id,
-                                          r.view.leader_epoch, held->leader_epoch));
-    r.view = *held;
-    (void)r.log->BeginEpoch(held->leader_epoch);
-    return;
+  Replica::Writer w{r.view, static_cast<int>(Uniform(1, 3)), 0};
+  // Now and then the writer stops at one of the points between its check
+  // and its write (one paused writer per replica).
+  const int pause_at = !r.paused && Chance(0.1) ? static_cast<int>(Uniform(0, 2)) : -1;
+  Write(r, w, pause_at);
+}
+
+void Simulation::Write(Replica& r, Replica::Writer w, int pause_at) {
+  const int32_t id = r.log->replica_id();
+  for (; w.at <= 2; ++w.at) {
+    if (w.at == pause_at) {
+      ++stats_.paused_writes;
+      if (options_.trace) Trace(fmt::format("produce at {} epoch {}: paused before stage {}", id,
+                                            w.view.leader_epoch, w.at));
+      r.paused = w;
+      return;
+    }
+    if (w.at == 0) {
+      // R54, R55, as mq-produce: only on a claim of this boot.
+      auto held = ClaimLeadership(ctxs_[id], *r.log, w.view);
+      if (!held) return ClaimFailed(r, held.error());
+      if (held->leader_epoch != w.view.leader_epoch) {
+        if (options_.trace) Trace(fmt::format("produce at {}: epoch {} given up, leads in {} (R55)", id,
+                                              w.view.leader_epoch, held->leader_epoch));
+        r.view = *held;
+        (void)r.log->BeginEpoch(held->leader_epoch);
+        return;
+      }
+    } else if (w.at == 1) {
+      auto latest = r.log->LatestEpoch();
+      if (!latest || *latest != w.view.leader_epoch) return;  // not begun (or moved on)
+    } else {
+      // The append checks the fences in the same call as the write (R56).
+      auto b = r.log->AppendAsLeader(next_write_++, w.records, w.view.leader_epoch, clock_.NowMs());
+      if (!b) {
+        if (b.error().code() == Code::kFenced) ++stats_.fenced_writes;
+        if (options_.trace) Trace(fmt::format("produce at {} epoch {}: {}", id, w.view.leader_epoch,
+                                              b.error().message()));
+        return;
+      }
+      ++stats_.produced;
+      pending_.push_back(PendingWrite{id, w.view.leader_epoch, *b});
+      if (options_.acks_one) AckWrite(r, pending_.size() - 1, b->last + 1);
+      if (options_.trace) Trace(fmt::format("produce at {} epoch {}: [{}..{}]", id, w.view.leader_epoch,
+                                            b->base, b->last));
+    }
   }
-  auto latest = r.log->LatestEpoch();
-  if (!latest || *latest != r.view.leader_epoch) return;  // not begun (or moved on)
-  int records = static_cast<int>(Uniform(1, 3));
-  auto b = r.log->AppendAsLeader(next_write_++, records, r.view.leader_epoch, clock_.NowMs());
-  if (!b) return;
-  ++stats_.produced;
-  pending_.push_back(PendingWrite{id, r.view.leader_epoch, *b});
-  if (options_.acks_one) AckWrite(r, pending_.size() - 1, b->last + 1);
-  if (options_.trace) Trace(fmt::format("produce at {} epoch {}: [{}..{}]", id, r.view.leader_epoch, b->base,
-                    b->last));
+}
+
+// A paused writer goes on (its process runs again), whatever happened since.
+void Simulation::Resume(int32_t id) {
+  Replica& r = reps_[id];
+  if (!r.up || !r.paused) return;
+  Replica::Writer w = *r.paused;
+  r.paused.reset();
+  if (options_.trace) Trace(fmt::format("produce at {} epoch {}: resumes at stage {} (leader now {} "
+                                        "in epoch {})",
+                                        id, w.view.leader_epoch, w.at, State().leader,
+                                        State().leader_epoch));
+  Write(r, w, -1);
 }
 
 void Simulation::Follow() {
@@ -924,6 +980,7 @@ void Simulation::Crash(int32_t id, bool allow_power_loss) {
     r.log->Kill();
   }
   r.stash.clear();
+  r.paused.reset();
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [id](const PendingWrite& w) { return w.leader == id; }),
                  pending_.end());
@@ -966,6 +1023,7 @@ void Simulation::Restart(int32_t id) {
 // follows.
 void Simulation::NewProcess(Replica& r) {
   r.follower = FollowerState{};
+  r.paused.reset();
   r.verified_hw = 0;
   r.verified_all = 0;
   r.view = PartitionState{};
@@ -1187,6 +1245,10 @@ void Simulation::Step() {
     Refresh();
   } else if (take(0.04)) {
     Consume();
+  } else if (std::any_of(reps_.begin(), reps_.end(), [](const Replica& r) { return r.paused.has_value(); }) &&
+             take(0.03)) {
+    int32_t id = PickUp([](const Simulation&, const Replica& r) { return r.up && r.paused; });
+    if (id >= 0) Resume(id);
   } else {
     Follow();
   }
@@ -1205,6 +1267,9 @@ void Simulation::Quiesce() {
     if (options_.trace) Trace("network: whole again");
   }
   quiet_ = true;
+  // Paused writers go on first: their appends must be fenced or cut.
+  for (Replica& r : reps_) Resume(r.log->replica_id());
+  CheckInvariants();
   for (int round = 0; round < 400 && !failed_; ++round) {
     ++stats_.steps;
     clock_.Advance(1);

@@ -58,6 +58,8 @@ struct SimStats {
   int64_t isr_expands = 0;        // ISR expansions (a follower back in sync)
   int64_t leader_reboots = 0;     // a leader's power loss, back at once (R54)
   int64_t epochs_given_up = 0;    // R55: a restarted leader gave its epoch up
+  int64_t paused_writes = 0;      // writers paused between their check and their write
+  int64_t fenced_writes = 0;      // leader appends refused by an epoch fence (R56)
   void Add(const SimStats& o);
 };
 

@@ -1000,3 +1000,254 @@ TEST_CASE("replication: a replica whose log fails verification cannot lead; the 
   CHECK(RawBatches(dir) == RawBatches(c.Dir(0)));
   CHECK(VerifyForLeadership(dir).ok());
 }
+
+namespace {
+
+// A link to the leader that runs `before_fetch` (once) when the follower's
+// step has compared its log with the leader's and sends its first fetch,
+// and `after_answer` (once) when the leader has said where the follower's
+// epoch ends and before the follower truncates: another process acting on
+// the follower's log at that very point.
+class HookLink : public LeaderLink {
+ public:
+  explicit HookLink(std::unique_ptr<LeaderLink> inner) : inner_(std::move(inner)) {}
+  Result<EpochEndOffset> OffsetForLeaderEpoch(int32_t leader_epoch,
+                                              int32_t requested_epoch) override {
+    auto answer = inner_->OffsetForLeaderEpoch(leader_epoch, requested_epoch);
+    if (after_answer) std::exchange(after_answer, nullptr)();
+    return answer;
+  }
+  std::function<void()> after_answer;
+  Result<FetchResponse> Fetch(const FetchRequest& request) override {
+    if (before_fetch) std::exchange(before_fetch, nullptr)();
+    return inner_->Fetch(request);
+  }
+  std::function<void()> before_fetch;
+
+ private:
+  std::unique_ptr<LeaderLink> inner_;
+};
+
+}  // namespace
+
+// A producer on the old leader's root checks that the root leads (the
+// cluster state and its claim, as mq-produce's AckGate does), begins its
+// epoch and appends; it may be paused between any two of these while an
+// election moves the partition and the old leader's root follows the new
+// leader. Whatever the pause, what it appends after the follower compared
+// its log with the leader's would sit at an offset the new leader fills
+// with other records, in an epoch the follower no longer reconciles: it
+// must be refused (R56), and the replicas stay identical.
+TEST_CASE("R56 epoch fence: a leader deposed after its check appends nothing once its root follows the new leader") {
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  const int64_t shared = c.Leo(0);
+  // The producer's check passes: replica 0 leads in epoch 0 on this boot.
+  REQUIRE(c.Part().leader == 0);
+  REQUIRE(c.Part().leader_epoch == 0);
+  REQUIRE(ClaimLeadership(c.ctx, *c.logs[0], c.Part()));
+  LogConfig zc = Small();
+  auto zombie = PartitionWriter::Open(c.Dir(0), zc, false, nullptr);
+  REQUIRE(zombie);
+  PartitionWriter& z = **zombie;
+  auto zombie_batch = MakeBatch(1, 5000, 20);
+  // Its write, from wherever it was paused (0: before BeginLeaderEpoch).
+  auto resume = [&](bool begun) -> Status {
+    if (!begun) MQ_RETURN_IF_ERROR(z.BeginLeaderEpoch(0));
+    auto r = z.Append(zombie_batch);
+    return r.status();
+  };
+  bool begun = false;
+  bool in_step = false;  // resumed inside the follower's step
+  SECTION("paused between the leadership check and BeginLeaderEpoch") {}
+  SECTION("paused between BeginLeaderEpoch and Append") {
+    REQUIRE(z.BeginLeaderEpoch(0).ok());
+    begun = true;
+  }
+  SECTION("resumed inside the follower's step, after the comparison, before the fetch") {
+    REQUIRE(z.BeginLeaderEpoch(0).ok());
+    begun = true;
+    in_step = true;
+  }
+
+  // Replica 0 is deposed; replica 1 leads in epoch 1.
+  c.Elect([](int32_t r) { return r != 0; });
+  REQUIRE(c.Part().leader == 1);
+  REQUIRE(c.Part().leader_epoch == 1);
+  Status resumed;
+  if (in_step) {
+    // The new leader has a batch of its epoch at `shared` when the
+    // returning replica fetches.
+    c.Produce(1, 4);
+    HookLink link(DirectLeaderLink(c.ctx, c.logs[1].get()));
+    link.before_fetch = [&] { resumed = resume(begun); };
+    auto step = FollowerStep(c.ctx, *c.logs[0], link, c.follower_state[0]);
+    CHECK(resumed.code() == Code::kFenced);
+    REQUIRE(step);
+    CHECK(step->appended_records == 4);
+  } else {
+    // Replica 0 returns as a follower: it shares everything with the new
+    // leader, so nothing is cut.
+    auto step = c.Step(0);
+    REQUIRE(step);
+    CHECK(step->truncated_to == -1);
+    resumed = resume(begun);
+    CHECK(resumed.code() == Code::kFenced);
+    c.Produce(1, 4);
+  }
+  CHECK(resumed.message().find("R56") != std::string::npos);
+  // Nothing of epoch 0 landed past what the replicas share.
+  c.CatchUp(0);
+  c.CatchUp(2);
+  CHECK(c.Leo(0) == shared + 4);
+  CHECK(RawBatches(c.Dir(0)) == RawBatches(c.Dir(1)));
+  CHECK(RawBatches(c.Dir(2)) == RawBatches(c.Dir(1)));
+  // It stays fenced.
+  CHECK(resume(begun).code() == Code::kFenced);
+  CHECK(resume(false).code() == Code::kFenced);
+  CHECK(c.Leo(0) == shared + 4);
+}
+
+// What it appended before the follower's comparison is seen there and cut.
+TEST_CASE("R56 epoch fence: what a deposed leader appended before its root followed is cut") {
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  const int64_t shared = c.Leo(0);
+  LogConfig zc = Small();
+  zc.leader_epoch = 0;
+  auto zombie = PartitionWriter::Open(c.Dir(0), zc, false, nullptr);
+  REQUIRE(zombie);
+  c.Elect([](int32_t r) { return r != 0; });
+  c.Produce(1, 4);
+  auto zombie_batch = MakeBatch(1, 5000, 20);
+  REQUIRE((*zombie)->Append(zombie_batch));  // the follower has not looked yet
+  auto step = c.Step(0);
+  REQUIRE(step);
+  CHECK(step->truncated_to == shared);
+  c.CatchUp(0);
+  CHECK(RawBatches(c.Dir(0)) == RawBatches(c.Dir(1)));
+  auto again = (*zombie)->Append(zombie_batch);
+  REQUIRE(!again);
+  CHECK(again.error().code() == Code::kFenced);
+}
+
+// The mirror case: a follower's step decides where to cut, is paused, and
+// its replica is elected meanwhile and appends in the newer epoch. The
+// stale cut would remove what the new leader appended; it is refused.
+TEST_CASE("R56 epoch fence: a follower's truncation decided in an older epoch cuts nothing once its replica leads a newer one") {
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  const int64_t shared = c.Leo(0);
+  c.Produce(1);  // on replica 0 alone
+  c.Elect([](int32_t r) { return r != 0; });
+  REQUIRE(c.Part().leader == 1);
+  REQUIRE(c.Produce(1).base_offset == shared);  // epoch 1 at the leader
+  HookLink link(DirectLeaderLink(c.ctx, c.logs[1].get()));
+  int64_t leader_end = -1;
+  link.after_answer = [&] {
+    // Replica 0's step now knows to cut at `shared`, then stalls: replica
+    // 1 goes away, replica 0 (back in the ISR) is elected in epoch 2 and
+    // appends there.
+    c.store.state().Partition("t", 0)->isr = {0, 2};
+    c.Elect([](int32_t r) { return r != 1; });
+    REQUIRE(c.Part().leader == 0);
+    REQUIRE(c.Part().leader_epoch == 2);
+    c.Produce(1);
+    leader_end = c.Leo(0);
+  };
+  auto step = FollowerStep(c.ctx, *c.logs[0], link, c.follower_state[0]);
+  REQUIRE(leader_end > shared);
+  REQUIRE(!step);
+  CHECK(step.error().code() == Code::kFenced);
+  CHECK(c.Leo(0) == leader_end);  // nothing cut
+  auto latest = c.logs[0]->LatestEpoch();
+  REQUIRE(latest);
+  CHECK(*latest == 2);
+  // An explicit truncation (no epoch) is not fenced.
+  REQUIRE(c.logs[0]->TruncateTo(shared).ok());
+  CHECK(c.Leo(0) == shared);
+}
+
+TEST_CASE("R56 epoch fence: one entry, an epoch; it only moves forward and fences leader writers only") {
+  CHECK(EncodeLeaderEpochFence(3) == "0\n1\n3\n");
+  CHECK(EncodeLeaderEpochFence(1) == "0\n1\n1\n");  // R56's example, byte for byte
+  auto back = DecodeLeaderEpochFence("0\n1\n3\n", "leader-epoch-fence");
+  REQUIRE(back);
+  CHECK(*back == 3);
+  auto rule = [](const std::string& bytes) {
+    auto r = DecodeLeaderEpochFence(bytes, "leader-epoch-fence");
+    REQUIRE(!r);
+    CHECK(r.error().code() == Code::kCorruption);
+    return std::string(r.error().rule());
+  };
+  CHECK(rule("0\n1\n2147483648\n") == "R56");
+  CHECK(rule("0\n2\n3\n4\n") == "R56");
+  CHECK(rule("") == "R56");  // no entry
+  CHECK(rule("0\n1\n3 4\n") == "R35");
+
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  LogConfig c = Small();
+  c.leader_epoch = 2;
+  auto leader = PartitionWriter::Open(dir, c, true, nullptr);
+  REQUIRE(leader);
+  auto b = MakeBatch(2);
+  REQUIRE((*leader)->Append(b));
+  // Another writer of the log (a follower's) fences epochs below 3; the
+  // leader's writer, opened before, finds it at its next append.
+  auto follower = PartitionWriter::Open(dir, Small(), false, nullptr);
+  REQUIRE(follower);
+  REQUIRE((*follower)->FenceEpochsBelow(3).ok());
+  CHECK(!Exists(dir + "/leader-epoch-fence.tmp"));
+  const auto bytes = ReadFile(dir + "/leader-epoch-fence");
+  CHECK(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()) == "0\n1\n3\n");
+  auto r = (*leader)->Append(b);
+  REQUIRE(!r);
+  CHECK(r.error().code() == Code::kFenced);
+  CHECK((*leader)->BeginLeaderEpoch(2).code() == Code::kFenced);
+  // Backwards changes nothing.
+  REQUIRE((*follower)->FenceEpochsBelow(1).ok());
+  auto fence = LoadLeaderEpochFence(OpenDirectory(dir, false)->get());
+  REQUIRE(fence);
+  CHECK(*fence == 3);
+  // A writer opened after it sees it too; the fence's epoch itself leads.
+  c.leader_epoch = 2;
+  auto late = PartitionWriter::Open(dir, c, false, nullptr);
+  REQUIRE(late);
+  auto refused = (*late)->Append(b);
+  REQUIRE(!refused);
+  CHECK(refused.error().code() == Code::kFenced);
+  REQUIRE((*late)->BeginLeaderEpoch(3).ok());
+  auto ok = (*late)->Append(b);
+  REQUIRE(ok);
+  CHECK(ok->base_offset == 2);
+  // Replicated batches (a follower's appends) are not fenced: they carry
+  // the epochs the leaders wrote.
+  TempDir tmp2;
+  const std::string copy = tmp2 / "t-0";
+  auto f2 = PartitionWriter::Open(copy, Small(), true, nullptr);
+  REQUIRE(f2);
+  REQUIRE((*f2)->FenceEpochsBelow(5).ok());
+  for (const auto& raw : RawBatches(dir)) REQUIRE((*f2)->AppendReplicated(raw));
+  CHECK(RawBatches(copy) == RawBatches(dir));
+
+  // Verify of a partition reads the file and reports a breach.
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
+  CHECK(problems.empty());
+  const std::string bad = "0\n1\n2147483648\n";
+  WriteFile(dir + "/leader-epoch-fence",
+            std::vector<std::byte>(reinterpret_cast<const std::byte*>(bad.data()),
+                                   reinterpret_cast<const std::byte*>(bad.data()) + bad.size()));
+  REQUIRE(VerifyPartition(dir, {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].file == dir + "/leader-epoch-fence");
+  CHECK(problems[0].rule == "R56");
+  CHECK(problems[0].position == 4);
+}

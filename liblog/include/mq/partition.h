@@ -149,7 +149,12 @@ class PartitionWriter {
   // cut find their offset again. The leader epochs that start at or past
   // the new end leave the checkpoint, also when nothing is cut (`offset`
   // is the log end: an epoch begun there and never written in).
-  Status TruncateTo(int64_t offset);
+  // `leader_epoch` ≥ 0: a follower's truncation, decided against the
+  // leader of that epoch (replication.md §17.3 step 2): refused (kFenced,
+  // nothing cut) when the log's latest epoch or its epoch fence (R56) is
+  // above it, i.e. a newer leader wrote here or a newer follower fenced
+  // the log since the decision.
+  Status TruncateTo(int64_t offset, int32_t leader_epoch = -1);
   // Deletes whole segments whose records are all below `offset`; never the
   // active segment. The log start offset becomes the base offset of the
   // first remaining segment (published before any file is removed).
@@ -172,6 +177,13 @@ class PartitionWriter {
   // end (stored in the checkpoint) and every later Append stamps it. The
   // latest epoch again is a no-op; a lower one is kFenced.
   Status BeginLeaderEpoch(int32_t epoch);
+  // This log follows the leader of `epoch` from now on (replication.md
+  // §17.3 step 2, R56): stores the epoch fence, durable and published
+  // before it returns, so that no writer of an older leader epoch appends
+  // after it (Append and BeginLeaderEpoch refuse them, kFenced, in the
+  // critical section of the write). A fence at or below the stored one
+  // changes nothing. Appends of replicated batches are not fenced.
+  Status FenceEpochsBelow(int32_t epoch);
 
   struct Impl;
  private:

@@ -157,6 +157,23 @@ Result<std::optional<int64_t>> LowerHighWatermark(int dir_fd, std::string_view t
 Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition, int64_t offset,
                           FileSystem* fs = nullptr, bool sync = true);
 
+// The epoch fence of a replica's log (§17.3 step 2, R56): the leader epoch
+// below which no writer of the partition appends nor begins an epoch. A
+// follower stores the epoch of the leader it follows, under the writer
+// lock, before it compares its log with the leader's; a writer checks it
+// in the critical section of each leader append, so a deposed leader that
+// passed its leadership check before an election appends nothing after
+// the follower looked at its log.
+extern const char* const kLeaderEpochFenceFile;
+// Parses its bytes (R35, R56); `file` names it in errors.
+Result<int32_t> DecodeLeaderEpochFence(std::string_view bytes, const std::string& file);
+std::string EncodeLeaderEpochFence(int32_t epoch);
+// The fence of the partition directory `dir_fd`: -1 when the file is missing.
+Result<int32_t> LoadLeaderEpochFence(int dir_fd, FileSystem* fs = nullptr);
+// Replaces it with `epoch` (R39); with `sync` false, without fsync.
+Status StoreLeaderEpochFence(int dir_fd, int32_t epoch, FileSystem* fs = nullptr,
+                             bool sync = true);
+
 // The topic and partition a partition directory's name `<topic>-<n>`
 // (R12) stands for; nullopt for any other name.
 std::optional<std::pair<std::string, int32_t>> PartitionOfDirName(std::string_view name);

@@ -112,11 +112,18 @@ class ReplicaLog {
   // these very bytes and matched already (FetchResponse::batches_checked).
   virtual Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
                                                 CrcCheck crc_check = CrcCheck::kVerify) = 0;
-  virtual Status TruncateTo(int64_t offset) = 0;
+  // `leader_epoch` ≥ 0: a follower's truncation, decided against the
+  // leader of that epoch; kFenced, nothing cut, when the log has moved to
+  // a newer epoch since (PartitionWriter::TruncateTo).
+  virtual Status TruncateTo(int64_t offset, int32_t leader_epoch = -1) = 0;
   // Retention at the leader moved its log start: delete below it.
   virtual Status DeleteBefore(int64_t offset) = 0;
   // Becomes leader in `epoch`: the epoch starts at the log end.
   virtual Status BeginEpoch(int32_t epoch) = 0;
+  // Follows the leader of `epoch` (R56): no writer of an older epoch
+  // appends to this log after this returns (durable, under the log's
+  // writer lock; PartitionWriter::FenceEpochsBelow).
+  virtual Status FenceEpochsBelow(int32_t epoch) = 0;
   // At a leader: its followers' positions (the leader's own entry records
   // when it began its epoch).
   virtual Status RecordFollower(const FollowerPosition& position) = 0;
@@ -198,6 +205,10 @@ struct PlantedBugs {
   // A leader whose claim on its epoch names another boot (its host
   // restarted) leads on in that epoch, as mq did before R54.
   bool no_reboot_fence = false;
+  // A follower compares its log with the leader's without storing the
+  // epoch fence first (R56): a deposed leader's writer that passed its
+  // check before the election appends after the comparison.
+  bool no_epoch_fence = false;
 };
 
 struct ReplicationContext {
@@ -279,8 +290,9 @@ struct FollowerStepResult {
 };
 
 // One fetch round of a follower: reads the cluster state; at a new leader
-// epoch, asks the leader where its own latest epoch ends and truncates
-// there (KIP-101, KIP-279); fetches from its LEO; appends the leader's
+// epoch, fences the older epochs' writers out of its log (R56), then asks
+// the leader where its own latest epoch ends and truncates there (KIP-101,
+// KIP-279); fetches from its LEO; appends the leader's
 // batches verbatim; follows the leader's log start; sets its HW to
 // min(leader HW, own LEO). kFenced when the cluster state moved meanwhile
 // (the caller simply steps again). `current`: the partition's state when

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# A deposed leader's producer that passed its leadership check before an
+# election appends nothing once the old leader's root follows the new
+# leader (format-spec/replication.md §17.3 step 2, R56), through the real
+# tools. The producer is stopped by gdb (a breakpoint is a pause between two
+# instructions, as a SIGSTOP or a long stall is) at each point between its
+# check and its write:
+#   - on PartitionWriter::BeginLeaderEpoch (its check of the cluster state
+#     and its claim passed), and
+#   - on PartitionWriter::Append (its epoch begun);
+# r0 is deposed (its root away, mq-isr elect: r1 leads in epoch 1), returns,
+# and its follower is stopped by gdb where it appends the new leader's
+# batches (it has compared its log with the leader's and fetched). r1
+# acknowledges 5 messages with --acks all meanwhile. The producer resumes:
+# it is fenced (exit 75, R56) and appends nothing; the follower appends the
+# new leader's batches, and every replica holds the same records at every
+# offset (before R56, r0 held the producer's record at offset 5, the new
+# leader's n-1 there on r1 and r2, and r0's follower stopped on "replicated
+# batch at 0 starts at offset 5; the log ends before 6").
+source "$(dirname "$0")/lib/common.bash"
+ISR="$BIN/mq-isr"
+REP="$BIN/mq-replicate"
+command -v gdb >/dev/null || fail "gdb not installed (build.sh installs it: TEST_PACKAGES)"
+cd "$WORK"
+
+# wait_for FILE PATTERN WHAT [stop]: FILE shows PATTERN (bounded: a hang
+# fails); with `stop`, a program that exited instead fails at once.
+wait_for() {
+  local i
+  for ((i = 0; i < 1200; i++)); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    if [[ ${4:-} == stop ]] && grep -q "^\[Inferior 1 .* exited" "$1" 2>/dev/null; then
+      grep -q "$2" "$1" || fail "$3: it exited: $(cat "$1")"
+    fi
+    sleep 0.1
+  done
+  fail "$3: never saw '$2' in $1: $(cat "$1")"
+}
+# stopped_at NAME FUNCTION PROGRAM ARG...: runs PROGRAM ARG... <NAME.in under
+# gdb, stopped on FUNCTION (gdb reads its commands from the FIFO NAME.cmd,
+# held open on the descriptor in $fd_NAME). The arguments have no spaces.
+stopped_at() {
+  local name=$1 fn=$2 program=$3
+  shift 3
+  mkfifo "$name.cmd"
+  gdb -q -nx "$program" <"$name.cmd" >"$name.out" 2>&1 &
+  PIDS+=($!)
+  eval "exec {fd_$name}>\"$name.cmd\""
+  gdb_cmd "$name" "set pagination off" "set confirm off" "break $fn" "set args $* <$name.in" "run"
+  wait_for "$name.out" "Breakpoint 1, " "$name stopped on $fn" stop
+}
+# gdb_cmd NAME LINE...: sends commands to NAME's gdb.
+gdb_cmd() {
+  local name=$1 fd
+  shift
+  fd="fd_$name"
+  printf '%s\n' "$@" >&"${!fd}"
+}
+# resume NAME: NAME runs to its end; prints its exit status.
+resume() {
+  gdb_cmd "$1" "delete" "continue" 'printf "exit status %d\n", $_exitcode' "quit"
+  wait_for "$1.out" "exit status [0-9]" "$1 ran to its end"
+  sed -n 's/.*exit status \([0-9]*\)$/\1/p' "$1.out"
+}
+# records ROOT: "offset value" of every record ROOT holds below its HW.
+records() {
+  run "$BIN/mq-consume" -C "$1" -t t -p 0 -e -f '%o %s\n'
+  expect_rc 0 "consume $1"
+  cat "$WORK/out"
+}
+
+# scenario NAME FUNCTION: the producer stopped on FUNCTION.
+scenario() {
+  local name=$1 fn=$2 dir="$WORK/$1"
+  mkdir "$dir"
+  cd "$dir"
+  local r0="$dir/r0" r1="$dir/r1" r2="$dir/r2" cl="$dir/cluster" f1 f2 status
+  run "$ISR" --cluster "$cl" create -t t --partitions 1 --replicas "$r0,$r1,$r2" \
+    --min-insync-replicas 1 -X replica.lag.time.max.ms=500
+  expect_rc 0 "$name: create"
+  "$REP" -C "$r1" -t t --follow -q 2>"$dir/f1.err" &
+  f1=$!
+  PIDS+=($f1)
+  "$REP" -C "$r2" -t t --follow -q 2>"$dir/f2.err" &
+  f2=$!
+  PIDS+=($f2)
+  run "$P" -C "$r0" -t t --acks all --print-offsets < <(printf 'm-%s\n' 0 1 2 3 4)
+  expect_rc 0 "$name: the first leader acknowledges m-0..m-4"
+
+  # The producer on r0 passes its check and stops.
+  echo z-5 >zombie.in
+  stopped_at zombie "$fn" "$P" -C "$r0" -t t --acks 1
+
+  # r0 is deposed: r1 leads in epoch 1 and acknowledges 5 messages.
+  mv "$r0" "$r0.away"
+  run "$ISR" --cluster "$cl" elect
+  expect_rc 0 "$name: elect"
+  # (leader, epoch, ISR in any order)
+  expect_eq "$name: r1 leads in epoch 1, r0 out of the ISR" "1 1 1,2" \
+    "$(awk '$1 == "partition" && $2 == "t" && $3 == "0" {
+            n = split($8, isr, ","); s = ""
+            for (i = 0; i <= 2; i++) for (j = 1; j <= n; j++) if (isr[j] == i) s = s (s == "" ? "" : ",") i
+            print $5, $6, s }' "$cl/cluster-state")"
+  mv "$r0.away" "$r0"
+  run "$P" -C "$r1" -t t --acks all --print-offsets < <(printf 'n-%s\n' 1 2 3 4 5)
+  expect_rc 0 "$name: the new leader acknowledges n-1..n-5"
+  expect_eq "$name: acknowledged at 5..9" "$(printf '0 %s\n' 5 6 7 8 9)" "$(cat "$WORK/out")"
+
+  # r0 returns as a follower: stopped where it appends the new leader's
+  # batches (it compared its log with the leader's and fetched).
+  : >follower.in
+  stopped_at follower mq::PartitionWriter::AppendReplicated "$REP" -C "$r0" -t t
+
+  # The producer resumes: fenced, nothing appended.
+  status=$(resume zombie)
+  expect_eq "$name: the deposed leader's producer is fenced (exit 75)" 75 "$status"
+  status=$(resume follower)
+  [[ $status == 0 ]] ||
+    fail "$name: the follower appends the new leader's batches: exit $status: $(grep -v '^(gdb)\|^\[' follower.out | tail -3)"
+
+  # Every replica holds the same record at every offset.
+  kill "$f1" "$f2" 2>/dev/null || true
+  wait "$f1" "$f2" 2>/dev/null || true
+  run "$REP" -C "$r0" -t t -q
+  expect_rc 0 "$name: r0 catches up (stderr: $(cat "$WORK/err"))"
+  run "$REP" -C "$r2" -t t -q
+  expect_rc 0 "$name: r2 catches up"
+  run "$REP" -C "$r0" -t t -q
+  expect_rc 0 "$name: r0 reports its LEO"
+  local want
+  want=$(for i in 0 1 2 3 4; do echo "$i m-$i"; done; for i in 1 2 3 4 5; do echo "$((i + 4)) n-$i"; done)
+  expect_eq "$name: r1 holds the acknowledged records" "$want" "$(records "$r1")"
+  expect_eq "$name: r2 holds the same" "$want" "$(records "$r2")"
+  expect_eq "$name: r0 holds the same (offset 5 is n-1, not z-5)" "$want" "$(records "$r0")"
+  grep -q "below the epoch fence 1 (R56)" zombie.out ||
+    fail "$name: the producer names the epoch fence: $(cat zombie.out)"
+  cd "$WORK"
+  echo "ok: $name"
+}
+
+scenario begin mq::PartitionWriter::BeginLeaderEpoch
+scenario append mq::PartitionWriter::Append
