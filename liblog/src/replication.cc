@@ -570,4 +570,16 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
   return result;
 }
 
+bool FollowerRetries(const Status& s) {
+  switch (s.code()) {
+    case Code::kFenced:
+    case Code::kUnavailable:
+    case Code::kNotFound:
+    case Code::kOutOfOrder:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace mq

@@ -155,17 +155,14 @@ class Follower {
       // partition may apply it, §17.5).
       const int64_t now = Clock::Real()->NowMs();
       if (now >= next_round) {
-        if (Status s = Finish(); !s.ok()) {
-          // A leader host that went away meanwhile: the next round asks again.
-          if (s.code() != Code::kUnavailable) return s;
-          if (o_.verbose) cli::Warn(fmt::format("{}: {}", Name(), s.message()));
-        }
+        // A leader that went away meanwhile (its host, its root): the next
+        // round asks again, as for a fetch.
+        if (Status s = Finish(); !s.ok() && !Transient(s)) return s;
         if (leader_log_) {
           auto shrunk = MaybeShrinkIsr(ctx_, *leader_log_, leader_epoch_);
-          // kUnavailable: the leader gave its epoch up after a restart (R55).
-          if (!shrunk && shrunk.error().code() != Code::kFenced &&
-              shrunk.error().code() != Code::kUnavailable)
-            return shrunk.error();
+          // kUnavailable also when the leader gave its epoch up after a
+          // restart (R55).
+          if (!shrunk && !Transient(shrunk.error())) return shrunk.error();
         }
         next_round = now + 1000;
       }
@@ -187,12 +184,11 @@ class Follower {
     return Status::Ok();
   }
 
-  // What --follow waits out rather than exits for: the leadership moves or
-  // the leader is away (told with -v).
+  // What --follow waits out rather than exits for, at every step of a
+  // round (FollowerRetries: the leadership moves, the leader is away, its
+  // root is gone), the leader on this host or another (told with -v).
   bool Transient(const Status& s) const {
-    const Code c = s.code();
-    const bool transient = c == Code::kFenced || c == Code::kUnavailable ||
-                           c == Code::kNotFound || c == Code::kOutOfOrder;
+    const bool transient = FollowerRetries(s);
     if (transient && o_.verbose) cli::Warn(fmt::format("{}: {}", Name(), s.message()));
     return transient;
   }

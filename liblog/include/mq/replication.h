@@ -290,6 +290,19 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
                                         size_t max_bytes = 1 << 20,
                                         const PartitionState* current = nullptr);
 
+// Whether a follower waits out `s`, met in a round of a partition (its
+// fetch, what follows the leader besides the log, the ISR rule), and tries
+// the partition again (`mq-replicate --follow`: every 200 ms, the cluster
+// state read again) rather than stops: the leadership moved (kFenced); no
+// leader, or the leader or the cluster state cannot be reached or used
+// (kUnavailable); a root or partition that is not there (kNotFound: a
+// leader's root moved away or not attached yet); a fetch position outside
+// the leader's log (kOutOfOrder: the next round reconciles). One rule
+// whether the leader is on this host (its root read directly) or on
+// another (its server's Error reply carries the same status,
+// format-spec/protocol.md §19.3).
+bool FollowerRetries(const Status& s);
+
 }  // namespace mq
 
 namespace mq {
