@@ -582,4 +582,11 @@ bool FollowerRetries(const Status& s) {
   }
 }
 
+int64_t FollowerRestartDelayMs(int failures) {
+  constexpr int64_t kFirst = 200, kMost = 30000;
+  int64_t delay = kFirst;
+  for (int i = 1; i < failures && delay < kMost; ++i) delay *= 2;
+  return std::min(delay, kMost);
+}
+
 }  // namespace mq

@@ -303,6 +303,13 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
 // format-spec/protocol.md §19.3).
 bool FollowerRetries(const Status& s);
 
+// A follower that keeps following (`mq-replicate --follow`) and met an
+// error FollowerRetries does not wait out starts the partition again after
+// this many milliseconds, `failures` being how many of its starts in a row
+// failed so (from 1): 200 ms, doubling, at most 30 s; an error that clears
+// costs the partition at most that long once it is gone.
+int64_t FollowerRestartDelayMs(int failures);
+
 }  // namespace mq
 
 namespace mq {
