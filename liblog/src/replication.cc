@@ -583,4 +583,23 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
   return result;
 }
 
+bool FollowerRetries(const Status& s) {
+  switch (s.code()) {
+    case Code::kFenced:
+    case Code::kUnavailable:
+    case Code::kNotFound:
+    case Code::kOutOfOrder:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t FollowerRestartDelayMs(int failures) {
+  constexpr int64_t kFirst = 200, kMost = 30000;
+  int64_t delay = kFirst;
+  for (int i = 1; i < failures && delay < kMost; ++i) delay *= 2;
+  return std::min(delay, kMost);
+}
+
 }  // namespace mq

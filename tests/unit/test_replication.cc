@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -351,6 +352,17 @@ TEST_CASE("replication: a returning leader truncates its divergent tail before i
   c.Produce(2);
   c.CatchUp(0);
   CHECK(RawBatches(c.Dir(0)) == RawBatches(c.Dir(2)));
+}
+
+TEST_CASE("replication: a follower stopped by an error starts again after 200 ms, doubling to 30 s") {
+  CHECK(FollowerRestartDelayMs(1) == 200);
+  CHECK(FollowerRestartDelayMs(2) == 400);
+  CHECK(FollowerRestartDelayMs(3) == 800);
+  CHECK(FollowerRestartDelayMs(8) == 25600);
+  CHECK(FollowerRestartDelayMs(9) == 30000);
+  CHECK(FollowerRestartDelayMs(1000000) == 30000);
+  CHECK(FollowerRestartDelayMs(INT_MAX) == 30000);
+  for (int i = 1; i < 40; ++i) CHECK(FollowerRestartDelayMs(i) <= FollowerRestartDelayMs(i + 1));
 }
 
 TEST_CASE("replication: a fetch past the leader's end or of corrupt bytes appends nothing") {

@@ -675,6 +675,45 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
   CHECK(client->connects() > 1);
 }
 
+TEST_CASE("wire: a leader's root moved away is retried by its follower, across hosts as on one") {
+  TwoReplicas r(3);
+  // One host: the follower meets the leader's root gone where it opens it.
+  const std::string root0 = std::filesystem::path(r.dirs[0]).parent_path().string();
+  std::filesystem::rename(root0, root0 + ".moved");
+  auto local = OpenReplicaLog(r.dirs[0], 0, ReplicaTestLog());
+  REQUIRE_FALSE(local);
+  CHECK(local.error().code() == Code::kNotFound);
+  CHECK(FollowerRetries(local.error()));
+  // Across hosts: the leader's server meets it and answers it (Error); the
+  // follower's fetch and its CarryState get the same status, and the same
+  // rule retries them.
+  Handlers h;
+  h.fetch = [&](const FetchMessage&) -> Result<FetchResponse> { return local.error(); };
+  h.carry_state = [&](const PartitionRef&) -> Result<CarryStateReply> { return local.error(); };
+  Servers servers;
+  auto client = std::make_shared<Client>(
+      servers.Connect([&](int in, int out) { Serve(in, out, h, ServeOptions{}); }), "h0:root0");
+  auto link = RemoteLeaderLink(client, "t", 0, 0);
+  FollowerState state;
+  auto step = FollowerStep(r.ctx, **r.follower, *link, state);
+  REQUIRE_FALSE(step);
+  CHECK(step.error().code() == Code::kNotFound);
+  CHECK(FollowerRetries(step.error()));
+  auto carried = QueryCarryState(*client, "t", 0);
+  REQUIRE_FALSE(carried);
+  CHECK(carried.error().code() == Code::kNotFound);
+  CHECK(FollowerRetries(carried.error()));
+  CHECK(client->connects() == 1);  // answered: the conversation goes on
+  // The leadership moving, a leader away, a position outside its log are
+  // waited out; what is wrong with the follower or the data is not.
+  for (Code c : {Code::kFenced, Code::kUnavailable, Code::kOutOfOrder})
+    CHECK(FollowerRetries(Status(c, "x")));
+  for (Code c : {Code::kCorruption, Code::kIoError, Code::kPermission, Code::kBusy,
+                 Code::kInvalidArgument, Code::kInternal, Code::kNoMemory, Code::kUnsupported})
+    CHECK_FALSE(FollowerRetries(Status(c, "x")));
+  CHECK_FALSE(FollowerRetries(Status::Ok()));
+}
+
 TEST_CASE("wire: bytes that differ from what the leader read are never appended") {
   TwoReplicas r(5);
   auto& dirs = r.dirs;

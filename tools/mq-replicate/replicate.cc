@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -84,6 +85,35 @@ struct Totals {
   }
 };
 
+// --follow: a partition whose follower stopped on an error that
+// FollowerRetries does not wait out (its own lock held by another
+// mq-replicate, a damaged file, a registry conflict) is started again after
+// FollowerRestartDelayMs, the other partitions going on meanwhile. Each
+// failure is told (not with -q); one still failing when a signal stops the
+// run is its exit status.
+struct Restarts {
+  using Clock = std::chrono::steady_clock;
+  int failures = 0;  // in a row
+  Clock::time_point next{};
+  Status last;
+  bool Due() const { return Clock::now() >= next; }
+  void Failed(const Options& o, const std::string& name, const Status& s) {
+    const int64_t delay = FollowerRestartDelayMs(++failures);
+    next = Clock::now() + std::chrono::milliseconds(delay);
+    last = s;
+    if (!o.quiet)
+      cli::Warn(fmt::format("{}: {} (started again in {} ms)", name, s.message(), delay));
+  }
+  void Succeeded() {
+    failures = 0;
+    last = Status::Ok();
+  }
+  // Until the next start is due, or a signal.
+  void Wait() const {
+    while (!g_stop.load() && !Due()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+};
+
 // Connections to leaders on other hosts, by address: shared by the
 // partitions a run takes in turn (a catch-up, or --follow in rounds).
 using Clients = std::map<std::string, std::shared_ptr<wire::Client>>;
@@ -154,17 +184,14 @@ class Follower {
       // partition may apply it, §17.5).
       const int64_t now = Clock::Real()->NowMs();
       if (now >= next_round) {
-        if (Status s = Finish(); !s.ok()) {
-          // A leader host that went away meanwhile: the next round asks again.
-          if (s.code() != Code::kUnavailable) return s;
-          if (o_.verbose) cli::Warn(fmt::format("{}: {}", Name(), s.message()));
-        }
+        // A leader that went away meanwhile (its host, its root): the next
+        // round asks again, as for a fetch.
+        if (Status s = Finish(); !s.ok() && !Transient(s)) return s;
         if (leader_log_) {
           auto shrunk = MaybeShrinkIsr(ctx_, *leader_log_, leader_epoch_);
-          // kUnavailable: the leader gave its epoch up after a restart (R55).
-          if (!shrunk && shrunk.error().code() != Code::kFenced &&
-              shrunk.error().code() != Code::kUnavailable)
-            return shrunk.error();
+          // kUnavailable also when the leader gave its epoch up after a
+          // restart (R55).
+          if (!shrunk && !Transient(shrunk.error())) return shrunk.error();
         }
         next_round = now + 1000;
       }
@@ -186,12 +213,11 @@ class Follower {
     return Status::Ok();
   }
 
-  // What --follow waits out rather than exits for: the leadership moves or
-  // the leader is away (told with -v).
+  // What --follow waits out rather than exits for, at every step of a
+  // round (FollowerRetries: the leadership moves, the leader is away, its
+  // root is gone), the leader on this host or another (told with -v).
   bool Transient(const Status& s) const {
-    const Code c = s.code();
-    const bool transient = c == Code::kFenced || c == Code::kUnavailable ||
-                           c == Code::kNotFound || c == Code::kOutOfOrder;
+    const bool transient = FollowerRetries(s);
     if (transient && o_.verbose) cli::Warn(fmt::format("{}: {}", Name(), s.message()));
     return transient;
   }
@@ -479,31 +505,47 @@ int Run(const Options& o) {
   if (jobs->size() > kMaxFollowThreads ||
       jobs->size() > cli::OpenPartitionBudget(kFollowDescriptors)) {
     Clients clients;
+    std::vector<Restarts> restarts(jobs->size());
     while (!g_stop.load()) {
       const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      for (const Job& j : *jobs) {
-        if (g_stop.load()) break;
-        Follower f(o, j, &throttle, &clients);
-        if (Status s = f.Poll(); !s.ok()) {
-          totals.Fail(s);
-          return totals.rc;
-        }
+      for (size_t i = 0; i < jobs->size() && !g_stop.load(); ++i) {
+        if (!restarts[i].Due()) continue;
+        Follower f(o, (*jobs)[i], &throttle, &clients);
+        if (Status s = f.Poll(); !s.ok()) restarts[i].Failed(o, f.Name(), s);
+        else restarts[i].Succeeded();
       }
       while (!g_stop.load() && std::chrono::steady_clock::now() < next)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    for (const Restarts& r : restarts)
+      if (!r.last.ok()) totals.Fail(r.last);
     return totals.rc;
   }
-  std::vector<std::unique_ptr<Follower>> followers;
-  for (Job& j : *jobs) followers.push_back(std::make_unique<Follower>(o, std::move(j), &throttle));
+  // A follower that failed after it ran for the longest delay starts again
+  // after the first.
+  const auto long_run = std::chrono::milliseconds(FollowerRestartDelayMs(INT_MAX));
   std::vector<std::thread> threads;
-  for (auto& f : followers) {
-    threads.emplace_back([&totals, f = f.get()] {
-      Status s = f->Follow();
-      if (!s.ok()) {
-        totals.Fail(s);
-        g_stop.store(true);
+  for (Job& j : *jobs) {
+    threads.emplace_back([&o, &totals, &throttle, &long_run, j = std::move(j)] {
+      const std::string name = fmt::format("{}-{}", j.topic, j.partition);
+      Restarts restarts;
+      while (!g_stop.load()) {
+        const auto started = std::chrono::steady_clock::now();
+        // Closed (its logs, lock and connection) before the wait.
+        Status s = Follower(o, j, &throttle).Follow();
+        if (s.ok()) {  // stopped by a signal
+          restarts.Succeeded();
+          break;
+        }
+        if (g_stop.load()) {
+          restarts.last = s;  // failed as it stopped
+          break;
+        }
+        if (std::chrono::steady_clock::now() - started >= long_run) restarts.failures = 0;
+        restarts.Failed(o, name, s);
+        restarts.Wait();
       }
+      if (!restarts.last.ok()) totals.Fail(restarts.last);
     });
   }
   for (auto& t : threads) t.join();

@@ -302,6 +302,26 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
                                         size_t max_bytes = 1 << 20,
                                         const PartitionState* current = nullptr);
 
+// Whether a follower waits out `s`, met in a round of a partition (its
+// fetch, what follows the leader besides the log, the ISR rule), and tries
+// the partition again (`mq-replicate --follow`: every 200 ms, the cluster
+// state read again) rather than stops: the leadership moved (kFenced); no
+// leader, or the leader or the cluster state cannot be reached or used
+// (kUnavailable); a root or partition that is not there (kNotFound: a
+// leader's root moved away or not attached yet); a fetch position outside
+// the leader's log (kOutOfOrder: the next round reconciles). One rule
+// whether the leader is on this host (its root read directly) or on
+// another (its server's Error reply carries the same status,
+// format-spec/protocol.md §19.3).
+bool FollowerRetries(const Status& s);
+
+// A follower that keeps following (`mq-replicate --follow`) and met an
+// error FollowerRetries does not wait out starts the partition again after
+// this many milliseconds, `failures` being how many of its starts in a row
+// failed so (from 1): 200 ms, doubling, at most 30 s; an error that clears
+// costs the partition at most that long once it is gone.
+int64_t FollowerRestartDelayMs(int failures);
+
 }  // namespace mq
 
 namespace mq {
