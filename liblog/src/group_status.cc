@@ -20,6 +20,7 @@
 #include "mq/file.h"
 #include "mq/lock.h"
 #include "mq/partition.h"
+#include "mq/replica_checkpoint.h"
 
 namespace mq {
 namespace {
@@ -116,21 +117,47 @@ Result<std::vector<GroupMemberStatus>> LiveMembers(const Group& group) {
 void Place(GroupPartitionStatus* s) {
   if (!s->committed) return;
   const int64_t c = s->committed->offset;
-  if (c < s->log.start) {
-    s->position = CommittedPosition::kBelowLogStart;
-    s->lost = s->log.start - c;
-    s->resume_at = s->log.start;
-  } else if (c > s->log.end) {
-    s->position = CommittedPosition::kAboveLogEnd;
-    s->resume_at = s->log.end;
-  } else {
-    s->position = CommittedPosition::kInLog;
-    s->resume_at = c;
-  }
-  s->lag = s->log.end - *s->resume_at;
+  int64_t at = 0;
+  s->position = PlaceCommitted(c, s->log, s->diverged_at, &at);
+  if (s->position != CommittedPosition::kDiverged) s->diverged_at.reset();
+  if (s->position == CommittedPosition::kBelowLogStart) s->lost = s->log.start - c;
+  s->resume_at = at;
+  s->lag = s->log.end - at;
 }
 
 }  // namespace
+
+CommittedPosition PlaceCommitted(int64_t committed, const LogBounds& log,
+                                 std::optional<int64_t> diverged, int64_t* resume_at) {
+  if (committed < log.start) {
+    *resume_at = log.start;
+    return CommittedPosition::kBelowLogStart;
+  }
+  const int64_t in_log = std::min(committed, log.end);
+  if (diverged && *diverged < in_log) {
+    *resume_at = std::max(*diverged, log.start);
+    return CommittedPosition::kDiverged;
+  }
+  *resume_at = in_log;
+  return committed > log.end ? CommittedPosition::kAboveLogEnd : CommittedPosition::kInLog;
+}
+
+Result<std::optional<int64_t>> CommittedDivergence(const DataDir& dir, std::string_view topic,
+                                                   int32_t partition,
+                                                   const CommittedOffset& committed) {
+  if (committed.leader_epoch < 0) return std::optional<int64_t>();
+  auto fd = OpenDirectory(dir.PartitionDir(topic, partition), false);
+  if (!fd && fd.error().code() == Code::kNotFound) return std::optional<int64_t>();
+  if (!fd) return fd.error();
+  auto epochs = LeaderEpochCache::Load(fd->get());
+  if (!epochs && epochs.error().code() == Code::kNotFound) return std::optional<int64_t>();
+  if (!epochs) return epochs.error();
+  // The latest epoch has not ended: it runs to the log end and past it.
+  const EpochEndOffset end = epochs->EndOffsetFor(committed.leader_epoch, INT64_MAX);
+  if (end.epoch < 0 || end.end_offset < 0 || end.end_offset >= committed.offset)
+    return std::optional<int64_t>();
+  return std::optional<int64_t>(end.end_offset);
+}
 
 Result<LogBounds> PartitionBounds(const DataDir& dir, const TopicConfig& config,
                                   std::string_view topic, int32_t partition) {
@@ -219,6 +246,11 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
       s.position = CommittedPosition::kNoPartition;
     } else {
       auto bounds = PartitionBounds(dir, *c->second, t, p);
+      if (bounds && s.committed) {
+        auto diverged = CommittedDivergence(dir, t, p, *s.committed);
+        if (!diverged) bounds = diverged.error();
+        else s.diverged_at = *diverged;
+      }
       if (bounds) {
         s.log = *bounds;
         Place(&s);

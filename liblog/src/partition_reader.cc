@@ -46,7 +46,9 @@ struct PartitionReader::Impl {
   uint64_t pos = 0;       // next batch
   uint64_t last_pos = 0;  // batch last returned
   std::optional<uint64_t> corrupt_at;
-  int64_t next_offset = -1;   // after the batch last returned
+  // After the batch last returned, or the offset last sought (a rewrite
+  // finds it again); -1 when not known (a timestamp seek past damage).
+  int64_t next_offset = -1;
   // The baseOffset the next batch must have (R26), or the least it may have
   // (R10/R11 with gaps allowed); -1 when unknown (right after a seek into the
   // middle of a segment, or after a skipped corrupt batch).
@@ -63,6 +65,14 @@ struct PartitionReader::Impl {
   std::optional<uint32_t> hw_generation;  // of the last read; none: read again
   Status ReadHighWatermark();
   int64_t readable_end() const { return std::min(fields.log_end_offset, hw); }
+  // Whether the state file's `rewrites` counter moved since the reader was
+  // positioned (§9.2): one look at the mapping, read after the bytes it
+  // vouches for. Without a state file to read there is no writer to cut.
+  bool RewrittenSincePositioned() const {
+    if (!state) return false;
+    auto f = state->Read();
+    return f && f->rewrites != rewrites_seen;
+  }
   BatchCursor cursor;
   std::vector<Problem> warnings;
 
@@ -426,8 +436,10 @@ Status PartitionReader::Seek(int64_t offset) {
   if (offset >= r.fields.log_end_offset) {
     MQ_RETURN_IF_ERROR(r.PositionAt(r.fields.end_segment_base, r.fields.end_position));
     r.expect = r.fields.log_end_offset;
+    r.next_offset = r.fields.log_end_offset;
     return Status::Ok();
   }
+  r.next_offset = offset;
   auto it = std::upper_bound(r.segments.begin(), r.segments.end(), offset);
   if (it == r.segments.begin()) return r.PositionAt(r.segments.front(), 0);
   int64_t base = *(it - 1);
@@ -496,6 +508,7 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
         // Found, or damage that Next() will report where it is.
         r.pos = p;
         r.expect = expect;
+        r.next_offset = expect;  // where the batch at p must start, if known
         return Status::Ok();
       }
       expect = h.last_offset() + 1;
@@ -505,6 +518,7 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
   if (r.segments.empty()) return Status::Ok();
   MQ_RETURN_IF_ERROR(r.PositionAt(r.fields.end_segment_base, r.fields.end_position));
   r.expect = r.fields.log_end_offset;
+  r.next_offset = r.fields.log_end_offset;
   return Status::Ok();
 }
 
@@ -539,6 +553,16 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
       if (view.header().last_offset() >= r.hw) {
         MQ_RETURN_IF_ERROR(r.Refresh());
         if (view.header().last_offset() >= r.hw) return std::optional<BatchView>();
+      }
+      // The bytes may be older than the log: read into the cursor's buffer
+      // (with the batches after the one asked for), or kept above the high
+      // watermark, before a truncation cut them and a writer put others in
+      // their place. Never handed out then: the offset is found again in
+      // the log as it is now (§9.2).
+      if (r.RewrittenSincePositioned()) {
+        auto again = rewritten();
+        if (!again) return again.error();
+        if (*again) continue;
       }
       MQ_RETURN_IF_ERROR(r.CheckContinuity(view.header()));
       r.next_offset = view.header().last_offset() + 1;

@@ -127,6 +127,78 @@ TEST_CASE("group status: a committed offset below the log start or above the log
   CHECK(d.partitions[2].position == CommittedPosition::kNoPartition);
 }
 
+TEST_CASE("group status: a committed offset whose leader epoch ends below it in the log "
+          "(KIP-320) resumes where the log diverged") {
+  Fixture f(2);
+  // Partition 0 as a failover leaves it: epoch 0 wrote offsets 0..9 on the
+  // replica the group read; here its records from 5 on were cut, and the
+  // leader of epoch 1 wrote others at 5..9.
+  LogConfig log = DataDir::LogConfigFor(f.config);
+  log.leader_epoch = 0;
+  {
+    auto w = PartitionWriter::Open(f.dir.PartitionDir("t", 0), log, true, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 2; ++i) {
+      auto b = MakeBatch(5);
+      REQUIRE((*w)->Append(b));
+    }
+    REQUIRE((*w)->TruncateTo(5).ok());
+  }
+  log.leader_epoch = 1;
+  {
+    auto w = PartitionWriter::Open(f.dir.PartitionDir("t", 0), log, true, nullptr);
+    REQUIRE(w);
+    auto b = MakeBatch(5, 5000);
+    REQUIRE((*w)->Append(b));
+  }
+  f.Append(1, 10);  // unreplicated: no leader-epoch checkpoint
+  auto commit = [&](int32_t p, int64_t offset, int32_t epoch) {
+    std::vector<OffsetCommit> c = {{"t", p, offset, epoch, 0}};
+    REQUIRE(f.group->Commit(c, "m1").ok());
+  };
+  commit(0, 10, 0);
+  commit(1, 10, 0);
+
+  auto divergence = [&](int32_t p, int64_t offset, int32_t epoch) {
+    auto d = CommittedDivergence(f.dir, "t", p, {"t", p, offset, epoch, 0, {}, 0});
+    REQUIRE(d);
+    return *d;
+  };
+  CHECK(divergence(0, 10, 0) == std::optional<int64_t>(5));
+  CHECK(divergence(0, 7, 0) == std::optional<int64_t>(5));
+  CHECK_FALSE(divergence(0, 5, 0));   // epoch 0 ends there: nothing read was cut
+  CHECK_FALSE(divergence(0, 10, 1));  // the latest epoch runs to the end
+  CHECK_FALSE(divergence(0, 10, 2));  // an epoch the log does not have yet
+  CHECK_FALSE(divergence(0, 10, kNoLeaderEpoch));
+  CHECK_FALSE(divergence(1, 10, 0));  // no checkpoint to tell
+
+  GroupDescription d = f.Describe();
+  REQUIRE(d.partitions.size() == 2);
+  const auto& diverged = d.partitions[0];
+  CHECK(diverged.position == CommittedPosition::kDiverged);
+  CHECK(diverged.diverged_at == 5);
+  CHECK(diverged.resume_at == 5);
+  CHECK(diverged.lag == 5);
+  CHECK(d.partitions[1].position == CommittedPosition::kInLog);
+  CHECK(d.partitions[1].resume_at == 10);
+
+  // Where a member resumes: the divergence wins over the log end, never
+  // goes below the log start.
+  int64_t at = -1;
+  CHECK(PlaceCommitted(10, {0, 10}, 5, &at) == CommittedPosition::kDiverged);
+  CHECK(at == 5);
+  CHECK(PlaceCommitted(12, {0, 8}, 5, &at) == CommittedPosition::kDiverged);
+  CHECK(at == 5);
+  CHECK(PlaceCommitted(12, {0, 8}, 9, &at) == CommittedPosition::kAboveLogEnd);
+  CHECK(at == 8);
+  CHECK(PlaceCommitted(10, {7, 10}, 5, &at) == CommittedPosition::kDiverged);
+  CHECK(at == 7);
+  CHECK(PlaceCommitted(3, {7, 10}, 5, &at) == CommittedPosition::kBelowLogStart);
+  CHECK(at == 7);
+  CHECK(PlaceCommitted(10, {0, 10}, std::nullopt, &at) == CommittedPosition::kInLog);
+  CHECK(at == 10);
+}
+
 TEST_CASE("group status: a partition whose log cannot be read is a row of its own") {
   Fixture f(3);
   f.Append(0, 4);

@@ -339,3 +339,115 @@ TEST_CASE("R3 magic: a timestamp seek stops at damage in a segment it cannot pro
   CHECK(out.error.position() == size);
   SameAsVerify(dir, out.error, OffsetPolicy::kContiguous);
 }
+
+// ---- §9.2 rewrites: bytes a truncation replaced are never handed out --------
+
+namespace {
+
+// A partition t-0 of `batches` batches of 2 records, timestamps from 1000.
+std::unique_ptr<PartitionWriter> SmallLog(const std::string& dir, int batches) {
+  auto w = PartitionWriter::Open(dir, LogConfig{}, true, nullptr);
+  REQUIRE(w);
+  for (int i = 0; i < batches; ++i) {
+    auto b = MakeBatch(2, 1000 + 10 * i);
+    REQUIRE((*w)->Append(b));
+  }
+  return std::move(*w);
+}
+
+// Cuts the log at `offset` and writes `batches` batches of the same size in
+// its place, timestamps from `ts`: the same byte positions, other bytes.
+void Replace(PartitionWriter& w, int64_t offset, int batches, int64_t ts = 5000) {
+  REQUIRE(w.TruncateTo(offset).ok());
+  for (int i = 0; i < batches; ++i) {
+    auto b = MakeBatch(2, ts + 10 * i);
+    REQUIRE(w.Append(b));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("rewrites (segment.md §9.2): a reader never hands out batches it read before a truncation replaced them",
+          "[reader][rewrites]") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = SmallLog(dir, 3);  // offsets 0..5
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  auto b = (*r)->Next();  // reads ahead: batches 2 and 4 are in its buffer too
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 0);
+  Replace(*w, 2, 2);
+  b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 2);
+  CHECK((*b)->header().max_timestamp == 5001);  // the log's batch, not the one cut
+  b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().max_timestamp == 5011);
+}
+
+TEST_CASE("rewrites (segment.md §9.2): a bounded reader never hands out a batch it kept above the high "
+          "watermark once a truncation replaced it and the watermark passed it",
+          "[reader][rewrites]") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = SmallLog(dir, 3);  // offsets 0..5
+  REQUIRE(w->SetHighWatermark(2).ok());
+  ReadOptions options;
+  options.bound_by_high_watermark = true;
+  auto r = PartitionReader::Open(dir, options);
+  REQUIRE(r);
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 0);
+  b = (*r)->Next();  // batch 2 is read, and kept: above the high watermark
+  REQUIRE(b);
+  CHECK(!*b);
+  // A failover: the records above the watermark are cut, others replace
+  // them, and the watermark rises past them.
+  Replace(*w, 2, 2);
+  REQUIRE(w->SetHighWatermark(6).ok());
+  CHECK((*r)->WaitForAppend(2, 5000));
+  std::vector<int64_t> times;
+  for (;;) {
+    b = (*r)->Next();
+    REQUIRE(b);
+    if (!*b) break;
+    times.push_back((*b)->header().max_timestamp);
+  }
+  CHECK(times == std::vector<int64_t>{5001, 5011});
+}
+
+TEST_CASE("rewrites (segment.md §9.2): a reader finds the offset it sought again after a "
+          "truncation, not the bytes it read there before", "[reader][rewrites]") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = SmallLog(dir, 4);  // offsets 0..7, batch 4 at times 1020-1021
+  SECTION("by offset") {
+    auto r = PartitionReader::Open(dir);
+    REQUIRE(r);
+    REQUIRE((*r)->Seek(4).ok());
+    Replace(*w, 2, 3);
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    REQUIRE(*b);
+    CHECK((*b)->header().base_offset == 4);
+    CHECK((*b)->header().max_timestamp == 5011);
+  }
+  SECTION("by timestamp") {
+    auto r = PartitionReader::Open(dir);
+    REQUIRE(r);
+    REQUIRE((*r)->SeekTimestamp(1020).ok());
+    Replace(*w, 2, 3);
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    REQUIRE(*b);
+    CHECK((*b)->header().base_offset == 4);
+    CHECK((*b)->header().max_timestamp == 5011);
+  }
+}

@@ -76,6 +76,7 @@ const char* NoteOf(CommittedPosition p) {
   switch (p) {
     case CommittedPosition::kBelowLogStart: return "below-log-start";
     case CommittedPosition::kAboveLogEnd: return "above-log-end";
+    case CommittedPosition::kDiverged: return "diverged";
     case CommittedPosition::kNoTopic: return "no-topic";
     case CommittedPosition::kNoPartition: return "no-partition";
     case CommittedPosition::kUnreadable: return "unreadable";
@@ -174,6 +175,13 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
             "{}: committed offset {} is above the log end {} (the log was truncated); a member "
             "resumes at {}",
             tp, s.committed->offset, s.log.end, s.log.end));
+        break;
+      case CommittedPosition::kDiverged:
+        notes.push_back(fmt::format(
+            "{}: committed offset {} follows a record of leader epoch {}, which ends at offset {} "
+            "in the log (a failover cut the records after it, others may be at their offsets); a "
+            "member resumes at {}",
+            tp, s.committed->offset, s.committed->leader_epoch, *s.diverged_at, *s.resume_at));
         break;
       case CommittedPosition::kNoTopic:
         notes.push_back(fmt::format("{}: topic {} does not exist (any more)", tp, s.topic));

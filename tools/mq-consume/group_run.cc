@@ -151,14 +151,24 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
     // it: the consumer would wait for an offset past the end (-o N), so
     // after a truncation every message appended up to the old offset
     // would be passed over.
+    // Also where the log diverged below it (KIP-320): a failover cut
+    // records the group read, and others may be at their offsets now.
     auto log = PartitionBounds(*dir_, consumer_->config(), f_.topic, p);
     if (!log) return log.error();
-    const int64_t from = std::clamp(c->offset, log->start, log->end);
-    if (from > c->offset && !f_.quiet)
+    auto diverged = CommittedDivergence(*dir_, f_.topic, p, *c);
+    if (!diverged) return diverged.error();
+    int64_t from = 0;
+    const CommittedPosition where = PlaceCommitted(c->offset, *log, *diverged, &from);
+    if (where == CommittedPosition::kBelowLogStart && !f_.quiet)
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
                             "{} (records lost to retention or truncation): starting at {}",
                             group_->name(), p, c->offset, from, from));
-    if (from < c->offset && !f_.quiet)
+    if (where == CommittedPosition::kDiverged && !f_.quiet)
+      cli::Warn(fmt::format("group {}: partition {}: committed offset {} follows a record of "
+                            "leader epoch {}, which ends at offset {} in the log (a failover cut "
+                            "the records after it): starting at {}; the next commit lowers it",
+                            group_->name(), p, c->offset, c->leader_epoch, **diverged, from));
+    if (where == CommittedPosition::kAboveLogEnd && !f_.quiet)
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
                             "(the log was truncated): starting at the end; the next commit "
                             "lowers it",

@@ -35,16 +35,42 @@ Result<LogBounds> PartitionBounds(const DataDir& dir, const TopicConfig& config,
 Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic,
                                    int32_t partition, int64_t timestamp_ms);
 
+// KIP-320 (Kafka validates a consumer's position against the leader's
+// epoch end offsets): where the log diverged from the one `committed` was
+// read from. Its leader epoch is the one of the record before the
+// committed offset (group.md §14.2); the partition's leader-epoch-
+// checkpoint says where that epoch ends in this log (LeaderEpochCache::
+// EndOffsetFor). An end below the committed offset means a failover cut
+// the records the group read from there on, and others may hold their
+// offsets now: that end is returned, where the group must read again.
+// nullopt when nothing says so: no epoch committed (-1), no checkpoint (an
+// unreplicated partition, or none written yet), an epoch above the log's
+// latest (a replica behind the one the group read), or an epoch that ends
+// at or past the committed offset (the latest one never ends). A
+// checkpoint that breaks R35/R36 is its kCorruption.
+Result<std::optional<int64_t>> CommittedDivergence(const DataDir& dir, std::string_view topic,
+                                                   int32_t partition,
+                                                   const CommittedOffset& committed);
+
 // Where a committed offset stands against its partition's log.
 enum class CommittedPosition : uint8_t {
   kNone,          // nothing committed for the partition
   kInLog,         // log start <= committed <= log end
   kBelowLogStart, // retention deleted [committed, log start) before the group read it
   kAboveLogEnd,   // the log was truncated below the committed offset
+  kDiverged,      // KIP-320: the committed offset's leader epoch ends below it in the log
   kNoTopic,       // the topic is gone
   kNoPartition,   // the topic has no such partition
   kUnreadable,    // the partition's log could not be read (`error` says why)
 };
+
+// Where a member resumes from committed offset `committed` in `log`, given
+// the divergence CommittedDivergence found (nullopt: none): below the log
+// start, the start; where the log diverged, that offset (not below the
+// start); past the end, the end; else the committed offset. Sets
+// *resume_at; `committed` in the log is kInLog.
+CommittedPosition PlaceCommitted(int64_t committed, const LogBounds& log,
+                                 std::optional<int64_t> diverged, int64_t* resume_at);
 
 struct GroupPartitionStatus {
   std::string topic;
@@ -52,8 +78,11 @@ struct GroupPartitionStatus {
   std::optional<CommittedOffset> committed;
   CommittedPosition position = CommittedPosition::kNone;
   LogBounds log;  // meaningful unless kNoTopic, kNoPartition or kUnreadable
+  // kDiverged: where the log diverged (CommittedDivergence).
+  std::optional<int64_t> diverged_at;
   // Where a member would resume: the committed offset raised to the log
-  // start or lowered to the log end (what mq-consume -G does, saying so).
+  // start, lowered to where the log diverged or to the log end
+  // (PlaceCommitted: what mq-consume -G does, saying so).
   // nullopt without a committed offset or a partition.
   std::optional<int64_t> resume_at;
   // log.end - resume_at: offsets the group has still to read; nullopt when

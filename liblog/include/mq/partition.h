@@ -243,6 +243,11 @@ class PartitionReader {
   // The next committed batch, or nullopt at the committed end. The view
   // stays valid until the next call. A batch that fails validation is a
   // kCorruption error naming file, position and rule; SkipCorrupt() moves on.
+  // Never bytes a truncation cut: when rewrites() moved since the reader
+  // positioned, the batch read (or read ahead, or held above the high
+  // watermark) is dropped and the reader finds the offset after the last
+  // batch it returned (or the offset sought) again in the log as it is now
+  // (segment.md §9.4).
   Result<std::optional<BatchView>> Next();
   // After a kCorruption error from Next(): skips to the next valid batch.
   Status SkipCorrupt();
