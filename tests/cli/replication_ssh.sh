@@ -7,7 +7,9 @@
 # `mq-isr --serve`). Checks: acks=all is acknowledged; a catch-up whose ssh
 # connections are killed midway exits 69 and the next run resumes from the
 # follower's own log end; the replicas' logs end byte-identical and verify;
-# every message is consumable exactly once; nothing in a quoted name ran.
+# every message is consumable exactly once; the leader's root moved away
+# under running followers is waited out, and acks=all on the leader elected
+# instead is acknowledged; nothing in a quoted name ran.
 source "$(dirname "$0")/lib/common.bash"
 source "$(dirname "$0")/lib/sshd.bash"
 on_exit() { sshd_stop; }
@@ -108,6 +110,63 @@ expect_rc 0 "describe over ssh"
 cp "$WORK/out" "$WORK/remote.describe"
 run "$ISR" --cluster "$CL" describe
 expect_eq "describe over ssh = on the controller" "$(cat "$WORK/out")" "$(cat "$WORK/remote.describe")"
+
+# The leader's root moved away under running followers (both with -v, so
+# that they tell what they meet): each meets "No such file or directory"
+# from the leader's `mq-replicate --serve` and waits it out; an election
+# through the controller makes r1 leader, and acks=all there is
+# acknowledged with r2 following it.
+kill "${FOLLOWERS[0]}"
+wait "${FOLLOWERS[0]}" 2>/dev/null || true
+FOLLOWERS=()
+for i in 1 2; do
+  r=$R1
+  [[ $i == 2 ]] && r=$R2
+  "$REP" -C "$r" --follow -v 2>>"$WORK/moved-$i.err" &
+  PIDS+=($!)
+  FOLLOWERS+=($!)
+done
+# Both caught up (-v: a line once a partition is caught up, with its log
+# end and HW) and waiting for the leader's next append.
+for i in 1 2; do
+  for _ in $(seq 1 1200); do  # a guard against a hang, not a timing assertion
+    grep -q "log end $want, high watermark $want$" "$WORK/moved-$i.err" && break
+    sleep 0.1
+  done
+  grep -q "log end $want, high watermark $want$" "$WORK/moved-$i.err" ||
+    fail "the follower of r$i never caught up: $(tail -3 "$WORK/moved-$i.err")"
+done
+mv "$R0" "$HOSTILE/r0.moved"
+for i in 1 2; do
+  pid=${FOLLOWERS[$((i - 1))]}
+  for _ in $(seq 1 1200); do  # a guard against a hang, not a timing assertion
+    grep -q "No such file or directory" "$WORK/moved-$i.err" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "No such file or directory" "$WORK/moved-$i.err" ||
+    fail "follower of r$i never met the moved root: $(tail -3 "$WORK/moved-$i.err")"
+  if ! kill -0 "$pid" 2>/dev/null; then
+    set +e
+    wait "$pid"
+    frc=$?
+    set -e
+    fail "the follower of r$i exited with status $frc when the leader's root was moved away: $(grep -v ' records (' "$WORK/moved-$i.err" | tail -2)"
+  fi
+done
+run "$ISR" --cluster "$H:$CL" elect -t "$T"
+expect_rc 0 "elect over ssh with r0 moved away"
+grep -q "^Elected leader 1 for $T-0" "$WORK/out" || fail "elect: $(cat "$WORK/out")"
+cat "$WORK/out"
+seq 1 50 | sed 's/^/after-move-/' >"$WORK/third"
+run "$P" -C "$R1" -t "$T" --acks all --ack-timeout 60000 "$WORK/third"
+expect_rc 0 "acks=all on the new leader r1, r2 following it over ssh"
+kill -0 "${FOLLOWERS[1]}" 2>/dev/null || fail "the follower of r2 exited: $(tail -2 "$WORK/moved-2.err")"
+for _ in $(seq 1 600); do  # a guard against a hang, not a timing assertion
+  cmp -s "$R1/$T-0/00000000000000000000.log" "$R2/$T-0/00000000000000000000.log" && break
+  sleep 0.2
+done
+cmp "$R1/$T-0/00000000000000000000.log" "$R2/$T-0/00000000000000000000.log" || fail "r2 differs from the new leader r1"
 
 for f in x y z; do
   [[ -z $(find "$WORK" "$HOME" -maxdepth 3 -name "$f" 2>/dev/null) ]] || fail "a quoted name ran: $f exists"
