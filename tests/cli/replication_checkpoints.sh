@@ -27,6 +27,19 @@ fresh() {
 }
 # log_bytes ROOT: the size of the partition's (one) segment.
 log_bytes() { stat -c %s "$1/t-0/00000000000000000000.log"; }
+# produce_replicated NAME FILE: FILE's lines on NAME/r0 with acks=1, then
+# NAME/r1 and NAME/r2 caught up twice (the second round reports their
+# log ends: the high watermark reaches the log end).
+produce_replicated() {
+  run "$P" -C "$1/r0" -t t --acks 1 "$2"
+  expect_rc 0 "produce $2"
+  for i in 1 2; do
+    for r in r1 r2; do
+      run "$REP" -C "$1/$r" -q
+      expect_rc 0 "catch up $r"
+    done
+  done
+}
 hw_of() { sed -n 3p "$1/t-0/replication-offset-checkpoint" | awk '{print $3}'; }
 # one_line WHAT: stderr holds exactly one line.
 one_line() {
@@ -62,14 +75,7 @@ one_line "a root under another name"
 fresh unclean 1
 CL="$WORK/unclean/cl"
 seq 0 9 | sed 's/^/a-/' >in10
-run "$P" -C unclean/r0 -t t --acks 1 in10
-expect_rc 0 "produce 10"
-for i in 1 2; do
-  for r in r1 r2; do
-    run "$REP" -C "unclean/$r" -q
-    expect_rc 0 "catch up $r"
-  done
-done
+produce_replicated unclean in10
 # Five more only on r0; the followers fall out of the ISR, so r0's high
 # watermark counts them (the append after the shrink moves it).
 seq 1 4 | sed 's/^/old-/' | "$P" -C unclean/r0 -t t --acks 1
@@ -96,14 +102,7 @@ expect_rc 0 "consume r0 after the truncation"
 # A replicated partition of 20 records in epoch 0 on r0, r1 and r2.
 fresh forged 1
 seq 0 19 >in20
-run "$P" -C forged/r0 -t t --acks 1 in20
-expect_rc 0 "produce 20"
-for i in 1 2; do
-  for r in r1 r2; do
-    run "$REP" -C "forged/$r" -q
-    expect_rc 0 "catch up $r"
-  done
-done
+produce_replicated forged in20
 [[ $(hw_of forged/r0) == 20 ]] || fail "HW before forging: $(hw_of forged/r0)"
 cp -a forged/r0 pristine
 
