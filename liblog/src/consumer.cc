@@ -360,6 +360,16 @@ Result<Consumer::Step> Consumer::ReadBatch(Cursor& c) {
   }
   auto next = c.reader->Next();
   ReportWarnings(c);
+  // Records handed out were cut, and the reader went back to where the
+  // log diverged: the records there now are not passed over as read.
+  if (auto cut = c.reader->TakeCut(); cut && *cut < c.next_offset) {
+    ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kTruncated, c);
+    n.first_offset = *cut;
+    n.last_offset = c.next_offset - 1;
+    Notify(n);
+    c.next_offset = *cut;
+    c.stalled_end = -1;
+  }
   if (!next) {
     MQ_RETURN_IF_ERROR(OnBadBatch(c, next.error(), true));
     return Step::kProgress;

@@ -49,11 +49,18 @@ struct PartitionReader::Impl {
   // After the batch last returned, or the offset last sought (a rewrite
   // finds it again); -1 when not known (a timestamp seek past damage).
   int64_t next_offset = -1;
+  // partitionLeaderEpoch of the batch last returned, while next_offset
+  // follows it (-1: none, or positioned by a seek since).
+  int32_t last_epoch = -1;
+  // The least offset a rewrite cut below next_offset, not taken yet
+  // (PartitionReader::TakeCut).
+  std::optional<int64_t> cut;
   // The baseOffset the next batch must have (R26), or the least it may have
   // (R10/R11 with gaps allowed); -1 when unknown (right after a seek into the
   // middle of a segment, or after a skipped corrupt batch).
   int64_t expect = -1;
   uint32_t rewrites_seen = 0;  // StateFields::rewrites when positioned
+  uint32_t rewrites_woken = 0;  // the rewrite WaitForAppend last returned for
   // ReadOptions::bound_by_high_watermark: the partition's name and the
   // high watermark as last read (INT64_MAX when unbounded).
   // The file is reread only when the state file's generation moved (a
@@ -431,6 +438,7 @@ Status PartitionReader::Seek(int64_t offset) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
   r.rewrites_seen = r.fields.rewrites;
+  r.last_epoch = -1;
   if (r.segments.empty()) return Status::Ok();  // nothing written yet
   offset = std::max(offset, r.fields.log_start_offset);
   if (offset >= r.fields.log_end_offset) {
@@ -458,6 +466,7 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
   r.rewrites_seen = r.fields.rewrites;
+  r.last_epoch = -1;
   for (int64_t base : r.segments) {
     if (base > r.fields.end_segment_base) break;
     auto next = r.NextSegment(base);
@@ -529,13 +538,27 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     if (r.cur_base < 0) return std::optional<BatchView>();  // no segment yet
   }
   // The log was truncated (or recovered) since we positioned: our byte
-  // position may no longer be a batch boundary. Find our offset again.
+  // position may no longer be a batch boundary. Find our offset again, or
+  // where the log was cut below it: its end now, or where the leader epoch
+  // of the batch last returned ends in the leader-epoch checkpoint
+  // (KIP-320), when another leader's batches took the offsets since.
   auto rewritten = [&]() -> Result<bool> {
     MQ_RETURN_IF_ERROR(r.Refresh());
     if (r.fields.rewrites == r.rewrites_seen) return false;
     r.rewrites_seen = r.fields.rewrites;
     int64_t from = r.next_offset >= 0 ? r.next_offset : r.fields.log_start_offset;
-    MQ_RETURN_IF_ERROR(Seek(std::min(from, r.fields.log_end_offset)));
+    int64_t to = std::min(from, r.fields.log_end_offset);
+    if (r.last_epoch >= 0) {
+      // Stored before a batch of a new epoch is published; a checkpoint
+      // that cannot be read tells nothing more than the log end.
+      auto epochs = LeaderEpochCache::Load(r.dir_fd.get(), r.fs);
+      if (epochs) {
+        const EpochEndOffset end = epochs->EndOffsetFor(r.last_epoch, INT64_MAX);
+        if (end.epoch >= 0 && end.end_offset >= 0) to = std::min(to, end.end_offset);
+      }
+    }
+    if (r.next_offset >= 0 && to < from) r.cut = std::min(to, r.cut.value_or(to));
+    MQ_RETURN_IF_ERROR(Seek(to));
     return true;
   };
   for (;;) {
@@ -565,6 +588,7 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
         if (*again) continue;
       }
       MQ_RETURN_IF_ERROR(r.CheckContinuity(view.header()));
+      r.last_epoch = view.header().partition_leader_epoch;
       r.next_offset = view.header().last_offset() + 1;
       r.expect = r.next_offset;
       r.last_pos = r.pos;
@@ -633,6 +657,8 @@ LogPosition PartitionReader::position() const {
 
 std::vector<Problem> PartitionReader::TakeWarnings() { return std::exchange(impl_->warnings, {}); }
 
+std::optional<int64_t> PartitionReader::TakeCut() { return std::exchange(impl_->cut, std::nullopt); }
+
 bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
   Impl& r = *impl_;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -641,6 +667,13 @@ bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
     uint32_t gen = r.state ? r.state->generation() : 0;
     if (!r.Refresh().ok()) return false;
     if (r.readable_end() > known_end) return true;
+    // A rewrite since the reader positioned: Next() finds its offset again,
+    // and may go back to where the log was cut (TakeCut). Once per rewrite.
+    if (r.cur_base >= 0 && r.fields.rewrites != r.rewrites_seen &&
+        r.fields.rewrites != r.rewrites_woken) {
+      r.rewrites_woken = r.fields.rewrites;
+      return true;
+    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) return false;

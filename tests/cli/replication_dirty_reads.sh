@@ -13,7 +13,8 @@
 #    the old leader (its committed offset is no higher than the log end
 #    after the new records): back on the old leader, the group starts
 #    where its committed leader epoch ends in the log (KIP-320), reads the
-#    new records and commits past them.
+#    new records and commits past them; a consumer that followed u0 across
+#    it prints the new records after the cut ones, saying so.
 source "$(dirname "$0")/lib/common.bash"
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
@@ -135,6 +136,11 @@ for i in 1 2 3 4 5; do
 done
 run "$C" -C "$r0" -t t -G g -e -f '%s\n'
 expect_rc 0 "the group reads u0"
+# A consumer follows u0 through what comes next.
+"$C" -C "$r0" -t t -f '%o %s\n' >u-consumed 2>u-consume.err &
+consumer=$!
+PIDS+=("$consumer")
+lines_in u-consumed 10
 expect_eq "the group on u0" "$(printf '%s\n' a-1 a-2 a-3 a-4 a-5 old-1 old-2 old-3 old-4 old-5)" \
   "$(cat "$WORK/out")"
 {
@@ -163,6 +169,16 @@ done
 run "$ISR" --cluster "$cl" elect --preferred
 expect_rc 0 "preferred election (2)"
 [[ $(leader_of) == 0 ]] || fail "u0 does not lead again: $(leader_of)"
+# The following consumer had printed old-*, which are cut: it goes back to
+# where its last record's leader epoch ends and prints what is there now.
+lines_in u-consumed 15
+kill "$consumer"
+wait "$consumer" 2>/dev/null || true
+expect_eq "what the consumer following u0 printed" \
+  "$(printf '%s\n' "0 a-1" "1 a-2" "2 a-3" "3 a-4" "4 a-5" "5 old-1" "6 old-2" "7 old-3" \
+    "8 old-4" "9 old-5" "5 new-1" "6 new-2" "7 new-3" "8 new-4" "9 new-5")" "$(cat u-consumed)"
+grep -q "offsets 5..9, printed already, were cut from the log" u-consume.err \
+  || fail "the consumer does not say what was cut: $(cat u-consume.err)"
 run "$C" -C "$r0" -t t -e -f '%s\n'
 expect_eq "u0's log" "$(printf '%s\n' a-1 a-2 a-3 a-4 a-5 new-1 new-2 new-3 new-4 new-5)" \
   "$(cat "$WORK/out")"

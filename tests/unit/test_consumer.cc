@@ -374,6 +374,54 @@ Status Write(Topic& t, Log& log, uint64_t seed, int id, int appends) {
 
 }  // namespace
 
+TEST_CASE("consumer: records handed out that a truncation cut are handed out again as the log "
+          "has them now, with a notice") {
+  Topic t(1);
+  LogConfig config = DataDir::LogConfigFor(t.config);
+  config.leader_epoch = 0;
+  {
+    auto w = PartitionWriter::Open(t.dir.PartitionDir("t", 0), config, true, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 2; ++i) {  // offsets 0..9 in epoch 0
+      auto b = MakeBatch(5);
+      REQUIRE((*w)->Append(b));
+    }
+  }
+  std::vector<ConsumerNotice> notices;
+  ConsumerOptions options;
+  options.on_notice = [&](const ConsumerNotice& n) { notices.push_back(n); };
+  auto c = t.Open(options);
+  REQUIRE(c->Assign(0, {K::kBeginning, 0}).ok());
+  CHECK(OffsetsOf(Drain(*c), 0) == Range(0, 10));
+  // A failover: offsets 5..9 are cut and another leader's records take them.
+  {
+    auto w = PartitionWriter::Open(t.dir.PartitionDir("t", 0), config, true, nullptr);
+    REQUIRE(w);
+    REQUIRE((*w)->TruncateTo(5).ok());
+  }
+  config.leader_epoch = 1;
+  {
+    auto w = PartitionWriter::Open(t.dir.PartitionDir("t", 0), config, true, nullptr);
+    REQUIRE(w);
+    auto b = MakeBatch(5, 5000);
+    REQUIRE((*w)->Append(b));
+  }
+  std::vector<int64_t> times;
+  for (;;) {
+    auto r = c->Next();
+    REQUIRE(r);
+    if (!*r) break;
+    CHECK((*r)->record.offset == 5 + static_cast<int64_t>(times.size()));
+    times.push_back((*r)->record.timestamp);
+  }
+  CHECK(times == std::vector<int64_t>{5000, 5001, 5002, 5003, 5004});
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].kind == ConsumerNotice::Kind::kTruncated);
+  CHECK(notices[0].first_offset == 5);
+  CHECK(notices[0].last_offset == 9);
+  CHECK(c->position(0) == 10);
+}
+
 TEST_CASE("consumer property: every record once per assignment period, in order") {
   for (uint64_t seed : Seeds()) {
     std::printf("consumer property seed %llu\n", static_cast<unsigned long long>(seed));

@@ -451,3 +451,54 @@ TEST_CASE("rewrites (segment.md §9.2): a reader finds the offset it sought agai
     CHECK((*b)->header().max_timestamp == 5011);
   }
 }
+
+TEST_CASE("rewrites (segment.md §9.2): a reader whose batches a truncation cut goes back to "
+          "where the log diverged, and says so", "[reader][rewrites]") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.leader_epoch = 0;
+  auto w = PartitionWriter::Open(dir, config, true, nullptr);
+  REQUIRE(w);
+  for (int i = 0; i < 3; ++i) {  // offsets 0..5 in epoch 0
+    auto b = MakeBatch(2, 1000 + 10 * i);
+    REQUIRE((*w)->Append(b));
+  }
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  for (int i = 0; i < 3; ++i) {
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    REQUIRE(*b);
+  }
+  CHECK_FALSE((*r)->TakeCut());
+  REQUIRE((*w)->TruncateTo(2).ok());
+  (*w).reset();
+  SECTION("the log end below the reader's position") {
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    CHECK_FALSE(*b);
+    CHECK((*r)->TakeCut() == std::optional<int64_t>(2));
+    CHECK_FALSE((*r)->TakeCut());
+  }
+  SECTION("another leader's batches at the offsets cut") {
+    // The log end is where it was; the leader epoch of the last batch
+    // returned ends at 2 now.
+    config.leader_epoch = 1;
+    auto w1 = PartitionWriter::Open(dir, config, true, nullptr);
+    REQUIRE(w1);
+    for (int i = 0; i < 2; ++i) {
+      auto b = MakeBatch(2, 5000 + 10 * i);
+      REQUIRE((*w1)->Append(b));
+    }
+    std::vector<int64_t> times;
+    for (;;) {
+      auto b = (*r)->Next();
+      REQUIRE(b);
+      if (!*b) break;
+      times.push_back((*b)->header().max_timestamp);
+    }
+    CHECK(times == std::vector<int64_t>{5001, 5011});
+    CHECK((*r)->TakeCut() == std::optional<int64_t>(2));
+  }
+}

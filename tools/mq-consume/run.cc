@@ -37,6 +37,11 @@ void Report(const ConsumerNotice& n, const std::string& topic) {
       cli::Warn(fmt::format("skipped offsets {}..{} of topic {} partition {}", n.first_offset,
                             n.last_offset, topic, n.partition));
       return;
+    case K::kTruncated:
+      cli::Warn(fmt::format("topic {} partition {}: offsets {}..{}, printed already, were cut from "
+                            "the log (a failover): reading them again from {}",
+                            topic, n.partition, n.first_offset, n.last_offset, n.first_offset));
+      return;
   }
 }
 

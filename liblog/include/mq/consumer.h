@@ -51,6 +51,8 @@ struct ConsumerNotice {
     kIndexWarning,    // an index entry the log contradicted (`problem`); the log was scanned
     kSkippedBatch,    // skip_corrupt: a corrupt batch skipped (`error` names file, rule, place)
     kSkippedOffsets,  // skip_corrupt: offsets first_offset..last_offset hidden by skipped batches
+    kTruncated,       // records first_offset..last_offset, handed out already, were cut from
+                      // the log (a failover): what is at those offsets now is handed out
   };
   Kind kind = Kind::kIndexWarning;
   int32_t partition = 0;

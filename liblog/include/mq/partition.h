@@ -257,9 +257,18 @@ class PartitionReader {
   // Index entries the log contradicted since the last call (rule "R23":
   // the reader scanned the log instead).
   std::vector<Problem> TakeWarnings();
+  // The least offset since the last call at which a truncation cut
+  // batches the reader had returned (or the offset it sought), and where it
+  // went on reading: the log's end after the cut, or where the leader epoch
+  // of the last batch returned ends in the leader-epoch checkpoint
+  // (KIP-320: another leader's batches may hold those offsets now). nullopt
+  // when nothing was cut below the reader's position.
+  std::optional<int64_t> TakeCut();
 
   // Blocks until the committed end moves past `known_end` or `timeout_ms`
-  // passes (futex on the state file; no sleep-polling). True if it moved.
+  // passes (futex on the state file; no sleep-polling). True if it moved,
+  // and once for each rewrite (rewrites()) since the reader positioned:
+  // Next() then finds its offset again, possibly below (TakeCut).
   bool WaitForAppend(int64_t known_end, int timeout_ms);
 
   struct Impl;
