@@ -102,20 +102,21 @@ for mode in hosts local; do
   expect_rc 0 "$mode: acks=all on r0"
   converge t 0 "$(wc -l <acked)" "${R[0]}" "${R[1]}" "${R[2]}"
 
-  # 2. The leader's root moved away. Each follower reports (-v) the leader's
-  # "No such file or directory" at its next fetch or CarryState, and waits.
+  # 2. The leader's root moved away. A follower that meets it (-v: the
+  # leader's "No such file or directory", at a fetch that opens the
+  # partition again) waits; one whose leader still holds the partition open
+  # fetches on. Either way it keeps running through a few rounds (CarryState
+  # and the ISR rule run once a second).
   mv "${R[0]}" "$D/r0.moved"
   for i in 1 2; do
-    for _ in $(seq 600); do  # a guard against a hang, not a timing assertion
+    for _ in $(seq 30); do
       grep -q "No such file or directory" "$WORK/follow-$i.err" && break
       kill -0 "${FPID[$i]}" 2>/dev/null || break
       sleep 0.1
     done
-    grep -q "No such file or directory" "$WORK/follow-$i.err" ||
-      fail "$mode: follower $i never met the moved root: $(tail -3 "$WORK/follow-$i.err")"
     running "$i" " when the leader's root was moved away"
   done
-  echo "$mode: r0 moved away; follower 1: $(grep -m1 "No such file" "$WORK/follow-1.err")"
+  echo "$mode: r0 moved away; follower 1: $(grep -m1 "No such file" "$WORK/follow-1.err" || echo "fetching on")"
 
   # 3. An election: the new leader's acks=all is acknowledged, the other
   # follower following it.

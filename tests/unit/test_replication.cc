@@ -972,7 +972,7 @@ TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold
   REQUIRE(OpenReplicaLog(dir, 1, Small()));
 }
 
-TEST_CASE("replication: a replica whose log fails verification cannot lead; the cut that repairs it") {
+TEST_CASE("replication: a replica whose log fails verification cannot lead, and the cut that repairs it") {
   Cluster c(2);
   c.Produce(6);  // six batches of 3: offsets 0..17
   c.CatchUp(1);
@@ -1186,7 +1186,7 @@ TEST_CASE("R56 epoch fence: a follower's truncation decided in an older epoch cu
   CHECK(c.Leo(0) == shared);
 }
 
-TEST_CASE("R56 epoch fence: one entry, an epoch; it only moves forward and fences leader writers only") {
+TEST_CASE("R56 epoch fence: one entry, an epoch, that only moves forward and fences leader writers only") {
   CHECK(EncodeLeaderEpochFence(3) == "0\n1\n3\n");
   CHECK(EncodeLeaderEpochFence(1) == "0\n1\n1\n");  // R56's example, byte for byte
   auto back = DecodeLeaderEpochFence("0\n1\n3\n", "leader-epoch-fence");
