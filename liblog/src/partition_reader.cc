@@ -183,10 +183,8 @@ Status PartitionReader::Impl::Refresh() {
                                 "end {} published before a reboot; the next writer to open the "
                                 "partition lowers it",
                                 dir, kReplicationOffsetCheckpointFile, hw, fields.log_end_offset));
-    auto checked = LoadHighWatermarkWithin(dir_fd.get(), hw_partition->first, hw_partition->second,
-                                           fields.log_end_offset, fs);
-    if (!checked) return checked.error();
-    hw = *checked;  // lowered between the reads: read on
+    return CheckHighWatermarkWithin(dir_fd.get(), hw_partition->first, hw_partition->second, hw,
+                                    fields.log_end_offset);
   }
   return Status::Ok();
 }

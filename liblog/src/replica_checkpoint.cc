@@ -294,16 +294,33 @@ Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t pa
   return (*entry)->offset;
 }
 
-Result<int64_t> LoadHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition,
-                                        int64_t log_end_offset, FileSystem* fs) {
-  auto hw = LoadHighWatermark(dir_fd, topic, partition, fs);
-  if (!hw || *hw <= log_end_offset) return hw;
+Status CheckHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition, int64_t hw,
+                                int64_t log_end_offset) {
+  if (hw <= log_end_offset) return Status::Ok();
   // The offset is the entry's last field: "0\n1\n<topic> <partition> <offset>\n".
   const uint64_t position = 4 + topic.size() + 1 + fmt::formatted_size("{}", partition) + 1;
   return Status::Corruption(PathAt(dir_fd, kReplicationOffsetCheckpointFile), position, "R38",
                             fmt::format("high watermark {} is above the log end {}: the file "
                                         "does not belong to this log",
-                                        *hw, log_end_offset));
+                                        hw, log_end_offset));
+}
+
+Result<int64_t> LoadHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition,
+                                        int64_t log_end_offset, FileSystem* fs) {
+  auto hw = LoadHighWatermark(dir_fd, topic, partition, fs);
+  if (!hw) return hw;
+  MQ_RETURN_IF_ERROR(CheckHighWatermarkWithin(dir_fd, topic, partition, *hw, log_end_offset));
+  return hw;
+}
+
+Status EpochEntryMismatch(const LeaderEpochCache& cache, size_t entry, const std::string& path,
+                          const std::string& what) {
+  // The entry's line: after "0\n<count>\n" and the lines before it.
+  const std::string text = cache.Encode();
+  uint64_t at = text.find('\n', text.find('\n') + 1) + 1;
+  for (size_t i = 0; i < entry && at < text.size(); ++i) at = text.find('\n', at) + 1;
+  return Status::Corruption(path, at, "R37",
+                            what + ": the checkpoint does not hold what the log implies");
 }
 
 Result<std::optional<int64_t>> LowerHighWatermark(int dir_fd, std::string_view topic,
@@ -446,53 +463,51 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
 Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir,
                                           const LogFacts& log, std::vector<Problem>* problems) {
   const Problem::Kind kind = log.trusted ? Problem::Kind::kCorruption : Problem::Kind::kNeedsRecovery;
+  auto add = [&](const Status& s) {
+    problems->push_back({s.file(), s.position(), s.rule(), s.message(), kind});
+  };
   if (const auto partition = PartitionOfDirectory(dir)) {
+    // A file that does not decode was reported by VerifyReplicaCheckpoints.
     auto hw = LoadHighWatermark(dir_fd, partition->first, partition->second);
-    if (hw && *hw > log.log_end_offset) {
-      auto within = LoadHighWatermarkWithin(dir_fd, partition->first, partition->second,
-                                            log.log_end_offset);
-      if (!within)
-        problems->push_back({within.error().file(), within.error().position(), "R38",
-                             within.error().message(), kind});
+    if (hw) {
+      Status s = CheckHighWatermarkWithin(dir_fd, partition->first, partition->second, *hw,
+                                          log.log_end_offset);
+      if (!s.ok()) add(s);
     }
   }
   auto epochs = LeaderEpochCache::Load(dir_fd);
   if (!epochs) return Status::Ok();  // missing, or reported by VerifyReplicaCheckpoints
   const std::vector<EpochEntry>& held = epochs->entries();
   const std::vector<EpochEntry>& want = log.implied_epochs;
-  // Byte positions of the entry lines: "0\n<count>\n" then one line each.
-  const std::string text = epochs->Encode();
-  std::vector<uint64_t> line_at;
-  for (size_t i = 0, lines = 0; i < text.size(); ++i)
-    if (text[i] == '\n' && ++lines >= 2 && i + 1 < text.size()) line_at.push_back(i + 1);
   const std::string path = dir + "/" + kLeaderEpochCheckpointFile;
   size_t i = 0;
   for (; i < held.size() && held[i].start_offset < log.log_end_offset; ++i) {
-    std::string what;
     if (i >= want.size()) {
-      what = fmt::format("epoch {} from offset {}, but the log holds no batch of an epoch above {} "
-                         "there",
-                         held[i].epoch, held[i].start_offset,
-                         want.empty() ? -1 : want.back().epoch);
-    } else if (held[i].epoch != want[i].epoch ||
-               (held[i].start_offset != want[i].start_offset &&
-                (i > 0 || held[i].start_offset < want[i].start_offset ||
-                 (want.size() > 1 && held[i].start_offset >= want[1].start_offset)))) {
-      what = fmt::format("epoch {} from offset {}, but the log's epoch {} starts at offset {}",
-                         held[i].epoch, held[i].start_offset, want[i].epoch, want[i].start_offset);
+      add(EpochEntryMismatch(*epochs, i, path,
+                             fmt::format("epoch {} from offset {}, but the log holds no batch of "
+                                         "an epoch above {} there",
+                                         held[i].epoch, held[i].start_offset,
+                                         want.empty() ? -1 : want.back().epoch)));
+      return Status::Ok();
     }
-    if (!what.empty()) {
-      problems->push_back({path, i < line_at.size() ? line_at[i] : 0, "R37",
-                           what + ": the checkpoint does not hold what the log implies", kind});
+    // The first entry may start later than its epoch's first batch: the
+    // log start moved into it (before the next epoch starts).
+    const bool start_moved = i == 0 && held[i].start_offset > want[i].start_offset &&
+                             (want.size() == 1 || held[i].start_offset < want[1].start_offset);
+    if (held[i].epoch != want[i].epoch ||
+        (held[i].start_offset != want[i].start_offset && !start_moved)) {
+      add(EpochEntryMismatch(*epochs, i, path,
+                             fmt::format("epoch {} from offset {}, but the log's epoch {} starts "
+                                         "at offset {}",
+                                         held[i].epoch, held[i].start_offset, want[i].epoch,
+                                         want[i].start_offset)));
       return Status::Ok();
     }
   }
   if (i < want.size())
-    problems->push_back({path, text.size(), "R37",
-                         fmt::format("the log's epoch {} from offset {} has no entry: the checkpoint "
-                                     "does not hold what the log implies",
-                                     want[i].epoch, want[i].start_offset),
-                         kind});
+    add(EpochEntryMismatch(*epochs, held.size(), path,
+                           fmt::format("the log's epoch {} from offset {} has no entry",
+                                       want[i].epoch, want[i].start_offset)));
   return Status::Ok();
 }
 

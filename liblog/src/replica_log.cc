@@ -171,7 +171,7 @@ class FileReplicaLog : public ReplicaLog {
       auto end = reader_->end_offset();
       if (*hw <= end) break;
       if (round < 3) continue;
-      return LoadHighWatermarkWithin(dir_fd_.get(), topic_, partition_, end, fs()).status();
+      return CheckHighWatermarkWithin(dir_fd_.get(), topic_, partition_, *hw, end);
     }
     MQ_RETURN_IF_ERROR(CheckEpochs());
     MQ_RETURN_IF_ERROR(Followers().status());
@@ -191,14 +191,6 @@ class FileReplicaLog : public ReplicaLog {
     const int64_t start = reader_->log_start_offset();
     const int64_t end = reader_->end_offset();
     const std::string path = dir_ + "/" + kLeaderEpochCheckpointFile;
-    const std::string text = cache->Encode();
-    auto corrupt = [&](size_t entry, std::string what) {
-      // The entry's line: after "0\n<count>\n" and the lines before it.
-      uint64_t at = text.find('\n', text.find('\n') + 1) + 1;
-      for (size_t i = 0; i < entry && at < text.size(); ++i) at = text.find('\n', at) + 1;
-      return Status::Corruption(path, at, "R37",
-                                what + ": the checkpoint does not hold what the log implies");
-    };
     // The batch holding `offset`: its first offset and epoch.
     auto batch_at = [&](int64_t offset) -> Result<std::optional<std::pair<int64_t, int32_t>>> {
       MQ_RETURN_IF_ERROR(reader_->Seek(offset));
@@ -216,10 +208,12 @@ class FileReplicaLog : public ReplicaLog {
       if (!b) return b.error();
       if (!*b) continue;
       if ((*b)->first != entries[i].start_offset || (*b)->second != entries[i].epoch)
-        return corrupt(i, fmt::format("epoch {} from offset {}, but the batch holding offset {} "
-                                      "starts at {} in epoch {}",
-                                      entries[i].epoch, entries[i].start_offset,
-                                      entries[i].start_offset, (*b)->first, (*b)->second));
+        return EpochEntryMismatch(
+            *cache, i, path,
+            fmt::format("epoch {} from offset {}, but the batch holding offset {} starts at {} in "
+                        "epoch {}",
+                        entries[i].epoch, entries[i].start_offset, entries[i].start_offset,
+                        (*b)->first, (*b)->second));
     }
     if (end <= start) return Status::Ok();
     auto last = batch_at(end - 1);
@@ -227,11 +221,12 @@ class FileReplicaLog : public ReplicaLog {
     if (!*last || (*last)->second == format::kNoPartitionLeaderEpoch) return Status::Ok();
     const int32_t held = inside == 0 ? -1 : entries[inside - 1].epoch;
     if (held != (*last)->second)
-      return corrupt(inside == 0 ? 0 : inside - 1,
-                     fmt::format("the log's last batch (offset {}) is of epoch {}, but the latest "
-                                 "entry below the log end {} is {}",
-                                 (*last)->first, (*last)->second, end,
-                                 held < 0 ? std::string("none") : fmt::format("epoch {}", held)));
+      return EpochEntryMismatch(
+          *cache, inside == 0 ? 0 : inside - 1, path,
+          fmt::format("the log's last batch (offset {}) is of epoch {}, but the latest entry below "
+                      "the log end {} is {}",
+                      (*last)->first, (*last)->second, end,
+                      held < 0 ? std::string("none") : fmt::format("epoch {}", held)));
     return Status::Ok();
   }
 

@@ -113,6 +113,13 @@ class LeaderEpochCache {
   std::vector<EpochEntry> entries_;
 };
 
+// R37: entry `entry` of the checkpoint `cache`, read from `path`, is not
+// what the log implies (`what` says how; `entry` == the entry count: an
+// entry the log implies is missing at the end). The corruption naming the
+// file and the byte position of that entry's line.
+Status EpochEntryMismatch(const LeaderEpochCache& cache, size_t entry, const std::string& path,
+                          const std::string& what);
+
 // Parses a leader-epoch checkpoint's bytes (R35, R36); `file` names it in
 // errors.
 Result<LeaderEpochCache> DecodeLeaderEpochCheckpoint(std::string_view bytes,
@@ -143,6 +150,10 @@ Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t pa
 // kCorruption naming the file, the offset's byte position and R38.
 Result<int64_t> LoadHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition,
                                         int64_t log_end_offset, FileSystem* fs = nullptr);
+// The check itself, on a high watermark `hw` already read from that
+// partition's checkpoint in `dir_fd`: OK, or the R38 corruption above.
+Status CheckHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition, int64_t hw,
+                                int64_t log_end_offset);
 // After the log was cut to end before `end_offset` (a truncation, or a
 // recovery that found less log than the high watermark counted): lowers a
 // stored high watermark above it to it, fsynced (a crash must never bring
