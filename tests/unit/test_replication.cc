@@ -14,8 +14,12 @@
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "coding.h"
 #include "mq/cluster.h"
+#include "mq/crc32c.h"
+#include "mq/replica_verification.h"
 #include "mq/replication.h"
 #include "model.h"  // tests/sim: the cluster store and clock in memory
 #include "state_file.h"  // ParseBootId
@@ -1011,6 +1015,210 @@ TEST_CASE("replication: a replica whose log fails verification cannot lead, and 
   c.CatchUp(1);
   CHECK(RawBatches(dir) == RawBatches(c.Dir(0)));
   CHECK(VerifyForLeadership(dir).ok());
+}
+
+namespace {
+
+// Where the batch holding `offset` lives in the partition at `dir`.
+LogPosition BatchAt(const std::string& dir, int64_t offset) {
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  REQUIRE((*r)->Seek(offset).ok());
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  LogPosition at = (*r)->position();
+  if (at.file.empty() || at.file[0] != '/') at.file = dir + "/" + at.file;
+  return at;
+}
+
+// Rewrites the batch holding `offset` in the partition at `dir` with `edit`
+// (given the batch's bytes), then its CRC (R4) so that it still verifies:
+// a forged batch only a comparison with another replica can tell.
+void ForgeBatch(const std::string& dir, int64_t offset,
+                const std::function<void(std::span<std::byte>)>& edit, bool fix_crc = true) {
+  const LogPosition at = BatchAt(dir, offset);
+  auto bytes = ReadFile(at.file);
+  auto header = DecodeBatchHeader(std::span<const std::byte>(bytes).subspan(at.position));
+  std::span<std::byte> batch(bytes.data() + at.position, header.size_bytes());
+  edit(batch);
+  if (fix_crc) {
+    const uint32_t crc = Crc32c(batch.subspan(21));
+    for (int i = 0; i < 4; ++i) batch[17 + i] = std::byte(crc >> (24 - 8 * i));
+  }
+  WriteFile(at.file, bytes);
+}
+
+std::vector<ReplicaDir> DirsOf(const Cluster& c, int n) {
+  std::vector<ReplicaDir> out;
+  for (int32_t i = 0; i < n; ++i) out.push_back({i, c.Dir(i)});
+  return out;
+}
+
+// Three replicas holding the leader's 8 batches (offsets 0..23), HW 24.
+void Replicated(Cluster& c) {
+  c.Produce(8);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  REQUIRE(c.Hw(0) == 24);
+  c.logs.clear();
+}
+
+}  // namespace
+
+TEST_CASE("R57: replicas holding the leader's batches agree up to the high watermark") {
+  Cluster c(3);
+  Replicated(c);
+  auto cmp = CompareReplicas(DirsOf(c, 3), 0);
+  REQUIRE(cmp);
+  CHECK(FirstDivergence(*cmp).ok());
+  CHECK(cmp->reference == 0);
+  CHECK(cmp->high_watermark == 24);
+  REQUIRE(cmp->replicas.size() == 3);
+  for (const ReplicaAgreement& a : cmp->replicas) {
+    INFO("replica " << a.id);
+    CHECK(a.status.ok());
+    CHECK(a.batches == 8);
+    CHECK(a.compared_to == 24);
+    CHECK(!a.behind);
+  }
+  // Any replica may be the reference: the one given is listed first.
+  auto from2 = CompareReplicas(DirsOf(c, 3), 2);
+  REQUIRE(from2);
+  CHECK(from2->replicas[0].id == 2);
+  CHECK(FirstDivergence(*from2).ok());
+}
+
+TEST_CASE("R57: a follower whose batch holds other bytes under a valid CRC diverges, naming both replicas' files and positions") {
+  Cluster c(3);
+  Replicated(c);
+  // The last value byte of the batch at offsets 12..14, its CRC recomputed:
+  // the follower's log verifies on its own.
+  ForgeBatch(c.Dir(1), 12, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; });
+  REQUIRE(VerifyForLeadership(c.Dir(1)).ok());
+  const LogPosition forged = BatchAt(c.Dir(1), 12);
+  const LogPosition leader = BatchAt(c.Dir(0), 12);
+  auto cmp = CompareReplicas(DirsOf(c, 3), 0);
+  REQUIRE(cmp);
+  const Status s = FirstDivergence(*cmp);
+  CHECK(s.code() == Code::kCorruption);
+  CHECK(s.rule() == "R57");
+  CHECK(s.file() == forged.file);
+  CHECK(s.position() == forged.position);
+  const std::string m = s.message();
+  CHECK(m.find("replica 1 (root " + c.roots[1] + ") diverges from replica 0 (root " + c.roots[0] +
+               ")") != std::string::npos);
+  CHECK(m.find("at offset 12: the CRC differs") != std::string::npos);
+  CHECK(m.find(fmt::format("{}: position {}", leader.file, leader.position)) != std::string::npos);
+  CHECK(cmp->replicas[1].batches == 4);  // 0..11 agreed
+  CHECK(cmp->replicas[2].status.ok());   // replica 2 holds the leader's batches
+  CHECK(cmp->replicas[2].batches == 8);
+}
+
+TEST_CASE("R57: a follower whose batch carries another partition leader epoch diverges") {
+  Cluster c(2);
+  c.Produce(4);
+  c.CatchUp(1);
+  c.CatchUp(1);
+  c.logs.clear();
+  // partitionLeaderEpoch (bytes 12..15) lies outside the CRC: still valid.
+  ForgeBatch(c.Dir(1), 6, [](std::span<std::byte> b) { b[15] = std::byte{7}; }, false);
+  auto cmp = CompareReplicas(DirsOf(c, 2), 0);
+  REQUIRE(cmp);
+  const Status s = FirstDivergence(*cmp);
+  CHECK(s.rule() == "R57");
+  CHECK(s.message().find("at offset 6: the partition leader epoch differs: it holds batch 6-8 of "
+                         "leader epoch 7") != std::string::npos);
+}
+
+TEST_CASE("R57: a follower whose log ends below the high watermark is behind, compared up to its log end") {
+  Cluster c(3);
+  Replicated(c);
+  {
+    auto w = PartitionWriter::Open(c.Dir(2), Small(), false, nullptr);
+    REQUIRE(w);
+    REQUIRE((*w)->TruncateTo(9).ok());
+  }
+  auto cmp = CompareReplicas(DirsOf(c, 3), 0);
+  REQUIRE(cmp);
+  CHECK(FirstDivergence(*cmp).ok());
+  const ReplicaAgreement& behind = cmp->replicas[2];
+  CHECK(behind.status.ok());
+  CHECK(behind.behind);
+  CHECK(behind.log_end_offset == 9);
+  CHECK(behind.compared_to == 9);
+  CHECK(behind.batches == 3);
+  CHECK(!cmp->replicas[1].behind);
+  // Behind and divergent below its log end: the divergence is reported.
+  ForgeBatch(c.Dir(2), 3, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; });
+  auto again = CompareReplicas(DirsOf(c, 3), 0);
+  REQUIRE(again);
+  CHECK(FirstDivergence(*again).rule() == "R57");
+  CHECK(again->replicas[2].status.rule() == "R57");
+}
+
+TEST_CASE("R57: corruption in a follower's log is reported as its own rule, in the leader's it fails the comparison") {
+  Cluster c(3);
+  Replicated(c);
+  const LogPosition damaged = BatchAt(c.Dir(1), 15);
+  ForgeBatch(c.Dir(1), 15, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; },
+             false);
+  auto cmp = CompareReplicas(DirsOf(c, 3), 0);
+  REQUIRE(cmp);
+  const Status s = FirstDivergence(*cmp);
+  CHECK(s.rule() == "R4");
+  CHECK(s.file() == damaged.file);
+  CHECK(s.position() == damaged.position);
+  // The same log as the reference: the comparison fails as a whole.
+  auto ref = CompareReplicas(DirsOf(c, 3), 1);
+  REQUIRE(!ref);
+  CHECK(ref.error().rule() == "R4");
+}
+
+TEST_CASE("replication: an in-sync follower whose log fails verification leaves the ISR, the leader stays") {
+  Cluster c(3);
+  Replicated(c);
+  ForgeBatch(c.Dir(1), 15, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; },
+             false);
+  std::map<int32_t, Status> damaged;
+  for (int32_t id : {0, 1, 2})
+    if (Status s = VerifyForLeadership(c.Dir(id)); !s.ok()) damaged.emplace(id, s);
+  REQUIRE(damaged.size() == 1);
+  REQUIRE(damaged.count(1) == 1);
+  damaged.emplace(0, Status::Corruption(c.Dir(0) + "/x.log", 7, "R4", "planted"));
+  const PartitionState before = c.Part();
+  auto after = ShrinkIsrOfDamaged(c.store, before, damaged);
+  REQUIRE(after);
+  CHECK(after->isr == std::vector<int32_t>{0, 2});  // the leader stays, damaged or not
+  CHECK(after->leader == 0);
+  CHECK(after->partition_epoch == before.partition_epoch + 1);
+  const std::string& why = c.store.recent().back();
+  CHECK(why.find("shrink: replica 1 fails verification (" + damaged.at(1).message() + ")") !=
+        std::string::npos);
+  // Decided on a state that moved meanwhile: fenced, nothing changed.
+  auto stale = ShrinkIsrOfDamaged(c.store, before, damaged);
+  REQUIRE(!stale);
+  CHECK(stale.error().code() == Code::kFenced);
+  CHECK(c.Part().isr == std::vector<int32_t>{0, 2});
+  // No in-sync follower damaged: no change.
+  auto none = ShrinkIsrOfDamaged(c.store, c.Part(), {});
+  REQUIRE(none);
+  CHECK(none->partition_epoch == before.partition_epoch + 1);
+}
+
+TEST_CASE("R57: with no high watermark stored nothing is compared") {
+  Cluster c(2);
+  c.Produce(2);  // no follower fetched: the leader stores no HW yet
+  c.logs.clear();
+  ::unlink((c.Dir(0) + "/replication-offset-checkpoint").c_str());
+  auto cmp = CompareReplicas(DirsOf(c, 2), 0);
+  REQUIRE(cmp);
+  CHECK(cmp->high_watermark == -1);
+  CHECK(cmp->replicas[1].compared_to == 0);
+  CHECK(cmp->replicas[1].batches == 0);
+  CHECK(FirstDivergence(*cmp).ok());
 }
 
 namespace {

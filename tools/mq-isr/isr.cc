@@ -598,6 +598,10 @@ int Check(const std::string& cluster, const std::optional<std::string>& topic, c
   if (Status s = ApplyIsrRule(store->get(), *state, topic, out); !s.ok()) return cli::Fail(s);
   state = (*store)->Load();
   if (!state) return cli::Fail(state.error());
+  auto damaged = ApplyDamageRule(store->get(), *state, topic, out);
+  if (!damaged) return cli::Fail(damaged.error());
+  state = (*store)->Load();
+  if (!state) return cli::Fail(state.error());
   size_t partitions = 0, bad = 0, topics = 0;
   for (const ReplicatedTopic& t : state->topics) {
     if (topic && t.name != *topic) continue;
@@ -616,15 +620,16 @@ int Check(const std::string& cluster, const std::optional<std::string>& topic, c
       PrintPartition(out, p, h);
     }
   }
-  if (bad == 0)
+  if (bad == 0 && *damaged == 0)
     out.Print(
         "OK: {} topic(s), {} partition(s): every partition has an available leader and "
         "its full ISR\n",
         topics, partitions);
   else
-    out.Print("PROBLEMS: {} of {} partition(s) in {} topic(s)\n", bad, partitions, topics);
+    out.Print("PROBLEMS: {} of {} partition(s) in {} topic(s){}\n", bad, partitions, topics,
+              *damaged == 0 ? "" : fmt::format("; {} replica(s) fail verification", *damaged));
   if (int rc = out.FinishExitCode(); rc != 0) return rc;
-  return bad == 0 ? cli::kExitOk : kExitCheckProblems;
+  return bad == 0 && *damaged == 0 ? cli::kExitOk : kExitCheckProblems;
 }
 
 int Elect(const std::string& cluster, const ElectOptions& o, cli::Output& out) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "mq/cluster.h"
 #include "mq/topic.h"
 
 namespace mq::isr {
@@ -58,6 +59,18 @@ int Create(const std::string& cluster, const CreateOptions& options, cli::Output
 int Describe(const std::string& cluster, const DescribeOptions& options, cli::Output& out);
 int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out);
 int Elect(const std::string& cluster, const ElectOptions& options, cli::Output& out);
+// --check's rule for damage: every replica of this host whose log fails
+// verification (VerifyForLeadership, as elect asks of a candidate) is
+// printed with its corruption (file, byte position, rule); the in-sync
+// followers among them leave the ISR (ShrinkIsrOfDamaged). Returns how
+// many replicas were found damaged.
+Result<size_t> ApplyDamageRule(ClusterStore* store, const ClusterState& state,
+                               const std::optional<std::string>& topic, cli::Output& out);
+// --verify-replicas: each partition's replicas compared with its leader's
+// batch by batch up to the high watermark (R57); 0 when every replica
+// agrees, 65 on a divergence or corruption, 69 when one could not be read.
+int VerifyReplicas(const std::string& cluster, const std::optional<std::string>& topic, bool json,
+                   cli::Output& out);
 int Attach(const std::string& cluster, const AttachOptions& options, cli::Output& out);
 // --serve: the cluster state for tools on other hosts (format-spec/protocol.md).
 int Serve(const std::string& cluster);

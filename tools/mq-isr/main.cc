@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
         return mq::isr::Attach(o.cluster, o.attach, out);
       case mq::isr::Command::kServe:
         return mq::isr::Serve(o.cluster);
+      case mq::isr::Command::kVerifyReplicas:
+        return mq::isr::VerifyReplicas(o.cluster, o.check_topic, o.verify_json, out);
       case mq::isr::Command::kCheck:
         break;
     }

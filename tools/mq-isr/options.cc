@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "       mq-isr [--cluster DIR] describe [-t TOPIC] [--under-replicated] [--under-min-isr] "
     "[--at-min-isr] [--unavailable] [--json]\n"
     "       mq-isr [--cluster DIR] --check [-t TOPIC]\n"
+    "       mq-isr [--cluster DIR] --verify-replicas [-t TOPIC] [--json]\n"
     "       mq-isr [--cluster DIR] elect [-t TOPIC [-p N]] [--unclean | --preferred]\n"
     "       mq-isr --cluster DIR --serve\n"
     "       mq-isr --cluster HOST:DIR attach -t TOPIC --partitions N --replica-id ID -C ROOT "
@@ -79,7 +80,13 @@ int ParseOptions(int argc, char** argv, Options* o) {
   app.add_flag("--check", check,
                "exit 1 listing every partition that is unavailable, "
                "under-replicated or under min.insync.replicas; 0 with a summary otherwise");
-  app.add_option("-t,--topic", o->check_topic, "with --check: only this topic");
+  app.add_option("-t,--topic", o->check_topic, "with --check or --verify-replicas: only this topic");
+  bool verify_replicas = false;
+  app.add_flag("--verify-replicas", verify_replicas,
+               "compare every replica with its leader batch by batch up to the high "
+               "watermark: exit 65 on a divergence");
+  auto* verify_json =
+      app.add_flag("--json", o->verify_json, "with --verify-replicas: one JSON object per partition");
   bool serve = false;
   app.add_flag("--serve", serve,
                "answer the wire protocol on stdin/stdout for tools on other hosts");
@@ -141,8 +148,11 @@ int ParseOptions(int argc, char** argv, Options* o) {
   if (int rc = cli::Parse(app, argc, argv); rc >= 0) return rc;
   const bool any =
       create_cmd->parsed() || describe_cmd->parsed() || elect_cmd->parsed() || attach_cmd->parsed();
-  if (int(check) + int(any) + int(serve) != 1)
-    return cli::UsageError(kUsage, "give one of create, describe, --check, elect, attach, --serve");
+  if (int(check) + int(any) + int(serve) + int(verify_replicas) != 1)
+    return cli::UsageError(
+        kUsage, "give one of create, describe, --check, --verify-replicas, elect, attach, --serve");
+  if (verify_json->count() > 0 && !verify_replicas)
+    return cli::UsageError(kUsage, "--json goes with describe or --verify-replicas");
   if (o->cluster.empty())
     return cli::UsageError(kUsage, "no cluster directory (--cluster or MQ_CLUSTER)");
   if (create_cmd->parsed()) {
@@ -161,6 +171,7 @@ int ParseOptions(int argc, char** argv, Options* o) {
                : elect_cmd->parsed()    ? Command::kElect
                : attach_cmd->parsed()   ? Command::kAttach
                : serve                  ? Command::kServe
+               : verify_replicas        ? Command::kVerifyReplicas
                                         : Command::kCheck;
   return -1;
 }

@@ -9,12 +9,13 @@
 
 namespace mq::isr {
 
-enum class Command : uint8_t { kCreate, kDescribe, kCheck, kElect, kAttach, kServe };
+enum class Command : uint8_t { kCreate, kDescribe, kCheck, kElect, kAttach, kServe, kVerifyReplicas };
 
 struct Options {
   std::string cluster;  // --cluster or $MQ_CLUSTER
   Command command = Command::kCheck;
-  std::optional<std::string> check_topic;
+  std::optional<std::string> check_topic;  // also of --verify-replicas
+  bool verify_json = false;                 // --verify-replicas --json
   CreateOptions create;  // replica dirs made absolute
   DescribeOptions describe;
   ElectOptions elect;

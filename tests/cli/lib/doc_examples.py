@@ -120,6 +120,7 @@ EXPECT = {
     "if ! mq-isr --cluster cluster --check > check.txt; then\n"
     "    mail -s \"mq: partitions need attention\" root < check.txt\n"
     "fi": 0,
+    "mq-isr --cluster cluster --verify-replicas -t payments": 0,
     "mv r0 r0.lost\n"
     "mq-isr --cluster cluster describe --unavailable\n"
     "mq-isr --cluster cluster elect": 0,

@@ -1,0 +1,227 @@
+// Cross-replica verification (mq/replica_verification.h, R57).
+#include "mq/replica_verification.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "mq/file.h"
+#include "mq/partition.h"
+#include "mq/replica_checkpoint.h"
+
+namespace mq {
+namespace {
+
+std::string RootOf(const std::string& partition_dir) {
+  const size_t slash = partition_dir.find_last_of('/');
+  return slash == std::string::npos || slash == 0 ? partition_dir : partition_dir.substr(0, slash);
+}
+
+// The reader's position with its file as a path (a reader names the
+// segment's file within the partition directory).
+LogPosition InDir(const std::string& dir, LogPosition p) {
+  if (!p.file.empty() && p.file[0] != '/') p.file = dir + "/" + p.file;
+  return p;
+}
+
+// A reader's corruption status with its file as a path, as the
+// comparison's own statuses name theirs.
+Status InDir(const std::string& dir, const Status& s) {
+  if (s.code() != Code::kCorruption || s.file().empty() || s.file()[0] == '/') return s;
+  const std::string prefix = fmt::format("{}: position {}: {}: ", s.file(), s.position(), s.rule());
+  std::string what = s.message();
+  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  return Status::Corruption(dir + "/" + s.file(), s.position(), s.rule(), what);
+}
+
+std::string Describe(const BatchHeader& h) {
+  return fmt::format("batch {}-{} of leader epoch {} ({} bytes, CRC {:08x})", h.base_offset,
+                     h.last_offset(), h.partition_leader_epoch, h.size_bytes(), h.crc);
+}
+
+// The first of R57's fields in which batch `f` differs from `r`; nullptr
+// when the two are the same bytes.
+const char* Difference(const BatchView& r, const BatchView& f) {
+  const BatchHeader &a = r.header(), &b = f.header();
+  if (a.base_offset != b.base_offset) return "base offset";
+  if (a.last_offset() != b.last_offset()) return "last offset";
+  if (a.partition_leader_epoch != b.partition_leader_epoch) return "partition leader epoch";
+  if (a.crc != b.crc) return "CRC";
+  if (r.bytes().size() != f.bytes().size() ||
+      std::memcmp(r.bytes().data(), f.bytes().data(), r.bytes().size()) != 0)
+    return "bytes";
+  return nullptr;
+}
+
+struct Follower {
+  ReplicaAgreement* out = nullptr;
+  std::unique_ptr<PartitionReader> reader;
+  int64_t start = 0;  // the greater log start of it and the reference
+  bool done = false;
+  // Where its next batch would be: after the last one it returned.
+  LogPosition next;
+};
+
+Result<std::unique_ptr<PartitionReader>> OpenReader(const std::string& dir,
+                                                    const DecodeLimits& limits) {
+  ReadOptions o;
+  o.limits = limits;
+  o.offsets = OffsetPolicy::kGapsAllowed;  // R10, R11; comparison finds any other gap
+  return PartitionReader::Open(dir, o);
+}
+
+}  // namespace
+
+Result<ReplicaComparison> CompareReplicas(const std::vector<ReplicaDir>& replicas,
+                                          size_t reference_index, const DecodeLimits& limits) {
+  if (reference_index >= replicas.size())
+    return Status(Code::kInvalidArgument, "no reference replica to compare with");
+  const ReplicaDir& ref = replicas[reference_index];
+  auto names = PartitionOfDirectory(ref.dir);
+  if (!names)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: not a partition directory (<topic>-<partition>)", ref.dir));
+  auto ref_reader = OpenReader(ref.dir, limits);
+  if (!ref_reader) return ref_reader.error();
+  PartitionReader& rr = **ref_reader;
+  ReplicaComparison c;
+  c.reference = ref.id;
+  c.reference_log_end = rr.end_offset();
+  {
+    auto dfd = OpenDirectory(ref.dir, false);
+    if (!dfd) return dfd.error();
+    auto hw = LoadHighWatermarkWithin(dfd->get(), names->first, names->second,
+                                      c.reference_log_end);
+    if (hw) c.high_watermark = *hw;
+    else if (hw.error().code() != Code::kNotFound) return hw.error();
+  }
+  const int64_t hw = std::max<int64_t>(c.high_watermark, 0);
+  const int64_t ref_start = rr.log_start_offset();
+
+  ReplicaAgreement self;
+  self.id = ref.id;
+  self.dir = ref.dir;
+  self.log_start_offset = ref_start;
+  self.log_end_offset = c.reference_log_end;
+  self.compared_to = std::min(hw, c.reference_log_end);
+  c.replicas.reserve(replicas.size());
+  c.replicas.push_back(self);
+  std::vector<Follower> followers;
+  followers.reserve(replicas.size());
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    if (i == reference_index) continue;
+    ReplicaAgreement a;
+    a.id = replicas[i].id;
+    a.dir = replicas[i].dir;
+    c.replicas.push_back(std::move(a));
+  }
+  for (size_t i = 1; i < c.replicas.size(); ++i) {
+    ReplicaAgreement& a = c.replicas[i];
+    auto reader = OpenReader(a.dir, limits);
+    if (!reader) {
+      a.status = reader.error();
+      continue;
+    }
+    Follower f;
+    f.out = &a;
+    f.reader = std::move(*reader);
+    a.log_start_offset = f.reader->log_start_offset();
+    a.log_end_offset = f.reader->end_offset();
+    a.compared_to = std::min(hw, a.log_end_offset);
+    a.behind = a.log_end_offset < hw;
+    f.start = std::max(ref_start, a.log_start_offset);
+    f.next = {a.dir, 0};
+    f.done = f.start >= a.compared_to;
+    if (!f.done) {
+      if (Status s = f.reader->Seek(f.start); !s.ok()) {
+        a.status = s;
+        continue;
+      }
+    }
+    followers.push_back(std::move(f));
+  }
+
+  MQ_RETURN_IF_ERROR(rr.Seek(ref_start));
+  const std::string ref_root = RootOf(ref.dir);
+  // The reference is read up to the high watermark whatever the others
+  // hold: corruption of its own there fails the comparison.
+  for (;;) {
+    auto batch = rr.Next();
+    if (!batch) return InDir(ref.dir, batch.error());
+    if (!*batch || (*batch)->header().base_offset >= hw) break;
+    const BatchView& rb = **batch;
+    const LogPosition rp = InDir(ref.dir, rr.position());
+    ++c.replicas[0].batches;
+    for (Follower& f : followers) {
+      if (f.done || rb.header().last_offset() < f.start) continue;
+      ReplicaAgreement& a = *f.out;
+      if (rb.header().base_offset >= a.compared_to) {
+        f.done = true;
+        continue;
+      }
+      auto fb = f.reader->Next();
+      if (!fb) {
+        a.status = InDir(a.dir, fb.error());  // corruption in its own log, that rule
+        f.done = true;
+        continue;
+      }
+      const std::string head = fmt::format(
+          "replica {} (root {}) diverges from replica {} (root {}) below the high watermark {} "
+          "at offset {}",
+          a.id, RootOf(a.dir), ref.id, ref_root, hw, rb.header().base_offset);
+      if (!*fb) {
+        a.status = Status::Corruption(
+            f.next.file, f.next.position, "R57",
+            fmt::format("{}: it holds no batch there (its log ends at {}); replica {} holds {} "
+                        "at {}: position {}",
+                        head, a.log_end_offset, ref.id, Describe(rb.header()), rp.file,
+                        rp.position));
+        f.done = true;
+        continue;
+      }
+      const BatchView& fv = **fb;
+      const LogPosition fp = InDir(a.dir, f.reader->position());
+      if (const char* field = Difference(rb, fv)) {
+        a.status = Status::Corruption(
+            fp.file, fp.position, "R57",
+            fmt::format("{}: the {} differs: it holds {}; replica {} holds {} at {}: position {}",
+                        head, field, Describe(fv.header()), ref.id, Describe(rb.header()),
+                        rp.file, rp.position));
+        f.done = true;
+        continue;
+      }
+      ++a.batches;
+      f.next = {fp.file, fp.position + fv.header().size_bytes()};
+    }
+  }
+  return c;
+}
+
+Result<PartitionState> ShrinkIsrOfDamaged(ClusterStore& store, const PartitionState& p,
+                                          const std::map<int32_t, Status>& damaged) {
+  PartitionState proposed = p;
+  proposed.isr.clear();
+  std::string reason;
+  for (int32_t r : p.isr) {
+    auto it = damaged.find(r);
+    if (r == p.leader || it == damaged.end() || it->second.ok()) {
+      proposed.isr.push_back(r);
+      continue;
+    }
+    reason += fmt::format("{}replica {} fails verification ({})", reason.empty() ? "shrink: " : "; ",
+                          r, it->second.message());
+  }
+  if (reason.empty()) return p;
+  return store.AlterPartition(proposed, reason);
+}
+
+Status FirstDivergence(const ReplicaComparison& comparison) {
+  for (const ReplicaAgreement& a : comparison.replicas)
+    if (a.status.code() == Code::kCorruption) return a.status;
+  return Status::Ok();
+}
+
+}  // namespace mq

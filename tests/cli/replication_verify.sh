@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# mq-isr --verify-replicas compares every replica with its leader batch by
+# batch up to the high watermark (R57): identical replicas pass (exit 0); a
+# follower forged with valid CRCs, which verifies on its own, is found
+# (exit 65, both files and byte positions named); a replica whose log ends
+# below the high watermark is behind, not divergent. mq-isr --check reports
+# a follower whose log fails verification and drops it from the ISR, so that
+# elect passes it over (mq-isr(1)).
+source "$(dirname "$0")/lib/common.bash"
+ISR="$BIN/mq-isr"
+REP="$BIN/mq-replicate"
+cd "$WORK"
+SEG=t-0/00000000000000000000.log
+
+# fresh NAME ROOTS...: a cluster NAME with topic t over the roots, min ISR 1,
+# 20 records in 4 batches acknowledged by every replica (HW 20).
+fresh() {
+  local name=$1 roots="" r
+  shift
+  mkdir -p "$name"
+  for r in "$@"; do roots+="${roots:+,}$WORK/$name/$r"; done
+  run "$ISR" --cluster "$WORK/$name/cl" create -t t --partitions 1 --replicas "$roots" \
+    --min-insync-replicas 1
+  expect_rc 0 "create $name"
+  for i in 1 2 3 4; do seq $((i * 5 - 4)) $((i * 5)) | "$P" -C "$name/$1" -t t --acks 1; done
+  for i in 1 2; do
+    for r in "${@:2}"; do
+      run "$REP" -C "$name/$r" -q
+      expect_rc 0 "catch up $r"
+    done
+  done
+}
+isr_of() { "$ISR" --cluster "$WORK/$1/cl" describe | sed -n 's/.*Isr: \([0-9,]*\).*/\1/p'; }
+# batch_pos FILE OFFSET: the byte position of the batch whose base offset is OFFSET.
+batch_pos() {
+  "$PY" - "$1" "$2" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+pos = 0
+while pos < len(data):
+    base, length = struct.unpack(">qi", data[pos:pos + 12])
+    if base == int(sys.argv[2]):
+        print(pos)
+        break
+    pos += 12 + length
+PY
+}
+
+# --- identical replicas agree ---------------------------------------------------
+fresh a r0 r1 r2
+run "$ISR" --cluster "$WORK/a/cl" --verify-replicas
+expect_rc 0 "--verify-replicas of identical replicas"
+expect_eq "identical replicas" "t-0: replica 1 agrees with leader 0 up to the high watermark 20 (4 batches)
+t-0: replica 2 agrees with leader 0 up to the high watermark 20 (4 batches)
+t-0: OK: leader 0, high watermark 20
+OK: 1 partition(s): every replica agrees with its leader up to the high watermark" "$(cat "$WORK/out")"
+run "$ISR" --cluster "$WORK/a/cl" --verify-replicas -t t --json
+expect_rc 0 "--verify-replicas --json"
+"$PY" - "$WORK/out" <<'PY' || fail "--json: $(cat "$WORK/out")"
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+o = json.loads(lines[0])
+assert o["type"] == "verify-replicas" and o["topic"] == "t" and o["partition"] == 0, o
+assert o["status"] == "ok" and o["leader"] == 0 and o["high_watermark"] == 20, o
+assert [r["state"] for r in o["replicas"]] == ["agrees"] * 3, o
+assert [r["batches"] for r in o["replicas"]] == [4, 4, 4], o
+PY
+run "$ISR" --cluster "$WORK/a/cl" --verify-replicas -t nosuch
+expect_rc 66 "--verify-replicas of an unknown topic"
+run "$ISR" --cluster "$WORK/a/cl" --check --json
+expect_rc 64 "--json without --verify-replicas"
+
+# --- a forged follower with valid CRCs diverges ----------------------------------
+# One value byte of r2's batch at offset 10, its CRC recomputed (R4 holds).
+pos=$(batch_pos "a/r2/$SEG" 10)
+"$PY" - "a/r2/$SEG" "$pos" <<'PY'
+import struct, sys
+from mqbatch import fix_crc
+path, pos = sys.argv[1], int(sys.argv[2])
+data = bytearray(open(path, "rb").read())
+length = struct.unpack(">i", data[pos + 8:pos + 12])[0]
+batch = data[pos:pos + 12 + length]
+batch[-2] ^= 0x01  # the last value byte of the batch's last record
+fix_crc(batch)
+data[pos:pos + 12 + length] = batch
+open(path, "wb").write(data)
+PY
+run "$INSPECT" --verify "a/r2/t-0"
+expect_rc 0 "mq-inspect --verify of the forged follower (it verifies on its own)"
+run "$ISR" --cluster "$WORK/a/cl" --verify-replicas
+expect_rc 65 "--verify-replicas with a forged follower"
+lpos=$(batch_pos "a/r0/$SEG" 10)
+grep -qF "t-0: replica 2 DIVERGED: $WORK/a/r2/$SEG: position $pos: R57: replica 2 (root $WORK/a/r2) diverges from replica 0 (root $WORK/a/r0) below the high watermark 20 at offset 10: the CRC differs" \
+  "$WORK/out" || fail "the divergence is not named: $(cat "$WORK/out")"
+grep -qF "replica 0 holds batch 10-14 of leader epoch 0" "$WORK/out" &&
+  grep -qF "at $WORK/a/r0/$SEG: position $lpos" "$WORK/out" ||
+  fail "the leader's batch is not named: $(cat "$WORK/out")"
+grep -q "t-0: replica 1 agrees with leader 0 up to the high watermark 20 (4 batches)" "$WORK/out" ||
+  fail "replica 1: $(cat "$WORK/out")"
+grep -q "^t-0: DIVERGED: leader 0, high watermark 20$" "$WORK/out" || fail "summary: $(cat "$WORK/out")"
+grep -q "^PROBLEMS: 1 of 1 partition(s) diverged, 0 not verified$" "$WORK/out" ||
+  fail "summary: $(cat "$WORK/out")"
+
+# --- a replica shorter than the high watermark is behind -------------------------
+fresh b r0 r1
+cp -a b/r1 b/r1.at20
+seq 21 25 | "$P" -C b/r0 -t t --acks 1
+for i in 1 2; do run "$REP" -C b/r1 -q; expect_rc 0 "catch up r1 to 25"; done
+rm -rf b/r1 && mv b/r1.at20 b/r1
+run "$ISR" --cluster "$WORK/b/cl" --verify-replicas
+expect_rc 0 "--verify-replicas with a replica behind the high watermark"
+grep -qF "t-0: replica 1 is behind: its log ends at 20, below the high watermark 25; it agrees with leader 0 up to 20 (4 batches)" \
+  "$WORK/out" || fail "behind: $(cat "$WORK/out")"
+
+# --- --check drops a follower whose log fails verification from the ISR ----------
+fresh c r0 r1 r2
+[[ $(isr_of c) == 0,1,2 ]] || fail "ISR before the damage: $(isr_of c)"
+flip_byte "c/r1/$SEG" 100
+run "$ISR" --cluster "$WORK/c/cl" --check
+expect_rc 1 "--check with a damaged follower"
+grep -q "^t-0: replica 1 fails verification: $WORK/c/r1/$SEG: position [0-9]*: R4: .*; left the ISR (0,1,2 -> 0,2); repair it with mq-replicate --repair$" \
+  "$WORK/out" || fail "--check does not name the damage: $(cat "$WORK/out")"
+[[ $(isr_of c) == 0,2 ]] || fail "the damaged follower stayed in the ISR: $(isr_of c)"
+run "$ISR" --cluster "$WORK/c/cl" --verify-replicas
+expect_rc 65 "--verify-replicas with a damaged follower"
+grep -q "t-0: replica 1 CORRUPT: $WORK/c/r1/$SEG: position [0-9]*: R4: " "$WORK/out" ||
+  fail "--verify-replicas of a damaged follower: $(cat "$WORK/out")"
+# Once repaired and caught up it rejoins; --check and --verify-replicas pass.
+run "$REP" -C c/r1 --repair
+expect_rc 0 "--repair"
+for i in 1 2; do run "$REP" -C c/r1 -q; expect_rc 0 "catch up the repaired r1"; done
+[[ $(isr_of c) == 0,2,1 ]] || fail "the repaired follower did not rejoin: $(isr_of c)"
+run "$ISR" --cluster "$WORK/c/cl" --check
+expect_rc 0 "--check after the repair"
+run "$ISR" --cluster "$WORK/c/cl" --verify-replicas
+expect_rc 0 "--verify-replicas after the repair"
+echo "ok"
