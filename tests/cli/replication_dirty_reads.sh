@@ -198,4 +198,6 @@ run "$C" -C "$r0" --describe -G g -J
 grep -q '"current_offset":10,.*"note":null' "$WORK/out" || fail "after: $(cat "$WORK/out")"
 run "$C" -C "$r0" -t t -G g -e
 expect_eq "the group has read everything" "" "$(cat "$WORK/out")"
+replicas_agree "$WORK/cl" "after the failover"
+replicas_agree "$cl" "after the unclean failover"
 echo ok

@@ -123,6 +123,7 @@ one_run() {
     [[ $(ls "${r[$id]}"/t-0/*.log | wc -l) == $(ls "${r[$leader]}"/t-0/*.log | wc -l) ]] \
       || fail "seed $seed: replica $id has other segments than leader $leader"
   done
+  replicas_agree "$cl" "seed $seed"
   echo "acked $(wc -l <"$acked") lost $lost"
   rm -rf "$dir"
 }

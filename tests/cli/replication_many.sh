@@ -55,6 +55,7 @@ catch_up "a catch-up of 2,000 partitions under ulimit -n 256" t "$T/r0" "$T/r1"
 expect_eq "the last message of partition ${PICKED[4]} on the follower" "t${PICKED[4]}-20" \
   "$("$C" -C "$T/r1" -t t -p "${PICKED[4]}" -e -q | tail -1)"
 last_t=${PICKED[4]}
+replicas_agree "$T/cluster" "2,000 partitions after the catch-up"
 
 # follow_gets WHAT LIMIT TOPIC PARTITION LEADER FOLLOWER: with
 # `mq-replicate -C FOLLOWER -t TOPIC --follow` running under `ulimit LIMIT`,

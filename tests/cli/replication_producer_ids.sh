@@ -89,4 +89,5 @@ for r in "$r0" "$r1"; do
   [[ ! -e $r/producers/ingestA.id && ! -e $r/producers/ingestB.id ]] ||
     fail "a replicated topic's id was allocated in $r's registry"
 done
+replicas_agree "$cl" "after the failovers"
 echo "ok"

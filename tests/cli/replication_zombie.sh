@@ -151,6 +151,7 @@ scenario() {
   expect_eq "$name: r1 holds the same" "$want" "$(records "$r1")"
   expect_eq "$name: r2 holds the same" "$want" "$(records "$r2")"
   expect_eq "$name: r0 holds the same (offset 5 is n-1, not z-5)" "$want" "$(records "$r0")"
+  replicas_agree "$cl" "$name"
   grep -q "below the epoch fence 1 (R56)" zombie.out ||
     fail "$name: the producer names the epoch fence: $(cat zombie.out)"
   cd "$WORK"

@@ -69,3 +69,12 @@ flip_byte() {
   old=$(od -An -tu1 -j "$pos" -N1 "$file" | tr -d ' ')
   printf "\\x$(printf %02x $((255 - old)))" | dd of="$file" bs=1 seek="$pos" conv=notrunc status=none
 }
+# replicas_agree CLUSTER [WHAT]: mq-isr --verify-replicas finds every replica
+# of the cluster's partitions holding its leader's batches up to the high
+# watermark (R57; a replica behind it agrees up to its log end).
+replicas_agree() {
+  local out
+  out=$(timeout "${MQ_TEST_RUN_TIMEOUT:-240}" "$BIN/mq-isr" --cluster "$1" --verify-replicas 2>&1) &&
+    return 0
+  fail "${2:-replicas}: mq-isr --verify-replicas exited $?: $out"
+}
