@@ -113,6 +113,26 @@ expect_rc 0 "--verify-replicas with a replica behind the high watermark"
 grep -qF "t-0: replica 1 is behind: its log ends at 20, below the high watermark 25; it agrees with leader 0 up to 20 (4 batches)" \
   "$WORK/out" || fail "behind: $(cat "$WORK/out")"
 
+# --- a replica that cannot be read, or on another host, is not verified ----------
+mv b/r1 b/r1.away
+run "$ISR" --cluster "$WORK/b/cl" --verify-replicas
+expect_rc 69 "--verify-replicas with a replica's root away"
+grep -q "^t-0: replica 1 ($WORK/b/r1/t-0) not verified: $WORK/b/r1/t-0: No such file or directory" "$WORK/out" ||
+  fail "an unreadable replica: $(cat "$WORK/out")"
+grep -q "^t-0: NOT VERIFIED: leader 0, high watermark 25$" "$WORK/out" || fail "summary: $(cat "$WORK/out")"
+mv b/r1.away b/r1
+# h0 and h1 are this machine, reached through a stand-in for ssh.
+printf '#!/bin/sh\nshift\nexec sh -c "$1"\n' >"$WORK/rsh"
+chmod +x "$WORK/rsh"
+mkdir h
+MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN" run "$ISR" --cluster "$WORK/h/cl" create -t t \
+  --partitions 1 --replicas "h0:$WORK/h/r0,h1:$WORK/h/r1" --controller ctl
+expect_rc 0 "create across hosts"
+run "$ISR" --cluster "$WORK/h/cl" --verify-replicas
+expect_rc 69 "--verify-replicas of replicas on other hosts"
+grep -q "^t-0: replica 1 (h1:$WORK/h/r1) not verified: on another host (comparing remote replicas is planned)$" \
+  "$WORK/out" || fail "a replica on another host: $(cat "$WORK/out")"
+
 # --- --check drops a follower whose log fails verification from the ISR ----------
 fresh c r0 r1 r2
 [[ $(isr_of c) == 0,1,2 ]] || fail "ISR before the damage: $(isr_of c)"
