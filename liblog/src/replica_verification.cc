@@ -211,8 +211,8 @@ Result<PartitionState> ShrinkIsrOfDamaged(ClusterStore& store, const PartitionSt
       proposed.isr.push_back(r);
       continue;
     }
-    reason += fmt::format("{}replica {} fails verification ({})", reason.empty() ? "shrink: " : "; ",
-                          r, it->second.message());
+    reason += fmt::format("{}replica {} fails verification ({})",
+                          reason.empty() ? "shrink: " : "; ", r, it->second.message());
   }
   if (reason.empty()) return p;
   return store.AlterPartition(proposed, reason);

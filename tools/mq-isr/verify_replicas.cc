@@ -22,7 +22,7 @@ enum class Outcome : uint8_t { kAgrees, kNotVerified, kDiverged };
 struct ReplicaLine {
   int32_t id = -1;
   std::string dir;
-  std::string state;  // agrees, behind, diverged, not-verified
+  std::string state;  // agrees, behind, diverged, corrupt, not-verified
   std::string detail;
   const ReplicaAgreement* agreement = nullptr;
 };
@@ -31,7 +31,6 @@ struct PartitionReport {
   Outcome outcome = Outcome::kAgrees;
   std::string why;  // when the partition as a whole could not be compared
   int64_t high_watermark = -1;
-  uint64_t batches = 0;
   std::vector<ReplicaLine> replicas;
 };
 
@@ -45,12 +44,12 @@ PartitionReport VerifyPartitionReplicas(const ClusterState& state, const Partiti
     ReplicaLine line;
     line.id = id;
     line.dir = root ? root->dir : "";
-    auto a = root ? ParseAddress(root->dir, "replica dir") : Result<Address>(Status(Code::kNotFound, "unknown"));
+    auto a = root ? ParseAddress(root->dir, "replica dir")
+                  : Result<Address>(Status(Code::kNotFound, fmt::format("replica {} unknown", id)));
     if (!a || !a->host.empty()) {
       line.state = "not-verified";
-      line.detail = root == nullptr ? fmt::format("replica {} unknown", id)
-                    : !a          ? a.error().message()
-                                  : "on another host (comparing remote replicas is planned)";
+      line.detail = !a ? a.error().message()
+                       : "on another host (comparing remote replicas is planned)";
       r.replicas.push_back(line);
       r.outcome = Outcome::kNotVerified;
       continue;
@@ -88,7 +87,6 @@ PartitionReport VerifyPartitionReplicas(const ClusterState& state, const Partiti
       if (r.outcome == Outcome::kAgrees) r.outcome = Outcome::kNotVerified;
     } else {
       line.state = a.behind ? "behind" : "agrees";
-      r.batches += a.id == p.leader ? 0 : a.batches;
     }
     r.replicas.push_back(line);
   }
@@ -121,7 +119,8 @@ void PrintText(cli::Output& out, const PartitionState& p, const PartitionReport&
               r.outcome == Outcome::kAgrees       ? "OK"
               : r.outcome == Outcome::kDiverged   ? "DIVERGED"
                                                   : "NOT VERIFIED",
-              p.leader, r.high_watermark < 0 ? std::string("none") : std::to_string(r.high_watermark));
+              p.leader,
+              r.high_watermark < 0 ? std::string("none") : std::to_string(r.high_watermark));
 }
 
 void PrintJson(cli::Output& out, const PartitionState& p, const PartitionReport& r) {
