@@ -136,21 +136,36 @@ grep -q "^t-0: replica 1 (h1:$WORK/h/r1) not verified: on another host (comparin
 # --- --check drops a follower whose log fails verification from the ISR ----------
 fresh c r0 r1 r2
 [[ $(isr_of c) == 0,1,2 ]] || fail "ISR before the damage: $(isr_of c)"
-flip_byte "c/r1/$SEG" 100
+# A bit flipped mid-log: in the batch at offsets 10-14, of 4 batches.
+pos=$(batch_pos "c/r1/$SEG" 10)
+flip_byte "c/r1/$SEG" $((pos + 80))
 run "$ISR" --cluster "$WORK/c/cl" --check
 expect_rc 1 "--check with a damaged follower"
-grep -q "^t-0: replica 1 fails verification: $WORK/c/r1/$SEG: position [0-9]*: R4: .*; left the ISR (0,1,2 -> 0,2); repair it with mq-replicate --repair$" \
+grep -q "^t-0: replica 1 fails verification: $WORK/c/r1/$SEG: position $pos: R4: .*; left the ISR (0,1,2 -> 0,2); repair it with mq-replicate --repair$" \
   "$WORK/out" || fail "--check does not name the damage: $(cat "$WORK/out")"
 [[ $(isr_of c) == 0,2 ]] || fail "the damaged follower stayed in the ISR: $(isr_of c)"
 run "$ISR" --cluster "$WORK/c/cl" --verify-replicas
 expect_rc 65 "--verify-replicas with a damaged follower"
-grep -q "t-0: replica 1 CORRUPT: $WORK/c/r1/$SEG: position [0-9]*: R4: " "$WORK/out" ||
+grep -q "t-0: replica 1 CORRUPT: $WORK/c/r1/$SEG: position $pos: R4: " "$WORK/out" ||
   fail "--verify-replicas of a damaged follower: $(cat "$WORK/out")"
-# Once repaired and caught up it rejoins; --check and --verify-replicas pass.
+# elect passes it over (and would have, but it left the ISR at --check).
+mv c/r0 c/r0.away
+run "$ISR" --cluster "$WORK/c/cl" elect
+expect_rc 0 "elect with the damaged follower out of the ISR"
+grep -q "^Elected leader 2 for t-0" "$WORK/out" || fail "elect: $(cat "$WORK/out")"
+mv c/r0.away c/r0
+# Once repaired and caught up it rejoins (r0 too, following the new
+# leader); --check and --verify-replicas pass.
 run "$REP" -C c/r1 --repair
 expect_rc 0 "--repair"
-for i in 1 2; do run "$REP" -C c/r1 -q; expect_rc 0 "catch up the repaired r1"; done
-[[ $(isr_of c) == 0,2,1 ]] || fail "the repaired follower did not rejoin: $(isr_of c)"
+for i in 1 2; do
+  for r in r0 r1; do
+    run "$REP" -C "c/$r" -q
+    expect_rc 0 "catch up $r"
+  done
+done
+[[ $(isr_of c | tr , '\n' | sort | paste -sd, -) == 0,1,2 ]] ||
+  fail "the repaired follower did not rejoin: $(isr_of c)"
 run "$ISR" --cluster "$WORK/c/cl" --check
 expect_rc 0 "--check after the repair"
 run "$ISR" --cluster "$WORK/c/cl" --verify-replicas
