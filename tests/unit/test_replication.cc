@@ -1068,7 +1068,7 @@ void Replicated(Cluster& c) {
 
 }  // namespace
 
-TEST_CASE("R57: replicas holding the leader's batches agree up to the high watermark") {
+TEST_CASE("R57 replica agreement: replicas holding the leader's batches agree up to the high watermark") {
   Cluster c(3);
   Replicated(c);
   auto cmp = CompareReplicas(DirsOf(c, 3), 0);
@@ -1091,7 +1091,7 @@ TEST_CASE("R57: replicas holding the leader's batches agree up to the high water
   CHECK(FirstDivergence(*from2).ok());
 }
 
-TEST_CASE("R57: a follower whose batch holds other bytes under a valid CRC diverges, naming both replicas' files and positions") {
+TEST_CASE("R57 replica agreement: a follower whose batch holds other bytes under a valid CRC diverges, naming both replicas' files and positions") {
   Cluster c(3);
   Replicated(c);
   // The last value byte of the batch at offsets 12..14, its CRC recomputed:
@@ -1117,7 +1117,7 @@ TEST_CASE("R57: a follower whose batch holds other bytes under a valid CRC diver
   CHECK(cmp->replicas[2].batches == 8);
 }
 
-TEST_CASE("R57: a follower whose batch carries another partition leader epoch diverges") {
+TEST_CASE("R57 replica agreement: a follower whose batch carries another partition leader epoch diverges") {
   Cluster c(2);
   c.Produce(4);
   c.CatchUp(1);
@@ -1133,7 +1133,7 @@ TEST_CASE("R57: a follower whose batch carries another partition leader epoch di
                          "leader epoch 7") != std::string::npos);
 }
 
-TEST_CASE("R57: a follower whose log ends below the high watermark is behind, compared up to its log end") {
+TEST_CASE("R57 replica agreement: a follower whose log ends below the high watermark is behind, compared up to its log end") {
   Cluster c(3);
   Replicated(c);
   {
@@ -1159,7 +1159,7 @@ TEST_CASE("R57: a follower whose log ends below the high watermark is behind, co
   CHECK(again->replicas[2].status.rule() == "R57");
 }
 
-TEST_CASE("R57: corruption in a follower's log is reported as its own rule, in the leader's it fails the comparison") {
+TEST_CASE("R57 replica agreement: corruption in a follower's log is reported as its own rule, in the leader's it fails the comparison") {
   Cluster c(3);
   Replicated(c);
   const LogPosition damaged = BatchAt(c.Dir(1), 15);
@@ -1208,7 +1208,7 @@ TEST_CASE("replication: an in-sync follower whose log fails verification leaves 
   CHECK(none->partition_epoch == before.partition_epoch + 1);
 }
 
-TEST_CASE("R57: with no high watermark stored nothing is compared") {
+TEST_CASE("R57 replica agreement: with no high watermark stored nothing is compared") {
   Cluster c(2);
   c.Produce(2);  // no follower fetched: the leader stores no HW yet
   c.logs.clear();
