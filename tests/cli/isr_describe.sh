@@ -110,4 +110,26 @@ run "$ISR" --check
 expect_rc 0 "--check after the follower ran again: $(cat "$WORK/out")"
 run "$ISR" describe
 [[ $(line 2) == "${T}${T}Replica: 2${T}LogEnd: 17${T}Lag: 0${T}"* ]] || fail "replica 2 after: $(line 2)"
+
+# --- the same under --follow: the partition, started again after each failure,
+# keeps the record; once the damage is gone its next start clears it ------------
+# wait_for COND...: polls until the command succeeds (the limit only stops a hang).
+wait_for() {
+  local i
+  for ((i = 0; i < 600; ++i)); do "$@" && return 0; sleep 0.1; done
+  fail "never: $*"
+}
+printf '0\n1\n0 x\n' >r2/t-0/leader-epoch-checkpoint
+"$REP" -q -C r2 --follow 2>"$WORK/follow.err" &
+PIDS+=($!)
+wait_for test -f r2/t-0/follower-stopped
+run "$ISR" --check
+expect_rc 1 "--check with a stopped --follow partition"
+grep -q "^${T}Replica 2 stopped following at .* (exit 65)" "$WORK/out" ||
+  fail "--check under --follow: $(cat "$WORK/out")"
+cp saved-checkpoint r2/t-0/leader-epoch-checkpoint
+wait_for test ! -e r2/t-0/follower-stopped
+kill -0 "${PIDS[-1]}" || fail "the follower exited: $(cat "$WORK/follow.err")"
+run "$ISR" --check
+expect_rc 0 "--check once --follow follows again: $(cat "$WORK/out")"
 echo "ok"

@@ -436,7 +436,6 @@ class Follower {
   bool cleared_stop_ = false;
 };
 
-
 // The partitions of `o` this root follows.
 Result<std::vector<Job>> Jobs(const Options& o, const DataDir& dir) {
   std::vector<std::string> topics;
