@@ -451,7 +451,7 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
           : n == kLeaderEpochFenceFile
               ? DecodeLeaderEpochFence(*text, path).status()  // §17.3, R56
           : n == format::kFollowerStoppedName
-              ? DecodeFollowerStop(*text, path).status()      // §17.7, R57
+              ? DecodeFollowerStop(*text, path).status()      // §17.7, R58
               : DecodeLeaderClaim(*text, path).status();      // §17.9, R53
     }
     if (s.code() == Code::kCorruption)

@@ -477,16 +477,16 @@ Result<FollowerStop> DecodeFollowerStop(std::string_view bytes, const std::strin
   Status s = ParseCheckpoint(
       bytes, file, format::kFollowerStoppedFields,
       [&](std::span<const CheckpointField> f) -> Status {
-        if (out) return Status::Corruption(file, f[0].position, "R57", "more than one entry");
-        auto when = CheckpointNumber(f[0], INT64_MAX, file, "R57", "stopped at");
+        if (out) return Status::Corruption(file, f[0].position, "R58", "more than one entry");
+        auto when = CheckpointNumber(f[0], INT64_MAX, file, "R58", "stopped at");
         if (!when) return when.error();
-        auto exit_status = CheckpointNumber(f[1], 255, file, "R57", "exit status");
+        auto exit_status = CheckpointNumber(f[1], 255, file, "R58", "exit status");
         if (!exit_status) return exit_status.error();
         out = FollowerStop{*when, static_cast<int32_t>(*exit_status)};
         return Status::Ok();
       });
   if (!s.ok()) return s;
-  if (!out) return Status::Corruption(file, bytes.size(), "R57", "no entry");
+  if (!out) return Status::Corruption(file, bytes.size(), "R58", "no entry");
   return *out;
 }
 

@@ -390,7 +390,7 @@ Result<PartitionState> ShrinkLocked(const ReplicationContext& ctx, ReplicaLog& l
     const int64_t caught_up =
         LastCaughtUpMs(*all, r, me, leader_epoch).value_or(mine->last_caught_up_ms);
     if (std::find(stopped.begin(), stopped.end(), r) != stopped.end()) {
-      reason += fmt::format("{}replica {} stopped following (R57)",
+      reason += fmt::format("{}replica {} stopped following (R58)",
                             reason.empty() ? "shrink: " : "; ", r);
     } else if (now - caught_up > lag_ms) {
       reason += fmt::format("{}replica {} not caught up for {} ms (replica.lag.time.max.ms {})",

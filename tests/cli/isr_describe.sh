@@ -3,7 +3,7 @@
 # time and its last caught-up time, in text and with --json (the times are
 # those the leader records in replica-positions, R47); a follower that
 # stops on an error it does not wait out (exit 65 here) leaves
-# follower-stopped in its partition directory (R57), the next --check
+# follower-stopped in its partition directory (R58), the next --check
 # reports it at once and takes it out of the ISR, long before
 # replica.lag.time.max.ms, and the follower's next run clears it
 # (mq-isr(1), mq-replicate(1)).
@@ -91,7 +91,7 @@ grep -q "^t-0: under-replicated,follower-stopped${T}" "$WORK/out" ||
   fail "--check problems: $(cat "$WORK/out")"
 grep -q "^${T}Replica 2 stopped following at .* (exit 65)" "$WORK/out" ||
   fail "--check does not name the stopped follower: $(cat "$WORK/out")"
-grep -q " isr 0,1,2>0,1 reason shrink: replica 2 stopped following (R57)" cl/isr-changes ||
+grep -q " isr 0,1,2>0,1 reason shrink: replica 2 stopped following (R58)" cl/isr-changes ||
   fail "isr-changes: $(cat cl/isr-changes)"
 run "$ISR" describe
 grep -q "^${T}${T}Replica: 2${T}LogEnd: 10${T}Lag: 7${T}.*${T}Stopped: .*Z (exit 65)$" "$WORK/out" ||

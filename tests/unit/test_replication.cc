@@ -469,7 +469,7 @@ TEST_CASE("replica lag: offsets and time behind the leader, as the ISR rule coun
   CHECK(LastCaughtUpMs(*positions, 2, 0, 7) == std::nullopt);
 }
 
-TEST_CASE("R57 follower stopped: two numbers, once, in the checkpoint layout") {
+TEST_CASE("R58 follower stopped: two numbers, once, in the checkpoint layout") {
   const FollowerStop stop{1765000000123, 65};
   const std::string text = EncodeFollowerStop(stop);
   CHECK(text == "0\n1\n1765000000123 65\n");
@@ -482,9 +482,9 @@ TEST_CASE("R57 follower stopped: two numbers, once, in the checkpoint layout") {
     const char* rule;
   };
   for (const Bad& bad : {Bad{"0\n1\n1765000000123\n", 17, "R35"},     // one field
-                         Bad{"0\n2\n1 65\n2 65\n", 9, "R57"},        // two entries
-                         Bad{"0\n1\n1 256\n", 6, "R57"},              // not an exit status
-                         Bad{"0\n0\n", 4, "R57"}}) {                   // no entry
+                         Bad{"0\n2\n1 65\n2 65\n", 9, "R58"},        // two entries
+                         Bad{"0\n1\n1 256\n", 6, "R58"},              // not an exit status
+                         Bad{"0\n0\n", 4, "R58"}}) {                   // no entry
     INFO(bad.text);
     auto r = DecodeFollowerStop(bad.text, "follower-stopped");
     REQUIRE(!r);
@@ -518,7 +518,7 @@ TEST_CASE("R57 follower stopped: two numbers, once, in the checkpoint layout") {
   CHECK(!*none);
 }
 
-TEST_CASE("R57 a follower known to have stopped leaves the ISR at once, the others by their lag") {
+TEST_CASE("R58 a follower known to have stopped leaves the ISR at once, the others by their lag") {
   Cluster c(3);
   c.Produce(3);
   c.CatchUp(1);
@@ -531,7 +531,7 @@ TEST_CASE("R57 a follower known to have stopped leaves the ISR at once, the othe
   p = MaybeShrinkIsr(c.ctx, *c.logs[0], 0, {2});
   REQUIRE(p);
   CHECK(p->isr == std::vector<int32_t>{0, 1});
-  CHECK(c.store.recent().back().find("replica 2 stopped following (R57)") != std::string::npos);
+  CHECK(c.store.recent().back().find("replica 2 stopped following (R58)") != std::string::npos);
   // One that is no longer in the ISR changes nothing; nor does the leader.
   const int32_t epoch = c.Part().partition_epoch;
   p = MaybeShrinkIsr(c.ctx, *c.logs[0], 0, {2, 0});

@@ -199,7 +199,7 @@ std::optional<std::string> LocalPartitionDir(const ClusterState& state, int32_t 
   return fmt::format("{}/{}-{}", r->dir, p.topic, p.partition);
 }
 
-// ---- followers that stopped (R57) ---------------------------------------------
+// ---- followers that stopped (R58) ---------------------------------------------
 
 // What replica `id`'s partition directory records of a follower that
 // stopped there on an error it does not wait out (follower-stopped, written
@@ -240,7 +240,7 @@ struct ReplicaView {
   int32_t id = -1;
   int64_t log_end = -1;  // -1: unknown
   ReplicaLag lag;        // LagOf (liblog): the ISR rule's view
-  std::optional<FollowerStop> stop;  // a follower that stopped (R57)
+  std::optional<FollowerStop> stop;  // a follower that stopped (R58)
 };
 
 // Each replica of `p` at `now_ms`: log ends read from the replicas, the
@@ -768,7 +768,7 @@ Status ApplyIsrRule(ClusterStore* store, const ClusterState& state,
 
 namespace {
 
-// --check: each follower of a problem partition that stopped (R57).
+// --check: each follower of a problem partition that stopped (R58).
 void PrintStopped(cli::Output& out, const std::vector<StoppedReplica>& stopped) {
   for (const StoppedReplica& r : stopped)
     out.Print("\tReplica {} stopped following at {} (exit {}); its mq-replicate clears this "

@@ -148,7 +148,7 @@ class Follower {
   }
 
   // A follower that stops on an error it does not wait out leaves that in
-  // its partition directory (follower-stopped, R57), so that mq-isr
+  // its partition directory (follower-stopped, R58), so that mq-isr
   // --check reports it at once; its next round clears it (Step). Only the
   // holder of replicate.lock records: not a run that found another
   // following here.
@@ -349,7 +349,7 @@ class Follower {
     MQ_RETURN_IF_ERROR(OpenLeader(*state, *p));
     auto r = FollowerStep(ctx_, *log_, *link_, state_, o_.fetch_max_bytes, &*p);
     if (!r) return r;
-    if (!cleared_stop_) {  // following again (R57)
+    if (!cleared_stop_) {  // following again (R58)
       MQ_RETURN_IF_ERROR(ClearFollowerStop(PartitionDir(root_)));
       cleared_stop_ = true;
     }

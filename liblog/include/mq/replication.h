@@ -88,7 +88,7 @@ Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& di
 
 // A follower that stopped on an error it does not wait out
 // (FollowerRetries false), as its partition directory records it in
-// `follower-stopped` (§17.7, R57) until a follower of that log runs a
+// `follower-stopped` (§17.7, R58) until a follower of that log runs a
 // round again.
 struct FollowerStop {
   int64_t stopped_ms = 0;     // when
@@ -317,7 +317,7 @@ Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& l
 
 // Kafka's maybeShrinkIsr: removes from the ISR every follower not caught
 // up for replica.lag.time.max.ms, and at once each of `stopped` (followers
-// known to have stopped following, R57), through AlterPartition. Returns
+// known to have stopped following, R58), through AlterPartition. Returns
 // the state after (unchanged when nobody lagged, or when another process
 // holds the leader lock: the rule is applied again at the next call).
 Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog& leader,
