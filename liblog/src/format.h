@@ -117,6 +117,10 @@ constexpr size_t kBootIdHexDigits = 2 * 16;
 // entry, `epoch`, the leader epoch below which no writer appends there.
 constexpr const char* kLeaderEpochFenceName = "leader-epoch-fence";
 constexpr size_t kLeaderEpochFenceFields = 1;
+// A follower that stopped on an error it does not wait out (replication.md
+// §17.7, R58): one entry, `stoppedMs exitStatus`.
+constexpr const char* kFollowerStoppedName = "follower-stopped";
+constexpr size_t kFollowerStoppedFields = 2;
 // Kafka's "no epoch" and "no offset" (EpochEndOffset.UNDEFINED_EPOCH{,_OFFSET}),
 // and the partitionLeaderEpoch of a batch stamped by no leader (§3).
 constexpr int32_t kUndefinedEpoch = -1;

@@ -432,7 +432,7 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
   const auto partition = PartitionOfDirectory(dir);
   for (const char* name : {kLeaderEpochCheckpointFile, kReplicationOffsetCheckpointFile,
                            format::kReplicaPositionsName, format::kLeaderClaimName,
-                           kLeaderEpochFenceFile}) {
+                           kLeaderEpochFenceFile, format::kFollowerStoppedName}) {
     const std::string path = dir + "/" + name;
     auto text = ReadCheckpointFile(FileSystem::Default(), dir_fd, name, path);
     if (!text && text.error().code() == Code::kNotFound) continue;  // optional (§16)
@@ -450,6 +450,8 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
               ? DecodeReplicaPositions(*text, path).status()  // §17.2, R47
           : n == kLeaderEpochFenceFile
               ? DecodeLeaderEpochFence(*text, path).status()  // §17.3, R56
+          : n == format::kFollowerStoppedName
+              ? DecodeFollowerStop(*text, path).status()      // §17.7, R58
               : DecodeLeaderClaim(*text, path).status();      // §17.9, R53
     }
     if (s.code() == Code::kCorruption)

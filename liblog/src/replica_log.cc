@@ -462,6 +462,70 @@ Result<std::optional<LogDamage>> RepairFollowerLog(const std::string& dir,
   return damage;
 }
 
+Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& dir) {
+  auto dir_fd = OpenDirectory(dir, false, nullptr);
+  if (!dir_fd) return dir_fd.error();
+  const std::string path = dir + "/" + kPositionsFile;
+  auto bytes = ReadCheckpointFile(FileSystem::Default(), dir_fd->get(), kPositionsFile, path);
+  if (!bytes && bytes.error().code() == Code::kNotFound) return std::vector<FollowerPosition>{};
+  if (!bytes) return bytes.error();
+  return DecodeReplicaPositions(*bytes, path);
+}
+
+Result<FollowerStop> DecodeFollowerStop(std::string_view bytes, const std::string& file) {
+  std::optional<FollowerStop> out;
+  Status s = ParseCheckpoint(
+      bytes, file, format::kFollowerStoppedFields,
+      [&](std::span<const CheckpointField> f) -> Status {
+        if (out) return Status::Corruption(file, f[0].position, "R58", "more than one entry");
+        auto when = CheckpointNumber(f[0], INT64_MAX, file, "R58", "stopped at");
+        if (!when) return when.error();
+        auto exit_status = CheckpointNumber(f[1], 255, file, "R58", "exit status");
+        if (!exit_status) return exit_status.error();
+        out = FollowerStop{*when, static_cast<int32_t>(*exit_status)};
+        return Status::Ok();
+      });
+  if (!s.ok()) return s;
+  if (!out) return Status::Corruption(file, bytes.size(), "R58", "no entry");
+  return *out;
+}
+
+std::string EncodeFollowerStop(const FollowerStop& stop) {
+  return FormatCheckpoint({fmt::format("{} {}", std::max<int64_t>(0, stop.stopped_ms),
+                                       std::clamp(stop.exit_status, 0, 255))});
+}
+
+Status RecordFollowerStop(const std::string& dir, const FollowerStop& stop) {
+  auto dir_fd = OpenDirectory(dir, false, nullptr);
+  if (!dir_fd) return dir_fd.error();
+  const std::string text = EncodeFollowerStop(stop);
+  return WriteFileAtomic(dir_fd->get(), format::kFollowerStoppedName, AsBytes(text),
+                         FileSystem::Default(), {}, true);
+}
+
+Result<std::optional<FollowerStop>> ReadFollowerStop(const std::string& dir) {
+  auto dir_fd = OpenDirectory(dir, false, nullptr);
+  if (!dir_fd) return dir_fd.error();
+  const std::string path = dir + "/" + format::kFollowerStoppedName;
+  auto bytes = ReadCheckpointFile(FileSystem::Default(), dir_fd->get(),
+                                  format::kFollowerStoppedName, path);
+  if (!bytes && bytes.error().code() == Code::kNotFound) return std::optional<FollowerStop>{};
+  if (!bytes) return bytes.error();
+  auto stop = DecodeFollowerStop(*bytes, path);
+  if (!stop) return stop.error();
+  return std::optional<FollowerStop>(*stop);
+}
+
+Status ClearFollowerStop(const std::string& dir) {
+  auto dir_fd = OpenDirectory(dir, false, nullptr);
+  if (!dir_fd) return dir_fd.error();
+  FileSystem* fs = FileSystem::Default();
+  Status s = fs->Unlink(dir_fd->get(), format::kFollowerStoppedName);
+  if (s.code() == Code::kNotFound) return Status::Ok();
+  MQ_RETURN_IF_ERROR(s);
+  return fs->SyncDir(dir_fd->get());
+}
+
 std::unique_ptr<LeaderLink> DirectLeaderLink(const ReplicationContext& ctx, ReplicaLog* leader) {
   return std::make_unique<DirectLink>(ctx, leader);
 }

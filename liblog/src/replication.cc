@@ -289,8 +289,33 @@ Result<PartitionState> StateFromPositions(const ReplicationContext& ctx, Replica
 namespace {
 Result<PartitionState> ShrinkLocked(const ReplicationContext& ctx, ReplicaLog& leader,
                                     int32_t leader_epoch, const PartitionState& state,
-                                    int64_t lag_ms);
+                                    int64_t lag_ms, const std::vector<int32_t>& stopped);
 }  // namespace
+
+std::optional<int64_t> LastCaughtUpMs(const std::vector<FollowerPosition>& positions,
+                                      int32_t replica, int32_t leader, int32_t epoch) {
+  if (auto f = Find(positions, replica, epoch)) return f->last_caught_up_ms;
+  if (auto mine = Find(positions, leader, epoch)) return mine->last_caught_up_ms;
+  return std::nullopt;
+}
+
+ReplicaLag LagOf(int32_t replica, int32_t leader, int32_t epoch, int64_t leader_log_end,
+                 int64_t replica_log_end, const std::vector<FollowerPosition>& positions,
+                 int64_t now_ms) {
+  ReplicaLag lag;
+  if (leader_log_end >= 0 && replica_log_end >= 0)
+    lag.offsets = std::max<int64_t>(0, leader_log_end - replica_log_end);
+  if (replica == leader) {
+    lag.ms = 0;
+    return lag;
+  }
+  if (auto f = Find(positions, replica, epoch)) lag.last_fetch_ms = f->last_fetch_ms;
+  if (auto caught_up = LastCaughtUpMs(positions, replica, leader, epoch)) {
+    lag.last_caught_up_ms = *caught_up;
+    lag.ms = std::max<int64_t>(0, now_ms - *caught_up);
+  }
+  return lag;
+}
 
 Clock* Clock::Real() {
   static RealClock clock;
@@ -317,7 +342,7 @@ Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& l
 }
 
 Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog& leader,
-                                      int32_t leader_epoch) {
+                                      int32_t leader_epoch, const std::vector<int32_t>& stopped) {
   ClusterState read;
   auto whole = LoadState(ctx, &read);
   if (!whole) return whole.error();
@@ -335,7 +360,7 @@ Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog&
   const int64_t lag_ms = topic ? topic->replica_lag_time_max_ms : 30000;
   Result<PartitionState> out = *p;
   Status s = leader.TryWithLeaderLock([&]() -> Status {
-    out = ShrinkLocked(ctx, leader, leader_epoch, *p, lag_ms);
+    out = ShrinkLocked(ctx, leader, leader_epoch, *p, lag_ms, stopped);
     return out ? Status::Ok() : out.error();
   });
   if (s.code() == Code::kBusy) return *p;
@@ -347,7 +372,7 @@ namespace {
 
 Result<PartitionState> ShrinkLocked(const ReplicationContext& ctx, ReplicaLog& leader,
                                     int32_t leader_epoch, const PartitionState& state,
-                                    int64_t lag_ms) {
+                                    int64_t lag_ms, const std::vector<int32_t>& stopped) {
   const PartitionState* p = &state;
   const int32_t me = leader.replica_id();
   auto all = leader.Followers();
@@ -362,9 +387,12 @@ Result<PartitionState> ShrinkLocked(const ReplicationContext& ctx, ReplicaLog& l
       keep.push_back(r);
       continue;
     }
-    auto f = Find(*all, r, leader_epoch);
-    const int64_t caught_up = f ? f->last_caught_up_ms : mine->last_caught_up_ms;
-    if (now - caught_up > lag_ms) {
+    const int64_t caught_up =
+        LastCaughtUpMs(*all, r, me, leader_epoch).value_or(mine->last_caught_up_ms);
+    if (std::find(stopped.begin(), stopped.end(), r) != stopped.end()) {
+      reason += fmt::format("{}replica {} stopped following (R58)",
+                            reason.empty() ? "shrink: " : "; ", r);
+    } else if (now - caught_up > lag_ms) {
       reason += fmt::format("{}replica {} not caught up for {} ms (replica.lag.time.max.ms {})",
                             reason.empty() ? "shrink: " : "; ", r, now - caught_up, lag_ms);
     } else {

@@ -106,8 +106,17 @@ Replica: 1${T}Dir: $WORK/r1
 Replica: 2${T}Dir: $WORK/r2
 Topic: orders${T}PartitionCount: 3${T}ReplicationFactor: 3${T}Configs: min.insync.replicas=2,replica.lag.time.max.ms=10000
 ${T}Topic: orders${T}Partition: 0${T}Leader: 0${T}Replicas: 0,1,2${T}Isr: 0,1,2${T}LeaderEpoch: 0${T}PartitionEpoch: 0
+${T}${T}Replica: 0${T}LogEnd: 0${T}Lag: 0${T}LagMs: 0${T}LastCaughtUp: -
+${T}${T}Replica: 1${T}LogEnd: 0${T}Lag: 0${T}LagMs: unknown${T}LastCaughtUp: unknown
+${T}${T}Replica: 2${T}LogEnd: 0${T}Lag: 0${T}LagMs: unknown${T}LastCaughtUp: unknown
 ${T}Topic: orders${T}Partition: 1${T}Leader: 1${T}Replicas: 1,2,0${T}Isr: 1,2,0${T}LeaderEpoch: 0${T}PartitionEpoch: 0
-${T}Topic: orders${T}Partition: 2${T}Leader: 2${T}Replicas: 2,0,1${T}Isr: 2,0,1${T}LeaderEpoch: 0${T}PartitionEpoch: 0" \
+${T}${T}Replica: 1${T}LogEnd: 0${T}Lag: 0${T}LagMs: 0${T}LastCaughtUp: -
+${T}${T}Replica: 2${T}LogEnd: 0${T}Lag: 0${T}LagMs: unknown${T}LastCaughtUp: unknown
+${T}${T}Replica: 0${T}LogEnd: 0${T}Lag: 0${T}LagMs: unknown${T}LastCaughtUp: unknown
+${T}Topic: orders${T}Partition: 2${T}Leader: 2${T}Replicas: 2,0,1${T}Isr: 2,0,1${T}LeaderEpoch: 0${T}PartitionEpoch: 0
+${T}${T}Replica: 2${T}LogEnd: 0${T}Lag: 0${T}LagMs: 0${T}LastCaughtUp: -
+${T}${T}Replica: 0${T}LogEnd: 0${T}Lag: 0${T}LagMs: unknown${T}LastCaughtUp: unknown
+${T}${T}Replica: 1${T}LogEnd: 0${T}Lag: 0${T}LagMs: unknown${T}LastCaughtUp: unknown" \
   "$(cat "$WORK/out")"
 run "$ISR" describe --json
 expect_rc 0 "describe --json"

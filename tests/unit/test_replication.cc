@@ -435,6 +435,115 @@ TEST_CASE("R47 replica positions: verify of a partition reads the file and repor
   CHECK(again.files == files);
 }
 
+TEST_CASE("replica lag: offsets and time behind the leader, as the ISR rule counts them") {
+  Cluster c(3);
+  c.Produce(4);  // 12 records
+  c.CatchUp(1);
+  c.CatchUp(2);
+  const int64_t both_caught_up = c.clock.NowMs();
+  c.clock.Advance(5'000);
+  c.Produce(2);  // 18 records
+  c.CatchUp(1);
+  const int64_t one_caught_up = c.clock.NowMs();
+  c.clock.Advance(3'000);
+  auto positions = ReadReplicaPositions(c.Dir(0));
+  REQUIRE(positions);
+  const int64_t now = c.clock.NowMs();
+  // The leader: no lag.
+  CHECK(LagOf(0, 0, 0, 18, 18, *positions, now) == ReplicaLag{0, -1, 0, -1});
+  // Replica 1 caught up 3 s ago; replica 2 holds 12 of 18, caught up 8 s ago.
+  CHECK(LagOf(1, 0, 0, 18, c.Leo(1), *positions, now) ==
+        ReplicaLag{0, one_caught_up, 3'000, one_caught_up});
+  CHECK(LagOf(2, 0, 0, 18, c.Leo(2), *positions, now) ==
+        ReplicaLag{6, both_caught_up, 8'000, both_caught_up});
+  // A log end that cannot be read: no offset lag; the time lag still known.
+  CHECK(LagOf(2, 0, 0, 18, -1, *positions, now).offsets == -1);
+  CHECK(LagOf(2, 0, 0, -1, 12, *positions, now).ms == 8'000);
+  // A follower ahead of the leader (a divergent tail) lags by 0, not less.
+  CHECK(LagOf(2, 0, 0, 18, 20, *positions, now).offsets == 0);
+  // In a later epoch the entries of epoch 0 no longer count: a follower
+  // that has not fetched in it counts from when the leader began it; with
+  // no entry of that epoch at all, the time lag is unknown.
+  CHECK(LagOf(2, 0, 1, 18, 12, *positions, now) == ReplicaLag{6, -1, -1, -1});
+  std::vector<FollowerPosition> began = *positions;
+  UpsertPosition(&began, {0, 1, 18, now - 1'000, now - 1'000, 18});
+  CHECK(LagOf(2, 0, 1, 18, 12, began, now) == ReplicaLag{6, now - 1'000, 1'000, -1});
+  // The ISR rule agrees: replica 2, 8 s behind, leaves only past 8 s.
+  CHECK(LastCaughtUpMs(*positions, 2, 0, 0) == both_caught_up);
+  CHECK(LastCaughtUpMs(*positions, 2, 0, 7) == std::nullopt);
+}
+
+TEST_CASE("R58 follower stopped: two numbers, once, in the checkpoint layout") {
+  const FollowerStop stop{1765000000123, 65};
+  const std::string text = EncodeFollowerStop(stop);
+  CHECK(text == "0\n1\n1765000000123 65\n");
+  auto back = DecodeFollowerStop(text, "follower-stopped");
+  REQUIRE(back);
+  CHECK(*back == stop);
+  struct Bad {
+    const char* text;
+    uint64_t position;
+    const char* rule;
+  };
+  for (const Bad& bad : {Bad{"0\n1\n1765000000123\n", 17, "R35"},     // one field
+                         Bad{"0\n2\n1 65\n2 65\n", 9, "R58"},        // two entries
+                         Bad{"0\n1\n1 256\n", 6, "R58"},              // not an exit status
+                         Bad{"0\n0\n", 4, "R58"}}) {                   // no entry
+    INFO(bad.text);
+    auto r = DecodeFollowerStop(bad.text, "follower-stopped");
+    REQUIRE(!r);
+    CHECK(r.error().code() == Code::kCorruption);
+    CHECK(r.error().rule() == bad.rule);
+    CHECK(r.error().position() == bad.position);
+  }
+  // Stored, read back, cleared; verify of the partition reads it.
+  Cluster c(2);
+  auto none = ReadFollowerStop(c.Dir(1));
+  REQUIRE(none);
+  CHECK(!*none);
+  REQUIRE(RecordFollowerStop(c.Dir(1), stop).ok());
+  auto read = ReadFollowerStop(c.Dir(1));
+  REQUIRE(read);
+  REQUIRE(*read);
+  CHECK(**read == stop);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(c.Dir(1), {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
+  CHECK(problems.empty());
+  WriteFile(c.Dir(1) + "/follower-stopped",
+            std::vector<std::byte>{std::byte{'0'}, std::byte{'\n'}, std::byte{'1'},
+                                   std::byte{'\n'}, std::byte{'x'}, std::byte{'\n'}});
+  REQUIRE(VerifyPartition(c.Dir(1), {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].file == c.Dir(1) + "/follower-stopped");
+  REQUIRE(ClearFollowerStop(c.Dir(1)).ok());
+  REQUIRE(ClearFollowerStop(c.Dir(1)).ok());  // none: no error
+  none = ReadFollowerStop(c.Dir(1));
+  REQUIRE(none);
+  CHECK(!*none);
+}
+
+TEST_CASE("R58 a follower known to have stopped leaves the ISR at once, the others by their lag") {
+  Cluster c(3);
+  c.Produce(3);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.clock.Advance(1'000);
+  // Both caught up a second ago, far within replica.lag.time.max.ms.
+  auto p = MaybeShrinkIsr(c.ctx, *c.logs[0], 0);
+  REQUIRE(p);
+  CHECK(p->isr == std::vector<int32_t>{0, 1, 2});
+  p = MaybeShrinkIsr(c.ctx, *c.logs[0], 0, {2});
+  REQUIRE(p);
+  CHECK(p->isr == std::vector<int32_t>{0, 1});
+  CHECK(c.store.recent().back().find("replica 2 stopped following (R58)") != std::string::npos);
+  // One that is no longer in the ISR changes nothing; nor does the leader.
+  const int32_t epoch = c.Part().partition_epoch;
+  p = MaybeShrinkIsr(c.ctx, *c.logs[0], 0, {2, 0});
+  REQUIRE(p);
+  CHECK(p->isr == std::vector<int32_t>{0, 1});
+  CHECK(c.Part().partition_epoch == epoch);
+}
+
 TEST_CASE("replication: a replica that began an epoch and wrote nothing in it rejoins behind an older epoch") {
   Cluster c(3);
   c.Produce(4);

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <map>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "envelope.h"
+#include "format_string.h"
 #include "mq/wire.h"
 #include "remote.h"
 #include "mq/cluster.h"
@@ -170,6 +172,157 @@ Health HealthOf(const ClusterState& state, const PartitionState& p) {
   return h;
 }
 
+// ---- each replica's log end and lag (describe) ------------------------------
+
+// Replica `id`'s log end: read from its root on this host, or asked of its
+// host (mq-replicate --serve there).
+Result<int64_t> LogEndOf(const ClusterState& state, int32_t id, const PartitionState& p) {
+  const ReplicaRoot* r = state.Replica(id);
+  if (r == nullptr) return Status(Code::kNotFound, fmt::format("replica {} unknown", id));
+  if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty()) {
+    auto status = RemoteStatus(*a, p.topic, p.partition);
+    if (!status) return status.error();
+    return status->log_end_offset;
+  }
+  MQ_RETURN_IF_ERROR(PartitionUsable(r->dir, p.topic, p.partition));
+  auto reader = PartitionReader::Open(fmt::format("{}/{}-{}", r->dir, p.topic, p.partition));
+  if (!reader) return reader.error();
+  return (*reader)->end_offset();
+}
+
+// The partition directory of replica `id` when its root is on this host.
+std::optional<std::string> LocalPartitionDir(const ClusterState& state, int32_t id,
+                                             const PartitionState& p) {
+  const ReplicaRoot* r = state.Replica(id);
+  if (r == nullptr) return std::nullopt;
+  if (auto a = ParseAddress(r->dir, "replica dir"); !a || !a->host.empty()) return std::nullopt;
+  return fmt::format("{}/{}-{}", r->dir, p.topic, p.partition);
+}
+
+// ---- followers that stopped (R58) ---------------------------------------------
+
+// What replica `id`'s partition directory records of a follower that
+// stopped there on an error it does not wait out (follower-stopped, written
+// by mq-replicate, cleared by its next round). Roots on this host only; a
+// record that cannot be read counts as none (mq-inspect --verify reports a
+// damaged one).
+std::optional<FollowerStop> StoppedFollower(const ClusterState& state, const PartitionState& p,
+                                            int32_t id) {
+  auto dir = LocalPartitionDir(state, id, p);
+  if (!dir) return std::nullopt;
+  auto stop = ReadFollowerStop(*dir);
+  if (!stop) return std::nullopt;
+  return *stop;
+}
+
+struct StoppedReplica {
+  int32_t id = -1;
+  FollowerStop stop;
+};
+
+// The followers of `p` (every replica but its leader) that stopped.
+std::vector<StoppedReplica> StoppedFollowers(const ClusterState& state, const PartitionState& p) {
+  std::vector<StoppedReplica> out;
+  for (int32_t id : p.replicas)
+    if (id != p.leader)
+      if (auto stop = StoppedFollower(state, p, id)) out.push_back({id, *stop});
+  return out;
+}
+
+std::vector<int32_t> StoppedIds(const std::vector<StoppedReplica>& stopped) {
+  std::vector<int32_t> ids;
+  for (const StoppedReplica& r : stopped) ids.push_back(r.id);
+  return ids;
+}
+
+// What describe shows of one replica of a partition.
+struct ReplicaView {
+  int32_t id = -1;
+  int64_t log_end = -1;  // -1: unknown
+  ReplicaLag lag;        // LagOf (liblog): the ISR rule's view
+  std::optional<FollowerStop> stop;  // a follower that stopped (R58)
+};
+
+// Each replica of `p` at `now_ms`: log ends read from the replicas, the
+// times from the leader's replica-positions (R47, on this host).
+std::vector<ReplicaView> ReplicaViews(const ClusterState& state, const PartitionState& p,
+                                      int64_t now_ms) {
+  std::vector<FollowerPosition> positions;
+  int64_t leader_end = -1;
+  if (p.leader >= 0) {
+    if (auto dir = LocalPartitionDir(state, p.leader, p); dir && PartitionUsable(
+            state.Replica(p.leader)->dir, p.topic, p.partition).ok()) {
+      if (auto read = ReadReplicaPositions(*dir)) positions = std::move(*read);
+    }
+    if (auto end = LogEndOf(state, p.leader, p)) leader_end = *end;
+  }
+  std::vector<ReplicaView> views;
+  for (int32_t id : p.replicas) {
+    ReplicaView v;
+    v.id = id;
+    if (id == p.leader) {
+      v.log_end = leader_end;
+    } else if (auto end = LogEndOf(state, id, p)) {
+      v.log_end = *end;
+    }
+    if (p.leader >= 0)
+      v.lag = LagOf(id, p.leader, p.leader_epoch, leader_end, v.log_end, positions, now_ms);
+    if (id != p.leader) v.stop = StoppedFollower(state, p, id);
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
+std::string TimeText(int64_t ms) {
+  fmt::memory_buffer b;
+  fmtstr::AppendIsoTime(b, ms);
+  return fmt::to_string(b);
+}
+
+std::string KnownText(int64_t v) { return v < 0 ? std::string("unknown") : std::to_string(v); }
+
+// One line per replica under its partition's describe line.
+void PrintReplicas(cli::Output& out, const PartitionState& p,
+                   const std::vector<ReplicaView>& views) {
+  for (const ReplicaView& v : views) {
+    out.Print("\t\tReplica: {}\tLogEnd: {}\tLag: {}\tLagMs: {}\tLastCaughtUp: {}", v.id,
+              KnownText(v.log_end), KnownText(v.lag.offsets), KnownText(v.lag.ms),
+              v.id == p.leader                 ? std::string("-")
+              : v.lag.last_caught_up_ms < 0    ? std::string("unknown")
+                                               : TimeText(v.lag.last_caught_up_ms));
+    if (v.stop)
+      out.Print("\tStopped: {} (exit {})", TimeText(v.stop->stopped_ms), v.stop->exit_status);
+    out.Print("\n");
+  }
+}
+
+void JsonNumber(fmt::memory_buffer& b, const char* key, int64_t v) {
+  if (v < 0)
+    fmt::format_to(std::back_inserter(b), ",\"{}\":null", key);
+  else
+    fmt::format_to(std::back_inserter(b), ",\"{}\":{}", key, v);
+}
+
+// The partition object's "replica_lag": the same fields as PrintReplicas.
+void JsonReplicas(fmt::memory_buffer& b, const std::vector<ReplicaView>& views) {
+  fmt::format_to(std::back_inserter(b), ",\"replica_lag\":[");
+  for (size_t i = 0; i < views.size(); ++i) {
+    const ReplicaView& v = views[i];
+    fmt::format_to(std::back_inserter(b), "{}{{\"replica\":{}", i ? "," : "", v.id);
+    JsonNumber(b, "log_end_offset", v.log_end);
+    JsonNumber(b, "lag", v.lag.offsets);
+    JsonNumber(b, "lag_ms", v.lag.ms);
+    JsonNumber(b, "last_caught_up_ms", v.lag.last_caught_up_ms);
+    JsonNumber(b, "last_fetch_ms", v.lag.last_fetch_ms);
+    if (v.stop)
+      fmt::format_to(std::back_inserter(b), ",\"stopped\":{{\"at_ms\":{},\"exit_status\":{}}}}}",
+                     v.stop->stopped_ms, v.stop->exit_status);
+    else
+      fmt::format_to(std::back_inserter(b), ",\"stopped\":null}}");
+  }
+  fmt::format_to(std::back_inserter(b), "]");
+}
+
 std::string LeaderText(int32_t leader) {
   return leader < 0 ? std::string("none") : std::to_string(leader);
 }
@@ -190,7 +343,7 @@ void JsonList(fmt::memory_buffer& b, const std::vector<int32_t>& ids) {
 }
 
 void JsonPartition(cli::Output& out, const ClusterState& state, const PartitionState& p,
-                   const Health& h) {
+                   const Health& h, const std::vector<ReplicaView>& views) {
   fmt::memory_buffer b;
   fmt::format_to(std::back_inserter(b), "{{\"type\":\"partition\",\"topic\":");
   AppendJsonString(b, p.topic);
@@ -210,8 +363,10 @@ void JsonPartition(cli::Output& out, const ClusterState& state, const PartitionS
     fmt::format_to(std::back_inserter(b), "null");
   fmt::format_to(std::back_inserter(b),
                  ",\"under_replicated\":{},\"under_min_isr\":{},\"at_min_isr\":{},"
-                 "\"unavailable\":{}}}\n",
+                 "\"unavailable\":{}",
                  h.under_replicated, h.under_min_isr, h.at_min_isr, h.unavailable);
+  JsonReplicas(b, views);
+  fmt::format_to(std::back_inserter(b), "}}\n");
   out.Write(std::string_view(b.data(), b.size()));
 }
 
@@ -534,16 +689,37 @@ int Describe(const std::string& cluster, const DescribeOptions& o, cli::Output& 
       if (p.topic != t.name) continue;
       const Health h = HealthOf(*state, p);
       if (!Selected(o, h)) continue;
-      if (o.json)
-        JsonPartition(out, *state, p, h);
-      else
+      std::vector<ReplicaView> views;
+      if (o.json || !o.any_filter()) views = ReplicaViews(*state, p, Clock::Real()->NowMs());
+      if (o.json) {
+        JsonPartition(out, *state, p, h, views);
+      } else {
         PrintPartition(out, p, h);
+        if (!o.any_filter()) PrintReplicas(out, p, views);
+      }
     }
   }
   return out.FinishExitCode();
 }
 
 namespace {
+
+// Why the ISR rule took the members of `before` missing from `after` out.
+std::string ShrinkReason(const std::vector<int32_t>& before, const std::vector<int32_t>& after,
+                         const std::vector<int32_t>& stopped) {
+  std::vector<int32_t> gone_stopped;
+  bool lagged = false;
+  for (int32_t id : before) {
+    if (std::find(after.begin(), after.end(), id) != after.end()) continue;
+    if (std::find(stopped.begin(), stopped.end(), id) != stopped.end())
+      gone_stopped.push_back(id);
+    else
+      lagged = true;
+  }
+  if (gone_stopped.empty()) return "not caught up for replica.lag.time.max.ms";
+  return fmt::format("replica {} stopped following{}", FormatReplicaList(gone_stopped),
+                     lagged ? "; others not caught up for replica.lag.time.max.ms" : "");
+}
 
 // Kafka's maybeShrinkIsr, applied from cron (format-spec/replication.md
 // §17.5): for each partition with a live leader, a follower not caught up
@@ -572,7 +748,8 @@ Status ApplyIsrRule(ClusterStore* store, const ClusterState& state,
     ctx.topic = p.topic;
     ctx.partition = p.partition;
     ctx.loaded = &state;  // loaded once for every partition
-    auto after = MaybeShrinkIsr(ctx, **leader, p.leader_epoch);
+    const std::vector<int32_t> stopped = StoppedIds(StoppedFollowers(state, p));
+    auto after = MaybeShrinkIsr(ctx, **leader, p.leader_epoch, stopped);
     if (!after && after.error().code() == Code::kFenced) continue;  // changed meanwhile
     if (!after && after.error().code() == Code::kUnavailable) {
       // The leader's host restarted: it gave its epoch up (R55).
@@ -581,10 +758,22 @@ Status ApplyIsrRule(ClusterStore* store, const ClusterState& state,
     }
     if (!after) return after.error();
     if (after->isr != p.isr)
-      out.Print("{}-{}: ISR {} -> {}: not caught up for replica.lag.time.max.ms\n", p.topic,
-                p.partition, FormatReplicaList(p.isr), FormatReplicaList(after->isr));
+      out.Print("{}-{}: ISR {} -> {}: {}\n", p.topic, p.partition, FormatReplicaList(p.isr),
+                FormatReplicaList(after->isr), ShrinkReason(p.isr, after->isr, stopped));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
+// --check: each follower of a problem partition that stopped (R58).
+void PrintStopped(cli::Output& out, const std::vector<StoppedReplica>& stopped) {
+  for (const StoppedReplica& r : stopped)
+    out.Print("\tReplica {} stopped following at {} (exit {}); its mq-replicate clears this "
+              "when it follows again\n",
+              r.id, TimeText(r.stop.stopped_ms), r.stop.exit_status);
 }
 
 }  // namespace
@@ -610,14 +799,17 @@ int Check(const std::string& cluster, const std::optional<std::string>& topic, c
       if (p.topic != t.name) continue;
       ++partitions;
       const Health h = HealthOf(*state, p);
+      const std::vector<StoppedReplica> stopped = StoppedFollowers(*state, p);
       std::vector<std::string> problems;
       if (h.unavailable) problems.push_back("unavailable");
       if (h.under_min_isr) problems.push_back("under-min-isr");
       if (h.under_replicated) problems.push_back("under-replicated");
+      if (!stopped.empty()) problems.push_back("follower-stopped");
       if (problems.empty()) continue;
       ++bad;
       out.Print("{}-{}: {}\t", p.topic, p.partition, fmt::join(problems, ","));
       PrintPartition(out, p, h);
+      PrintStopped(out, stopped);
     }
   }
   if (bad == 0 && *damaged == 0)

@@ -134,16 +134,36 @@ class Follower {
   std::string Name() const { return fmt::format("{}-{}", job_.topic, job_.partition); }
 
   // Catches up once: until a fetch brings nothing new.
-  Status CatchUp() {
+  Status CatchUp() { return Stopped(CatchUpOnce()); }
+  // --follow over more partitions than can stay open (Run): one round.
+  Status Poll() { return Stopped(PollOnce()); }
+  // --follow: catches up, then waits for the leader's appends.
+  Status Follow() { return Stopped(FollowRounds()); }
+
+ private:
+  Status CatchUpOnce() {
     MQ_RETURN_IF_ERROR(Open());
     MQ_RETURN_IF_ERROR(StepToEnd());
     return Finish();
   }
 
+  // A follower that stops on an error it does not wait out leaves that in
+  // its partition directory (follower-stopped, R58), so that mq-isr
+  // --check reports it at once; its next round clears it (Step). Only the
+  // holder of replicate.lock records: not a run that found another
+  // following here.
+  Status Stopped(Status s) {
+    if (s.ok() || !lock_.is_open() || FollowerRetries(s)) return s;
+    Status r = RecordFollowerStop(PartitionDir(root_),
+                                  FollowerStop{Clock::Real()->NowMs(), s.exit_code()});
+    if (!r.ok() && !o_.quiet) cli::Warn(fmt::format("{}: {}", Name(), r.message()));
+    return s;
+  }
+
   // --follow over more partitions than can stay open (Run): one round of
   // this partition, then it is closed. A leadership that moves or a leader
   // away is looked at again next round, as Follow does.
-  Status Poll() {
+  Status PollOnce() {
     Status s = Open();
     if (s.ok()) s = StepToEnd();
     if (!s.ok()) return Transient(s) ? Status::Ok() : s;
@@ -156,7 +176,7 @@ class Follower {
   }
 
   // --follow: catches up, then waits for the leader's appends.
-  Status Follow() {
+  Status FollowRounds() {
     // A cluster state that cannot be reached yet (the controller's host is
     // away) is waited for, as later in the loop.
     for (;;) {
@@ -200,7 +220,6 @@ class Follower {
     return Finish();
   }
 
- private:
   // Fetches until a fetch brings nothing new (a fencing, the leadership
   // moving under the fetch, is retried up to 100 times).
   Status StepToEnd() {
@@ -330,6 +349,10 @@ class Follower {
     MQ_RETURN_IF_ERROR(OpenLeader(*state, *p));
     auto r = FollowerStep(ctx_, *log_, *link_, state_, o_.fetch_max_bytes, &*p);
     if (!r) return r;
+    if (!cleared_stop_) {  // following again (R58)
+      MQ_RETURN_IF_ERROR(ClearFollowerStop(PartitionDir(root_)));
+      cleared_stop_ = true;
+    }
     if (r->truncated_to >= 0 && !o_.quiet)
       cli::Warn(fmt::format("{}: truncated to offset {}, where the leader's epoch ends "
                             "(replica {} leads in epoch {})",
@@ -410,6 +433,7 @@ class Follower {
   int64_t records_ = 0;
   int64_t bytes_ = 0;
   bool reported_ = false;
+  bool cleared_stop_ = false;
 };
 
 // The partitions of `o` this root follows.

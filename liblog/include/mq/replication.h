@@ -58,6 +58,52 @@ std::string EncodeReplicaPositions(const std::vector<FollowerPosition>& position
 // Replaces the entry of `position.replica` (R47: one per replica), or adds it.
 void UpsertPosition(std::vector<FollowerPosition>* positions, const FollowerPosition& position);
 
+// The last time `replica` was caught up with `leader` in `epoch`, as the ISR
+// rule counts it (§17.5): its entry of that epoch in `positions`, else (it
+// did not fetch in that epoch) when the leader began leading in it (the
+// leader's own entry); nullopt when `positions` holds neither.
+std::optional<int64_t> LastCaughtUpMs(const std::vector<FollowerPosition>& positions,
+                                      int32_t replica, int32_t leader, int32_t epoch);
+
+// How far one replica of a partition is behind its leader (Kafka's
+// ReplicaLag; what `mq-isr describe` shows). -1: unknown.
+struct ReplicaLag {
+  int64_t offsets = -1;            // the leader's LEO minus the replica's, at least 0
+  int64_t last_caught_up_ms = -1;  // LastCaughtUpMs (-1 for the leader itself)
+  int64_t ms = -1;                 // now - last_caught_up_ms, at least 0; 0 for the leader
+  int64_t last_fetch_ms = -1;      // its last fetch in `epoch` as the leader recorded it
+  bool operator==(const ReplicaLag&) const = default;
+};
+// `replica`'s lag behind `leader` of `epoch` at `now_ms`, from the two log
+// ends (-1: unknown) and the leader's `positions` (R47). The time lag is
+// the one the ISR rule compares with replica.lag.time.max.ms: a follower
+// leaves the ISR when it exceeds it.
+ReplicaLag LagOf(int32_t replica, int32_t leader, int32_t epoch, int64_t leader_log_end,
+                 int64_t replica_log_end, const std::vector<FollowerPosition>& positions,
+                 int64_t now_ms);
+
+// The `replica-positions` of the partition directory `dir` (R47), read
+// without opening the log: empty when there is no file.
+Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& dir);
+
+// A follower that stopped on an error it does not wait out
+// (FollowerRetries false), as its partition directory records it in
+// `follower-stopped` (§17.7, R58) until a follower of that log runs a
+// round again.
+struct FollowerStop {
+  int64_t stopped_ms = 0;     // when
+  int32_t exit_status = 0;    // the exit status it stopped with (sysexits)
+  bool operator==(const FollowerStop&) const = default;
+};
+Result<FollowerStop> DecodeFollowerStop(std::string_view bytes, const std::string& file);
+std::string EncodeFollowerStop(const FollowerStop& stop);
+// Stores `stop` in the partition directory `dir`, fsynced (R39).
+Status RecordFollowerStop(const std::string& dir, const FollowerStop& stop);
+// What `dir` records; nullopt when no follower stopped there.
+Result<std::optional<FollowerStop>> ReadFollowerStop(const std::string& dir);
+// Removes the record (a follower runs again); no file is no error.
+Status ClearFollowerStop(const std::string& dir);
+
 // A kernel boot id (segment.md §9.7): the 16 bytes of
 // /proc/sys/kernel/random/boot_id; all zeros: unknown.
 using BootId = std::array<uint8_t, 16>;
@@ -270,11 +316,13 @@ Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& l
                                     PartitionState* seen = nullptr);
 
 // Kafka's maybeShrinkIsr: removes from the ISR every follower not caught
-// up for replica.lag.time.max.ms, through AlterPartition. Returns the state
-// after (unchanged when nobody lagged, or when another process holds the
-// leader lock: the rule is applied again at the next call).
+// up for replica.lag.time.max.ms, and at once each of `stopped` (followers
+// known to have stopped following, R58), through AlterPartition. Returns
+// the state after (unchanged when nobody lagged, or when another process
+// holds the leader lock: the rule is applied again at the next call).
 Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog& leader,
-                                      int32_t leader_epoch);
+                                      int32_t leader_epoch,
+                                      const std::vector<int32_t>& stopped = {});
 
 // One follower's state across steps (Kafka's PartitionFetchState).
 struct FollowerState {

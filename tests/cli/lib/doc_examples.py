@@ -126,6 +126,10 @@ EXPECT = {
     "mq-isr --cluster cluster elect": 0,
     "mq-isr --cluster cluster describe --json |\n"
     "  jq -c 'select(.type == \"partition\") | [.topic, .partition, .leader, .isr]'": 0,
+    "mq-isr --cluster cluster describe --json |\n"
+    "  jq -r 'select(.type == \"partition\") | .topic as $t | .partition as $p\n"
+    "         | .replica_lag[] | select(.lag > 1000 or .lag_ms > 60000)\n"
+    "         | \"\\($t)-\\($p) replica \\(.replica): \\(.lag) behind, \\(.lag_ms) ms\"'": 0,
     # mq-produce(1)
     "mq-produce -C data -t logs --create --partitions 4 app.log": 0,
     "tail -n0 -F access.log | mq-produce -t access --create": FOLLOW,
