@@ -193,12 +193,13 @@ Result<MembershipView> GroupMember::Poll() {
         IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, group_->fs());
     if (!alive) return alive.error();
     if (*alive) {
-      view.members.push_back(id);
-      // A note not written yet (or not a note): subscribed to nothing, until
-      // a later Poll reads it.
+      // A member whose note is not complete yet is joining: left out (not
+      // counted, assigned nothing) until a later Poll reads its topics, so
+      // that its join is one change, with its subscription known.
       std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
-      subscriptions.push_back(
-          {id, note && note->id == id ? note->topics : std::vector<std::string>{}});
+      if (!note || note->id != id) continue;
+      view.members.push_back(id);
+      subscriptions.push_back({id, note->topics});
       continue;
     }
     auto removed = group_->RemoveDeadMember(id);

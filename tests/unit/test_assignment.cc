@@ -140,7 +140,7 @@ TEST_CASE("assignment: a topic is assigned among the members subscribed to it") 
   const std::vector<Subscription> members{
       {"x", std::vector<std::string>{"a"}},
       {"y", std::vector<std::string>{"b", "c"}},
-      {"w", std::vector<std::string>{}},  // note not written yet: reads nothing
+      {"w", std::vector<std::string>{}},  // a topics line naming none: reads nothing
       {"old", std::nullopt},              // an earlier mq's note: every topic
   };
   CHECK(SubscribersOf(members, "a") == std::vector<std::string>{"old", "x"});

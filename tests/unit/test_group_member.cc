@@ -153,14 +153,22 @@ TEST_CASE("group member: the note says the member's topics, an earlier mq's read
   // x shares a with it, as that member (which counts x) expects.
   auto y = GroupMember::Join(&*group, "y", "b", 4);
   REQUIRE(y);
-  {
+  auto rewrite = [&](const std::string& text) {
     auto fd = OpenRegularFileAt(members->get(), "y.lock", O_WRONLY | O_TRUNC);
     REQUIRE(fd);
-    const std::string old = "y host 1\n";
-    REQUIRE(::write(fd->get(), old.data(), old.size()) == static_cast<ssize_t>(old.size()));
-  }
+    REQUIRE(::write(fd->get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  };
+  // Being written: y is joining, left out (not counted, assigned nothing).
+  rewrite("y host 1");
   auto view = x->Poll();
   REQUIRE(view);
+  CHECK(view->members == std::vector<std::string>{"x"});
+  CHECK(view->target.size() == 4);
+  rewrite("y host 1\n");
+  view = x->Poll();
+  REQUIRE(view);
+  CHECK(view->changed);
+  CHECK(view->members == std::vector<std::string>{"x", "y"});
   CHECK(view->subscribers == std::vector<std::string>{"x", "y"});
   CHECK(view->target.size() == 2);
 }

@@ -56,11 +56,13 @@ std::optional<MemberNote> ParseMemberNote(std::string_view text);
 std::optional<MemberNote> ReadMemberNote(int members_dir, std::string_view member_id);
 
 struct MembershipView {
-  std::vector<std::string> members;  // live member ids, sorted; this member included
-  // The live members that read this member's topic (their notes say so, or
-  // name no topics), sorted; this member included: the topic's partitions
-  // are assigned among them. A member whose note is not written yet is
-  // left out until a later Poll reads it.
+  // Live member ids, sorted; this member included. A live member whose note
+  // is not complete yet (it is joining) is left out until a later Poll
+  // reads it.
+  std::vector<std::string> members;
+  // The members that read this member's topic (their notes say so, or name
+  // no topics), sorted; this member included: the topic's partitions are
+  // assigned among them.
   std::vector<std::string> subscribers;
   std::vector<int32_t> target;       // partitions this member should own, ascending
   std::vector<int32_t> release;      // owned, no longer in target
