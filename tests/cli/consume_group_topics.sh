@@ -2,8 +2,10 @@
 # One consumer group whose members read different topics
 # (format-spec/group.md §14.6): each topic's partitions are assigned among
 # the members that read it, so none is left to a member that never reads
-# it; --describe shows every partition of the group's topics, with the
-# backlog of those nobody has committed or owns, and each member's topics.
+# it, also while members of either topic join and leave (every message
+# read once, by a reader of its topic); --describe shows every partition of
+# the group's topics, with the backlog of those nobody has committed or
+# owns, and each member's topics.
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -65,6 +67,62 @@ kill "$pid_y"
 rc_y=0
 wait "$pid_y" || rc_y=$?
 [[ $rc_y == 143 ]] || fail "y exited $rc_y on SIGTERM, not of the signal (143)"
+
+# --- members of both topics join and leave while messages come ------------------------
+# Group r: c and d (6 partitions each); members join and leave (SIGTERM)
+# on both. Every message of each topic is read once, by a member reading
+# that topic, and each topic's partitions are split among its readers only.
+for t in c d; do "$P" -q -t "$t" --create --partitions 6 </dev/null; done
+feed() {  # feed FROM TO: messages FROM..TO to c and d, keyed
+  local t
+  for t in c d; do seq "$1" "$2" | awk -v t="$t" '{print "k"$1"\t"t$1}' | "$P" -q -t "$t" -K '\t'; done
+}
+declare -A rpid
+start() {  # start MEMBER TOPIC
+  "$C" -t "$2" -G r --member-id "$1" -f '%t %p %o %s\n' >"$WORK/r.$1" 2>"$WORK/r.$1.err" &
+  PIDS+=($!)
+  rpid[$1]=$!
+}
+# settled TOPIC N: every partition of TOPIC owned, by N members, balanced.
+settled() {
+  "$C" --describe -G r -t "$1" -J >"$WORK/rdesc" 2>/dev/null || return 1
+  jq -e -s --argjson n "$2" '[.[] | select(.type == "partition") | .consumer_id] as $o |
+      ($o | all(. != null)) and ([$o | group_by(.)[] | length] as $c |
+      ($c | length) == $n and ($c | max) - ($c | min) <= 1)' "$WORK/rdesc" >/dev/null
+}
+# lines TOPIC: messages of TOPIC printed by r's members, and by whom.
+lines() { grep -h "^$1 " "$WORK"/r.m* 2>/dev/null || true; }
+start m1 c
+start m2 d
+wait_for "c read by m1" settled c 1
+wait_for "d read by m2" settled d 1
+feed 1 1000
+start m3 c
+start m4 d
+start m5 c
+wait_for "c split among 3" settled c 3
+wait_for "d split among 2" settled d 2
+feed 1001 2000
+kill -TERM "${rpid[m1]}" "${rpid[m4]}"
+wait "${rpid[m1]}" "${rpid[m4]}" 2>/dev/null || true
+wait_for "c split among 2" settled c 2
+wait_for "d read by m2" settled d 1
+feed 2001 3000
+wait_for "every message read" bash -c "[[ \$(cat '$WORK'/r.m* | wc -l) -ge 6000 ]]"
+sleep 0.5
+for t in c d; do
+  got=$(lines "$t" | awk '{print $4}' | sort -u | wc -l)
+  [[ $got == 3000 ]] || fail "topic $t: $got of 3000 messages read"
+  [[ $(lines "$t" | wc -l) == 3000 ]] || fail "topic $t: messages read twice"
+done
+for m in m1 m3 m5; do
+  ! grep -q "^d " "$WORK/r.$m" || fail "$m, a reader of c, read d"
+done
+for m in m2 m4; do
+  ! grep -q "^c " "$WORK/r.$m" || fail "$m, a reader of d, read c"
+done
+for m in m2 m3 m5; do kill -TERM "${rpid[$m]}"; done
+wait "${rpid[m2]}" "${rpid[m3]}" "${rpid[m5]}" 2>/dev/null || true
 
 # --- describe: every partition of the group's topics ---------------------------------
 # Group h has committed only a-0 (at its end): the other partitions of a,
