@@ -96,4 +96,15 @@ std::vector<int32_t> AssignedTo(const std::vector<std::string>& members, std::st
   return mine;
 }
 
+std::vector<std::string> SubscribersOf(std::span<const Subscription> members,
+                                       std::string_view topic) {
+  std::vector<std::string> ids;
+  for (const Subscription& m : members)
+    if (!m.topics || std::find(m.topics->begin(), m.topics->end(), topic) != m.topics->end())
+      ids.push_back(m.member);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 }  // namespace mq

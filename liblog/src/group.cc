@@ -399,6 +399,42 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
   });
 }
 
+Result<std::vector<int32_t>> Group::DeleteOffsets(std::string_view topic,
+                                                  std::span<const int32_t> partitions,
+                                                  const FileLock* reset_lock) {
+  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  FileLock group_lock;
+  if (reset_lock != nullptr) {
+    if (!reset_lock->is_open())
+      return Status(Code::kInvalidArgument, "delete offsets: the group lock passed is not held");
+  } else {
+    auto held = LockForReset();
+    if (!held) return held.error();
+    group_lock = std::move(*held);
+  }
+  auto named = [&](const CommittedOffset& e) {
+    return e.topic == topic &&
+           (partitions.empty() ||
+            std::find(partitions.begin(), partitions.end(), e.partition) != partitions.end());
+  };
+  // Nothing to remove: no write (the generation stays).
+  auto state = Read();
+  if (!state) return state.error();
+  if (std::none_of(state->offsets.begin(), state->offsets.end(), named))
+    return std::vector<int32_t>{};
+  std::vector<int32_t> removed;
+  Status s = Update([&](GroupOffsets* g) -> Status {
+    removed.clear();
+    for (const CommittedOffset& e : g->offsets)
+      if (named(e)) removed.push_back(e.partition);
+    std::erase_if(g->offsets, named);
+    g->update_timestamp = NowMs();
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return removed;
+}
+
 Status Group::RecordRebalance(int64_t now_ms) {
   if (now_ms == kNoTimestamp) now_ms = NowMs();
   return Update([&](GroupOffsets* s) -> Status {

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <random>
 #include <utility>
 
@@ -49,6 +51,72 @@ std::string HostName() {
 }
 
 }  // namespace
+
+std::string FormatMemberNote(std::string_view id, std::string_view host, int64_t pid,
+                             std::span<const std::string> topics) {
+  std::vector<std::string> sorted(topics.begin(), topics.end());
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::string text = fmt::format("{} {} {}\ntopics", id, host, pid);
+  for (const std::string& t : sorted) text += " " + t;
+  text += "\n";
+  return text;
+}
+
+std::optional<MemberNote> ParseMemberNote(std::string_view text) {
+  if (text.empty() || text.back() != '\n') return std::nullopt;
+  const size_t nl = text.find('\n');
+  const std::string_view first = text.substr(0, nl);
+  MemberNote note;
+  const size_t a = first.find(' ');
+  note.id = std::string(first.substr(0, a));
+  if (!ValidateName(note.id, "member id").ok()) return std::nullopt;
+  if (a != std::string_view::npos) {
+    const size_t b = first.rfind(' ');
+    if (b != a) {
+      note.host = std::string(first.substr(a + 1, b - a - 1));
+      const std::string_view pid = first.substr(b + 1);
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), v);
+      if (ec == std::errc() && end == pid.data() + pid.size() && v > 0) note.pid = v;
+    }
+  }
+  std::string_view rest = text.substr(nl + 1);
+  while (!rest.empty()) {
+    const size_t end = rest.find('\n');
+    std::string_view line = rest.substr(0, end);
+    rest.remove_prefix(end + 1);
+    constexpr std::string_view kTopics = "topics";
+    if (!line.starts_with(kTopics) || (line.size() > kTopics.size() && line[kTopics.size()] != ' '))
+      continue;
+    line.remove_prefix(kTopics.size());
+    std::vector<std::string> topics;
+    while (!line.empty()) {
+      const size_t sp = line.find(' ');
+      std::string t(line.substr(0, sp));
+      line.remove_prefix(sp == std::string_view::npos ? line.size() : sp + 1);
+      if (ValidateName(t, "topic").ok()) topics.push_back(std::move(t));
+    }
+    note.topics = std::move(topics);
+  }
+  return note;
+}
+
+std::optional<MemberNote> ReadMemberNote(int members_dir, std::string_view member_id) {
+  auto fd = OpenRegularFileAt(members_dir, fmt::format("{}.lock", member_id), O_RDONLY);
+  if (!fd) return std::nullopt;
+  constexpr size_t kMaxNote = 64 << 10;
+  std::string text;
+  char buf[4096];
+  while (text.size() < kMaxNote) {
+    const ssize_t n = ::pread(fd->get(), buf, std::min(sizeof buf, kMaxNote - text.size()),
+                              static_cast<off_t>(text.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return ParseMemberNote(text);
+}
 
 std::string DefaultMemberId() {
   std::string h = HostName();
@@ -100,7 +168,11 @@ Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
                                            m.id_, group->name()));
   if (!member_lock) return member_lock.error();
   m.member_lock_ = std::move(*member_lock);
-  WriteNote(m.member_lock_.fd(), fmt::format("{} {} {}\n", m.id_, HostName(), ::getpid()));
+  // The subscription is in the note: the other members assign the topic
+  // among the members that read it (§14.6). Until it is written, they
+  // leave this member out.
+  const std::string topics[] = {m.topic_};
+  WriteNote(m.member_lock_.fd(), FormatMemberNote(m.id_, HostName(), ::getpid(), topics));
   auto ownership = Ownership::Open(*group, m.topic_);
   if (!ownership) return ownership.error();
   m.ownership_ = std::move(*ownership);
@@ -114,13 +186,20 @@ Result<MembershipView> GroupMember::Poll() {
   // Our own file is there: so is the directory, opened once for the probes.
   auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
   if (!members) return members.error();
+  std::vector<Subscription> subscriptions{{id_, std::vector<std::string>{topic_}}};
   for (const std::string& id : *files) {
     if (id == id_) continue;
     auto alive =
         IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, group_->fs());
     if (!alive) return alive.error();
     if (*alive) {
+      // A member whose note is not complete yet is joining: left out (not
+      // counted, assigned nothing) until a later Poll reads its topics, so
+      // that its join is one change, with its subscription known.
+      std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
+      if (!note || note->id != id) continue;
       view.members.push_back(id);
+      subscriptions.push_back({id, note->topics});
       continue;
     }
     auto removed = group_->RemoveDeadMember(id);
@@ -130,7 +209,8 @@ Result<MembershipView> GroupMember::Poll() {
   view.members.push_back(id_);
   std::sort(view.members.begin(), view.members.end());
   view.changed = !last_members_ || *last_members_ != view.members;
-  view.target = AssignedTo(view.members, topic_, partitions_, id_);
+  view.subscribers = SubscribersOf(subscriptions, topic_);
+  view.target = AssignedTo(view.subscribers, topic_, partitions_, id_);
   for (int32_t p : owned())
     if (!std::binary_search(view.target.begin(), view.target.end(), p)) view.release.push_back(p);
   for (int32_t p : view.target)

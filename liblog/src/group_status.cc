@@ -13,11 +13,13 @@
 #include <charconv>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "mq/consumer.h"
 #include "mq/file.h"
+#include "mq/group_member.h"
 #include "mq/lock.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
@@ -39,19 +41,13 @@ std::string ReadNoteAt(int fd, uint64_t at, size_t max = 1024) {
   return nl == std::string_view::npos ? std::string() : std::string(text.substr(0, nl));
 }
 
-// The note of a lock file; empty if the file is missing, empty or not a
-// regular file.
-std::string ReadNote(int dir_fd, const std::string& name) {
-  auto fd = OpenRegularFileAt(dir_fd, name, O_RDONLY);
-  return fd ? ReadNoteAt(fd->get(), 0) : std::string();
-}
-
 // partitions/<topic> (§14.5): partitions whose ownership or handler byte
 // someone holds: (topic, p) -> owner id from the slot (empty when the owner
 // has not written it yet). Only `topic` when given. A partitions/<topic>/
-// directory of an earlier mq is not looked into.
+// directory of an earlier mq is not looked into. Adds to `read` every topic
+// with such a file: a topic some member of the group has read.
 Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
-    const Group& group, std::optional<std::string_view> topic) {
+    const Group& group, std::optional<std::string_view> topic, std::set<std::string>* read) {
   std::map<std::pair<std::string, int32_t>, std::string> out;
   auto partitions = OpenDirectoryAt(group.dir_fd(), kGroupPartitionsDir, false, group.fs());
   if (!partitions && partitions.error().code() == Code::kNotFound) return out;
@@ -65,6 +61,7 @@ Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
     auto file = group.OpenOwnership(t, false);
     if (!file && file.error().code() == Code::kNotFound) continue;  // removed meanwhile
     if (!file) return file.error();
+    read->insert(t);
     // One probe of every slot first: an idle group's file costs one call.
     auto any = file->IsRangeLocked(0, kSlots * kOwnershipSlotSize);
     if (!any) return any.error();
@@ -81,19 +78,6 @@ Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
   return out;
 }
 
-// "<member> <host> <pid>" (§14.5): host and pid when the note names `id`.
-void ParseMemberNote(const std::string& note, GroupMemberStatus* m) {
-  const size_t a = note.find(' ');
-  if (a == std::string::npos || note.substr(0, a) != m->id) return;
-  const size_t b = note.rfind(' ');
-  if (b == a) return;
-  m->host = note.substr(a + 1, b - a - 1);
-  std::string_view pid = std::string_view(note).substr(b + 1);
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), v);
-  if (ec == std::errc() && end == pid.data() + pid.size() && v > 0) m->pid = v;
-}
-
 Result<std::vector<GroupMemberStatus>> LiveMembers(const Group& group) {
   std::vector<GroupMemberStatus> out;
   auto ids = group.ListMemberFiles();
@@ -108,7 +92,12 @@ Result<std::vector<GroupMemberStatus>> LiveMembers(const Group& group) {
     if (!*alive) continue;
     GroupMemberStatus m;
     m.id = id;
-    ParseMemberNote(ReadNote(members->get(), id + ".lock"), &m);
+    if (std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
+        note && note->id == id) {
+      m.host = note->host;
+      m.pid = note->pid;
+      m.topics = note->topics;
+    }
     out.push_back(std::move(m));
   }
   return out;
@@ -211,23 +200,40 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
   auto state = group.Read();
   if (!state) return state.error();
   d.state = std::move(*state);
-  auto owners = Owners(group, topic);
+  std::set<std::string> topics;  // the group's topics
+  auto owners = Owners(group, topic, &topics);
   if (!owners) return owners.error();
   auto members = LiveMembers(group);
   if (!members) return members.error();
   d.members = std::move(*members);
 
   // The rows: committed entries, owned partitions, and every partition of
-  // `topic`.
+  // the group's topics (`topic`, or each one the group has committed, a
+  // member has read or a live member reads), so that a partition nobody
+  // has read shows its backlog.
   std::set<std::pair<std::string, int32_t>> keys;
   for (const CommittedOffset& e : d.state.offsets)
     if (!topic || e.topic == *topic) keys.insert({e.topic, e.partition});
   for (const auto& [key, id] : *owners) keys.insert(key);
-  if (only)
-    for (int32_t p = 0; p < only->partitions; ++p) keys.insert({std::string(*topic), p});
+  for (const auto& [t, p] : keys) topics.insert(t);
+  for (const GroupMemberStatus& m : d.members)
+    if (m.topics)
+      for (const std::string& t : *m.topics)
+        if (!topic || t == *topic) topics.insert(t);
+  if (topic) topics = {std::string(*topic)};
 
   std::map<std::string, std::optional<TopicConfig>> configs;
   if (only) configs[std::string(*topic)] = *only;
+  for (const std::string& t : topics) {
+    auto c = configs.find(t);
+    if (c == configs.end()) {
+      auto config = dir.ReadTopic(t);
+      if (!config && config.error().code() != Code::kNotFound) return config.error();
+      c = configs.emplace(t, config ? std::optional<TopicConfig>(*config) : std::nullopt).first;
+    }
+    if (c->second)
+      for (int32_t p = 0; p < c->second->partitions; ++p) keys.insert({t, p});
+  }
   for (const auto& [t, p] : keys) {
     GroupPartitionStatus s;
     s.topic = t;
@@ -254,6 +260,10 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
       if (bounds) {
         s.log = *bounds;
         Place(&s);
+        if (!s.committed && !s.owner) {
+          s.lag = s.log.end - s.log.start;
+          s.unread = true;
+        }
       } else {
         // One damaged partition does not hide the others' lag.
         s.position = CommittedPosition::kUnreadable;
@@ -267,6 +277,69 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
     for (const auto& [key, id] : *owners)
       if (id == m.id) m.owned.push_back(key);
   return d;
+}
+
+std::string FormatOffsetPlan(std::span<const PlannedOffset> plan, bool with_group) {
+  std::string out;
+  for (const PlannedOffset& e : plan) {
+    if (with_group) out += e.group + ",";
+    out += fmt::format("{},{},{}\n", e.topic, e.partition, e.offset);
+  }
+  return out;
+}
+
+Result<std::vector<PlannedOffset>> ParseOffsetPlan(std::string_view text,
+                                                   const std::string& source) {
+  std::vector<PlannedOffset> plan;
+  std::set<std::tuple<std::string, std::string, int32_t>> seen;
+  size_t columns = 0;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    auto bad = [&](const std::string& what) {
+      return Status(Code::kCorruption, fmt::format("{}:{}: offset plan: {} (expected "
+                                                   "TOPIC,PARTITION,OFFSET or "
+                                                   "GROUP,TOPIC,PARTITION,OFFSET)",
+                                                   source, line_no, what));
+    };
+    std::vector<std::string_view> fields;
+    for (size_t at = 0;;) {
+      const size_t comma = line.find(',', at);
+      fields.push_back(line.substr(at, comma == std::string_view::npos ? comma : comma - at));
+      if (comma == std::string_view::npos) break;
+      at = comma + 1;
+    }
+    if (fields.size() != 3 && fields.size() != 4)
+      return bad(fmt::format("{} field(s)", fields.size()));
+    if (columns != 0 && fields.size() != columns)
+      return bad(fmt::format("{} fields after lines of {}", fields.size(), columns));
+    columns = fields.size();
+    PlannedOffset e;
+    size_t i = 0;
+    if (columns == 4) {
+      e.group = std::string(fields[i++]);
+      if (Status s = ValidateName(e.group, "group"); !s.ok()) return bad(s.message());
+    }
+    e.topic = std::string(fields[i++]);
+    if (Status s = ValidateName(e.topic, "topic"); !s.ok()) return bad(s.message());
+    const std::string_view p = fields[i++], o = fields[i++];
+    auto [pend, pec] = std::from_chars(p.data(), p.data() + p.size(), e.partition);
+    if (p.empty() || pec != std::errc() || pend != p.data() + p.size() || e.partition < 0 ||
+        e.partition > kMaxGroupPartition)
+      return bad(fmt::format("partition '{}' is not a number from 0 to {}", p, kMaxGroupPartition));
+    auto [oend, oec] = std::from_chars(o.data(), o.data() + o.size(), e.offset);
+    if (o.empty() || oec != std::errc() || oend != o.data() + o.size() || e.offset < 0)
+      return bad(fmt::format("offset '{}' is not a number >= 0", o));
+    if (!seen.insert({e.group, e.topic, e.partition}).second)
+      return bad(fmt::format("{}-{} named twice", e.topic, e.partition));
+    plan.push_back(std::move(e));
+  }
+  return plan;
 }
 
 }  // namespace mq

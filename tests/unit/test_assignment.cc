@@ -135,3 +135,22 @@ TEST_CASE("assignment: a join or a leave moves few partitions") {
     }
   }
 }
+
+TEST_CASE("assignment: a topic is assigned among the members subscribed to it") {
+  const std::vector<Subscription> members{
+      {"x", std::vector<std::string>{"a"}},
+      {"y", std::vector<std::string>{"b", "c"}},
+      {"w", std::vector<std::string>{}},  // a topics line naming none: reads nothing
+      {"old", std::nullopt},              // an earlier mq's note: every topic
+  };
+  CHECK(SubscribersOf(members, "a") == std::vector<std::string>{"old", "x"});
+  CHECK(SubscribersOf(members, "b") == std::vector<std::string>{"old", "y"});
+  CHECK(SubscribersOf(members, "d") == std::vector<std::string>{"old"});
+  // Without the earlier member, each topic goes whole to its only reader.
+  const std::vector<Subscription> two{members[0], members[1]};
+  const auto a = SubscribersOf(two, "a");
+  CHECK(AssignedTo(a, "a", 4, "x") == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(AssignedTo(a, "a", 4, "y").empty());
+  CHECK(AssignedTo(SubscribersOf(two, "c"), "c", 3, "y") == std::vector<int32_t>{0, 1, 2});
+  CHECK(SubscribersOf(two, "d").empty());
+}

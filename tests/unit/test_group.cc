@@ -684,6 +684,43 @@ TEST_CASE("R33 group locks: reset and delete are refused while a member holds gr
   CHECK(ListDir(dir + "/groups").empty());
 }
 
+TEST_CASE("R33 group locks: deleting a topic's offsets removes its entries only, with no member alive") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  REQUIRE(g.Commit(One("orders", 2, 12), "m1", CommitKind::kForward, kT).ok());
+  REQUIRE(g.Commit(One("other", 0, 5), "m1", CommitKind::kForward, kT).ok());
+  {
+    auto member = g.LockGroup(LockMode::kShared, LockWait::kTry);
+    REQUIRE(member);
+    auto busy = g.DeleteOffsets("orders", {});
+    REQUIRE_FALSE(busy);
+    CHECK(busy.error().code() == Code::kBusy);
+  }
+  const int32_t two[] = {2, 3};
+  auto removed = g.DeleteOffsets("orders", two);
+  REQUIRE(removed);
+  CHECK(*removed == std::vector<int32_t>{2});
+  auto state = g.Read();
+  REQUIRE(state);
+  CHECK(state->generation == 4);
+  CHECK(state->Find("orders", 0)->offset == 10);
+  CHECK(state->Find("orders", 2) == nullptr);
+  removed = g.DeleteOffsets("orders", {});
+  REQUIRE(removed);
+  CHECK(*removed == std::vector<int32_t>{0});
+  state = g.Read();
+  REQUIRE(state);
+  REQUIRE(state->offsets.size() == 1);
+  CHECK(state->offsets[0].topic == "other");
+  // Nothing left to remove: nothing written.
+  removed = g.DeleteOffsets("orders", {});
+  REQUIRE(removed);
+  CHECK(removed->empty());
+  CHECK(g.Read()->generation == 5);
+}
+
 TEST_CASE("R33 group locks: a reset holds group.lock before it reads, and commits under it") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);

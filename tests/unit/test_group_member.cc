@@ -2,6 +2,7 @@
 // assignment, takeover of a dead member's partitions, never two owners.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,6 +89,88 @@ TEST_CASE("group member: members split the partitions, each owned once") {
   auto stats = group->Read();
   REQUIRE(stats);
   CHECK(stats->rebalances >= 2);
+}
+
+TEST_CASE("group member: members reading different topics each own all of their topic") {
+  // One group, member x reading topic a and y reading b: each topic's
+  // partitions go to the members that read it, none to the other.
+  TempDir tmp;
+  const std::string dir = MakeDataDir(tmp);
+  auto group = Group::Open(dir, "g", true);
+  REQUIRE(group);
+  auto x = GroupMember::Join(&*group, "x", "a", 4);
+  auto y = GroupMember::Join(&*group, "y", "b", 4);
+  REQUIRE(x);
+  REQUIRE(y);
+  Settle({&*x, &*y});
+  CHECK(x->owned() == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(y->owned() == std::vector<int32_t>{0, 1, 2, 3});
+  auto view = x->Poll();
+  REQUIRE(view);
+  CHECK(view->members == std::vector<std::string>{"x", "y"});
+  CHECK(view->subscribers == std::vector<std::string>{"x"});
+
+  // A second reader of a shares a with x; y keeps all of b.
+  auto z = GroupMember::Join(&*group, "z", "a", 4);
+  REQUIRE(z);
+  Settle({&*x, &*y, &*z});
+  CHECK(x->owned().size() == 2);
+  CHECK(z->owned().size() == 2);
+  CHECK(y->owned() == std::vector<int32_t>{0, 1, 2, 3});
+}
+
+TEST_CASE("group member: the note says the member's topics, an earlier mq's reads every topic") {
+  TempDir tmp;
+  const std::string dir = MakeDataDir(tmp);
+  auto group = Group::Open(dir, "g", true);
+  REQUIRE(group);
+  auto x = GroupMember::Join(&*group, "x", "a", 4);
+  REQUIRE(x);
+  auto members = OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false);
+  REQUIRE(members);
+  auto note = ReadMemberNote(members->get(), "x");
+  REQUIRE(note);
+  CHECK(note->id == "x");
+  CHECK(note->pid == ::getpid());
+  CHECK(note->topics == std::vector<std::string>{"a"});
+
+  const std::string two[] = {"b", "a", "b"};
+  CHECK(FormatMemberNote("m", "h", 7, two) == "m h 7\ntopics a b\n");
+  auto parsed = ParseMemberNote("m h 7\ntopics a b\n");
+  REQUIRE(parsed);
+  CHECK(parsed->host == "h");
+  CHECK(parsed->topics == std::vector<std::string>{"a", "b"});
+  // Being written (no newline at the end), or nothing: no note yet.
+  CHECK_FALSE(ParseMemberNote(""));
+  CHECK_FALSE(ParseMemberNote("m h 7\ntopics a"));
+  // An earlier mq's note: no topics line.
+  parsed = ParseMemberNote("m h 7\n");
+  REQUIRE(parsed);
+  CHECK(parsed->pid == 7);
+  CHECK_FALSE(parsed->topics);
+
+  // A live member whose file holds an earlier mq's note reads every topic:
+  // x shares a with it, as that member (which counts x) expects.
+  auto y = GroupMember::Join(&*group, "y", "b", 4);
+  REQUIRE(y);
+  auto rewrite = [&](const std::string& text) {
+    auto fd = OpenRegularFileAt(members->get(), "y.lock", O_WRONLY | O_TRUNC);
+    REQUIRE(fd);
+    REQUIRE(::write(fd->get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  };
+  // Being written: y is joining, left out (not counted, assigned nothing).
+  rewrite("y host 1");
+  auto view = x->Poll();
+  REQUIRE(view);
+  CHECK(view->members == std::vector<std::string>{"x"});
+  CHECK(view->target.size() == 4);
+  rewrite("y host 1\n");
+  view = x->Poll();
+  REQUIRE(view);
+  CHECK(view->changed);
+  CHECK(view->members == std::vector<std::string>{"x", "y"});
+  CHECK(view->subscribers == std::vector<std::string>{"x", "y"});
+  CHECK(view->target.size() == 2);
 }
 
 TEST_CASE("group member: a live member's id is refused, a dead one's is taken over") {

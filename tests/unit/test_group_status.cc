@@ -64,30 +64,69 @@ TEST_CASE("group status: lag is the committed end minus the committed offset, su
   Fixture f(3);
   f.Append(0, 10);
   f.Append(1, 5);
+  f.Append(2, 3);
   f.Commit("t", 0, 4);
   f.Commit("t", 1, 5);
 
-  GroupDescription d = f.Describe();
-  REQUIRE(d.partitions.size() == 2);  // committed partitions only
-  CHECK(d.partitions[0].position == CommittedPosition::kInLog);
-  CHECK(d.partitions[0].log.end == 10);
-  CHECK(d.partitions[0].lag == 6);
-  CHECK(d.partitions[1].lag == 0);
-  CHECK(d.total_lag == 6);
-  CHECK_FALSE(d.partitions[0].owner);
-
-  // With the topic: every partition, an uncommitted one without a lag.
-  d = f.Describe("t");
-  REQUIRE(d.partitions.size() == 3);
-  CHECK(d.partitions[2].position == CommittedPosition::kNone);
-  CHECK_FALSE(d.partitions[2].committed);
-  CHECK_FALSE(d.partitions[2].lag);
-  CHECK(d.partitions[2].log.end == 0);
-  CHECK(d.total_lag == 6);
+  // Every partition of the group's topics: the uncommitted, unowned one
+  // with its backlog (log end - log start) as its lag, counted in the total.
+  for (GroupDescription d : {f.Describe(), f.Describe("t")}) {
+    REQUIRE(d.partitions.size() == 3);
+    CHECK(d.partitions[0].position == CommittedPosition::kInLog);
+    CHECK(d.partitions[0].log.end == 10);
+    CHECK(d.partitions[0].lag == 6);
+    CHECK_FALSE(d.partitions[0].unread);
+    CHECK(d.partitions[1].lag == 0);
+    CHECK_FALSE(d.partitions[0].owner);
+    CHECK(d.partitions[2].position == CommittedPosition::kNone);
+    CHECK_FALSE(d.partitions[2].committed);
+    CHECK(d.partitions[2].unread);
+    CHECK(d.partitions[2].lag == 3);
+    CHECK_FALSE(d.partitions[2].resume_at);
+    CHECK(d.partitions[2].log.end == 3);
+    CHECK(d.total_lag == 9);
+  }
 
   auto missing = DescribeGroup(f.dir, *f.group, std::string_view("nosuch"));
   REQUIRE_FALSE(missing);
   CHECK(missing.error().code() == Code::kNotFound);
+}
+
+TEST_CASE("group status: the topics of live members and of ownership files are the group's") {
+  Fixture f(4);
+  TopicConfig other;
+  other.partitions = 2;
+  REQUIRE(f.dir.CreateTopic("u", other).ok());
+  f.Append(1, 7);
+  // Nothing committed: a member reading t owns partition 0 only (another
+  // member is assigned the rest); the other partitions show their backlog.
+  auto m = GroupMember::Join(&*f.group, "m1", "t", 4);
+  REQUIRE(m);
+  auto got = m->TryAcquire(0);
+  REQUIRE(got);
+  REQUIRE(*got);
+  GroupDescription d = f.Describe();
+  REQUIRE(d.partitions.size() == 4);
+  CHECK(d.partitions[0].owner == "m1");
+  CHECK_FALSE(d.partitions[0].unread);
+  CHECK_FALSE(d.partitions[0].lag);  // its owner's position is not known
+  CHECK(d.partitions[1].unread);
+  CHECK(d.partitions[1].lag == 7);
+  CHECK(d.total_lag == 7);
+  REQUIRE(d.members.size() == 1);
+  CHECK(d.members[0].topics == std::vector<std::string>{"t"});
+
+  // Once every member is gone, the ownership file still says the group
+  // read t; u, never read, is not the group's.
+  m->Leave();
+  d = f.Describe();
+  REQUIRE(d.partitions.size() == 4);
+  for (const auto& s : d.partitions) {
+    CHECK(s.topic == "t");
+    CHECK(s.unread);
+  }
+  CHECK(d.total_lag == 7);
+  CHECK(d.members.empty());
 }
 
 TEST_CASE("group status: a committed offset below the log start or above the log end") {
@@ -223,7 +262,8 @@ TEST_CASE("group status: a partition whose log cannot be read is a row of its ow
   CHECK(d.partitions[0].lag == 3);
   CHECK(d.partitions[0].error.ok());
   CHECK(d.partitions[2].position == CommittedPosition::kNone);
-  CHECK(d.total_lag == 3);
+  CHECK(d.partitions[2].lag == 2);  // unread: its backlog
+  CHECK(d.total_lag == 5);
 }
 
 TEST_CASE("group status: owners and live members come from the lock files") {
@@ -238,9 +278,10 @@ TEST_CASE("group status: owners and live members come from the lock files") {
   CHECK(*live);
 
   GroupDescription d = f.Describe();
-  REQUIRE(d.partitions.size() == 1);  // owned, not committed
-  CHECK(d.partitions[0].partition == 2);
-  CHECK(d.partitions[0].owner == "m1");
+  REQUIRE(d.partitions.size() == 4);  // every partition of the member's topic
+  CHECK(d.partitions[2].partition == 2);
+  CHECK(d.partitions[2].owner == "m1");
+  CHECK_FALSE(d.partitions[1].owner);
   REQUIRE(d.members.size() == 1);
   CHECK(d.members[0].id == "m1");
   CHECK(d.members[0].pid == ::getpid());
@@ -251,7 +292,8 @@ TEST_CASE("group status: owners and live members come from the lock files") {
   // Released: the file keeps the old id, but nobody holds it.
   m->Release(2);
   d = f.Describe();
-  CHECK(d.partitions.empty());
+  REQUIRE(d.partitions.size() == 4);
+  for (const auto& s : d.partitions) CHECK_FALSE(s.owner);
   m->Leave();
   d = f.Describe();
   CHECK(d.members.empty());
@@ -277,4 +319,27 @@ TEST_CASE("group status: the offset for a time is the first record at or after i
   auto empty = OffsetForTimestamp(f.dir, "t", 1, 0);
   REQUIRE(empty);
   CHECK(*empty == 0);
+}
+
+TEST_CASE("group status: an offset plan is kafka-consumer-groups' CSV, written and read back") {
+  const std::vector<PlannedOffset> plan{{"", "a", 0, 4}, {"", "a", 1, 10}, {"", "b", 0, 0}};
+  const std::string text = FormatOffsetPlan(plan, false);
+  CHECK(text == "a,0,4\na,1,10\nb,0,0\n");
+  auto back = ParseOffsetPlan(text, "plan.csv");
+  REQUIRE(back);
+  CHECK(*back == plan);
+  const std::vector<PlannedOffset> groups{{"g", "a", 0, 4}, {"h", "a", 0, 5}};
+  CHECK(FormatOffsetPlan(groups, true) == "g,a,0,4\nh,a,0,5\n");
+  back = ParseOffsetPlan("g,a,0,4\r\n\nh,a,0,5", "plan.csv");  // CRLF, a blank line, no last newline
+  REQUIRE(back);
+  CHECK(*back == groups);
+  for (const char* bad : {"a,0", "a,0,1,2,3", "a,x,1", "a,0,-1", "a,10000,1", "a/b,0,1",
+                          "a,0,1\na,0,2", "a,0,1\ng,a,1,1", "a,,1", "a,0,99999999999999999999"}) {
+    auto r = ParseOffsetPlan(bad, "plan.csv");
+    INFO(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Code::kCorruption);
+    CHECK(r.error().exit_code() == 65);
+    CHECK_THAT(r.error().message(), Catch::StartsWith("plan.csv:"));
+  }
 }

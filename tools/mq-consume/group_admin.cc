@@ -1,12 +1,18 @@
 #include "group_admin.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <map>
 #include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "envelope.h"
 #include "format_string.h"
@@ -107,12 +113,18 @@ Status CheckNoConsumeFlags(const Flags& f, std::string_view mode) {
   return Status::Ok();
 }
 
-// -G is required (and valid, R12); -t, when `topic` says so.
+// -G is required unless `group_required` is false (--all-groups), and
+// valid (R12); -t, when `topic` says so.
 Status CheckGroupAndTopic(const Flags& f, std::string_view mode, bool topic_required,
-                          bool topic_allowed) {
-  if (!f.group) return Status(Code::kInvalidArgument, fmt::format("{} needs a group (-G GROUP)", mode));
-  if (Status s = ValidateName(*f.group, "group"); !s.ok())
-    return Status(Code::kInvalidArgument, "--group: " + s.message());
+                          bool topic_allowed, bool group_required = true) {
+  if (!f.group && group_required)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{} needs a group (-G GROUP{})", mode,
+                              mode == "--describe" || mode == "--reset-offsets" ? " or --all-groups"
+                                                                                : ""));
+  if (f.group)
+    if (Status s = ValidateName(*f.group, "group"); !s.ok())
+      return Status(Code::kInvalidArgument, "--group: " + s.message());
   if (f.topic.empty() && topic_required)
     return Status(Code::kInvalidArgument, fmt::format("{} needs a topic (-t TOPIC)", mode));
   if (!f.topic.empty() && !topic_allowed)
@@ -157,7 +169,7 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
   for (const auto& s : d.partitions) {
     const GroupMemberStatus* m = FindMember(d, s.owner);
     std::string owner = s.owner ? (s.owner->empty() ? "?" : *s.owner) : "-";
-    const char* note = NoteOf(s.position);
+    const char* note = s.unread ? "unread" : NoteOf(s.position);
     t.Add({d.group, s.topic, std::to_string(s.partition),
            Dash(s.committed ? std::optional<int64_t>(s.committed->offset) : std::nullopt),
            HasLog(s) ? std::to_string(s.log.end) : "-", Dash(s.lag), owner,
@@ -202,12 +214,14 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
   } else {
     out.Print("members: {}\n", d.members.size());
     Table mt;
-    mt.Add({"CONSUMER-ID", "HOST", "PID", "PARTITIONS"});
+    mt.Add({"CONSUMER-ID", "HOST", "PID", "TOPICS", "PARTITIONS"});
     for (const auto& m : d.members) {
       std::string owned;
       for (const auto& [topic, p] : m.owned)
         owned += fmt::format("{}{}-{}", owned.empty() ? "" : ",", topic, p);
-      mt.Add({m.id, Dash(m.host), Dash(m.pid), Dash(owned)});
+      // "?": its note names no topics (an earlier mq) or is being written.
+      const std::string topics = m.topics ? Dash(fmt::format("{}", fmt::join(*m.topics, ","))) : "?";
+      mt.Add({m.id, Dash(m.host), Dash(m.pid), topics, Dash(owned)});
     }
     mt.Print(out);
   }
@@ -245,7 +259,7 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
     Key(b, "host"); OptStr(b, m ? std::optional<std::string>(m->host) : std::nullopt);
     Key(b, "pid"); Num(b, m ? m->pid : std::nullopt);
     Key(b, "note");
-    if (const char* n = NoteOf(s.position)) Str(b, n);
+    if (const char* n = s.unread ? "unread" : NoteOf(s.position)) Str(b, n);
     else b.append(std::string_view("null"));
     Key(b, "leader_epoch"); Num(b, c ? std::optional<int64_t>(c->leader_epoch) : std::nullopt);
     Key(b, "commit_timestamp"); Num(b, c ? std::optional<int64_t>(c->commit_timestamp) : std::nullopt);
@@ -271,6 +285,17 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
     Key(b, "consumer_id", true); Str(b, m.id);
     Key(b, "host"); OptStr(b, m.host);
     Key(b, "pid"); Num(b, m.pid);
+    Key(b, "topics");
+    if (m.topics) {
+      b.push_back('[');
+      for (size_t j = 0; j < m.topics->size(); ++j) {
+        if (j > 0) b.push_back(',');
+        Str(b, (*m.topics)[j]);
+      }
+      b.push_back(']');
+    } else {
+      b.append(std::string_view("null"));
+    }
     Key(b, "partitions");
     b.push_back('[');
     for (size_t j = 0; j < m.owned.size(); ++j) {
@@ -295,33 +320,64 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
   out.Write(std::string_view(b.data(), b.size()));
 }
 
+// The groups a mode acts on: -G's, or with --all-groups every group of
+// the data directory.
+Result<std::vector<std::string>> SelectedGroups(const Flags& f) {
+  if (!f.admin.all_groups) return std::vector<std::string>{*f.group};
+  return ListGroups(f.dir);
+}
+
 int Describe(const Flags& f) {
   auto dir = DataDir::Open(f.dir, false);
   if (!dir) return cli::Fail(dir.error());
-  auto group = Group::Open(f.dir, *f.group, false);
-  if (!group) return cli::Fail(group.error());
-  auto d = DescribeGroup(*dir, *group,
-                         f.topic.empty() ? std::nullopt : std::optional<std::string_view>(f.topic));
-  if (!d) return cli::Fail(d.error());
+  auto names = SelectedGroups(f);
+  if (!names) return cli::Fail(names.error());
   cli::Output out;
-  if (f.json) DescribeJson(*d, out);
-  else DescribeText(*d, out);
-  // A partition whose log could not be read shows '-' for its log end and
-  // lag; the rest is complete. Said here, and in the exit status.
+  // --all-groups: a group that cannot be described is said, and the others
+  // are (the exit status is the first failure's).
+  int failed = cli::kExitOk;
   bool unreadable = false;
-  for (const auto& s : d->partitions) {
-    if (s.position != CommittedPosition::kUnreadable) continue;
-    unreadable = true;
-    cli::Warn(fmt::format("group {}: {}-{}: log end and lag unknown: {}", d->group, s.topic,
-                          s.partition, s.error.message()));
+  bool first = true;
+  for (const std::string& name : *names) {
+    auto group = Group::Open(f.dir, name, false);
+    auto d = group ? DescribeGroup(*dir, *group,
+                                   f.topic.empty() ? std::nullopt
+                                                   : std::optional<std::string_view>(f.topic))
+                   : Result<GroupDescription>(group.error());
+    if (!d) {
+      out.Flush();
+      const int rc = cli::Fail(d.error());
+      if (failed == cli::kExitOk) failed = rc;
+      continue;
+    }
+    if (f.json) {
+      DescribeJson(*d, out);
+    } else {
+      if (!first) out.Print("\n");
+      DescribeText(*d, out);
+    }
+    first = false;
+    // A partition whose log could not be read shows '-' for its log end and
+    // lag; the rest is complete. Said here, and in the exit status.
+    for (const auto& s : d->partitions) {
+      if (s.position != CommittedPosition::kUnreadable) continue;
+      unreadable = true;
+      out.Flush();
+      cli::Warn(fmt::format("group {}: {}-{}: log end and lag unknown: {}", d->group, s.topic,
+                            s.partition, s.error.message()));
+    }
   }
   int rc = out.FinishExitCode();
-  return rc == cli::kExitOk && unreadable ? kExitDescribeIncomplete : rc;
+  if (rc != cli::kExitOk) return rc;
+  if (failed != cli::kExitOk) return failed;
+  return unreadable ? kExitDescribeIncomplete : rc;
 }
 
 // --- --reset-offsets -------------------------------------------------------------------
 
 struct PlanRow {
+  std::string group;
+  std::string topic;
   int32_t partition = 0;
   std::optional<int64_t> current;
   int64_t target = 0;  // before clamping
@@ -334,6 +390,37 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
   return a + b;
 }
+
+// --from-file: the whole plan file (at most 64 MiB), or standard input for "-".
+Result<std::vector<PlannedOffset>> ReadPlanFile(const std::string& path) {
+  constexpr size_t kMaxPlanBytes = 64u << 20;
+  const std::string name = path == "-" ? "<stdin>" : path;
+  UniqueFd fd(path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus(name, errno);
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(name, errno);
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxPlanBytes)
+      return Status(Code::kTooLarge, fmt::format("{}: an offset plan of more than {} bytes",
+                                                 name, kMaxPlanBytes));
+  }
+  return ParseOffsetPlan(text, name);
+}
+
+// One group's part of a reset: its lock (--execute), its committed offsets
+// and the rows planned for it.
+struct GroupPlan {
+  std::string name;
+  std::optional<Group> group;  // nullopt: a dry run for a group not created yet
+  FileLock lock;
+  GroupOffsets state;
+  std::vector<PlanRow> rows;
+};
 
 int Reset(const Flags& f) {
   const AdminFlags& a = f.admin;
@@ -348,109 +435,247 @@ int Reset(const Flags& f) {
   }
   auto dir = DataDir::Open(f.dir, false);
   if (!dir) return cli::Fail(dir.error());
-  auto group = Group::Open(f.dir, *f.group, false);
-  if (!group) return cli::Fail(group.error());
-  // --execute: group.lock first (R33), then the plan. Held, no member can
-  // join or commit, so the offsets and log ends the plan is computed from
-  // (--shift-by's committed offsets above all) are still current when it
-  // is written.
-  FileLock reset_lock;
-  if (a.execute) {
-    auto held = group->LockForReset();
-    if (!held) return cli::Fail(held.error());
-    reset_lock = std::move(*held);
+  std::optional<std::vector<PlannedOffset>> from_file;
+  if (a.from_file) {
+    auto read = ReadPlanFile(*a.from_file);
+    if (!read) return cli::Fail(read.error());
+    from_file = std::move(*read);
   }
-  auto config = dir->ReadTopic(f.topic);
-  if (!config) return cli::Fail(config.error());
-  std::vector<int32_t> partitions;
-  for (int32_t p : f.partitions) {
-    if (p >= config->partitions)
-      return cli::Fail(Status(Code::kInvalidArgument,
-                              fmt::format("--partition {}: topic {} has {} partition(s), 0 to {}",
-                                          p, f.topic, config->partitions, config->partitions - 1)));
-    if (std::find(partitions.begin(), partitions.end(), p) == partitions.end()) partitions.push_back(p);
+  // Topic configurations (members do not change them), read once each. A
+  // plan for a topic that does not exist creates no group.
+  std::map<std::string, TopicConfig> configs;
+  auto config_of = [&](const std::string& topic) -> Result<TopicConfig> {
+    if (auto it = configs.find(topic); it != configs.end()) return it->second;
+    auto config = dir->ReadTopic(topic);
+    if (!config) return config.error();
+    configs.emplace(topic, *config);
+    return *config;
+  };
+  auto check_partition = [&](const std::string& topic, int32_t p, std::string_view flag) -> Status {
+    auto config = config_of(topic);
+    if (!config) return config.error();
+    if (p < config->partitions) return Status::Ok();
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{} {}: topic {} has {} partition(s), 0 to {}", flag, p, topic,
+                              config->partitions, config->partitions - 1));
+  };
+  if (!f.topic.empty()) {
+    if (auto config = config_of(f.topic); !config) return cli::Fail(config.error());
+    for (int32_t p : f.partitions)
+      if (Status s = check_partition(f.topic, p, "--partition"); !s.ok()) return cli::Fail(s);
   }
-  if (f.partitions.empty())
-    for (int32_t p = 0; p < config->partitions; ++p) partitions.push_back(p);
-  std::sort(partitions.begin(), partitions.end());
-  auto state = group->Read();
-  if (!state) return cli::Fail(state.error());
+  if (from_file)
+    for (const PlannedOffset& e : *from_file)
+      if (Status s = check_partition(e.topic, e.partition, "--from-file: partition"); !s.ok())
+        return cli::Fail(s);
 
-  std::vector<PlanRow> plan;
-  for (int32_t p : partitions) {
-    PlanRow r;
-    r.partition = p;
-    if (const CommittedOffset* e = state->Find(f.topic, p)) r.current = e->offset;
-    auto bounds = PartitionBounds(*dir, *config, f.topic, p);
-    if (!bounds) return cli::Fail(bounds.error());
-    r.log = *bounds;
-    if (a.to_earliest) {
-      r.target = r.log.start;
-    } else if (a.to_latest) {
-      r.target = r.log.end;
-    } else if (a.to_offset) {
-      r.target = *a.to_offset;
-    } else if (a.shift_by) {
-      if (!r.current)
-        return cli::Fail(Status(Code::kInvalidArgument,
-                                fmt::format("--shift-by: group \"{}\" has no committed offset for "
-                                            "{}-{} to shift from (leave it out with -p, or use "
-                                            "a --to-* target)",
-                                            *f.group, f.topic, p)));
-      r.target = SaturatingAdd(*r.current, *a.shift_by);
-    } else {
-      auto at = OffsetForTimestamp(*dir, f.topic, p, *datetime);
-      if (!at) return cli::Fail(at.error());
-      r.target = *at;
+  auto names = SelectedGroups(f);
+  if (!names) return cli::Fail(names.error());
+  // Every group is opened and, with --execute, locked before any plan is
+  // made or written: a group with a live member refuses the whole reset
+  // (exit 75) and nothing is changed. --execute creates a group that does
+  // not exist yet (group.md §14.4), so that a group can be positioned
+  // before its first member runs; a dry run plans for it as a group with
+  // no commits and creates nothing.
+  std::vector<GroupPlan> groups;
+  for (const std::string& name : *names) {
+    GroupPlan g;
+    g.name = name;
+    auto group = Group::Open(f.dir, name, a.execute && !a.all_groups);
+    if (!group && !(group.error().code() == Code::kNotFound && !a.execute && !a.all_groups))
+      return cli::Fail(group.error());
+    if (group) g.group.emplace(std::move(*group));
+    // --execute: group.lock first (R33), then the plan. Held, no member can
+    // join or commit, so the offsets and log ends the plan is computed from
+    // (--shift-by's committed offsets above all) are still current when it
+    // is written.
+    if (a.execute) {
+      auto held = g.group->LockForReset();
+      if (!held) return cli::Fail(held.error());
+      g.lock = std::move(*held);
     }
-    r.next = std::clamp(r.target, r.log.start, r.log.end);
-    plan.push_back(r);
+    groups.push_back(std::move(g));
+  }
+
+  for (GroupPlan& g : groups) {
+    if (g.group) {
+      auto state = g.group->Read();
+      if (!state) return cli::Fail(state.error());
+      g.state = std::move(*state);
+    }
+    // The partitions to plan, with --from-file's offsets.
+    std::vector<std::pair<std::pair<std::string, int32_t>, std::optional<int64_t>>> scope;
+    if (from_file) {
+      for (const PlannedOffset& e : *from_file)
+        if (e.group.empty() || e.group == g.name) scope.push_back({{e.topic, e.partition}, e.offset});
+    } else {
+      std::vector<std::string> topics;
+      if (a.all_topics) {
+        // Every topic the group has committed that still exists (the others
+        // are said: --delete-offsets removes their entries).
+        for (const CommittedOffset& e : g.state.offsets)
+          if (topics.empty() || topics.back() != e.topic) topics.push_back(e.topic);
+      } else {
+        topics.push_back(f.topic);
+      }
+      for (const std::string& t : topics) {
+        auto config = config_of(t);
+        if (!config && config.error().code() == Code::kNotFound && a.all_topics) {
+          if (!f.quiet)
+            cli::Warn(fmt::format("group {}: topic {} does not exist (any more): left out",
+                                  g.name, t));
+          continue;
+        }
+        if (!config) return cli::Fail(config.error());
+        std::vector<int32_t> partitions(f.partitions.begin(), f.partitions.end());
+        if (partitions.empty())
+          for (int32_t p = 0; p < config->partitions; ++p) partitions.push_back(p);
+        std::sort(partitions.begin(), partitions.end());
+        partitions.erase(std::unique(partitions.begin(), partitions.end()), partitions.end());
+        for (int32_t p : partitions) scope.push_back({{t, p}, std::nullopt});
+      }
+    }
+    std::sort(scope.begin(), scope.end());
+    for (const auto& [tp, file_offset] : scope) {
+      const auto& [topic, p] = tp;
+      auto config = config_of(topic);
+      if (!config) return cli::Fail(config.error());
+      PlanRow r;
+      r.group = g.name;
+      r.topic = topic;
+      r.partition = p;
+      if (const CommittedOffset* e = g.state.Find(topic, p)) r.current = e->offset;
+      auto bounds = PartitionBounds(*dir, *config, topic, p);
+      if (!bounds) return cli::Fail(bounds.error());
+      r.log = *bounds;
+      if (file_offset) {
+        r.target = *file_offset;
+      } else if (a.to_earliest) {
+        r.target = r.log.start;
+      } else if (a.to_latest) {
+        r.target = r.log.end;
+      } else if (a.to_offset) {
+        r.target = *a.to_offset;
+      } else if (a.shift_by) {
+        if (!r.current)
+          return cli::Fail(Status(Code::kInvalidArgument,
+                                  fmt::format("--shift-by: group \"{}\" has no committed offset "
+                                              "for {}-{} to shift from (leave it out with -p, or "
+                                              "use a --to-* target)",
+                                              g.name, topic, p)));
+        r.target = SaturatingAdd(*r.current, *a.shift_by);
+      } else {
+        auto at = OffsetForTimestamp(*dir, topic, p, *datetime);
+        if (!at) return cli::Fail(at.error());
+        r.target = *at;
+      }
+      r.next = std::clamp(r.target, r.log.start, r.log.end);
+      g.rows.push_back(r);
+    }
   }
 
   if (a.execute) {
-    std::vector<OffsetCommit> commits;
-    for (const PlanRow& r : plan) commits.push_back({f.topic, r.partition, r.next, kNoLeaderEpoch, 0});
-    if (Status s = group->Commit(commits, {}, CommitKind::kReset, kNoTimestamp, &reset_lock);
-        !s.ok())
-      return cli::Fail(s);
+    for (GroupPlan& g : groups) {
+      std::vector<OffsetCommit> commits;
+      for (const PlanRow& r : g.rows)
+        commits.push_back({r.topic, r.partition, r.next, kNoLeaderEpoch, 0});
+      if (commits.empty()) continue;
+      if (Status s = g.group->Commit(commits, {}, CommitKind::kReset, kNoTimestamp, &g.lock);
+          !s.ok())
+        return cli::Fail(s);
+    }
   } else if (!f.quiet) {
-    auto live = HasLiveMembers(*group);
-    if (live && *live)
-      cli::Warn(fmt::format("group \"{}\" has live members: --execute would be refused (exit 75) "
-                            "until they stop",
-                            *f.group));
+    for (const GroupPlan& g : groups) {
+      if (!g.group) continue;
+      auto live = HasLiveMembers(*g.group);
+      if (live && *live)
+        cli::Warn(fmt::format("group \"{}\" has live members: --execute would be refused (exit "
+                              "75) until they stop",
+                              g.name));
+    }
   }
 
   cli::Output out;
+  if (a.export_plan) {
+    // kafka-consumer-groups --export: topic,partition,offset; with
+    // --all-groups the group first.
+    std::vector<PlannedOffset> plan;
+    for (const GroupPlan& g : groups)
+      for (const PlanRow& r : g.rows) plan.push_back({r.group, r.topic, r.partition, r.next});
+    out.Write(FormatOffsetPlan(plan, a.all_groups));
+  } else {
+    Table t;
+    t.Add({"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "NOTE"});
+    for (const GroupPlan& g : groups) {
+      for (const PlanRow& r : g.rows) {
+        const char* note = r.target < r.next ? "clamped-to-log-start"
+                           : r.target > r.next ? "clamped-to-log-end" : nullptr;
+        if (f.json) {
+          fmt::memory_buffer b;
+          b.push_back('{');
+          Key(b, "group", true); Str(b, r.group);
+          Key(b, "topic"); Str(b, r.topic);
+          Key(b, "partition"); Num(b, r.partition);
+          Key(b, "current_offset"); Num(b, r.current);
+          Key(b, "new_offset"); Num(b, r.next);
+          Key(b, "log_start_offset"); Num(b, r.log.start);
+          Key(b, "log_end_offset"); Num(b, r.log.end);
+          Key(b, "note");
+          if (note) Str(b, note);
+          else b.append(std::string_view("null"));
+          Key(b, "executed"); b.append(std::string_view(a.execute ? "true" : "false"));
+          b.append(std::string_view("}\n"));
+          out.Write(std::string_view(b.data(), b.size()));
+        } else {
+          t.Add({r.group, r.topic, std::to_string(r.partition), Dash(r.current),
+                 std::to_string(r.next), note ? note : "-"});
+        }
+      }
+    }
+    if (!f.json) t.Print(out);
+  }
+  if (!a.execute && !f.quiet)
+    cli::Warn("dry run: nothing changed (add --execute to apply the plan)");
+  return out.FinishExitCode();
+}
+
+// --- --delete-offsets ------------------------------------------------------------------
+
+// kafka-consumer-groups --delete-offsets: the committed offsets of -t (its
+// -p partitions) are removed, so the group reads them as never committed.
+// The topic need not exist any more (its entries are what is left of it).
+int DeleteOffsets(const Flags& f) {
+  auto group = Group::Open(f.dir, *f.group, false);
+  if (!group) return cli::Fail(group.error());
+  auto removed = group->DeleteOffsets(f.topic, f.partitions);
+  if (!removed) return cli::Fail(removed.error());
+  std::vector<int32_t> rows = f.partitions;
+  if (rows.empty()) rows = *removed;
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  cli::Output out;
   Table t;
-  t.Add({"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "NOTE"});
-  for (const PlanRow& r : plan) {
-    const char* note = r.target < r.next ? "clamped-to-log-start"
-                       : r.target > r.next ? "clamped-to-log-end" : nullptr;
+  t.Add({"GROUP", "TOPIC", "PARTITION", "STATUS"});
+  for (int32_t p : rows) {
+    const bool gone = std::binary_search(removed->begin(), removed->end(), p);
+    const char* status = gone ? "deleted" : "not-committed";
     if (f.json) {
       fmt::memory_buffer b;
       b.push_back('{');
       Key(b, "group", true); Str(b, *f.group);
       Key(b, "topic"); Str(b, f.topic);
-      Key(b, "partition"); Num(b, r.partition);
-      Key(b, "current_offset"); Num(b, r.current);
-      Key(b, "new_offset"); Num(b, r.next);
-      Key(b, "log_start_offset"); Num(b, r.log.start);
-      Key(b, "log_end_offset"); Num(b, r.log.end);
-      Key(b, "note");
-      if (note) Str(b, note);
-      else b.append(std::string_view("null"));
-      Key(b, "executed"); b.append(std::string_view(a.execute ? "true" : "false"));
+      Key(b, "partition"); Num(b, p);
+      Key(b, "status"); Str(b, status);
       b.append(std::string_view("}\n"));
       out.Write(std::string_view(b.data(), b.size()));
     } else {
-      t.Add({*f.group, f.topic, std::to_string(r.partition), Dash(r.current),
-             std::to_string(r.next), note ? note : "-"});
+      t.Add({*f.group, f.topic, std::to_string(p), status});
     }
   }
   if (!f.json) t.Print(out);
-  if (!a.execute && !f.quiet)
-    cli::Warn("dry run: nothing changed (add --execute to apply the plan)");
+  if (removed->empty() && !f.quiet)
+    cli::Warn(fmt::format("group \"{}\" has no committed offset of {} to delete", *f.group,
+                          f.topic));
   return out.FinishExitCode();
 }
 
@@ -470,9 +695,16 @@ void AddAdminFlags(CLI::App& app, AdminFlags* f) {
   auto* reset = app.add_flag("--reset-offsets", f->reset,
                              "plan (or with --execute apply) new offsets for a group (-G, -t)");
   auto* del = app.add_flag("--delete", f->remove, "delete a group with no live member (-G)");
-  list->excludes(describe)->excludes(reset)->excludes(del);
-  describe->excludes(reset)->excludes(del);
-  reset->excludes(del);
+  auto* del_offsets = app.add_flag("--delete-offsets", f->delete_offsets,
+                                   "remove a group's committed offsets of a topic (-G, -t)");
+  const std::vector<CLI::Option*> modes = {list, describe, reset, del, del_offsets};
+  for (size_t i = 0; i < modes.size(); ++i)
+    for (size_t j = i + 1; j < modes.size(); ++j) modes[i]->excludes(modes[j]);
+  app.add_flag("--all-groups", f->all_groups,
+               "--describe, --reset-offsets: every group of the data directory");
+  app.add_flag("--all-topics", f->all_topics,
+               "--reset-offsets: every topic the group has committed")
+      ->needs(reset);
   std::vector<CLI::Option*> targets = {
       app.add_flag("--to-earliest", f->to_earliest, "reset to the log start"),
       app.add_flag("--to-latest", f->to_latest, "reset to the committed end"),
@@ -481,35 +713,63 @@ void AddAdminFlags(CLI::App& app, AdminFlags* f) {
       app.add_option("--shift-by", f->shift_by, "move each committed offset by N (may be < 0)"),
       app.add_option("--to-datetime", f->to_datetime,
                      "reset to the first message with timestamp >= TIME (ms or ISO 8601)"),
+      app.add_option("--from-file", f->from_file,
+                     "reset to the offsets of a CSV plan: TOPIC,PARTITION,OFFSET lines "
+                     "(as --export writes them; - for standard input)"),
   };
   for (size_t i = 0; i < targets.size(); ++i) {
     targets[i]->needs(reset);
     for (size_t j = i + 1; j < targets.size(); ++j) targets[i]->excludes(targets[j]);
   }
+  app.add_flag("--export", f->export_plan,
+               "--reset-offsets: print the plan as CSV (TOPIC,PARTITION,OFFSET) for --from-file")
+      ->needs(reset);
   app.add_flag("--execute", f->execute, "apply the --reset-offsets plan")->needs(reset);
 }
 
 int RunAdmin(const Flags& f, const char* usage) {
   const AdminFlags& a = f.admin;
   const char* mode = a.list ? "--list" : a.describe ? "--describe" : a.reset ? "--reset-offsets"
-                                                                            : "--delete";
+                     : a.remove ? "--delete" : "--delete-offsets";
   Status s = CheckNoConsumeFlags(f, mode);
   if (s.ok() && a.list && (f.group || !f.topic.empty() || !f.partitions.empty()))
     s = Status(Code::kInvalidArgument, "--list takes no group, topic or partition");
-  if (s.ok() && a.describe) s = CheckGroupAndTopic(f, mode, false, true);
-  if (s.ok() && a.reset) s = CheckGroupAndTopic(f, mode, true, true);
+  if (s.ok() && a.all_groups && !(a.describe || a.reset))
+    s = Status(Code::kInvalidArgument,
+               fmt::format("{} takes no --all-groups (only --describe and --reset-offsets)", mode));
+  if (s.ok() && a.all_groups && f.group)
+    s = Status(Code::kInvalidArgument, "--all-groups and -G exclude each other");
+  // --reset-offsets' scope: -t, --all-topics or the plan of --from-file.
+  const bool topic_needed = a.reset && !a.all_topics && !a.from_file;
+  if (s.ok() && a.reset && (a.all_topics || a.from_file) && !f.topic.empty())
+    s = Status(Code::kInvalidArgument,
+               fmt::format("--reset-offsets: -t and {} exclude each other",
+                           a.all_topics ? "--all-topics" : "--from-file"));
+  if (s.ok() && a.reset && a.all_topics && a.from_file)
+    s = Status(Code::kInvalidArgument, "--reset-offsets: --all-topics and --from-file exclude "
+                                       "each other");
+  if (s.ok() && a.describe)
+    s = a.all_groups ? CheckGroupAndTopic(f, mode, false, true, false)
+                     : CheckGroupAndTopic(f, mode, false, true);
+  if (s.ok() && a.reset)
+    s = a.all_groups ? CheckGroupAndTopic(f, mode, topic_needed, true, false)
+                     : CheckGroupAndTopic(f, mode, topic_needed, true);
   if (s.ok() && a.remove) s = CheckGroupAndTopic(f, mode, false, false);
-  if (s.ok() && !a.reset && !f.partitions.empty())
+  if (s.ok() && a.delete_offsets) s = CheckGroupAndTopic(f, mode, true, true);
+  if (s.ok() && !(a.reset || a.delete_offsets) && !f.partitions.empty())
     s = Status(Code::kInvalidArgument, fmt::format("{} takes no partitions (-p)", mode));
+  if (s.ok() && a.reset && f.topic.empty() && !f.partitions.empty())
+    s = Status(Code::kInvalidArgument, "--reset-offsets: -p needs -t");
   if (s.ok() && a.reset &&
-      !(a.to_earliest || a.to_latest || a.to_offset || a.shift_by || a.to_datetime))
+      !(a.to_earliest || a.to_latest || a.to_offset || a.shift_by || a.to_datetime || a.from_file))
     s = Status(Code::kInvalidArgument,
                "--reset-offsets needs a target: --to-earliest, --to-latest, --to-offset N, "
-               "--shift-by N or --to-datetime TIME");
+               "--shift-by N, --to-datetime TIME or --from-file FILE");
   if (!s.ok()) return cli::UsageError(usage, s.message());
   if (a.list) return List(f);
   if (a.describe) return Describe(f);
   if (a.reset) return Reset(f);
+  if (a.delete_offsets) return DeleteOffsets(f);
   return Delete(f);
 }
 

@@ -1,5 +1,6 @@
 // mq-consume's consumer-group administration modes (Kafka's
-// kafka-consumer-groups): --list, --describe, --reset-offsets and --delete.
+// kafka-consumer-groups): --list, --describe, --reset-offsets, --delete and
+// --delete-offsets.
 // None of them consumes; each reads or changes the group's files
 // (format-spec/group.md §14) and exits.
 #pragma once
@@ -19,6 +20,11 @@ struct AdminFlags {
   bool describe = false;
   bool reset = false;   // --reset-offsets
   bool remove = false;  // --delete
+  bool delete_offsets = false;
+  bool all_groups = false;
+  bool all_topics = false;
+  bool export_plan = false;            // --export
+  std::optional<std::string> from_file;
   bool execute = false;
   bool to_earliest = false;
   bool to_latest = false;
@@ -27,7 +33,7 @@ struct AdminFlags {
   std::optional<std::string> to_datetime;
 
   // One of the modes was asked for.
-  bool any() const { return list || describe || reset || remove; }
+  bool any() const { return list || describe || reset || remove || delete_offsets; }
 };
 
 void AddAdminFlags(CLI::App& app, AdminFlags* f);

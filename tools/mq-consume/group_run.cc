@@ -265,7 +265,7 @@ Status Member::Rebalance() {
     if (view->target.empty() && !said_idle_ && !f_.quiet) {
       cli::Warn(fmt::format("group {}: {} members for {} partition(s) of {}: member {} is idle "
                             "until an owner leaves",
-                            group_->name(), view->members.size(), consumer_->config().partitions,
+                            group_->name(), view->subscribers.size(), consumer_->config().partitions,
                             f_.topic, member_->id()));
     }
     said_idle_ = view->target.empty();

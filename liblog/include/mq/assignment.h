@@ -14,6 +14,10 @@
 //    to restore balance (and a few displaced by the load bound) move, and a
 //    restarted member with the same id (static membership) gets the same
 //    partitions back.
+// Each topic is assigned among the members subscribed to it only (as
+// Kafka's assignors do): a member never gets partitions of a topic it does
+// not read, and members reading different topics share a group without
+// starving each other.
 // Weight is a fixed 64-bit hash (FNV-1a over the member id, a NUL, the topic,
 // a NUL and the partition as 4 big-endian bytes, then the splitmix64
 // finalizer): it is part of the format, so that members of different mq
@@ -21,6 +25,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,5 +46,19 @@ std::vector<int32_t> AssignPartitions(const std::vector<std::string>& members,
 // one of the idle ones), ascending.
 std::vector<int32_t> AssignedTo(const std::vector<std::string>& members, std::string_view topic,
                                 int32_t partitions, std::string_view member);
+
+// A live member and what it reads (format-spec/group.md §14.6): the topics
+// of its subscription, or nullopt when its member file names none (written
+// by an earlier mq, whose members all read one topic and assigned it among
+// every live member): such a member counts as subscribed to every topic.
+struct Subscription {
+  std::string member;
+  std::optional<std::vector<std::string>> topics;
+};
+
+// The ids of the members subscribed to `topic`, sorted and unique: the ones
+// its partitions are assigned among (AssignPartitions, AssignedTo).
+std::vector<std::string> SubscribersOf(std::span<const Subscription> members,
+                                       std::string_view topic);
 
 }  // namespace mq

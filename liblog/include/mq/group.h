@@ -162,6 +162,16 @@ class Group {
   // the lock while any member is alive. Held, no member can join: what a
   // reset reads (committed offsets, log bounds) stays what it writes over.
   Result<FileLock> LockForReset() const;
+  // Removes the committed entries of `topic` (those of `partitions` only,
+  // when not empty) in one write (R32), as kafka-consumer-groups
+  // --delete-offsets does: the group then reads them as never committed.
+  // Under group.lock held exclusively, like a reset (R33): `reset_lock`
+  // when given, otherwise taken here without blocking (kBusy, exit 75,
+  // while a member is alive). Returns the partitions whose entries were
+  // removed, ascending; nothing is written when there are none.
+  Result<std::vector<int32_t>> DeleteOffsets(std::string_view topic,
+                                             std::span<const int32_t> partitions,
+                                             const FileLock* reset_lock = nullptr);
   // Counts a rebalance at `now_ms` (R32's procedure; offsets unchanged).
   Status RecordRebalance(int64_t now_ms = kNoTimestamp);
 

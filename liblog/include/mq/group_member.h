@@ -15,7 +15,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mq/group.h"
@@ -28,8 +30,40 @@ namespace mq {
 // (other characters become '_'): unique among live members of a host.
 std::string DefaultMemberId();
 
+// The text of members/<member>.lock (format-spec/group.md §14.5): a line
+// "<member> <host> <pid>" for people, then a line "topics <topic>..." with
+// the topics the member reads (its subscription, sorted), which the
+// assignment of every other member reads (§14.6).
+struct MemberNote {
+  std::string id;
+  std::string host;            // empty if the line names none
+  std::optional<int64_t> pid;  // likewise
+  // nullopt: no "topics" line (a member of an earlier mq, which reads one
+  // topic and counts every live member in its assignment: taken to read
+  // every topic, mq/assignment.h).
+  std::optional<std::vector<std::string>> topics;
+};
+std::string FormatMemberNote(std::string_view id, std::string_view host, int64_t pid,
+                             std::span<const std::string> topics);
+// nullopt when `text` is no complete note: empty or cut short (its member
+// has not written it yet: lines end with a newline), or a first line that
+// does not start with a valid member id. Names in the "topics" line that
+// break R12 are left out; lines of other kinds are ignored.
+std::optional<MemberNote> ParseMemberNote(std::string_view text);
+// Reads members/<member>.lock of the `members_dir` descriptor (at most
+// 64 KiB) and parses it; nullopt when it is missing, unreadable or no
+// complete note.
+std::optional<MemberNote> ReadMemberNote(int members_dir, std::string_view member_id);
+
 struct MembershipView {
-  std::vector<std::string> members;  // live member ids, sorted; this member included
+  // Live member ids, sorted; this member included. A live member whose note
+  // is not complete yet (it is joining) is left out until a later Poll
+  // reads it.
+  std::vector<std::string> members;
+  // The members that read this member's topic (their notes say so, or name
+  // no topics), sorted; this member included: the topic's partitions are
+  // assigned among them.
+  std::vector<std::string> subscribers;
   std::vector<int32_t> target;       // partitions this member should own, ascending
   std::vector<int32_t> release;      // owned, no longer in target
   std::vector<int32_t> acquire;      // in target, not owned yet
@@ -52,8 +86,9 @@ class GroupMember {
   static Result<GroupMember> Join(Group* group, std::string member_id, std::string topic,
                                   int32_t partitions, int wait_ms = 2000);
 
-  // Probes the members (removing dead members' files), recomputes the
-  // assignment and says what to release and acquire. When the membership
+  // Probes the members (removing dead members' files), reads the live
+  // ones' subscriptions, recomputes the assignment of the topic among its
+  // subscribers and says what to release and acquire. When the membership
   // changed and this member has the smallest live id, the rebalance is
   // counted in the offsets file (Group::RecordRebalance) — one member
   // counts each change; a member's first Poll counts as a change.

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -85,9 +86,14 @@ struct GroupPartitionStatus {
   // (PlaceCommitted: what mq-consume -G does, saying so).
   // nullopt without a committed offset or a partition.
   std::optional<int64_t> resume_at;
-  // log.end - resume_at: offsets the group has still to read; nullopt when
-  // resume_at is.
+  // log.end - resume_at: offsets the group has still to read. With
+  // `unread`, the whole log. nullopt otherwise when resume_at is.
   std::optional<int64_t> lag;
+  // Nothing committed and no owner: no member has read the partition (or
+  // none reads it now), and `lag` is its backlog, log.end - log.start —
+  // what a member starting at the log start (mq-consume --reset earliest,
+  // the default) has to read.
+  bool unread = false;
   // kBelowLogStart: log.start - committed, offsets deleted unread.
   int64_t lost = 0;
   // The member holding the partition's ownership lock; nullopt when nobody
@@ -102,18 +108,23 @@ struct GroupMemberStatus {
   std::string id;
   std::string host;           // from members/<id>.lock; empty if unknown
   std::optional<int64_t> pid; // likewise
+  // The topics it reads (its note's subscription, mq/group_member.h);
+  // nullopt when its note names none (an earlier mq) or is not written yet.
+  std::optional<std::vector<std::string>> topics;
   std::vector<std::pair<std::string, int32_t>> owned;  // (topic, partition), sorted
 };
 
 struct GroupDescription {
   std::string group;
   GroupOffsets state;  // the offsets file (rebalances, dead letters, generation)
-  // One per committed or owned partition, or with a topic: every partition
-  // of it plus any committed entry or owned partition of it beyond its
-  // partition count. Sorted by (topic, partition).
+  // Every partition of the group's topics — with a topic, that one; else
+  // each topic the group has committed, that has an ownership file (a
+  // member has read it) or that a live member reads — plus any committed
+  // entry or owned partition beyond a topic's partition count. Sorted by
+  // (topic, partition).
   std::vector<GroupPartitionStatus> partitions;
   std::vector<GroupMemberStatus> members;  // live members, sorted by id
-  int64_t total_lag = 0;  // sum of the known lags
+  int64_t total_lag = 0;  // sum of the known lags (backlogs of unread partitions included)
 };
 
 // Describes `group`, limited to `topic` when given (which must exist:
@@ -127,5 +138,27 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
 // True when some member holds group.lock (shared): a reset or delete would
 // be refused (kBusy) now.
 Result<bool> HasLiveMembers(const Group& group);
+
+// One line of an offset plan as kafka-consumer-groups writes it
+// (--reset-offsets --export) and reads it (--from-file): CSV lines
+// "TOPIC,PARTITION,OFFSET", or "GROUP,TOPIC,PARTITION,OFFSET" for a plan of
+// several groups.
+struct PlannedOffset {
+  std::string group;  // empty in a three-column plan
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  bool operator==(const PlannedOffset&) const = default;
+};
+// The CSV text of `plan`, one line each, with the group column when
+// `with_group`.
+std::string FormatOffsetPlan(std::span<const PlannedOffset> plan, bool with_group);
+// Parses a plan: every line three or four comma-separated fields, all
+// lines alike (a last line without a newline, a '\r' before a newline and
+// empty lines are accepted); names obey R12, the partition is 0-9999 and
+// the offset >= 0, both decimal; no (group, topic, partition) twice. Else
+// kCorruption (exit 65) naming `source` and the line.
+Result<std::vector<PlannedOffset>> ParseOffsetPlan(std::string_view text,
+                                                   const std::string& source);
 
 }  // namespace mq

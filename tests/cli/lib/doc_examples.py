@@ -79,6 +79,9 @@ EXPECT = {
     "mq-consume --reset-offsets -G billing -t orders --to-datetime 2026-11-30T08:00:00Z --execute": 0,
     "mq-consume --reset-offsets -G billing -t orders --shift-by -10 --execute\n"
     "mq-consume --reset-offsets -G billing -t orders --to-latest --execute": 0,
+    "mq-consume --reset-offsets -G billing -t orders --to-latest --export > plan.csv\n"
+    "mq-consume --reset-offsets -G reports --from-file plan.csv --execute\n"
+    "mq-consume -t orders -G reports -e    # nothing: it starts at the end": 0,
     "for i in 1 2; do\n"
     "    mq-consume -t orders -G billers -e --dlq orders.dlq \\\n"
     "        --exec sh -c 'echo \"billed $(cat)\" >> \"billed.$MQ_PARTITION\"' &\n"
