@@ -112,8 +112,11 @@ class FileReplicaLog : public ReplicaLog {
     auto all = Followers();
     if (!all) return all.error();
     UpsertPosition(&*all, position);
+    return RecordFollowers(*all);
+  }
+  Status RecordFollowers(const std::vector<FollowerPosition>& all) override {
     // Leader state a crash may lose (§17.2): no fsync.
-    const std::string text = EncodeReplicaPositions(*all);
+    const std::string text = EncodeReplicaPositions(all);
     return WriteFileAtomic(dir_fd_.get(), kPositionsFile, AsBytes(text), fs(), {}, false);
   }
 

@@ -471,8 +471,11 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
       f.last_caught_up_ms = before->last_fetch_ms;
     else
       f.last_caught_up_ms = before ? before->last_caught_up_ms : mine->last_caught_up_ms;
-    MQ_RETURN_IF_ERROR(leader.RecordFollower(f));
-    UpsertPosition(&*all, f);  // what the leader now holds
+    // The positions as read under this lock, the leader's own entry (which
+    // LeaderEntry may just have stored) and this follower's: one write.
+    UpsertPosition(&*all, *mine);
+    UpsertPosition(&*all, f);
+    MQ_RETURN_IF_ERROR(leader.RecordFollowers(*all));
     auto computed = ComputeHighWatermark(ctx, leader, *p, *leo, &*all);
     if (!computed) return computed.error();
     hw = *computed;
@@ -567,6 +570,7 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
       // In the leader's epoch: refused if a newer one reached the log
       // since this step read it (this replica elected and appending).
       MQ_RETURN_IF_ERROR(follower.TruncateTo(target, p->leader_epoch));
+      state.high_watermark = -1;  // the cut may have lowered it
       auto now = follower.LogEndOffset();
       if (!now) return now.error();
       if (*now < *leo) result.truncated_to = *now;
@@ -605,8 +609,13 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     MQ_RETURN_IF_ERROR(follower.DeleteBefore(response->log_start_offset));
   auto end = follower.LogEndOffset();
   if (!end) return end.error();
-  if (response->high_watermark >= 0)
-    MQ_RETURN_IF_ERROR(follower.SetHighWatermark(std::min(response->high_watermark, *end)));
+  // §17.3: min(leader's HW, own LEO); only ever raised, so a fetch that
+  // brings none above the one stored last leaves the file alone.
+  if (const int64_t hw = std::min(response->high_watermark, *end);
+      response->high_watermark >= 0 && hw > state.high_watermark) {
+    MQ_RETURN_IF_ERROR(follower.SetHighWatermark(hw));
+    state.high_watermark = hw;
+  }
   result.caught_up = *end >= response->log_end_offset;
   return result;
 }

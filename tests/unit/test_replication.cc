@@ -152,6 +152,59 @@ TEST_CASE("replication: followers hold the leader's bytes, and the HW is the ISR
   CHECK(RawBatches(d.Dir(1)) == RawBatches(d.Dir(0)));
 }
 
+namespace {
+
+// Counts the files opened, by name.
+class OpenCountingFs : public FileSystemWrapper {
+ public:
+  std::map<std::string, int> opens;
+  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
+    ++opens[name];
+    return FileSystemWrapper::Open(dir_fd, name, mode);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("replication: a fetch reads the followers' positions once, and a follower stores a HW only when it rises") {
+  Cluster c(2);
+  c.Produce(3);
+  c.CatchUp(1);
+  const int64_t hw = c.Hw(0);
+  REQUIRE(hw == c.Leo(0));
+  REQUIRE(c.Hw(1) == hw);
+  OpenCountingFs leader_fs, follower_fs;
+  for (auto [id, fs] : {std::pair{0, &leader_fs}, std::pair{1, &follower_fs}}) {
+    LogConfig config = Small();
+    config.fs = fs;
+    auto log = OpenReplicaLog(c.Dir(id), id, config);
+    REQUIRE(log);
+    c.logs[id] = std::move(*log);
+  }
+  leader_fs.opens.clear();
+  follower_fs.opens.clear();
+  // Caught up: the fetch brings neither records nor a higher HW.
+  auto step = c.Step(1);
+  REQUIRE(step);
+  CHECK(step->appended_bytes == 0);
+  CHECK(step->caught_up);
+  // The leader reads the positions under its lock and writes them back
+  // with this fetch's entry, without reading them again.
+  CHECK(leader_fs.opens["replica-positions"] == 1);
+  CHECK(leader_fs.opens["replica-positions.tmp"] == 1);
+  // The follower stored this HW at its previous fetch: nothing to read or
+  // write.
+  CHECK(follower_fs.opens["replication-offset-checkpoint"] == 0);
+  CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 0);
+  // A record more: the next fetches bring it, then the HW past it, which
+  // the follower stores.
+  c.Produce(1);
+  c.CatchUp(1);
+  CHECK(c.Hw(0) == c.Leo(0));
+  CHECK(c.Hw(1) == c.Hw(0));
+  CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 1);
+}
+
 TEST_CASE("replication: a follower not caught up for replica.lag.time.max.ms leaves the ISR and rejoins when caught up") {
   Cluster c(3);
   c.Produce(3);

@@ -117,6 +117,7 @@ Status AckGate::AfterAppend(int32_t p, int64_t last_offset) {
   using Clk = std::chrono::steady_clock;
   const auto deadline = Clk::now() + std::chrono::milliseconds(timeout_ms_);
   auto next_shrink = Clk::now();
+  bool by_reader = false;  // the HW seen in the file, not computed here
   while (*hw <= last_offset) {
     const auto now = Clk::now();
     if (now >= deadline)
@@ -142,7 +143,19 @@ Status AckGate::AfterAppend(int32_t p, int64_t last_offset) {
     }
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clk::now()).count();
-    pt.hw_reader->WaitForAppend(last_offset, static_cast<int>(std::clamp<int64_t>(left, 1, 200)));
+    // Woken by the HW passing the record (a follower's fetch moved it):
+    // nothing to compute again. That HW is this leader's of its epoch
+    // unless the epoch ended (a follower here may have cut the record and
+    // raised the HW past it since): checked on the state below.
+    if (pt.hw_reader->WaitForAppend(last_offset,
+                                    static_cast<int>(std::clamp<int64_t>(left, 1, 200)))) {
+      const int64_t seen = pt.hw_reader->end_offset();
+      if (seen > last_offset) {
+        hw = seen;
+        by_reader = true;
+        continue;
+      }
+    }
     auto now_hw = UpdateHighWatermark(pt.ctx, *pt.log, pt.epoch, false);
     if (!now_hw && now_hw.error().code() != Code::kBusy) return unknown(now_hw.error());
     if (now_hw) hw = *now_hw;
@@ -152,6 +165,10 @@ Status AckGate::AfterAppend(int32_t p, int64_t last_offset) {
   auto state = pt.ctx.cluster->Load();
   if (!state) return unknown(state.error());
   const PartitionState* ps = state->Partition(topic_, p);
+  if (by_reader && (!ps || ps->leader != binding_.replica_id || ps->leader_epoch != pt.epoch))
+    return unknown(Status(Code::kFenced,
+                          fmt::format("replica {} no longer leads in epoch {}",
+                                      binding_.replica_id, pt.epoch)));
   const ReplicatedTopic* t = state->Topic(topic_);
   const int32_t min_isr = t ? t->min_insync_replicas : 1;
   if (!ps || static_cast<int32_t>(ps->isr.size()) < min_isr)

@@ -327,13 +327,21 @@ class Follower {
     leader_id_ = p.leader;
     leader_epoch_ = p.leader_epoch;
     leader_root_ = r->dir;
-    link_ = DirectLeaderLink(ctx_, leader_log_.get());
+    // The leader answers a fetch from the cluster state this step loaded
+    // (loaded_): a decision is as current as one on a state it loaded
+    // itself a moment later, and its changes are compare-and-swaps on the
+    // partition epoch all the same.
+    ReplicationContext at_leader = ctx_;
+    at_leader.loaded = &loaded_;
+    link_ = DirectLeaderLink(at_leader, leader_log_.get());
     return Status::Ok();
   }
 
   Result<FollowerStepResult> Step() {
-    auto state = ctx_.cluster->Load();
-    if (!state) return state.error();
+    auto loaded = ctx_.cluster->Load();
+    if (!loaded) return loaded.error();
+    loaded_ = std::move(*loaded);
+    const ClusterState* state = &loaded_;
     auto p = cli::PartitionOf(*state, job_.binding->cluster_dir, job_.topic, job_.partition);
     if (!p) return p.error();
     if (p->leader == job_.binding->replica_id) {
@@ -429,6 +437,7 @@ class Follower {
   int32_t leader_id_ = -1;
   int32_t leader_epoch_ = -1;
   std::string leader_root_;
+  ClusterState loaded_;  // by the current step, for it and a leader here
   FollowerState state_;
   int64_t records_ = 0;
   int64_t bytes_ = 0;

@@ -174,6 +174,14 @@ class ReplicaLog {
   // when it began its epoch).
   virtual Status RecordFollower(const FollowerPosition& position) = 0;
   virtual Result<std::vector<FollowerPosition>> Followers() = 0;
+  // Stores `all`: what Followers() returned under the leader lock, still
+  // held, with entries changed or added (UpsertPosition). The same as a
+  // RecordFollower of each, which is what this does unless a log stores
+  // them at once.
+  virtual Status RecordFollowers(const std::vector<FollowerPosition>& all) {
+    for (const FollowerPosition& f : all) MQ_RETURN_IF_ERROR(RecordFollower(f));
+    return Status::Ok();
+  }
   // The replica's claim on a leader epoch (R53); epoch -1 when it has none.
   // May be what this process read or stored before (claims only move
   // forward: it is never newer than the file).
@@ -328,6 +336,10 @@ Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog&
 struct FollowerState {
   int32_t leader_epoch = -1;  // the epoch its log was reconciled with
   bool truncated = false;     // epoch truncation done for leader_epoch
+  // The high watermark FollowerStep last stored in the follower's log
+  // since its last truncation (-1: none): a fetch that brings no higher one
+  // stores nothing.
+  int64_t high_watermark = -1;
 };
 
 struct FollowerStepResult {
