@@ -35,6 +35,7 @@ void SimStats::Add(const SimStats& o) {
   leader_reboots += o.leader_reboots;
   epochs_given_up += o.epochs_given_up;
   paused_writes += o.paused_writes;
+  follower_kills += o.follower_kills;
   fenced_writes += o.fenced_writes;
 }
 
@@ -127,6 +128,10 @@ struct Replica {
     int at = 0;           // its next stage: 0 claim (R54), 1 epoch, 2 append
   };
   std::optional<Writer> paused;
+  // Its follower dies after its next fetch reached the leader (which
+  // recorded its position), before anything of the response is written.
+  bool kill_after_fetch = false;
+  bool killed_after_fetch = false;
 };
 
 class Simulation {
@@ -329,6 +334,11 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
   }
   auto r = HandleFetch(s.ctxs_[leader_], *s.reps_[leader_].log, request);
   if (!r) return r;
+  if (f.kill_after_fetch) {
+    f.kill_after_fetch = false;
+    f.killed_after_fetch = true;
+    return Status(Code::kUnavailable, fmt::format("follower {} killed after its fetch", follower_));
+  }
   if (s.LinkCut(leader_, follower_)) {
     // The leader recorded the fetch; the follower never hears of it.
     ++s.stats_.cut_messages;
@@ -770,7 +780,24 @@ void Simulation::Follow() {
   size_t max_bytes = Chance(0.5) ? static_cast<size_t>(Uniform(1, 400)) : size_t{1} << 20;
   int64_t leo = r.log->files().LogEnd();
   corrupt_delivered_ = false;
+  // Now and then the follower's process dies within the step: after the
+  // fetch reached the leader, or before one of the writes that carry its
+  // state (the epoch fence, a truncation, the append, the HW), whichever
+  // this step makes.
+  const int kill_at = options_.follower_kills && Chance(0.05) ? static_cast<int>(Uniform(0, 4)) : -1;
+  if (kill_at == 4) r.kill_after_fetch = true;
+  else if (kill_at >= 0) r.log->KillBeforeWrite(kill_at);
   auto res = FollowerStep(ctxs_[id], *r.log, link, r.follower, max_bytes);
+  const bool killed = r.log->killed() || r.killed_after_fetch;
+  r.log->KillBeforeWrite(-1);
+  r.kill_after_fetch = r.killed_after_fetch = false;
+  if (killed) {
+    ++stats_.follower_kills;
+    if (options_.trace) Trace(fmt::format("follower {} of {}: killed within its step ({})", id, leader,
+                                          res ? "after it" : res.error().message()));
+    Crash(id, false);
+    return;
+  }
   if (res && corrupt_delivered_ && res->appended_bytes > 0) {
     Fail(fmt::format("follower {} appended a corrupted fetch response", id));
     return;
