@@ -36,6 +36,9 @@ void SimStats::Add(const SimStats& o) {
   epochs_given_up += o.epochs_given_up;
   paused_writes += o.paused_writes;
   follower_kills += o.follower_kills;
+  readers += o.readers;
+  reader_batches += o.reader_batches;
+  reader_drops += o.reader_drops;
   fenced_writes += o.fenced_writes;
 }
 
@@ -156,6 +159,7 @@ class Simulation {
   void Shrink();
   void Refresh();
   void Consume();
+  void Read();
   void Crash(int32_t r, bool allow_power_loss);
   void Restart(int32_t r);
   void Reboot(int32_t r);
@@ -232,6 +236,24 @@ class Simulation {
                std::count(link_cut_.begin(), link_cut_.end(), 1) > 0;
   }
   std::string NetText() const;
+
+  // A consumer's reader of one replica's files, in a process of its own (a
+  // crash of the replica's process leaves it; a power loss of the host
+  // ends it). As PartitionReader bound by the high watermark, it hands out
+  // the batches below the replica's HW in order and holds the first one
+  // above it, read but not handed out. Opened on a leader that is then
+  // deposed and follows the new leader, it holds a batch that the
+  // returning leader's truncation cuts and another leader's batch
+  // replaces.
+  struct Reader {
+    int32_t replica = -1;
+    BootId boot{};
+    uint64_t gen = 0;              // the log's cut generation when it positioned
+    int64_t next = 0;              // after the batch it last handed out
+    int32_t last_epoch = -1;       // that batch's leader epoch
+    std::optional<SimBatch> held;  // read above the HW
+  };
+  std::optional<Reader> reader_;
 
   SimOptions options_;
   Rng rng_;
@@ -966,6 +988,86 @@ void Simulation::Consume() {
   for (int64_t o = 0; o < hw && o < static_cast<int64_t>(flags_.size()); ++o) flags_[o] |= kSeen;
 }
 
+// The reader goes on (README.md, "stale reader"): after a rewrite of its
+// replica's log (a truncation, a recovery) since it positioned, nothing it
+// read before is handed out, and it goes back to the least of its position,
+// the log end and where the leader epoch of its last batch ends (segment.md
+// §9.4, R2, as PartitionReader::Next). Every batch it hands out must be
+// the one the log holds there (invariant 8) and is then a record a consumer
+// was shown.
+void Simulation::Read() {
+  if (reader_ && reps_[reader_->replica].log->RunningBoot() != reader_->boot) {
+    if (options_.trace) Trace(fmt::format("reader of {}: its host restarted", reader_->replica));
+    reader_.reset();
+  }
+  if (!reader_) {
+    int32_t id = Chance(0.7) ? State().leader
+                             : PickUp([](const Simulation&, const Replica& r) { return r.up; });
+    if (!Live(id)) return;
+    ModelReplicaLog& log = *reps_[id].log;
+    reader_ = Reader{id, log.RunningBoot(), log.cut_generation(), log.files().log_start, -1, {}};
+    ++stats_.readers;
+    if (options_.trace) Trace(fmt::format("reader opened on {}", id));
+  }
+  Reader& rd = *reader_;
+  Replica& r = reps_[rd.replica];
+  const ReplicaFiles& f = r.log->files();
+  if (rd.gen != r.log->cut_generation()) {
+    rd.gen = r.log->cut_generation();
+    if (!options_.stale_reader) {
+      int64_t to = std::min(rd.next, f.LogEnd());
+      if (rd.last_epoch >= 0) {
+        const EpochEndOffset end = f.epochs.EndOffsetFor(rd.last_epoch, INT64_MAX);
+        if (end.epoch >= 0 && end.end_offset >= 0) to = std::min(to, end.end_offset);
+      }
+      if (rd.held) ++stats_.reader_drops;
+      if (options_.trace) Trace(fmt::format("reader of {}: log rewritten, from {} (was {}{})",
+                                            rd.replica, to, rd.next,
+                                            rd.held ? fmt::format(", held [{}..{}] dropped",
+                                                                  rd.held->base, rd.held->last)
+                                                    : ""));
+      rd.next = to;
+      rd.held.reset();
+    }
+  }
+  CheckBelowHw(r);
+  if (failed_) return;
+  const int64_t hw = std::min(f.hw, f.LogEnd());
+  for (int n = 0; n < 8; ++n) {
+    SimBatch b;
+    if (rd.held) {
+      b = *rd.held;
+    } else {
+      auto it = std::lower_bound(f.log.begin(), f.log.end(), rd.next,
+                                 [](const SimBatch& x, int64_t o) { return x.last < o; });
+      if (it == f.log.end()) break;
+      b = *it;
+    }
+    if (b.last >= hw) {
+      rd.held = b;
+      break;
+    }
+    auto at = std::lower_bound(f.log.begin(), f.log.end(), b.base,
+                               [](const SimBatch& x, int64_t o) { return x.last < o; });
+    if (at == f.log.end() || at->base != b.base || at->identity != b.identity) {
+      Fail(fmt::format(
+          "invariant 8 (a reader handed out a record the log no longer holds, R2): the reader of "
+          "replica {} handed out batch [{}..{}] epoch {} below its HW {}, read before its log was "
+          "rewritten; the log holds {} there",
+          rd.replica, b.base, b.last, b.epoch, hw,
+          at == f.log.end() ? std::string("nothing")
+                            : fmt::format("batch [{}..{}] epoch {}", at->base, at->last, at->epoch)));
+      return;
+    }
+    for (int64_t o = std::max(b.base, rd.next); o <= b.last && o < static_cast<int64_t>(flags_.size()); ++o)
+      flags_[o] |= kSeen;
+    ++stats_.reader_batches;
+    rd.next = b.last + 1;
+    rd.last_epoch = b.epoch;
+    rd.held.reset();
+  }
+}
+
 // A crash: a process kill keeps the page cache; a power loss keeps only
 // what reached the disk. A power loss that would take the only copy of
 // acknowledged writes (no other live ISR member, the page cache not synced
@@ -1272,6 +1374,8 @@ void Simulation::Step() {
     Refresh();
   } else if (take(0.04)) {
     Consume();
+  } else if (take(0.04)) {
+    Read();
   } else if (std::any_of(reps_.begin(), reps_.end(), [](const Replica& r) { return r.paused.has_value(); }) &&
              take(0.03)) {
     int32_t id = PickUp([](const Simulation&, const Replica& r) { return r.up && r.paused; });
