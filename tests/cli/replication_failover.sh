@@ -71,12 +71,13 @@ one_run() {
     PIDS+=("${rep[$1]}")
   }
   for i in 0 1 2; do start_follower "$i"; done
-  # A following consumer and a group member, on replicas the seed draws.
+
+  local n=$((20 + RANDOM % 30)) kill_at=$((5 + RANDOM % 15)) stall_at=$((2 + RANDOM % 10))
+  # A following consumer and a group member, on replicas the seed draws
+  # (after the schedule: a seed names the same failovers as before).
   local on_follow=$((RANDOM % 3)) on_group=$((RANDOM % 3))
   start_consumer "follow-$seed-$acks" "${r[$on_follow]}"
   start_consumer "group-$seed-$acks" "${r[$on_group]}" "g$seed"
-
-  local n=$((20 + RANDOM % 30)) kill_at=$((5 + RANDOM % 15)) stall_at=$((2 + RANDOM % 10))
   # The ingestion: message j of it is "i<seed>-<j>"; every third step
   # resumes it with the input so far, on the replica that leads then.
   local ingest="$dir/ingest"
