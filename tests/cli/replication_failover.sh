@@ -16,9 +16,9 @@
 #     log in order, each record once, at its offset with its bytes (never
 #     a record a failover cut), and every group's committed offset is valid
 #     on the final leader (lib/failover_checks.bash);
-#   - an ingestion by --producer-id, resumed at every few messages on
-#     whichever replica leads then and once more at the end, is on the
-#     final leader exactly once.
+#   - an ingestion by --producer-id, run on the leader just before the
+#     failover, resumed on the replica that leads just after it and once
+#     more at the end, is on the final leader exactly once.
 # MQ_FAILOVER_RUNS runs per mode (CI: a few; a soak: as many as you like),
 # MQ_FAILOVER_MODES the modes ("all 1", or one of them), MQ_TEST_SEED=N
 # repeats one run. Every run prints its seed.
@@ -78,8 +78,9 @@ one_run() {
   local on_follow=$((RANDOM % 3)) on_group=$((RANDOM % 3))
   start_consumer "follow-$seed-$acks" "${r[$on_follow]}"
   start_consumer "group-$seed-$acks" "${r[$on_group]}" "g$seed"
-  # The ingestion: message j of it is "i<seed>-<j>"; every third step
-  # resumes it with the input so far, on the replica that leads then.
+  # The ingestion: message j of it is "i<seed>-<j>"; it runs with the
+  # input so far on the leader just before the failover, resumes on the
+  # replica that leads just after it, and once more at the end.
   local ingest="$dir/ingest"
   seq -f "i$seed-%g" 1 "$n" >"$ingest"
   local acked="$dir/acked" away=-1 stalled=0 leader rc msg
@@ -124,7 +125,7 @@ one_run() {
       69 | 75 | 79 | 80 | 81) ;;  # refused, or the outcome unknown: never success
       *) fail "seed $seed: mq-produce exited $rc: $(tail -1 "$dir/produce.err")" ;;
     esac
-    if ((i % 3 == 0)); then ingest_upto "$i" || true; fi
+    if ((i == kill_at - 1 || i == kill_at + 2)); then ingest_upto "$i" || true; fi
   done
   if ((away >= 0)); then
     mv "${r[$away]}.away" "${r[$away]}"
