@@ -366,8 +366,12 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
       auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {
         return e.topic == c.topic && e.partition == c.partition;
       });
-      if (kind == CommitKind::kCarry && it != s->offsets.end() && c.offset <= it->offset)
-        continue;  // the follower is there already
+      // The follower is there already: above, or at the same offset after a
+      // record of the same or a later leader epoch (group.md §14.3).
+      if (kind == CommitKind::kCarry && it != s->offsets.end() &&
+          (c.offset < it->offset ||
+           (c.offset == it->offset && c.leader_epoch <= it->leader_epoch)))
+        continue;
       const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
                           it->offset == c.lower_from;  // R31's truncation exception
       if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&

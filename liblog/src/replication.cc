@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "mq/batch.h"
+
 namespace mq {
 
 namespace {
@@ -471,6 +473,16 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
       f.last_caught_up_ms = before->last_fetch_ms;
     else
       f.last_caught_up_ms = before ? before->last_caught_up_ms : mine->last_caught_up_ms;
+    std::vector<std::byte>* out = buffer ? buffer : &response.batches;
+    uint32_t crc = 0;
+    if (ctx.bugs.position_at_response_end) {
+      MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
+      for (size_t pos = 0; pos + 61 <= out->size();) {
+        const BatchHeader h = DecodeBatchHeader(Bytes(*out).subspan(pos));
+        f.log_end_offset = h.last_offset() + 1;
+        pos += static_cast<size_t>(h.size_bytes());
+      }
+    }
     // The positions as read under this lock, the leader's own entry (which
     // LeaderEntry may just have stored) and this follower's: one write.
     UpsertPosition(&*all, *mine);
@@ -495,9 +507,8 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
         if (!done && done.error().code() != Code::kFenced) return done.error();
       }
     }
-    std::vector<std::byte>* out = buffer ? buffer : &response.batches;
-    uint32_t crc = 0;
-    MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
+    if (!ctx.bugs.position_at_response_end)
+      MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
     response.crc = crc;
     if (buffer) response.borrowed = *buffer;
     response.log_start_offset = *start;

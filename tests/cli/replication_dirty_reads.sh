@@ -15,7 +15,12 @@
 #    where its committed leader epoch ends in the log (KIP-320), reads the
 #    new records and commits past them; a consumer that followed u0 across
 #    it prints the new records after the cut ones, saying so.
+# After each, every root's groups have committed offsets valid on the final
+# leader (lib/failover_checks.bash; in 2, before the member ran on u0, the
+# check sees the diverged one), and the new records, appended one at a
+# time by a --producer-id ingestion resumed each time, are there once.
 source "$(dirname "$0")/lib/common.bash"
+source "$(dirname "$0")/lib/failover_checks.bash"
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
 cd "$WORK"
@@ -79,8 +84,9 @@ run "$ISR" --cluster "$cl" elect
 expect_rc 0 "elect"
 leader=$(leader_of)
 [[ $leader == 1 || $leader == 2 ]] || fail "elected: $leader"
+printf 'new-%s\n' 1 2 3 4 5 >new
 for i in 1 2 3 4 5; do
-  run "$P" -C "$WORK/r$leader" -t t -p 0 --acks all <<<"new-$i"
+  run "$P" -C "$WORK/r$leader" -t t -p 0 --acks all --producer-id ing1 < <(head -n "$i" new)
   expect_rc 0 "acks=all new-$i"
 done
 # r0 returns: it cuts old-* and fetches new-*; its high watermark passes them.
@@ -111,6 +117,9 @@ expect_eq "the group on r0 after the failover" "" "$(cat "$WORK/out")"
 run "$C" -C "$r0" --describe -G g -J
 expect_rc 0 "describe the group"
 grep -q '"current_offset":10,' "$WORK/out" || fail "the group's offset: $(cat "$WORK/out")"
+final_log "$r0" final1
+check_ingestion "the ingestion of new-*" final1 new
+for r in "$r0" "$r1" "$r2"; do check_group_offsets "the groups after the failover" "$r" "$r0"; done
 
 # ---- 2. an unclean election under a group's committed offset ----------------
 r0="$WORK/u0" r1="$WORK/u1" r2="$WORK/u2" cl="$WORK/ucl"
@@ -155,7 +164,7 @@ run "$ISR" --cluster "$cl" elect --unclean
 expect_rc 0 "unclean election"
 [[ $(leader_of) == 1 ]] || fail "u1 does not lead: $(leader_of)"
 for i in 1 2 3 4 5; do
-  run "$P" -C "$r1" -t t -p 0 --acks all <<<"new-$i"
+  run "$P" -C "$r1" -t t -p 0 --acks all --producer-id ing2 < <(head -n "$i" new)
   expect_rc 0 "acks=all new-$i (2)"
 done
 mv "$r0.away" "$r0"
@@ -182,7 +191,12 @@ grep -q "offsets 5..9, printed already, were cut from the log" u-consume.err \
 run "$C" -C "$r0" -t t -e -f '%s\n'
 expect_eq "u0's log" "$(printf '%s\n' a-1 a-2 a-3 a-4 a-5 new-1 new-2 new-3 new-4 new-5)" \
   "$(cat "$WORK/out")"
-# The committed offset, 10, is the log end; its leader epoch ends at 5.
+# The committed offset, 10, is the log end; its leader epoch ends at 5:
+# the check of every group's committed offsets sees it.
+if out=$(group_offsets_problem "$r0" "$r0"); then
+  fail "the committed offsets check passed a diverged group: $out"
+fi
+[[ $out == *"diverged"* ]] || fail "the committed offsets check: $out"
 run "$C" -C "$r0" --describe -G g
 expect_rc 0 "describe the diverged group"
 grep -q "^g  *t  *0  *10  *10  *5 .* diverged$" "$WORK/out" || fail "describe: $(cat "$WORK/out")"
@@ -198,6 +212,14 @@ run "$C" -C "$r0" --describe -G g -J
 grep -q '"current_offset":10,.*"note":null' "$WORK/out" || fail "after: $(cat "$WORK/out")"
 run "$C" -C "$r0" -t t -G g -e
 expect_eq "the group has read everything" "" "$(cat "$WORK/out")"
+# The followers carry the group's new commit.
+for r in "$r1" "$r2"; do
+  run "$REP" -C "$r" -t t -q
+  expect_rc 0 "catch up $r after the member ran"
+done
+final_log "$r0" final2
+check_ingestion "the ingestion of new-* (2)" final2 new
+for r in "$r0" "$r1" "$r2"; do check_group_offsets "the groups after the unclean failover" "$r" "$r0"; done
 replicas_agree "$WORK/cl" "after the failover"
 replicas_agree "$cl" "after the unclean failover"
 echo ok

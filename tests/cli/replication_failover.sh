@@ -10,11 +10,20 @@
 #   - the replicas' logs are byte-identical once caught up (so no offset
 #     holds two different records);
 #   - the same runs with --acks 1 lose acknowledged messages at least once
-#     (proof that the check can see a loss).
+#     (proof that the check can see a loss);
+#   - a consumer following one replica and a group member on another
+#     (drawn by the seed) ran through the failovers: each printed the final
+#     log in order, each record once, at its offset with its bytes (never
+#     a record a failover cut), and every group's committed offset is valid
+#     on the final leader (lib/failover_checks.bash);
+#   - an ingestion by --producer-id, run on the leader just before the
+#     failover, resumed on the replica that leads just after it and once
+#     more at the end, is on the final leader exactly once.
 # MQ_FAILOVER_RUNS runs per mode (CI: a few; a soak: as many as you like),
 # MQ_FAILOVER_MODES the modes ("all 1", or one of them), MQ_TEST_SEED=N
 # repeats one run. Every run prints its seed.
 source "$(dirname "$0")/lib/common.bash"
+source "$(dirname "$0")/lib/failover_checks.bash"
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
 
@@ -24,6 +33,25 @@ if [[ -n "${MQ_TEST_SEED:-}" ]]; then RUNS=1; fi
 
 leader_of() {  # CLUSTER: the partition's leader id (-1: none)
   "$ISR" --cluster "$1" describe -t t | sed -n 's/.*Leader: \(-\{0,1\}[0-9]*\).*/\1/p' | head -1
+}
+
+# ingest_upto J: the ingestion's first J messages, --producer-id, on the
+# replica that leads now (the one_run's locals); 0 when acknowledged, 1
+# when refused or its outcome unknown (a later run resumes it).
+ingest_upto() {
+  local l rc
+  l=$(leader_of "$cl")
+  ((l >= 0 && l != away)) || return 1
+  set +e
+  head -n "$1" "$ingest" | timeout 60 "$P" -C "${r[$l]}" -t t -p 0 --acks "$acks" \
+    --producer-id "ing$seed" --ack-timeout 1500 -q 2>>"$dir/produce.err"
+  rc=$?
+  set -e
+  case $rc in
+    0) return 0 ;;
+    69 | 75 | 79 | 80 | 81) return 1 ;;
+    *) fail "seed $seed: mq-produce --producer-id exited $rc: $(tail -1 "$dir/produce.err")" ;;
+  esac
 }
 
 # one_run SEED ACKS: prints "acked N lost M"; fails on a broken invariant
@@ -45,6 +73,16 @@ one_run() {
   for i in 0 1 2; do start_follower "$i"; done
 
   local n=$((20 + RANDOM % 30)) kill_at=$((5 + RANDOM % 15)) stall_at=$((2 + RANDOM % 10))
+  # A following consumer and a group member, on replicas the seed draws
+  # (after the schedule: a seed names the same failovers as before).
+  local on_follow=$((RANDOM % 3)) on_group=$((RANDOM % 3))
+  start_consumer "follow-$seed-$acks" "${r[$on_follow]}"
+  start_consumer "group-$seed-$acks" "${r[$on_group]}" "g$seed"
+  # The ingestion: message j of it is "i<seed>-<j>"; it runs with the
+  # input so far on the leader just before the failover, resumes on the
+  # replica that leads just after it, and once more at the end.
+  local ingest="$dir/ingest"
+  seq -f "i$seed-%g" 1 "$n" >"$ingest"
   local acked="$dir/acked" away=-1 stalled=0 leader rc msg
   : >"$acked"
   for ((i = 1; i <= n; i++)); do
@@ -87,12 +125,20 @@ one_run() {
       69 | 75 | 79 | 80 | 81) ;;  # refused, or the outcome unknown: never success
       *) fail "seed $seed: mq-produce exited $rc: $(tail -1 "$dir/produce.err")" ;;
     esac
+    if ((i == kill_at - 1 || i == kill_at + 2)); then ingest_upto "$i" || true; fi
   done
   if ((away >= 0)); then
     mv "${r[$away]}.away" "${r[$away]}"
     start_follower "$away"
     "$ISR" --cluster "$cl" elect >/dev/null 2>&1 || true
   fi
+  # The ingestion resumed once more, whole, until it is acknowledged.
+  local k
+  for ((k = 0; k < 50; k++)); do
+    ingest_upto "$n" && break
+    sleep 0.2
+  done
+  ((k < 50)) || fail "seed $seed: the ingestion was never acknowledged: $(tail -1 "$dir/produce.err")"
   for id in 0 1 2; do kill -TERM "${rep[$id]}" 2>/dev/null || true; done
   for id in 0 1 2; do wait "${rep[$id]}" 2>/dev/null || true; done
   # Catch every follower up once; the HW then reaches the log end.
@@ -106,6 +152,17 @@ one_run() {
   ((leader >= 0)) || fail "seed $seed: no leader at the end"
   timeout 60 "$C" -C "${r[$leader]}" -t t -e -f '%s\n' >"$dir/consumed" \
     || fail "seed $seed: consume from the leader"
+  final_log "${r[$leader]}" "$dir/final"
+  check_ingestion "seed $seed: the ingestion by --producer-id" "$dir/final" "$ingest"
+  stop_consumer "follow-$seed-$acks" "$(wc -l <"$dir/final")"
+  stop_consumer "group-$seed-$acks" "$(wc -l <"$dir/final")"
+  check_follow_output "seed $seed: the consumer that followed r$on_follow" \
+    "$WORK/follow-$seed-$acks.out" "$dir/final"
+  check_follow_output "seed $seed: the group member on r$on_group" \
+    "$WORK/group-$seed-$acks.out" "$dir/final" group
+  GROUPS_CHECKED=0
+  for id in 0 1 2; do check_group_offsets "seed $seed" "${r[$id]}" "${r[$leader]}"; done
+  ((GROUPS_CHECKED >= 1)) || fail "seed $seed: no replica holds the group's committed offsets"
   # Exactly once: no message twice, and every acknowledged one present.
   [[ -z "$(sort "$dir/consumed" | uniq -d)" ]] || fail "seed $seed: a message twice: $(sort "$dir/consumed" | uniq -d | head -3)"
   local lost
@@ -124,7 +181,7 @@ one_run() {
       || fail "seed $seed: replica $id has other segments than leader $leader"
   done
   replicas_agree "$cl" "seed $seed"
-  echo "acked $(wc -l <"$acked") lost $lost"
+  echo "acked $(wc -l <"$acked") lost $lost; consumer on r$on_follow, group on r$on_group: $(wc -l <"$dir/final") records followed; $GROUPS_CHECKED group offsets checked; ingestion of $n once"
   rm -rf "$dir"
 }
 

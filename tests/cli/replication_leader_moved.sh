@@ -15,7 +15,14 @@
 #   4. r0 back in place, its follower catches up from the new leader; every
 #      replica ends with the leader's bytes, every acknowledged message once;
 #      the followers stop at SIGTERM with exit 0.
+# The producers of 1 and 3 are one ingestion by --producer-id, resumed on
+# the new leader with the whole input: it appends only what is missing, and
+# every message is on the final leader once. A consumer follows r0 (moved
+# away and back) and a group member r1 from the start: each printed the
+# final log in order, each record once, and every root's group offsets are
+# valid on the final leader (lib/failover_checks.bash).
 source "$(dirname "$0")/lib/common.bash"
+source "$(dirname "$0")/lib/failover_checks.bash"
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
 cd "$WORK"
@@ -97,8 +104,11 @@ for mode in hosts local; do
   # 1. Followers of every replicated topic of their roots.
   start_follower 1
   start_follower 2
+  start_consumer "follow-$mode" "${R[0]}"
+  start_consumer "group-$mode" "${R[1]}" "g-$mode"
   seq -f "a-%g" 1 $((20 + RANDOM % 50)) >acked
-  run env MQ_TEST_HOST=h0 "$P" -C "${R[0]}" -t t -p 0 --acks all --ack-timeout 60000 -q acked
+  run env MQ_TEST_HOST=h0 "$P" -C "${R[0]}" -t t -p 0 --acks all --ack-timeout 60000 -q \
+    --producer-id "ing-$mode" acked
   expect_rc 0 "$mode: acks=all on r0"
   converge t 0 "$(wc -l <acked)" "${R[0]}" "${R[1]}" "${R[2]}"
 
@@ -127,9 +137,11 @@ for mode in hosts local; do
   other=$((3 - new))
   echo "$mode: $(cat "$WORK/out")"
   seq -f "b-%g" 1 $((20 + RANDOM % 50)) >batch
-  run env MQ_TEST_HOST="h$new" "$P" -C "${R[$new]}" -t t -p 0 --acks all --ack-timeout 60000 -q batch
-  expect_rc 0 "$mode: acks=all on the new leader r$new (r$other following it)"
   cat batch >>acked
+  # The ingestion resumed on the new leader: only b-* are missing.
+  run env MQ_TEST_HOST="h$new" "$P" -C "${R[$new]}" -t t -p 0 --acks all --ack-timeout 60000 -q \
+    --producer-id "ing-$mode" acked
+  expect_rc 0 "$mode: acks=all on the new leader r$new (r$other following it)"
   running "$other" " after the election"
   running "$new" " after the election"
   converge t 0 "$(wc -l <acked)" "${R[$new]}" "${R[$other]}"
@@ -156,5 +168,15 @@ for mode in hosts local; do
   done
   # Replicas on other hosts are not compared (mq-isr(1)).
   [[ $mode != local ]] || replicas_agree "$CL" "$mode"
+  final_log "${R[$new]}" "final-$mode"
+  check_ingestion "$mode: the ingestion resumed on r$new" "final-$mode" acked
+  stop_consumer "follow-$mode" "$(wc -l <"final-$mode")"
+  stop_consumer "group-$mode" "$(wc -l <"final-$mode")"
+  check_follow_output "$mode: the consumer that followed r0" "$WORK/follow-$mode.out" "final-$mode"
+  check_follow_output "$mode: the group member on r1" "$WORK/group-$mode.out" "final-$mode" group
+  GROUPS_CHECKED=0
+  for i in 0 1 2; do check_group_offsets "$mode" "${R[$i]}" "${R[$new]}"; done
+  ((GROUPS_CHECKED >= 1)) || fail "$mode: no root holds the group's committed offsets"
+  echo "$mode: the consumers printed the final log ($(wc -l <"final-$mode") records); $GROUPS_CHECKED group offsets valid"
 done
 echo ok

@@ -14,7 +14,14 @@
 #  - mq-isr elect run before the restarted leader made any call counts it
 #    unavailable (its claim is of another boot) and elects an ISR member;
 #    across hosts too, where the replica's ReplicaStatus answer says so.
+# In the first, a consumer follows the restarted leader from its restart (its
+# log recovered) and a group member r2, through the election and r0's
+# return: each printed the final log in order, each record once; every
+# root's group offsets are valid on the new leader; the new leader's
+# messages are an ingestion by --producer-id, there once
+# (lib/failover_checks.bash).
 source "$(dirname "$0")/lib/common.bash"
+source "$(dirname "$0")/lib/failover_checks.bash"
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
 cd "$WORK"
@@ -83,10 +90,13 @@ expect_eq "the state after the restarted leader gave its epoch up" "-1 1 1,2" \
 grep -q "restarted (R55)" "$cl/isr-changes" || fail "isr-changes: $(cat "$cl/isr-changes")"
 run "$P" -C "$r0" -t t -p 0 <<<"again"
 expect_rc 69 "produce to a partition without a leader"
+start_consumer follow-a "$r0"
+start_consumer group-a "$r2" g
 run "$ISR" --cluster "$cl" elect
 expect_rc 0 "elect"
 expect_eq "the election chose an ISR member" "1 2 1,2" "$(partition_line "$cl")"
-run "$P" -C "$r1" -t t -p 0 --acks 1 < <(seq 101 110)
+seq 101 110 >ingest
+run "$P" -C "$r1" -t t -p 0 --acks 1 --producer-id ing ingest
 expect_rc 0 "produce on the new leader"
 replicate_all "$r0" "$r2"
 for r in "$r0" "$r1" "$r2"; do
@@ -94,6 +104,14 @@ for r in "$r0" "$r1" "$r2"; do
   expect_eq "every message on $r" "$(seq 1 110)" "$(cat "$WORK/out")"
 done
 expect_eq "replica 0 rejoined the ISR" "1 2 1,2,0" "$(partition_line "$cl")"
+final_log "$r1" final-a
+check_ingestion "the new leader's ingestion" final-a ingest
+stop_consumer follow-a 110
+stop_consumer group-a 110
+check_follow_output "the consumer that followed the restarted leader" "$WORK/follow-a.out" final-a
+check_follow_output "the group member on r2" "$WORK/group-a.out" final-a group
+for r in "$r0" "$r1" "$r2"; do check_group_offsets "after the reboot" "$r" "$r1"; done
+((GROUPS_CHECKED >= 1)) || fail "no root holds the group's committed offsets"
 
 # --- the leader restarts alone in the ISR ---------------------------------------
 export MQ_TEST_BOOT_ID=$BOOT_A

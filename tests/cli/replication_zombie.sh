@@ -18,7 +18,13 @@
 # producer's record at offset 5, the new leader's n-1 there on r1 and r2,
 # and r0's follower stopped on "replicated batch at 0 starts at offset 5;
 # the log ends before 6").
+# A consumer follows r0 (the deposed leader that returns) and a group
+# member r1 from the start: each printed the final log in order, each
+# record once (never z-5); every root's group offsets are valid on the new
+# leader; the new leader's messages are an ingestion by --producer-id, there
+# once (lib/failover_checks.bash).
 source "$(dirname "$0")/lib/common.bash"
+source "$(dirname "$0")/lib/failover_checks.bash"
 ISR="$BIN/mq-isr"
 REP="$BIN/mq-replicate"
 command -v gdb >/dev/null || fail "gdb not installed (build.sh installs it: TEST_PACKAGES)"
@@ -98,6 +104,8 @@ scenario() {
   follow
   run "$P" -C "$r0" -t t --acks all --print-offsets < <(printf 'm-%s\n' 0 1 2 3 4)
   expect_rc 0 "$name: the first leader acknowledges m-0..m-4"
+  start_consumer "follow-$name" "$r0"
+  start_consumer "group-$name" "$r1" "g-$name"
 
   # The producer on r0 passes its check and stops.
   echo z-5 >zombie.in
@@ -119,7 +127,8 @@ scenario() {
   local new="$dir/r$leader"
   mv "$r0.away" "$r0"
   follow
-  run "$P" -C "$new" -t t --acks all --print-offsets < <(printf 'n-%s\n' 1 2 3 4 5)
+  printf 'n-%s\n' 1 2 3 4 5 >ingest
+  run "$P" -C "$new" -t t --acks all --print-offsets --producer-id "ing-$name" ingest
   expect_rc 0 "$name: the new leader acknowledges n-1..n-5"
   expect_eq "$name: acknowledged at 5..9" "$(printf '0 %s\n' 5 6 7 8 9)" "$(cat "$WORK/out")"
 
@@ -154,6 +163,15 @@ scenario() {
   replicas_agree "$cl" "$name"
   grep -q "below the epoch fence 1 (R56)" zombie.out ||
     fail "$name: the producer names the epoch fence: $(cat zombie.out)"
+  final_log "$new" final
+  check_ingestion "$name: the new leader's ingestion" final ingest
+  stop_consumer "follow-$name" 10
+  stop_consumer "group-$name" 10
+  check_follow_output "$name: the consumer that followed r0" "$WORK/follow-$name.out" final
+  check_follow_output "$name: the group member on r1" "$WORK/group-$name.out" final group
+  GROUPS_CHECKED=0
+  for r in "$r0" "$r1" "$r2"; do check_group_offsets "$name" "$r" "$new"; done
+  ((GROUPS_CHECKED >= 1)) || fail "$name: no root holds the group's committed offsets"
   cd "$WORK"
   echo "ok: $name"
 }

@@ -32,7 +32,14 @@ uint64_t BatchIdentity(const BatchHeader& h) {
   return mix(v ^ h.crc);
 }
 
-Status ModelReplicaLog::MaybeFailIo(const char* what) {
+Status ModelReplicaLog::MaybeKill(const char* what) {
+  if (kill_in_ < 0 || kill_in_-- > 0) return Status::Ok();
+  killed_ = true;
+  return Status(Code::kUnavailable, fmt::format("replica {}: killed before: {}", id_, what));
+}
+
+Status ModelReplicaLog::MaybeFailIo(const char* what, bool kill_checked) {
+  if (!kill_checked) MQ_RETURN_IF_ERROR(MaybeKill(what));
   if (!fail_next_io_) return Status::Ok();
   fail_next_io_ = false;
   io_failed_ = true;
@@ -167,10 +174,11 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
   }
   if (parsed.empty()) return result;
   size_t count = parsed.size();
+  MQ_RETURN_IF_ERROR(MaybeKill("append"));
   if (fail_next_io_) {
     // The failure hits the write of one batch: those before it are in.
     count = std::min(fail_keep_batches_, parsed.size() - 1);
-    if (count == 0) MQ_RETURN_IF_ERROR(MaybeFailIo("append"));
+    if (count == 0) MQ_RETURN_IF_ERROR(MaybeFailIo("append", true));
   }
   bool epochs_changed = false;
   for (size_t i = 0; i < count; ++i) {
@@ -186,7 +194,7 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
   }
   if (epochs_changed) PushEpochs();
   Wrote();
-  if (count < parsed.size()) return MaybeFailIo("append");
+  if (count < parsed.size()) return MaybeFailIo("append", true);
   result.base_offset = parsed.front().base;
   result.last_offset = parsed.back().last;
   result.batches = static_cast<int32_t>(parsed.size());

@@ -132,6 +132,15 @@ class ModelReplicaLog : public ReplicaLog {
     fail_keep_batches_ = keep_batches;
   }
   void CancelIoFault() { fail_next_io_ = false; }
+  // The process dies before the `n`-th write from now that changes the
+  // replica's state (0: the next; its epoch fence, a truncation, an
+  // append, its HW): that write fails kUnavailable without effect and
+  // killed() says so (the simulator then kills the replica). -1 disarms.
+  void KillBeforeWrite(int n) {
+    kill_in_ = n;
+    killed_ = false;
+  }
+  bool killed() const { return killed_; }
   bool io_failed() const { return io_failed_; }
   void clear_io_failed() { io_failed_ = false; }
 
@@ -155,7 +164,9 @@ class ModelReplicaLog : public ReplicaLog {
   // checkpoint (the whole file, replaced).
   using Write = std::variant<LogOp, HwWrite, LeaderEpochCache>;
   static void ApplyWrite(ReplicaFiles& f, const Write& w);
-  Status MaybeFailIo(const char* what);
+  // kill_checked: MaybeKill ran for this write already.
+  Status MaybeFailIo(const char* what, bool kill_checked = false);
+  Status MaybeKill(const char* what);
   void Wrote();
   void PushLog(LogOp op);
   void PushHw();
@@ -174,6 +185,8 @@ class ModelReplicaLog : public ReplicaLog {
   uint64_t boots_ = 1;  // PowerLoss reboots
   bool lenient_empty_epochs_ = false;
   bool fail_next_io_ = false;
+  int kill_in_ = -1;
+  bool killed_ = false;
   size_t fail_keep_batches_ = 0;
   bool io_failed_ = false;
   uint64_t cut_generation_ = 0;

@@ -35,6 +35,10 @@ void SimStats::Add(const SimStats& o) {
   leader_reboots += o.leader_reboots;
   epochs_given_up += o.epochs_given_up;
   paused_writes += o.paused_writes;
+  follower_kills += o.follower_kills;
+  readers += o.readers;
+  reader_batches += o.reader_batches;
+  reader_drops += o.reader_drops;
   fenced_writes += o.fenced_writes;
 }
 
@@ -127,6 +131,10 @@ struct Replica {
     int at = 0;           // its next stage: 0 claim (R54), 1 epoch, 2 append
   };
   std::optional<Writer> paused;
+  // Its follower dies after its next fetch reached the leader (which
+  // recorded its position), before anything of the response is written.
+  bool kill_after_fetch = false;
+  bool killed_after_fetch = false;
 };
 
 class Simulation {
@@ -151,6 +159,7 @@ class Simulation {
   void Shrink();
   void Refresh();
   void Consume();
+  void Read();
   void Crash(int32_t r, bool allow_power_loss);
   void Restart(int32_t r);
   void Reboot(int32_t r);
@@ -227,6 +236,24 @@ class Simulation {
                std::count(link_cut_.begin(), link_cut_.end(), 1) > 0;
   }
   std::string NetText() const;
+
+  // A consumer's reader of one replica's files, in a process of its own (a
+  // crash of the replica's process leaves it; a power loss of the host
+  // ends it). As PartitionReader bound by the high watermark, it hands out
+  // the batches below the replica's HW in order and holds the first one
+  // above it, read but not handed out. Opened on a leader that is then
+  // deposed and follows the new leader, it holds a batch that the
+  // returning leader's truncation cuts and another leader's batch
+  // replaces.
+  struct Reader {
+    int32_t replica = -1;
+    BootId boot{};
+    uint64_t gen = 0;              // the log's cut generation when it positioned
+    int64_t next = 0;              // after the batch it last handed out
+    int32_t last_epoch = -1;       // that batch's leader epoch
+    std::optional<SimBatch> held;  // read above the HW
+  };
+  std::optional<Reader> reader_;
 
   SimOptions options_;
   Rng rng_;
@@ -329,6 +356,11 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
   }
   auto r = HandleFetch(s.ctxs_[leader_], *s.reps_[leader_].log, request);
   if (!r) return r;
+  if (f.kill_after_fetch) {
+    f.kill_after_fetch = false;
+    f.killed_after_fetch = true;
+    return Status(Code::kUnavailable, fmt::format("follower {} killed after its fetch", follower_));
+  }
   if (s.LinkCut(leader_, follower_)) {
     // The leader recorded the fetch; the follower never hears of it.
     ++s.stats_.cut_messages;
@@ -770,7 +802,24 @@ void Simulation::Follow() {
   size_t max_bytes = Chance(0.5) ? static_cast<size_t>(Uniform(1, 400)) : size_t{1} << 20;
   int64_t leo = r.log->files().LogEnd();
   corrupt_delivered_ = false;
+  // Now and then the follower's process dies within the step: after the
+  // fetch reached the leader, or before one of the writes that carry its
+  // state (the epoch fence, a truncation, the append, the HW), whichever
+  // this step makes.
+  const int kill_at = options_.follower_kills && Chance(0.05) ? static_cast<int>(Uniform(0, 4)) : -1;
+  if (kill_at == 4) r.kill_after_fetch = true;
+  else if (kill_at >= 0) r.log->KillBeforeWrite(kill_at);
   auto res = FollowerStep(ctxs_[id], *r.log, link, r.follower, max_bytes);
+  const bool killed = r.log->killed() || r.killed_after_fetch;
+  r.log->KillBeforeWrite(-1);
+  r.kill_after_fetch = r.killed_after_fetch = false;
+  if (killed) {
+    ++stats_.follower_kills;
+    if (options_.trace) Trace(fmt::format("follower {} of {}: killed within its step ({})", id, leader,
+                                          res ? "after it" : res.error().message()));
+    Crash(id, false);
+    return;
+  }
   if (res && corrupt_delivered_ && res->appended_bytes > 0) {
     Fail(fmt::format("follower {} appended a corrupted fetch response", id));
     return;
@@ -937,6 +986,86 @@ void Simulation::Consume() {
   if (failed_) return;
   int64_t hw = std::min(r.log->files().hw, r.log->files().LogEnd());
   for (int64_t o = 0; o < hw && o < static_cast<int64_t>(flags_.size()); ++o) flags_[o] |= kSeen;
+}
+
+// The reader goes on (README.md, "stale reader"): after a rewrite of its
+// replica's log (a truncation, a recovery) since it positioned, nothing it
+// read before is handed out, and it goes back to the least of its position,
+// the log end and where the leader epoch of its last batch ends (segment.md
+// §9.4, R2, as PartitionReader::Next). Every batch it hands out must be
+// the one the log holds there (invariant 8) and is then a record a consumer
+// was shown.
+void Simulation::Read() {
+  if (reader_ && reps_[reader_->replica].log->RunningBoot() != reader_->boot) {
+    if (options_.trace) Trace(fmt::format("reader of {}: its host restarted", reader_->replica));
+    reader_.reset();
+  }
+  if (!reader_) {
+    int32_t id = Chance(0.7) ? State().leader
+                             : PickUp([](const Simulation&, const Replica& r) { return r.up; });
+    if (!Live(id)) return;
+    ModelReplicaLog& log = *reps_[id].log;
+    reader_ = Reader{id, log.RunningBoot(), log.cut_generation(), log.files().log_start, -1, {}};
+    ++stats_.readers;
+    if (options_.trace) Trace(fmt::format("reader opened on {}", id));
+  }
+  Reader& rd = *reader_;
+  Replica& r = reps_[rd.replica];
+  const ReplicaFiles& f = r.log->files();
+  if (rd.gen != r.log->cut_generation()) {
+    rd.gen = r.log->cut_generation();
+    if (!options_.stale_reader) {
+      int64_t to = std::min(rd.next, f.LogEnd());
+      if (rd.last_epoch >= 0) {
+        const EpochEndOffset end = f.epochs.EndOffsetFor(rd.last_epoch, INT64_MAX);
+        if (end.epoch >= 0 && end.end_offset >= 0) to = std::min(to, end.end_offset);
+      }
+      if (rd.held) ++stats_.reader_drops;
+      if (options_.trace) Trace(fmt::format("reader of {}: log rewritten, from {} (was {}{})",
+                                            rd.replica, to, rd.next,
+                                            rd.held ? fmt::format(", held [{}..{}] dropped",
+                                                                  rd.held->base, rd.held->last)
+                                                    : ""));
+      rd.next = to;
+      rd.held.reset();
+    }
+  }
+  CheckBelowHw(r);
+  if (failed_) return;
+  const int64_t hw = std::min(f.hw, f.LogEnd());
+  for (int n = 0; n < 8; ++n) {
+    SimBatch b;
+    if (rd.held) {
+      b = *rd.held;
+    } else {
+      auto it = std::lower_bound(f.log.begin(), f.log.end(), rd.next,
+                                 [](const SimBatch& x, int64_t o) { return x.last < o; });
+      if (it == f.log.end()) break;
+      b = *it;
+    }
+    if (b.last >= hw) {
+      rd.held = b;
+      break;
+    }
+    auto at = std::lower_bound(f.log.begin(), f.log.end(), b.base,
+                               [](const SimBatch& x, int64_t o) { return x.last < o; });
+    if (at == f.log.end() || at->base != b.base || at->identity != b.identity) {
+      Fail(fmt::format(
+          "invariant 8 (a reader handed out a record the log no longer holds, R2): the reader of "
+          "replica {} handed out batch [{}..{}] epoch {} below its HW {}, read before its log was "
+          "rewritten; the log holds {} there",
+          rd.replica, b.base, b.last, b.epoch, hw,
+          at == f.log.end() ? std::string("nothing")
+                            : fmt::format("batch [{}..{}] epoch {}", at->base, at->last, at->epoch)));
+      return;
+    }
+    for (int64_t o = std::max(b.base, rd.next); o <= b.last && o < static_cast<int64_t>(flags_.size()); ++o)
+      flags_[o] |= kSeen;
+    ++stats_.reader_batches;
+    rd.next = b.last + 1;
+    rd.last_epoch = b.epoch;
+    rd.held.reset();
+  }
 }
 
 // A crash: a process kill keeps the page cache; a power loss keeps only
@@ -1245,6 +1374,8 @@ void Simulation::Step() {
     Refresh();
   } else if (take(0.04)) {
     Consume();
+  } else if (take(0.04)) {
+    Read();
   } else if (std::any_of(reps_.begin(), reps_.end(), [](const Replica& r) { return r.paused.has_value(); }) &&
              take(0.03)) {
     int32_t id = PickUp([](const Simulation&, const Replica& r) { return r.up && r.paused; });

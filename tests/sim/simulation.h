@@ -31,6 +31,12 @@ struct SimOptions {
   // Network partitions between the replicas and the controller and among
   // the replicas (off: the network only loses, delays and corrupts).
   bool partitions = true;
+  // Followers killed within a step (between its fetch and the writes that
+  // carry its state).
+  bool follower_kills = true;
+  // Planted: the stale reader hands out the batch it held above the HW
+  // although its log was rewritten since it read it (mq before R2).
+  bool stale_reader = false;
 };
 
 struct SimStats {
@@ -60,6 +66,10 @@ struct SimStats {
   int64_t epochs_given_up = 0;    // R55: a restarted leader gave its epoch up
   int64_t paused_writes = 0;      // writers paused between their check and their write
   int64_t fenced_writes = 0;      // leader appends refused by an epoch fence (R56)
+  int64_t follower_kills = 0;     // followers killed within a step
+  int64_t readers = 0;            // stale readers opened
+  int64_t reader_batches = 0;     // batches they handed out
+  int64_t reader_drops = 0;       // held batches dropped at a rewrite
   void Add(const SimStats& o);
 };
 

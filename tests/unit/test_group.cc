@@ -524,6 +524,38 @@ wire::CarriedOffset Carried(int64_t offset, int64_t dead_letters, int64_t at) {
 
 }  // namespace
 
+TEST_CASE("R31 carry: at the same offset the leader's later leader epoch replaces the follower's entry, an earlier or equal one writes nothing") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  Group g = OpenGroup(dir);
+  // The follower holds offset 10 after a record of epoch 0 (carried before
+  // a failover cut 5..9); the leader's member read the new 5..9 of epoch
+  // 1 and committed 10 again.
+  REQUIRE(g.Commit(One("orders", 0, 10, 0), "m1", CommitKind::kForward, kT).ok());
+  const wire::CarriedOffset reread{"g", CommittedOffset{"orders", 0, 10, 1, kT + 5, "leader-m", 0}};
+  REQUIRE(ApplyGroupOffsets(dir, std::span(&reread, 1)).ok());
+  auto s = g.Read();
+  REQUIRE(s);
+  CHECK(*s->Find("orders", 0) == CommittedOffset{"orders", 0, 10, 1, kT + 5, "leader-m", 0});
+  const int64_t generation = s->generation;
+  // The same epoch again, or an earlier one: nothing is written.
+  REQUIRE(ApplyGroupOffsets(dir, std::span(&reread, 1)).ok());
+  const wire::CarriedOffset older{"g", CommittedOffset{"orders", 0, 10, 0, kT + 9, "leader-m", 0}};
+  REQUIRE(ApplyGroupOffsets(dir, std::span(&older, 1)).ok());
+  CHECK(g.Read()->generation == generation);
+  // Decided again under commit.lock (what a carrier read may be stale):
+  // a later epoch at the same offset replaces the entry, an earlier one
+  // leaves it.
+  OffsetCommit later{"orders", 0, 10, 2, 0};
+  later.dead_letters = 0;
+  REQUIRE(g.Commit(std::span<const OffsetCommit>(&later, 1), "leader-m", CommitKind::kCarry, kT + 10).ok());
+  CHECK(*g.Read()->Find("orders", 0) == CommittedOffset{"orders", 0, 10, 2, kT + 10, "leader-m", 0});
+  OffsetCommit earlier{"orders", 0, 10, 1, 0};
+  earlier.dead_letters = 0;
+  REQUIRE(g.Commit(std::span<const OffsetCommit>(&earlier, 1), "leader-m", CommitKind::kCarry, kT + 11).ok());
+  CHECK(*g.Read()->Find("orders", 0) == CommittedOffset{"orders", 0, 10, 2, kT + 10, "leader-m", 0});
+}
+
 TEST_CASE("R31 forward only: a follower's carried commit leaves a member's newer commit as it is") {
   // mq-replicate moves a follower's group forward to its leader's commits
   // while a member of the follower's root may commit too.

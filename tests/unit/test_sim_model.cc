@@ -158,6 +158,30 @@ TEST_CASE("sim model: an injected I/O failure fails the write and marks the repl
   CHECK(*log.LogEndOffset() == 0);
 }
 
+TEST_CASE("sim model: a follower killed before its n-th write: that write fails without effect, the earlier ones are in") {
+  ModelReplicaLog leader(0, SyncPolicy::kEveryWrite);
+  ModelReplicaLog follower(1, SyncPolicy::kEveryWrite);
+  REQUIRE(leader.BeginEpoch(3).ok());
+  REQUIRE(leader.AppendAsLeader(7, 2, 3, 1000));
+  // Killed before its second write: the fence is stored, the append is not.
+  follower.KillBeforeWrite(1);
+  REQUIRE(follower.FenceEpochsBelow(3).ok());
+  CHECK_FALSE(follower.killed());
+  auto appended = follower.AppendReplicated(LeaderBytes(leader, 0));
+  REQUIRE_FALSE(appended);
+  CHECK(appended.error().code() == Code::kUnavailable);
+  CHECK(follower.killed());
+  CHECK(follower.fence() == 3);
+  CHECK(*follower.LogEndOffset() == 0);
+  // Disarmed: the next writes go through.
+  follower.KillBeforeWrite(-1);
+  CHECK_FALSE(follower.killed());
+  REQUIRE(follower.AppendReplicated(LeaderBytes(leader, 0)));
+  CHECK(*follower.LogEndOffset() == 2);
+  REQUIRE(follower.SetHighWatermark(2).ok());
+  CHECK(*follower.HighWatermark() == 2);
+}
+
 TEST_CASE("sim model: AlterPartition is a compare-and-swap on the partition epoch") {
   ClusterState state;
   PartitionState p;

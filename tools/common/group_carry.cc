@@ -37,7 +37,12 @@ Status ApplyGroupOffsets(const std::string& root, std::span<const wire::CarriedO
     auto mine = to->Read();
     if (!mine) return mine.error();
     const CommittedOffset* have = mine->Find(c.topic, c.partition);
-    if (have && have->offset >= c.offset) continue;
+    // At the same offset, a later leader epoch: the leader's members read
+    // those offsets again after a failover cut the records the follower's
+    // entry follows (that entry would be diverged there, KIP-320).
+    if (have && (have->offset > c.offset ||
+                 (have->offset == c.offset && have->leader_epoch >= c.leader_epoch)))
+      continue;
     OffsetCommit commit;
     commit.topic = c.topic;
     commit.partition = c.partition;

@@ -263,6 +263,11 @@ struct PlantedBugs {
   // epoch fence first (R56): a deposed leader's writer that passed its
   // check before the election appends after the comparison.
   bool no_epoch_fence = false;
+  // The leader records a follower's position as the end of the batches it
+  // sends back rather than the fetch offset (what the follower holds):
+  // a follower that dies between the fetch and its append counts as
+  // holding what it never wrote, and the HW passes it.
+  bool position_at_response_end = false;
 };
 
 struct ReplicationContext {
