@@ -569,6 +569,8 @@ Result<FileLock> Ownership::LockForHandler(int32_t p) const {
   // Shared: runs of one partition never refuse each other (a handler's
   // own children may hold an earlier run's lock a little longer).
   MQ_RETURN_IF_ERROR(file->LockRange(HandlerLockByte(p), 1, LockMode::kShared, LockWait::kTry));
+  // The handler inherits it: closing this process's copy must not release it.
+  file->ShareWithChildren();
   return file;
 }
 
