@@ -445,11 +445,10 @@ Status RemoveTree(FileSystem* fs, int parent_fd, const std::string& name, const 
     if (is_dir) {
       MQ_RETURN_IF_ERROR(RemoveTree(fs, dir->get(), n, path + "/" + n, depth + 1));
     } else if (Status s = fs->Unlink(dir->get(), n); !s.ok() && s.code() != Code::kNotFound) {
-      return Status(s.code(), path + "/" + n + ": " + s.message());
+      return s;  // naming the file's path
     }
   }
-  if (Status s = fs->RemoveDir(parent_fd, name); !s.ok())
-    return Status(s.code(), path + ": " + s.message());
+  if (Status s = fs->RemoveDir(parent_fd, name); !s.ok()) return s;
   return Status::Ok();
 }
 
@@ -613,7 +612,7 @@ Result<bool> Group::RemoveDeadMember(std::string_view member_id) const {
     return false;  // replaced by someone else meanwhile
   Status removed = fs_->Unlink(members->get(), name);
   if (removed.code() == Code::kNotFound) return false;
-  if (!removed.ok()) return Status(removed.code(), lock->path() + ": remove: " + removed.message());
+  if (!removed.ok()) return removed;  // naming the file's path
   return true;
 }
 
@@ -652,7 +651,7 @@ Status DeleteGroup(const std::string& data_dir, std::string_view name) {
   const std::string tomb = fmt::format("~deleted-{}-{}", ::getpid(), counter++);
   const std::string group_name(name);
   if (Status s = FileSystem::Default()->Rename(groups->get(), group_name, tomb); !s.ok())
-    return Status(s.code(), group->path() + ": " + s.message());
+    return s;  // naming both paths
   MQ_RETURN_IF_ERROR(FileSystem::Default()->SyncDir(groups->get()));
   MQ_RETURN_IF_ERROR(RemoveTree(FileSystem::Default(), groups->get(), tomb,
                                 data_dir + "/" + kGroupsDir + "/" + tomb, 0));
