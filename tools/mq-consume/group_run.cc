@@ -535,6 +535,10 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       return Status::Ok();
     }
     if (!draining) MQ_RETURN_IF_ERROR(Commit());
+    // A reader of our standard output that went away is seen here, not at
+    // a next write that may never come (as plain follow mode): the member
+    // stops and lets its partitions go.
+    if (cli::OutputClosed()) return Status::Ok();
     const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
     if (dispatcher_ && dispatcher_->parallel() && dispatcher_->busy()) {
       // Handlers run: the next one to end (or the next probe) comes first;
@@ -656,7 +660,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
                 dispatcher->handled(), dispatcher->dead_lettered(), dispatcher->retries());
   else if (f.verbose)
-    cli::Eprint("Processed a total of {} messages\n", m.delivered());
+    cli::Eprint("Processed a total of {} messages\n", out.records_written());
   if (!s.ok() && dispatcher && dispatcher->exit_code() != 0) {
     cli::Warn(fmt::format("group {}: {}", group->name(), s.message()));
     return dispatcher->exit_code();
