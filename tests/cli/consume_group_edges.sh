@@ -5,7 +5,8 @@
 # (exit 77) naming their full path; --reset-offsets --to-offset -5 is a
 # usage error that says what an offset is; --describe's total lag never
 # claims 0 over partitions whose lag is unknown; -v counts no message whose
-# write failed.
+# write failed; a member resumes where the log was cut below its committed
+# offset (its truncation history), not at the log end.
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -115,4 +116,29 @@ for mode in plain group; do
   grep -qx "Processed a total of 0 messages" "$WORK/err" ||
     fail "-v, reader gone ($mode): $(cat "$WORK/err")"
 done
+# --- a log cut below the committed offset, then appended to ---------------------------
+# Committed 10; a machine crash loses the log's tail from offset 4 (the
+# segment cut inside its fifth batch, the boot id changed: the state file's
+# end is no longer trusted); 5 messages are appended (the log ends at 9).
+# A member starts where the log was cut, 4, not at the log end: the
+# messages appended after the truncation are read (R57, mq-consume(1)).
+produce -t cut --create </dev/null
+seq -w 1 10 | produce -t cut --batch-bytes 64  # a batch per message
+run "$C" -t cut -G gcut -e
+expect_rc 0 "cut: first run"
+seg="$MQ_DIR/cut-0/00000000000000000000.log"
+batch=$(($(stat -c %s "$seg") / 10))
+truncate -s $((4 * batch + 5)) "$seg"
+seq 11 15 | MQ_TEST_BOOT_ID=00112233-4455-6677-8899-aabbccddeeff produce -t cut 2>/dev/null
+grep -qx "cut=4 [0-9]*" "$MQ_DIR/cut-0/truncations" || fail "cut: not recorded"
+run "$C" --describe -G gcut -t cut
+grep -q "^gcut  *cut  *0  *10  *9  *5 .* diverged" "$WORK/out" || fail "cut: describe: $(cat "$WORK/out")"
+run "$C" -t cut -G gcut -e
+expect_rc 0 "cut: after it"
+expect_eq "cut: messages appended after the truncation" "11 12 13 14 15 " "$(tr '\n' ' ' <"$WORK/out")"
+grep -q "group gcut: partition 0: the log was truncated to offset 4 after offset 10 was committed" \
+  "$WORK/err" || fail "cut: not said: $(cat "$WORK/err")"
+run "$C" -t cut -G gcut -e
+expect_rc 0 "cut: the run after"
+[[ ! -s "$WORK/out" && ! -s "$WORK/err" ]] || fail "cut: read again: $(cat "$WORK/out" "$WORK/err")"
 echo "consume_group_edges: ok"

@@ -195,6 +195,13 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
             tp, s.committed->offset, s.log.end, s.log.end));
         break;
       case CommittedPosition::kDiverged:
+        if (s.committed->leader_epoch < 0) {
+          notes.push_back(fmt::format(
+              "{}: the log was truncated to offset {} after offset {} was committed (its "
+              "truncation history); a member resumes at {}",
+              tp, *s.diverged_at, s.committed->offset, *s.resume_at));
+          break;
+        }
         notes.push_back(fmt::format(
             "{}: committed offset {} follows a record of leader epoch {}, which ends at offset {} "
             "in the log (a failover cut the records after it, others may be at their offsets); a "

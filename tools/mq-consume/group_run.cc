@@ -163,11 +163,16 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
                             "{} (records lost to retention or truncation): starting at {}",
                             group_->name(), p, c->offset, from, from));
-    if (where == CommittedPosition::kDiverged && !f_.quiet)
+    if (where == CommittedPosition::kDiverged && !f_.quiet && c->leader_epoch >= 0)
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} follows a record of "
                             "leader epoch {}, which ends at offset {} in the log (a failover cut "
                             "the records after it): starting at {}; the next commit lowers it",
                             group_->name(), p, c->offset, c->leader_epoch, **diverged, from));
+    if (where == CommittedPosition::kDiverged && !f_.quiet && c->leader_epoch < 0)
+      cli::Warn(fmt::format("group {}: partition {}: the log was truncated to offset {} after "
+                            "offset {} was committed (its truncation history): starting at {}; "
+                            "the next commit lowers it",
+                            group_->name(), p, **diverged, c->offset, from));
     if (where == CommittedPosition::kAboveLogEnd && !f_.quiet)
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
                             "(the log was truncated): starting at the end; the next commit "
