@@ -153,7 +153,7 @@ Result<std::optional<int64_t>> CommittedDivergence(const DataDir& dir, std::stri
   auto epochs = LeaderEpochCache::Load(fd->get());
   if (!epochs && epochs.error().code() == Code::kNotFound) {
     // No checkpoint (an unreplicated partition): the truncation history
-    // (R57) says where the log was cut since the commit.
+    // (R59) says where the log was cut since the commit.
     auto history = ReadTruncations(fd->get(), nullptr, pdir);
     if (!history) return history.error();
     return CutBelowSince(*history, committed.offset, committed.commit_timestamp);

@@ -537,7 +537,7 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   auto recovered = RecoverLog(fd, config, *list, trusted ? prev.recovery_point : 0,
                         trusted ? prev.log_start_offset : 0, report);
   if (!recovered) return recovered.error();
-  // R57: a recovery that leaves less log than the state file had published
+  // R59: a recovery that leaves less log than the state file had published
   // (a machine crash lost page-cache writes, or a damaged tail was cut) cut
   // records consumers may have read. (An interrupted truncation was
   // recorded when it began.)
@@ -911,7 +911,7 @@ Status PartitionWriter::TruncateTo(int64_t offset, int32_t leader_epoch) {
   const bool sync = !w.config.page_cache_only();
   auto cut = FindCut(dir_fd, w.fs, w.config.limits, w.segments, offset);
   if (!cut) return cut.error();
-  // R57: in the truncation history before anything is cut, so that no
+  // R59: in the truncation history before anything is cut, so that no
   // consumer finds the cut log without it (a failure from here on leaves
   // an entry for a cut not made, or not completed yet: a group then reads
   // from there again, never skips).

@@ -358,7 +358,7 @@ Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
   return end;
 }
 
-// R57 (segment.md §6.6).
+// R59 (segment.md §6.6).
 Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs,
                                                       const std::string& dir) {
   const std::string path = dir + "/" + kTruncationsName;
@@ -366,20 +366,20 @@ Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs
   auto bytes = ReadFileAt(dir_fd, kTruncationsName, format::kMaxTruncationsBytes, fs);
   if (!bytes && bytes.error().code() == Code::kNotFound) return out;
   if (!bytes && bytes.error().code() == Code::kTooLarge)
-    return Status::Corruption(path, format::kMaxTruncationsBytes, "R57",
+    return Status::Corruption(path, format::kMaxTruncationsBytes, "R59",
                               "more bytes than a truncation history holds");
   if (!bytes) return bytes.error();
   std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
-  MQ_RETURN_IF_ERROR(ForEachProperty(text, path, "R57", [&](const PropertyLine& p) -> Status {
+  MQ_RETURN_IF_ERROR(ForEachProperty(text, path, "R59", [&](const PropertyLine& p) -> Status {
     if (p.key != "cut") return Status::Ok();  // room for later keys
     const size_t sp = p.value.find(' ');
     TruncationRecord r;
     if (sp == std::string_view::npos || !ParseInt64(p.value.substr(0, sp), 0, INT64_MAX - 1, &r.end) ||
         !ParseInt64(p.value.substr(sp + 1), 0, INT64_MAX, &r.time_ms))
-      return Status::Corruption(path, p.position, "R57",
+      return Status::Corruption(path, p.position, "R59",
                                 "a cut is not 'OFFSET TIME' (two decimal numbers >= 0)");
     if (!out.empty() && (r.end <= out.back().end || r.time_ms < out.back().time_ms))
-      return Status::Corruption(path, p.position, "R57",
+      return Status::Corruption(path, p.position, "R59",
                                 "cuts out of order (offsets must increase, times not decrease)");
     out.push_back(r);
     return Status::Ok();

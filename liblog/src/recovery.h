@@ -83,7 +83,7 @@ Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
 // Removes the intent (with `sync`, durably).
 Status RemoveTruncateIntent(int dir_fd, FileSystem* fs, bool sync);
 
-// R57: the truncation history (segment.md §6.6). `truncations` lists the
+// R59: the truncation history (segment.md §6.6). `truncations` lists the
 // truncations that cut records, each as the log end it left and when (ms
 // since the epoch), so that a consumer group that committed past a cut
 // before it was made finds where the log changed under it, even once the
@@ -96,7 +96,7 @@ struct TruncationRecord {
   int64_t time_ms = 0;  // when it was made
 };
 // The entries, oldest first (none when the file is missing); kCorruption
-// naming the file, byte position and R57 when it breaks the rule.
+// naming the file, byte position and R59 when it breaks the rule.
 Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs,
                                                       const std::string& dir);
 // Adds a truncation to `end` at `time_ms`: the entries ending at or past

@@ -121,7 +121,7 @@ done
 # segment cut inside its fifth batch, the boot id changed: the state file's
 # end is no longer trusted); 5 messages are appended (the log ends at 9).
 # A member starts where the log was cut, 4, not at the log end: the
-# messages appended after the truncation are read (R57, mq-consume(1)).
+# messages appended after the truncation are read (R59, mq-consume(1)).
 produce -t cut --create </dev/null
 seq -w 1 10 | produce -t cut --batch-bytes 64  # a batch per message
 run "$C" -t cut -G gcut -e

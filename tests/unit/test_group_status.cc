@@ -280,7 +280,7 @@ TEST_CASE("group status: the offset for a time is the first record at or after i
 }
 
 TEST_CASE("group status: an unreplicated log truncated below a committed offset after the commit "
-          "resumes at the cut (R57), also once it has grown again") {
+          "resumes at the cut (R59), also once it has grown again") {
   Fixture f(2);
   auto append = [&](int32_t p, int n) {  // a batch per record: cuts fall between them
     for (int k = 0; k < n; ++k) f.Append(p, 1);

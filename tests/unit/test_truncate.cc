@@ -663,7 +663,7 @@ TEST_CASE("R38 recovery lowers a high watermark above the log it finds, and repo
   CHECK(reported);
 }
 
-TEST_CASE("R57 truncation history: each cut is recorded with its time, later lower cuts replace "
+TEST_CASE("R59 truncation history: each cut is recorded with its time, later lower cuts replace "
           "higher ones, and a bad file is corruption") {
   TempDir tmp;
   auto dir = OpenDirectory(tmp.path(), false);
@@ -703,7 +703,7 @@ TEST_CASE("R57 truncation history: each cut is recorded with its time, later low
   auto bad = ReadTruncations(dir->get(), nullptr, tmp.path());
   REQUIRE(!bad);
   CHECK(bad.error().code() == Code::kCorruption);
-  CHECK_THAT(bad.error().message(), Catch::Contains("R57"));
+  CHECK_THAT(bad.error().message(), Catch::Contains("R59"));
   CHECK_THAT(bad.error().message(), Catch::Contains(tmp / "truncations"));
   WriteFile(tmp / "truncations", text("cut=x 100\n"));
   CHECK(ReadTruncations(dir->get(), nullptr, tmp.path()).error().code() == Code::kCorruption);
