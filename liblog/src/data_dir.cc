@@ -22,6 +22,30 @@
 namespace mq {
 namespace {
 
+// The root's creation lock (§1.3), a flock on the root's own descriptor,
+// released explicitly when the scope ends (before the descriptor closes):
+// a child another thread forks meanwhile holds a copy of the descriptor
+// until it execs, and would keep a lock that is only closed.
+class RootLock {
+ public:
+  RootLock(FileSystem* fs, int fd) : fs_(fs), fd_(fd) {}
+  RootLock(const RootLock&) = delete;
+  RootLock& operator=(const RootLock&) = delete;
+  ~RootLock() {
+    if (held_) (void)fs_->Unlock(fd_);
+  }
+  Status Lock(LockMode mode) {
+    Status s = fs_->Lock(fd_, mode, LockWait::kBlock);
+    held_ = s.ok();
+    return s;
+  }
+
+ private:
+  FileSystem* fs_;
+  int fd_;
+  bool held_ = false;
+};
+
 constexpr const char* kMetaFile = "meta.properties";
 constexpr const char* kTopicsDir = "topics";
 constexpr const char* kConfSuffix = ".conf";
@@ -112,14 +136,14 @@ Result<DataDir> DataDir::Open(const std::string& path, bool create, FileSystem* 
   if (!fd) return fd.error();
   MQ_RETURN_IF_ERROR(CheckModes(fd->get(), path));
   const std::string meta_path = path + "/" + kMetaFile;
+  RootLock root_lock(fs, fd->get());
   auto meta = ReadSmallFile(fs, fd->get(), kMetaFile, kMaxMetaBytes);
   if (!meta && meta.error().code() == Code::kNotFound) {
     // Several processes may create the same data directory at once: the
     // creator initializes it under an exclusive flock on the directory, and
     // everyone who finds no meta.properties looks again under the lock (the
     // kernel drops it when the descriptor closes, or the holder dies).
-    Status locked = fs->Lock(fd->get(), create ? LockMode::kExclusive : LockMode::kShared,
-                             LockWait::kBlock);
+    Status locked = root_lock.Lock(create ? LockMode::kExclusive : LockMode::kShared);
     if (!locked.ok()) return Status(locked.code(), path + ": " + locked.message());
     meta = ReadSmallFile(fs, fd->get(), kMetaFile, kMaxMetaBytes);
   }
@@ -147,7 +171,8 @@ Status DataDir::UpgradeLayout() {
   auto fd = OpenDirectory(path_, false, fs_);
   if (!fd) return fd.error();
   // The creation lock of §1.3: no root is initialized or upgraded twice at once.
-  Status locked = fs_->Lock(fd->get(), LockMode::kExclusive, LockWait::kBlock);
+  RootLock root_lock(fs_, fd->get());
+  Status locked = root_lock.Lock(LockMode::kExclusive);
   if (!locked.ok()) return Status(locked.code(), path_ + ": " + locked.message());
   const std::string meta_path = path_ + "/" + kMetaFile;
   auto meta = ReadSmallFile(fs_, fd->get(), kMetaFile, kMaxMetaBytes);

@@ -150,22 +150,28 @@ class PosixFile final : public File {
 };
 
 Result<UniqueFd> OpenDirFlags(int at_fd, const std::string& path, bool create) {
-  if (create && ::mkdirat(at_fd, path.c_str(), kDirMode) != 0 && errno != EEXIST)
-    return ErrnoStatus("mkdir " + path, errno);
+  // Messages name the directory with the path of `at_fd` (PathAt), looked
+  // up only when one is made.
+  if (create && ::mkdirat(at_fd, path.c_str(), kDirMode) != 0 && errno != EEXIST) {
+    const int err = errno;
+    return ErrnoStatus("mkdir " + PathAt(at_fd, path), err);
+  }
   int fd = ::openat(at_fd, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
     struct stat st;
     if (err == ELOOP || (::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                          S_ISLNK(st.st_mode)))
-      return Status(Code::kPermission, fmt::format("{}: is a symlink; refused", path));
+      return Status(Code::kPermission,
+                    fmt::format("{}: is a symlink; refused", PathAt(at_fd, path)));
     // A FIFO, device or file where a directory belongs is refused as well.
     if (err == ENOTDIR && ::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         !S_ISDIR(st.st_mode)) {
-      return Status(Code::kPermission, fmt::format("{}: is {}, not a directory; refused", path,
-                                                   S_ISREG(st.st_mode) ? "a file" : KindOf(st.st_mode)));
+      return Status(Code::kPermission,
+                    fmt::format("{}: is {}, not a directory; refused", PathAt(at_fd, path),
+                                S_ISREG(st.st_mode) ? "a file" : KindOf(st.st_mode)));
     }
-    return ErrnoStatus(path, err);
+    return ErrnoStatus(PathAt(at_fd, path), err);
   }
   return UniqueFd(fd);
 }
@@ -209,18 +215,27 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
-    if (::renameat(dir_fd, from.c_str(), dir_fd, to.c_str()) != 0)
-      return ErrnoStatus(fmt::format("rename {} to {}", from, to), errno);
+    if (::renameat(dir_fd, from.c_str(), dir_fd, to.c_str()) != 0) {
+      const int err = errno;  // before PathAt's readlink
+      return ErrnoStatus(fmt::format("rename {} to {}", PathAt(dir_fd, from), PathAt(dir_fd, to)),
+                         err);
+    }
     return Status::Ok();
   }
 
   Status Unlink(int dir_fd, const std::string& name) override {
-    if (::unlinkat(dir_fd, name.c_str(), 0) != 0) return ErrnoStatus("unlink " + name, errno);
+    if (::unlinkat(dir_fd, name.c_str(), 0) != 0) {
+      const int err = errno;
+      return ErrnoStatus("unlink " + PathAt(dir_fd, name), err);
+    }
     return Status::Ok();
   }
 
   Status SyncDir(int dir_fd) override {
-    if (::fsync(dir_fd) != 0) return ErrnoStatus("fsync of directory", errno);
+    if (::fsync(dir_fd) != 0) {
+      const int err = errno;
+      return ErrnoStatus("fsync of directory " + FdPath(dir_fd, "(unknown)"), err);
+    }
     return Status::Ok();
   }
 
@@ -230,7 +245,10 @@ class PosixFileSystem final : public FileSystem {
 
   Status RemoveDir(int dir_fd, const std::string& name) override {
     if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0)
-      return ErrnoStatus("rmdir " + name, errno);
+    {
+      const int err = errno;
+      return ErrnoStatus("rmdir " + PathAt(dir_fd, name), err);
+    }
     return Status::Ok();
   }
 
@@ -239,12 +257,18 @@ class PosixFileSystem final : public FileSystem {
     // without the DIR machinery: a partition directory is listed at every
     // writer open.
     UniqueFd fd(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (fd.get() < 0) return ErrnoStatus("list directory", errno);
+    if (fd.get() < 0) {
+      const int err = errno;
+      return ErrnoStatus("list directory " + FdPath(dir_fd, "(unknown)"), err);
+    }
     std::vector<std::string> names;
     alignas(struct dirent64) char buf[8192];
     for (;;) {
       const ssize_t n = ::getdents64(fd.get(), buf, sizeof buf);
-      if (n < 0) return ErrnoStatus("list directory", errno);
+      if (n < 0) {
+        const int err = errno;
+        return ErrnoStatus("list directory " + FdPath(dir_fd, "(unknown)"), err);
+      }
       if (n == 0) break;
       for (ssize_t at = 0; at < n;) {
         const auto* e = reinterpret_cast<const struct dirent64*>(buf + at);
@@ -258,8 +282,10 @@ class PosixFileSystem final : public FileSystem {
 
   Result<FileInfo> StatAt(int dir_fd, const std::string& name) override {
     struct stat st;
-    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
-      return ErrnoStatus(PathAt(dir_fd, name), errno);
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      const int err = errno;  // before PathAt's readlink
+      return ErrnoStatus(PathAt(dir_fd, name), err);
+    }
     return InfoOf(st);
   }
 
@@ -273,7 +299,10 @@ class PosixFileSystem final : public FileSystem {
     // with MAP_POPULATE, 21 us so).
     const bool populate_write = writable && populate_write_.load(std::memory_order_relaxed);
     void* at = ::mmap(nullptr, size, prot, MAP_SHARED | (populate_write ? 0 : MAP_POPULATE), fd, 0);
-    if (at == MAP_FAILED) return ErrnoStatus("mmap", errno);
+    if (at == MAP_FAILED) {
+      const int err = errno;
+      return ErrnoStatus(FdPath(fd, "(unknown file)") + ": mmap", err);
+    }
     if (populate_write && ::madvise(at, size, kPopulateWrite) != 0) {
       // An older kernel (EINVAL): populated the other way from now on.
       populate_write_.store(false, std::memory_order_relaxed);
@@ -461,9 +490,15 @@ Status WriteFileAtomic(int dir_fd, const std::string& name, std::span<const std:
   auto info = fs->StatAt(dir_fd, name);
   if (info && !info->is_regular()) return Refused(dir_fd, name, info->mode);
   if (!info && info.error().code() != Code::kNotFound) return info.error();
-  // A stale temporary from a crashed writer is ours to replace.
+  // A stale temporary from a crashed writer is ours to replace. One that
+  // cannot be removed because it is no file (a directory planted under the
+  // name) is refused like a planted `name`.
   Status stale = fs->Unlink(dir_fd, tmp);
-  if (!stale.ok() && stale.code() != Code::kNotFound) return stale;
+  if (!stale.ok() && stale.code() != Code::kNotFound) {
+    auto planted = fs->StatAt(dir_fd, tmp);
+    if (planted && !planted->is_regular()) return Refused(dir_fd, tmp, planted->mode);
+    return stale;
+  }
   auto file = fs->Open(dir_fd, tmp, FileSystem::kCreateExclusive);
   if (!file) return file.error();
   Status s = (*file)->WriteAt(0, contents);

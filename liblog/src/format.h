@@ -74,6 +74,8 @@ constexpr const char* kTimeIndexSuffix = ".timeindex";
 constexpr uint64_t kMaxSegmentBytes = 0x7FFFFFFF;  // positions are int32
 // §6.5 Truncation intent (`truncate-to`, R40): a few property lines.
 constexpr uint64_t kMaxTruncateIntentBytes = 4096;
+// R59: the truncation history (segment.md §6.6).
+constexpr uint64_t kMaxTruncationsBytes = 8192;
 
 // §7 Offset index entry: int32 relativeOffset, int32 position.
 constexpr size_t kOffsetIndexEntrySize = 4 + 4;

@@ -485,11 +485,10 @@ Status RemoveTree(FileSystem* fs, int parent_fd, const std::string& name, const 
     if (is_dir) {
       MQ_RETURN_IF_ERROR(RemoveTree(fs, dir->get(), n, path + "/" + n, depth + 1));
     } else if (Status s = fs->Unlink(dir->get(), n); !s.ok() && s.code() != Code::kNotFound) {
-      return Status(s.code(), path + "/" + n + ": " + s.message());
+      return s;  // naming the file's path
     }
   }
-  if (Status s = fs->RemoveDir(parent_fd, name); !s.ok())
-    return Status(s.code(), path + ": " + s.message());
+  if (Status s = fs->RemoveDir(parent_fd, name); !s.ok()) return s;
   return Status::Ok();
 }
 
@@ -609,6 +608,8 @@ Result<FileLock> Ownership::LockForHandler(int32_t p) const {
   // Shared: runs of one partition never refuse each other (a handler's
   // own children may hold an earlier run's lock a little longer).
   MQ_RETURN_IF_ERROR(file->LockRange(HandlerLockByte(p), 1, LockMode::kShared, LockWait::kTry));
+  // The handler inherits it: closing this process's copy must not release it.
+  file->ShareWithChildren();
   return file;
 }
 
@@ -651,7 +652,7 @@ Result<bool> Group::RemoveDeadMember(std::string_view member_id) const {
     return false;  // replaced by someone else meanwhile
   Status removed = fs_->Unlink(members->get(), name);
   if (removed.code() == Code::kNotFound) return false;
-  if (!removed.ok()) return Status(removed.code(), lock->path() + ": remove: " + removed.message());
+  if (!removed.ok()) return removed;  // naming the file's path
   return true;
 }
 
@@ -690,7 +691,7 @@ Status DeleteGroup(const std::string& data_dir, std::string_view name) {
   const std::string tomb = fmt::format("~deleted-{}-{}", ::getpid(), counter++);
   const std::string group_name(name);
   if (Status s = FileSystem::Default()->Rename(groups->get(), group_name, tomb); !s.ok())
-    return Status(s.code(), group->path() + ": " + s.message());
+    return s;  // naming both paths
   MQ_RETURN_IF_ERROR(FileSystem::Default()->SyncDir(groups->get()));
   MQ_RETURN_IF_ERROR(RemoveTree(FileSystem::Default(), groups->get(), tomb,
                                 data_dir + "/" + kGroupsDir + "/" + tomb, 0));

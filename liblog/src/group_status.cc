@@ -23,6 +23,7 @@
 #include "mq/lock.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
+#include "recovery.h"
 
 namespace mq {
 namespace {
@@ -134,13 +135,20 @@ CommittedPosition PlaceCommitted(int64_t committed, const LogBounds& log,
 Result<std::optional<int64_t>> CommittedDivergence(const DataDir& dir, std::string_view topic,
                                                    int32_t partition,
                                                    const CommittedOffset& committed) {
-  if (committed.leader_epoch < 0) return std::optional<int64_t>();
-  auto fd = OpenDirectory(dir.PartitionDir(topic, partition), false);
+  const std::string pdir = dir.PartitionDir(topic, partition);
+  auto fd = OpenDirectory(pdir, false);
   if (!fd && fd.error().code() == Code::kNotFound) return std::optional<int64_t>();
   if (!fd) return fd.error();
   auto epochs = LeaderEpochCache::Load(fd->get());
-  if (!epochs && epochs.error().code() == Code::kNotFound) return std::optional<int64_t>();
+  if (!epochs && epochs.error().code() == Code::kNotFound) {
+    // No checkpoint (an unreplicated partition): the truncation history
+    // (R59) says where the log was cut since the commit.
+    auto history = ReadTruncations(fd->get(), nullptr, pdir);
+    if (!history) return history.error();
+    return CutBelowSince(*history, committed.offset, committed.commit_timestamp);
+  }
   if (!epochs) return epochs.error();
+  if (committed.leader_epoch < 0) return std::optional<int64_t>();
   // The latest epoch has not ended: it runs to the log end and past it.
   const EpochEndOffset end = epochs->EndOffsetFor(committed.leader_epoch, INT64_MAX);
   if (end.epoch < 0 || end.end_offset < 0 || end.end_offset >= committed.offset)

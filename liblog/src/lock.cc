@@ -7,6 +7,9 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <limits>
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace mq {
@@ -32,6 +35,32 @@ Result<bool> StillNamed(FileSystem* fs, int dir_fd, const std::string& name, Fil
 }
 
 }  // namespace
+
+FileLock& FileLock::operator=(FileLock&& other) noexcept {
+  if (this == &other) return *this;
+  Close();
+  file_ = std::move(other.file_);
+  fs_ = other.fs_;
+  path_ = std::move(other.path_);
+  flocked_ = std::exchange(other.flocked_, false);
+  ranges_ = std::exchange(other.ranges_, false);
+  shared_with_children_ = std::exchange(other.shared_with_children_, false);
+  return *this;
+}
+
+void FileLock::Close() {
+  if (!file_) return;
+  if (!shared_with_children_) {
+    // Through the seam, so that a test sees (and may fail) the release.
+    if (flocked_) (void)fs_->Unlock(file_->fd());
+    if (ranges_)
+      (void)fs_->UnlockRange(file_->fd(), 0,
+                             static_cast<uint64_t>(std::numeric_limits<off_t>::max()));
+  }
+  flocked_ = false;
+  ranges_ = false;
+  file_.reset();
+}
 
 Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create,
                                 FileSystem* fs) {
@@ -70,6 +99,7 @@ Result<FileLock> FileLock::Acquire(int dir_fd, const std::string& name, LockMode
 Status FileLock::Lock(LockMode mode, LockWait wait) {
   if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
   Status s = fs_->Lock(file_->fd(), mode, wait);
+  if (s.ok()) flocked_ = true;
   if (s.ok()) return s;
   if (s.code() == Code::kBusy && wait == LockWait::kTry) {
     return Status(Code::kBusy,
@@ -83,12 +113,14 @@ Status FileLock::Unlock() {
   if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
   Status s = fs_->Unlock(file_->fd());
   if (!s.ok()) return Status(s.code(), path_ + ": unlock: " + s.message());
+  flocked_ = false;
   return s;
 }
 
 Status FileLock::LockRange(uint64_t start, uint64_t len, LockMode mode, LockWait wait) {
   if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
   Status s = fs_->LockRange(file_->fd(), start, len, mode, wait);
+  if (s.ok()) ranges_ = true;
   if (s.ok()) return s;
   if (s.code() == Code::kBusy && wait == LockWait::kTry) {
     return Status(Code::kBusy,

@@ -36,6 +36,13 @@ int64_t NowMs() {
       .count();
 }
 
+// Wall-clock ms since the epoch: what a group's commit timestamps are.
+int64_t WallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 
 // One batch of an Append call.
 struct Piece {
@@ -530,6 +537,13 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   auto recovered = RecoverLog(fd, config, *list, trusted ? prev.recovery_point : 0,
                         trusted ? prev.log_start_offset : 0, report);
   if (!recovered) return recovered.error();
+  // R59: a recovery that leaves less log than the state file had published
+  // (a machine crash lost page-cache writes, or a damaged tail was cut) cut
+  // records consumers may have read. (An interrupted truncation was
+  // recorded when it began.)
+  if (old && !truncated_to && recovered->log_end_offset < old->log_end_offset)
+    MQ_RETURN_IF_ERROR(RecordTruncation(fd, fs, dir, recovered->log_end_offset, WallClockMs(),
+                                        !config.page_cache_only()));
   segments = recovered->segments;
   fields.rewrites = prev.rewrites + 1;
   fields.log_end_offset = recovered->log_end_offset;
@@ -897,6 +911,11 @@ Status PartitionWriter::TruncateTo(int64_t offset, int32_t leader_epoch) {
   const bool sync = !w.config.page_cache_only();
   auto cut = FindCut(dir_fd, w.fs, w.config.limits, w.segments, offset);
   if (!cut) return cut.error();
+  // R59: in the truncation history before anything is cut, so that no
+  // consumer finds the cut log without it (a failure from here on leaves
+  // an entry for a cut not made, or not completed yet: a group then reads
+  // from there again, never skips).
+  MQ_RETURN_IF_ERROR(RecordTruncation(dir_fd, w.fs, w.dir, cut->end, WallClockMs(), sync));
   MQ_RETURN_IF_ERROR(WriteTruncateIntent(dir_fd, w.fs, cut->end, sync));
   // R38: the high watermark never counts what goes; lowered (fsynced)
   // before anything is cut, so no crash leaves it above the new end where

@@ -358,6 +358,56 @@ Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
   return end;
 }
 
+// R59 (segment.md §6.6).
+Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs,
+                                                      const std::string& dir) {
+  const std::string path = dir + "/" + kTruncationsName;
+  std::vector<TruncationRecord> out;
+  auto bytes = ReadFileAt(dir_fd, kTruncationsName, format::kMaxTruncationsBytes, fs);
+  if (!bytes && bytes.error().code() == Code::kNotFound) return out;
+  if (!bytes && bytes.error().code() == Code::kTooLarge)
+    return Status::Corruption(path, format::kMaxTruncationsBytes, "R59",
+                              "more bytes than a truncation history holds");
+  if (!bytes) return bytes.error();
+  std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+  MQ_RETURN_IF_ERROR(ForEachProperty(text, path, "R59", [&](const PropertyLine& p) -> Status {
+    if (p.key != "cut") return Status::Ok();  // room for later keys
+    const size_t sp = p.value.find(' ');
+    TruncationRecord r;
+    if (sp == std::string_view::npos || !ParseInt64(p.value.substr(0, sp), 0, INT64_MAX - 1, &r.end) ||
+        !ParseInt64(p.value.substr(sp + 1), 0, INT64_MAX, &r.time_ms))
+      return Status::Corruption(path, p.position, "R59",
+                                "a cut is not 'OFFSET TIME' (two decimal numbers >= 0)");
+    if (!out.empty() && (r.end <= out.back().end || r.time_ms < out.back().time_ms))
+      return Status::Corruption(path, p.position, "R59",
+                                "cuts out of order (offsets must increase, times not decrease)");
+    out.push_back(r);
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status RecordTruncation(int dir_fd, FileSystem* fs, const std::string& dir, int64_t end,
+                        int64_t time_ms, bool sync) {
+  auto history = ReadTruncations(dir_fd, fs, dir);
+  if (!history) return history.error();
+  std::vector<TruncationRecord>& h = *history;
+  while (!h.empty() && h.back().end >= end) h.pop_back();
+  // A clock that went back is taken as the latest time seen (order kept).
+  h.push_back({end, h.empty() ? time_ms : std::max(time_ms, h.back().time_ms)});
+  if (h.size() > kMaxTruncations) h.erase(h.begin(), h.end() - kMaxTruncations);
+  std::string text = "# mq truncations: log end left, ms (format-spec/segment.md 6.6)\n";
+  for (const TruncationRecord& r : h) text += fmt::format("cut={} {}\n", r.end, r.time_ms);
+  return WriteFileAtomic(dir_fd, kTruncationsName, AsBytes(text), fs, {}, sync);
+}
+
+std::optional<int64_t> CutBelowSince(const std::vector<TruncationRecord>& history, int64_t offset,
+                                     int64_t since_ms) {
+  for (const TruncationRecord& r : history)
+    if (r.time_ms >= since_ms) return r.end < offset ? std::optional<int64_t>(r.end) : std::nullopt;
+  return std::nullopt;
+}
+
 Status RemoveTruncateIntent(int dir_fd, FileSystem* fs, bool sync) {
   Status s = fs->Unlink(dir_fd, kTruncateIntentName);
   if (!s.ok() && s.code() != Code::kNotFound) return s;

@@ -83,6 +83,34 @@ Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
 // Removes the intent (with `sync`, durably).
 Status RemoveTruncateIntent(int dir_fd, FileSystem* fs, bool sync);
 
+// R59: the truncation history (segment.md §6.6). `truncations` lists the
+// truncations that cut records, each as the log end it left and when (ms
+// since the epoch), so that a consumer group that committed past a cut
+// before it was made finds where the log changed under it, even once the
+// log has grown past the cut again.
+constexpr const char* kTruncationsName = "truncations";
+// At most this many entries are kept (the oldest go first).
+constexpr size_t kMaxTruncations = 64;
+struct TruncationRecord {
+  int64_t end = 0;      // the log end offset the truncation left
+  int64_t time_ms = 0;  // when it was made
+};
+// The entries, oldest first (none when the file is missing); kCorruption
+// naming the file, byte position and R59 when it breaks the rule.
+Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs,
+                                                      const std::string& dir);
+// Adds a truncation to `end` at `time_ms`: the entries ending at or past
+// `end` go (the new one covers them), the oldest go past kMaxTruncations,
+// and the file is replaced atomically (with `sync`, durably).
+Status RecordTruncation(int dir_fd, FileSystem* fs, const std::string& dir, int64_t end,
+                        int64_t time_ms, bool sync);
+// The least log end a truncation recorded at or after `since_ms` left, if
+// it is below `offset`: where the log changed under a position committed
+// at `since_ms` (the entries' ends increase with their times, so that is
+// the first entry at or after it).
+std::optional<int64_t> CutBelowSince(const std::vector<TruncationRecord>& history, int64_t offset,
+                                     int64_t since_ms);
+
 // Where a truncation to `offset` cuts the log made of `segments`
 // (ascending, not empty): every batch holding an offset >= `offset` goes,
 // whole (§6.4).

@@ -189,12 +189,59 @@ TEST_CASE("lock: shared locks coexist and keep an exclusive one out") {
   CHECK(FileLock::Acquire(dir->get(), "x.lock", LockMode::kExclusive, LockWait::kTry));
 }
 
-TEST_CASE("lock: a forked child keeps the lock after the parent closes, and it is free once the child exits") {
+TEST_CASE("lock: closing releases the lock although a forked child still holds a copy of its descriptor") {
+  // As a handler another thread is starting holds every descriptor between
+  // fork and exec: the next holder takes the lock at once, without waiting
+  // for that child.
   TempDir tmp;
   auto dir = OpenDirectory(tmp.path(), false);
   REQUIRE(dir);
   auto held = FileLock::Acquire(dir->get(), "p.lock", LockMode::kExclusive, LockWait::kTry);
   REQUIRE(held);
+  Child child = ForkHolder();
+  held->Close();
+  CHECK_FALSE(*IsLocked(dir->get(), "p.lock"));
+  CHECK(FileLock::Acquire(dir->get(), "p.lock", LockMode::kExclusive, LockWait::kTry));
+  // The destructor, and assigning over a held lock, release it too.
+  Child copy;
+  {
+    auto scoped = FileLock::Acquire(dir->get(), "d.lock", LockMode::kShared, LockWait::kTry);
+    REQUIRE(scoped);
+    copy = ForkHolder();
+  }
+  CHECK_FALSE(*IsLocked(dir->get(), "d.lock", LockMode::kExclusive));
+  auto over = FileLock::Acquire(dir->get(), "e.lock", LockMode::kShared, LockWait::kTry);
+  REQUIRE(over);
+  Child copy2 = ForkHolder();
+  auto next = FileLock::Open(dir->get(), "f.lock", true);
+  REQUIRE(next);
+  *over = std::move(*next);
+  CHECK_FALSE(*IsLocked(dir->get(), "e.lock", LockMode::kExclusive));
+  // Byte ranges too (a group's partition ownership).
+  auto ranges = FileLock::Open(dir->get(), "r", true);
+  REQUIRE(ranges);
+  REQUIRE(ranges->LockRange(3, 1, LockMode::kExclusive, LockWait::kTry).ok());
+  REQUIRE(ranges->LockRange(7, 1, LockMode::kExclusive, LockWait::kTry).ok());
+  Child range_copy = ForkHolder();
+  ranges->Close();
+  auto other = FileLock::Open(dir->get(), "r", true);
+  REQUIRE(other);
+  CHECK(other->LockRange(3, 1, LockMode::kExclusive, LockWait::kTry).ok());
+  CHECK(other->LockRange(7, 1, LockMode::kExclusive, LockWait::kTry).ok());
+  // Latest first: each child holds the release pipes of those before it.
+  EndChild(&range_copy);
+  EndChild(&copy2);
+  EndChild(&copy);
+  EndChild(&child);
+}
+
+TEST_CASE("lock: a forked child keeps a lock shared with children after the parent closes, and it is free once the child exits") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  auto held = FileLock::Acquire(dir->get(), "p.lock", LockMode::kExclusive, LockWait::kTry);
+  REQUIRE(held);
+  held->ShareWithChildren();
   Child child = ForkHolder();
   held->Close();  // the parent's copy only
   CHECK(*IsLocked(dir->get(), "p.lock"));
@@ -237,6 +284,7 @@ TEST_CASE("lock: a child that execs with FD_CLOEXEC cleared holds the lock until
   REQUIRE(dir);
   auto held = FileLock::Acquire(dir->get(), "e.lock", LockMode::kExclusive, LockWait::kTry);
   REQUIRE(held);
+  held->ShareWithChildren();
   int p[2];
   REQUIRE(::pipe(p) == 0);
   pid_t pid = ::fork();

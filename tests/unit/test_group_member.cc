@@ -250,3 +250,48 @@ TEST_CASE("group member: extra members are idle, and a reset waits for no member
   b->Leave();
   CHECK(group->Commit(reset, "", CommitKind::kReset).ok());
 }
+
+TEST_CASE("group member: one that leaves while a forked child holds copies of its descriptors lets go at once") {
+  // As when a handler another thread starts (fork, then exec) holds every
+  // descriptor of the member: its membership and its partitions must be
+  // free when it leaves, not when that child execs or exits.
+  TempDir tmp;
+  const std::string dir = MakeDataDir(tmp);
+  auto group = Group::Open(dir, "g", true);
+  REQUIRE(group);
+  auto a = GroupMember::Join(&*group, "a", "t", 2);
+  REQUIRE(a);
+  Settle({&*a});
+  REQUIRE(a->owned() == std::vector<int32_t>{0, 1});
+  int release[2];
+  REQUIRE(::pipe(release) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(release[1]);
+    char c;
+    while (::read(release[0], &c, 1) < 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(release[0]);
+  // One partition let go on its own (Release), the other with the member.
+  REQUIRE(a->Release(1).ok());
+  a->Leave();
+  auto alive = group->IsMemberAlive("a");
+  REQUIRE(alive);
+  CHECK_FALSE(*alive);
+  auto b = GroupMember::Join(&*group, "b", "t", 2, 0);
+  REQUIRE(b);
+  auto view = b->Poll();
+  REQUIRE(view);
+  CHECK(view->members == std::vector<std::string>{"b"});
+  for (int32_t p : {0, 1}) {
+    auto got = b->TryAcquire(p);
+    REQUIRE(got);
+    CHECK(*got);
+  }
+  ::close(release[1]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+}

@@ -343,3 +343,49 @@ TEST_CASE("group status: an offset plan is kafka-consumer-groups' CSV, written a
     CHECK_THAT(r.error().message(), Catch::StartsWith("plan.csv:"));
   }
 }
+
+TEST_CASE("group status: an unreplicated log truncated below a committed offset after the commit "
+          "resumes at the cut (R59), also once it has grown again") {
+  Fixture f(2);
+  auto append = [&](int32_t p, int n) {  // a batch per record: cuts fall between them
+    for (int k = 0; k < n; ++k) f.Append(p, 1);
+  };
+  append(0, 10);
+  append(1, 10);
+  // Committed with a timestamp of 1000 ms: every cut below is later.
+  std::vector<OffsetCommit> c = {{"t", 0, 10, kNoLeaderEpoch, 0}, {"t", 1, 10, kNoLeaderEpoch, 0}};
+  REQUIRE(f.group->Commit(c, "m1", CommitKind::kForward, 1000).ok());
+  {
+    auto w = f.Writer(0);
+    REQUIRE(w->TruncateTo(6).ok());
+    REQUIRE(w->TruncateTo(4).ok());  // a lower cut later: it is the one that counts
+  }
+  append(0, 5);  // the log ends at 9 now, below the committed offset 10
+  auto state = f.group->Read();
+  REQUIRE(state);
+  const CommittedOffset* committed = state->Find("t", 0);
+  REQUIRE(committed != nullptr);
+  auto cut = CommittedDivergence(f.dir, "t", 0, *committed);
+  REQUIRE(cut);
+  CHECK(*cut == std::optional<int64_t>(4));
+  GroupDescription d = f.Describe("t");
+  REQUIRE(d.partitions.size() == 2);
+  CHECK(d.partitions[0].position == CommittedPosition::kDiverged);
+  CHECK(d.partitions[0].resume_at == 4);
+  CHECK(d.partitions[0].lag == 5);
+  // Never truncated: in the log as it was.
+  CHECK(d.partitions[1].position == CommittedPosition::kInLog);
+  CHECK(d.partitions[1].resume_at == 10);
+
+  // The log grows past the committed offset again: still the cut.
+  append(0, 5);
+  d = f.Describe("t");
+  CHECK(d.partitions[0].position == CommittedPosition::kDiverged);
+  CHECK(d.partitions[0].resume_at == 4);
+  // A commit made after the cut read the log as it is: nothing to go back to.
+  c = {{"t", 0, 12, kNoLeaderEpoch, 0}};
+  REQUIRE(f.group->Commit(c, "m1").ok());
+  d = f.Describe("t");
+  CHECK(d.partitions[0].position == CommittedPosition::kInLog);
+  CHECK(d.partitions[0].resume_at == 12);
+}

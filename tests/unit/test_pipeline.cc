@@ -4,6 +4,9 @@
 // restart finds where each stopped (E6, E7), as with every writer open.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -262,4 +265,35 @@ TEST_CASE("pipeline: the writers' share of the open-file budget") {
   CHECK(PipelineWriterBudget(1, 1) == 1);
   CHECK(PipelineWriterBudget(0, 4) == 1);
   CHECK(PipelineWriterBudget(4096, 1) == 4096);
+}
+
+TEST_CASE("pipeline: a released source partition's producer id is free at once, while a forked child holds a copy of its lock's descriptor") {
+  // With --parallel a handler another thread is starting holds every
+  // descriptor of the member between fork and exec; the member that takes
+  // the partition next must not find the producer id in use (exit 75).
+  Fixture f;
+  Pipeline first(f.Options(4), f.dir, f.in);
+  REQUIRE(first.Open().ok());
+  REQUIRE(first.Acquire(2, 0).ok());
+  int release[2];
+  REQUIRE(::pipe(release) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(release[1]);
+    char c;
+    while (::read(release[0], &c, 1) < 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(release[0]);
+  first.Release(2);
+  Pipeline next(f.Options(4), f.dir, f.in);
+  REQUIRE(next.Open().ok());
+  Status taken = next.Acquire(2, 0);
+  CHECK(taken.ok());
+  CHECK(taken.message() == "");
+  ::close(release[1]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
 }

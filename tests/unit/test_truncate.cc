@@ -13,6 +13,7 @@
 
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
+#include "recovery.h"
 #include "mq/segment.h"
 #include "test_support.h"
 
@@ -660,4 +661,50 @@ TEST_CASE("R38 recovery lowers a high watermark above the log it finds, and repo
            p.detail.find("high watermark 40 above the log end 6") != std::string::npos;
   });
   CHECK(reported);
+}
+
+TEST_CASE("R59 truncation history: each cut is recorded with its time, later lower cuts replace "
+          "higher ones, and a bad file is corruption") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  auto none = ReadTruncations(dir->get(), nullptr, tmp.path());
+  REQUIRE(none);
+  CHECK(none->empty());
+  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 40, 1000, false).ok());
+  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 50, 2000, false).ok());
+  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 45, 3000, false).ok());  // replaces 50
+  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 60, 2500, false).ok());  // clock back
+  auto h = ReadTruncations(dir->get(), nullptr, tmp.path());
+  REQUIRE(h);
+  REQUIRE(h->size() == 3);
+  CHECK((*h)[0].end == 40);
+  CHECK((*h)[1].end == 45);
+  CHECK((*h)[1].time_ms == 3000);
+  CHECK((*h)[2].end == 60);
+  CHECK((*h)[2].time_ms == 3000);
+  // Where a position committed at a time was cut: the first cut since.
+  CHECK(CutBelowSince(*h, 100, 500) == std::optional<int64_t>(40));
+  CHECK(CutBelowSince(*h, 100, 1500) == std::optional<int64_t>(45));
+  CHECK(CutBelowSince(*h, 45, 1500) == std::nullopt);  // cut at the committed offset: nothing read went
+  CHECK(CutBelowSince(*h, 100, 4000) == std::nullopt);  // committed after every cut
+  for (int i = 0; i < 100; ++i)
+    REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 100 + i, 5000 + i, false).ok());
+  h = ReadTruncations(dir->get(), nullptr, tmp.path());
+  REQUIRE(h);
+  CHECK(h->size() == kMaxTruncations);
+  CHECK(h->back().end == 199);
+
+  auto text = [](std::string_view t) {
+    return std::vector<std::byte>(reinterpret_cast<const std::byte*>(t.data()),
+                                  reinterpret_cast<const std::byte*>(t.data()) + t.size());
+  };
+  WriteFile(tmp / "truncations", text("cut=5 100\ncut=4 200\n"));
+  auto bad = ReadTruncations(dir->get(), nullptr, tmp.path());
+  REQUIRE(!bad);
+  CHECK(bad.error().code() == Code::kCorruption);
+  CHECK_THAT(bad.error().message(), Catch::Contains("R59"));
+  CHECK_THAT(bad.error().message(), Catch::Contains(tmp / "truncations"));
+  WriteFile(tmp / "truncations", text("cut=x 100\n"));
+  CHECK(ReadTruncations(dir->get(), nullptr, tmp.path()).error().code() == Code::kCorruption);
 }

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <new>
 #include <unistd.h>
@@ -161,6 +162,7 @@ void Output::Write(std::string_view text) {
 bool Output::Flush() {
   if (broken_ || failed_) {
     buf_.clear();
+    records_pending_ = 0;
     return false;
   }
   const char* p = buf_.data();
@@ -172,6 +174,7 @@ bool Output::Flush() {
       if (errno == EPIPE) broken_ = true;
       else { failed_ = true; errno_ = errno; }
       buf_.clear();
+      records_pending_ = 0;
       return false;
     }
     p += n;
@@ -179,6 +182,8 @@ bool Output::Flush() {
   }
   if (buf_.size() != 0) ++flushes_;
   buf_.clear();
+  records_written_ += records_pending_;
+  records_pending_ = 0;
   return true;
 }
 
@@ -192,6 +197,11 @@ int Output::FinishExitCode() {
 }
 
 void IgnoreSigpipe() { std::signal(SIGPIPE, SIG_IGN); }
+
+bool OutputClosed(int fd) {
+  pollfd p{fd, 0, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
 
 void HoldStandardDescriptors() {
   for (int fd = 0; fd <= 2; ++fd) {

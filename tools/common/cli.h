@@ -96,6 +96,11 @@ class Output {
   // Successful writes of a non-empty buffer so far: when it changes,
   // everything given to Write/Print before has reached the descriptor.
   uint64_t flushes() const { return flushes_; }
+  // Marks the end of one record (a message) in what was written so far.
+  void EndRecord() { ++records_pending_; }
+  // Records whose last byte reached the descriptor: one whose write failed
+  // (a closed pipe, a full disk) is not counted.
+  uint64_t records_written() const { return records_written_; }
   // 0, or 74 after a write error other than EPIPE (message printed).
   int FinishExitCode();
 
@@ -107,10 +112,18 @@ class Output {
   bool failed_ = false;
   int errno_ = 0;
   uint64_t flushes_ = 0;
+  uint64_t records_pending_ = 0;  // ended in buf_
+  uint64_t records_written_ = 0;
 };
 
 // Ignores SIGPIPE so a closed pipe shows up as EPIPE on write.
 void IgnoreSigpipe();
+
+// True when `fd` is a pipe whose reader has gone (`| head` finished): a
+// follower blocked waiting for appends would otherwise notice only at its
+// next write, which may never come. poll(2) without waiting; false for
+// anything but a pipe with no reader (a file, a terminal, /dev/null).
+bool OutputClosed(int fd = 1);
 
 // For each of stdin, stdout and stderr that was closed when the program
 // started, holds its number with /dev/null opened in the opposite direction

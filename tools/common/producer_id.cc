@@ -1,7 +1,6 @@
 #include "producer_id.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,18 +51,21 @@ Result<std::optional<int64_t>> ReadId(int dir_fd, const std::string& name,
   return std::optional<int64_t>(id);
 }
 
-// The registry directory's own lock (flock on its descriptor), exclusive,
-// released when this goes out of scope.
+// The registry directory's own lock (flock on its descriptor, through the
+// FileSystem seam), exclusive, released explicitly when this goes out of
+// scope (mq/lock.h: a child another thread forks holds a copy of the
+// descriptor until it execs).
 class RegistryLock {
  public:
   RegistryLock() = default;
   RegistryLock(const RegistryLock&) = delete;
   RegistryLock& operator=(const RegistryLock&) = delete;
   ~RegistryLock() {
-    if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+    if (fd_ >= 0) (void)FileSystem::Default()->Unlock(fd_);
   }
   Status Take(int dir_fd, const std::string& registry) {
-    if (::flock(dir_fd, LOCK_EX) != 0) return ErrnoStatus(registry + ": lock", errno);
+    Status s = FileSystem::Default()->Lock(dir_fd, LockMode::kExclusive, LockWait::kBlock);
+    if (!s.ok()) return Status(s.code(), registry + ": lock: " + s.message());
     fd_ = dir_fd;
     return Status::Ok();
   }

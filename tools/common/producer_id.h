@@ -33,7 +33,10 @@ class ProducerIdentity {
 
  private:
   ProducerIdentity(FileLock lock, int64_t id) : lock_(std::move(lock)), id_(id) {}
-  FileLock lock_;  // exclusive on producers/<name>.lock, held until exit
+  // Exclusive on producers/<name>.lock, held until this identity is
+  // destroyed, which releases it explicitly (FileLock: a handler another
+  // thread is forking would otherwise hold it until it execs).
+  FileLock lock_;
   int64_t id_ = -1;
 };
 

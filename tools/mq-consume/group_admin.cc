@@ -161,6 +161,24 @@ const GroupMemberStatus* FindMember(const GroupDescription& d, const std::option
   return nullptr;
 }
 
+// Rows whose lag is not known (LAG -: nothing committed, the topic or
+// partition gone, the log unreadable): not in d.total_lag.
+size_t UnknownLags(const GroupDescription& d) {
+  return static_cast<size_t>(std::count_if(d.partitions.begin(), d.partitions.end(),
+                                           [](const auto& s) { return !s.lag; }));
+}
+
+// The total lag as the text says it: never a 0 over rows whose lag is
+// unknown ("-" when no row's lag is known).
+std::string TotalLagText(const GroupDescription& d) {
+  const size_t unknown = UnknownLags(d);
+  if (unknown == 0) return std::to_string(d.total_lag);
+  const std::string rows = fmt::format("{} partition{} with LAG -", unknown,
+                                       unknown == 1 ? "" : "s");
+  if (unknown == d.partitions.size()) return fmt::format("- (unknown: {})", rows);
+  return fmt::format("{} (not counting {})", d.total_lag, rows);
+}
+
 void DescribeText(const GroupDescription& d, cli::Output& out) {
   Table t;
   t.Add({"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
@@ -189,6 +207,13 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
             tp, s.committed->offset, s.log.end, s.log.end));
         break;
       case CommittedPosition::kDiverged:
+        if (s.committed->leader_epoch < 0) {
+          notes.push_back(fmt::format(
+              "{}: the log was truncated to offset {} after offset {} was committed (its "
+              "truncation history); a member resumes at {}",
+              tp, *s.diverged_at, s.committed->offset, *s.resume_at));
+          break;
+        }
         notes.push_back(fmt::format(
             "{}: committed offset {} follows a record of leader epoch {}, which ends at offset {} "
             "in the log (a failover cut the records after it, others may be at their offsets); a "
@@ -208,7 +233,7 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
   }
   t.Print(out);
   for (const auto& n : notes) out.Print("note: {}\n", n);
-  out.Print("\ntotal lag: {}\n", d.total_lag);
+  out.Print("\ntotal lag: {}\n", TotalLagText(d));
   if (d.members.empty()) {
     out.Print("members: none live\n");
   } else {
@@ -275,7 +300,9 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
   b.push_back('{');
   Key(b, "type", true); Str(b, "summary");
   Key(b, "group"); Str(b, d.group);
-  Key(b, "total_lag"); Num(b, d.total_lag);
+  Key(b, "total_lag");
+  Num(b, !d.partitions.empty() && UnknownLags(d) == d.partitions.size()
+             ? std::nullopt : std::optional<int64_t>(d.total_lag));
   Key(b, "members");
   b.push_back('[');
   for (size_t i = 0; i < d.members.size(); ++i) {
@@ -686,6 +713,15 @@ int Delete(const Flags& f) {
   return cli::kExitOk;
 }
 
+// An offset: decimal digits, said so (CLI11's NonNegativeNumber would
+// print its floating-point range for "-5").
+const CLI::Validator kOffsetArg(
+    [](std::string& s) -> std::string {
+      if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) return "";
+      return "expected an offset (an integer >= 0), got '" + s + "'";
+    },
+    "N");
+
 }  // namespace
 
 void AddAdminFlags(CLI::App& app, AdminFlags* f) {
@@ -708,8 +744,7 @@ void AddAdminFlags(CLI::App& app, AdminFlags* f) {
   std::vector<CLI::Option*> targets = {
       app.add_flag("--to-earliest", f->to_earliest, "reset to the log start"),
       app.add_flag("--to-latest", f->to_latest, "reset to the committed end"),
-      app.add_option("--to-offset", f->to_offset, "reset to offset N")
-          ->check(CLI::NonNegativeNumber),
+      app.add_option("--to-offset", f->to_offset, "reset to offset N")->check(kOffsetArg),
       app.add_option("--shift-by", f->shift_by, "move each committed offset by N (may be < 0)"),
       app.add_option("--to-datetime", f->to_datetime,
                      "reset to the first message with timestamp >= TIME (ms or ISO 8601)"),

@@ -163,11 +163,16 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
                             "{} (records lost to retention or truncation): starting at {}",
                             group_->name(), p, c->offset, from, from));
-    if (where == CommittedPosition::kDiverged && !f_.quiet)
+    if (where == CommittedPosition::kDiverged && !f_.quiet && c->leader_epoch >= 0)
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} follows a record of "
                             "leader epoch {}, which ends at offset {} in the log (a failover cut "
                             "the records after it): starting at {}; the next commit lowers it",
                             group_->name(), p, c->offset, c->leader_epoch, **diverged, from));
+    if (where == CommittedPosition::kDiverged && !f_.quiet && c->leader_epoch < 0)
+      cli::Warn(fmt::format("group {}: partition {}: the log was truncated to offset {} after "
+                            "offset {} was committed (its truncation history): starting at {}; "
+                            "the next commit lowers it",
+                            group_->name(), p, **diverged, c->offset, from));
     if (where == CommittedPosition::kAboveLogEnd && !f_.quiet)
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
                             "(the log was truncated): starting at the end; the next commit "
@@ -535,6 +540,10 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       return Status::Ok();
     }
     if (!draining) MQ_RETURN_IF_ERROR(Commit());
+    // A reader of our standard output that went away is seen here, not at
+    // a next write that may never come (as plain follow mode): the member
+    // stops and lets its partitions go.
+    if (cli::OutputClosed()) return Status::Ok();
     const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
     if (dispatcher_ && dispatcher_->parallel() && dispatcher_->busy()) {
       // Handlers run: the next one to end (or the next probe) comes first;
@@ -656,7 +665,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
                 dispatcher->handled(), dispatcher->dead_lettered(), dispatcher->retries());
   else if (f.verbose)
-    cli::Eprint("Processed a total of {} messages\n", m.delivered());
+    cli::Eprint("Processed a total of {} messages\n", out.records_written());
   if (!s.ok() && dispatcher && dispatcher->exit_code() != 0) {
     cli::Warn(fmt::format("group {}: {}", group->name(), s.message()));
     return dispatcher->exit_code();

@@ -33,7 +33,7 @@ void Printer::Print(int32_t partition, bool log_append_time, const RecordView& r
       if (r.value) out_->Write(*r.value);
       else out_->Write(options_.null_text);
       out_->Write(options_.delimiter);
-      return;
+      break;
     case Mode::kKeyValue:
       if (r.key) out_->Write(*r.key);
       else out_->Write(options_.null_text);
@@ -41,13 +41,13 @@ void Printer::Print(int32_t partition, bool log_append_time, const RecordView& r
       if (r.value) out_->Write(*r.value);
       else out_->Write(options_.null_text);
       out_->Write(options_.delimiter);
-      return;
+      break;
     case Mode::kFormat: {
       scratch_.clear();
       fmtstr::Message m{options_.topic, partition, r.offset, r.timestamp, r.key, r.value, headers};
       options_.format->Render(scratch_, m, options_.null_text);
       out_->Write(std::string_view(scratch_.data(), scratch_.size()));
-      return;
+      break;
     }
     case Mode::kJson: {
       scratch_.clear();
@@ -55,9 +55,10 @@ void Printer::Print(int32_t partition, bool log_append_time, const RecordView& r
                                  r.timestamp, r.key, r.value, headers};
       envelope::AppendEnvelopeJson(scratch_, f);
       out_->Write(std::string_view(scratch_.data(), scratch_.size()));
-      return;
+      break;
     }
   }
+  out_->EndRecord();
 }
 
 }  // namespace mq::consume

@@ -1,7 +1,5 @@
 #include "run.h"
 
-#include <poll.h>
-
 #include <memory>
 #include <optional>
 
@@ -14,14 +12,6 @@ namespace {
 
 // Longest a follower blocks before it checks its output and signals again.
 constexpr int kWaitSliceMs = 250;
-
-// True when stdout is a pipe whose reader has gone (`| head` finished):
-// a follower blocked waiting for appends would otherwise notice only at its
-// next write, which may never come.
-bool OutputClosed() {
-  pollfd p{1, 0, 0};
-  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
-}
 
 void Report(const ConsumerNotice& n, const std::string& topic) {
   using K = ConsumerNotice::Kind;
@@ -81,7 +71,7 @@ Status Consume(Loop& loop, const volatile std::sig_atomic_t* interrupted) {
     if (loop.dispatcher) MQ_RETURN_IF_ERROR(loop.dispatcher->Flush());
     if (!loop.out->Flush() && loop.out->broken()) return Status::Ok();
     while (!loop.consumer->WaitForAppend(kWaitSliceMs))
-      if (*interrupted || OutputClosed()) return Status::Ok();
+      if (*interrupted || cli::OutputClosed()) return Status::Ok();
   }
   return Status::Ok();
 }
@@ -130,7 +120,7 @@ int Run(const Flags& f, Settings settings, const volatile std::sig_atomic_t* int
     cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
                 dispatcher->handled(), dispatcher->dead_lettered(), dispatcher->retries());
   else if (f.verbose)
-    cli::Eprint("Processed a total of {} messages\n", loop.delivered);
+    cli::Eprint("Processed a total of {} messages\n", out.records_written());
   if (!s.ok() && dispatcher && dispatcher->exit_code() != 0) {
     cli::Warn(s.message());
     return dispatcher->exit_code();

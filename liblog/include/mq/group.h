@@ -228,8 +228,10 @@ class Ownership {
   // of the file with `p`'s handler byte held shared (runs never refuse each
   // other). The handler inherits its descriptor, so an owner that dies
   // leaves the partition to the next one only once the handler (and every
-  // process it passed the descriptor to) is gone too. Safe to call from any
-  // thread, while TryOwn and Disown run on another.
+  // process it passed the descriptor to) is gone too; the lock is shared
+  // with children (FileLock::ShareWithChildren), so closing the caller's
+  // copy does not release it. Safe to call from any thread, while TryOwn
+  // and Disown run on another.
   Result<FileLock> LockForHandler(int32_t p) const;
 
   const std::string& path() const { return file_.path(); }

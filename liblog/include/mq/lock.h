@@ -34,18 +34,24 @@ namespace mq {
 
 // One open file description of a lock file and the flock held on it.
 //
-// Closing (the destructor, Close) drops this process's descriptor only: the
-// lock stays held while a forked child still has its copy, and is released
-// when the last copy closes (every holder exited, or died). Unlock releases
-// it at once for every process sharing the description.
+// Closing (the destructor, Close, assigning over it) first releases what it
+// holds explicitly (flock LOCK_UN, and F_OFD_SETLK F_UNLCK over the whole
+// file if it took byte ranges), then drops this process's descriptor. The
+// explicit release matters when another thread forks: between fork and
+// exec (or _exit) the child holds a copy of every descriptor, close-on-exec
+// ones included, and a lock only closed stays held until the last copy
+// closes, so the next holder (another process, taking it without blocking)
+// would find it busy although its owner had let go. A release through any
+// copy ends the lock for every process sharing the description. A lock a
+// child is meant to inherit (ShareWithChildren) is only closed.
 class FileLock {
  public:
   FileLock() = default;
-  FileLock(FileLock&&) noexcept = default;
-  FileLock& operator=(FileLock&&) noexcept = default;
+  FileLock(FileLock&& other) noexcept { *this = std::move(other); }
+  FileLock& operator=(FileLock&& other) noexcept;
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
-  ~FileLock() = default;
+  ~FileLock() { Close(); }
 
   // Opens (with `create`, creating mode 0640) `name` in `dir_fd`: one path
   // component, O_NOFOLLOW, a regular file (OpenRegularFileAt), close-on-exec.
@@ -85,8 +91,16 @@ class FileLock {
   // lock on one of the bytes that conflicts with `probe` (F_OFD_GETLK).
   Result<bool> IsRangeLocked(uint64_t start, uint64_t len,
                              LockMode probe = LockMode::kExclusive) const;
-  // Closes this process's descriptor (see the class comment).
-  void Close() { file_.reset(); }
+  // Releases the locks this description holds (unless shared with
+  // children), then closes this process's descriptor (see the class
+  // comment). A failed release is not reported: the kernel still releases
+  // the locks once the last copy of the descriptor closes.
+  void Close();
+  // Marks the lock as one a child process inherits (a handler run's,
+  // Ownership::LockForHandler): closing it then drops this process's
+  // descriptor only, and the lock stays held while a child keeps its copy
+  // (and every process it passed it to), released when the last one exits.
+  void ShareWithChildren() { shared_with_children_ = true; }
 
   bool is_open() const { return file_ != nullptr; }
   // The descriptor, for a child that is to inherit the lock: after fork,
@@ -104,6 +118,9 @@ class FileLock {
   std::unique_ptr<File> file_;
   FileSystem* fs_ = nullptr;
   std::string path_;
+  bool flocked_ = false;  // a flock taken and not unlocked since
+  bool ranges_ = false;   // a byte range taken
+  bool shared_with_children_ = false;
 };
 
 // Without taking it: true if another open file description holds a lock on
