@@ -162,8 +162,14 @@ class Dispatcher {
   // yet. In parallel also: queued, running, or ended and not taken yet.
   bool has_pending(int32_t partition) const;
   // Forgets them (a group member releasing the partition: its next owner
-  // hands them over again). Serially only (in parallel: Cancel).
+  // hands them over again). Serially only (in parallel: Yield).
   void Drop(int32_t partition);
+  // The first message of `partition` given to Add() whose handler never
+  // started (pending for a --batch, queued, dropped, or passed over once
+  // the run stopped): it and every later one given were not handed out.
+  // nullopt when every message given was (or none was). Handed back by an
+  // at-most-once member that lets the partition go (HandBackCommit).
+  std::optional<int64_t> first_unstarted(int32_t partition) const;
 
   // ---- parallel (options.parallel > 1) ----------------------------------
   // A unit (a message, or a --batch) whose handling ended.
@@ -184,10 +190,13 @@ class Dispatcher {
   // A unit is queued or running, or a --batch is being collected.
   bool busy() const;
   // `partition` moves to another owner: its queued and pending messages
-  // are dropped, and its running handler's process group is killed
-  // (SIGTERM, SIGKILL after the grace); returns once none of its handlers
-  // runs. What ended meanwhile is in the next TakeDone().
-  void Cancel(int32_t partition);
+  // are dropped, a unit waiting to retry gives up (unhandled), and its
+  // running handler is waited for, as serially (bounded by
+  // --max-poll-interval), so that a handler that finished is committed
+  // before the partition moves, never run again by its next owner; returns
+  // once none of its handlers runs. What ended meanwhile is in the next
+  // TakeDone().
+  void Yield(int32_t partition);
   // Hands every pending batch over and waits until every queued unit
   // ended, or the run stopped or was interrupted.
   Status Drain();
@@ -195,7 +204,8 @@ class Dispatcher {
   // running ones ended (an interrupt kills them; others finish).
   void Stop();
   // The partition moves to another owner: what this dispatcher remembers
-  // of its dead letters may go stale, so it is read again when needed.
+  // of its dead letters may go stale, so it is read again when needed; and
+  // what it was given starts afresh (first_unstarted).
   void Forget(int32_t partition);
   // Dead letters of `partition` (appended, or found already appended by an
   // earlier run) since the last call.
@@ -237,8 +247,15 @@ class Dispatcher {
     std::deque<Unit> queued;
     bool running = false;
     size_t outstanding = 0;  // units queued, running, or ended and not taken
-    std::atomic<bool> cancel{false};
+    std::atomic<bool> cancel{false};  // Yield: no further attempt starts
   };
+  // Offsets of one partition's messages given to Add() and started.
+  struct Progress {
+    int64_t first_given = -1;
+    int64_t given_end = -1;    // one past the last given
+    int64_t started_end = -1;  // one past the last unit started
+  };
+  void MarkStarted(int32_t partition, int64_t end);
   // Takes options_.handler_lock's lock for one unit into `*lock`, and
   // has its handlers inherit it.
   Status LockForUnit(int32_t partition, FileLock* lock, Ctl* ctl);
@@ -294,6 +311,9 @@ class Dispatcher {
   // Source offsets of this topic already in the DLQ, by source partition.
   std::unordered_map<int32_t, std::unordered_set<int64_t>> dead_;
   std::unordered_map<int32_t, int64_t> dead_counts_;  // TakeDeadLetters
+  // first_unstarted: given_mu_ guards progress_ (workers start units).
+  mutable std::mutex given_mu_;
+  std::unordered_map<int32_t, Progress> progress_;
 };
 
 }  // namespace mq::consume

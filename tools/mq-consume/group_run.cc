@@ -95,6 +95,10 @@ class Member {
   void Collect(int timeout_ms);
   Status Commit();
   Status CommitAhead(const ConsumedRecord& m);
+  // --at-most-once, letting go of partition `only` (or of each) without a
+  // crash: what was committed ahead of the output and not handed out is
+  // handed back to the next owner (HandBackCommit), in one commit.
+  Status HandBack(std::optional<int32_t> only = std::nullopt);
   // --at-most-once: commits the dead letters counted since the last commit
   // at once (see the definition).
   Status CommitDeadLetters();
@@ -210,10 +214,10 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
 
 Status Member::Revoke(int32_t p) {
   if (dispatcher_ && dispatcher_->parallel()) {
-    // Its handler may be running: its process group is killed and reaped
-    // before the partition is let go (a handler holds the ownership lock
-    // too); its queued messages are dropped, unhandled, for the next owner.
-    dispatcher_->Cancel(p);
+    // Its handler may be running: it is waited for (as serially), so that
+    // what it finished is committed below and never run again by the next
+    // owner; its queued messages are dropped, unhandled, for the next owner.
+    dispatcher_->Yield(p);
     Collect(0);
   } else if (dispatcher_) {
     // Handlers run one at a time on this thread: none runs now. A --batch
@@ -226,6 +230,7 @@ Status Member::Revoke(int32_t p) {
     ReadAcks(false);
   }
   MQ_RETURN_IF_ERROR(Commit());
+  MQ_RETURN_IF_ERROR(HandBack(p));
   consumer_->Unassign(p);
   progress_.erase(p);
   if (dispatcher_ && dispatcher_->sink()) dispatcher_->sink()->Release(p);
@@ -455,6 +460,39 @@ Status Member::CommitAhead(const ConsumedRecord& m) {
   return Status::Ok();
 }
 
+Status Member::HandBack(std::optional<int32_t> only) {
+  if (!f_.at_most_once) return Status::Ok();
+  std::vector<OffsetCommit> commits;
+  for (const auto& [p, pr] : progress_) {
+    if ((only && p != *only) || pr.ahead < 0) continue;
+    // Printed, or its handler started: every message below the first one
+    // given to a handler that never started (--batch, --parallel's queue, a
+    // stop), or else below the consumer's position.
+    std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
+    int32_t epoch = kNoLeaderEpoch;
+    if (!from) {
+      from = consumer_->position(p);
+      epoch = last_epoch_[static_cast<size_t>(p)];
+    }
+    if (!from) continue;
+    if (auto c = HandBackCommit(f_.topic, p, pr.committed, *from, epoch))
+      commits.push_back(std::move(*c));
+  }
+  if (commits.empty()) return Status::Ok();
+  MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
+  for (const OffsetCommit& c : commits) {
+    Progress& pr = progress_[c.partition];
+    if (f_.verbose)
+      cli::Eprint("partition {}: handed back offsets {} to {} (committed ahead, not handed "
+                  "out)\n",
+                  c.partition, c.offset, pr.committed - 1);
+    pr.committed = c.offset;
+    pr.ahead = c.offset;
+    pr.ahead_epoch = c.leader_epoch;
+  }
+  return Status::Ok();
+}
+
 Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   if (f_.count && *f_.count == 0) return Status::Ok();
   const bool need_headers = printer_.needs_headers() || !settings_.header_filters.empty();
@@ -566,6 +604,7 @@ Status Member::Finish(bool completed) {
     }
     MarkHandled();
     Status committed = Commit();
+    if (committed.ok()) committed = HandBack();
     return flushed.ok() ? committed : flushed;
   }
   if (out_->Flush()) MarkFlushed();
@@ -576,7 +615,8 @@ Status Member::Finish(bool completed) {
     ::close(1);
     ReadAcks(true);
   }
-  return Commit();
+  MQ_RETURN_IF_ERROR(Commit());
+  return HandBack();
 }
 
 }  // namespace

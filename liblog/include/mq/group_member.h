@@ -28,6 +28,22 @@ namespace mq {
 // (other characters become '_'): unique among live members of a host.
 std::string DefaultMemberId();
 
+// At most once (format-spec/group.md §14.3, R31's hand-back exception): a
+// member commits a batch's offsets before it hands out any of its messages
+// (`committed`: the offset it committed, past the batch), so a crash loses
+// what it had not handed out yet. When it lets go of the partition without
+// a crash (a rebalance, or a clean stop: -c, -e, end of output, SIGINT,
+// SIGTERM), every message below `handed_out` was handed out (printed, or
+// its handler started) and none at or above it: those are handed back to
+// the partition's next owner by this commit, which lowers the committed
+// offset to `handed_out` and is accepted only while the committed offset
+// is still `committed` (its lower_from). `leader_epoch`: of the record at
+// handed_out - 1 (-1: not known). nullopt when there is nothing to hand
+// back (`committed` is -1, none, or not above `handed_out`).
+std::optional<OffsetCommit> HandBackCommit(std::string_view topic, int32_t partition,
+                                           int64_t committed, int64_t handed_out,
+                                           int32_t leader_epoch);
+
 struct MembershipView {
   std::vector<std::string> members;  // live member ids, sorted; this member included
   std::vector<int32_t> target;       // partitions this member should own, ascending
