@@ -149,7 +149,7 @@ Status Dispatcher::Add(int32_t partition, bool log_append_time, const RecordView
   if (interrupted() || exit_code_ != 0) return Status::Ok();
   if (!options_.batch && !parallel()) {
     Message m{r.offset, r.timestamp, log_append_time, r.key, r.value, headers};
-    return HandleNow(partition, std::span<const Message>(&m, 1));
+    return HandleNow(partition, std::span<const Message>(&m, 1), leader_epoch);
   }
   Stored s;
   s.offset = r.offset;
@@ -190,10 +190,11 @@ Status Dispatcher::FlushPartition(int32_t partition) {
   std::vector<Message> views;
   views.reserve(batch.size());
   for (Stored& s : batch) views.push_back(s.View());
-  return HandleNow(partition, views);
+  return HandleNow(partition, views, pending_epoch_[partition]);
 }
 
-Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> messages) {
+Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> messages,
+                             int32_t leader_epoch) {
   Ctl ctl;
   FileLock lock;
   Status s = LockForUnit(partition, &lock, &ctl);
@@ -202,11 +203,25 @@ Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> message
   // topic that failed, a transform that is not deterministic) leaves it
   // unhandled: nothing is handed over (healthy() is false) or committed.
   if (!s.ok()) SetExit(s.exit_code());
+  // Only a unit handled whole counts: one cut short is run again whole by
+  // the next owner, which finds its dead letters and counts them then.
+  if (!s.ok() || ctl.cut) return s;
   if (ctl.dead_letters > 0) {
     std::lock_guard<std::mutex> dlq(dlq_mu_);
     dead_counts_[partition] += ctl.dead_letters;
   }
+  std::lock_guard<std::mutex> lk(given_mu_);
+  Progress& g = progress_[partition];
+  g.handled_end = messages.back().offset + 1;
+  g.handled_epoch = leader_epoch;
   return s;
+}
+
+std::optional<Dispatcher::Handled> Dispatcher::handled_through(int32_t partition) const {
+  std::lock_guard<std::mutex> lk(given_mu_);
+  auto it = progress_.find(partition);
+  if (it == progress_.end() || it->second.handled_end < 0) return std::nullopt;
+  return Handled{it->second.handled_end, it->second.handled_epoch};
 }
 
 void Dispatcher::MarkStarted(int32_t partition, int64_t end) {

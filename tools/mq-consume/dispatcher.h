@@ -170,6 +170,16 @@ class Dispatcher {
   // nullopt when every message given was (or none was). Handed back by an
   // at-most-once member that lets the partition go (HandBackCommit).
   std::optional<int64_t> first_unstarted(int32_t partition) const;
+  // Serially: one past the last message of `partition` whose handler run
+  // ended handled (exit 0, or dead-lettered), with its batch's leader
+  // epoch; units run in offset order, so every message given before it
+  // was handled. What a member hands over once a run stopped (an
+  // interrupt, a poison message): nothing past it. nullopt: none yet.
+  struct Handled {
+    int64_t end = 0;
+    int32_t leader_epoch = -1;
+  };
+  std::optional<Handled> handled_through(int32_t partition) const;
 
   // ---- parallel (options.parallel > 1) ----------------------------------
   // A unit (a message, or a --batch) whose handling ended.
@@ -254,6 +264,8 @@ class Dispatcher {
     int64_t first_given = -1;
     int64_t given_end = -1;    // one past the last given
     int64_t started_end = -1;  // one past the last unit started
+    int64_t handled_end = -1;  // serially: one past the last unit handled
+    int32_t handled_epoch = -1;
   };
   void MarkStarted(int32_t partition, int64_t end);
   // Takes options_.handler_lock's lock for one unit into `*lock`, and
@@ -267,7 +279,7 @@ class Dispatcher {
   Result<bool> DeadAlready(int32_t partition, int64_t offset);
   Status FlushPartition(int32_t partition);
   // Serially: handles a unit now.
-  Status HandleNow(int32_t partition, std::span<const Message> messages);
+  Status HandleNow(int32_t partition, std::span<const Message> messages, int32_t leader_epoch);
   // Parallel: queues a unit, waiting for room first.
   void Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch);
   void Work();  // a worker thread

@@ -83,9 +83,11 @@ class Member {
   void MarkFlushed();
   // --exec: a partition (`only`, or each) with no message waiting for its
   // handler has had every message handed out handled: its position is
-  // handed over, with the dead letters below it. Nothing moves once a run
-  // stopped (a poison message, a stuck handler, an interrupt): a message
-  // whose handler did not finish is never handed over.
+  // handed over, with the dead letters below it. Once a run stopped (a
+  // poison message, a stuck handler, an interrupt) only what was handled
+  // moves, serially up to the last unit handled (handled_through; a
+  // handler that exited 0 after the interrupt's SIGTERM counts): a
+  // message whose handler did not finish is never handed over.
   void MarkHandled(std::optional<int32_t> only = std::nullopt);
   // Partition `p`'s position is handed over, with the epoch of its last record.
   void HandOver(int32_t p, Progress& pr);
@@ -308,11 +310,26 @@ void Member::Collect(int timeout_ms) {
 }
 
 void Member::MarkHandled(std::optional<int32_t> only) {
-  if (!dispatcher_ || !dispatcher_->healthy()) return;
+  if (!dispatcher_) return;
+  const bool healthy = dispatcher_->healthy();
+  // --parallel reports each unit that ended (Collect).
+  if (!healthy && dispatcher_->parallel()) return;
   for (auto& [p, pr] : progress_) {
-    if ((only && p != *only) || dispatcher_->has_pending(p)) continue;
+    if (only && p != *only) continue;
+    if (healthy) {
+      if (dispatcher_->has_pending(p)) continue;
+      pr.dead_letters += dispatcher_->TakeDeadLetters(p);
+      HandOver(p, pr);
+      continue;
+    }
+    // Serially, once a run stopped: up to the last unit handled, which
+    // every earlier message was, and nothing past it.
+    auto h = dispatcher_->handled_through(p);
+    if (h && h->end > pr.handed) {
+      pr.handed = h->end;
+      pr.epoch = h->leader_epoch;
+    }
     pr.dead_letters += dispatcher_->TakeDeadLetters(p);
-    HandOver(p, pr);
   }
 }
 
