@@ -261,6 +261,12 @@ Status Member::Rebalance() {
     auto state = group_->Read();
     if (!state) return state.error();
     for (int32_t p : taken) MQ_RETURN_IF_ERROR(Acquire(p, *state));
+    // Serially a handler run costs far more than reading a batch: the
+    // partitions taken are read next (in order), not after the rest of the
+    // batch being handled and a batch of every other partition, so that a
+    // dead member's partitions are handled again within a poll or so.
+    if (dispatcher_ && !dispatcher_->parallel())
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) consumer_->ReadNext(*it);
   }
   waiting_ = 0;
   for (int32_t p : view->target) waiting_ += member_->owns(p) ? 0 : 1;
