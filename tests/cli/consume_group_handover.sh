@@ -7,8 +7,9 @@
 # message, at most one per running handler and leave); the default mode
 # (printing, --exec) and --parallel lose nothing and repeat nothing (a
 # handler that finished is committed before its partition moves, and one
-# that exits 0 after SIGTERM counts as handled). Seeded: MQ_TEST_SEED
-# repeats a run's timings.
+# that exits 0 after SIGTERM counts as handled). Serially, a SIGKILLed
+# member's partition is handled by the survivor before the rest of the
+# batch it was handling. Seeded: MQ_TEST_SEED repeats a run's timings.
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -180,3 +181,49 @@ exec_case exec-par --parallel 2
 ((lost == 0)) || fail "exec-par: lost $lost messages at least once (seed $SEED)"
 exec_case exec-par-amo --parallel 2 --at-most-once
 ((lost <= 8)) || fail "exec-par-amo: --at-most-once lost $lost messages in 4 leaves (seed $SEED)"
+
+# --- serially, a dead member's partition is handled next --------------------------------
+# Two partitions of 200 messages, one record batch each; members a and b
+# start together and share them; b is SIGKILLed once it handled a few,
+# while a is in the middle of its partition's batch. a takes b's partition and runs its handlers next: the rest of its
+# own batch comes after them, not before (no timing is asserted: the order
+# of a's handler runs is).
+produce -t tk --create --partitions 2 </dev/null
+for p in 0 1; do seq 0 199 | produce -t tk -p "$p" --batch-bytes 1m; done
+export RUN="$WORK/takeover"
+mkdir "$RUN"
+# shellcheck disable=SC2016
+TK_HANDLER='echo "$MQ_PARTITION $MQ_OFFSET" >>"$RUN/handled.$MEMBER"; sleep 0.01'
+start_tk() {
+  MEMBER=$1 "$C" -t tk -G tk --member-id "$1" -v --exec sh -c "$TK_HANDLER" 2>"$RUN/err.$1" &
+  PIDS+=($!)
+  eval "pid_$1=$!"
+}
+start_tk a
+start_tk b
+for _ in $(seq 1 600); do
+  (($(cat "$RUN/handled.b" 2>/dev/null | wc -l || true) >= 3)) && break
+  sleep 0.05
+done
+(($(cat "$RUN/handled.b" 2>/dev/null | wc -l || true) >= 3)) ||
+  fail "takeover: member b handled nothing: $(cat "$RUN/err.b")"
+kill -KILL "$pid_b"
+wait "$pid_b" 2>/dev/null || true
+echo KILL >>"$RUN/handled.a"
+taken=$(head -1 "$RUN/handled.b" | cut -d' ' -f1)
+for _ in $(seq 1 1200); do
+  (($(sort -u "$RUN"/handled.* | grep -c '^[0-9]') >= 400)) && break
+  sleep 0.05
+done
+kill -TERM "$pid_a"
+wait "$pid_a" 2>/dev/null || true
+tally takeover <(seq 0 199 | awk '{print "0 " $1; print "1 " $1}' | sort) "$RUN"/handled.*
+((lost == 0)) || fail "takeover: lost $lost messages (seed $SEED)"
+# After the kill: a's first run of the taken partition, then a run of its
+# own partition's batch that was under way.
+sed '1,/^KILL$/d' "$RUN/handled.a" | awk -v t="$taken" '
+  $1 == t && !seen { seen = NR }
+  $1 != t && seen { after = 1 }
+  END { exit !(seen && after) }' ||
+  fail "takeover: member a finished its own batch before running the taken partition $taken: $(sed '1,/^KILL$/d' "$RUN/handled.a" | awk -v t="$taken" '$1 == t {print NR ": " $0; exit}') (seed $SEED)"
+echo "takeover: partition $taken handled by a before the rest of its own batch"
