@@ -45,14 +45,15 @@ tally() {
 }
 
 # --- printing: joins and SIGTERM leaves ------------------------------------------------
-# 6 partitions of 600 messages of 1,000 bytes, hundreds per record batch
-# (at most once, a batch is committed before its first message is printed). Each
-# member prints through a reader that takes about 2,000 lines a second, so
-# that every member is in the middle of a batch when partitions move.
+# 6 partitions of 500 messages of 4,000 bytes, about 250 per record batch
+# (at most once, a batch is committed before its first message is
+# printed). Each member prints through a reader that takes about 500 lines
+# a second, so that members are in the middle of a batch when partitions
+# move (their 1 MB output buffer holds about one batch).
 produce -t amo --create --partitions 6 </dev/null
-VALUE=$(printf 'v%.0s' $(seq 1 1000))
+VALUE=$(printf 'v%.0s' $(seq 1 4000))
 for p in 0 1 2 3 4 5; do
-  seq 0 599 | awk -v v="$VALUE" '{print v}' | produce -t amo -p "$p" --batch-bytes 1m
+  seq 0 499 | awk -v v="$VALUE" '{print v}' | produce -t amo -p "$p" --batch-bytes 1m
 done
 "$C" -t amo -e -f '%p %o\n' | sort >"$WORK/amo.all"
 # shellcheck disable=SC2016
@@ -62,7 +63,7 @@ out = open(sys.argv[1], "w")
 for n, line in enumerate(sys.stdin.buffer):
     f = line.split(b" ", 2)
     out.write(f[0].decode() + " " + f[1].decode() + "\n")
-    if n % 20 == 19:
+    if n % 5 == 4:
         out.flush()
         time.sleep(0.01)
 out.close()'
