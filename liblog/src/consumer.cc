@@ -264,6 +264,28 @@ bool Consumer::Unassign(int32_t partition) {
   return true;
 }
 
+bool Consumer::ReadNext(int32_t partition) {
+  auto it = std::find_if(cursors_.begin(), cursors_.end(),
+                         [&](const auto& c) { return c->partition == partition; });
+  if (it == cursors_.end()) return false;
+  if (batch_ && batch_->cursor == it->get()) return true;  // it is being read
+  std::unique_ptr<Cursor> next = std::move(*it);
+  size_t index = static_cast<size_t>(it - cursors_.begin());
+  cursors_.erase(it);
+  if (index < turn_) --turn_;
+  if (batch_) {
+    // Its turn is the current one: it comes again right after.
+    Cursor* aside = batch_->cursor;
+    Release(*aside);
+    auto at = std::find_if(cursors_.begin(), cursors_.end(),
+                           [&](const auto& c) { return c.get() == aside; });
+    turn_ = static_cast<size_t>(at - cursors_.begin());
+  }
+  turn_ = std::min(turn_, cursors_.size());
+  cursors_.insert(cursors_.begin() + static_cast<std::ptrdiff_t>(turn_), std::move(next));
+  return true;
+}
+
 // A batch failed a rule. Without skip_corrupt this is the error Next()
 // returns; with it the skip is reported and reading goes on after the batch.
 Status Consumer::OnBadBatch(Cursor& c, Status s, bool from_reader) {

@@ -373,7 +373,7 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
            (c.offset == it->offset && c.leader_epoch <= it->leader_epoch)))
         continue;
       const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
-                          it->offset == c.lower_from;  // R31's truncation exception
+                          it->offset == c.lower_from;  // R31's exceptions (truncation, hand-back)
       if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&
           !lowers) {
         return Status(Code::kInvalidArgument,

@@ -129,6 +129,19 @@ std::string DefaultMemberId() {
   return fmt::format("{}-{}-{:08x}", h, ::getpid(), rd());
 }
 
+std::optional<OffsetCommit> HandBackCommit(std::string_view topic, int32_t partition,
+                                           int64_t committed, int64_t handed_out,
+                                           int32_t leader_epoch) {
+  if (committed < 0 || handed_out < 0 || handed_out >= committed) return std::nullopt;
+  OffsetCommit c;
+  c.topic = std::string(topic);
+  c.partition = partition;
+  c.offset = handed_out;
+  c.leader_epoch = leader_epoch;
+  c.lower_from = committed;
+  return c;
+}
+
 GroupMember::~GroupMember() { Leave(); }
 
 GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {

@@ -3,8 +3,9 @@
 # run at once (more than one, at most N), never two of one partition, each
 # partition in offset order, every message handled and committed; without
 # --parallel, one at a time. Members with --parallel moving partitions
-# (a member added, one SIGKILLed): a revoked partition's running handler is
-# stopped, never two live handlers of one partition, every message handled.
+# (a member added, one SIGKILLed): a revoked partition's running handler
+# finishes before the partition moves, never two live handlers of one
+# partition, every message handled.
 # At-least-once under random SIGKILLs with --parallel (seeded:
 # MQ_TEST_SEED repeats a run, MQ_GROUP_KILLS sets the number of kills).
 # A failed dead-letter append stops the member without committing past it.
@@ -121,7 +122,7 @@ mkdir "$RUNW"
 # Each handler's work runs in a child it waits for. The child marks its
 # partition running (set -C: a second live handler of the partition finds
 # the mark and says so in collisions) and clears the mark before it ends:
-# on SIGTERM (its partition revoked: the handler passes the signal on and
+# on SIGTERM (its member stopped: the handler passes the signal on and
 # waits for it, so the mark is gone before the handler ends and the
 # partition is released), or when done. The mark holds the child's token
 # and is written by a builtin (no subshell), so the SIGTERM trap, which
@@ -129,12 +130,12 @@ mkdir "$RUNW"
 # one made just before the signal. When its member is SIGKILLed the
 # child lives on (only the handler gets PR_SET_PDEATHSIG), holding the
 # partition's ownership lock, and works two seconds longer. A handler ended
-# by a revocation adds "P revoked" to its member's log: its message is not
+# by its member's SIGTERM adds "P revoked" to its member's log: its message is not
 # committed (it may have been logged already), so the partition's next
 # owner, possibly the same member later, handles it again. The member's
 # -v lines go to the same log ("partition P: released" once every handler
-# of P is gone): a handler that ended by itself just as its partition was
-# revoked adds no line, and its message may be handed out again too.
+# of P is gone): a handler that ended by itself just as its member was
+# stopped adds no line, and its message counts as handled.
 # shellcheck disable=SC2016
 WHANDLER='( m="$RUNW/running.$MQ_PARTITION" tok="$MEMBER $MQ_OFFSET $$" have=
   trap '"'"'{ read -r have <"$m"; } 2>/dev/null; [ "$have" != "$tok" ] || rm -f "$m"; echo "$MQ_PARTITION $MQ_OFFSET" >>"$RUNW/stopped.$MEMBER"; exit 143'"'"' TERM
@@ -190,7 +191,7 @@ for m in a b c; do
     fail "member $m handled out of order: $(cat "$WORK/order")"
 done
 stopped=$( (cat "$RUNW"/stopped.* 2>/dev/null || true) | wc -l)
-echo "members with --parallel 3: $(for m in a b c; do printf '%s=%s ' $m "$(handled "$RUNW/log.$m" | wc -l)"; done)handled; $stopped handler runs stopped by a revocation; $(($(handled "$RUNW"/log.* | wc -l) - 120)) twice"
+echo "members with --parallel 3: $(for m in a b c; do printf '%s=%s ' $m "$(handled "$RUNW/log.$m" | wc -l)"; done)handled; $stopped handler runs stopped by SIGTERM; $(($(handled "$RUNW"/log.* | wc -l) - 120)) twice"
 
 # --- at-least-once with --parallel under random SIGKILLs --------------------------------
 produce -t alo --create --partitions 4 </dev/null

@@ -540,3 +540,54 @@ TEST_CASE("consumer property: every record once per assignment period, in order"
                 static_cast<unsigned long long>(changes));
   }
 }
+
+TEST_CASE("consumer: ReadNext reads a partition next, putting aside the batch being handed out") {
+  Topic t(3);
+  t.Append(0, 10);
+  t.Append(1, 10);
+  t.Append(2, 10);
+  auto c = t.Open();
+  REQUIRE(c->Assign(0, {K::kBeginning, 0}).ok());
+  REQUIRE(c->Assign(1, {K::kBeginning, 0}).ok());
+  std::vector<Got> got;
+  for (int i = 0; i < 3; ++i) {  // in the middle of partition 0's batch
+    auto r = c->Next();
+    REQUIRE(r);
+    REQUIRE(*r);
+    got.push_back({(*r)->partition, (*r)->record.offset});
+  }
+  REQUIRE(got.back() == Got{0, 2});
+  // Partition 2 is taken over: its first record comes next, before the
+  // rest of partition 0's batch and before partition 1's.
+  REQUIRE(c->Assign(2, {K::kOffset, 4}).ok());
+  CHECK(c->ReadNext(2));
+  CHECK(c->position(0) == 3);
+  auto r = c->Next();
+  REQUIRE(r);
+  REQUIRE(*r);
+  CHECK(Got{(*r)->partition, (*r)->record.offset} == Got{2, 4});
+  got.push_back({(*r)->partition, (*r)->record.offset});
+  for (const Got& g : Drain(*c)) got.push_back(g);
+  // Nothing lost or repeated; partition 0 goes on right after partition 2's batch.
+  CHECK(OffsetsOf(got, 0) == Range(0, 10));
+  CHECK(OffsetsOf(got, 1) == Range(0, 10));
+  CHECK(OffsetsOf(got, 2) == Range(4, 10));
+  const std::vector<Got> order(got.begin() + 3, got.begin() + 17);
+  std::vector<Got> want;
+  for (int64_t o = 4; o < 10; ++o) want.push_back({2, o});
+  for (int64_t o = 3; o < 10; ++o) want.push_back({0, o});
+  want.push_back({1, 0});
+  CHECK(order == want);
+  CHECK_FALSE(c->ReadNext(7));
+  // The one being read already: nothing changes.
+  t.Append(0, 2);
+  r = c->Next();
+  REQUIRE(r);
+  REQUIRE(*r);
+  CHECK((*r)->partition == 0);
+  CHECK(c->ReadNext(0));
+  r = c->Next();
+  REQUIRE(r);
+  REQUIRE(*r);
+  CHECK(Got{(*r)->partition, (*r)->record.offset} == Got{0, 11});
+}

@@ -295,3 +295,50 @@ TEST_CASE("group member: one that leaves while a forked child holds copies of it
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
 }
+
+TEST_CASE("group member: at most once, what was committed ahead and not handed out is handed "
+          "back when the partition is let go") {
+  TempDir tmp;
+  const std::string dir = MakeDataDir(tmp);
+  auto group = Group::Open(dir, "g", true);
+  REQUIRE(group);
+  // A batch of offsets 0..999 committed before its first message was
+  // handed out; 400 were handed out when the partition moves.
+  const std::vector<OffsetCommit> ahead{{"t", 2, 1000, 5, 0, -1}};
+  REQUIRE(group->Commit(ahead, "a").ok());
+  auto back = HandBackCommit("t", 2, 1000, 400, 5);
+  REQUIRE(back);
+  CHECK(back->topic == "t");
+  CHECK(back->partition == 2);
+  CHECK(back->offset == 400);
+  CHECK(back->leader_epoch == 5);
+  CHECK(back->lower_from == 1000);
+  CHECK(back->dead_letters_added == 0);
+  REQUIRE(group->Commit(std::span<const OffsetCommit>(&*back, 1), "a").ok());
+  auto state = group->Read();
+  REQUIRE(state);
+  const CommittedOffset* c = state->Find("t", 2);
+  REQUIRE(c != nullptr);
+  CHECK(c->offset == 400);  // the next owner starts at the first message not handed out
+  CHECK(c->leader_epoch == 5);
+
+  // Nothing to hand back: every message committed was handed out, nothing
+  // was committed ahead, or nothing is known.
+  CHECK_FALSE(HandBackCommit("t", 2, 1000, 1000, 5));
+  CHECK_FALSE(HandBackCommit("t", 2, 1000, 1200, 5));
+  CHECK_FALSE(HandBackCommit("t", 2, -1, 400, 5));
+  CHECK_FALSE(HandBackCommit("t", 2, 1000, -1, 5));
+
+  // Accepted only while the offset is still the one committed ahead: once
+  // anything else was committed (R31), the hand-back is refused whole.
+  const std::vector<OffsetCommit> later{{"t", 2, 1500, 5, 0, -1}};
+  REQUIRE(group->Commit(later, "a").ok());
+  auto stale = HandBackCommit("t", 2, 1000, 600, 5);
+  REQUIRE(stale);
+  Status refused = group->Commit(std::span<const OffsetCommit>(&*stale, 1), "a");
+  CHECK(refused.code() == Code::kInvalidArgument);
+  CHECK_THAT(refused.message(), Catch::Contains("R31"));
+  state = group->Read();
+  REQUIRE(state);
+  CHECK(state->Find("t", 2)->offset == 1500);
+}

@@ -472,3 +472,23 @@ TEST_CASE("handler: capture_stdout keeps all of a transform's output, bounded", 
   CHECK_FALSE(o.ok());
   CHECK(o.StatusText() == "output-too-large");
 }
+
+TEST_CASE("handler: a handler that exits 0 by itself after an interrupt's SIGTERM ran to its end",
+          "[handler]") {
+  TempDir tmp;
+  volatile std::sig_atomic_t flag = 0;
+  std::thread interrupter([&] {
+    ReadPid(tmp / "pid");
+    flag = SIGTERM;
+  });
+  // It finishes its work when asked to stop (the trap), then exits 0.
+  Outcome o = MustRun(Sh("trap 'echo finished > \"$1.done\"; exit 0' TERM; echo $$ > \"$1\"; "
+                         "sleep 1000 & wait",
+                         {tmp / "pid"}),
+                      {}, &flag, 5000);
+  interrupter.join();
+  CHECK(o.kind == Outcome::Kind::kExited);
+  CHECK(o.code == 0);
+  CHECK(o.ok());
+  CHECK(Slurp(tmp / "pid.done") == "finished\n");
+}

@@ -445,20 +445,29 @@ Result<Outcome> Process::Communicate(std::string_view input,
   }
   if (interrupted_now || timed_out) {
     KillGroup(grace_ms);
-    drain(true);
-    out.kind = timed_out ? Outcome::Kind::kTimedOut : Outcome::Kind::kInterrupted;
-    out.stderr_tail = tail.Take();
-    out.output.clear();
-    CloseFd(stderr_fd_);
-    CloseFd(stdout_fd_);
-    return out;
+    // Interrupted, a handler that then exited 0 by itself within the grace
+    // (one that finishes its work when asked to stop) ran to its end too:
+    // its outcome stands, and its message is not handed out again.
+    const bool finished = interrupted_now && exec_errno_ == 0 && WIFEXITED(wait_status_) &&
+                          WEXITSTATUS(wait_status_) == 0;
+    if (!finished) {
+      drain(true);
+      out.kind = timed_out ? Outcome::Kind::kTimedOut : Outcome::Kind::kInterrupted;
+      out.stderr_tail = tail.Take();
+      out.output.clear();
+      CloseFd(stderr_fd_);
+      CloseFd(stdout_fd_);
+      return out;
+    }
   }
   // Exited: take what it wrote, then kill what it left behind in its group
-  // while it is still a zombie, then reap it.
+  // while it is still a zombie, then reap it (KillGroup did both already).
   drain(true);
   take_output(true);
-  ::kill(-pid_, SIGKILL);
-  Reap();
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);
+    Reap();
+  }
   CloseFd(stdin_fd_);
   CloseFd(stderr_fd_);
   CloseFd(stdout_fd_);

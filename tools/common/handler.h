@@ -112,7 +112,10 @@ class Process {
   // with the outcome kTimedOut. `*cancel` becoming true (checked as often)
   // kills the group the same way, with the outcome kInterrupted: another
   // thread giving the handler's work up. A handler found exited when one of
-  // these is seen has the outcome of its exit: it ran to its end. Whatever
+  // these is seen has the outcome of its exit: it ran to its end; so has
+  // one that exits 0 by itself after the SIGTERM of an interrupt or a
+  // cancel, within the grace (it finished its work when asked to stop; a
+  // handler past its deadline stays kTimedOut). Whatever
   // way the handler ended,
   // its process group is SIGKILLed before this returns (while the handler
   // is still unreaped, so the group id cannot have been reused).

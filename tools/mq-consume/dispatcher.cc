@@ -140,10 +140,16 @@ Status Dispatcher::Close() {
 
 Status Dispatcher::Add(int32_t partition, bool log_append_time, const RecordView& r,
                        std::span<const Header> headers, int32_t leader_epoch) {
+  {
+    std::lock_guard<std::mutex> lk(given_mu_);
+    Progress& g = progress_[partition];
+    if (g.first_given < 0) g.first_given = r.offset;
+    g.given_end = r.offset + 1;
+  }
   if (interrupted() || exit_code_ != 0) return Status::Ok();
   if (!options_.batch && !parallel()) {
     Message m{r.offset, r.timestamp, log_append_time, r.key, r.value, headers};
-    return HandleNow(partition, std::span<const Message>(&m, 1));
+    return HandleNow(partition, std::span<const Message>(&m, 1), leader_epoch);
   }
   Stored s;
   s.offset = r.offset;
@@ -184,10 +190,11 @@ Status Dispatcher::FlushPartition(int32_t partition) {
   std::vector<Message> views;
   views.reserve(batch.size());
   for (Stored& s : batch) views.push_back(s.View());
-  return HandleNow(partition, views);
+  return HandleNow(partition, views, pending_epoch_[partition]);
 }
 
-Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> messages) {
+Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> messages,
+                             int32_t leader_epoch) {
   Ctl ctl;
   FileLock lock;
   Status s = LockForUnit(partition, &lock, &ctl);
@@ -196,11 +203,44 @@ Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> message
   // topic that failed, a transform that is not deterministic) leaves it
   // unhandled: nothing is handed over (healthy() is false) or committed.
   if (!s.ok()) SetExit(s.exit_code());
+  // Only a unit handled whole counts: one cut short is run again whole by
+  // the next owner, which finds its dead letters and counts them then.
+  if (!s.ok() || ctl.cut) return s;
   if (ctl.dead_letters > 0) {
     std::lock_guard<std::mutex> dlq(dlq_mu_);
     dead_counts_[partition] += ctl.dead_letters;
   }
+  std::lock_guard<std::mutex> lk(given_mu_);
+  Progress& g = progress_[partition];
+  g.handled_end = messages.back().offset + 1;
+  g.handled_epoch = leader_epoch;
   return s;
+}
+
+std::optional<Dispatcher::Handled> Dispatcher::handled_through(int32_t partition) const {
+  std::lock_guard<std::mutex> lk(given_mu_);
+  auto it = progress_.find(partition);
+  if (it == progress_.end() || it->second.handled_end < 0) return std::nullopt;
+  return Handled{it->second.handled_end, it->second.handled_epoch};
+}
+
+void Dispatcher::MarkStarted(int32_t partition, int64_t end) {
+  std::lock_guard<std::mutex> lk(given_mu_);
+  Progress& g = progress_[partition];
+  g.started_end = std::max(g.started_end, end);
+}
+
+std::optional<int64_t> Dispatcher::first_unstarted(int32_t partition) const {
+  std::lock_guard<std::mutex> lk(given_mu_);
+  auto it = progress_.find(partition);
+  if (it == progress_.end() || it->second.given_end < 0) return std::nullopt;
+  const Progress& g = it->second;
+  if (g.started_end < 0) return g.first_given;
+  // Messages are started in the order they were given: those past the
+  // last unit started are the ones not started (offsets in between that
+  // were never given are not messages to hand out).
+  if (g.started_end < g.given_end) return g.started_end;
+  return std::nullopt;
 }
 
 bool Dispatcher::has_pending(int32_t partition) const {
@@ -325,7 +365,7 @@ bool Dispatcher::busy() const {
   return false;
 }
 
-void Dispatcher::Cancel(int32_t partition) {
+void Dispatcher::Yield(int32_t partition) {
   Drop(partition);
   std::unique_lock<std::mutex> lk(mu_);
   auto it = lanes_.find(partition);
@@ -334,8 +374,9 @@ void Dispatcher::Cancel(int32_t partition) {
   for (const Unit& u : lane.queued) queued_bytes_ -= u.bytes;
   lane.outstanding -= lane.queued.size();
   lane.queued.clear();
-  // The running handler sees the flag within 100 ms and its process group
-  // is killed (SIGTERM, then SIGKILL after the grace) and reaped.
+  // A unit waiting to retry sees the flag within 100 ms and ends
+  // unhandled (its failed attempt is run again by the next owner); a
+  // running handler is not stopped: what it finishes is committed.
   lane.cancel = true;
   done_cv_.wait(lk, [&] { return !lane.running; });
   lane.cancel = false;
@@ -376,6 +417,10 @@ void Dispatcher::Drop(int32_t partition) {
 }
 
 void Dispatcher::Forget(int32_t partition) {
+  {
+    std::lock_guard<std::mutex> lk(given_mu_);
+    progress_.erase(partition);
+  }
   std::lock_guard<std::mutex> dlq(dlq_mu_);
   dead_.erase(partition);
   // Dead letters not taken with the partition's position are counted by
@@ -419,6 +464,7 @@ Status Dispatcher::LockForUnit(int32_t partition, FileLock* lock, Ctl* ctl) {
 }
 
 Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl) {
+  MarkStarted(partition, messages.back().offset + 1);
   OutputSink* sink = options_.sink;
   if (sink) {
     // A transform: one message per unit (no --batch).
@@ -509,8 +555,10 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
   uint64_t backoff = options_.retry_backoff_ms;
   while (true) {
     ++a.attempts;
+    // No cancel: a partition given up lets its running handler finish
+    // (Yield); only an interrupt or the deadline stops it.
     auto outcome = handler::Run(spec, stdin_bytes, interrupted_, options_.kill_grace_ms,
-                                options_.max_run_ms, ctl.cancel);
+                                options_.max_run_ms);
     if (!outcome) return outcome.error();
     a.outcome = std::move(*outcome);
     if (a.outcome.ok() || a.outcome.kind == handler::Outcome::Kind::kInterrupted) return a;

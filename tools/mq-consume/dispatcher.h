@@ -162,8 +162,24 @@ class Dispatcher {
   // yet. In parallel also: queued, running, or ended and not taken yet.
   bool has_pending(int32_t partition) const;
   // Forgets them (a group member releasing the partition: its next owner
-  // hands them over again). Serially only (in parallel: Cancel).
+  // hands them over again). Serially only (in parallel: Yield).
   void Drop(int32_t partition);
+  // The first message of `partition` given to Add() whose handler never
+  // started (pending for a --batch, queued, dropped, or passed over once
+  // the run stopped): it and every later one given were not handed out.
+  // nullopt when every message given was (or none was). Handed back by an
+  // at-most-once member that lets the partition go (HandBackCommit).
+  std::optional<int64_t> first_unstarted(int32_t partition) const;
+  // Serially: one past the last message of `partition` whose handler run
+  // ended handled (exit 0, or dead-lettered), with its batch's leader
+  // epoch; units run in offset order, so every message given before it
+  // was handled. What a member hands over once a run stopped (an
+  // interrupt, a poison message): nothing past it. nullopt: none yet.
+  struct Handled {
+    int64_t end = 0;
+    int32_t leader_epoch = -1;
+  };
+  std::optional<Handled> handled_through(int32_t partition) const;
 
   // ---- parallel (options.parallel > 1) ----------------------------------
   // A unit (a message, or a --batch) whose handling ended.
@@ -184,10 +200,13 @@ class Dispatcher {
   // A unit is queued or running, or a --batch is being collected.
   bool busy() const;
   // `partition` moves to another owner: its queued and pending messages
-  // are dropped, and its running handler's process group is killed
-  // (SIGTERM, SIGKILL after the grace); returns once none of its handlers
-  // runs. What ended meanwhile is in the next TakeDone().
-  void Cancel(int32_t partition);
+  // are dropped, a unit waiting to retry gives up (unhandled), and its
+  // running handler is waited for, as serially (bounded by
+  // --max-poll-interval), so that a handler that finished is committed
+  // before the partition moves, never run again by its next owner; returns
+  // once none of its handlers runs. What ended meanwhile is in the next
+  // TakeDone().
+  void Yield(int32_t partition);
   // Hands every pending batch over and waits until every queued unit
   // ended, or the run stopped or was interrupted.
   Status Drain();
@@ -195,7 +214,8 @@ class Dispatcher {
   // running ones ended (an interrupt kills them; others finish).
   void Stop();
   // The partition moves to another owner: what this dispatcher remembers
-  // of its dead letters may go stale, so it is read again when needed.
+  // of its dead letters may go stale, so it is read again when needed; and
+  // what it was given starts afresh (first_unstarted).
   void Forget(int32_t partition);
   // Dead letters of `partition` (appended, or found already appended by an
   // earlier run) since the last call.
@@ -237,8 +257,17 @@ class Dispatcher {
     std::deque<Unit> queued;
     bool running = false;
     size_t outstanding = 0;  // units queued, running, or ended and not taken
-    std::atomic<bool> cancel{false};
+    std::atomic<bool> cancel{false};  // Yield: no further attempt starts
   };
+  // Offsets of one partition's messages given to Add() and started.
+  struct Progress {
+    int64_t first_given = -1;
+    int64_t given_end = -1;    // one past the last given
+    int64_t started_end = -1;  // one past the last unit started
+    int64_t handled_end = -1;  // serially: one past the last unit handled
+    int32_t handled_epoch = -1;
+  };
+  void MarkStarted(int32_t partition, int64_t end);
   // Takes options_.handler_lock's lock for one unit into `*lock`, and
   // has its handlers inherit it.
   Status LockForUnit(int32_t partition, FileLock* lock, Ctl* ctl);
@@ -250,7 +279,7 @@ class Dispatcher {
   Result<bool> DeadAlready(int32_t partition, int64_t offset);
   Status FlushPartition(int32_t partition);
   // Serially: handles a unit now.
-  Status HandleNow(int32_t partition, std::span<const Message> messages);
+  Status HandleNow(int32_t partition, std::span<const Message> messages, int32_t leader_epoch);
   // Parallel: queues a unit, waiting for room first.
   void Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch);
   void Work();  // a worker thread
@@ -294,6 +323,9 @@ class Dispatcher {
   // Source offsets of this topic already in the DLQ, by source partition.
   std::unordered_map<int32_t, std::unordered_set<int64_t>> dead_;
   std::unordered_map<int32_t, int64_t> dead_counts_;  // TakeDeadLetters
+  // first_unstarted: given_mu_ guards progress_ (workers start units).
+  mutable std::mutex given_mu_;
+  std::unordered_map<int32_t, Progress> progress_;
 };
 
 }  // namespace mq::consume

@@ -83,9 +83,11 @@ class Member {
   void MarkFlushed();
   // --exec: a partition (`only`, or each) with no message waiting for its
   // handler has had every message handed out handled: its position is
-  // handed over, with the dead letters below it. Nothing moves once a run
-  // stopped (a poison message, a stuck handler, an interrupt): a message
-  // whose handler did not finish is never handed over.
+  // handed over, with the dead letters below it. Once a run stopped (a
+  // poison message, a stuck handler, an interrupt) only what was handled
+  // moves, serially up to the last unit handled (handled_through; a
+  // handler that exited 0 after the interrupt's SIGTERM counts): a
+  // message whose handler did not finish is never handed over.
   void MarkHandled(std::optional<int32_t> only = std::nullopt);
   // Partition `p`'s position is handed over, with the epoch of its last record.
   void HandOver(int32_t p, Progress& pr);
@@ -95,6 +97,10 @@ class Member {
   void Collect(int timeout_ms);
   Status Commit();
   Status CommitAhead(const ConsumedRecord& m);
+  // --at-most-once, letting go of partition `only` (or of each) without a
+  // crash: what was committed ahead of the output and not handed out is
+  // handed back to the next owner (HandBackCommit), in one commit.
+  Status HandBack(std::optional<int32_t> only = std::nullopt);
   // --at-most-once: commits the dead letters counted since the last commit
   // at once (see the definition).
   Status CommitDeadLetters();
@@ -215,10 +221,10 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
 
 Status Member::Revoke(int32_t p) {
   if (dispatcher_ && dispatcher_->parallel()) {
-    // Its handler may be running: its process group is killed and reaped
-    // before the partition is let go (a handler holds the ownership lock
-    // too); its queued messages are dropped, unhandled, for the next owner.
-    dispatcher_->Cancel(p);
+    // Its handler may be running: it is waited for (as serially), so that
+    // what it finished is committed below and never run again by the next
+    // owner; its queued messages are dropped, unhandled, for the next owner.
+    dispatcher_->Yield(p);
     Collect(0);
   } else if (dispatcher_) {
     // Handlers run one at a time on this thread: none runs now. A --batch
@@ -231,6 +237,7 @@ Status Member::Revoke(int32_t p) {
     ReadAcks(false);
   }
   MQ_RETURN_IF_ERROR(Commit());
+  MQ_RETURN_IF_ERROR(HandBack(p));
   consumer_->Unassign(p);
   progress_.erase(p);
   if (dispatcher_ && dispatcher_->sink()) dispatcher_->sink()->Release(p);
@@ -259,6 +266,12 @@ Status Member::Rebalance() {
     auto state = group_->Read();
     if (!state) return state.error();
     for (int32_t p : taken) MQ_RETURN_IF_ERROR(Acquire(p, *state));
+    // Serially a handler run costs far more than reading a batch: the
+    // partitions taken are read next (in order), not after the rest of the
+    // batch being handled and a batch of every other partition, so that a
+    // dead member's partitions are handled again within a poll or so.
+    if (dispatcher_ && !dispatcher_->parallel())
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) consumer_->ReadNext(*it);
   }
   waiting_ = 0;
   for (int32_t p : view->target) waiting_ += member_->owns(p) ? 0 : 1;
@@ -308,11 +321,26 @@ void Member::Collect(int timeout_ms) {
 }
 
 void Member::MarkHandled(std::optional<int32_t> only) {
-  if (!dispatcher_ || !dispatcher_->healthy()) return;
+  if (!dispatcher_) return;
+  const bool healthy = dispatcher_->healthy();
+  // --parallel reports each unit that ended (Collect).
+  if (!healthy && dispatcher_->parallel()) return;
   for (auto& [p, pr] : progress_) {
-    if ((only && p != *only) || dispatcher_->has_pending(p)) continue;
+    if (only && p != *only) continue;
+    if (healthy) {
+      if (dispatcher_->has_pending(p)) continue;
+      pr.dead_letters += dispatcher_->TakeDeadLetters(p);
+      HandOver(p, pr);
+      continue;
+    }
+    // Serially, once a run stopped: up to the last unit handled, which
+    // every earlier message was, and nothing past it.
+    auto h = dispatcher_->handled_through(p);
+    if (h && h->end > pr.handed) {
+      pr.handed = h->end;
+      pr.epoch = h->leader_epoch;
+    }
     pr.dead_letters += dispatcher_->TakeDeadLetters(p);
-    HandOver(p, pr);
   }
 }
 
@@ -460,6 +488,39 @@ Status Member::CommitAhead(const ConsumedRecord& m) {
   return Status::Ok();
 }
 
+Status Member::HandBack(std::optional<int32_t> only) {
+  if (!f_.at_most_once) return Status::Ok();
+  std::vector<OffsetCommit> commits;
+  for (const auto& [p, pr] : progress_) {
+    if ((only && p != *only) || pr.ahead < 0) continue;
+    // Printed, or its handler started: every message below the first one
+    // given to a handler that never started (--batch, --parallel's queue, a
+    // stop), or else below the consumer's position.
+    std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
+    int32_t epoch = kNoLeaderEpoch;
+    if (!from) {
+      from = consumer_->position(p);
+      epoch = last_epoch_[static_cast<size_t>(p)];
+    }
+    if (!from) continue;
+    if (auto c = HandBackCommit(f_.topic, p, pr.committed, *from, epoch))
+      commits.push_back(std::move(*c));
+  }
+  if (commits.empty()) return Status::Ok();
+  MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
+  for (const OffsetCommit& c : commits) {
+    Progress& pr = progress_[c.partition];
+    if (f_.verbose)
+      cli::Eprint("partition {}: handed back offsets {} to {} (committed ahead, not handed "
+                  "out)\n",
+                  c.partition, c.offset, pr.committed - 1);
+    pr.committed = c.offset;
+    pr.ahead = c.offset;
+    pr.ahead_epoch = c.leader_epoch;
+  }
+  return Status::Ok();
+}
+
 Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   if (f_.count && *f_.count == 0) return Status::Ok();
   const bool need_headers = printer_.needs_headers() || !settings_.header_filters.empty();
@@ -575,6 +636,7 @@ Status Member::Finish(bool completed) {
     }
     MarkHandled();
     Status committed = Commit();
+    if (committed.ok()) committed = HandBack();
     return flushed.ok() ? committed : flushed;
   }
   if (out_->Flush()) MarkFlushed();
@@ -585,7 +647,8 @@ Status Member::Finish(bool completed) {
     ::close(1);
     ReadAcks(true);
   }
-  return Commit();
+  MQ_RETURN_IF_ERROR(Commit());
+  return HandBack();
 }
 
 }  // namespace

@@ -121,6 +121,14 @@ class Consumer {
   // out after this returns (a batch being handed out is dropped). False if
   // it was not assigned.
   bool Unassign(int32_t partition);
+  // Makes assigned `partition` the next one read: a batch of another
+  // partition being handed out is put aside (its records from that
+  // partition's position on are read again at its next turn, which comes
+  // right after). A group member taking over a partition calls it, so that
+  // the partition's first record does not wait for the rest of the batch
+  // being handed out and for one batch of every other partition. False if
+  // it is not assigned.
+  bool ReadNext(int32_t partition);
   // The assigned partitions, in round-robin order.
   std::vector<int32_t> assignment() const;
 

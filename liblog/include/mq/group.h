@@ -103,9 +103,11 @@ struct OffsetCommit {
   int64_t offset = 0;
   int32_t leader_epoch = kNoLeaderEpoch;
   int64_t dead_letters_added = 0;  // added to the partition's count
-  // R31's exception: >= 0, the committed offset this commit may lower
-  // (an owner found it past the log end, after a truncation). Accepted
-  // below the committed offset only while that is still exactly this.
+  // R31's exceptions: >= 0, the committed offset this commit may lower
+  // (an owner found it past the log end, after a truncation; or, at most
+  // once, it hands back messages it committed and did not hand out,
+  // HandBackCommit). Accepted below the committed offset only while that
+  // is still exactly this.
   int64_t lower_from = -1;
   // kCarry: the leader's count, which the partition's is raised to (-1:
   // none carried).

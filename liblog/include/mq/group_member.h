@@ -55,6 +55,22 @@ std::optional<MemberNote> ParseMemberNote(std::string_view text);
 // complete note.
 std::optional<MemberNote> ReadMemberNote(int members_dir, std::string_view member_id);
 
+// At most once (format-spec/group.md §14.3, R31's hand-back exception): a
+// member commits a batch's offsets before it hands out any of its messages
+// (`committed`: the offset it committed, past the batch), so a crash loses
+// what it had not handed out yet. When it lets go of the partition without
+// a crash (a rebalance, or a clean stop: -c, -e, end of output, SIGINT,
+// SIGTERM), every message below `handed_out` was handed out (printed, or
+// its handler started) and none at or above it: those are handed back to
+// the partition's next owner by this commit, which lowers the committed
+// offset to `handed_out` and is accepted only while the committed offset
+// is still `committed` (its lower_from). `leader_epoch`: of the record at
+// handed_out - 1 (-1: not known). nullopt when there is nothing to hand
+// back (`committed` is -1, none, or not above `handed_out`).
+std::optional<OffsetCommit> HandBackCommit(std::string_view topic, int32_t partition,
+                                           int64_t committed, int64_t handed_out,
+                                           int32_t leader_epoch);
+
 struct MembershipView {
   // Live member ids, sorted; this member included. A live member whose note
   // is not complete yet (it is joining) is left out until a later Poll
