@@ -23,13 +23,14 @@
 #
 #   bench/replication_wire.sh [BUILD_DIR] [MEGABYTES] [RUNS] [FETCH_MAX_BYTES]
 #       (BUILD_DIR default $MQ_BIN; MEGABYTES default 512; RUNS default 3;
-#       FETCH_MAX_BYTES, mq-replicate's --fetch-max-bytes, default 8M)
+#       FETCH_MAX_BYTES, mq-replicate's --fetch-max-bytes, default its own)
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"  # median, messages_1k
 BUILD=${1:-${MQ_BIN:-build}}
 MB=${2:-512}
 RUNS=${3:-3}
-FETCH=${4:-8M}
+FETCH=${4:-}
+fetch=(${FETCH:+--fetch-max-bytes "$FETCH"})
 BUILD=$(cd "$BUILD" && pwd)
 for t in mq-produce mq-replicate mq-isr bench/bench-pipe; do
   [[ -x $BUILD/$t ]] || { echo "no $BUILD/$t (build first)" >&2; exit 1; }
@@ -52,7 +53,7 @@ MQ_RSH="$W/rsh" "$BUILD/mq-isr" --cluster "$W/cl" create -t t --partitions 1 \
   --replicas "p0:$W/r0,p1:$W/r1" --min-insync-replicas 1 --controller ctl >/dev/null
 MQ_RSH="$W/rsh" fill "$W/r0"
 bytes=$(cat "$W"/r0/t-0/*.log | wc -c)
-echo "leader log: $bytes bytes; --fetch-max-bytes $FETCH; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "leader log: $bytes bytes; --fetch-max-bytes ${FETCH:-default}; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 cat "$W"/r0/t-0/*.log >/dev/null
 
 ssh=false
@@ -77,15 +78,15 @@ for run in $(seq 1 "$RUNS"); do
     dd of="$2" bs=1M iflag=fullblock status=none' sh "$W/r0" "$W/ddcopy" >>"$W/dd"
   rm -f "$W/ddcopy"
   fresh "$W/r1"
-  elapsed env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q --fetch-max-bytes "$FETCH" >>"$W/overpipe"
+  elapsed env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q "${fetch[@]}" >>"$W/overpipe"
   cmp -s <(cat "$W"/r0/t-0/*.log) <(cat "$W"/r1/t-0/*.log) || { echo "follower differs" >&2; exit 1; }
-  elapsed env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q --fetch-max-bytes "$FETCH" >>"$W/pipestart"
+  elapsed env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q "${fetch[@]}" >>"$W/pipestart"
   if $ssh; then
     elapsed sh -c 'cat "$1"/t-0/*.log | $2 localhost-mq cat >/dev/null' sh "$W/s0" "$SSH_RSH" >>"$W/sshcat"
     fresh "$W/s1"
-    elapsed env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q --fetch-max-bytes "$FETCH" >>"$W/overssh"
+    elapsed env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q "${fetch[@]}" >>"$W/overssh"
     cmp -s <(cat "$W"/s0/t-0/*.log) <(cat "$W"/s1/t-0/*.log) || { echo "ssh follower differs" >&2; exit 1; }
-    elapsed env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q --fetch-max-bytes "$FETCH" >>"$W/sshstart"
+    elapsed env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q "${fetch[@]}" >>"$W/sshstart"
   fi
 done
 
