@@ -72,7 +72,9 @@ class OutputSink {
  public:
   virtual ~OutputSink() = default;
   // A group member took `partition`, reading from `start`: finds what an
-  // earlier owner appended (format-spec/pipeline.md, E5).
+  // earlier owner appended (format-spec/pipeline.md, E5). kBusy: another
+  // process holds the partition's producer id (E1): the member lets the
+  // partition go and takes it again at a later poll.
   virtual Status Acquire(int32_t partition, int64_t start) = 0;
   // It let `partition` go.
   virtual void Release(int32_t partition) = 0;

@@ -76,8 +76,9 @@ class Member {
  private:
   Status Rebalance();
   // Starts reading partition p, just taken (its ownership lock held), from
-  // its committed offset in `state`, read after it was taken.
-  Status Acquire(int32_t p, const GroupOffsets& state);
+  // its committed offset in `state`, read after it was taken; false when
+  // it let p go again, to be taken at a later poll.
+  Result<bool> Acquire(int32_t p, const GroupOffsets& state);
   Status Revoke(int32_t p);
   // Everything printed reached stdout: each partition's position is handed over.
   void MarkFlushed();
@@ -148,7 +149,7 @@ void PauseBeforeAcquire() {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
-Status Member::Acquire(int32_t p, const GroupOffsets& state) {
+Result<bool> Member::Acquire(int32_t p, const GroupOffsets& state) {
   StartPosition start;
   const CommittedOffset* c = state.Find(f_.topic, p);
   Progress pr;
@@ -201,8 +202,16 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
     Status s = dispatcher_->sink()->Acquire(p, at.value_or(0));
     if (!s.ok()) {
       consumer_->Unassign(p);
-      (void)member_->Release(p);  // the run stops on `s`, letting go of everything
-      return s;
+      // kBusy: another process still holds the partition's producer id
+      // (pipeline.md E1), as a previous owner's may for a moment after it
+      // let the partition go. As when the previous owner still holds the
+      // partition (group.md §14.6), the member holds nothing of it and
+      // tries again at the next poll. Any other error stops the run, which
+      // lets go of everything.
+      Status released = member_->Release(p);
+      if (s.code() != Code::kBusy) return s;
+      MQ_RETURN_IF_ERROR(released);
+      return false;
     }
   }
   if (f_.verbose) {
@@ -216,7 +225,7 @@ Status Member::Acquire(int32_t p, const GroupOffsets& state) {
   }
   pr.handed = at.value_or(pr.committed);
   progress_[p] = pr;
-  return Status::Ok();
+  return true;
 }
 
 Status Member::Revoke(int32_t p) {
@@ -265,7 +274,13 @@ Status Member::Rebalance() {
     // handed out again.
     auto state = group_->Read();
     if (!state) return state.error();
-    for (int32_t p : taken) MQ_RETURN_IF_ERROR(Acquire(p, *state));
+    std::vector<int32_t> started;
+    for (int32_t p : taken) {
+      auto ok = Acquire(p, *state);
+      if (!ok) return ok.error();
+      if (*ok) started.push_back(p);
+    }
+    taken = std::move(started);
     // Serially a handler run costs far more than reading a batch: the
     // partitions taken are read next (in order), not after the rest of the
     // batch being handled and a batch of every other partition, so that a
