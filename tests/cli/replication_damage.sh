@@ -11,29 +11,10 @@ REP="$BIN/mq-replicate"
 cd "$WORK"
 SEG=t-0/00000000000000000000.log
 
-# fresh NAME ROOTS...: a cluster NAME with topic t over the roots, min ISR 1,
-# 20 records acknowledged by every replica.
-fresh() {
-  local name=$1 roots="" r
-  shift
-  mkdir -p "$name"
-  for r in "$@"; do roots+="${roots:+,}$WORK/$name/$r"; done
-  run "$ISR" --cluster "$WORK/$name/cl" create -t t --partitions 1 --replicas "$roots" \
-    --min-insync-replicas 1
-  expect_rc 0 "create $name"
-  for i in 1 2 3 4; do seq $((i * 5 - 4)) $((i * 5)) | "$P" -C "$name/$1" -t t --acks 1; done
-  for i in 1 2; do
-    for r in "${@:2}"; do
-      run "$REP" -C "$name/$r" -q
-      expect_rc 0 "catch up $r"
-    done
-  done
-}
-isr_of() { "$ISR" --cluster "$WORK/$1/cl" describe | sed -n 's/.*Isr: \([0-9,]*\).*/\1/p'; }
 leader_of() { "$ISR" --cluster "$WORK/$1/cl" describe | sed -n 's/.*Leader: \([0-9-]*\).*/\1/p'; }
 
 # --- a clean election passes a damaged replica over -----------------------------
-fresh a r0 r1 r2
+replicated_topic a r0 r1 r2
 [[ $(isr_of a) == 0,1,2 ]] || fail "ISR before the damage: $(isr_of a)"
 flip_byte "a/r1/$SEG" 100
 run "$INSPECT" --verify "a/r1/t-0"
@@ -67,7 +48,7 @@ run "$C" -C a/r1 -t t -e
 expect_eq "the repaired replica's records" "$(seq 1 20)" "$(cat "$WORK/out")"
 
 # --- no healthy in-sync replica: nothing is elected -----------------------------
-fresh b r0 r1
+replicated_topic b r0 r1
 flip_byte "b/r1/$SEG" 100
 mv b/r0 b/r0.away
 run "$ISR" --cluster "$WORK/b/cl" elect

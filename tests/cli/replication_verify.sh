@@ -12,25 +12,6 @@ REP="$BIN/mq-replicate"
 cd "$WORK"
 SEG=t-0/00000000000000000000.log
 
-# fresh NAME ROOTS...: a cluster NAME with topic t over the roots, min ISR 1,
-# 20 records in 4 batches acknowledged by every replica (HW 20).
-fresh() {
-  local name=$1 roots="" r
-  shift
-  mkdir -p "$name"
-  for r in "$@"; do roots+="${roots:+,}$WORK/$name/$r"; done
-  run "$ISR" --cluster "$WORK/$name/cl" create -t t --partitions 1 --replicas "$roots" \
-    --min-insync-replicas 1
-  expect_rc 0 "create $name"
-  for i in 1 2 3 4; do seq $((i * 5 - 4)) $((i * 5)) | "$P" -C "$name/$1" -t t --acks 1; done
-  for i in 1 2; do
-    for r in "${@:2}"; do
-      run "$REP" -C "$name/$r" -q
-      expect_rc 0 "catch up $r"
-    done
-  done
-}
-isr_of() { "$ISR" --cluster "$WORK/$1/cl" describe | sed -n 's/.*Isr: \([0-9,]*\).*/\1/p'; }
 # batch_pos FILE OFFSET: the byte position of the batch whose base offset is OFFSET.
 batch_pos() {
   "$PY" - "$1" "$2" <<'PY'
@@ -47,7 +28,7 @@ PY
 }
 
 # --- identical replicas agree ---------------------------------------------------
-fresh a r0 r1 r2
+replicated_topic a r0 r1 r2
 run "$ISR" --cluster "$WORK/a/cl" --verify-replicas
 expect_rc 0 "--verify-replicas of identical replicas"
 expect_eq "identical replicas" "t-0: replica 1 agrees with leader 0 up to the high watermark 20 (4 batches)
@@ -103,7 +84,7 @@ grep -q "^PROBLEMS: 1 of 1 partition(s) diverged, 0 not verified$" "$WORK/out" |
   fail "summary: $(cat "$WORK/out")"
 
 # --- a replica shorter than the high watermark is behind -------------------------
-fresh b r0 r1
+replicated_topic b r0 r1
 cp -a b/r1 b/r1.at20
 seq 21 25 | "$P" -C b/r0 -t t --acks 1
 for i in 1 2; do run "$REP" -C b/r1 -q; expect_rc 0 "catch up r1 to 25"; done
@@ -134,7 +115,7 @@ grep -q "^t-0: replica 1 (h1:$WORK/h/r1) not verified: on another host (comparin
   "$WORK/out" || fail "a replica on another host: $(cat "$WORK/out")"
 
 # --- --check drops a follower whose log fails verification from the ISR ----------
-fresh c r0 r1 r2
+replicated_topic c r0 r1 r2
 [[ $(isr_of c) == 0,1,2 ]] || fail "ISR before the damage: $(isr_of c)"
 # A bit flipped mid-log: in the batch at offsets 10-14, of 4 batches.
 pos=$(batch_pos "c/r1/$SEG" 10)

@@ -78,3 +78,24 @@ replicas_agree() {
     return 0
   fail "${2:-replicas}: mq-isr --verify-replicas exited $?: $out"
 }
+# replicated_topic NAME ROOTS...: a cluster $WORK/NAME/cl with topic t (one
+# partition) over the roots $WORK/NAME/ROOT, min ISR 1, the first root
+# leading; 20 records in 4 batches acknowledged by every replica (HW 20).
+replicated_topic() {
+  local name=$1 roots="" r
+  shift
+  mkdir -p "$WORK/$name"
+  for r in "$@"; do roots+="${roots:+,}$WORK/$name/$r"; done
+  run "$BIN/mq-isr" --cluster "$WORK/$name/cl" create -t t --partitions 1 --replicas "$roots" \
+    --min-insync-replicas 1
+  expect_rc 0 "create $name"
+  for i in 1 2 3 4; do seq $((i * 5 - 4)) $((i * 5)) | "$P" -C "$WORK/$name/$1" -t t --acks 1; done
+  for i in 1 2; do
+    for r in "${@:2}"; do
+      run "$BIN/mq-replicate" -C "$WORK/$name/$r" -q
+      expect_rc 0 "catch up $r"
+    done
+  done
+}
+# isr_of NAME: the ISR of topic t's partition 0 in cluster $WORK/NAME/cl.
+isr_of() { "$BIN/mq-isr" --cluster "$WORK/$1/cl" describe | sed -n 's/.*Isr: \([0-9,]*\).*/\1/p'; }
