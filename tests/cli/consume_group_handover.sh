@@ -202,16 +202,25 @@ start_tk() {
 }
 start_tk a
 start_tk b
-for _ in $(seq 1 600); do
-  (($(cat "$RUN/handled.b" 2>/dev/null | wc -l || true) >= 3)) && break
+# Once each member is at work on its own partition (one of them may have
+# started alone and handled both): the last 3 runs of a are of one
+# partition, the last 3 of b of the other, which is the one a takes.
+# last3 FILE: the partition of FILE's last 3 lines if they share one.
+last3() { { tail -3 "$1" 2>/dev/null || true; } | awk '{p[NR] = $1} END {if (NR == 3 && p[1] == p[2] && p[2] == p[3]) print p[1]}'; }
+taken=""
+for _ in $(seq 1 1200); do
+  own_a=$(last3 "$RUN/handled.a") own_b=$(last3 "$RUN/handled.b")
+  if [[ -n $own_a && -n $own_b && $own_a != "$own_b" ]]; then
+    taken=$own_b
+    break
+  fi
   sleep 0.05
 done
-(($(cat "$RUN/handled.b" 2>/dev/null | wc -l || true) >= 3)) ||
-  fail "takeover: member b handled nothing: $(cat "$RUN/err.b")"
+[[ -n $taken ]] ||
+  fail "takeover: members a and b not both at work: $(cat "$RUN/err.a" "$RUN/err.b")"
 kill -KILL "$pid_b"
 wait "$pid_b" 2>/dev/null || true
 echo KILL >>"$RUN/handled.a"
-taken=$(head -1 "$RUN/handled.b" | cut -d' ' -f1)
 for _ in $(seq 1 1200); do
   (($(sort -u "$RUN"/handled.* | grep -c '^[0-9]') >= 400)) && break
   sleep 0.05
