@@ -167,13 +167,14 @@ class OpenCountingFs : public FileSystemWrapper {
 }  // namespace
 
 TEST_CASE("replication: a fetch reads the followers' positions once, and a follower stores a HW only when it rises") {
+  // Declared before the cluster, whose logs use them until they close.
+  OpenCountingFs leader_fs, follower_fs;
   Cluster c(2);
   c.Produce(3);
   c.CatchUp(1);
   const int64_t hw = c.Hw(0);
   REQUIRE(hw == c.Leo(0));
   REQUIRE(c.Hw(1) == hw);
-  OpenCountingFs leader_fs, follower_fs;
   for (auto [id, fs] : {std::pair{0, &leader_fs}, std::pair{1, &follower_fs}}) {
     LogConfig config = Small();
     config.fs = fs;
