@@ -22,6 +22,17 @@ constexpr const char* kLeaderLockFile = format::kLeaderLockName;
 constexpr size_t kPositionFields = format::kReplicaPositionFields;
 constexpr const char* kClaimFile = format::kLeaderClaimName;
 
+// The replica-positions file of the partition directory `dir` (open as
+// `dir_fd`): none yet is no follower.
+Result<std::vector<FollowerPosition>> ReadPositionsFile(FileSystem* fs, int dir_fd,
+                                                        const std::string& dir) {
+  const std::string path = dir + "/" + kPositionsFile;
+  auto bytes = ReadCheckpointFile(fs, dir_fd, kPositionsFile, path);
+  if (!bytes && bytes.error().code() == Code::kNotFound) return std::vector<FollowerPosition>{};
+  if (!bytes) return bytes.error();
+  return DecodeReplicaPositions(*bytes, path);
+}
+
 class FileReplicaLog : public ReplicaLog {
  public:
   FileReplicaLog(std::string dir, int32_t id, LogConfig config, UniqueFd dir_fd,
@@ -121,11 +132,7 @@ class FileReplicaLog : public ReplicaLog {
   }
 
   Result<std::vector<FollowerPosition>> Followers() override {
-    const std::string path = dir_ + "/" + kPositionsFile;
-    auto bytes = ReadCheckpointFile(fs(), dir_fd_.get(), kPositionsFile, path);
-    if (!bytes && bytes.error().code() == Code::kNotFound) return std::vector<FollowerPosition>{};
-    if (!bytes) return bytes.error();
-    return DecodeReplicaPositions(*bytes, path);
+    return ReadPositionsFile(fs(), dir_fd_.get(), dir_);
   }
 
   // Read once per process, then what this process stored: every claim
@@ -468,11 +475,7 @@ Result<std::optional<LogDamage>> RepairFollowerLog(const std::string& dir,
 Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& dir) {
   auto dir_fd = OpenDirectory(dir, false, nullptr);
   if (!dir_fd) return dir_fd.error();
-  const std::string path = dir + "/" + kPositionsFile;
-  auto bytes = ReadCheckpointFile(FileSystem::Default(), dir_fd->get(), kPositionsFile, path);
-  if (!bytes && bytes.error().code() == Code::kNotFound) return std::vector<FollowerPosition>{};
-  if (!bytes) return bytes.error();
-  return DecodeReplicaPositions(*bytes, path);
+  return ReadPositionsFile(FileSystem::Default(), dir_fd->get(), dir);
 }
 
 Result<FollowerStop> DecodeFollowerStop(std::string_view bytes, const std::string& file) {

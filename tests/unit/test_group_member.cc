@@ -263,18 +263,8 @@ TEST_CASE("group member: one that leaves while a forked child holds copies of it
   REQUIRE(a);
   Settle({&*a});
   REQUIRE(a->owned() == std::vector<int32_t>{0, 1});
-  int release[2];
-  REQUIRE(::pipe(release) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(release[1]);
-    char c;
-    while (::read(release[0], &c, 1) < 0) {
-    }
-    ::_exit(0);
-  }
-  ::close(release[0]);
+  ForkedHolder holder;
+  REQUIRE(holder.ok());
   // One partition let go on its own (Release), the other with the member.
   REQUIRE(a->Release(1).ok());
   a->Leave();
@@ -291,9 +281,7 @@ TEST_CASE("group member: one that leaves while a forked child holds copies of it
     REQUIRE(got);
     CHECK(*got);
   }
-  ::close(release[1]);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(holder.Release());
 }
 
 TEST_CASE("group member: at most once, what was committed ahead and not handed out is handed "

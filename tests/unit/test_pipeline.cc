@@ -275,25 +275,13 @@ TEST_CASE("pipeline: a released source partition's producer id is free at once, 
   Pipeline first(f.Options(4), f.dir, f.in);
   REQUIRE(first.Open().ok());
   REQUIRE(first.Acquire(2, 0).ok());
-  int release[2];
-  REQUIRE(::pipe(release) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(release[1]);
-    char c;
-    while (::read(release[0], &c, 1) < 0) {
-    }
-    ::_exit(0);
-  }
-  ::close(release[0]);
+  ForkedHolder holder;
+  REQUIRE(holder.ok());
   first.Release(2);
   Pipeline next(f.Options(4), f.dir, f.in);
   REQUIRE(next.Open().ok());
   Status taken = next.Acquire(2, 0);
   CHECK(taken.ok());
   CHECK(taken.message() == "");
-  ::close(release[1]);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(holder.Release());
 }

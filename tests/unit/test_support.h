@@ -12,6 +12,9 @@
 #endif
 #endif
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -22,6 +25,45 @@
 #include "mq/partition.h"
 
 namespace mq::test {
+
+// A child forked at construction that holds a copy of every descriptor of
+// this process (as a handler another thread starts holds them between fork
+// and exec) until Release: then it exits and is waited for. Release
+// returns whether that went as planned.
+class ForkedHolder {
+ public:
+  ForkedHolder() {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(fds[1]);
+      char c;
+      while (::read(fds[0], &c, 1) < 0) {
+      }
+      ::_exit(0);
+    }
+    ::close(fds[0]);
+    release_ = fds[1];
+  }
+  ForkedHolder(const ForkedHolder&) = delete;
+  ForkedHolder& operator=(const ForkedHolder&) = delete;
+  ~ForkedHolder() { Release(); }
+  bool ok() const { return pid_ > 0; }
+  bool Release() {
+    if (release_ >= 0) ::close(release_);
+    release_ = -1;
+    if (pid_ <= 0) return false;
+    int status = 0;
+    const bool waited = ::waitpid(pid_, &status, 0) == pid_;
+    pid_ = -1;
+    return waited;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int release_ = -1;
+};
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
