@@ -11,13 +11,13 @@
 #   ./build.sh build   install missing packages (as root) and build everything
 #
 # Environment: MQ_JOBS (parallel jobs, default nproc), MQ_FUZZ_SECONDS (per
-# fuzz target, default 60), MQ_SKIP_DEPS=1 (do not check packages).
+# fuzz target, default 30), MQ_SKIP_DEPS=1 (do not check packages).
 set -euo pipefail
 
 cd "$(dirname "$0")"
 SRC=$PWD
 JOBS=${MQ_JOBS:-$(nproc)}
-FUZZ_SECONDS=${MQ_FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${MQ_FUZZ_SECONDS:-30}
 
 REQUIRED_PACKAGES=(g++ cmake ninja-build libcli11-dev libboost-dev libfmt-dev libzstd-dev
                    zlib1g-dev liblz4-dev libsnappy-dev catch2 libsimdjson-dev)
