@@ -37,11 +37,14 @@ auto Retry(int wait_ms, F attempt) -> decltype(attempt()) {
   }
 }
 
-// Replaces the text of a held lock file (for people and --describe; not
-// part of the format's rules). Best effort: a failure changes nothing else.
+// Replaces the note of a held lock file (§14.5): written over the old one
+// from byte 0, then cut to its length, so that a reader never finds the
+// file empty (a member being written, left out) while a note grows (R64);
+// a rest of the old note after the new one is ignored by readers. Best
+// effort: a failure changes nothing else.
 void WriteNote(int fd, const std::string& text) {
-  if (::ftruncate(fd, 0) != 0) return;
-  (void)!::pwrite(fd, text.data(), text.size(), 0);
+  if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) return;
+  (void)!::ftruncate(fd, static_cast<off_t>(text.size()));
 }
 
 std::string HostName() {

@@ -64,7 +64,7 @@ struct Source {
 class Member {
  public:
   // `sources`: the topics read so far (with a pattern, more are added as
-  // they appear, AddSource); with a dispatcher, exactly one.
+  // they appear, Resubscribe); with a dispatcher, exactly one.
   Member(const Flags& f, Settings& settings, const DataDir* dir,
          std::vector<std::unique_ptr<Source>> sources, ConsumerOptions options, Group* group,
          GroupMember* member, cli::Output* out, Dispatcher* dispatcher)
@@ -626,22 +626,23 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
   if (!f_.at_most_once) return Status::Ok();
   std::vector<OffsetCommit> commits;
   std::vector<std::pair<Source*, Progress*>> of;
-  for (auto& src : sources_)
-  for (auto& [p, pr] : src->progress) {
-    if ((only_src && src.get() != only_src) || (only && p != *only) || pr.ahead < 0) continue;
-    // Printed, or its handler started: every message below the first one
-    // given to a handler that never started (--batch, --parallel's queue, a
-    // stop), or else below the consumer's position.
-    std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
-    int32_t epoch = kNoLeaderEpoch;
-    if (!from) {
-      from = src->consumer->position(p);
-      epoch = src->last_epoch[static_cast<size_t>(p)];
-    }
-    if (!from) continue;
-    if (auto c = HandBackCommit(src->topic, p, pr.committed, *from, epoch)) {
-      commits.push_back(std::move(*c));
-      of.emplace_back(src.get(), &pr);
+  for (auto& src : sources_) {
+    for (auto& [p, pr] : src->progress) {
+      if ((only_src && src.get() != only_src) || (only && p != *only) || pr.ahead < 0) continue;
+      // Printed, or its handler started: every message below the first one
+      // given to a handler that never started (--batch, --parallel's queue, a
+      // stop), or else below the consumer's position.
+      std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
+      int32_t epoch = kNoLeaderEpoch;
+      if (!from) {
+        from = src->consumer->position(p);
+        epoch = src->last_epoch[static_cast<size_t>(p)];
+      }
+      if (!from) continue;
+      if (auto c = HandBackCommit(src->topic, p, pr.committed, *from, epoch)) {
+        commits.push_back(std::move(*c));
+        of.emplace_back(src.get(), &pr);
+      }
     }
   }
   if (commits.empty()) return Status::Ok();
