@@ -92,7 +92,8 @@ std::optional<MemberNote> ParseMemberNote(std::string_view text) {
     constexpr std::string_view kTopics = "topics";
     // The first "topics" line counts: a member that rewrites its note
     // (R64) may leave the tail of a longer old one after it for an instant.
-    if (note.topics || !line.starts_with(kTopics) || (line.size() > kTopics.size() && line[kTopics.size()] != ' '))
+    if (note.topics || !line.starts_with(kTopics) ||
+        (line.size() > kTopics.size() && line[kTopics.size()] != ' '))
       continue;
     line.remove_prefix(kTopics.size());
     std::vector<std::string> topics;
@@ -308,7 +309,8 @@ Result<bool> GroupMember::TryAcquire(std::string_view topic, int32_t p) {
                         [&](const TopicPartitions& x) { return x.topic == topic; });
   auto it = ownership_.find(topic);
   if (t == topics_.end() || it == ownership_.end())
-    return Status(Code::kInvalidArgument, fmt::format("topic {} is not read by this member", topic));
+    return Status(Code::kInvalidArgument,
+                  fmt::format("topic {} is not read by this member", topic));
   if (p < 0 || p >= t->partitions)
     return Status(Code::kInvalidArgument, fmt::format("partition {} out of range", p));
   return it->second.TryOwn(p, id_);
@@ -317,7 +319,8 @@ Result<bool> GroupMember::TryAcquire(std::string_view topic, int32_t p) {
 Status GroupMember::Release(std::string_view topic, int32_t p) {
   auto it = ownership_.find(topic);
   if (it == ownership_.end())
-    return Status(Code::kInvalidArgument, fmt::format("topic {} is not read by this member", topic));
+    return Status(Code::kInvalidArgument,
+                  fmt::format("topic {} is not read by this member", topic));
   return it->second.Disown(p);
 }
 

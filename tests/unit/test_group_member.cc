@@ -400,7 +400,8 @@ TEST_CASE("group member: a member of several topics owns its share of each (R64)
   CHECK(y->owned("b").size() == 2);  // b stays where it was
 }
 
-TEST_CASE("group member: a note's first topics line counts (a rewrite's leftover tail is ignored)") {
+// A rewritten note's old tail after the new note is ignored.
+TEST_CASE("group member: a note's first topics line counts") {
   auto note = ParseMemberNote("y host 1\ntopics b c\nb\ntopics z\n");
   REQUIRE(note);
   CHECK(note->topics == std::vector<std::string>{"b", "c"});

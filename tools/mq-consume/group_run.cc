@@ -207,7 +207,8 @@ Result<bool> Member::Acquire(Source& src, int32_t p, const GroupOffsets& state) 
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} follows a record of "
                             "leader epoch {}, which ends at offset {} in the log (a failover cut "
                             "the records after it): starting at {}; the next commit lowers it",
-                            group_->name(), Name(src, p), c->offset, c->leader_epoch, **diverged, from));
+                            group_->name(), Name(src, p), c->offset, c->leader_epoch, **diverged,
+                            from));
     if (where == CommittedPosition::kDiverged && !f_.quiet && c->leader_epoch < 0)
       cli::Warn(fmt::format("group {}: partition {}: the log was truncated to offset {} after "
                             "offset {} was committed (its truncation history): starting at {}; "
@@ -316,7 +317,8 @@ Status Member::Resubscribe() {
     src->consumer = std::move(*consumer);
     src->last_epoch.assign(static_cast<size_t>(src->consumer->config().partitions), -1);
     added.push_back({t, src->consumer->config().partitions});
-    if (f_.verbose) cli::Eprint("group {}: topic {} matches, read from now on\n", group_->name(), t);
+    if (f_.verbose)
+      cli::Eprint("group {}: topic {} matches, read from now on\n", group_->name(), t);
     sources_.push_back(std::move(src));
   }
   if (added.empty()) return Status::Ok();
@@ -362,7 +364,8 @@ Status Member::Rebalance() {
     // batch being handled and a batch of every other partition, so that a
     // dead member's partitions are handled again within a poll or so.
     if (dispatcher_ && !dispatcher_->parallel())
-      for (auto it = taken.rbegin(); it != taken.rend(); ++it) it->first->consumer->ReadNext(it->second);
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it)
+        it->first->consumer->ReadNext(it->second);
   }
   waiting_ = 0;
   bool idle = true;
@@ -887,8 +890,9 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
 
   std::optional<Pipeline> pipeline;
   if (settings.pipeline) {
-    settings.pipeline->max_open = PipelineWriterBudget(shares, sources.front()->consumer->config().partitions);
-    pipeline.emplace(std::move(*settings.pipeline), *dir, sources.front()->consumer->config());
+    const TopicConfig& in = sources.front()->consumer->config();
+    settings.pipeline->max_open = PipelineWriterBudget(shares, in.partitions);
+    pipeline.emplace(std::move(*settings.pipeline), *dir, in);
     if (Status s = pipeline->Open(); !s.ok()) return cli::Fail(s);
     settings.handler->sink = &*pipeline;
   }
@@ -899,7 +903,8 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     GroupMember* owner = &*member;
     settings.handler->handler_lock = [owner](int32_t p) { return owner->LockForHandler(p); };
     dispatcher.emplace(std::move(*settings.handler), f.topic, interrupted);
-    if (Status s = dispatcher->Open(*dir, sources.front()->consumer->config()); !s.ok()) return cli::Fail(s);
+    if (Status s = dispatcher->Open(*dir, sources.front()->consumer->config()); !s.ok())
+      return cli::Fail(s);
   }
 
   cli::Output out(1, 1 << 20);
