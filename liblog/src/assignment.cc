@@ -1,7 +1,13 @@
 #include "mq/assignment.h"
 
+#include <regex.h>
+
 #include <algorithm>
 #include <numeric>
+
+#include <fmt/format.h>
+
+#include "mq/topic.h"
 
 namespace mq {
 namespace {
@@ -105,6 +111,89 @@ std::vector<std::string> SubscribersOf(std::span<const Subscription> members,
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
+}
+
+std::vector<TopicAssignment> AssignSubscription(std::span<const Subscription> members,
+                                                std::span<const TopicPartitions> topics,
+                                                std::string_view member) {
+  std::vector<TopicAssignment> out;
+  out.reserve(topics.size());
+  for (const TopicPartitions& t : topics) {
+    TopicAssignment a;
+    a.topic = t.topic;
+    a.subscribers = SubscribersOf(members, t.topic);
+    a.partitions = AssignedTo(a.subscribers, t.topic, t.partitions, member);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+bool IsTopicPattern(std::string_view arg) { return arg.starts_with('^'); }
+
+namespace {
+
+// A compiled pattern, freed with it.
+class Pattern {
+ public:
+  Pattern() = default;
+  Pattern(const Pattern&) = delete;
+  Pattern& operator=(const Pattern&) = delete;
+  ~Pattern() {
+    if (compiled_) ::regfree(&re_);
+  }
+  Status Compile(const std::string& text) {
+    const int rc = ::regcomp(&re_, text.c_str(), REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+      char why[256] = {};
+      ::regerror(rc, &re_, why, sizeof why);
+      return Status(Code::kInvalidArgument,
+                    fmt::format("topic pattern \"{}\": {} (R64: a POSIX extended regular "
+                                "expression)",
+                                text, why));
+    }
+    compiled_ = true;
+    return Status::Ok();
+  }
+  bool Matches(const std::string& name) const {
+    return ::regexec(&re_, name.c_str(), 0, nullptr, 0) == 0;
+  }
+
+ private:
+  regex_t re_{};
+  bool compiled_ = false;
+};
+
+}  // namespace
+
+Status ValidateTopicArgs(std::span<const std::string> args) {
+  for (const std::string& a : args) {
+    if (IsTopicPattern(a)) {
+      Pattern p;
+      MQ_RETURN_IF_ERROR(p.Compile(a));
+    } else {
+      MQ_RETURN_IF_ERROR(ValidateName(a, "topic"));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> MatchTopics(std::span<const std::string> args,
+                                             std::span<const std::string> existing) {
+  MQ_RETURN_IF_ERROR(ValidateTopicArgs(args));
+  std::vector<std::string> topics;
+  for (const std::string& a : args) {
+    if (!IsTopicPattern(a)) {
+      topics.push_back(a);
+      continue;
+    }
+    Pattern p;
+    MQ_RETURN_IF_ERROR(p.Compile(a));
+    for (const std::string& t : existing)
+      if (p.Matches(t)) topics.push_back(t);
+  }
+  std::sort(topics.begin(), topics.end());
+  topics.erase(std::unique(topics.begin(), topics.end()), topics.end());
+  return topics;
 }
 
 }  // namespace mq

@@ -37,11 +37,14 @@ auto Retry(int wait_ms, F attempt) -> decltype(attempt()) {
   }
 }
 
-// Replaces the text of a held lock file (for people and --describe; not
-// part of the format's rules). Best effort: a failure changes nothing else.
+// Replaces the note of a held lock file (§14.5): written over the old one
+// from byte 0, then cut to its length, so that a reader never finds the
+// file empty (a member being written, left out) while a note grows (R64);
+// a rest of the old note after the new one is ignored by readers. Best
+// effort: a failure changes nothing else.
 void WriteNote(int fd, const std::string& text) {
-  if (::ftruncate(fd, 0) != 0) return;
-  (void)!::pwrite(fd, text.data(), text.size(), 0);
+  if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) return;
+  (void)!::ftruncate(fd, static_cast<off_t>(text.size()));
 }
 
 std::string HostName() {
@@ -87,7 +90,10 @@ std::optional<MemberNote> ParseMemberNote(std::string_view text) {
     std::string_view line = rest.substr(0, end);
     rest.remove_prefix(end + 1);
     constexpr std::string_view kTopics = "topics";
-    if (!line.starts_with(kTopics) || (line.size() > kTopics.size() && line[kTopics.size()] != ' '))
+    // The first "topics" line counts: a member that rewrites its note
+    // (R64) may leave the tail of a longer old one after it for an instant.
+    if (note.topics || !line.starts_with(kTopics) ||
+        (line.size() > kTopics.size() && line[kTopics.size()] != ' '))
       continue;
     line.remove_prefix(kTopics.size());
     std::vector<std::string> topics;
@@ -149,24 +155,35 @@ GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {
   Leave();
   group_ = std::exchange(other.group_, nullptr);
   id_ = std::move(other.id_);
-  topic_ = std::move(other.topic_);
-  partitions_ = other.partitions_;
+  topics_ = std::move(other.topics_);
   group_lock_ = std::move(other.group_lock_);
   member_lock_ = std::move(other.member_lock_);
   ownership_ = std::move(other.ownership_);
   last_members_ = std::move(other.last_members_);
+  last_subscriptions_ = std::move(other.last_subscriptions_);
   return *this;
 }
 
 Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
                                       std::string topic, int32_t partitions, int wait_ms) {
+  std::vector<TopicPartitions> topics{{std::move(topic), partitions}};
+  return Join(group, std::move(member_id), std::move(topics), wait_ms);
+}
+
+Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
+                                      std::vector<TopicPartitions> topics, int wait_ms) {
   MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
-  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  for (const TopicPartitions& t : topics) MQ_RETURN_IF_ERROR(ValidateName(t.topic, "topic"));
+  std::sort(topics.begin(), topics.end(),
+            [](const TopicPartitions& a, const TopicPartitions& b) { return a.topic < b.topic; });
+  for (size_t i = 1; i < topics.size(); ++i)
+    if (topics[i].topic == topics[i - 1].topic)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("topic \"{}\" named twice", topics[i].topic));
   GroupMember m;
   m.group_ = group;
   m.id_ = std::move(member_id);
-  m.topic_ = std::move(topic);
-  m.partitions_ = partitions;
+  m.topics_ = std::move(topics);
   auto group_lock = Retry(wait_ms, [&] { return group->LockGroup(LockMode::kShared, LockWait::kTry); });
   if (!group_lock && group_lock.error().code() == Code::kBusy)
     return Status(Code::kBusy, fmt::format("group \"{}\" is being reset or deleted ({}/{} is "
@@ -184,12 +201,49 @@ Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
   // The subscription is in the note: the other members assign the topic
   // among the members that read it (§14.6). Until it is written, they
   // leave this member out.
-  const std::string topics[] = {m.topic_};
-  WriteNote(m.member_lock_.fd(), FormatMemberNote(m.id_, HostName(), ::getpid(), topics));
-  auto ownership = Ownership::Open(*group, m.topic_);
-  if (!ownership) return ownership.error();
-  m.ownership_ = std::move(*ownership);
+  m.WriteOwnNote();
+  for (const TopicPartitions& t : m.topics_) {
+    auto ownership = Ownership::Open(*group, t.topic);
+    if (!ownership) return ownership.error();
+    m.ownership_.emplace(t.topic, std::move(*ownership));
+  }
   return m;
+}
+
+void GroupMember::WriteOwnNote() const {
+  std::vector<std::string> names;
+  for (const TopicPartitions& t : topics_) names.push_back(t.topic);
+  WriteNote(member_lock_.fd(), FormatMemberNote(id_, HostName(), ::getpid(), names));
+}
+
+Status GroupMember::Subscribe(std::span<const TopicPartitions> topics) {
+  std::vector<TopicPartitions> added;
+  for (const TopicPartitions& t : topics) {
+    MQ_RETURN_IF_ERROR(ValidateName(t.topic, "topic"));
+    if (ownership_.contains(t.topic) ||
+        std::any_of(added.begin(), added.end(),
+                    [&](const TopicPartitions& a) { return a.topic == t.topic; }))
+      continue;
+    added.push_back(t);
+  }
+  if (added.empty()) return Status::Ok();
+  // Ownership files first: once the note names a topic, the member must be
+  // able to take its partitions.
+  for (const TopicPartitions& t : added) {
+    auto ownership = Ownership::Open(*group_, t.topic);
+    if (!ownership) return ownership.error();
+    ownership_.emplace(t.topic, std::move(*ownership));
+    topics_.push_back(t);
+  }
+  std::sort(topics_.begin(), topics_.end(),
+            [](const TopicPartitions& a, const TopicPartitions& b) { return a.topic < b.topic; });
+  WriteOwnNote();
+  return Status::Ok();
+}
+
+const std::string& GroupMember::topic() const {
+  static const std::string kNone;
+  return topics_.empty() ? kNone : topics_.front().topic;
 }
 
 Result<MembershipView> GroupMember::Poll() {
@@ -199,7 +253,9 @@ Result<MembershipView> GroupMember::Poll() {
   // Our own file is there: so is the directory, opened once for the probes.
   auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
   if (!members) return members.error();
-  std::vector<Subscription> subscriptions{{id_, std::vector<std::string>{topic_}}};
+  std::vector<std::string> mine;
+  for (const TopicPartitions& t : topics_) mine.push_back(t.topic);
+  std::vector<Subscription> subscriptions{{id_, std::move(mine)}};
   for (const std::string& id : *files) {
     if (id == id_) continue;
     auto alive =
@@ -221,39 +277,73 @@ Result<MembershipView> GroupMember::Poll() {
   }
   view.members.push_back(id_);
   std::sort(view.members.begin(), view.members.end());
-  view.changed = !last_members_ || *last_members_ != view.members;
-  view.subscribers = SubscribersOf(subscriptions, topic_);
-  view.target = AssignedTo(view.subscribers, topic_, partitions_, id_);
-  for (int32_t p : owned())
-    if (!std::binary_search(view.target.begin(), view.target.end(), p)) view.release.push_back(p);
-  for (int32_t p : view.target)
-    if (!owns(p)) view.acquire.push_back(p);
+  std::sort(subscriptions.begin(), subscriptions.end(),
+            [](const Subscription& a, const Subscription& b) { return a.member < b.member; });
+  view.changed = !last_members_ || *last_members_ != view.members || !last_subscriptions_ ||
+                 *last_subscriptions_ != subscriptions;
+  for (TopicAssignment& a : AssignSubscription(subscriptions, topics_, id_)) {
+    MembershipView::Topic t;
+    t.topic = std::move(a.topic);
+    t.subscribers = std::move(a.subscribers);
+    t.target = std::move(a.partitions);
+    for (int32_t p : owned(t.topic))
+      if (!std::binary_search(t.target.begin(), t.target.end(), p)) t.release.push_back(p);
+    for (int32_t p : t.target)
+      if (!owns(t.topic, p)) t.acquire.push_back(p);
+    view.topics.push_back(std::move(t));
+  }
+  if (!view.topics.empty()) {
+    view.subscribers = view.topics.front().subscribers;
+    view.target = view.topics.front().target;
+    view.release = view.topics.front().release;
+    view.acquire = view.topics.front().acquire;
+  }
   if (view.changed && view.members.front() == id_) MQ_RETURN_IF_ERROR(group_->RecordRebalance());
   last_members_ = view.members;
+  last_subscriptions_ = std::move(subscriptions);
   return view;
 }
 
-Result<bool> GroupMember::TryAcquire(int32_t p) {
-  if (p < 0 || p >= partitions_)
+Result<bool> GroupMember::TryAcquire(std::string_view topic, int32_t p) {
+  auto t = std::find_if(topics_.begin(), topics_.end(),
+                        [&](const TopicPartitions& x) { return x.topic == topic; });
+  auto it = ownership_.find(topic);
+  if (t == topics_.end() || it == ownership_.end())
+    return Status(Code::kInvalidArgument,
+                  fmt::format("topic {} is not read by this member", topic));
+  if (p < 0 || p >= t->partitions)
     return Status(Code::kInvalidArgument, fmt::format("partition {} out of range", p));
-  return ownership_->TryOwn(p, id_);
+  return it->second.TryOwn(p, id_);
 }
 
-Status GroupMember::Release(int32_t p) { return ownership_->Disown(p); }
-
-std::vector<int32_t> GroupMember::owned() const {
-  return ownership_ ? ownership_->owned() : std::vector<int32_t>{};
+Status GroupMember::Release(std::string_view topic, int32_t p) {
+  auto it = ownership_.find(topic);
+  if (it == ownership_.end())
+    return Status(Code::kInvalidArgument,
+                  fmt::format("topic {} is not read by this member", topic));
+  return it->second.Disown(p);
 }
 
-Result<FileLock> GroupMember::LockForHandler(int32_t p) const {
+std::vector<int32_t> GroupMember::owned(std::string_view topic) const {
+  auto it = ownership_.find(topic);
+  return it == ownership_.end() ? std::vector<int32_t>{} : it->second.owned();
+}
+
+bool GroupMember::owns(std::string_view topic, int32_t p) const {
+  auto it = ownership_.find(topic);
+  return it != ownership_.end() && it->second.owns(p);
+}
+
+Result<FileLock> GroupMember::LockForHandler(std::string_view topic, int32_t p) const {
   // Not owns(p): another thread may be changing the owned set.
-  if (!ownership_) return Status(Code::kInvalidArgument, "not a member");
-  return ownership_->LockForHandler(p);
+  auto it = ownership_.find(topic);
+  if (it == ownership_.end()) return Status(Code::kInvalidArgument, "not a member");
+  return it->second.LockForHandler(p);
 }
 
 void GroupMember::Leave() {
   if (group_ == nullptr) return;
-  ownership_.reset();
+  ownership_.clear();
   if (member_lock_.is_open()) {
     // Still holding it: nobody else can be using the name.
     // Best effort: a file left behind is removed by the next Poll of any

@@ -154,3 +154,63 @@ TEST_CASE("assignment: a topic is assigned among the members subscribed to it") 
   CHECK(AssignedTo(SubscribersOf(two, "c"), "c", 3, "y") == std::vector<int32_t>{0, 1, 2});
   CHECK(SubscribersOf(two, "d").empty());
 }
+
+TEST_CASE("assignment: a member of several topics gets its share of each, by its readers (R64)") {
+  // x reads a and b, y reads b: a is x's alone, b is split between them,
+  // and every partition of each topic has exactly one owner.
+  const std::vector<Subscription> members{
+      {"x", std::vector<std::string>{"a", "b"}},
+      {"y", std::vector<std::string>{"b"}},
+  };
+  const std::vector<TopicPartitions> xt{{"a", 4}, {"b", 4}};
+  const std::vector<TopicPartitions> yt{{"b", 4}};
+  const auto x = AssignSubscription(members, xt, "x");
+  const auto y = AssignSubscription(members, yt, "y");
+  REQUIRE(x.size() == 2);
+  REQUIRE(y.size() == 1);
+  CHECK(x[0].topic == "a");
+  CHECK(x[0].subscribers == std::vector<std::string>{"x"});
+  CHECK(x[0].partitions == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(x[1].topic == "b");
+  CHECK(x[1].subscribers == std::vector<std::string>{"x", "y"});
+  CHECK(y[0].subscribers == std::vector<std::string>{"x", "y"});
+  CHECK(x[1].partitions.size() == 2);
+  CHECK(y[0].partitions.size() == 2);
+  std::vector<int32_t> b = x[1].partitions;
+  b.insert(b.end(), y[0].partitions.begin(), y[0].partitions.end());
+  std::sort(b.begin(), b.end());
+  CHECK(b == std::vector<int32_t>{0, 1, 2, 3});
+  // The same as each topic's assignment among its readers.
+  CHECK(x[1].partitions == AssignedTo({"x", "y"}, "b", 4, "x"));
+  // A topic nobody else reads, and a member reading none.
+  CHECK(AssignSubscription(members, std::vector<TopicPartitions>{}, "x").empty());
+}
+
+TEST_CASE("assignment: topic arguments are names or ^patterns matched against the topics (R64)") {
+  CHECK(IsTopicPattern("^logs"));
+  CHECK_FALSE(IsTopicPattern("logs"));
+  CHECK_FALSE(IsTopicPattern("lo^gs"));
+  const std::vector<std::string> existing{"logs", "logs.app", "logs.db", "metrics", "xlogs"};
+  auto match = [&](std::vector<std::string> args) {
+    auto r = MatchTopics(args, existing);
+    REQUIRE(r);
+    return *r;
+  };
+  // Anchored at the start (not "xlogs"), the rest of the name free.
+  CHECK(match({"^logs"}) == std::vector<std::string>{"logs", "logs.app", "logs.db"});
+  CHECK(match({"^logs\\..*"}) == std::vector<std::string>{"logs.app", "logs.db"});
+  // '$' anchors the end; extended syntax (alternation, groups).
+  CHECK(match({"^(metrics|logs)$"}) == std::vector<std::string>{"logs", "metrics"});
+  CHECK(match({"^nothing"}).empty());
+  // Names are kept whether or not they exist; patterns and names merge,
+  // sorted, without duplicates.
+  CHECK(match({"new", "^logs.db", "logs.db", "metrics"}) ==
+        std::vector<std::string>{"logs.db", "metrics", "new"});
+  // A pattern that does not compile, a name breaking R12.
+  auto bad = MatchTopics(std::vector<std::string>{"^(logs"}, existing);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code() == Code::kInvalidArgument);
+  CHECK_THAT(bad.error().message(), Catch::Contains("^(logs") && Catch::Contains("R64"));
+  CHECK(ValidateTopicArgs(std::vector<std::string>{"a b"}).code() == Code::kInvalidArgument);
+  CHECK(ValidateTopicArgs(std::vector<std::string>{"a", "^a.*[0-9]+$"}).ok());
+}

@@ -330,3 +330,79 @@ TEST_CASE("group member: at most once, what was committed ahead and not handed o
   REQUIRE(state);
   CHECK(state->Find("t", 2)->offset == 1500);
 }
+
+TEST_CASE("group member: a member of several topics owns its share of each (R64)") {
+  TempDir tmp;
+  const std::string dir = MakeDataDir(tmp);
+  auto group = Group::Open(dir, "g", true);
+  REQUIRE(group);
+  // x reads a and b, y reads b.
+  auto x = GroupMember::Join(&*group, "x", std::vector<TopicPartitions>{{"b", 4}, {"a", 4}});
+  auto y = GroupMember::Join(&*group, "y", "b", 4);
+  REQUIRE(x);
+  REQUIRE(y);
+  CHECK(x->topics() == std::vector<TopicPartitions>{{"a", 4}, {"b", 4}});
+  auto members = OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false);
+  REQUIRE(members);
+  auto note = ReadMemberNote(members->get(), "x");
+  REQUIRE(note);
+  CHECK(note->topics == std::vector<std::string>{"a", "b"});
+
+  auto settle = [&] {
+    for (int round = 0; round < 10; ++round) {
+      bool done = true;
+      for (GroupMember* m : {&*x, &*y}) {
+        auto view = m->Poll();
+        REQUIRE(view);
+        for (const auto& t : view->topics) {
+          for (int32_t p : t.release) REQUIRE(m->Release(t.topic, p).ok());
+          for (int32_t p : t.acquire) {
+            auto got = m->TryAcquire(t.topic, p);
+            REQUIRE(got);
+            done = done && *got;
+          }
+          done = done && t.release.empty();
+        }
+      }
+      if (done) return;
+    }
+    FAIL("assignment did not settle");
+  };
+  settle();
+  CHECK(x->owned("a") == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(y->owned("a").empty());
+  CHECK(x->owned("b").size() == 2);
+  CHECK(y->owned("b").size() == 2);
+  std::set<int32_t> b;
+  for (int32_t p : x->owned("b")) b.insert(p);
+  for (int32_t p : y->owned("b")) b.insert(p);
+  CHECK(b == std::set<int32_t>{0, 1, 2, 3});
+  // A topic it does not read is refused.
+  auto other = x->TryAcquire("c", 0);
+  REQUIRE_FALSE(other);
+  CHECK(other.error().code() == Code::kInvalidArgument);
+
+  // y's subscription grows (a pattern matched a new topic c): its note
+  // says so, x sees the change, and c is y's alone.
+  auto view = x->Poll();
+  REQUIRE(view);
+  CHECK_FALSE(view->changed);
+  REQUIRE(y->Subscribe(std::vector<TopicPartitions>{{"c", 2}, {"b", 4}}).ok());
+  CHECK(y->topics() == std::vector<TopicPartitions>{{"b", 4}, {"c", 2}});
+  note = ReadMemberNote(members->get(), "y");
+  REQUIRE(note);
+  CHECK(note->topics == std::vector<std::string>{"b", "c"});
+  view = x->Poll();
+  REQUIRE(view);
+  CHECK(view->changed);
+  settle();
+  CHECK(y->owned("c") == std::vector<int32_t>{0, 1});
+  CHECK(y->owned("b").size() == 2);  // b stays where it was
+}
+
+// A rewritten note's old tail after the new note is ignored.
+TEST_CASE("group member: a note's first topics line counts") {
+  auto note = ParseMemberNote("y host 1\ntopics b c\nb\ntopics z\n");
+  REQUIRE(note);
+  CHECK(note->topics == std::vector<std::string>{"b", "c"});
+}

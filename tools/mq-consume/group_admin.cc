@@ -129,6 +129,9 @@ Status CheckGroupAndTopic(const Flags& f, std::string_view mode, bool topic_requ
     return Status(Code::kInvalidArgument, fmt::format("{} needs a topic (-t TOPIC)", mode));
   if (!f.topic.empty() && !topic_allowed)
     return Status(Code::kInvalidArgument, fmt::format("{} takes no topic (-t)", mode));
+  if (f.topics.size() > 1)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{} takes one topic (-t TOPIC), not {}", mode, f.topics.size()));
   if (!f.topic.empty())
     if (Status s = ValidateName(f.topic, "topic"); !s.ok())
       return Status(Code::kInvalidArgument, "--topic: " + s.message());

@@ -18,6 +18,7 @@
 
 #include "dispatcher.h"
 #include "pipeline.h"
+#include "mq/assignment.h"
 #include "mq/consumer.h"
 #include "mq/group.h"
 #include "mq/group_member.h"
@@ -52,19 +53,35 @@ struct Progress {
   int64_t lower_from = -1;
 };
 
+// One topic the member reads: its consumer and its owned partitions.
+struct Source {
+  std::string topic;
+  std::unique_ptr<Consumer> consumer;
+  std::map<int32_t, Progress> progress;
+  std::vector<int32_t> last_epoch;  // by partition: leader epoch of the last record handed out
+};
+
 class Member {
  public:
-  Member(const Flags& f, Settings& settings, const DataDir* dir, Consumer* consumer, Group* group,
+  // `sources`: the topics read so far (with a pattern, more are added as
+  // they appear, Resubscribe); with a dispatcher, exactly one.
+  Member(const Flags& f, Settings& settings, const DataDir* dir,
+         std::vector<std::unique_ptr<Source>> sources, ConsumerOptions options, Group* group,
          GroupMember* member, cli::Output* out, Dispatcher* dispatcher)
       : f_(f),
         settings_(settings),
         dir_(dir),
-        consumer_(consumer),
+        sources_(std::move(sources)),
+        options_(std::move(options)),
+        several_(ReadsSeveralTopics(f)),
         group_(group),
         member_(member),
         out_(out),
         dispatcher_(dispatcher),
-        printer_(std::move(settings.print), out) {}
+        printer_(std::move(settings.print), out) {
+    for (auto& s : sources_)
+      s->last_epoch.assign(static_cast<size_t>(s->consumer->config().partitions), -1);
+  }
 
   Status Run(const volatile std::sig_atomic_t* interrupted);
   // Hands over and commits what the run left (always called, also after
@@ -75,11 +92,19 @@ class Member {
 
  private:
   Status Rebalance();
+  // With topic patterns (R64): the topics they match now that are not read
+  // yet are opened and added to the member's subscription.
+  Status Resubscribe();
+  Source* FindSource(std::string_view topic);
+  // "P", or "TOPIC-P" for a member of several topics, in messages.
+  std::string Name(const Source& s, int32_t p) const {
+    return several_ ? fmt::format("{}-{}", s.topic, p) : std::to_string(p);
+  }
   // Starts reading partition p, just taken (its ownership lock held), from
   // its committed offset in `state`, read after it was taken; false when
   // it let p go again, to be taken at a later poll.
-  Result<bool> Acquire(int32_t p, const GroupOffsets& state);
-  Status Revoke(int32_t p);
+  Result<bool> Acquire(Source& s, int32_t p, const GroupOffsets& state);
+  Status Revoke(Source& s, int32_t p);
   // Everything printed reached stdout: each partition's position is handed over.
   void MarkFlushed();
   // --exec: a partition (`only`, or each) with no message waiting for its
@@ -91,17 +116,23 @@ class Member {
   // message whose handler did not finish is never handed over.
   void MarkHandled(std::optional<int32_t> only = std::nullopt);
   // Partition `p`'s position is handed over, with the epoch of its last record.
-  void HandOver(int32_t p, Progress& pr);
+  void HandOver(Source& s, int32_t p, Progress& pr);
   // --parallel: takes the handler runs that ended (waiting up to
   // `timeout_ms` for one): each handled unit hands its partition over up
   // to its last message; the first that stopped the run is kept in stop_.
   void Collect(int timeout_ms);
   Status Commit();
-  Status CommitAhead(const ConsumedRecord& m);
-  // --at-most-once, letting go of partition `only` (or of each) without a
-  // crash: what was committed ahead of the output and not handed out is
-  // handed back to the next owner (HandBackCommit), in one commit.
-  Status HandBack(std::optional<int32_t> only = std::nullopt);
+  Status CommitAhead(Source& s, const ConsumedRecord& m);
+  // --at-most-once, letting go of partition `only` of `src` (or of each)
+  // without a crash: what was committed ahead of the output and not handed
+  // out is handed back to the next owner (HandBackCommit), in one commit.
+  Status HandBack(const Source* src = nullptr, std::optional<int32_t> only = std::nullopt);
+  // The next record of any topic (round-robin over the topics), or nullptr
+  // when every one is at its end; `from` says whose.
+  Result<const ConsumedRecord*> Next(Source** from);
+  // Waits for an append to any topic, up to `timeout_ms`.
+  void WaitForAppend(int timeout_ms);
+  bool Finished() const;
   // --at-most-once: commits the dead letters counted since the last commit
   // at once (see the definition).
   Status CommitDeadLetters();
@@ -113,14 +144,15 @@ class Member {
   const Flags& f_;
   Settings& settings_;
   const DataDir* dir_;
-  Consumer* consumer_;
+  std::vector<std::unique_ptr<Source>> sources_;  // sorted by topic
+  ConsumerOptions options_;  // for the consumers of topics a pattern matches later
+  const bool several_;       // -t repeated or a pattern
+  size_t next_source_ = 0;   // Next(): the topic read first
   Group* group_;
   GroupMember* member_;
   cli::Output* out_;
   Dispatcher* dispatcher_;  // --exec; nullptr: messages are printed
   Printer printer_;
-  std::map<int32_t, Progress> progress_;
-  std::vector<int32_t> last_epoch_;  // by partition: leader epoch of the last record handed out
   uint64_t delivered_ = 0;
   uint64_t since_commit_ = 0;
   uint64_t seen_flushes_ = 0;
@@ -149,9 +181,10 @@ void PauseBeforeAcquire() {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
-Result<bool> Member::Acquire(int32_t p, const GroupOffsets& state) {
+Result<bool> Member::Acquire(Source& src, int32_t p, const GroupOffsets& state) {
+  Consumer* consumer = src.consumer.get();
   StartPosition start;
-  const CommittedOffset* c = state.Find(f_.topic, p);
+  const CommittedOffset* c = state.Find(src.topic, p);
   Progress pr;
   if (c != nullptr) {
     // Out of the log's range, the committed offset is said, and moved into
@@ -160,31 +193,32 @@ Result<bool> Member::Acquire(int32_t p, const GroupOffsets& state) {
     // would be passed over.
     // Also where the log diverged below it (KIP-320): a failover cut
     // records the group read, and others may be at their offsets now.
-    auto log = PartitionBounds(*dir_, consumer_->config(), f_.topic, p);
+    auto log = PartitionBounds(*dir_, consumer->config(), src.topic, p);
     if (!log) return log.error();
-    auto diverged = CommittedDivergence(*dir_, f_.topic, p, *c);
+    auto diverged = CommittedDivergence(*dir_, src.topic, p, *c);
     if (!diverged) return diverged.error();
     int64_t from = 0;
     const CommittedPosition where = PlaceCommitted(c->offset, *log, *diverged, &from);
     if (where == CommittedPosition::kBelowLogStart && !f_.quiet)
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
                             "{} (records lost to retention or truncation): starting at {}",
-                            group_->name(), p, c->offset, from, from));
+                            group_->name(), Name(src, p), c->offset, from, from));
     if (where == CommittedPosition::kDiverged && !f_.quiet && c->leader_epoch >= 0)
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} follows a record of "
                             "leader epoch {}, which ends at offset {} in the log (a failover cut "
                             "the records after it): starting at {}; the next commit lowers it",
-                            group_->name(), p, c->offset, c->leader_epoch, **diverged, from));
+                            group_->name(), Name(src, p), c->offset, c->leader_epoch, **diverged,
+                            from));
     if (where == CommittedPosition::kDiverged && !f_.quiet && c->leader_epoch < 0)
       cli::Warn(fmt::format("group {}: partition {}: the log was truncated to offset {} after "
                             "offset {} was committed (its truncation history): starting at {}; "
                             "the next commit lowers it",
-                            group_->name(), p, **diverged, c->offset, from));
+                            group_->name(), Name(src, p), **diverged, c->offset, from));
     if (where == CommittedPosition::kAboveLogEnd && !f_.quiet)
       cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
                             "(the log was truncated): starting at the end; the next commit "
                             "lowers it",
-                            group_->name(), p, c->offset, from));
+                            group_->name(), Name(src, p), c->offset, from));
     start = {StartPosition::Kind::kOffset, from};
     pr.committed = c->offset;
     if (from < c->offset) {
@@ -194,21 +228,21 @@ Result<bool> Member::Acquire(int32_t p, const GroupOffsets& state) {
   } else {
     start = {f_.reset == "latest" ? StartPosition::Kind::kEnd : StartPosition::Kind::kBeginning, 0};
   }
-  MQ_RETURN_IF_ERROR(consumer_->Assign(p, start));
-  auto at = consumer_->position(p);
+  MQ_RETURN_IF_ERROR(consumer->Assign(p, start));
+  auto at = consumer->position(p);
   // --to-topic: what an earlier owner appended decides which messages are
   // complete (format-spec/pipeline.md, E5).
   if (dispatcher_ && dispatcher_->sink()) {
     Status s = dispatcher_->sink()->Acquire(p, at.value_or(0));
     if (!s.ok()) {
-      consumer_->Unassign(p);
+      consumer->Unassign(p);
       // kBusy: another process still holds the partition's producer id
       // (pipeline.md E1), as a previous owner's may for a moment after it
       // let the partition go. As when the previous owner still holds the
       // partition (group.md §14.6), the member holds nothing of it and
       // tries again at the next poll. Any other error stops the run, which
       // lets go of everything.
-      Status released = member_->Release(p);
+      Status released = member_->Release(src.topic, p);
       if (s.code() != Code::kBusy) return s;
       MQ_RETURN_IF_ERROR(released);
       return false;
@@ -216,19 +250,19 @@ Result<bool> Member::Acquire(int32_t p, const GroupOffsets& state) {
   }
   if (f_.verbose) {
     if (c != nullptr)
-      cli::Eprint("partition {}: resuming at offset {} (committed at {} ms by {})\n", p,
+      cli::Eprint("partition {}: resuming at offset {} (committed at {} ms by {})\n", Name(src, p),
                   at.value_or(c->offset), c->commit_timestamp,
                   c->member_id.empty() ? "a reset" : c->member_id);
     else
-      cli::Eprint("partition {}: no committed offset: starting at the {} ({})\n", p,
+      cli::Eprint("partition {}: no committed offset: starting at the {} ({})\n", Name(src, p),
                   f_.reset == "latest" ? "end" : "beginning", at ? std::to_string(*at) : "-");
   }
   pr.handed = at.value_or(pr.committed);
-  progress_[p] = pr;
+  src.progress[p] = pr;
   return true;
 }
 
-Status Member::Revoke(int32_t p) {
+Status Member::Revoke(Source& src, int32_t p) {
   if (dispatcher_ && dispatcher_->parallel()) {
     // Its handler may be running: it is waited for (as serially), so that
     // what it finished is committed below and never run again by the next
@@ -246,26 +280,70 @@ Status Member::Revoke(int32_t p) {
     ReadAcks(false);
   }
   MQ_RETURN_IF_ERROR(Commit());
-  MQ_RETURN_IF_ERROR(HandBack(p));
-  consumer_->Unassign(p);
-  progress_.erase(p);
+  MQ_RETURN_IF_ERROR(HandBack(&src, p));
+  src.consumer->Unassign(p);
+  src.progress.erase(p);
   if (dispatcher_ && dispatcher_->sink()) dispatcher_->sink()->Release(p);
-  MQ_RETURN_IF_ERROR(member_->Release(p));
+  MQ_RETURN_IF_ERROR(member_->Release(src.topic, p));
   if (dispatcher_) dispatcher_->Forget(p);
-  if (f_.verbose) cli::Eprint("partition {}: released\n", p);
+  if (f_.verbose) cli::Eprint("partition {}: released\n", Name(src, p));
   return Status::Ok();
 }
 
+Source* Member::FindSource(std::string_view topic) {
+  for (auto& s : sources_)
+    if (s->topic == topic) return s.get();
+  return nullptr;
+}
+
+Status Member::Resubscribe() {
+  bool patterns = false;
+  for (const std::string& t : f_.topics) patterns = patterns || IsTopicPattern(t);
+  if (!patterns) return Status::Ok();
+  auto existing = dir_->ListTopics();
+  if (!existing) return existing.error();
+  auto topics = MatchTopics(f_.topics, *existing);
+  if (!topics) return topics.error();
+  std::vector<TopicPartitions> added;
+  for (const std::string& t : *topics) {
+    if (FindSource(t) != nullptr) continue;
+    auto consumer = Consumer::Open(*dir_, t, options_);
+    // Listed, but its configuration is not readable (yet): a later poll
+    // tries again.
+    if (!consumer && consumer.error().code() == Code::kNotFound) continue;
+    if (!consumer) return consumer.error();
+    auto src = std::make_unique<Source>();
+    src->topic = t;
+    src->consumer = std::move(*consumer);
+    src->last_epoch.assign(static_cast<size_t>(src->consumer->config().partitions), -1);
+    added.push_back({t, src->consumer->config().partitions});
+    if (f_.verbose)
+      cli::Eprint("group {}: topic {} matches, read from now on\n", group_->name(), t);
+    sources_.push_back(std::move(src));
+  }
+  if (added.empty()) return Status::Ok();
+  std::sort(sources_.begin(), sources_.end(),
+            [](const auto& a, const auto& b) { return a->topic < b->topic; });
+  return member_->Subscribe(added);
+}
+
 Status Member::Rebalance() {
+  MQ_RETURN_IF_ERROR(Resubscribe());
   auto view = member_->Poll();
   if (!view) return view.error();
-  for (int32_t p : view->release) MQ_RETURN_IF_ERROR(Revoke(p));
-  std::vector<int32_t> taken;
-  for (int32_t p : view->acquire) {
-    PauseBeforeAcquire();
-    auto got = member_->TryAcquire(p);
-    if (!got) return got.error();
-    if (*got) taken.push_back(p);  // else the previous owner has not let go yet
+  for (const MembershipView::Topic& t : view->topics) {
+    Source* src = FindSource(t.topic);
+    for (int32_t p : t.release) MQ_RETURN_IF_ERROR(Revoke(*src, p));
+  }
+  std::vector<std::pair<Source*, int32_t>> taken;
+  for (const MembershipView::Topic& t : view->topics) {
+    Source* src = FindSource(t.topic);
+    for (int32_t p : t.acquire) {
+      PauseBeforeAcquire();
+      auto got = member_->TryAcquire(t.topic, p);
+      if (!got) return got.error();
+      if (*got) taken.emplace_back(src, p);  // else the previous owner has not let go yet
+    }
   }
   if (!taken.empty()) {
     // Read once the partitions are held: each previous owner committed
@@ -274,11 +352,11 @@ Status Member::Rebalance() {
     // handed out again.
     auto state = group_->Read();
     if (!state) return state.error();
-    std::vector<int32_t> started;
-    for (int32_t p : taken) {
-      auto ok = Acquire(p, *state);
+    std::vector<std::pair<Source*, int32_t>> started;
+    for (auto [src, p] : taken) {
+      auto ok = Acquire(*src, p, *state);
       if (!ok) return ok.error();
-      if (*ok) started.push_back(p);
+      if (*ok) started.emplace_back(src, p);
     }
     taken = std::move(started);
     // Serially a handler run costs far more than reading a batch: the
@@ -286,22 +364,39 @@ Status Member::Rebalance() {
     // batch being handled and a batch of every other partition, so that a
     // dead member's partitions are handled again within a poll or so.
     if (dispatcher_ && !dispatcher_->parallel())
-      for (auto it = taken.rbegin(); it != taken.rend(); ++it) consumer_->ReadNext(*it);
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it)
+        it->first->consumer->ReadNext(it->second);
   }
   waiting_ = 0;
-  for (int32_t p : view->target) waiting_ += member_->owns(p) ? 0 : 1;
+  bool idle = true;
+  std::vector<std::string> assigned, names;
+  for (const MembershipView::Topic& t : view->topics) {
+    names.push_back(t.topic);
+    for (int32_t p : t.target) {
+      waiting_ += member_->owns(t.topic, p) ? 0 : 1;
+      assigned.push_back(several_ ? fmt::format("{}-{}", t.topic, p) : std::to_string(p));
+    }
+    idle = idle && t.target.empty();
+  }
   if (view->changed) {
     if (f_.verbose)
       cli::Eprint("group {}: members {}; this member ({}) is assigned partitions {}\n",
                   group_->name(), fmt::join(view->members, ","), member_->id(),
-                  fmt::join(view->target, ","));
-    if (view->target.empty() && !said_idle_ && !f_.quiet) {
-      cli::Warn(fmt::format("group {}: {} members for {} partition(s) of {}: member {} is idle "
-                            "until an owner leaves",
-                            group_->name(), view->subscribers.size(), consumer_->config().partitions,
-                            f_.topic, member_->id()));
+                  fmt::join(assigned, ","));
+    if (idle && !said_idle_ && !f_.quiet) {
+      if (!several_)
+        cli::Warn(fmt::format("group {}: {} members for {} partition(s) of {}: member {} is idle "
+                              "until an owner leaves",
+                              group_->name(), view->subscribers.size(),
+                              sources_.front()->consumer->config().partitions, f_.topic,
+                              member_->id()));
+      else
+        cli::Warn(fmt::format("group {}: member {} is assigned no partition of the {} topic(s) it "
+                              "reads{}: idle until an owner leaves or a matching topic appears",
+                              group_->name(), member_->id(), names.size(),
+                              names.empty() ? "" : fmt::format(" ({})", fmt::join(names, ","))));
     }
-    said_idle_ = view->target.empty();
+    said_idle_ = idle;
   }
   return Status::Ok();
 }
@@ -309,22 +404,25 @@ Status Member::Rebalance() {
 void Member::MarkFlushed() {
   seen_flushes_ = out_->flushes();
   if (f_.ack_fd) return;  // only acknowledgements hand messages over
-  for (auto& [p, pr] : progress_) HandOver(p, pr);
+  for (auto& src : sources_)
+    for (auto& [p, pr] : src->progress) HandOver(*src, p, pr);
 }
 
-void Member::HandOver(int32_t p, Progress& pr) {
-  auto pos = consumer_->position(p);
+void Member::HandOver(Source& src, int32_t p, Progress& pr) {
+  auto pos = src.consumer->position(p);
   if (pos && *pos > pr.handed) {
     pr.handed = *pos;
-    pr.epoch = last_epoch_[p];
+    pr.epoch = src.last_epoch[static_cast<size_t>(p)];
   }
 }
 
 void Member::Collect(int timeout_ms) {
+  // --exec reads one topic.
+  auto& progress = sources_.front()->progress;
   for (const Dispatcher::Done& d : dispatcher_->TakeDone(timeout_ms)) {
     if (!d.status.ok() && stop_.ok()) stop_ = d.status;
-    auto it = progress_.find(d.partition);
-    if (!d.handled || it == progress_.end()) continue;
+    auto it = progress.find(d.partition);
+    if (!d.handled || it == progress.end()) continue;
     Progress& pr = it->second;
     since_commit_ += d.messages;
     if (d.next_offset > pr.handed) {
@@ -340,12 +438,14 @@ void Member::MarkHandled(std::optional<int32_t> only) {
   const bool healthy = dispatcher_->healthy();
   // --parallel reports each unit that ended (Collect).
   if (!healthy && dispatcher_->parallel()) return;
-  for (auto& [p, pr] : progress_) {
+  // --exec reads one topic.
+  Source& src = *sources_.front();
+  for (auto& [p, pr] : src.progress) {
     if (only && p != *only) continue;
     if (healthy) {
       if (dispatcher_->has_pending(p)) continue;
       pr.dead_letters += dispatcher_->TakeDeadLetters(p);
-      HandOver(p, pr);
+      HandOver(src, p, pr);
       continue;
     }
     // Serially, once a run stopped: up to the last unit handled, which
@@ -361,10 +461,11 @@ void Member::MarkHandled(std::optional<int32_t> only) {
 
 // Every message handed out was acknowledged.
 bool Member::AllAcknowledged() const {
-  for (const auto& [p, pr] : progress_) {
-    auto last = consumer_->last_handed_out(p);
-    if (last && pr.handed <= *last) return false;
-  }
+  for (const auto& src : sources_)
+    for (const auto& [p, pr] : src->progress) {
+      auto last = src->consumer->last_handed_out(p);
+      if (last && pr.handed <= *last) return false;
+    }
   return true;
 }
 
@@ -405,29 +506,41 @@ void Member::ReadAcks(bool until_eof) {
       std::string line = ack_buf_.substr(0, nl);
       ack_buf_.erase(0, nl + 1);
       std::string_view v = line;
+      Source* src = several_ ? nullptr : sources_.front().get();
       if (auto slash = v.rfind('/'); slash != std::string_view::npos) {
         auto first = v.find('/');
-        if (first == slash || v.substr(0, first) != f_.topic) {
-          if (!f_.quiet) cli::Warn(fmt::format("--ack-fd: ignored '{}': not a message of {}", line, f_.topic));
+        src = first == slash ? nullptr : FindSource(v.substr(0, first));
+        if (src == nullptr) {
+          if (!f_.quiet)
+            cli::Warn(fmt::format("--ack-fd: ignored '{}': not a message of {}", line,
+                                  several_ ? "a topic this member reads" : f_.topic));
           continue;
         }
         line = std::string(v.substr(first + 1, slash - first - 1)) + " " + std::string(v.substr(slash + 1));
+      } else if (src == nullptr) {
+        // With several topics a partition number alone names no message.
+        if (!f_.quiet)
+          cli::Warn(fmt::format("--ack-fd: ignored '{}': this member reads several topics: "
+                                "acknowledge TOPIC/PARTITION/OFFSET",
+                                line));
+        continue;
       }
+      auto& progress = src->progress;
       int32_t p = -1;
       int64_t o = -1;
       auto sp = line.find(' ');
       bool ok = sp != std::string::npos &&
                 std::from_chars(line.data(), line.data() + sp, p).ec == std::errc() &&
                 std::from_chars(line.data() + sp + 1, line.data() + line.size(), o).ec == std::errc();
-      auto it = progress_.find(p);
-      if (!ok || it == progress_.end()) {
+      auto it = progress.find(p);
+      if (!ok || it == progress.end()) {
         if (!f_.quiet)
           cli::Warn(fmt::format("--ack-fd: ignored '{}': expected PARTITION OFFSET of a partition "
                                 "this member owns",
                                 line));
         continue;
       }
-      auto last = consumer_->last_handed_out(p);
+      auto last = src->consumer->last_handed_out(p);
       if (!last || o > *last) {
         if (!f_.quiet)
           cli::Warn(fmt::format("--ack-fd: ignored '{}': offset {} of partition {} was not handed "
@@ -441,28 +554,36 @@ void Member::ReadAcks(bool until_eof) {
 }
 
 Status Member::Commit() {
+  // Every topic's partitions in one commit (R32).
   std::vector<OffsetCommit> commits;
-  if (f_.at_most_once) {
-    // Offsets were committed ahead of the output already; only dead
-    // letters are left to count.
-    for (auto& [p, pr] : progress_)
-      if ((pr.dead_letters > 0 || pr.lower_from >= 0) && pr.committed >= 0)
-        commits.push_back({f_.topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters,
-                           pr.lower_from});
-  } else {
-    for (auto& [p, pr] : progress_)
-      if ((pr.handed > pr.committed || pr.dead_letters > 0 || pr.lower_from >= 0) &&
-          pr.handed >= 0)
-        commits.push_back({f_.topic, p, std::max(pr.handed, pr.committed), pr.epoch,
+  std::vector<std::pair<Source*, Progress*>> of;
+  for (auto& src : sources_) {
+    for (auto& [p, pr] : src->progress) {
+      if (f_.at_most_once) {
+        // Offsets were committed ahead of the output already; only dead
+        // letters are left to count.
+        if ((pr.dead_letters > 0 || pr.lower_from >= 0) && pr.committed >= 0)
+          commits.push_back({src->topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters,
+                             pr.lower_from});
+        else continue;
+      } else if ((pr.handed > pr.committed || pr.dead_letters > 0 || pr.lower_from >= 0) &&
+                 pr.handed >= 0) {
+        commits.push_back({src->topic, p, std::max(pr.handed, pr.committed), pr.epoch,
                            pr.dead_letters, pr.lower_from});
+      } else {
+        continue;
+      }
+      of.emplace_back(src.get(), &pr);
+    }
   }
   if (!commits.empty()) {
     MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
-    for (const OffsetCommit& c : commits) {
-      Progress& pr = progress_[c.partition];
+    for (size_t i = 0; i < commits.size(); ++i) {
+      const OffsetCommit& c = commits[i];
+      Progress& pr = *of[i].second;
       if (pr.lower_from >= 0 && f_.verbose)
-        cli::Eprint("partition {}: committed offset lowered from {} to {}\n", c.partition,
-                    pr.lower_from, c.offset);
+        cli::Eprint("partition {}: committed offset lowered from {} to {}\n",
+                    Name(*of[i].first, c.partition), pr.lower_from, c.offset);
       pr.committed = c.offset;
       pr.dead_letters = 0;
       pr.lower_from = -1;
@@ -482,19 +603,20 @@ Status Member::Commit() {
 // (mq-consume(1), With a consumer group).
 Status Member::CommitDeadLetters() {
   if (!f_.at_most_once) return Status::Ok();
-  for (const auto& [p, pr] : progress_)
-    if (pr.dead_letters > 0) return Commit();
+  for (const auto& src : sources_)
+    for (const auto& [p, pr] : src->progress)
+      if (pr.dead_letters > 0) return Commit();
   return Status::Ok();
 }
 
 // At-most-once: before a batch's first message is printed, its partition's
 // offset is committed past the whole batch.
-Status Member::CommitAhead(const ConsumedRecord& m) {
-  Progress& pr = progress_[m.partition];
+Status Member::CommitAhead(Source& src, const ConsumedRecord& m) {
+  Progress& pr = src.progress[m.partition];
   if (m.record.offset < pr.ahead) return Status::Ok();
   const int64_t next = m.batch_last_offset + 1;
   const std::vector<OffsetCommit> commit{
-      {f_.topic, m.partition, next, m.leader_epoch, 0, pr.lower_from}};
+      {src.topic, m.partition, next, m.leader_epoch, 0, pr.lower_from}};
   MQ_RETURN_IF_ERROR(group_->Commit(commit, member_->id()));
   pr.ahead = next;
   pr.ahead_epoch = m.leader_epoch;
@@ -503,32 +625,38 @@ Status Member::CommitAhead(const ConsumedRecord& m) {
   return Status::Ok();
 }
 
-Status Member::HandBack(std::optional<int32_t> only) {
+Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
   if (!f_.at_most_once) return Status::Ok();
   std::vector<OffsetCommit> commits;
-  for (const auto& [p, pr] : progress_) {
-    if ((only && p != *only) || pr.ahead < 0) continue;
-    // Printed, or its handler started: every message below the first one
-    // given to a handler that never started (--batch, --parallel's queue, a
-    // stop), or else below the consumer's position.
-    std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
-    int32_t epoch = kNoLeaderEpoch;
-    if (!from) {
-      from = consumer_->position(p);
-      epoch = last_epoch_[static_cast<size_t>(p)];
+  std::vector<std::pair<Source*, Progress*>> of;
+  for (auto& src : sources_) {
+    for (auto& [p, pr] : src->progress) {
+      if ((only_src && src.get() != only_src) || (only && p != *only) || pr.ahead < 0) continue;
+      // Printed, or its handler started: every message below the first one
+      // given to a handler that never started (--batch, --parallel's queue, a
+      // stop), or else below the consumer's position.
+      std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
+      int32_t epoch = kNoLeaderEpoch;
+      if (!from) {
+        from = src->consumer->position(p);
+        epoch = src->last_epoch[static_cast<size_t>(p)];
+      }
+      if (!from) continue;
+      if (auto c = HandBackCommit(src->topic, p, pr.committed, *from, epoch)) {
+        commits.push_back(std::move(*c));
+        of.emplace_back(src.get(), &pr);
+      }
     }
-    if (!from) continue;
-    if (auto c = HandBackCommit(f_.topic, p, pr.committed, *from, epoch))
-      commits.push_back(std::move(*c));
   }
   if (commits.empty()) return Status::Ok();
   MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
-  for (const OffsetCommit& c : commits) {
-    Progress& pr = progress_[c.partition];
+  for (size_t i = 0; i < commits.size(); ++i) {
+    const OffsetCommit& c = commits[i];
+    Progress& pr = *of[i].second;
     if (f_.verbose)
       cli::Eprint("partition {}: handed back offsets {} to {} (committed ahead, not handed "
                   "out)\n",
-                  c.partition, c.offset, pr.committed - 1);
+                  Name(*of[i].first, c.partition), c.offset, pr.committed - 1);
     pr.committed = c.offset;
     pr.ahead = c.offset;
     pr.ahead_epoch = c.leader_epoch;
@@ -541,7 +669,6 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   const bool need_headers = printer_.needs_headers() || !settings_.header_filters.empty();
   std::vector<Header> headers;
   last_commit_ms_ = MonotonicMs();
-  last_epoch_.assign(static_cast<size_t>(consumer_->config().partitions), -1);
   // Membership, acknowledgements and commits are looked at every
   // kTickRecords records and whenever the member waits.
   // With --exec, every record: a handler run costs far more than a look.
@@ -563,11 +690,12 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       }
     }
     --ticks;
-    auto next = consumer_->Next();
+    Source* src = nullptr;
+    auto next = Next(&src);
     if (!next) return next.error();
     if (const ConsumedRecord* m = *next) {
-      if (f_.at_most_once) MQ_RETURN_IF_ERROR(CommitAhead(*m));
-      last_epoch_[static_cast<size_t>(m->partition)] = m->leader_epoch;
+      if (f_.at_most_once) MQ_RETURN_IF_ERROR(CommitAhead(*src, *m));
+      src->last_epoch[static_cast<size_t>(m->partition)] = m->leader_epoch;
       if (need_headers) headers = m->record.headers();
       if (!settings_.header_filters.empty() && !MatchesAll(headers, settings_.header_filters))
         continue;
@@ -583,7 +711,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         }
         MQ_RETURN_IF_ERROR(CommitDeadLetters());
       } else {
-        printer_.Print(m->partition, m->log_append_time, m->record, headers);
+        printer_.Print(src->topic, m->partition, m->log_append_time, m->record, headers);
         if (out_->flushes() != seen_flushes_) MarkFlushed();
       }
       // --parallel counts messages toward --commit-every as they are
@@ -599,7 +727,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     // -e: every partition this member is assigned (none, for an idle
     // member) is owned and read to the end it had when it was taken (and
     // with --parallel, handled).
-    if (f_.exit_at_end && consumer_->finished() && waiting_ == 0 && !draining)
+    if (f_.exit_at_end && Finished() && waiting_ == 0 && !draining)
       return Status::Ok();
     // Every owned partition is at its committed end: hand over what is
     // buffered, commit, then wait for appends or the next membership probe.
@@ -628,11 +756,47 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       if (!stop_.ok()) return stop_;
       MQ_RETURN_IF_ERROR(CommitDeadLetters());
     } else {
-      consumer_->WaitForAppend(wait);
+      WaitForAppend(wait);
     }
     ticks = 0;
   }
   return Status::Ok();
+}
+
+Result<const ConsumedRecord*> Member::Next(Source** from) {
+  const size_t n = sources_.size();
+  for (size_t i = 0; i < n; ++i) {
+    Source* src = sources_[(next_source_ + i) % n].get();
+    auto next = src->consumer->Next();
+    if (!next) return next.error();
+    if (*next != nullptr) {
+      // One record of each topic in turn: a busy topic does not hold the
+      // others back.
+      next_source_ = (next_source_ + i + 1) % n;
+      *from = src;
+      return *next;
+    }
+  }
+  return static_cast<const ConsumedRecord*>(nullptr);
+}
+
+void Member::WaitForAppend(int timeout_ms) {
+  if (sources_.empty()) {
+    // A pattern that matches no topic yet: the next poll looks again.
+    ::poll(nullptr, 0, timeout_ms);
+    return;
+  }
+  // Each topic's consumer waits on its own partitions: a slice each, so
+  // that an append to any is seen within the slice.
+  const int slice = std::max(1, timeout_ms / static_cast<int>(sources_.size()));
+  for (auto& src : sources_)
+    if (src->consumer->WaitForAppend(slice)) return;
+}
+
+bool Member::Finished() const {
+  for (const auto& src : sources_)
+    if (!src->consumer->finished()) return false;
+  return true;
 }
 
 Status Member::Finish(bool completed) {
@@ -690,21 +854,45 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
       settings.pipeline ? kDescriptorsPerReader + kDescriptorsPerWriter : kDescriptorsPerReader,
       reserved);
   options.max_open = shares;
-  auto consumer = Consumer::Open(*dir, f.topic, std::move(options));
-  if (!consumer) return cli::Fail(consumer.error());
+  // The topics read (R64): those named (each must exist) and those a
+  // pattern matches now; a pattern's later matches are added at each poll
+  // (Member::Resubscribe).
+  std::vector<std::string> names{f.topic};
+  if (ReadsSeveralTopics(f)) {
+    auto existing = dir->ListTopics();
+    if (!existing) return cli::Fail(existing.error());
+    auto matched = MatchTopics(f.topics, *existing);
+    if (!matched) return cli::Fail(matched.error());
+    names = std::move(*matched);
+    // The topics share the readers' budget.
+    options.max_open = std::max<size_t>(1, shares / std::max<size_t>(1, names.size()));
+  }
+  std::vector<std::unique_ptr<Source>> sources;
+  std::vector<TopicPartitions> subscription;
+  for (const std::string& t : names) {
+    auto consumer = Consumer::Open(*dir, t, options);
+    if (!consumer) return cli::Fail(consumer.error());
+    auto src = std::make_unique<Source>();
+    src->topic = t;
+    src->consumer = std::move(*consumer);
+    subscription.push_back({t, src->consumer->config().partitions});
+    sources.push_back(std::move(src));
+  }
   auto group = Group::Open(dir->path(), *f.group, true);
   if (!group) return cli::Fail(group.error());
   // The group must be readable before anything is consumed: a corrupt
   // offsets file stops here (R29, R30), never resets to earliest/latest.
   if (auto state = group->Read(); !state) return cli::Fail(state.error());
   const std::string id = f.member_id ? *f.member_id : DefaultMemberId();
-  auto member = GroupMember::Join(&*group, id, f.topic, (*consumer)->config().partitions);
+  auto member = GroupMember::Join(&*group, id, subscription);
   if (!member) return cli::Fail(member.error());
+
 
   std::optional<Pipeline> pipeline;
   if (settings.pipeline) {
-    settings.pipeline->max_open = PipelineWriterBudget(shares, (*consumer)->config().partitions);
-    pipeline.emplace(std::move(*settings.pipeline), *dir, (*consumer)->config());
+    const TopicConfig& in = sources.front()->consumer->config();
+    settings.pipeline->max_open = PipelineWriterBudget(shares, in.partitions);
+    pipeline.emplace(std::move(*settings.pipeline), *dir, in);
     if (Status s = pipeline->Open(); !s.ok()) return cli::Fail(s);
     settings.handler->sink = &*pipeline;
   }
@@ -715,11 +903,13 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     GroupMember* owner = &*member;
     settings.handler->handler_lock = [owner](int32_t p) { return owner->LockForHandler(p); };
     dispatcher.emplace(std::move(*settings.handler), f.topic, interrupted);
-    if (Status s = dispatcher->Open(*dir, (*consumer)->config()); !s.ok()) return cli::Fail(s);
+    if (Status s = dispatcher->Open(*dir, sources.front()->consumer->config()); !s.ok())
+      return cli::Fail(s);
   }
 
   cli::Output out(1, 1 << 20);
-  Member m(f, settings, &*dir, consumer->get(), &*group, &*member, &out,
+  // --exec and --to-topic read one topic (options.cc): sources.front().
+  Member m(f, settings, &*dir, std::move(sources), options, &*group, &*member, &out,
            dispatcher ? &*dispatcher : nullptr);
   Status s = m.Run(interrupted);
   Status fin = m.Finish(s.ok());

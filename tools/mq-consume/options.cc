@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "escapes.h"
+#include "mq/assignment.h"
 #include "format_string.h"
 
 namespace mq::consume {
@@ -65,7 +66,12 @@ Result<std::vector<HeaderFilter>> MakeHeaderFilters(const std::vector<std::strin
 
 void AddFlags(CLI::App& app, Flags* f) {
   cli::AddDirOption(app, &f->dir);
-  app.add_option("-t,--topic", f->topic, "topic to read");  // required unless a group mode
+  // Required unless a group mode; repeated, or a ^pattern, with -G (R64).
+  app.add_option("-t,--topic", f->topics,
+                 "topic to read; with -G repeatable, and ^REGEX reads the topics it matches")
+      ->each([f](const std::string& t) {
+        if (f->topics.empty() && f->topic.empty()) f->topic = t;
+      });
   app.add_option("-p,--partition", f->partitions, "partitions to read, e.g. 0,2 (default all)")
       ->delimiter(',')->check(kDigits);
   app.add_option("-o,--offset", f->offsets,
@@ -287,10 +293,35 @@ Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
   return std::optional<PipelineOptions>(std::move(p));
 }
 
+bool ReadsSeveralTopics(const Flags& f) {
+  return f.topics.size() > 1 || (!f.topic.empty() && IsTopicPattern(f.topic));
+}
+
+namespace {
+
+// -t repeated or a pattern (R64): a group member's subscription, read in
+// print mode.
+Status CheckSeveralTopics(const Flags& f) {
+  if (!f.group)
+    return Usage("several topics (-t T1 -t T2) or a topic pattern (-t '^REGEX') need a consumer "
+                 "group (-G GROUP): without one, mq-consume reads one topic");
+  if (Status s = ValidateTopicArgs(f.topics); !s.ok()) return Usage("--topic: " + s.message());
+  if (f.exec_given)
+    return Usage("--exec reads one topic (-t TOPIC): with several topics or a topic pattern, "
+                 "messages are printed; run one --exec member per topic, in the same group if "
+                 "need be");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Settings> Resolve(const Flags& f) {
   if (f.topic.empty()) return Status(Code::kInvalidArgument, "--topic is required");
-  if (Status s = ValidateName(f.topic, "topic"); !s.ok())
+  if (ReadsSeveralTopics(f)) {
+    MQ_RETURN_IF_ERROR(CheckSeveralTopics(f));
+  } else if (Status s = ValidateName(f.topic, "topic"); !s.ok()) {
     return Status(Code::kInvalidArgument, "--topic: " + s.message());
+  }
   Settings out;
   auto print = MakePrintOptions(f);
   if (!print) return print.error();

@@ -20,7 +20,8 @@ namespace mq::consume {
 
 struct Flags {
   std::string dir;
-  std::string topic;
+  std::string topic;                // the first -t
+  std::vector<std::string> topics;  // every -t: names, and patterns with -G (R64)
   std::vector<int32_t> partitions;
   std::vector<std::string> offsets;
   std::optional<uint64_t> count;
@@ -77,6 +78,10 @@ struct Settings {
   std::optional<PipelineOptions> pipeline;  // --to-topic
 };
 Result<Settings> Resolve(const Flags& f);
+
+// A group member of several topics, or of a topic pattern (-t repeated,
+// -t ^REGEX: format-spec/group.md R64), rather than of one topic.
+bool ReadsSeveralTopics(const Flags& f);
 
 // Every partition of the topic, or the ones asked for (each must exist: a
 // partition the topic does not have is a usage error, as in every tool).

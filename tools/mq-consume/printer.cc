@@ -27,6 +27,11 @@ Printer::Printer(PrintOptions options, cli::Output* out)
 
 void Printer::Print(int32_t partition, bool log_append_time, const RecordView& r,
                     std::span<const Header> headers) {
+  Print(options_.topic, partition, log_append_time, r, headers);
+}
+
+void Printer::Print(std::string_view topic, int32_t partition, bool log_append_time,
+                    const RecordView& r, std::span<const Header> headers) {
   using Mode = PrintOptions::Mode;
   switch (options_.mode) {
     case Mode::kValue:
@@ -44,14 +49,14 @@ void Printer::Print(int32_t partition, bool log_append_time, const RecordView& r
       break;
     case Mode::kFormat: {
       scratch_.clear();
-      fmtstr::Message m{options_.topic, partition, r.offset, r.timestamp, r.key, r.value, headers};
+      fmtstr::Message m{topic, partition, r.offset, r.timestamp, r.key, r.value, headers};
       options_.format->Render(scratch_, m, options_.null_text);
       out_->Write(std::string_view(scratch_.data(), scratch_.size()));
       break;
     }
     case Mode::kJson: {
       scratch_.clear();
-      envelope::EnvelopeFields f{options_.topic, partition, r.offset, log_append_time,
+      envelope::EnvelopeFields f{topic, partition, r.offset, log_append_time,
                                  r.timestamp, r.key, r.value, headers};
       envelope::AppendEnvelopeJson(scratch_, f);
       out_->Write(std::string_view(scratch_.data(), scratch_.size()));

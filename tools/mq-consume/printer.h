@@ -40,6 +40,10 @@ class Printer {
   bool needs_headers() const { return needs_headers_; }
   void Print(int32_t partition, bool log_append_time, const RecordView& record,
              std::span<const Header> headers);
+  // The same for a message of `topic` (%t, -J's topic), for a reader of
+  // several topics.
+  void Print(std::string_view topic, int32_t partition, bool log_append_time,
+             const RecordView& record, std::span<const Header> headers);
 
  private:
   PrintOptions options_;

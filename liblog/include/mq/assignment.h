@@ -31,6 +31,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mq/status.h"
+
 namespace mq {
 
 uint64_t AssignmentWeight(std::string_view member, std::string_view topic, int32_t partition);
@@ -54,11 +56,50 @@ std::vector<int32_t> AssignedTo(const std::vector<std::string>& members, std::st
 struct Subscription {
   std::string member;
   std::optional<std::vector<std::string>> topics;
+  bool operator==(const Subscription&) const = default;
 };
 
 // The ids of the members subscribed to `topic`, sorted and unique: the ones
 // its partitions are assigned among (AssignPartitions, AssignedTo).
 std::vector<std::string> SubscribersOf(std::span<const Subscription> members,
                                        std::string_view topic);
+
+// A topic a member reads and its partition count.
+struct TopicPartitions {
+  std::string topic;
+  int32_t partitions = 0;
+  bool operator==(const TopicPartitions&) const = default;
+};
+
+// One topic of a member's subscription in the group's assignment.
+struct TopicAssignment {
+  std::string topic;
+  std::vector<std::string> subscribers;  // SubscribersOf(members, topic)
+  std::vector<int32_t> partitions;       // what `member` owns of it, ascending
+};
+
+// For each topic of `topics` (what `member` reads), in that order: its
+// subscribers among `members` and the partitions of it assigned to
+// `member` (AssignedTo among the subscribers only, format-spec/group.md
+// §14.6, R64).
+std::vector<TopicAssignment> AssignSubscription(std::span<const Subscription> members,
+                                                std::span<const TopicPartitions> topics,
+                                                std::string_view member);
+
+// Topic arguments of a subscription (mq-consume -G -t, as kcat -G and
+// Kafka's subscribe(Pattern)), format-spec/group.md R64: an argument
+// starting with '^' is a pattern, a POSIX extended regular expression
+// searched for in each topic name (its '^' anchors it at the start; it
+// matches the whole name only if it ends in '$'); any other is a topic name
+// (R12).
+bool IsTopicPattern(std::string_view arg);
+// kInvalidArgument naming the argument: a name breaking R12, or a pattern
+// that is no valid extended regular expression.
+Status ValidateTopicArgs(std::span<const std::string> args);
+// The topics `args` subscribe to among `existing` (the data directory's
+// topics, DataDir::ListTopics): every name given, and every existing topic
+// a pattern matches; sorted, unique. kInvalidArgument as ValidateTopicArgs.
+Result<std::vector<std::string>> MatchTopics(std::span<const std::string> args,
+                                             std::span<const std::string> existing);
 
 }  // namespace mq

@@ -14,12 +14,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "mq/assignment.h"
 #include "mq/group.h"
 #include "mq/lock.h"
 #include "mq/status.h"
@@ -76,14 +78,25 @@ struct MembershipView {
   // is not complete yet (it is joining) is left out until a later Poll
   // reads it.
   std::vector<std::string> members;
-  // The members that read this member's topic (their notes say so, or name
-  // no topics), sorted; this member included: the topic's partitions are
-  // assigned among them.
+  // Per topic this member reads, in the order of topics(): the members
+  // that read it (their notes say so, or name no topics; this member
+  // included), among which its partitions are assigned, and what this
+  // member should own of it, release and acquire.
+  struct Topic {
+    std::string topic;
+    std::vector<std::string> subscribers;
+    std::vector<int32_t> target;   // partitions this member should own, ascending
+    std::vector<int32_t> release;  // owned, no longer in target
+    std::vector<int32_t> acquire;  // in target, not owned yet
+  };
+  std::vector<Topic> topics;
+  // The first topic's (topics[0]), for a member of one topic.
   std::vector<std::string> subscribers;
-  std::vector<int32_t> target;       // partitions this member should own, ascending
-  std::vector<int32_t> release;      // owned, no longer in target
-  std::vector<int32_t> acquire;      // in target, not owned yet
-  bool changed = false;              // members differ from the previous Poll
+  std::vector<int32_t> target;
+  std::vector<int32_t> release;
+  std::vector<int32_t> acquire;
+  // The members or their subscriptions differ from the previous Poll.
+  bool changed = false;
   int64_t removed_dead = 0;          // dead members' lock files removed by this Poll
 };
 
@@ -101,48 +114,73 @@ class GroupMember {
   // probe holding it for an instant is not mistaken for a member).
   static Result<GroupMember> Join(Group* group, std::string member_id, std::string topic,
                                   int32_t partitions, int wait_ms = 2000);
+  // Likewise for a member reading several topics (or none yet: a pattern
+  // that matches none, R64). Topic names must be R12 and distinct.
+  static Result<GroupMember> Join(Group* group, std::string member_id,
+                                  std::vector<TopicPartitions> topics, int wait_ms = 2000);
+
+  // Adds `topics` (those not read yet) to the subscription (R64: a pattern
+  // matched a topic created since): rewrites the note, so that the other
+  // members' next Poll assigns them among their readers, and opens their
+  // ownership files. Topics already read are left as they are.
+  Status Subscribe(std::span<const TopicPartitions> topics);
 
   // Probes the members (removing dead members' files), reads the live
-  // ones' subscriptions, recomputes the assignment of the topic among its
-  // subscribers and says what to release and acquire. When the membership
-  // changed and this member has the smallest live id, the rebalance is
-  // counted in the offsets file (Group::RecordRebalance) — one member
-  // counts each change; a member's first Poll counts as a change.
+  // ones' subscriptions, recomputes the assignment of each topic among its
+  // subscribers (AssignSubscription) and says what to release and acquire.
+  // When the members or their subscriptions changed and this member has
+  // the smallest live id, the rebalance is counted in the offsets file
+  // (Group::RecordRebalance) — one member counts each change; a member's
+  // first Poll counts as a change.
   Result<MembershipView> Poll();
 
-  // Takes partition `p`'s ownership lock without blocking: true when owned
-  // (now or already), false while another member holds it or a handler of
-  // an earlier owner still runs (Ownership::TryOwn).
-  Result<bool> TryAcquire(int32_t p);
-  // Lets go of partition `p` (the caller committed its offset first). An
-  // error leaves it owned: the caller stops, which lets go of everything.
-  Status Release(int32_t p);
-  // Owned partitions, ascending.
-  std::vector<int32_t> owned() const;
-  bool owns(int32_t p) const { return ownership_ && ownership_->owns(p); }
-  // A lock for one handler run of owned partition `p`, whose descriptor the
-  // handler process inherits (Ownership::LockForHandler). Any thread.
-  Result<FileLock> LockForHandler(int32_t p) const;
+  // Takes partition `p` of `topic` (one this member reads): its ownership
+  // lock without blocking: true when owned (now or already), false while
+  // another member holds it or a handler of an earlier owner still runs
+  // (Ownership::TryOwn).
+  Result<bool> TryAcquire(std::string_view topic, int32_t p);
+  // Lets go of partition `p` of `topic` (the caller committed its offset
+  // first). An error leaves it owned: the caller stops, which lets go of
+  // everything.
+  Status Release(std::string_view topic, int32_t p);
+  // Owned partitions of `topic`, ascending.
+  std::vector<int32_t> owned(std::string_view topic) const;
+  bool owns(std::string_view topic, int32_t p) const;
+  // A lock for one handler run of owned partition `p` of `topic`, whose
+  // descriptor the handler process inherits (Ownership::LockForHandler).
+  // Any thread, while Subscribe does not run.
+  Result<FileLock> LockForHandler(std::string_view topic, int32_t p) const;
+  // The same of the first topic, for a member of one topic.
+  Result<bool> TryAcquire(int32_t p) { return TryAcquire(topic(), p); }
+  Status Release(int32_t p) { return Release(topic(), p); }
+  std::vector<int32_t> owned() const { return owned(topic()); }
+  bool owns(int32_t p) const { return owns(topic(), p); }
+  Result<FileLock> LockForHandler(int32_t p) const { return LockForHandler(topic(), p); }
 
   // Releases every partition, removes this member's lock file and leaves
   // the group. The destructor does the same.
   void Leave();
 
   const std::string& id() const { return id_; }
-  const std::string& topic() const { return topic_; }
+  // The first topic read (empty when none).
+  const std::string& topic() const;
+  // The topics read, sorted by name.
+  const std::vector<TopicPartitions>& topics() const { return topics_; }
 
  private:
   GroupMember() = default;
+  void WriteOwnNote() const;
 
   Group* group_ = nullptr;
   std::string id_;
-  std::string topic_;
-  int32_t partitions_ = 0;
+  std::vector<TopicPartitions> topics_;
   FileLock group_lock_;
   FileLock member_lock_;
-  // Every owned partition's lock, behind one descriptor (§14.5).
-  std::optional<Ownership> ownership_;
+  // Per topic, every owned partition's lock, behind one descriptor (§14.5).
+  std::map<std::string, Ownership, std::less<>> ownership_;
+  // What the previous Poll saw: the live members and their subscriptions.
   std::optional<std::vector<std::string>> last_members_;
+  std::optional<std::vector<Subscription>> last_subscriptions_;
 };
 
 }  // namespace mq

@@ -38,6 +38,7 @@ EXPECT = {
     "mq-consume -C data -t users -J -e | mq-produce -C data -t users-copy -J --create": 0,
     "mq-consume -C data -t logs -f '%p %o %F %k=%s\\n' --header-filter source=web -c 100 -e": 0,
     "mq-consume -C data -t logs -G indexer -e           # from the group's committed offsets": 0,
+    "mq-consume -C data -t logs -t '^user' -G audit -e -f '%t %s\\n'   # several topics, one a pattern": 0,
     "mq-consume -C data --describe -G indexer           # offsets, log ends, lag, members": 0,
     "mq-consume -C data --reset-offsets -G indexer -t logs --to-earliest --execute   # replay": 0,
     "mq-consume -C data -t logs -e --dlq logs.dlq --exec sh -c 'grep -q line'   # a command per message": 0,
@@ -66,6 +67,7 @@ EXPECT = {
     "mq-consume -t orders -G invoices -e > invoices.txt\n"
     "mq-consume -t orders -G audit -e > audit.txt\n"
     "cmp invoices.txt audit.txt": 0,
+    "mq-consume -t orders -t '^logs' -G archive -e -f '%t %p %o %s\\n'": 0,
     "mkfifo acks\n"
     "mq-consume -t orders -G mailer -e -f '%p %o %s\\n' --ack-fd 3 3<acks |\n"
     "while read -r p o msg; do\n"
