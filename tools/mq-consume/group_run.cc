@@ -64,7 +64,18 @@ class Member {
         member_(member),
         out_(out),
         dispatcher_(dispatcher),
-        printer_(std::move(settings.print), out) {}
+        printer_(std::move(settings.print), out) {
+    // At most once, printing: the offsets of what is in the output buffer
+    // are committed before the buffer is written (CommitPrinted).
+    if (f_.at_most_once && !dispatcher_)
+      out_->set_before_write([this] {
+        if (write_error_.ok()) write_error_ = CommitPrinted();
+        return write_error_.ok();
+      });
+  }
+  ~Member() {
+    if (f_.at_most_once && !dispatcher_) out_->set_before_write({});
+  }
 
   Status Run(const volatile std::sig_atomic_t* interrupted);
   // Hands over and commits what the run left (always called, also after
@@ -98,6 +109,12 @@ class Member {
   void Collect(int timeout_ms);
   Status Commit();
   Status CommitAhead(const ConsumedRecord& m);
+  // --at-most-once, printing: commits each partition's position (every
+  // message below it is in the output buffer or was written) before the
+  // output buffer is written, in one commit. Called by the output (its
+  // before_write gate); an error, kept in write_error_, drops the buffer
+  // unwritten and stops the run.
+  Status CommitPrinted();
   // --at-most-once, letting go of partition `only` (or of each) without a
   // crash: what was committed ahead of the output and not handed out is
   // handed back to the next owner (HandBackCommit), in one commit.
@@ -131,6 +148,7 @@ class Member {
   std::string ack_buf_;
   bool ack_eof_ = false;
   Status stop_;  // --parallel: why a handler run stopped the member
+  Status write_error_;  // --at-most-once, printing: a commit before a write failed
 };
 
 // Test seam (mq(7), MQ_TEST_PAUSE=acquire:MS): a pause before each
@@ -243,6 +261,7 @@ Status Member::Revoke(int32_t p) {
     dispatcher_->Drop(p);
   } else {
     if (out_->Flush()) MarkFlushed();
+    if (!write_error_.ok()) return write_error_;
     ReadAcks(false);
   }
   MQ_RETURN_IF_ERROR(Commit());
@@ -487,8 +506,8 @@ Status Member::CommitDeadLetters() {
   return Status::Ok();
 }
 
-// At-most-once: before a batch's first message is printed, its partition's
-// offset is committed past the whole batch.
+// At-most-once, with handlers: before a batch's first message is handed to
+// a handler, its partition's offset is committed past the whole batch.
 Status Member::CommitAhead(const ConsumedRecord& m) {
   Progress& pr = progress_[m.partition];
   if (m.record.offset < pr.ahead) return Status::Ok();
@@ -500,6 +519,27 @@ Status Member::CommitAhead(const ConsumedRecord& m) {
   pr.ahead_epoch = m.leader_epoch;
   pr.committed = next;
   pr.lower_from = -1;
+  return Status::Ok();
+}
+
+Status Member::CommitPrinted() {
+  std::vector<OffsetCommit> commits;
+  for (const auto& [p, pr] : progress_) {
+    auto pos = consumer_->position(p);
+    if (!pos) continue;
+    if (auto c = OutputAheadCommit(f_.topic, p, pr.committed, *pos,
+                                   last_epoch_[static_cast<size_t>(p)], pr.lower_from))
+      commits.push_back(std::move(*c));
+  }
+  if (commits.empty()) return Status::Ok();
+  MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
+  for (const OffsetCommit& c : commits) {
+    Progress& pr = progress_[c.partition];
+    pr.ahead = c.offset;
+    pr.ahead_epoch = c.leader_epoch;
+    pr.committed = c.offset;
+    pr.lower_from = -1;
+  }
   return Status::Ok();
 }
 
@@ -559,6 +599,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       if ((f_.commit_every > 0 && since_commit_ >= f_.commit_every) ||
           now - last_commit_ms_ >= f_.commit_interval_ms) {
         if (!dispatcher_ && out_->Flush()) MarkFlushed();
+        if (!write_error_.ok()) return write_error_;
         MQ_RETURN_IF_ERROR(Commit());
       }
     }
@@ -566,7 +607,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     auto next = consumer_->Next();
     if (!next) return next.error();
     if (const ConsumedRecord* m = *next) {
-      if (f_.at_most_once) MQ_RETURN_IF_ERROR(CommitAhead(*m));
+      if (f_.at_most_once && dispatcher_) MQ_RETURN_IF_ERROR(CommitAhead(*m));
       last_epoch_[static_cast<size_t>(m->partition)] = m->leader_epoch;
       if (need_headers) headers = m->record.headers();
       if (!settings_.header_filters.empty() && !MatchesAll(headers, settings_.header_filters))
@@ -584,6 +625,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         MQ_RETURN_IF_ERROR(CommitDeadLetters());
       } else {
         printer_.Print(m->partition, m->log_append_time, m->record, headers);
+        if (!write_error_.ok()) return write_error_;
         if (out_->flushes() != seen_flushes_) MarkFlushed();
       }
       // --parallel counts messages toward --commit-every as they are
@@ -615,6 +657,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     } else if (out_->broken()) {
       return Status::Ok();
     }
+    if (!write_error_.ok()) return write_error_;
     if (!draining) MQ_RETURN_IF_ERROR(Commit());
     // A reader of our standard output that went away is seen here, not at
     // a next write that may never come (as plain follow mode): the member
@@ -655,6 +698,7 @@ Status Member::Finish(bool completed) {
     return flushed.ok() ? committed : flushed;
   }
   if (out_->Flush()) MarkFlushed();
+  if (!write_error_.ok()) return write_error_;
   if (f_.ack_fd) {
     // The downstream acknowledges what it processed; once our output is
     // closed it sees the end (unless another process holds the pipe),
