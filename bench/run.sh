@@ -25,6 +25,7 @@ printf '%s\n' "$(printf -- '-%.0s' {1..110})"
 "$BUILD/bench/bench-open_unsynced" --bytes="${MQ_BENCH_UNSYNCED_BYTES:-1G}"
 "$BUILD/bench/bench-fsync"
 "$BUILD/bench/bench-memory" --bytes="${MQ_BENCH_BYTES:-1G}"
+MQ_BIN=$PWD/$BUILD "$BUILD/bench/bench-group"
 # Shell benchmarks others add: bench/*.sh, run with MQ_BIN set.
 for script in bench/*.sh; do
   [[ $script == bench/run.sh ]] && continue

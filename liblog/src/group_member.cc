@@ -148,6 +148,19 @@ std::optional<OffsetCommit> HandBackCommit(std::string_view topic, int32_t parti
   return c;
 }
 
+std::optional<OffsetCommit> OutputAheadCommit(std::string_view topic, int32_t partition,
+                                              int64_t committed, int64_t position,
+                                              int32_t leader_epoch, int64_t lower_from) {
+  if (position < 0 || position <= committed) return std::nullopt;
+  OffsetCommit c;
+  c.topic = std::string(topic);
+  c.partition = partition;
+  c.offset = position;
+  c.leader_epoch = leader_epoch;
+  c.lower_from = lower_from;
+  return c;
+}
+
 GroupMember::~GroupMember() { Leave(); }
 
 GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {

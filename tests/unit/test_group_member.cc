@@ -406,3 +406,47 @@ TEST_CASE("group member: a note's first topics line counts") {
   REQUIRE(note);
   CHECK(note->topics == std::vector<std::string>{"b", "c"});
 }
+
+TEST_CASE("group member: at most once, a printing member commits its reading position before "
+          "each write of its output (R67)") {
+  TempDir tmp;
+  const std::string dir = MakeDataDir(tmp);
+  auto group = Group::Open(dir, "g", true);
+  REQUIRE(group);
+  // Nothing committed yet; the buffer about to be written holds offsets
+  // 0..1233 of partition 1 (some of several batches).
+  auto first = OutputAheadCommit("t", 1, -1, 1234, 3);
+  REQUIRE(first);
+  CHECK(first->topic == "t");
+  CHECK(first->partition == 1);
+  CHECK(first->offset == 1234);  // past the buffer's last message, not past its batch
+  CHECK(first->leader_epoch == 3);
+  CHECK(first->lower_from == -1);
+  CHECK(first->dead_letters_added == 0);
+  REQUIRE(group->Commit(std::span<const OffsetCommit>(&*first, 1), "a").ok());
+  auto state = group->Read();
+  REQUIRE(state);
+  CHECK(state->Find("t", 1)->offset == 1234);  // a crash now resumes past the buffer
+  CHECK(state->Find("t", 1)->leader_epoch == 3);
+
+  // The next buffer holds nothing of partition 1 (it was not read since):
+  // no entry for it in that write's commit.
+  CHECK_FALSE(OutputAheadCommit("t", 1, 1234, 1234, 3));
+  CHECK_FALSE(OutputAheadCommit("t", 1, 1234, 1000, 3));
+  CHECK_FALSE(OutputAheadCommit("t", 1, -1, -1, 3));
+  auto next = OutputAheadCommit("t", 1, 1234, 2000, 3);
+  REQUIRE(next);
+  CHECK(next->offset == 2000);
+
+  // A committed offset found past the log end (5000 over a log ending at
+  // 1234): the commit before the first write lowers it (R31's exception).
+  const std::vector<OffsetCommit> past{{"t", 4, 5000, 3, 0, -1}};
+  REQUIRE(group->Commit(past, "a").ok());
+  auto lowered = OutputAheadCommit("t", 4, 1234, 1300, 3, 5000);
+  REQUIRE(lowered);
+  CHECK(lowered->lower_from == 5000);
+  REQUIRE(group->Commit(std::span<const OffsetCommit>(&*lowered, 1), "a").ok());
+  state = group->Read();
+  REQUIRE(state);
+  CHECK(state->Find("t", 4)->offset == 1300);
+}

@@ -165,6 +165,11 @@ bool Output::Flush() {
     records_pending_ = 0;
     return false;
   }
+  if (buf_.size() != 0 && before_write_ && !before_write_()) {
+    buf_.clear();
+    records_pending_ = 0;
+    return false;
+  }
   const char* p = buf_.data();
   size_t left = buf_.size();
   while (left > 0) {

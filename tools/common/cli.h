@@ -103,6 +103,11 @@ class Output {
   uint64_t records_written() const { return records_written_; }
   // 0, or 74 after a write error other than EPIPE (message printed).
   int FinishExitCode();
+  // Called before each write of a non-empty buffer (every Flush, and the
+  // writes Write and Print make when the buffer is full): when it returns
+  // false, the buffer is dropped unwritten (Flush returns false; neither
+  // broken() nor failed() is set). Empty: every buffer is written.
+  void set_before_write(std::function<bool()> gate) { before_write_ = std::move(gate); }
 
  private:
   int fd_;
@@ -114,6 +119,7 @@ class Output {
   uint64_t flushes_ = 0;
   uint64_t records_pending_ = 0;  // ended in buf_
   uint64_t records_written_ = 0;
+  std::function<bool()> before_write_;
 };
 
 // Ignores SIGPIPE so a closed pipe shows up as EPIPE on write.

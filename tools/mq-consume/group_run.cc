@@ -81,6 +81,16 @@ class Member {
         printer_(std::move(settings.print), out) {
     for (auto& s : sources_)
       s->last_epoch.assign(static_cast<size_t>(s->consumer->config().partitions), -1);
+    // At most once, printing: the offsets of what is in the output buffer
+    // are committed before the buffer is written (CommitPrinted).
+    if (f_.at_most_once && !dispatcher_)
+      out_->set_before_write([this] {
+        if (write_error_.ok()) write_error_ = CommitPrinted();
+        return write_error_.ok();
+      });
+  }
+  ~Member() {
+    if (f_.at_most_once && !dispatcher_) out_->set_before_write({});
   }
 
   Status Run(const volatile std::sig_atomic_t* interrupted);
@@ -123,6 +133,12 @@ class Member {
   void Collect(int timeout_ms);
   Status Commit();
   Status CommitAhead(Source& s, const ConsumedRecord& m);
+  // --at-most-once, printing: commits each partition's position (every
+  // message below it is in the output buffer or was written) before the
+  // output buffer is written, in one commit. Called by the output (its
+  // before_write gate); an error, kept in write_error_, drops the buffer
+  // unwritten and stops the run.
+  Status CommitPrinted();
   // --at-most-once, letting go of partition `only` of `src` (or of each)
   // without a crash: what was committed ahead of the output and not handed
   // out is handed back to the next owner (HandBackCommit), in one commit.
@@ -163,6 +179,7 @@ class Member {
   std::string ack_buf_;
   bool ack_eof_ = false;
   Status stop_;  // --parallel: why a handler run stopped the member
+  Status write_error_;  // --at-most-once, printing: a commit before a write failed
 };
 
 // Test seam (mq(7), MQ_TEST_PAUSE=acquire:MS): a pause before each
@@ -277,6 +294,7 @@ Status Member::Revoke(Source& src, int32_t p) {
     dispatcher_->Drop(p);
   } else {
     if (out_->Flush()) MarkFlushed();
+    if (!write_error_.ok()) return write_error_;
     ReadAcks(false);
   }
   MQ_RETURN_IF_ERROR(Commit());
@@ -609,8 +627,8 @@ Status Member::CommitDeadLetters() {
   return Status::Ok();
 }
 
-// At-most-once: before a batch's first message is printed, its partition's
-// offset is committed past the whole batch.
+// At-most-once, with handlers: before a batch's first message is handed to
+// a handler, its partition's offset is committed past the whole batch.
 Status Member::CommitAhead(Source& src, const ConsumedRecord& m) {
   Progress& pr = src.progress[m.partition];
   if (m.record.offset < pr.ahead) return Status::Ok();
@@ -622,6 +640,33 @@ Status Member::CommitAhead(Source& src, const ConsumedRecord& m) {
   pr.ahead_epoch = m.leader_epoch;
   pr.committed = next;
   pr.lower_from = -1;
+  return Status::Ok();
+}
+
+Status Member::CommitPrinted() {
+  std::vector<OffsetCommit> commits;
+  std::vector<Progress*> of;
+  for (auto& src : sources_) {
+    for (auto& [p, pr] : src->progress) {
+      auto pos = src->consumer->position(p);
+      if (!pos) continue;
+      if (auto c = OutputAheadCommit(src->topic, p, pr.committed, *pos,
+                                     src->last_epoch[static_cast<size_t>(p)], pr.lower_from)) {
+        commits.push_back(std::move(*c));
+        of.push_back(&pr);
+      }
+    }
+  }
+  if (commits.empty()) return Status::Ok();
+  MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
+  for (size_t i = 0; i < commits.size(); ++i) {
+    const OffsetCommit& c = commits[i];
+    Progress& pr = *of[i];
+    pr.ahead = c.offset;
+    pr.ahead_epoch = c.leader_epoch;
+    pr.committed = c.offset;
+    pr.lower_from = -1;
+  }
   return Status::Ok();
 }
 
@@ -686,6 +731,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       if ((f_.commit_every > 0 && since_commit_ >= f_.commit_every) ||
           now - last_commit_ms_ >= f_.commit_interval_ms) {
         if (!dispatcher_ && out_->Flush()) MarkFlushed();
+        if (!write_error_.ok()) return write_error_;
         MQ_RETURN_IF_ERROR(Commit());
       }
     }
@@ -694,7 +740,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     auto next = Next(&src);
     if (!next) return next.error();
     if (const ConsumedRecord* m = *next) {
-      if (f_.at_most_once) MQ_RETURN_IF_ERROR(CommitAhead(*src, *m));
+      if (f_.at_most_once && dispatcher_) MQ_RETURN_IF_ERROR(CommitAhead(*src, *m));
       src->last_epoch[static_cast<size_t>(m->partition)] = m->leader_epoch;
       if (need_headers) headers = m->record.headers();
       if (!settings_.header_filters.empty() && !MatchesAll(headers, settings_.header_filters))
@@ -712,6 +758,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         MQ_RETURN_IF_ERROR(CommitDeadLetters());
       } else {
         printer_.Print(src->topic, m->partition, m->log_append_time, m->record, headers);
+        if (!write_error_.ok()) return write_error_;
         if (out_->flushes() != seen_flushes_) MarkFlushed();
       }
       // --parallel counts messages toward --commit-every as they are
@@ -743,6 +790,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     } else if (out_->broken()) {
       return Status::Ok();
     }
+    if (!write_error_.ok()) return write_error_;
     if (!draining) MQ_RETURN_IF_ERROR(Commit());
     // A reader of our standard output that went away is seen here, not at
     // a next write that may never come (as plain follow mode): the member
@@ -819,6 +867,7 @@ Status Member::Finish(bool completed) {
     return flushed.ok() ? committed : flushed;
   }
   if (out_->Flush()) MarkFlushed();
+  if (!write_error_.ok()) return write_error_;
   if (f_.ack_fd) {
     // The downstream acknowledges what it processed; once our output is
     // closed it sees the end (unless another process holds the pipe),

@@ -58,8 +58,9 @@ std::optional<MemberNote> ParseMemberNote(std::string_view text);
 std::optional<MemberNote> ReadMemberNote(int members_dir, std::string_view member_id);
 
 // At most once (format-spec/group.md §14.3, R31's hand-back exception): a
-// member commits a batch's offsets before it hands out any of its messages
-// (`committed`: the offset it committed, past the batch), so a crash loses
+// member commits offsets before it hands out the messages below them (R67:
+// past its output buffer before writing it, or past a batch before its
+// handlers run; `committed`: the offset it committed), so a crash loses
 // what it had not handed out yet. When it lets go of the partition without
 // a crash (a rebalance, or a clean stop: -c, -e, end of output, SIGINT,
 // SIGTERM), every message below `handed_out` was handed out (printed, or
@@ -72,6 +73,19 @@ std::optional<MemberNote> ReadMemberNote(int members_dir, std::string_view membe
 std::optional<OffsetCommit> HandBackCommit(std::string_view topic, int32_t partition,
                                            int64_t committed, int64_t handed_out,
                                            int32_t leader_epoch);
+
+// At most once, printing (format-spec/group.md R67): before a member writes
+// its output buffer, partition `partition`'s entry in the one commit that
+// covers the buffer: its offset moves to `position`, the member's reading
+// position (every message below it is in the buffer or was written
+// before), with `leader_epoch` (of the record at position - 1; -1: not
+// known) and `lower_from` (R31's exception for a committed offset found
+// past the log end; -1: none). nullopt when `position` is not past
+// `committed` (-1: none): nothing of the partition is in the buffer that
+// is not committed already.
+std::optional<OffsetCommit> OutputAheadCommit(std::string_view topic, int32_t partition,
+                                              int64_t committed, int64_t position,
+                                              int32_t leader_epoch, int64_t lower_from = -1);
 
 struct MembershipView {
   // Live member ids, sorted; this member included. A live member whose note

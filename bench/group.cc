@@ -1,0 +1,239 @@
+// Consumer groups through the tools (not a test): what a member costs
+// against plain mq-consume, and how soon a killed member's partition is
+// handled again.
+//
+//   MQ_BIN=build bench-group [--messages=2000000] [--runs=5] [--takeovers=10]
+//
+// Throughput: --messages 100-byte lines in a 4-partition topic (keyed, in
+// the page cache), read to /dev/null --runs times each, back to back in
+// every round (a new group each run: the same messages every time):
+//   plain         mq-consume -t T -e
+//   group         mq-consume -t T -G gN -e                 (at least once)
+//   at-most-once  mq-consume -t T -G aN -e --at-most-once
+// Reported: the median wall time of each as messages/s, and the ratio to
+// plain's median of the same run (targets: group >= 0.9, at-most-once >= 0.3).
+//
+// Takeover, --takeovers times (a new group each time): members a and b of
+// one group run serial handlers (--exec) on a 2-partition topic with a
+// backlog on each partition; every handler writes its member and partition
+// to a FIFO this program reads. Once each member handles its own
+// partition, b is SIGKILLed; measured is the time from the kill until the
+// first line of a handler that a runs on b's partition. Reported: median and
+// max, against the median time between two of b's handler runs before the
+// kill (what one handler run costs on this machine). Target: < 200 ms.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+
+namespace {
+
+std::string bin_dir;
+
+std::string Tool(const char* name) { return bin_dir + "/" + name; }
+
+// Starts `args` with standard input from `in` and standard output to `out`
+// (paths; empty: inherited).
+pid_t Start(const std::vector<std::string>& args, const std::string& in, const std::string& out) {
+  pid_t pid = ::fork();
+  if (pid < 0) bench::Die("fork");
+  if (pid == 0) {
+    if (!in.empty()) {
+      int fd = ::open(in.c_str(), O_RDONLY);
+      if (fd < 0) _exit(126);
+      ::dup2(fd, 0);
+      ::close(fd);
+    }
+    if (!out.empty()) {
+      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0) _exit(126);
+      ::dup2(fd, 1);
+      ::close(fd);
+    }
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+void Wait(pid_t pid, const std::string& what) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    bench::Die(what + " failed (status " + std::to_string(status) + ")");
+}
+
+// Wall seconds of one run of `args` to /dev/null.
+double TimeRun(const std::vector<std::string>& args) {
+  const double start = bench::Now();
+  Wait(Start(args, "", "/dev/null"), args[0]);
+  return bench::Now() - start;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+void Throughput(const bench::ScratchDir& tmp, const std::string& data, long messages, int runs) {
+  {
+    std::ofstream in(tmp / "in");
+    std::string pad;
+    while (pad.size() < 89) pad += "the quick brown fox jumps over the lazy dog ";
+    pad.resize(89);
+    char key[32];
+    for (long i = 0; i < messages; ++i) {
+      std::snprintf(key, sizeof key, "k%09ld", i);
+      in << key << '\t' << pad << '\n';
+    }
+  }
+  Wait(Start({Tool("mq-produce"), "-C", data, "-q", "-t", "T", "--create", "--partitions", "4",
+              "-K", "\t"},
+             tmp / "in", ""),
+       "mq-produce");
+  const std::string consume = Tool("mq-consume");
+  TimeRun({consume, "-C", data, "-t", "T", "-e"});  // the log into the page cache
+  std::vector<double> plain, group, amo;
+  for (int run = 0; run < runs; ++run) {
+    const std::string n = std::to_string(run);
+    plain.push_back(TimeRun({consume, "-C", data, "-t", "T", "-e"}));
+    group.push_back(TimeRun({consume, "-C", data, "-t", "T", "-G", "g" + n, "-e"}));
+    amo.push_back(TimeRun({consume, "-C", data, "-t", "T", "-G", "a" + n, "-e", "--at-most-once"}));
+  }
+  const double p = Median(plain), g = Median(group), a = Median(amo);
+  const double m = static_cast<double>(messages);
+  const std::string base = "plain " + bench::Rate(m / p, "msg");
+  bench::Row("mq-consume -G g -e > /dev/null", bench::Rate(m / g, "msg"), base, p / g, ">= 0.9");
+  bench::Row("mq-consume -G g -e --at-most-once", bench::Rate(m / a, "msg"), base, p / a,
+             ">= 0.3");
+}
+
+// Lines from the FIFO `fd` until `deadline` (bench::Now() seconds): each
+// complete line, with the time it was read, goes to `on_line`, which returns
+// true to stop.
+template <typename F>
+bool ReadLines(int fd, std::string& buf, double deadline, F on_line) {
+  while (bench::Now() < deadline) {
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      if (on_line(line, bench::Now())) return true;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10) <= 0) continue;
+    char chunk[4096];
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n > 0) buf.append(chunk, static_cast<size_t>(n));
+  }
+  return false;
+}
+
+void Takeover(const bench::ScratchDir& tmp, const std::string& data, int takeovers) {
+  const std::string fifo = tmp / "handled";
+  if (::mkfifo(fifo.c_str(), 0600) != 0) bench::Die("mkfifo");
+  // Read-write: never an end of file, and opening does not wait for a writer.
+  const int fd = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) bench::Die("open " + fifo);
+  {
+    std::ofstream in(tmp / "backlog");
+    for (int i = 0; i < 20000; ++i) in << "k" << i << "\tv" << i << '\n';
+  }
+  Wait(Start({Tool("mq-produce"), "-C", data, "-q", "-t", "F", "--create", "--partitions", "2",
+              "-K", "\t"},
+             tmp / "backlog", ""),
+       "mq-produce");
+  std::vector<double> took, gaps;
+  for (int run = 0; run < takeovers; ++run) {
+    const std::string group = "t" + std::to_string(run);
+    auto member = [&](const std::string& id) {
+      return Start({Tool("mq-consume"), "-C", data, "-t", "F", "-G", group, "--member-id", id,
+                    "-q", "--exec", "sh", "-c", "echo \"" + id + " $MQ_PARTITION\" >" + fifo},
+                   "", "/dev/null");
+    };
+    const pid_t a = member("a");
+    const pid_t b = member("b");
+    // Each member at work on a partition of its own: the last 3 runs of
+    // each on one partition, and not the same one.
+    std::string buf;
+    std::vector<std::string> last_a, last_b;
+    std::vector<double> b_times;
+    auto settled = [&](const std::vector<std::string>& v) {
+      return v.size() >= 3 && v[v.size() - 1] == v[v.size() - 2] && v[v.size() - 2] == v[v.size() - 3];
+    };
+    std::string pb;
+    bool ok = ReadLines(fd, buf, bench::Now() + 30, [&](const std::string& line, double at) {
+      if (line.size() < 3) return false;
+      (line[0] == 'a' ? last_a : last_b).push_back(line.substr(2));
+      if (line[0] == 'b') b_times.push_back(at);
+      if (settled(last_a) && settled(last_b) && last_a.back() != last_b.back() &&
+          b_times.size() >= 6) {
+        pb = last_b.back();
+        return true;
+      }
+      return false;
+    });
+    if (!ok) bench::Die("the members did not share the partitions within 30 s");
+    for (size_t i = b_times.size() - 3; i < b_times.size(); ++i)
+      gaps.push_back(b_times[i] - b_times[i - 1]);
+    ::kill(b, SIGKILL);
+    const double killed = bench::Now();
+    ::waitpid(b, nullptr, 0);
+    double handled = 0;
+    ok = ReadLines(fd, buf, killed + 30, [&](const std::string& line, double at) {
+      if (line == "a " + pb) {
+        handled = at;
+        return true;
+      }
+      return false;
+    });
+    if (!ok) bench::Die("a did not handle b's partition within 30 s of the kill");
+    took.push_back(handled - killed);
+    ::kill(a, SIGTERM);
+    ::waitpid(a, nullptr, 0);
+    // What a's last handler wrote goes with this run.
+    ReadLines(fd, buf, bench::Now() + 0.05, [](const std::string&, double) { return false; });
+    buf.clear();
+  }
+  ::close(fd);
+  const double median = Median(took);
+  char measured[64];
+  std::snprintf(measured, sizeof measured, "%.0f ms (max %.0f)", median * 1e3,
+                *std::max_element(took.begin(), took.end()) * 1e3);
+  char base[64];
+  std::snprintf(base, sizeof base, "handler run %.1f ms", Median(gaps) * 1e3);
+  bench::Row("takeover: SIGKILL to survivor's handler", measured, base, median / Median(gaps),
+             "< 200 ms");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* env = std::getenv("MQ_BIN");
+  bin_dir = bench::Flag(argc, argv, "bin", env ? env : "build");
+  if (::access(Tool("mq-consume").c_str(), X_OK) != 0 || ::access(Tool("mq-produce").c_str(), X_OK) != 0)
+    bench::Die("no " + Tool("mq-consume") + " or mq-produce (set MQ_BIN or --bin)");
+  const long messages = std::stol(bench::Flag(argc, argv, "messages", "2000000"));
+  const int runs = std::stoi(bench::Flag(argc, argv, "runs", "5"));
+  const int takeovers = std::stoi(bench::Flag(argc, argv, "takeovers", "10"));
+  ::signal(SIGPIPE, SIG_IGN);
+  bench::ScratchDir tmp;
+  const std::string data = tmp / "data";
+  if (messages > 0 && runs > 0) Throughput(tmp, data, messages, runs);
+  if (takeovers > 0) Takeover(tmp, data, takeovers);
+  return 0;
+}
