@@ -191,6 +191,18 @@ Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic,
   return bounds->end;
 }
 
+Status CheckReadableAt(const DataDir& dir, const std::string& topic, int32_t partition,
+                       int64_t offset) {
+  ConsumerOptions options;
+  options.stop_at_end = true;
+  options.max_open = 1;
+  auto consumer = Consumer::Open(dir, topic, std::move(options));
+  if (!consumer) return consumer.error();
+  MQ_RETURN_IF_ERROR((*consumer)->Assign(partition, {StartPosition::Kind::kOffset, offset}));
+  auto next = (*consumer)->Next();
+  return next ? Status::Ok() : next.error();
+}
+
 Result<bool> HasLiveMembers(const Group& group) {
   return IsLocked(group.dir_fd(), kGroupLock, LockMode::kExclusive, group.fs());
 }
@@ -268,6 +280,11 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
       if (bounds) {
         s.log = *bounds;
         Place(&s);
+        // Where a member resumes: a corrupt batch there stops it.
+        if (s.resume_at && *s.resume_at < s.log.end) {
+          Status readable = CheckReadableAt(dir, t, p, *s.resume_at);
+          if (readable.code() == Code::kCorruption) s.corrupt = readable;
+        }
         if (!s.committed && !s.owner) {
           s.lag = s.log.end - s.log.start;
           s.unread = true;
