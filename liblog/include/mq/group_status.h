@@ -81,6 +81,11 @@ CommittedPosition PlaceCommitted(int64_t committed, const LogBounds& log,
 // Other errors are the reader's.
 Status CheckReadableAt(const DataDir& dir, const std::string& topic, int32_t partition,
                        int64_t offset);
+// The same with `consumer` (of the topic, stop_at_end, `partition` not
+// assigned: it is assigned and unassigned again), so that one consumer
+// checks every partition of a topic.
+class Consumer;
+Status CheckReadableAt(Consumer& consumer, int32_t partition, int64_t offset);
 
 struct GroupPartitionStatus {
   std::string topic;
