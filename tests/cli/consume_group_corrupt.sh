@@ -5,8 +5,8 @@
 # stderr (file, byte position, rule, as mq-inspect --verify does), commits
 # up to the batch, and exits 65 at the end; --describe shows the partition
 # as corrupt (exit 65); a following member goes on delivering the other
-# partitions' appends. --skip-corrupt skips the batch, says so, commits past
-# it and exits 1.
+# partitions' appends; a member of several topics names the topic-partition.
+# --skip-corrupt skips the batch, says so, commits past it and exits 1.
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -121,4 +121,13 @@ for mode in alo amo; do
   expect_rc 0 "--skip-corrupt ($mode): the run after"
   [[ ! -s "$WORK/out" ]] || fail "--skip-corrupt ($mode): read again: $(cat "$WORK/out")"
 done
+# --- a member of several topics: the stop names the topic-partition ----------------------
+produce -t u-x --create --partitions 2 </dev/null
+for p in 0 1; do echo "u$p" | produce -t u-x -p "$p"; done
+run "$C" -t t -t u-x -G gmulti -e -f '%t %s\n'
+expect_rc 65 "several topics"
+grep -q "group gmulti: partition t-2 stopped at offset 1: $SEG: position $BATCH: R4: " "$WORK/err" ||
+  fail "several topics: the stop is not said: $(cat "$WORK/err")"
+expect_eq "several topics: every other partition delivered" \
+  "$( (echo "$WANT" | sed 's/^/t /'; echo "u-x u0"; echo "u-x u1") | sort)" "$(sort "$WORK/out")"
 echo "consume_group_corrupt: ok"
