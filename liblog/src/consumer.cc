@@ -26,7 +26,8 @@ struct Consumer::Cursor {
   int64_t stop_offset = std::numeric_limits<int64_t>::max();  // stop_at_end
   int64_t stalled_end = -1;  // committed end seen when Next() last found nothing
   bool after_skip = false;   // a corrupt batch was skipped: count the offsets it hid
-  bool done = false;         // finished (stop_at_end, stop_timestamp)
+  bool done = false;         // finished (stop_at_end, stop_timestamp, stopped)
+  bool stopped = false;      // stop_corrupt: a corrupt batch stopped it
 };
 
 // The batch whose records are being handed out.
@@ -112,6 +113,11 @@ std::optional<int64_t> Consumer::position(int32_t partition) const {
   // timestamp start.
   if (batch_ && batch_->cursor == c && batch_->start_timestamp) return std::nullopt;
   return c->next_offset;
+}
+
+bool Consumer::stopped(int32_t partition) const {
+  Cursor* c = Find(partition);
+  return c && c->stopped;
 }
 
 std::optional<int64_t> Consumer::last_handed_out(int32_t partition) const {
@@ -242,6 +248,18 @@ Status Consumer::Assign(int32_t partition, StartPosition start) {
   c->dir = dir_.PartitionDir(topic_, partition);
   c->start = start;
   Status s = OpenCursor(*c, true);
+  if (!s.ok() && s.code() == Code::kCorruption && options_.stop_corrupt &&
+      !options_.skip_corrupt) {
+    // Its start cannot be read: assigned, stopped where it was to start.
+    Release(*c);
+    if (start.kind == StartPosition::Kind::kOffset) {
+      c->next_offset = start.value;
+      c->positioned = true;
+    }
+    Stop(*c, Status(s.code(), fmt::format("{} (topic {} partition {}, start)", s.message(),
+                                          topic_, partition)));
+    s = Status::Ok();
+  }
   if (!s.ok()) {
     Release(*c);
     return s;
@@ -296,6 +314,10 @@ Status Consumer::OnBadBatch(Cursor& c, Status s, bool from_reader) {
   if (!s.file().empty() && s.file().find('/') == std::string::npos && what.starts_with(s.file()))
     what = c.dir + "/" + what;
   Status full(s.code(), fmt::format("{} ({})", what, where));
+  if (s.code() == Code::kCorruption && !options_.skip_corrupt && options_.stop_corrupt) {
+    Stop(c, std::move(full));
+    return Status::Ok();
+  }
   if (s.code() != Code::kCorruption || !options_.skip_corrupt) return full;
   ++skipped_batches_;
   ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kSkippedBatch, c);
@@ -306,6 +328,16 @@ Status Consumer::OnBadBatch(Cursor& c, Status s, bool from_reader) {
   // The records were bad: Next() already moved past the batch, whose
   // offsets are not handed out.
   return Status::Ok();
+}
+
+// stop_corrupt: `c` stops at its next offset; `s` says why.
+void Consumer::Stop(Cursor& c, Status s) {
+  c.stopped = true;
+  c.done = true;
+  ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kStoppedPartition, c);
+  n.error = std::move(s);
+  n.first_offset = c.next_offset;
+  Notify(n);
 }
 
 // Starts handing out the records of `batch`, read from `c` (batch_ is set
@@ -441,6 +473,15 @@ Result<const ConsumedRecord*> Consumer::Next() {
       continue;
     }
     auto step = ReadBatch(c);
+    if (!step && step.error().code() == Code::kCorruption && options_.stop_corrupt &&
+        !options_.skip_corrupt) {
+      // Its reader could not be opened again where it stopped reading.
+      Stop(c, Status(Code::kCorruption,
+                     fmt::format("{} (topic {} partition {}, next offset {})",
+                                 step.error().message(), topic_, c.partition, c.next_offset)));
+      EndTurn(c);
+      continue;
+    }
     if (!step) {
       ++turn_;
       return step.error();

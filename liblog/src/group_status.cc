@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -191,6 +192,23 @@ Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic,
   return bounds->end;
 }
 
+Status CheckReadableAt(const DataDir& dir, const std::string& topic, int32_t partition,
+                       int64_t offset) {
+  ConsumerOptions options;
+  options.stop_at_end = true;
+  options.max_open = 1;
+  auto consumer = Consumer::Open(dir, topic, std::move(options));
+  if (!consumer) return consumer.error();
+  return CheckReadableAt(**consumer, partition, offset);
+}
+
+Status CheckReadableAt(Consumer& consumer, int32_t partition, int64_t offset) {
+  MQ_RETURN_IF_ERROR(consumer.Assign(partition, {StartPosition::Kind::kOffset, offset}));
+  auto next = consumer.Next();
+  consumer.Unassign(partition);
+  return next ? Status::Ok() : next.error();
+}
+
 Result<bool> HasLiveMembers(const Group& group) {
   return IsLocked(group.dir_fd(), kGroupLock, LockMode::kExclusive, group.fs());
 }
@@ -242,6 +260,8 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
     if (c->second)
       for (int32_t p = 0; p < c->second->partitions; ++p) keys.insert({t, p});
   }
+  // A consumer per topic reads from where members resume (CheckReadableAt).
+  std::map<std::string, std::unique_ptr<Consumer>> readers;
   for (const auto& [t, p] : keys) {
     GroupPartitionStatus s;
     s.topic = t;
@@ -268,6 +288,19 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
       if (bounds) {
         s.log = *bounds;
         Place(&s);
+        // Where a member resumes: a corrupt batch there stops it.
+        if (s.resume_at && *s.resume_at < s.log.end) {
+          auto& reader = readers[t];
+          if (!reader) {
+            ConsumerOptions options;
+            options.stop_at_end = true;
+            options.max_open = 1;
+            if (auto opened = Consumer::Open(dir, t, std::move(options)))
+              reader = std::move(*opened);
+          }
+          Status readable = reader ? CheckReadableAt(*reader, p, *s.resume_at) : Status::Ok();
+          if (readable.code() == Code::kCorruption) s.corrupt = readable;
+        }
         if (!s.committed && !s.owner) {
           s.lag = s.log.end - s.log.start;
           s.unread = true;

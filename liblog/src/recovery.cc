@@ -374,6 +374,7 @@ Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs
     if (p.key != "cut") return Status::Ok();  // room for later keys
     const size_t sp = p.value.find(' ');
     TruncationRecord r;
+    r.position = p.position;
     if (sp == std::string_view::npos || !ParseInt64(p.value.substr(0, sp), 0, INT64_MAX - 1, &r.end) ||
         !ParseInt64(p.value.substr(sp + 1), 0, INT64_MAX, &r.time_ms))
       return Status::Corruption(path, p.position, "R59",
@@ -394,7 +395,7 @@ Status RecordTruncation(int dir_fd, FileSystem* fs, const std::string& dir, int6
   std::vector<TruncationRecord>& h = *history;
   while (!h.empty() && h.back().end >= end) h.pop_back();
   // A clock that went back is taken as the latest time seen (order kept).
-  h.push_back({end, h.empty() ? time_ms : std::max(time_ms, h.back().time_ms)});
+  h.push_back({end, h.empty() ? time_ms : std::max(time_ms, h.back().time_ms), 0});
   if (h.size() > kMaxTruncations) h.erase(h.begin(), h.end() - kMaxTruncations);
   std::string text = "# mq truncations: log end left, ms (format-spec/segment.md 6.6)\n";
   for (const TruncationRecord& r : h) text += fmt::format("cut={} {}\n", r.end, r.time_ms);

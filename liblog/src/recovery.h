@@ -94,6 +94,7 @@ constexpr size_t kMaxTruncations = 64;
 struct TruncationRecord {
   int64_t end = 0;      // the log end offset the truncation left
   int64_t time_ms = 0;  // when it was made
+  uint64_t position = 0;  // where its line starts in the file read (0: not read from one)
 };
 // The entries, oldest first (none when the file is missing); kCorruption
 // naming the file, byte position and R59 when it breaks the rule.

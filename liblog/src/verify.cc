@@ -251,6 +251,34 @@ static void CountFile(VerifyStats* stats, const std::string& path) {
   stats->bytes += static_cast<uint64_t>(st.st_size);
 }
 
+// R59 (segment.md §6.6): the truncation history is well formed, and its
+// last cut is not past the log end: the log ended there after that cut and
+// only grows until the next cut, which adds an entry. Against a log end
+// that is not trusted (a reboot since it was published) a cut past it is
+// what the next writer's recovery records a lower cut for.
+static Status VerifyTruncations(int dir_fd, const std::string& dir, int64_t log_end, bool trusted,
+                         std::vector<Problem>* problems, VerifyStats* stats) {
+  const std::string path = dir + "/" + kTruncationsName;
+  auto history = ReadTruncations(dir_fd, FileSystem::Default(), dir);
+  if (!history && history.error().code() == Code::kCorruption) {
+    problems->push_back({path, history.error().position(), "R59", history.error().message()});
+    return Status::Ok();
+  }
+  if (!history) return history.error();  // a symlink, FIFO or device is refused (exit 77)
+  if (history->empty()) return Status::Ok();
+  CountFile(stats, path);
+  const TruncationRecord& last = history->back();
+  if (last.end > log_end)
+    problems->push_back(
+        {path, last.position, "R59",
+         fmt::format("the last cut left the log ending at offset {}, past the log end {}: the "
+                     "log only grows after a cut{}",
+                     last.end, log_end,
+                     trusted ? "" : "; the next writer's recovery records the lower end"),
+         trusted ? Problem::Kind::kCorruption : Problem::Kind::kNeedsRecovery});
+  return Status::Ok();
+}
+
 Status VerifyFile(const std::string& path, const DecodeLimits& limits,
                   std::vector<Problem>* problems, VerifyStats* stats) {
   if (EndsWith(path, format::kLogSuffix)) {
@@ -408,6 +436,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     facts.implied_epochs = implied;
     facts.trusted = trusted || !state;
     MQ_RETURN_IF_ERROR(VerifyReplicaCheckpointsAgainstLog(dfd->get(), dir, facts, problems));
+    MQ_RETURN_IF_ERROR(VerifyTruncations(dfd->get(), dir, facts.log_end_offset,
+                                         trusted || !state, problems, stats));
   }
   if (!state) return CheckWriterFiles(dfd->get());
   // The segment holding the committed end must hold all of it.

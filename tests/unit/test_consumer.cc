@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "mq/consumer.h"
+#include "mq/group_status.h"
 #include "mq/topic.h"
 #include "test_support.h"
 
@@ -590,4 +591,71 @@ TEST_CASE("consumer: ReadNext reads a partition next, putting aside the batch be
   REQUIRE(r);
   REQUIRE(*r);
   CHECK(Got{(*r)->partition, (*r)->record.offset} == Got{0, 11});
+}
+
+TEST_CASE("consumer: with stop_corrupt a corrupt batch stops its partition and the others go on") {
+  Topic t(3);
+  for (int i = 0; i < 3; ++i)
+    for (int32_t p = 0; p < 3; ++p) t.Append(p, 2);
+  // Partition 1's second batch fails its CRC (R4).
+  const std::string log = t.dir.PartitionDir("t", 1) + "/00000000000000000000.log";
+  auto bytes = ReadFile(log);
+  const size_t batch = bytes.size() / 3;
+  REQUIRE(batch * 3 == bytes.size());
+  bytes[2 * batch - 5] ^= std::byte{0xff};
+  WriteFile(log, bytes);
+
+  std::vector<ConsumerNotice> notices;
+  ConsumerOptions o;
+  o.stop_at_end = true;
+  o.stop_corrupt = true;
+  o.on_notice = [&](const ConsumerNotice& n) { notices.push_back(n); };
+  auto c = t.Open(o);
+  for (int32_t p = 0; p < 3; ++p) REQUIRE(c->Assign(p, {K::kBeginning, 0}).ok());
+  std::vector<Got> got = Drain(*c);
+  CHECK(OffsetsOf(got, 0) == Range(0, 6));
+  CHECK(OffsetsOf(got, 1) == Range(0, 2));
+  CHECK(OffsetsOf(got, 2) == Range(0, 6));
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].kind == ConsumerNotice::Kind::kStoppedPartition);
+  CHECK(notices[0].partition == 1);
+  CHECK(notices[0].first_offset == 2);
+  CHECK(notices[0].error.code() == Code::kCorruption);
+  CHECK_THAT(notices[0].error.message(),
+             Catch::Contains(log) && Catch::Contains(fmt::format("position {}", batch)) &&
+                 Catch::Contains("R4"));
+  CHECK(c->stopped(1));
+  CHECK_FALSE(c->stopped(0));
+  CHECK(c->position(1) == std::optional<int64_t>(2));
+  CHECK(c->finished());
+
+  // Assigned at the corrupt batch: stopped there, the others read.
+  notices.clear();
+  auto again = t.Open(o);
+  REQUIRE(again->Assign(1, {K::kOffset, 2}).ok());
+  REQUIRE(again->Assign(2, {K::kOffset, 4}).ok());
+  got = Drain(*again);
+  CHECK(OffsetsOf(got, 1).empty());
+  CHECK(OffsetsOf(got, 2) == Range(4, 6));
+  CHECK(again->stopped(1));
+  CHECK(again->position(1) == std::optional<int64_t>(2));
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].first_offset == 2);
+
+  // What a member resuming at an offset meets first (--describe).
+  CHECK(CheckReadableAt(t.dir, "t", 1, 0).ok());
+  // Past it, a seek that scans the segment from before it (no index entry
+  // in between: the index is sparse) meets it too.
+  CHECK(CheckReadableAt(t.dir, "t", 1, 4).code() == Code::kCorruption);
+  Status at = CheckReadableAt(t.dir, "t", 1, 2);
+  CHECK(at.code() == Code::kCorruption);
+  CHECK_THAT(at.message(), Catch::Contains("R4") && Catch::Contains(log));
+  CHECK(CheckReadableAt(t.dir, "t", 1, 6).ok());  // the log end: nothing to read
+
+  // Without stop_corrupt the batch fails Next().
+  auto plain = t.Open();
+  REQUIRE(plain->Assign(1, {K::kOffset, 2}).ok());
+  auto r = plain->Next();
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == Code::kCorruption);
 }

@@ -276,6 +276,37 @@ TEST_CASE("R40 truncation intent: verify reports an interrupted truncation as ne
   CHECK(found);
 }
 
+TEST_CASE("R59 truncation history: verify reports a bad file, and a last cut past the log end, "
+          "naming the line") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  BuildLog(dir, 6);  // 2 records a batch: the log ends at 12, published on this boot
+  auto problems_with = [&](std::string_view text) {
+    WriteFile(dir + "/truncations",
+              std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                                     reinterpret_cast<const std::byte*>(text.data()) + text.size()));
+    std::vector<Problem> problems, r59;
+    REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+    for (const Problem& p : problems)
+      if (p.rule == "R59") r59.push_back(p);
+    return r59;
+  };
+  CHECK(problems_with("cut=4 100\ncut=12 200\n").empty());  // a cut at the log end
+  auto past = problems_with("cut=4 100\ncut=13 200\n");
+  REQUIRE(past.size() == 1);
+  CHECK(past[0].kind == Problem::Kind::kCorruption);
+  CHECK(past[0].file == dir + "/truncations");
+  CHECK(past[0].position == 10);  // the second line
+  CHECK_THAT(past[0].detail, Catch::Contains("13") && Catch::Contains("12"));
+  auto disorder = problems_with("cut=4 100\ncut=3 200\n");
+  REQUIRE(disorder.size() == 1);
+  CHECK(disorder[0].kind == Problem::Kind::kCorruption);
+  CHECK(disorder[0].position == 10);
+  auto junk = problems_with("cut=4 1x0\n");
+  REQUIRE(junk.size() == 1);
+  CHECK(junk[0].position == 0);
+}
+
 // ---- leader epochs in the writer (replication.md §16.2) ----------------------
 
 namespace {

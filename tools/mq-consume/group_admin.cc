@@ -190,7 +190,7 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
   for (const auto& s : d.partitions) {
     const GroupMemberStatus* m = FindMember(d, s.owner);
     std::string owner = s.owner ? (s.owner->empty() ? "?" : *s.owner) : "-";
-    const char* note = s.unread ? "unread" : NoteOf(s.position);
+    const char* note = !s.corrupt.ok() ? "corrupt" : s.unread ? "unread" : NoteOf(s.position);
     t.Add({d.group, s.topic, std::to_string(s.partition),
            Dash(s.committed ? std::optional<int64_t>(s.committed->offset) : std::nullopt),
            HasLog(s) ? std::to_string(s.log.end) : "-", Dash(s.lag), owner,
@@ -233,6 +233,10 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
       case CommittedPosition::kNone:
       case CommittedPosition::kInLog: break;
     }
+    if (!s.corrupt.ok())
+      notes.push_back(fmt::format("{}: stopped: a member stops at offset {}, where a batch is "
+                                  "corrupt (said on standard error)",
+                                  tp, *s.resume_at));
   }
   t.Print(out);
   for (const auto& n : notes) out.Print("note: {}\n", n);
@@ -287,7 +291,8 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
     Key(b, "host"); OptStr(b, m ? std::optional<std::string>(m->host) : std::nullopt);
     Key(b, "pid"); Num(b, m ? m->pid : std::nullopt);
     Key(b, "note");
-    if (const char* n = s.unread ? "unread" : NoteOf(s.position)) Str(b, n);
+    if (const char* n = !s.corrupt.ok() ? "corrupt" : s.unread ? "unread" : NoteOf(s.position))
+      Str(b, n);
     else b.append(std::string_view("null"));
     Key(b, "leader_epoch"); Num(b, c ? std::optional<int64_t>(c->leader_epoch) : std::nullopt);
     Key(b, "commit_timestamp"); Num(b, c ? std::optional<int64_t>(c->commit_timestamp) : std::nullopt);
@@ -295,6 +300,7 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
     Key(b, "dead_letters"); Num(b, c ? c->dead_letters : 0);
     Key(b, "error");
     if (s.position == CommittedPosition::kUnreadable) Str(b, s.error.message());
+    else if (!s.corrupt.ok()) Str(b, s.corrupt.message());
     else b.append(std::string_view("null"));
     b.append(std::string_view("}\n"));
     out.Write(std::string_view(b.data(), b.size()));
@@ -367,6 +373,7 @@ int Describe(const Flags& f) {
   // are (the exit status is the first failure's).
   int failed = cli::kExitOk;
   bool unreadable = false;
+  bool corrupt = false;
   bool first = true;
   for (const std::string& name : *names) {
     auto group = Group::Open(f.dir, name, false);
@@ -390,6 +397,12 @@ int Describe(const Flags& f) {
     // A partition whose log could not be read shows '-' for its log end and
     // lag; the rest is complete. Said here, and in the exit status.
     for (const auto& s : d->partitions) {
+      if (!s.corrupt.ok()) {
+        corrupt = true;
+        out.Flush();
+        cli::Warn(fmt::format("group {}: {}-{}: stopped at offset {}: {}", d->group, s.topic,
+                              s.partition, *s.resume_at, s.corrupt.message()));
+      }
       if (s.position != CommittedPosition::kUnreadable) continue;
       unreadable = true;
       out.Flush();
@@ -400,6 +413,7 @@ int Describe(const Flags& f) {
   int rc = out.FinishExitCode();
   if (rc != cli::kExitOk) return rc;
   if (failed != cli::kExitOk) return failed;
+  if (corrupt) return cli::kExitDataErr;
   return unreadable ? kExitDescribeIncomplete : rc;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -67,8 +68,10 @@ class Member {
   // they appear, Resubscribe); with a dispatcher, exactly one.
   Member(const Flags& f, Settings& settings, const DataDir* dir,
          std::vector<std::unique_ptr<Source>> sources, ConsumerOptions options, Group* group,
-         GroupMember* member, cli::Output* out, Dispatcher* dispatcher)
-      : f_(f),
+         GroupMember* member, cli::Output* out, Dispatcher* dispatcher,
+         std::vector<std::pair<std::string, int32_t>>* stopped)
+      : stopped_(stopped),
+        f_(f),
         settings_(settings),
         dir_(dir),
         sources_(std::move(sources)),
@@ -101,6 +104,13 @@ class Member {
   uint64_t delivered() const { return delivered_; }
 
  private:
+  // Partitions a corrupt batch stopped since the last look (the consumer's
+  // notices): what was handed out below it is committed at once, and at
+  // most once, what was committed ahead of it is handed back, so that the
+  // committed offset is where the partition stopped (--describe says so).
+  Status OnStopped();
+  std::vector<std::pair<std::string, int32_t>>* stopped_;  // (topic, partition)
+
   Status Rebalance();
   // With topic patterns (R64): the topics they match now that are not read
   // yet are opened and added to the member's subscription.
@@ -709,6 +719,18 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
   return Status::Ok();
 }
 
+Status Member::OnStopped() {
+  if (stopped_->empty()) return Status::Ok();
+  if (dispatcher_ && dispatcher_->parallel()) Collect(0);
+  else if (dispatcher_) MarkHandled();
+  else if (out_->Flush()) MarkFlushed();
+  MQ_RETURN_IF_ERROR(Commit());
+  for (const auto& [topic, p] : std::exchange(*stopped_, {}))
+    if (Source* src = FindSource(topic); src && src->progress.contains(p))
+      MQ_RETURN_IF_ERROR(HandBack(src, p));
+  return Status::Ok();
+}
+
 Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   if (f_.count && *f_.count == 0) return Status::Ok();
   const bool need_headers = printer_.needs_headers() || !settings_.header_filters.empty();
@@ -739,6 +761,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     Source* src = nullptr;
     auto next = Next(&src);
     if (!next) return next.error();
+    MQ_RETURN_IF_ERROR(OnStopped());
     if (const ConsumedRecord* m = *next) {
       if (f_.at_most_once && dispatcher_) MQ_RETURN_IF_ERROR(CommitAhead(*src, *m));
       src->last_epoch[static_cast<size_t>(m->partition)] = m->leader_epoch;
@@ -887,7 +910,42 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   ConsumerOptions options;
   options.limits = {f.max_batch_bytes, f.max_batch_bytes};
   options.stop_at_end = f.exit_at_end;
-  options.skip_corrupt = false;
+  // A corrupt batch stops its partition, not the member (format-spec/
+  // group.md §14.7): reported here, committed up to it by the member
+  // (Member::OnStopped), and the exit status at the end is 65. With
+  // --skip-corrupt it is skipped, and the offsets past it are committed
+  // as the messages after it are handed over.
+  options.skip_corrupt = f.skip_corrupt;
+  options.stop_corrupt = true;
+  std::vector<std::pair<std::string, int32_t>> stopped;  // since the member last looked
+  uint64_t stops = 0, skipped = 0, skipped_offsets = 0;
+  const bool several = ReadsSeveralTopics(f);
+  options.on_notice = [&](const ConsumerNotice& n) {
+    using K = ConsumerNotice::Kind;
+    // The partition directory is <dir>/<topic>-<partition>.
+    std::string topic = n.dir.substr(n.dir.rfind('/') + 1);
+    topic.resize(topic.size() - std::min(topic.size(), std::to_string(n.partition).size() + 1));
+    const std::string name =
+        several ? fmt::format("{}-{}", topic, n.partition) : std::to_string(n.partition);
+    if (n.kind == K::kStoppedPartition) {
+      stopped.emplace_back(topic, n.partition);
+      ++stops;
+      if (!f.quiet)
+        cli::Warn(fmt::format("group {}: partition {} stopped at offset {}: {}; the member "
+                              "goes on with its other partitions",
+                              *f.group, name, n.first_offset, n.error.message()));
+    } else if (n.kind == K::kSkippedBatch) {
+      ++skipped;
+      if (!f.quiet)
+        cli::Warn(fmt::format("group {}: skipping corrupt batch: {}", *f.group, n.error.message()));
+    } else if (n.kind == K::kSkippedOffsets) {
+      skipped_offsets += static_cast<uint64_t>(n.last_offset - n.first_offset + 1);
+      if (!f.quiet)
+        cli::Warn(fmt::format("group {}: skipped offsets {}..{} of topic {} partition {}: "
+                              "committed past with the messages after them",
+                              *f.group, n.first_offset, n.last_offset, topic, n.partition));
+    }
+  };
   // Readers (and a pipeline's output writers: a reader and a writer per
   // share) share what the open-file limit leaves once a pipeline's producer
   // locks of every source partition (the most this member can own), the
@@ -959,7 +1017,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   cli::Output out(1, 1 << 20);
   // --exec and --to-topic read one topic (options.cc): sources.front().
   Member m(f, settings, &*dir, std::move(sources), options, &*group, &*member, &out,
-           dispatcher ? &*dispatcher : nullptr);
+           dispatcher ? &*dispatcher : nullptr, &stopped);
   Status s = m.Run(interrupted);
   Status fin = m.Finish(s.ok());
   if (s.ok()) s = fin;
@@ -988,6 +1046,15 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     return dispatcher->exit_code();
   }
   if (!s.ok()) return cli::Fail(s);
+  if (rc != cli::kExitOk) return rc;
+  // Everything readable was handed over; what stderr named was not.
+  if (stops > 0) return cli::kExitDataErr;
+  if (skipped > 0) {
+    if (!f.quiet)
+      cli::Warn(fmt::format("skipped {} corrupt batch{} ({} offsets not delivered)", skipped,
+                            skipped == 1 ? "" : "es", skipped_offsets));
+    return cli::kExitProblems;
+  }
   return rc;
 }
 

@@ -230,8 +230,6 @@ Status CheckGroupFlags(const Flags& f) {
                                o));
   if (!f.partitions.empty())
     return Usage("--partition: a group assigns the partitions to its members");
-  if (f.skip_corrupt)
-    return Usage("--skip-corrupt: a group member does not commit past corrupt batches");
   if (f.at_most_once && f.ack_fd) return Usage("--at-most-once commits before output: not with --ack-fd");
   if (f.ack_fd) {
     if (*f.ack_fd <= 2) return Usage(fmt::format("--ack-fd {}: use a descriptor above 2", *f.ack_fd));

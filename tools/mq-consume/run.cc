@@ -32,6 +32,9 @@ void Report(const ConsumerNotice& n, const std::string& topic) {
                             "the log (a failover): reading them again from {}",
                             topic, n.partition, n.first_offset, n.last_offset, n.first_offset));
       return;
+    case K::kStoppedPartition:  // stop_corrupt: group members only
+      cli::Warn(n.error.message());
+      return;
   }
 }
 

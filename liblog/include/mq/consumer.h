@@ -53,6 +53,8 @@ struct ConsumerNotice {
     kSkippedOffsets,  // skip_corrupt: offsets first_offset..last_offset hidden by skipped batches
     kTruncated,       // records first_offset..last_offset, handed out already, were cut from
                       // the log (a failover): what is at those offsets now is handed out
+    kStoppedPartition,  // stop_corrupt: a corrupt batch stopped the partition at its next
+                        // offset first_offset (`error` names file, rule, place)
   };
   Kind kind = Kind::kIndexWarning;
   int32_t partition = 0;
@@ -80,6 +82,13 @@ struct ConsumerOptions {
   // A corrupt batch is reported (kSkippedBatch) and skipped instead of
   // failing Next() with kCorruption.
   bool skip_corrupt = false;
+  // Unless skip_corrupt: a corrupt batch stops its partition instead of
+  // failing Next() (kStoppedPartition): none of its records at or past the
+  // partition's next offset is handed out, the partition counts as finished,
+  // and the other partitions go on (a consumer group member,
+  // format-spec/group.md §14.7). Also when the partition's start cannot be
+  // read at Assign(). Unassign() and Assign() read it again.
+  bool stop_corrupt = false;
   // Called for each notice, from Next() and Assign(). May be empty.
   std::function<void(const ConsumerNotice&)> on_notice;
 };
@@ -165,6 +174,8 @@ class Consumer {
   // skip_corrupt: corrupt batches skipped, and the offsets they hid.
   uint64_t skipped_batches() const { return skipped_batches_; }
   uint64_t skipped_offsets() const { return skipped_offsets_; }
+  // stop_corrupt: assigned `partition` was stopped by a corrupt batch.
+  bool stopped(int32_t partition) const;
 
   // With more partitions than this, or than half of max_open, waiting
   // polls every partition each kPollMs instead of waiting on each in a
@@ -189,6 +200,7 @@ class Consumer {
   bool NextRecord();
   void EndTurn(Cursor& c);
   Status OnBadBatch(Cursor& c, Status s, bool from_reader);
+  void Stop(Cursor& c, Status s);
   void Notify(const ConsumerNotice& n);
   void ReportWarnings(Cursor& c);
 

@@ -73,6 +73,20 @@ enum class CommittedPosition : uint8_t {
 CommittedPosition PlaceCommitted(int64_t committed, const LogBounds& log,
                                  std::optional<int64_t> diverged, int64_t* resume_at);
 
+// What a member reading `partition` of `topic` from `offset` meets first:
+// Ok when its first record there reads clean (or there is none below the
+// log end); the kCorruption of the batch it stops at otherwise (its
+// message names the file, byte position and rule, as mq-inspect --verify
+// does): a member stops the partition there (format-spec/group.md §14.7).
+// Other errors are the reader's.
+Status CheckReadableAt(const DataDir& dir, const std::string& topic, int32_t partition,
+                       int64_t offset);
+// The same with `consumer` (of the topic, stop_at_end, `partition` not
+// assigned: it is assigned and unassigned again), so that one consumer
+// checks every partition of a topic.
+class Consumer;
+Status CheckReadableAt(Consumer& consumer, int32_t partition, int64_t offset);
+
 struct GroupPartitionStatus {
   std::string topic;
   int32_t partition = 0;
@@ -102,6 +116,10 @@ struct GroupPartitionStatus {
   // kUnreadable: why the log's bounds could not be read (a damaged state
   // file, a directory that cannot be opened: the error names the file).
   Status error;
+  // The batch at resume_at breaks a rule (CheckReadableAt, when resume_at
+  // is below the log end): a member stops the partition there (its owner,
+  // if any, has); the kCorruption naming file, position and rule.
+  Status corrupt;
 };
 
 struct GroupMemberStatus {
