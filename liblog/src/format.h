@@ -110,6 +110,25 @@ static_assert(kMaxCheckpointEntries == 262144);
 constexpr const char* kReplicaPositionsName = "replica-positions";
 constexpr size_t kReplicaPositionFields = 6;
 constexpr const char* kLeaderLockName = "leader.lock";
+// §17.2 R60: the same positions as a leader keeps them, `fetch-positions`:
+// 4096 bytes, two copies of 2048, each written in place (no rename). A copy
+// is magic, version, sequence (u64), count (u32), reserved (u32), `count`
+// entries of 40 bytes (replica i32, leaderEpoch i32, logEndOffset,
+// lastFetchMs, lastCaughtUpMs, lastFetchLeaderLogEndOffset: i64 each), zero
+// bytes, and the CRC-32C of its bytes before the last 4; big-endian.
+constexpr const char* kFetchPositionsName = "fetch-positions";
+constexpr uint64_t kFetchPositionsBytes = 4096;
+constexpr size_t kFetchPositionsCopyBytes = 2048;
+constexpr uint32_t kFetchPositionsMagic = 0x4D514650;  // "MQFP"
+constexpr uint32_t kFetchPositionsVersion = 1;
+constexpr size_t kFetchPositionsSequenceOffset = 8;
+constexpr size_t kFetchPositionsCountOffset = 16;
+constexpr size_t kFetchPositionsHeaderBytes = 24;
+constexpr size_t kFetchPositionEntryBytes = 40;
+constexpr size_t kFetchPositionsChecksumOffset = kFetchPositionsCopyBytes - 4;
+constexpr uint32_t kMaxFetchPositions =
+    (kFetchPositionsChecksumOffset - kFetchPositionsHeaderBytes) / kFetchPositionEntryBytes;
+static_assert(kMaxFetchPositions == 50 && 2 * kFetchPositionsCopyBytes == kFetchPositionsBytes);
 // The leader's claim on its epoch (replication.md §17.9, R53): one entry,
 // `epoch bootId`, the boot id as 32 lowercase hexadecimal digits.
 constexpr const char* kLeaderClaimName = "leader-claim";

@@ -459,6 +459,19 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
     else if (!s.ok())
       return s;  // a symlink, FIFO or device is refused (exit 77), I/O errors stop
   }
+  // §17.2, R60: the leader's fetch positions (binary, two copies).
+  if (auto info = FileSystem::Default()->StatAt(dir_fd, format::kFetchPositionsName)) {
+    if (stats != nullptr) {
+      ++stats->files;
+      stats->bytes += info->size;
+    }
+    auto read = ReadReplicaPositions(dir);
+    if (!read && read.error().code() == Code::kCorruption)
+      problems->push_back({read.error().file(), read.error().position(), read.error().rule(),
+                           read.error().message()});
+    else if (!read)
+      return read.status();
+  }
   return Status::Ok();
 }
 

@@ -1,12 +1,16 @@
 // One host: a replica's log of a partition is its partition directory
 // (mq/replication.h OpenReplicaLog, DirectLeaderLink; format-spec/
 // replication.md §17.2).
+#include <time.h>
+
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "checkpoint_file.h"
+#include "coding.h"
 #include "format.h"
 #include "mq/crc32c.h"
 #include "mq/lock.h"
@@ -17,20 +21,66 @@ namespace mq {
 
 namespace {
 
-constexpr const char* kPositionsFile = format::kReplicaPositionsName;
+constexpr const char* kPositionsFile = format::kFetchPositionsName;
 constexpr const char* kLeaderLockFile = format::kLeaderLockName;
 constexpr size_t kPositionFields = format::kReplicaPositionFields;
 constexpr const char* kClaimFile = format::kLeaderClaimName;
 
-// The replica-positions file of the partition directory `dir` (open as
-// `dir_fd`): none yet is no follower.
+// The fetch-positions file (R60) of the partition directory `dir` (open as
+// `dir_fd`): none yet, or an empty one, is no follower. A read that finds
+// it breaking R60 is made again, up to 20 times 0.1 ms apart, before the
+// breach is reported: a reader without the leader lock may have read a
+// copy while it was written, and the other while it was written next.
+Result<FetchPositions> ReadPositionsAt(FileSystem* fs, int dir_fd, const std::string& dir) {
+  const std::string path = dir + "/" + kPositionsFile;
+  for (int attempt = 1;; ++attempt) {
+    auto opened = OpenBounded(dir_fd, kPositionsFile, format::kFetchPositionsBytes, fs);
+    if (!opened && opened.error().code() == Code::kNotFound) return FetchPositions{};
+    if (!opened && opened.error().code() == Code::kTooLarge)
+      return Status::Corruption(path, format::kFetchPositionsBytes, "R60",
+                                "more than 4096 bytes");
+    if (!opened) return opened.error();
+    std::vector<std::byte> data(static_cast<size_t>(opened->size));
+    auto got = opened->file->ReadAt(0, data);
+    if (!got) return got.error();
+    data.resize(*got);
+    auto decoded = DecodeFetchPositions(data, path);
+    if (decoded || decoded.error().code() != Code::kCorruption || attempt >= 20) return decoded;
+    const timespec pause{0, 100 * 1000};
+    ::nanosleep(&pause, nullptr);
+  }
+}
+
 Result<std::vector<FollowerPosition>> ReadPositionsFile(FileSystem* fs, int dir_fd,
                                                         const std::string& dir) {
-  const std::string path = dir + "/" + kPositionsFile;
-  auto bytes = ReadCheckpointFile(fs, dir_fd, kPositionsFile, path);
-  if (!bytes && bytes.error().code() == Code::kNotFound) return std::vector<FollowerPosition>{};
-  if (!bytes) return bytes.error();
-  return DecodeReplicaPositions(*bytes, path);
+  auto read = ReadPositionsAt(fs, dir_fd, dir);
+  if (!read) return read.error();
+  return std::move(read->positions);
+}
+
+// R60: `all` replaces the copy that is not current, in place, with the next
+// sequence (the current copy stays whole whatever happens to this write);
+// no file yet (or an empty one) is created whole, copy 0 holding `all`.
+// The caller holds the leader lock: one writer at a time. Not fsynced
+// (§17.2: volatile leader state).
+// `read`: the file as the caller read it under the lock it still holds
+// (null: read here).
+Status WritePositionsFile(FileSystem* fs, int dir_fd, const std::string& dir,
+                          const std::vector<FollowerPosition>& all,
+                          const FetchPositions* read = nullptr) {
+  Result<FetchPositions> current = read ? Result<FetchPositions>(*read)
+                                        : ReadPositionsAt(fs, dir_fd, dir);
+  if (!current) return current.error();
+  auto copy = EncodeFetchPositionsCopy(all, current->sequence + 1);
+  if (!copy) return copy.error();
+  if (current->copy < 0) {
+    std::vector<std::byte> image(format::kFetchPositionsBytes);
+    std::memcpy(image.data(), copy->data(), copy->size());
+    return WriteFileAtomic(dir_fd, kPositionsFile, image, fs, {}, false);
+  }
+  auto file = fs->Open(dir_fd, kPositionsFile, FileSystem::kReadWrite);
+  if (!file) return file.error();
+  return (*file)->WriteAt(current->copy == 0 ? format::kFetchPositionsCopyBytes : 0, *copy);
 }
 
 class FileReplicaLog : public ReplicaLog {
@@ -126,13 +176,20 @@ class FileReplicaLog : public ReplicaLog {
     return RecordFollowers(*all);
   }
   Status RecordFollowers(const std::vector<FollowerPosition>& all) override {
-    // Leader state a crash may lose (§17.2): no fsync.
-    const std::string text = EncodeReplicaPositions(all);
-    return WriteFileAtomic(dir_fd_.get(), kPositionsFile, AsBytes(text), fs(), {}, false);
+    // Leader state a crash may lose (§17.2): in place, no fsync (R60), over
+    // the copy that was not current when Followers() read the file under
+    // the leader lock still held (read again otherwise).
+    std::optional<FetchPositions> read = std::move(positions_read_);
+    positions_read_.reset();
+    return WritePositionsFile(fs(), dir_fd_.get(), dir_, all, read ? &*read : nullptr);
   }
 
   Result<std::vector<FollowerPosition>> Followers() override {
-    return ReadPositionsFile(fs(), dir_fd_.get(), dir_);
+    positions_read_.reset();
+    auto read = ReadPositionsAt(fs(), dir_fd_.get(), dir_);
+    if (!read) return read.error();
+    if (in_leader_lock_) positions_read_ = FetchPositions{{}, read->sequence, read->copy};
+    return std::move(read->positions);
   }
 
   // Read once per process, then what this process stored: every claim
@@ -244,17 +301,30 @@ class FileReplicaLog : public ReplicaLog {
     auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive,
                                   LockWait::kBlock, fs());
     if (!lock) return lock.error();
-    return fn();
+    return Locked(fn);
   }
   Status TryWithLeaderLock(const std::function<Status()>& fn) override {
     auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive,
                                   LockWait::kTry, fs());
     if (!lock) return lock.error();
-    return fn();
+    return Locked(fn);
   }
 
  private:
   FileSystem* fs() const { return config_.fs ? config_.fs : FileSystem::Default(); }
+
+  // Runs `fn` under the leader lock just taken: what Followers() reads
+  // there tells RecordFollowers which copy to write (R60), and nothing read
+  // outside the lock does.
+  Status Locked(const std::function<Status()>& fn) {
+    const bool outer = in_leader_lock_;
+    in_leader_lock_ = true;
+    positions_read_.reset();
+    Status s = fn();
+    positions_read_.reset();
+    in_leader_lock_ = outer;
+    return s;
+  }
 
   // A Read: where it began and ended, and whether it stopped because the
   // next batch would pass max_bytes (not at the log end).
@@ -329,6 +399,8 @@ class FileReplicaLog : public ReplicaLog {
   std::unique_ptr<PartitionWriter> writer_;
   std::unique_ptr<PartitionReader> reader_;
   std::optional<LeaderClaim> claim_;  // as last read or stored (R53)
+  bool in_leader_lock_ = false;
+  std::optional<FetchPositions> positions_read_;  // sequence and copy, under the lock
   std::optional<ReadSpan> last_read_;  // what ReadAhead continues
   std::optional<Prepared> prepared_;
   std::string topic_;
@@ -381,6 +453,103 @@ Result<std::vector<FollowerPosition>> DecodeReplicaPositions(std::string_view by
                                return Status::Ok();
                              });
   if (!s.ok()) return s;
+  return out;
+}
+
+Result<FetchPositions> DecodeFetchPositions(std::span<const std::byte> bytes,
+                                            const std::string& file) {
+  using namespace format;
+  if (bytes.empty()) return FetchPositions{};
+  if (bytes.size() != kFetchPositionsBytes)
+    return Status::Corruption(file, bytes.size(), "R60",
+                              fmt::format("{} bytes, not 4096 (or 0)", bytes.size()));
+  FetchPositions copies[2];
+  bool whole[2] = {false, false};
+  for (int c = 0; c < 2; ++c) {
+    const size_t base = static_cast<size_t>(c) * kFetchPositionsCopyBytes;
+    const std::byte* p = bytes.data() + base;
+    if (coding::GetFixed32(p + kFetchPositionsChecksumOffset) !=
+        Crc32c(bytes.subspan(base, kFetchPositionsChecksumOffset)))
+      continue;  // a write not finished: the other copy is current
+    auto bad = [&](size_t at, const std::string& what) {
+      return Status::Corruption(file, base + at, "R60", fmt::format("copy {}: {}", c, what));
+    };
+    if (coding::GetFixed32(p) != kFetchPositionsMagic)
+      return bad(0, fmt::format("magic {:#010x}", coding::GetFixed32(p)));
+    if (coding::GetFixed32(p + 4) != kFetchPositionsVersion)
+      return bad(4, fmt::format("unknown version {}", coding::GetFixed32(p + 4)));
+    const uint64_t sequence = coding::GetFixed64(p + kFetchPositionsSequenceOffset);
+    if (sequence == 0 || sequence > static_cast<uint64_t>(INT64_MAX))
+      return bad(kFetchPositionsSequenceOffset, fmt::format("sequence {}", sequence));
+    const uint32_t count = coding::GetFixed32(p + kFetchPositionsCountOffset);
+    if (count > kMaxFetchPositions)
+      return bad(kFetchPositionsCountOffset, fmt::format("{} entries, more than 50", count));
+    if (coding::GetFixed32(p + kFetchPositionsCountOffset + 4) != 0)
+      return bad(kFetchPositionsCountOffset + 4, "reserved bytes are not zero");
+    FetchPositions& out = copies[c];
+    out.sequence = sequence;
+    out.copy = c;
+    for (uint32_t i = 0; i < count; ++i) {
+      const size_t at = kFetchPositionsHeaderBytes + i * kFetchPositionEntryBytes;
+      const int32_t replica = static_cast<int32_t>(coding::GetFixed32(p + at));
+      const int32_t epoch = static_cast<int32_t>(coding::GetFixed32(p + at + 4));
+      int64_t v[4];
+      for (size_t k = 0; k < 4; ++k)
+        v[k] = static_cast<int64_t>(coding::GetFixed64(p + at + 8 + 8 * k));
+      if (replica < 0) return bad(at, fmt::format("replica {}", replica));
+      if (epoch < 0) return bad(at + 4, fmt::format("replica {}: leader epoch {}", replica, epoch));
+      for (size_t k = 0; k < 4; ++k)
+        if (v[k] < 0)
+          return bad(at + 8 + 8 * k, fmt::format("replica {}: negative field {}", replica, v[k]));
+      for (const FollowerPosition& seen : out.positions)
+        if (seen.replica == replica)
+          return bad(at, fmt::format("replica {} appears twice", replica));
+      out.positions.push_back({replica, epoch, v[0], v[1], v[2], v[3]});
+    }
+    for (size_t at = kFetchPositionsHeaderBytes + count * kFetchPositionEntryBytes;
+         at < kFetchPositionsChecksumOffset; ++at)
+      if (p[at] != std::byte{0}) return bad(at, "bytes after the entries are not zero");
+    whole[c] = true;
+  }
+  if (!whole[0] && !whole[1])
+    return Status::Corruption(file, kFetchPositionsChecksumOffset, "R60",
+                              "neither copy's checksum matches its bytes");
+  if (whole[0] && whole[1] && copies[0].sequence == copies[1].sequence)
+    return Status::Corruption(file, kFetchPositionsCopyBytes + kFetchPositionsSequenceOffset,
+                              "R60",
+                              fmt::format("both copies have sequence {}", copies[0].sequence));
+  if (!whole[1] || (whole[0] && copies[0].sequence > copies[1].sequence))
+    return std::move(copies[0]);
+  return std::move(copies[1]);
+}
+
+Result<std::vector<std::byte>> EncodeFetchPositionsCopy(
+    const std::vector<FollowerPosition>& positions, uint64_t sequence) {
+  using namespace format;
+  if (positions.size() > kMaxFetchPositions)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{} replica positions: a leader keeps at most {} (R60)",
+                              positions.size(), kMaxFetchPositions));
+  std::vector<std::byte> out(kFetchPositionsCopyBytes);
+  std::byte* p = out.data();
+  coding::PutFixed32(p, kFetchPositionsMagic);
+  coding::PutFixed32(p + 4, kFetchPositionsVersion);
+  coding::PutFixed64(p + kFetchPositionsSequenceOffset, sequence);
+  coding::PutFixed32(p + kFetchPositionsCountOffset, static_cast<uint32_t>(positions.size()));
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const FollowerPosition& f = positions[i];
+    const int64_t v[4] = {f.log_end_offset, f.last_fetch_ms, f.last_caught_up_ms,
+                          f.last_fetch_leader_leo};
+    if (f.replica < 0 || f.leader_epoch < 0 || *std::min_element(v, v + 4) < 0)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("replica {}: a position outside R60's ranges", f.replica));
+    std::byte* e = p + kFetchPositionsHeaderBytes + i * kFetchPositionEntryBytes;
+    coding::PutFixed32(e, static_cast<uint32_t>(f.replica));
+    coding::PutFixed32(e + 4, static_cast<uint32_t>(f.leader_epoch));
+    for (size_t k = 0; k < 4; ++k) coding::PutFixed64(e + 8 + 8 * k, static_cast<uint64_t>(v[k]));
+  }
+  coding::PutFixed32(p + kFetchPositionsChecksumOffset,
+                     Crc32c(std::span<const std::byte>(out).first(kFetchPositionsChecksumOffset)));
   return out;
 }
 

@@ -620,14 +620,19 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     MQ_RETURN_IF_ERROR(follower.DeleteBefore(response->log_start_offset));
   auto end = follower.LogEndOffset();
   if (!end) return end.error();
+  result.caught_up = *end >= response->log_end_offset;
   // §17.3: min(leader's HW, own LEO); only ever raised, so a fetch that
-  // brings none above the one stored last leaves the file alone.
+  // brings none above the one stored last leaves the file alone. A fetch
+  // that brought the leader's last batches leaves it to the next step,
+  // whose fetch follows at once: that fetch tells the leader this log end,
+  // which an acks=all producer waits for, and its answer carries a HW at
+  // least as high. Storing first would delay it by a file replace.
   if (const int64_t hw = std::min(response->high_watermark, *end);
-      response->high_watermark >= 0 && hw > state.high_watermark) {
+      response->high_watermark >= 0 && hw > state.high_watermark &&
+      !(result.caught_up && result.appended_bytes > 0)) {
     MQ_RETURN_IF_ERROR(follower.SetHighWatermark(hw));
     state.high_watermark = hw;
   }
-  result.caught_up = *end >= response->log_end_offset;
   return result;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mq-isr describe shows each replica's log end, its lag in offsets and in
 # time and its last caught-up time, in text and with --json (the times are
-# those the leader records in replica-positions, R47); a follower that
+# those the leader records in fetch-positions, R47, R60); a follower that
 # stops on an error it does not wait out (exit 65 here) leaves
 # follower-stopped in its partition directory (R58), the next --check
 # reports it at once and takes it out of the ISR, long before
@@ -43,9 +43,26 @@ line() { grep "^${T}${T}Replica: $1${T}" "$WORK/out" || fail "no line for replic
 [[ $(line 2) =~ ^$T$T"Replica: 2"$T"LogEnd: 10"$T"Lag: 7"$T"LagMs: "[0-9]+$T"LastCaughtUp: "[0-9-]{10}T[0-9:.]{12}Z$ ]] ||
   fail "replica 2's line: $(line 2)"
 # The time lag is now minus the last caught-up time the leader recorded:
-# replica-positions' fifth field (R47), epoch 0.
-caught2=$(awk 'NR > 2 && $1 == 2 && $2 == 0 { print $5 }' r0/t-0/replica-positions)
-[[ -n $caught2 ]] || fail "no position of replica 2: $(cat r0/t-0/replica-positions)"
+# lastCaughtUpMs of replica 2's entry of epoch 0 (R47) in fetch-positions'
+# current copy (R60: of the two, the one with the higher sequence; both are
+# whole here, nobody writing).
+caught2=$(python3 - r0/t-0/fetch-positions <<'PY'
+import struct, sys
+data = open(sys.argv[1], 'rb').read()
+assert len(data) == 4096
+best = None
+for base in (0, 2048):
+    magic, version, seq, count = struct.unpack_from('>IIQI', data, base)
+    if magic == 0x4D514650 and (best is None or seq > best[0]):
+        best = (seq, base, count)
+_, base, count = best
+for i in range(count):
+    replica, epoch, leo, fetch, caught, lleo = struct.unpack_from('>iiqqqq', data, base + 24 + 40 * i)
+    if replica == 2 and epoch == 0:
+        print(caught)
+PY
+)
+[[ -n $caught2 ]] || fail "no position of replica 2 in r0/t-0/fetch-positions"
 lag2=$(line 2 | sed 's/.*LagMs: \([0-9]*\).*/\1/')
 ((caught2 + lag2 >= before && caught2 + lag2 <= after)) ||
   fail "replica 2: LagMs $lag2 is not now - $caught2 (describe ran in [$before, $after])"

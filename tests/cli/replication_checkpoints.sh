@@ -8,7 +8,7 @@
 #    is not the one the log implies, is corruption (exit 65 naming the file,
 #    position and rule) for mq-inspect --verify, a consumer, a producer and
 #    a follower, and a producer refuses before it appends anything;
-#  - a damaged high-watermark checkpoint or replica-positions file stops
+#  - a damaged high-watermark checkpoint or fetch-positions file stops
 #    mq-produce before it appends, and mq-isr --check treats every damaged
 #    checkpoint alike;
 #  - a failed append's error is printed once.
@@ -128,7 +128,7 @@ expect_corrupt "producer, HW 1000 over a log end of 20" R38
 one_line "producer, HW 1000"
 
 # Damaged files an append depends on: nothing is appended (R7).
-for f in replication-offset-checkpoint replica-positions; do
+for f in replication-offset-checkpoint fetch-positions; do
   for bytes in 'garbage' '0\n1\nt 0\n' '0\n2\nt 0 5\n'; do
     restore
     printf "$bytes" >"forged/r0/t-0/$f"
@@ -142,6 +142,18 @@ for f in replication-offset-checkpoint replica-positions; do
     expect_rc 65 "mq-isr --check with a damaged $f"
   done
 done
+# The leader's fetch positions (R60): a file of another size, or whose
+# copies both fail their CRC, is named by verify with the byte position.
+restore
+printf 'garbage' >forged/r0/t-0/fetch-positions
+run "$INSPECT" --verify forged/r0/t-0
+expect_corrupt "verify, a 7-byte fetch-positions" R60
+grep -q "fetch-positions.*7" "$WORK/out" "$WORK/err" ||
+  fail "verify does not name fetch-positions at byte 7: $(cat "$WORK/out" "$WORK/err")"
+restore
+head -c 4096 /dev/zero >forged/r0/t-0/fetch-positions
+run "$INSPECT" --verify forged/r0/t-0
+expect_corrupt "verify, a fetch-positions of zeros" R60
 restore
 printf 'garbage' >forged/r0/t-0/leader-epoch-checkpoint
 run "$ISR" --cluster "$WORK/forged/cl" --check

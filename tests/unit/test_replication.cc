@@ -4,6 +4,7 @@
 // The deterministic simulator (tests/sim) runs the same logic under faults;
 // its in-memory cluster store and clock serve here too.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -189,10 +190,12 @@ TEST_CASE("replication: a fetch reads the followers' positions once, and a follo
   REQUIRE(step);
   CHECK(step->appended_bytes == 0);
   CHECK(step->caught_up);
-  // The leader reads the positions under its lock and writes them back
-  // with this fetch's entry, without reading them again.
-  CHECK(leader_fs.opens["replica-positions"] == 1);
-  CHECK(leader_fs.opens["replica-positions.tmp"] == 1);
+  // The leader reads the positions under its lock and writes this fetch's
+  // entry back in place, without reading them again and without a file
+  // replace (R60): one open to read, one to write.
+  CHECK(leader_fs.opens["fetch-positions"] == 2);
+  CHECK(leader_fs.opens["fetch-positions.tmp"] == 0);
+  CHECK(leader_fs.opens["replica-positions"] == 0);
   // The follower stored this HW at its previous fetch: nothing to read or
   // write.
   CHECK(follower_fs.opens["replication-offset-checkpoint"] == 0);
@@ -204,6 +207,50 @@ TEST_CASE("replication: a fetch reads the followers' positions once, and a follo
   CHECK(c.Hw(0) == c.Leo(0));
   CHECK(c.Hw(1) == c.Hw(0));
   CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 1);
+}
+
+TEST_CASE("replication: a follower that a fetch caught up reports its log end before it stores the HW") {
+  OpenCountingFs follower_fs;  // before the cluster, whose logs use it until they close
+  Cluster c(3);
+  c.Produce(3);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  {
+    LogConfig config = Small();
+    config.fs = &follower_fs;
+    auto log = OpenReplicaLog(c.Dir(1), 1, config);
+    REQUIRE(log);
+    c.logs[1] = std::move(*log);
+  }
+  // One record: both fetch it, replica 1 reports it, and replica 2's
+  // report moves the HW past it, which replica 1 learns only at a later
+  // fetch.
+  c.Produce(1);
+  const int64_t leo = c.Leo(0);
+  REQUIRE(c.Step(1));
+  REQUIRE(c.Step(2));
+  REQUIRE(c.Step(1));
+  REQUIRE(c.Step(2));
+  REQUIRE(c.Hw(0) == leo);
+  const int64_t stored = c.Hw(1);
+  REQUIRE(stored < leo);
+  // The next record: the fetch that brings it (and caught up) answers with
+  // a HW above the one replica 1 stored, but replica 1 stores nothing
+  // before its next fetch has told the leader its new log end.
+  c.Produce(1);
+  follower_fs.opens.clear();
+  auto brought = c.Step(1);
+  REQUIRE(brought);
+  CHECK(brought->appended_bytes > 0);
+  CHECK(brought->caught_up);
+  CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 0);
+  CHECK(c.Hw(1) == stored);
+  auto reported = c.Step(1);
+  REQUIRE(reported);
+  CHECK(reported->appended_bytes == 0);
+  CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 1);
+  CHECK(c.Hw(1) > stored);
+  CHECK(c.Hw(1) == c.Hw(0));
 }
 
 TEST_CASE("replication: a follower not caught up for replica.lag.time.max.ms leaves the ISR and rejoins when caught up") {
@@ -470,7 +517,7 @@ TEST_CASE("R47 replica positions: six numbers per entry, a replica once, in the 
   }
 }
 
-TEST_CASE("R47 replica positions: verify of a partition reads the file and reports a breach") {
+TEST_CASE("R47 replica positions: verify of a partition reads a file an earlier mq left and reports a breach") {
   Cluster c(2);
   c.Produce(2);
   c.CatchUp(1);
@@ -486,7 +533,179 @@ TEST_CASE("R47 replica positions: verify of a partition reads the file and repor
   REQUIRE(VerifyPartition(c.Dir(0), {}, &problems, OffsetPolicy::kGapsAllowed, &again).ok());
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].file == c.Dir(0) + "/replica-positions");
-  CHECK(again.files == files);
+  // Checked besides the leader's fetch-positions (R60).
+  CHECK(again.files == files + 1);
+}
+
+namespace {
+
+std::vector<std::byte> FetchPositionsImage(const std::vector<FollowerPosition>& c0, uint64_t s0,
+                                           const std::vector<FollowerPosition>* c1 = nullptr,
+                                           uint64_t s1 = 0) {
+  std::vector<std::byte> image(4096);
+  auto a = EncodeFetchPositionsCopy(c0, s0);
+  REQUIRE(a);
+  std::copy(a->begin(), a->end(), image.begin());
+  if (c1 != nullptr) {
+    auto b = EncodeFetchPositionsCopy(*c1, s1);
+    REQUIRE(b);
+    std::copy(b->begin(), b->end(), image.begin() + 2048);
+  }
+  return image;
+}
+
+// Byte `at` of `image` changed, and the copy's CRC made to match again (a
+// hostile file, not a torn write).
+std::vector<std::byte> Forged(std::vector<std::byte> image, size_t at, std::byte value) {
+  image[at] = value;
+  const size_t base = at < 2048 ? 0 : 2048;
+  const uint32_t crc = Crc32c(std::span<const std::byte>(image).subspan(base, 2044));
+  for (int i = 0; i < 4; ++i) image[base + 2044 + i] = std::byte(crc >> (24 - 8 * i));
+  return image;
+}
+
+}  // namespace
+
+TEST_CASE("R60 fetch positions: two copies, the whole one with the higher sequence is current") {
+  const std::vector<FollowerPosition> older = {{0, 3, 120, 1000, 1000, 120}};
+  const std::vector<FollowerPosition> newer = {{0, 3, 120, 1000, 1000, 120},
+                                               {2, 3, 118, 990, 980, 119}};
+  auto copy = EncodeFetchPositionsCopy(newer, 7);
+  REQUIRE(copy);
+  REQUIRE(copy->size() == 2048);
+  // magic "MQFP", version 1, sequence 7, count 2, then replica 0 epoch 3 LEO 120.
+  CHECK(std::vector<std::byte>(copy->begin(), copy->begin() + 36) ==
+        std::vector<std::byte>{std::byte{'M'}, std::byte{'Q'}, std::byte{'F'}, std::byte{'P'},
+                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{1},
+                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
+                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{7},
+                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{2},
+                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
+                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
+                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{3},
+                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}});
+  // Either copy may be the current one.
+  auto both = FetchPositionsImage(older, 6, &newer, 7);
+  auto read = DecodeFetchPositions(both, "fetch-positions");
+  REQUIRE(read);
+  CHECK(read->positions == newer);
+  CHECK(read->sequence == 7);
+  CHECK(read->copy == 1);
+  auto swapped = FetchPositionsImage(newer, 9, &older, 8);
+  read = DecodeFetchPositions(swapped, "fetch-positions");
+  REQUIRE(read);
+  CHECK(read->positions == newer);
+  CHECK(read->copy == 0);
+  // A torn write of the newer copy (its CRC does not match): the older one.
+  auto torn = both;
+  torn[2048 + 30] ^= std::byte{0xff};
+  read = DecodeFetchPositions(torn, "fetch-positions");
+  REQUIRE(read);
+  CHECK(read->positions == older);
+  CHECK(read->sequence == 6);
+  // As created: copy 1 never written (zeros).
+  read = DecodeFetchPositions(FetchPositionsImage(older, 1), "fetch-positions");
+  REQUIRE(read);
+  CHECK(read->positions == older);
+  // An empty file holds no entries.
+  read = DecodeFetchPositions({}, "fetch-positions");
+  REQUIRE(read);
+  CHECK(read->positions.empty());
+  CHECK(read->copy == -1);
+  // More than 50 entries do not fit.
+  CHECK(!EncodeFetchPositionsCopy(std::vector<FollowerPosition>(51, older[0]), 1));
+}
+
+TEST_CASE("R60 fetch positions: a breach is corruption naming the file, the byte position and R60") {
+  const std::vector<FollowerPosition> one = {{1, 3, 120, 1000, 1000, 120}};
+  const std::vector<FollowerPosition> two = {{1, 3, 120, 1000, 1000, 120},
+                                             {2, 3, 118, 990, 980, 119}};
+  const auto good = FetchPositionsImage(one, 4, &two, 5);
+  REQUIRE(DecodeFetchPositions(good, "f"));
+  std::vector<std::byte> short_file(good.begin(), good.begin() + 100);
+  std::vector<std::byte> neither = good;
+  neither[10] ^= std::byte{1};
+  neither[2048 + 10] ^= std::byte{1};
+  struct Bad {
+    std::vector<std::byte> bytes;
+    uint64_t position;
+  };
+  for (const auto& [bytes, position] : std::vector<Bad>{
+           {short_file, 100},                          // not 4096 bytes
+           {Forged(good, 2048 + 0, std::byte{'X'}), 2048},   // magic
+           {Forged(good, 2048 + 7, std::byte{2}), 2048 + 4},  // version 2
+           {Forged(good, 2048 + 19, std::byte{51}), 2048 + 16},  // 51 entries
+           {Forged(good, 2048 + 24, std::byte{0x80}), 2048 + 24},  // negative replica
+           {Forged(good, 2048 + 64 + 3, std::byte{1}), 2048 + 64},  // replica 1 twice
+           {Forged(good, 2048 + 24 + 80 + 5, std::byte{1}), 2048 + 24 + 80 + 5},  // after the entries
+           {Forged(good, 2048 + 15, std::byte{4}), 2048 + 8},  // both copies sequence 4
+           {neither, 2044},                            // neither CRC matches
+       }) {
+    INFO(position);
+    auto r = DecodeFetchPositions(bytes, "dir/fetch-positions");
+    REQUIRE(!r);
+    CHECK(r.error().code() == Code::kCorruption);
+    CHECK(r.error().rule() == "R60");
+    CHECK(r.error().file() == "dir/fetch-positions");
+    CHECK(r.error().position() == position);
+  }
+}
+
+TEST_CASE("R60 fetch positions: the leader writes the copy that is not current, in place, and verify reports a breach") {
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  const std::string file = c.Dir(0) + "/fetch-positions";
+  auto image = ReadFile(file);
+  REQUIRE(image.size() == 4096);
+  auto before = DecodeFetchPositions(image, file);
+  REQUIRE(before);
+  struct ::stat st0 {};
+  REQUIRE(::stat(file.c_str(), &st0) == 0);
+  // The next fetch: the other copy, sequence + 1; the current one kept.
+  REQUIRE(c.Step(2));
+  auto after_bytes = ReadFile(file);
+  auto after = DecodeFetchPositions(after_bytes, file);
+  REQUIRE(after);
+  CHECK(after->copy == 1 - before->copy);
+  CHECK(after->sequence == before->sequence + 1);
+  const size_t kept = static_cast<size_t>(before->copy) * 2048;
+  CHECK(std::equal(image.begin() + kept, image.begin() + kept + 2048, after_bytes.begin() + kept));
+  struct ::stat st1 {};
+  REQUIRE(::stat(file.c_str(), &st1) == 0);
+  CHECK(st1.st_ino == st0.st_ino);  // written in place, not replaced
+  bool has2 = false;
+  for (const FollowerPosition& f : after->positions) has2 = has2 || f.replica == 2;
+  CHECK(has2);
+  // A follower dies within the write: the new copy torn. The old is read,
+  // and the next write goes over the torn copy again.
+  auto torn = after_bytes;
+  const size_t fresh = static_cast<size_t>(after->copy) * 2048;
+  torn[fresh + 30] ^= std::byte{0x55};
+  WriteFile(file, torn);
+  auto positions = ReadReplicaPositions(c.Dir(0));
+  REQUIRE(positions);
+  CHECK(*positions == before->positions);
+  REQUIRE(c.Step(1));
+  auto healed = DecodeFetchPositions(ReadFile(file), file);
+  REQUIRE(healed);
+  CHECK(healed->copy == after->copy);
+  CHECK(healed->sequence == before->sequence + 1);
+  // Verify: whole, nothing to report; damaged, R60 at its position.
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(c.Dir(0), {}, &problems, OffsetPolicy::kGapsAllowed).ok());
+  CHECK(problems.empty());
+  WriteFile(file, std::vector<std::byte>(4000, std::byte{'x'}));
+  REQUIRE(VerifyPartition(c.Dir(0), {}, &problems, OffsetPolicy::kGapsAllowed).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].file == file);
+  CHECK(problems[0].rule == "R60");
+  CHECK(problems[0].position == 4000);
+  // And the leader's next fetch stops on it, before it reads or appends.
+  auto step = c.Step(1);
+  REQUIRE(!step);
+  CHECK(step.error().code() == Code::kCorruption);
+  CHECK(step.error().rule() == "R60");
 }
 
 TEST_CASE("replica lag: offsets and time behind the leader, as the ISR rule counts them") {
@@ -1117,14 +1336,14 @@ TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold
   for (const Case& k : std::vector<Case>{
            {"replication-offset-checkpoint", "0\n1\nt 0 1000\n", "R38"},
            {"replication-offset-checkpoint", "garbage", "R35"},
-           {"replica-positions", "0\n2\n1 2 3\n", "R35"},
+           {"fetch-positions", "0\n2\n1 2 3\n", "R60"},
            {"leader-epoch-checkpoint", "0\n2\n0 0\n9 9\n", "R37"},  // epoch 9 inside the log
            {"leader-epoch-checkpoint", "0\n0\n", "R37"},            // the log's epoch 0 missing
        }) {
     INFO(k.file << ": " << k.text);
     WriteFile(dir + "/leader-epoch-checkpoint", epochs);
     WriteFile(dir + "/replication-offset-checkpoint", hw);
-    ::unlink((dir + "/replica-positions").c_str());
+    ::unlink((dir + "/fetch-positions").c_str());
     WriteFile(dir + "/" + k.file, bytes(k.text));
     auto log = OpenReplicaLog(dir, 1, Small());
     REQUIRE(!log);

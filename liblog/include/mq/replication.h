@@ -55,6 +55,27 @@ struct FollowerPosition {
 Result<std::vector<FollowerPosition>> DecodeReplicaPositions(std::string_view bytes,
                                                              const std::string& file);
 std::string EncodeReplicaPositions(const std::vector<FollowerPosition>& positions);
+// The leader's `fetch-positions` file (§17.2, R60), where it keeps the
+// positions (R47's entries) without a rename at each fetch: two copies of
+// the table, each replaced in place, the other left whole; the copy with a
+// matching checksum and the higher sequence is current.
+struct FetchPositions {
+  std::vector<FollowerPosition> positions;
+  uint64_t sequence = 0;  // of the current copy; 0: an empty file
+  int copy = -1;          // the current copy, 0 or 1; -1: none
+};
+// Decodes the whole file (`file` names it in errors): 0 bytes is no
+// positions; anything that breaks R60 is corruption naming the byte
+// position. A copy whose checksum does not match is one a writer did not
+// finish (a crash, or a write under way during the read): the other is
+// taken. Neither matching is a breach too, which a reader without the
+// leader lock reads again before it reports (ReadReplicaPositions).
+Result<FetchPositions> DecodeFetchPositions(std::span<const std::byte> bytes,
+                                            const std::string& file);
+// One copy of R60 holding `positions` with `sequence` (kInvalidArgument past
+// format's 50 entries or outside their ranges).
+Result<std::vector<std::byte>> EncodeFetchPositionsCopy(
+    const std::vector<FollowerPosition>& positions, uint64_t sequence);
 // Replaces the entry of `position.replica` (R47: one per replica), or adds it.
 void UpsertPosition(std::vector<FollowerPosition>* positions, const FollowerPosition& position);
 
@@ -82,8 +103,9 @@ ReplicaLag LagOf(int32_t replica, int32_t leader, int32_t epoch, int64_t leader_
                  int64_t replica_log_end, const std::vector<FollowerPosition>& positions,
                  int64_t now_ms);
 
-// The `replica-positions` of the partition directory `dir` (R47), read
-// without opening the log: empty when there is no file.
+// The positions the leader of the partition directory `dir` keeps (R47,
+// in `fetch-positions`, R60), read without opening the log: empty when
+// there is no file.
 Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& dir);
 
 // A follower that stopped on an error it does not wait out
@@ -359,7 +381,8 @@ struct FollowerStepResult {
 // the leader where its own latest epoch ends and truncates there (KIP-101,
 // KIP-279); fetches from its LEO; appends the leader's
 // batches verbatim; follows the leader's log start; sets its HW to
-// min(leader HW, own LEO). kFenced when the cluster state moved meanwhile
+// min(leader HW, own LEO), except after a fetch whose batches caught it up:
+// the next step's fetch, made at once, reports the new LEO first (§17.3). kFenced when the cluster state moved meanwhile
 // (the caller simply steps again). `current`: the partition's state when
 // the caller has just read it (this round), so that it is not read twice.
 Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
