@@ -87,6 +87,7 @@ struct PartitionReader::Impl {
 
   Status Refresh();
   Status RefreshOnce();
+  int64_t ResumeAt(int64_t from, int32_t epoch);
   Status ScanEnd();
   Status ListAgain();
   Status OpenSegment(int64_t base);
@@ -210,6 +211,18 @@ Status PartitionReader::Impl::RefreshOnce() {
     }
   }
   return ScanEnd();
+}
+
+// Where reading that was at offset `from`, after a batch of leader epoch
+// `epoch` (-1: none known), goes on in the log as last refreshed: `from`,
+// or below it where the log ends, or where `epoch` ends in the leader-epoch
+// checkpoint (KIP-320: another leader's batches took the offsets since).
+int64_t PartitionReader::Impl::ResumeAt(int64_t from, int32_t epoch) {
+  if (epoch < 0) return ReaderResumeOffset(from, fields.log_end_offset, epoch, nullptr);
+  // Stored before a batch of a new epoch is published; a checkpoint that
+  // cannot be read tells nothing more than the log end.
+  auto epochs = LeaderEpochCache::Load(dir_fd.get(), fs);
+  return ReaderResumeOffset(from, fields.log_end_offset, epoch, epochs ? &*epochs : nullptr);
 }
 
 // The committed bytes of segment `base` as published now: the committed end
@@ -460,6 +473,14 @@ Status PartitionReader::Seek(int64_t offset) {
   return Status::Ok();
 }
 
+Status PartitionReader::SeekAfter(int64_t offset, int32_t epoch) {
+  Impl& r = *impl_;
+  MQ_RETURN_IF_ERROR(r.Refresh());
+  const int64_t to = r.segments.empty() ? offset : r.ResumeAt(offset, epoch);
+  if (to < offset) r.cut = std::min(to, r.cut.value_or(to));
+  return Seek(to);
+}
+
 Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
@@ -545,16 +566,7 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     if (r.fields.rewrites == r.rewrites_seen) return false;
     r.rewrites_seen = r.fields.rewrites;
     int64_t from = r.next_offset >= 0 ? r.next_offset : r.fields.log_start_offset;
-    int64_t to = std::min(from, r.fields.log_end_offset);
-    if (r.last_epoch >= 0) {
-      // Stored before a batch of a new epoch is published; a checkpoint
-      // that cannot be read tells nothing more than the log end.
-      auto epochs = LeaderEpochCache::Load(r.dir_fd.get(), r.fs);
-      if (epochs) {
-        const EpochEndOffset end = epochs->EndOffsetFor(r.last_epoch, INT64_MAX);
-        if (end.epoch >= 0 && end.end_offset >= 0) to = std::min(to, end.end_offset);
-      }
-    }
+    int64_t to = r.ResumeAt(from, r.last_epoch);
     if (r.next_offset >= 0 && to < from) r.cut = std::min(to, r.cut.value_or(to));
     MQ_RETURN_IF_ERROR(Seek(to));
     return true;
@@ -657,7 +669,10 @@ std::vector<Problem> PartitionReader::TakeWarnings() { return std::exchange(impl
 
 std::optional<int64_t> PartitionReader::TakeCut() { return std::exchange(impl_->cut, std::nullopt); }
 
-bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
+uint32_t PartitionReader::positioned_rewrites() const { return impl_->rewrites_seen; }
+
+bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms,
+                                    std::optional<uint32_t> known_rewrites) {
   Impl& r = *impl_;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
@@ -665,10 +680,13 @@ bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
     uint32_t gen = r.state ? r.state->generation() : 0;
     if (!r.Refresh().ok()) return false;
     if (r.readable_end() > known_end) return true;
-    // A rewrite since the reader positioned: Next() finds its offset again,
-    // and may go back to where the log was cut (TakeCut). Once per rewrite.
-    if (r.cur_base >= 0 && r.fields.rewrites != r.rewrites_seen &&
-        r.fields.rewrites != r.rewrites_woken) {
+    // A rewrite since the reader positioned (or the one waited for):
+    // Next() finds its offset again, and may go back to where the log was
+    // cut (TakeCut). Once per rewrite.
+    const bool rewritten = known_rewrites
+                               ? r.fields.rewrites != *known_rewrites
+                               : r.cur_base >= 0 && r.fields.rewrites != r.rewrites_seen;
+    if (rewritten && r.fields.rewrites != r.rewrites_woken) {
       r.rewrites_woken = r.fields.rewrites;
       return true;
     }

@@ -612,6 +612,46 @@ int64_t StoredHighWatermark(const std::string& dir) {
   return *hw;
 }
 
+TEST_CASE("leader epoch: SeekAfter goes back to where the epoch of the last batch read ends") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.leader_epoch = 0;
+  {
+    auto w = PartitionWriter::Open(dir, config, true, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 2; ++i) {  // offsets 0..9 in epoch 0
+      auto b = MakeBatch(5);
+      REQUIRE((*w)->Append(b));
+    }
+    REQUIRE((*w)->TruncateTo(5).ok());
+  }
+  config.leader_epoch = 1;
+  {
+    auto w = PartitionWriter::Open(dir, config, true, nullptr);
+    REQUIRE(w);
+    auto b = MakeBatch(10, 5000);  // offsets 5..14 in epoch 1
+    REQUIRE((*w)->Append(b));
+  }
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  // After a batch of epoch 0 up to offset 10: epoch 0 ends at 5.
+  REQUIRE((*r)->SeekAfter(10, 0).ok());
+  CHECK((*r)->TakeCut() == std::optional<int64_t>(5));
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 5);
+  // After a batch of epoch 1, or of no known epoch: where it was.
+  REQUIRE((*r)->SeekAfter(10, 1).ok());
+  CHECK_FALSE((*r)->TakeCut());
+  REQUIRE((*r)->SeekAfter(10, -1).ok());
+  CHECK_FALSE((*r)->TakeCut());
+  // Past the log end: the log end.
+  REQUIRE((*r)->SeekAfter(20, -1).ok());
+  CHECK((*r)->TakeCut() == std::optional<int64_t>(15));
+}
+
 TEST_CASE("R38 a truncation lowers the high watermark: a crash at any step leaves it within the log") {
   TempDir tmp;
   std::filesystem::create_directories(tmp / "base");

@@ -113,6 +113,15 @@ class LeaderEpochCache {
   std::vector<EpochEntry> entries_;
 };
 
+// Where a reader that was at offset `from`, after a batch of leader epoch
+// `epoch` (-1: none known), goes on once the log was rewritten (segment.md
+// §9.4, KIP-320): `from`, or below it the log end `log_end`, or where
+// `epoch` ends in `epochs` (nullptr: the checkpoint could not be read),
+// since another leader's batches may hold the offsets after it now.
+// PartitionReader's rule; the simulator's readers apply it too.
+int64_t ReaderResumeOffset(int64_t from, int64_t log_end, int32_t epoch,
+                           const LeaderEpochCache* epochs);
+
 // R37: entry `entry` of the checkpoint `cache`, read from `path`, is not
 // what the log implies (`what` says how; `entry` == the entry count: an
 // entry the log implies is missing at the end). The corruption naming the
