@@ -21,6 +21,7 @@ struct Consumer::Cursor {
   std::list<Cursor*>::iterator in_open;     // its place in open_ while `reader` is open
   bool positioned = false;                  // next_offset is known: reopen seeks there
   int64_t next_offset = 0;                  // records below it are not handed out
+  int32_t epoch = -1;  // partitionLeaderEpoch of the batch next_offset follows (-1: none)
   std::optional<int64_t> last_handed_out;
   std::optional<int64_t> start_timestamp;  // kTimestamp: applies to the first batch read
   int64_t stop_offset = std::numeric_limits<int64_t>::max();  // stop_at_end
@@ -196,12 +197,15 @@ Status Consumer::OpenReader(Cursor& c) {
 }
 
 // Opens the reader of `c` again (it was closed to bound the open files) and
-// positions it where reading stopped.
+// positions it where reading stopped, as the log has it now: a truncation
+// while it was closed may have cut records handed out (the log ends below
+// next_offset, or the epoch of the last batch read ends below it); the
+// reader then goes back there and ReadBatch() reports the cut.
 Status Consumer::Reopen(Cursor& c) {
   MQ_RETURN_IF_ERROR(OpenReader(c));
   // A timestamp start not applied yet (nothing read): seek by timestamp again.
   Status s = c.start_timestamp ? c.reader->SeekTimestamp(*c.start_timestamp)
-                               : c.reader->Seek(c.next_offset);
+                               : c.reader->SeekAfter(c.next_offset, c.epoch);
   ReportWarnings(c);
   return s;
 }
@@ -353,6 +357,7 @@ Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
   }
   std::optional<int64_t> start_ts = std::exchange(c.start_timestamp, std::nullopt);
   if (h.is_control() || h.last_offset() < c.next_offset) {
+    if (h.last_offset() >= c.next_offset) c.epoch = h.partition_leader_epoch;
     c.next_offset = std::max(c.next_offset, h.last_offset() + 1);
     return Status::Ok();
   }
@@ -384,6 +389,7 @@ Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
       b.start_timestamp.reset();
     }
     c.next_offset = r.offset + 1;
+    c.epoch = b.leader_epoch;
     c.last_handed_out = r.offset;
     out_.partition = c.partition;
     out_.log_append_time = b.log_append_time;
@@ -393,11 +399,13 @@ Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
   }
   Status s = b.records.status();
   int64_t last = b.last_offset;
+  int32_t epoch = b.leader_epoch;
   batch_.reset();
   if (!s.ok()) {
     batch_error_ = OnBadBatch(c, std::move(s), false);
     return false;
   }
+  if (last >= c.next_offset) c.epoch = epoch;
   c.next_offset = std::max(c.next_offset, last + 1);
   if (c.next_offset >= c.stop_offset) c.done = true;
   return false;
@@ -494,10 +502,15 @@ Result<const ConsumedRecord*> Consumer::Next() {
 bool Consumer::WaitForAppend(int timeout_ms) {
   if (batch_) return true;  // records left to hand out
   std::vector<int64_t> known;
+  // What each open reader is positioned at: a rewrite (a truncation) since
+  // wakes the wait as an append does, and Next() finds where the log was cut.
+  std::vector<std::optional<uint32_t>> rewrites;
   Cursor* only = nullptr;
   size_t active = 0;
   for (auto& c : cursors_) {
     known.push_back(c->done ? -1 : std::max(c->stalled_end, c->next_offset));
+    rewrites.push_back(c->done || !c->reader ? std::nullopt
+                                             : std::optional(c->reader->positioned_rewrites()));
     if (!c->done) {
       only = c.get();
       ++active;
@@ -528,7 +541,7 @@ bool Consumer::WaitForAppend(int timeout_ms) {
   if (!waiter_) {
     std::vector<std::string> dirs;
     for (auto& c : cursors_) dirs.push_back(c->dir);
-    auto w = MultiWaiter::Start(dirs, read_.limits);
+    auto w = MultiWaiter::Start(dirs, read_);
     if (!w) {
       // No waiter: fall back to a look after the timeout.
       SleepMs(timeout_ms);
@@ -536,7 +549,7 @@ bool Consumer::WaitForAppend(int timeout_ms) {
     }
     waiter_ = std::move(*w);
   }
-  return waiter_->Wait(known, timeout_ms);
+  return waiter_->Wait(known, rewrites, timeout_ms);
 }
 
 }  // namespace mq

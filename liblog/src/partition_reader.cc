@@ -49,9 +49,10 @@ struct PartitionReader::Impl {
   // After the batch last returned, or the offset last sought (a rewrite
   // finds it again); -1 when not known (a timestamp seek past damage).
   int64_t next_offset = -1;
-  // partitionLeaderEpoch of the batch last returned, while next_offset
-  // follows it (-1: none, or positioned by a seek since).
-  int32_t last_epoch = -1;
+  // The leader epochs of the batches returned since the reader positioned
+  // (by a seek; kept below where a rewrite sent it back), each with the
+  // offset of the first batch of it returned (ReaderResumeOffset).
+  std::vector<EpochEntry> read_epochs;
   // The least offset a rewrite cut below next_offset, not taken yet
   // (PartitionReader::TakeCut).
   std::optional<int64_t> cut;
@@ -87,6 +88,7 @@ struct PartitionReader::Impl {
 
   Status Refresh();
   Status RefreshOnce();
+  int64_t ResumeAt(int64_t from, std::span<const EpochEntry> read);
   Status ScanEnd();
   Status ListAgain();
   Status OpenSegment(int64_t base);
@@ -210,6 +212,18 @@ Status PartitionReader::Impl::RefreshOnce() {
     }
   }
   return ScanEnd();
+}
+
+// Where reading that was at offset `from`, after a batch of leader epoch
+// `epoch` (-1: none known), goes on in the log as last refreshed: `from`,
+// or below it where the log ends, or where `epoch` ends in the leader-epoch
+// checkpoint (KIP-320: another leader's batches took the offsets since).
+int64_t PartitionReader::Impl::ResumeAt(int64_t from, std::span<const EpochEntry> read) {
+  if (read.empty()) return ReaderResumeOffset(from, fields.log_end_offset, read, nullptr);
+  // Stored before a batch of a new epoch is published; a checkpoint that
+  // cannot be read tells nothing more than the log end.
+  auto epochs = LeaderEpochCache::Load(dir_fd.get(), fs);
+  return ReaderResumeOffset(from, fields.log_end_offset, read, epochs ? &*epochs : nullptr);
 }
 
 // The committed bytes of segment `base` as published now: the committed end
@@ -436,7 +450,7 @@ Status PartitionReader::Seek(int64_t offset) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
   r.rewrites_seen = r.fields.rewrites;
-  r.last_epoch = -1;
+  r.read_epochs.clear();
   if (r.segments.empty()) return Status::Ok();  // nothing written yet
   offset = std::max(offset, r.fields.log_start_offset);
   if (offset >= r.fields.log_end_offset) {
@@ -460,11 +474,21 @@ Status PartitionReader::Seek(int64_t offset) {
   return Status::Ok();
 }
 
+Status PartitionReader::SeekAfter(int64_t offset, int32_t epoch) {
+  Impl& r = *impl_;
+  MQ_RETURN_IF_ERROR(r.Refresh());
+  std::vector<EpochEntry> read;
+  if (epoch >= 0) read.push_back({epoch, offset});
+  const int64_t to = r.segments.empty() ? offset : r.ResumeAt(offset, read);
+  if (to < offset) r.cut = std::min(to, r.cut.value_or(to));
+  return Seek(to);
+}
+
 Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
   r.rewrites_seen = r.fields.rewrites;
-  r.last_epoch = -1;
+  r.read_epochs.clear();
   for (int64_t base : r.segments) {
     if (base > r.fields.end_segment_base) break;
     auto next = r.NextSegment(base);
@@ -545,18 +569,13 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     if (r.fields.rewrites == r.rewrites_seen) return false;
     r.rewrites_seen = r.fields.rewrites;
     int64_t from = r.next_offset >= 0 ? r.next_offset : r.fields.log_start_offset;
-    int64_t to = std::min(from, r.fields.log_end_offset);
-    if (r.last_epoch >= 0) {
-      // Stored before a batch of a new epoch is published; a checkpoint
-      // that cannot be read tells nothing more than the log end.
-      auto epochs = LeaderEpochCache::Load(r.dir_fd.get(), r.fs);
-      if (epochs) {
-        const EpochEndOffset end = epochs->EndOffsetFor(r.last_epoch, INT64_MAX);
-        if (end.epoch >= 0 && end.end_offset >= 0) to = std::min(to, end.end_offset);
-      }
-    }
+    int64_t to = r.ResumeAt(from, r.read_epochs);
     if (r.next_offset >= 0 && to < from) r.cut = std::min(to, r.cut.value_or(to));
+    // What it read below `to` still agrees with the log.
+    std::vector<EpochEntry> kept = std::move(r.read_epochs);
+    while (!kept.empty() && kept.back().start_offset >= to) kept.pop_back();
     MQ_RETURN_IF_ERROR(Seek(to));
+    r.read_epochs = std::move(kept);
     return true;
   };
   for (;;) {
@@ -586,7 +605,9 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
         if (*again) continue;
       }
       MQ_RETURN_IF_ERROR(r.CheckContinuity(view.header()));
-      r.last_epoch = view.header().partition_leader_epoch;
+      if (const int32_t epoch = view.header().partition_leader_epoch;
+          epoch >= 0 && (r.read_epochs.empty() || r.read_epochs.back().epoch != epoch))
+        r.read_epochs.push_back({epoch, view.header().base_offset});
       r.next_offset = view.header().last_offset() + 1;
       r.expect = r.next_offset;
       r.last_pos = r.pos;
@@ -657,7 +678,10 @@ std::vector<Problem> PartitionReader::TakeWarnings() { return std::exchange(impl
 
 std::optional<int64_t> PartitionReader::TakeCut() { return std::exchange(impl_->cut, std::nullopt); }
 
-bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
+uint32_t PartitionReader::positioned_rewrites() const { return impl_->rewrites_seen; }
+
+bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms,
+                                    std::optional<uint32_t> known_rewrites) {
   Impl& r = *impl_;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
@@ -665,10 +689,13 @@ bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms) {
     uint32_t gen = r.state ? r.state->generation() : 0;
     if (!r.Refresh().ok()) return false;
     if (r.readable_end() > known_end) return true;
-    // A rewrite since the reader positioned: Next() finds its offset again,
-    // and may go back to where the log was cut (TakeCut). Once per rewrite.
-    if (r.cur_base >= 0 && r.fields.rewrites != r.rewrites_seen &&
-        r.fields.rewrites != r.rewrites_woken) {
+    // A rewrite since the reader positioned (or the one waited for):
+    // Next() finds its offset again, and may go back to where the log was
+    // cut (TakeCut). Once per rewrite.
+    const bool rewritten = known_rewrites
+                               ? r.fields.rewrites != *known_rewrites
+                               : r.cur_base >= 0 && r.fields.rewrites != r.rewrites_seen;
+    if (rewritten && r.fields.rewrites != r.rewrites_woken) {
       r.rewrites_woken = r.fields.rewrites;
       return true;
     }

@@ -526,4 +526,17 @@ Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir,
   return Status::Ok();
 }
 
+int64_t ReaderResumeOffset(int64_t from, int64_t log_end, std::span<const EpochEntry> read,
+                           const LeaderEpochCache* epochs) {
+  int64_t to = std::min(from, log_end);
+  if (epochs == nullptr || epochs->empty()) return to;
+  for (auto it = read.rbegin(); it != read.rend(); ++it) {
+    const EpochEndOffset end = epochs->EndOffsetFor(it->epoch, INT64_MAX);
+    if (end.epoch == it->epoch && end.end_offset >= 0) return std::min(to, end.end_offset);
+    to = std::min(to, it->start_offset);
+    if (end.epoch >= 0 && end.end_offset >= 0) to = std::min(to, end.end_offset);
+  }
+  return to;
+}
+
 }  // namespace mq

@@ -20,10 +20,11 @@ constexpr const char* kUsage =
     "              [--acks all|1] [--expect-violation] [--independent-files]\n"
     "              [--ordered-metadata]\n"
     "              [--lenient-empty-epochs] [--verify-replay] [--keep-going]\n"
-    "              [--no-partitions] [--no-follower-kills] [--trace] [--quiet]\n"
+    "              [--no-partitions] [--no-follower-kills] [--no-unclean] [--trace]\n"
+    "              [--quiet]\n"
     "  BUG: hw_at_log_end | no_epoch_truncation | isr_shrink_without_cas |\n"
     "       hw_without_controller | no_reboot_fence | no_epoch_fence |\n"
-    "       position_at_response_end | stale_reader\n";
+    "       position_at_response_end | stale_reader | reader_ignores_epoch\n";
 
 bool ParseU64(const char* s, uint64_t* out) {
   if (s == nullptr || *s == '\0') return false;
@@ -80,6 +81,8 @@ int main(int argc, char** argv) {
         base.bugs.position_at_response_end = true;
       } else if (bug == "stale_reader") {
         base.stale_reader = true;
+      } else if (bug == "reader_ignores_epoch") {
+        base.reader_ignores_epoch = true;
       } else {
         return Usage("unknown planted bug '" + std::string(bug) + "'");
       }
@@ -106,6 +109,9 @@ int main(int argc, char** argv) {
     } else if (a == "--no-follower-kills") {
       base.follower_kills = false;
       plants += " --no-follower-kills";
+    } else if (a == "--no-unclean") {
+      base.unclean = false;
+      plants += " --no-unclean";
     } else if (a == "--no-partitions") {
       base.partitions = false;
       plants += " --no-partitions";
@@ -136,7 +142,8 @@ int main(int argc, char** argv) {
   const bool planted = base.bugs.hw_at_log_end || base.bugs.no_epoch_truncation ||
                        base.bugs.isr_shrink_without_cas || base.bugs.hw_without_controller ||
                        base.bugs.no_reboot_fence || base.bugs.no_epoch_fence ||
-                       base.bugs.position_at_response_end || base.stale_reader;
+                       base.bugs.position_at_response_end || base.stale_reader ||
+                       base.reader_ignores_epoch;
   uint64_t not_planted = 0;  // violations that were not the planted bug's
   uint64_t failures = 0;     // with --keep-going
   for (uint64_t i = 0; i < schedules; ++i) {
@@ -166,6 +173,7 @@ int main(int argc, char** argv) {
       mq::sim::SimOptions clean = o;
       clean.bugs = mq::PlantedBugs{};
       clean.stale_reader = false;
+      clean.reader_ignores_epoch = false;
       if (!mq::sim::RunSchedule(clean).ok) {
         ++not_planted;
         std::printf("mq-sim: seed=%llu fails without the planted bug too (%s); looking further\n",
@@ -220,14 +228,20 @@ int main(int argc, char** argv) {
               "changes by a restarted replica (R55); %lld writers paused between check and "
               "write, %lld leader appends fenced (R56); %lld followers killed within a step\n"
               "mq-sim: stale readers: %lld opened, %lld batches handed out, %lld held batches "
-              "dropped at a rewrite of their log\n",
+              "dropped at a rewrite of their log, %lld sent back below what they handed out\n"
+              "mq-sim: unclean elections: %lld schedules allow them, %lld outages of every "
+              "in-sync replica, %lld unclean elections\n",
               static_cast<long long>(total.leader_reboots),
               static_cast<long long>(total.epochs_given_up),
               static_cast<long long>(total.paused_writes),
               static_cast<long long>(total.fenced_writes),
               static_cast<long long>(total.follower_kills),
               static_cast<long long>(total.readers), static_cast<long long>(total.reader_batches),
-              static_cast<long long>(total.reader_drops));
+              static_cast<long long>(total.reader_drops),
+              static_cast<long long>(total.reader_cuts),
+              static_cast<long long>(total.unclean_schedules),
+              static_cast<long long>(total.isr_outages),
+              static_cast<long long>(total.unclean_elections));
   if (verify_replay) {
     std::printf("mq-sim: every schedule replayed identically (%llu with a violation, replayed "
                 "the same)\n",

@@ -39,6 +39,10 @@ void SimStats::Add(const SimStats& o) {
   readers += o.readers;
   reader_batches += o.reader_batches;
   reader_drops += o.reader_drops;
+  unclean_schedules += o.unclean_schedules;
+  unclean_elections += o.unclean_elections;
+  isr_outages += o.isr_outages;
+  reader_cuts += o.reader_cuts;
   fenced_writes += o.fenced_writes;
 }
 
@@ -163,6 +167,7 @@ class Simulation {
   void Crash(int32_t r, bool allow_power_loss);
   void Restart(int32_t r);
   void Reboot(int32_t r);
+  void IsrOutage();
   void NewProcess(Replica& r);
   void ClaimFailed(Replica& r, const Status& s);
   // R54: the replica restarted since it last claimed an epoch (its claim
@@ -250,8 +255,13 @@ class Simulation {
     BootId boot{};
     uint64_t gen = 0;              // the log's cut generation when it positioned
     int64_t next = 0;              // after the batch it last handed out
-    int32_t last_epoch = -1;       // that batch's leader epoch
+    // The epochs of the batches it handed out, each from the offset of its
+    // first batch (what ReaderResumeOffset walks back over).
+    std::vector<EpochEntry> epochs;
     std::optional<SimBatch> held;  // read above the HW
+    // The batch it handed out last, since it positioned or went back
+    // (invariant 9); identity 0: none.
+    SimBatch last;
   };
   std::optional<Reader> reader_;
 
@@ -280,6 +290,13 @@ class Simulation {
   double p_net_ = 0, p_ctrl_flaky_ = 0, p_alter_flaky_ = 0;
   int64_t session_steps_ = 0;
   bool quiet_ = false;  // converging: no fault any more
+  // Unclean elections (SimOptions::unclean): allowed in this schedule; the
+  // epoch of the last one (-1: none yet); per replica, whether its log may
+  // still hold the history that election forked from (it is not back in
+  // the ISR since): the invariants of one history (1, 2, 3, 6, 7) skip it.
+  bool unclean_ = false;
+  int32_t unclean_epoch_ = -1;
+  std::vector<uint8_t> forked_;
   // The last step in which a cluster-state call of each replica succeeded
   // (invariant 5).
   std::vector<int64_t> ctrl_ok_step_;
@@ -494,6 +511,16 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
   cut_since_.assign(n, -1);
   link_cut_.assign(static_cast<size_t>(n) * n, 0);
   ctrl_ok_step_.assign(n, -1);
+  forked_.assign(n, 0);
+  // Drawn from the seed apart from the schedule's generator, so that the
+  // other schedules draw what they drew before unclean elections existed.
+  {
+    uint64_t z = options.seed + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    unclean_ = options.unclean && ((z ^ (z >> 31)) & 7) == 0;
+  }
+  if (unclean_) ++stats_.unclean_schedules;
 
   double chaos = static_cast<double>(Uniform(1, 4)) / 4.0;
   p_drop_ = 0.05 * chaos;
@@ -530,10 +557,10 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
   for (Replica& r : reps_) PushView(r);
   last_state_ = State();
   (void)reps_[p.leader].log->BeginEpoch(0);
-  outcome_.summary = fmt::format("replicas={} lag={}ms steps={} chaos={:.2f} net={}{}", n, lag_ms_,
-                                 steps_, chaos,
+  outcome_.summary = fmt::format("replicas={} lag={}ms steps={} chaos={:.2f} net={}{}{}", n,
+                                 lag_ms_, steps_, chaos,
                                  net ? fmt::format("on(session={} steps)", session_steps_) : "off",
-                                 policies);
+                                 unclean_ ? " unclean=allowed" : "", policies);
 }
 
 void Simulation::Fail(std::string what) {
@@ -574,6 +601,7 @@ const char* Simulation::KindOf(int64_t offset) const {
 // Every up replica's log below its HW agrees with the canonical history
 // (and extends it).
 void Simulation::CheckBelowHw(Replica& r) {
+  if (forked_[r.log->replica_id()]) return;
   const ReplicaFiles& f = r.log->files();
   if (r.verified_hw_gen != r.log->cut_generation()) {
     r.verified_hw = 0;
@@ -658,6 +686,17 @@ void Simulation::CheckInvariants() {
   if (p.leader_epoch == last_state_.leader_epoch && p.isr.size() > last_state_.isr.size())
     ++stats_.isr_expands;
   last_state_ = p;
+  // A replica back in the ISR since the last unclean election (or since a
+  // power loss after it) holds the new leader's history: it caught up with
+  // its log end.
+  for (Replica& r : reps_) {
+    const int32_t id = r.log->replica_id();
+    if (forked_[id] && r.up && !r.lost_data && InIsr(p, id) && p.leader_epoch >= unclean_epoch_) {
+      forked_[id] = 0;
+      r.verified_hw = 0;
+      r.verified_all = 0;
+    }
+  }
   CheckTruncations();
   for (Replica& r : reps_) {
     if (failed_) return;
@@ -980,7 +1019,7 @@ void Simulation::Refresh() {
 void Simulation::Consume() {
   int32_t leader = State().leader;
   if (Chance(0.3)) leader = PickUp([](const Simulation&, const Replica& r) { return r.up; });
-  if (!Live(leader)) return;
+  if (!Live(leader) || forked_[leader]) return;
   Replica& r = reps_[leader];
   CheckBelowHw(r);
   if (failed_) return;
@@ -1005,7 +1044,7 @@ void Simulation::Read() {
                              : PickUp([](const Simulation&, const Replica& r) { return r.up; });
     if (!Live(id)) return;
     ModelReplicaLog& log = *reps_[id].log;
-    reader_ = Reader{id, log.RunningBoot(), log.cut_generation(), log.files().log_start, -1, {}};
+    reader_ = Reader{id, log.RunningBoot(), log.cut_generation(), log.files().log_start, {}, {}, {}};
     ++stats_.readers;
     if (options_.trace) Trace(fmt::format("reader opened on {}", id));
   }
@@ -1015,12 +1054,22 @@ void Simulation::Read() {
   if (rd.gen != r.log->cut_generation()) {
     rd.gen = r.log->cut_generation();
     if (!options_.stale_reader) {
-      int64_t to = std::min(rd.next, f.LogEnd());
-      if (rd.last_epoch >= 0) {
-        const EpochEndOffset end = f.epochs.EndOffsetFor(rd.last_epoch, INT64_MAX);
-        if (end.epoch >= 0 && end.end_offset >= 0) to = std::min(to, end.end_offset);
-      }
+      // PartitionReader's rule (ReaderResumeOffset).
+      const int64_t to = ReaderResumeOffset(
+          rd.next, f.LogEnd(),
+          options_.reader_ignores_epoch ? std::span<const EpochEntry>() : rd.epochs, &f.epochs);
+      while (!rd.epochs.empty() && rd.epochs.back().start_offset >= to) rd.epochs.pop_back();
       if (rd.held) ++stats_.reader_drops;
+      if (to < rd.next) {
+        // Batches it handed out were cut: it hands out what the log holds
+        // from there on (a consumer's kTruncated notice).
+        ++stats_.reader_cuts;
+        rd.last = SimBatch{};
+        auto at = std::lower_bound(f.log.begin(), f.log.end(), to,
+                                   [](const SimBatch& x, int64_t o) { return x.last < o; });
+        if (at != f.log.begin() && to > 0 && (at == f.log.end() || at->base >= to))
+          rd.last = *(at - 1);
+      }
       if (options_.trace) Trace(fmt::format("reader of {}: log rewritten, from {} (was {}{})",
                                             rd.replica, to, rd.next,
                                             rd.held ? fmt::format(", held [{}..{}] dropped",
@@ -1059,11 +1108,39 @@ void Simulation::Read() {
                             : fmt::format("batch [{}..{}] epoch {}", at->base, at->last, at->epoch)));
       return;
     }
-    for (int64_t o = std::max(b.base, rd.next); o <= b.last && o < static_cast<int64_t>(flags_.size()); ++o)
-      flags_[o] |= kSeen;
+    // Invariant 9: what it hands out continues what it handed out before
+    // in the log as it is now: the batch it handed out last (since it went
+    // back, if it did) is still the log's, right before this one. A reader
+    // that went back only to its position or the log end after another
+    // leader's batches took offsets it had handed out passes over them.
+    if (rd.last.identity != 0) {
+      auto prev = std::lower_bound(f.log.begin(), f.log.end(), rd.last.base,
+                                   [](const SimBatch& x, int64_t o) { return x.last < o; });
+      if (prev == f.log.end() || prev->identity != rd.last.identity ||
+          prev->last + 1 != b.base) {
+        Fail(fmt::format(
+            "invariant 9 (a reader passed over records another leader put where the records it "
+            "handed out were, KIP-320): the reader of replica {} hands out batch [{}..{}] epoch "
+            "{} after batch [{}..{}] epoch {}, but the log holds {} there now",
+            rd.replica, b.base, b.last, b.epoch, rd.last.base, rd.last.last, rd.last.epoch,
+            prev == f.log.end()
+                ? std::string("nothing")
+                : fmt::format("batch [{}..{}] epoch {}", prev->base, prev->last, prev->epoch)));
+        return;
+      }
+    }
+    // (A replica that may still hold a history an unclean election forked
+    // from shows nothing the invariants of one history hold to.)
+    if (!forked_[rd.replica]) {
+      for (int64_t o = std::max(b.base, rd.next);
+           o <= b.last && o < static_cast<int64_t>(flags_.size()); ++o)
+        flags_[o] |= kSeen;
+    }
     ++stats_.reader_batches;
     rd.next = b.last + 1;
-    rd.last_epoch = b.epoch;
+    if (b.epoch >= 0 && (rd.epochs.empty() || rd.epochs.back().epoch != b.epoch))
+      rd.epochs.push_back({b.epoch, b.base});
+    rd.last = b;
     rd.held.reset();
   }
 }
@@ -1104,6 +1181,8 @@ void Simulation::Crash(int32_t id, bool allow_power_loss) {
   if (power) {
     ++stats_.power_losses;
     r.log->PowerLoss(rng_);
+    // Its disk may hold the history an unclean election forked from.
+    if (unclean_epoch_ >= 0) forked_[id] = 1;
     r.lost_data = r.log->policy() != SyncPolicy::kEveryWrite;
   } else {
     r.log->Kill();
@@ -1116,6 +1195,15 @@ void Simulation::Crash(int32_t id, bool allow_power_loss) {
   if (options_.trace) Trace(fmt::format("crash {} ({}) leo now {}", id, power ? "power loss" : "kill",
                     r.log->files().LogEnd()));
   Controller(false);
+}
+
+// Unclean schedules: the hosts of every in-sync replica go down together
+// (process kills), and the controller elects what it can.
+void Simulation::IsrOutage() {
+  const std::vector<int32_t> isr = State().isr;
+  ++stats_.isr_outages;
+  if (options_.trace) Trace(fmt::format("outage of the ISR {}", IsrText(isr)));
+  for (int32_t id : isr) Crash(id, false);
 }
 
 // A replica comes back. One that lost unsynced data leaves the ISR first
@@ -1170,6 +1258,7 @@ void Simulation::Reboot(int32_t id) {
   ++stats_.power_losses;
   ++stats_.leader_reboots;
   r.log->PowerLoss(rng_);
+  if (unclean_epoch_ >= 0) forked_[id] = 1;
   r.stash.clear();
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [id](const PendingWrite& w) { return w.leader == id; }),
@@ -1195,11 +1284,19 @@ void Simulation::Controller(bool move_leader) {
   std::string reason;
   auto live = [this](int32_t id) { return Electable(id); };
   bool cut = false;
+  bool unclean = false;
   if (s.leader < 0 || LeaderGone(s.leader)) {
     cut = Live(s.leader);
     next = ElectLeader(s, ElectionKind::kClean, live);
     reason = cut ? "clean election: the controller lost the leader"
                  : "clean election: the leader is down";
+    // No ISR member can lead: a schedule that allows it elects a replica
+    // outside the ISR, which may lack acknowledged writes.
+    if (!next && unclean_) {
+      next = ElectLeader(s, ElectionKind::kUnclean, live);
+      unclean = next.has_value();
+      reason = "unclean election: no ISR member can lead";
+    }
   } else if (move_leader) {
     if (Chance(0.5)) {
       next = ElectLeader(s, ElectionKind::kPreferred, live);
@@ -1216,6 +1313,25 @@ void Simulation::Controller(bool move_leader) {
   if (!res) return;
   ++stats_.elections;
   if (cut) ++stats_.cut_elections;
+  if (unclean) {
+    // The history forks here: what the new leader lacks of the old one
+    // (acknowledged, shown to consumers) is lost, as unclean elections
+    // lose it. The invariants of one history start again from the new
+    // leader's log; every other replica is left out of them until it is
+    // back in the ISR (it reconciled with the new leader).
+    ++stats_.unclean_elections;
+    unclean_epoch_ = res->leader_epoch;
+    canon_.clear();
+    canon_from_.clear();
+    flags_.clear();
+    acked_epoch_.clear();
+    acked_leader_.clear();
+    for (Replica& r : reps_) {
+      forked_[r.log->replica_id()] = r.log->replica_id() != res->leader;
+      r.verified_hw = 0;
+      r.verified_all = 0;
+    }
+  }
   if (options_.trace) Trace(fmt::format("elected {} epoch {} isr {} ({})", res->leader, res->leader_epoch,
                     IsrText(res->isr), reason));
   Replica& l = reps_[res->leader];
@@ -1338,7 +1454,9 @@ void Simulation::Step() {
   clock_.Advance(Uniform(1, 5));
   double roll = std::uniform_real_distribution<double>(0, 1)(rng_);
   auto take = [&roll](double p) { return (roll -= p) < 0; };
-  if (take(p_crash_)) {
+  if (unclean_ && take(0.01)) {
+    IsrOutage();
+  } else if (take(p_crash_)) {
     int32_t id = PickUp([](const Simulation&, const Replica& r) { return r.up; });
     if (id >= 0) Crash(id, true);
   } else if (take(p_io_)) {

@@ -37,6 +37,16 @@ struct SimOptions {
   // Planted: the stale reader hands out the batch it held above the HW
   // although its log was rewritten since it read it (mq before R2).
   bool stale_reader = false;
+  // One schedule in eight (drawn from its seed) allows unclean elections:
+  // when no ISR member can lead, the controller elects a live replica
+  // outside the ISR (ElectionKind::kUnclean, as `mq-isr elect --unclean`),
+  // and the in-sync replicas' hosts now and then go down together
+  // (--no-unclean: none).
+  bool unclean = true;
+  // Planted: after a rewrite of its log the stale reader goes back to the
+  // least of its position and the log end only, not to where the leader
+  // epoch of its last batch ends (mq's reader before KIP-320's rule).
+  bool reader_ignores_epoch = false;
 };
 
 struct SimStats {
@@ -70,6 +80,10 @@ struct SimStats {
   int64_t readers = 0;            // stale readers opened
   int64_t reader_batches = 0;     // batches they handed out
   int64_t reader_drops = 0;       // held batches dropped at a rewrite
+  int64_t unclean_schedules = 0;  // schedules that allow unclean elections
+  int64_t unclean_elections = 0;  // a replica outside the ISR elected
+  int64_t isr_outages = 0;        // every in-sync replica's host down at once
+  int64_t reader_cuts = 0;        // readers sent back below what they handed out
   void Add(const SimStats& o);
 };
 

@@ -423,6 +423,108 @@ TEST_CASE("consumer: records handed out that a truncation cut are handed out aga
   CHECK(c->position(0) == 10);
 }
 
+TEST_CASE("consumer: WaitForAppend wakes on a truncation of any assigned partition, with no "
+          "append after it") {
+  // One partition: the reader waits itself; two or three: the waiter's
+  // threads do (MultiWaiter), and a truncation must wake them as an append
+  // does, so that a follower hears of the cut records now, not at the next
+  // append.
+  const int32_t assigned = GENERATE(1, 2, 3);
+  const int32_t cut = assigned - 1;  // the last partition assigned is truncated
+  Topic t(3);
+  LogConfig config = DataDir::LogConfigFor(t.config);
+  config.leader_epoch = 0;
+  for (int32_t p = 0; p < assigned; ++p) {
+    auto w = PartitionWriter::Open(t.dir.PartitionDir("t", p), config, true, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 2; ++i) {  // offsets 0..9 in epoch 0
+      auto b = MakeBatch(5);
+      REQUIRE((*w)->Append(b));
+    }
+  }
+  std::vector<ConsumerNotice> notices;
+  ConsumerOptions options;
+  options.on_notice = [&](const ConsumerNotice& n) { notices.push_back(n); };
+  auto c = t.Open(options);
+  for (int32_t p = 0; p < assigned; ++p) REQUIRE(c->Assign(p, {K::kBeginning, 0}).ok());
+  REQUIRE(Drain(*c).size() == static_cast<size_t>(10 * assigned));
+  CHECK_FALSE(c->WaitForAppend(50));
+  std::thread truncate([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto w = PartitionWriter::Open(t.dir.PartitionDir("t", cut), config, true, nullptr);
+    REQUIRE(w);
+    REQUIRE((*w)->TruncateTo(5).ok());
+  });
+  bool woke = c->WaitForAppend(20000);
+  truncate.join();
+  CHECK(woke);
+  CHECK(Drain(*c).empty());
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].kind == ConsumerNotice::Kind::kTruncated);
+  CHECK(notices[0].partition == cut);
+  CHECK(notices[0].first_offset == 5);
+  CHECK(notices[0].last_offset == 9);
+  CHECK(c->position(cut) == 5);
+  // Once for the rewrite: then it waits again.
+  CHECK_FALSE(c->WaitForAppend(50));
+}
+
+TEST_CASE("consumer: a reader closed and opened again goes back to where the epoch of the last "
+          "batch read ends, with a notice") {
+  // One reader open at a time: partition 0's is closed while partition 1
+  // is read, and a failover cuts partition 0 and its new leader's records
+  // pass the offset the consumer stopped at before it is opened again.
+  Topic t(2);
+  LogConfig config = DataDir::LogConfigFor(t.config);
+  config.leader_epoch = 0;
+  for (int32_t p = 0; p < 2; ++p) {
+    auto w = PartitionWriter::Open(t.dir.PartitionDir("t", p), config, true, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 2; ++i) {  // offsets 0..9 in epoch 0
+      auto b = MakeBatch(5);
+      REQUIRE((*w)->Append(b));
+    }
+  }
+  std::vector<ConsumerNotice> notices;
+  ConsumerOptions options;
+  options.max_open = 1;
+  options.on_notice = [&](const ConsumerNotice& n) { notices.push_back(n); };
+  auto c = t.Open(options);
+  for (int32_t p = 0; p < 2; ++p) REQUIRE(c->Assign(p, {K::kBeginning, 0}).ok());
+  std::vector<Got> got = Drain(*c);
+  CHECK(OffsetsOf(got, 0) == Range(0, 10));
+  CHECK(OffsetsOf(got, 1) == Range(0, 10));
+  {
+    auto w = PartitionWriter::Open(t.dir.PartitionDir("t", 0), config, true, nullptr);
+    REQUIRE(w);
+    REQUIRE((*w)->TruncateTo(5).ok());
+  }
+  config.leader_epoch = 1;
+  {
+    auto w = PartitionWriter::Open(t.dir.PartitionDir("t", 0), config, true, nullptr);
+    REQUIRE(w);
+    auto b = MakeBatch(10, 5000);  // offsets 5..14 in epoch 1
+    REQUIRE((*w)->Append(b));
+  }
+  std::vector<int64_t> times;
+  for (;;) {
+    auto r = c->Next();
+    REQUIRE(r);
+    if (!*r) break;
+    REQUIRE((*r)->partition == 0);
+    CHECK((*r)->record.offset == 5 + static_cast<int64_t>(times.size()));
+    times.push_back((*r)->record.timestamp);
+  }
+  CHECK(times.size() == 10);
+  CHECK((!times.empty() && times.front() == 5000));
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].kind == ConsumerNotice::Kind::kTruncated);
+  CHECK(notices[0].partition == 0);
+  CHECK(notices[0].first_offset == 5);
+  CHECK(notices[0].last_offset == 9);
+  CHECK(c->position(0) == 15);
+}
+
 TEST_CASE("consumer property: every record once per assignment period, in order") {
   for (uint64_t seed : Seeds()) {
     std::printf("consumer property seed %llu\n", static_cast<unsigned long long>(seed));

@@ -643,6 +643,115 @@ int64_t StoredHighWatermark(const std::string& dir) {
   return *hw;
 }
 
+TEST_CASE("leader epoch: SeekAfter goes back to where the epoch of the last batch read ends") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.leader_epoch = 0;
+  {
+    auto w = PartitionWriter::Open(dir, config, true, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 2; ++i) {  // offsets 0..9 in epoch 0
+      auto b = MakeBatch(5);
+      REQUIRE((*w)->Append(b));
+    }
+    REQUIRE((*w)->TruncateTo(5).ok());
+  }
+  config.leader_epoch = 1;
+  {
+    auto w = PartitionWriter::Open(dir, config, true, nullptr);
+    REQUIRE(w);
+    auto b = MakeBatch(10, 5000);  // offsets 5..14 in epoch 1
+    REQUIRE((*w)->Append(b));
+  }
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  // After a batch of epoch 0 up to offset 10: epoch 0 ends at 5.
+  REQUIRE((*r)->SeekAfter(10, 0).ok());
+  CHECK((*r)->TakeCut() == std::optional<int64_t>(5));
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 5);
+  // After a batch of epoch 1, or of no known epoch: where it was.
+  REQUIRE((*r)->SeekAfter(10, 1).ok());
+  CHECK_FALSE((*r)->TakeCut());
+  REQUIRE((*r)->SeekAfter(10, -1).ok());
+  CHECK_FALSE((*r)->TakeCut());
+  // Past the log end: the log end.
+  REQUIRE((*r)->SeekAfter(20, -1).ok());
+  CHECK((*r)->TakeCut() == std::optional<int64_t>(15));
+}
+
+TEST_CASE("leader epoch: a reader whose last epoch is gone from the log walks back over the "
+          "epochs it read (an unclean leader held more of an older epoch)") {
+  // Leader L wrote [0..2] and [3..5] in epoch 0; replica A got only the
+  // first, led in epoch 1 and wrote [3..3]. L's copy U, outside the ISR, is
+  // elected uncleanly in epoch 3 and writes [6..8]; A follows it: it cuts
+  // its epoch 1 and takes [3..5] of epoch 0 and [6..8]. Epoch 1 now "ends"
+  // at 6 (where epoch 3 starts), past the offset 3 that A's reader read in
+  // epoch 1: it must go back to 3, not go on at 4.
+  TempDir tmp;
+  const std::string unclean = tmp / "u-0", reader_dir = tmp / "a-0";
+  {
+    auto w = Writer(unclean, 0);
+    for (int i = 0; i < 2; ++i) {
+      auto b = MakeBatch(3);
+      REQUIRE(w->Append(b));
+    }
+  }
+  {
+    auto f = Writer(reader_dir, -1);
+    auto first = RawBatches(unclean);
+    REQUIRE(f->AppendReplicated(Concat(first, 0, 1)));
+  }
+  {
+    auto w = Writer(reader_dir, 1);
+    auto b = MakeBatch(1, 5000);
+    REQUIRE(w->Append(b));
+  }
+  auto r = PartitionReader::Open(reader_dir);
+  REQUIRE(r);
+  std::vector<std::pair<int64_t, int32_t>> read;
+  for (int i = 0; i < 2; ++i) {
+    auto n = (*r)->Next();
+    REQUIRE(n);
+    REQUIRE(*n);
+    read.emplace_back((*n)->header().base_offset, (*n)->header().partition_leader_epoch);
+  }
+  CHECK(read == std::vector<std::pair<int64_t, int32_t>>{{0, 0}, {3, 1}});
+  {
+    auto w = Writer(unclean, 3);
+    auto b = MakeBatch(3, 9000);
+    REQUIRE(w->Append(b));
+  }
+  {
+    auto f = Writer(reader_dir, -1);
+    REQUIRE(f->TruncateTo(3).ok());
+    auto all = RawBatches(unclean);
+    REQUIRE(all.size() == 3);
+    REQUIRE(f->AppendReplicated(Concat(all, 1, 3)));
+  }
+  auto n = (*r)->Next();
+  REQUIRE(n);
+  REQUIRE(*n);
+  CHECK((*r)->TakeCut() == std::optional<int64_t>(3));
+  CHECK((*n)->header().base_offset == 3);
+  CHECK((*n)->header().partition_leader_epoch == 0);
+  // The rule alone, on that checkpoint: the last epoch's end is 6.
+  LeaderEpochCache epochs;
+  REQUIRE(epochs.Assign(0, 0).ok());
+  REQUIRE(epochs.Assign(3, 6).ok());
+  const std::vector<EpochEntry> both = {{0, 0}, {1, 3}};
+  CHECK(ReaderResumeOffset(4, 9, both, &epochs) == 3);
+  const std::vector<EpochEntry> last_only = {{1, 4}};
+  CHECK(ReaderResumeOffset(4, 9, last_only, &epochs) == 4);
+  const std::vector<EpochEntry> on_epoch_3 = {{0, 0}, {3, 6}};
+  CHECK(ReaderResumeOffset(8, 9, on_epoch_3, &epochs) == 8);
+  CHECK(ReaderResumeOffset(8, 7, on_epoch_3, &epochs) == 7);
+  CHECK(ReaderResumeOffset(8, 9, both, nullptr) == 8);
+}
+
 TEST_CASE("R38 a truncation lowers the high watermark: a crash at any step leaves it within the log") {
   TempDir tmp;
   std::filesystem::create_directories(tmp / "base");

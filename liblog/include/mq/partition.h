@@ -238,6 +238,13 @@ class PartitionReader {
   // segments, then the offset index, then a short scan). Below the log start
   // it positions at the log start; at or past the end, at the end.
   Status Seek(int64_t offset);
+  // Seek(offset) for a reader that goes on where it (or a reader before it,
+  // since closed) stopped: after a batch of leader epoch `epoch` (-1: none
+  // known) ending at or after `offset`. Validated against the log as it is
+  // now: when the log ends below `offset`, or `epoch` ends below it in the
+  // leader-epoch checkpoint (KIP-320: another leader's batches took those
+  // offsets since), it positions there instead and TakeCut() returns it.
+  Status SeekAfter(int64_t offset, int32_t epoch);
   // Positions at the first batch whose max timestamp is >= `timestamp_ms`.
   Status SeekTimestamp(int64_t timestamp_ms);
   // The next committed batch, or nullopt at the committed end. The view
@@ -269,7 +276,15 @@ class PartitionReader {
   // passes (futex on the state file; no sleep-polling). True if it moved,
   // and once for each rewrite (rewrites()) since the reader positioned:
   // Next() then finds its offset again, possibly below (TakeCut).
-  bool WaitForAppend(int64_t known_end, int timeout_ms);
+  // `known_rewrites`: the rewrites counter another reader of the partition
+  // is positioned at (positioned_rewrites()); true, once for each rewrite,
+  // when the counter is no longer that one (a reader that waits for the
+  // reader that reads, as Consumer's waiter threads do).
+  bool WaitForAppend(int64_t known_end, int timeout_ms,
+                     std::optional<uint32_t> known_rewrites = std::nullopt);
+  // The rewrites counter the reader is positioned at: as it was when the
+  // reader last sought, or last found its offset again after a rewrite.
+  uint32_t positioned_rewrites() const;
 
   struct Impl;
  private:

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -112,6 +113,21 @@ class LeaderEpochCache {
  private:
   std::vector<EpochEntry> entries_;
 };
+
+// Where a reader that was at offset `from` goes on once the log was
+// rewritten (segment.md §9.4; KIP-320, and KIP-279's walk back over epochs):
+// `from`, or below it the log end `log_end`, or where what it handed out
+// stops agreeing with the log. `read` lists the leader epochs of the batches
+// it handed out, each with the offset where it began handing that epoch out
+// (ascending). One leader writes an epoch: where the log still has the
+// epoch, it agrees with what the reader read of it, and with what came
+// before, up to where the epoch ends in `epochs`; an epoch the log no
+// longer has was cut from where the reader began it (and from where the
+// next epoch above it starts in the log), and the epoch before it decides.
+// An empty or unreadable (nullptr) checkpoint tells nothing more than the
+// log end. PartitionReader's rule; the simulator's readers apply it too.
+int64_t ReaderResumeOffset(int64_t from, int64_t log_end, std::span<const EpochEntry> read,
+                           const LeaderEpochCache* epochs);
 
 // R37: entry `entry` of the checkpoint `cache`, read from `path`, is not
 // what the log implies (`what` says how; `entry` == the entry count: an
