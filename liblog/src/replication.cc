@@ -438,6 +438,13 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: replica {} is not a follower of this partition", Where(ctx),
                               request.replica));
+  // A fetch ahead (R62): the follower holds up to held_offset, and asks
+  // for what follows the batches it has yet to append.
+  const int64_t held = request.held();
+  if (held > request.fetch_offset)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: replica {} holds up to offset {}, past its fetch offset {}",
+                              Where(ctx), request.replica, held, request.fetch_offset));
   MQ_RETURN_IF_ERROR(ClaimEpoch(ctx, leader, *p));
   MQ_RETURN_IF_ERROR(EnsureEpoch(leader, request.leader_epoch));
 
@@ -458,18 +465,20 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     if (!mine) return mine.error();
     auto before = Find(*all, request.replica, request.leader_epoch);
     const int64_t now = ctx.clock->NowMs();
+    // The follower's position is what it holds, never what it is about to
+    // receive (a fetch ahead's fetch offset).
     FollowerPosition f;
     f.replica = request.replica;
     f.leader_epoch = request.leader_epoch;
-    f.log_end_offset = request.fetch_offset;
+    f.log_end_offset = held;
     f.last_fetch_ms = now;
     f.last_fetch_leader_leo = *leo;
     // Kafka's Replica.updateFetchState: caught up now when it has all the
     // leader has; caught up as of its previous fetch when it now has what
     // the leader had then.
-    if (request.fetch_offset >= *leo)
+    if (held >= *leo)
       f.last_caught_up_ms = now;
-    else if (before && request.fetch_offset >= before->last_fetch_leader_leo)
+    else if (before && held >= before->last_fetch_leader_leo)
       f.last_caught_up_ms = before->last_fetch_ms;
     else
       f.last_caught_up_ms = before ? before->last_caught_up_ms : mine->last_caught_up_ms;
@@ -493,16 +502,16 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     hw = *computed;
     // Kafka's isFollowerInSync: a follower outside the ISR joins once it
     // holds everything below the HW and something of this epoch's log.
-    if (!InIsr(*p, request.replica) && request.fetch_offset >= hw) {
+    if (!InIsr(*p, request.replica) && held >= hw) {
       auto epoch_start = leader.EndOffsetFor(request.leader_epoch - 1);
       if (!epoch_start) return epoch_start.error();
       const int64_t starts = epoch_start->end_offset < 0 ? 0 : epoch_start->end_offset;
-      if (request.fetch_offset >= starts) {
+      if (held >= starts) {
         PartitionState proposed = *p;
         proposed.isr.push_back(request.replica);
         auto done = ctx.cluster->AlterPartition(
             proposed, fmt::format("expand: replica {} caught up to offset {} (HW {})",
-                                  request.replica, request.fetch_offset, hw));
+                                  request.replica, held, hw));
         // Another change won the race: the next fetch decides again.
         if (!done && done.error().code() != Code::kFenced) return done.error();
       }

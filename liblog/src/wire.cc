@@ -390,7 +390,9 @@ uint32_t FetchReplyFrameCrc(std::span<const std::byte> frame, bool* batches_chec
   *batches_checked = false;
   // The frame's header and FetchReply's fields through the batches' length.
   constexpr size_t kHead = kHeaderSize + 4 + 8 + 8 + 8 + 4;
-  if (frame.size() < kHead || frame[4] != std::byte{static_cast<uint8_t>(Type::kFetchReply)} ||
+  if (frame.size() < kHead) return Crc32c(frame);
+  const auto type = static_cast<Type>(std::to_integer<uint8_t>(frame[4]));
+  if ((type != Type::kFetchReply && type != Type::kFetchAheadReply) ||
       coding::GetFixed32(frame.data() + kHead - 4) != frame.size() - kHead)
     return Crc32c(frame);
   uint32_t crc = Crc32c(frame.first(kHead));
@@ -479,6 +481,12 @@ std::vector<std::byte> Encode(const FetchMessage& m) {
       .U32(static_cast<uint32_t>(std::min<size_t>(m.request.max_bytes, kMaxPayload)))
       .U32(m.max_wait_ms)
       .Take();
+}
+std::vector<std::byte> EncodeFetchAhead(const FetchMessage& m) {
+  std::vector<std::byte> out = Encode(m);
+  std::vector<std::byte> held = Writer().I64(m.request.held_offset).Take();
+  out.insert(out.end(), held.begin(), held.end());
+  return out;
 }
 std::vector<std::byte> Encode(const FetchResponse& m) {
   std::vector<std::byte> out = EncodeFetchReplyHead(m);
@@ -575,16 +583,31 @@ Result<HelloReply> DecodeHelloReply(std::span<const std::byte> p, const std::str
   r.U16(&m.version) && r.Str(&m.server);
   return Done(r, std::move(m));
 }
+namespace {
+bool FetchFields(Reader& r, FetchMessage* m) {
+  uint32_t max_bytes = 0;
+  const bool ok = r.Topic(&m->topic) && r.I32Min(&m->partition, 0, "partition") &&
+                  r.I32Min(&m->request.replica, 0, "replica") &&
+                  r.I32Min(&m->request.leader_epoch, 0, "leader epoch") &&
+                  r.I64(&m->request.fetch_offset) && r.U32(&max_bytes) && r.U32(&m->max_wait_ms);
+  m->request.max_bytes = std::min<size_t>(max_bytes, kMaxPayload - 64);
+  m->max_wait_ms = std::min(m->max_wait_ms, kMaxWaitMs);
+  return ok;
+}
+}  // namespace
+
 Result<FetchMessage> DecodeFetch(std::span<const std::byte> p, const std::string& peer) {
   Reader r(p, peer, "Fetch");
   FetchMessage m;
-  uint32_t max_bytes = 0;
-  r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition") &&
-      r.I32Min(&m.request.replica, 0, "replica") &&
-      r.I32Min(&m.request.leader_epoch, 0, "leader epoch") && r.I64(&m.request.fetch_offset) &&
-      r.U32(&max_bytes) && r.U32(&m.max_wait_ms);
-  m.request.max_bytes = std::min<size_t>(max_bytes, kMaxPayload - 64);
-  m.max_wait_ms = std::min(m.max_wait_ms, kMaxWaitMs);
+  FetchFields(r, &m);
+  return Done(r, std::move(m));
+}
+Result<FetchMessage> DecodeFetchAhead(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "FetchAhead");
+  FetchMessage m;
+  const size_t at = p.size() >= 8 ? p.size() - 8 : 0;  // heldOffset's position
+  FetchFields(r, &m) && r.I64Min(&m.request.held_offset, 0, "held offset") &&
+      r.AtLeast(at, m.request.fetch_offset, m.request.held_offset, "fetch offset");
   return Done(r, std::move(m));
 }
 Result<FetchResponse> DecodeFetchReply(std::span<const std::byte> p, const std::string& peer,
@@ -816,6 +839,7 @@ Client::Client(Connect connect, std::string peer, Options options)
 void Client::Drop() {
   conn_.reset();
   reader_.reset();
+  posted_.reset();
 }
 
 Status Client::Send(Type type, std::span<const std::byte> payload) {
@@ -843,6 +867,7 @@ Status Client::Handshake() {
   reader_ = std::make_unique<FrameReader>(peer_);
   next_correlation_ = 0;
   Hello hello;
+  hello.max_version = options_.max_version;
   hello.client = options_.name;
   auto payload = Encode(hello);
   MQ_RETURN_IF_ERROR(Send(Type::kHello, payload));
@@ -854,10 +879,11 @@ Status Client::Handshake() {
     return Status::Corruption(peer_, 0, "R49", "the first response is not HelloReply");
   auto r = DecodeHelloReply(reply->payload, peer_);
   if (!r) return r.error();
-  if (r->version != kVersion)
+  if (r->version < hello.min_version || r->version > hello.max_version)
     return Status(Code::kUnsupported,
-                  fmt::format("{}: speaks wire protocol version {}, not {} (R49)", peer_,
-                              r->version, kVersion));
+                  fmt::format("{}: speaks wire protocol version {}, not {}-{} (R49)", peer_,
+                              r->version, hello.min_version, hello.max_version));
+  version_ = r->version;
   last_used_ms_ = MonotonicMs();
   return Status::Ok();
 }
@@ -866,7 +892,21 @@ Result<std::span<const std::byte>> Client::CallLocked(Type type,
                                                       std::span<const std::byte> payload,
                                                       int timeout_ms, bool* batches_checked) {
   if (!conn_) MQ_RETURN_IF_ERROR(Handshake());
+  if (posted_) {
+    // The response to a posted request nobody collects: read and dropped
+    // (R62), unless it breaches the protocol.
+    const Type posted = *posted_;
+    posted_.reset();
+    auto dropped = AwaitLocked(posted, timeout_ms);
+    if (!dropped && !answered_) return dropped.error();
+    answered_ = false;
+  }
   MQ_RETURN_IF_ERROR(Send(type, payload));
+  return AwaitLocked(type, timeout_ms, batches_checked);
+}
+
+Result<std::span<const std::byte>> Client::AwaitLocked(Type type, int timeout_ms,
+                                                       bool* batches_checked) {
   auto reply = Receive(timeout_ms, batches_checked);
   if (!reply) return reply.error();
   ++next_correlation_;
@@ -896,19 +936,45 @@ Result<std::span<const std::byte>> Client::Call(Type type, std::span<const std::
   }
   answered_ = false;
   auto r = CallLocked(type, payload, options_.timeout_ms + extra_wait_ms, batches_checked);
-  if (!r && !answered_) {
-    // A timeout, end of stream, breach or failed start leaves the
-    // conversation in an unknown state: it starts again at the next call
-    // (R50, R52). To the caller the peer is unavailable; a server process
-    // that ended says how (a failed ssh, a missing program).
-    const std::string note = conn_ ? conn_->ExitNote() : "";
-    Drop();
-    const std::string why = note.empty() ? "" : fmt::format(" ({})", note);
-    if (r.error().code() != Code::kUnavailable)
-      return Status(Code::kUnavailable,
-                    fmt::format("connection dropped: {}{}", r.error().message(), why));
-    if (!why.empty()) return Status(Code::kUnavailable, r.error().message() + why);
-  }
+  if (!r && !answered_) return Failed(r.error());
+  return r;
+}
+
+Status Client::Failed(const Status& s) {
+  // A timeout, end of stream, breach or failed start leaves the
+  // conversation in an unknown state: it starts again at the next call
+  // (R50, R52). To the caller the peer is unavailable; a server process
+  // that ended says how (a failed ssh, a missing program).
+  const std::string note = conn_ ? conn_->ExitNote() : "";
+  Drop();
+  const std::string why = note.empty() ? "" : fmt::format(" ({})", note);
+  if (s.code() != Code::kUnavailable)
+    return Status(Code::kUnavailable, fmt::format("connection dropped: {}{}", s.message(), why));
+  if (!why.empty()) return Status(Code::kUnavailable, s.message() + why);
+  return s;
+}
+
+Result<uint64_t> Client::Post(Type type, std::span<const std::byte> payload) {
+  std::lock_guard lock(mu_);
+  answered_ = false;
+  Status s = [&]() -> Status {
+    if (!conn_) MQ_RETURN_IF_ERROR(Handshake());
+    if (posted_) return Status(Code::kInternal, "a posted request is still unanswered");
+    return Send(type, payload);
+  }();
+  if (!s.ok()) return Failed(s);
+  posted_ = type;
+  return ++posts_;
+}
+
+Result<std::span<const std::byte>> Client::Collect(int extra_wait_ms, bool* batches_checked) {
+  std::lock_guard lock(mu_);
+  if (!posted_) return Status(Code::kInternal, "no posted request to collect");
+  const Type type = *posted_;
+  posted_.reset();
+  answered_ = false;
+  auto r = AwaitLocked(type, options_.timeout_ms + extra_wait_ms, batches_checked);
+  if (!r && !answered_) return Failed(r.error());
   return r;
 }
 
@@ -926,23 +992,74 @@ class WireLink : public LeaderLink {
     return DecodeOffsetForLeaderEpochReply(*reply, client_->peer());
   }
   Result<FetchResponse> Fetch(const FetchRequest& request) override {
-    FetchMessage m{topic_, partition_, request, wait_};
     // The batches' CRCs are checked in the pass that checks the frame's.
     bool checked = false;
-    auto reply = client_->Call(Type::kFetch, Encode(m), static_cast<int>(wait_), &checked);
+    Result<std::span<const std::byte>> reply = Status::Ok();
+    if (ahead_ && client_->posted(ahead_serial_) && Same(*ahead_, request)) {
+      // Asked for ahead while the previous batches were appended (R62).
+      reply = client_->Collect(0, &checked);
+    } else {
+      // A posted request for anything else is read and dropped first.
+      FetchMessage m{topic_, partition_, request, wait_};
+      reply = client_->Call(Type::kFetch, Encode(m), static_cast<int>(wait_), &checked);
+    }
+    ahead_.reset();
     if (!reply) return reply.error();
     // The batches stay in the client's buffer until its next call: the
     // follower appends them before it calls again.
     auto r = DecodeFetchReply(*reply, client_->peer(), /*borrow=*/true);
-    if (r) r->batches_checked = checked;
+    if (!r) return r;
+    r->batches_checked = checked;
+    Ahead(request, *r);
     return r;
   }
 
  private:
+  static bool Same(const FetchRequest& a, const FetchRequest& b) {
+    return a.replica == b.replica && a.leader_epoch == b.leader_epoch &&
+           a.fetch_offset == b.fetch_offset && a.max_bytes == b.max_bytes &&
+           a.held_offset == b.held_offset;
+  }
+
+  // R62: when the leader holds more than `r` brings, the next fetch is sent
+  // now, before the follower appends `r`: the leader reads and sends it
+  // meanwhile. Its position stays what the follower holds (`request`'s
+  // fetch offset); a follower that does not ask for it next drops it.
+  void Ahead(const FetchRequest& request, const FetchResponse& r) {
+    if (client_->version() < kFetchAheadVersion || !r.batches_checked) return;
+    const auto data = r.data();
+    if (data.empty()) return;
+    // The offset after the last batch (whole batches: checked above).
+    size_t at = 0, last = 0;
+    while (at + format::kBatchHeaderSize <= data.size()) {
+      last = at;
+      at += format::kLogOverhead +
+            static_cast<uint32_t>(coding::GetFixed32(data.data() + at + format::kBatchLengthOffset));
+    }
+    if (at != data.size()) return;
+    const int64_t next =
+        static_cast<int64_t>(coding::GetFixed64(data.data() + last + format::kBaseOffsetOffset)) +
+        static_cast<int32_t>(coding::GetFixed32(data.data() + last + format::kLastOffsetDeltaOffset)) +
+        1;
+    if (next <= request.fetch_offset || next >= r.log_end_offset) return;
+    FetchRequest ahead = request;
+    ahead.fetch_offset = next;
+    ahead.held_offset = request.fetch_offset;
+    FetchMessage m{topic_, partition_, ahead, 0};
+    if (auto serial = client_->Post(Type::kFetchAhead, EncodeFetchAhead(m))) {
+      // What the follower's next fetch asks for once it appended `r`.
+      ahead.held_offset = -1;
+      ahead_ = ahead;
+      ahead_serial_ = *serial;
+    }
+  }
+
   std::shared_ptr<Client> client_;
   std::string topic_;
   int32_t partition_;
   uint32_t wait_;
+  std::optional<FetchRequest> ahead_;  // what a posted FetchAhead answers
+  uint64_t ahead_serial_ = 0;          // its Client::Post serial
 };
 
 class WireStore : public ClusterStore {
@@ -1016,8 +1133,9 @@ struct Reply {
   Reply(Type t, std::vector<std::byte> b) : type(t), body(std::move(b)) {}
 };
 
-// Answers one request (after Hello).
-Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer) {
+// Answers one request (after Hello) of a conversation in `version`.
+Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer,
+                     uint16_t version) {
   auto reply = [&](auto&& result) -> Result<Reply> {
     if (!result) return Reply(Type::kError, EncodeError(result.error()));
     return Reply(static_cast<Type>(static_cast<uint8_t>(f.type) | kReplyBit), Encode(*result));
@@ -1030,13 +1148,19 @@ Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer)
   switch (f.type) {
     case Type::kPing:
       return Reply(Type::kPong, {});
-    case Type::kFetch: {
-      auto m = DecodeFetch(f.payload, peer);
+    case Type::kFetch:
+    case Type::kFetchAhead: {
+      const bool ahead = f.type == Type::kFetchAhead;
+      if (ahead && version < kFetchAheadVersion)  // R49, R62
+        return Status::Corruption(peer, 0, "R62",
+                                  fmt::format("FetchAhead in a conversation of version {}",
+                                              version));
+      auto m = ahead ? DecodeFetchAhead(f.payload, peer) : DecodeFetch(f.payload, peer);
       if (!m) return m.error();
-      if (!h.fetch) return unsupported("Fetch");
+      if (!h.fetch) return unsupported(ahead ? "FetchAhead" : "Fetch");
       auto r = h.fetch(*m);
       if (!r) return Reply(Type::kError, EncodeError(r.error()));
-      Reply out(Type::kFetchReply, EncodeFetchReplyHead(*r));
+      Reply out(ahead ? Type::kFetchAheadReply : Type::kFetchReply, EncodeFetchReplyHead(*r));
       out.tail_crc = r->crc;
       if (r->borrowed.empty()) {
         out.owned = std::move(r->batches);
@@ -1102,6 +1226,7 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
   SetNonBlocking(out_fd);
   FrameReader reader(o.peer);
   uint32_t expect = 0;
+  uint16_t version = 0;  // the conversation's (R49)
   auto send = [&](Type type, uint32_t correlation, std::span<const std::byte> body,
                   std::span<const std::byte> tail = {},
                   std::optional<uint32_t> tail_crc = std::nullopt) {
@@ -1136,18 +1261,24 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
         return breach(Status::Corruption(o.peer, 0, "R49", "the first request is not Hello"), 0);
       auto hello = DecodeHello(f->payload, o.peer);
       if (!hello) return breach(hello.error(), 0);
-      if (hello->min_version > kVersion || hello->max_version < kVersion)
+      if (hello->min_version > o.max_version || hello->max_version < kMinVersion ||
+          hello->min_version > hello->max_version)
         return breach(Status(Code::kUnsupported,
-                             fmt::format("client speaks versions {}-{}; this server speaks {} (R49)",
-                                         hello->min_version, hello->max_version, kVersion)),
+                             fmt::format("client speaks versions {}-{}; this server speaks {}-{} "
+                                         "(R49)",
+                                         hello->min_version, hello->max_version, kMinVersion,
+                                         o.max_version)),
                       0);
+      // The highest version both speak.
+      version = std::min(hello->max_version, o.max_version);
       HelloReply reply;
+      reply.version = version;
       reply.server = o.name;
       MQ_RETURN_IF_ERROR(send(Type::kHelloReply, 0, Encode(reply)));
       ++expect;
       continue;
     }
-    auto answer = Answer(handlers, *f, o.peer);
+    auto answer = Answer(handlers, *f, o.peer, version);
     if (!answer) return breach(answer.error(), f->correlation);
     MQ_RETURN_IF_ERROR(
         send(answer->type, f->correlation, answer->body, answer->tail, answer->tail_crc));

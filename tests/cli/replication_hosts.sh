@@ -192,7 +192,7 @@ descendants() {
 # it talks to; follower: the follower itself, SIGKILL). Sets cut_rc.
 cut_at() {
   local root=$1 host=$2 at=$3 what=$4 pid c victim=""
-  MQ_TEST_HOST=$host "$REP" -C "$root" -t big --fetch-max-bytes 65536 --max-bytes-per-second 8000000 \
+  MQ_TEST_HOST=$host "$REP" -C "$root" -t big --fetch-max-bytes 65536 --max-bytes-per-second 4000000 \
     -q 2>>"$WORK/cut.err" &
   pid=$!
   PIDS+=("$pid")

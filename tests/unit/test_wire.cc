@@ -372,8 +372,8 @@ TEST_CASE("R49 hello: the first request is Hello, and the versions must meet") {
   SECTION("no common version: unsupported") {
     Pipes p;
     Hello h;
-    h.min_version = 2;
-    h.max_version = 5;
+    h.min_version = kVersion + 1;
+    h.max_version = kVersion + 4;
     REQUIRE(Write(p.client_write, EncodeFrame(Type::kHello, 0, Encode(h))).ok());
     Status s = Serve(p.server_read, p.server_write, Handlers{}, ServeOptions{});
     CHECK(s.code() == Code::kUnsupported);
@@ -759,6 +759,161 @@ TEST_CASE("wire: bytes that differ from what the leader read are never appended"
   }
   CHECK((*follower)->LogEndOffset().value() == 0);
   CHECK(RawBatches(dirs[1]).empty());
+}
+
+// The position the leader holds for replica 1 (-1: none).
+int64_t PositionOfFollower(ReplicaLog& leader) {
+  auto all = leader.Followers();
+  REQUIRE(all);
+  for (const FollowerPosition& f : *all)
+    if (f.replica == 1) return f.log_end_offset;
+  return -1;
+}
+
+// Fetch handlers over TwoReplicas' leader that count Fetch and FetchAhead
+// requests (a FetchAhead: held_offset set).
+struct CountingLeader {
+  explicit CountingLeader(TwoReplicas& r) : r(r) {
+    h.fetch = [this](const FetchMessage& m) {
+      std::lock_guard lock(mu);
+      auto out = HandleFetch(this->r.ctx, **this->r.leader, m.request);
+      ++(m.request.held_offset >= 0 ? aheads : fetches);
+      return out;
+    };
+    h.offset_for_leader_epoch = [this](const OffsetForLeaderEpochMessage& m) {
+      std::lock_guard lock(mu);
+      return HandleOffsetForLeaderEpoch(this->r.ctx, **this->r.leader, m.leader_epoch,
+                                        m.requested_epoch);
+    };
+  }
+  TwoReplicas& r;
+  Handlers h;
+  std::mutex mu;  // the server thread and the test share the leader's log
+  std::atomic<int> fetches{0}, aheads{0};
+};
+
+TEST_CASE("R62 fetch ahead: the next batches are asked for before the append, and the leader counts only what the follower holds") {
+  TwoReplicas r(12);
+  CountingLeader leader(r);
+  Servers servers;
+  auto client = std::make_shared<Client>(
+      servers.Connect([&](int in, int out) { Serve(in, out, leader.h, ServeOptions{}); }),
+      "leader");
+  auto link = RemoteLeaderLink(client, "t", 0, 0);
+  FetchRequest request;
+  request.replica = 1;
+  request.leader_epoch = 0;
+  request.fetch_offset = 0;
+  request.max_bytes = 600;  // a few batches of the 12
+  auto first = link->Fetch(request);
+  REQUIRE(first);
+  REQUIRE_FALSE(first->data().empty());
+  CHECK(client->version() == kVersion);
+  // The next fetch is on its way before this one is appended: the leader
+  // answers it meanwhile, and counts the follower at offset 0, where its log
+  // ends, not where the fetch ahead starts.
+  for (int i = 0; i < 2000 && leader.aheads.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(leader.aheads.load() == 1);
+  {
+    std::lock_guard lock(leader.mu);
+    CHECK(PositionOfFollower(**r.leader) == 0);
+    // The ISR is {0, 1}: the HW stays at what both hold.
+    CHECK((*r.leader)->HighWatermark().value() <= 0);
+  }
+  auto appended = (*r.follower)->AppendReplicated(first->data(), CrcCheck::kVerify);
+  REQUIRE(appended);
+  request.fetch_offset = (*r.follower)->LogEndOffset().value();
+  auto second = link->Fetch(request);  // the answer to the fetch ahead
+  REQUIRE(second);
+  CHECK(leader.fetches.load() == 1);
+  REQUIRE_FALSE(second->data().empty());
+  CHECK(static_cast<int64_t>(DecodeBatchHeader(second->data()).base_offset) ==
+        request.fetch_offset);
+  REQUIRE((*r.follower)->AppendReplicated(second->data(), CrcCheck::kVerify));
+
+  SECTION("the follower catches up, one fetch ahead at a time") {
+    FollowerState state;
+    const int64_t end = (*r.leader)->LogEndOffset().value();
+    for (int i = 0; i < 100 && (*r.follower)->LogEndOffset().value() < end; ++i)
+      REQUIRE(FollowerStep(r.ctx, **r.follower, *link, state, 600));
+    CHECK((*r.follower)->LogEndOffset().value() == end);
+    CHECK(RawBatches(r.dirs[1]) == RawBatches(r.dirs[0]));
+    CHECK(leader.aheads.load() > 2);
+    CHECK(client->connects() == 1);
+  }
+  SECTION("a follower that asks for something else drops the answer ahead") {
+    // Its log was cut meanwhile (the follower's choice): it fetches again
+    // from its own end, and the answer ahead is read and dropped.
+    request.fetch_offset = 0;
+    REQUIRE((*r.follower)->TruncateTo(0).ok());
+    auto again = link->Fetch(request);
+    REQUIRE(again);
+    CHECK(leader.fetches.load() == 2);
+    CHECK(static_cast<int64_t>(DecodeBatchHeader(again->data()).base_offset) == 0);
+    CHECK(client->connects() == 1);
+  }
+}
+
+TEST_CASE("R62 fetch ahead: an earlier peer (version 1) meets at version 1 and is never sent FetchAhead") {
+  TwoReplicas r(12);
+  CountingLeader leader(r);
+  Servers servers;
+  ServeOptions so;
+  Client::Options co;
+  SECTION("an earlier server") { so.max_version = 1; }
+  SECTION("an earlier client") { co.max_version = 1; }
+  auto client = std::make_shared<Client>(
+      servers.Connect([&](int in, int out) { Serve(in, out, leader.h, so); }), "leader", co);
+  auto link = RemoteLeaderLink(client, "t", 0, 0);
+  FollowerState state;
+  const int64_t end = (*r.leader)->LogEndOffset().value();
+  for (int i = 0; i < 100 && (*r.follower)->LogEndOffset().value() < end; ++i)
+    REQUIRE(FollowerStep(r.ctx, **r.follower, *link, state, 600));
+  CHECK(client->version() == 1);
+  CHECK(RawBatches(r.dirs[1]) == RawBatches(r.dirs[0]));
+  CHECK(leader.fetches.load() > 2);
+  CHECK(leader.aheads.load() == 0);
+  CHECK(client->connects() == 1);
+}
+
+TEST_CASE("R62 fetch ahead: FetchAhead in a version 1 conversation is a breach, and its fields are checked (R51)") {
+  SECTION("version 1: the server ends") {
+    Pipes p;
+    Hello h;
+    h.max_version = 1;
+    FetchMessage m{"t", 0, FetchRequest{1, 0, 10, 1024}, 0};
+    m.request.held_offset = 5;
+    REQUIRE(Write(p.client_write, EncodeFrame(Type::kHello, 0, Encode(h))).ok());
+    REQUIRE(Write(p.client_write, EncodeFrame(Type::kFetchAhead, 1, EncodeFetchAhead(m))).ok());
+    Handlers handlers;
+    handlers.fetch = [](const FetchMessage&) -> Result<FetchResponse> { return FetchResponse{}; };
+    Status s = Serve(p.server_read, p.server_write, handlers, ServeOptions{});
+    CHECK(s.rule() == "R62");
+    FrameReader reader("server");
+    auto hello = ReadOne(p.client_read, reader);
+    REQUIRE(hello);
+    CHECK(DecodeHelloReply(hello->payload, "server").value().version == 1);
+    auto error = ReadOne(p.client_read, reader);
+    REQUIRE(error);
+    CHECK(error->type == Type::kError);
+  }
+  SECTION("fields") {
+    FetchMessage m{"t", 2, FetchRequest{1, 4, 10, 1024}, 0};
+    m.request.held_offset = 7;
+    auto d = DecodeFetchAhead(EncodeFetchAhead(m), "p");
+    REQUIRE(d);
+    CHECK(d->request.fetch_offset == 10);
+    CHECK(d->request.held_offset == 7);
+    CHECK(d->request.held() == 7);
+    CHECK(d->partition == 2);
+    m.request.held_offset = 11;  // past the fetch offset
+    CHECK(DecodeFetchAhead(EncodeFetchAhead(m), "p").error().rule() == "R51");
+    m.request.held_offset = -1;
+    CHECK(DecodeFetchAhead(EncodeFetchAhead(m), "p").error().rule() == "R51");
+    // A Fetch is not a FetchAhead: its heldOffset is missing.
+    CHECK(DecodeFetchAhead(Encode(m), "p").error().rule() == "R51");
+  }
 }
 
 TEST_CASE("R51 messages: ReplicaStatusReply's restartedSinceClaim is 0 or 1") {

@@ -37,17 +37,22 @@ void CatchStopSignals() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-// --max-bytes-per-second: a token bucket shared by every partition.
+// --max-bytes-per-second: shared by every partition. Bytes fetched delay
+// the next fetch by their share of a second from when they came, or from
+// when the bytes before them were due if that is later: time without
+// fetches (connecting, a leader with nothing to send) is no credit for a
+// burst later.
 class Throttle {
  public:
-  explicit Throttle(uint64_t rate) : rate_(rate), start_(std::chrono::steady_clock::now()) {}
+  explicit Throttle(uint64_t rate) : rate_(rate) {}
   void Spend(uint64_t bytes) {
     if (rate_ == 0 || bytes == 0) return;
     std::chrono::steady_clock::time_point until;
     {
       std::lock_guard lock(mu_);
-      spent_ += bytes;
-      until = start_ + std::chrono::microseconds(spent_ * 1'000'000 / rate_);
+      next_ = std::max(next_, std::chrono::steady_clock::now()) +
+              std::chrono::microseconds(bytes * 1'000'000 / rate_);
+      until = next_;
     }
     while (!g_stop.load() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
@@ -56,9 +61,8 @@ class Throttle {
 
  private:
   uint64_t rate_;
-  std::chrono::steady_clock::time_point start_;
   std::mutex mu_;
-  uint64_t spent_ = 0;
+  std::chrono::steady_clock::time_point next_{};  // when the bytes spent so far are due
 };
 
 // --follow keeps a partition open on a thread of its own while there are at

@@ -230,6 +230,12 @@ struct FetchRequest {
   int32_t leader_epoch = -1;   // the epoch the follower believes current
   int64_t fetch_offset = 0;    // the follower's LEO
   size_t max_bytes = 1 << 20;
+  // A fetch ahead (protocol.md R62): the follower's LEO, below
+  // fetch_offset, where it has not yet appended the batches before
+  // fetch_offset it holds in a response. The leader counts this as its
+  // position (-1: fetch_offset is).
+  int64_t held_offset = -1;
+  int64_t held() const { return held_offset >= 0 ? held_offset : fetch_offset; }
 };
 struct FetchResponse {
   std::vector<std::byte> batches;

@@ -31,8 +31,11 @@
 
 namespace mq::wire {
 
-// §19.1
-constexpr uint16_t kVersion = 1;
+// §19.1; R49: the versions this end speaks (kVersion the highest). Version
+// 2 adds FetchAhead (R62).
+constexpr uint16_t kVersion = 2;
+constexpr uint16_t kMinVersion = 1;
+constexpr uint16_t kFetchAheadVersion = 2;
 constexpr uint32_t kMaxPayload = 64u << 20;  // R48
 constexpr size_t kHeaderSize = 9;            // length, type, correlation
 constexpr size_t kTrailerSize = 4;           // crc
@@ -54,6 +57,8 @@ enum class Type : uint8_t {
   kReplicaStatusReply = 0x92,
   kCarryState = 0x13,
   kCarryStateReply = 0x93,
+  kFetchAhead = 0x14,  // version 2 (R62)
+  kFetchAheadReply = 0x94,
   kLoadState = 0x20,
   kLoadStateReply = 0xA0,
   kAlterPartition = 0x21,
@@ -127,7 +132,7 @@ class FrameReader {
 // ---- messages (§19.3) -------------------------------------------------------
 
 struct Hello {
-  uint16_t min_version = kVersion;
+  uint16_t min_version = kMinVersion;
   uint16_t max_version = kVersion;
   std::string client;
 };
@@ -135,6 +140,7 @@ struct HelloReply {
   uint16_t version = kVersion;
   std::string server;
 };
+// Fetch, and FetchAhead (R62): then `request.held_offset` is its heldOffset.
 struct FetchMessage {
   std::string topic;
   int32_t partition = 0;
@@ -185,6 +191,9 @@ std::vector<std::byte> Encode(const Hello& m);
 std::vector<std::byte> Encode(const HelloReply& m);
 std::vector<std::byte> Encode(const FetchMessage& m);
 std::vector<std::byte> Encode(const FetchResponse& m);
+// FetchAhead (R62): Fetch's fields, then `i64 heldOffset`
+// (m.request.held_offset). Its reply is a FetchReply's fields.
+std::vector<std::byte> EncodeFetchAhead(const FetchMessage& m);
 // FetchReply's fields before its batches' bytes (a server writes the
 // batches after them without copying them into one buffer).
 std::vector<std::byte> EncodeFetchReplyHead(const FetchResponse& m);
@@ -208,6 +217,8 @@ std::vector<std::byte> EncodeError(const Status& s);
 Result<Hello> DecodeHello(std::span<const std::byte> p, const std::string& peer);
 Result<HelloReply> DecodeHelloReply(std::span<const std::byte> p, const std::string& peer);
 Result<FetchMessage> DecodeFetch(std::span<const std::byte> p, const std::string& peer);
+// heldOffset ≥ 0 and ≤ fetchOffset, else corruption (R51).
+Result<FetchMessage> DecodeFetchAhead(std::span<const std::byte> p, const std::string& peer);
 // With `borrow`, the batches are a view into `p` (FetchResponse::borrowed).
 Result<FetchResponse> DecodeFetchReply(std::span<const std::byte> p, const std::string& peer,
                                        bool borrow = false);
@@ -275,6 +286,7 @@ class Client {
   struct Options {
     int timeout_ms = kDefaultTimeoutMs;
     std::string name = "mq";  // Hello's client
+    uint16_t max_version = kVersion;  // Hello's maxVersion (tests: an earlier client)
   };
   Client(Connect connect, std::string peer, Options options);
   Client(Connect connect, std::string peer) : Client(std::move(connect), std::move(peer), Options{}) {}
@@ -286,6 +298,26 @@ class Client {
   Result<std::span<const std::byte>> Call(Type type, std::span<const std::byte> payload,
                                           int extra_wait_ms = 0,
                                           bool* batches_checked = nullptr);
+  // A request sent now whose response Collect reads later (R62: a
+  // FetchAhead, sent before the previous response is used). Until then any
+  // Call first reads that response and drops it. A failure drops the
+  // connection. Connects first when there is no connection.
+  // Returns its serial number (for posted()).
+  Result<uint64_t> Post(Type type, std::span<const std::byte> payload);
+  // Whether the request of the last Post, which returned `serial`, awaits
+  // its response (not collected, not dropped since).
+  bool posted(uint64_t serial) {
+    std::lock_guard lock(mu_);
+    return posted_.has_value() && serial == posts_;
+  }
+  // The posted request's response, as Call returns it.
+  Result<std::span<const std::byte>> Collect(int extra_wait_ms = 0,
+                                             bool* batches_checked = nullptr);
+  // The version this conversation speaks (R49), 0 before the first call.
+  uint16_t version() {
+    std::lock_guard lock(mu_);
+    return conn_ ? version_ : 0;
+  }
   const std::string& peer() const { return peer_; }
   // Connections made so far (tests).
   int connects() const { return connects_; }
@@ -293,6 +325,12 @@ class Client {
  private:
   Result<std::span<const std::byte>> CallLocked(Type type, std::span<const std::byte> payload,
                                                 int timeout_ms, bool* batches_checked = nullptr);
+  // The response to the request of type `type` sent last (its correlation
+  // next_correlation_).
+  Result<std::span<const std::byte>> AwaitLocked(Type type, int timeout_ms,
+                                                 bool* batches_checked = nullptr);
+  // Drops what a call that failed leaves (see Call).
+  Status Failed(const Status& s);
   Status Handshake();
   Status Send(Type type, std::span<const std::byte> payload);
   Result<FrameView> Receive(int timeout_ms, bool* batches_checked = nullptr);
@@ -308,6 +346,9 @@ class Client {
   int64_t last_used_ms_ = 0;  // CLOCK_MONOTONIC
   bool answered_ = false;     // the last call got an Error reply
   int connects_ = 0;
+  uint16_t version_ = 0;               // HelloReply's
+  std::optional<Type> posted_;         // a request sent by Post, its response unread
+  uint64_t posts_ = 0;                 // Post calls so far
 };
 
 // A follower's link to a leader reached through `client`.
@@ -344,6 +385,7 @@ struct ServeOptions {
   std::string name = "mq";  // HelloReply's server
   std::string peer = "client";
   const std::atomic<bool>* stop = nullptr;  // checked at least every 200 ms
+  uint16_t max_version = kVersion;  // the highest version it speaks (tests: an earlier server)
 };
 // Answers requests read from `in_fd` on `out_fd` until end of input (OK),
 // the idle timeout (OK), `stop` (OK) or a breach (its status, after an
