@@ -559,6 +559,25 @@ std::vector<std::byte> EncodeProducerId(std::string_view name) {
   return Writer().Str(name).Take();
 }
 std::vector<std::byte> EncodeProducerIdReply(int64_t id) { return Writer().I64(id).Take(); }
+std::vector<std::byte> Encode(const ReadLogMessage& m) {
+  return Writer().Str(m.topic).I32(m.partition).I64(m.offset).U32(m.max_bytes).Take();
+}
+std::vector<std::byte> Encode(const LogChunk& m) {
+  Writer w;
+  w.I64(m.log_start_offset).I64(m.log_end_offset).I64(m.high_watermark).Str(m.file).I64(
+      static_cast<int64_t>(m.position));
+  w.Bytes(m.batches);
+  // What the read stopped at: its file, position, rule and what it says.
+  const Status& e = m.stop;
+  std::string what;
+  if (!e.ok()) {
+    const std::string prefix = fmt::format("{}: position {}: {}: ", e.file(), e.position(), e.rule());
+    what = e.message();
+    if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  }
+  w.Str(e.ok() ? "" : e.file()).I64(static_cast<int64_t>(e.position())).Str(e.ok() ? "" : e.rule()).Str(what);
+  return w.Take();
+}
 std::vector<std::byte> EncodeError(const Status& s) {
   return Writer().U8(ErrorCodeOf(s.code())).Str(s.message()).Take();
 }
@@ -650,6 +669,34 @@ Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p
   r.I64(&m.log_start_offset) && r.I64(&m.log_end_offset) && r.I64(&m.high_watermark) &&
       r.I32(&m.latest_epoch) && r.Flag(&m.restarted_since_claim, "restartedSinceClaim");
   return Done(r, m);
+}
+Result<ReadLogMessage> DecodeReadLog(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "ReadLog");
+  ReadLogMessage m;
+  r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition") && r.I64Min(&m.offset, -1, "offset") &&
+      r.U32(&m.max_bytes);
+  m.max_bytes = std::min<uint32_t>(m.max_bytes, kMaxPayload - 1024);
+  return Done(r, std::move(m));
+}
+Result<LogChunk> DecodeReadLogReply(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "ReadLogReply");
+  LogChunk m;
+  int64_t position = 0, stop_position = 0;
+  std::string stop_file, rule, what;
+  r.I64Min(&m.log_start_offset, 0, "log start offset") &&
+      r.I64Min(&m.log_end_offset, 0, "log end offset") &&
+      r.I64Min(&m.high_watermark, -1, "high watermark") && r.Name(&m.file, "file", true) &&
+      r.I64Min(&position, 0, "position") && r.Bytes(&m.batches) &&
+      r.Name(&stop_file, "file", true) && r.I64Min(&stop_position, 0, "position") &&
+      r.Name(&rule, "rule", true) && r.Str(&what);
+  auto done = Done(r, std::move(m));
+  if (!done) return done;
+  done->position = static_cast<uint64_t>(position);
+  if (!rule.empty())
+    done->stop = Status::Corruption(stop_file, static_cast<uint64_t>(stop_position), rule, what);
+  else if (!what.empty() || !stop_file.empty())
+    return Status::Corruption(peer, 0, "R51", "ReadLogReply: a stop without its rule");
+  return done;
 }
 Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
                                                    const std::string& peer) {
@@ -854,10 +901,11 @@ Status Client::Handshake() {
     return Status::Corruption(peer_, 0, "R49", "the first response is not HelloReply");
   auto r = DecodeHelloReply(reply->payload, peer_);
   if (!r) return r.error();
-  if (r->version != kVersion)
+  if (r->version < hello.min_version || r->version > hello.max_version)
     return Status(Code::kUnsupported,
-                  fmt::format("{}: speaks wire protocol version {}, not {} (R49)", peer_,
-                              r->version, kVersion));
+                  fmt::format("{}: speaks wire protocol version {}, not {}-{} (R49)", peer_,
+                              r->version, hello.min_version, hello.max_version));
+  version_ = r->version;
   last_used_ms_ = MonotonicMs();
   return Status::Ok();
 }
@@ -866,6 +914,14 @@ Result<std::span<const std::byte>> Client::CallLocked(Type type,
                                                       std::span<const std::byte> payload,
                                                       int timeout_ms, bool* batches_checked) {
   if (!conn_) MQ_RETURN_IF_ERROR(Handshake());
+  if (type == Type::kReadLog && version_ < 2) {
+    // Never sent: to a server of version 1 it is no request (R50, R63).
+    answered_ = true;
+    return Status(Code::kUnsupported,
+                  fmt::format("{}: speaks wire protocol version {}: ReadLog needs version 2 "
+                              "(an mq-replicate that reads replicas for comparison, R63)",
+                              peer_, version_));
+  }
   MQ_RETURN_IF_ERROR(Send(type, payload));
   auto reply = Receive(timeout_ms, batches_checked);
   if (!reply) return reply.error();
@@ -1001,6 +1057,118 @@ Result<CarryStateReply> QueryCarryState(Client& client, const std::string& topic
   return DecodeCarryStateReply(*reply, client.peer(), topic, partition);
 }
 
+namespace {
+
+// R63: a replica's log read through ReadLog, a chunk at a time.
+class WireReplica : public ReplicaLogSource {
+ public:
+  WireReplica(std::shared_ptr<Client> client, std::string topic, int32_t partition,
+              std::string name, const DecodeLimits& limits)
+      : client_(std::move(client)),
+        topic_(std::move(topic)),
+        partition_(partition),
+        name_(std::move(name)),
+        limits_(limits) {}
+
+  Status Open() {
+    auto c = Read(-1, 0);
+    if (!c) return c.error();
+    start_ = c->log_start_offset;
+    end_ = c->log_end_offset;
+    if (!c->stop.ok()) hw_ = c->stop;
+    else if (c->high_watermark < 0) hw_ = Status(Code::kNotFound, name_ + ": no high watermark");
+    else hw_ = c->high_watermark;
+    return Status::Ok();
+  }
+  int64_t log_start_offset() override { return start_; }
+  int64_t log_end_offset() override { return end_; }
+  Result<int64_t> HighWatermark() override { return hw_; }
+  Status Seek(int64_t offset) override {
+    next_ = std::max<int64_t>(offset, 0);
+    chunk_ = LogChunk{};
+    at_ = 0;
+    stopped_ = false;
+    return Status::Ok();
+  }
+  Result<std::optional<BatchView>> Next() override {
+    if (at_ >= chunk_.batches.size()) {
+      if (!chunk_.stop.ok()) {
+        stopped_ = true;
+        return chunk_.stop;
+      }
+      if (stopped_) return std::optional<BatchView>();
+      auto c = Read(next_, kChunkBytes);
+      if (!c) return c.error();
+      chunk_ = std::move(*c);
+      at_ = 0;
+      if (chunk_.batches.empty()) {
+        if (!chunk_.stop.ok()) return chunk_.stop;
+        stopped_ = true;  // its log end
+        return std::optional<BatchView>();
+      }
+    }
+    const std::string file = name_ + "/" + chunk_.file;
+    const uint64_t position = chunk_.position + at_;
+    auto b = BatchView::Parse(std::span<const std::byte>(chunk_.batches).subspan(at_), limits_,
+                              file, position);
+    if (!b) return b.error();
+    at_ += b->header().size_bytes();
+    position_ = {file, position};
+    next_ = b->header().last_offset() + 1;
+    return std::optional<BatchView>(*b);
+  }
+  LogPosition position() const override { return position_; }
+
+ private:
+  static constexpr uint32_t kChunkBytes = 1u << 20;
+
+  Result<LogChunk> Read(int64_t offset, uint32_t max_bytes) {
+    auto reply = client_->Call(Type::kReadLog, Encode(ReadLogMessage{topic_, partition_, offset,
+                                                                     max_bytes}));
+    if (!reply) return reply.error();
+    auto c = DecodeReadLogReply(*reply, client_->peer());
+    if (!c) return c.error();
+    // The stop's file is a name in the partition directory: named as the
+    // replica is.
+    if (!c->stop.ok()) {
+      const Status& e = c->stop;
+      const std::string prefix =
+          fmt::format("{}: position {}: {}: ", e.file(), e.position(), e.rule());
+      std::string what = e.message();
+      if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+      c->stop = Status::Corruption(
+          e.file().empty() ? name_ : name_ + "/" + e.file(), e.position(), e.rule(), what);
+    }
+    return c;
+  }
+
+  std::shared_ptr<Client> client_;
+  std::string topic_;
+  int32_t partition_;
+  std::string name_;
+  DecodeLimits limits_;
+  int64_t start_ = 0;
+  int64_t end_ = 0;
+  Result<int64_t> hw_ = Status(Code::kNotFound, "");
+  int64_t next_ = 0;
+  LogChunk chunk_;
+  size_t at_ = 0;
+  bool stopped_ = false;
+  LogPosition position_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ReplicaLogSource>> OpenRemoteReplica(std::shared_ptr<Client> client,
+                                                            const std::string& topic,
+                                                            int32_t partition, std::string name,
+                                                            const DecodeLimits& limits) {
+  auto r = std::make_unique<WireReplica>(std::move(client), topic, partition, std::move(name),
+                                         limits);
+  MQ_RETURN_IF_ERROR(r->Open());
+  return std::unique_ptr<ReplicaLogSource>(std::move(r));
+}
+
 // ---- server ---------------------------------------------------------------------------
 
 namespace {
@@ -1016,8 +1184,9 @@ struct Reply {
   Reply(Type t, std::vector<std::byte> b) : type(t), body(std::move(b)) {}
 };
 
-// Answers one request (after Hello).
-Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer) {
+// Answers one request (after Hello) in a conversation of `version`.
+Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer,
+                     uint16_t version) {
   auto reply = [&](auto&& result) -> Result<Reply> {
     if (!result) return Reply(Type::kError, EncodeError(result.error()));
     return Reply(static_cast<Type>(static_cast<uint8_t>(f.type) | kReplyBit), Encode(*result));
@@ -1064,6 +1233,15 @@ Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer)
       if (!h.carry_state) return unsupported("CarryState");
       return reply(h.carry_state(*m));
     }
+    case Type::kReadLog: {
+      if (version < 2)
+        return Status::Corruption(peer, 0, "R63",
+                                  fmt::format("ReadLog in a conversation of version {}", version));
+      auto m = DecodeReadLog(f.payload, peer);
+      if (!m) return m.error();
+      if (!h.read_log) return unsupported("ReadLog");
+      return reply(h.read_log(*m));
+    }
     case Type::kLoadState: {
       if (!f.payload.empty())
         return Status::Corruption(peer, 0, "R51", "LoadState: the message has no fields");
@@ -1102,6 +1280,7 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
   SetNonBlocking(out_fd);
   FrameReader reader(o.peer);
   uint32_t expect = 0;
+  uint16_t version = kVersion;
   auto send = [&](Type type, uint32_t correlation, std::span<const std::byte> body,
                   std::span<const std::byte> tail = {},
                   std::optional<uint32_t> tail_crc = std::nullopt) {
@@ -1136,18 +1315,23 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
         return breach(Status::Corruption(o.peer, 0, "R49", "the first request is not Hello"), 0);
       auto hello = DecodeHello(f->payload, o.peer);
       if (!hello) return breach(hello.error(), 0);
-      if (hello->min_version > kVersion || hello->max_version < kVersion)
+      if (hello->min_version > kVersion || hello->max_version < kMinVersion ||
+          hello->min_version > hello->max_version)
         return breach(Status(Code::kUnsupported,
-                             fmt::format("client speaks versions {}-{}; this server speaks {} (R49)",
-                                         hello->min_version, hello->max_version, kVersion)),
+                             fmt::format("client speaks versions {}-{}; this server speaks {}-{} "
+                                         "(R49)",
+                                         hello->min_version, hello->max_version, kMinVersion,
+                                         kVersion)),
                       0);
+      version = std::min(hello->max_version, kVersion);
       HelloReply reply;
+      reply.version = version;
       reply.server = o.name;
       MQ_RETURN_IF_ERROR(send(Type::kHelloReply, 0, Encode(reply)));
       ++expect;
       continue;
     }
-    auto answer = Answer(handlers, *f, o.peer);
+    auto answer = Answer(handlers, *f, o.peer, version);
     if (!answer) return breach(answer.error(), f->correlation);
     MQ_RETURN_IF_ERROR(
         send(answer->type, f->correlation, answer->body, answer->tail, answer->tail_crc));

@@ -3,7 +3,8 @@
 # batch up to the high watermark (R57): identical replicas pass (exit 0); a
 # follower forged with valid CRCs, which verifies on its own, is found
 # (exit 65, both files and byte positions named); a replica whose log ends
-# below the high watermark is behind, not divergent. mq-isr --check reports
+# below the high watermark is behind, not divergent; replicas on other hosts
+# are read there (R63) and compared the same way. mq-isr --check reports
 # a follower whose log fails verification and drops it from the ISR, so that
 # elect passes it over (mq-isr(1)).
 source "$(dirname "$0")/lib/common.bash"
@@ -109,10 +110,19 @@ mkdir h
 MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN" run "$ISR" --cluster "$WORK/h/cl" create -t t \
   --partitions 1 --replicas "h0:$WORK/h/r0,h1:$WORK/h/r1" --controller ctl
 expect_rc 0 "create across hosts"
-run "$ISR" --cluster "$WORK/h/cl" --verify-replicas
-expect_rc 69 "--verify-replicas of replicas on other hosts"
-grep -q "^t-0: replica 1 (h1:$WORK/h/r1) not verified: on another host (comparing remote replicas is planned)$" \
-  "$WORK/out" || fail "a replica on another host: $(cat "$WORK/out")"
+seq 1 5 | MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN" "$P" -C h/r0 -t t --acks 1
+MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN" run "$REP" -C h/r1 -q
+expect_rc 0 "catch up h1"
+# Read there through `mq-replicate --serve` (ReadLog, R63): compared.
+MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN" run "$ISR" --cluster "$WORK/h/cl" --verify-replicas
+expect_rc 0 "--verify-replicas of replicas on other hosts"
+grep -q "^t-0: replica 1 agrees with leader 0 up to the high watermark 5 (1 batches)$" "$WORK/out" ||
+  fail "a replica on another host: $(cat "$WORK/out")"
+# Hosts whose mq-replicate cannot be started: not verified, naming the host.
+MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$WORK/nowhere" run "$ISR" --cluster "$WORK/h/cl" --verify-replicas
+expect_rc 69 "--verify-replicas of replicas on hosts that cannot be reached"
+grep -q "^t-0: NOT VERIFIED: leader 0: h0:$WORK/h/r0: connection closed" "$WORK/out" ||
+  fail "an unreachable leader: $(cat "$WORK/out")"
 
 # --- --check drops a follower whose log fails verification from the ISR ----------
 replicated_topic c r0 r1 r2

@@ -26,13 +26,16 @@
 
 #include "mq/cluster.h"
 #include "mq/group.h"
+#include "mq/replica_verification.h"
 #include "mq/replication.h"
 #include "mq/status.h"
 
 namespace mq::wire {
 
-// §19.1
-constexpr uint16_t kVersion = 1;
+// §19.1. Version 2 adds ReadLog (R63); a conversation speaks the highest
+// version both ends know (R49).
+constexpr uint16_t kVersion = 2;
+constexpr uint16_t kMinVersion = 1;
 constexpr uint32_t kMaxPayload = 64u << 20;  // R48
 constexpr size_t kHeaderSize = 9;            // length, type, correlation
 constexpr size_t kTrailerSize = 4;           // crc
@@ -54,6 +57,8 @@ enum class Type : uint8_t {
   kReplicaStatusReply = 0x92,
   kCarryState = 0x13,
   kCarryStateReply = 0x93,
+  kReadLog = 0x14,  // version 2 (R63)
+  kReadLogReply = 0x94,
   kLoadState = 0x20,
   kLoadStateReply = 0xA0,
   kAlterPartition = 0x21,
@@ -127,7 +132,7 @@ class FrameReader {
 // ---- messages (§19.3) -------------------------------------------------------
 
 struct Hello {
-  uint16_t min_version = kVersion;
+  uint16_t min_version = kMinVersion;
   uint16_t max_version = kVersion;
   std::string client;
 };
@@ -176,6 +181,15 @@ struct CarryStateReply {
   std::vector<CarriedProducer> producers;
   int64_t next_producer_id = -1;  // -1: the root has allocated none
 };
+// R63: a read-only read of a replica's log (version 2): from `offset`
+// (-1: no batches, only the log's bounds and high watermark) at most
+// `max_bytes` of whole batches of one segment file. Its reply is a LogChunk.
+struct ReadLogMessage {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = -1;
+  uint32_t max_bytes = 0;
+};
 struct AlterPartitionMessage {
   PartitionState proposed;  // topic, partition, leader, epochs, ISR
   std::string reason;
@@ -194,6 +208,8 @@ std::vector<std::byte> Encode(const PartitionRef& m);
 std::vector<std::byte> Encode(const ReplicaStatusReply& m);
 std::vector<std::byte> Encode(const AlterPartitionMessage& m);
 std::vector<std::byte> Encode(const CarryStateReply& m);
+std::vector<std::byte> Encode(const ReadLogMessage& m);
+std::vector<std::byte> Encode(const LogChunk& m);
 // AlterPartitionReply: the partition's state as stored.
 std::vector<std::byte> EncodeAlterPartitionReply(const PartitionState& p);
 std::vector<std::byte> EncodeLoadStateReply(std::string_view state);
@@ -219,6 +235,10 @@ Result<PartitionRef> DecodePartitionRef(std::span<const std::byte> p, const std:
                                         const char* message = "ReplicaStatus");
 Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p,
                                                     const std::string& peer);
+Result<ReadLogMessage> DecodeReadLog(std::span<const std::byte> p, const std::string& peer);
+// A file or rule that is not a name, a stop message without its rule:
+// corruption (R51).
+Result<LogChunk> DecodeReadLogReply(std::span<const std::byte> p, const std::string& peer);
 Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
                                                    const std::string& peer);
 // `topic` and `partition` come from the request.
@@ -287,6 +307,8 @@ class Client {
                                           int extra_wait_ms = 0,
                                           bool* batches_checked = nullptr);
   const std::string& peer() const { return peer_; }
+  // The version the current conversation speaks (R49); 0 before one.
+  uint16_t version() const { return version_; }
   // Connections made so far (tests).
   int connects() const { return connects_; }
 
@@ -305,6 +327,7 @@ class Client {
   std::unique_ptr<Connection> conn_;
   std::unique_ptr<FrameReader> reader_;
   uint32_t next_correlation_ = 0;
+  uint16_t version_ = 0;
   int64_t last_used_ms_ = 0;  // CLOCK_MONOTONIC
   bool answered_ = false;     // the last call got an Error reply
   int connects_ = 0;
@@ -323,6 +346,15 @@ Result<ReplicaStatusReply> QueryReplicaStatus(Client& client, const std::string&
 Result<CarryStateReply> QueryCarryState(Client& client, const std::string& topic,
                                         int32_t partition);
 
+// R63: the log of a partition of the replica root reached through
+// `client` (its `mq-replicate --serve`), read only, for CompareReplicaLogs;
+// `name` is how reports name its partition directory (host:path/<topic>-<partition>).
+// A peer that speaks only version 1 is kUnsupported, naming R63.
+Result<std::unique_ptr<ReplicaLogSource>> OpenRemoteReplica(std::shared_ptr<Client> client,
+                                                            const std::string& topic,
+                                                            int32_t partition, std::string name,
+                                                            const DecodeLimits& limits = {});
+
 // ---- server -----------------------------------------------------------------
 
 // What a server answers; a missing handler answers Error unsupported.
@@ -331,6 +363,7 @@ struct Handlers {
   std::function<Result<EpochEndOffset>(const OffsetForLeaderEpochMessage&)> offset_for_leader_epoch;
   std::function<Result<ReplicaStatusReply>(const PartitionRef&)> replica_status;
   std::function<Result<CarryStateReply>(const PartitionRef&)> carry_state;
+  std::function<Result<LogChunk>(const ReadLogMessage&)> read_log;  // version 2
   std::function<Result<std::string>()> load_state;
   std::function<Result<PartitionState>(const AlterPartitionMessage&)> alter_partition;
   std::function<Result<int64_t>(const std::string&)> producer_id;
