@@ -562,20 +562,38 @@ std::vector<std::byte> EncodeProducerIdReply(int64_t id) { return Writer().I64(i
 std::vector<std::byte> Encode(const ReadLogMessage& m) {
   return Writer().Str(m.topic).I32(m.partition).I64(m.offset).U32(m.max_bytes).Take();
 }
+namespace {
+// A corruption's "what": its message without "file: position N: rule: ".
+std::string WhatOf(const Status& e) {
+  const std::string prefix = fmt::format("{}: position {}: {}: ", e.file(), e.position(), e.rule());
+  std::string what = e.message();
+  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  return what;
+}
+// R63's corruption fields: file (a name in the partition directory),
+// position, rule and what; all empty for OK.
+void PutCorruption(Writer& w, const Status& e) {
+  const bool none = e.ok() || e.code() != Code::kCorruption;
+  const std::string file = none ? "" : e.file().substr(e.file().find_last_of('/') + 1);
+  w.Str(file).I64(none ? 0 : static_cast<int64_t>(e.position())).Str(none ? "" : e.rule()).Str(
+      none ? "" : WhatOf(e));
+}
+}  // namespace
 std::vector<std::byte> Encode(const LogChunk& m) {
   Writer w;
   w.I64(m.log_start_offset).I64(m.log_end_offset).I64(m.high_watermark).Str(m.file).I64(
       static_cast<int64_t>(m.position));
   w.Bytes(m.batches);
-  // What the read stopped at: its file, position, rule and what it says.
-  const Status& e = m.stop;
-  std::string what;
-  if (!e.ok()) {
-    const std::string prefix = fmt::format("{}: position {}: {}: ", e.file(), e.position(), e.rule());
-    what = e.message();
-    if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
-  }
-  w.Str(e.ok() ? "" : e.file()).I64(static_cast<int64_t>(e.position())).Str(e.ok() ? "" : e.rule()).Str(what);
+  PutCorruption(w, m.stop);  // what the read stopped at
+  return w.Take();
+}
+std::vector<std::byte> Encode(const ReplicaCheckMessage& m) {
+  return Writer().Str(m.topic).I32(m.partition).U8(m.verify ? 1 : 0).Take();
+}
+std::vector<std::byte> Encode(const ReplicaCheckReply& m) {
+  Writer w;
+  w.I64(m.stop ? m.stop->stopped_ms : -1).I32(m.stop ? m.stop->exit_status : 0);
+  PutCorruption(w, m.damage);
   return w.Take();
 }
 std::vector<std::byte> EncodeError(const Status& s) {
@@ -678,24 +696,63 @@ Result<ReadLogMessage> DecodeReadLog(std::span<const std::byte> p, const std::st
   m.max_bytes = std::min<uint32_t>(m.max_bytes, kMaxPayload - 1024);
   return Done(r, std::move(m));
 }
+namespace {
+struct CorruptionFields {
+  std::string file, rule, what;
+  int64_t position = 0;
+  bool Read(Reader& r) {
+    return r.Name(&file, "file", true) && r.I64Min(&position, 0, "position") &&
+           r.Name(&rule, "rule", true) && r.Str(&what);
+  }
+  // `*out`: the status they give (R63), OK when empty; a file or message
+  // without a rule breaks R51 (returned).
+  Status Get(const std::string& peer, const char* message, Status* out) const {
+    if (!rule.empty()) {
+      *out = Status::Corruption(file, static_cast<uint64_t>(position), rule, what);
+      return Status::Ok();
+    }
+    if (!what.empty() || !file.empty())
+      return Status::Corruption(peer, 0, "R51",
+                                fmt::format("{}: a corruption without its rule", message));
+    *out = Status::Ok();
+    return Status::Ok();
+  }
+};
+}  // namespace
 Result<LogChunk> DecodeReadLogReply(std::span<const std::byte> p, const std::string& peer) {
   Reader r(p, peer, "ReadLogReply");
   LogChunk m;
-  int64_t position = 0, stop_position = 0;
-  std::string stop_file, rule, what;
+  int64_t position = 0;
+  CorruptionFields stop;
   r.I64Min(&m.log_start_offset, 0, "log start offset") &&
       r.I64Min(&m.log_end_offset, 0, "log end offset") &&
       r.I64Min(&m.high_watermark, -1, "high watermark") && r.Name(&m.file, "file", true) &&
-      r.I64Min(&position, 0, "position") && r.Bytes(&m.batches) &&
-      r.Name(&stop_file, "file", true) && r.I64Min(&stop_position, 0, "position") &&
-      r.Name(&rule, "rule", true) && r.Str(&what);
+      r.I64Min(&position, 0, "position") && r.Bytes(&m.batches) && stop.Read(r);
   auto done = Done(r, std::move(m));
   if (!done) return done;
   done->position = static_cast<uint64_t>(position);
-  if (!rule.empty())
-    done->stop = Status::Corruption(stop_file, static_cast<uint64_t>(stop_position), rule, what);
-  else if (!what.empty() || !stop_file.empty())
-    return Status::Corruption(peer, 0, "R51", "ReadLogReply: a stop without its rule");
+  MQ_RETURN_IF_ERROR(stop.Get(peer, "ReadLogReply", &done->stop));
+  return done;
+}
+Result<ReplicaCheckMessage> DecodeReplicaCheck(std::span<const std::byte> p,
+                                               const std::string& peer) {
+  Reader r(p, peer, "ReplicaCheck");
+  ReplicaCheckMessage m;
+  r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition") && r.Flag(&m.verify, "verify");
+  return Done(r, std::move(m));
+}
+Result<ReplicaCheckReply> DecodeReplicaCheckReply(std::span<const std::byte> p,
+                                                  const std::string& peer) {
+  Reader r(p, peer, "ReplicaCheckReply");
+  int64_t stopped_ms = -1;
+  int32_t exit_status = 0;
+  CorruptionFields damage;
+  r.I64Min(&stopped_ms, -1, "stoppedMs") && r.I32(&exit_status) && damage.Read(r);
+  ReplicaCheckReply m;
+  if (stopped_ms >= 0) m.stop = FollowerStop{stopped_ms, exit_status};
+  auto done = Done(r, std::move(m));
+  if (!done) return done;
+  MQ_RETURN_IF_ERROR(damage.Get(peer, "ReplicaCheckReply", &done->damage));
   return done;
 }
 Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
@@ -914,13 +971,14 @@ Result<std::span<const std::byte>> Client::CallLocked(Type type,
                                                       std::span<const std::byte> payload,
                                                       int timeout_ms, bool* batches_checked) {
   if (!conn_) MQ_RETURN_IF_ERROR(Handshake());
-  if (type == Type::kReadLog && version_ < 2) {
+  if ((type == Type::kReadLog || type == Type::kReplicaCheck) && version_ < 2) {
     // Never sent: to a server of version 1 it is no request (R50, R63).
     answered_ = true;
     return Status(Code::kUnsupported,
-                  fmt::format("{}: speaks wire protocol version {}: ReadLog needs version 2 "
+                  fmt::format("{}: speaks wire protocol version {}: {} needs version 2 "
                               "(an mq-replicate that reads replicas for comparison, R63)",
-                              peer_, version_));
+                              peer_, version_,
+                              type == Type::kReadLog ? "ReadLog" : "ReplicaCheck"));
   }
   MQ_RETURN_IF_ERROR(Send(type, payload));
   auto reply = Receive(timeout_ms, batches_checked);
@@ -1132,12 +1190,8 @@ class WireReplica : public ReplicaLogSource {
     // replica is.
     if (!c->stop.ok()) {
       const Status& e = c->stop;
-      const std::string prefix =
-          fmt::format("{}: position {}: {}: ", e.file(), e.position(), e.rule());
-      std::string what = e.message();
-      if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
-      c->stop = Status::Corruption(
-          e.file().empty() ? name_ : name_ + "/" + e.file(), e.position(), e.rule(), what);
+      c->stop = Status::Corruption(e.file().empty() ? name_ : name_ + "/" + e.file(),
+                                   e.position(), e.rule(), WhatOf(e));
     }
     return c;
   }
@@ -1158,6 +1212,35 @@ class WireReplica : public ReplicaLogSource {
 };
 
 }  // namespace
+
+Result<ReplicaCheckReply> QueryReplicaCheck(Client& client, const std::string& topic,
+                                            int32_t partition, bool verify,
+                                            const std::string& name) {
+  auto reply = client.Call(Type::kReplicaCheck, Encode(ReplicaCheckMessage{topic, partition, verify}));
+  if (!reply) return reply.error();
+  auto r = DecodeReplicaCheckReply(*reply, client.peer());
+  if (!r) return r.error();
+  if (!r->damage.ok()) {
+    const Status& e = r->damage;
+    r->damage = Status::Corruption(e.file().empty() ? name : name + "/" + e.file(),
+                                   e.position(), e.rule(), WhatOf(e));
+  }
+  return r;
+}
+
+Result<ReplicaCheckReply> CheckReplica(const std::string& dir, bool verify) {
+  ReplicaCheckReply r;
+  auto stop = ReadFollowerStop(dir);
+  // A record that cannot be read counts as none (mq-inspect --verify
+  // reports a damaged one), as on the replica's own host.
+  if (stop) r.stop = *stop;
+  if (verify) {
+    Status s = VerifyForLeadership(dir);
+    if (s.code() == Code::kCorruption) r.damage = s;
+    else if (!s.ok()) return s;
+  }
+  return r;
+}
 
 Result<std::unique_ptr<ReplicaLogSource>> OpenRemoteReplica(std::shared_ptr<Client> client,
                                                             const std::string& topic,
@@ -1241,6 +1324,15 @@ Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer,
       if (!m) return m.error();
       if (!h.read_log) return unsupported("ReadLog");
       return reply(h.read_log(*m));
+    }
+    case Type::kReplicaCheck: {
+      if (version < 2)
+        return Status::Corruption(
+            peer, 0, "R63", fmt::format("ReplicaCheck in a conversation of version {}", version));
+      auto m = DecodeReplicaCheck(f.payload, peer);
+      if (!m) return m.error();
+      if (!h.replica_check) return unsupported("ReplicaCheck");
+      return reply(h.replica_check(*m));
     }
     case Type::kLoadState: {
       if (!f.payload.empty())

@@ -190,9 +190,17 @@ Result<size_t> ApplyDamageRule(ClusterStore* store, const ClusterState& state,
     for (int32_t id : p.replicas) {
       const ReplicaRoot* root = state.Replica(id);
       if (root == nullptr) continue;
-      // A replica on another host is verified there (mq-inspect --verify).
-      if (auto a = ParseAddress(root->dir, "replica dir"); !a || !a->host.empty()) continue;
-      Status s = VerifyForLeadership(fmt::format("{}/{}-{}", root->dir, p.topic, p.partition));
+      auto a = ParseAddress(root->dir, "replica dir");
+      if (!a) continue;
+      Status s;
+      if (a->host.empty()) {
+        s = VerifyForLeadership(fmt::format("{}/{}-{}", root->dir, p.topic, p.partition));
+      } else {
+        // Verified on its host (ReplicaCheck, R63); one that cannot be
+        // asked is the liveness rule's, as below.
+        auto check = RemoteCheck(*a, p, true);
+        if (check) s = check->damage;
+      }
       // A root or partition that cannot be read is the liveness rule's
       // (unavailable), not damage.
       if (s.code() == Code::kCorruption) damaged.emplace(id, s);

@@ -1,7 +1,8 @@
 // mq-replicate --serve: the leader's side of replication across hosts
 // (format-spec/protocol.md): answers Fetch, OffsetForLeaderEpoch,
-// ReplicaStatus, CarryState and ReadLog (R63: a replica's log read only,
-// for mq-isr --verify-replicas) for the partitions of one log root, on
+// ReplicaStatus, CarryState, ReadLog and ReplicaCheck (R63: a replica's log
+// and follower-stopped record read only, for mq-isr --verify-replicas,
+// --check and elect) for the partitions of one log root, on
 // standard input and output, as `ssh HOST mq-replicate --serve -C DIR` is
 // started by a follower on another host.
 #include <signal.h>
@@ -236,6 +237,9 @@ int Serve(const Options& o) {
   h.replica_status = [&](const wire::PartitionRef& m) { return server.ReplicaStatus(m); };
   h.carry_state = [&](const wire::PartitionRef& m) { return server.CarryState(m); };
   h.read_log = [&](const wire::ReadLogMessage& m) { return server.ReadLog(m); };
+  h.replica_check = [&](const wire::ReplicaCheckMessage& m) {
+    return wire::CheckReplica(fmt::format("{}/{}-{}", o.dir, m.topic, m.partition), m.verify);
+  };
   h.after_reply = [&] { server.AfterReply(); };
   wire::ServeOptions so;
   so.name = fmt::format("mq-replicate {}", o.dir);

@@ -59,6 +59,8 @@ enum class Type : uint8_t {
   kCarryStateReply = 0x93,
   kReadLog = 0x14,  // version 2 (R63)
   kReadLogReply = 0x94,
+  kReplicaCheck = 0x15,  // version 2 (R63)
+  kReplicaCheckReply = 0x95,
   kLoadState = 0x20,
   kLoadStateReply = 0xA0,
   kAlterPartition = 0x21,
@@ -190,6 +192,18 @@ struct ReadLogMessage {
   int64_t offset = -1;
   uint32_t max_bytes = 0;
 };
+// R63 (version 2): what a replica's partition directory records of itself,
+// read only: a follower that stopped there (R58), and with `verify` whether
+// its log verifies as a leader's must (VerifyForLeadership).
+struct ReplicaCheckMessage {
+  std::string topic;
+  int32_t partition = 0;
+  bool verify = false;
+};
+struct ReplicaCheckReply {
+  std::optional<FollowerStop> stop;
+  Status damage;  // OK, or the corruption verification found (file, position, rule)
+};
 struct AlterPartitionMessage {
   PartitionState proposed;  // topic, partition, leader, epochs, ISR
   std::string reason;
@@ -210,6 +224,8 @@ std::vector<std::byte> Encode(const AlterPartitionMessage& m);
 std::vector<std::byte> Encode(const CarryStateReply& m);
 std::vector<std::byte> Encode(const ReadLogMessage& m);
 std::vector<std::byte> Encode(const LogChunk& m);
+std::vector<std::byte> Encode(const ReplicaCheckMessage& m);
+std::vector<std::byte> Encode(const ReplicaCheckReply& m);
 // AlterPartitionReply: the partition's state as stored.
 std::vector<std::byte> EncodeAlterPartitionReply(const PartitionState& p);
 std::vector<std::byte> EncodeLoadStateReply(std::string_view state);
@@ -239,6 +255,10 @@ Result<ReadLogMessage> DecodeReadLog(std::span<const std::byte> p, const std::st
 // A file or rule that is not a name, a stop message without its rule:
 // corruption (R51).
 Result<LogChunk> DecodeReadLogReply(std::span<const std::byte> p, const std::string& peer);
+Result<ReplicaCheckMessage> DecodeReplicaCheck(std::span<const std::byte> p,
+                                               const std::string& peer);
+Result<ReplicaCheckReply> DecodeReplicaCheckReply(std::span<const std::byte> p,
+                                                  const std::string& peer);
 Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
                                                    const std::string& peer);
 // `topic` and `partition` come from the request.
@@ -355,6 +375,16 @@ Result<std::unique_ptr<ReplicaLogSource>> OpenRemoteReplica(std::shared_ptr<Clie
                                                             int32_t partition, std::string name,
                                                             const DecodeLimits& limits = {});
 
+// R63: ReplicaCheck of a partition of the replica root reached through
+// `client`; `name` is how its partition directory is named (host:path/
+// <topic>-<partition>), the damage's file named in it. A peer that speaks
+// only version 1 is kUnsupported.
+Result<ReplicaCheckReply> QueryReplicaCheck(Client& client, const std::string& topic,
+                                            int32_t partition, bool verify,
+                                            const std::string& name);
+// The server's side: what the partition directory `dir` records.
+Result<ReplicaCheckReply> CheckReplica(const std::string& dir, bool verify);
+
 // ---- server -----------------------------------------------------------------
 
 // What a server answers; a missing handler answers Error unsupported.
@@ -364,6 +394,7 @@ struct Handlers {
   std::function<Result<ReplicaStatusReply>(const PartitionRef&)> replica_status;
   std::function<Result<CarryStateReply>(const PartitionRef&)> carry_state;
   std::function<Result<LogChunk>(const ReadLogMessage&)> read_log;  // version 2
+  std::function<Result<ReplicaCheckReply>(const ReplicaCheckMessage&)> replica_check;  // version 2
   std::function<Result<std::string>()> load_state;
   std::function<Result<PartitionState>(const AlterPartitionMessage&)> alter_partition;
   std::function<Result<int64_t>(const std::string&)> producer_id;
