@@ -1392,7 +1392,7 @@ TEST_CASE("R57 replica agreement: with no high watermark stored nothing is compa
 namespace {
 
 // Replica roots on "other hosts": each a server thread answering ReadLog
-// (R63) over pipes for the root it is given, as `mq-replicate --serve`
+// and ReplicaCheck (R63) over pipes for the root it is given, as `mq-replicate --serve`
 // does, and the clients reaching them.
 class ReadLogServers {
  public:
@@ -1417,6 +1417,9 @@ class ReadLogServers {
             r = std::make_unique<LogChunkReader>(std::move(*source));
           }
           return r->Read(m.offset, m.max_bytes);
+        };
+        h.replica_check = [&](const wire::ReplicaCheckMessage& m) {
+          return wire::CheckReplica(fmt::format("{}/{}-{}", root, m.topic, m.partition), m.verify);
         };
         (void)wire::Serve(in, out, h, wire::ServeOptions{});
         close(in);
@@ -1571,6 +1574,39 @@ TEST_CASE("R63 ReadLog: whole batches of one segment file, at most max bytes but
   }
   CHECK(seen.size() == files.size());
   CHECK(total > 0);
+}
+
+TEST_CASE("R63 ReplicaCheck: a replica on another host tells whether a follower stopped there and whether its log verifies, its damage named with its host") {
+  Cluster c(2);
+  c.Produce(4);
+  c.CatchUp(1);
+  c.CatchUp(1);
+  c.logs.clear();
+  ReadLogServers servers;
+  auto client = servers.ClientOf(c.roots[1]);
+  const std::string name = "h1:" + c.Dir(1);
+  auto healthy = wire::QueryReplicaCheck(*client, "t", 0, true, name);
+  REQUIRE(healthy);
+  CHECK(!healthy->stop);
+  CHECK(healthy->damage.ok());
+  REQUIRE(RecordFollowerStop(c.Dir(1), FollowerStop{1234, 65}).ok());
+  const LogPosition damaged = BatchAt(c.Dir(1), 6);
+  ForgeBatch(c.Dir(1), 6, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; },
+             false);
+  auto stopped = wire::QueryReplicaCheck(*client, "t", 0, false, name);
+  REQUIRE(stopped);
+  REQUIRE(stopped->stop);
+  CHECK(*stopped->stop == FollowerStop{1234, 65});
+  CHECK(stopped->damage.ok());  // not verified unless asked
+  auto verified = wire::QueryReplicaCheck(*client, "t", 0, true, name);
+  REQUIRE(verified);
+  const Status& s = verified->damage;
+  CHECK(s.code() == Code::kCorruption);
+  CHECK(s.rule() == "R4");
+  CHECK(s.file() == "h1:" + damaged.file);
+  CHECK(s.position() == damaged.position);
+  CHECK(s.message() == "h1:" + VerifyForLeadership(c.Dir(1)).message());
+  CHECK(client->connects() == 1);
 }
 
 TEST_CASE("R63 ReadLog: a peer of version 1 is not asked, and a server of version 2 speaks 1 to such a client") {
