@@ -594,6 +594,8 @@ std::vector<std::byte> Encode(const ReplicaCheckReply& m) {
   Writer w;
   w.I64(m.stop ? m.stop->stopped_ms : -1).I32(m.stop ? m.stop->exit_status : 0);
   PutCorruption(w, m.damage);
+  const std::string positions = m.positions.empty() ? "" : EncodeReplicaPositions(m.positions);
+  w.Bytes(std::as_bytes(std::span<const char>(positions)));
   return w.Take();
 }
 std::vector<std::byte> EncodeError(const Status& s) {
@@ -747,12 +749,21 @@ Result<ReplicaCheckReply> DecodeReplicaCheckReply(std::span<const std::byte> p,
   int64_t stopped_ms = -1;
   int32_t exit_status = 0;
   CorruptionFields damage;
-  r.I64Min(&stopped_ms, -1, "stoppedMs") && r.I32(&exit_status) && damage.Read(r);
+  std::vector<std::byte> positions;
+  r.I64Min(&stopped_ms, -1, "stoppedMs") && r.I32(&exit_status) && damage.Read(r) &&
+      r.Bytes(&positions);
   ReplicaCheckReply m;
   if (stopped_ms >= 0) m.stop = FollowerStop{stopped_ms, exit_status};
   auto done = Done(r, std::move(m));
   if (!done) return done;
   MQ_RETURN_IF_ERROR(damage.Get(peer, "ReplicaCheckReply", &done->damage));
+  if (!positions.empty()) {
+    auto read = DecodeReplicaPositions(
+        std::string_view(reinterpret_cast<const char*>(positions.data()), positions.size()),
+        peer + ": replica-positions");
+    if (!read) return read.error();
+    done->positions = std::move(*read);
+  }
   return done;
 }
 Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
@@ -1234,6 +1245,9 @@ Result<ReplicaCheckReply> CheckReplica(const std::string& dir, bool verify) {
   // A record that cannot be read counts as none (mq-inspect --verify
   // reports a damaged one), as on the replica's own host.
   if (stop) r.stop = *stop;
+  // A leader's record of its followers' fetches (R47), for describe's
+  // times; one that cannot be read counts as none, as on its host.
+  if (auto positions = ReadReplicaPositions(dir)) r.positions = std::move(*positions);
   if (verify) {
     Status s = VerifyForLeadership(dir);
     if (s.code() == Code::kCorruption) r.damage = s;

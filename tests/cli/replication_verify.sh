@@ -5,7 +5,8 @@
 # (exit 65, both files and byte positions named); a replica whose log ends
 # below the high watermark is behind, not divergent; replicas on other hosts
 # are read there (R63) and compared the same way, and --check and elect ask
-# them for their follower-stopped record and verification (R63). mq-isr --check reports
+# them for their follower-stopped record and verification, describe a
+# leader there for its followers' fetch times (R63). mq-isr --check reports
 # a follower whose log fails verification and drops it from the ISR, so that
 # elect passes it over (mq-isr(1)).
 source "$(dirname "$0")/lib/common.bash"
@@ -223,4 +224,19 @@ grep -q "Replica 2 stopped following at .* (exit 65)" "$WORK/out" ||
 run "$ISR" --cluster "$WORK/s/cl" describe
 grep -q "Replica: 2.*Stopped: .*Z (exit 65)$" "$WORK/out" ||
   fail "describe of the stopped follower on another host: $(cat "$WORK/out")"
+# describe gives a follower's lag in time when its leader is on another
+# host too: the leader's replica-positions (R47) are read there.
+mkdir -p d
+run "$ISR" --cluster "$WORK/d/cl" create -t t --partitions 1 --min-insync-replicas 1 \
+  --replicas "h0:$WORK/d/r0,$WORK/d/r1" --controller ctl
+expect_rc 0 "create d"
+seq 1 5 | "$P" -C d/r0 -t t --acks 1
+for i in 1 2; do
+  run "$REP" -C d/r1 -q
+  expect_rc 0 "catch up d/r1"
+done
+run "$ISR" --cluster "$WORK/d/cl" describe
+T=$'\t'
+grep -q "^${T}${T}Replica: 1${T}LogEnd: 5${T}Lag: 0${T}LagMs: [0-9][0-9]*${T}LastCaughtUp: [0-9T:.-]*Z$" \
+  "$WORK/out" || fail "describe with the leader on another host: $(cat "$WORK/out")"
 echo "ok"

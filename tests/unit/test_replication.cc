@@ -1576,7 +1576,7 @@ TEST_CASE("R63 ReadLog: whole batches of one segment file, at most max bytes but
   CHECK(total > 0);
 }
 
-TEST_CASE("R63 ReplicaCheck: a replica on another host tells whether a follower stopped there and whether its log verifies, its damage named with its host") {
+TEST_CASE("R63 ReplicaCheck: a replica on another host tells whether a follower stopped there, whether its log verifies (its damage named with its host) and its replica positions") {
   Cluster c(2);
   c.Produce(4);
   c.CatchUp(1);
@@ -1607,6 +1607,14 @@ TEST_CASE("R63 ReplicaCheck: a replica on another host tells whether a follower 
   CHECK(s.position() == damaged.position);
   CHECK(s.message() == "h1:" + VerifyForLeadership(c.Dir(1)).message());
   CHECK(client->connects() == 1);
+  // The leader's record of its follower's fetches (R47), for describe.
+  auto leader = wire::QueryReplicaCheck(*servers.ClientOf(c.roots[0]), "t", 0, false, "h0");
+  REQUIRE(leader);
+  auto positions = ReadReplicaPositions(c.Dir(0));
+  REQUIRE(positions);
+  REQUIRE(!positions->empty());
+  CHECK(leader->positions == *positions);
+  CHECK(stopped->positions.empty());
 }
 
 TEST_CASE("R63 ReadLog: a peer of version 1 is not asked, and a server of version 2 speaks 1 to such a client") {

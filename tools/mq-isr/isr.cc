@@ -280,6 +280,11 @@ std::vector<ReplicaView> ReplicaViews(const ClusterState& state, const Partition
     if (auto dir = LocalPartitionDir(state, p.leader, p); dir && PartitionUsable(
             state.Replica(p.leader)->dir, p.topic, p.partition).ok()) {
       if (auto read = ReadReplicaPositions(*dir)) positions = std::move(*read);
+    } else if (const ReplicaRoot* r = state.Replica(p.leader)) {
+      // A leader on another host: its replica-positions read there
+      // (ReplicaCheck, R63); its times are that host's clock.
+      if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty())
+        if (auto check = RemoteCheck(*a, p, false)) positions = std::move(check->positions);
     }
     if (auto end = LogEndOf(state, p.leader, p)) leader_end = *end;
   }

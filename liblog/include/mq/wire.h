@@ -203,6 +203,9 @@ struct ReplicaCheckMessage {
 struct ReplicaCheckReply {
   std::optional<FollowerStop> stop;
   Status damage;  // OK, or the corruption verification found (file, position, rule)
+  // Its replica-positions (R47), as a leader records its followers'
+  // fetches: their times are its host's clock. Empty when it has none.
+  std::vector<FollowerPosition> positions;
 };
 struct AlterPartitionMessage {
   PartitionState proposed;  // topic, partition, leader, epochs, ISR
