@@ -58,43 +58,147 @@ const char* Difference(const BatchView& r, const BatchView& f) {
 
 struct Follower {
   ReplicaAgreement* out = nullptr;
-  std::unique_ptr<PartitionReader> reader;
+  ReplicaLogSource* reader = nullptr;
   int64_t start = 0;  // the greater log start of it and the reference
   bool done = false;
   // Where its next batch would be: after the last one it returned.
   LogPosition next;
 };
 
-Result<std::unique_ptr<PartitionReader>> OpenReader(const std::string& dir,
-                                                    const DecodeLimits& limits) {
-  ReadOptions o;
-  o.limits = limits;
-  o.offsets = OffsetPolicy::kGapsAllowed;  // R10, R11; comparison finds any other gap
-  return PartitionReader::Open(dir, o);
+class LocalReplica : public ReplicaLogSource {
+ public:
+  LocalReplica(std::string dir, std::unique_ptr<PartitionReader> reader)
+      : dir_(std::move(dir)), reader_(std::move(reader)) {}
+  int64_t log_start_offset() override { return reader_->log_start_offset(); }
+  int64_t log_end_offset() override { return reader_->end_offset(); }
+  Result<int64_t> HighWatermark() override {
+    auto names = PartitionOfDirectory(dir_);
+    if (!names)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("{}: not a partition directory (<topic>-<partition>)", dir_));
+    auto dfd = OpenDirectory(dir_, false);
+    if (!dfd) return dfd.error();
+    return LoadHighWatermarkWithin(dfd->get(), names->first, names->second, log_end_offset());
+  }
+  Status Seek(int64_t offset) override { return reader_->Seek(offset); }
+  Result<std::optional<BatchView>> Next() override {
+    auto b = reader_->Next();
+    if (!b) return InDir(dir_, b.error());
+    return b;
+  }
+  LogPosition position() const override { return InDir(dir_, reader_->position()); }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<PartitionReader> reader_;
+};
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// A corruption status with its file as a name in the partition directory
+// (what ReadLog carries, R63).
+Status WithFileName(const Status& s) {
+  if (s.code() != Code::kCorruption || s.file().empty()) return s;
+  const std::string prefix = fmt::format("{}: position {}: {}: ", s.file(), s.position(), s.rule());
+  std::string what = s.message();
+  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  return Status::Corruption(BaseName(s.file()), s.position(), s.rule(), what);
 }
 
 }  // namespace
+
+Result<std::unique_ptr<ReplicaLogSource>> OpenLocalReplica(const std::string& dir,
+                                                           const DecodeLimits& limits) {
+  ReadOptions o;
+  o.limits = limits;
+  o.offsets = OffsetPolicy::kGapsAllowed;  // R10, R11; comparison finds any other gap
+  auto reader = PartitionReader::Open(dir, o);
+  if (!reader) return reader.error();
+  return std::unique_ptr<ReplicaLogSource>(std::make_unique<LocalReplica>(dir, std::move(*reader)));
+}
+
+Result<LogChunk> LogChunkReader::Read(int64_t offset, uint32_t max_bytes) {
+  ReplicaLogSource& src = *source_;
+  LogChunk c;
+  c.log_start_offset = src.log_start_offset();
+  c.log_end_offset = src.log_end_offset();
+  if (offset < 0) {
+    auto hw = src.HighWatermark();
+    if (hw) c.high_watermark = *hw;
+    else if (hw.error().code() == Code::kCorruption) c.stop = WithFileName(hw.error());
+    else if (hw.error().code() != Code::kNotFound) return hw.error();
+    return c;
+  }
+  if (offset != next_) {
+    held_.clear();
+    next_ = -1;
+    MQ_RETURN_IF_ERROR(src.Seek(offset));
+  }
+  for (;;) {
+    if (held_.empty()) {
+      auto b = src.Next();
+      if (!b) {
+        if (b.error().code() != Code::kCorruption) return b.error();
+        c.stop = WithFileName(b.error());
+        next_ = -1;  // a read after it seeks again
+        return c;
+      }
+      if (!*b) break;
+      held_.assign((*b)->bytes().begin(), (*b)->bytes().end());
+      held_at_ = src.position();
+      held_next_ = (*b)->header().last_offset() + 1;
+    }
+    const std::string file = BaseName(held_at_.file);
+    if (!c.batches.empty() &&
+        (file != c.file || c.batches.size() + held_.size() > static_cast<size_t>(max_bytes)))
+      break;
+    if (c.batches.empty()) {
+      c.file = file;
+      c.position = held_at_.position;
+    }
+    c.batches.insert(c.batches.end(), held_.begin(), held_.end());
+    held_.clear();
+    next_ = held_next_;
+    if (c.batches.size() >= max_bytes) break;
+  }
+  return c;
+}
 
 Result<ReplicaComparison> CompareReplicas(const std::vector<ReplicaDir>& replicas,
                                           size_t reference_index, const DecodeLimits& limits) {
   if (reference_index >= replicas.size())
     return Status(Code::kInvalidArgument, "no reference replica to compare with");
   const ReplicaDir& ref = replicas[reference_index];
-  auto names = PartitionOfDirectory(ref.dir);
-  if (!names)
+  if (!PartitionOfDirectory(ref.dir))
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: not a partition directory (<topic>-<partition>)", ref.dir));
-  auto ref_reader = OpenReader(ref.dir, limits);
-  if (!ref_reader) return ref_reader.error();
-  PartitionReader& rr = **ref_reader;
+  std::vector<ReplicaToCompare> logs(replicas.size());
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    logs[i].id = replicas[i].id;
+    logs[i].dir = replicas[i].dir;
+    auto source = OpenLocalReplica(replicas[i].dir, limits);
+    if (!source && i == reference_index) return source.error();
+    if (source) logs[i].source = std::move(*source);
+    else logs[i].open_error = source.error();
+  }
+  return CompareReplicaLogs(logs, reference_index);
+}
+
+Result<ReplicaComparison> CompareReplicaLogs(std::vector<ReplicaToCompare>& replicas,
+                                             size_t reference_index) {
+  if (reference_index >= replicas.size())
+    return Status(Code::kInvalidArgument, "no reference replica to compare with");
+  ReplicaToCompare& ref = replicas[reference_index];
+  if (!ref.source) return ref.open_error;
+  ReplicaLogSource& rr = *ref.source;
   ReplicaComparison c;
   c.reference = ref.id;
-  c.reference_log_end = rr.end_offset();
+  c.reference_log_end = rr.log_end_offset();
   {
-    auto dfd = OpenDirectory(ref.dir, false);
-    if (!dfd) return dfd.error();
-    auto hw = LoadHighWatermarkWithin(dfd->get(), names->first, names->second,
-                                      c.reference_log_end);
+    auto hw = rr.HighWatermark();
     if (hw) c.high_watermark = *hw;
     else if (hw.error().code() != Code::kNotFound) return hw.error();
   }
@@ -109,27 +213,29 @@ Result<ReplicaComparison> CompareReplicas(const std::vector<ReplicaDir>& replica
   self.compared_to = std::min(hw, c.reference_log_end);
   c.replicas.reserve(replicas.size());
   c.replicas.push_back(self);
-  std::vector<Follower> followers;
-  followers.reserve(replicas.size());
+  std::vector<ReplicaToCompare*> others;
   for (size_t i = 0; i < replicas.size(); ++i) {
     if (i == reference_index) continue;
     ReplicaAgreement a;
     a.id = replicas[i].id;
     a.dir = replicas[i].dir;
     c.replicas.push_back(std::move(a));
+    others.push_back(&replicas[i]);
   }
+  std::vector<Follower> followers;
+  followers.reserve(replicas.size());
   for (size_t i = 1; i < c.replicas.size(); ++i) {
     ReplicaAgreement& a = c.replicas[i];
-    auto reader = OpenReader(a.dir, limits);
-    if (!reader) {
-      a.status = reader.error();
+    ReplicaToCompare& r = *others[i - 1];
+    if (!r.source) {
+      a.status = r.open_error;
       continue;
     }
     Follower f;
     f.out = &a;
-    f.reader = std::move(*reader);
+    f.reader = r.source.get();
     a.log_start_offset = f.reader->log_start_offset();
-    a.log_end_offset = f.reader->end_offset();
+    a.log_end_offset = f.reader->log_end_offset();
     a.compared_to = std::min(hw, a.log_end_offset);
     a.behind = a.log_end_offset < hw;
     f.start = std::max(ref_start, a.log_start_offset);
@@ -150,10 +256,10 @@ Result<ReplicaComparison> CompareReplicas(const std::vector<ReplicaDir>& replica
   // hold: corruption of its own there fails the comparison.
   for (;;) {
     auto batch = rr.Next();
-    if (!batch) return InDir(ref.dir, batch.error());
+    if (!batch) return batch.error();
     if (!*batch || (*batch)->header().base_offset >= hw) break;
     const BatchView& rb = **batch;
-    const LogPosition rp = InDir(ref.dir, rr.position());
+    const LogPosition rp = rr.position();
     ++c.replicas[0].batches;
     for (Follower& f : followers) {
       if (f.done || rb.header().last_offset() < f.start) continue;
@@ -164,7 +270,7 @@ Result<ReplicaComparison> CompareReplicas(const std::vector<ReplicaDir>& replica
       }
       auto fb = f.reader->Next();
       if (!fb) {
-        a.status = InDir(a.dir, fb.error());  // corruption in its own log, that rule
+        a.status = fb.error();  // corruption in its own log, that rule
         f.done = true;
         continue;
       }
@@ -183,7 +289,7 @@ Result<ReplicaComparison> CompareReplicas(const std::vector<ReplicaDir>& replica
         continue;
       }
       const BatchView& fv = **fb;
-      const LogPosition fp = InDir(a.dir, f.reader->position());
+      const LogPosition fp = f.reader->position();
       if (const char* field = Difference(rb, fv)) {
         a.status = Status::Corruption(
             fp.file, fp.position, "R57",

@@ -567,6 +567,51 @@ std::vector<std::byte> EncodeProducerId(std::string_view name) {
   return Writer().Str(name).Take();
 }
 std::vector<std::byte> EncodeProducerIdReply(int64_t id) { return Writer().I64(id).Take(); }
+std::vector<std::byte> Encode(const ReadLogMessage& m) {
+  return Writer().Str(m.topic).I32(m.partition).I64(m.offset).U32(m.max_bytes).Take();
+}
+namespace {
+// A corruption's "what": its message without "file: position N: rule: ".
+std::string WhatOf(const Status& e) {
+  const std::string prefix = fmt::format("{}: position {}: {}: ", e.file(), e.position(), e.rule());
+  std::string what = e.message();
+  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  return what;
+}
+// R63's corruption fields: file (a name in the partition directory),
+// position, rule and what; all empty for OK.
+void PutCorruption(Writer& w, const Status& e) {
+  const bool none = e.ok() || e.code() != Code::kCorruption;
+  const std::string file = none ? "" : e.file().substr(e.file().find_last_of('/') + 1);
+  w.Str(file).I64(none ? 0 : static_cast<int64_t>(e.position())).Str(none ? "" : e.rule()).Str(
+      none ? "" : WhatOf(e));
+}
+}  // namespace
+std::vector<std::byte> Encode(const LogChunk& m) {
+  Writer w;
+  w.I64(m.log_start_offset).I64(m.log_end_offset).I64(m.high_watermark).Str(m.file).I64(
+      static_cast<int64_t>(m.position));
+  w.Bytes(m.batches);
+  PutCorruption(w, m.stop);  // what the read stopped at
+  return w.Take();
+}
+std::vector<std::byte> Encode(const ReplicaCheckMessage& m) {
+  return Writer().Str(m.topic).I32(m.partition).U8(m.verify ? 1 : 0).Take();
+}
+std::vector<std::byte> Encode(const ReplicaCheckReply& m) {
+  Writer w;
+  w.I64(m.stop ? m.stop->stopped_ms : -1).I32(m.stop ? m.stop->exit_status : 0);
+  PutCorruption(w, m.damage);
+  w.U32(static_cast<uint32_t>(m.positions.size()));
+  for (const FollowerPosition& f : m.positions)
+    w.I32(f.replica)
+        .I32(f.leader_epoch)
+        .I64(f.log_end_offset)
+        .I64(f.last_fetch_ms)
+        .I64(f.last_caught_up_ms)
+        .I64(f.last_fetch_leader_leo);
+  return w.Take();
+}
 std::vector<std::byte> EncodeError(const Status& s) {
   return Writer().U8(ErrorCodeOf(s.code())).Str(s.message()).Take();
 }
@@ -673,6 +718,91 @@ Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p
   r.I64(&m.log_start_offset) && r.I64(&m.log_end_offset) && r.I64(&m.high_watermark) &&
       r.I32(&m.latest_epoch) && r.Flag(&m.restarted_since_claim, "restartedSinceClaim");
   return Done(r, m);
+}
+Result<ReadLogMessage> DecodeReadLog(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "ReadLog");
+  ReadLogMessage m;
+  r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition") && r.I64Min(&m.offset, -1, "offset") &&
+      r.U32(&m.max_bytes);
+  m.max_bytes = std::min<uint32_t>(m.max_bytes, kMaxPayload - 1024);
+  return Done(r, std::move(m));
+}
+namespace {
+struct CorruptionFields {
+  std::string file, rule, what;
+  int64_t position = 0;
+  bool Read(Reader& r) {
+    return r.Name(&file, "file", true) && r.I64Min(&position, 0, "position") &&
+           r.Name(&rule, "rule", true) && r.Str(&what);
+  }
+  // `*out`: the status they give (R63), OK when empty; a file or message
+  // without a rule breaks R51 (returned).
+  Status Get(const std::string& peer, const char* message, Status* out) const {
+    if (!rule.empty()) {
+      *out = Status::Corruption(file, static_cast<uint64_t>(position), rule, what);
+      return Status::Ok();
+    }
+    if (!what.empty() || !file.empty())
+      return Status::Corruption(peer, 0, "R51",
+                                fmt::format("{}: a corruption without its rule", message));
+    *out = Status::Ok();
+    return Status::Ok();
+  }
+};
+}  // namespace
+Result<LogChunk> DecodeReadLogReply(std::span<const std::byte> p, const std::string& peer) {
+  Reader r(p, peer, "ReadLogReply");
+  LogChunk m;
+  int64_t position = 0;
+  CorruptionFields stop;
+  r.I64Min(&m.log_start_offset, 0, "log start offset") &&
+      r.I64Min(&m.log_end_offset, 0, "log end offset") &&
+      r.I64Min(&m.high_watermark, -1, "high watermark") && r.Name(&m.file, "file", true) &&
+      r.I64Min(&position, 0, "position") && r.Bytes(&m.batches) && stop.Read(r);
+  auto done = Done(r, std::move(m));
+  if (!done) return done;
+  done->position = static_cast<uint64_t>(position);
+  MQ_RETURN_IF_ERROR(stop.Get(peer, "ReadLogReply", &done->stop));
+  return done;
+}
+Result<ReplicaCheckMessage> DecodeReplicaCheck(std::span<const std::byte> p,
+                                               const std::string& peer) {
+  Reader r(p, peer, "ReplicaCheck");
+  ReplicaCheckMessage m;
+  r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition") && r.Flag(&m.verify, "verify");
+  return Done(r, std::move(m));
+}
+Result<ReplicaCheckReply> DecodeReplicaCheckReply(std::span<const std::byte> p,
+                                                  const std::string& peer) {
+  Reader r(p, peer, "ReplicaCheckReply");
+  int64_t stopped_ms = -1;
+  int32_t exit_status = 0;
+  CorruptionFields damage;
+  ReplicaCheckReply m;
+  uint32_t n = 0;
+  bool ok = r.I64Min(&stopped_ms, -1, "stoppedMs") && r.I32(&exit_status) && damage.Read(r) &&
+            r.Count(&n, 4 + 4 + 8 * 4, "positions");
+  // R47's entries: its ranges, a replica at most once.
+  for (uint32_t i = 0; ok && i < n; ++i) {
+    FollowerPosition f;
+    ok = r.I32Min(&f.replica, 0, "replica") && r.I32Min(&f.leader_epoch, 0, "leader epoch") &&
+         r.I64Min(&f.log_end_offset, 0, "log end offset") &&
+         r.I64Min(&f.last_fetch_ms, 0, "last fetch") &&
+         r.I64Min(&f.last_caught_up_ms, 0, "last caught up") &&
+         r.I64Min(&f.last_fetch_leader_leo, 0, "leader log end");
+    for (const FollowerPosition& seen : m.positions)
+      if (ok && seen.replica == f.replica)
+        return Status::Corruption(peer, 0, "R51",
+                                  fmt::format("ReplicaCheckReply: replica {} appears twice "
+                                              "in its positions",
+                                              f.replica));
+    if (ok) m.positions.push_back(f);
+  }
+  if (stopped_ms >= 0) m.stop = FollowerStop{stopped_ms, exit_status};
+  auto done = Done(r, std::move(m));
+  if (!done) return done;
+  MQ_RETURN_IF_ERROR(damage.Get(peer, "ReplicaCheckReply", &done->damage));
+  return done;
 }
 Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
                                                    const std::string& peer) {
@@ -892,6 +1022,16 @@ Result<std::span<const std::byte>> Client::CallLocked(Type type,
                                                       std::span<const std::byte> payload,
                                                       int timeout_ms, bool* batches_checked) {
   if (!conn_) MQ_RETURN_IF_ERROR(Handshake());
+  if ((type == Type::kReadLog || type == Type::kReplicaCheck) &&
+      version_ < kReadReplicaVersion) {
+    // Never sent: to a server of version 1 it is no request (R50, R63).
+    answered_ = true;
+    return Status(Code::kUnsupported,
+                  fmt::format("{}: speaks wire protocol version {}: {} needs version 2 "
+                              "(an mq-replicate that reads replicas for comparison, R63)",
+                              peer_, version_,
+                              type == Type::kReadLog ? "ReadLog" : "ReplicaCheck"));
+  }
   if (posted_) {
     // The response to a posted request nobody collects: read and dropped
     // (R62), unless it breaches the protocol.
@@ -1118,6 +1258,147 @@ Result<CarryStateReply> QueryCarryState(Client& client, const std::string& topic
   return DecodeCarryStateReply(*reply, client.peer(), topic, partition);
 }
 
+namespace {
+
+// R63: a replica's log read through ReadLog, a chunk at a time.
+class WireReplica : public ReplicaLogSource {
+ public:
+  WireReplica(std::shared_ptr<Client> client, std::string topic, int32_t partition,
+              std::string name, const DecodeLimits& limits)
+      : client_(std::move(client)),
+        topic_(std::move(topic)),
+        partition_(partition),
+        name_(std::move(name)),
+        limits_(limits) {}
+
+  Status Open() {
+    auto c = Read(-1, 0);
+    if (!c) return c.error();
+    start_ = c->log_start_offset;
+    end_ = c->log_end_offset;
+    if (!c->stop.ok()) hw_ = c->stop;
+    else if (c->high_watermark < 0) hw_ = Status(Code::kNotFound, name_ + ": no high watermark");
+    else hw_ = c->high_watermark;
+    return Status::Ok();
+  }
+  int64_t log_start_offset() override { return start_; }
+  int64_t log_end_offset() override { return end_; }
+  Result<int64_t> HighWatermark() override { return hw_; }
+  Status Seek(int64_t offset) override {
+    next_ = std::max<int64_t>(offset, 0);
+    chunk_ = LogChunk{};
+    at_ = 0;
+    stopped_ = false;
+    return Status::Ok();
+  }
+  Result<std::optional<BatchView>> Next() override {
+    if (at_ >= chunk_.batches.size()) {
+      if (!chunk_.stop.ok()) {
+        stopped_ = true;
+        return chunk_.stop;
+      }
+      if (stopped_) return std::optional<BatchView>();
+      auto c = Read(next_, kChunkBytes);
+      if (!c) return c.error();
+      chunk_ = std::move(*c);
+      at_ = 0;
+      if (chunk_.batches.empty()) {
+        if (!chunk_.stop.ok()) return chunk_.stop;
+        stopped_ = true;  // its log end
+        return std::optional<BatchView>();
+      }
+    }
+    const std::string file = name_ + "/" + chunk_.file;
+    const uint64_t position = chunk_.position + at_;
+    auto b = BatchView::Parse(std::span<const std::byte>(chunk_.batches).subspan(at_), limits_,
+                              file, position);
+    if (!b) return b.error();
+    at_ += b->header().size_bytes();
+    position_ = {file, position};
+    next_ = b->header().last_offset() + 1;
+    return std::optional<BatchView>(*b);
+  }
+  LogPosition position() const override { return position_; }
+
+ private:
+  static constexpr uint32_t kChunkBytes = 1u << 20;
+
+  Result<LogChunk> Read(int64_t offset, uint32_t max_bytes) {
+    auto reply = client_->Call(Type::kReadLog, Encode(ReadLogMessage{topic_, partition_, offset,
+                                                                     max_bytes}));
+    if (!reply) return reply.error();
+    auto c = DecodeReadLogReply(*reply, client_->peer());
+    if (!c) return c.error();
+    // The stop's file is a name in the partition directory: named as the
+    // replica is.
+    if (!c->stop.ok()) {
+      const Status& e = c->stop;
+      c->stop = Status::Corruption(e.file().empty() ? name_ : name_ + "/" + e.file(),
+                                   e.position(), e.rule(), WhatOf(e));
+    }
+    return c;
+  }
+
+  std::shared_ptr<Client> client_;
+  std::string topic_;
+  int32_t partition_;
+  std::string name_;
+  DecodeLimits limits_;
+  int64_t start_ = 0;
+  int64_t end_ = 0;
+  Result<int64_t> hw_ = Status(Code::kNotFound, "");
+  int64_t next_ = 0;
+  LogChunk chunk_;
+  size_t at_ = 0;
+  bool stopped_ = false;
+  LogPosition position_;
+};
+
+}  // namespace
+
+Result<ReplicaCheckReply> QueryReplicaCheck(Client& client, const std::string& topic,
+                                            int32_t partition, bool verify,
+                                            const std::string& name) {
+  auto reply = client.Call(Type::kReplicaCheck, Encode(ReplicaCheckMessage{topic, partition, verify}));
+  if (!reply) return reply.error();
+  auto r = DecodeReplicaCheckReply(*reply, client.peer());
+  if (!r) return r.error();
+  if (!r->damage.ok()) {
+    const Status& e = r->damage;
+    r->damage = Status::Corruption(e.file().empty() ? name : name + "/" + e.file(),
+                                   e.position(), e.rule(), WhatOf(e));
+  }
+  return r;
+}
+
+Result<ReplicaCheckReply> CheckReplica(const std::string& dir, bool verify) {
+  ReplicaCheckReply r;
+  auto stop = ReadFollowerStop(dir);
+  // A record that cannot be read counts as none (mq-inspect --verify
+  // reports a damaged one), as on the replica's own host.
+  if (stop) r.stop = *stop;
+  // A leader's record of its followers' fetches (R47, its fetch-positions,
+  // R60), for describe's times; one that cannot be read counts as none, as
+  // on its host.
+  if (auto positions = ReadReplicaPositions(dir)) r.positions = std::move(*positions);
+  if (verify) {
+    Status s = VerifyForLeadership(dir);
+    if (s.code() == Code::kCorruption) r.damage = s;
+    else if (!s.ok()) return s;
+  }
+  return r;
+}
+
+Result<std::unique_ptr<ReplicaLogSource>> OpenRemoteReplica(std::shared_ptr<Client> client,
+                                                            const std::string& topic,
+                                                            int32_t partition, std::string name,
+                                                            const DecodeLimits& limits) {
+  auto r = std::make_unique<WireReplica>(std::move(client), topic, partition, std::move(name),
+                                         limits);
+  MQ_RETURN_IF_ERROR(r->Open());
+  return std::unique_ptr<ReplicaLogSource>(std::move(r));
+}
+
 // ---- server ---------------------------------------------------------------------------
 
 namespace {
@@ -1187,6 +1468,24 @@ Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer,
       if (!m) return m.error();
       if (!h.carry_state) return unsupported("CarryState");
       return reply(h.carry_state(*m));
+    }
+    case Type::kReadLog: {
+      if (version < kReadReplicaVersion)
+        return Status::Corruption(peer, 0, "R63",
+                                  fmt::format("ReadLog in a conversation of version {}", version));
+      auto m = DecodeReadLog(f.payload, peer);
+      if (!m) return m.error();
+      if (!h.read_log) return unsupported("ReadLog");
+      return reply(h.read_log(*m));
+    }
+    case Type::kReplicaCheck: {
+      if (version < kReadReplicaVersion)
+        return Status::Corruption(
+            peer, 0, "R63", fmt::format("ReplicaCheck in a conversation of version {}", version));
+      auto m = DecodeReplicaCheck(f.payload, peer);
+      if (!m) return m.error();
+      if (!h.replica_check) return unsupported("ReplicaCheck");
+      return reply(h.replica_check(*m));
     }
     case Type::kLoadState: {
       if (!f.payload.empty())

@@ -9,7 +9,8 @@
 # follower's own log end; the replicas' logs end byte-identical and verify;
 # every message is consumable exactly once; the leader's root moved away
 # under running followers is waited out, and acks=all on the leader elected
-# instead is acknowledged; nothing in a quoted name ran.
+# instead is acknowledged; mq-isr --verify-replicas compares a replica read
+# over ssh (R63); nothing in a quoted name ran.
 source "$(dirname "$0")/lib/common.bash"
 source "$(dirname "$0")/lib/sshd.bash"
 on_exit() { sshd_stop; }
@@ -105,11 +106,14 @@ expect_eq "messages on the follower" "$want" "$(wc -l <"$WORK/out")"
 expect_eq "no message twice" "$want" "$(sort -u "$WORK/out" | wc -l)"
 
 # The controller reached over ssh says the same as on its host.
+# (Follower 1 fetches on meanwhile: its last caught-up time moves, and
+# LagMs is now minus that time.)
+untimed() { sed -E 's/(LagMs|LastCaughtUp): [^\t]*/\1: N/g' "$WORK/out"; }
 run "$ISR" --cluster "$H:$CL" describe
 expect_rc 0 "describe over ssh"
-cp "$WORK/out" "$WORK/remote.describe"
+untimed >"$WORK/remote.describe"
 run "$ISR" --cluster "$CL" describe
-expect_eq "describe over ssh = on the controller" "$(cat "$WORK/out")" "$(cat "$WORK/remote.describe")"
+expect_eq "describe over ssh = on the controller" "$(untimed)" "$(cat "$WORK/remote.describe")"
 
 # The leader's root moved away under running followers (both with -v, so
 # that they tell what they meet): one that meets "No such file or
@@ -167,6 +171,100 @@ for _ in $(seq 1 600); do  # a guard against a hang, not a timing assertion
   sleep 0.2
 done
 cmp "$R1/$T-0/00000000000000000000.log" "$R2/$T-0/00000000000000000000.log" || fail "r2 differs from the new leader r1"
+
+# mq-isr --verify-replicas reads a replica that the cluster state names on
+# another host there, through its `mq-replicate --serve` over ssh (ReadLog,
+# R63): one that agrees passes; one forged with a valid CRC diverges, named
+# by its host's file and byte position (exit 65); a peer that speaks only
+# wire protocol version 1, or a host down, leaves it not verified (69). The
+# topic is set up through a stand-in for ssh (each real ssh login costs
+# seconds); only the comparisons log in over ssh.
+# Follower 2 is done with (it holds r1's bytes): stopped first, so that
+# nothing it started over ssh still writes into the cluster directory when
+# the test ends.
+kill "${FOLLOWERS[1]}"
+wait "${FOLLOWERS[1]}" 2>/dev/null || true
+V="$WORK/verify"
+mkdir -p "$V"
+printf '#!/bin/sh\nshift\nexec sh -c "$1"\n' >"$WORK/local-rsh"
+chmod +x "$WORK/local-rsh"
+export MQ_RSH_SSH=$MQ_RSH
+export MQ_RSH="$WORK/local-rsh"
+run "$ISR" --cluster "$V/cl" create -t t --partitions 1 --min-insync-replicas 1 \
+  --replicas "$V/r0,$V/r1,$H:$V/r2" --controller "$H"
+expect_rc 0 "create the verified topic"
+seq 1 10 | "$P" -C "$V/r0" -t t --acks 1
+seq 11 20 | "$P" -C "$V/r0" -t t --acks 1
+for i in 1 2; do
+  for r in r1 r2; do
+    run "$REP" -C "$V/$r" -q
+    expect_rc 0 "catch up $r"
+  done
+done
+export MQ_RSH=$MQ_RSH_SSH
+run "$ISR" --cluster "$V/cl" --verify-replicas
+expect_rc 0 "--verify-replicas over ssh"
+expect_eq "--verify-replicas over ssh" "t-0: replica 1 agrees with leader 0 up to the high watermark 20 (2 batches)
+t-0: replica 2 agrees with leader 0 up to the high watermark 20 (2 batches)
+t-0: OK: leader 0, high watermark 20
+OK: 1 partition(s): every replica agrees with its leader up to the high watermark" "$(cat "$WORK/out")"
+# One value byte of r2's batch at offset 10, its CRC recomputed (R4 holds).
+SEG=t-0/00000000000000000000.log
+pos=$("$PY" - "$V/r2/$SEG" <<'PY'
+import struct, sys
+from mqbatch import fix_crc
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+pos = 0
+while struct.unpack(">q", data[pos:pos + 8])[0] != 10:
+    pos += 12 + struct.unpack(">i", data[pos + 8:pos + 12])[0]
+length = struct.unpack(">i", data[pos + 8:pos + 12])[0]
+batch = data[pos:pos + 12 + length]
+batch[-2] ^= 0x01  # the last value byte of the batch's last record
+fix_crc(batch)
+data[pos:pos + 12 + length] = batch
+open(path, "wb").write(data)
+print(pos)
+PY
+)
+run "$ISR" --cluster "$V/cl" --verify-replicas
+expect_rc 65 "--verify-replicas over ssh with a forged follower"
+grep -qF "t-0: replica 2 DIVERGED: $H:$V/r2/$SEG: position $pos: R57: replica 2 (root $H:$V/r2) diverges from replica 0 (root $V/r0) below the high watermark 20 at offset 10: the CRC differs" \
+  "$WORK/out" || fail "the divergence over ssh is not named: $(cat "$WORK/out")"
+grep -qF "at $V/r0/$SEG: position $pos" "$WORK/out" || fail "the leader's batch: $(cat "$WORK/out")"
+grep -q "^t-0: replica 1 agrees with leader 0" "$WORK/out" || fail "replica 1: $(cat "$WORK/out")"
+# An mq-replicate of wire protocol version 1 there: asked nothing it does
+# not know (it answers Hello with version 1, and ends at any request).
+mkdir -p "$WORK/v1"
+cat >"$WORK/v1/mq-replicate" <<EOF
+#!$PY
+import struct, sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, "$SRC/tests/cli/lib")
+import frames
+r = frames.FrameReader(0)
+while True:
+    f = r.read()
+    if f is None:
+        break
+    if f.type != 0x01:  # Hello
+        open("$WORK/v1/asked", "a").write("%d\\n" % f.type)
+        break
+    reply = struct.pack(">HH", 1, 2) + b"v1"
+    frames.write_all(1, frames.encode(0x81, f.correlation, reply))
+EOF
+chmod +x "$WORK/v1/mq-replicate"
+MQ_REMOTE_BINDIR="$WORK/v1" run "$ISR" --cluster "$V/cl" --verify-replicas
+expect_rc 69 "--verify-replicas with peers of wire protocol version 1"
+grep -qF "t-0: replica 2 ($H:$V/r2/t-0) not verified: $H:$V/r2: speaks wire protocol version 1: ReadLog needs version 2" \
+  "$WORK/out" || fail "a peer of version 1: $(cat "$WORK/out")"
+[[ ! -e $WORK/v1/asked ]] || fail "a peer of version 1 was sent request type $(cat "$WORK/v1/asked")"
+printf '#!/bin/sh\necho "ssh: connect to host $1 port 22: Connection refused" >&2\nexit 255\n' >"$WORK/down-rsh"
+chmod +x "$WORK/down-rsh"
+MQ_RSH="$WORK/down-rsh" run "$ISR" --cluster "$V/cl" --verify-replicas
+expect_rc 69 "--verify-replicas with the replica's host down"
+grep -q "^t-0: replica 2 ($H:$V/r2/t-0) not verified: $H:$V/r2: connection closed (.*exited with status 255)" \
+  "$WORK/out" || fail "a host down: $(cat "$WORK/out")"
 
 for f in x y z; do
   [[ -z $(find "$WORK" "$HOME" -maxdepth 3 -name "$f" 2>/dev/null) ]] || fail "a quoted name ran: $f exists"

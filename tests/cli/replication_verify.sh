@@ -3,7 +3,10 @@
 # batch up to the high watermark (R57): identical replicas pass (exit 0); a
 # follower forged with valid CRCs, which verifies on its own, is found
 # (exit 65, both files and byte positions named); a replica whose log ends
-# below the high watermark is behind, not divergent. mq-isr --check reports
+# below the high watermark is behind, not divergent; replicas on other hosts
+# are read there (R63) and compared the same way, and --check and elect ask
+# them for their follower-stopped record and verification, describe a
+# leader there for its followers' fetch times (R63). mq-isr --check reports
 # a follower whose log fails verification and drops it from the ISR, so that
 # elect passes it over (mq-isr(1)).
 source "$(dirname "$0")/lib/common.bash"
@@ -109,10 +112,19 @@ mkdir h
 MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN" run "$ISR" --cluster "$WORK/h/cl" create -t t \
   --partitions 1 --replicas "h0:$WORK/h/r0,h1:$WORK/h/r1" --controller ctl
 expect_rc 0 "create across hosts"
-run "$ISR" --cluster "$WORK/h/cl" --verify-replicas
-expect_rc 69 "--verify-replicas of replicas on other hosts"
-grep -q "^t-0: replica 1 (h1:$WORK/h/r1) not verified: on another host (comparing remote replicas is planned)$" \
-  "$WORK/out" || fail "a replica on another host: $(cat "$WORK/out")"
+seq 1 5 | MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN" "$P" -C h/r0 -t t --acks 1
+MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN" run "$REP" -C h/r1 -q
+expect_rc 0 "catch up h1"
+# Read there through `mq-replicate --serve` (ReadLog, R63): compared.
+MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN" run "$ISR" --cluster "$WORK/h/cl" --verify-replicas
+expect_rc 0 "--verify-replicas of replicas on other hosts"
+grep -q "^t-0: replica 1 agrees with leader 0 up to the high watermark 5 (1 batches)$" "$WORK/out" ||
+  fail "a replica on another host: $(cat "$WORK/out")"
+# Hosts whose mq-replicate cannot be started: not verified, naming the host.
+MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$WORK/nowhere" run "$ISR" --cluster "$WORK/h/cl" --verify-replicas
+expect_rc 69 "--verify-replicas of replicas on hosts that cannot be reached"
+grep -q "^t-0: NOT VERIFIED: leader 0: h0:$WORK/h/r0: connection closed" "$WORK/out" ||
+  fail "an unreachable leader: $(cat "$WORK/out")"
 
 # --- --check drops a follower whose log fails verification from the ISR ----------
 replicated_topic c r0 r1 r2
@@ -151,4 +163,80 @@ run "$ISR" --cluster "$WORK/c/cl" --check
 expect_rc 0 "--check after the repair"
 run "$ISR" --cluster "$WORK/c/cl" --verify-replicas
 expect_rc 0 "--verify-replicas after the repair"
+# --- replicas on other hosts: --check and elect ask them (R63) -------------------
+# Their follower-stopped record (R58) and their log's verification are read
+# on their host through `mq-replicate --serve` (ReplicaCheck), as those of
+# this host's roots are here. h1 and h2 are this machine through the
+# stand-in for ssh; r0 leads from this host.
+export MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN"
+# remote_topic NAME [CREATE-OPTION...]: replicated_topic's topic over
+# $WORK/NAME/r0 (this host), h1:$WORK/NAME/r1 and h2:$WORK/NAME/r2.
+remote_topic() {
+  local n=$1
+  shift
+  mkdir -p "$WORK/$n"
+  run "$ISR" --cluster "$WORK/$n/cl" create -t t --partitions 1 --min-insync-replicas 1 \
+    --replicas "$WORK/$n/r0,h1:$WORK/$n/r1,h2:$WORK/$n/r2" --controller ctl "$@"
+  expect_rc 0 "create $n"
+  for i in 1 2 3 4; do seq $((i * 5 - 4)) $((i * 5)) | "$P" -C "$n/r0" -t t --acks 1; done
+  for i in 1 2; do
+    for r in r1 r2; do
+      run "$REP" -C "$n/$r" -q
+      expect_rc 0 "catch up $n/$r"
+    done
+  done
+  [[ $(isr_of "$n") == 0,1,2 ]] || fail "$n: ISR $(isr_of "$n")"
+}
+# elect passes over a candidate on another host whose log fails
+# verification: a bit flipped in a rolled segment (segments of 2 batches),
+# which its log's opening does not read (it answers ReplicaStatus: live).
+remote_topic e -X segment.bytes=250
+flip_byte "e/r1/$SEG" 80
+mv e/r0 e/r0.away
+run "$ISR" --cluster "$WORK/e/cl" elect
+expect_rc 0 "elect with a damaged candidate on another host"
+grep -q "^Elected leader 2 for t-0" "$WORK/out" || fail "elect over a damaged remote candidate: $(cat "$WORK/out")"
+grep -q "t-0: replica 1 cannot lead: h1:$WORK/e/r1/$SEG: position 0: R4: " "$WORK/err" ||
+  fail "elect does not name the remote damage: $(cat "$WORK/err")"
+
+remote_topic s
+run "$ISR" --cluster "$WORK/s/cl" --check
+expect_rc 0 "--check with replicas on other hosts"
+# r2's follower gives up (a damaged checkpoint: exit 65, follower-stopped).
+cp s/r2/t-0/leader-epoch-checkpoint s/saved-checkpoint
+printf '0\n1\n0 x\n' >s/r2/t-0/leader-epoch-checkpoint
+run "$REP" -q -C s/r2
+expect_rc 65 "a follower on another host with a damaged checkpoint"
+cp s/saved-checkpoint s/r2/t-0/leader-epoch-checkpoint
+[[ -f s/r2/t-0/follower-stopped ]] || fail "no follower-stopped after exit 65"
+# r1's log damaged mid-log.
+pos=$(batch_pos "s/r1/$SEG" 10)
+flip_byte "s/r1/$SEG" $((pos + 80))
+run "$ISR" --cluster "$WORK/s/cl" --check
+expect_rc 1 "--check with a stopped and a damaged follower on other hosts"
+grep -q "^t-0: ISR 0,1,2 -> 0,1: " "$WORK/out" ||
+  fail "--check kept the stopped follower on another host: $(cat "$WORK/out")"
+grep -q "^t-0: replica 1 fails verification: h1:$WORK/s/r1/$SEG: position $pos: R4: .*; left the ISR (0,1 -> 0); repair it with mq-replicate --repair$" \
+  "$WORK/out" || fail "--check does not name the remote damage: $(cat "$WORK/out")"
+grep -q "Replica 2 stopped following at .* (exit 65)" "$WORK/out" ||
+  fail "--check does not name the stopped follower on another host: $(cat "$WORK/out")"
+[[ $(isr_of s) == 0 ]] || fail "ISR after --check: $(isr_of s)"
+run "$ISR" --cluster "$WORK/s/cl" describe
+grep -q "Replica: 2.*Stopped: .*Z (exit 65)$" "$WORK/out" ||
+  fail "describe of the stopped follower on another host: $(cat "$WORK/out")"
+# describe gives a follower's lag in time when its leader is on another
+# host too: the leader's fetch-positions (R47, R60) are read there.
+mkdir -p d
+run "$ISR" --cluster "$WORK/d/cl" create -t t --partitions 1 --min-insync-replicas 1 \
+  --replicas "h0:$WORK/d/r0,$WORK/d/r1" --controller ctl
+expect_rc 0 "create d"
+seq 1 5 | "$P" -C d/r0 -t t --acks 1
+for i in 1 2; do
+  run "$REP" -C d/r1 -q
+  expect_rc 0 "catch up d/r1"
+done
+run "$ISR" --cluster "$WORK/d/cl" describe
+T=$'\t'
+grep -q "^${T}${T}Replica: 1${T}LogEnd: 5${T}Lag: 0${T}LagMs: [0-9][0-9]*${T}LastCaughtUp: [0-9T:.-]*Z$" \
+  "$WORK/out" || fail "describe with the leader on another host: $(cat "$WORK/out")"
 echo "ok"

@@ -6,6 +6,9 @@
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -22,6 +26,7 @@
 #include "mq/crc32c.h"
 #include "mq/replica_verification.h"
 #include "mq/replication.h"
+#include "mq/wire.h"
 #include "model.h"  // tests/sim: the cluster store and clock in memory
 #include "state_file.h"  // ParseBootId
 #include "test_support.h"
@@ -1601,6 +1606,308 @@ TEST_CASE("R57 replica agreement: with no high watermark stored nothing is compa
   CHECK(cmp->replicas[1].compared_to == 0);
   CHECK(cmp->replicas[1].batches == 0);
   CHECK(FirstDivergence(*cmp).ok());
+}
+
+namespace {
+
+// Replica roots on "other hosts": each a server thread answering ReadLog
+// and ReplicaCheck (R63) over pipes for the root it is given, as `mq-replicate --serve`
+// does, and the clients reaching them.
+class ReadLogServers {
+ public:
+  ~ReadLogServers() {
+    clients_.clear();  // their connections close: the servers end
+    for (auto& t : threads_) t.join();
+  }
+  std::shared_ptr<wire::Client> ClientOf(const std::string& root) {
+    auto connect = [this, root]() -> Result<std::unique_ptr<wire::Connection>> {
+      int a[2], b[2];
+      REQUIRE(pipe2(a, O_CLOEXEC) == 0);
+      REQUIRE(pipe2(b, O_CLOEXEC) == 0);
+      threads_.emplace_back([root, in = a[0], out = b[1]] {
+        std::map<std::string, std::unique_ptr<LogChunkReader>> readers;
+        wire::Handlers h;
+        h.read_log = [&](const wire::ReadLogMessage& m) -> Result<LogChunk> {
+          const std::string dir = fmt::format("{}/{}-{}", root, m.topic, m.partition);
+          auto& r = readers[dir];
+          if (!r) {
+            auto source = OpenLocalReplica(dir);
+            if (!source) return source.error();
+            r = std::make_unique<LogChunkReader>(std::move(*source));
+          }
+          return r->Read(m.offset, m.max_bytes);
+        };
+        h.replica_check = [&](const wire::ReplicaCheckMessage& m) {
+          return wire::CheckReplica(fmt::format("{}/{}-{}", root, m.topic, m.partition), m.verify);
+        };
+        (void)wire::Serve(in, out, h, wire::ServeOptions{});
+        close(in);
+        close(out);
+      });
+      return wire::Connection::Adopt(a[1], b[0]);
+    };
+    clients_.push_back(std::make_shared<wire::Client>(connect, "h:" + root));
+    return clients_.back();
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+  std::vector<std::shared_ptr<wire::Client>> clients_;
+};
+
+// The replicas of `c`, those in `remote` read through `servers` and named
+// with host "h<id>".
+std::vector<ReplicaToCompare> LogsOf(const Cluster& c, int n, ReadLogServers& servers,
+                                     const std::set<int32_t>& remote) {
+  std::vector<ReplicaToCompare> out(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    ReplicaToCompare& r = out[static_cast<size_t>(i)];
+    r.id = i;
+    r.dir = remote.count(i) ? fmt::format("h{}:{}", i, c.Dir(i)) : c.Dir(i);
+    auto source = remote.count(i)
+                      ? wire::OpenRemoteReplica(servers.ClientOf(c.roots[static_cast<size_t>(i)]),
+                                                "t", 0, r.dir)
+                      : OpenLocalReplica(c.Dir(i));
+    REQUIRE(source);
+    r.source = std::move(*source);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("R63 ReadLog: replicas on other hosts are compared as on this one, their files named with their host") {
+  Cluster c(3);
+  Replicated(c);
+  ReadLogServers servers;
+  {
+    auto logs = LogsOf(c, 3, servers, {1, 2});
+    auto cmp = CompareReplicaLogs(logs, 0);
+    REQUIRE(cmp);
+    CHECK(FirstDivergence(*cmp).ok());
+    CHECK(cmp->high_watermark == 24);
+    for (const ReplicaAgreement& a : cmp->replicas) CHECK(a.batches == 8);
+  }
+  ForgeBatch(c.Dir(1), 12, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; });
+  const LogPosition forged = BatchAt(c.Dir(1), 12);
+  const LogPosition leader = BatchAt(c.Dir(0), 12);
+  SECTION("a follower on another host diverges") {
+    auto logs = LogsOf(c, 3, servers, {1, 2});
+    auto cmp = CompareReplicaLogs(logs, 0);
+    REQUIRE(cmp);
+    const Status s = FirstDivergence(*cmp);
+    CHECK(s.rule() == "R57");
+    CHECK(s.file() == "h1:" + forged.file);
+    CHECK(s.position() == forged.position);
+    CHECK(s.message().find("replica 1 (root h1:" + c.roots[1] + ") diverges from replica 0") !=
+          std::string::npos);
+    CHECK(cmp->replicas[1].batches == 4);
+    CHECK(cmp->replicas[2].status.ok());
+    CHECK(cmp->replicas[2].batches == 8);
+  }
+  SECTION("the leader on another host is the reference, its high watermark read there") {
+    auto logs = LogsOf(c, 3, servers, {0, 1});
+    auto cmp = CompareReplicaLogs(logs, 0);
+    REQUIRE(cmp);
+    CHECK(cmp->high_watermark == 24);
+    const Status s = FirstDivergence(*cmp);
+    CHECK(s.rule() == "R57");
+    CHECK(s.file() == "h1:" + forged.file);
+    CHECK(s.message().find(fmt::format("h0:{}: position {}", leader.file, leader.position)) !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("R63 ReadLog: corruption in a log on another host names its host's file, position and rule") {
+  Cluster c(3);
+  Replicated(c);
+  const LogPosition damaged = BatchAt(c.Dir(1), 15);
+  ForgeBatch(c.Dir(1), 15, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; },
+             false);
+  ReadLogServers servers;
+  auto logs = LogsOf(c, 3, servers, {1});
+  auto cmp = CompareReplicaLogs(logs, 0);
+  REQUIRE(cmp);
+  const Status s = FirstDivergence(*cmp);
+  CHECK(s.code() == Code::kCorruption);
+  CHECK(s.rule() == "R4");
+  CHECK(s.file() == "h1:" + damaged.file);
+  CHECK(s.position() == damaged.position);
+  CHECK(cmp->replicas[2].batches == 8);
+}
+
+TEST_CASE("R63 ReadLog: whole batches of one segment file, at most max bytes but at least one, read on from where the last read stopped") {
+  Cluster c(2);
+  c.Produce(8);
+  c.logs.clear();
+  auto source = OpenLocalReplica(c.Dir(0));
+  REQUIRE(source);
+  LogChunkReader reader(std::move(*source));
+  auto bounds = reader.Read(-1, 0);
+  REQUIRE(bounds);
+  CHECK(bounds->batches.empty());
+  CHECK(bounds->log_end_offset == 24);
+  auto name = [](const std::string& path) { return path.substr(path.find_last_of('/') + 1); };
+  // One byte at most: one batch per read, each where the last ended.
+  int64_t offset = 0;
+  std::set<std::string> files;
+  for (int i = 0; i < 8; ++i) {
+    auto chunk = reader.Read(offset, 1);
+    REQUIRE(chunk);
+    REQUIRE(chunk->stop.ok());
+    const BatchHeader h = DecodeBatchHeader(chunk->batches);
+    const LogPosition at = BatchAt(c.Dir(0), offset);
+    CHECK(chunk->batches.size() == h.size_bytes());
+    CHECK(h.base_offset == offset);
+    CHECK(chunk->file == name(at.file));
+    CHECK(chunk->position == at.position);
+    files.insert(chunk->file);
+    offset = h.last_offset() + 1;
+  }
+  REQUIRE(files.size() > 1);  // the log spans segment files
+  auto end = reader.Read(offset, 1);
+  REQUIRE(end);
+  CHECK(end->batches.empty());
+  // Another offset: read from the batch holding it; with room for all,
+  // up to the end of its segment file, and the next read from the next one.
+  auto first = reader.Read(4, 1 << 20);
+  REQUIRE(first);
+  CHECK(DecodeBatchHeader(first->batches).base_offset == 3);
+  CHECK(first->file == name(BatchAt(c.Dir(0), 3).file));
+  int64_t total = static_cast<int64_t>(first->batches.size());
+  std::set<std::string> seen{first->file};
+  for (int64_t next = 0;;) {
+    // The last batch's offset after it: the chunk's batches are whole.
+    std::span<const std::byte> rest = first->batches;
+    while (!rest.empty()) {
+      const BatchHeader h = DecodeBatchHeader(rest);
+      next = h.last_offset() + 1;
+      rest = rest.subspan(h.size_bytes());
+    }
+    first = reader.Read(next, 1 << 20);
+    REQUIRE(first);
+    if (first->batches.empty()) break;
+    CHECK(first->position == 0);
+    CHECK(seen.insert(first->file).second);
+    total += static_cast<int64_t>(first->batches.size());
+  }
+  CHECK(seen.size() == files.size());
+  CHECK(total > 0);
+}
+
+TEST_CASE("R63 ReplicaCheck: a replica on another host tells whether a follower stopped there, whether its log verifies (its damage named with its host) and its replica positions") {
+  Cluster c(2);
+  c.Produce(4);
+  c.CatchUp(1);
+  c.CatchUp(1);
+  c.logs.clear();
+  ReadLogServers servers;
+  auto client = servers.ClientOf(c.roots[1]);
+  const std::string name = "h1:" + c.Dir(1);
+  auto healthy = wire::QueryReplicaCheck(*client, "t", 0, true, name);
+  REQUIRE(healthy);
+  CHECK(!healthy->stop);
+  CHECK(healthy->damage.ok());
+  REQUIRE(RecordFollowerStop(c.Dir(1), FollowerStop{1234, 65}).ok());
+  const LogPosition damaged = BatchAt(c.Dir(1), 6);
+  ForgeBatch(c.Dir(1), 6, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; },
+             false);
+  auto stopped = wire::QueryReplicaCheck(*client, "t", 0, false, name);
+  REQUIRE(stopped);
+  REQUIRE(stopped->stop);
+  CHECK(*stopped->stop == FollowerStop{1234, 65});
+  CHECK(stopped->damage.ok());  // not verified unless asked
+  auto verified = wire::QueryReplicaCheck(*client, "t", 0, true, name);
+  REQUIRE(verified);
+  const Status& s = verified->damage;
+  CHECK(s.code() == Code::kCorruption);
+  CHECK(s.rule() == "R4");
+  CHECK(s.file() == "h1:" + damaged.file);
+  CHECK(s.position() == damaged.position);
+  CHECK(s.message() == "h1:" + VerifyForLeadership(c.Dir(1)).message());
+  CHECK(client->connects() == 1);
+  // The leader's record of its follower's fetches (R47), for describe.
+  auto leader = wire::QueryReplicaCheck(*servers.ClientOf(c.roots[0]), "t", 0, false, "h0");
+  REQUIRE(leader);
+  auto positions = ReadReplicaPositions(c.Dir(0));
+  REQUIRE(positions);
+  REQUIRE(!positions->empty());
+  CHECK(leader->positions == *positions);
+  CHECK(stopped->positions.empty());
+}
+
+TEST_CASE("R63 ReadLog: a peer of version 1 is not asked, and a server of version 2 speaks 1 to such a client") {
+  SECTION("a server that speaks version 1 only: unsupported, naming R63, ReadLog never sent") {
+    int a[2], b[2];
+    REQUIRE(pipe2(a, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(b, O_CLOEXEC) == 0);
+    std::atomic<int> requests{0};
+    std::thread server([in = a[0], out = b[1], &requests] {
+      wire::FrameReader r("client");
+      std::byte buf[4096];
+      for (;;) {
+        auto f = r.Next();
+        if (!f) break;
+        if (!*f) {
+          ssize_t n = read(in, buf, sizeof buf);
+          if (n <= 0) break;
+          r.Feed(std::span<const std::byte>(buf, static_cast<size_t>(n)));
+          continue;
+        }
+        if ((*f)->type != wire::Type::kHello) ++requests;
+        wire::HelloReply reply;
+        reply.version = 1;
+        auto frame = wire::EncodeFrame(wire::Type::kHelloReply, (*f)->correlation, wire::Encode(reply));
+        (void)!write(out, frame.data(), frame.size());
+      }
+      close(in);
+      close(out);
+    });
+    {
+      auto client = std::make_shared<wire::Client>(
+          [&]() -> Result<std::unique_ptr<wire::Connection>> {
+            return wire::Connection::Adopt(a[1], b[0]);
+          },
+          "old:/r");
+      auto source = wire::OpenRemoteReplica(client, "t", 0, "old:/r/t-0");
+      REQUIRE(!source);
+      CHECK(source.error().code() == Code::kUnsupported);
+      CHECK(source.error().message().find("R63") != std::string::npos);
+      CHECK(client->version() == 1);
+    }
+    server.join();
+    CHECK(requests == 0);
+  }
+  SECTION("a client of version 1: HelloReply version 1, and ReadLog there is a breach") {
+    int a[2], b[2];
+    REQUIRE(pipe2(a, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(b, O_CLOEXEC) == 0);
+    wire::Hello hello;
+    hello.max_version = 1;
+    auto f1 = wire::EncodeFrame(wire::Type::kHello, 0, wire::Encode(hello));
+    auto f2 = wire::EncodeFrame(wire::Type::kReadLog, 1,
+                                wire::Encode(wire::ReadLogMessage{"t", 0, 0, 100}));
+    REQUIRE(write(a[1], f1.data(), f1.size()) == static_cast<ssize_t>(f1.size()));
+    REQUIRE(write(a[1], f2.data(), f2.size()) == static_cast<ssize_t>(f2.size()));
+    close(a[1]);
+    wire::Handlers h;
+    h.read_log = [](const wire::ReadLogMessage&) -> Result<LogChunk> { return LogChunk{}; };
+    Status s = wire::Serve(a[0], b[1], h, wire::ServeOptions{});
+    CHECK(s.rule() == "R63");
+    close(a[0]);
+    close(b[1]);
+    wire::FrameReader r("server");
+    std::vector<std::byte> bytes(1 << 16);
+    ssize_t n = read(b[0], bytes.data(), bytes.size());
+    REQUIRE(n > 0);
+    r.Feed(std::span<const std::byte>(bytes.data(), static_cast<size_t>(n)));
+    auto reply = r.Next();
+    REQUIRE(reply);
+    REQUIRE(*reply);
+    CHECK((*reply)->type == wire::Type::kHelloReply);
+    CHECK(wire::DecodeHelloReply((*reply)->payload, "server")->version == 1);
+    close(b[0]);
+  }
 }
 
 namespace {

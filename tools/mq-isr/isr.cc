@@ -37,15 +37,30 @@ Result<std::unique_ptr<ClusterStore>> OpenAnyStore(const std::string& cluster) {
   return cli::OpenClusterStore(AbsoluteAddress(cluster));
 }
 
-// What a replica on another host holds of a partition (it answers: live).
-// One connection per replica for the whole run, not one per partition.
-Result<wire::ReplicaStatusReply> RemoteStatus(const Address& a, const std::string& topic,
-                                              int32_t partition) {
+// The client of a replica on another host: one connection per replica for
+// the whole run, not one per partition.
+wire::Client& RemoteClient(const Address& a) {
   static std::map<std::string, std::shared_ptr<wire::Client>> clients;
   auto& client = clients[a.ToString()];
   if (!client) client = cli::ReplicaClient(a);
-  return wire::QueryReplicaStatus(*client, topic, partition);
+  return *client;
 }
+
+// What a replica on another host holds of a partition (it answers: live).
+Result<wire::ReplicaStatusReply> RemoteStatus(const Address& a, const std::string& topic,
+                                              int32_t partition) {
+  return wire::QueryReplicaStatus(RemoteClient(a), topic, partition);
+}
+
+}  // namespace
+
+Result<wire::ReplicaCheckReply> RemoteCheck(const Address& a, const PartitionState& p,
+                                            bool verify) {
+  return wire::QueryReplicaCheck(RemoteClient(a), p.topic, p.partition, verify,
+                                 fmt::format("{}/{}-{}", a.ToString(), p.topic, p.partition));
+}
+
+namespace {
 
 // One read of the entries of the directory `dir_fd` (a fresh descriptor):
 // it can be read. Not the whole listing: a root holds a directory per
@@ -105,10 +120,15 @@ class Liveness {
     const ReplicaRoot* r = state_.Replica(id);
     if (auto a = ParseAddress(r->dir, "replica dir"); a && a->host.empty()) {
       s = VerifyForLeadership(fmt::format("{}/{}-{}", r->dir, p_.topic, p_.partition));
-      if (!s.ok())
-        cli::Warn(fmt::format("{}-{}: replica {} cannot lead: {}", p_.topic, p_.partition, id,
-                              s.message()));
+    } else if (a) {
+      // Verified on its host (ReplicaCheck, R63); a host of an earlier mq
+      // (wire protocol version 1) cannot say: it stays a candidate.
+      auto check = RemoteCheck(*a, p_, true);
+      if (check) s = check->damage;
     }
+    if (!s.ok())
+      cli::Warn(fmt::format("{}-{}: replica {} cannot lead: {}", p_.topic, p_.partition, id,
+                            s.message()));
     return verified_.emplace(id, s).first->second;
   }
 
@@ -203,11 +223,18 @@ std::optional<std::string> LocalPartitionDir(const ClusterState& state, int32_t 
 
 // What replica `id`'s partition directory records of a follower that
 // stopped there on an error it does not wait out (follower-stopped, written
-// by mq-replicate, cleared by its next round). Roots on this host only; a
-// record that cannot be read counts as none (mq-inspect --verify reports a
-// damaged one).
+// by mq-replicate, cleared by its next round); a replica on another host
+// is asked (ReplicaCheck, R63). A record that cannot be read, or a host that
+// cannot say, counts as none (mq-inspect --verify reports a damaged one).
 std::optional<FollowerStop> StoppedFollower(const ClusterState& state, const PartitionState& p,
                                             int32_t id) {
+  const ReplicaRoot* r = state.Replica(id);
+  if (r == nullptr) return std::nullopt;
+  if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty()) {
+    auto check = RemoteCheck(*a, p, false);
+    if (!check) return std::nullopt;
+    return check->stop;
+  }
   auto dir = LocalPartitionDir(state, id, p);
   if (!dir) return std::nullopt;
   auto stop = ReadFollowerStop(*dir);
@@ -244,7 +271,7 @@ struct ReplicaView {
 };
 
 // Each replica of `p` at `now_ms`: log ends read from the replicas, the
-// times from the leader's replica-positions (R47, on this host).
+// times from the leader's fetch-positions (R47, R60, on this host).
 std::vector<ReplicaView> ReplicaViews(const ClusterState& state, const PartitionState& p,
                                       int64_t now_ms) {
   std::vector<FollowerPosition> positions;
@@ -253,6 +280,11 @@ std::vector<ReplicaView> ReplicaViews(const ClusterState& state, const Partition
     if (auto dir = LocalPartitionDir(state, p.leader, p); dir && PartitionUsable(
             state.Replica(p.leader)->dir, p.topic, p.partition).ok()) {
       if (auto read = ReadReplicaPositions(*dir)) positions = std::move(*read);
+    } else if (const ReplicaRoot* r = state.Replica(p.leader)) {
+      // A leader on another host: its fetch-positions read there
+      // (ReplicaCheck, R63); its times are that host's clock.
+      if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty())
+        if (auto check = RemoteCheck(*a, p, false)) positions = std::move(check->positions);
     }
     if (auto end = LogEndOf(state, p.leader, p)) leader_end = *end;
   }

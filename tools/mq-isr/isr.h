@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "mq/cluster.h"
 #include "mq/topic.h"
+#include "mq/wire.h"
 
 namespace mq::isr {
 
@@ -59,8 +60,14 @@ int Create(const std::string& cluster, const CreateOptions& options, cli::Output
 int Describe(const std::string& cluster, const DescribeOptions& options, cli::Output& out);
 int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out);
 int Elect(const std::string& cluster, const ElectOptions& options, cli::Output& out);
-// --check's rule for damage: every replica of this host whose log fails
-// verification (VerifyForLeadership, as elect asks of a candidate) is
+// R63: what a replica on another host records of partition `p` (a follower
+// that stopped there, R58) and, with `verify`, whether its log verifies
+// (VerifyForLeadership, run there), asked of its mq-replicate --serve.
+Result<wire::ReplicaCheckReply> RemoteCheck(const Address& a, const PartitionState& p,
+                                            bool verify);
+// --check's rule for damage: every replica whose log fails
+// verification (VerifyForLeadership, as elect asks of a candidate; on its
+// own host for one on another, RemoteCheck) is
 // printed with its corruption (file, byte position, rule); the in-sync
 // followers among them leave the ISR (ShrinkIsrOfDamaged). Returns how
 // many replicas were found damaged.

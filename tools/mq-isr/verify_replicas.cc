@@ -1,6 +1,7 @@
 // mq-isr --verify-replicas: every replica of each partition compared with
-// its leader's batch by batch up to the high watermark (CompareReplicas,
-// mq/replica_verification.h, R57). Manual: man/man1/mq-isr.1.
+// its leader's batch by batch up to the high watermark (CompareReplicaLogs,
+// mq/replica_verification.h, R57), those on other hosts read through their
+// `mq-replicate --serve` (ReadLog, R63). Manual: man/man1/mq-isr.1.
 #include <map>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "mq/cluster.h"
 #include "mq/partition.h"
 #include "mq/replica_verification.h"
+#include "mq/wire.h"
 #include "remote.h"
 
 namespace mq::isr {
@@ -34,10 +36,14 @@ struct PartitionReport {
   std::vector<ReplicaLine> replicas;
 };
 
+// The clients of the replica roots on other hosts, one connection each for
+// all their partitions.
+using Clients = std::map<std::string, std::shared_ptr<wire::Client>>;
+
 PartitionReport VerifyPartitionReplicas(const ClusterState& state, const PartitionState& p,
-                                        ReplicaComparison* storage) {
+                                        Clients& clients, ReplicaComparison* storage) {
   PartitionReport r;
-  std::vector<ReplicaDir> dirs;
+  std::vector<ReplicaToCompare> logs;
   size_t reference = SIZE_MAX;
   for (int32_t id : p.replicas) {
     const ReplicaRoot* root = state.Replica(id);
@@ -46,24 +52,38 @@ PartitionReport VerifyPartitionReplicas(const ClusterState& state, const Partiti
     line.dir = root ? root->dir : "";
     auto a = root ? ParseAddress(root->dir, "replica dir")
                   : Result<Address>(Status(Code::kNotFound, fmt::format("replica {} unknown", id)));
-    if (!a || !a->host.empty()) {
+    if (!a) {
       line.state = "not-verified";
-      line.detail = !a ? a.error().message()
-                       : "on another host (comparing remote replicas is planned)";
+      line.detail = a.error().message();
       r.replicas.push_back(line);
       r.outcome = Outcome::kNotVerified;
       continue;
     }
-    if (id == p.leader) reference = dirs.size();
-    dirs.push_back({id, fmt::format("{}/{}-{}", root->dir, p.topic, p.partition)});
+    ReplicaToCompare log;
+    log.id = id;
+    log.dir = fmt::format("{}/{}-{}", root->dir, p.topic, p.partition);
+    // One on another host is read there, through its mq-replicate --serve (R63).
+    Result<std::unique_ptr<ReplicaLogSource>> source =
+        Status(Code::kInternal, "not opened");
+    if (a->host.empty()) {
+      source = OpenLocalReplica(log.dir);
+    } else {
+      auto& client = clients[root->dir];
+      if (!client) client = cli::ReplicaClient(*a);
+      source = wire::OpenRemoteReplica(client, p.topic, p.partition, log.dir);
+    }
+    if (source) log.source = std::move(*source);
+    else log.open_error = source.error();
+    if (id == p.leader) reference = logs.size();
+    logs.push_back(std::move(log));
   }
   if (reference == SIZE_MAX) {
     r.outcome = Outcome::kNotVerified;
     r.why = p.leader < 0 ? "no leader to compare with"
-                         : fmt::format("leader {} is on another host", p.leader);
+                         : fmt::format("leader {} is not a replica", p.leader);
     return r;
   }
-  auto cmp = CompareReplicas(dirs, reference);
+  auto cmp = CompareReplicaLogs(logs, reference);
   if (!cmp) {
     r.outcome = cmp.error().code() == Code::kCorruption ? Outcome::kDiverged
                                                         : Outcome::kNotVerified;
@@ -170,9 +190,17 @@ Result<size_t> ApplyDamageRule(ClusterStore* store, const ClusterState& state,
     for (int32_t id : p.replicas) {
       const ReplicaRoot* root = state.Replica(id);
       if (root == nullptr) continue;
-      // A replica on another host is verified there (mq-inspect --verify).
-      if (auto a = ParseAddress(root->dir, "replica dir"); !a || !a->host.empty()) continue;
-      Status s = VerifyForLeadership(fmt::format("{}/{}-{}", root->dir, p.topic, p.partition));
+      auto a = ParseAddress(root->dir, "replica dir");
+      if (!a) continue;
+      Status s;
+      if (a->host.empty()) {
+        s = VerifyForLeadership(fmt::format("{}/{}-{}", root->dir, p.topic, p.partition));
+      } else {
+        // Verified on its host (ReplicaCheck, R63); one that cannot be
+        // asked is the liveness rule's, as below.
+        auto check = RemoteCheck(*a, p, true);
+        if (check) s = check->damage;
+      }
       // A root or partition that cannot be read is the liveness rule's
       // (unavailable), not damage.
       if (s.code() == Code::kCorruption) damaged.emplace(id, s);
@@ -207,11 +235,12 @@ int VerifyReplicas(const std::string& cluster, const std::optional<std::string>&
                             fmt::format("{}: no topic \"{}\" in the cluster state", cluster,
                                         *topic)));
   size_t partitions = 0, diverged = 0, unverified = 0;
+  Clients clients;
   for (const PartitionState& p : state->partitions) {
     if (topic && p.topic != *topic) continue;
     ++partitions;
     ReplicaComparison storage;
-    const PartitionReport r = VerifyPartitionReplicas(*state, p, &storage);
+    const PartitionReport r = VerifyPartitionReplicas(*state, p, clients, &storage);
     if (r.outcome == Outcome::kDiverged) ++diverged;
     if (r.outcome == Outcome::kNotVerified) ++unverified;
     if (json) PrintJson(out, p, r);

@@ -1,8 +1,10 @@
 // mq-replicate --serve: the leader's side of replication across hosts
-// (format-spec/protocol.md): answers Fetch, OffsetForLeaderEpoch and
-// ReplicaStatus for the partitions of one log root, on standard input and
-// output, as `ssh HOST mq-replicate --serve -C DIR` is started by a
-// follower on another host.
+// (format-spec/protocol.md): answers Fetch, OffsetForLeaderEpoch,
+// ReplicaStatus, CarryState, ReadLog and ReplicaCheck (R63: a replica's log
+// and follower-stopped record read only, for mq-isr --verify-replicas,
+// --check and elect) for the partitions of one log root, on
+// standard input and output, as `ssh HOST mq-replicate --serve -C DIR` is
+// started by a follower on another host.
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include "cli.h"
 #include "group_carry.h"
 #include "mq/partition.h"
+#include "mq/replica_verification.h"
 #include "mq/replication.h"
 #include "mq/topic.h"
 #include "mq/wire.h"
@@ -190,8 +193,25 @@ class Server {
     return r;
   }
 
+  // R63: the partition's log read only, whatever this replica's role (no
+  // writer lock, no follower position): mq-isr --verify-replicas comparing
+  // it with its leader's. Reads of one partition in turn continue.
+  Result<LogChunk> ReadLog(const wire::ReadLogMessage& m) {
+    auto key = std::make_pair(m.topic, m.partition);
+    if (!reading_ || reading_key_ != key) {
+      reading_.reset();
+      auto source = OpenLocalReplica(fmt::format("{}/{}-{}", o_.dir, m.topic, m.partition));
+      if (!source) return source.error();
+      reading_ = std::make_unique<LogChunkReader>(std::move(*source));
+      reading_key_ = key;
+    }
+    return reading_->Read(m.offset, m.max_bytes);
+  }
+
  private:
   const Options& o_;
+  std::unique_ptr<LogChunkReader> reading_;
+  std::pair<std::string, int32_t> reading_key_;
   std::unique_ptr<DataDir> dir_;
   std::map<std::string, std::shared_ptr<cli::ReplicaBinding>> bindings_;
   std::map<std::pair<std::string, int32_t>, std::unique_ptr<Served>> served_;
@@ -216,6 +236,10 @@ int Serve(const Options& o) {
   };
   h.replica_status = [&](const wire::PartitionRef& m) { return server.ReplicaStatus(m); };
   h.carry_state = [&](const wire::PartitionRef& m) { return server.CarryState(m); };
+  h.read_log = [&](const wire::ReadLogMessage& m) { return server.ReadLog(m); };
+  h.replica_check = [&](const wire::ReplicaCheckMessage& m) {
+    return wire::CheckReplica(fmt::format("{}/{}-{}", o.dir, m.topic, m.partition), m.verify);
+  };
   h.after_reply = [&] { server.AfterReply(); };
   wire::ServeOptions so;
   so.name = fmt::format("mq-replicate {}", o.dir);

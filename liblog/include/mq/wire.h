@@ -26,16 +26,18 @@
 
 #include "mq/cluster.h"
 #include "mq/group.h"
+#include "mq/replica_verification.h"
 #include "mq/replication.h"
 #include "mq/status.h"
 
 namespace mq::wire {
 
 // §19.1; R49: the versions this end speaks (kVersion the highest). Version
-// 2 adds FetchAhead (R62).
+// 2 adds FetchAhead (R62), ReadLog and ReplicaCheck (R63).
 constexpr uint16_t kVersion = 2;
 constexpr uint16_t kMinVersion = 1;
 constexpr uint16_t kFetchAheadVersion = 2;
+constexpr uint16_t kReadReplicaVersion = 2;  // ReadLog, ReplicaCheck
 constexpr uint32_t kMaxPayload = 64u << 20;  // R48
 constexpr size_t kHeaderSize = 9;            // length, type, correlation
 constexpr size_t kTrailerSize = 4;           // crc
@@ -59,6 +61,10 @@ enum class Type : uint8_t {
   kCarryStateReply = 0x93,
   kFetchAhead = 0x14,  // version 2 (R62)
   kFetchAheadReply = 0x94,
+  kReadLog = 0x15,  // version 2 (R63)
+  kReadLogReply = 0x95,
+  kReplicaCheck = 0x16,  // version 2 (R63)
+  kReplicaCheckReply = 0x96,
   kLoadState = 0x20,
   kLoadStateReply = 0xA0,
   kAlterPartition = 0x21,
@@ -182,6 +188,31 @@ struct CarryStateReply {
   std::vector<CarriedProducer> producers;
   int64_t next_producer_id = -1;  // -1: the root has allocated none
 };
+// R63: a read-only read of a replica's log (version 2): from `offset`
+// (-1: no batches, only the log's bounds and high watermark) at most
+// `max_bytes` of whole batches of one segment file. Its reply is a LogChunk.
+struct ReadLogMessage {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = -1;
+  uint32_t max_bytes = 0;
+};
+// R63 (version 2): what a replica's partition directory records of itself,
+// read only: a follower that stopped there (R58), and with `verify` whether
+// its log verifies as a leader's must (VerifyForLeadership).
+struct ReplicaCheckMessage {
+  std::string topic;
+  int32_t partition = 0;
+  bool verify = false;
+};
+struct ReplicaCheckReply {
+  std::optional<FollowerStop> stop;
+  Status damage;  // OK, or the corruption verification found (file, position, rule)
+  // Its followers' positions (R47), as a leader records their fetches in
+  // its fetch-positions (R60): their times are its host's clock. Empty when
+  // it has none.
+  std::vector<FollowerPosition> positions;
+};
 struct AlterPartitionMessage {
   PartitionState proposed;  // topic, partition, leader, epochs, ISR
   std::string reason;
@@ -203,6 +234,10 @@ std::vector<std::byte> Encode(const PartitionRef& m);
 std::vector<std::byte> Encode(const ReplicaStatusReply& m);
 std::vector<std::byte> Encode(const AlterPartitionMessage& m);
 std::vector<std::byte> Encode(const CarryStateReply& m);
+std::vector<std::byte> Encode(const ReadLogMessage& m);
+std::vector<std::byte> Encode(const LogChunk& m);
+std::vector<std::byte> Encode(const ReplicaCheckMessage& m);
+std::vector<std::byte> Encode(const ReplicaCheckReply& m);
 // AlterPartitionReply: the partition's state as stored.
 std::vector<std::byte> EncodeAlterPartitionReply(const PartitionState& p);
 std::vector<std::byte> EncodeLoadStateReply(std::string_view state);
@@ -230,6 +265,14 @@ Result<PartitionRef> DecodePartitionRef(std::span<const std::byte> p, const std:
                                         const char* message = "ReplicaStatus");
 Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p,
                                                     const std::string& peer);
+Result<ReadLogMessage> DecodeReadLog(std::span<const std::byte> p, const std::string& peer);
+// A file or rule that is not a name, a stop message without its rule:
+// corruption (R51).
+Result<LogChunk> DecodeReadLogReply(std::span<const std::byte> p, const std::string& peer);
+Result<ReplicaCheckMessage> DecodeReplicaCheck(std::span<const std::byte> p,
+                                               const std::string& peer);
+Result<ReplicaCheckReply> DecodeReplicaCheckReply(std::span<const std::byte> p,
+                                                  const std::string& peer);
 Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
                                                    const std::string& peer);
 // `topic` and `partition` come from the request.
@@ -364,6 +407,25 @@ Result<ReplicaStatusReply> QueryReplicaStatus(Client& client, const std::string&
 Result<CarryStateReply> QueryCarryState(Client& client, const std::string& topic,
                                         int32_t partition);
 
+// R63: the log of a partition of the replica root reached through
+// `client` (its `mq-replicate --serve`), read only, for CompareReplicaLogs;
+// `name` is how reports name its partition directory (host:path/<topic>-<partition>).
+// A peer that speaks only version 1 is kUnsupported, naming R63.
+Result<std::unique_ptr<ReplicaLogSource>> OpenRemoteReplica(std::shared_ptr<Client> client,
+                                                            const std::string& topic,
+                                                            int32_t partition, std::string name,
+                                                            const DecodeLimits& limits = {});
+
+// R63: ReplicaCheck of a partition of the replica root reached through
+// `client`; `name` is how its partition directory is named (host:path/
+// <topic>-<partition>), the damage's file named in it. A peer that speaks
+// only version 1 is kUnsupported.
+Result<ReplicaCheckReply> QueryReplicaCheck(Client& client, const std::string& topic,
+                                            int32_t partition, bool verify,
+                                            const std::string& name);
+// The server's side: what the partition directory `dir` records.
+Result<ReplicaCheckReply> CheckReplica(const std::string& dir, bool verify);
+
 // ---- server -----------------------------------------------------------------
 
 // What a server answers; a missing handler answers Error unsupported.
@@ -372,6 +434,8 @@ struct Handlers {
   std::function<Result<EpochEndOffset>(const OffsetForLeaderEpochMessage&)> offset_for_leader_epoch;
   std::function<Result<ReplicaStatusReply>(const PartitionRef&)> replica_status;
   std::function<Result<CarryStateReply>(const PartitionRef&)> carry_state;
+  std::function<Result<LogChunk>(const ReadLogMessage&)> read_log;  // version 2
+  std::function<Result<ReplicaCheckReply>(const ReplicaCheckMessage&)> replica_check;  // version 2
   std::function<Result<std::string>()> load_state;
   std::function<Result<PartitionState>(const AlterPartitionMessage&)> alter_partition;
   std::function<Result<int64_t>(const std::string&)> producer_id;
