@@ -1834,6 +1834,24 @@ TEST_CASE("R63 ReplicaCheck: a replica on another host tells whether a follower 
   REQUIRE(!positions->empty());
   CHECK(leader->positions == *positions);
   CHECK(stopped->positions.empty());
+  // They are those of its fetch-positions (R60); no replica-positions
+  // (R47's earlier file) is there to read.
+  struct stat st;
+  CHECK(stat((c.Dir(0) + "/fetch-positions").c_str(), &st) == 0);
+  CHECK(stat((c.Dir(0) + "/replica-positions").c_str(), &st) != 0);
+  // On the wire each is R47's six fields in R47's ranges, a replica at most
+  // once (R51).
+  wire::ReplicaCheckReply twice;
+  twice.positions = {positions->front(), positions->front()};
+  auto dup = wire::DecodeReplicaCheckReply(wire::Encode(twice), "h0");
+  REQUIRE(!dup);
+  CHECK(dup.error().rule() == "R51");
+  wire::ReplicaCheckReply negative;
+  negative.positions = {positions->front()};
+  negative.positions[0].last_caught_up_ms = -1;
+  auto below = wire::DecodeReplicaCheckReply(wire::Encode(negative), "h0");
+  REQUIRE(!below);
+  CHECK(below.error().rule() == "R51");
 }
 
 TEST_CASE("R63 ReadLog: a peer of version 1 is not asked, and a server of version 2 speaks 1 to such a client") {
