@@ -97,6 +97,9 @@ class Member {
   // to its last message; the first that stopped the run is kept in stop_.
   void Collect(int timeout_ms);
   Status Commit();
+  // Printing: the output was stalled (its reader took nothing for
+  // --max-poll-interval): the member gives up (exit 75).
+  Status Stalled() const;
   Status CommitAhead(const ConsumedRecord& m);
   // --at-most-once, letting go of partition `only` (or of each) without a
   // crash: what was committed ahead of the output and not handed out is
@@ -254,6 +257,15 @@ Status Member::Revoke(int32_t p) {
   if (dispatcher_) dispatcher_->Forget(p);
   if (f_.verbose) cli::Eprint("partition {}: released\n", p);
   return Status::Ok();
+}
+
+Status Member::Stalled() const {
+  return Status(Code::kBusy,
+                fmt::format("group {}: standard output took nothing for {} ms "
+                            "(--max-poll-interval {}): its reader stopped reading; giving up this "
+                            "member's partitions without committing what was not written",
+                            group_->name(), f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs),
+                            f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs)));
 }
 
 Status Member::Rebalance() {
@@ -513,6 +525,11 @@ Status Member::HandBack(std::optional<int32_t> only) {
     // stop), or else below the consumer's position.
     std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
     int32_t epoch = kNoLeaderEpoch;
+    if (!dispatcher_ && out_->stalled()) {
+      // What the output dropped was never handed out: only what was written.
+      from = pr.handed;
+      epoch = pr.epoch;
+    }
     if (!from) {
       from = consumer_->position(p);
       epoch = last_epoch_[static_cast<size_t>(p)];
@@ -561,6 +578,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         if (!dispatcher_ && out_->Flush()) MarkFlushed();
         MQ_RETURN_IF_ERROR(Commit());
       }
+      if (out_->stalled()) return Stalled();
     }
     --ticks;
     auto next = consumer_->Next();
@@ -585,6 +603,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       } else {
         printer_.Print(m->partition, m->log_append_time, m->record, headers);
         if (out_->flushes() != seen_flushes_) MarkFlushed();
+        if (out_->stalled()) return Stalled();
       }
       // --parallel counts messages toward --commit-every as they are
       // handled (Collect), not as they are queued.
@@ -614,6 +633,8 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       MarkFlushed();
     } else if (out_->broken()) {
       return Status::Ok();
+    } else if (out_->stalled()) {
+      return Stalled();
     }
     if (!draining) MQ_RETURN_IF_ERROR(Commit());
     // A reader of our standard output that went away is seen here, not at
@@ -659,7 +680,7 @@ Status Member::Finish(bool completed) {
     // The downstream acknowledges what it processed; once our output is
     // closed it sees the end (unless another process holds the pipe),
     // finishes, and closes its side.
-    ::close(1);
+    out_->Close();
     ReadAcks(true);
   }
   MQ_RETURN_IF_ERROR(Commit());
@@ -719,6 +740,9 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   }
 
   cli::Output out(1, 1 << 20);
+  // Printing, a write its reader does not take holds up the member's polls
+  // as a handler run does: the same bound (Kafka's max.poll.interval.ms).
+  if (!dispatcher) out.set_write_timeout(f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs));
   Member m(f, settings, &*dir, consumer->get(), &*group, &*member, &out,
            dispatcher ? &*dispatcher : nullptr);
   Status s = m.Run(interrupted);

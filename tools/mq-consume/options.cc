@@ -125,8 +125,8 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--dlq", f->dlq,
                  "--exec: append messages that fail every attempt to this dead-letter topic");
   app.add_option("--max-poll-interval", f->max_poll_interval_ms,
-                 "-G --exec: a handler run longer than MS ms is stuck: the member gives up "
-                 "(default 300000)")
+                 "-G: a handler run, or a write to standard output, longer than MS ms is "
+                 "stuck: the member gives up (default 300000)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
   app.add_option("--parallel", f->parallel,
                  "-G --exec: run handlers of up to N partitions at once, one per partition "
@@ -172,7 +172,6 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
     if (f.max_attempts) return Usage("--max-attempts needs --exec");
     if (f.retry_backoff_ms) return Usage("--retry-backoff needs --exec");
     if (f.dlq) return Usage("--dlq needs --exec");
-    if (f.max_poll_interval_ms) return Usage("--max-poll-interval needs -G GROUP and --exec");
     if (f.parallel) return Usage("--parallel needs -G GROUP and --exec");
     return std::optional<HandlerOptions>();
   }
@@ -181,8 +180,6 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
       f.null_text)
     return Usage("--exec: the handler gets each message itself: output flags "
                  "(-k -K -D -0 --raw -f -J -Z) do not apply");
-  if (f.max_poll_interval_ms && !f.group)
-    return Usage("--max-poll-interval needs a consumer group (-G GROUP)");
   if (f.parallel && !f.group) return Usage("--parallel needs a consumer group (-G GROUP)");
   if (f.ack_fd)
     return Usage("--ack-fd: with --exec a message is handed over when its handler succeeds");
@@ -209,6 +206,7 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
 Status CheckGroupFlags(const Flags& f) {
   if (!f.group) {
     if (f.member_id) return Usage("--member-id needs a consumer group (-G GROUP)");
+    if (f.max_poll_interval_ms) return Usage("--max-poll-interval needs a consumer group (-G GROUP)");
     if (f.at_most_once) return Usage("--at-most-once needs a consumer group (-G GROUP)");
     if (f.ack_fd) return Usage("--ack-fd needs a consumer group (-G GROUP)");
     return Status::Ok();
