@@ -131,6 +131,7 @@ class Member {
   int64_t next_poll_ms_ = 0;
   bool said_idle_ = false;
   size_t waiting_ = 0;  // assigned partitions their previous owner still holds
+  std::vector<std::string> last_absent_;  // static members in their session, not running
   std::string ack_buf_;
   bool ack_eof_ = false;
   Status stop_;  // --parallel: why a handler run stopped the member
@@ -302,6 +303,11 @@ Status Member::Rebalance() {
   }
   waiting_ = 0;
   for (int32_t p : view->target) waiting_ += member_->owns(p) ? 0 : 1;
+  if (view->absent != last_absent_ && f_.verbose && !view->absent.empty())
+    cli::Eprint("group {}: static member(s) {} not running: their partitions wait for them "
+                "until their session ends\n",
+                group_->name(), fmt::join(view->absent, ","));
+  last_absent_ = view->absent;
   if (view->changed) {
     if (f_.verbose)
       cli::Eprint("group {}: members {}; this member ({}) is assigned partitions {}\n",
@@ -721,6 +727,8 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   const std::string id = f.member_id ? *f.member_id : DefaultMemberId();
   auto member = GroupMember::Join(&*group, id, f.topic, (*consumer)->config().partitions);
   if (!member) return cli::Fail(member.error());
+  if (f.session_timeout_ms)
+    if (Status s = member->KeepSession(*f.session_timeout_ms); !s.ok()) return cli::Fail(s);
 
   std::optional<Pipeline> pipeline;
   if (settings.pipeline) {

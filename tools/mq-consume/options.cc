@@ -96,6 +96,10 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "read as a member of consumer group GROUP, from its committed offsets");
   app.add_option("--member-id", f->member_id,
                  "this member's id in the group (static membership; default host-pid-random)");
+  app.add_option("--session-timeout", f->session_timeout_ms,
+                 "--member-id: once this member stops, its partitions wait MS ms for it to "
+                 "come back before they are reassigned")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
   app.add_option("--reset", f->reset,
                  "where a partition without a committed offset starts: earliest|latest")
       ->check(CLI::IsMember({"earliest", "latest"}))->capture_default_str();
@@ -206,6 +210,7 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
 Status CheckGroupFlags(const Flags& f) {
   if (!f.group) {
     if (f.member_id) return Usage("--member-id needs a consumer group (-G GROUP)");
+    if (f.session_timeout_ms) return Usage("--session-timeout needs a consumer group (-G GROUP)");
     if (f.max_poll_interval_ms) return Usage("--max-poll-interval needs a consumer group (-G GROUP)");
     if (f.at_most_once) return Usage("--at-most-once needs a consumer group (-G GROUP)");
     if (f.ack_fd) return Usage("--ack-fd needs a consumer group (-G GROUP)");
@@ -215,6 +220,9 @@ Status CheckGroupFlags(const Flags& f) {
   if (f.member_id)
     if (Status s = ValidateName(*f.member_id, "member id"); !s.ok())
       return Usage("--member-id: " + s.message());
+  if (f.session_timeout_ms && !f.member_id)
+    return Usage("--session-timeout needs --member-id: a session keeps the partitions of a "
+                 "member that comes back under its id");
   for (const std::string& o : f.offsets)
     if (o != "stored")
       return Usage(fmt::format("-o {}: a group member starts at the group's committed offsets "
