@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "mq/crc32c.h"
@@ -187,6 +188,65 @@ TEST_CASE("member lease: a static member's partitions wait for it through its se
     REQUIRE(gone);
     CHECK_FALSE(*gone);
   }
+}
+
+TEST_CASE("member lease: an absent static member keeps its share of each topic it reads") {
+  TempDir tmp;
+  const std::string dir = MakeDataDir(tmp);
+  auto group = Group::Open(dir, "g", true);
+  REQUIRE(group);
+  // a and b read x and y, c reads y only (R64): each topic is assigned
+  // among its own subscribers, a absent included.
+  const std::vector<TopicPartitions> xy{{"x", 8}, {"y", 6}};
+  const std::vector<std::string> ab{"a", "b"}, abc{"a", "b", "c"};
+  auto a = GroupMember::Join(&*group, "a", xy);
+  REQUIRE(a);
+  REQUIRE(a->KeepSession(60000).ok());
+  auto b = GroupMember::Join(&*group, "b", xy);
+  REQUIRE(b);
+  auto c = GroupMember::Join(&*group, "c", std::vector<TopicPartitions>{{"y", 6}});
+  REQUIRE(c);
+  auto view = a->Poll();
+  REQUIRE(view);
+  REQUIRE(view->topics.size() == 2);
+  const std::vector<int32_t> a_y = view->topics[1].target;
+  CHECK(a_y == AssignedTo(abc, "y", 6, "a"));
+  REQUIRE_FALSE(a_y.empty());
+  a->Leave();
+  // Nobody takes a's partitions of y while its session holds.
+  auto none_of_a = [&](const std::vector<int32_t>& target) {
+    for (int32_t p : a_y)
+      if (std::find(target.begin(), target.end(), p) != target.end()) return false;
+    return true;
+  };
+
+  view = b->Poll();
+  REQUIRE(view);
+  CHECK(view->absent == std::vector<std::string>{"a"});
+  REQUIRE(view->topics.size() == 2);
+  CHECK(view->topics[0].topic == "x");
+  CHECK(view->topics[0].subscribers == ab);
+  CHECK(view->topics[0].target == AssignedTo(ab, "x", 8, "b"));
+  CHECK(view->topics[1].topic == "y");
+  CHECK(view->topics[1].subscribers == abc);
+  CHECK(view->topics[1].target == AssignedTo(abc, "y", 6, "b"));
+  CHECK(none_of_a(view->topics[1].target));
+  view = c->Poll();
+  REQUIRE(view);
+  REQUIRE(view->topics.size() == 1);
+  CHECK(view->topics[0].subscribers == abc);
+  CHECK(view->topics[0].target == AssignedTo(abc, "y", 6, "c"));
+  CHECK(none_of_a(view->topics[0].target));
+
+  // Once a's session has ended, b and c share y, and b has all of x.
+  view = c->Poll(NowMs() + 60001);
+  REQUIRE(view);
+  CHECK(view->absent.empty());
+  CHECK(view->topics[0].target == AssignedTo(std::vector<std::string>{"b", "c"}, "y", 6, "c"));
+  view = b->Poll(NowMs() + 60001);
+  REQUIRE(view);
+  CHECK(view->topics[0].target == std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(view->topics[1].target == AssignedTo(std::vector<std::string>{"b", "c"}, "y", 6, "b"));
 }
 
 TEST_CASE("member lease: a killed static member keeps its share, a dynamic one does not") {
