@@ -71,4 +71,37 @@ for p in 0 1; do
   grep -q "^$p " "$WORK/b.out" || fail "b printed nothing of partition $p: a kept it (b: $(cat "$WORK/b.err"))"
 done
 grep -q 'this member (b) is assigned partitions 0,1$' "$WORK/b.err" || fail "b: $(cat "$WORK/b.err")"
+
+# --- at most once: the write that stalled partway was committed ahead (R67) --
+# a2 gives up as a did; what its reader gets of the stalled write is never
+# printed again by b2 (lost as at a crash, not repeated).
+mkfifo "$WORK/fifo2"
+sh -c 'while [ ! -e "$1" ]; do sleep 0.05; done; exec cat' sh "$WORK/go2" <"$WORK/fifo2" >"$WORK/a2.out" &
+reader=$!
+PIDS+=($reader)
+"$C" -t t -G g2 --member-id a --at-most-once --max-poll-interval 1000 -v -f '%p %o %s\n' \
+  >"$WORK/fifo2" 2>"$WORK/a2.err" &
+a=$!
+PIDS+=($a)
+wait_for "a2 takes both partitions" "$WORK/a2.err" \
+  grep -q 'this member (a) is assigned partitions 0,1$' "$WORK/a2.err"
+"$C" -t t -G g2 --member-id b --at-most-once -v -f '%p %o %s\n' >"$WORK/b2.out" 2>"$WORK/b2.err" &
+b=$!
+PIDS+=($b)
+rc=0
+wait "$a" || rc=$?
+[[ $rc == 75 ]] || fail "a2: exit $rc, want 75 (stderr: $(cat "$WORK/a2.err"))"
+touch "$WORK/go2"
+wait "$reader"
+wait_for "b2 takes both partitions" "$WORK/b2.err" \
+  grep -q 'this member (b) is assigned partitions 0,1$' "$WORK/b2.err"
+wait_for "b2 resumes both" "$WORK/b2.err" \
+  test "$(grep -cE ': resuming at|: no committed offset' "$WORK/b2.err")" -ge 2
+sleep 1  # b2 prints what it resumed at
+kill -TERM "$b"
+wait "$b" || true
+twice=$(cat <(complete "$WORK/a2.out") <(complete "$WORK/b2.out") | sort | uniq -d | wc -l)
+echo "at most once: a wrote $(complete "$WORK/a2.out" | wc -l) messages, b $(complete "$WORK/b2.out" | wc -l); $twice printed twice"
+((twice == 0)) || fail "$twice messages printed by a2 and again by b2"
+(($(complete "$WORK/a2.out" | wc -l) > 0)) || fail "a2 wrote nothing before it gave up"
 echo "consume_group_stalled: ok"

@@ -232,6 +232,7 @@ bool Output::Flush() {
       const int64_t wait = deadline - MonotonicMs();
       if (wait <= 0) {
         stalled_ = true;
+        stalled_partway_ = left < buf_.size();
         buf_.clear();
         records_pending_ = 0;
         return false;

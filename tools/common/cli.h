@@ -115,6 +115,9 @@ class Output {
   // nothing more is written.
   void set_write_timeout(int64_t ms) { timeout_ms_ = ms; }
   bool stalled() const { return stalled_; }
+  // Stalled after the write that stalled had put some of its buffer on
+  // the descriptor (its reader may still read those bytes).
+  bool stalled_partway() const { return stalled_partway_; }
   // Closes the descriptor (and the copy the write timeout may have opened),
   // so that its reader sees the end; nothing more is written.
   void Close();
@@ -126,6 +129,7 @@ class Output {
   bool broken_ = false;
   bool failed_ = false;
   bool stalled_ = false;
+  bool stalled_partway_ = false;
   int64_t timeout_ms_ = 0;
   // With a timeout, how writes avoid blocking: not known yet, plain
   // (blocking) writes, through nowait_fd_ (the pipe opened again with

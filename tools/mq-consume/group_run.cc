@@ -710,8 +710,11 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
       // stop), or else below the consumer's position.
       std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
       int32_t epoch = kNoLeaderEpoch;
-      if (!dispatcher_ && out_->stalled()) {
-        // What the output dropped was never handed out: only what was written.
+      if (!dispatcher_ && out_->stalled() && !out_->stalled_partway()) {
+        // What the output dropped was never handed out: only what was
+        // written. A write that stalled partway was committed ahead (R67)
+        // and may still be read: it stays committed, lost as at a crash,
+        // never repeated.
         from = pr.handed;
         epoch = pr.epoch;
       }
