@@ -18,6 +18,7 @@
 
 #include "coding.h"
 #include "mq/crc32c.h"
+#include "mq/member_lease.h"
 #include "mq/topic.h"
 
 namespace mq {
@@ -650,6 +651,8 @@ Result<bool> Group::RemoveDeadMember(std::string_view member_id) const {
   if (!held) return held.error();
   if (named->ino != held->ino || named->dev != held->dev)
     return false;  // replaced by someone else meanwhile
+  // Its session (R65) first: a lease without its lock file is never read.
+  MQ_RETURN_IF_ERROR(RemoveMemberLease(members->get(), member_id, fs_));
   Status removed = fs_->Unlink(members->get(), name);
   if (removed.code() == Code::kNotFound) return false;
   if (!removed.ok()) return removed;  // naming the file's path

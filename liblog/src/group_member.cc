@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "mq/assignment.h"
+#include "mq/member_lease.h"
 #include "mq/topic.h"
 
 namespace mq {
@@ -45,6 +46,12 @@ auto Retry(int wait_ms, F attempt) -> decltype(attempt()) {
 void WriteNote(int fd, const std::string& text) {
   if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) return;
   (void)!::ftruncate(fd, static_cast<off_t>(text.size()));
+}
+
+int64_t WallMs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
 std::string HostName() {
@@ -174,6 +181,9 @@ GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {
   ownership_ = std::move(other.ownership_);
   last_members_ = std::move(other.last_members_);
   last_subscriptions_ = std::move(other.last_subscriptions_);
+  session_timeout_ms_ = other.session_timeout_ms_;
+  lease_written_ms_ = other.lease_written_ms_;
+  known_topics_ = std::move(other.known_topics_);
   return *this;
 }
 
@@ -259,16 +269,56 @@ const std::string& GroupMember::topic() const {
   return topics_.empty() ? kNone : topics_.front().topic;
 }
 
-Result<MembershipView> GroupMember::Poll() {
+Status GroupMember::KeepSession(int64_t session_timeout_ms, int64_t now_ms) {
+  if (session_timeout_ms < 1 || session_timeout_ms > kMaxSessionTimeoutMs)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("session timeout {} ms: 1 to {}", session_timeout_ms,
+                              kMaxSessionTimeoutMs));
+  if (group_ == nullptr) return Status(Code::kInvalidArgument, "not a member");
+  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+  if (!members) return members.error();
+  const int64_t now = now_ms == kNoTimestamp ? WallMs() : now_ms;
+  MQ_RETURN_IF_ERROR(
+      WriteMemberLease(members->get(), id_, {session_timeout_ms, now}, group_->fs()));
+  session_timeout_ms_ = session_timeout_ms;
+  lease_written_ms_ = now;
+  return Status::Ok();
+}
+
+Result<MembershipView> GroupMember::Poll(int64_t now_ms) {
   MembershipView view;
+  const int64_t now = now_ms == kNoTimestamp ? WallMs() : now_ms;
   auto files = group_->ListMemberFiles();
   if (!files) return files.error();
   // Our own file is there: so is the directory, opened once for the probes.
   auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
   if (!members) return members.error();
+  if (session_timeout_ms_ > 0 && now - lease_written_ms_ >= LeaseRefreshMs(session_timeout_ms_)) {
+    MQ_RETURN_IF_ERROR(
+        WriteMemberLease(members->get(), id_, {session_timeout_ms_, now}, group_->fs()));
+    lease_written_ms_ = now;
+  }
+  // A static member's session (R65): a lease that breaks R65 is none.
+  auto in_session = [&](const std::string& id) -> Result<bool> {
+    auto lease = ReadMemberLease(members->get(), id, group_->fs());
+    if (!lease && (lease.error().code() == Code::kCorruption ||
+                   lease.error().code() == Code::kUnsupported))
+      return false;
+    if (!lease) return lease.error();
+    return LeaseHolds(*lease, now);
+  };
+  // Its subscription: its note, or what an earlier Poll read (every topic
+  // when none did).
+  auto topics_of = [&](const std::string& id) -> std::optional<std::vector<std::string>> {
+    std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
+    if (note && note->id == id) return note->topics;
+    auto it = known_topics_.find(id);
+    return it != known_topics_.end() ? it->second : std::nullopt;
+  };
   std::vector<std::string> mine;
   for (const TopicPartitions& t : topics_) mine.push_back(t.topic);
   std::vector<Subscription> subscriptions{{id_, std::move(mine)}};
+  std::map<std::string, std::optional<std::vector<std::string>>> known;
   for (const std::string& id : *files) {
     if (id == id_) continue;
     auto alive =
@@ -277,17 +327,34 @@ Result<MembershipView> GroupMember::Poll() {
     if (*alive) {
       // A member whose note is not complete yet is joining: left out (not
       // counted, assigned nothing) until a later Poll reads its topics, so
-      // that its join is one change, with its subscription known.
+      // that its join is one change, with its subscription known. A static
+      // member restarting in its session is not joining: it stays.
       std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
-      if (!note || note->id != id) continue;
+      if (!note || note->id != id) {
+        auto held = in_session(id);
+        if (!held) return held.error();
+        if (!*held) continue;
+        note = MemberNote{id, {}, {}, topics_of(id)};
+      }
       view.members.push_back(id);
       subscriptions.push_back({id, note->topics});
+      known[id] = note->topics;
+      continue;
+    }
+    auto held = in_session(id);
+    if (!held) return held.error();
+    if (*held) {
+      view.members.push_back(id);
+      view.absent.push_back(id);
+      known[id] = topics_of(id);
+      subscriptions.push_back({id, known[id]});
       continue;
     }
     auto removed = group_->RemoveDeadMember(id);
     if (!removed) return removed.error();
     view.removed_dead += *removed ? 1 : 0;
   }
+  known_topics_ = std::move(known);
   view.members.push_back(id_);
   std::sort(view.members.begin(), view.members.end());
   std::sort(subscriptions.begin(), subscriptions.end(),
@@ -311,7 +378,11 @@ Result<MembershipView> GroupMember::Poll() {
     view.release = view.topics.front().release;
     view.acquire = view.topics.front().acquire;
   }
-  if (view.changed && view.members.front() == id_) MQ_RETURN_IF_ERROR(group_->RecordRebalance());
+  // Counted by the running member with the smallest id.
+  auto first_running = std::find_if(view.members.begin(), view.members.end(), [&](const auto& m) {
+    return !std::binary_search(view.absent.begin(), view.absent.end(), m);
+  });
+  if (view.changed && *first_running == id_) MQ_RETURN_IF_ERROR(group_->RecordRebalance());
   last_members_ = view.members;
   last_subscriptions_ = std::move(subscriptions);
   return view;
@@ -360,9 +431,15 @@ void GroupMember::Leave() {
   if (member_lock_.is_open()) {
     // Still holding it: nobody else can be using the name.
     // Best effort: a file left behind is removed by the next Poll of any
-    // member (RemoveDeadMember).
+    // member (RemoveDeadMember). A static member's session starts now: its
+    // lease says when it stopped, and its note stays for its subscription.
     auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
-    if (members) (void)group_->fs()->Unlink(members->get(), fmt::format("{}.lock", id_));
+    if (members && session_timeout_ms_ > 0) {
+      (void)WriteMemberLease(members->get(), id_, {session_timeout_ms_, WallMs()}, group_->fs());
+    } else if (members) {
+      (void)RemoveMemberLease(members->get(), id_, group_->fs());
+      (void)group_->fs()->Unlink(members->get(), fmt::format("{}.lock", id_));
+    }
     member_lock_.Close();
   }
   group_lock_.Close();

@@ -14,6 +14,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <new>
 #include <unistd.h>
 
@@ -148,7 +152,17 @@ int Parse(CLI::App& app, int argc, char** argv) {
 }
 
 Output::Output(int fd, size_t buffer_bytes) : fd_(fd), limit_(buffer_bytes) {}
-Output::~Output() { Flush(); }
+Output::~Output() {
+  Flush();
+  if (nowait_fd_ >= 0) ::close(nowait_fd_);
+}
+
+void Output::Close() {
+  if (nowait_fd_ >= 0) ::close(nowait_fd_);
+  nowait_fd_ = -1;
+  ::close(fd_);
+  broken_ = true;
+}
 
 void Output::Write(std::span<const std::byte> bytes) {
   Write(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
@@ -159,8 +173,47 @@ void Output::Write(std::string_view text) {
   if (buf_.size() >= limit_) Flush();
 }
 
+namespace {
+int64_t MonotonicMs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+}  // namespace
+
+ssize_t Output::WriteNoWait(const char* p, size_t n) {
+  if (nowait_ == NoWait::kUnknown) {
+    nowait_ = NoWait::kPlain;
+    struct stat st;
+    if (::fstat(fd_, &st) == 0 && S_ISSOCK(st.st_mode)) {
+      nowait_ = NoWait::kSend;
+    } else if (::fstat(fd_, &st) == 0 && S_ISFIFO(st.st_mode)) {
+      // Only a pipe or a socket waits for its reader (RWF_NOWAIT on a
+      // regular file may refuse a write that merely allocates blocks).
+      nowait_fd_ = ::open(fmt::format("/proc/self/fd/{}", fd_).c_str(),
+                          O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      nowait_ = nowait_fd_ >= 0 ? NoWait::kReopened : NoWait::kRwf;
+    }
+  }
+  switch (nowait_) {
+    case NoWait::kReopened:
+      return ::write(nowait_fd_, p, n);
+    case NoWait::kSend:
+      return ::send(fd_, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    case NoWait::kRwf: {
+      iovec v{const_cast<char*>(p), n};
+      const ssize_t w = ::pwritev2(fd_, &v, 1, -1, RWF_NOWAIT);
+      if (w >= 0 || (errno != EOPNOTSUPP && errno != EINVAL)) return w;
+      nowait_ = NoWait::kPlain;  // not on this kernel: blocking writes
+      return ::write(fd_, p, n);
+    }
+    default:
+      return ::write(fd_, p, n);
+  }
+}
+
 bool Output::Flush() {
-  if (broken_ || failed_) {
+  if (broken_ || failed_ || stalled_) {
     buf_.clear();
     records_pending_ = 0;
     return false;
@@ -172,8 +225,22 @@ bool Output::Flush() {
   }
   const char* p = buf_.data();
   size_t left = buf_.size();
+  const int64_t deadline = timeout_ms_ > 0 ? MonotonicMs() + timeout_ms_ : 0;
   while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
+    ssize_t n = deadline > 0 ? WriteNoWait(p, left) : ::write(fd_, p, left);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && deadline > 0) {
+      const int64_t wait = deadline - MonotonicMs();
+      if (wait <= 0) {
+        stalled_ = true;
+        stalled_partway_ = left < buf_.size();
+        buf_.clear();
+        records_pending_ = 0;
+        return false;
+      }
+      pollfd pf{fd_, POLLOUT, 0};
+      (void)::poll(&pf, 1, static_cast<int>(std::min<int64_t>(wait, INT_MAX)));
+      continue;
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EPIPE) broken_ = true;

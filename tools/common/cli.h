@@ -108,6 +108,19 @@ class Output {
   // false, the buffer is dropped unwritten (Flush returns false; neither
   // broken() nor failed() is set). Empty: every buffer is written.
   void set_before_write(std::function<bool()> gate) { before_write_ = std::move(gate); }
+  // A write timeout (ms > 0) for a pipe or a socket (whose reader may stop
+  // reading; a file, a terminal or a kernel without RWF_NOWAIT for it is
+  // written as before): a Flush that has not written everything `ms` ms
+  // after it started stops, drops the rest, and the output is stalled():
+  // nothing more is written.
+  void set_write_timeout(int64_t ms) { timeout_ms_ = ms; }
+  bool stalled() const { return stalled_; }
+  // Stalled after the write that stalled had put some of its buffer on
+  // the descriptor (its reader may still read those bytes).
+  bool stalled_partway() const { return stalled_partway_; }
+  // Closes the descriptor (and the copy the write timeout may have opened),
+  // so that its reader sees the end; nothing more is written.
+  void Close();
 
  private:
   int fd_;
@@ -115,6 +128,17 @@ class Output {
   fmt::memory_buffer buf_;
   bool broken_ = false;
   bool failed_ = false;
+  bool stalled_ = false;
+  bool stalled_partway_ = false;
+  int64_t timeout_ms_ = 0;
+  // With a timeout, how writes avoid blocking: not known yet, plain
+  // (blocking) writes, through nowait_fd_ (the pipe opened again with
+  // O_NONBLOCK, a description of its own: fd_'s flags, shared with other
+  // processes, are left alone), RWF_NOWAIT, or send(MSG_DONTWAIT).
+  enum class NoWait : uint8_t { kUnknown, kPlain, kReopened, kRwf, kSend };
+  NoWait nowait_ = NoWait::kUnknown;
+  int nowait_fd_ = -1;
+  ssize_t WriteNoWait(const char* p, size_t n);
   int errno_ = 0;
   uint64_t flushes_ = 0;
   uint64_t records_pending_ = 0;  // ended in buf_

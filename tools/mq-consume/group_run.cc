@@ -142,6 +142,9 @@ class Member {
   // to its last message; the first that stopped the run is kept in stop_.
   void Collect(int timeout_ms);
   Status Commit();
+  // Printing: the output was stalled (its reader took nothing for
+  // --max-poll-interval): the member gives up (exit 75).
+  Status Stalled() const;
   Status CommitAhead(Source& s, const ConsumedRecord& m);
   // --at-most-once, printing: commits each partition's position (every
   // message below it is in the output buffer or was written) before the
@@ -186,6 +189,7 @@ class Member {
   int64_t next_poll_ms_ = 0;
   bool said_idle_ = false;
   size_t waiting_ = 0;  // assigned partitions their previous owner still holds
+  std::vector<std::string> last_absent_;  // static members in their session, not running
   std::string ack_buf_;
   bool ack_eof_ = false;
   Status stop_;  // --parallel: why a handler run stopped the member
@@ -355,6 +359,15 @@ Status Member::Resubscribe() {
   return member_->Subscribe(added);
 }
 
+Status Member::Stalled() const {
+  return Status(Code::kBusy,
+                fmt::format("group {}: standard output took nothing for {} ms "
+                            "(--max-poll-interval {}): its reader stopped reading; giving up this "
+                            "member's partitions without committing what was not written",
+                            group_->name(), f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs),
+                            f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs)));
+}
+
 Status Member::Rebalance() {
   MQ_RETURN_IF_ERROR(Resubscribe());
   auto view = member_->Poll();
@@ -406,6 +419,11 @@ Status Member::Rebalance() {
     }
     idle = idle && t.target.empty();
   }
+  if (view->absent != last_absent_ && f_.verbose && !view->absent.empty())
+    cli::Eprint("group {}: static member(s) {} not running: their partitions wait for them "
+                "until their session ends\n",
+                group_->name(), fmt::join(view->absent, ","));
+  last_absent_ = view->absent;
   if (view->changed) {
     if (f_.verbose)
       cli::Eprint("group {}: members {}; this member ({}) is assigned partitions {}\n",
@@ -692,6 +710,14 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
       // stop), or else below the consumer's position.
       std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
       int32_t epoch = kNoLeaderEpoch;
+      if (!dispatcher_ && out_->stalled() && !out_->stalled_partway()) {
+        // What the output dropped was never handed out: only what was
+        // written. A write that stalled partway was committed ahead (R67)
+        // and may still be read: it stays committed, lost as at a crash,
+        // never repeated.
+        from = pr.handed;
+        epoch = pr.epoch;
+      }
       if (!from) {
         from = src->consumer->position(p);
         epoch = src->last_epoch[static_cast<size_t>(p)];
@@ -756,6 +782,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         if (!write_error_.ok()) return write_error_;
         MQ_RETURN_IF_ERROR(Commit());
       }
+      if (out_->stalled()) return Stalled();
     }
     --ticks;
     Source* src = nullptr;
@@ -783,6 +810,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         printer_.Print(src->topic, m->partition, m->log_append_time, m->record, headers);
         if (!write_error_.ok()) return write_error_;
         if (out_->flushes() != seen_flushes_) MarkFlushed();
+        if (out_->stalled()) return Stalled();
       }
       // --parallel counts messages toward --commit-every as they are
       // handled (Collect), not as they are queued.
@@ -812,6 +840,8 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       MarkFlushed();
     } else if (out_->broken()) {
       return Status::Ok();
+    } else if (out_->stalled()) {
+      return Stalled();
     }
     if (!write_error_.ok()) return write_error_;
     if (!draining) MQ_RETURN_IF_ERROR(Commit());
@@ -895,7 +925,7 @@ Status Member::Finish(bool completed) {
     // The downstream acknowledges what it processed; once our output is
     // closed it sees the end (unless another process holds the pipe),
     // finishes, and closes its side.
-    ::close(1);
+    out_->Close();
     ReadAcks(true);
   }
   MQ_RETURN_IF_ERROR(Commit());
@@ -993,6 +1023,8 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   const std::string id = f.member_id ? *f.member_id : DefaultMemberId();
   auto member = GroupMember::Join(&*group, id, subscription);
   if (!member) return cli::Fail(member.error());
+  if (f.session_timeout_ms)
+    if (Status s = member->KeepSession(*f.session_timeout_ms); !s.ok()) return cli::Fail(s);
 
 
   std::optional<Pipeline> pipeline;
@@ -1015,6 +1047,9 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   }
 
   cli::Output out(1, 1 << 20);
+  // Printing, a write its reader does not take holds up the member's polls
+  // as a handler run does: the same bound (Kafka's max.poll.interval.ms).
+  if (!dispatcher) out.set_write_timeout(f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs));
   // --exec and --to-topic read one topic (options.cc): sources.front().
   Member m(f, settings, &*dir, std::move(sources), options, &*group, &*member, &out,
            dispatcher ? &*dispatcher : nullptr, &stopped);

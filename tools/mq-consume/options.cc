@@ -102,6 +102,10 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "read as a member of consumer group GROUP, from its committed offsets");
   app.add_option("--member-id", f->member_id,
                  "this member's id in the group (static membership; default host-pid-random)");
+  app.add_option("--session-timeout", f->session_timeout_ms,
+                 "--member-id: once this member stops, its partitions wait MS ms for it to "
+                 "come back before they are reassigned")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
   app.add_option("--reset", f->reset,
                  "where a partition without a committed offset starts: earliest|latest")
       ->check(CLI::IsMember({"earliest", "latest"}))->capture_default_str();
@@ -131,8 +135,8 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--dlq", f->dlq,
                  "--exec: append messages that fail every attempt to this dead-letter topic");
   app.add_option("--max-poll-interval", f->max_poll_interval_ms,
-                 "-G --exec: a handler run longer than MS ms is stuck: the member gives up "
-                 "(default 300000)")
+                 "-G: a handler run, or a write to standard output, longer than MS ms is "
+                 "stuck: the member gives up (default 300000)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
   app.add_option("--parallel", f->parallel,
                  "-G --exec: run handlers of up to N partitions at once, one per partition "
@@ -178,7 +182,6 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
     if (f.max_attempts) return Usage("--max-attempts needs --exec");
     if (f.retry_backoff_ms) return Usage("--retry-backoff needs --exec");
     if (f.dlq) return Usage("--dlq needs --exec");
-    if (f.max_poll_interval_ms) return Usage("--max-poll-interval needs -G GROUP and --exec");
     if (f.parallel) return Usage("--parallel needs -G GROUP and --exec");
     return std::optional<HandlerOptions>();
   }
@@ -187,8 +190,6 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
       f.null_text)
     return Usage("--exec: the handler gets each message itself: output flags "
                  "(-k -K -D -0 --raw -f -J -Z) do not apply");
-  if (f.max_poll_interval_ms && !f.group)
-    return Usage("--max-poll-interval needs a consumer group (-G GROUP)");
   if (f.parallel && !f.group) return Usage("--parallel needs a consumer group (-G GROUP)");
   if (f.ack_fd)
     return Usage("--ack-fd: with --exec a message is handed over when its handler succeeds");
@@ -215,6 +216,8 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
 Status CheckGroupFlags(const Flags& f) {
   if (!f.group) {
     if (f.member_id) return Usage("--member-id needs a consumer group (-G GROUP)");
+    if (f.session_timeout_ms) return Usage("--session-timeout needs a consumer group (-G GROUP)");
+    if (f.max_poll_interval_ms) return Usage("--max-poll-interval needs a consumer group (-G GROUP)");
     if (f.at_most_once) return Usage("--at-most-once needs a consumer group (-G GROUP)");
     if (f.ack_fd) return Usage("--ack-fd needs a consumer group (-G GROUP)");
     return Status::Ok();
@@ -223,6 +226,9 @@ Status CheckGroupFlags(const Flags& f) {
   if (f.member_id)
     if (Status s = ValidateName(*f.member_id, "member id"); !s.ok())
       return Usage("--member-id: " + s.message());
+  if (f.session_timeout_ms && !f.member_id)
+    return Usage("--session-timeout needs --member-id: a session keeps the partitions of a "
+                 "member that comes back under its id");
   for (const std::string& o : f.offsets)
     if (o != "stored")
       return Usage(fmt::format("-o {}: a group member starts at the group's committed offsets "

@@ -34,6 +34,7 @@ struct Flags {
   uint32_t max_batch_bytes = 64u << 20;
   // Consumer groups: -G (group_run.h), and the group modes (group_admin.h).
   std::optional<std::string> group, member_id;
+  std::optional<int64_t> session_timeout_ms;  // --session-timeout (needs --member-id)
   std::string reset = "earliest";
   bool at_most_once = false;
   int64_t commit_interval_ms = 1000;

@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "mq/file.h"
 #include "mq/group.h"
+#include "mq/member_lease.h"
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "mq/topic.h"
@@ -467,6 +468,38 @@ class Verification {
     return Status::Ok();
   }
 
+  // A static member's lease (R65).
+  Status LeaseFile(const std::string& path) {
+    auto lease = ReadMemberLeaseFile(path);
+    if (!lease && lease.error().code() != Code::kCorruption &&
+        lease.error().code() != Code::kUnsupported)
+      return lease.error();
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+      ++summary_.stats.files;
+      summary_.stats.bytes += static_cast<uint64_t>(st.st_size);
+    }
+    if (!lease) Report(ProblemFromStatus(lease.error(), path, 0));
+    return Status::Ok();
+  }
+
+  // `<group>/members/*.lease`: the sessions of static members (R65).
+  Status Leases(const std::string& group_dir) {
+    const std::string members = group_dir + "/" + kGroupMembersDir;
+    DIR* d = ::opendir(members.c_str());
+    if (d == nullptr) return Status::Ok();
+    std::vector<std::string> leases;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > kMemberLeaseSuffix.size() && name.ends_with(kMemberLeaseSuffix))
+        leases.push_back(members + "/" + name);
+    }
+    ::closedir(d);
+    std::sort(leases.begin(), leases.end());
+    for (const std::string& path : leases) MQ_RETURN_IF_ERROR(LeaseFile(path));
+    return Status::Ok();
+  }
+
   // `<data>/groups/`: every group's offsets file; a group that has
   // committed nothing has none. Entries that are not groups are noted.
   Status Groups(const std::string& data) {
@@ -474,6 +507,7 @@ class Verification {
     auto names = ListGroups(data);
     if (!names) return names.error();
     for (const std::string& g : *names) {
+      MQ_RETURN_IF_ERROR(Leases(groups + "/" + g));
       const std::string file = groups + "/" + g + "/" + kGroupOffsetsFile;
       if (!Exists(file)) {
         ++summary_.groups;

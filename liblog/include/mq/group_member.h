@@ -92,6 +92,10 @@ struct MembershipView {
   // is not complete yet (it is joining) is left out until a later Poll
   // reads it.
   std::vector<std::string> members;
+  // Of `members`, the static members that are not running (stopped, dead,
+  // or restarting) and whose session has not ended (their lease, R65): their
+  // partitions stay assigned to them, and nobody else takes them.
+  std::vector<std::string> absent;
   // Per topic this member reads, in the order of topics(): the members
   // that read it (their notes say so, or name no topics; this member
   // included), among which its partitions are assigned, and what this
@@ -139,14 +143,25 @@ class GroupMember {
   // ownership files. Topics already read are left as they are.
   Status Subscribe(std::span<const TopicPartitions> topics);
 
-  // Probes the members (removing dead members' files), reads the live
-  // ones' subscriptions, recomputes the assignment of each topic among its
+  // Makes this member static with a session (format-spec/group.md §14.6):
+  // writes its lease (R65), refreshed by every Poll once LeaseRefreshMs has
+  // passed. When it stops (Leave, a crash, a kill) its partitions stay
+  // assigned to it, unowned, until `session_timeout_ms` after the lease's
+  // last refresh, so that a restart under its id within that time takes
+  // back exactly its partitions and nothing moves. `now_ms`: kNoTimestamp,
+  // the clock's time.
+  Status KeepSession(int64_t session_timeout_ms, int64_t now_ms = kNoTimestamp);
+
+  // Probes the members (removing dead members' files, unless their session
+  // holds), reads the live ones' subscriptions (and absent static members'
+  // in their session), recomputes the assignment of each topic among its
   // subscribers (AssignSubscription) and says what to release and acquire.
-  // When the members or their subscriptions changed and this member has
-  // the smallest live id, the rebalance is counted in the offsets file
-  // (Group::RecordRebalance) — one member counts each change; a member's
-  // first Poll counts as a change.
-  Result<MembershipView> Poll();
+  // When the members or their subscriptions changed and this member has the
+  // smallest id of the running members, the rebalance is counted in the
+  // offsets file (Group::RecordRebalance) — one member counts each change;
+  // a member's first Poll counts as a change. `now_ms` (kNoTimestamp: the
+  // clock's) decides which sessions have ended.
+  Result<MembershipView> Poll(int64_t now_ms = kNoTimestamp);
 
   // Takes partition `p` of `topic` (one this member reads): its ownership
   // lock without blocking: true when owned (now or already), false while
@@ -172,7 +187,10 @@ class GroupMember {
   Result<FileLock> LockForHandler(int32_t p) const { return LockForHandler(topic(), p); }
 
   // Releases every partition, removes this member's lock file and leaves
-  // the group. The destructor does the same.
+  // the group. The destructor does the same. A static member with a session
+  // (KeepSession) refreshes its lease instead and leaves its lock file (its
+  // subscription) in place: its partitions wait for it until the session
+  // ends.
   void Leave();
 
   const std::string& id() const { return id_; }
@@ -195,6 +213,12 @@ class GroupMember {
   // What the previous Poll saw: the live members and their subscriptions.
   std::optional<std::vector<std::string>> last_members_;
   std::optional<std::vector<Subscription>> last_subscriptions_;
+  // KeepSession: the session timeout (0: none) and the last lease written.
+  int64_t session_timeout_ms_ = 0;
+  int64_t lease_written_ms_ = 0;
+  // The subscriptions read at earlier polls, for a member in its session
+  // whose note cannot be read now (it is rewriting it as it restarts).
+  std::map<std::string, std::optional<std::vector<std::string>>> known_topics_;
 };
 
 }  // namespace mq
