@@ -1134,6 +1134,13 @@ class WireLink : public LeaderLink {
   Result<FetchResponse> Fetch(const FetchRequest& request) override {
     // The batches' CRCs are checked in the pass that checks the frame's.
     bool checked = false;
+    if (lost_) {
+      // The fetch sent ahead found the connection gone: this fetch fails as
+      // it would have (the next call starts a new conversation).
+      Status s = std::move(*lost_);
+      lost_.reset();
+      return s;
+    }
     Result<std::span<const std::byte>> reply = Status::Ok();
     if (ahead_ && client_->posted(ahead_serial_) && Same(*ahead_, request)) {
       // Asked for ahead while the previous batches were appended (R62).
@@ -1186,18 +1193,22 @@ class WireLink : public LeaderLink {
     ahead.fetch_offset = next;
     ahead.held_offset = request.fetch_offset;
     FetchMessage m{topic_, partition_, ahead, 0};
-    if (auto serial = client_->Post(Type::kFetchAhead, EncodeFetchAhead(m))) {
-      // What the follower's next fetch asks for once it appended `r`.
-      ahead.held_offset = -1;
-      ahead_ = ahead;
-      ahead_serial_ = *serial;
+    auto serial = client_->Post(Type::kFetchAhead, EncodeFetchAhead(m));
+    if (!serial) {
+      lost_ = serial.error();
+      return;
     }
+    // What the follower's next fetch asks for once it appended `r`.
+    ahead.held_offset = -1;
+    ahead_ = ahead;
+    ahead_serial_ = *serial;
   }
 
   std::shared_ptr<Client> client_;
   std::string topic_;
   int32_t partition_;
   uint32_t wait_;
+  std::optional<Status> lost_;  // a fetch sent ahead that could not be sent
   std::optional<FetchRequest> ahead_;  // what a posted FetchAhead answers
   uint64_t ahead_serial_ = 0;          // its Client::Post serial
 };
