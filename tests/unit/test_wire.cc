@@ -858,9 +858,10 @@ TEST_CASE("R62 fetch ahead: the next batches are asked for before the append, an
 TEST_CASE("R62 fetch ahead: an earlier peer (version 1) meets at version 1 and is never sent FetchAhead") {
   TwoReplicas r(12);
   CountingLeader leader(r);
-  Servers servers;
+  // Before the servers: their threads, joined when `servers` goes, read them.
   ServeOptions so;
   Client::Options co;
+  Servers servers;
   SECTION("an earlier server") { so.max_version = 1; }
   SECTION("an earlier client") { co.max_version = 1; }
   auto client = std::make_shared<Client>(
