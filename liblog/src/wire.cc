@@ -1271,6 +1271,13 @@ Result<CarryStateReply> QueryCarryState(Client& client, const std::string& topic
 
 namespace {
 
+// A replica's corruption, named as the replica is (`name`: HOST:PATH): its
+// file is a name in the partition directory there.
+Status OnReplica(const Status& e, const std::string& name) {
+  return Status::Corruption(e.file().empty() ? name : name + "/" + e.file(), e.position(),
+                            e.rule(), WhatOf(e));
+}
+
 // R63: a replica's log read through ReadLog, a chunk at a time.
 class WireReplica : public ReplicaLogSource {
  public:
@@ -1342,11 +1349,7 @@ class WireReplica : public ReplicaLogSource {
     if (!c) return c.error();
     // The stop's file is a name in the partition directory: named as the
     // replica is.
-    if (!c->stop.ok()) {
-      const Status& e = c->stop;
-      c->stop = Status::Corruption(e.file().empty() ? name_ : name_ + "/" + e.file(),
-                                   e.position(), e.rule(), WhatOf(e));
-    }
+    if (!c->stop.ok()) c->stop = OnReplica(c->stop, name_);
     return c;
   }
 
@@ -1374,11 +1377,7 @@ Result<ReplicaCheckReply> QueryReplicaCheck(Client& client, const std::string& t
   if (!reply) return reply.error();
   auto r = DecodeReplicaCheckReply(*reply, client.peer());
   if (!r) return r.error();
-  if (!r->damage.ok()) {
-    const Status& e = r->damage;
-    r->damage = Status::Corruption(e.file().empty() ? name : name + "/" + e.file(),
-                                   e.position(), e.rule(), WhatOf(e));
-  }
+  if (!r->damage.ok()) r->damage = OnReplica(r->damage, name);
   return r;
 }
 
