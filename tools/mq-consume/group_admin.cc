@@ -268,21 +268,23 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
     if (absent == 0) out.Print("members: {}\n", d.members.size());
     else out.Print("members: {} ({} absent)\n", d.members.size(), absent);
     Table mt;
-    mt.Add({"CONSUMER-ID", "HOST", "PID", "TOPICS", "PARTITIONS", "SESSION"});
+    mt.Add({"CONSUMER-ID", "HOST", "PID", "TOPICS", "PARTITIONS"});
     for (const auto& m : d.members) {
       // "?": its note names no topics (an earlier mq) or is being written.
       const std::string topics = m.topics ? Dash(fmt::format("{}", fmt::join(*m.topics, ","))) : "?";
-      // A static member's session: "-" for a member without one.
-      std::string session = "-";
-      if (m.absent)
-        session = fmt::format("absent until {} (timeout {} ms)", IsoTime(m.session_end),
-                              *m.session_timeout_ms);
-      else if (m.session_timeout_ms)
-        session = fmt::format("static (timeout {} ms)", *m.session_timeout_ms);
       mt.Add({m.id, Dash(m.host), Dash(m.pid), topics,
-              Dash(partition_list(m.absent ? m.held : m.owned)), session});
+              Dash(partition_list(m.absent ? m.held : m.owned))});
     }
     mt.Print(out);
+    // The static members' sessions (group.md §14.6).
+    for (const auto& m : d.members) {
+      if (m.absent)
+        out.Print("static member {}: absent, its session ends at {} (timeout {} ms)\n", m.id,
+                  IsoTime(m.session_end), *m.session_timeout_ms);
+      else if (m.session_timeout_ms)
+        out.Print("static member {}: running (session timeout {} ms)\n", m.id,
+                  *m.session_timeout_ms);
+    }
   }
   if (d.state.last_rebalance_timestamp == kNoTimestamp)
     out.Print("rebalances: {}\n", d.state.rebalances);
@@ -321,6 +323,7 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
     Key(b, "note");
     if (const char* n = !s.corrupt.ok() ? "corrupt" : s.unread ? "unread" : NoteOf(s.position))
       Str(b, n);
+    else if (s.held_for) Str(b, "absent");
     else b.append(std::string_view("null"));
     Key(b, "leader_epoch"); Num(b, c ? std::optional<int64_t>(c->leader_epoch) : std::nullopt);
     Key(b, "commit_timestamp"); Num(b, c ? std::optional<int64_t>(c->commit_timestamp) : std::nullopt);
