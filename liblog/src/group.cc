@@ -13,6 +13,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -45,6 +46,15 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// ms since the epoch as an ISO 8601 UTC time, for messages.
+std::string IsoMs(int64_t ms) {
+  const time_t secs = static_cast<time_t>(ms / 1000);
+  struct tm tm {};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
 }
 
 bool EntryLess(const CommittedOffset& a, const CommittedOffset& b) {
@@ -328,6 +338,8 @@ Result<FileLock> Group::LockForReset() const {
     return Status(Code::kBusy, fmt::format("group \"{}\" has live members ({}/{} is locked); "
                                            "a reset needs every member stopped", name_, path_,
                                            kGroupLock));
+  if (!held) return held;
+  MQ_RETURN_IF_ERROR(CheckNoAbsentMembers());
   return held;
 }
 
@@ -659,6 +671,72 @@ Result<bool> Group::RemoveDeadMember(std::string_view member_id) const {
   return true;
 }
 
+Result<std::vector<AbsentMember>> Group::AbsentMembers(int64_t now_ms) const {
+  if (now_ms == kNoTimestamp) now_ms = NowMs();
+  std::vector<AbsentMember> out;
+  auto ids = ListMemberFiles();
+  if (!ids) return ids.error();
+  if (ids->empty()) return out;
+  auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false, fs_);
+  if (!members && members.error().code() == Code::kNotFound) return out;
+  if (!members) return members.error();
+  for (const std::string& id : *ids) {
+    auto running =
+        IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, fs_);
+    if (!running) return running.error();
+    if (*running) continue;
+    auto lease = ReadMemberLease(members->get(), id, fs_);
+    if (!lease && (lease.error().code() == Code::kCorruption ||
+                   lease.error().code() == Code::kUnsupported))
+      continue;  // no session (R65)
+    if (!lease) return lease.error();
+    if (LeaseHolds(*lease, now_ms)) out.push_back({id, **lease});
+  }
+  return out;
+}
+
+Status Group::CheckNoAbsentMembers(int64_t now_ms) const {
+  if (now_ms == kNoTimestamp) now_ms = NowMs();
+  auto absent = AbsentMembers(now_ms);
+  if (!absent) return absent.error();
+  if (absent->empty()) return Status::Ok();
+  std::string who;
+  for (const AbsentMember& m : *absent)
+    who += fmt::format("{}static member {} is not running and its session holds until {} "
+                       "({}/{}/{}{})",
+                       who.empty() ? "" : "; ", m.id, IsoMs(m.session_end()), path_,
+                       kGroupMembersDir, m.id, kMemberLeaseSuffix);
+  return Status(Code::kBusy,
+                fmt::format("group \"{}\" has live members: {}; wait for the session to end or "
+                            "remove the member (mq-consume -G {} --remove-member {})",
+                            name_, who, name_, absent->front().id));
+}
+
+Status Group::RemoveMember(std::string_view member_id) const {
+  MQ_RETURN_IF_ERROR(ValidateName(member_id, "member id"));
+  // A probe of the file by a member's poll refuses the removal for an
+  // instant: tried again a few times.
+  for (int attempt = 0;; ++attempt) {
+    auto removed = RemoveDeadMember(member_id);
+    if (!removed) return removed.error();
+    if (*removed) return Status::Ok();
+    auto files = ListMemberFiles();
+    if (!files) return files.error();
+    if (!std::binary_search(files->begin(), files->end(), member_id))
+      return Status(Code::kNotFound,
+                    fmt::format("group \"{}\" has no member \"{}\" ({}/{}/{}.lock does not exist)",
+                                name_, member_id, path_, kGroupMembersDir, member_id));
+    auto running = IsMemberAlive(member_id);
+    if (!running) return running.error();
+    if (*running || attempt >= 100)
+      return Status(Code::kBusy,
+                    fmt::format("member \"{}\" of group \"{}\" is running ({}/{}/{}.lock is "
+                                "locked); stop it first",
+                                member_id, name_, path_, kGroupMembersDir, member_id));
+    ::usleep(10000);
+  }
+}
+
 Result<std::vector<std::string>> ListGroups(const std::string& data_dir) {
   auto data = DataDir::Open(data_dir, false);
   if (!data) return data.error();
@@ -684,6 +762,7 @@ Status DeleteGroup(const std::string& data_dir, std::string_view name) {
     return Status(Code::kBusy, fmt::format("group \"{}\" has live members ({}/{} is locked); "
                                            "stop them first", name, group->path(), kGroupLock));
   if (!lock) return lock.error();
+  MQ_RETURN_IF_ERROR(group->CheckNoAbsentMembers());
   auto root = OpenDirectory(data_dir, false);
   if (!root) return root.error();
   auto groups = OpenDirectoryAt(root->get(), kGroupsDir, false);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <charconv>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "mq/assignment.h"
 #include "mq/consumer.h"
 #include "mq/file.h"
 #include "mq/group_member.h"
@@ -80,7 +82,19 @@ Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
   return out;
 }
 
-Result<std::vector<GroupMemberStatus>> LiveMembers(const Group& group) {
+int64_t WallNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The running members and the absent static members in their session at
+// `now_ms` (Group::AbsentMembers), sorted by id, and in `subscriptions`
+// what the running members assign among (GroupMember::Poll): the members
+// whose note is complete, the ones restarting in their session and the
+// absent ones.
+Result<std::vector<GroupMemberStatus>> Members(const Group& group, int64_t now_ms,
+                                               std::vector<Subscription>* subscriptions) {
   std::vector<GroupMemberStatus> out;
   auto ids = group.ListMemberFiles();
   if (!ids) return ids.error();
@@ -88,18 +102,39 @@ Result<std::vector<GroupMemberStatus>> LiveMembers(const Group& group) {
   auto members = OpenDirectoryAt(group.dir_fd(), kGroupMembersDir, false, group.fs());
   if (!members && members.error().code() == Code::kNotFound) return out;
   if (!members) return members.error();
+  auto absent = group.AbsentMembers(now_ms);
+  if (!absent) return absent.error();
   for (const std::string& id : *ids) {
-    auto alive = group.IsMemberAlive(id);
-    if (!alive) return alive.error();
-    if (!*alive) continue;
     GroupMemberStatus m;
     m.id = id;
-    if (std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
-        note && note->id == id) {
+    auto away = std::find_if(absent->begin(), absent->end(),
+                             [&](const AbsentMember& a) { return a.id == id; });
+    std::optional<MemberLease> lease;
+    if (away != absent->end()) {
+      m.absent = true;
+      m.session_end = away->session_end();
+      lease = away->lease;
+    } else {
+      auto alive = group.IsMemberAlive(id);
+      if (!alive) return alive.error();
+      if (!*alive) continue;
+      // A lease that breaks R65 is none (a member reads it so).
+      if (auto read = ReadMemberLease(members->get(), id, group.fs())) lease = *read;
+    }
+    if (lease) m.session_timeout_ms = lease->session_timeout_ms;
+    std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
+    const bool complete = note && note->id == id;
+    if (complete) {
       m.host = note->host;
       m.pid = note->pid;
       m.topics = note->topics;
     }
+    // A running member whose note is not complete is joining (left out),
+    // unless its session holds: restarting, it stays a member.
+    if (complete || m.absent || LeaseHolds(lease, now_ms))
+      subscriptions->push_back({id, complete ? note->topics : std::nullopt});
+    // Not running: no process has that pid.
+    if (m.absent) m.pid.reset();
     out.push_back(std::move(m));
   }
   return out;
@@ -214,7 +249,8 @@ Result<bool> HasLiveMembers(const Group& group) {
 }
 
 Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
-                                       std::optional<std::string_view> topic) {
+                                       std::optional<std::string_view> topic, int64_t now_ms) {
+  if (now_ms == kNoTimestamp) now_ms = WallNowMs();
   GroupDescription d;
   d.group = group.name();
   std::optional<TopicConfig> only;
@@ -229,7 +265,8 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
   std::set<std::string> topics;  // the group's topics
   auto owners = Owners(group, topic, &topics);
   if (!owners) return owners.error();
-  auto members = LiveMembers(group);
+  std::vector<Subscription> subscriptions;
+  auto members = Members(group, now_ms, &subscriptions);
   if (!members) return members.error();
   d.members = std::move(*members);
 
@@ -260,6 +297,23 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
     if (c->second)
       for (int32_t p = 0; p < c->second->partitions; ++p) keys.insert({t, p});
   }
+  // The partitions assigned to each absent member, as the running members
+  // assign each topic among its subscribers (§14.6, R64).
+  std::map<std::pair<std::string, int32_t>, std::string> held;
+  for (GroupMemberStatus& m : d.members) {
+    if (!m.absent) continue;
+    for (const std::string& t : topics) {
+      auto c = configs.find(t);
+      if (c == configs.end() || !c->second) continue;
+      if (m.topics && std::find(m.topics->begin(), m.topics->end(), t) == m.topics->end()) continue;
+      const TopicPartitions tp{t, c->second->partitions};
+      for (const TopicAssignment& a : AssignSubscription(subscriptions, {&tp, 1}, m.id))
+        for (int32_t p : a.partitions) {
+          m.held.push_back({t, p});
+          held[{t, p}] = m.id;
+        }
+    }
+  }
   // A consumer per topic reads from where members resume (CheckReadableAt).
   std::map<std::string, std::unique_ptr<Consumer>> readers;
   for (const auto& [t, p] : keys) {
@@ -268,6 +322,7 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
     s.partition = p;
     if (const CommittedOffset* e = d.state.Find(t, p)) s.committed = *e;
     if (auto it = owners->find({t, p}); it != owners->end()) s.owner = it->second;
+    else if (auto h = held.find({t, p}); h != held.end()) s.held_for = h->second;
     auto c = configs.find(t);
     if (c == configs.end()) {
       auto config = dir.ReadTopic(t);

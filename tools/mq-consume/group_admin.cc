@@ -189,8 +189,10 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
   std::vector<std::string> notes;
   for (const auto& s : d.partitions) {
     const GroupMemberStatus* m = FindMember(d, s.owner);
-    std::string owner = s.owner ? (s.owner->empty() ? "?" : *s.owner) : "-";
+    // A partition waiting for an absent static member shows that member.
+    std::string owner = s.owner ? (s.owner->empty() ? "?" : *s.owner) : s.held_for.value_or("-");
     const char* note = !s.corrupt.ok() ? "corrupt" : s.unread ? "unread" : NoteOf(s.position);
+    if (!note && s.held_for) note = "absent";
     t.Add({d.group, s.topic, std::to_string(s.partition),
            Dash(s.committed ? std::optional<int64_t>(s.committed->offset) : std::nullopt),
            HasLog(s) ? std::to_string(s.log.end) : "-", Dash(s.lag), owner,
@@ -238,24 +240,51 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
                                   "corrupt (said on standard error)",
                                   tp, *s.resume_at));
   }
+  auto partition_list = [](const std::vector<std::pair<std::string, int32_t>>& list) {
+    std::string text;
+    for (const auto& [topic, p] : list)
+      text += fmt::format("{}{}-{}", text.empty() ? "" : ",", topic, p);
+    return text;
+  };
+  // An absent static member (group.md §14.6): a member still, its
+  // partitions waiting for it until its session ends.
+  for (const auto& m : d.members)
+    if (m.absent)
+      notes.push_back(fmt::format(
+          "static member {} is absent (not running) until its session ends at {}: {}", m.id,
+          IsoTime(m.session_end),
+          m.held.empty() ? std::string("it is assigned no partition")
+                         : fmt::format("its partitions {} wait for it, no other member takes "
+                                       "them",
+                                       partition_list(m.held))));
   t.Print(out);
   for (const auto& n : notes) out.Print("note: {}\n", n);
   out.Print("\ntotal lag: {}\n", TotalLagText(d));
+  const auto absent = std::count_if(d.members.begin(), d.members.end(),
+                                    [](const GroupMemberStatus& m) { return m.absent; });
   if (d.members.empty()) {
     out.Print("members: none live\n");
   } else {
-    out.Print("members: {}\n", d.members.size());
+    if (absent == 0) out.Print("members: {}\n", d.members.size());
+    else out.Print("members: {} ({} absent)\n", d.members.size(), absent);
     Table mt;
     mt.Add({"CONSUMER-ID", "HOST", "PID", "TOPICS", "PARTITIONS"});
     for (const auto& m : d.members) {
-      std::string owned;
-      for (const auto& [topic, p] : m.owned)
-        owned += fmt::format("{}{}-{}", owned.empty() ? "" : ",", topic, p);
       // "?": its note names no topics (an earlier mq) or is being written.
       const std::string topics = m.topics ? Dash(fmt::format("{}", fmt::join(*m.topics, ","))) : "?";
-      mt.Add({m.id, Dash(m.host), Dash(m.pid), topics, Dash(owned)});
+      mt.Add({m.id, Dash(m.host), Dash(m.pid), topics,
+              Dash(partition_list(m.absent ? m.held : m.owned))});
     }
     mt.Print(out);
+    // The static members' sessions (group.md §14.6).
+    for (const auto& m : d.members) {
+      if (m.absent)
+        out.Print("static member {}: absent, its session ends at {} (timeout {} ms)\n", m.id,
+                  IsoTime(m.session_end), *m.session_timeout_ms);
+      else if (m.session_timeout_ms)
+        out.Print("static member {}: running (session timeout {} ms)\n", m.id,
+                  *m.session_timeout_ms);
+    }
   }
   if (d.state.last_rebalance_timestamp == kNoTimestamp)
     out.Print("rebalances: {}\n", d.state.rebalances);
@@ -288,11 +317,13 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
     Key(b, "resume_offset"); Num(b, s.resume_at);
     Key(b, "lost"); Num(b, s.lost);
     Key(b, "consumer_id"); OptStr(b, s.owner);
+    Key(b, "held_for"); OptStr(b, s.held_for);
     Key(b, "host"); OptStr(b, m ? std::optional<std::string>(m->host) : std::nullopt);
     Key(b, "pid"); Num(b, m ? m->pid : std::nullopt);
     Key(b, "note");
     if (const char* n = !s.corrupt.ok() ? "corrupt" : s.unread ? "unread" : NoteOf(s.position))
       Str(b, n);
+    else if (s.held_for) Str(b, "absent");
     else b.append(std::string_view("null"));
     Key(b, "leader_epoch"); Num(b, c ? std::optional<int64_t>(c->leader_epoch) : std::nullopt);
     Key(b, "commit_timestamp"); Num(b, c ? std::optional<int64_t>(c->commit_timestamp) : std::nullopt);
@@ -332,16 +363,24 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
     } else {
       b.append(std::string_view("null"));
     }
+    // An absent member's partitions are the ones waiting for it.
+    const auto& partitions = m.absent ? m.held : m.owned;
     Key(b, "partitions");
     b.push_back('[');
-    for (size_t j = 0; j < m.owned.size(); ++j) {
+    for (size_t j = 0; j < partitions.size(); ++j) {
       if (j > 0) b.push_back(',');
       b.push_back('{');
-      Key(b, "topic", true); Str(b, m.owned[j].first);
-      Key(b, "partition"); Num(b, m.owned[j].second);
+      Key(b, "topic", true); Str(b, partitions[j].first);
+      Key(b, "partition"); Num(b, partitions[j].second);
       b.push_back('}');
     }
-    b.append(std::string_view("]}"));
+    b.push_back(']');
+    Key(b, "static"); b.append(std::string_view(m.session_timeout_ms ? "true" : "false"));
+    Key(b, "session_timeout_ms"); Num(b, m.session_timeout_ms);
+    Key(b, "absent"); b.append(std::string_view(m.absent ? "true" : "false"));
+    Key(b, "session_end");
+    Num(b, m.absent ? std::optional<int64_t>(m.session_end) : std::nullopt);
+    b.push_back('}');
   }
   b.push_back(']');
   Key(b, "rebalances"); Num(b, d.state.rebalances);
@@ -632,10 +671,15 @@ int Reset(const Flags& f) {
     for (const GroupPlan& g : groups) {
       if (!g.group) continue;
       auto live = HasLiveMembers(*g.group);
-      if (live && *live)
+      if (live && *live) {
         cli::Warn(fmt::format("group \"{}\" has live members: --execute would be refused (exit "
                               "75) until they stop",
                               g.name));
+        continue;
+      }
+      // An absent static member in its session refuses --execute as well.
+      if (Status s = g.group->CheckNoAbsentMembers(); s.code() == Code::kBusy)
+        cli::Warn(fmt::format("--execute would be refused (exit 75): {}", s.message()));
     }
   }
 
@@ -730,6 +774,22 @@ int Delete(const Flags& f) {
   return cli::kExitOk;
 }
 
+// --- --remove-member -------------------------------------------------------------------
+
+// Kafka's RemoveMembersFromGroup for a static member: a member that is not
+// running leaves the group now instead of when its session ends, so that
+// the running members take its partitions, and a reset or delete is no
+// longer refused for it.
+int RemoveMember(const Flags& f) {
+  auto group = Group::Open(f.dir, *f.group, false);
+  if (!group) return cli::Fail(group.error());
+  if (Status s = group->RemoveMember(*f.admin.remove_member); !s.ok()) return cli::Fail(s);
+  if (!f.quiet)
+    cli::Warn(fmt::format("group \"{}\": member \"{}\" removed", *f.group,
+                          *f.admin.remove_member));
+  return cli::kExitOk;
+}
+
 // An offset: decimal digits, said so (CLI11's NonNegativeNumber would
 // print its floating-point range for "-5").
 const CLI::Validator kOffsetArg(
@@ -750,7 +810,10 @@ void AddAdminFlags(CLI::App& app, AdminFlags* f) {
   auto* del = app.add_flag("--delete", f->remove, "delete a group with no live member (-G)");
   auto* del_offsets = app.add_flag("--delete-offsets", f->delete_offsets,
                                    "remove a group's committed offsets of a topic (-G, -t)");
-  const std::vector<CLI::Option*> modes = {list, describe, reset, del, del_offsets};
+  auto* remove_member = app.add_option("--remove-member", f->remove_member,
+                                       "remove a member that is not running from a group (-G), "
+                                       "ending its session");
+  const std::vector<CLI::Option*> modes = {list, describe, reset, del, del_offsets, remove_member};
   for (size_t i = 0; i < modes.size(); ++i)
     for (size_t j = i + 1; j < modes.size(); ++j) modes[i]->excludes(modes[j]);
   app.add_flag("--all-groups", f->all_groups,
@@ -782,7 +845,8 @@ void AddAdminFlags(CLI::App& app, AdminFlags* f) {
 int RunAdmin(const Flags& f, const char* usage) {
   const AdminFlags& a = f.admin;
   const char* mode = a.list ? "--list" : a.describe ? "--describe" : a.reset ? "--reset-offsets"
-                     : a.remove ? "--delete" : "--delete-offsets";
+                     : a.remove ? "--delete" : a.remove_member ? "--remove-member"
+                     : "--delete-offsets";
   Status s = CheckNoConsumeFlags(f, mode);
   if (s.ok() && a.list && (f.group || !f.topic.empty() || !f.partitions.empty()))
     s = Status(Code::kInvalidArgument, "--list takes no group, topic or partition");
@@ -806,7 +870,10 @@ int RunAdmin(const Flags& f, const char* usage) {
   if (s.ok() && a.reset)
     s = a.all_groups ? CheckGroupAndTopic(f, mode, topic_needed, true, false)
                      : CheckGroupAndTopic(f, mode, topic_needed, true);
-  if (s.ok() && a.remove) s = CheckGroupAndTopic(f, mode, false, false);
+  if (s.ok() && (a.remove || a.remove_member)) s = CheckGroupAndTopic(f, mode, false, false);
+  if (s.ok() && a.remove_member)
+    if (Status v = ValidateName(*a.remove_member, "member id"); !v.ok())
+      s = Status(Code::kInvalidArgument, "--remove-member: " + v.message());
   if (s.ok() && a.delete_offsets) s = CheckGroupAndTopic(f, mode, true, true);
   if (s.ok() && !(a.reset || a.delete_offsets) && !f.partitions.empty())
     s = Status(Code::kInvalidArgument, fmt::format("{} takes no partitions (-p)", mode));
@@ -822,6 +889,7 @@ int RunAdmin(const Flags& f, const char* usage) {
   if (a.describe) return Describe(f);
   if (a.reset) return Reset(f);
   if (a.delete_offsets) return DeleteOffsets(f);
+  if (a.remove_member) return RemoveMember(f);
   return Delete(f);
 }
 

@@ -31,9 +31,12 @@ struct AdminFlags {
   std::optional<int64_t> to_offset;
   std::optional<int64_t> shift_by;
   std::optional<std::string> to_datetime;
+  std::optional<std::string> remove_member;  // --remove-member ID
 
   // One of the modes was asked for.
-  bool any() const { return list || describe || reset || remove || delete_offsets; }
+  bool any() const {
+    return list || describe || reset || remove || delete_offsets || remove_member.has_value();
+  }
 };
 
 void AddAdminFlags(CLI::App& app, AdminFlags* f);

@@ -43,6 +43,7 @@ constexpr const char* kUsage =
     "       mq-consume [-C DIR] --reset-offsets (-G GROUP | --all-groups) --from-file FILE "
     "[--execute] [--export | -J] [-q]\n"
     "       mq-consume [-C DIR] --delete -G GROUP\n"
+    "       mq-consume [-C DIR] --remove-member ID -G GROUP [-q]\n"
     "       mq-consume [-C DIR] --delete-offsets -G GROUP -t TOPIC [-p N[,N]...] [-J]\n"
     "       mq-consume -h | -V\n"
     "\n"

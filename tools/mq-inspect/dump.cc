@@ -200,6 +200,13 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 // A group's offsets file (format-spec/group.md §14.2) is named `offsets`.
 bool IsGroupOffsets(const std::string& path) { return BaseName(path) == kGroupOffsetsFile; }
 
+// A static member's lease (format-spec/group.md §14.5, R65) is named
+// `<member>.lease`.
+bool IsMemberLease(const std::string& path) {
+  const std::string name = BaseName(path);
+  return name.size() > kMemberLeaseSuffix.size() && name.ends_with(kMemberLeaseSuffix);
+}
+
 // Reads a group offsets file: a broken R29/R30 (or a newer version) is a
 // problem of the data; anything else stops.
 int DumpGroupOffsets(const std::string& path, Printer* p) {
@@ -604,12 +611,14 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
     return Stop(printer, Status(Code::kInvalidArgument,
                                 fmt::format("{}: --verify takes a data directory, a partition "
                                             "directory, a segment file (.log, .index, "
-                                            ".timeindex), a group's offsets file, a replica "
-                                            "checkpoint, or with -C DIR a topic or TOPIC-N",
+                                            ".timeindex), a group's offsets file, a static "
+                                            "member's lease, a replica checkpoint, or with -C "
+                                            "DIR a topic or TOPIC-N",
                                             path)));
   };
   if (S_ISREG(st.st_mode)) {
     if (IsGroupOffsets(path)) return v.Finish(path, v.GroupFile(path));
+    if (IsMemberLease(path)) return v.Finish(path, v.LeaseFile(path));
     if (IsLeaderEpochCheckpoint(path) || IsReplicationOffsetCheckpoint(path))
       return v.Finish(path, v.CheckpointFile(path));
     if (!EndsWith(path, ".log") && !EndsWith(path, ".index") && !EndsWith(path, ".timeindex"))

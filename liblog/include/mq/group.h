@@ -14,6 +14,7 @@
 
 #include "mq/file.h"
 #include "mq/lock.h"
+#include "mq/member_lease.h"
 #include "mq/status.h"
 
 namespace mq {
@@ -125,6 +126,15 @@ enum class CommitKind : uint8_t {
   kCarry,
 };
 
+// A static member that is not running and whose session holds
+// (format-spec/group.md §14.6, R65): a member of its group still.
+struct AbsentMember {
+  std::string id;
+  MemberLease lease;
+  // When its session ends: from then on it is no member.
+  int64_t session_end() const { return lease.last_seen + lease.session_timeout_ms; }
+};
+
 // `<dir>/groups/<group>/`, opened by descriptor.
 class Group {
  public:
@@ -161,8 +171,10 @@ class Group {
                 CommitKind kind = CommitKind::kForward, int64_t now_ms = kNoTimestamp,
                 const FileLock* reset_lock = nullptr);
   // group.lock exclusively, without blocking (R33): kBusy (exit 75) naming
-  // the lock while any member is alive. Held, no member can join: what a
-  // reset reads (committed offsets, log bounds) stays what it writes over.
+  // the lock while any member is alive, or naming the member while an
+  // absent static member's session holds (CheckNoAbsentMembers, checked
+  // once the lock is held). Held, no member can join: what a reset reads
+  // (committed offsets, log bounds) stays what it writes over.
   Result<FileLock> LockForReset() const;
   // Removes the committed entries of `topic` (those of `partitions` only,
   // when not empty) in one write (R32), as kafka-consumer-groups
@@ -191,6 +203,25 @@ class Group {
   // member starting under that id re-creates its file (FileLock::Acquire).
   // True if removed; false if it is held (alive, or being probed) or gone.
   Result<bool> RemoveDeadMember(std::string_view member_id) const;
+  // The static members that are not running but are members still at
+  // `now_ms` (kNoTimestamp: the clock's; §14.6): the ids of members/ whose
+  // lock file is free (probed shared without blocking, R33) and whose lease
+  // holds (LeaseHolds; one that breaks R65 is none, as for a member).
+  // Sorted by id. A member holding its lock file (running, or restarting)
+  // is not one of them.
+  Result<std::vector<AbsentMember>> AbsentMembers(int64_t now_ms = kNoTimestamp) const;
+  // Ok unless an absent static member's session holds (AbsentMembers):
+  // then kBusy (exit 75, "live members") naming each such member, its lease
+  // and when its session ends. A reset or delete of the group, which takes
+  // group.lock from the running members, also waits for these (§14.4).
+  Status CheckNoAbsentMembers(int64_t now_ms = kNoTimestamp) const;
+  // Removes a member that is not running from the group (§14.6, as Kafka's
+  // RemoveMembersFromGroup removes a static member): its lease, then its
+  // lock file, taken exclusively as RemoveDeadMember does, whether its
+  // session holds or not. The running members' next polls reassign its
+  // partitions. kBusy (exit 75) while its lock is held (it is running);
+  // kNotFound when there is no members/<member>.lock.
+  Status RemoveMember(std::string_view member_id) const;
   // partitions/<topic> (§14.5): opened read-write and created (mode 0640)
   // when missing with `create` (a partitions/<topic>/ directory of lock
   // files left by an earlier mq is removed first, or kBusy, exit 75, while
@@ -253,7 +284,8 @@ class Ownership {
 // are not valid names (R12) or not directories are ignored.
 Result<std::vector<std::string>> ListGroups(const std::string& data_dir);
 // Removes a group with no live member: takes group.lock exclusively without
-// blocking (kBusy otherwise), renames the directory out of the namespace,
+// blocking (kBusy otherwise; also while an absent static member's session
+// holds, CheckNoAbsentMembers), renames the directory out of the namespace,
 // then removes it (§14.4). kNotFound if there is no such group.
 Status DeleteGroup(const std::string& data_dir, std::string_view name);
 

@@ -113,6 +113,9 @@ struct GroupPartitionStatus {
   // The member holding the partition's ownership lock; nullopt when nobody
   // does. An empty id: held, but its owner has not written its id yet.
   std::optional<std::string> owner;
+  // No owner, and assigned to an absent static member in its session
+  // (GroupMemberStatus::absent): the partition waits for that member.
+  std::optional<std::string> held_for;
   // kUnreadable: why the log's bounds could not be read (a damaged state
   // file, a directory that cannot be opened: the error names the file).
   Status error;
@@ -130,6 +133,17 @@ struct GroupMemberStatus {
   // nullopt when its note names none (an earlier mq) or is not written yet.
   std::optional<std::vector<std::string>> topics;
   std::vector<std::pair<std::string, int32_t>> owned;  // (topic, partition), sorted
+  // A static member (it has a lease, R65): its session timeout in ms;
+  // nullopt for a member without one.
+  std::optional<int64_t> session_timeout_ms;
+  // Not running, yet a member while its session holds (group.md §14.6,
+  // Group::AbsentMembers), until `session_end` (ms since the epoch). Its
+  // host and subscription are its note's; `held` lists the partitions
+  // assigned to it (as the running members assign them), which wait for
+  // it unowned: no other member takes them before its session ends.
+  bool absent = false;
+  int64_t session_end = 0;
+  std::vector<std::pair<std::string, int32_t>> held;  // (topic, partition), sorted
 };
 
 struct GroupDescription {
@@ -141,7 +155,9 @@ struct GroupDescription {
   // entry or owned partition beyond a topic's partition count. Sorted by
   // (topic, partition).
   std::vector<GroupPartitionStatus> partitions;
-  std::vector<GroupMemberStatus> members;  // live members, sorted by id
+  // Live members, running and absent static members in their session,
+  // sorted by id.
+  std::vector<GroupMemberStatus> members;
   int64_t total_lag = 0;  // sum of the known lags (backlogs of unread partitions included)
 };
 
@@ -150,8 +166,10 @@ struct GroupDescription {
 // position, rule). A partition whose log cannot be read is a row of its
 // own (kUnreadable, with the error); the other rows are complete. Members
 // and owners are a snapshot: one may come or go while the files are read.
+// `now_ms` (kNoTimestamp: the clock's) decides which sessions hold.
 Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
-                                       std::optional<std::string_view> topic = std::nullopt);
+                                       std::optional<std::string_view> topic = std::nullopt,
+                                       int64_t now_ms = kNoTimestamp);
 
 // True when some member holds group.lock (shared): a reset or delete would
 // be refused (kBusy) now.

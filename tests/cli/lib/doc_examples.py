@@ -89,6 +89,9 @@ EXPECT = {
     "        --exec sh -c 'echo \"billed $(cat)\" >> \"billed.$MQ_PARTITION\"' &\n"
     "done\n"
     "wait": 0,
+    "mq-consume -t orders -G billing --member-id biller-1 --session-timeout 60000 -e\n"
+    "mq-consume --describe -G billing\n"
+    "mq-consume --remove-member biller-1 -G billing": 0,
     "mq-consume --delete -G billing": 0,
     "mq-consume -t logs -e --exec sh -c 'printf \"%s: \" \"$MQ_MESSAGE_ID\"; wc -c'": 0,
     "mq-consume -t logs -e --batch 1000 --exec sh -c 'jq -r .payload | gzip > \"logs-$MQ_PARTITION-$MQ_OFFSET.gz\"'": 0,
