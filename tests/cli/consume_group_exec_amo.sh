@@ -6,7 +6,9 @@
 # handlers never started, and a message whose handler failed and waits to
 # retry; serially and with --parallel, --batch or not. A handler that dies
 # of a signal is not run again (it may have done its work): with --dlq its
-# message is dead-lettered after one attempt.
+# message is dead-lettered after one attempt. A handler still running at
+# --max-poll-interval is killed: its message is the one loss without a
+# member crash.
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -70,6 +72,27 @@ FAIL=1 stop_case retry "start 0 2" --retry-backoff 20000
 FAIL=0 stop_case parallel "start 1 3" --parallel 2
 # --batch 3 --parallel: stopped while batches of both partitions run.
 FAIL=0 stop_case batch "start 1 3" --parallel 2 --batch 3
+
+# --- the bound: a handler still running at --max-poll-interval is killed ---------------
+# Its message is lost (the one loss without a member crash), the rest of
+# its batch handed back.
+RUN="$WORK/bound"
+mkdir "$RUN"
+# shellcheck disable=SC2016
+SLOW='echo "start $MQ_PARTITION $MQ_OFFSET" >>"$RUN/log"; [ "$MQ_OFFSET" != 1 ] || sleep 10
+  echo "done $MQ_PARTITION $MQ_OFFSET" >>"$RUN/log"'
+"$C" -t a -G bound --at-most-once --max-poll-interval 1000 --exec sh -c "$SLOW" 2>"$RUN/err" &
+pid=$!
+PIDS+=("$pid")
+for _ in $(seq 1 300); do grep -q "^start [01] 1$" "$RUN/log" 2>/dev/null && break; sleep 0.05; done
+p=$(awk '$1 == "start" && $3 == 1 {print $2; exit}' "$RUN/log")
+[[ -n $p ]] || fail "bound: no handler for offset 1 started: $(cat "$RUN/err")"
+kill -TERM "$pid"
+wait "$pid" 2>/dev/null || true
+grep -q "partition $p offset 1: handler made no progress for 1000 ms" "$RUN/err" || fail "bound: $(cat "$RUN/err")"
+[[ $(committed bound a "$p") == 2 ]] || fail "bound: partition $p committed $(committed bound a "$p"), want 2"
+! grep -q "done $p 1" "$RUN/log" || fail "bound: the killed handler finished"
+echo "bound: partition $p offset 1 killed at --max-poll-interval and lost; offsets 2 on handed back"
 
 # --- a handler that dies of a signal is not run again -----------------------------------
 produce -t k --create </dev/null
