@@ -398,8 +398,9 @@ void Dispatcher::Yield(int32_t partition) {
   lane.outstanding -= lane.queued.size();
   lane.queued.clear();
   // A unit waiting to retry sees the flag within 100 ms and ends
-  // unhandled (its failed attempt is run again by the next owner); a
-  // running handler is not stopped: what it finishes is committed.
+  // unhandled (its failed attempt is run again by the next owner; at most
+  // once it is handed back), a split batch with what it handled alone
+  // (R72); a running handler is not stopped: what it finishes is committed.
   lane.cancel = true;
   done_cv_.wait(lk, [&] { return !lane.running; });
   lane.cancel = false;

@@ -176,7 +176,9 @@ class Dispatcher {
   void Drop(int32_t partition);
   // The first message of `partition` given to Add() whose handler never
   // started (pending for a --batch, queued, dropped, or passed over once
-  // the run stopped): it and every later one given were not handed out.
+  // the run stopped), or that of a unit a stop or a revoke cut short
+  // (while it waited to retry, or a split before it): it and every later
+  // one given were not handed out, nor handled.
   // nullopt when every message given was (or none was). Handed back by an
   // at-most-once member that lets the partition go (HandBackCommit).
   std::optional<int64_t> first_unstarted(int32_t partition) const;
@@ -214,7 +216,8 @@ class Dispatcher {
   // A unit is queued or running, or a --batch is being collected.
   bool busy() const;
   // `partition` moves to another owner: its queued and pending messages
-  // are dropped, a unit waiting to retry gives up (unhandled), and its
+  // are dropped, a unit waiting to retry gives up (unhandled; a split
+  // batch with the messages it handled alone, R72), and its
   // running handler is waited for, as serially (bounded by
   // --max-poll-interval), so that a handler that finished is committed
   // before the partition moves, never run again by its next owner; returns
@@ -225,7 +228,8 @@ class Dispatcher {
   // ended, or the run stopped or was interrupted.
   Status Drain();
   // No unit starts any more; queued ones are dropped; returns once the
-  // running ones ended (an interrupt kills them; others finish).
+  // running ones ended (an interrupt kills them, but at most once; others
+  // finish).
   void Stop();
   // The partition moves to another owner: what this dispatcher remembers
   // of its dead letters may go stale, so it is read again when needed; and

@@ -907,7 +907,7 @@ Status Member::Finish(bool completed) {
     if (dispatcher_->parallel()) {
       // Completed: every message handed out is handled first. Otherwise
       // nothing new starts, and the runs under way end (killed on an
-      // interrupt); what they handled is committed.
+      // interrupt, except at most once); what they handled is committed.
       if (completed && dispatcher_->healthy()) flushed = dispatcher_->Drain();
       else dispatcher_->Stop();
       Collect(0);
