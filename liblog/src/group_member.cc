@@ -155,6 +155,14 @@ std::optional<OffsetCommit> HandBackCommit(std::string_view topic, int32_t parti
   return c;
 }
 
+std::optional<int64_t> UnitHandledEnd(int64_t last_offset, bool handled,
+                                      int64_t handled_alone_end) {
+  if (last_offset < 0) return std::nullopt;
+  if (handled) return last_offset + 1;
+  if (handled_alone_end < 0) return std::nullopt;
+  return std::min(handled_alone_end, last_offset + 1);
+}
+
 std::optional<OffsetCommit> OutputAheadCommit(std::string_view topic, int32_t partition,
                                               int64_t committed, int64_t position,
                                               int32_t leader_epoch, int64_t lower_from) {

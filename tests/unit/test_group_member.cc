@@ -450,3 +450,22 @@ TEST_CASE("group member: at most once, a printing member commits its reading pos
   REQUIRE(state);
   CHECK(state->Find("t", 4)->offset == 1300);
 }
+
+TEST_CASE("group member: R72 a split batch cut short by a stop or a revoke hands over what its "
+          "messages handled alone reached") {
+  // A unit of offsets 10..15 handled whole: past it.
+  CHECK(UnitHandledEnd(15, true, -1) == std::optional<int64_t>(16));
+  CHECK(UnitHandledEnd(15, true, 12) == std::optional<int64_t>(16));
+  // Its handler failed, it was split, and offsets 10..12 were handled alone
+  // when a revoke cut the split short: up to 13, so that the partition's
+  // next owner does not run them again (no repeat without a crash), and
+  // not past it (13..15 were not handled).
+  CHECK(UnitHandledEnd(15, false, 13) == std::optional<int64_t>(13));
+  // Every message handled alone before the cut: the whole unit.
+  CHECK(UnitHandledEnd(15, false, 16) == std::optional<int64_t>(16));
+  // Never past the unit.
+  CHECK(UnitHandledEnd(15, false, 40) == std::optional<int64_t>(16));
+  // Cut before any was handled (or its one message not handled): nothing.
+  CHECK_FALSE(UnitHandledEnd(15, false, -1));
+  CHECK_FALSE(UnitHandledEnd(-1, true, -1));
+}

@@ -14,6 +14,8 @@
 
 #include "cli.h"
 #include "envelope.h"
+#include "mq/group.h"
+#include "mq/group_member.h"
 #include "replica.h"
 
 namespace mq::consume {
@@ -203,18 +205,32 @@ Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> message
   // topic that failed, a transform that is not deterministic) leaves it
   // unhandled: nothing is handed over (healthy() is false) or committed.
   if (!s.ok()) SetExit(s.exit_code());
-  // Only a unit handled whole counts: one cut short is run again whole by
-  // the next owner, which finds its dead letters and counts them then.
-  if (!s.ok() || ctl.cut) return s;
+  // What was handled counts: the unit, or the part of a split batch
+  // handled alone before a stop cut it short (R72), with its dead letters;
+  // the rest is run again by the next owner.
+  auto end = Ended(partition, messages, s, ctl);
+  if (!end) return s;
   if (ctl.dead_letters > 0) {
     std::lock_guard<std::mutex> dlq(dlq_mu_);
     dead_counts_[partition] += ctl.dead_letters;
   }
   std::lock_guard<std::mutex> lk(given_mu_);
   Progress& g = progress_[partition];
-  g.handled_end = messages.back().offset + 1;
-  g.handled_epoch = leader_epoch;
+  g.handled_end = *end;
+  // The epoch known is that of the unit's last message.
+  g.handled_epoch = *end == messages.back().offset + 1 ? leader_epoch : kNoLeaderEpoch;
   return s;
+}
+
+std::optional<int64_t> Dispatcher::Ended(int32_t partition, std::span<const Message> messages,
+                                         const Status& s, const Ctl& ctl) {
+  const bool whole = s.ok() && !ctl.cut;
+  auto end = UnitHandledEnd(messages.back().offset, whole, ctl.handled_alone_end);
+  // Cut short by a stop or a revoke (not by an error, nor a stuck handler,
+  // which was killed): what was not handled never ran to its end, and is
+  // handed back at most once.
+  if (s.ok() && ctl.cut) MarkUnstarted(partition, end.value_or(messages.front().offset));
+  return end;
 }
 
 std::optional<Dispatcher::Handled> Dispatcher::handled_through(int32_t partition) const {
@@ -228,6 +244,12 @@ void Dispatcher::MarkStarted(int32_t partition, int64_t end) {
   std::lock_guard<std::mutex> lk(given_mu_);
   Progress& g = progress_[partition];
   g.started_end = std::max(g.started_end, end);
+}
+
+void Dispatcher::MarkUnstarted(int32_t partition, int64_t from) {
+  std::lock_guard<std::mutex> lk(given_mu_);
+  Progress& g = progress_[partition];
+  if (g.started_end > from) g.started_end = from;
 }
 
 std::optional<int64_t> Dispatcher::first_unstarted(int32_t partition) const {
@@ -329,6 +351,7 @@ void Dispatcher::Work() {
     d.leader_epoch = u.leader_epoch;
     d.dead_letters = ctl.dead_letters;
     d.handled = st.ok() && !ctl.cut;
+    d.handled_end = Ended(p, views, st, ctl).value_or(-1);
     d.status = std::move(st);
     // As serially (HandleNow): whatever stopped the unit (an append to the
     // output or dead-letter topic that failed, a transform that is not
@@ -375,8 +398,9 @@ void Dispatcher::Yield(int32_t partition) {
   lane.outstanding -= lane.queued.size();
   lane.queued.clear();
   // A unit waiting to retry sees the flag within 100 ms and ends
-  // unhandled (its failed attempt is run again by the next owner); a
-  // running handler is not stopped: what it finishes is committed.
+  // unhandled (its failed attempt is run again by the next owner; at most
+  // once it is handed back), a split batch with what it handled alone
+  // (R72); a running handler is not stopped: what it finishes is committed.
   lane.cancel = true;
   done_cv_.wait(lk, [&] { return !lane.running; });
   lane.cancel = false;
@@ -502,7 +526,7 @@ Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messag
     handled_ += messages.size();
     return Status::Ok();
   }
-  if (messages.size() > 1) {
+  if (messages.size() > 1 && !NotRunAgain(a->outcome)) {
     if (!options_.quiet)
       cli::Warn(fmt::format("topic {} partition {} offsets {}..{}: batch failed {} attempt{} "
                             "({}); handling its {} messages one by one",
@@ -511,14 +535,20 @@ Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messag
                             messages.size()));
     for (const Message& m : messages) {
       MQ_RETURN_IF_ERROR(HandleUnit(partition, std::span<const Message>(&m, 1), ctl));
-      if (ctl.cut || stopped(ctl)) {
+      if (ctl.cut) return Status::Ok();
+      // Handled: a stop or a revoke from here on commits it (R72).
+      ctl.handled_alone_end = m.offset + 1;
+      if (stopped(ctl)) {
         ctl.cut = true;
         return Status::Ok();
       }
     }
     return Status::Ok();
   }
-  return DeadLetter(partition, messages.front(), *a, ctl);
+  // At most once, a handler that died of a signal is not run again (below):
+  // nor are the messages of its batch one by one.
+  for (const Message& m : messages) MQ_RETURN_IF_ERROR(DeadLetter(partition, m, *a, ctl));
+  return Status::Ok();
 }
 
 Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
@@ -556,9 +586,11 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
   while (true) {
     ++a.attempts;
     // No cancel: a partition given up lets its running handler finish
-    // (Yield); only an interrupt or the deadline stops it.
-    auto outcome = handler::Run(spec, stdin_bytes, interrupted_, options_.kill_grace_ms,
-                                options_.max_run_ms);
+    // (Yield); only an interrupt or the deadline stops it, and at most
+    // once only the deadline: its messages were committed ahead, and a
+    // handler stopped before it finished would lose them.
+    auto outcome = handler::Run(spec, stdin_bytes, options_.at_most_once ? nullptr : interrupted_,
+                                options_.kill_grace_ms, options_.max_run_ms);
     if (!outcome) return outcome.error();
     a.outcome = std::move(*outcome);
     if (a.outcome.ok() || a.outcome.kind == handler::Outcome::Kind::kInterrupted) return a;
@@ -582,7 +614,7 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
       return Status(Code::kInvalidArgument,
                     fmt::format("--exec {}: {}", options_.command.front(), a.outcome.Describe()));
     }
-    if (a.attempts >= options_.max_attempts) return a;
+    if (a.attempts >= options_.max_attempts || NotRunAgain(a.outcome)) return a;
     ++retries_;
     if (!options_.quiet)
       cli::Warn(fmt::format("{}: handler {} (attempt {} of {}); retrying in {} ms", where,
@@ -593,6 +625,10 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
     }
     backoff = std::min<uint64_t>(backoff * 2, options_.max_backoff_ms);
   }
+}
+
+bool Dispatcher::NotRunAgain(const handler::Outcome& o) const {
+  return options_.at_most_once && o.kind == handler::Outcome::Kind::kSignaled;
 }
 
 bool Dispatcher::SleepMs(uint32_t ms, const Ctl& ctl) {

@@ -106,6 +106,14 @@ struct HandlerOptions {
   // this many ms is stuck: its process group is killed and the run stops
   // with kExitHandlerStuck. 0: no limit.
   int64_t max_run_ms = 0;
+  // --at-most-once (a group member that commits a batch before its
+  // handlers run): SIGINT and SIGTERM are not passed on to a running
+  // handler, which finishes (bounded by max_run_ms), so that its message,
+  // committed ahead, is handled; a unit not started, or cut short while
+  // waiting to retry, is handed back (first_unstarted). A handler that
+  // died of a signal is not run again (it may have done its work): its
+  // messages fail for good (dead-lettered with --dlq).
+  bool at_most_once = false;
   // A lock each handler run of a partition holds, inheriting its
   // descriptor (a group member's handler lock of it: the partition is not
   // taken over before the handler is gone), taken before the run and
@@ -168,7 +176,9 @@ class Dispatcher {
   void Drop(int32_t partition);
   // The first message of `partition` given to Add() whose handler never
   // started (pending for a --batch, queued, dropped, or passed over once
-  // the run stopped): it and every later one given were not handed out.
+  // the run stopped), or that of a unit a stop or a revoke cut short
+  // (while it waited to retry, or a split before it): it and every later
+  // one given were not handed out, nor handled.
   // nullopt when every message given was (or none was). Handed back by an
   // at-most-once member that lets the partition go (HandBackCommit).
   std::optional<int64_t> first_unstarted(int32_t partition) const;
@@ -192,6 +202,10 @@ class Dispatcher {
     int32_t leader_epoch = -1;  // of the batch holding its last message
     int64_t dead_letters = 0;   // its messages appended to (or found in) the DLQ
     bool handled = false;       // every message handled (exit 0 or dead letter)
+    // One past the last message handled: next_offset when handled; for a
+    // split batch cut short, the part handled alone (UnitHandledEnd, R72);
+    // -1: none.
+    int64_t handled_end = -1;
     Status status;              // why the run stopped (exit_code() says how)
   };
   bool parallel() const { return options_.parallel > 1; }
@@ -202,7 +216,8 @@ class Dispatcher {
   // A unit is queued or running, or a --batch is being collected.
   bool busy() const;
   // `partition` moves to another owner: its queued and pending messages
-  // are dropped, a unit waiting to retry gives up (unhandled), and its
+  // are dropped, a unit waiting to retry gives up (unhandled; a split
+  // batch with the messages it handled alone, R72), and its
   // running handler is waited for, as serially (bounded by
   // --max-poll-interval), so that a handler that finished is committed
   // before the partition moves, never run again by its next owner; returns
@@ -213,7 +228,8 @@ class Dispatcher {
   // ended, or the run stopped or was interrupted.
   Status Drain();
   // No unit starts any more; queued ones are dropped; returns once the
-  // running ones ended (an interrupt kills them; others finish).
+  // running ones ended (an interrupt kills them, but at most once; others
+  // finish).
   void Stop();
   // The partition moves to another owner: what this dispatcher remembers
   // of its dead letters may go stale, so it is read again when needed; and
@@ -248,6 +264,8 @@ class Dispatcher {
     const std::atomic<bool>* cancel = nullptr;  // its partition is being given up
     int64_t dead_letters = 0;
     bool cut = false;  // interrupted or cancelled before it was all handled
+    // A split batch: one past the last message handled alone (-1: none).
+    int64_t handled_alone_end = -1;
   };
   // Parallel: messages waiting for a worker, and what runs, per partition.
   struct Unit {
@@ -270,6 +288,15 @@ class Dispatcher {
     int32_t handled_epoch = -1;
   };
   void MarkStarted(int32_t partition, int64_t end);
+  // A unit cut short (a stop or a revoke, before its handler ran or while
+  // it waited to retry): its messages from `from` on are not handled and
+  // none runs; they count as not started (first_unstarted).
+  void MarkUnstarted(int32_t partition, int64_t from);
+  // A unit ended with status `s` after `ctl`: one past the last of its
+  // messages handled (UnitHandledEnd), and the unhandled rest of a unit
+  // cut short marked not started.
+  std::optional<int64_t> Ended(int32_t partition, std::span<const Message> messages,
+                               const Status& s, const Ctl& ctl);
   // Takes options_.handler_lock's lock for one unit into `*lock`, and
   // has its handlers inherit it.
   Status LockForUnit(int32_t partition, FileLock* lock, Ctl* ctl);
@@ -287,7 +314,11 @@ class Dispatcher {
   void Work();  // a worker thread
   Lane* NextLane(int32_t* partition);  // mu_ held: a lane to run, round-robin
   void SetExit(int code);  // the first stop's exit code wins
-  bool SleepMs(uint32_t ms, const Ctl& ctl);  // false when interrupted or cancelled
+  bool SleepMs(uint32_t ms, const Ctl& ctl);
+  // At most once, a handler that died of a signal (a SIGTERM or SIGKILL
+  // sent to it, a crash of its own) may have done its work: it is not run
+  // again, neither retried nor split; its messages fail for good.
+  bool NotRunAgain(const handler::Outcome& o) const;  // false when interrupted or cancelled
   bool interrupted() const { return interrupted_ && *interrupted_; }
   bool stopped(const Ctl& ctl) const {
     return interrupted() || (ctl.cancel != nullptr && ctl.cancel->load());

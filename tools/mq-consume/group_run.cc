@@ -468,12 +468,13 @@ void Member::Collect(int timeout_ms) {
   for (const Dispatcher::Done& d : dispatcher_->TakeDone(timeout_ms)) {
     if (!d.status.ok() && stop_.ok()) stop_ = d.status;
     auto it = progress.find(d.partition);
-    if (!d.handled || it == progress.end()) continue;
+    // Handled whole, or (a split batch cut short) in part: R72.
+    if (d.handled_end < 0 || it == progress.end()) continue;
     Progress& pr = it->second;
     since_commit_ += d.messages;
-    if (d.next_offset > pr.handed) {
-      pr.handed = d.next_offset;
-      pr.epoch = d.leader_epoch;
+    if (d.handled_end > pr.handed) {
+      pr.handed = d.handled_end;
+      pr.epoch = d.handled_end == d.next_offset ? d.leader_epoch : kNoLeaderEpoch;
     }
     pr.dead_letters += d.dead_letters;
   }
@@ -906,7 +907,7 @@ Status Member::Finish(bool completed) {
     if (dispatcher_->parallel()) {
       // Completed: every message handed out is handled first. Otherwise
       // nothing new starts, and the runs under way end (killed on an
-      // interrupt); what they handled is committed.
+      // interrupt, except at most once); what they handled is committed.
       if (completed && dispatcher_->healthy()) flushed = dispatcher_->Drain();
       else dispatcher_->Stop();
       Collect(0);

@@ -206,6 +206,7 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
   }
   h.group = f.group;
   if (f.group) h.max_run_ms = f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs);
+  h.at_most_once = f.at_most_once;
   h.parallel = f.parallel.value_or(1);
   h.quiet = f.quiet;
   return std::optional<HandlerOptions>(std::move(h));

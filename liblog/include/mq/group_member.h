@@ -74,6 +74,21 @@ std::optional<OffsetCommit> HandBackCommit(std::string_view topic, int32_t parti
                                            int64_t committed, int64_t handed_out,
                                            int32_t leader_epoch);
 
+// R72 (format-spec/group.md §14.3): how far a member may hand over (commit)
+// partition messages given to one handler run, a unit (one message, or a
+// --batch) whose offsets run from its first to `last_offset`, once the unit
+// ended. `handled`: it was handled whole (its handler exited 0, or every
+// message of it was dead-lettered): one past `last_offset`. Otherwise a
+// batch whose handler failed is split and its messages handled alone, one
+// after another in offset order; a stop or a revoke may cut the split
+// short: `handled_alone_end` is one past the last message handled alone
+// (-1: none), every message of the unit below it handled, none at or past
+// it; that is the position. A unit cut short before any message of it was
+// handled: nullopt (nothing of it may be committed; its next owner runs it
+// again). Never past one past `last_offset`.
+std::optional<int64_t> UnitHandledEnd(int64_t last_offset, bool handled,
+                                      int64_t handled_alone_end);
+
 // At most once, printing (format-spec/group.md R67): before a member writes
 // its output buffer, partition `partition`'s entry in the one commit that
 // covers the buffer: its offset moves to `position`, the member's reading
