@@ -177,7 +177,8 @@ Result<int64_t> ProcessStartTime(int32_t pid) {
 }
 
 Result<MemberHeartbeat> OwnHeartbeat(int64_t deadline_ms, int64_t now_ms) {
-  static const Result<int64_t> start = ProcessStartTime(static_cast<int32_t>(::getpid()));
+  // Read each time, not kept: a forked child is another process.
+  auto start = ProcessStartTime(static_cast<int32_t>(::getpid()));
   if (!start) return start.error();
   MemberHeartbeat hb;
   hb.pid = static_cast<int32_t>(::getpid());

@@ -69,8 +69,21 @@ wait_for "b delivers the rest" "$WORK/b.err" grep -q "^$theirs 109 " "$WORK/b.ou
 (($(lost "$WORK/a.out" "$WORK/b.out") == 0)) || fail "$(lost "$WORK/a.out" "$WORK/b.out") messages lost"
 [[ $(wc -c <"$WORK/a.out") == "$before" ]] || fail "a printed after it was killed"
 grep -q 'this member (b) is assigned partitions 0,1$' "$WORK/b.err" || fail "b: $(cat "$WORK/b.err")"
+# a's files are gone; b's heartbeat is valid; a damaged one is reported.
+members=$MQ_DIR/groups/g/members
+[[ -e $members/a.lock || -e $members/a.alive ]] && fail "a's files are left: $(ls "$members")"
+[[ -s $members/b.alive ]] || fail "no heartbeat of b: $(ls "$members")"
+run "$INSPECT" --verify "$MQ_DIR"
+expect_rc 0 "mq-inspect --verify with b's heartbeat"
+cp "$members/b.alive" "$members/zz.alive"
+flip_byte "$members/zz.alive" 20
+run "$INSPECT" --verify "$MQ_DIR"
+expect_rc 65 "mq-inspect --verify with a damaged heartbeat"
+grep -q 'groups/g/members/zz.alive.*R69' "$WORK/out" "$WORK/err" || fail "$(cat "$WORK/out" "$WORK/err")"
+rm "$members/zz.alive"
 kill -TERM "$b"
 wait "$b" || true
+[[ -e $members/b.alive ]] && fail "b left its heartbeat behind: $(ls "$members")"
 
 # --- --exec -----------------------------------------------------------------
 # Each handler appends "PARTITION OFFSET" to its member's file. Deadline:
@@ -105,11 +118,11 @@ kill -TERM "$d"
 wait "$d" || true
 
 # --- slow, not stuck ---------------------------------------------------------
-# e's handler takes 0.8 s per message, within --max-poll-interval 1000: e
+# e's handler takes 0.8 s per message, within --max-poll-interval 2000: e
 # polls between them, so its heartbeat is never overdue however long it
-# runs (here longer than its deadline of 6 s), and f leaves it be.
+# runs (here longer than its deadline of 7 s), and f leaves it be.
 slow='sleep 0.8; echo "$MQ_PARTITION $MQ_OFFSET" >>"$1"'
-"$C" -t t -G y --member-id e --max-poll-interval 1000 --max-attempts 1 --reset latest -v \
+"$C" -t t -G y --member-id e --max-poll-interval 2000 --max-attempts 1 --reset latest -v \
   --exec sh -c "$slow" sh "$WORK/e.out" 2>"$WORK/e.err" &
 e=$!
 PIDS+=($e)
