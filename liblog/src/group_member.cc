@@ -186,7 +186,7 @@ GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {
   known_topics_ = std::move(other.known_topics_);
   heartbeat_deadline_ms_ = other.heartbeat_deadline_ms_;
   heartbeat_written_ms_ = other.heartbeat_written_ms_;
-  overdue_ = std::move(other.overdue_);
+  watches_ = std::move(other.watches_);
   denied_ = std::move(other.denied_);
   return *this;
 }
@@ -363,7 +363,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
   for (const TopicPartitions& t : topics_) mine.push_back(t.topic);
   std::vector<Subscription> subscriptions{{id_, std::move(mine)}};
   std::map<std::string, std::optional<std::vector<std::string>>> known;
-  std::map<std::string, Overdue, std::less<>> overdue;
+  std::map<std::string, HeartbeatWatch, std::less<>> watches;
   for (const std::string& id : *files) {
     if (id == id_) continue;
     auto alive =
@@ -384,7 +384,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
       view.members.push_back(id);
       subscriptions.push_back({id, note->topics});
       known[id] = note->topics;
-      MQ_RETURN_IF_ERROR(CheckStuck(members->get(), *note, mono, &overdue, &view));
+      MQ_RETURN_IF_ERROR(CheckStuck(members->get(), *note, mono, &watches, &view));
       continue;
     }
     auto held = in_session(id);
@@ -401,7 +401,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
     view.removed_dead += *removed ? 1 : 0;
   }
   known_topics_ = std::move(known);
-  overdue_ = std::move(overdue);
+  watches_ = std::move(watches);
   view.members.push_back(id_);
   std::sort(view.members.begin(), view.members.end());
   std::sort(subscriptions.begin(), subscriptions.end(),
@@ -436,7 +436,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
 }
 
 Status GroupMember::CheckStuck(int members_dir, const MemberNote& note, int64_t mono,
-                               std::map<std::string, Overdue, std::less<>>* overdue,
+                               std::map<std::string, HeartbeatWatch, std::less<>>* watches,
                                MembershipView* view) {
   auto hb = ReadMemberHeartbeat(members_dir, note.id, group_->fs());
   // None, or one that breaks R69: never taken for stuck.
@@ -444,21 +444,18 @@ Status GroupMember::CheckStuck(int members_dir, const MemberNote& note, int64_t 
               hb.error().code() == Code::kUnsupported || hb.error().code() == Code::kNotFound))
     return Status::Ok();
   if (!hb) return hb.error();
-  if (!*hb || !HeartbeatOverdue(**hb, mono)) return Status::Ok();
+  if (!*hb) return Status::Ok();
   const MemberHeartbeat& h = **hb;
-  // Confirmed: the same heartbeat was overdue at an earlier Poll, long
-  // enough ago.
-  auto seen = overdue_.find(note.id);
-  Overdue first{h.last_poll, mono};
-  if (seen != overdue_.end() && seen->second.last_poll == h.last_poll) first = seen->second;
-  (*overdue)[note.id] = first;
-  if (mono - first.seen < kFenceConfirmMs) return Status::Ok();
+  auto known = watches_.find(note.id);
+  HeartbeatWatch& watch =
+      (*watches)[note.id] = known != watches_.end() ? known->second : HeartbeatWatch{};
+  if (!WatchHeartbeat(&watch, h, mono)) return Status::Ok();
   auto fenced = FenceStuckMember(h, note.host, note.pid, HostName());
   if (!fenced) return fenced.error();
   const int64_t late = mono - (h.last_poll + h.deadline_ms);
   if (*fenced == Fence::kKilled) {
     view->fenced.push_back({note.id, h, late, *fenced});
-    overdue->erase(note.id);
+    watches->erase(note.id);
   } else if (*fenced == Fence::kDenied) {
     auto said = denied_.find(note.id);
     if (said == denied_.end() || said->second != h.last_poll) {

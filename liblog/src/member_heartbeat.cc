@@ -192,6 +192,17 @@ bool HeartbeatOverdue(const MemberHeartbeat& hb, int64_t now_ms) {
   return now_ms > hb.last_poll + hb.deadline_ms + kHeartbeatMarginMs;
 }
 
+bool WatchHeartbeat(HeartbeatWatch* watch, const MemberHeartbeat& hb, int64_t now_ms) {
+  if (!watch->seen || *watch->seen != hb) *watch = {hb, now_ms, -1};
+  if (!HeartbeatOverdue(hb, now_ms)) {
+    watch->overdue_since = -1;
+    return false;
+  }
+  if (watch->overdue_since < 0) watch->overdue_since = now_ms;
+  return now_ms - watch->overdue_since >= kFenceConfirmMs &&
+         now_ms - watch->seen_since > hb.deadline_ms + kHeartbeatMarginMs;
+}
+
 int64_t HeartbeatRefreshMs(int64_t deadline_ms) {
   return std::clamp<int64_t>(deadline_ms / 4, 1, 1000);
 }

@@ -155,6 +155,47 @@ TEST_CASE("member heartbeat: overdue after its deadline plus the margin") {
   CHECK(HandlerDeadlineMs(86400000, 5000, 1000000, 100, 10000) == kMaxHeartbeatDeadlineMs);
 }
 
+TEST_CASE("member heartbeat: stuck once overdue, confirmed, and unchanged for its deadline") {
+  const MemberHeartbeat hb{100, 1, 2000, 10000};
+  const int64_t overdue = 10000 + 2000 + kHeartbeatMarginMs + 1;
+  // Watched from its last poll on: stuck once overdue and confirmed a
+  // second later.
+  HeartbeatWatch w;
+  CHECK_FALSE(WatchHeartbeat(&w, hb, 10000));
+  CHECK_FALSE(WatchHeartbeat(&w, hb, overdue - 1));
+  CHECK_FALSE(WatchHeartbeat(&w, hb, overdue));
+  CHECK(w.overdue_since == overdue);
+  CHECK_FALSE(WatchHeartbeat(&w, hb, overdue + kFenceConfirmMs - 1));
+  CHECK(WatchHeartbeat(&w, hb, overdue + kFenceConfirmMs));
+  // A new heartbeat (its member polled, or another process has the id)
+  // starts again, even one that is overdue by its timestamps already.
+  MemberHeartbeat later = hb;
+  later.last_poll = 10001;
+  CHECK_FALSE(WatchHeartbeat(&w, later, overdue + kFenceConfirmMs + 1));
+  CHECK(w.seen_since == overdue + kFenceConfirmMs + 1);
+  MemberHeartbeat other = later;
+  other.pid = 101;
+  CHECK_FALSE(WatchHeartbeat(&w, other, overdue + 3 * kFenceConfirmMs));
+  CHECK(w.seen_since == overdue + 3 * kFenceConfirmMs);
+  // Overdue by its timestamps (a clock that reads differently, or a
+  // reader that just started to watch), yet read unchanged for less than
+  // its deadline plus the margin: not stuck, however long confirmed.
+  HeartbeatWatch fresh;
+  const int64_t t = 1000000;
+  CHECK_FALSE(WatchHeartbeat(&fresh, hb, t));
+  CHECK_FALSE(WatchHeartbeat(&fresh, hb, t + 2 * kFenceConfirmMs));
+  CHECK_FALSE(WatchHeartbeat(&fresh, hb, t + 2000 + kHeartbeatMarginMs));
+  CHECK(WatchHeartbeat(&fresh, hb, t + 2000 + kHeartbeatMarginMs + 1));
+  // No longer overdue (its member polled): the confirmation starts again.
+  HeartbeatWatch back;
+  CHECK_FALSE(WatchHeartbeat(&back, hb, 10000));
+  CHECK_FALSE(WatchHeartbeat(&back, hb, overdue));
+  CHECK_FALSE(WatchHeartbeat(&back, hb, overdue - 1));  // a clock read earlier
+  CHECK(back.overdue_since == -1);
+  CHECK_FALSE(WatchHeartbeat(&back, hb, overdue + kFenceConfirmMs));
+  CHECK(WatchHeartbeat(&back, hb, overdue + 2 * kFenceConfirmMs));
+}
+
 TEST_CASE("member heartbeat: a process's start time tells it from a later one with its pid") {
   auto own = ProcessStartTime(static_cast<int32_t>(::getpid()));
   REQUIRE(own);
@@ -264,8 +305,12 @@ TEST_CASE("member heartbeat: a stopped member is fenced once overdue and confirm
     REQUIRE(b);
     REQUIRE(b->KeepHeartbeat(1000, t0).ok());
     const int64_t overdue = t0 + 1000 + kHeartbeatMarginMs + 1;
+    // b watches a's heartbeat from the time a wrote it.
+    auto view = b->Poll(kNoTimestamp, t0);
+    REQUIRE(view);
+    CHECK(view->fenced.empty());
     // Within the deadline and the margin: a is only slow.
-    auto view = b->Poll(kNoTimestamp, overdue - 1);
+    view = b->Poll(kNoTimestamp, overdue - 1);
     REQUIRE(view);
     CHECK(view->fenced.empty());
     // Overdue: confirmed only by a Poll at least kFenceConfirmMs later.
@@ -288,7 +333,8 @@ TEST_CASE("member heartbeat: a stopped member is fenced once overdue and confirm
       continue;
     }
     // A heartbeat written since (a poll of a's: its lastPoll moved, still
-    // overdue by now) starts the confirmation again.
+    // overdue by now) starts the watch again: b fences a only once it has
+    // read that heartbeat unchanged for a's deadline plus the margin.
     auto members = OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false);
     REQUIRE(members);
     auto hb = ReadMemberHeartbeat(members->get(), "a");
@@ -298,11 +344,18 @@ TEST_CASE("member heartbeat: a stopped member is fenced once overdue and confirm
     MemberHeartbeat later = **hb;
     later.last_poll = t0 + 1;
     REQUIRE(WriteMemberHeartbeat(members->get(), "a", later).ok());
-    view = b->Poll(kNoTimestamp, overdue + kFenceConfirmMs + 1);
+    const int64_t rewritten = overdue + kFenceConfirmMs + 1;
+    view = b->Poll(kNoTimestamp, rewritten);
+    REQUIRE(view);
+    CHECK(view->fenced.empty());
+    view = b->Poll(kNoTimestamp, rewritten + kFenceConfirmMs);
+    REQUIRE(view);
+    CHECK(view->fenced.empty());
+    view = b->Poll(kNoTimestamp, rewritten + 1000 + kHeartbeatMarginMs);
     REQUIRE(view);
     CHECK(view->fenced.empty());
     CHECK(StillThere(child));
-    view = b->Poll(kNoTimestamp, overdue + 2 * kFenceConfirmMs + 1);
+    view = b->Poll(kNoTimestamp, rewritten + 1000 + kHeartbeatMarginMs + 1);
     REQUIRE(view);
     REQUIRE(view->fenced.size() == 1);
     CHECK(view->fenced[0].id == "a");
@@ -311,7 +364,7 @@ TEST_CASE("member heartbeat: a stopped member is fenced once overdue and confirm
     CHECK(KilledBySigkill(child));
     // Its locks went with it: the next Poll removes its files and gives b
     // every partition.
-    view = b->Poll(kNoTimestamp, overdue + 2 * kFenceConfirmMs + 2);
+    view = b->Poll(kNoTimestamp, rewritten + 1000 + kHeartbeatMarginMs + 2);
     REQUIRE(view);
     CHECK(view->members == std::vector<std::string>{"b"});
     CHECK(view->target == std::vector<int32_t>{0, 1, 2, 3});

@@ -538,6 +538,9 @@ void Member::ReadAcks(bool until_eof) {
   char buf[4096];
   for (;;) {
     if (until_eof && AllAcknowledged()) return;
+    // At exit, each acknowledgement may take up to kAckWaitMs, with no poll
+    // in between: the heartbeat says the member is not stuck (R69).
+    if (until_eof) (void)member_->Beat();
     pollfd pfd{fd, POLLIN, 0};
     int ready = ::poll(&pfd, 1, until_eof ? kAckWaitMs : 0);
     if (ready == 0) {

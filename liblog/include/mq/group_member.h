@@ -185,9 +185,9 @@ class GroupMember {
   // a member's first Poll counts as a change. `now_ms` (kNoTimestamp: the
   // clock's) decides which sessions have ended.
   // With KeepHeartbeat, first rewrites this member's heartbeat when due;
-  // then a live member of this host whose heartbeat (R69) is overdue, and
-  // was already at a Poll at least kFenceConfirmMs earlier, is fenced
-  // (FenceStuckMember: killed), listed in `fenced`. `mono_ms`
+  // then a live member of this host whose heartbeat (R69) the Polls find
+  // stuck (WatchHeartbeat) is fenced (FenceStuckMember: killed), listed in
+  // `fenced`. `mono_ms`
   // (kNoTimestamp: CLOCK_MONOTONIC's) is the time heartbeats are read at.
   Result<MembershipView> Poll(int64_t now_ms = kNoTimestamp, int64_t mono_ms = kNoTimestamp);
 
@@ -231,12 +231,12 @@ class GroupMember {
   GroupMember() = default;
   void WriteOwnNote() const;
   Status WriteHeartbeat(int64_t mono);
-  struct Overdue;
-  // R69 for live member `note.id`: its heartbeat overdue, and confirmed,
-  // fences it (listed in view->fenced); `overdue` collects the members
-  // found overdue by this Poll.
+  // R69 for live member `note.id`: a heartbeat that WatchHeartbeat finds
+  // stuck fences it (listed in view->fenced); `watches` collects what this
+  // Poll read of each live member's heartbeat.
   Status CheckStuck(int members_dir, const MemberNote& note, int64_t mono,
-                    std::map<std::string, Overdue, std::less<>>* overdue, MembershipView* view);
+                    std::map<std::string, HeartbeatWatch, std::less<>>* watches,
+                    MembershipView* view);
 
   Group* group_ = nullptr;
   std::string id_;
@@ -258,13 +258,8 @@ class GroupMember {
   // written (CLOCK_MONOTONIC ms).
   int64_t heartbeat_deadline_ms_ = 0;
   int64_t heartbeat_written_ms_ = 0;
-  // Members whose heartbeat an earlier Poll found overdue: its lastPoll
-  // then, and when that Poll was (R69's confirmation).
-  struct Overdue {
-    int64_t last_poll = 0;
-    int64_t seen = 0;
-  };
-  std::map<std::string, Overdue, std::less<>> overdue_;
+  // What the Polls read of each live member's heartbeat (R69).
+  std::map<std::string, HeartbeatWatch, std::less<>> watches_;
   // Members fenced with kDenied (said once).
   std::map<std::string, int64_t, std::less<>> denied_;
 };

@@ -61,6 +61,24 @@ Result<MemberHeartbeat> OwnHeartbeat(int64_t deadline_ms, int64_t now_ms);
 // R69: the member neither polled nor gave up within its deadline plus
 // kHeartbeatMarginMs: now_ms > last_poll + deadline_ms + kHeartbeatMarginMs.
 bool HeartbeatOverdue(const MemberHeartbeat& hb, int64_t now_ms);
+// What a member learned of another member's heartbeat at its own polls
+// (R69): the heartbeat it last read, since when (its own clock) it has
+// read that same one, and since when it has found it overdue (-1: not).
+struct HeartbeatWatch {
+  std::optional<MemberHeartbeat> seen;
+  int64_t seen_since = 0;
+  int64_t overdue_since = -1;
+};
+// R69: records `hb`, read at `now_ms` (CLOCK_MONOTONIC of the reader), in
+// `watch` and says whether its member is stuck, to be fenced: the
+// heartbeat is overdue, was already overdue when read at least
+// kFenceConfirmMs earlier, and the reader has read that same heartbeat
+// for longer than its deadline plus kHeartbeatMarginMs by its own clock
+// (so that a writer whose clock reads differently, as in another time
+// namespace, is judged by how long it has not written, never by its
+// timestamps alone). A heartbeat that changed starts the watch again.
+bool WatchHeartbeat(HeartbeatWatch* watch, const MemberHeartbeat& hb, int64_t now_ms);
+
 // How often a running member rewrites its heartbeat (at its polls): a
 // quarter of its deadline, at most a second, at least 1 ms.
 int64_t HeartbeatRefreshMs(int64_t deadline_ms);
