@@ -19,6 +19,7 @@
 
 #include "coding.h"
 #include "mq/crc32c.h"
+#include "mq/member_heartbeat.h"
 #include "mq/member_lease.h"
 #include "mq/topic.h"
 
@@ -663,8 +664,10 @@ Result<bool> Group::RemoveDeadMember(std::string_view member_id) const {
   if (!held) return held.error();
   if (named->ino != held->ino || named->dev != held->dev)
     return false;  // replaced by someone else meanwhile
-  // Its session (R65) first: a lease without its lock file is never read.
+  // Its session (R65) and heartbeat (R69) first: neither is read without
+  // its lock file.
   MQ_RETURN_IF_ERROR(RemoveMemberLease(members->get(), member_id, fs_));
+  MQ_RETURN_IF_ERROR(RemoveMemberHeartbeat(members->get(), member_id, fs_));
   Status removed = fs_->Unlink(members->get(), name);
   if (removed.code() == Code::kNotFound) return false;
   if (!removed.ok()) return removed;  // naming the file's path

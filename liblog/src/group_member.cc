@@ -192,6 +192,10 @@ GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {
   session_timeout_ms_ = other.session_timeout_ms_;
   lease_written_ms_ = other.lease_written_ms_;
   known_topics_ = std::move(other.known_topics_);
+  heartbeat_deadline_ms_ = other.heartbeat_deadline_ms_;
+  heartbeat_written_ms_ = other.heartbeat_written_ms_;
+  watches_ = std::move(other.watches_);
+  denied_ = std::move(other.denied_);
   return *this;
 }
 
@@ -229,6 +233,13 @@ Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
                                            m.id_, group->name()));
   if (!member_lock) return member_lock.error();
   m.member_lock_ = std::move(*member_lock);
+  // A heartbeat an earlier holder of the id left is not this member's
+  // (R69): gone before the note makes it live.
+  {
+    auto members = OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false, group->fs());
+    if (!members) return members.error();
+    MQ_RETURN_IF_ERROR(RemoveMemberHeartbeat(members->get(), m.id_, group->fs()));
+  }
   // The subscription is in the note: the other members assign the topic
   // among the members that read it (§14.6). Until it is written, they
   // leave this member out.
@@ -293,9 +304,42 @@ Status GroupMember::KeepSession(int64_t session_timeout_ms, int64_t now_ms) {
   return Status::Ok();
 }
 
-Result<MembershipView> GroupMember::Poll(int64_t now_ms) {
+Status GroupMember::KeepHeartbeat(int64_t deadline_ms, int64_t now_ms) {
+  if (deadline_ms < 1 || deadline_ms > kMaxHeartbeatDeadlineMs)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("heartbeat deadline {} ms: 1 to {}", deadline_ms,
+                              kMaxHeartbeatDeadlineMs));
+  if (group_ == nullptr) return Status(Code::kInvalidArgument, "not a member");
+  heartbeat_deadline_ms_ = deadline_ms;
+  heartbeat_written_ms_ = 0;
+  return WriteHeartbeat(now_ms == kNoTimestamp ? MonotonicNowMs() : now_ms);
+}
+
+Status GroupMember::WriteHeartbeat(int64_t mono) {
+  auto hb = OwnHeartbeat(heartbeat_deadline_ms_, mono);
+  if (!hb) return hb.error();
+  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+  if (!members) return members.error();
+  MQ_RETURN_IF_ERROR(WriteMemberHeartbeat(members->get(), id_, *hb, group_->fs()));
+  heartbeat_written_ms_ = mono;
+  return Status::Ok();
+}
+
+Status GroupMember::Beat(int64_t now_ms) {
+  if (group_ == nullptr || heartbeat_deadline_ms_ == 0) return Status::Ok();
+  const int64_t mono = now_ms == kNoTimestamp ? MonotonicNowMs() : now_ms;
+  if (mono - heartbeat_written_ms_ < HeartbeatRefreshMs(heartbeat_deadline_ms_))
+    return Status::Ok();
+  return WriteHeartbeat(mono);
+}
+
+Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
   MembershipView view;
   const int64_t now = now_ms == kNoTimestamp ? WallMs() : now_ms;
+  const int64_t mono = mono_ms == kNoTimestamp ? MonotonicNowMs() : mono_ms;
+  // Our own heartbeat before anyone else's: of two members continued after
+  // a common stop, the second to look finds the first one's (R69).
+  MQ_RETURN_IF_ERROR(Beat(mono));
   auto files = group_->ListMemberFiles();
   if (!files) return files.error();
   // Our own file is there: so is the directory, opened once for the probes.
@@ -327,6 +371,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms) {
   for (const TopicPartitions& t : topics_) mine.push_back(t.topic);
   std::vector<Subscription> subscriptions{{id_, std::move(mine)}};
   std::map<std::string, std::optional<std::vector<std::string>>> known;
+  std::map<std::string, HeartbeatWatch, std::less<>> watches;
   for (const std::string& id : *files) {
     if (id == id_) continue;
     auto alive =
@@ -347,6 +392,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms) {
       view.members.push_back(id);
       subscriptions.push_back({id, note->topics});
       known[id] = note->topics;
+      MQ_RETURN_IF_ERROR(CheckStuck(members->get(), *note, mono, &watches, &view));
       continue;
     }
     auto held = in_session(id);
@@ -363,6 +409,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms) {
     view.removed_dead += *removed ? 1 : 0;
   }
   known_topics_ = std::move(known);
+  watches_ = std::move(watches);
   view.members.push_back(id_);
   std::sort(view.members.begin(), view.members.end());
   std::sort(subscriptions.begin(), subscriptions.end(),
@@ -394,6 +441,37 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms) {
   last_members_ = view.members;
   last_subscriptions_ = std::move(subscriptions);
   return view;
+}
+
+Status GroupMember::CheckStuck(int members_dir, const MemberNote& note, int64_t mono,
+                               std::map<std::string, HeartbeatWatch, std::less<>>* watches,
+                               MembershipView* view) {
+  auto hb = ReadMemberHeartbeat(members_dir, note.id, group_->fs());
+  // None, or one that breaks R69: never taken for stuck.
+  if (!hb && (hb.error().code() == Code::kCorruption ||
+              hb.error().code() == Code::kUnsupported || hb.error().code() == Code::kNotFound))
+    return Status::Ok();
+  if (!hb) return hb.error();
+  if (!*hb) return Status::Ok();
+  const MemberHeartbeat& h = **hb;
+  auto known = watches_.find(note.id);
+  HeartbeatWatch& watch =
+      (*watches)[note.id] = known != watches_.end() ? known->second : HeartbeatWatch{};
+  if (!WatchHeartbeat(&watch, h, mono)) return Status::Ok();
+  auto fenced = FenceStuckMember(h, note.host, note.pid, HostName());
+  if (!fenced) return fenced.error();
+  const int64_t late = mono - (h.last_poll + h.deadline_ms);
+  if (*fenced == Fence::kKilled) {
+    view->fenced.push_back({note.id, h, late, *fenced});
+    watches->erase(note.id);
+  } else if (*fenced == Fence::kDenied) {
+    auto said = denied_.find(note.id);
+    if (said == denied_.end() || said->second != h.last_poll) {
+      denied_[note.id] = h.last_poll;
+      view->fenced.push_back({note.id, h, late, *fenced});
+    }
+  }
+  return Status::Ok();
 }
 
 Result<bool> GroupMember::TryAcquire(std::string_view topic, int32_t p) {
@@ -442,6 +520,8 @@ void GroupMember::Leave() {
     // member (RemoveDeadMember). A static member's session starts now: its
     // lease says when it stopped, and its note stays for its subscription.
     auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+    if (members && heartbeat_deadline_ms_ > 0)
+      (void)RemoveMemberHeartbeat(members->get(), id_, group_->fs());
     if (members && session_timeout_ms_ > 0) {
       (void)WriteMemberLease(members->get(), id_, {session_timeout_ms_, WallMs()}, group_->fs());
     } else if (members) {

@@ -419,6 +419,20 @@ Status Member::Rebalance() {
     }
     idle = idle && t.target.empty();
   }
+  for (const MembershipView::Fenced& x : view->fenced) {
+    if (x.outcome == Fence::kKilled && !f_.quiet)
+      cli::Warn(fmt::format("group {}: member {} (pid {}) did not poll for {} ms past its deadline "
+                            "of {} ms (stopped or hung): killed it; its partitions move once its "
+                            "locks are gone",
+                            group_->name(), x.id, x.heartbeat.pid, x.overdue_ms,
+                            x.heartbeat.deadline_ms));
+    if (x.outcome == Fence::kDenied && !f_.quiet)
+      cli::Warn(fmt::format("group {}: member {} (pid {}) did not poll for {} ms past its deadline "
+                            "of {} ms (stopped or hung), and this member may not kill it: its "
+                            "partitions wait until it is continued or killed",
+                            group_->name(), x.id, x.heartbeat.pid, x.overdue_ms,
+                            x.heartbeat.deadline_ms));
+  }
   if (view->absent != last_absent_ && f_.verbose && !view->absent.empty())
     cli::Eprint("group {}: static member(s) {} not running: their partitions wait for them "
                 "until their session ends\n",
@@ -525,6 +539,9 @@ void Member::ReadAcks(bool until_eof) {
   char buf[4096];
   for (;;) {
     if (until_eof && AllAcknowledged()) return;
+    // At exit, each acknowledgement may take up to kAckWaitMs, with no poll
+    // in between: the heartbeat says the member is not stuck (R69).
+    if (until_eof) (void)member_->Beat();
     pollfd pfd{fd, POLLIN, 0};
     int ready = ::poll(&pfd, 1, until_eof ? kAckWaitMs : 0);
     if (ready == 0) {
@@ -933,6 +950,18 @@ Status Member::Finish(bool completed) {
   return HandBack();
 }
 
+// R69: the longest this member may go between two polls without being
+// stuck by its own rules: a write to standard output is given up after
+// --max-poll-interval; with --exec, a message or batch takes every attempt
+// (each run killed after --max-poll-interval) and the backoffs between them.
+int64_t MemberDeadlineMs(const Flags& f, const Settings& settings) {
+  const int64_t interval = f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs);
+  if (!settings.handler) return interval;
+  const HandlerOptions& h = *settings.handler;
+  return HandlerDeadlineMs(interval, h.kill_grace_ms, h.max_attempts, h.retry_backoff_ms,
+                           h.max_backoff_ms);
+}
+
 }  // namespace
 
 int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t* interrupted) {
@@ -1026,6 +1055,10 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   if (!member) return cli::Fail(member.error());
   if (f.session_timeout_ms)
     if (Status s = member->KeepSession(*f.session_timeout_ms); !s.ok()) return cli::Fail(s);
+  // Its heartbeat (R69): how long it may go between two polls before the
+  // other members of this host take it for stuck and fence it.
+  if (Status s = member->KeepHeartbeat(MemberDeadlineMs(f, settings)); !s.ok())
+    return cli::Fail(s);
 
 
   std::optional<Pipeline> pipeline;
@@ -1041,7 +1074,15 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     // A handler holds a lock of its partition too: the partition is free
     // only once the member and every handler of it are gone.
     GroupMember* owner = &*member;
-    settings.handler->handler_lock = [owner](int32_t p) { return owner->LockForHandler(p); };
+    // Run on this thread (not --parallel), each message or batch starts a
+    // wait of the member's deadline between two polls: its heartbeat says
+    // so first (R69), so that a member retrying one message after another
+    // is never taken for stuck.
+    const bool serial = settings.handler->parallel <= 1;
+    settings.handler->handler_lock = [owner, serial](int32_t p) -> Result<FileLock> {
+      if (serial) MQ_RETURN_IF_ERROR(owner->Beat());
+      return owner->LockForHandler(p);
+    };
     dispatcher.emplace(std::move(*settings.handler), f.topic, interrupted);
     if (Status s = dispatcher->Open(*dir, sources.front()->consumer->config()); !s.ok())
       return cli::Fail(s);

@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "mq/file.h"
 #include "mq/group.h"
+#include "mq/member_heartbeat.h"
 #include "mq/member_lease.h"
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
@@ -490,20 +491,41 @@ class Verification {
     return Status::Ok();
   }
 
-  // `<group>/members/*.lease`: the sessions of static members (R65).
+  // A running member's heartbeat (R69). One that is gone (its member left
+  // since the directory was listed) is passed over.
+  Status HeartbeatFile(const std::string& path) {
+    auto hb = ReadMemberHeartbeatFile(path);
+    if (!hb && hb.error().code() == Code::kNotFound) return Status::Ok();
+    if (!hb && hb.error().code() != Code::kCorruption && hb.error().code() != Code::kUnsupported)
+      return hb.error();
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+      ++summary_.stats.files;
+      summary_.stats.bytes += static_cast<uint64_t>(st.st_size);
+    }
+    if (!hb) Report(ProblemFromStatus(hb.error(), path, 0));
+    return Status::Ok();
+  }
+
+  // `<group>/members/*.lease`: the sessions of static members (R65); and
+  // `*.alive`: running members' heartbeats (R69).
   Status Leases(const std::string& group_dir) {
     const std::string members = group_dir + "/" + kGroupMembersDir;
     DIR* d = ::opendir(members.c_str());
     if (d == nullptr) return Status::Ok();
-    std::vector<std::string> leases;
+    std::vector<std::string> leases, heartbeats;
     while (const dirent* e = ::readdir(d)) {
       const std::string name = e->d_name;
       if (name.size() > kMemberLeaseSuffix.size() && name.ends_with(kMemberLeaseSuffix))
         leases.push_back(members + "/" + name);
+      if (name.size() > kMemberHeartbeatSuffix.size() && name.ends_with(kMemberHeartbeatSuffix))
+        heartbeats.push_back(members + "/" + name);
     }
     ::closedir(d);
     std::sort(leases.begin(), leases.end());
+    std::sort(heartbeats.begin(), heartbeats.end());
     for (const std::string& path : leases) MQ_RETURN_IF_ERROR(LeaseFile(path));
+    for (const std::string& path : heartbeats) MQ_RETURN_IF_ERROR(HeartbeatFile(path));
     return Status::Ok();
   }
 

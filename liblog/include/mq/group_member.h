@@ -24,6 +24,7 @@
 #include "mq/assignment.h"
 #include "mq/group.h"
 #include "mq/lock.h"
+#include "mq/member_heartbeat.h"
 #include "mq/status.h"
 
 namespace mq {
@@ -131,6 +132,16 @@ struct MembershipView {
   // The members or their subscriptions differ from the previous Poll.
   bool changed = false;
   int64_t removed_dead = 0;          // dead members' lock files removed by this Poll
+  // Stuck members this Poll fenced (R69: killed, or found stuck and not
+  // allowed to kill, kDenied); each is still among `members` until a later
+  // Poll finds its lock free.
+  struct Fenced {
+    std::string id;
+    MemberHeartbeat heartbeat;
+    int64_t overdue_ms = 0;  // since lastPoll + deadline
+    Fence outcome = Fence::kKilled;
+  };
+  std::vector<Fenced> fenced;
 };
 
 class GroupMember {
@@ -167,6 +178,18 @@ class GroupMember {
   // the clock's time.
   Status KeepSession(int64_t session_timeout_ms, int64_t now_ms = kNoTimestamp);
 
+  // Makes this member keep a heartbeat (format-spec/group.md R69): written
+  // now, then by every Poll (and Beat) once HeartbeatRefreshMs has passed,
+  // saying that it polls again within `deadline_ms` (or gives up by
+  // itself). A member that does not is never fenced. `now_ms`:
+  // kNoTimestamp, CLOCK_MONOTONIC's time.
+  Status KeepHeartbeat(int64_t deadline_ms, int64_t now_ms = kNoTimestamp);
+  // Rewrites the heartbeat when HeartbeatRefreshMs has passed since the
+  // last write (a member about to start a bounded wait of its deadline
+  // between two polls, such as a handler run). Nothing without
+  // KeepHeartbeat.
+  Status Beat(int64_t now_ms = kNoTimestamp);
+
   // Probes the members (removing dead members' files, unless their session
   // holds), reads the live ones' subscriptions (and absent static members'
   // in their session), recomputes the assignment of each topic among its
@@ -176,7 +199,12 @@ class GroupMember {
   // offsets file (Group::RecordRebalance) — one member counts each change;
   // a member's first Poll counts as a change. `now_ms` (kNoTimestamp: the
   // clock's) decides which sessions have ended.
-  Result<MembershipView> Poll(int64_t now_ms = kNoTimestamp);
+  // With KeepHeartbeat, first rewrites this member's heartbeat when due;
+  // then a live member of this host whose heartbeat (R69) the Polls find
+  // stuck (WatchHeartbeat) is fenced (FenceStuckMember: killed), listed in
+  // `fenced`. `mono_ms`
+  // (kNoTimestamp: CLOCK_MONOTONIC's) is the time heartbeats are read at.
+  Result<MembershipView> Poll(int64_t now_ms = kNoTimestamp, int64_t mono_ms = kNoTimestamp);
 
   // Takes partition `p` of `topic` (one this member reads): its ownership
   // lock without blocking: true when owned (now or already), false while
@@ -217,6 +245,13 @@ class GroupMember {
  private:
   GroupMember() = default;
   void WriteOwnNote() const;
+  Status WriteHeartbeat(int64_t mono);
+  // R69 for live member `note.id`: a heartbeat that WatchHeartbeat finds
+  // stuck fences it (listed in view->fenced); `watches` collects what this
+  // Poll read of each live member's heartbeat.
+  Status CheckStuck(int members_dir, const MemberNote& note, int64_t mono,
+                    std::map<std::string, HeartbeatWatch, std::less<>>* watches,
+                    MembershipView* view);
 
   Group* group_ = nullptr;
   std::string id_;
@@ -234,6 +269,14 @@ class GroupMember {
   // The subscriptions read at earlier polls, for a member in its session
   // whose note cannot be read now (it is rewriting it as it restarts).
   std::map<std::string, std::optional<std::vector<std::string>>> known_topics_;
+  // KeepHeartbeat: the deadline (0: none) and when the heartbeat was last
+  // written (CLOCK_MONOTONIC ms).
+  int64_t heartbeat_deadline_ms_ = 0;
+  int64_t heartbeat_written_ms_ = 0;
+  // What the Polls read of each live member's heartbeat (R69).
+  std::map<std::string, HeartbeatWatch, std::less<>> watches_;
+  // Members fenced with kDenied (said once).
+  std::map<std::string, int64_t, std::less<>> denied_;
 };
 
 }  // namespace mq
