@@ -7,7 +7,8 @@
 # each once across a crash between the append and the commit; a pipeline
 # reading two topics (one of them read alone by earlier runs, under the
 # same producer ids) appends each source message's outputs exactly once
-# across SIGKILLs. Seeded: MQ_TEST_SEED repeats a run.
+# across SIGKILLs; the readers of the topics a pattern adds later share the
+# open-file budget with the others. Seeded: MQ_TEST_SEED repeats a run.
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -68,6 +69,38 @@ check_log "$LOG" "a pattern"
 { "$C" -t p.x -e -f 'p.x/%p/%o\n'; "$C" -t p.y -e -f 'p.y/%p/%o\n'; } | sort >"$WORK/want.p"
 diff <(handled "$LOG") "$WORK/want.p" >"$WORK/diff" ||
   fail "--exec with a pattern: not every message of p.x and p.y once: $(head "$WORK/diff") ($(cat "$WORK/pattern.err"))"
+
+# --- the open-file budget: topics a pattern adds later share it ----------------------
+# Under ulimit -n 64 a member following '^q\.' has room for about ten
+# readers: q.0 (16 partitions) takes them all, and q.1 to q.3, created
+# later, must share them, not get as many again each (which ran out of
+# descriptors: exit 74).
+produce -t q.0 --create --partitions 16 </dev/null
+# 48 keyed messages per topic: in most of its partitions.
+fill() { seq 1 48 | awk -v t="$1" '{print "k"$1"\t"t"-"$1}' | produce -t "$1" -K '\t'; }
+fill q.0
+(
+  ulimit -n 64
+  exec "$C" -G bud -t '^q\.' -f '%t %s\n'
+) >"$WORK/bud.out" 2>"$WORK/bud.err" &
+pid=$!
+PIDS+=("$pid")
+for _ in $(seq 1 300); do [[ $(wc -l <"$WORK/bud.out") -ge 48 ]] && break; sleep 0.1; done
+for t in 1 2 3; do
+  produce -t "q.$t" --create --partitions 16 </dev/null
+  fill "q.$t"
+done
+for _ in $(seq 1 300); do
+  [[ $(wc -l <"$WORK/bud.out") -ge 192 ]] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$pid" 2>/dev/null ||
+  fail "a pattern's later topics under ulimit -n 64: the member died: $(cat "$WORK/bud.err")"
+[[ $(sort -u "$WORK/bud.out" | wc -l) == 192 ]] ||
+  fail "a pattern's later topics under ulimit -n 64: read $(wc -l <"$WORK/bud.out") of 192 messages: $(cat "$WORK/bud.err")"
+kill -TERM "$pid"
+wait "$pid" || true
 
 # --- at least once across SIGKILLs of two members of a and b -------------------------
 export LOG="$WORK/kills.log"

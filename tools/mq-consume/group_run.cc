@@ -76,6 +76,31 @@ struct Source {
   std::vector<int32_t> last_epoch;  // by partition: leader epoch of the last record handed out
 };
 
+// The open-file budget of a member's readers (and a pipeline's output
+// writers: a reader and a writer per share): what the open-file limit
+// leaves once a pipeline's producer locks of every source partition (the
+// most this member can own), the handler runs that may go at once and the
+// dead-letter writers are counted out.
+struct ReaderBudget {
+  size_t per_share = kDescriptorsPerReader;
+  size_t reserved = 0;    // handler runs and dead-letter writers
+  bool pipeline = false;  // a producer lock per source partition more
+
+  // The shares for `sources`; the topics read share them (at least one
+  // reader each): each consumer's max_open is set to its share, lowered
+  // as a pattern adds topics, so that the total stays within the budget.
+  size_t Share(const std::vector<std::unique_ptr<Source>>& sources) const {
+    size_t locks = 0;
+    if (pipeline)
+      for (const auto& s : sources)
+        locks += kLocksPerSourcePartition * static_cast<size_t>(s->consumer->config().partitions);
+    const size_t shares = cli::OpenPartitionBudget(per_share, reserved + locks);
+    for (const auto& s : sources)
+      s->consumer->set_max_open(std::max<size_t>(1, shares / sources.size()));
+    return shares;
+  }
+};
+
 class Member {
  public:
   // `sources`: the topics read so far (with a pattern, more are added as
@@ -84,9 +109,11 @@ class Member {
   Member(const Flags& f, Settings& settings, const DataDir* dir,
          std::vector<std::unique_ptr<Source>> sources, ConsumerOptions options, Group* group,
          GroupMember* member, cli::Output* out, Dispatcher* dispatcher,
-         std::vector<std::pair<std::string, int32_t>>* stopped, std::mutex* subscribe_mu)
+         std::vector<std::pair<std::string, int32_t>>* stopped, std::mutex* subscribe_mu,
+         ReaderBudget budget)
       : stopped_(stopped),
         subscribe_mu_(subscribe_mu),
+        budget_(budget),
         f_(f),
         settings_(settings),
         dir_(dir),
@@ -127,6 +154,7 @@ class Member {
   Status OnStopped();
   std::vector<std::pair<std::string, int32_t>>* stopped_;  // (topic, partition)
   std::mutex* subscribe_mu_;
+  const ReaderBudget budget_;
 
   Status Rebalance();
   // With topic patterns (R64): the topics they match now that are not read
@@ -378,6 +406,7 @@ Status Member::Resubscribe() {
   if (added.empty()) return Status::Ok();
   std::sort(sources_.begin(), sources_.end(),
             [](const auto& a, const auto& b) { return a->topic < b->topic; });
+  budget_.Share(sources_);
   std::lock_guard<std::mutex> lk(*subscribe_mu_);
   return member_->Subscribe(added);
 }
@@ -1006,21 +1035,12 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
                               *f.group, n.first_offset, n.last_offset, topic, n.partition));
     }
   };
-  // Readers (and a pipeline's output writers: a reader and a writer per
-  // share) share what the open-file limit leaves once a pipeline's producer
-  // locks of every source partition (the most this member can own), the
-  // handler runs that may go at once and the dead-letter writers are
-  // counted out.
-  size_t reserved = 0;
-  if (settings.pipeline) {
-    if (auto in = dir->ReadTopic(f.topic); in)
-      reserved += kLocksPerSourcePartition * static_cast<size_t>(in->partitions);
-  }
-  if (settings.handler) reserved += ReservedDescriptors(*settings.handler);
-  const size_t shares = cli::OpenPartitionBudget(
-      settings.pipeline ? kDescriptorsPerReader + kDescriptorsPerWriter : kDescriptorsPerReader,
-      reserved);
-  options.max_open = shares;
+  ReaderBudget budget;
+  if (settings.pipeline) budget.per_share = kDescriptorsPerReader + kDescriptorsPerWriter;
+  budget.pipeline = settings.pipeline.has_value();
+  if (settings.handler) budget.reserved = ReservedDescriptors(*settings.handler);
+  // The consumers' max_open is their share (budget.Share), once opened.
+  options.max_open = 1;
   // The topics read (R64): those named (each must exist) and those a
   // pattern matches now; a pattern's later matches are added at each poll
   // (Member::Resubscribe).
@@ -1029,8 +1049,6 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     auto matched = MatchSubscription(f, *dir);
     if (!matched) return cli::Fail(matched.error());
     names = std::move(*matched);
-    // The topics share the readers' budget.
-    options.max_open = std::max<size_t>(1, shares / std::max<size_t>(1, names.size()));
   }
   std::vector<std::unique_ptr<Source>> sources;
   std::vector<TopicPartitions> subscription;
@@ -1043,6 +1061,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     subscription.push_back({t, src->consumer->config().partitions});
     sources.push_back(std::move(src));
   }
+  const size_t shares = budget.Share(sources);
   auto group = Group::Open(dir->path(), *f.group, true);
   if (!group) return cli::Fail(group.error());
   // The group must be readable before anything is consumed: a corrupt
@@ -1108,7 +1127,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   // as a handler run does: the same bound (Kafka's max.poll.interval.ms).
   if (!dispatcher) out.set_write_timeout(f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs));
   Member m(f, settings, &*dir, std::move(sources), options, &*group, &*member, &out,
-           dispatcher ? &*dispatcher : nullptr, &stopped, &subscribe_mu);
+           dispatcher ? &*dispatcher : nullptr, &stopped, &subscribe_mu, budget);
   Status s = m.Run(interrupted);
   Status fin = m.Finish(s.ok());
   if (s.ok()) s = fin;
