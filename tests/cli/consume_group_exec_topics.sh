@@ -8,7 +8,8 @@
 # reading two topics (one of them read alone by earlier runs, under the
 # same producer ids) appends each source message's outputs exactly once
 # across SIGKILLs; the readers of the topics a pattern adds later share the
-# open-file budget with the others. Seeded: MQ_TEST_SEED repeats a run.
+# open-file budget with the others; a topic removed from the directory
+# leaves the members' subscriptions. Seeded: MQ_TEST_SEED repeats a run.
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -101,6 +102,40 @@ kill -0 "$pid" 2>/dev/null ||
   fail "a pattern's later topics under ulimit -n 64: read $(wc -l <"$WORK/bud.out") of 192 messages: $(cat "$WORK/bud.err")"
 kill -TERM "$pid"
 wait "$pid" || true
+
+# --- a topic removed from the directory leaves the members' subscriptions ----------------
+produce -t r.a --create --partitions 2 </dev/null
+produce -t r.b --create --partitions 2 </dev/null
+export LOG="$WORK/removed.log"
+: >"$LOG"
+rpids=()
+for m in x y; do
+  "$C" -G rm --member-id "$m" -t '^r\.' -v --exec sh -c "$LOGIT" 2>"$WORK/rm.$m.err" &
+  rpids+=($!)
+  PIDS+=($!)
+done
+# members_topics: "ID:TOPIC,TOPIC ..." of the group's live members.
+members_topics() {
+  "$C" --describe -G rm -J | jq -r 'select(.type == "summary") | .members[] | "\(.consumer_id):\(.topics | join(","))"' |
+    sort | tr '\n' ' '
+}
+for _ in $(seq 1 300); do [[ $(members_topics) == "x:r.a,r.b y:r.a,r.b " ]] && break; sleep 0.1; done
+[[ $(members_topics) == "x:r.a,r.b y:r.a,r.b " ]] || fail "members of ^r.: $(members_topics)"
+rm -rf "$MQ_DIR/topics/r.b.conf" "$MQ_DIR"/r.b-*
+for _ in $(seq 1 300); do [[ $(members_topics) == "x:r.a y:r.a " ]] && break; sleep 0.1; done
+[[ $(members_topics) == "x:r.a y:r.a " ]] ||
+  fail "a removed topic stays in the members' subscriptions: $(members_topics) ($(cat "$WORK/rm.x.err"))"
+# The members go on with the topics left.
+seq 1 20 | awk '{print "r.a-"$1}' | produce -t r.a
+for _ in $(seq 1 300); do [[ $(wc -l <"$LOG") -ge 20 ]] && break; sleep 0.1; done
+for pid in "${rpids[@]}"; do
+  kill -0 "$pid" 2>/dev/null || fail "a member stopped after a topic was removed: $(cat "$WORK"/rm.*.err)"
+  kill -TERM "$pid"
+  wait "$pid" || true
+done
+check_log "$LOG" "a removed topic"
+diff <(handled "$LOG") <("$C" -t r.a -e -f 'r.a/%p/%o\n' | sort) >"$WORK/diff" ||
+  fail "after a topic was removed: not every message of r.a once: $(head "$WORK/diff")"
 
 # --- at least once across SIGKILLs of two members of a and b -------------------------
 export LOG="$WORK/kills.log"

@@ -157,8 +157,10 @@ class Member {
   const ReaderBudget budget_;
 
   Status Rebalance();
-  // With topic patterns (R64): the topics they match now that are not read
-  // yet are opened and added to the member's subscription.
+  // With several topics (R64): those removed from the directory leave the
+  // member's subscription, and the topics the -t arguments match now that
+  // are not read (a pattern's new matches, a named topic created again)
+  // are opened and added to it.
   Status Resubscribe();
   Source* FindSource(std::string_view topic);
   // --exec: partition p of `s` as the dispatcher names it.
@@ -376,9 +378,34 @@ Source* Member::FindSource(std::string_view topic) {
 }
 
 Status Member::Resubscribe() {
-  bool patterns = false;
-  for (const std::string& t : f_.topics) patterns = patterns || IsTopicPattern(t);
-  if (!patterns) return Status::Ok();
+  if (!several_) return Status::Ok();
+  // A topic removed from the directory leaves the subscription: its owned
+  // partitions are let go (committed first, as at any revoke) and the
+  // other members' polls no longer count this member among its readers.
+  auto existing = dir_->ListTopics();
+  if (!existing) return existing.error();
+  bool removed = false;
+  for (size_t i = 0; i < sources_.size();) {
+    Source& src = *sources_[i];
+    if (std::binary_search(existing->begin(), existing->end(), src.topic)) {
+      ++i;
+      continue;
+    }
+    std::vector<int32_t> owned;
+    for (const auto& [p, pr] : src.progress) owned.push_back(p);
+    for (int32_t p : owned) MQ_RETURN_IF_ERROR(Revoke(src, p));
+    {
+      std::lock_guard<std::mutex> lk(*subscribe_mu_);
+      MQ_RETURN_IF_ERROR(member_->Unsubscribe(src.topic));
+    }
+    if (f_.verbose)
+      cli::Eprint("group {}: topic {} was removed: no longer read\n", group_->name(), src.topic);
+    sources_.erase(sources_.begin() + static_cast<std::ptrdiff_t>(i));
+    next_source_ = 0;
+    removed = true;
+  }
+  // A named topic removed is read again once it exists again, as a
+  // pattern's new match is.
   auto topics = MatchSubscription(f_, *dir_);
   if (!topics) return topics.error();
   std::vector<TopicPartitions> added;
@@ -403,7 +430,10 @@ Status Member::Resubscribe() {
       cli::Eprint("group {}: topic {} matches, read from now on\n", group_->name(), t);
     sources_.push_back(std::move(src));
   }
-  if (added.empty()) return Status::Ok();
+  if (added.empty()) {
+    if (removed) budget_.Share(sources_);
+    return Status::Ok();
+  }
   std::sort(sources_.begin(), sources_.end(),
             [](const auto& a, const auto& b) { return a->topic < b->topic; });
   budget_.Share(sources_);
@@ -928,6 +958,15 @@ Result<const ConsumedRecord*> Member::Next(Source** from) {
   for (size_t i = 0; i < n; ++i) {
     Source* src = sources_[(next_source_ + i) % n].get();
     auto next = src->consumer->Next();
+    if (!next && several_) {
+      // Its topic was removed from under its readers: it leaves the
+      // subscription now (Resubscribe), not at the next poll.
+      auto config = dir_->ReadTopic(src->topic);
+      if (!config && config.error().code() == Code::kNotFound) {
+        MQ_RETURN_IF_ERROR(Resubscribe());
+        return static_cast<const ConsumedRecord*>(nullptr);
+      }
+    }
     if (!next) return next.error();
     if (*next != nullptr) {
       // One record of each topic in turn: a busy topic does not hold the
