@@ -85,16 +85,25 @@ struct ReaderBudget {
   size_t per_share = kDescriptorsPerReader;
   size_t reserved = 0;    // handler runs and dead-letter writers
   bool pipeline = false;  // a producer lock per source partition more
+  // What the readers and the producer locks may hold, measured at the first
+  // Share (later, the descriptors in use include the readers' own).
+  size_t descriptors = 0;
 
   // The shares for `sources`; the topics read share them (at least one
   // reader each): each consumer's max_open is set to its share, lowered
   // as a pattern adds topics, so that the total stays within the budget.
-  size_t Share(const std::vector<std::unique_ptr<Source>>& sources) const {
+  size_t Share(const std::vector<std::unique_ptr<Source>>& sources) {
     size_t locks = 0;
     if (pipeline)
       for (const auto& s : sources)
         locks += kLocksPerSourcePartition * static_cast<size_t>(s->consumer->config().partitions);
-    const size_t shares = cli::OpenPartitionBudget(per_share, reserved + locks);
+    size_t shares = 1;
+    if (descriptors == 0) {
+      shares = cli::OpenPartitionBudget(per_share, reserved + locks);
+      descriptors = shares * per_share + locks;
+    } else if (descriptors > locks + per_share) {
+      shares = (descriptors - locks) / per_share;
+    }
     for (const auto& s : sources)
       s->consumer->set_max_open(std::max<size_t>(1, shares / sources.size()));
     return shares;
@@ -154,7 +163,7 @@ class Member {
   Status OnStopped();
   std::vector<std::pair<std::string, int32_t>>* stopped_;  // (topic, partition)
   std::mutex* subscribe_mu_;
-  const ReaderBudget budget_;
+  ReaderBudget budget_;
 
   Status Rebalance();
   // With several topics (R64): those removed from the directory leave the
