@@ -176,13 +176,22 @@ void Consumer::Release(Cursor& c) {
 // Closes least recently read readers until one more may be opened. A
 // cursor that just skipped a corrupt batch keeps its reader (reopening at
 // next_offset would find that batch again) unless nothing else can go.
-void Consumer::MakeRoom() {
-  const size_t limit = std::max<size_t>(options_.max_open, 1);
-  while (open_.size() >= limit) {
+void Consumer::MakeRoom() { CloseReadersAbove(std::max<size_t>(options_.max_open, 1) - 1); }
+
+void Consumer::CloseReadersAbove(size_t keep) {
+  while (open_.size() > keep) {
     auto victim = std::prev(open_.end());
     while (victim != open_.begin() && (*victim)->after_skip) --victim;
     Release(**victim);
   }
+}
+
+void Consumer::set_max_open(size_t max_open) {
+  options_.max_open = max_open;
+  CloseReadersAbove(std::max<size_t>(max_open, 1));
+  // Its threads hold a reader per partition: past half of the budget,
+  // WaitForAppend polls instead (and starts them again if it is raised).
+  waiter_.reset();
 }
 
 // Opens the reader of `c`, closing another first if max_open are open.

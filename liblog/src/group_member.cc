@@ -283,6 +283,20 @@ Status GroupMember::Subscribe(std::span<const TopicPartitions> topics) {
   return Status::Ok();
 }
 
+Status GroupMember::Unsubscribe(std::string_view topic) {
+  auto t = std::find_if(topics_.begin(), topics_.end(),
+                        [&](const TopicPartitions& tp) { return tp.topic == topic; });
+  if (t == topics_.end()) return Status::Ok();
+  auto it = ownership_.find(std::string(topic));
+  if (it != ownership_.end()) {
+    for (int32_t p : it->second.owned()) MQ_RETURN_IF_ERROR(it->second.Disown(p));
+    ownership_.erase(it);
+  }
+  topics_.erase(t);
+  WriteOwnNote();
+  return Status::Ok();
+}
+
 const std::string& GroupMember::topic() const {
   static const std::string kNone;
   return topics_.empty() ? kNone : topics_.front().topic;

@@ -36,11 +36,12 @@ grep -q "need a consumer group" "$WORK/err" || fail "no -G: $(cat "$WORK/err")"
 run "$C" -G one -t a -t '^(' -e
 expect_rc 64 "a pattern that does not compile"
 grep -q 'topic pattern "^("' "$WORK/err" || fail "bad pattern: $(cat "$WORK/err")"
-run "$C" -G one -t a -t b --exec cat
-expect_rc 64 "--exec with several topics"
-grep -q -- "--exec reads one topic" "$WORK/err" || fail "--exec: $(cat "$WORK/err")"
-run "$C" -G one -t '^a' --to-topic out --exec cat
-expect_rc 64 "--to-topic with a pattern"
+run "$C" -G one -t a -t b --dlq b --exec cat
+expect_rc 64 "--dlq one of the topics read"
+grep -q -- "must differ from the topics read" "$WORK/err" || fail "--dlq b: $(cat "$WORK/err")"
+run "$C" -G one -t '^a' -t b --to-topic b --exec cat
+expect_rc 64 "--to-topic one of the topics read"
+grep -q -- "must differ from the topics read" "$WORK/err" || fail "--to-topic b: $(cat "$WORK/err")"
 run "$C" --describe -G one -t a -t b
 expect_rc 64 "--describe with two topics"
 run "$C" -G one -t a -t nosuch -e

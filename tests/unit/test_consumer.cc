@@ -761,3 +761,25 @@ TEST_CASE("consumer: with stop_corrupt a corrupt batch stops its partition and t
   REQUIRE_FALSE(r);
   CHECK(r.error().code() == Code::kCorruption);
 }
+
+TEST_CASE("consumer: set_max_open lowers the readers open at once, losing nothing") {
+  Topic t(4);
+  for (int32_t p = 0; p < 4; ++p) t.Append(p, 5);
+  auto c = t.Open();
+  for (int32_t p = 0; p < 4; ++p) REQUIRE(c->Assign(p, {K::kBeginning, 0}).ok());
+  std::vector<Got> got = Drain(*c);
+  CHECK(c->open_readers() == 4);
+  // A member of several topics shares its budget among one topic more.
+  c->set_max_open(2);
+  CHECK(c->open_readers() == 2);
+  for (int32_t p = 0; p < 4; ++p) t.Append(p, 3);
+  for (const Got& g : Drain(*c)) got.push_back(g);
+  CHECK(c->open_readers() <= 2);
+  for (int32_t p = 0; p < 4; ++p) CHECK(OffsetsOf(got, p) == Range(0, 8));
+  // Raised again: readers are opened as partitions are read, up to it.
+  c->set_max_open(8);
+  for (int32_t p = 0; p < 4; ++p) t.Append(p, 1);
+  for (const Got& g : Drain(*c)) got.push_back(g);
+  CHECK(c->open_readers() == 4);
+  for (int32_t p = 0; p < 4; ++p) CHECK(OffsetsOf(got, p) == Range(0, 9));
+}

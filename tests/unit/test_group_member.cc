@@ -398,6 +398,28 @@ TEST_CASE("group member: a member of several topics owns its share of each (R64)
   settle();
   CHECK(y->owned("c") == std::vector<int32_t>{0, 1});
   CHECK(y->owned("b").size() == 2);  // b stays where it was
+
+  // b is removed from the directory: y takes it out of its subscription,
+  // letting its partitions of b go; its note says so, x sees the change,
+  // and b's partitions are all x's (y is no reader of b any more).
+  REQUIRE(y->Unsubscribe("b").ok());
+  CHECK(y->topics() == std::vector<TopicPartitions>{{"c", 2}});
+  CHECK(y->owned("b").empty());
+  note = ReadMemberNote(members->get(), "y");
+  REQUIRE(note);
+  CHECK(note->topics == std::vector<std::string>{"c"});
+  auto b_view = y->TryAcquire("b", 0);
+  REQUIRE_FALSE(b_view);
+  CHECK(b_view.error().code() == Code::kInvalidArgument);
+  view = x->Poll();
+  REQUIRE(view);
+  CHECK(view->changed);
+  settle();
+  CHECK(x->owned("b") == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(y->owned("c") == std::vector<int32_t>{0, 1});
+  // A topic not read is left alone.
+  CHECK(y->Unsubscribe("nosuch").ok());
+  CHECK(y->topics() == std::vector<TopicPartitions>{{"c", 2}});
 }
 
 // A rewritten note's old tail after the new note is ignored.

@@ -84,9 +84,23 @@ bool ParseInt(std::string_view s, T* out) {
 Dispatcher::Dispatcher(HandlerOptions options, std::string topic,
                        const volatile std::sig_atomic_t* interrupted)
     : options_(std::move(options)),
-      topic_(std::move(topic)),
       interrupted_(interrupted),
-      base_env_(handler::BaseEnvironment()) {}
+      base_env_(handler::BaseEnvironment()) {
+  if (!topic.empty()) (void)topics_.Add(topic);
+}
+
+Result<int32_t> Dispatcher::AddTopic(const std::string& topic) {
+  auto number = topics_.Add(topic);
+  if (!number) return number;
+  std::lock_guard<std::mutex> dlq(dlq_mu_);
+  // A scan remembers the dead letters of the topics known then only.
+  dlq_scanned_.assign(dlq_scanned_.size(), false);
+  return number;
+}
+
+std::string Dispatcher::Where(int32_t lane) const {
+  return fmt::format("topic {} partition {}", topics_.TopicOf(lane), LanePartition(lane));
+}
 
 size_t ReservedDescriptors(const HandlerOptions& options) {
   return handler::kDescriptorsPerRun * std::max<size_t>(options.parallel, 1) +
@@ -106,7 +120,7 @@ Status Dispatcher::Open(const DataDir& dir, const TopicConfig& source) {
     MQ_RETURN_IF_ERROR(dir.CreateTopic(*options_.dlq, source.LocalCopy()));
     if (!options_.quiet)
       cli::Warn(fmt::format("created dead-letter topic {} like {} ({} partition{})", *options_.dlq,
-                            topic_, source.partitions, source.partitions == 1 ? "" : "s"));
+                            topics_.TopicOf(0), source.partitions, source.partitions == 1 ? "" : "s"));
     config = dir.ReadTopic(*options_.dlq);
   }
   if (!config) return config.error();
@@ -341,8 +355,7 @@ void Dispatcher::Work() {
       st = LockForUnit(p, &lock, &ctl);
       if (st.ok()) st = HandleUnit(p, views, ctl);
     } catch (const std::bad_alloc&) {  // no exception may leave a thread
-      st = Status(Code::kNoMemory, fmt::format("topic {} partition {}: out of memory handling a "
-                                               "message", topic_, p));
+      st = Status(Code::kNoMemory, fmt::format("{}: out of memory handling a message", Where(p)));
     }
     Done d;
     d.partition = p;
@@ -452,7 +465,7 @@ void Dispatcher::Forget(int32_t partition) {
   // here too, they would be counted twice should the partition come back.
   dead_counts_.erase(partition);
   if (dlq_config_ && dlq_config_->partitions > 0) {
-    const int32_t dp = partition % dlq_config_->partitions;
+    const int32_t dp = LanePartition(partition) % dlq_config_->partitions;
     dlq_scanned_[static_cast<size_t>(dp)] = false;
   }
 }
@@ -528,9 +541,9 @@ Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messag
   }
   if (messages.size() > 1 && !NotRunAgain(a->outcome)) {
     if (!options_.quiet)
-      cli::Warn(fmt::format("topic {} partition {} offsets {}..{}: batch failed {} attempt{} "
+      cli::Warn(fmt::format("{} offsets {}..{}: batch failed {} attempt{} "
                             "({}); handling its {} messages one by one",
-                            topic_, partition, messages.front().offset, messages.back().offset,
+                            Where(partition), messages.front().offset, messages.back().offset,
                             a->attempts, a->attempts == 1 ? "" : "s", a->outcome.Describe(),
                             messages.size()));
     for (const Message& m : messages) {
@@ -561,25 +574,29 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
   fmt::memory_buffer input;
   std::string_view stdin_bytes;
   const Message& first = messages.front();
+  // The message's own topic and partition, not its lane.
+  const std::string topic = topics_.TopicOf(partition);
+  const int32_t lane = partition;
+  partition = LanePartition(lane);
   if (options_.batch) {
-    handler::AppendBatchEnv(&spec.env, topic_, partition, first.offset, messages.back().offset,
+    handler::AppendBatchEnv(&spec.env, topic, partition, first.offset, messages.back().offset,
                             messages.size());
     for (const Message& m : messages) {
-      envelope::EnvelopeFields f{topic_, partition, m.offset, m.log_append_time,
+      envelope::EnvelopeFields f{topic, partition, m.offset, m.log_append_time,
                                  m.timestamp, m.key, m.value, m.headers};
       envelope::AppendEnvelopeJson(input, f);
     }
     stdin_bytes = std::string_view(input.data(), input.size());
   } else {
-    handler::MessageInfo info{topic_, partition, first.offset, first.timestamp,
+    handler::MessageInfo info{topic, partition, first.offset, first.timestamp,
                               first.key, !first.value.has_value(), first.headers};
     handler::AppendMessageEnv(&spec.env, info);
     if (first.value) stdin_bytes = AsText(*first.value);
   }
   std::string where =
       messages.size() == 1
-          ? fmt::format("topic {} partition {} offset {}", topic_, partition, first.offset)
-          : fmt::format("topic {} partition {} offsets {}..{}", topic_, partition, first.offset,
+          ? fmt::format("{} offset {}", Where(lane), first.offset)
+          : fmt::format("{} offsets {}..{}", Where(lane), first.offset,
                         messages.back().offset);
   Attempted a;
   uint64_t backoff = options_.retry_backoff_ms;
@@ -693,8 +710,10 @@ Status Dispatcher::ScanDeadLetters(int32_t dlq_partition) {
         if (g != std::optional<std::string_view>(options_.group)) continue;
         int32_t part = 0;
         int64_t off = 0;
-        if (t && *t == topic_ && p && o && ParseInt(*p, &part) && ParseInt(*o, &off))
-          dead_[part].insert(off);
+        if (!t || !p || !o || !ParseInt(*p, &part) || !ParseInt(*o, &off) || part < 0 ||
+            part >= kLanesPerTopic)
+          continue;
+        if (auto number = topics_.Find(*t)) dead_[LaneOf(*number, part)].insert(off);
       }
       if (!records->status().ok()) return records->status();
     }
@@ -705,7 +724,7 @@ Status Dispatcher::ScanDeadLetters(int32_t dlq_partition) {
 
 Result<bool> Dispatcher::DeadAlready(int32_t partition, int64_t offset) {
   std::lock_guard<std::mutex> dlq(dlq_mu_);
-  MQ_RETURN_IF_ERROR(ScanDeadLetters(partition % dlq_config_->partitions));
+  MQ_RETURN_IF_ERROR(ScanDeadLetters(LanePartition(partition) % dlq_config_->partitions));
   auto it = dead_.find(partition);
   return it != dead_.end() && it->second.contains(offset);
 }
@@ -713,8 +732,7 @@ Result<bool> Dispatcher::DeadAlready(int32_t partition, int64_t offset) {
 Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempted& a,
                               Ctl& ctl) {
   std::string what =
-      fmt::format("topic {} partition {} offset {}: handler failed {} attempt{} ({})", topic_,
-                  partition, m.offset, a.attempts, a.attempts == 1 ? "" : "s",
+      fmt::format("{} offset {}: handler failed {} attempt{} ({})", Where(partition), m.offset, a.attempts, a.attempts == 1 ? "" : "s",
                   a.outcome.Describe());
   if (!options_.dlq) {
     SetExit(kExitHandlerFailed);
@@ -733,8 +751,9 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
   // what was found in it are shared.
   std::lock_guard<std::mutex> dlq(dlq_mu_);
   // The source partition picks the dead-letter partition: a source
-  // partition's dead letters stay in order, in one place.
-  const int32_t dp = partition % dlq_config_->partitions;
+  // partition's dead letters stay in order, in one place. (Those of several
+  // topics' partitions P share partition P's; mq.dlq.topic tells them apart.)
+  const int32_t dp = LanePartition(partition) % dlq_config_->partitions;
   MQ_RETURN_IF_ERROR(ScanDeadLetters(dp));
   auto& seen = dead_[partition];
   if (seen.contains(m.offset)) {
@@ -746,9 +765,10 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
     return Status::Ok();
   }
   std::vector<Header> headers(m.headers.begin(), m.headers.end());
-  const std::string part = std::to_string(partition), off = std::to_string(m.offset);
+  const std::string topic = topics_.TopicOf(partition);
+  const std::string part = std::to_string(LanePartition(partition)), off = std::to_string(m.offset);
   const std::string attempts = std::to_string(a.attempts), status = a.outcome.StatusText();
-  headers.push_back({kDlqTopicHeader, AsBytes(topic_)});
+  headers.push_back({kDlqTopicHeader, AsBytes(topic)});
   headers.push_back({kDlqPartitionHeader, AsBytes(part)});
   headers.push_back({kDlqOffsetHeader, AsBytes(off)});
   headers.push_back({kDlqAttemptsHeader, AsBytes(attempts)});

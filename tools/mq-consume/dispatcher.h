@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <condition_variable>
 #include <csignal>
 #include <cstdint>
@@ -61,6 +62,60 @@ constexpr int kExitNotFound = 127;
 // its partitions (sysexits' EX_TEMPFAIL: the message is handed over again
 // by whoever owns its partition next).
 constexpr int kExitHandlerStuck = 75;
+
+// A group member of several topics (format-spec/group.md R64) hands the
+// messages of each (topic, partition) to its own lane: lane = topic number
+// * kLanesPerTopic + partition, where the topic number is the order in which
+// the member started reading the topic (TopicTable). The first topic's lanes
+// are its partitions, so a member of one topic is numbered as before. Every
+// per-partition promise of a dispatcher (one unit at a time, in offset
+// order; handler locks; dead letters; a pipeline's producer) holds per lane.
+constexpr int32_t kLanesPerTopic = 1 << 14;  // more than R8's 10000 partitions
+// Topic numbers 0 to kMaxTopicNumber: lanes stay positive int32 values.
+constexpr int32_t kMaxTopicNumber = INT32_MAX / kLanesPerTopic - 1;
+constexpr int32_t LaneOf(int32_t topic_number, int32_t partition) {
+  return topic_number * kLanesPerTopic + partition;
+}
+constexpr int32_t LanePartition(int32_t lane) { return lane % kLanesPerTopic; }
+constexpr int32_t LaneTopic(int32_t lane) { return lane / kLanesPerTopic; }
+
+// The topics of a member's lanes, by topic number; read by handler threads
+// while the member's thread adds topics a pattern matches (hence the lock).
+class TopicTable {
+ public:
+  TopicTable() = default;
+  explicit TopicTable(std::string first) { names_.push_back(std::move(first)); }
+  // The number of `topic`, added if new; kInvalidArgument past
+  // kMaxTopicNumber.
+  Result<int32_t> Add(const std::string& topic) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (size_t i = 0; i < names_.size(); ++i)
+      if (names_[i] == topic) return static_cast<int32_t>(i);
+    if (names_.size() > static_cast<size_t>(kMaxTopicNumber))
+      return Status(Code::kInvalidArgument,
+                    "a group member reads at most " + std::to_string(kMaxTopicNumber + 1) +
+                        " topics over its life");
+    names_.push_back(topic);
+    return static_cast<int32_t>(names_.size() - 1);
+  }
+  // The topic of `lane` ("" if none).
+  std::string TopicOf(int32_t lane) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    const auto i = static_cast<size_t>(LaneTopic(lane));
+    return i < names_.size() ? names_[i] : std::string();
+  }
+  // The number of `topic`, if it has one.
+  std::optional<int32_t> Find(std::string_view topic) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (size_t i = 0; i < names_.size(); ++i)
+      if (names_[i] == topic) return static_cast<int32_t>(i);
+    return std::nullopt;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> names_;
+};
 
 // mq-consume --to-topic (pipeline.h): a handler is a transform whose
 // standard output is captured and handed here. Acquire and Release are
@@ -142,8 +197,11 @@ constexpr size_t kMaxDeadLetterWriters = 4;
 // open-file budget before sharing the rest among partitions.
 size_t ReservedDescriptors(const HandlerOptions& options);
 
+// Every `partition` a Dispatcher takes or reports is a lane (LaneOf): with
+// one topic, the partition itself.
 class Dispatcher {
  public:
+  // `topic`: topic number 0 ("": none yet; AddTopic adds them).
   Dispatcher(HandlerOptions options, std::string topic,
              const volatile std::sig_atomic_t* interrupted);
   ~Dispatcher();
@@ -154,6 +212,17 @@ class Dispatcher {
   // (same configuration) if it does not exist, and says so on stderr.
   // With parallel > 1, starts the workers.
   Status Open(const DataDir& dir, const TopicConfig& source);
+  // A group member of several topics reads one more: its number (lanes
+  // LaneOf(number, p)). Dead letters of it already in the dead-letter topic
+  // are looked for again.
+  Result<int32_t> AddTopic(const std::string& topic);
+  const TopicTable& topics() const { return topics_; }
+  // Before Open, in place of HandlerOptions' (a group member's, once the
+  // topic table they need exists).
+  void set_sink(OutputSink* sink) { options_.sink = sink; }
+  void set_handler_lock(std::function<Result<FileLock>(int32_t)> lock) {
+    options_.handler_lock = std::move(lock);
+  }
 
   // Takes one delivered message. Serially, without --batch, its handler
   // runs now; with --batch it is kept (copied) until its partition has N
@@ -324,8 +393,11 @@ class Dispatcher {
     return interrupted() || (ctl.cancel != nullptr && ctl.cancel->load());
   }
 
+  // "topic T partition P" of a lane, in messages.
+  std::string Where(int32_t lane) const;
+
   HandlerOptions options_;
-  std::string topic_;
+  TopicTable topics_;
   const volatile std::sig_atomic_t* interrupted_;
   std::vector<std::string> base_env_;
   std::atomic<int> exit_code_{0};
@@ -353,7 +425,7 @@ class Dispatcher {
   std::vector<std::unique_ptr<PartitionWriter>> dlq_writers_;
   std::list<int32_t> dlq_open_;  // partitions with a writer, most recent first
   std::vector<bool> dlq_scanned_;
-  // Source offsets of this topic already in the DLQ, by source partition.
+  // Source offsets of the topics read already in the DLQ, by lane.
   std::unordered_map<int32_t, std::unordered_set<int64_t>> dead_;
   std::unordered_map<int32_t, int64_t> dead_counts_;  // TakeDeadLetters
   // first_unstarted: given_mu_ guards progress_ (workers start units).

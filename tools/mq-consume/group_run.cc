@@ -9,6 +9,7 @@
 #include <charconv>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -39,6 +40,18 @@ int64_t MonotonicMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
+// The topics of the directory the member's -t arguments match (R64). A
+// pattern never matches the member's own --dlq or --to-topic topic (named
+// outright, they are refused: options.cc): it would read what it writes.
+Result<std::vector<std::string>> MatchSubscription(const Flags& f, const DataDir& dir) {
+  auto existing = dir.ListTopics();
+  if (!existing) return existing.error();
+  std::erase_if(*existing, [&](const std::string& t) {
+    return (f.dlq && f.exec_given && t == *f.dlq) || (f.to_topic && t == *f.to_topic);
+  });
+  return MatchTopics(f.topics, *existing);
+}
+
 // Per owned partition: how far messages were handed over, and committed.
 struct Progress {
   int64_t committed = -1;  // the group's committed offset (-1: none)
@@ -57,20 +70,59 @@ struct Progress {
 // One topic the member reads: its consumer and its owned partitions.
 struct Source {
   std::string topic;
+  int32_t number = 0;  // with --exec: the topic's number in the dispatcher's lanes (LaneOf)
   std::unique_ptr<Consumer> consumer;
   std::map<int32_t, Progress> progress;
   std::vector<int32_t> last_epoch;  // by partition: leader epoch of the last record handed out
 };
 
+// The open-file budget of a member's readers (and a pipeline's output
+// writers: a reader and a writer per share): what the open-file limit
+// leaves once a pipeline's producer locks of every source partition (the
+// most this member can own), the handler runs that may go at once and the
+// dead-letter writers are counted out.
+struct ReaderBudget {
+  size_t per_share = kDescriptorsPerReader;
+  size_t reserved = 0;    // handler runs and dead-letter writers
+  bool pipeline = false;  // a producer lock per source partition more
+  // What the readers and the producer locks may hold, measured at the first
+  // Share (later, the descriptors in use include the readers' own).
+  size_t descriptors = 0;
+
+  // The shares for `sources`; the topics read share them (at least one
+  // reader each): each consumer's max_open is set to its share, lowered
+  // as a pattern adds topics, so that the total stays within the budget.
+  size_t Share(const std::vector<std::unique_ptr<Source>>& sources) {
+    size_t locks = 0;
+    if (pipeline)
+      for (const auto& s : sources)
+        locks += kLocksPerSourcePartition * static_cast<size_t>(s->consumer->config().partitions);
+    size_t shares = 1;
+    if (descriptors == 0) {
+      shares = cli::OpenPartitionBudget(per_share, reserved + locks);
+      descriptors = shares * per_share + locks;
+    } else if (descriptors > locks + per_share) {
+      shares = (descriptors - locks) / per_share;
+    }
+    for (const auto& s : sources)
+      s->consumer->set_max_open(std::max<size_t>(1, shares / sources.size()));
+    return shares;
+  }
+};
+
 class Member {
  public:
   // `sources`: the topics read so far (with a pattern, more are added as
-  // they appear, Resubscribe); with a dispatcher, exactly one.
+  // they appear, Resubscribe). `subscribe_mu`: held while the member's
+  // subscription changes (handler threads take handler locks meanwhile).
   Member(const Flags& f, Settings& settings, const DataDir* dir,
          std::vector<std::unique_ptr<Source>> sources, ConsumerOptions options, Group* group,
          GroupMember* member, cli::Output* out, Dispatcher* dispatcher,
-         std::vector<std::pair<std::string, int32_t>>* stopped)
+         std::vector<std::pair<std::string, int32_t>>* stopped, std::mutex* subscribe_mu,
+         ReaderBudget budget)
       : stopped_(stopped),
+        subscribe_mu_(subscribe_mu),
+        budget_(budget),
         f_(f),
         settings_(settings),
         dir_(dir),
@@ -110,12 +162,18 @@ class Member {
   // committed offset is where the partition stopped (--describe says so).
   Status OnStopped();
   std::vector<std::pair<std::string, int32_t>>* stopped_;  // (topic, partition)
+  std::mutex* subscribe_mu_;
+  ReaderBudget budget_;
 
   Status Rebalance();
-  // With topic patterns (R64): the topics they match now that are not read
-  // yet are opened and added to the member's subscription.
+  // With several topics (R64): those removed from the directory leave the
+  // member's subscription, and the topics the -t arguments match now that
+  // are not read (a pattern's new matches, a named topic created again)
+  // are opened and added to it.
   Status Resubscribe();
   Source* FindSource(std::string_view topic);
+  // --exec: partition p of `s` as the dispatcher names it.
+  static int32_t Lane(const Source& s, int32_t p) { return LaneOf(s.number, p); }
   // "P", or "TOPIC-P" for a member of several topics, in messages.
   std::string Name(const Source& s, int32_t p) const {
     return several_ ? fmt::format("{}-{}", s.topic, p) : std::to_string(p);
@@ -134,7 +192,7 @@ class Member {
   // moves, serially up to the last unit handled (handled_through; a
   // handler that exited 0 after the interrupt's SIGTERM counts): a
   // message whose handler did not finish is never handed over.
-  void MarkHandled(std::optional<int32_t> only = std::nullopt);
+  void MarkHandled(const Source* only_src = nullptr, std::optional<int32_t> only = std::nullopt);
   // Partition `p`'s position is handed over, with the epoch of its last record.
   void HandOver(Source& s, int32_t p, Progress& pr);
   // --parallel: takes the handler runs that ended (waiting up to
@@ -264,7 +322,7 @@ Result<bool> Member::Acquire(Source& src, int32_t p, const GroupOffsets& state) 
   // --to-topic: what an earlier owner appended decides which messages are
   // complete (format-spec/pipeline.md, E5).
   if (dispatcher_ && dispatcher_->sink()) {
-    Status s = dispatcher_->sink()->Acquire(p, at.value_or(0));
+    Status s = dispatcher_->sink()->Acquire(Lane(src, p), at.value_or(0));
     if (!s.ok()) {
       consumer->Unassign(p);
       // kBusy: another process still holds the partition's producer id
@@ -298,14 +356,14 @@ Status Member::Revoke(Source& src, int32_t p) {
     // Its handler may be running: it is waited for (as serially), so that
     // what it finished is committed below and never run again by the next
     // owner; its queued messages are dropped, unhandled, for the next owner.
-    dispatcher_->Yield(p);
+    dispatcher_->Yield(Lane(src, p));
     Collect(0);
   } else if (dispatcher_) {
     // Handlers run one at a time on this thread: none runs now. A --batch
     // still collecting is dropped, unhandled: the next owner hands its
     // messages over again.
     MarkHandled();
-    dispatcher_->Drop(p);
+    dispatcher_->Drop(Lane(src, p));
   } else {
     if (out_->Flush()) MarkFlushed();
     if (!write_error_.ok()) return write_error_;
@@ -315,9 +373,9 @@ Status Member::Revoke(Source& src, int32_t p) {
   MQ_RETURN_IF_ERROR(HandBack(&src, p));
   src.consumer->Unassign(p);
   src.progress.erase(p);
-  if (dispatcher_ && dispatcher_->sink()) dispatcher_->sink()->Release(p);
+  if (dispatcher_ && dispatcher_->sink()) dispatcher_->sink()->Release(Lane(src, p));
   MQ_RETURN_IF_ERROR(member_->Release(src.topic, p));
-  if (dispatcher_) dispatcher_->Forget(p);
+  if (dispatcher_) dispatcher_->Forget(Lane(src, p));
   if (f_.verbose) cli::Eprint("partition {}: released\n", Name(src, p));
   return Status::Ok();
 }
@@ -329,12 +387,35 @@ Source* Member::FindSource(std::string_view topic) {
 }
 
 Status Member::Resubscribe() {
-  bool patterns = false;
-  for (const std::string& t : f_.topics) patterns = patterns || IsTopicPattern(t);
-  if (!patterns) return Status::Ok();
+  if (!several_) return Status::Ok();
+  // A topic removed from the directory leaves the subscription: its owned
+  // partitions are let go (committed first, as at any revoke) and the
+  // other members' polls no longer count this member among its readers.
   auto existing = dir_->ListTopics();
   if (!existing) return existing.error();
-  auto topics = MatchTopics(f_.topics, *existing);
+  bool removed = false;
+  for (size_t i = 0; i < sources_.size();) {
+    Source& src = *sources_[i];
+    if (std::binary_search(existing->begin(), existing->end(), src.topic)) {
+      ++i;
+      continue;
+    }
+    std::vector<int32_t> owned;
+    for (const auto& [p, pr] : src.progress) owned.push_back(p);
+    for (int32_t p : owned) MQ_RETURN_IF_ERROR(Revoke(src, p));
+    {
+      std::lock_guard<std::mutex> lk(*subscribe_mu_);
+      MQ_RETURN_IF_ERROR(member_->Unsubscribe(src.topic));
+    }
+    if (f_.verbose)
+      cli::Eprint("group {}: topic {} was removed: no longer read\n", group_->name(), src.topic);
+    sources_.erase(sources_.begin() + static_cast<std::ptrdiff_t>(i));
+    next_source_ = 0;
+    removed = true;
+  }
+  // A named topic removed is read again once it exists again, as a
+  // pattern's new match is.
+  auto topics = MatchSubscription(f_, *dir_);
   if (!topics) return topics.error();
   std::vector<TopicPartitions> added;
   for (const std::string& t : *topics) {
@@ -348,14 +429,24 @@ Status Member::Resubscribe() {
     src->topic = t;
     src->consumer = std::move(*consumer);
     src->last_epoch.assign(static_cast<size_t>(src->consumer->config().partitions), -1);
+    if (dispatcher_) {
+      auto number = dispatcher_->AddTopic(t);
+      if (!number) return number.error();
+      src->number = *number;
+    }
     added.push_back({t, src->consumer->config().partitions});
     if (f_.verbose)
       cli::Eprint("group {}: topic {} matches, read from now on\n", group_->name(), t);
     sources_.push_back(std::move(src));
   }
-  if (added.empty()) return Status::Ok();
+  if (added.empty()) {
+    if (removed) budget_.Share(sources_);
+    return Status::Ok();
+  }
   std::sort(sources_.begin(), sources_.end(),
             [](const auto& a, const auto& b) { return a->topic < b->topic; });
+  budget_.Share(sources_);
+  std::lock_guard<std::mutex> lk(*subscribe_mu_);
   return member_->Subscribe(added);
 }
 
@@ -477,13 +568,16 @@ void Member::HandOver(Source& src, int32_t p, Progress& pr) {
 }
 
 void Member::Collect(int timeout_ms) {
-  // --exec reads one topic.
-  auto& progress = sources_.front()->progress;
   for (const Dispatcher::Done& d : dispatcher_->TakeDone(timeout_ms)) {
     if (!d.status.ok() && stop_.ok()) stop_ = d.status;
-    auto it = progress.find(d.partition);
     // Handled whole, or (a split batch cut short) in part: R72.
-    if (d.handled_end < 0 || it == progress.end()) continue;
+    if (d.handled_end < 0) continue;
+    Source* src = nullptr;
+    for (auto& s : sources_)
+      if (s->number == LaneTopic(d.partition)) src = s.get();
+    if (src == nullptr) continue;
+    auto it = src->progress.find(LanePartition(d.partition));
+    if (it == src->progress.end()) continue;
     Progress& pr = it->second;
     since_commit_ += d.messages;
     if (d.handled_end > pr.handed) {
@@ -494,29 +588,32 @@ void Member::Collect(int timeout_ms) {
   }
 }
 
-void Member::MarkHandled(std::optional<int32_t> only) {
+void Member::MarkHandled(const Source* only_src, std::optional<int32_t> only) {
   if (!dispatcher_) return;
   const bool healthy = dispatcher_->healthy();
   // --parallel reports each unit that ended (Collect).
   if (!healthy && dispatcher_->parallel()) return;
-  // --exec reads one topic.
-  Source& src = *sources_.front();
-  for (auto& [p, pr] : src.progress) {
-    if (only && p != *only) continue;
-    if (healthy) {
-      if (dispatcher_->has_pending(p)) continue;
-      pr.dead_letters += dispatcher_->TakeDeadLetters(p);
-      HandOver(src, p, pr);
-      continue;
+  for (auto& s : sources_) {
+    Source& src = *s;
+    if (only_src && &src != only_src) continue;
+    for (auto& [p, pr] : src.progress) {
+      if (only && p != *only) continue;
+      const int32_t lane = Lane(src, p);
+      if (healthy) {
+        if (dispatcher_->has_pending(lane)) continue;
+        pr.dead_letters += dispatcher_->TakeDeadLetters(lane);
+        HandOver(src, p, pr);
+        continue;
+      }
+      // Serially, once a run stopped: up to the last unit handled, which
+      // every earlier message was, and nothing past it.
+      auto h = dispatcher_->handled_through(lane);
+      if (h && h->end > pr.handed) {
+        pr.handed = h->end;
+        pr.epoch = h->leader_epoch;
+      }
+      pr.dead_letters += dispatcher_->TakeDeadLetters(lane);
     }
-    // Serially, once a run stopped: up to the last unit handled, which
-    // every earlier message was, and nothing past it.
-    auto h = dispatcher_->handled_through(p);
-    if (h && h->end > pr.handed) {
-      pr.handed = h->end;
-      pr.epoch = h->leader_epoch;
-    }
-    pr.dead_letters += dispatcher_->TakeDeadLetters(p);
   }
 }
 
@@ -726,7 +823,8 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
       // Printed, or its handler started: every message below the first one
       // given to a handler that never started (--batch, --parallel's queue, a
       // stop), or else below the consumer's position.
-      std::optional<int64_t> from = dispatcher_ ? dispatcher_->first_unstarted(p) : std::nullopt;
+      std::optional<int64_t> from =
+          dispatcher_ ? dispatcher_->first_unstarted(Lane(*src, p)) : std::nullopt;
       int32_t epoch = kNoLeaderEpoch;
       if (!dispatcher_ && out_->stalled() && !out_->stalled_partway()) {
         // What the output dropped was never handed out: only what was
@@ -815,13 +913,13 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         continue;
       if (dispatcher_) {
         const int32_t p = m->partition;
-        MQ_RETURN_IF_ERROR(
-            dispatcher_->Add(p, m->log_append_time, m->record, headers, m->leader_epoch));
+        MQ_RETURN_IF_ERROR(dispatcher_->Add(Lane(*src, p), m->log_append_time, m->record, headers,
+                                            m->leader_epoch));
         if (dispatcher_->parallel()) {
           Collect(0);
           if (!stop_.ok()) return stop_;
         } else {
-          MarkHandled(p);
+          MarkHandled(src, p);
         }
         MQ_RETURN_IF_ERROR(CommitDeadLetters());
       } else {
@@ -887,6 +985,15 @@ Result<const ConsumedRecord*> Member::Next(Source** from) {
   for (size_t i = 0; i < n; ++i) {
     Source* src = sources_[(next_source_ + i) % n].get();
     auto next = src->consumer->Next();
+    if (!next && several_) {
+      // Its topic was removed from under its readers: it leaves the
+      // subscription now (Resubscribe), not at the next poll.
+      auto config = dir_->ReadTopic(src->topic);
+      if (!config && config.error().code() == Code::kNotFound) {
+        MQ_RETURN_IF_ERROR(Resubscribe());
+        return static_cast<const ConsumedRecord*>(nullptr);
+      }
+    }
     if (!next) return next.error();
     if (*next != nullptr) {
       // One record of each topic in turn: a busy topic does not hold the
@@ -1006,33 +1113,20 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
                               *f.group, n.first_offset, n.last_offset, topic, n.partition));
     }
   };
-  // Readers (and a pipeline's output writers: a reader and a writer per
-  // share) share what the open-file limit leaves once a pipeline's producer
-  // locks of every source partition (the most this member can own), the
-  // handler runs that may go at once and the dead-letter writers are
-  // counted out.
-  size_t reserved = 0;
-  if (settings.pipeline) {
-    if (auto in = dir->ReadTopic(f.topic); in)
-      reserved += kLocksPerSourcePartition * static_cast<size_t>(in->partitions);
-  }
-  if (settings.handler) reserved += ReservedDescriptors(*settings.handler);
-  const size_t shares = cli::OpenPartitionBudget(
-      settings.pipeline ? kDescriptorsPerReader + kDescriptorsPerWriter : kDescriptorsPerReader,
-      reserved);
-  options.max_open = shares;
+  ReaderBudget budget;
+  if (settings.pipeline) budget.per_share = kDescriptorsPerReader + kDescriptorsPerWriter;
+  budget.pipeline = settings.pipeline.has_value();
+  if (settings.handler) budget.reserved = ReservedDescriptors(*settings.handler);
+  // The consumers' max_open is their share (budget.Share), once opened.
+  options.max_open = 1;
   // The topics read (R64): those named (each must exist) and those a
   // pattern matches now; a pattern's later matches are added at each poll
   // (Member::Resubscribe).
   std::vector<std::string> names{f.topic};
   if (ReadsSeveralTopics(f)) {
-    auto existing = dir->ListTopics();
-    if (!existing) return cli::Fail(existing.error());
-    auto matched = MatchTopics(f.topics, *existing);
+    auto matched = MatchSubscription(f, *dir);
     if (!matched) return cli::Fail(matched.error());
     names = std::move(*matched);
-    // The topics share the readers' budget.
-    options.max_open = std::max<size_t>(1, shares / std::max<size_t>(1, names.size()));
   }
   std::vector<std::unique_ptr<Source>> sources;
   std::vector<TopicPartitions> subscription;
@@ -1045,6 +1139,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     subscription.push_back({t, src->consumer->config().partitions});
     sources.push_back(std::move(src));
   }
+  const size_t shares = budget.Share(sources);
   auto group = Group::Open(dir->path(), *f.group, true);
   if (!group) return cli::Fail(group.error());
   // The group must be readable before anything is consumed: a corrupt
@@ -1062,14 +1157,41 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
 
 
   std::optional<Pipeline> pipeline;
-  if (settings.pipeline) {
-    const TopicConfig& in = sources.front()->consumer->config();
-    settings.pipeline->max_open = PipelineWriterBudget(shares, in.partitions);
-    pipeline.emplace(std::move(*settings.pipeline), *dir, in);
-    if (Status s = pipeline->Open(); !s.ok()) return cli::Fail(s);
-    settings.handler->sink = &*pipeline;
-  }
   std::optional<Dispatcher> dispatcher;
+  std::mutex subscribe_mu;  // the member's subscription, changed by Member::Resubscribe
+  // --exec, --dlq and --to-topic with several topics: the topics created
+  // like the first one read; none matched yet, they must exist already.
+  const TopicConfig* first = sources.empty() ? nullptr : &sources.front()->consumer->config();
+  const TopicConfig none{};
+  if (first == nullptr) {
+    for (const std::optional<std::string>& t :
+         {settings.handler ? settings.handler->dlq : std::nullopt, f.to_topic}) {
+      if (!t) continue;
+      if (auto c = dir->ReadTopic(*t); !c && c.error().code() == Code::kNotFound)
+        return cli::Fail(Status(Code::kNotFound,
+                                fmt::format("topic {} does not exist, and no topic matches {} "
+                                            "yet to create it like: create it first",
+                                            *t, fmt::join(f.topics, " "))));
+    }
+    first = &none;
+  }
+  if (settings.handler) {
+    // Lanes (dispatcher.h): the topics read so far, in order.
+    dispatcher.emplace(std::move(*settings.handler), sources.empty() ? "" : sources.front()->topic,
+                       interrupted);
+    for (auto& src : sources) {
+      auto number = dispatcher->AddTopic(src->topic);
+      if (!number) return cli::Fail(number.error());
+      src->number = *number;
+    }
+  }
+  if (settings.pipeline) {
+    settings.pipeline->max_open = PipelineWriterBudget(shares, first->partitions);
+    settings.pipeline->topics = &dispatcher->topics();
+    pipeline.emplace(std::move(*settings.pipeline), *dir, *first);
+    if (Status s = pipeline->Open(); !s.ok()) return cli::Fail(s);
+    dispatcher->set_sink(&*pipeline);
+  }
   if (settings.handler) {
     // A handler holds a lock of its partition too: the partition is free
     // only once the member and every handler of it are gone.
@@ -1078,23 +1200,23 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     // wait of the member's deadline between two polls: its heartbeat says
     // so first (R69), so that a member retrying one message after another
     // is never taken for stuck.
-    const bool serial = settings.handler->parallel <= 1;
-    settings.handler->handler_lock = [owner, serial](int32_t p) -> Result<FileLock> {
-      if (serial) MQ_RETURN_IF_ERROR(owner->Beat());
-      return owner->LockForHandler(p);
-    };
-    dispatcher.emplace(std::move(*settings.handler), f.topic, interrupted);
-    if (Status s = dispatcher->Open(*dir, sources.front()->consumer->config()); !s.ok())
-      return cli::Fail(s);
+    const bool serial = !dispatcher->parallel();
+    const TopicTable* topics = &dispatcher->topics();
+    dispatcher->set_handler_lock(
+        [owner, topics, serial, &subscribe_mu](int32_t lane) -> Result<FileLock> {
+          std::lock_guard<std::mutex> lk(subscribe_mu);
+          if (serial) MQ_RETURN_IF_ERROR(owner->Beat());
+          return owner->LockForHandler(topics->TopicOf(lane), LanePartition(lane));
+        });
+    if (Status s = dispatcher->Open(*dir, *first); !s.ok()) return cli::Fail(s);
   }
 
   cli::Output out(1, 1 << 20);
   // Printing, a write its reader does not take holds up the member's polls
   // as a handler run does: the same bound (Kafka's max.poll.interval.ms).
   if (!dispatcher) out.set_write_timeout(f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs));
-  // --exec and --to-topic read one topic (options.cc): sources.front().
   Member m(f, settings, &*dir, std::move(sources), options, &*group, &*member, &out,
-           dispatcher ? &*dispatcher : nullptr, &stopped);
+           dispatcher ? &*dispatcher : nullptr, &stopped, &subscribe_mu, budget);
   Status s = m.Run(interrupted);
   Status fin = m.Finish(s.ok());
   if (s.ok()) s = fin;

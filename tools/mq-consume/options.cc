@@ -201,7 +201,9 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
   h.max_backoff_ms = std::max(h.max_backoff_ms, h.retry_backoff_ms);
   if (f.dlq) {
     if (auto s = ValidateName(*f.dlq, "topic"); !s.ok()) return Usage("--dlq: " + s.message());
-    if (*f.dlq == f.topic) return Usage("--dlq: the dead-letter topic must differ from the topic read");
+    for (const std::string& t : f.topics)
+      if (*f.dlq == t || *f.dlq == f.topic)
+        return Usage("--dlq: the dead-letter topic must differ from the topics read");
     h.dlq = f.dlq;
   }
   h.group = f.group;
@@ -261,8 +263,9 @@ Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
     return Usage("--to-topic needs a consumer group (-G GROUP): its offsets say where a rerun "
                  "resumes");
   if (!f.exec_given) return Usage("--to-topic needs a transform: --exec CMD [ARG]...");
-  if (*f.to_topic == f.topic)
-    return Usage("--to-topic: the output topic must differ from the topic read");
+  for (const std::string& t : f.topics)
+    if (*f.to_topic == t || *f.to_topic == f.topic)
+      return Usage("--to-topic: the output topic must differ from the topics read");
   if (f.dlq && *f.dlq == *f.to_topic)
     return Usage("--to-topic: the output topic must differ from the dead-letter topic");
   // By design, not for now: an output names its source message (E2) and a
@@ -288,11 +291,17 @@ Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
     p.key_delimiter = *d;
   }
   p.durability = f.fsync && *f.fsync == "batch" ? Durability::kEveryBatch : Durability::kNone;
-  // The registry name must be a valid name (R12) for every partition.
-  if (auto s = ValidateName(PipelineProducerName(p.group, p.in, p.out, 2147483647), "producer id");
-      !s.ok())
-    return Usage("--to-topic: group and topic names too long for the pipeline's producer name (" +
-                 s.message() + ")");
+  // The registry name must be a valid name (R12) for every partition of
+  // every topic named (one a pattern matches is checked as its partitions
+  // are taken: the member stops there).
+  for (const std::string& in : f.topics) {
+    if (IsTopicPattern(in)) continue;
+    if (auto s = ValidateName(PipelineProducerName(p.group, in, p.out, kLanesPerTopic - 1),
+                              "producer id");
+        !s.ok())
+      return Usage("--to-topic: group and topic names too long for the pipeline's producer "
+                   "name (" + s.message() + ")");
+  }
   p.quiet = f.quiet;
   p.verbose = f.verbose;
   return std::optional<PipelineOptions>(std::move(p));
@@ -304,17 +313,12 @@ bool ReadsSeveralTopics(const Flags& f) {
 
 namespace {
 
-// -t repeated or a pattern (R64): a group member's subscription, read in
-// print mode.
+// -t repeated or a pattern (R64): a group member's subscription.
 Status CheckSeveralTopics(const Flags& f) {
   if (!f.group)
     return Usage("several topics (-t T1 -t T2) or a topic pattern (-t '^REGEX') need a consumer "
                  "group (-G GROUP): without one, mq-consume reads one topic");
   if (Status s = ValidateTopicArgs(f.topics); !s.ok()) return Usage("--topic: " + s.message());
-  if (f.exec_given)
-    return Usage("--exec reads one topic (-t TOPIC): with several topics or a topic pattern, "
-                 "messages are printed; run one --exec member per topic, in the same group if "
-                 "need be");
   return Status::Ok();
 }
 

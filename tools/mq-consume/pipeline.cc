@@ -177,19 +177,24 @@ Result<PartitionWriter*> Pipeline::Writer(int32_t q) {
   return w.get();
 }
 
+std::string Pipeline::In(int32_t partition) const {
+  return options_.topics ? options_.topics->TopicOf(partition) : options_.in;
+}
+
 std::string Pipeline::SourceId(int32_t partition, int64_t offset) const {
-  return fmt::format("{}/{}/{}", options_.in, partition, offset);
+  return fmt::format("{}/{}/{}", In(partition), LanePartition(partition), offset);
 }
 
 int32_t Pipeline::Route(int32_t partition, const PipelineOutput& o) const {
   if (o.key) return PartitionForKey(AsBytes(*o.key), out_config_.partitions);
-  return partition % out_config_.partitions;
+  return LanePartition(partition) % out_config_.partitions;
 }
 
 Status Pipeline::Acquire(int32_t partition, int64_t start) {
   Source src;
   auto id = ProducerIdentity::Acquire(
-      dir_.path(), PipelineProducerName(options_.group, options_.in, options_.out, partition));
+      dir_.path(),
+      PipelineProducerName(options_.group, In(partition), options_.out, LanePartition(partition)));
   if (!id) return id.error();
   src.identity.emplace(std::move(*id));
   const int64_t pid = src.identity->id();
@@ -224,8 +229,9 @@ Status Pipeline::Acquire(int32_t partition, int64_t start) {
       return Status(Code::kNotFound,
                     fmt::format("--to-topic {}: partition {}: the last batch of this pipeline's "
                                 "producer (offset {}) was removed by retention: where source "
-                                "partition {} stopped cannot be known",
-                                options_.out, q, (*last)->base_offset, partition));
+                                "partition {} of {} stopped cannot be known",
+                                options_.out, q, (*last)->base_offset, LanePartition(partition),
+                                In(partition)));
     auto view = BatchView::Parse(Bytes((*last)->bytes), read.limits, pdir, 0);
     if (!view) return view.error();
     std::vector<std::byte> scratch;
@@ -265,9 +271,9 @@ Status Pipeline::Acquire(int32_t partition, int64_t start) {
     for (auto& [q, t] : tails)
       if (t.first == highest) src.present[q] = std::move(t.second);
     if (options_.verbose)
-      cli::Eprint("partition {}: outputs of offsets {}..{} are in {} already; completing offset "
-                  "{}\n",
-                  partition, start, highest, options_.out, highest);
+      cli::Eprint("topic {} partition {}: outputs of offsets {}..{} are in {} already; "
+                  "completing offset {}\n",
+                  In(partition), LanePartition(partition), start, highest, options_.out, highest);
   }
   std::lock_guard<std::mutex> lk(sources_mu_);
   sources_[partition] = std::move(src);
@@ -321,7 +327,7 @@ Status Pipeline::AppendBatch(Source& src, int32_t partition, int64_t offset, int
     return Status(appended.error().code(),
                   fmt::format("topic {} partition {} offset {}: --to-topic {} partition {}: "
                               "append: {}",
-                              options_.in, partition, offset, options_.out, q,
+                              In(partition), LanePartition(partition), offset, options_.out, q,
                               appended.error().message()));
   const int64_t n = static_cast<int64_t>(outs.size());
   seq = static_cast<int32_t>((static_cast<int64_t>(seq) + n) % (int64_t{1} << 31));
@@ -343,8 +349,8 @@ Status Pipeline::Deliver(int32_t partition, int64_t offset, int64_t timestamp,
   const bool resuming = offset == src.resume;
   if (resuming) {
     // E7: the outputs an earlier run appended must be what this run gives.
-    const std::string where = fmt::format("topic {} partition {} offset {}", options_.in,
-                                          partition, offset);
+    const std::string where = fmt::format("topic {} partition {} offset {}", In(partition),
+                                          LanePartition(partition), offset);
     for (const auto& [q, found] : src.present) {
       auto mine = by_partition.find(q);
       bool same = mine != by_partition.end() && mine->second.size() == found.size();
@@ -371,8 +377,8 @@ Status Pipeline::Deliver(int32_t partition, int64_t offset, int64_t timestamp,
   }
   if (resuming) {
     if (options_.verbose && !options_.quiet)
-      cli::Eprint("partition {}: offset {}: completed ({} output batch{} appended now)\n",
-                  partition, offset, batches, batches == 1 ? "" : "es");
+      cli::Eprint("topic {} partition {}: offset {}: completed ({} output batch{} appended now)\n",
+                  In(partition), LanePartition(partition), offset, batches, batches == 1 ? "" : "es");
     src.resume = -1;
     src.present.clear();
   }

@@ -51,7 +51,12 @@ size_t PipelineWriterBudget(size_t shares, int32_t source_partitions);
 
 struct PipelineOptions {
   std::string group;
-  std::string in;   // -t
+  std::string in;   // -t (the first topic read)
+  // A member of several topics (-t repeated, a pattern): the source topic
+  // of each lane (dispatcher.h), which every source partition the Pipeline
+  // takes is. nullptr: every one is partition LanePartition of `in`. Not
+  // owned.
+  const TopicTable* topics = nullptr;
   std::string out;  // --to-topic
   std::optional<std::string> key_delimiter;  // -K: output lines are KEY SEP VALUE
   Durability durability = Durability::kNone;  // --fsync
@@ -102,6 +107,7 @@ class Pipeline final : public OutputSink {
   // Output writers open now (for tests).
   size_t open_writers() const;
 
+  // Each `partition` is a lane (dispatcher.h): a partition of a source topic.
   Status Acquire(int32_t partition, int64_t start) override;
   void Release(int32_t partition) override;
   Result<bool> Complete(int32_t partition, int64_t offset) override;
@@ -144,6 +150,8 @@ class Pipeline final : public OutputSink {
   Status AppendBatch(Source& src, int32_t partition, int64_t offset, int64_t timestamp,
                      int32_t q, const std::vector<std::pair<size_t, const PipelineOutput*>>& outs);
   std::string SourceId(int32_t partition, int64_t offset) const;
+  // The source topic of lane `partition`.
+  std::string In(int32_t partition) const;
 
   PipelineOptions options_;
   DataDir dir_;

@@ -160,6 +160,14 @@ class Consumer {
   // True for an empty assignment.
   bool finished() const;
 
+  // Changes max_open (ConsumerOptions): a lower one closes the least
+  // recently read readers above it now (they are opened again, where
+  // reading stopped, when read next), as a member of several topics
+  // shares one budget among more topics (format-spec/group.md R64).
+  void set_max_open(size_t max_open);
+  // Readers open now (at most max_open, or 1).
+  size_t open_readers() const { return open_.size(); }
+
   // The next offset of `partition` to hand out: every record below it has
   // been handed out or passed over (control records, records before the
   // start). What a consumer group commits once the handed-out records are
@@ -195,6 +203,8 @@ class Consumer {
   void Touch(Cursor& c);
   void Release(Cursor& c);
   void MakeRoom();
+  // Closes least recently read readers while more than `keep` are open.
+  void CloseReadersAbove(size_t keep);
   Result<Step> ReadBatch(Cursor& c);
   Status BeginBatch(Cursor& c, const BatchView& batch);
   bool NextRecord();

@@ -168,6 +168,12 @@ class GroupMember {
   // members' next Poll assigns them among their readers, and opens their
   // ownership files. Topics already read are left as they are.
   Status Subscribe(std::span<const TopicPartitions> topics);
+  // Takes `topic` out of the subscription (R64: it was removed from the
+  // data directory): lets go of its owned partitions (the caller committed
+  // their offsets first), closes its ownership file and rewrites the note,
+  // so that the other members' next Poll no longer counts this member among
+  // its readers. A topic not read is left alone.
+  Status Unsubscribe(std::string_view topic);
 
   // Makes this member static with a session (format-spec/group.md §14.6):
   // writes its lease (R65), refreshed by every Poll once LeaseRefreshMs has

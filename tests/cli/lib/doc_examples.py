@@ -68,6 +68,8 @@ EXPECT = {
     "mq-consume -t orders -G audit -e > audit.txt\n"
     "cmp invoices.txt audit.txt": 0,
     "mq-consume -t orders -t '^logs' -G archive -e -f '%t %p %o %s\\n'": 0,
+    "mq-consume -t orders -t '^logs' -G indexer -e --dlq indexer.dlq \\\n"
+    "    --exec sh -c 'echo \"$MQ_TOPIC/$MQ_PARTITION/$MQ_OFFSET: $(wc -c) bytes\"'": 0,
     "mkfifo acks\n"
     "mq-consume -t orders -G mailer -e -f '%p %o %s\\n' --ack-fd 3 3<acks |\n"
     "while read -r p o msg; do\n"

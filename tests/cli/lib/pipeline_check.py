@@ -78,8 +78,8 @@ def main():
             continue
         where, index = hs[0]["value"], int(hs[1]["value"])
         got.setdefault(where, []).append((index, m["key"], m["payload"], m["partition"], m["ts"]))
-        _, sp, so = where.split("/")
-        order.setdefault(m["partition"], []).append((int(sp), int(so), index))
+        st, sp, so = where.split("/")
+        order.setdefault(m["partition"], []).append(((st, int(sp)), int(so), index))
     dead_ids = {}
     for m in dead:
         hs = {h["key"]: h["value"] for h in m.get("headers") or []}
@@ -107,7 +107,8 @@ def main():
             errors.append(f"{where}: outputs {sorted(have)}, want {want_full}")
     for where, have in got.items():
         errors.append(f"{where}: {len(have)} outputs of no source message")
-    # Per output partition: each source partition's outputs in source order,
+    # Per output partition: each source partition's (of each source topic)
+    # outputs in source order,
     # a message's in index order.
     for q, seq in order.items():
         last = {}
