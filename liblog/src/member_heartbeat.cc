@@ -46,20 +46,6 @@ std::string HeartbeatName(std::string_view id) {
 // their member only, never at once.
 std::string StagingName(std::string_view id) { return fmt::format("{}.tmp", id); }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 std::vector<std::byte> EncodeMemberHeartbeat(const MemberHeartbeat& hb) {
@@ -139,7 +125,7 @@ int64_t MonotonicNowMs() {
 
 Result<int64_t> ProcessStartTime(int32_t pid) {
   const std::string path = fmt::format("/proc/{}/stat", pid);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT || errno == ESRCH)
       return Status(Code::kNotFound, fmt::format("{}: no such process", path));
@@ -240,7 +226,7 @@ Result<Fence> FenceStuckMember(const MemberHeartbeat& hb, std::string_view note_
     if (errno == ENOSYS || errno == EPERM) return Fence::kDenied;
     return ErrnoStatus(fmt::format("pidfd_open({})", hb.pid), errno);
   }
-  Fd fd(pidfd);
+  UniqueFd fd(pidfd);
   auto start = ProcessStartTime(hb.pid);
   if (!start && start.error().code() == Code::kNotFound) return Fence::kGone;
   if (!start) return start.error();
