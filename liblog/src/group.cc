@@ -688,10 +688,7 @@ Result<std::vector<AbsentMember>> Group::AbsentMembers(int64_t now_ms) const {
         IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, fs_);
     if (!running) return running.error();
     if (*running) continue;
-    auto lease = ReadMemberLease(members->get(), id, fs_);
-    if (!lease && (lease.error().code() == Code::kCorruption ||
-                   lease.error().code() == Code::kUnsupported))
-      continue;  // no session (R65)
+    auto lease = ReadSessionLease(members->get(), id, fs_);
     if (!lease) return lease.error();
     if (LeaseHolds(*lease, now_ms)) out.push_back({id, **lease});
   }

@@ -366,10 +366,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
   }
   // A static member's session (R65): a lease that breaks R65 is none.
   auto in_session = [&](const std::string& id) -> Result<bool> {
-    auto lease = ReadMemberLease(members->get(), id, group_->fs());
-    if (!lease && (lease.error().code() == Code::kCorruption ||
-                   lease.error().code() == Code::kUnsupported))
-      return false;
+    auto lease = ReadSessionLease(members->get(), id, group_->fs());
     if (!lease) return lease.error();
     return LeaseHolds(*lease, now);
   };

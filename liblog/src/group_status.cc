@@ -119,7 +119,7 @@ Result<std::vector<GroupMemberStatus>> Members(const Group& group, int64_t now_m
       if (!alive) return alive.error();
       if (!*alive) continue;
       // A lease that breaks R65 is none (a member reads it so).
-      if (auto read = ReadMemberLease(members->get(), id, group.fs())) lease = *read;
+      if (auto read = ReadSessionLease(members->get(), id, group.fs())) lease = *read;
     }
     if (lease) m.session_timeout_ms = lease->session_timeout_ms;
     std::optional<MemberNote> note = ReadMemberNote(members->get(), id);

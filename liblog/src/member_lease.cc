@@ -129,6 +129,15 @@ Result<std::optional<MemberLease>> ReadMemberLease(int members_dir, std::string_
   return std::optional<MemberLease>(*lease);
 }
 
+Result<std::optional<MemberLease>> ReadSessionLease(int members_dir, std::string_view member_id,
+                                                    FileSystem* fs) {
+  auto lease = ReadMemberLease(members_dir, member_id, fs);
+  if (!lease && (lease.error().code() == Code::kCorruption ||
+                 lease.error().code() == Code::kUnsupported))
+    return std::optional<MemberLease>();
+  return lease;
+}
+
 Status RemoveMemberLease(int members_dir, std::string_view member_id, FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
   Status s = fs->Unlink(members_dir, LeaseName(member_id));

@@ -59,6 +59,11 @@ Status WriteMemberLease(int members_dir, std::string_view member_id, const Membe
                         FileSystem* fs = nullptr);
 Result<std::optional<MemberLease>> ReadMemberLease(int members_dir, std::string_view member_id,
                                                    FileSystem* fs = nullptr);
+// The lease as the other members and the admin modes take it: a lease
+// that breaks R65 (kCorruption, or kUnsupported for a newer version) is no
+// session, as no lease is (nullopt); other errors are returned.
+Result<std::optional<MemberLease>> ReadSessionLease(int members_dir, std::string_view member_id,
+                                                    FileSystem* fs = nullptr);
 // Removes members/<member>.lease (by whoever holds the member's lock
 // exclusively: the member leaving, or a prober removing a dead member whose
 // session ended). A missing one is no error.
