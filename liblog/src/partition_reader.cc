@@ -765,11 +765,15 @@ Result<bool> MayKeepPastCommittedEnd(const std::string& dir, FileSystem* fs) {
   // No directory: nothing was written, nothing to recover.
   if (!dfd && dfd.error().code() == Code::kNotFound) return false;
   if (!dfd) return dfd.error();
-  // R24/R34: no state file, or one failing R15, is rebuilt from the log.
+  // R24/R34: no state file, or one failing R15, is rebuilt from the log;
+  // with no segment either (a topic's new partition) there is no log.
   auto state = StateFile::OpenForRead(dfd->get(), fs);
-  if (!state && (state.error().code() == Code::kNotFound ||
-                 state.error().code() == Code::kCorruption))
-    return true;
+  if (!state && state.error().code() == Code::kNotFound) {
+    auto segments = ListSegments(dfd->get(), fs);
+    if (!segments) return segments.error();
+    return !segments->empty();
+  }
+  if (!state && state.error().code() == Code::kCorruption) return true;
   if (!state) return state.error();
   uint32_t generation = 0;
   auto fields = state->Read(&generation);

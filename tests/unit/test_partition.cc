@@ -808,6 +808,10 @@ TEST_CASE("E6 MayKeepPastCommittedEnd: a producer's batch appended but never pub
   auto missing = MayKeepPastCommittedEnd(dir);
   REQUIRE(missing);
   CHECK(!*missing);  // no directory: nothing there
+  std::filesystem::create_directories(dir);
+  auto empty = MayKeepPastCommittedEnd(dir);
+  REQUIRE(empty);
+  CHECK(!*empty);  // a topic's new partition: no state file, no segment
   BatchOptions seven;
   seven.producer_id = 7;
   seven.producer_epoch = 0;

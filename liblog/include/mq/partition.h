@@ -356,7 +356,8 @@ Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int6
 // sees up to it is the log as recovered (a batch appended but never
 // published is gone, whoever appends next). True otherwise (a reboot since
 // the publication, R28; a missing or invalid state file, R24): open a
-// writer first, which recovers. A missing directory holds nothing (false).
+// writer first, which recovers. A missing directory, or one with neither a
+// state file nor a segment (a topic's new partition), holds nothing (false).
 // Writers appending meanwhile only publish more of the same log.
 Result<bool> MayKeepPastCommittedEnd(const std::string& dir, FileSystem* fs = nullptr);
 
