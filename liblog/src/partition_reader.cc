@@ -10,6 +10,7 @@
 
 #include "format.h"
 #include "mapped_file.h"
+#include "mq/committed_end.h"
 #include "mq/file.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "format.h"
+#include "mq/committed_end.h"
 #include "mq/partition.h"
 #include "mq/segment.h"
 #include "mq/file.h"

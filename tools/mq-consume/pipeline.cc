@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "mq/committed_end.h"
 #include "mq/consumer.h"
 #include "replica.h"
 
