@@ -10,6 +10,7 @@
 
 #include "format.h"
 #include "mapped_file.h"
+#include "mq/committed_end.h"
 #include "mq/file.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
@@ -730,9 +731,17 @@ Result<std::optional<ProducerStateTable>> ReadProducerState(const std::string& d
   r.dir_fd = std::move(*dfd);
   MQ_RETURN_IF_ERROR(r.Refresh());
   ProducerStateTable table;
+  // Nothing was ever appended: no snapshot or batch to read.
+  if (r.fields.log_end_offset == 0) return std::optional<ProducerStateTable>(std::move(table));
   // Readers never delete snapshots (LoadSnapshot drops those past the end
-  // it is given): hand it no end.
-  auto from = table.LoadSnapshot(r.dir_fd.get(), INT64_MAX, nullptr, r.fs);
+  // it is given): hand it no end, and none past the committed end (a
+  // writer rolling in an append not published yet, or one that died there,
+  // wrote it; the next writer removes it).
+  std::vector<int64_t> snapshots;
+  auto listed = ListSegments(r.dir_fd.get(), r.fs, &snapshots);
+  if (!listed) return listed.error();
+  std::erase_if(snapshots, [&](int64_t at) { return at > r.fields.log_end_offset; });
+  auto from = table.LoadSnapshot(r.dir_fd.get(), INT64_MAX, &snapshots, r.fs);
   if (!from) return from.error();
   for (int64_t base : r.segments) {
     if (base > r.fields.end_segment_base) break;
@@ -750,6 +759,44 @@ Result<std::optional<ProducerStateTable>> ReadProducerState(const std::string& d
 }
 
 }  // namespace
+
+Result<bool> MayKeepPastCommittedEnd(const std::string& dir, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto dfd = OpenDirectory(dir, false, fs);
+  // No directory: nothing was written, nothing to recover.
+  if (!dfd && dfd.error().code() == Code::kNotFound) return false;
+  if (!dfd) return dfd.error();
+  // R24/R34: no state file, or one failing R15, is rebuilt from the log;
+  // with no segment either (a topic's new partition) there is no log.
+  auto state = StateFile::OpenForRead(dfd->get(), fs);
+  if (!state && state.error().code() == Code::kNotFound) {
+    auto segments = ListSegments(dfd->get(), fs);
+    if (!segments) return segments.error();
+    return !segments->empty();
+  }
+  if (!state && state.error().code() == Code::kCorruption) return true;
+  if (!state) return state.error();
+  uint32_t generation = 0;
+  auto fields = state->Read(&generation);
+  if (!fields && fields.error().code() == Code::kCorruption) return true;
+  if (!fields) return fields.error();
+  // A writer died inside a publication (the generation stayed odd), or the
+  // end was published before a reboot (R28): recovery keeps the valid
+  // prefix, which may reach past the committed end.
+  if ((generation & 1) != 0 || !fields->same_boot()) return true;
+  // R40: a pending truncation is completed by the next writer.
+  auto intent = fs->StatAt(dfd->get(), kTruncateIntentName);
+  if (intent) return true;
+  if (intent.error().code() != Code::kNotFound) return intent.error();
+  // R27: a segment ending before the committed end on this boot is damage
+  // a writer recovers from. One longer holds bytes never published, which
+  // a writer cuts (or a live writer's append, not published yet).
+  auto segment = fs->StatAt(dfd->get(), SegmentFileName(fields->end_segment_base,
+                                                        format::kLogSuffix));
+  if (!segment && segment.error().code() == Code::kNotFound) return true;
+  if (!segment) return segment.error();
+  return segment->size < fields->end_position;
+}
 
 Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int64_t producer_id) {
   auto table = ReadProducerState(dir, producer_id);

@@ -101,7 +101,7 @@ echo "ok: $N messages, $((N * OUTPUTS)) outputs into $used of 10,000 partitions 
 "$P" -q -t in64 --create --partitions 64 </dev/null
 seq 1 640 | awk '{print "k"$1"\t"$1}' | "$P" -q -t in64 -K '\t'
 # Into 100 output partitions (500 descriptors to keep them all open): each
-# source partition's takeover opens every output partition once.
+# source partition's takeover reads every output partition once.
 "$P" -q -t out100 --create --partitions 100 </dev/null
 run bash -c 'ulimit -n 256 && exec "$@"' limited "$C" -G g64 -t in64 -e -q --to-topic out100 -K '\t' \
   --parallel 4 --exec "${TRANSFORM[@]}"

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -14,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "format.h"
+#include "mq/committed_end.h"
 #include "mq/partition.h"
 #include "mq/segment.h"
 #include "mq/file.h"
@@ -787,6 +790,144 @@ TEST_CASE("E6 LastProducerBatch: a producer's last batch, among others' and afte
   REQUIRE(e->has_value());
   CHECK((*e)->base_offset == 5);
   CHECK(!(*e)->bytes.empty());
+}
+
+// A pipeline's takeover (format-spec/pipeline.md) reads its producer's last
+// batch in an output partition through a reader, opening a writer (which
+// recovers) first only when MayKeepPastCommittedEnd says recovery could keep
+// more than the published end. A crash between an append of the producer
+// and its publication: on the same boot the next writer cuts the batch
+// (R27), so it is not there and is appended again; after a reboot the
+// next writer keeps it (R28), so it is found and not appended twice.
+TEST_CASE("E6 MayKeepPastCommittedEnd: a producer's batch appended but never published") {
+  const bool reboot = GENERATE(false, true);
+  INFO("reboot " << reboot);
+  TempDir tmp;
+  const std::string dir = tmp / "out-0";
+  std::optional<ScopedBootId> boot;
+  boot.emplace("11111111-2222-3333-4444-555555555555");
+  auto missing = MayKeepPastCommittedEnd(dir);
+  REQUIRE(missing);
+  CHECK(!*missing);  // no directory: nothing there
+  std::filesystem::create_directories(dir);
+  auto empty = MayKeepPastCommittedEnd(dir);
+  REQUIRE(empty);
+  CHECK(!*empty);  // a topic's new partition: no state file, no segment
+  BatchOptions seven;
+  seven.producer_id = 7;
+  seven.producer_epoch = 0;
+  seven.base_sequence = 0;
+  {
+    auto w = OpenWriter(dir);
+    auto a = MakeBatch(3, 1000, 8, seven);  // offsets 0-2, sequences 0-2
+    REQUIRE(w->Append(a));
+    auto other = MakeBatch(1);  // offset 3
+    REQUIRE(w->Append(other));
+    REQUIRE(w->Close().ok());
+  }
+  auto published = MayKeepPastCommittedEnd(dir);
+  REQUIRE(published);
+  CHECK(!*published);
+  // The crash: the batch is in the segment, the state file still ends at
+  // offset 4 (the close's snapshot past it stands for a roll's).
+  const auto state = ReadFile(dir + "/state");
+  {
+    LogConfig c;
+    c.sync_on_close = false;
+    auto w = OpenWriter(dir, c);
+    seven.base_sequence = 3;
+    auto b = MakeBatch(2, 1000, 8, seven);  // offsets 4-5, sequences 3-4
+    REQUIRE(w->Append(b));
+    REQUIRE(w->Close().ok());
+  }
+  WriteFile(dir + "/state", state);
+  if (reboot) boot.emplace("66666666-7777-8888-9999-aaaaaaaaaaaa");
+  auto may = MayKeepPastCommittedEnd(dir);
+  REQUIRE(may);
+  CHECK(*may == reboot);
+  auto read = LastProducerBatch(dir, 7);  // up to the published end
+  REQUIRE(read);
+  REQUIRE(read->has_value());
+  CHECK((*read)->base_offset == 0);
+  if (*may) {
+    // After a reboot the reader misses what the log will keep: recover.
+    RecoveryReport report;
+    auto w = OpenWriter(dir, {}, &report);
+    REQUIRE(w->Close().ok());
+  }
+  auto found = LastProducerBatch(dir, 7);
+  REQUIRE(found);
+  REQUIRE(found->has_value());
+  CHECK((*found)->base_offset == (reboot ? 4 : 0));
+  CHECK((*found)->last_sequence == (reboot ? 4 : 2));
+  CHECK(!(*found)->bytes.empty());
+  // The answer is the recovered log's, whoever opens a writer next.
+  {
+    auto w = OpenWriter(dir);
+    REQUIRE(w->Close().ok());
+  }
+  auto recovered = LastProducerBatch(dir, 7);
+  REQUIRE(recovered);
+  REQUIRE(recovered->has_value());
+  CHECK((*recovered)->base_offset == (*found)->base_offset);
+  CHECK((*recovered)->last_sequence == (*found)->last_sequence);
+  auto after = MayKeepPastCommittedEnd(dir);
+  REQUIRE(after);
+  CHECK(!*after);  // the writer published on this boot
+}
+
+TEST_CASE("E6 MayKeepPastCommittedEnd: no state file, a dead publication, a pending truncation or a short segment") {
+  ScopedBootId boot("11111111-2222-3333-4444-555555555555");
+  TempDir tmp;
+  const std::string dir = tmp / "out-0";
+  {
+    auto w = OpenWriter(dir);
+    AppendOne(*w, 3);
+    REQUIRE(w->Close().ok());
+  }
+  auto may = [&] {
+    auto r = MayKeepPastCommittedEnd(dir);
+    INFO((r ? "" : r.error().message()));
+    REQUIRE(r);
+    return *r;
+  };
+  REQUIRE(!may());
+  const auto state = ReadFile(dir + "/state");
+  SECTION("no state file (R24)") {
+    std::filesystem::remove(dir + "/state");
+    CHECK(may());
+  }
+  SECTION("an invalid state file (R15)") {
+    auto bad = state;
+    bad[20] ^= std::byte{1};  // a checksummed field
+    WriteFile(dir + "/state", bad);
+    CHECK(may());
+  }
+  SECTION("a writer died inside a publication (odd generation)") {
+    auto odd = state;
+    uint32_t generation;
+    std::memcpy(&generation, odd.data() + offsetof(StateLayout, generation), 4);
+    generation |= 1;
+    std::memcpy(odd.data() + offsetof(StateLayout, generation), &generation, 4);
+    WriteFile(dir + "/state", odd);
+    CHECK(may());
+  }
+  SECTION("a pending truncation (R40)") {
+    WriteFile(dir + "/truncate-to", std::vector<std::byte>(8));
+    CHECK(may());
+  }
+  SECTION("a segment shorter than the committed end (R27)") {
+    const std::string log = dir + "/" + SegmentFileName(0, ".log");
+    std::filesystem::resize_file(log, std::filesystem::file_size(log) - 1);
+    CHECK(may());
+  }
+  SECTION("a segment longer than the committed end: cut by the next writer") {
+    auto w = OpenWriter(dir);
+    AppendOne(*w, 1);
+    REQUIRE(w->Close().ok());
+    WriteFile(dir + "/state", state);
+    CHECK(!may());
+  }
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "mq/committed_end.h"
 #include "mq/consumer.h"
 #include "replica.h"
 
@@ -209,17 +210,22 @@ Status Pipeline::Acquire(int32_t partition, int64_t start) {
   std::map<int32_t, std::pair<int64_t, std::vector<Found>>> tails;
   int64_t highest = -1;
   for (int32_t q = 0; q < out_config_.partitions; ++q) {
-    // Opening the writer first recovers the partition, so the producer's
-    // state is read from a consistent log (as mq-produce --producer-id).
+    // The producer's state is read from the log as a writer's recovery
+    // leaves it: when recovery could keep batches past the published end
+    // (a crash between an append and its publication, then a reboot),
+    // opening the writer first recovers the partition; otherwise the
+    // published end is where recovery cuts (MayKeepPastCommittedEnd).
     // Only this source partition's transforms append this producer's
     // batches, and none runs now; others' may append to q meanwhile, as
     // other members' may.
-    {
+    const std::string pdir = dir_.PartitionDir(options_.out, q);
+    auto recover = MayKeepPastCommittedEnd(pdir, read.fs);
+    if (!recover) return recover.error();
+    if (*recover) {
       std::lock_guard<std::mutex> lk(writer_mu_[static_cast<size_t>(q)]);
       auto w = Writer(q);
       if (!w) return w.error();
     }
-    const std::string pdir = dir_.PartitionDir(options_.out, q);
     auto last = LastProducerBatch(pdir, pid, read);
     if (!last) return last.error();
     if (!*last) continue;
