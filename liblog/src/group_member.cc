@@ -155,6 +155,22 @@ std::optional<OffsetCommit> HandBackCommit(std::string_view topic, int32_t parti
   return c;
 }
 
+void LowerToCut(int64_t cut, PartitionOffsets* o) {
+  if (o->handed > cut) {
+    o->handed = cut;
+    o->epoch = -1;
+  }
+  if (o->ahead > cut) {
+    o->ahead = cut;
+    o->ahead_epoch = -1;
+  }
+  if (o->committed > cut) {
+    // The offset stored stays what a lowering commit must find there.
+    if (o->lower_from < 0) o->lower_from = o->committed;
+    o->committed = cut;
+  }
+}
+
 std::optional<OffsetCommit> OutputAheadCommit(std::string_view topic, int32_t partition,
                                               int64_t committed, int64_t position,
                                               int32_t leader_epoch, int64_t lower_from) {
