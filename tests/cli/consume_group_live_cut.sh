@@ -3,7 +3,8 @@
 # of a partition's log under them (a live truncation, recorded in the
 # partition's truncation history, format-spec/segment.md §6.6, R59) and
 # more messages are appended at once at the offsets that were cut, past
-# where the members were; members join and leave (SIGTERM) meanwhile. A
+# where the members were (held with SIGSTOP over both, mostly, so that
+# they look only after); members join and leave (SIGTERM) meanwhile. A
 # member whose reader finds records it handed out cut goes back to the
 # lowest cut below them, even when the log has grown past them again
 # (segment.md §9.4), and lowers what it handed over and committed to it
@@ -65,11 +66,18 @@ one_mode() {
   for ((round = 1; round <= ROUNDS; round++)); do
     append $((20 + RANDOM % 80))
     sleep_ms $((RANDOM % 60))
-    # A cut of 1..60 offsets of one partition, then appends at once.
+    # A cut of 1..60 offsets of one partition, then appends at once. The
+    # members are held (SIGSTOP, as a busy or descheduled process is) over
+    # both, or not, so that a reader finds the log cut and grown past
+    # where it was before it looks again.
     local p=$((RANDOM % PARTS)) back=$((1 + RANDOM % 60)) grow=$((60 + RANDOM % 120))
-    "$CUT" "$MQ_DIR" "$topic" "$p" "$back" >/dev/null || fail "$mode: mq-test-truncate failed"
+    local hold=$((RANDOM % 3 != 0)) r
+    ((hold)) && for r in "${!pid_of[@]}"; do kill -STOP "${pid_of[$r]}"; done
+    "$CUT" "$MQ_DIR" "$topic" "$p" "$back" >/dev/null 2>"$dir/cut.err" ||
+      fail "$mode: mq-test-truncate: $(cat "$dir/cut.err")"
     cuts=$((cuts + 1))
     append "$grow"
+    ((hold)) && for r in "${!pid_of[@]}"; do kill -CONT "${pid_of[$r]}"; done
     local members=($(echo "${!pid_of[@]}"))
     case $((RANDOM % 3)) in
       0) start ;;
