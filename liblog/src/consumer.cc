@@ -59,7 +59,10 @@ Result<int64_t> SeekStart(PartitionReader& reader, const StartPosition& start, i
       MQ_RETURN_IF_ERROR(reader.SeekTimestamp(start.value));
       return int64_t{0};
   }
-  MQ_RETURN_IF_ERROR(reader.Seek(target));
+  // Records below a start within the log count as handed out (position()):
+  // a cut below it while the partition is read sends the reader back there
+  // as one below a batch it returned would (SeekAfter, segment.md §9.4).
+  MQ_RETURN_IF_ERROR(target <= end ? reader.SeekAfter(target, ReaderTrail{}) : reader.Seek(target));
   return target;
 }
 

@@ -74,8 +74,20 @@ struct PartitionReader::Impl {
     for (const TruncationRecord& t : *h) out.emplace_back(t.end, t.time_ms);
     return out;
   }
-  // Called when positioned (rewrites_seen just taken).
-  void Positioned() { cuts_seen = ReadCuts(); }
+  // Called when positioned (rewrites_seen just taken). Without a state
+  // file (a scan found the end) no counter was taken: nothing is known to
+  // be new against the history either.
+  void Positioned() {
+    continued = false;
+    cuts_seen = ReadCuts();
+    history_known = state.has_value();
+  }
+  bool history_known = false;
+  // The reader goes on from where it (or a reader before it) handed
+  // batches out: it returned one since it positioned, or was positioned
+  // by SeekAfter. A cut below the offset merely sought is not one below
+  // records it handed out: it finds that offset again.
+  bool continued = false;
   uint32_t rewrites_woken = 0;  // the rewrite WaitForAppend last returned for
   // ReadOptions::bound_by_high_watermark: the partition's name and the
   // high watermark as last read (INT64_MAX when unbounded).
@@ -250,6 +262,7 @@ int64_t PartitionReader::Impl::ResumeAt(int64_t from, std::span<const EpochEntry
 // them is where the log changed first.
 int64_t PartitionReader::Impl::CutSince(int64_t to,
                                         const std::vector<std::pair<int64_t, int64_t>>& seen) const {
+  if (!history_known) return to;
   for (const auto& c : ReadCuts())
     if (c.first < to && std::find(seen.begin(), seen.end(), c) == seen.end()) to = c.first;
   return to;
@@ -522,14 +535,17 @@ Status PartitionReader::SeekAfter(int64_t offset, const ReaderTrail& trail) {
   int64_t to = offset;
   if (!r.segments.empty()) {
     to = r.ResumeAt(offset, read);
-    if (r.state && trail.rewrites && *trail.rewrites != r.fields.rewrites)
+    if (r.state && trail.rewrites && *trail.rewrites != r.fields.rewrites) {
+      r.history_known = true;  // the trail's, read with its counter
       to = r.CutSince(to, trail.cuts);
+    }
   }
   if (to < offset) r.cut = std::min(to, r.cut.value_or(to));
   MQ_RETURN_IF_ERROR(Seek(to));
   // What it handed out below `to` still agrees with the log.
   while (!read.empty() && read.back().start_offset >= to) read.pop_back();
   r.read_epochs = std::move(read);
+  r.continued = true;
   return Status::Ok();
 }
 
@@ -537,7 +553,7 @@ ReaderTrail PartitionReader::trail() const {
   const Impl& r = *impl_;
   ReaderTrail t;
   for (const EpochEntry& e : r.read_epochs) t.epochs.emplace_back(e.epoch, e.start_offset);
-  if (r.state) t.rewrites = r.rewrites_seen;
+  if (r.state && r.history_known) t.rewrites = r.rewrites_seen;
   t.cuts = r.cuts_seen;
   return t;
 }
@@ -632,13 +648,16 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     // partition without leader epochs has nothing else to say that
     // records appended at the cut offsets since are not the ones handed
     // out there.
-    int64_t to = r.CutSince(r.ResumeAt(from, r.read_epochs), r.cuts_seen);
+    int64_t to = r.ResumeAt(from, r.read_epochs);
+    const bool continued = r.continued;
+    if (continued) to = r.CutSince(to, r.cuts_seen);
     if (r.next_offset >= 0 && to < from) r.cut = std::min(to, r.cut.value_or(to));
     // What it read below `to` still agrees with the log.
     std::vector<EpochEntry> kept = std::move(r.read_epochs);
     while (!kept.empty() && kept.back().start_offset >= to) kept.pop_back();
     MQ_RETURN_IF_ERROR(Seek(to));
     r.read_epochs = std::move(kept);
+    r.continued = continued;
     return true;
   };
   for (;;) {
@@ -672,6 +691,7 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
           epoch >= 0 && (r.read_epochs.empty() || r.read_epochs.back().epoch != epoch))
         r.read_epochs.push_back({epoch, view.header().base_offset});
       r.next_offset = view.header().last_offset() + 1;
+      r.continued = true;
       r.expect = r.next_offset;
       r.last_pos = r.pos;
       r.pos += view.header().size_bytes();

@@ -73,7 +73,9 @@ one_mode() {
     local p=$((RANDOM % PARTS)) back=$((1 + RANDOM % 60)) grow=$((60 + RANDOM % 120))
     local hold=$((RANDOM % 3 != 0)) r
     ((hold)) && for r in "${!pid_of[@]}"; do kill -STOP "${pid_of[$r]}"; done
-    "$CUT" "$MQ_DIR" "$topic" "$p" "$back" >/dev/null 2>"$dir/cut.err" ||
+    echo "round $round: partition $p cut to $("$CUT" "$MQ_DIR" "$topic" "$p" "$back" 2>"$dir/cut.err")" \
+      >>"$dir/cuts" || fail "$mode: mq-test-truncate: $(cat "$dir/cut.err")"
+    [[ ! -s "$dir/cut.err" ]] ||
       fail "$mode: mq-test-truncate: $(cat "$dir/cut.err")"
     cuts=$((cuts + 1))
     append "$grow"

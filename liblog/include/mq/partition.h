@@ -289,9 +289,10 @@ class PartitionReader {
   std::vector<Problem> TakeWarnings();
   // The least offset since the last call at which a truncation cut
   // batches the reader had returned (or the offset it sought), and where it
-  // went on reading: the log's end after the cut, or where the leader epoch
-  // of the last batch returned ends in the leader-epoch checkpoint
-  // (KIP-320: another leader's batches may hold those offsets now). nullopt
+  // went on reading: the log's end after the cut, where the leader epochs
+  // of the batches returned end in the leader-epoch checkpoint (KIP-320:
+  // another leader's batches may hold those offsets now), or the lowest
+  // cut the truncation history recorded since it positioned. nullopt
   // when nothing was cut below the reader's position.
   std::optional<int64_t> TakeCut();
 
