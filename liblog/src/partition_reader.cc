@@ -535,7 +535,7 @@ Status PartitionReader::SeekAfter(int64_t offset, const ReaderTrail& trail) {
   int64_t to = offset;
   if (!r.segments.empty()) {
     to = r.ResumeAt(offset, read);
-    if (r.state && trail.rewrites && *trail.rewrites != r.fields.rewrites) {
+    if (r.state && trail.rewrites && *trail.rewrites != r.fields.rewrites && read.empty()) {
       r.history_known = true;  // the trail's, read with its counter
       to = r.CutSince(to, trail.cuts);
     }
@@ -650,7 +650,9 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     // out there.
     int64_t to = r.ResumeAt(from, r.read_epochs);
     const bool continued = r.continued;
-    if (continued) to = r.CutSince(to, r.cuts_seen);
+    // Leader epochs say where what it read stops agreeing with the log;
+    // without them, the truncation history does.
+    if (continued && r.read_epochs.empty()) to = r.CutSince(to, r.cuts_seen);
     if (r.next_offset >= 0 && to < from) r.cut = std::min(to, r.cut.value_or(to));
     // What it read below `to` still agrees with the log.
     std::vector<EpochEntry> kept = std::move(r.read_epochs);
