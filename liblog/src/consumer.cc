@@ -22,6 +22,8 @@ struct Consumer::Cursor {
   bool positioned = false;                  // next_offset is known: reopen seeks there
   int64_t next_offset = 0;                  // records below it are not handed out
   int32_t epoch = -1;  // partitionLeaderEpoch of the batch next_offset follows (-1: none)
+  // What the reader knew of the log when it was closed (reopen goes on from it).
+  std::optional<ReaderTrail> trail;
   std::optional<int64_t> last_handed_out;
   std::optional<int64_t> start_timestamp;  // kTimestamp: applies to the first batch read
   int64_t stop_offset = std::numeric_limits<int64_t>::max();  // stop_at_end
@@ -57,7 +59,10 @@ Result<int64_t> SeekStart(PartitionReader& reader, const StartPosition& start, i
       MQ_RETURN_IF_ERROR(reader.SeekTimestamp(start.value));
       return int64_t{0};
   }
-  MQ_RETURN_IF_ERROR(reader.Seek(target));
+  // Records below a start within the log count as handed out (position()):
+  // a cut below it while the partition is read sends the reader back there
+  // as one below a batch it returned would (SeekAfter, segment.md §9.4).
+  MQ_RETURN_IF_ERROR(target <= end ? reader.SeekAfter(target, ReaderTrail{}) : reader.Seek(target));
   return target;
 }
 
@@ -169,6 +174,16 @@ void Consumer::Release(Cursor& c) {
     batch_.reset();
   }
   if (!c.reader) return;
+  // The epochs it handed out below next_offset, the rewrites counter and
+  // the truncation history it read them at: reopened, it finds a cut made
+  // while it was closed (SeekAfter).
+  c.trail.reset();
+  if (c.positioned) {
+    ReaderTrail t = c.reader->trail();
+    std::erase_if(t.epochs, [&](const auto& e) { return e.second >= c.next_offset; });
+    if (t.epochs.empty() && c.epoch >= 0) t.epochs.emplace_back(c.epoch, c.next_offset);
+    c.trail = std::move(t);
+  }
   open_.erase(c.in_open);
   c.reader.reset();
 }
@@ -208,13 +223,15 @@ Status Consumer::OpenReader(Cursor& c) {
 // Opens the reader of `c` again (it was closed to bound the open files) and
 // positions it where reading stopped, as the log has it now: a truncation
 // while it was closed may have cut records handed out (the log ends below
-// next_offset, or the epoch of the last batch read ends below it); the
-// reader then goes back there and ReadBatch() reports the cut.
+// next_offset, the epochs it handed out end below it, or the truncation
+// history recorded a cut below it since: ReaderTrail); the reader then goes
+// back there and ReadBatch() reports the cut.
 Status Consumer::Reopen(Cursor& c) {
   MQ_RETURN_IF_ERROR(OpenReader(c));
   // A timestamp start not applied yet (nothing read): seek by timestamp again.
   Status s = c.start_timestamp ? c.reader->SeekTimestamp(*c.start_timestamp)
-                               : c.reader->SeekAfter(c.next_offset, c.epoch);
+             : c.trail ? c.reader->SeekAfter(c.next_offset, *c.trail)
+                           : c.reader->SeekAfter(c.next_offset, c.epoch);
   ReportWarnings(c);
   return s;
 }

@@ -163,6 +163,22 @@ std::optional<int64_t> UnitHandledEnd(int64_t last_offset, bool handled,
   return std::min(handled_alone_end, last_offset + 1);
 }
 
+void LowerToCut(int64_t cut, PartitionOffsets* o) {
+  if (o->handed > cut) {
+    o->handed = cut;
+    o->epoch = -1;
+  }
+  if (o->ahead > cut) {
+    o->ahead = cut;
+    o->ahead_epoch = -1;
+  }
+  if (o->committed > cut) {
+    // The offset stored stays what a lowering commit must find there.
+    if (o->lower_from < 0) o->lower_from = o->committed;
+    o->committed = cut;
+  }
+}
+
 std::optional<OffsetCommit> OutputAheadCommit(std::string_view topic, int32_t partition,
                                               int64_t committed, int64_t position,
                                               int32_t leader_epoch, int64_t lower_from) {

@@ -62,6 +62,33 @@ struct PartitionReader::Impl {
   // middle of a segment, or after a skipped corrupt batch).
   int64_t expect = -1;
   uint32_t rewrites_seen = 0;  // StateFields::rewrites when positioned
+  // The truncation history (segment.md §6.6) as read right after the
+  // state file when positioned: the entries not in it were recorded since.
+  std::vector<std::pair<int64_t, int64_t>> cuts_seen;
+  // The history as read now (none when it cannot be read: a cut then
+  // tells no more than the log end).
+  std::vector<std::pair<int64_t, int64_t>> ReadCuts() const {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    if (!state) return out;
+    auto h = ReadTruncations(dir_fd.get(), fs, dir);
+    if (!h) return out;
+    for (const TruncationRecord& t : *h) out.emplace_back(t.end, t.time_ms);
+    return out;
+  }
+  // Called when positioned (rewrites_seen just taken). Without a state
+  // file (a scan found the end) no counter was taken: nothing is known to
+  // be new against the history either.
+  void Positioned() {
+    continued = false;
+    cuts_seen = ReadCuts();
+    history_known = state.has_value();
+  }
+  bool history_known = false;
+  // The reader goes on from where it (or a reader before it) handed
+  // batches out: it returned one since it positioned, or was positioned
+  // by SeekAfter. A cut below the offset merely sought is not one below
+  // records it handed out: it finds that offset again.
+  bool continued = false;
   uint32_t rewrites_woken = 0;  // the rewrite WaitForAppend last returned for
   // ReadOptions::bound_by_high_watermark: the partition's name and the
   // high watermark as last read (INT64_MAX when unbounded).
@@ -90,6 +117,7 @@ struct PartitionReader::Impl {
   Status Refresh();
   Status RefreshOnce();
   int64_t ResumeAt(int64_t from, std::span<const EpochEntry> read);
+  int64_t CutSince(int64_t to, const std::vector<std::pair<int64_t, int64_t>>& seen) const;
   Status ScanEnd();
   Status ListAgain();
   Status OpenSegment(int64_t base);
@@ -225,6 +253,20 @@ int64_t PartitionReader::Impl::ResumeAt(int64_t from, std::span<const EpochEntry
   // cannot be read tells nothing more than the log end.
   auto epochs = LeaderEpochCache::Load(dir_fd.get(), fs);
   return ReaderResumeOffset(from, fields.log_end_offset, read, epochs ? &*epochs : nullptr);
+}
+
+// `to`, or below it the lowest log end a truncation recorded in the
+// history since `seen` was read left (segment.md §6.6): records appended
+// at the cut offsets since are the log's, not the ones handed out there.
+// A cut removes the entries at or past its end and adds its own, so the
+// entries `seen` does not hold are the cuts made since, and the lowest of
+// them is where the log changed first.
+int64_t PartitionReader::Impl::CutSince(int64_t to,
+                                        const std::vector<std::pair<int64_t, int64_t>>& seen) const {
+  if (!history_known) return to;
+  for (const auto& c : ReadCuts())
+    if (c.first < to && std::find(seen.begin(), seen.end(), c) == seen.end()) to = c.first;
+  return to;
 }
 
 // The committed bytes of segment `base` as published now: the committed end
@@ -451,6 +493,7 @@ Status PartitionReader::Seek(int64_t offset) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
   r.rewrites_seen = r.fields.rewrites;
+  r.Positioned();
   r.read_epochs.clear();
   if (r.segments.empty()) return Status::Ok();  // nothing written yet
   offset = std::max(offset, r.fields.log_start_offset);
@@ -485,10 +528,42 @@ Status PartitionReader::SeekAfter(int64_t offset, int32_t epoch) {
   return Seek(to);
 }
 
+Status PartitionReader::SeekAfter(int64_t offset, const ReaderTrail& trail) {
+  Impl& r = *impl_;
+  MQ_RETURN_IF_ERROR(r.Refresh());
+  std::vector<EpochEntry> read;
+  for (const auto& [epoch, start] : trail.epochs) read.push_back({epoch, start});
+  int64_t to = offset;
+  if (!r.segments.empty()) {
+    to = r.ResumeAt(offset, read);
+    if (r.state && trail.rewrites && *trail.rewrites != r.fields.rewrites && read.empty()) {
+      r.history_known = true;  // the trail's, read with its counter
+      to = r.CutSince(to, trail.cuts);
+    }
+  }
+  if (to < offset) r.cut = std::min(to, r.cut.value_or(to));
+  MQ_RETURN_IF_ERROR(Seek(to));
+  // What it handed out below `to` still agrees with the log.
+  while (!read.empty() && read.back().start_offset >= to) read.pop_back();
+  r.read_epochs = std::move(read);
+  r.continued = true;
+  return Status::Ok();
+}
+
+ReaderTrail PartitionReader::trail() const {
+  const Impl& r = *impl_;
+  ReaderTrail t;
+  for (const EpochEntry& e : r.read_epochs) t.epochs.emplace_back(e.epoch, e.start_offset);
+  if (r.state && r.history_known) t.rewrites = r.rewrites_seen;
+  t.cuts = r.cuts_seen;
+  return t;
+}
+
 Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
   r.rewrites_seen = r.fields.rewrites;
+  r.Positioned();
   r.read_epochs.clear();
   for (int64_t base : r.segments) {
     if (base > r.fields.end_segment_base) break;
@@ -570,13 +645,22 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     if (r.fields.rewrites == r.rewrites_seen) return false;
     r.rewrites_seen = r.fields.rewrites;
     int64_t from = r.next_offset >= 0 ? r.next_offset : r.fields.log_start_offset;
+    // No further than the lowest cut recorded since it positioned: a
+    // partition without leader epochs has nothing else to say that
+    // records appended at the cut offsets since are not the ones handed
+    // out there.
     int64_t to = r.ResumeAt(from, r.read_epochs);
+    const bool continued = r.continued;
+    // Leader epochs say where what it read stops agreeing with the log;
+    // without them, the truncation history does.
+    if (continued && r.read_epochs.empty()) to = r.CutSince(to, r.cuts_seen);
     if (r.next_offset >= 0 && to < from) r.cut = std::min(to, r.cut.value_or(to));
     // What it read below `to` still agrees with the log.
     std::vector<EpochEntry> kept = std::move(r.read_epochs);
     while (!kept.empty() && kept.back().start_offset >= to) kept.pop_back();
     MQ_RETURN_IF_ERROR(Seek(to));
     r.read_epochs = std::move(kept);
+    r.continued = continued;
     return true;
   };
   for (;;) {
@@ -610,6 +694,7 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
           epoch >= 0 && (r.read_epochs.empty() || r.read_epochs.back().epoch != epoch))
         r.read_epochs.push_back({epoch, view.header().base_offset});
       r.next_offset = view.header().last_offset() + 1;
+      r.continued = true;
       r.expect = r.next_offset;
       r.last_pos = r.pos;
       r.pos += view.header().size_bytes();

@@ -491,3 +491,41 @@ TEST_CASE("group member: R72 a split batch cut short by a stop or a revoke hands
   CHECK_FALSE(UnitHandledEnd(15, false, -1));
   CHECK_FALSE(UnitHandledEnd(-1, true, -1));
 }
+
+TEST_CASE("group member: a live cut below what was handed over lowers it, and marks a committed "
+          "offset above it for lowering (R31's exception)") {
+  // At least once: 60 handed over and committed; the log is cut to 40.
+  PartitionOffsets o{60, 60, 3, -1, -1, -1};
+  LowerToCut(40, &o);
+  CHECK(o.handed == 40);
+  CHECK(o.epoch == -1);
+  CHECK(o.committed == 40);
+  CHECK(o.lower_from == 60);  // the stored offset, which the next commit lowers
+  // A second cut, lower, before that commit: the stored offset is still 60.
+  LowerToCut(30, &o);
+  CHECK(o.handed == 30);
+  CHECK(o.committed == 30);
+  CHECK(o.lower_from == 60);
+  // At most once: committed ahead to 80, printed up to 70; cut to 75.
+  PartitionOffsets a{80, 70, 2, 80, 2, -1};
+  LowerToCut(75, &a);
+  CHECK(a.handed == 70);
+  CHECK(a.epoch == 2);
+  CHECK(a.ahead == 75);
+  CHECK(a.ahead_epoch == -1);
+  CHECK(a.committed == 75);
+  CHECK(a.lower_from == 80);
+  // A cut at or above everything changes nothing.
+  PartitionOffsets b{50, 50, 1, 50, 1, -1};
+  LowerToCut(50, &b);
+  CHECK(b.committed == 50);
+  CHECK(b.handed == 50);
+  CHECK(b.ahead == 50);
+  CHECK(b.lower_from == -1);
+  // Nothing committed: nothing to lower.
+  PartitionOffsets c{-1, 20, 0, -1, -1, -1};
+  LowerToCut(10, &c);
+  CHECK(c.committed == -1);
+  CHECK(c.lower_from == -1);
+  CHECK(c.handed == 10);
+}

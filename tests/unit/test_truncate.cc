@@ -848,3 +848,95 @@ TEST_CASE("R59 truncation history: each cut is recorded with its time, later low
   WriteFile(tmp / "truncations", text("cut=x 100\n"));
   CHECK(ReadTruncations(dir->get(), nullptr, tmp.path()).error().code() == Code::kCorruption);
 }
+
+// A writer cuts an unreplicated partition's log while a reader is mid-way
+// (or closed, to be opened again with what it knew: ReaderTrail), then
+// appends at the cut offsets, past where the reader was. The reader has no
+// leader epochs to go by: it must go back to the lowest cut below what it
+// handed out (the truncation history, segment.md §6.6, §9.4), not to the
+// log end it finds when it notices, and hand out every batch the log holds
+// from there. MQ_TEST_SEED=<n> repeats one seed (printed when it fails).
+TEST_CASE("R59 a reader of an unreplicated log cut and regrown while it reads goes back to the "
+          "lowest cut below what it handed out, open or reopened") {
+  std::vector<uint64_t> seeds;
+  if (const char* s = std::getenv("MQ_TEST_SEED")) {
+    seeds.push_back(std::strtoull(s, nullptr, 10));
+  } else {
+    std::random_device rd;
+    for (int i = 0; i < 40; ++i) seeds.push_back(rd());
+  }
+  for (uint64_t seed : seeds) {
+    INFO("seed " << seed << " (MQ_TEST_SEED=" << seed << " repeats it)");
+    std::mt19937_64 rng(seed);
+    auto pick = [&](int64_t lo, int64_t hi) {  // in [lo, hi]
+      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
+    TempDir tmp;
+    const std::string dir = tmp / "t-0";
+    auto w = PartitionWriter::Open(dir, LogConfig{}, true, nullptr);
+    REQUIRE(w);
+    int64_t ts = 1000;  // each batch's own timestamp: which batch is at an offset
+    auto append = [&](int64_t batches) {
+      for (int64_t i = 0; i < batches; ++i) {
+        ts += 1000;
+        auto b = MakeBatch(static_cast<int>(pick(1, 4)), ts);
+        REQUIRE((*w)->Append(b));
+      }
+    };
+    append(pick(3, 8));
+    auto r = PartitionReader::Open(dir);
+    REQUIRE(r);
+    REQUIRE((*r)->Seek(0).ok());
+    int64_t next = 0;
+    for (int64_t k = pick(1, 3); k > 0; --k) {
+      auto b = (*r)->Next();
+      REQUIRE(b);
+      REQUIRE(*b);
+      next = (*b)->header().last_offset() + 1;
+    }
+    const bool reopen = pick(0, 1) == 1;
+    std::optional<ReaderTrail> trail;
+    if (reopen) {
+      trail = (*r)->trail();
+      r->reset();
+    }
+    // One to three cuts, each followed by appends; the last regrows the
+    // log past `next`.
+    std::optional<int64_t> lowest;
+    for (int64_t cuts = pick(1, 3); cuts > 0; --cuts) {
+      REQUIRE((*w)->TruncateTo(pick(0, (*w)->log_end_offset() - 1)).ok());
+      const int64_t left = (*w)->log_end_offset();
+      if (left < next) lowest = std::min(left, lowest.value_or(left));
+      append(pick(1, 4));
+    }
+    while ((*w)->log_end_offset() <= next + 2) append(1);
+    if (reopen) {
+      auto again = PartitionReader::Open(dir);
+      REQUIRE(again);
+      *r = std::move(*again);
+      REQUIRE((*r)->SeekAfter(next, *trail).ok());
+    }
+    // What the log holds from where the reader must go on.
+    const int64_t from = lowest.value_or(next);
+    std::vector<std::pair<int64_t, int64_t>> want, got;
+    {
+      auto check = PartitionReader::Open(dir);
+      REQUIRE(check);
+      REQUIRE((*check)->Seek(from).ok());
+      for (;;) {
+        auto b = (*check)->Next();
+        REQUIRE(b);
+        if (!*b) break;
+        want.emplace_back((*b)->header().base_offset, (*b)->header().max_timestamp);
+      }
+    }
+    for (;;) {
+      auto b = (*r)->Next();
+      REQUIRE(b);
+      if (!*b) break;
+      got.emplace_back((*b)->header().base_offset, (*b)->header().max_timestamp);
+    }
+    CHECK((*r)->TakeCut() == lowest);
+    CHECK(got == want);
+  }
+}

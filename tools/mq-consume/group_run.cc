@@ -119,10 +119,11 @@ class Member {
          std::vector<std::unique_ptr<Source>> sources, ConsumerOptions options, Group* group,
          GroupMember* member, cli::Output* out, Dispatcher* dispatcher,
          std::vector<std::pair<std::string, int32_t>>* stopped, std::mutex* subscribe_mu,
-         ReaderBudget budget)
+         ReaderBudget budget, std::vector<std::pair<std::string, ConsumerNotice>>* cuts)
       : stopped_(stopped),
         subscribe_mu_(subscribe_mu),
         budget_(budget),
+        cuts_(cuts),
         f_(f),
         settings_(settings),
         dir_(dir),
@@ -164,6 +165,12 @@ class Member {
   std::vector<std::pair<std::string, int32_t>>* stopped_;  // (topic, partition)
   std::mutex* subscribe_mu_;
   ReaderBudget budget_;
+  // Records handed out were cut from a partition's log since the last look
+  // (kTruncated notices): what was handed over and committed ahead goes
+  // down to the cut, and a committed offset above it is lowered by the
+  // next commit (LowerToCut).
+  void OnCuts();
+  std::vector<std::pair<std::string, ConsumerNotice>>* cuts_;  // (topic, notice)
 
   Status Rebalance();
   // With several topics (R64): those removed from the directory leave the
@@ -861,6 +868,24 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
   return Status::Ok();
 }
 
+void Member::OnCuts() {
+  for (const auto& [topic, n] : std::exchange(*cuts_, {})) {
+    Source* src = FindSource(topic);
+    if (!src) continue;
+    auto it = src->progress.find(n.partition);
+    if (it == src->progress.end()) continue;
+    Progress& pr = it->second;
+    PartitionOffsets o{pr.committed, pr.handed, pr.epoch, pr.ahead, pr.ahead_epoch, pr.lower_from};
+    LowerToCut(n.first_offset, &o);
+    pr.committed = o.committed;
+    pr.handed = o.handed;
+    pr.epoch = o.epoch;
+    pr.ahead = o.ahead;
+    pr.ahead_epoch = o.ahead_epoch;
+    pr.lower_from = o.lower_from;
+  }
+}
+
 Status Member::OnStopped() {
   if (stopped_->empty()) return Status::Ok();
   if (dispatcher_ && dispatcher_->parallel()) Collect(0);
@@ -904,6 +929,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     Source* src = nullptr;
     auto next = Next(&src);
     if (!next) return next.error();
+    OnCuts();
     MQ_RETURN_IF_ERROR(OnStopped());
     if (const ConsumedRecord* m = *next) {
       if (f_.at_most_once && dispatcher_) MQ_RETURN_IF_ERROR(CommitAhead(*src, *m));
@@ -1085,6 +1111,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   options.skip_corrupt = f.skip_corrupt;
   options.stop_corrupt = true;
   std::vector<std::pair<std::string, int32_t>> stopped;  // since the member last looked
+  std::vector<std::pair<std::string, ConsumerNotice>> cuts;  // likewise
   uint64_t stops = 0, skipped = 0, skipped_offsets = 0;
   const bool several = ReadsSeveralTopics(f);
   options.on_notice = [&](const ConsumerNotice& n) {
@@ -1101,6 +1128,12 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
         cli::Warn(fmt::format("group {}: partition {} stopped at offset {}: {}; the member "
                               "goes on with its other partitions",
                               *f.group, name, n.first_offset, n.error.message()));
+    } else if (n.kind == K::kTruncated) {
+      cuts.emplace_back(topic, n);
+      if (!f.quiet)
+        cli::Warn(fmt::format("group {}: partition {}: the log was truncated to offset {} below "
+                              "records handed out ({}..{}): handing out what it holds there now",
+                              *f.group, name, n.first_offset, n.first_offset, n.last_offset));
     } else if (n.kind == K::kSkippedBatch) {
       ++skipped;
       if (!f.quiet)
@@ -1216,7 +1249,7 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   // as a handler run does: the same bound (Kafka's max.poll.interval.ms).
   if (!dispatcher) out.set_write_timeout(f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs));
   Member m(f, settings, &*dir, std::move(sources), options, &*group, &*member, &out,
-           dispatcher ? &*dispatcher : nullptr, &stopped, &subscribe_mu, budget);
+           dispatcher ? &*dispatcher : nullptr, &stopped, &subscribe_mu, budget, &cuts);
   Status s = m.Run(interrupted);
   Status fin = m.Finish(s.ok());
   if (s.ok()) s = fin;

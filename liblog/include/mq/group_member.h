@@ -103,6 +103,34 @@ std::optional<OffsetCommit> OutputAheadCommit(std::string_view topic, int32_t pa
                                               int64_t committed, int64_t position,
                                               int32_t leader_epoch, int64_t lower_from = -1);
 
+// What a member knows of an owned partition's offsets: the group's
+// committed offset (-1: none), the position up to which messages were
+// handed over (printed, acknowledged or handled; -1: none) with the leader
+// epoch of the record before it, at most once the offset committed ahead
+// of the output with its epoch (-1: none), and the committed offset a
+// commit may still lower (R31's exception; -1: none).
+struct PartitionOffsets {
+  int64_t committed = -1;
+  int64_t handed = -1;
+  int32_t epoch = -1;
+  int64_t ahead = -1;
+  int32_t ahead_epoch = -1;
+  int64_t lower_from = -1;
+};
+
+// The partition's reader found records it had handed out cut from the log
+// at `cut` (ConsumerNotice::kTruncated, a live truncation; format-spec/
+// group.md §14.3): what is at `cut` and after it now are other records,
+// none of them handed over yet. The handed-over and committed-ahead
+// positions go down to `cut` (their epochs unknown: -1), and a committed
+// offset above it is marked to be lowered there by the next commit
+// (`lower_from` keeps the offset stored, as a member that finds the
+// committed offset past the log end at take-over does), so that neither
+// a commit due at the cut nor at most once's next commit ahead stores the
+// old offset over records it never handed out. Nothing changes for a cut
+// at or above them.
+void LowerToCut(int64_t cut, PartitionOffsets* offsets);
+
 struct MembershipView {
   // Live member ids, sorted; this member included. A live member whose note
   // is not complete yet (it is joining) is left out until a later Poll

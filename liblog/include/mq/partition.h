@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mq/batch.h"
@@ -217,6 +218,19 @@ struct ReadOptions {
 // rule (as VerifyPartition reports the same bytes). Indexes are hints: an
 // entry the log contradicts is ignored, the log scanned, and a warning kept
 // for TakeWarnings().
+// What a reader knew of the log where it stopped, for a reader opened later
+// to go on from there (PartitionReader::SeekAfter): the leader epochs of the
+// batches it handed out, each with the offset where it began handing that
+// epoch out (ascending; ReaderResumeOffset), the state file's `rewrites`
+// counter it was positioned at (nullopt: no state file), and the
+// truncation history (segment.md §6.6, R59) it read then, each entry as
+// (log end left, time).
+struct ReaderTrail {
+  std::vector<std::pair<int32_t, int64_t>> epochs;
+  std::optional<uint32_t> rewrites;
+  std::vector<std::pair<int64_t, int64_t>> cuts;
+};
+
 class PartitionReader {
  public:
   static Result<std::unique_ptr<PartitionReader>> Open(const std::string& dir,
@@ -245,6 +259,14 @@ class PartitionReader {
   // leader-epoch checkpoint (KIP-320: another leader's batches took those
   // offsets since), it positions there instead and TakeCut() returns it.
   Status SeekAfter(int64_t offset, int32_t epoch);
+  // SeekAfter for a reader that goes on where `trail` (trail() of a reader
+  // since closed, its epochs up to `offset`) left off: it goes back over
+  // the epochs it handed out as a rewrite does, and when `rewrites` moved
+  // since, to the lowest truncation recorded since (the entries of the
+  // history that `trail.cuts` does not hold) below `offset`.
+  Status SeekAfter(int64_t offset, const ReaderTrail& trail);
+  // What the reader knows of the log where it is (SeekAfter).
+  ReaderTrail trail() const;
   // Positions at the first batch whose max timestamp is >= `timestamp_ms`.
   Status SeekTimestamp(int64_t timestamp_ms);
   // The next committed batch, or nullopt at the committed end. The view
@@ -253,8 +275,9 @@ class PartitionReader {
   // Never bytes a truncation cut: when rewrites() moved since the reader
   // positioned, the batch read (or read ahead, or held above the high
   // watermark) is dropped and the reader finds the offset after the last
-  // batch it returned (or the offset sought) again in the log as it is now
-  // (segment.md §9.4).
+  // batch it returned (or the offset sought) again in the log as it is now,
+  // no further than the lowest cut the truncation history recorded since it
+  // positioned (segment.md §9.4, §6.6).
   Result<std::optional<BatchView>> Next();
   // After a kCorruption error from Next(): skips to the next valid batch.
   Status SkipCorrupt();
@@ -266,9 +289,10 @@ class PartitionReader {
   std::vector<Problem> TakeWarnings();
   // The least offset since the last call at which a truncation cut
   // batches the reader had returned (or the offset it sought), and where it
-  // went on reading: the log's end after the cut, or where the leader epoch
-  // of the last batch returned ends in the leader-epoch checkpoint
-  // (KIP-320: another leader's batches may hold those offsets now). nullopt
+  // went on reading: the log's end after the cut, where the leader epochs
+  // of the batches returned end in the leader-epoch checkpoint (KIP-320:
+  // another leader's batches may hold those offsets now), or the lowest
+  // cut the truncation history recorded since it positioned. nullopt
   // when nothing was cut below the reader's position.
   std::optional<int64_t> TakeCut();
 
