@@ -394,18 +394,22 @@ struct StoredHighWatermark {
 // written next.
 Result<StoredHighWatermark> ReadStoredHighWatermark(
     FileSystem* fs, int dir_fd, const std::optional<std::pair<std::string, int32_t>>& expected) {
-  const std::string path = PathAt(dir_fd, kHighWatermarkFile);
   for (int attempt = 1;; ++attempt) {
     auto opened = OpenBounded(dir_fd, kHighWatermarkFile, format::kHighWatermarkBytes, fs);
     if (!opened && opened.error().code() == Code::kNotFound) break;
     if (!opened && opened.error().code() == Code::kTooLarge)
-      return Status::Corruption(path, format::kHighWatermarkBytes, "R61", "more than 1024 bytes");
+      return Status::Corruption(PathAt(dir_fd, kHighWatermarkFile), format::kHighWatermarkBytes,
+                                "R61", "more than 1024 bytes");
     if (!opened) return opened.error();
     std::vector<std::byte> data(static_cast<size_t>(opened->size));
     auto got = opened->file->ReadAt(0, data);
     if (!got) return got.error();
     data.resize(*got);
-    auto decoded = DecodeHighWatermarkFile(data, path, expected);
+    // The path (a readlink) only for an error: this read is on every
+    // acknowledgement's path.
+    auto decoded = DecodeHighWatermarkFile(data, {}, expected);
+    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false};
+    decoded = DecodeHighWatermarkFile(data, PathAt(dir_fd, kHighWatermarkFile), expected);
     if (decoded) return StoredHighWatermark{std::move(*decoded), true, false};
     if (decoded.error().code() != Code::kCorruption || decoded.error().rule() != "R61" ||
         attempt >= 20)
