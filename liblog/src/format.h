@@ -129,6 +129,26 @@ constexpr size_t kFetchPositionsChecksumOffset = kFetchPositionsCopyBytes - 4;
 constexpr uint32_t kMaxFetchPositions =
     (kFetchPositionsChecksumOffset - kFetchPositionsHeaderBytes) / kFetchPositionEntryBytes;
 static_assert(kMaxFetchPositions == 50 && 2 * kFetchPositionsCopyBytes == kFetchPositionsBytes);
+// §16.3 R61: the high watermark in place, `high-watermark`: 1024 bytes,
+// two copies of 512, each written in place (no rename). A copy is magic,
+// version, sequence (u64), high watermark (i64), partition (i32), topic
+// length (u32), the topic's bytes, zero bytes, and the CRC-32C of its bytes
+// before the last 4; big-endian.
+constexpr const char* kHighWatermarkName = "high-watermark";
+constexpr uint64_t kHighWatermarkBytes = 1024;
+constexpr size_t kHighWatermarkCopyBytes = 512;
+constexpr uint32_t kHighWatermarkMagic = 0x4D514857;  // "MQHW"
+constexpr uint32_t kHighWatermarkVersion = 1;
+constexpr size_t kHighWatermarkSequenceOffset = 8;
+constexpr size_t kHighWatermarkOffsetOffset = 16;
+constexpr size_t kHighWatermarkPartitionOffset = 24;
+constexpr size_t kHighWatermarkTopicLengthOffset = 28;
+constexpr size_t kHighWatermarkTopicOffset = 32;
+constexpr size_t kHighWatermarkChecksumOffset = kHighWatermarkCopyBytes - 4;
+constexpr size_t kMaxHighWatermarkTopicBytes = 249;  // R12
+static_assert(kHighWatermarkTopicOffset + kMaxHighWatermarkTopicBytes <=
+                  kHighWatermarkChecksumOffset &&
+              2 * kHighWatermarkCopyBytes == kHighWatermarkBytes);
 // The leader's claim on its epoch (replication.md §17.9, R53): one entry,
 // `epoch bootId`, the boot id as 32 lowercase hexadecimal digits.
 constexpr const char* kLeaderClaimName = "leader-claim";

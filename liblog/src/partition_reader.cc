@@ -213,7 +213,7 @@ Status PartitionReader::Impl::Refresh() {
                     fmt::format("{}/{}: R38: needs recovery: the high watermark {} is above the log "
                                 "end {} published before a reboot; the next writer to open the "
                                 "partition lowers it",
-                                dir, kReplicationOffsetCheckpointFile, hw, fields.log_end_offset));
+                                dir, HighWatermarkFileAt(dir_fd.get(), fs), hw, fields.log_end_offset));
     return CheckHighWatermarkWithin(dir_fd.get(), hw_partition->first, hw_partition->second, hw,
                                     fields.log_end_offset);
   }

@@ -569,7 +569,7 @@ Status PartitionWriter::Impl::LowerHighWatermark(int64_t end, RecoveryReport* re
   if (!lowered) return lowered.error();
   if (*lowered && report != nullptr)
     report->repaired.push_back(
-        {kReplicationOffsetCheckpointFile, 0, "R38",
+        {kHighWatermarkFile, 0, "R38",
          fmt::format("high watermark {} above the log end {} (appends it counted were lost, or a "
                      "truncation was interrupted); lowered to {}",
                      **lowered, end, end)});
@@ -850,13 +850,12 @@ Status PartitionWriter::SetHighWatermark(int64_t offset) {
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: high watermark {} outside the log [0, {}]", w.dir, offset,
                               w.fields.log_end_offset));
-  auto stored = LoadHighWatermark(w.dir_fd.get(), partition->first, partition->second, w.fs);
-  if (!stored && stored.error().code() != Code::kNotFound) return stored.error();
-  if (stored && *stored >= offset) return Status::Ok();
-  // Page-cache durability: a machine crash may bring back an older HW,
-  // never a newer one (replication.md §16.4).
-  MQ_RETURN_IF_ERROR(StoreHighWatermark(w.dir_fd.get(), partition->first, partition->second,
-                                        offset, w.fs, !w.config.page_cache_only()));
+  // Only forward, in place (R61). Page-cache durability: a machine crash
+  // may bring back an older HW, never a newer one (replication.md §16.4).
+  auto raised = RaiseHighWatermark(w.dir_fd.get(), partition->first, partition->second, offset,
+                                   w.fs, !w.config.page_cache_only());
+  if (!raised) return raised.error();
+  if (!*raised) return Status::Ok();
   return w.Publish();  // wakes the readers bounded by it
 }
 

@@ -6,13 +6,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "checkpoint_file.h"
+#include "coding.h"
 #include "format.h"
+#include "mq/crc32c.h"
 #include "mq/segment.h"
 #include "mq/replication.h"
 #include "mq/topic.h"
@@ -24,6 +29,7 @@ namespace mq {
 const char* const kLeaderEpochCheckpointFile = format::kLeaderEpochCheckpointName;
 const char* const kReplicationOffsetCheckpointFile = format::kReplicationOffsetCheckpointName;
 const char* const kLeaderEpochFenceFile = format::kLeaderEpochFenceName;
+const char* const kHighWatermarkFile = format::kHighWatermarkName;
 
 namespace {
 
@@ -282,27 +288,225 @@ Result<std::optional<HighWatermarkEntry>> DecodeReplicationOffsetCheckpoint(
   return out;
 }
 
+Result<HighWatermarkFile> DecodeHighWatermarkFile(
+    std::span<const std::byte> bytes, const std::string& file,
+    const std::optional<std::pair<std::string, int32_t>>& expected) {
+  using namespace format;
+  if (bytes.empty()) return HighWatermarkFile{};
+  if (bytes.size() != kHighWatermarkBytes)
+    return Status::Corruption(file, bytes.size(), "R61",
+                              fmt::format("{} bytes, not 1024 (or 0)", bytes.size()));
+  HighWatermarkFile copies[2];
+  bool whole[2] = {false, false};
+  for (int c = 0; c < 2; ++c) {
+    const size_t base = static_cast<size_t>(c) * kHighWatermarkCopyBytes;
+    const std::byte* p = bytes.data() + base;
+    if (coding::GetFixed32(p + kHighWatermarkChecksumOffset) !=
+        Crc32c(bytes.subspan(base, kHighWatermarkChecksumOffset)))
+      continue;  // a write not finished: the other copy is current
+    auto bad = [&](size_t at, const std::string& what) {
+      return Status::Corruption(file, base + at, "R61", fmt::format("copy {}: {}", c, what));
+    };
+    if (coding::GetFixed32(p) != kHighWatermarkMagic)
+      return bad(0, fmt::format("magic {:#010x}", coding::GetFixed32(p)));
+    if (coding::GetFixed32(p + 4) != kHighWatermarkVersion)
+      return bad(4, fmt::format("unknown version {}", coding::GetFixed32(p + 4)));
+    const uint64_t sequence = coding::GetFixed64(p + kHighWatermarkSequenceOffset);
+    if (sequence == 0 || sequence > static_cast<uint64_t>(INT64_MAX))
+      return bad(kHighWatermarkSequenceOffset, fmt::format("sequence {}", sequence));
+    const auto offset = static_cast<int64_t>(coding::GetFixed64(p + kHighWatermarkOffsetOffset));
+    if (offset < 0) return bad(kHighWatermarkOffsetOffset, fmt::format("high watermark {}", offset));
+    const auto partition =
+        static_cast<int32_t>(coding::GetFixed32(p + kHighWatermarkPartitionOffset));
+    if (partition < 0) return bad(kHighWatermarkPartitionOffset, fmt::format("partition {}", partition));
+    const uint32_t length = coding::GetFixed32(p + kHighWatermarkTopicLengthOffset);
+    if (length == 0 || length > kMaxHighWatermarkTopicBytes)
+      return bad(kHighWatermarkTopicLengthOffset,
+                 fmt::format("topic length {}, not 1 to 249", length));
+    std::string topic(reinterpret_cast<const char*>(p + kHighWatermarkTopicOffset), length);
+    if (Status name = ValidateName(topic, "topic"); !name.ok())
+      return bad(kHighWatermarkTopicOffset, name.message());
+    for (size_t at = kHighWatermarkTopicOffset + length; at < kHighWatermarkChecksumOffset; ++at)
+      if (p[at] != std::byte{0}) return bad(at, "bytes after the topic are not zero");
+    copies[c] = {HighWatermarkEntry{std::move(topic), partition, offset}, sequence, c};
+    whole[c] = true;
+  }
+  if (!whole[0] && !whole[1])
+    return Status::Corruption(file, kHighWatermarkChecksumOffset, "R61",
+                              "neither copy's checksum matches its bytes");
+  if (whole[0] && whole[1] && copies[0].sequence == copies[1].sequence)
+    return Status::Corruption(file, kHighWatermarkCopyBytes + kHighWatermarkSequenceOffset, "R61",
+                              fmt::format("both copies have sequence {}", copies[0].sequence));
+  HighWatermarkFile& out =
+      !whole[1] || (whole[0] && copies[0].sequence > copies[1].sequence) ? copies[0] : copies[1];
+  const HighWatermarkEntry& e = *out.entry;
+  if (expected && (e.topic != expected->first || e.partition != expected->second))
+    return Status::Corruption(file,
+                              static_cast<size_t>(out.copy) * kHighWatermarkCopyBytes +
+                                  kHighWatermarkPartitionOffset,
+                              "R38",
+                              fmt::format("the high watermark names {}-{}, not this partition "
+                                          "{}-{}",
+                                          e.topic, e.partition, expected->first,
+                                          expected->second));
+  return std::move(out);
+}
+
+Result<std::vector<std::byte>> EncodeHighWatermarkCopy(const HighWatermarkEntry& e,
+                                                       uint64_t sequence) {
+  using namespace format;
+  MQ_RETURN_IF_ERROR(ValidateName(e.topic, "topic"));
+  if (e.partition < 0 || e.offset < 0 || sequence == 0 ||
+      sequence > static_cast<uint64_t>(INT64_MAX))
+    return Status(Code::kInvalidArgument,
+                  fmt::format("high watermark {} of partition {} (sequence {}): outside R61's "
+                              "ranges",
+                              e.offset, e.partition, sequence));
+  std::vector<std::byte> out(kHighWatermarkCopyBytes);
+  std::byte* p = out.data();
+  coding::PutFixed32(p, kHighWatermarkMagic);
+  coding::PutFixed32(p + 4, kHighWatermarkVersion);
+  coding::PutFixed64(p + kHighWatermarkSequenceOffset, sequence);
+  coding::PutFixed64(p + kHighWatermarkOffsetOffset, static_cast<uint64_t>(e.offset));
+  coding::PutFixed32(p + kHighWatermarkPartitionOffset, static_cast<uint32_t>(e.partition));
+  coding::PutFixed32(p + kHighWatermarkTopicLengthOffset, static_cast<uint32_t>(e.topic.size()));
+  std::memcpy(p + kHighWatermarkTopicOffset, e.topic.data(), e.topic.size());
+  coding::PutFixed32(p + kHighWatermarkChecksumOffset,
+                     Crc32c(std::span<const std::byte>(out).first(kHighWatermarkChecksumOffset)));
+  return out;
+}
+
+namespace {
+
+// The high watermark as stored in `dir_fd`: from `high-watermark` (R61),
+// or while that is missing from an older mq's replication-offset-checkpoint
+// (`legacy`); `present` false when neither file is there.
+struct StoredHighWatermark {
+  HighWatermarkFile file;
+  bool present = false;
+  bool legacy = false;
+};
+
+// Reads it, `expected` naming the partition. A read that finds
+// `high-watermark` breaking R61 is made again, up to 20 times 0.1 ms
+// apart, before the breach is reported: a reader without the writer lock
+// may have read one copy while it was written, and the other while it was
+// written next.
+Result<StoredHighWatermark> ReadStoredHighWatermark(
+    FileSystem* fs, int dir_fd, const std::optional<std::pair<std::string, int32_t>>& expected) {
+  for (int attempt = 1;; ++attempt) {
+    auto opened = OpenBounded(dir_fd, kHighWatermarkFile, format::kHighWatermarkBytes, fs);
+    if (!opened && opened.error().code() == Code::kNotFound) break;
+    if (!opened && opened.error().code() == Code::kTooLarge)
+      return Status::Corruption(PathAt(dir_fd, kHighWatermarkFile), format::kHighWatermarkBytes,
+                                "R61", "more than 1024 bytes");
+    if (!opened) return opened.error();
+    std::vector<std::byte> data(static_cast<size_t>(opened->size));
+    auto got = opened->file->ReadAt(0, data);
+    if (!got) return got.error();
+    data.resize(*got);
+    // The path (a readlink) only for an error: this read is on every
+    // acknowledgement's path.
+    auto decoded = DecodeHighWatermarkFile(data, {}, expected);
+    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false};
+    decoded = DecodeHighWatermarkFile(data, PathAt(dir_fd, kHighWatermarkFile), expected);
+    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false};
+    if (decoded.error().code() != Code::kCorruption || decoded.error().rule() != "R61" ||
+        attempt >= 20)
+      return decoded.error();
+    const timespec pause{0, 100 * 1000};
+    ::nanosleep(&pause, nullptr);
+  }
+  const std::string legacy_path = PathAt(dir_fd, kReplicationOffsetCheckpointFile);
+  auto text = ReadCheckpointFile(fs, dir_fd, kReplicationOffsetCheckpointFile, legacy_path);
+  if (!text && text.error().code() == Code::kNotFound) return StoredHighWatermark{};
+  if (!text) return text.error();
+  auto entry = DecodeReplicationOffsetCheckpoint(*text, legacy_path, expected);
+  if (!entry) return entry.error();
+  return StoredHighWatermark{HighWatermarkFile{std::move(*entry), 0, -1}, true, true};
+}
+
+std::optional<std::pair<std::string, int32_t>> Named(std::string_view topic, int32_t partition) {
+  return std::make_pair(std::string(topic), partition);
+}
+
+// R61: `offset` over the copy of `stored` that is not current, in place,
+// with the next sequence; fdatasync with `sync`. No file yet: created
+// whole (R39), and an older mq's checkpoint removed after it.
+Status WriteHighWatermark(FileSystem* fs, int dir_fd, const StoredHighWatermark& stored,
+                          std::string_view topic, int32_t partition, int64_t offset, bool sync) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  const HighWatermarkEntry entry{std::string(topic), partition, offset};
+  const bool in_place = stored.present && !stored.legacy && stored.file.copy >= 0;
+  auto copy = EncodeHighWatermarkCopy(entry, in_place ? stored.file.sequence + 1 : 1);
+  if (!copy) return copy.error();
+  if (!in_place) {
+    std::vector<std::byte> image(format::kHighWatermarkBytes);
+    std::memcpy(image.data(), copy->data(), copy->size());
+    MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd, kHighWatermarkFile, image, fs, {}, sync));
+    if (!stored.legacy) return Status::Ok();
+    // Migrated: the older file would only be stale from here on.
+    Status gone = fs->Unlink(dir_fd, kReplicationOffsetCheckpointFile);
+    if (!gone.ok() && gone.code() != Code::kNotFound) return gone;
+    return sync ? fs->SyncDir(dir_fd) : Status::Ok();
+  }
+  auto file = fs->Open(dir_fd, kHighWatermarkFile, FileSystem::kReadWrite);
+  if (!file) return file.error();
+  MQ_RETURN_IF_ERROR(
+      (*file)->WriteAt(stored.file.copy == 0 ? format::kHighWatermarkCopyBytes : 0, *copy));
+  return sync ? (*file)->Sync() : Status::Ok();
+}
+
+Status CheckStorable(std::string_view topic, int32_t partition, int64_t offset) {
+  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  if (partition < 0 || offset < 0)
+    return Status(Code::kInvalidArgument,
+                  fmt::format("high watermark {} of partition {}: both must be >= 0", offset,
+                              partition));
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* HighWatermarkFileAt(int dir_fd, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  if (!fs->StatAt(dir_fd, kHighWatermarkFile) &&
+      fs->StatAt(dir_fd, kReplicationOffsetCheckpointFile))
+    return kReplicationOffsetCheckpointFile;
+  return kHighWatermarkFile;
+}
+
 Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
                                   FileSystem* fs) {
-  const std::string path = PathAt(dir_fd, kReplicationOffsetCheckpointFile);
-  auto text = ReadCheckpointFile(fs, dir_fd, kReplicationOffsetCheckpointFile, path);
-  if (!text) return text.error();
-  auto entry = DecodeReplicationOffsetCheckpoint(
-      *text, path, std::make_pair(std::string(topic), partition));
-  if (!entry) return entry.error();
-  if (!*entry) return Status(Code::kNotFound, path + ": no high watermark written yet");
-  return (*entry)->offset;
+  auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition));
+  if (!stored) return stored.error();
+  if (!stored->file.entry)
+    return Status(Code::kNotFound,
+                  PathAt(dir_fd, stored->legacy ? kReplicationOffsetCheckpointFile
+                                                : kHighWatermarkFile) +
+                      ": no high watermark written yet");
+  return stored->file.entry->offset;
 }
 
 Status CheckHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition, int64_t hw,
                                 int64_t log_end_offset) {
   if (hw <= log_end_offset) return Status::Ok();
-  // The offset is the entry's last field: "0\n1\n<topic> <partition> <offset>\n".
-  const uint64_t position = 4 + topic.size() + 1 + fmt::formatted_size("{}", partition) + 1;
-  return Status::Corruption(PathAt(dir_fd, kReplicationOffsetCheckpointFile), position, "R38",
-                            fmt::format("high watermark {} is above the log end {}: the file "
-                                        "does not belong to this log",
-                                        hw, log_end_offset));
+  const std::string what = fmt::format(
+      "high watermark {} is above the log end {}: the file does not belong to this log", hw,
+      log_end_offset);
+  auto stored = ReadStoredHighWatermark(nullptr, dir_fd, Named(topic, partition));
+  if (stored && stored->legacy) {
+    // The offset is the entry's last field: "0\n1\n<topic> <partition> <offset>\n".
+    const uint64_t position = 4 + topic.size() + 1 + fmt::formatted_size("{}", partition) + 1;
+    return Status::Corruption(PathAt(dir_fd, kReplicationOffsetCheckpointFile), position, "R38",
+                              what);
+  }
+  // The current copy's high-watermark field.
+  const int copy = stored && stored->file.copy > 0 ? 1 : 0;
+  return Status::Corruption(PathAt(dir_fd, kHighWatermarkFile),
+                            static_cast<uint64_t>(copy) * format::kHighWatermarkCopyBytes +
+                                format::kHighWatermarkOffsetOffset,
+                            "R38", what);
 }
 
 Result<int64_t> LoadHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition,
@@ -326,23 +530,32 @@ Status EpochEntryMismatch(const LeaderEpochCache& cache, size_t entry, const std
 Result<std::optional<int64_t>> LowerHighWatermark(int dir_fd, std::string_view topic,
                                                   int32_t partition, int64_t end_offset,
                                                   FileSystem* fs) {
-  auto hw = LoadHighWatermark(dir_fd, topic, partition, fs);
-  if (!hw && hw.error().code() == Code::kNotFound) return std::optional<int64_t>();
-  if (!hw) return hw.error();
-  if (*hw <= end_offset) return std::optional<int64_t>();
-  MQ_RETURN_IF_ERROR(StoreHighWatermark(dir_fd, topic, partition, end_offset, fs, true));
-  return std::optional<int64_t>(*hw);
+  auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition));
+  if (!stored) return stored.error();
+  if (!stored->file.entry) return std::optional<int64_t>();
+  const int64_t hw = stored->file.entry->offset;
+  if (hw <= end_offset) return std::optional<int64_t>();
+  MQ_RETURN_IF_ERROR(CheckStorable(topic, partition, end_offset));
+  MQ_RETURN_IF_ERROR(WriteHighWatermark(fs, dir_fd, *stored, topic, partition, end_offset, true));
+  return std::optional<int64_t>(hw);
 }
 
 Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition, int64_t offset,
                           FileSystem* fs, bool sync) {
-  MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
-  if (partition < 0 || offset < 0)
-    return Status(Code::kInvalidArgument,
-                  fmt::format("high watermark {} of partition {}: both must be >= 0", offset,
-                              partition));
-  return WriteCheckpointFile(fs, dir_fd, kReplicationOffsetCheckpointFile,
-                             {HighWatermarkLine(topic, partition, offset)}, sync);
+  MQ_RETURN_IF_ERROR(CheckStorable(topic, partition, offset));
+  auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition));
+  if (!stored) return stored.error();
+  return WriteHighWatermark(fs, dir_fd, *stored, topic, partition, offset, sync);
+}
+
+Result<bool> RaiseHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
+                                int64_t offset, FileSystem* fs, bool sync) {
+  MQ_RETURN_IF_ERROR(CheckStorable(topic, partition, offset));
+  auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition));
+  if (!stored) return stored.error();
+  if (stored->file.entry && stored->file.entry->offset >= offset) return false;
+  MQ_RETURN_IF_ERROR(WriteHighWatermark(fs, dir_fd, *stored, topic, partition, offset, sync));
+  return true;
 }
 
 Result<int32_t> DecodeLeaderEpochFence(std::string_view bytes, const std::string& file) {
@@ -427,6 +640,19 @@ Result<std::optional<HighWatermarkEntry>> ReadReplicationOffsetCheckpointFile(
   return DecodeReplicationOffsetCheckpoint(*text, path, PartitionOfDirName(dir_name));
 }
 
+Result<HighWatermarkFile> ReadHighWatermarkFileByPath(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  auto dfd = OpenDirectory(dir, false);
+  if (!dfd) return dfd.error();
+  auto bytes = ReadFileAt(dfd->get(), name, format::kHighWatermarkBytes);
+  if (!bytes && bytes.error().code() == Code::kTooLarge)
+    return Status::Corruption(path, format::kHighWatermarkBytes, "R61", "more than 1024 bytes");
+  if (!bytes) return bytes.error();
+  return DecodeHighWatermarkFile(*bytes, path, PartitionOfDirectory(dir));
+}
+
 Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
                                 std::vector<Problem>* problems, VerifyStats* stats) {
   const auto partition = PartitionOfDirectory(dir);
@@ -458,6 +684,20 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
       problems->push_back({s.file(), s.position(), s.rule(), s.message()});
     else if (!s.ok())
       return s;  // a symlink, FIFO or device is refused (exit 77), I/O errors stop
+  }
+  // §16.3, R61: the high watermark (binary, two copies), read as a writer
+  // reads it (a breach is read again before it is reported).
+  if (auto info = FileSystem::Default()->StatAt(dir_fd, kHighWatermarkFile)) {
+    if (stats != nullptr) {
+      ++stats->files;
+      stats->bytes += info->size;
+    }
+    auto read = ReadStoredHighWatermark(nullptr, dir_fd, partition);
+    if (!read && read.error().code() == Code::kCorruption)
+      problems->push_back({read.error().file(), read.error().position(), read.error().rule(),
+                           read.error().message()});
+    else if (!read)
+      return read.status();
   }
   // §17.2, R60: the leader's fetch positions (binary, two copies).
   if (auto info = FileSystem::Default()->StatAt(dir_fd, format::kFetchPositionsName)) {

@@ -968,7 +968,10 @@ Client::Client(Connect connect, std::string peer, Options options)
 
 void Client::Drop() {
   conn_.reset();
-  reader_.reset();
+  // The last reply's payload stays valid until the next Call or Collect: a
+  // Post that fails drops the connection while its caller still uses the
+  // reply before it (a FetchReply's batches borrowed from this buffer, R62).
+  if (reader_) spent_ = std::move(reader_);
   posted_.reset();
 }
 
@@ -1070,6 +1073,7 @@ Result<std::span<const std::byte>> Client::AwaitLocked(Type type, int timeout_ms
 Result<std::span<const std::byte>> Client::Call(Type type, std::span<const std::byte> payload,
                                                 int extra_wait_ms, bool* batches_checked) {
   std::lock_guard lock(mu_);
+  spent_.reset();  // the previous reply is no longer used
   if (conn_ && MonotonicMs() - last_used_ms_ > kPingAfterIdleMs) {
     auto pong = CallLocked(Type::kPing, {}, options_.timeout_ms);
     if (!pong) Drop();  // found dead (or answered oddly): start again below
@@ -1109,6 +1113,7 @@ Result<uint64_t> Client::Post(Type type, std::span<const std::byte> payload) {
 
 Result<std::span<const std::byte>> Client::Collect(int extra_wait_ms, bool* batches_checked) {
   std::lock_guard lock(mu_);
+  spent_.reset();  // the previous reply is no longer used
   if (!posted_) return Status(Code::kInternal, "no posted request to collect");
   const Type type = *posted_;
   posted_.reset();

@@ -8,9 +8,10 @@
 #    is not the one the log implies, is corruption (exit 65 naming the file,
 #    position and rule) for mq-inspect --verify, a consumer, a producer and
 #    a follower, and a producer refuses before it appends anything;
-#  - a damaged high-watermark checkpoint or fetch-positions file stops
-#    mq-produce before it appends, and mq-isr --check treats every damaged
-#    checkpoint alike;
+#  - a damaged high-watermark (R61, or an older mq's checkpoint) or
+#    fetch-positions file stops mq-produce before it appends, mq-isr
+#    --check treats every damaged checkpoint alike, and --verify names
+#    the byte position;
 #  - a failed append's error is printed once.
 source "$(dirname "$0")/lib/common.bash"
 ISR="$BIN/mq-isr"
@@ -40,7 +41,7 @@ produce_replicated() {
     done
   done
 }
-hw_of() { sed -n 3p "$1/t-0/replication-offset-checkpoint" | awk '{print $3}'; }
+hw_of() { "$INSPECT" "$1/t-0/high-watermark" | awk '/^topic:/ { print $6 }'; }
 # one_line WHAT: stderr holds exactly one line.
 one_line() {
   [[ $(wc -l <"$WORK/err") == 1 ]] || fail "$1: stderr is not one line: $(cat "$WORK/err")"
@@ -114,7 +115,9 @@ expect_corrupt() {
 # restore: r0 back to its pristine copy.
 restore() { rm -rf forged/r0 && cp -a pristine forged/r0; }
 
-# A high watermark above the log end (R38).
+# A high watermark above the log end (R38), in the checkpoint an older mq
+# kept it in (read while high-watermark is missing, R61).
+rm forged/r0/t-0/high-watermark
 printf '0\n1\nt 0 1000\n' >forged/r0/t-0/replication-offset-checkpoint
 run "$INSPECT" --verify forged/r0/t-0
 expect_corrupt "verify, HW 1000 over a log end of 20" R38
@@ -128,9 +131,10 @@ expect_corrupt "producer, HW 1000 over a log end of 20" R38
 one_line "producer, HW 1000"
 
 # Damaged files an append depends on: nothing is appended (R7).
-for f in replication-offset-checkpoint fetch-positions; do
+for f in high-watermark replication-offset-checkpoint fetch-positions; do
   for bytes in 'garbage' '0\n1\nt 0\n' '0\n2\nt 0 5\n'; do
     restore
+    [[ $f == replication-offset-checkpoint ]] && rm forged/r0/t-0/high-watermark
     printf "$bytes" >"forged/r0/t-0/$f"
     for acks in 1 all; do
       run "$P" -C forged/r0 -t t --acks "$acks" <<<"late"
@@ -154,6 +158,25 @@ restore
 head -c 4096 /dev/zero >forged/r0/t-0/fetch-positions
 run "$INSPECT" --verify forged/r0/t-0
 expect_corrupt "verify, a fetch-positions of zeros" R60
+# The high watermark (R61): likewise, with the byte position; a copy
+# whose CRC fails beside a whole one is a write not finished, no breach.
+restore
+printf 'garbage' >forged/r0/t-0/high-watermark
+run "$INSPECT" --verify forged/r0/t-0
+expect_corrupt "verify, a 7-byte high-watermark" R61
+grep -q "high-watermark: position 7: R61" "$WORK/out" "$WORK/err" ||
+  fail "verify does not name high-watermark at byte 7: $(cat "$WORK/out" "$WORK/err")"
+head -c 1024 /dev/zero >forged/r0/t-0/high-watermark
+run "$INSPECT" --verify forged/r0/t-0
+expect_corrupt "verify, a high-watermark of zeros" R61
+grep -q "high-watermark: position 508: R61" "$WORK/out" "$WORK/err" ||
+  fail "verify does not name high-watermark at byte 508: $(cat "$WORK/out" "$WORK/err")"
+restore
+printf 'x' | dd of=forged/r0/t-0/high-watermark bs=1 seek=600 conv=notrunc status=none
+run "$INSPECT" --verify forged/r0/t-0
+expect_rc 0 "verify, a high-watermark with one copy torn"
+hw=$(hw_of forged/r0)  # the other copy's: the last one stored, or the one before
+[[ -n $hw && $hw -le 20 ]] || fail "HW with one copy torn: '$hw'"
 restore
 printf 'garbage' >forged/r0/t-0/leader-epoch-checkpoint
 run "$ISR" --cluster "$WORK/forged/cl" --check

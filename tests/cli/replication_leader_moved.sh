@@ -39,9 +39,9 @@ chmod +x "$WORK/rsh"
 export MQ_RSH="$WORK/rsh" MQ_REMOTE_BINDIR="$BIN"
 unset MQ_TEST_HOST MQ_CLUSTER MQ_TIMEOUT_MS
 
-hw() {  # ROOT TOPIC PARTITION: the HW in its replication-offset-checkpoint (0: none)
-  local f="$1/$2-$3/replication-offset-checkpoint" v=""
-  [[ -f $f ]] && v=$(awk -v t="$2" -v p="$3" 'NR > 2 && $1 == t && $2 == p { print $3 }' "$f")
+hw() {  # ROOT TOPIC PARTITION: the HW in its high-watermark file (0: none)
+  local f="$1/$2-$3/high-watermark" v=""
+  [[ -s $f ]] && v=$("$INSPECT" "$f" | awk '/^topic:/ { print $6 }')
   echo "${v:-0}"
 }
 log_bytes() { cat "$1/$2-$3"/*.log 2>/dev/null | wc -c; }  # ROOT TOPIC PARTITION

@@ -8,8 +8,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 
 #include "checkpoint_file.h"
 #include "format.h"
+#include "mq/crc32c.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
 #include "test_support.h"
@@ -414,19 +417,21 @@ TEST_CASE("R38 Load and Store of the high watermark through a partition director
   UniqueFd fd = OpenDir(dir);
   CHECK(LoadHighWatermark(fd.get(), "orders", 0).status().code() == Code::kNotFound);
   REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 42).ok());
-  CHECK(ReadText(dir + "/" + kReplicationOffsetCheckpointFile) == kHwExample);
+  CHECK(ReadText(dir + "/" + kHighWatermarkFile).size() == 1024);  // R61
+  CHECK(!Exists(dir + "/" + kReplicationOffsetCheckpointFile));
   auto hw = LoadHighWatermark(fd.get(), "orders", 0);
   REQUIRE(hw);
   CHECK(*hw == 42);
   auto other = LoadHighWatermark(fd.get(), "orders", 1);
   REQUIRE(!other);
   CHECK(other.error().rule() == "R38");
-  CHECK(other.error().file() == dir + "/" + kReplicationOffsetCheckpointFile);
+  CHECK(other.error().file() == dir + "/" + kHighWatermarkFile);
+  CHECK(other.error().position() == 24);  // the current copy's partition
   CHECK(StoreHighWatermark(fd.get(), "orders", 0, -1).code() == Code::kInvalidArgument);
   CHECK(StoreHighWatermark(fd.get(), "a/b", 0, 1).code() == Code::kInvalidArgument);
-  auto file = ReadReplicationOffsetCheckpointFile(dir + "/" + kReplicationOffsetCheckpointFile);
+  auto file = ReadHighWatermarkFileByPath(dir + "/" + kHighWatermarkFile);
   REQUIRE(file);
-  CHECK(**file == HighWatermarkEntry{"orders", 0, 42});
+  CHECK(*file->entry == HighWatermarkEntry{"orders", 0, 42});
 }
 
 TEST_CASE("R38 a high watermark above the log end is corruption wherever it is read") {
@@ -434,14 +439,15 @@ TEST_CASE("R38 a high watermark above the log end is corruption wherever it is r
   const std::string dir = root / "orders-0";
   WritePartition(dir, {0, 0});  // log end 6
   UniqueFd fd = OpenDir(dir);
-  const std::string file = dir + "/" + kReplicationOffsetCheckpointFile;
+  const std::string file = dir + "/" + kHighWatermarkFile;
   REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 1000).ok());
-  // The loader given the log end: at the offset field, "0\n1\norders 0 " = 13.
+  // The loader given the log end: at the offset field of the current copy
+  // (R61: copy 0, byte 16).
   auto within = LoadHighWatermarkWithin(fd.get(), "orders", 0, 6);
   REQUIRE(!within);
   CHECK(within.error().code() == Code::kCorruption);
   CHECK(within.error().rule() == "R38");
-  CHECK(within.error().position() == 13);
+  CHECK(within.error().position() == 16);
   CHECK(within.error().file() == file);
   // --verify.
   std::vector<Problem> problems;
@@ -449,7 +455,7 @@ TEST_CASE("R38 a high watermark above the log end is corruption wherever it is r
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].rule == "R38");
   CHECK(problems[0].file == file);
-  CHECK(problems[0].position == 13);
+  CHECK(problems[0].position == 16);
   CHECK(problems[0].kind == Problem::Kind::kCorruption);
   // A reader bounded by it is refused rather than read to the log end.
   ReadOptions options;
@@ -536,11 +542,14 @@ TEST_CASE("R39 atomic update: a failed write, fsync or rename leaves the old fil
   auto back = LeaderEpochCache::Load(fd.get(), &fs);
   REQUIRE(back);
   CHECK(back->entries() == next.entries());
-  // The high watermark goes the same way.
-  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 42, &fs).ok());
+  // The high watermark's file is created the same way (then written in
+  // place, R61).
   fs.FailRename(1);
-  CHECK(!StoreHighWatermark(fd.get(), "orders", 0, 43, &fs).ok());
-  CHECK(ReadText(root / kReplicationOffsetCheckpointFile) == kHwExample);
+  CHECK(!StoreHighWatermark(fd.get(), "orders", 0, 42, &fs).ok());
+  CHECK(!Exists(root / kHighWatermarkFile));
+  fs.Clear();
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 42, &fs).ok());
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 42);
 }
 
 namespace {
@@ -686,4 +695,250 @@ TEST_CASE("checkpoint hostile input: random bytes, cuts and flips give corruptio
     }
     check(b, true);
   }
+}
+
+namespace {
+
+// R61: a high-watermark file of the copies `c0` and `c1` (empty: zero bytes).
+std::vector<std::byte> HwImage(const std::vector<std::byte>& c0, const std::vector<std::byte>& c1) {
+  std::vector<std::byte> out(1024);
+  std::copy(c0.begin(), c0.end(), out.begin());
+  std::copy(c1.begin(), c1.end(), out.begin() + 512);
+  return out;
+}
+std::vector<std::byte> HwCopy(int64_t offset, uint64_t sequence, std::string topic = "orders",
+                              int32_t partition = 0) {
+  auto copy = EncodeHighWatermarkCopy({std::move(topic), partition, offset}, sequence);
+  REQUIRE(copy);
+  return *copy;
+}
+// The copy's CRC made to match its bytes again after an edit.
+void Reseal(std::vector<std::byte>* image, int copy) {
+  std::byte* p = image->data() + 512 * copy;
+  const uint32_t crc = Crc32c(std::span<const std::byte>(p, 508));
+  for (int i = 0; i < 4; ++i) p[508 + i] = static_cast<std::byte>(crc >> (24 - 8 * i));
+}
+
+}  // namespace
+
+TEST_CASE("R61 high-watermark file: the whole copy with the higher sequence, a torn copy an unfinished write") {
+  STATIC_REQUIRE(std::string_view(format::kHighWatermarkName) == "high-watermark");
+  // The layout: magic "MQHW", version 1, sequence, high watermark,
+  // partition, topic length, topic; big-endian.
+  const auto c = HwCopy(42, 1);
+  REQUIRE(c.size() == 512);
+  const unsigned char head[] = {0x4d, 0x51, 0x48, 0x57, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1,
+                                0,    0,    0,    0,    0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 0, 6,
+                                'o',  'r',  'd',  'e',  'r', 's', 0};
+  for (size_t i = 0; i < sizeof head; ++i) CHECK(c[i] == std::byte{head[i]});
+  // The higher sequence wins, in either copy.
+  auto both = DecodeHighWatermarkFile(HwImage(HwCopy(42, 1), HwCopy(43, 2)), "f", kOrders0);
+  REQUIRE(both);
+  CHECK(both->entry->offset == 43);
+  CHECK(both->sequence == 2);
+  CHECK(both->copy == 1);
+  auto swapped = DecodeHighWatermarkFile(HwImage(HwCopy(44, 3), HwCopy(43, 2)), "f", kOrders0);
+  REQUIRE(swapped);
+  CHECK(swapped->entry->offset == 44);
+  CHECK(swapped->copy == 0);
+  // A torn newer copy (half written) leaves the older one current.
+  auto torn_image = HwImage(HwCopy(42, 1), HwCopy(43, 2));
+  std::fill(torn_image.begin() + 512 + 256, torn_image.end(), std::byte{0});
+  auto torn = DecodeHighWatermarkFile(torn_image, "f", kOrders0);
+  REQUIRE(torn);
+  CHECK(torn->entry->offset == 42);
+  CHECK(torn->copy == 0);
+  // Only copy 0, as a new file holds it.
+  auto fresh = DecodeHighWatermarkFile(HwImage(HwCopy(42, 1), {}), "f", kOrders0);
+  REQUIRE(fresh);
+  CHECK(fresh->entry->offset == 42);
+  // Zero bytes: no high watermark.
+  auto none = DecodeHighWatermarkFile({}, "f", kOrders0);
+  REQUIRE(none);
+  CHECK(!none->entry);
+  CHECK(none->copy == -1);
+}
+
+TEST_CASE("R61 high-watermark file: every breach is corruption naming the byte position") {
+  auto error = [](const std::vector<std::byte>& image) {
+    return DecodeHighWatermarkFile(image, "f", kOrders0).status();
+  };
+  CheckCorrupt(error(std::vector<std::byte>(1000)), "R61", 1000);      // not 1024 bytes
+  CheckCorrupt(error(HwImage({}, {})), "R61", 508);                    // neither copy whole
+  CheckCorrupt(error(HwImage(HwCopy(42, 5), HwCopy(43, 5))), "R61", 520);  // equal sequences
+  auto edited = [&](size_t at, std::byte value) {
+    auto image = HwImage(HwCopy(42, 1), HwCopy(43, 2));
+    image[512 + at] = value;
+    Reseal(&image, 1);
+    return image;
+  };
+  CheckCorrupt(error(edited(0, std::byte{0})), "R61", 512 + 0);        // magic
+  CheckCorrupt(error(edited(7, std::byte{9})), "R61", 512 + 4);        // version
+  CheckCorrupt(error(edited(16, std::byte{0x80})), "R61", 512 + 16);   // negative HW
+  CheckCorrupt(error(edited(24, std::byte{0x80})), "R61", 512 + 24);   // negative partition
+  CheckCorrupt(error(edited(31, std::byte{0})), "R61", 512 + 28);      // topic length 0
+  CheckCorrupt(error(edited(33, std::byte{'/'})), "R61", 512 + 32);    // topic breaks R12
+  CheckCorrupt(error(edited(100, std::byte{1})), "R61", 512 + 100);    // bytes after the topic
+  // A whole copy naming another partition is never this one's (R38).
+  CheckCorrupt(error(HwImage(HwCopy(42, 1, "orders", 1), {})), "R38", 24);
+  CheckCorrupt(error(HwImage(HwCopy(42, 1), HwCopy(43, 2, "users"))), "R38", 512 + 24);
+  // Out of range: nothing encoded.
+  CHECK(!EncodeHighWatermarkCopy({"orders", 0, -1}, 1));
+  CHECK(!EncodeHighWatermarkCopy({"orders", -1, 1}, 1));
+  CHECK(!EncodeHighWatermarkCopy({"a/b", 0, 1}, 1));
+  CHECK(!EncodeHighWatermarkCopy({"orders", 0, 1}, 0));
+}
+
+TEST_CASE("R61 a store overwrites the copy that is not current, in place, and a torn store leaves the one before") {
+  TempDir root;
+  const std::string dir = root / "orders-0";
+  REQUIRE(OpenDirectory(dir, true));
+  UniqueFd fd = OpenDir(dir);
+  FaultFs fs;
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 42, &fs).ok());  // created whole
+  auto read = [&] {
+    auto r = ReadHighWatermarkFileByPath(dir + "/" + kHighWatermarkFile);
+    REQUIRE(r);
+    return *r;
+  };
+  CHECK(read().copy == 0);
+  CHECK(read().sequence == 1);
+  const auto first = ReadFile(dir + "/" + kHighWatermarkFile);
+  // No rename from here on: a store with every rename failing succeeds.
+  fs.FailRename(1);
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 43, &fs).ok());
+  CHECK(read().copy == 1);
+  CHECK(read().sequence == 2);
+  const auto second = ReadFile(dir + "/" + kHighWatermarkFile);
+  // Copy 0 was not touched.
+  CHECK(std::equal(first.begin(), first.begin() + 512, second.begin()));
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 44, &fs).ok());
+  CHECK(read().copy == 0);
+  CHECK(read().sequence == 3);
+  CHECK(!Exists(dir + "/" + kHighWatermarkFile + ".tmp"));
+  // A crash in the middle of a store: half the copy written. The other
+  // copy stays current, and the next store goes over the torn one.
+  fs.Clear();
+  fs.FailWrite(1, FaultFs::Fault::kShortWrite);
+  CHECK(!StoreHighWatermark(fd.get(), "orders", 0, 45, &fs).ok());
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 44);
+  CHECK(read().copy == 0);
+  fs.Clear();
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 46, &fs).ok());
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 46);
+  CHECK(read().copy == 1);
+  CHECK(read().sequence == 4);
+  // fdatasync of the file when the writer's policy asks, none without.
+  const int syncs = fs.syncs();
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 47, &fs, false).ok());
+  CHECK(fs.syncs() == syncs);
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 48, &fs, true).ok());
+  CHECK(fs.syncs() == syncs + 1);
+  fs.FailSync(1);
+  CHECK(!StoreHighWatermark(fd.get(), "orders", 0, 49, &fs, true).ok());
+  fs.Clear();
+  // Raise moves it only forward.
+  auto lower = RaiseHighWatermark(fd.get(), "orders", 0, 10, &fs);
+  REQUIRE(lower);
+  CHECK(!*lower);
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 49);
+  auto higher = RaiseHighWatermark(fd.get(), "orders", 0, 50, &fs);
+  REQUIRE(higher);
+  CHECK(*higher);
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 50);
+  // Lowered (a cut of the log): in place, fsynced.
+  const int before_lower = fs.syncs();
+  auto lowered = LowerHighWatermark(fd.get(), "orders", 0, 6, &fs);
+  REQUIRE(lowered);
+  CHECK(*lowered == std::optional<int64_t>(50));
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 6);
+  CHECK(fs.syncs() == before_lower + 1);
+}
+
+TEST_CASE("R61 an older mq's replication-offset-checkpoint is read while high-watermark is missing, and replaced at the first store") {
+  TempDir root;
+  const std::string dir = root / "orders-0";
+  WritePartition(dir, {0, 0});  // log end 6
+  UniqueFd fd = OpenDir(dir);
+  const std::string legacy = dir + "/" + kReplicationOffsetCheckpointFile;
+  const std::string file = dir + "/" + kHighWatermarkFile;
+  WriteText(legacy, "0\n1\norders 0 5\n");
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 5);
+  CHECK(std::string(HighWatermarkFileAt(fd.get())) == kReplicationOffsetCheckpointFile);
+  // Not above it: nothing written.
+  auto same = RaiseHighWatermark(fd.get(), "orders", 0, 5);
+  REQUIRE(same);
+  CHECK(!*same);
+  CHECK(!Exists(file));
+  // The first store creates high-watermark and removes the older file.
+  REQUIRE(*RaiseHighWatermark(fd.get(), "orders", 0, 6));
+  CHECK(!Exists(legacy));
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 6);
+  CHECK(std::string(HighWatermarkFileAt(fd.get())) == kHighWatermarkFile);
+  // A leftover of an older mq beside high-watermark is not read.
+  WriteText(legacy, "0\n1\norders 0 3\n");
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 6);
+  // Lowered from the older file: moved to high-watermark the same way.
+  ::unlink(file.c_str());
+  WriteText(legacy, "0\n1\norders 0 1000\n");
+  // Above the log end it names the older file and its offset (R38).
+  auto within = LoadHighWatermarkWithin(fd.get(), "orders", 0, 6);
+  REQUIRE(!within);
+  CHECK(within.error().rule() == "R38");
+  CHECK(within.error().file() == legacy);
+  CHECK(within.error().position() == 13);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].file == legacy);
+  auto lowered = LowerHighWatermark(fd.get(), "orders", 0, 6);
+  REQUIRE(lowered);
+  CHECK(*lowered == std::optional<int64_t>(1000));
+  CHECK(!Exists(legacy));
+  CHECK(*LoadHighWatermark(fd.get(), "orders", 0) == 6);
+  // A damaged older file is still checked by --verify (R35).
+  WriteText(legacy, "garbage");
+  problems.clear();
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].file == legacy);
+  CHECK(problems[0].rule == "R35");
+}
+
+TEST_CASE("R61 --verify and every reader report a damaged high-watermark with file, byte position and R61") {
+  TempDir root;
+  const std::string dir = root / "orders-0";
+  WritePartition(dir, {0, 0});  // log end 6
+  UniqueFd fd = OpenDir(dir);
+  const std::string file = dir + "/" + kHighWatermarkFile;
+  REQUIRE(StoreHighWatermark(fd.get(), "orders", 0, 3).ok());
+  // Copy 0 (the only whole one) with another magic, its CRC matching.
+  auto image = ReadFile(file);
+  image[1] = std::byte{0};
+  Reseal(&image, 0);
+  WriteFile(file, image);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].file == file);
+  CHECK(problems[0].position == 0);
+  CHECK(problems[0].rule == "R61");
+  auto hw = LoadHighWatermark(fd.get(), "orders", 0);
+  REQUIRE(!hw);
+  CHECK(hw.error().code() == Code::kCorruption);
+  CHECK(hw.error().rule() == "R61");
+  ReadOptions options;
+  options.bound_by_high_watermark = true;
+  auto r = PartitionReader::Open(dir, options);
+  REQUIRE(!r);
+  CHECK(r.error().rule() == "R61");
+  // Neither copy whole: at the first copy's CRC.
+  WriteFile(file, std::vector<std::byte>(1024, std::byte{7}));
+  problems.clear();
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].position == 508);
+  CHECK(problems[0].rule == "R61");
+  // A store refuses to write over a damaged file.
+  CHECK(StoreHighWatermark(fd.get(), "orders", 0, 4).code() == Code::kCorruption);
 }

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -203,15 +204,19 @@ TEST_CASE("replication: a fetch reads the followers' positions once, and a follo
   CHECK(leader_fs.opens["replica-positions"] == 0);
   // The follower stored this HW at its previous fetch: nothing to read or
   // write.
-  CHECK(follower_fs.opens["replication-offset-checkpoint"] == 0);
-  CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 0);
+  CHECK(follower_fs.opens["high-watermark"] == 0);
+  CHECK(follower_fs.opens["high-watermark.tmp"] == 0);
   // A record more: the next fetches bring it, then the HW past it, which
   // the follower stores.
   c.Produce(1);
   c.CatchUp(1);
+  // In place (R61): one open to read the file, one to write the copy that
+  // was not current; no staging file, no replace.
+  CHECK(follower_fs.opens["high-watermark"] == 2);
+  CHECK(follower_fs.opens["high-watermark.tmp"] == 0);
+  CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 0);
   CHECK(c.Hw(0) == c.Leo(0));
   CHECK(c.Hw(1) == c.Hw(0));
-  CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 1);
 }
 
 TEST_CASE("replication: a follower that a fetch caught up reports its log end before it stores the HW") {
@@ -248,12 +253,13 @@ TEST_CASE("replication: a follower that a fetch caught up reports its log end be
   REQUIRE(brought);
   CHECK(brought->appended_bytes > 0);
   CHECK(brought->caught_up);
-  CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 0);
+  CHECK(follower_fs.opens["high-watermark"] == 0);
   CHECK(c.Hw(1) == stored);
+  follower_fs.opens.clear();
   auto reported = c.Step(1);
   REQUIRE(reported);
   CHECK(reported->appended_bytes == 0);
-  CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 1);
+  CHECK(follower_fs.opens["high-watermark"] == 2);
   CHECK(c.Hw(1) > stored);
   CHECK(c.Hw(1) == c.Hw(0));
 }
@@ -1327,7 +1333,7 @@ TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold
   const std::string dir = c.Dir(1);
   const auto log_bytes = ReadFile(dir + "/00000000000000000000.log");
   const auto epochs = ReadFile(dir + "/leader-epoch-checkpoint");
-  const auto hw = ReadFile(dir + "/replication-offset-checkpoint");
+  const auto hw = ReadFile(dir + "/high-watermark");
   auto bytes = [](const std::string& text) {
     std::vector<std::byte> out;
     for (char ch : text) out.push_back(static_cast<std::byte>(ch));
@@ -1338,7 +1344,17 @@ TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold
     std::string text;
     const char* rule;
   };
+  // R61: a high watermark above the log end, in place of the replica's.
+  std::string above(1024, '\0');
+  {
+    auto copy = EncodeHighWatermarkCopy({"t", 0, 1000}, 1);
+    REQUIRE(copy);
+    std::memcpy(above.data(), copy->data(), copy->size());
+  }
   for (const Case& k : std::vector<Case>{
+           {"high-watermark", above, "R38"},
+           {"high-watermark", "garbage", "R61"},
+           // An older mq's checkpoint, read while high-watermark is missing.
            {"replication-offset-checkpoint", "0\n1\nt 0 1000\n", "R38"},
            {"replication-offset-checkpoint", "garbage", "R35"},
            {"fetch-positions", "0\n2\n1 2 3\n", "R60"},
@@ -1347,8 +1363,11 @@ TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold
        }) {
     INFO(k.file << ": " << k.text);
     WriteFile(dir + "/leader-epoch-checkpoint", epochs);
-    WriteFile(dir + "/replication-offset-checkpoint", hw);
+    WriteFile(dir + "/high-watermark", hw);
+    ::unlink((dir + "/replication-offset-checkpoint").c_str());
     ::unlink((dir + "/fetch-positions").c_str());
+    if (std::string_view(k.file) == "replication-offset-checkpoint")
+      ::unlink((dir + "/high-watermark").c_str());
     WriteFile(dir + "/" + k.file, bytes(k.text));
     auto log = OpenReplicaLog(dir, 1, Small());
     REQUIRE(!log);
@@ -1359,7 +1378,8 @@ TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold
   }
   // As the replica wrote them, it opens.
   WriteFile(dir + "/leader-epoch-checkpoint", epochs);
-  WriteFile(dir + "/replication-offset-checkpoint", hw);
+  ::unlink((dir + "/replication-offset-checkpoint").c_str());
+  WriteFile(dir + "/high-watermark", hw);
   REQUIRE(OpenReplicaLog(dir, 1, Small()));
 }
 
@@ -1599,7 +1619,7 @@ TEST_CASE("R57 replica agreement: with no high watermark stored nothing is compa
   Cluster c(2);
   c.Produce(2);  // no follower fetched: the leader stores no HW yet
   c.logs.clear();
-  ::unlink((c.Dir(0) + "/replication-offset-checkpoint").c_str());
+  ::unlink((c.Dir(0) + "/high-watermark").c_str());
   auto cmp = CompareReplicas(DirsOf(c, 2), 0);
   REQUIRE(cmp);
   CHECK(cmp->high_watermark == -1);

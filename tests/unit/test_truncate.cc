@@ -797,7 +797,7 @@ TEST_CASE("R38 recovery lowers a high watermark above the log it finds, and repo
   REQUIRE(w);
   CHECK(StoredHighWatermark(dir) == 6);
   const bool reported = std::any_of(report.repaired.begin(), report.repaired.end(), [](auto& p) {
-    return p.rule == "R38" && p.file == "replication-offset-checkpoint" &&
+    return p.rule == "R38" && p.file == "high-watermark" &&
            p.detail.find("high watermark 40 above the log end 6") != std::string::npos;
   });
   CHECK(reported);

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -915,6 +916,53 @@ TEST_CASE("R62 fetch ahead: FetchAhead in a version 1 conversation is a breach, 
     // A Fetch is not a FetchAhead: its heldOffset is missing.
     CHECK(DecodeFetchAhead(Encode(m), "p").error().rule() == "R51");
   }
+}
+
+TEST_CASE("R62 fetch ahead: a fetch ahead that finds the connection gone leaves the batches of the reply before it whole") {
+  // The leader's server answers a Fetch and dies before the FetchAhead the
+  // follower sends next (it closed its input first: the post meets EPIPE,
+  // deterministically). The reply's batches are the client's receive
+  // buffer, borrowed until the next fetch: dropping the connection must not
+  // free them under the follower, which appends them next (else it appends
+  // whatever reuses that memory). The reply is over 32 MiB, so that the
+  // buffer is a mapping of its own that a free unmaps: a use after it
+  // faults or reads other bytes, never the batches.
+  const auto batch = MakeBatch(1, 1000, (32 << 20) + 4096);
+  Servers servers;
+  auto client = std::make_shared<Client>(servers.Connect([&](int in, int out) {
+    FrameReader r("client");
+    auto hello = ReadOne(in, r);
+    if (!hello) return;
+    (void)Write(out, EncodeFrame(Type::kHelloReply, hello->correlation, Encode(HelloReply{})));
+    auto fetch = ReadOne(in, r);
+    if (!fetch || fetch->type != Type::kFetch) return;
+    // Gone for reading: `in` now reads /dev/null (the Servers close it).
+    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0 || dup2(null, in) < 0) return;
+    close(null);
+    FetchResponse reply;
+    reply.batches = batch;
+    reply.leader_epoch = 0;
+    reply.high_watermark = 0;
+    reply.log_end_offset = 100;  // more than the reply brings: the follower asks ahead
+    (void)Write(out, EncodeFrame(Type::kFetchReply, fetch->correlation, Encode(reply)));
+  }), "leader");
+  auto link = RemoteLeaderLink(client, "t", 0, 0);
+  FetchRequest request{1, 0, 0, 64 << 20};
+  auto first = link->Fetch(request);
+  REQUIRE(first);
+  CHECK(first->batches_checked);
+  // The fetch ahead was sent and failed: the connection is dropped...
+  CHECK(client->version() == 0);
+  // ...and the batches are still those the leader sent.
+  REQUIRE(first->data().size() == batch.size());
+  CHECK(std::memcmp(first->data().data(), batch.data(), batch.size()) == 0);
+  // The next fetch fails as the lost fetch ahead would have (R52).
+  request.fetch_offset = 1;
+  auto second = link->Fetch(request);
+  REQUIRE_FALSE(second);
+  CHECK(second.error().code() == Code::kUnavailable);
+  CHECK(client->connects() == 1);
 }
 
 TEST_CASE("R51 messages: ReplicaStatusReply's restartedSinceClaim is 0 or 1") {

@@ -232,8 +232,19 @@ int DumpGroupOffsets(const std::string& path, Printer* p) {
 bool IsLeaderEpochCheckpoint(const std::string& path) {
   return BaseName(path) == kLeaderEpochCheckpointFile;
 }
+// The high watermark: an older mq's checkpoint, or `high-watermark` (R61).
 bool IsReplicationOffsetCheckpoint(const std::string& path) {
-  return BaseName(path) == kReplicationOffsetCheckpointFile;
+  return BaseName(path) == kReplicationOffsetCheckpointFile ||
+         BaseName(path) == kHighWatermarkFile;
+}
+bool IsHighWatermarkFile(const std::string& path) { return BaseName(path) == kHighWatermarkFile; }
+
+// Either high-watermark file by path: its entry (none: an empty file).
+Result<std::optional<HighWatermarkEntry>> ReadHighWatermarkByPath(const std::string& path) {
+  if (!IsHighWatermarkFile(path)) return ReadReplicationOffsetCheckpointFile(path);
+  auto read = ReadHighWatermarkFileByPath(path);
+  if (!read) return read.error();
+  return std::move(read->entry);
 }
 
 // Dumps a replica checkpoint: a broken R35-R38 is a problem of the data;
@@ -250,7 +261,7 @@ int DumpCheckpoint(const std::string& path, Printer* p) {
     if (c) cache = std::move(*c);
     else error = c.error();
   } else {
-    auto h = ReadReplicationOffsetCheckpointFile(path);
+    auto h = ReadHighWatermarkByPath(path);
     if (h) hw = std::move(*h);
     else error = h.error();
   }
@@ -260,7 +271,9 @@ int DumpCheckpoint(const std::string& path, Printer* p) {
     p->Problem(ProblemFromStatus(error, path, 0));
     return cli::kExitDataErr;
   }
-  p->CheckpointHeader(path, kind, epochs ? cache->entries().size() : hw ? 1 : 0);
+  // `high-watermark` is binary (R61): its entry only, no checkpoint header.
+  if (!IsHighWatermarkFile(path))
+    p->CheckpointHeader(path, kind, epochs ? cache->entries().size() : hw ? 1 : 0);
   if (epochs) {
     for (const auto& e : cache->entries()) {
       if (p->broken()) break;
@@ -297,8 +310,8 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
   }
   return Stop(printer, Status(Code::kInvalidArgument,
                               fmt::format("{}: unknown file type (expected .log, .index, "
-                                          ".timeindex, a group's offsets, {} or {})", path,
-                                          kLeaderEpochCheckpointFile,
+                                          ".timeindex, a group's offsets, {}, {} or {})", path,
+                                          kLeaderEpochCheckpointFile, kHighWatermarkFile,
                                           kReplicationOffsetCheckpointFile)));
 }
 
@@ -380,7 +393,8 @@ class Verification {
     ++summary_.partitions;
     if (!HasSegments(dir) && !Exists(dir + "/" + "state") &&
         !Exists(dir + "/" + kLeaderEpochCheckpointFile) &&
-        !Exists(dir + "/" + kReplicationOffsetCheckpointFile)) {
+        !Exists(dir + "/" + kReplicationOffsetCheckpointFile) &&
+        !Exists(dir + "/" + kHighWatermarkFile)) {
       ++summary_.empty_partitions;  // counted, and said in the summary
       return Status::Ok();
     }
@@ -449,7 +463,7 @@ class Verification {
   // A replica checkpoint file (R35-R38).
   Status CheckpointFile(const std::string& path) {
     Status s = IsLeaderEpochCheckpoint(path) ? ReadLeaderEpochCheckpointFile(path).status()
-                                             : ReadReplicationOffsetCheckpointFile(path).status();
+                                             : ReadHighWatermarkByPath(path).status();
     if (!s.ok() && s.code() != Code::kCorruption) return s;
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) {

@@ -2,8 +2,10 @@
 // §16, rules R35-R39), in Kafka's text checkpoint layout:
 //   leader-epoch-checkpoint        `epoch startOffset` per leader epoch
 //   replication-offset-checkpoint  `topic partition offset`: the high watermark
-// Both are optional until replication writes them; both are replaced
-// atomically (R39) through the FileSystem seam.
+//                                  as an older mq kept it (read, never written)
+// and the high watermark in place, `high-watermark` (R61: two CRC'd copies,
+// the one not current overwritten). All are optional until replication
+// writes them, and written through the FileSystem seam.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +22,12 @@
 
 namespace mq {
 
-// The file names (§16.2, §16.3).
+// The file names (§16.2, §16.3). The high watermark lives in
+// `high-watermark` (R61); `replication-offset-checkpoint` is what an older
+// mq kept it in: read while `high-watermark` is missing, never written.
 extern const char* const kLeaderEpochCheckpointFile;
 extern const char* const kReplicationOffsetCheckpointFile;
+extern const char* const kHighWatermarkFile;
 
 // Kafka's EpochEntry: the first offset written in a leader epoch.
 struct EpochEntry {
@@ -157,8 +162,36 @@ Result<std::optional<HighWatermarkEntry>> DecodeReplicationOffsetCheckpoint(
     const std::optional<std::pair<std::string, int32_t>>& expected);
 std::string EncodeReplicationOffsetCheckpoint(const HighWatermarkEntry& entry);
 
+// R61: the high-watermark file as read: the entry of its current copy
+// (nullopt: an empty file), that copy's sequence and index (0 or 1; -1 and
+// 0: no copy).
+struct HighWatermarkFile {
+  std::optional<HighWatermarkEntry> entry;
+  uint64_t sequence = 0;
+  int copy = -1;
+};
+// Decodes the whole `high-watermark` file (`file` names it in errors): 0
+// bytes is no high watermark; a copy whose CRC does not match is one not
+// finished (the other is current); anything else that breaks R61 is
+// corruption naming the byte position and R61. With `expected`, a current
+// copy naming another topic or partition breaks R38.
+Result<HighWatermarkFile> DecodeHighWatermarkFile(
+    std::span<const std::byte> bytes, const std::string& file,
+    const std::optional<std::pair<std::string, int32_t>>& expected);
+// One copy of R61 holding `entry` with `sequence` (≥ 1): kInvalidArgument
+// for a topic that breaks R12 or a negative partition or offset.
+Result<std::vector<std::byte>> EncodeHighWatermarkCopy(const HighWatermarkEntry& entry,
+                                                       uint64_t sequence);
+// The file that holds the high watermark in `dir_fd` for messages:
+// `high-watermark` unless only an older mq's replication-offset-checkpoint
+// is there.
+const char* HighWatermarkFileAt(int dir_fd, FileSystem* fs = nullptr);
+
 // The high watermark of partition `partition` of `topic`, whose directory
-// is `dir_fd`: kNotFound when the file is missing or holds no entry.
+// is `dir_fd`: its `high-watermark` (R61), or while that is missing the
+// replication-offset-checkpoint an older mq left (R38); kNotFound when
+// neither is there or the one read holds no entry. Every reader of the
+// high watermark goes through it.
 Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
                                   FileSystem* fs = nullptr);
 // The same, checked against the log end the caller has just read
@@ -179,10 +212,19 @@ Status CheckHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t part
 Result<std::optional<int64_t>> LowerHighWatermark(int dir_fd, std::string_view topic,
                                                   int32_t partition, int64_t end_offset,
                                                   FileSystem* fs = nullptr);
-// Replaces the checkpoint with `offset` (≥ 0) for that partition (R39);
-// with `sync` false, without fsync (page-cache durability, §16.4).
+// Stores `offset` (≥ 0) for that partition (R61): over the copy of
+// `high-watermark` that is not current, in place, with the next sequence,
+// then fdatasync unless `sync` is false (page-cache durability, §16.4). A
+// missing file is created whole (R39, copy 0, sequence 1), and an older
+// mq's replication-offset-checkpoint then removed. The caller holds the
+// partition's writer lock (one writer at a time).
 Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition, int64_t offset,
                           FileSystem* fs = nullptr, bool sync = true);
+// SetHighWatermark's step: stores `offset` as above only when it is above
+// the stored high watermark (or none is stored), from one read of the
+// file. Returns whether it stored.
+Result<bool> RaiseHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
+                                int64_t offset, FileSystem* fs = nullptr, bool sync = true);
 
 // The epoch fence of a replica's log (§17.3 step 2, R56): the leader epoch
 // below which no writer of the partition appends nor begins an epoch. A
@@ -214,6 +256,9 @@ std::optional<std::pair<std::string, int32_t>> PartitionOfDirectory(const std::s
 Result<LeaderEpochCache> ReadLeaderEpochCheckpointFile(const std::string& path);
 Result<std::optional<HighWatermarkEntry>> ReadReplicationOffsetCheckpointFile(
     const std::string& path);
+// The same for a `high-watermark` file (R61): the current copy's entry,
+// its sequence and index.
+Result<HighWatermarkFile> ReadHighWatermarkFileByPath(const std::string& path);
 
 // --verify of the partition directory `dir` (open as `dir_fd`): each
 // checkpoint present is read and checked (R35, R36, R38; the partition a

@@ -334,9 +334,10 @@ class Client {
   Client(Connect connect, std::string peer, Options options);
   Client(Connect connect, std::string peer) : Client(std::move(connect), std::move(peer), Options{}) {}
   // Sends a request and returns the reply's payload, valid until the next
-  // call. An Error reply is its status (the connection stays); a timeout
-  // (kUnavailable), end of stream, R48-R51 breach or a failure to connect
-  // drops the connection. `batches_checked`: as FrameReader::NextView's,
+  // Call or Collect (a Post, even one that fails, leaves it). An Error
+  // reply is its status (the connection stays); a timeout (kUnavailable),
+  // end of stream, R48-R51 breach or a failure to connect drops the
+  // connection. `batches_checked`: as FrameReader::NextView's,
   // for the reply.
   Result<std::span<const std::byte>> Call(Type type, std::span<const std::byte> payload,
                                           int extra_wait_ms = 0,
@@ -344,7 +345,8 @@ class Client {
   // A request sent now whose response Collect reads later (R62: a
   // FetchAhead, sent before the previous response is used). Until then any
   // Call first reads that response and drops it. A failure drops the
-  // connection. Connects first when there is no connection.
+  // connection, not the payload of the reply before. Connects first when
+  // there is no connection.
   // Returns its serial number (for posted()).
   Result<uint64_t> Post(Type type, std::span<const std::byte> payload);
   // Whether the request of the last Post, which returned `serial`, awaits
@@ -385,6 +387,9 @@ class Client {
   std::mutex mu_;
   std::unique_ptr<Connection> conn_;
   std::unique_ptr<FrameReader> reader_;
+  // A dropped connection's reader: the last reply's payload, until the
+  // next Call or Collect.
+  std::unique_ptr<FrameReader> spent_;
   uint32_t next_correlation_ = 0;
   int64_t last_used_ms_ = 0;  // CLOCK_MONOTONIC
   bool answered_ = false;     // the last call got an Error reply

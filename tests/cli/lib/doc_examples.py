@@ -118,7 +118,7 @@ EXPECT = {
     "mq-inspect data/groups/billing/offsets\n"
     "mq-inspect --verify data/groups/billing/offsets": 0,
     "mq-inspect data/orders-0/leader-epoch-checkpoint \\\n"
-    "           data/orders-0/replication-offset-checkpoint": 0,
+    "           data/orders-0/high-watermark": 0,
     # mq-replicate(1)
     "mq-isr --cluster cl create -t orders --partitions 2 --replicas r0,r1,r2\n"
     "seq 1000 | mq-produce -C r0 -t orders -p 0 --acks 1\n"
@@ -269,8 +269,29 @@ def setup_topics(work, env):
     orders = os.path.join(work, "data", "orders-0")
     with open(os.path.join(orders, "leader-epoch-checkpoint"), "w") as f:
         f.write("0\n2\n0 0\n3 120\n")
-    with open(os.path.join(orders, "replication-offset-checkpoint"), "w") as f:
-        f.write("0\n1\norders 0 42\n")
+    with open(os.path.join(orders, "high-watermark"), "wb") as f:
+        f.write(high_watermark("orders", 0, 42))
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def high_watermark(topic, partition, offset):
+    """A high-watermark file (format-spec/replication.md R61): copy 0 with
+    sequence 1, copy 1 zero."""
+    name = topic.encode()
+    copy = (b"MQHW" + (1).to_bytes(4, "big") + (1).to_bytes(8, "big") +
+            offset.to_bytes(8, "big") + partition.to_bytes(4, "big") +
+            len(name).to_bytes(4, "big") + name)
+    copy += bytes(508 - len(copy))
+    copy += crc32c(copy).to_bytes(4, "big")
+    return copy + bytes(512)
 
 
 def main():

@@ -94,8 +94,8 @@ check_follow_output() {
 group_offsets_problem() {
   local root=$1 leader=$2 groups g row off epoch hw n=0
   groups=$(timeout 60 "$C" -C "$root" --list) || { echo "mq-consume --list on $root: exit $?"; return 1; }
-  hw=$(awk 'NR > 2 && $1 == "t" && $2 == 0 { print $3 }' "$leader/t-0/replication-offset-checkpoint")
-  [[ -n $hw ]] || { echo "no HW in $leader/t-0/replication-offset-checkpoint"; return 1; }
+  hw=$("$INSPECT" "$leader/t-0/high-watermark" 2>/dev/null | awk '/^topic:/ { print $6 }')
+  [[ -n $hw ]] || { echo "no HW in $leader/t-0/high-watermark"; return 1; }
   for g in $groups; do
     row=$(timeout 60 "$C" -C "$root" --describe -G "$g" -t t -J |
       jq -c 'select(.type == "partition" and .partition == 0)') ||
