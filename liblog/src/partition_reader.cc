@@ -65,23 +65,27 @@ struct PartitionReader::Impl {
   // The truncation history (segment.md §6.6) as read right after the
   // state file when positioned: the entries not in it were recorded since.
   std::vector<std::pair<int64_t, int64_t>> cuts_seen;
-  // The history as read now (none when it cannot be read: a cut then
-  // tells no more than the log end).
-  std::vector<std::pair<int64_t, int64_t>> ReadCuts() const {
+  // The history as read now. A history that cannot be read (an I/O
+  // error, or one that breaks R59) stops the reader: without it a cut
+  // cannot be told from the records appended at its offsets since.
+  Result<std::vector<std::pair<int64_t, int64_t>>> ReadCuts() const {
     std::vector<std::pair<int64_t, int64_t>> out;
     if (!state) return out;
     auto h = ReadTruncations(dir_fd.get(), fs, dir);
-    if (!h) return out;
+    if (!h) return h.error();
     for (const TruncationRecord& t : *h) out.emplace_back(t.end, t.time_ms);
     return out;
   }
   // Called when positioned (rewrites_seen just taken). Without a state
   // file (a scan found the end) no counter was taken: nothing is known to
   // be new against the history either.
-  void Positioned() {
+  Status Positioned() {
     continued = false;
-    cuts_seen = ReadCuts();
+    auto cuts = ReadCuts();
+    if (!cuts) return cuts.error();
+    cuts_seen = std::move(*cuts);
     history_known = state.has_value();
+    return Status::Ok();
   }
   bool history_known = false;
   // The reader goes on from where it (or a reader before it) handed
@@ -117,7 +121,8 @@ struct PartitionReader::Impl {
   Status Refresh();
   Status RefreshOnce();
   int64_t ResumeAt(int64_t from, std::span<const EpochEntry> read);
-  int64_t CutSince(int64_t to, const std::vector<std::pair<int64_t, int64_t>>& seen) const;
+  Result<int64_t> CutSince(int64_t to,
+                           const std::vector<std::pair<int64_t, int64_t>>& seen) const;
   Status ScanEnd();
   Status ListAgain();
   Status OpenSegment(int64_t base);
@@ -261,10 +266,12 @@ int64_t PartitionReader::Impl::ResumeAt(int64_t from, std::span<const EpochEntry
 // A cut removes the entries at or past its end and adds its own, so the
 // entries `seen` does not hold are the cuts made since, and the lowest of
 // them is where the log changed first.
-int64_t PartitionReader::Impl::CutSince(int64_t to,
-                                        const std::vector<std::pair<int64_t, int64_t>>& seen) const {
+Result<int64_t> PartitionReader::Impl::CutSince(
+    int64_t to, const std::vector<std::pair<int64_t, int64_t>>& seen) const {
   if (!history_known) return to;
-  for (const auto& c : ReadCuts())
+  auto cuts = ReadCuts();
+  if (!cuts) return cuts.error();
+  for (const auto& c : *cuts)
     if (c.first < to && std::find(seen.begin(), seen.end(), c) == seen.end()) to = c.first;
   return to;
 }
@@ -493,7 +500,7 @@ Status PartitionReader::Seek(int64_t offset) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
   r.rewrites_seen = r.fields.rewrites;
-  r.Positioned();
+  MQ_RETURN_IF_ERROR(r.Positioned());
   r.read_epochs.clear();
   if (r.segments.empty()) return Status::Ok();  // nothing written yet
   offset = std::max(offset, r.fields.log_start_offset);
@@ -538,7 +545,9 @@ Status PartitionReader::SeekAfter(int64_t offset, const ReaderTrail& trail) {
     to = r.ResumeAt(offset, read);
     if (r.state && trail.rewrites && *trail.rewrites != r.fields.rewrites && read.empty()) {
       r.history_known = true;  // the trail's, read with its counter
-      to = r.CutSince(to, trail.cuts);
+      auto since = r.CutSince(to, trail.cuts);
+      if (!since) return since.error();
+      to = *since;
     }
   }
   if (to < offset) r.cut = std::min(to, r.cut.value_or(to));
@@ -563,7 +572,7 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
   r.rewrites_seen = r.fields.rewrites;
-  r.Positioned();
+  MQ_RETURN_IF_ERROR(r.Positioned());
   r.read_epochs.clear();
   for (int64_t base : r.segments) {
     if (base > r.fields.end_segment_base) break;
@@ -653,7 +662,11 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     const bool continued = r.continued;
     // Leader epochs say where what it read stops agreeing with the log;
     // without them, the truncation history does.
-    if (continued && r.read_epochs.empty()) to = r.CutSince(to, r.cuts_seen);
+    if (continued && r.read_epochs.empty()) {
+      auto since = r.CutSince(to, r.cuts_seen);
+      if (!since) return since.error();
+      to = *since;
+    }
     if (r.next_offset >= 0 && to < from) r.cut = std::min(to, r.cut.value_or(to));
     // What it read below `to` still agrees with the log.
     std::vector<EpochEntry> kept = std::move(r.read_epochs);
