@@ -122,7 +122,8 @@ run_unit_tests_sanitized() {
   done
   rm -rf "$logs"
   ((rc == 0)) || return "$rc"
-  all=$("$bin" --list-test-names-only | grep -c .)
+  # Catch's --list-test-names-only exits with the number of names listed.
+  all=$({ "$bin" --list-test-names-only || true; } | grep -c .)
   ((ran == all)) || die "the unit test processes ran $ran test cases of $all"
 }
 
