@@ -186,4 +186,16 @@ Status WriteCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
   return WriteFileAtomic(dir_fd, name, std::as_bytes(std::span<const char>(text)), fs, {}, sync);
 }
 
+Result<int> CurrentCopy(const bool whole[2], const uint64_t sequence[2], const std::string& file,
+                        const char* rule, size_t copy_bytes, size_t sequence_offset,
+                        size_t checksum_offset) {
+  if (!whole[0] && !whole[1])
+    return Status::Corruption(file, checksum_offset, rule,
+                              "neither copy's checksum matches its bytes");
+  if (whole[0] && whole[1] && sequence[0] == sequence[1])
+    return Status::Corruption(file, copy_bytes + sequence_offset, rule,
+                              fmt::format("both copies have sequence {}", sequence[0]));
+  return !whole[1] || (whole[0] && sequence[0] > sequence[1]) ? 0 : 1;
+}
+
 }  // namespace mq

@@ -59,4 +59,13 @@ Result<std::string> ReadCheckpointFile(FileSystem* fs, int dir_fd, const std::st
 Status WriteCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
                            const std::vector<std::string>& lines, bool sync = true);
 
+// The in-place files of two whole copies (R60 fetch-positions, R61
+// high-watermark): of the copies whose checksum matches (`whole`), the one
+// with the higher sequence is current. Neither whole, or both with one
+// sequence, is a breach of `rule` in `file` (at the first copy's checksum,
+// or at the second copy's sequence). Returns the current copy, 0 or 1.
+Result<int> CurrentCopy(const bool whole[2], const uint64_t sequence[2], const std::string& file,
+                        const char* rule, size_t copy_bytes, size_t sequence_offset,
+                        size_t checksum_offset);
+
 }  // namespace mq

@@ -331,14 +331,11 @@ Result<HighWatermarkFile> DecodeHighWatermarkFile(
     copies[c] = {HighWatermarkEntry{std::move(topic), partition, offset}, sequence, c};
     whole[c] = true;
   }
-  if (!whole[0] && !whole[1])
-    return Status::Corruption(file, kHighWatermarkChecksumOffset, "R61",
-                              "neither copy's checksum matches its bytes");
-  if (whole[0] && whole[1] && copies[0].sequence == copies[1].sequence)
-    return Status::Corruption(file, kHighWatermarkCopyBytes + kHighWatermarkSequenceOffset, "R61",
-                              fmt::format("both copies have sequence {}", copies[0].sequence));
-  HighWatermarkFile& out =
-      !whole[1] || (whole[0] && copies[0].sequence > copies[1].sequence) ? copies[0] : copies[1];
+  const uint64_t sequences[2] = {copies[0].sequence, copies[1].sequence};
+  auto current = CurrentCopy(whole, sequences, file, "R61", kHighWatermarkCopyBytes,
+                             kHighWatermarkSequenceOffset, kHighWatermarkChecksumOffset);
+  if (!current) return current.error();
+  HighWatermarkFile& out = copies[*current];
   const HighWatermarkEntry& e = *out.entry;
   if (expected && (e.topic != expected->first || e.partition != expected->second))
     return Status::Corruption(file,

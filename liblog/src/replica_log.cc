@@ -511,16 +511,11 @@ Result<FetchPositions> DecodeFetchPositions(std::span<const std::byte> bytes,
       if (p[at] != std::byte{0}) return bad(at, "bytes after the entries are not zero");
     whole[c] = true;
   }
-  if (!whole[0] && !whole[1])
-    return Status::Corruption(file, kFetchPositionsChecksumOffset, "R60",
-                              "neither copy's checksum matches its bytes");
-  if (whole[0] && whole[1] && copies[0].sequence == copies[1].sequence)
-    return Status::Corruption(file, kFetchPositionsCopyBytes + kFetchPositionsSequenceOffset,
-                              "R60",
-                              fmt::format("both copies have sequence {}", copies[0].sequence));
-  if (!whole[1] || (whole[0] && copies[0].sequence > copies[1].sequence))
-    return std::move(copies[0]);
-  return std::move(copies[1]);
+  const uint64_t sequences[2] = {copies[0].sequence, copies[1].sequence};
+  auto current = CurrentCopy(whole, sequences, file, "R60", kFetchPositionsCopyBytes,
+                             kFetchPositionsSequenceOffset, kFetchPositionsChecksumOffset);
+  if (!current) return current.error();
+  return std::move(copies[*current]);
 }
 
 Result<std::vector<std::byte>> EncodeFetchPositionsCopy(
