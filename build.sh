@@ -144,7 +144,7 @@ run_sanitized_tests() {
   # -O1 and line tables only, as the sanitizers' and libFuzzer's docs use:
   # reports keep file and line, and the build takes some 12 % less CPU.
   configure build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMQ_FUZZ=ON \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DMQ_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
     -DCMAKE_CXX_COMPILER=clang++ -DMQ_FUZZ_SECONDS="$FUZZ_SECONDS"
   ninja -C build-fuzz -j"$JOBS" unit_tests tests/fuzz/all
   run_unit_tests_sanitized build-fuzz
