@@ -80,7 +80,6 @@ run_demo() {
 }
 
 run_ctest() {
-  build_all
   step "ctest (build/)"
   ctest --test-dir build --output-on-failure -j"$JOBS"
 }
@@ -131,23 +130,66 @@ run_unit_tests_sanitized() {
 # build (build-fuzz/: every object is built with both sanitizers there), so
 # liblog is compiled once for both. Without clang, g++ builds the unit tests
 # with both sanitizers in build-asan/ and the fuzz targets are skipped.
+#
+# That build runs while ctest runs: many CLI tests spend much of their time
+# waiting (on child processes, fsync, bounded waits), so ctest leaves the
+# cores partly idle, and the build, at the lowest CPU priority (nice 19),
+# takes that idle time and little of the tests'. Its output goes to
+# DIR/build.log, shown if it fails.
+SAN_DIR="" SAN_PID=""
+start_sanitized_build() {
+  local args targets
+  if have_clang; then
+    SAN_DIR=build-fuzz
+    # -O1 and line tables only, as the sanitizers' and libFuzzer's docs use:
+    # reports keep file and line, and the build takes less CPU.
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMQ_FUZZ=ON
+          -DMQ_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only"
+          -DCMAKE_CXX_COMPILER=clang++ -DMQ_FUZZ_SECONDS="$FUZZ_SECONDS")
+    targets=(unit_tests tests/fuzz/all)
+  else
+    SAN_DIR=build-asan
+    args=(-DCMAKE_BUILD_TYPE=Debug -DMQ_SANITIZE=ON)
+    targets=(unit_tests)
+  fi
+  step "the sanitizer build ($SAN_DIR/) starts in the background, at nice 19"
+  mkdir -p "$SAN_DIR"
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    configure "$SAN_DIR" "${args[@]}"
+    exec ninja -C "$SAN_DIR" -j"$JOBS" "${targets[@]}"
+  ) >"$SAN_DIR/build.log" 2>&1 &
+  SAN_PID=$!
+  trap stop_sanitized_build EXIT
+}
+
+# Stops the background build if the run ends before it is waited for.
+stop_sanitized_build() {
+  [[ -n $SAN_PID ]] || return 0
+  kill "$SAN_PID" 2>/dev/null || true
+  wait "$SAN_PID" 2>/dev/null || true
+}
+
+finish_sanitized_build() {
+  step "waiting for the sanitizer build ($SAN_DIR/)"
+  local rc=0
+  wait "$SAN_PID" || rc=$?
+  SAN_PID=""
+  if ((rc != 0)); then
+    cat "$SAN_DIR/build.log" >&2
+    die "the sanitizer build ($SAN_DIR/) failed (exit $rc)"
+  fi
+  tail -n1 "$SAN_DIR/build.log"
+}
+
 run_sanitized_tests() {
-  if ! have_clang; then
-    step "unit tests under ASan+UBSan (build-asan/, g++)"
-    configure build-asan -DCMAKE_BUILD_TYPE=Debug -DMQ_SANITIZE=ON
-    ninja -C build-asan -j"$JOBS" unit_tests
-    run_unit_tests_sanitized build-asan
+  finish_sanitized_build
+  step "unit tests under ASan+UBSan ($SAN_DIR/)"
+  run_unit_tests_sanitized "$SAN_DIR"
+  if [[ $SAN_DIR != build-fuzz ]]; then
     step "fuzz targets skipped: clang++ or libclang-rt-14-dev not installed"
     return 0
   fi
-  step "unit tests under ASan+UBSan (build-fuzz/, clang)"
-  # -O1 and line tables only, as the sanitizers' and libFuzzer's docs use:
-  # reports keep file and line, and the build takes some 12 % less CPU.
-  configure build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMQ_FUZZ=ON \
-    -DMQ_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-    -DCMAKE_CXX_COMPILER=clang++ -DMQ_FUZZ_SECONDS="$FUZZ_SECONDS"
-  ninja -C build-fuzz -j"$JOBS" unit_tests tests/fuzz/all
-  run_unit_tests_sanitized build-fuzz
   # The fuzz targets are tests/fuzz's ctest tests fuzz.<name>, each bounded to
   # MQ_FUZZ_SECONDS (tests/fuzz/CMakeLists.txt sets their limits and corpora).
   step "fuzz targets, ${FUZZ_SECONDS}s each (build-fuzz/)"
@@ -157,7 +199,7 @@ run_sanitized_tests() {
 case ${1:-} in
   build) install_packages; build_all ;;
   demo) install_packages; run_demo ;;
-  test) install_packages; run_ctest; run_sanitized_tests
+  test) install_packages; build_all; start_sanitized_build; run_ctest; run_sanitized_tests
         step "all tests passed" ;;
   *) echo "usage: ./build.sh demo|test|build" >&2; exit 64 ;;
 esac
