@@ -104,11 +104,18 @@ rss_kb=$(tail -1 "$T/rss")
 [ "$rss_kb" -lt 65536 ] || fail "2 GiB line: peak RSS ${rss_kb} KiB"
 echo "ok: 2 GiB line refused, peak RSS ${rss_kb} KiB"
 
-# A second run with a producer id in use exits 75.
+# A second run with a producer id in use exits 75. The sleep itself holds
+# the lock (flock(1) would run it as a child, which a kill of flock leaves
+# holding the lock, and ctest's output pipe, for its 30 s); the check starts
+# once /proc/locks shows the lock held.
 "$P" -C "$D" -t t --producer-id busy -q </dev/null
-flock "$D/producers/busy.lock" sleep 30 &
+(exec 9>>"$D/producers/busy.lock"; flock 9; exec sleep 30) >/dev/null 2>&1 &
 holder=$!
-sleep 0.2
+for _ in $(seq 1 600); do  # a guard against a hang, not a timing assertion
+  lock_held "$D/producers/busy.lock" && break
+  sleep 0.05
+done
+lock_held "$D/producers/busy.lock" || fail "the lock holder never took producers/busy.lock"
 expect 75 "in use" "$P" -C "$D" -t t --producer-id busy
 kill "$holder"
 wait "$holder" 2>/dev/null || true
