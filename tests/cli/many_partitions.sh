@@ -58,8 +58,15 @@ echo "ok: a second run appends to every partition again"
 ) >"$T/followed" 2>"$WORK/err" &
 follower=$!
 PIDS+=("$follower")
-sleep 2
-printf 'late\tmessage\n' | "$P" -C "$D" -t t -K '\t' -q
+# The follower positions 10,000 partitions at their ends before it waits, which
+# takes a while under load: a message appended before it reached the late
+# key's partition is behind its start. So the message is appended again every
+# second until the follower has one (it takes the first with -c 1).
+for ((i = 0; i < 55; i++)); do
+  sleep 1
+  kill -0 "$follower" 2>/dev/null || break
+  printf 'late\tmessage\n' | "$P" -C "$D" -t t -K '\t' -q
+done
 wait "$follower" && rc=0 || rc=$?
 expect_rc 0 "follow 10,000 partitions under ulimit -n 256"
 [[ $(cat "$T/followed") == $'late\tmessage' ]] || fail "follower printed: $(cat "$T/followed")"
