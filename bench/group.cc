@@ -11,6 +11,8 @@
 //   group         mq-consume -t T -G gN -e                 (at least once, a new group)
 //   group, warm   mq-consume -t T -G w -e                  (the group of the last run,
 //                 reset to the earliest offsets before the run, untimed)
+//   time only     as group, warm, with --commit-every 0 (commits by
+//                 --commit-interval only: what the default 100000 costs)
 //   at-most-once  mq-consume -t T -G aN -e --at-most-once  (a new group)
 //   at-most-once, warm                                     (as group, warm)
 // A new group pays for its directory's creation (mkdir, fsync of groups/);
@@ -179,26 +181,30 @@ void Throughput(const bench::ScratchDir& tmp, const std::string& data, long mess
   // The warm groups exist and have committed once.
   TimeRun({consume, "-C", data, "-t", "T", "-G", "w", "-e"});
   TimeRun({consume, "-C", data, "-t", "T", "-G", "x", "-e", "--at-most-once"});
-  std::vector<double> plain, group, warm, amo, amo_warm;
+  std::vector<double> plain, group, warm, timed, amo, amo_warm;
   for (int run = 0; run < runs; ++run) {
     const std::string n = std::to_string(run);
     plain.push_back(TimeRun({consume, "-C", data, "-t", "T", "-e"}));
     group.push_back(TimeRun({consume, "-C", data, "-t", "T", "-G", "g" + n, "-e"}));
     ResetGroup(data, "w");
     warm.push_back(TimeRun({consume, "-C", data, "-t", "T", "-G", "w", "-e"}));
+    ResetGroup(data, "w");
+    timed.push_back(
+        TimeRun({consume, "-C", data, "-t", "T", "-G", "w", "-e", "--commit-every", "0"}));
     amo.push_back(TimeRun({consume, "-C", data, "-t", "T", "-G", "a" + n, "-e", "--at-most-once"}));
     ResetGroup(data, "x");
     amo_warm.push_back(
         TimeRun({consume, "-C", data, "-t", "T", "-G", "x", "-e", "--at-most-once"}));
   }
-  const double p = Median(plain), g = Median(group), w = Median(warm), a = Median(amo),
-               x = Median(amo_warm);
+  const double p = Median(plain), g = Median(group), w = Median(warm), t = Median(timed),
+               a = Median(amo), x = Median(amo_warm);
   const double m = static_cast<double>(messages);
   const std::string base = "plain " + bench::Rate(m / p, "msg");
   bench::Row("mq-consume -G g -e > /dev/null (new group)", bench::Rate(m / g, "msg"), base, p / g,
              ">= 0.9");
   bench::Row("mq-consume -G g -e > /dev/null (warm group)", bench::Rate(m / w, "msg"), base, p / w,
              ">= 0.9");
+  bench::Row("  the same, --commit-every 0", bench::Rate(m / t, "msg"), base, p / t, "");
   bench::Row("mq-consume -G g -e --at-most-once (new)", bench::Rate(m / a, "msg"), base, p / a,
              ">= 0.3");
   bench::Row("mq-consume -G g -e --at-most-once (warm)", bench::Rate(m / x, "msg"), base, p / x,
