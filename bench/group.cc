@@ -2,16 +2,31 @@
 // against plain mq-consume, and how soon a killed member's partition is
 // handled again.
 //
-//   MQ_BIN=build bench-group [--messages=2000000] [--runs=5] [--takeovers=10]
+//   MQ_BIN=build bench-group [--messages=2000000] [--runs=5] [--takeovers=10] [--commits=50]
 //
 // Throughput: --messages 100-byte lines in a 4-partition topic (keyed, in
 // the page cache), read to /dev/null --runs times each, back to back in
-// every round (a new group each run: the same messages every time):
+// every round (the same messages every time):
 //   plain         mq-consume -t T -e
-//   group         mq-consume -t T -G gN -e                 (at least once)
-//   at-most-once  mq-consume -t T -G aN -e --at-most-once
+//   group         mq-consume -t T -G gN -e                 (at least once, a new group)
+//   group, warm   mq-consume -t T -G w -e                  (the group of the last run,
+//                 reset to the earliest offsets before the run, untimed)
+//   time only     as group, warm, with --commit-every 0 (commits by
+//                 --commit-interval only: what the default 100000 costs)
+//   at-most-once  mq-consume -t T -G aN -e --at-most-once  (a new group)
+//   at-most-once, warm                                     (as group, warm)
+// A new group pays for its directory's creation (mkdir, fsync of groups/);
+// a warm one is the common case: a member that restarts.
 // Reported: the median wall time of each as messages/s, and the ratio to
 // plain's median of the same run (targets: group >= 0.9, at-most-once >= 0.3).
+//
+// Commits (liblog, Group::Commit of 4 partitions, --commits times each):
+// median latency of a durable commit (R32: the new file and the group
+// directory fsynced; at most once) and of an atomic one (the directory not
+// fsynced: an at-least-once member's commits), against the disk's fdatasync
+// of a 4 KiB append. At most once costs a durable commit per 1 MiB output
+// write; its ceiling is (messages per 1 MiB of output) / (durable commit
+// latency), reported against plain's rate.
 //
 // Takeover, --takeovers times (a new group each time): members a and b of
 // one group run serial handlers (--exec) on a 2-partition topic with a
@@ -37,6 +52,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "mq/group.h"
 
 namespace {
 
@@ -89,7 +105,58 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-void Throughput(const bench::ScratchDir& tmp, const std::string& data, long messages, int runs) {
+// Resets group `group` of topic T to the earliest offsets (untimed).
+void ResetGroup(const std::string& data, const std::string& group) {
+  Wait(Start({Tool("mq-consume"), "-C", data, "-q", "--reset-offsets", "-G", group, "-t", "T",
+              "--to-earliest", "--execute"},
+             "", "/dev/null"),
+       "mq-consume --reset-offsets");
+}
+
+// Median seconds of one Group::Commit of 4 partitions of topic T of `data`
+// with `sync`, over `count` commits (a group of its own).
+double CommitSeconds(const std::string& data, const std::string& name, mq::CommitSync sync,
+                     int count) {
+  auto group = bench::Take(mq::Group::Open(data, name, true), "open group " + name);
+  std::vector<double> t;
+  for (int i = 0; i < count; ++i) {
+    std::vector<mq::OffsetCommit> commits;
+    for (int32_t p = 0; p < 4; ++p) commits.push_back({"T", p, i + 1, 0});
+    const double start = bench::Now();
+    bench::Check(group.Commit(commits, "m", mq::CommitKind::kForward, mq::kNoTimestamp, nullptr,
+                              sync),
+                 "commit");
+    t.push_back(bench::Now() - start);
+  }
+  return Median(t);
+}
+
+// Median seconds of a 4 KiB append and its fdatasync, `count` times.
+double FdatasyncSeconds(const bench::ScratchDir& tmp, int count) {
+  const std::string path = tmp / "fdatasync";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0640);
+  if (fd < 0) bench::Die("open " + path);
+  std::vector<char> block(4096, 'x');
+  std::vector<double> t;
+  for (int i = 0; i < count; ++i) {
+    const double start = bench::Now();
+    if (::write(fd, block.data(), block.size()) != static_cast<ssize_t>(block.size()))
+      bench::Die("write");
+    if (::fdatasync(fd) != 0) bench::Die("fdatasync");
+    t.push_back(bench::Now() - start);
+  }
+  ::close(fd);
+  return Median(t);
+}
+
+std::string Ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f ms", seconds * 1e3);
+  return buf;
+}
+
+void Throughput(const bench::ScratchDir& tmp, const std::string& data, long messages, int runs,
+                int commits) {
   {
     std::ofstream in(tmp / "in");
     std::string pad;
@@ -106,20 +173,54 @@ void Throughput(const bench::ScratchDir& tmp, const std::string& data, long mess
              tmp / "in", ""),
        "mq-produce");
   const std::string consume = Tool("mq-consume");
-  TimeRun({consume, "-C", data, "-t", "T", "-e"});  // the log into the page cache
-  std::vector<double> plain, group, amo;
+  // The log into the page cache, and the size of its output.
+  Wait(Start({consume, "-C", data, "-t", "T", "-e"}, "", tmp / "out"), "mq-consume");
+  struct stat out;
+  if (::stat((tmp / "out").c_str(), &out) != 0 || out.st_size == 0) bench::Die("stat out");
+  ::unlink((tmp / "out").c_str());
+  // The warm groups exist and have committed once.
+  TimeRun({consume, "-C", data, "-t", "T", "-G", "w", "-e"});
+  TimeRun({consume, "-C", data, "-t", "T", "-G", "x", "-e", "--at-most-once"});
+  std::vector<double> plain, group, warm, timed, amo, amo_warm;
   for (int run = 0; run < runs; ++run) {
     const std::string n = std::to_string(run);
     plain.push_back(TimeRun({consume, "-C", data, "-t", "T", "-e"}));
     group.push_back(TimeRun({consume, "-C", data, "-t", "T", "-G", "g" + n, "-e"}));
+    ResetGroup(data, "w");
+    warm.push_back(TimeRun({consume, "-C", data, "-t", "T", "-G", "w", "-e"}));
+    ResetGroup(data, "w");
+    timed.push_back(
+        TimeRun({consume, "-C", data, "-t", "T", "-G", "w", "-e", "--commit-every", "0"}));
     amo.push_back(TimeRun({consume, "-C", data, "-t", "T", "-G", "a" + n, "-e", "--at-most-once"}));
+    ResetGroup(data, "x");
+    amo_warm.push_back(
+        TimeRun({consume, "-C", data, "-t", "T", "-G", "x", "-e", "--at-most-once"}));
   }
-  const double p = Median(plain), g = Median(group), a = Median(amo);
+  const double p = Median(plain), g = Median(group), w = Median(warm), t = Median(timed),
+               a = Median(amo), x = Median(amo_warm);
   const double m = static_cast<double>(messages);
   const std::string base = "plain " + bench::Rate(m / p, "msg");
-  bench::Row("mq-consume -G g -e > /dev/null", bench::Rate(m / g, "msg"), base, p / g, ">= 0.9");
-  bench::Row("mq-consume -G g -e --at-most-once", bench::Rate(m / a, "msg"), base, p / a,
+  bench::Row("mq-consume -G g -e > /dev/null (new group)", bench::Rate(m / g, "msg"), base, p / g,
+             ">= 0.9");
+  bench::Row("mq-consume -G g -e > /dev/null (warm group)", bench::Rate(m / w, "msg"), base, p / w,
+             ">= 0.9");
+  bench::Row("  the same, --commit-every 0", bench::Rate(m / t, "msg"), base, p / t, "");
+  bench::Row("mq-consume -G g -e --at-most-once (new)", bench::Rate(m / a, "msg"), base, p / a,
              ">= 0.3");
+  bench::Row("mq-consume -G g -e --at-most-once (warm)", bench::Rate(m / x, "msg"), base, p / x,
+             ">= 0.3");
+  if (commits <= 0) return;
+  const double sync = FdatasyncSeconds(tmp, commits);
+  const double durable = CommitSeconds(data, "commit-durable", mq::CommitSync::kDurable, commits);
+  const double atomic = CommitSeconds(data, "commit-atomic", mq::CommitSync::kAtomic, commits);
+  const std::string fsync_base = "fdatasync " + Ms(sync);
+  bench::Row("commit, durable (at most once)", Ms(durable), fsync_base, durable / sync,
+             "2 fsyncs");
+  bench::Row("commit, atomic (at least once)", Ms(atomic), fsync_base, atomic / sync, "1 fsync");
+  // At most once: one durable commit per 1 MiB of output.
+  const double per_write = static_cast<double>(1 << 20) / (static_cast<double>(out.st_size) / m);
+  bench::Row("at-most-once ceiling: 1 MiB write / commit", bench::Rate(per_write / durable, "msg"),
+             base, (per_write / durable) / (m / p), "");
 }
 
 // Lines from the FIFO `fd` until `deadline` (bench::Now() seconds): each
@@ -230,10 +331,11 @@ int main(int argc, char** argv) {
   const long messages = std::stol(bench::Flag(argc, argv, "messages", "2000000"));
   const int runs = std::stoi(bench::Flag(argc, argv, "runs", "5"));
   const int takeovers = std::stoi(bench::Flag(argc, argv, "takeovers", "10"));
+  const int commits = std::stoi(bench::Flag(argc, argv, "commits", "50"));
   ::signal(SIGPIPE, SIG_IGN);
   bench::ScratchDir tmp;
   const std::string data = tmp / "data";
-  if (messages > 0 && runs > 0) Throughput(tmp, data, messages, runs);
+  if (messages > 0 && runs > 0) Throughput(tmp, data, messages, runs, commits);
   if (takeovers > 0) Takeover(tmp, data, takeovers);
   return 0;
 }

@@ -313,7 +313,20 @@ Result<GroupOffsets> Group::Read() const {
   return ReadOffsets(file->get(), path);
 }
 
-Status Group::Update(const std::function<Status(GroupOffsets*)>& change) {
+namespace {
+
+// The file system of a CommitSync::kAtomic write: every call goes to the
+// group's, except the fsync of the directory, which is left to the file
+// system (or to the group's next durable write).
+class NoDirSync : public FileSystemWrapper {
+ public:
+  explicit NoDirSync(FileSystem* target) : FileSystemWrapper(target) {}
+  Status SyncDir(int) override { return Status::Ok(); }
+};
+
+}  // namespace
+
+Status Group::Update(const std::function<Status(GroupOffsets*)>& change, CommitSync sync) {
   // R32: one writer at a time reads, changes and replaces the file.
   auto lock = FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive,
                                 LockWait::kBlock, fs_);
@@ -330,6 +343,10 @@ Status Group::Update(const std::function<Status(GroupOffsets*)>& change) {
     return Status(Code::kTooLarge, fmt::format("{}: the offsets would take {} bytes, more than the "
                                                "{} allowed (R29)", path_, bytes.size(),
                                                kMaxGroupOffsetsBytes));
+  if (sync == CommitSync::kAtomic) {
+    NoDirSync fs(fs_);
+    return WriteFileAtomic(dir_.get(), kGroupOffsetsFile, bytes, &fs, kGroupOffsetsStaging);
+  }
   return WriteFileAtomic(dir_.get(), kGroupOffsetsFile, bytes, fs_, kGroupOffsetsStaging);
 }
 
@@ -345,8 +362,12 @@ Result<FileLock> Group::LockForReset() const {
 }
 
 Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
-                     CommitKind kind, int64_t now_ms, const FileLock* reset_lock) {
+                     CommitKind kind, int64_t now_ms, const FileLock* reset_lock,
+                     CommitSync sync) {
   if (!ValidMemberId(member_id)) return ValidateName(member_id, "member id");
+  // A reset or a carried commit is no member's progress: what a machine
+  // crash would undo is not delivered again, it is simply undone.
+  if (kind != CommitKind::kForward) sync = CommitSync::kDurable;
   if (now_ms == kNoTimestamp) now_ms = NowMs();
   for (size_t i = 0; i < commits.size(); ++i) {
     const OffsetCommit& c = commits[i];
@@ -414,7 +435,7 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
     std::sort(s->offsets.begin(), s->offsets.end(), EntryLess);
     s->update_timestamp = now_ms;
     return Status::Ok();
-  });
+  }, sync);
 }
 
 Result<std::vector<int32_t>> Group::DeleteOffsets(std::string_view topic,
@@ -461,7 +482,7 @@ Status Group::RecordRebalance(int64_t now_ms) {
     s->last_rebalance_timestamp = now_ms;
     s->update_timestamp = now_ms;
     return Status::Ok();
-  });
+  }, CommitSync::kAtomic);
 }
 
 Result<FileLock> Group::LockGroup(LockMode mode, LockWait wait) const {

@@ -713,6 +713,99 @@ TEST_CASE("R32 atomic update: a crash at every byte of the write leaves the old 
   CHECK(OpenGroup(dir).Read()->Find("orders", 0)->offset == 12);
 }
 
+TEST_CASE("R32 atomic update: an atomic commit fsyncs its new file before the rename and leaves the directory unsynced, a durable one syncs both") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  FaultFs fault;
+  Group g = OpenGroup(dir, "g", &fault);
+  REQUIRE(g.Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  // Durable (the default): the new file, then the directory.
+  int before = fault.syncs();
+  REQUIRE(g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1).ok());
+  CHECK(fault.syncs() - before == 2);
+  // Atomic: the new file only.
+  before = fault.syncs();
+  REQUIRE(g.Commit(One("orders", 0, 12), "m1", CommitKind::kForward, kT + 2, nullptr,
+                   CommitSync::kAtomic)
+              .ok());
+  CHECK(fault.syncs() - before == 1);
+  CHECK(g.Read()->Find("orders", 0)->offset == 12);
+  CHECK_FALSE(Exists(dir + "/groups/g/offsets.tmp"));
+  // A failing directory fsync fails a durable commit (after its rename)
+  // and is never reached by an atomic one.
+  fault.FailSync(2);
+  CHECK(!g.Commit(One("orders", 0, 13), "m1", CommitKind::kForward, kT + 3).ok());
+  CHECK(g.Read()->Find("orders", 0)->offset == 13);
+  fault.FailSync(2);
+  REQUIRE(g.Commit(One("orders", 0, 14), "m1", CommitKind::kForward, kT + 4, nullptr,
+                   CommitSync::kAtomic)
+              .ok());
+  CHECK(g.Read()->Find("orders", 0)->offset == 14);
+  // The new file's fsync fails: it is never renamed over the offsets (a
+  // machine crash could leave it empty there), the old state stays.
+  fault.FailSync(1);
+  CHECK(!g.Commit(One("orders", 0, 15), "m1", CommitKind::kForward, kT + 5, nullptr,
+                  CommitSync::kAtomic)
+             .ok());
+  fault.Clear();
+  auto seen = g.Read();
+  REQUIRE(seen);
+  CHECK(seen->Find("orders", 0)->offset == 14);
+  CHECK(seen->generation == 5);
+  // A reset and a carried commit are durable whatever is asked.
+  before = fault.syncs();
+  REQUIRE(g.Commit(One("orders", 0, 0), "", CommitKind::kReset, kT + 6, nullptr,
+                   CommitSync::kAtomic)
+              .ok());
+  CHECK(fault.syncs() - before == 2);
+  before = fault.syncs();
+  REQUIRE(g.Commit(One("orders", 0, 20), "m1", CommitKind::kCarry, kT + 7, nullptr,
+                   CommitSync::kAtomic)
+              .ok());
+  CHECK(fault.syncs() - before == 2);
+  // The rebalance count changes no offset: atomic.
+  before = fault.syncs();
+  fault.FailSync(2);
+  REQUIRE(g.RecordRebalance(kT + 8).ok());
+  fault.Clear();
+  CHECK(fault.syncs() - before == 1);
+  seen = g.Read();
+  REQUIRE(seen);
+  CHECK(seen->rebalances == 1);
+  CHECK(seen->last_rebalance_timestamp == kT + 8);
+  CHECK(seen->Find("orders", 0)->offset == 20);
+}
+
+TEST_CASE("R32 atomic update: an atomic commit cut at every byte of its write leaves the old state") {
+  TempDir tmp;
+  std::string dir = MakeDataDir(tmp);
+  REQUIRE(OpenGroup(dir).Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
+  auto old_state = OpenGroup(dir).Read();
+  REQUIRE(old_state);
+  GroupOffsets want = *old_state;
+  want.generation = 2;
+  want.update_timestamp = kT + 1;
+  want.offsets[0].offset = 11;
+  want.offsets[0].commit_timestamp = kT + 1;
+  const std::vector<std::byte> image = EncodeGroupOffsets(want);
+  for (size_t keep = 0; keep < image.size(); ++keep) {
+    CrashFs crash(keep);
+    Group g = OpenGroup(dir, "g", &crash);
+    CHECK(!g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1, nullptr,
+                    CommitSync::kAtomic)
+               .ok());
+    auto seen = g.Read();
+    REQUIRE(seen);
+    CHECK(*seen == *old_state);
+  }
+  Group g = OpenGroup(dir);
+  REQUIRE(g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1, nullptr,
+                   CommitSync::kAtomic)
+              .ok());
+  CHECK(*g.Read() == want);
+  CHECK(ReadFile(dir + "/groups/g/offsets") == image);
+}
+
 TEST_CASE("R32 atomic update: a corrupt offsets file is reported, never read as no commits, never replaced") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);

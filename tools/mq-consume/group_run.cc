@@ -745,7 +745,13 @@ Status Member::Commit() {
     }
   }
   if (!commits.empty()) {
-    MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
+    // At least once, a commit that a machine crash undoes delivers its
+    // messages again, which is allowed: no directory fsync (R32,
+    // CommitSync::kAtomic). At most once it is what keeps them from being
+    // delivered twice: durable.
+    MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id(), CommitKind::kForward, kNoTimestamp,
+                                      nullptr,
+                                      f_.at_most_once ? CommitSync::kDurable : CommitSync::kAtomic));
     for (size_t i = 0; i < commits.size(); ++i) {
       const OffsetCommit& c = commits[i];
       Progress& pr = *of[i].second;

@@ -126,6 +126,22 @@ enum class CommitKind : uint8_t {
   kCarry,
 };
 
+// How far a commit's write is synced (R32, format-spec/group.md §14.3).
+enum class CommitSync : uint8_t {
+  // The new file and then the group directory are fsynced: once Commit
+  // returns, the commit survives a machine crash.
+  kDurable,
+  // The new file is fsynced before its rename, the directory is not: other
+  // processes see the commit at once and a crash of any kind leaves a
+  // complete file (this one or an earlier one), but a machine crash may
+  // return the group to an earlier commit until the file system writes the
+  // rename (the next durable write of the group, or its own journal
+  // commit). For what a crash may lose without losing a message: an
+  // at-least-once position (its messages are delivered again) or the
+  // rebalance count.
+  kAtomic,
+};
+
 // A static member that is not running and whose session holds
 // (format-spec/group.md §14.6, R65): a member of its group still.
 struct AbsentMember {
@@ -166,10 +182,12 @@ class Group {
   // (from LockForReset, taken before the caller read what it plans from),
   // otherwise taken here without blocking (kBusy, exit 75, while a member
   // is alive). Partitions not named keep their entries. A corrupt offsets
-  // file is never replaced: its corruption is returned.
+  // file is never replaced: its corruption is returned. `sync`: kAtomic
+  // only for commits whose loss to a machine crash delivers messages again
+  // (never for kReset or kCarry, which are always kDurable).
   Status Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
                 CommitKind kind = CommitKind::kForward, int64_t now_ms = kNoTimestamp,
-                const FileLock* reset_lock = nullptr);
+                const FileLock* reset_lock = nullptr, CommitSync sync = CommitSync::kDurable);
   // group.lock exclusively, without blocking (R33): kBusy (exit 75) naming
   // the lock while any member is alive, or naming the member while an
   // absent static member's session holds (CheckNoAbsentMembers, checked
@@ -186,7 +204,9 @@ class Group {
   Result<std::vector<int32_t>> DeleteOffsets(std::string_view topic,
                                              std::span<const int32_t> partitions,
                                              const FileLock* reset_lock = nullptr);
-  // Counts a rebalance at `now_ms` (R32's procedure; offsets unchanged).
+  // Counts a rebalance at `now_ms` (R32's procedure; offsets unchanged),
+  // CommitSync::kAtomic: the count is a health signal, and a write that
+  // changes no offset needs no directory fsync (§14.6 Counting).
   Status RecordRebalance(int64_t now_ms = kNoTimestamp);
 
   // §14.5 lock files. A member holds group.lock shared for its life.
@@ -229,7 +249,8 @@ class Group {
   Result<FileLock> OpenOwnership(std::string_view topic, bool create) const;
 
  private:
-  Status Update(const std::function<Status(GroupOffsets*)>& change);
+  Status Update(const std::function<Status(GroupOffsets*)>& change,
+                CommitSync sync = CommitSync::kDurable);
 
   std::string name_;
   std::string path_;
