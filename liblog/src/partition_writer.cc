@@ -546,12 +546,13 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
                                         prev.rewrites + 1, !config.page_cache_only()));
   // A state file rebuilt (R24) starts its counter past every rewrites value
   // the truncation history names (§6.6, §9.4): a reader never takes a cut
-  // published before for one under way. A history that cannot be read is
-  // reported by the readers that need it.
+  // published before for one under way. A history that cannot be read
+  // (R59) fails the open, as it fails the next truncation.
   uint32_t rewrites = prev.rewrites;
   if (!trusted) {
     auto history = ReadTruncations(fd, fs, dir);
-    if (history && !history->empty() && history->back().rewrites &&
+    if (!history) return history.error();
+    if (!history->empty() && history->back().rewrites &&
         RewritesAfter(*history->back().rewrites, rewrites))
       rewrites = *history->back().rewrites;
   }

@@ -1269,3 +1269,56 @@ TEST_CASE("R59 property: readers of an unreplicated log cut and regrown at rando
     }
   }
 }
+
+// The rewrites value an entry names is one the state file's counter
+// reaches: a truncation that fails after its entry publishes it all the
+// same (readers go back to its cut, at least once, rather than wait at
+// it), and a state file rebuilt (R24) starts past the last entry's.
+TEST_CASE("R59 every rewrites value the history names is published: a truncation failing after "
+          "its entry, and a state file rebuilt") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  FaultFs fs;
+  LogConfig config;
+  config.fs = &fs;
+  {
+    auto w = PartitionWriter::Open(dir, config, true, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 10; ++i) {
+      auto b = MakeBatch(1, 1000 + i);
+      REQUIRE((*w)->Append(b));
+    }
+    auto r = PartitionReader::Open(dir);
+    REQUIRE(r);
+    const auto before = (*r)->rewrites();
+    REQUIRE(before);
+    fs.FailRename(2);  // the history's is the first, the intent's the second
+    CHECK(!(*w)->TruncateTo(6).ok());
+    fs.Clear();
+    auto dfd = OpenDirectory(dir, false);
+    REQUIRE(dfd);
+    auto h = ReadTruncations(dfd->get(), nullptr, dir);
+    REQUIRE(h);
+    REQUIRE(h->size() == 1);
+    CHECK(h->back().rewrites == std::optional<uint32_t>(*before + 1));
+    CHECK((*r)->rewrites() == std::optional<uint32_t>(*before + 1));
+    // Nothing was cut: a reader hands out the whole log, held nowhere.
+    auto all = LogFrom(dir, 0);
+    CHECK(all.size() == 10);
+    REQUIRE((*w)->TruncateTo(4).ok());
+  }
+  auto dfd = OpenDirectory(dir, false);
+  REQUIRE(dfd);
+  auto h = ReadTruncations(dfd->get(), nullptr, dir);
+  REQUIRE(h);
+  REQUIRE(h->back().rewrites);
+  const uint32_t last = *h->back().rewrites;
+  REQUIRE(::unlink((dir + "/state").c_str()) == 0);
+  auto w = PartitionWriter::Open(dir, LogConfig{}, false, nullptr);
+  REQUIRE(w);
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  auto now = (*r)->rewrites();
+  REQUIRE(now);
+  CHECK(RewritesAfter(*now, last));
+}
