@@ -62,31 +62,28 @@ struct PartitionReader::Impl {
   // middle of a segment, or after a skipped corrupt batch).
   int64_t expect = -1;
   uint32_t rewrites_seen = 0;  // StateFields::rewrites when positioned
-  // The truncation history (segment.md §6.6) as read right after the
-  // state file when positioned: the entries not in it were recorded since.
-  std::vector<std::pair<int64_t, int64_t>> cuts_seen;
-  // The history as read now. A history that cannot be read (an I/O
-  // error, or one that breaks R59) stops the reader: without it a cut
-  // cannot be told from the records appended at its offsets since.
-  Result<std::vector<std::pair<int64_t, int64_t>>> ReadCuts() const {
-    std::vector<std::pair<int64_t, int64_t>> out;
-    if (!state) return out;
-    auto h = ReadTruncations(dir_fd.get(), fs, dir);
-    if (!h) return h.error();
-    for (const TruncationRecord& t : *h) out.emplace_back(t.end, t.time_ms);
-    return out;
+  // The truncation history (segment.md §6.6) as read now, right after the
+  // state file. A history that cannot be read (an I/O error, or one that
+  // breaks R59) stops the reader: without it a cut cannot be told from
+  // the records appended at its offsets since.
+  Result<std::vector<TruncationRecord>> ReadHistory() const {
+    if (!state) return std::vector<TruncationRecord>();
+    return ReadTruncations(dir_fd.get(), fs, dir);
   }
-  // Called when positioned (rewrites_seen just taken). Without a state
-  // file (a scan found the end) no counter was taken: nothing is known to
-  // be new against the history either.
-  Status Positioned() {
-    continued = false;
-    auto cuts = ReadCuts();
-    if (!cuts) return cuts.error();
-    cuts_seen = std::move(*cuts);
-    history_known = state.has_value();
-    return Status::Ok();
-  }
+  // The lowest cut of a truncation under way when the reader positioned:
+  // its entry names a rewrites value after rewrites_seen (§9.4). Nothing
+  // at or past it is handed out until the counter moves.
+  std::optional<int64_t> held_at;
+  // Positions the reader at `offset` in the log as published now, with
+  // the history read right after the state file. With `since` (the
+  // rewrites value a reader that handed batches out was positioned at),
+  // no further than the lowest cut published after it, or under way.
+  // Returns the offset it positions at (before the log start or end bound
+  // it).
+  Result<int64_t> SeekTo(int64_t offset, std::optional<uint32_t> since);
+  // Takes the counter and the history once the state file is refreshed
+  // (SeekTo), lowering `offset` to the lowest cut after `since`.
+  Status Positioned(std::optional<uint32_t> since, int64_t* offset);
   bool history_known = false;
   // The reader goes on from where it (or a reader before it) handed
   // batches out: it returned one since it positioned, or was positioned
@@ -121,8 +118,6 @@ struct PartitionReader::Impl {
   Status Refresh();
   Status RefreshOnce();
   int64_t ResumeAt(int64_t from, std::span<const EpochEntry> read);
-  Result<int64_t> CutSince(int64_t to,
-                           const std::vector<std::pair<int64_t, int64_t>>& seen) const;
   Status ScanEnd();
   Status ListAgain();
   Status OpenSegment(int64_t base);
@@ -258,22 +253,6 @@ int64_t PartitionReader::Impl::ResumeAt(int64_t from, std::span<const EpochEntry
   // cannot be read tells nothing more than the log end.
   auto epochs = LeaderEpochCache::Load(dir_fd.get(), fs);
   return ReaderResumeOffset(from, fields.log_end_offset, read, epochs ? &*epochs : nullptr);
-}
-
-// `to`, or below it the lowest log end a truncation recorded in the
-// history since `seen` was read left (segment.md §6.6): records appended
-// at the cut offsets since are the log's, not the ones handed out there.
-// A cut removes the entries at or past its end and adds its own, so the
-// entries `seen` does not hold are the cuts made since, and the lowest of
-// them is where the log changed first.
-Result<int64_t> PartitionReader::Impl::CutSince(
-    int64_t to, const std::vector<std::pair<int64_t, int64_t>>& seen) const {
-  if (!history_known) return to;
-  auto cuts = ReadCuts();
-  if (!cuts) return cuts.error();
-  for (const auto& c : *cuts)
-    if (c.first < to && std::find(seen.begin(), seen.end(), c) == seen.end()) to = c.first;
-  return to;
 }
 
 // The committed bytes of segment `base` as published now: the committed end
@@ -497,32 +476,61 @@ std::optional<uint32_t> PartitionReader::rewrites() {
 }
 
 Status PartitionReader::Seek(int64_t offset) {
-  Impl& r = *impl_;
-  MQ_RETURN_IF_ERROR(r.Refresh());
-  r.rewrites_seen = r.fields.rewrites;
-  MQ_RETURN_IF_ERROR(r.Positioned());
-  r.read_epochs.clear();
-  if (r.segments.empty()) return Status::Ok();  // nothing written yet
-  offset = std::max(offset, r.fields.log_start_offset);
-  if (offset >= r.fields.log_end_offset) {
-    MQ_RETURN_IF_ERROR(r.PositionAt(r.fields.end_segment_base, r.fields.end_position));
-    r.expect = r.fields.log_end_offset;
-    r.next_offset = r.fields.log_end_offset;
-    return Status::Ok();
+  auto to = impl_->SeekTo(offset, std::nullopt);
+  return to ? Status::Ok() : to.error();
+}
+
+Status PartitionReader::Impl::Positioned(std::optional<uint32_t> since, int64_t* offset) {
+  rewrites_seen = fields.rewrites;
+  auto history = ReadHistory();
+  if (!history) return history.error();
+  held_at.reset();
+  if (state) {
+    auto lowest = since ? LowestCutAfter(*history, *since) : std::nullopt;
+    if (lowest && *lowest < *offset) *offset = *lowest;
+    held_at = LowestCutAfter(*history, rewrites_seen);
   }
-  r.next_offset = offset;
-  auto it = std::upper_bound(r.segments.begin(), r.segments.end(), offset);
-  if (it == r.segments.begin()) return r.PositionAt(r.segments.front(), 0);
+  history_known = state.has_value();
+  continued = false;
+  read_epochs.clear();
+  return Status::Ok();
+}
+
+Result<int64_t> PartitionReader::Impl::SeekTo(int64_t offset, std::optional<uint32_t> since) {
+  MQ_RETURN_IF_ERROR(Refresh());
+  // The history right after the state file: every entry whose rewrites
+  // value the counter read has reached is a cut made, any other one a
+  // truncation under way (segment.md §9.4). Without a state file (a scan
+  // found the end) no counter was taken, and nothing is known to be new
+  // against the history either.
+  MQ_RETURN_IF_ERROR(Positioned(since, &offset));
+  const int64_t to = offset;
+  if (segments.empty()) return to;  // nothing written yet
+  offset = std::max(offset, fields.log_start_offset);
+  if (offset >= fields.log_end_offset) {
+    MQ_RETURN_IF_ERROR(PositionAt(fields.end_segment_base, fields.end_position));
+    expect = fields.log_end_offset;
+    next_offset = fields.log_end_offset;
+    return to;
+  }
+  next_offset = offset;
+  auto it = std::upper_bound(segments.begin(), segments.end(), offset);
+  if (it == segments.begin()) {
+    MQ_RETURN_IF_ERROR(PositionAt(segments.front(), 0));
+    return to;
+  }
   int64_t base = *(it - 1);
-  auto p = r.FindInSegment(base, offset);
+  auto p = FindInSegment(base, offset);
   if (!p) {
     if (p.error().code() != Code::kNotFound) return p.error();
     // Deleted under us by retention: start again from the new log start.
-    MQ_RETURN_IF_ERROR(r.ListAgain());
-    return Seek(r.fields.log_start_offset);
+    MQ_RETURN_IF_ERROR(ListAgain());
+    auto again = SeekTo(fields.log_start_offset, std::nullopt);
+    if (!again) return again.error();
+    return to;
   }
-  r.pos = *p;
-  return Status::Ok();
+  pos = *p;
+  return to;
 }
 
 Status PartitionReader::SeekAfter(int64_t offset, int32_t epoch) {
@@ -540,18 +548,15 @@ Status PartitionReader::SeekAfter(int64_t offset, const ReaderTrail& trail) {
   MQ_RETURN_IF_ERROR(r.Refresh());
   std::vector<EpochEntry> read;
   for (const auto& [epoch, start] : trail.epochs) read.push_back({epoch, start});
-  int64_t to = offset;
-  if (!r.segments.empty()) {
-    to = r.ResumeAt(offset, read);
-    if (r.state && trail.rewrites && *trail.rewrites != r.fields.rewrites && read.empty()) {
-      r.history_known = true;  // the trail's, read with its counter
-      auto since = r.CutSince(to, trail.cuts);
-      if (!since) return since.error();
-      to = *since;
-    }
-  }
+  int64_t to = r.segments.empty() ? offset : r.ResumeAt(offset, read);
+  // Without leader epochs, no further than the lowest cut the history
+  // names since the trail's counter (segment.md §9.4).
+  std::optional<uint32_t> since;
+  if (r.state && trail.rewrites && read.empty()) since = trail.rewrites;
+  auto landed = r.SeekTo(to, since);
+  if (!landed) return landed.error();
+  to = *landed;
   if (to < offset) r.cut = std::min(to, r.cut.value_or(to));
-  MQ_RETURN_IF_ERROR(Seek(to));
   // What it handed out below `to` still agrees with the log.
   while (!read.empty() && read.back().start_offset >= to) read.pop_back();
   r.read_epochs = std::move(read);
@@ -564,16 +569,14 @@ ReaderTrail PartitionReader::trail() const {
   ReaderTrail t;
   for (const EpochEntry& e : r.read_epochs) t.epochs.emplace_back(e.epoch, e.start_offset);
   if (r.state && r.history_known) t.rewrites = r.rewrites_seen;
-  t.cuts = r.cuts_seen;
   return t;
 }
 
 Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
-  r.rewrites_seen = r.fields.rewrites;
-  MQ_RETURN_IF_ERROR(r.Positioned());
-  r.read_epochs.clear();
+  int64_t unused = 0;
+  MQ_RETURN_IF_ERROR(r.Positioned(std::nullopt, &unused));
   for (int64_t base : r.segments) {
     if (base > r.fields.end_segment_base) break;
     auto next = r.NextSegment(base);
@@ -652,26 +655,23 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
   auto rewritten = [&]() -> Result<bool> {
     MQ_RETURN_IF_ERROR(r.Refresh());
     if (r.fields.rewrites == r.rewrites_seen) return false;
-    r.rewrites_seen = r.fields.rewrites;
+    const uint32_t since = r.rewrites_seen;
+    const bool from_known = r.next_offset >= 0;
     int64_t from = r.next_offset >= 0 ? r.next_offset : r.fields.log_start_offset;
-    // No further than the lowest cut recorded since it positioned: a
-    // partition without leader epochs has nothing else to say that
-    // records appended at the cut offsets since are not the ones handed
-    // out there.
     int64_t to = r.ResumeAt(from, r.read_epochs);
     const bool continued = r.continued;
     // Leader epochs say where what it read stops agreeing with the log;
-    // without them, the truncation history does.
-    if (continued && r.read_epochs.empty()) {
-      auto since = r.CutSince(to, r.cuts_seen);
-      if (!since) return since.error();
-      to = *since;
-    }
-    if (r.next_offset >= 0 && to < from) r.cut = std::min(to, r.cut.value_or(to));
-    // What it read below `to` still agrees with the log.
+    // without them, the truncation history does: no further than the
+    // lowest cut published since it positioned (or under way), so that
+    // records appended at the cut offsets since are not passed over as
+    // the ones handed out there.
     std::vector<EpochEntry> kept = std::move(r.read_epochs);
+    auto landed = r.SeekTo(to, continued && kept.empty() ? std::optional(since) : std::nullopt);
+    if (!landed) return landed.error();
+    to = *landed;
+    if (from_known && to < from) r.cut = std::min(to, r.cut.value_or(to));
+    // What it read below `to` still agrees with the log.
     while (!kept.empty() && kept.back().start_offset >= to) kept.pop_back();
-    MQ_RETURN_IF_ERROR(Seek(to));
     r.read_epochs = std::move(kept);
     r.continued = continued;
     return true;
@@ -702,6 +702,11 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
         if (!again) return again.error();
         if (*again) continue;
       }
+      // At or past the cut of a truncation under way when it positioned:
+      // records about to go, or ones it handed out before the truncation
+      // published before it went back to its cut. Not handed out until
+      // the counter moves (segment.md §9.4).
+      if (r.held_at && view.header().last_offset() >= *r.held_at) return std::optional<BatchView>();
       MQ_RETURN_IF_ERROR(r.CheckContinuity(view.header()));
       if (const int32_t epoch = view.header().partition_leader_epoch;
           epoch >= 0 && (r.read_epochs.empty() || r.read_epochs.back().epoch != epoch))

@@ -543,9 +543,21 @@ Status PartitionWriter::Impl::Recover(RecoveryReport* report, bool recreated) {
   // recorded when it began.)
   if (old && !truncated_to && recovered->log_end_offset < old->log_end_offset)
     MQ_RETURN_IF_ERROR(RecordTruncation(fd, fs, dir, recovered->log_end_offset, WallClockMs(),
-                                        !config.page_cache_only()));
+                                        prev.rewrites + 1, !config.page_cache_only()));
+  // A state file rebuilt (R24) starts its counter past every rewrites value
+  // the truncation history names (§6.6, §9.4): a reader never takes a cut
+  // published before for one under way. A history that cannot be read
+  // (R59) fails the open, as it fails the next truncation.
+  uint32_t rewrites = prev.rewrites;
+  if (!trusted) {
+    auto history = ReadTruncations(fd, fs, dir);
+    if (!history) return history.error();
+    if (!history->empty() && history->back().rewrites &&
+        RewritesAfter(*history->back().rewrites, rewrites))
+      rewrites = *history->back().rewrites;
+  }
   segments = recovered->segments;
-  fields.rewrites = prev.rewrites + 1;
+  fields.rewrites = rewrites + 1;
   fields.log_end_offset = recovered->log_end_offset;
   fields.end_segment_base = segments.back();
   fields.end_position = recovered->active_size;
@@ -914,13 +926,26 @@ Status PartitionWriter::TruncateTo(int64_t offset, int32_t leader_epoch) {
   // consumer finds the cut log without it (a failure from here on leaves
   // an entry for a cut not made, or not completed yet: a group then reads
   // from there again, never skips).
-  MQ_RETURN_IF_ERROR(RecordTruncation(dir_fd, w.fs, w.dir, cut->end, WallClockMs(), sync));
-  MQ_RETURN_IF_ERROR(WriteTruncateIntent(dir_fd, w.fs, cut->end, sync));
+  // The entry names the rewrites value this truncation publishes (§9.4):
+  // a reader that reads it before the publication knows it is under way,
+  // one positioned at an earlier value that it was made since.
+  Status s = RecordTruncation(dir_fd, w.fs, w.dir, cut->end, WallClockMs(),
+                              w.fields.rewrites + 1, sync);
+  if (s.ok()) s = WriteTruncateIntent(dir_fd, w.fs, cut->end, sync);
   // R38: the high watermark never counts what goes; lowered (fsynced)
   // before anything is cut, so no crash leaves it above the new end where
   // other records may follow (an interrupted cut lowers it at the next
   // open).
-  MQ_RETURN_IF_ERROR(w.LowerHighWatermark(cut->end, nullptr));
+  if (s.ok()) s = w.LowerHighWatermark(cut->end, nullptr);
+  if (!s.ok()) {
+    // The entry may be on disk: its rewrites value is published all the
+    // same, so that no reader holds at its cut waiting for it (readers
+    // then go back to it: at least once, as for any entry of a cut not
+    // made).
+    w.fields.rewrites++;
+    (void)w.Publish();
+    return s;
+  }
   // Publish first: readers stop short of what is about to go.
   w.fields.rewrites++;
   w.fields.log_end_offset = cut->end;
@@ -929,7 +954,7 @@ Status PartitionWriter::TruncateTo(int64_t offset, int32_t leader_epoch) {
   w.fields.recovery_point = std::min(w.fields.recovery_point, cut->end);
   MQ_RETURN_IF_ERROR(w.Publish());
   w.active.reset();
-  Status s = ApplyCut(dir_fd, w.fs, w.config, w.segments, *cut, sync);
+  s = ApplyCut(dir_fd, w.fs, w.config, w.segments, *cut, sync);
   if (!s.ok()) return w.Poison(s);  // the next open completes the cut
   while (w.segments.back() > cut->keep) w.segments.pop_back();
   s = w.ReplayProducers();

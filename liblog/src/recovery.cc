@@ -372,16 +372,35 @@ Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs
   std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
   MQ_RETURN_IF_ERROR(ForEachProperty(text, path, "R59", [&](const PropertyLine& p) -> Status {
     if (p.key != "cut") return Status::Ok();  // room for later keys
-    const size_t sp = p.value.find(' ');
+    // OFFSET TIME [REWRITES], one space apart.
+    std::string_view field[3];
+    size_t n = 0;
+    bool well_formed = true;
+    for (std::string_view rest = p.value; well_formed;) {
+      const size_t sp = rest.find(' ');
+      if (n == 3) well_formed = false;
+      else field[n++] = rest.substr(0, sp);
+      if (sp == std::string_view::npos) break;
+      rest = rest.substr(sp + 1);
+    }
     TruncationRecord r;
     r.position = p.position;
-    if (sp == std::string_view::npos || !ParseInt64(p.value.substr(0, sp), 0, INT64_MAX - 1, &r.end) ||
-        !ParseInt64(p.value.substr(sp + 1), 0, INT64_MAX, &r.time_ms))
+    int64_t rewrites = 0;
+    if (!well_formed || n < 2 || !ParseInt64(field[0], 0, INT64_MAX - 1, &r.end) ||
+        !ParseInt64(field[1], 0, INT64_MAX, &r.time_ms) ||
+        (n == 3 && !ParseInt64(field[2], 0, UINT32_MAX, &rewrites)))
       return Status::Corruption(path, p.position, "R59",
-                                "a cut is not 'OFFSET TIME' (two decimal numbers >= 0)");
+                                "a cut is not 'OFFSET TIME' or 'OFFSET TIME REWRITES' (decimal "
+                                "numbers >= 0, the last below 2^32)");
+    if (n == 3) r.rewrites = static_cast<uint32_t>(rewrites);
     if (!out.empty() && (r.end <= out.back().end || r.time_ms < out.back().time_ms))
       return Status::Corruption(path, p.position, "R59",
                                 "cuts out of order (offsets must increase, times not decrease)");
+    if (!out.empty() && out.back().rewrites &&
+        (!r.rewrites || RewritesAfter(*out.back().rewrites, *r.rewrites)))
+      return Status::Corruption(path, p.position, "R59",
+                                r.rewrites ? "cuts out of order (rewrites values must not decrease)"
+                                           : "a cut without a rewrites value after one with it");
     out.push_back(r);
     return Status::Ok();
   }));
@@ -389,17 +408,33 @@ Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs
 }
 
 Status RecordTruncation(int dir_fd, FileSystem* fs, const std::string& dir, int64_t end,
-                        int64_t time_ms, bool sync) {
+                        int64_t time_ms, uint32_t rewrites, bool sync) {
   auto history = ReadTruncations(dir_fd, fs, dir);
   if (!history) return history.error();
   std::vector<TruncationRecord>& h = *history;
   while (!h.empty() && h.back().end >= end) h.pop_back();
   // A clock that went back is taken as the latest time seen (order kept).
-  h.push_back({end, h.empty() ? time_ms : std::max(time_ms, h.back().time_ms), 0});
+  // Likewise a rewrites value below the last entry's (a counter restarted
+  // by a state file rebuilt without the history's: never by a writer of
+  // this version) is written as the last entry's.
+  if (!h.empty() && h.back().rewrites && RewritesAfter(*h.back().rewrites, rewrites))
+    rewrites = *h.back().rewrites;
+  h.push_back({end, h.empty() ? time_ms : std::max(time_ms, h.back().time_ms), rewrites, 0});
   if (h.size() > kMaxTruncations) h.erase(h.begin(), h.end() - kMaxTruncations);
-  std::string text = "# mq truncations: log end left, ms (format-spec/segment.md 6.6)\n";
-  for (const TruncationRecord& r : h) text += fmt::format("cut={} {}\n", r.end, r.time_ms);
+  std::string text = "# mq truncations: log end left, ms, rewrites (format-spec/segment.md 6.6)\n";
+  for (const TruncationRecord& r : h) {
+    text += fmt::format("cut={} {}", r.end, r.time_ms);
+    text += r.rewrites ? fmt::format(" {}\n", *r.rewrites) : std::string("\n");
+  }
   return WriteFileAtomic(dir_fd, kTruncationsName, AsBytes(text), fs, {}, sync);
+}
+
+std::optional<int64_t> LowestCutAfter(const std::vector<TruncationRecord>& history, uint32_t seen) {
+  // Both the ends and the rewrites values increase down the file: the
+  // first entry after `seen` is the lowest cut.
+  for (const TruncationRecord& r : history)
+    if (r.rewrites && RewritesAfter(*r.rewrites, seen)) return r.end;
+  return std::nullopt;
 }
 
 std::optional<int64_t> CutBelowSince(const std::vector<TruncationRecord>& history, int64_t offset,

@@ -84,27 +84,43 @@ Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
 Status RemoveTruncateIntent(int dir_fd, FileSystem* fs, bool sync);
 
 // R59: the truncation history (segment.md §6.6). `truncations` lists the
-// truncations that cut records, each as the log end it left and when (ms
-// since the epoch), so that a consumer group that committed past a cut
-// before it was made finds where the log changed under it, even once the
-// log has grown past the cut again.
+// truncations that cut records, each as the log end it left, when (ms
+// since the epoch), and the state file's `rewrites` value that publishes
+// it, so that a consumer group that committed past a cut before it was
+// made finds where the log changed under it, even once the log has grown
+// past the cut again, and a reader positioned at a `rewrites` value knows
+// exactly the cuts made since (§9.4).
 constexpr const char* kTruncationsName = "truncations";
 // At most this many entries are kept (the oldest go first).
 constexpr size_t kMaxTruncations = 64;
 struct TruncationRecord {
   int64_t end = 0;      // the log end offset the truncation left
   int64_t time_ms = 0;  // when it was made
+  // The `rewrites` value whose publication makes the cut (§9.2); none in
+  // an entry written before entries carried it.
+  std::optional<uint32_t> rewrites;
   uint64_t position = 0;  // where its line starts in the file read (0: not read from one)
 };
+// Whether `rewrites` comes after `seen` in the counter's order (serial
+// number arithmetic: the 32-bit counter wraps).
+inline bool RewritesAfter(uint32_t rewrites, uint32_t seen) {
+  return static_cast<int32_t>(rewrites - seen) > 0;
+}
 // The entries, oldest first (none when the file is missing); kCorruption
 // naming the file, byte position and R59 when it breaks the rule.
 Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs,
                                                       const std::string& dir);
-// Adds a truncation to `end` at `time_ms`: the entries ending at or past
-// `end` go (the new one covers them), the oldest go past kMaxTruncations,
-// and the file is replaced atomically (with `sync`, durably).
+// Adds a truncation to `end` at `time_ms`, made by the publication of
+// `rewrites`: the entries ending at or past `end` go (the new one covers
+// them), the oldest go past kMaxTruncations, and the file is replaced
+// atomically (with `sync`, durably).
 Status RecordTruncation(int dir_fd, FileSystem* fs, const std::string& dir, int64_t end,
-                        int64_t time_ms, bool sync);
+                        int64_t time_ms, uint32_t rewrites, bool sync);
+// The lowest log end left by the entries published after `seen` (their
+// `rewrites` after it): the cuts made since a reader read `seen`, and those
+// under way (written, not published yet). Entries without a `rewrites`
+// value were made before any reader of this format positioned.
+std::optional<int64_t> LowestCutAfter(const std::vector<TruncationRecord>& history, uint32_t seen);
 // The least log end a truncation recorded at or after `since_ms` left, if
 // it is below `offset`: where the log changed under a position committed
 // at `since_ms` (the entries' ends increase with their times, so that is

@@ -255,9 +255,13 @@ static void CountFile(VerifyStats* stats, const std::string& path) {
 // last cut is not past the log end: the log ended there after that cut and
 // only grows until the next cut, which adds an entry. Against a log end
 // that is not trusted (a reboot since it was published) a cut past it is
-// what the next writer's recovery records a lower cut for.
+// what the next writer's recovery records a lower cut for. Its last
+// rewrites value is one the state file's counter reached, or the next one
+// (a truncation under way, or whose writer died before publishing it: the
+// next writer publishes it), never one further.
 static Status VerifyTruncations(int dir_fd, const std::string& dir, int64_t log_end, bool trusted,
-                         std::vector<Problem>* problems, VerifyStats* stats) {
+                         std::optional<uint32_t> rewrites, std::vector<Problem>* problems,
+                         VerifyStats* stats) {
   const std::string path = dir + "/" + kTruncationsName;
   auto history = ReadTruncations(dir_fd, FileSystem::Default(), dir);
   if (!history && history.error().code() == Code::kCorruption) {
@@ -276,6 +280,19 @@ static Status VerifyTruncations(int dir_fd, const std::string& dir, int64_t log_
                      last.end, log_end,
                      trusted ? "" : "; the next writer's recovery records the lower end"),
          trusted ? Problem::Kind::kCorruption : Problem::Kind::kNeedsRecovery});
+  if (rewrites && last.rewrites && RewritesAfter(*last.rewrites, *rewrites)) {
+    const bool next = *last.rewrites == *rewrites + 1;
+    problems->push_back(
+        {path, last.position, "R59",
+         next ? fmt::format("the last cut is published by rewrites {}, one past the state file's "
+                            "{}: a truncation under way, or interrupted before it published; the "
+                            "next writer publishes it",
+                            *last.rewrites, *rewrites)
+              : fmt::format("the last cut is published by rewrites {}, past the state file's {} "
+                            "and the one a truncation under way publishes: no writer publishes it",
+                            *last.rewrites, *rewrites),
+         next ? Problem::Kind::kNeedsRecovery : Problem::Kind::kCorruption});
+  }
   return Status::Ok();
 }
 
@@ -437,7 +454,9 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     facts.trusted = trusted || !state;
     MQ_RETURN_IF_ERROR(VerifyReplicaCheckpointsAgainstLog(dfd->get(), dir, facts, problems));
     MQ_RETURN_IF_ERROR(VerifyTruncations(dfd->get(), dir, facts.log_end_offset,
-                                         trusted || !state, problems, stats));
+                                         trusted || !state,
+                                         state ? std::optional(state->rewrites) : std::nullopt,
+                                         problems, stats));
   }
   if (!state) return CheckWriterFiles(dfd->get());
   // The segment holding the committed end must hold all of it.

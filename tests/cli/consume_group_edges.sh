@@ -143,7 +143,7 @@ seg="$MQ_DIR/cut-0/00000000000000000000.log"
 batch=$(($(stat -c %s "$seg") / 10))
 truncate -s $((4 * batch + 5)) "$seg"
 seq 11 15 | MQ_TEST_BOOT_ID=00112233-4455-6677-8899-aabbccddeeff produce -t cut 2>/dev/null
-grep -qx "cut=4 [0-9]*" "$MQ_DIR/cut-0/truncations" || fail "cut: not recorded"
+grep -qx "cut=4 [0-9]* [0-9]*" "$MQ_DIR/cut-0/truncations" || fail "cut: not recorded"
 run "$C" --describe -G gcut -t cut
 grep -q "^gcut  *cut  *0  *10  *9  *5 .* diverged" "$WORK/out" || fail "cut: describe: $(cat "$WORK/out")"
 run "$C" -t cut -G gcut -e

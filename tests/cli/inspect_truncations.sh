@@ -23,14 +23,15 @@ batch=$(($(stat -c %s "$seg") / 10))
 truncate -s $((4 * batch + 5)) "$seg"
 seq 11 15 | MQ_TEST_BOOT_ID=00112233-4455-6677-8899-aabbccddeeff produce -t t
 T="$D/truncations"
-grep -qx "cut=4 [0-9]*" "$T" || fail "the cut is not recorded: $(cat "$T")"
+grep -qx "cut=4 [0-9]* [0-9]*" "$T" || fail "the cut is not recorded: $(cat "$T")"
 # Published under another boot, the log end (9) is not trusted: a last cut
 # past it needs recovery (75), which records the lower cut.
 cp "$T" "$WORK/good"
 printf '%s\ncut=12 %s\n' "$(head -1 "$T")" "$(date +%s000)" >"$T"
 run "$INSPECT" --verify "$D"
 expect_rc 75 "a last cut past a log end published before a reboot"
-grep -qF "$T: position 64: R59: needs recovery: " "$WORK/err" || fail "untrusted: $(cat "$WORK/err")"
+grep -qF "$T: position $(head -1 "$T" | wc -c): R59: needs recovery: " "$WORK/err" ||
+  fail "untrusted: $(cat "$WORK/err")"
 cp "$WORK/good" "$T"
 # One more message on this boot: the log ends at 10, trusted.
 echo 16 | produce -t t
@@ -59,8 +60,14 @@ verify_bad "${H}cut=3 100\ncut=3 200\n" 74 "offsets that do not increase"
 verify_bad "${H}cut=3 200\ncut=4 100\n" 74 "times that go back"
 verify_bad "${H}cut=3 100\ncut=11 200\n" 74 "a last cut past the log end 10"
 verify_bad "${H}cut=99999999999999999999 100\n" 64 "an offset out of range"
+# The rewrites value that publishes each cut (lines an earlier mq wrote
+# have none): below 2^32, never going back, on every line after the first
+# that has one.
+verify_bad "${H}cut=4 100 4294967296\n" 64 "a rewrites value out of range"
+verify_bad "${H}cut=3 100 5\ncut=4 200 4\n" 76 "rewrites values that go back"
+verify_bad "${H}cut=3 100 5\ncut=4 200\n" 76 "a cut without a rewrites value after one with it"
 # A cut at the log end, and unknown keys, are fine.
-printf '%b' "${H}cut=3 100\ncut=10 200\nlater.key=1\n" >"$T"
+printf '%b' "${H}cut=3 100\ncut=10 200 1\nlater.key=1\n" >"$T"
 run "$INSPECT" --verify "$D"
 expect_rc 0 "a last cut at the log end"
 # More than 8192 bytes: R59, whatever they hold.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -305,6 +306,33 @@ TEST_CASE("R59 truncation history: verify reports a bad file, and a last cut pas
   auto junk = problems_with("cut=4 1x0\n");
   REQUIRE(junk.size() == 1);
   CHECK(junk[0].position == 0);
+  // The last rewrites value: one the state file's counter reached, or the
+  // next (a truncation under way or interrupted before it published: the
+  // next writer publishes it), never one further.
+  uint32_t rewrites = 0;
+  {
+    auto r = PartitionReader::Open(dir);
+    REQUIRE(r);
+    auto v = (*r)->rewrites();
+    REQUIRE(v);
+    rewrites = *v;
+  }
+  auto with = [&](uint32_t last) {
+    return problems_with(fmt::format("cut=4 100 {}\ncut=12 200 {}\n", last - 1, last));
+  };
+  CHECK(with(rewrites).empty());
+  auto next = with(rewrites + 1);
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].kind == Problem::Kind::kNeedsRecovery);
+  CHECK(next[0].position == 11 + std::to_string(rewrites - 1).size());  // the second line
+  auto beyond = with(rewrites + 2);
+  REQUIRE(beyond.size() == 1);
+  CHECK(beyond[0].kind == Problem::Kind::kCorruption);
+  CHECK_THAT(beyond[0].detail, Catch::Contains(std::to_string(rewrites + 2)));
+  auto disorder_rewrites = problems_with(fmt::format("cut=4 100 {}\ncut=12 200 {}\n", rewrites,
+                                                     rewrites - 1));
+  REQUIRE(disorder_rewrites.size() == 1);
+  CHECK(disorder_rewrites[0].kind == Problem::Kind::kCorruption);
 }
 
 // ---- leader epochs in the writer (replication.md §16.2) ----------------------
@@ -811,25 +839,35 @@ TEST_CASE("R59 truncation history: each cut is recorded with its time, later low
   auto none = ReadTruncations(dir->get(), nullptr, tmp.path());
   REQUIRE(none);
   CHECK(none->empty());
-  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 40, 1000, false).ok());
-  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 50, 2000, false).ok());
-  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 45, 3000, false).ok());  // replaces 50
-  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 60, 2500, false).ok());  // clock back
+  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 40, 1000, 3, false).ok());
+  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 50, 2000, 5, false).ok());
+  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 45, 3000, 6, false).ok());  // replaces 50
+  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 60, 2500, 9, false).ok());  // clock back
   auto h = ReadTruncations(dir->get(), nullptr, tmp.path());
   REQUIRE(h);
   REQUIRE(h->size() == 3);
   CHECK((*h)[0].end == 40);
+  CHECK((*h)[0].rewrites == std::optional<uint32_t>(3));
   CHECK((*h)[1].end == 45);
   CHECK((*h)[1].time_ms == 3000);
+  CHECK((*h)[1].rewrites == std::optional<uint32_t>(6));
   CHECK((*h)[2].end == 60);
   CHECK((*h)[2].time_ms == 3000);
+  CHECK((*h)[2].rewrites == std::optional<uint32_t>(9));
+  // The cuts published after a counter value, and those under way: the
+  // lowest of them (50 went with 45's entry, which covers it).
+  CHECK(LowestCutAfter(*h, 2) == std::optional<int64_t>(40));
+  CHECK(LowestCutAfter(*h, 3) == std::optional<int64_t>(45));
+  CHECK(LowestCutAfter(*h, 8) == std::optional<int64_t>(60));
+  CHECK(LowestCutAfter(*h, 9) == std::nullopt);
+  CHECK(LowestCutAfter(*h, 4000000000u) == std::optional<int64_t>(40));  // the counter wraps
   // Where a position committed at a time was cut: the first cut since.
   CHECK(CutBelowSince(*h, 100, 500) == std::optional<int64_t>(40));
   CHECK(CutBelowSince(*h, 100, 1500) == std::optional<int64_t>(45));
   CHECK(CutBelowSince(*h, 45, 1500) == std::nullopt);  // cut at the committed offset: nothing read went
   CHECK(CutBelowSince(*h, 100, 4000) == std::nullopt);  // committed after every cut
   for (int i = 0; i < 100; ++i)
-    REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 100 + i, 5000 + i, false).ok());
+    REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 100 + i, 5000 + i, 10 + i, false).ok());
   h = ReadTruncations(dir->get(), nullptr, tmp.path());
   REQUIRE(h);
   CHECK(h->size() == kMaxTruncations);
@@ -847,6 +885,35 @@ TEST_CASE("R59 truncation history: each cut is recorded with its time, later low
   CHECK_THAT(bad.error().message(), Catch::Contains(tmp / "truncations"));
   WriteFile(tmp / "truncations", text("cut=x 100\n"));
   CHECK(ReadTruncations(dir->get(), nullptr, tmp.path()).error().code() == Code::kCorruption);
+  // The rewrites value: below 2^32, not decreasing, and once entries carry
+  // it every later one does. Entries written before carry none (older
+  // files stay readable) and send no reader back.
+  auto bad_at = [&](std::string_view t) -> std::optional<uint64_t> {
+    WriteFile(tmp / "truncations", text(t));
+    auto r = ReadTruncations(dir->get(), nullptr, tmp.path());
+    if (r) return std::nullopt;
+    CHECK_THAT(r.error().message(), Catch::Contains("R59"));
+    return r.error().position();
+  };
+  CHECK(bad_at("cut=4 100 4294967296\n") == std::optional<uint64_t>(0));
+  CHECK(bad_at("cut=4 100 7 1\n") == std::optional<uint64_t>(0));
+  CHECK(bad_at("cut=4 100 -7\n") == std::optional<uint64_t>(0));
+  CHECK(bad_at("cut=4 100 7\ncut=5 100 6\n") == std::optional<uint64_t>(12));
+  CHECK(bad_at("cut=4 100 7\ncut=5 100\n") == std::optional<uint64_t>(12));
+  CHECK(bad_at("cut=4 100\ncut=5 100 7\ncut=6 100 7\n") == std::nullopt);
+  h = ReadTruncations(dir->get(), nullptr, tmp.path());
+  REQUIRE(h);
+  CHECK(!(*h)[0].rewrites);
+  CHECK(LowestCutAfter(*h, 0) == std::optional<int64_t>(5));
+  CHECK(LowestCutAfter(*h, 7) == std::nullopt);
+  // A new entry keeps the old ones as they are, and never names a value
+  // below the last entry's.
+  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 9, 200, 3, false).ok());
+  h = ReadTruncations(dir->get(), nullptr, tmp.path());
+  REQUIRE(h);
+  REQUIRE(h->size() == 4);
+  CHECK(!(*h)[0].rewrites);
+  CHECK((*h)[3].rewrites == std::optional<uint32_t>(7));
 }
 
 // A writer cuts an unreplicated partition's log while a reader is mid-way
@@ -939,4 +1006,319 @@ TEST_CASE("R59 a reader of an unreplicated log cut and regrown while it reads go
     CHECK((*r)->TakeCut() == lowest);
     CHECK(got == want);
   }
+}
+
+namespace {
+
+// The real file system, that runs `hook` once right after the truncation
+// history is replaced: a truncation is then stopped between its entry in
+// the history and its publication (segment.md §6.6, §9.4), while readers
+// position and read.
+class HistoryStepFs : public FileSystemWrapper {
+ public:
+  std::function<void()> hook;
+  Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
+    Status s = FileSystemWrapper::Rename(dir_fd, from, to);
+    if (s.ok() && to == kTruncationsName && hook) std::exchange(hook, nullptr)();
+    return s;
+  }
+};
+
+// A reader and what it handed out: each batch as (base offset, max
+// timestamp), the timestamp telling which append wrote it. `next` is
+// where the next batch must start: after the last one, or where the
+// reader said the log was cut below it (TakeCut).
+struct Tracked {
+  std::unique_ptr<PartitionReader> reader;
+  std::vector<std::pair<int64_t, int64_t>> got;
+  int64_t next = 0;
+  std::optional<ReaderTrail> trail;  // while closed
+  void TakeCut() {
+    if (auto cut = reader->TakeCut()) {
+      CHECK(*cut < next);
+      next = *cut;
+    }
+  }
+  // Everything it hands out now, each batch where the one before it ends.
+  void Drain() {
+    for (;;) {
+      auto b = reader->Next();
+      REQUIRE(b);
+      TakeCut();
+      if (!*b) return;
+      CHECK((*b)->header().base_offset == next);
+      got.emplace_back((*b)->header().base_offset, (*b)->header().max_timestamp);
+      next = (*b)->header().last_offset() + 1;
+    }
+  }
+  void Open(const std::string& dir) {
+    auto r = PartitionReader::Open(dir);
+    REQUIRE(r);
+    reader = std::move(*r);
+    if (trail) {
+      REQUIRE(reader->SeekAfter(next, *trail).ok());
+      trail.reset();
+      TakeCut();
+    } else {
+      REQUIRE(reader->Seek(next).ok());
+    }
+  }
+  void Close() {
+    trail = reader->trail();
+    reader.reset();
+  }
+};
+
+// The log's batches from `from` as (base offset, max timestamp).
+std::vector<std::pair<int64_t, int64_t>> LogFrom(const std::string& dir, int64_t from) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  REQUIRE((*r)->Seek(from).ok());
+  for (;;) {
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    if (!*b) return out;
+    out.emplace_back((*b)->header().base_offset, (*b)->header().max_timestamp);
+  }
+}
+
+}  // namespace
+
+// A truncation writes its history entry, then publishes its rewrites value
+// (segment.md §6.6, §9.4). Readers of an unreplicated partition act
+// between the two: each entry names the rewrites value that publishes it,
+// so a reader tells the cuts made since it positioned, and one under way,
+// from the ones it knew of, whatever it read the history while doing.
+// One record a batch: offset o of append "a" has timestamp 1000 + o, of
+// "b" 2000 + o, of "c" 3000 + o.
+TEST_CASE("R59 readers that position or read again between a truncation's history entry and its "
+          "publication hand out each record of the log once, in order, and skip none") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  HistoryStepFs fs;
+  LogConfig config;
+  config.fs = &fs;
+  auto w = PartitionWriter::Open(dir, config, true, nullptr);
+  REQUIRE(w);
+  auto append = [&](int64_t gen, int64_t count) {
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t o = (*w)->log_end_offset();
+      auto b = MakeBatch(1, gen * 1000 + o);
+      REQUIRE((*w)->Append(b));
+    }
+  };
+  auto records = [](int64_t gen, int64_t from, int64_t to) {  // [from, to)
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (int64_t o = from; o < to; ++o) out.emplace_back(o, gen * 1000 + o);
+    return out;
+  };
+  auto cat = [](std::vector<std::pair<int64_t, int64_t>> a,
+                const std::vector<std::pair<int64_t, int64_t>>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  append(1, 20);  // a0..a19
+
+  SECTION("a reader that positions while a truncation is under way does not pass over the "
+          "records appended at its offsets") {
+    Tracked r;
+    fs.hook = [&] {
+      r.Open(dir);  // the entry for the cut at 6 is written, not published
+      r.Drain();
+    };
+    REQUIRE((*w)->TruncateTo(6).ok());
+    REQUIRE(fs.hook == nullptr);
+    append(2, 7);  // b6..b12
+    r.Drain();
+    CHECK(r.got == cat(records(1, 0, 6), records(2, 6, 13)));
+    CHECK(r.got == LogFrom(dir, 0));
+  }
+
+  SECTION("a reader dealing with one truncation while the next is under way, whose entry replaced "
+          "the first's, does not hand out again records the log still holds") {
+    Tracked r;
+    r.Open(dir);
+    r.Drain();  // a0..a19
+    REQUIRE((*w)->TruncateTo(15).ok());
+    append(2, 3);  // b15..b17
+    fs.hook = [&] { r.Drain(); };  // the cut at 10 written (its entry replaces 15's), not published
+    REQUIRE((*w)->TruncateTo(10).ok());
+    append(3, 4);  // c10..c13
+    r.Drain();
+    CHECK(r.got == cat(records(1, 0, 20), records(3, 10, 14)));
+  }
+
+  SECTION("a reader dealing with one truncation while a higher one is under way hands out the "
+          "records appended at both") {
+    Tracked r;
+    r.Open(dir);
+    r.Drain();  // a0..a19
+    REQUIRE((*w)->TruncateTo(10).ok());
+    append(2, 6);  // b10..b15
+    fs.hook = [&] { r.Drain(); };  // the cut at 13 written, not published
+    REQUIRE((*w)->TruncateTo(13).ok());
+    append(3, 3);  // c13..c15
+    r.Drain();
+    CHECK(r.got == cat(cat(records(1, 0, 20), records(2, 10, 13)), records(3, 13, 16)));
+  }
+
+  SECTION("a reader reopened while a truncation is under way goes back to the cut made while it "
+          "was closed and to the one under way") {
+    Tracked r;
+    r.Open(dir);
+    r.Drain();  // a0..a19
+    r.Close();
+    REQUIRE((*w)->TruncateTo(15).ok());
+    append(2, 3);  // b15..b17
+    fs.hook = [&] {
+      r.Open(dir);
+      r.Drain();
+    };
+    REQUIRE((*w)->TruncateTo(10).ok());
+    append(3, 4);  // c10..c13
+    r.Drain();
+    CHECK(r.got == cat(records(1, 0, 20), records(3, 10, 14)));
+  }
+}
+
+// Appends, truncations (each stopped between its history entry and its
+// publication while readers act), and readers that open, read, close and
+// reopen (SeekAfter with their trail) at random steps. Each reader hands
+// out exactly the records of the log, in order, once: every batch starts
+// where the one before it ended or where the reader said the log was cut
+// (TakeCut), no batch twice, and at the end every batch of the log from
+// the start. MQ_TEST_SEED=<n> repeats one seed (printed when it fails).
+TEST_CASE("R59 property: readers of an unreplicated log cut and regrown at random steps hand out "
+          "every record of the log once, in order") {
+  std::vector<uint64_t> seeds;
+  if (const char* s = std::getenv("MQ_TEST_SEED")) {
+    seeds.push_back(std::strtoull(s, nullptr, 10));
+  } else {
+    std::random_device rd;
+    for (int i = 0; i < 30; ++i) seeds.push_back(rd());
+  }
+  for (uint64_t seed : seeds) {
+    INFO("seed " << seed << " (MQ_TEST_SEED=" << seed << " repeats it)");
+    std::mt19937_64 rng(seed);
+    auto pick = [&](int64_t lo, int64_t hi) {  // in [lo, hi]
+      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
+    TempDir tmp;
+    const std::string dir = tmp / "t-0";
+    HistoryStepFs fs;
+    LogConfig config;
+    config.fs = &fs;
+    config.segment_bytes = 700;  // cuts across segments too
+    config.index_interval_bytes = 100;
+    auto w = PartitionWriter::Open(dir, config, true, nullptr);
+    REQUIRE(w);
+    int64_t ts = 0;  // each batch's own timestamp: which append wrote it
+    auto append = [&](int64_t batches) {
+      for (int64_t i = 0; i < batches; ++i) {
+        ts += 1000;
+        auto b = MakeBatch(static_cast<int>(pick(1, 3)), ts);
+        REQUIRE((*w)->Append(b));
+      }
+    };
+    std::vector<Tracked> readers(3);
+    // A reader's turn: opens (from the start), reads, closes or reopens.
+    auto act = [&](int times) {
+      for (int k = 0; k < times; ++k) {
+        Tracked& r = readers[static_cast<size_t>(pick(0, 2))];
+        if (!r.reader) {
+          r.Open(dir);
+        } else if (pick(0, 3) == 0) {
+          r.Close();
+          continue;
+        }
+        if (pick(0, 3) != 0) r.Drain();
+      }
+    };
+    append(pick(2, 8));
+    for (int64_t step = pick(10, 30); step > 0; --step) {
+      switch (pick(0, 3)) {
+        case 0:
+          append(pick(1, 4));
+          break;
+        case 1:
+        case 2: {
+          const int64_t end = (*w)->log_end_offset();
+          if (end == 0) break;
+          const int in_window = static_cast<int>(pick(0, 3));
+          fs.hook = [&] { act(in_window); };
+          REQUIRE((*w)->TruncateTo(pick(0, end - 1)).ok());
+          fs.hook = nullptr;
+          break;
+        }
+        default:
+          act(static_cast<int>(pick(1, 3)));
+      }
+    }
+    const auto log = LogFrom(dir, 0);
+    for (Tracked& r : readers) {
+      if (!r.reader) r.Open(dir);
+      r.Drain();
+      std::vector<int64_t> stamps;
+      for (const auto& g : r.got) stamps.push_back(g.second);
+      std::sort(stamps.begin(), stamps.end());
+      CHECK(std::adjacent_find(stamps.begin(), stamps.end()) == stamps.end());  // none twice
+      for (const auto& l : log)  // every batch of the log
+        CHECK(std::binary_search(stamps.begin(), stamps.end(), l.second));
+      CHECK(r.next == (*w)->log_end_offset());
+    }
+  }
+}
+
+// The rewrites value an entry names is one the state file's counter
+// reaches: a truncation that fails after its entry publishes it all the
+// same (readers go back to its cut, at least once, rather than wait at
+// it), and a state file rebuilt (R24) starts past the last entry's.
+TEST_CASE("R59 every rewrites value the history names is published: a truncation failing after "
+          "its entry, and a state file rebuilt") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  FaultFs fs;
+  LogConfig config;
+  config.fs = &fs;
+  {
+    auto w = PartitionWriter::Open(dir, config, true, nullptr);
+    REQUIRE(w);
+    for (int i = 0; i < 10; ++i) {
+      auto b = MakeBatch(1, 1000 + i);
+      REQUIRE((*w)->Append(b));
+    }
+    auto r = PartitionReader::Open(dir);
+    REQUIRE(r);
+    const auto before = (*r)->rewrites();
+    REQUIRE(before);
+    fs.FailRename(2);  // the history's is the first, the intent's the second
+    CHECK(!(*w)->TruncateTo(6).ok());
+    fs.Clear();
+    auto dfd = OpenDirectory(dir, false);
+    REQUIRE(dfd);
+    auto h = ReadTruncations(dfd->get(), nullptr, dir);
+    REQUIRE(h);
+    REQUIRE(h->size() == 1);
+    CHECK(h->back().rewrites == std::optional<uint32_t>(*before + 1));
+    CHECK((*r)->rewrites() == std::optional<uint32_t>(*before + 1));
+    // Nothing was cut: a reader hands out the whole log, held nowhere.
+    auto all = LogFrom(dir, 0);
+    CHECK(all.size() == 10);
+    REQUIRE((*w)->TruncateTo(4).ok());
+  }
+  auto dfd = OpenDirectory(dir, false);
+  REQUIRE(dfd);
+  auto h = ReadTruncations(dfd->get(), nullptr, dir);
+  REQUIRE(h);
+  REQUIRE(h->back().rewrites);
+  const uint32_t last = *h->back().rewrites;
+  REQUIRE(::unlink((dir + "/state").c_str()) == 0);
+  auto w = PartitionWriter::Open(dir, LogConfig{}, false, nullptr);
+  REQUIRE(w);
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  auto now = (*r)->rewrites();
+  REQUIRE(now);
+  CHECK(RewritesAfter(*now, last));
 }

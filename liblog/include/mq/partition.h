@@ -221,14 +221,13 @@ struct ReadOptions {
 // What a reader knew of the log where it stopped, for a reader opened later
 // to go on from there (PartitionReader::SeekAfter): the leader epochs of the
 // batches it handed out, each with the offset where it began handing that
-// epoch out (ascending; ReaderResumeOffset), the state file's `rewrites`
-// counter it was positioned at (nullopt: no state file), and the
-// truncation history (segment.md §6.6, R59) it read then, each entry as
-// (log end left, time).
+// epoch out (ascending; ReaderResumeOffset), and the state file's
+// `rewrites` counter it was positioned at (nullopt: no state file): the
+// truncation history (segment.md §6.6, R59) names the cuts published after
+// it.
 struct ReaderTrail {
   std::vector<std::pair<int32_t, int64_t>> epochs;
   std::optional<uint32_t> rewrites;
-  std::vector<std::pair<int64_t, int64_t>> cuts;
 };
 
 class PartitionReader {
@@ -277,7 +276,10 @@ class PartitionReader {
   // watermark) is dropped and the reader finds the offset after the last
   // batch it returned (or the offset sought) again in the log as it is now,
   // no further than the lowest cut the truncation history recorded since it
-  // positioned (segment.md §9.4, §6.6).
+  // positioned (segment.md §9.4, §6.6). Nullopt too, before a batch at or
+  // past the cut of a truncation under way when it positioned (its history
+  // entry written, its rewrites value not published yet), until rewrites()
+  // moves.
   Result<std::optional<BatchView>> Next();
   // After a kCorruption error from Next(): skips to the next valid batch.
   Status SkipCorrupt();
