@@ -906,7 +906,12 @@ Status Member::OnStopped() {
 
 Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   if (f_.count && *f_.count == 0) return Status::Ok();
-  const bool need_headers = printer_.needs_headers() || !settings_.header_filters.empty();
+  const bool filtered = !settings_.header_filters.empty();
+  const bool need_headers = printer_.needs_headers() || filtered;
+  // What each record does depends on these alone, fixed for the run.
+  const bool commit_ahead = f_.at_most_once && dispatcher_;
+  const bool count_each = !dispatcher_ || !dispatcher_->parallel();
+  const uint64_t count = f_.count.value_or(0);  // 0: no -c (a -c 0 returned above)
   std::vector<Header> headers;
   last_commit_ms_ = MonotonicMs();
   // Membership, acknowledgements and commits are looked at every
@@ -935,13 +940,14 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     Source* src = nullptr;
     auto next = Next(&src);
     if (!next) return next.error();
-    OnCuts();
-    MQ_RETURN_IF_ERROR(OnStopped());
+    // Notices are rare: looked at only when the consumer left one.
+    if (!cuts_->empty()) OnCuts();
+    if (!stopped_->empty()) MQ_RETURN_IF_ERROR(OnStopped());
     if (const ConsumedRecord* m = *next) {
-      if (f_.at_most_once && dispatcher_) MQ_RETURN_IF_ERROR(CommitAhead(*src, *m));
+      if (commit_ahead) MQ_RETURN_IF_ERROR(CommitAhead(*src, *m));
       src->last_epoch[static_cast<size_t>(m->partition)] = m->leader_epoch;
       if (need_headers) headers = m->record.headers();
-      if (!settings_.header_filters.empty() && !MatchesAll(headers, settings_.header_filters))
+      if (filtered && !MatchesAll(headers, settings_.header_filters))
         continue;
       if (dispatcher_) {
         const int32_t p = m->partition;
@@ -962,8 +968,8 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
       }
       // --parallel counts messages toward --commit-every as they are
       // handled (Collect), not as they are queued.
-      if (!dispatcher_ || !dispatcher_->parallel()) ++since_commit_;
-      if (++delivered_ == f_.count || out_->broken()) return Status::Ok();
+      if (count_each) ++since_commit_;
+      if (++delivered_ == count || out_->broken()) return Status::Ok();
       continue;
     }
     // --parallel: handlers still run (or --batch messages wait): their
@@ -1014,8 +1020,11 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
 
 Result<const ConsumedRecord*> Member::Next(Source** from) {
   const size_t n = sources_.size();
+  // The topic read first, then each in turn (a wrap, not a division per record).
+  size_t at = next_source_ < n ? next_source_ : (n == 0 ? 0 : next_source_ % n);
   for (size_t i = 0; i < n; ++i) {
-    Source* src = sources_[(next_source_ + i) % n].get();
+    Source* src = sources_[at].get();
+    if (++at == n) at = 0;
     auto next = src->consumer->Next();
     if (!next && several_) {
       // Its topic was removed from under its readers: it leaves the
@@ -1030,7 +1039,7 @@ Result<const ConsumedRecord*> Member::Next(Source** from) {
     if (*next != nullptr) {
       // One record of each topic in turn: a busy topic does not hold the
       // others back.
-      next_source_ = (next_source_ + i + 1) % n;
+      next_source_ = at;
       *from = src;
       return *next;
     }
