@@ -243,15 +243,24 @@ class FileReplicaLog : public ReplicaLog {
   // another process stores meanwhile is of the same boot (a reboot ends
   // them all) and on an epoch no lower, so a claim found stale is decided
   // again on ReadLeaderClaim's, under the leader lock (ClaimLeadership).
+  // No claim read on a boot is kept too, while that boot runs: any claim
+  // stored since is of it (a follower's LeaveIsrAfterRestart has nothing to
+  // give up for it), and one of an earlier boot was there before this
+  // boot began.
   Result<LeaderClaim> LoadLeaderClaim() override {
     if (claim_) return *claim_;
+    if (none_on_ && *none_on_ != BootId{} && *none_on_ == RunningBoot()) return LeaderClaim{};
     return ReadLeaderClaim();
   }
   Result<LeaderClaim> ReadLeaderClaim() override {
     claim_.reset();
+    none_on_.reset();
     const std::string path = dir_ + "/" + kClaimFile;
     auto bytes = ReadCheckpointFile(fs(), dir_fd_.get(), kClaimFile, path);
-    if (!bytes && bytes.error().code() == Code::kNotFound) return LeaderClaim{};
+    if (!bytes && bytes.error().code() == Code::kNotFound) {
+      none_on_ = RunningBoot();
+      return LeaderClaim{};
+    }
     if (!bytes) return bytes.error();
     auto claim = DecodeLeaderClaim(*bytes, path);
     if (claim) claim_ = *claim;
@@ -261,6 +270,7 @@ class FileReplicaLog : public ReplicaLog {
   // log, so a claim survives whatever the log lost.
   Status StoreLeaderClaim(const LeaderClaim& claim) override {
     claim_.reset();
+    none_on_.reset();
     const std::string text = EncodeLeaderClaim(claim);
     MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd_.get(), kClaimFile, AsBytes(text), fs(), {}, true));
     claim_ = claim;
@@ -487,6 +497,7 @@ class FileReplicaLog : public ReplicaLog {
   FileLock leader_lock_;        // leader.lock, kept open (LeaderLocked)
   FileInfo leader_lock_info_;   // its device and inode
   std::optional<LeaderClaim> claim_;  // as last read or stored (R53)
+  std::optional<BootId> none_on_;     // the boot on which no claim was read last
   bool in_leader_lock_ = false;
   std::optional<FetchPositions> positions_read_;  // sequence and copy, under the lock
   std::optional<ReadSpan> last_read_;  // what ReadAhead continues

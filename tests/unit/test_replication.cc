@@ -230,6 +230,9 @@ TEST_CASE("replication: a fetch reads the followers' positions once, and a follo
   CHECK(leader_fs.opens["high-watermark"] == 0);
   CHECK(leader_fs.opens["fetch-positions"] == 0);
   CHECK(leader_fs.opens["leader.lock"] == 0);
+  // Nor does the follower look for a leader claim again at each fetch
+  // (R55): none was stored on this boot when it last looked.
+  CHECK(follower_fs.opens["leader-claim"] == 0);
 }
 
 TEST_CASE("replication: a follower that a fetch caught up reports its log end before it stores the HW") {
