@@ -154,7 +154,7 @@ std::string FormatCheckpoint(const std::vector<std::string>& lines) {
 
 Result<std::string> ReadBoundedTextFile(FileSystem* fs, int dir_fd, const std::string& name,
                                         const std::string& path, uint64_t max_bytes,
-                                        const char* rule) {
+                                        const char* rule, std::unique_ptr<File>* keep) {
   // Any size is opened: the limit is corruption, reported with the size.
   auto opened = OpenBounded(dir_fd, name, UINT64_MAX, fs);
   if (!opened) return opened.error();
@@ -168,6 +168,7 @@ Result<std::string> ReadBoundedTextFile(FileSystem* fs, int dir_fd, const std::s
   auto got = opened->file->ReadAt(0, std::as_writable_bytes(std::span<char>(text)));
   if (!got) return got.error();
   text.resize(*got);
+  if (keep != nullptr) *keep = std::move(opened->file);
   return text;
 }
 
@@ -196,6 +197,27 @@ Result<int> CurrentCopy(const bool whole[2], const uint64_t sequence[2], const s
     return Status::Corruption(file, copy_bytes + sequence_offset, rule,
                               fmt::format("both copies have sequence {}", sequence[0]));
   return !whole[1] || (whole[0] && sequence[0] > sequence[1]) ? 0 : 1;
+}
+
+Result<File*> NamedFile::Get(FileSystem* fs, int dir_fd, uint64_t* size) {
+  auto now = fs->StatAt(dir_fd, name_);
+  if (!now) {
+    file_.reset();
+    return now.error();
+  }
+  if (file_ && now->dev == info_.dev && now->ino == info_.ino) {
+    *size = now->size;
+    return file_.get();
+  }
+  file_.reset();
+  auto opened = fs->Open(dir_fd, name_, FileSystem::kReadWrite);
+  if (!opened) return opened.error();
+  auto info = (*opened)->StatAtOpen();
+  if (!info) return info.error();
+  file_ = std::move(*opened);
+  info_ = *info;
+  *size = info->size;
+  return file_.get();
 }
 
 }  // namespace mq

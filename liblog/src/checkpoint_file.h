@@ -43,10 +43,12 @@ std::string FormatCheckpoint(const std::vector<std::string>& lines);
 // Reads all of the small text file `name` in `dir_fd` (named `path` in
 // errors) through `fs`: a file over `max_bytes` is corruption of `rule`
 // (at byte `max_bytes`) before anything is read, so a hostile file costs no
-// more memory than that. A missing file is kNotFound.
+// more memory than that. A missing file is kNotFound. With `keep`, the
+// file read is handed to the caller, still open (FileClusterStore keeps
+// it to tell later whether the name still names it).
 Result<std::string> ReadBoundedTextFile(FileSystem* fs, int dir_fd, const std::string& name,
                                         const std::string& path, uint64_t max_bytes,
-                                        const char* rule);
+                                        const char* rule, std::unique_ptr<File>* keep = nullptr);
 
 // Reads all of `name` in `dir_fd` (named `path` in errors) through `fs`,
 // refusing more than format::kMaxCheckpointBytes as R35 before reading.
@@ -67,5 +69,33 @@ Status WriteCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
 Result<int> CurrentCopy(const bool whole[2], const uint64_t sequence[2], const std::string& file,
                         const char* rule, size_t copy_bytes, size_t sequence_offset,
                         size_t checksum_offset);
+
+// A file of a partition directory written in place (R60 fetch-positions,
+// R61 high-watermark), kept open from one use to the next instead of
+// opened at each: while the name still names the kept file (one fstatat:
+// the same device and inode) it is that file. The kept file's inode cannot
+// be reused while it is open, so a file removed, or created again (R39),
+// since it was opened is never taken for it: it is opened again.
+class NamedFile {
+ public:
+  explicit NamedFile(const char* name) : name_(name) {}
+  // The file the name names now, open for reading and writing, and its
+  // size now; kNotFound when there is none.
+  Result<File*> Get(FileSystem* fs, int dir_fd, uint64_t* size);
+  void Reset() { file_.reset(); }
+
+ private:
+  const char* name_;
+  std::unique_ptr<File> file_;
+  FileInfo info_;
+};
+
+// LoadHighWatermark and RaiseHighWatermark (mq/replica_checkpoint.h) on the
+// `high-watermark` file `held` keeps open (null: opened at each call), as a
+// partition's writer and a replica's log keep it.
+Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
+                                  FileSystem* fs, NamedFile* held);
+Result<bool> RaiseHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
+                                int64_t offset, FileSystem* fs, bool sync, NamedFile* held);
 
 }  // namespace mq

@@ -649,15 +649,34 @@ Result<std::unique_ptr<FileClusterStore>> FileClusterStore::Open(const std::stri
 Result<ClusterState> FileClusterStore::ReadState() {
   const std::string path = dir_ + "/" + format::kClusterStateName;
   // R41: a file over the limit is refused by its size, before it is read.
+  std::unique_ptr<File> file;
   auto text = ReadBoundedTextFile(fs_, dir_fd_.get(), format::kClusterStateName, path,
-                                  format::kMaxClusterStateBytes, "R41");
+                                  format::kMaxClusterStateBytes, "R41", &file);
   if (!text && text.error().code() == Code::kNotFound)
     return Status(Code::kNotFound, fmt::format("{}: missing (not an mq cluster directory)", path));
   if (!text) return text.error();
-  return ClusterState::Parse(*text, path);
+  auto state = ClusterState::Parse(*text, path);
+  // What Load may return again while the name still names this file.
+  std::lock_guard<std::mutex> guard(held_mu_);
+  held_.reset();
+  held_state_.reset();
+  auto info = state ? file->StatAtOpen() : Result<FileInfo>(Status(Code::kNotFound, ""));
+  if (info) {
+    held_ = std::move(file);
+    held_info_ = *info;
+    held_state_ = *state;
+  }
+  return state;
 }
 
 Result<ClusterState> FileClusterStore::Load() {
+  {
+    std::lock_guard<std::mutex> guard(held_mu_);
+    if (held_) {
+      auto now = fs_->StatAt(dir_fd_.get(), format::kClusterStateName);
+      if (now && now->dev == held_info_.dev && now->ino == held_info_.ino) return *held_state_;
+    }
+  }
   auto lock = FileLock::Acquire(dir_fd_.get(), format::kClusterLockName, LockMode::kShared,
                                 LockWait::kBlock, fs_);
   if (!lock) return lock.error();

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint_file.h"
 #include "format.h"
 #include "log_segment.h"
 #include "mapped_file.h"
@@ -93,6 +94,8 @@ struct PartitionWriter::Impl {
   int64_t newest_snapshot = -1;
   bool closed = false;
   bool stale_check = true;  // check the active file size at the next Sync
+  // `high-watermark`, kept open from one SetHighWatermark to the next.
+  NamedFile hw_file{kHighWatermarkFile};
   // Whether the listing of the last Recover (under the lock) found the
   // leader epochs' checkpoint: Open loads no epochs when it did not.
   bool checkpoint_listed = true;
@@ -265,7 +268,8 @@ Status PartitionWriter::Impl::LoadEpochs() {
   if (!stored) return stored.error();
   fence = *stored;
   if (config.leader_epoch < 0) {
-    auto f = fs->Open(dir_fd.get(), kLeaderEpochCheckpointFile, FileSystem::kRead);
+    // Only whether there is one (LeaderEpochCache::Open reads it).
+    auto f = fs->StatAt(dir_fd.get(), kLeaderEpochCheckpointFile);
     if (!f && f.error().code() == Code::kNotFound) return Status::Ok();
     if (!f) return f.error();
   }
@@ -317,7 +321,16 @@ Status PartitionWriter::Impl::Sync() {
     RecoveryReport ignored;
     return Recover(&ignored, false);
   }
-  if (gen != generation || !(*now == fields)) {
+  if (gen != generation && *now == fields && active) {
+    // Published since with the committed fields this writer holds (another
+    // writer raised the high watermark, stored an epoch fence or began an
+    // epoch without a batch): the log is the one this writer has open.
+    // Every change of the log's bytes or segments changes the fields (an
+    // append its end, a roll its end segment, a deletion its start, a
+    // truncation or a writer's recovery `rewrites`). The epochs are still
+    // read again (FreshEpochs: they are as of the older generation).
+    generation = gen;
+  } else if (gen != generation || !(*now == fields)) {
     StateFields old = fields;
     fields = *now;
     auto list = ListSegments(dir_fd.get(), fs);
@@ -857,18 +870,37 @@ Status PartitionWriter::SetHighWatermark(int64_t offset) {
                   w.dir + ": a high watermark needs a partition directory named <topic>-<n>");
   MQ_RETURN_IF_ERROR(w.lock.Lock());
   LockGuard guard(&w.lock);
-  MQ_RETURN_IF_ERROR(w.Sync());
-  if (offset < 0 || offset > w.fields.log_end_offset)
+  // A high watermark counts offsets, not bytes: the committed end as
+  // published now bounds it, and this writer's view of the segments is not
+  // brought up to it (no listing and no reopening of the active segment
+  // after each append of another writer, the leader's producer).
+  uint32_t gen = 0;
+  auto now = w.state.Read(&gen);
+  if (!now) {
+    MQ_RETURN_IF_ERROR(w.Sync());  // recovers
+    gen = w.generation;
+    now = w.fields;
+  }
+  const bool current = gen == w.generation && *now == w.fields;
+  if (offset < 0 || offset > now->log_end_offset)
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: high watermark {} outside the log [0, {}]", w.dir, offset,
-                              w.fields.log_end_offset));
+                              now->log_end_offset));
   // Only forward, in place (R61). Page-cache durability: a machine crash
   // may bring back an older HW, never a newer one (replication.md §16.4).
   auto raised = RaiseHighWatermark(w.dir_fd.get(), partition->first, partition->second, offset,
-                                   w.fs, !w.config.page_cache_only());
+                                   w.fs, !w.config.page_cache_only(), &w.hw_file);
   if (!raised) return raised.error();
   if (!*raised) return Status::Ok();
-  return w.Publish();  // wakes the readers bounded by it
+  if (current) return w.Publish();  // wakes the readers bounded by it
+  // Published again as they are (the committed fields another writer
+  // published, this boot's), to wake the readers: this writer's own view
+  // stays as of its older generation, which its next operation's Sync
+  // finds behind and brings up to date.
+  StateFields fields = *now;
+  fields.boot_id = CurrentBootId();
+  w.state.Publish(fields);
+  return Status::Ok();
 }
 
 Status PartitionWriter::Flush() {

@@ -160,10 +160,16 @@ Result<LeaderEpochCache> DecodeLeaderEpochCheckpoint(std::string_view bytes,
 }
 
 Result<LeaderEpochCache> LeaderEpochCache::Load(int dir_fd, FileSystem* fs) {
-  const std::string path = PathAt(dir_fd, kLeaderEpochCheckpointFile);
-  auto text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile, path);
+  // The path (a readlink) only for an error: a writer loads the epochs
+  // again after every publication of another writer.
+  auto text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile, kLeaderEpochCheckpointFile);
+  if (!text && text.error().code() == Code::kCorruption)
+    text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile,
+                              PathAt(dir_fd, kLeaderEpochCheckpointFile));
   if (!text) return text.error();
-  return DecodeLeaderEpochCheckpoint(*text, path);
+  auto decoded = DecodeLeaderEpochCheckpoint(*text, {});
+  if (decoded) return decoded;
+  return DecodeLeaderEpochCheckpoint(*text, PathAt(dir_fd, kLeaderEpochCheckpointFile));
 }
 
 Status LeaderEpochCache::TruncateFromEndAndStore(int64_t end_offset, int dir_fd, FileSystem* fs) {
@@ -382,6 +388,7 @@ struct StoredHighWatermark {
   HighWatermarkFile file;
   bool present = false;
   bool legacy = false;
+  File* held = nullptr;  // the kept file it was read from (NamedFile), if any
 };
 
 // Reads it, `expected` naming the partition. A read that finds
@@ -389,25 +396,44 @@ struct StoredHighWatermark {
 // apart, before the breach is reported: a reader without the writer lock
 // may have read one copy while it was written, and the other while it was
 // written next.
+// With `held`, the file is the one it keeps open (NamedFile), opened
+// only when the name names another.
 Result<StoredHighWatermark> ReadStoredHighWatermark(
-    FileSystem* fs, int dir_fd, const std::optional<std::pair<std::string, int32_t>>& expected) {
+    FileSystem* fs, int dir_fd, const std::optional<std::pair<std::string, int32_t>>& expected,
+    NamedFile* held = nullptr) {
   for (int attempt = 1;; ++attempt) {
-    auto opened = OpenBounded(dir_fd, kHighWatermarkFile, format::kHighWatermarkBytes, fs);
-    if (!opened && opened.error().code() == Code::kNotFound) break;
-    if (!opened && opened.error().code() == Code::kTooLarge)
+    Result<BoundedFile> opened = Status(Code::kNotFound, "");
+    File* file = nullptr;
+    uint64_t size = 0;
+    if (held != nullptr) {
+      auto got = held->Get(fs ? fs : FileSystem::Default(), dir_fd, &size);
+      if (!got && got.error().code() == Code::kNotFound) break;
+      if (!got) return got.error();
+      file = *got;
+    } else {
+      opened = OpenBounded(dir_fd, kHighWatermarkFile, format::kHighWatermarkBytes, fs);
+      if (!opened && opened.error().code() == Code::kNotFound) break;
+      if (!opened && opened.error().code() != Code::kTooLarge) return opened.error();
+      if (opened) {
+        file = opened->file.get();
+        size = opened->size;
+      } else {
+        size = format::kHighWatermarkBytes + 1;
+      }
+    }
+    if (size > format::kHighWatermarkBytes)
       return Status::Corruption(PathAt(dir_fd, kHighWatermarkFile), format::kHighWatermarkBytes,
                                 "R61", "more than 1024 bytes");
-    if (!opened) return opened.error();
-    std::vector<std::byte> data(static_cast<size_t>(opened->size));
-    auto got = opened->file->ReadAt(0, data);
+    std::vector<std::byte> data(static_cast<size_t>(size));
+    auto got = file->ReadAt(0, data);
     if (!got) return got.error();
     data.resize(*got);
     // The path (a readlink) only for an error: this read is on every
     // acknowledgement's path.
     auto decoded = DecodeHighWatermarkFile(data, {}, expected);
-    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false};
+    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false, held ? file : nullptr};
     decoded = DecodeHighWatermarkFile(data, PathAt(dir_fd, kHighWatermarkFile), expected);
-    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false};
+    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false, held ? file : nullptr};
     if (decoded.error().code() != Code::kCorruption || decoded.error().rule() != "R61" ||
         attempt >= 20)
       return decoded.error();
@@ -447,11 +473,17 @@ Status WriteHighWatermark(FileSystem* fs, int dir_fd, const StoredHighWatermark&
     if (!gone.ok() && gone.code() != Code::kNotFound) return gone;
     return sync ? fs->SyncDir(dir_fd) : Status::Ok();
   }
-  auto file = fs->Open(dir_fd, kHighWatermarkFile, FileSystem::kReadWrite);
-  if (!file) return file.error();
+  std::unique_ptr<File> opened;
+  File* file = stored.held;  // the kept file it was read from, under the writer lock
+  if (file == nullptr) {
+    auto f = fs->Open(dir_fd, kHighWatermarkFile, FileSystem::kReadWrite);
+    if (!f) return f.error();
+    opened = std::move(*f);
+    file = opened.get();
+  }
   MQ_RETURN_IF_ERROR(
-      (*file)->WriteAt(stored.file.copy == 0 ? format::kHighWatermarkCopyBytes : 0, *copy));
-  return sync ? (*file)->Sync() : Status::Ok();
+      file->WriteAt(stored.file.copy == 0 ? format::kHighWatermarkCopyBytes : 0, *copy));
+  return sync ? file->Sync() : Status::Ok();
 }
 
 Status CheckStorable(std::string_view topic, int32_t partition, int64_t offset) {
@@ -475,7 +507,12 @@ const char* HighWatermarkFileAt(int dir_fd, FileSystem* fs) {
 
 Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
                                   FileSystem* fs) {
-  auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition));
+  return LoadHighWatermark(dir_fd, topic, partition, fs, nullptr);
+}
+
+Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
+                                  FileSystem* fs, NamedFile* held) {
+  auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition), held);
   if (!stored) return stored.error();
   if (!stored->file.entry)
     return Status(Code::kNotFound,
@@ -547,8 +584,13 @@ Status StoreHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
 
 Result<bool> RaiseHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
                                 int64_t offset, FileSystem* fs, bool sync) {
+  return RaiseHighWatermark(dir_fd, topic, partition, offset, fs, sync, nullptr);
+}
+
+Result<bool> RaiseHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
+                                int64_t offset, FileSystem* fs, bool sync, NamedFile* held) {
   MQ_RETURN_IF_ERROR(CheckStorable(topic, partition, offset));
-  auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition));
+  auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition), held);
   if (!stored) return stored.error();
   if (stored->file.entry && stored->file.entry->offset >= offset) return false;
   MQ_RETURN_IF_ERROR(WriteHighWatermark(fs, dir_fd, *stored, topic, partition, offset, sync));
@@ -575,11 +617,16 @@ Result<int32_t> DecodeLeaderEpochFence(std::string_view bytes, const std::string
 std::string EncodeLeaderEpochFence(int32_t epoch) { return FormatCheckpoint({fmt::format("{}", epoch)}); }
 
 Result<int32_t> LoadLeaderEpochFence(int dir_fd, FileSystem* fs) {
-  const std::string path = PathAt(dir_fd, kLeaderEpochFenceFile);
-  auto text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochFenceFile, path);
+  // The path (a readlink) only for an error, as LeaderEpochCache::Load.
+  auto text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochFenceFile, kLeaderEpochFenceFile);
   if (!text && text.error().code() == Code::kNotFound) return int32_t{-1};
+  if (!text && text.error().code() == Code::kCorruption)
+    text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochFenceFile,
+                              PathAt(dir_fd, kLeaderEpochFenceFile));
   if (!text) return text.error();
-  return DecodeLeaderEpochFence(*text, path);
+  auto decoded = DecodeLeaderEpochFence(*text, {});
+  if (decoded) return decoded;
+  return DecodeLeaderEpochFence(*text, PathAt(dir_fd, kLeaderEpochFenceFile));
 }
 
 Status StoreLeaderEpochFence(int dir_fd, int32_t epoch, FileSystem* fs, bool sync) {

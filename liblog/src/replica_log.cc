@@ -31,17 +31,36 @@ constexpr const char* kClaimFile = format::kLeaderClaimName;
 // it breaking R60 is made again, up to 20 times 0.1 ms apart, before the
 // breach is reported: a reader without the leader lock may have read a
 // copy while it was written, and the other while it was written next.
-Result<FetchPositions> ReadPositionsAt(FileSystem* fs, int dir_fd, const std::string& dir) {
+// With `held`, the file is the one it keeps open (NamedFile), opened only
+// when the name names another.
+Result<FetchPositions> ReadPositionsAt(FileSystem* fs, int dir_fd, const std::string& dir,
+                                       NamedFile* held = nullptr) {
   const std::string path = dir + "/" + kPositionsFile;
   for (int attempt = 1;; ++attempt) {
-    auto opened = OpenBounded(dir_fd, kPositionsFile, format::kFetchPositionsBytes, fs);
-    if (!opened && opened.error().code() == Code::kNotFound) return FetchPositions{};
-    if (!opened && opened.error().code() == Code::kTooLarge)
+    Result<BoundedFile> opened = Status(Code::kNotFound, "");
+    File* file = nullptr;
+    uint64_t size = 0;
+    if (held != nullptr) {
+      auto got = held->Get(fs, dir_fd, &size);
+      if (!got && got.error().code() == Code::kNotFound) return FetchPositions{};
+      if (!got) return got.error();
+      file = *got;
+    } else {
+      opened = OpenBounded(dir_fd, kPositionsFile, format::kFetchPositionsBytes, fs);
+      if (!opened && opened.error().code() == Code::kNotFound) return FetchPositions{};
+      if (!opened && opened.error().code() != Code::kTooLarge) return opened.error();
+      if (opened) {
+        file = opened->file.get();
+        size = opened->size;
+      } else {
+        size = format::kFetchPositionsBytes + 1;
+      }
+    }
+    if (size > format::kFetchPositionsBytes)
       return Status::Corruption(path, format::kFetchPositionsBytes, "R60",
                                 "more than 4096 bytes");
-    if (!opened) return opened.error();
-    std::vector<std::byte> data(static_cast<size_t>(opened->size));
-    auto got = opened->file->ReadAt(0, data);
+    std::vector<std::byte> data(static_cast<size_t>(size));
+    auto got = file->ReadAt(0, data);
     if (!got) return got.error();
     data.resize(*got);
     auto decoded = DecodeFetchPositions(data, path);
@@ -65,11 +84,13 @@ Result<std::vector<FollowerPosition>> ReadPositionsFile(FileSystem* fs, int dir_
 // (§17.2: volatile leader state).
 // `read`: the file as the caller read it under the lock it still holds
 // (null: read here).
+// `held`: the file kept open (NamedFile) that `read` was read from, or
+// that is read here.
 Status WritePositionsFile(FileSystem* fs, int dir_fd, const std::string& dir,
                           const std::vector<FollowerPosition>& all,
-                          const FetchPositions* read = nullptr) {
+                          const FetchPositions* read = nullptr, NamedFile* held = nullptr) {
   Result<FetchPositions> current = read ? Result<FetchPositions>(*read)
-                                        : ReadPositionsAt(fs, dir_fd, dir);
+                                        : ReadPositionsAt(fs, dir_fd, dir, held);
   if (!current) return current.error();
   auto copy = EncodeFetchPositionsCopy(all, current->sequence + 1);
   if (!copy) return copy.error();
@@ -78,7 +99,16 @@ Status WritePositionsFile(FileSystem* fs, int dir_fd, const std::string& dir,
     std::memcpy(image.data(), copy->data(), copy->size());
     return WriteFileAtomic(dir_fd, kPositionsFile, image, fs, {}, false);
   }
-  auto file = fs->Open(dir_fd, kPositionsFile, FileSystem::kReadWrite);
+  uint64_t size = 0;
+  auto file = held ? held->Get(fs, dir_fd, &size)
+                   : Result<File*>(Status(Code::kNotFound, ""));
+  std::unique_ptr<File> opened;
+  if (!held) {
+    auto f = fs->Open(dir_fd, kPositionsFile, FileSystem::kReadWrite);
+    if (!f) return f.error();
+    opened = std::move(*f);
+    file = opened.get();
+  }
   if (!file) return file.error();
   return (*file)->WriteAt(current->copy == 0 ? format::kFetchPositionsCopyBytes : 0, *copy);
 }
@@ -108,7 +138,7 @@ class FileReplicaLog : public ReplicaLog {
     return reader_->end_offset();
   }
   Result<int64_t> HighWatermark() override {
-    auto hw = LoadHighWatermark(dir_fd_.get(), topic_, partition_, fs());
+    auto hw = LoadHighWatermark(dir_fd_.get(), topic_, partition_, fs(), &hw_file_);
     if (!hw && hw.error().code() == Code::kNotFound) return int64_t{-1};
     return hw;
   }
@@ -163,11 +193,27 @@ class FileReplicaLog : public ReplicaLog {
     return writer_->AppendReplicated(batches, crc_check);
   }
   Status TruncateTo(int64_t offset, int32_t leader_epoch = -1) override {
+    epoch_held_ = -1;
     return writer_->TruncateTo(offset, leader_epoch);
   }
   Status DeleteBefore(int64_t offset) override { return writer_->DeleteSegmentsBefore(offset); }
   Status BeginEpoch(int32_t epoch) override { return writer_->BeginLeaderEpoch(epoch); }
   Status FenceEpochsBelow(int32_t epoch) override { return writer_->FenceEpochsBelow(epoch); }
+  // A leader's fetch (HandleFetch) ensures its epoch at every fetch: after
+  // the first, nothing is read (no writer lock taken, no epochs loaded
+  // again while its producer appends). Safe to skip: the log holds
+  // `epoch_held_` or a later epoch from then on, as long as nothing cuts
+  // it, and only a follower's truncation cuts epochs out of a log (one
+  // decided in a later leader epoch, when the cluster state no longer
+  // names this replica leader in this one: the fetch's CheckLeader refuses
+  // it first), besides a recovery after a machine crash, which ended this
+  // process. A truncation through this log forgets it.
+  Status EnsureEpoch(int32_t epoch) override {
+    if (epoch <= epoch_held_) return Status::Ok();
+    MQ_RETURN_IF_ERROR(ReplicaLog::EnsureEpoch(epoch));
+    epoch_held_ = epoch;
+    return Status::Ok();
+  }
 
   Status RecordFollower(const FollowerPosition& position) override {
     auto all = Followers();
@@ -181,12 +227,13 @@ class FileReplicaLog : public ReplicaLog {
     // the leader lock still held (read again otherwise).
     std::optional<FetchPositions> read = std::move(positions_read_);
     positions_read_.reset();
-    return WritePositionsFile(fs(), dir_fd_.get(), dir_, all, read ? &*read : nullptr);
+    return WritePositionsFile(fs(), dir_fd_.get(), dir_, all, read ? &*read : nullptr,
+                              &positions_file_);
   }
 
   Result<std::vector<FollowerPosition>> Followers() override {
     positions_read_.reset();
-    auto read = ReadPositionsAt(fs(), dir_fd_.get(), dir_);
+    auto read = ReadPositionsAt(fs(), dir_fd_.get(), dir_, &positions_file_);
     if (!read) return read.error();
     if (in_leader_lock_) positions_read_ = FetchPositions{{}, read->sequence, read->copy};
     return std::move(read->positions);
@@ -196,15 +243,24 @@ class FileReplicaLog : public ReplicaLog {
   // another process stores meanwhile is of the same boot (a reboot ends
   // them all) and on an epoch no lower, so a claim found stale is decided
   // again on ReadLeaderClaim's, under the leader lock (ClaimLeadership).
+  // No claim read on a boot is kept too, while that boot runs: any claim
+  // stored since is of it (a follower's LeaveIsrAfterRestart has nothing to
+  // give up for it), and one of an earlier boot was there before this
+  // boot began.
   Result<LeaderClaim> LoadLeaderClaim() override {
     if (claim_) return *claim_;
+    if (none_on_ && *none_on_ != BootId{} && *none_on_ == RunningBoot()) return LeaderClaim{};
     return ReadLeaderClaim();
   }
   Result<LeaderClaim> ReadLeaderClaim() override {
     claim_.reset();
+    none_on_.reset();
     const std::string path = dir_ + "/" + kClaimFile;
     auto bytes = ReadCheckpointFile(fs(), dir_fd_.get(), kClaimFile, path);
-    if (!bytes && bytes.error().code() == Code::kNotFound) return LeaderClaim{};
+    if (!bytes && bytes.error().code() == Code::kNotFound) {
+      none_on_ = RunningBoot();
+      return LeaderClaim{};
+    }
     if (!bytes) return bytes.error();
     auto claim = DecodeLeaderClaim(*bytes, path);
     if (claim) claim_ = *claim;
@@ -214,6 +270,7 @@ class FileReplicaLog : public ReplicaLog {
   // log, so a claim survives whatever the log lost.
   Status StoreLeaderClaim(const LeaderClaim& claim) override {
     claim_.reset();
+    none_on_.reset();
     const std::string text = EncodeLeaderClaim(claim);
     MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd_.get(), kClaimFile, AsBytes(text), fs(), {}, true));
     claim_ = claim;
@@ -298,20 +355,55 @@ class FileReplicaLog : public ReplicaLog {
   }
 
   Status WithLeaderLock(const std::function<Status()>& fn) override {
-    auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive,
-                                  LockWait::kBlock, fs());
-    if (!lock) return lock.error();
-    return Locked(fn);
+    return LeaderLocked(LockWait::kBlock, fn);
   }
   Status TryWithLeaderLock(const std::function<Status()>& fn) override {
-    auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive,
-                                  LockWait::kTry, fs());
-    if (!lock) return lock.error();
-    return Locked(fn);
+    return LeaderLocked(LockWait::kTry, fn);
   }
 
  private:
   FileSystem* fs() const { return config_.fs ? config_.fs : FileSystem::Default(); }
+
+  // Runs `fn` holding leader.lock. The lock file stays open from call to
+  // call (mq never removes or replaces it, §17.2): each call takes and
+  // drops the flock on it, and checks that the name still names it (one
+  // fstatat), so that a lock file removed or replaced by hand is opened
+  // again, as FileLock::Acquire does, rather than locked apart from the
+  // one other processes lock. Inside the lock already (a nested call) the
+  // file is locked through a descriptor of its own, as before: an unlock of
+  // the kept one would drop the outer lock.
+  Status LeaderLocked(LockWait wait, const std::function<Status()>& fn) {
+    if (in_leader_lock_) {
+      auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive, wait,
+                                    fs());
+      if (!lock) return lock.error();
+      return Locked(fn);
+    }
+    for (int attempt = 0;; ++attempt) {
+      if (!leader_lock_.is_open()) {
+        auto opened = FileLock::Open(dir_fd_.get(), kLeaderLockFile, true,
+                                     dir_ + "/" + kLeaderLockFile, fs());
+        if (!opened) return opened.error();
+        auto info = opened->Stat();
+        if (!info) return info.error();
+        leader_lock_ = std::move(*opened);
+        leader_lock_info_ = *info;
+      }
+      MQ_RETURN_IF_ERROR(leader_lock_.Lock(LockMode::kExclusive, wait));
+      auto named = fs()->StatAt(dir_fd_.get(), kLeaderLockFile);
+      if (named && named->dev == leader_lock_info_.dev && named->ino == leader_lock_info_.ino)
+        break;
+      leader_lock_.Close();  // drops the flock
+      if (!named && named.error().code() != Code::kNotFound) return named.error();
+      if (attempt >= 10)
+        return Status(Code::kBusy, fmt::format("{}/{}: replaced {} times while being locked",
+                                               dir_, kLeaderLockFile, attempt + 1));
+    }
+    Status s = Locked(fn);
+    // A failed unlock closes the file, which drops the flock all the same.
+    if (!leader_lock_.Unlock().ok()) leader_lock_.Close();
+    return s;
+  }
 
   // Runs `fn` under the leader lock just taken: what Followers() reads
   // there tells RecordFollowers which copy to write (R60), and nothing read
@@ -398,7 +490,14 @@ class FileReplicaLog : public ReplicaLog {
   UniqueFd dir_fd_;
   std::unique_ptr<PartitionWriter> writer_;
   std::unique_ptr<PartitionReader> reader_;
+  int32_t epoch_held_ = -1;     // an epoch the log was seen to hold (EnsureEpoch)
+  // `high-watermark` and `fetch-positions`, kept open from call to call.
+  NamedFile hw_file_{kHighWatermarkFile};
+  NamedFile positions_file_{kPositionsFile};
+  FileLock leader_lock_;        // leader.lock, kept open (LeaderLocked)
+  FileInfo leader_lock_info_;   // its device and inode
   std::optional<LeaderClaim> claim_;  // as last read or stored (R53)
+  std::optional<BootId> none_on_;     // the boot on which no claim was read last
   bool in_leader_lock_ = false;
   std::optional<FetchPositions> positions_read_;  // sequence and copy, under the lock
   std::optional<ReadSpan> last_read_;  // what ReadAhead continues

@@ -223,12 +223,7 @@ Status ClaimEpoch(const ReplicationContext& ctx, ReplicaLog& leader, const Parti
 }
 
 // Starts `epoch` in the leader's log unless it holds it already.
-Status EnsureEpoch(ReplicaLog& leader, int32_t epoch) {
-  auto latest = leader.LatestEpoch();
-  if (!latest) return latest.error();
-  if (*latest >= epoch) return Status::Ok();
-  return leader.BeginEpoch(epoch);
-}
+Status EnsureEpoch(ReplicaLog& leader, int32_t epoch) { return leader.EnsureEpoch(epoch); }
 
 // UpdateHighWatermark's body; the caller holds the leader lock. `leo` and
 // `followers`: the leader's LEO and its followers' positions when the

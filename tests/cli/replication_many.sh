@@ -84,14 +84,14 @@ follow_gets() {
   echo "ok: $what"
 }
 
-# --follow keeps every followed partition open (about 12 descriptors each)
-# on a thread of its own, and raises its soft limit to the hard one: 60
-# partitions (about 720 descriptors) under a soft limit of 256.
+# --follow keeps every followed partition open (about 18 descriptors each)
+# on a thread of its own, and raises its soft limit to the hard one: 50
+# partitions (about 900 descriptors) under a soft limit of 256.
 (( $(ulimit -Hn) >= 1024 )) ||
   fail "this test needs a hard open-file limit of 1024 or more (ulimit -Hn: $(ulimit -Hn))"
-"$ISR" --cluster "$T/cluster" create -t f --partitions 60 --replicas "$T/r0,$T/r1" \
+"$ISR" --cluster "$T/cluster" create -t f --partitions 50 --replicas "$T/r0,$T/r1" \
   --min-insync-replicas 1 >/dev/null
-follow_gets "--follow of 60 partitions under a soft limit of 256" -Sn f 0 "$T/r0" "$T/r1"
+follow_gets "--follow of 50 partitions under a soft limit of 256" -Sn f 0 "$T/r0" "$T/r1"
 
 # More partitions than can stay open are followed in rounds, each opened,
 # caught up and closed in turn: 2,000 under ulimit -n 256.

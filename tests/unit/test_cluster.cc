@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <random>
 #include <set>
@@ -588,6 +589,73 @@ TEST_CASE("cluster store: WithSharedLock holds cluster.lock shared while it runs
       store
           ->WithSharedLock([](const mq::ClusterState&) { return mq::Status(mq::Code::kBusy, "x"); })
           .code() == mq::Code::kBusy);
+}
+
+namespace {
+
+// Counts the files opened, by name, and the flock calls.
+class LoadCountingFs : public mq::FileSystemWrapper {
+ public:
+  std::map<std::string, int> opens;
+  int locks = 0;
+  mq::Result<std::unique_ptr<mq::File>> Open(int dir_fd, const std::string& name,
+                                             OpenMode mode) override {
+    ++opens[name];
+    return FileSystemWrapper::Open(dir_fd, name, mode);
+  }
+  mq::Status Lock(int fd, mq::LockMode mode, mq::LockWait wait) override {
+    ++locks;
+    return FileSystemWrapper::Lock(fd, mode, wait);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("R46 a store reads cluster-state again only once another store changed it") {
+  TempDir tmp;
+  LoadCountingFs fs;
+  auto changer = ExampleStore(tmp);  // another process's store
+  auto store = mq::FileClusterStore::Open(tmp / "cluster", false, &fs);
+  REQUIRE(store.has_value());
+  auto first = (*store)->Load();
+  REQUIRE(first.has_value());
+  CHECK(fs.opens["cluster-state"] == 1);
+  // Unchanged since: the state it read, with neither the lock nor a read
+  // (the name still names the file it keeps open).
+  fs.opens.clear();
+  fs.locks = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto again = (*store)->Load();
+    REQUIRE(again.has_value());
+    CHECK(*again == *first);
+  }
+  CHECK(fs.opens["cluster-state"] == 0);
+  CHECK(fs.locks == 0);
+  // A change through the other store (a new file renamed over the name,
+  // R46) is seen at the next load, read under the shared lock.
+  mq::PartitionState p = *first->Partition("orders", 0);
+  p.leader = p.isr.back();
+  p.leader_epoch++;
+  auto changed = changer->AlterPartition(p, "elect");
+  REQUIRE(changed.has_value());
+  auto after = (*store)->Load();
+  REQUIRE(after.has_value());
+  CHECK(after->Partition("orders", 0)->leader_epoch == first->Partition("orders", 0)->leader_epoch + 1);
+  CHECK(after->Partition("orders", 0)->leader == p.leader);
+  CHECK(fs.opens["cluster-state"] == 1);
+  CHECK(fs.locks == 1);
+  // The file removed and written again by hand (not through a store): read
+  // again too, never taken for the one kept.
+  const std::string path = tmp / "cluster/cluster-state";
+  const std::string text = Slurp(path);
+  fs::remove(path);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+  }
+  fs.opens.clear();
+  REQUIRE((*store)->Load().has_value());
+  CHECK(fs.opens["cluster-state"] == 1);
 }
 
 TEST_CASE("R46 atomic update: changes from several processes at once are all kept") {

@@ -25,6 +25,7 @@
 #include "coding.h"
 #include "mq/cluster.h"
 #include "mq/crc32c.h"
+#include "mq/lock.h"
 #include "mq/replica_verification.h"
 #include "mq/replication.h"
 #include "mq/wire.h"
@@ -198,8 +199,9 @@ TEST_CASE("replication: a fetch reads the followers' positions once, and a follo
   CHECK(step->caught_up);
   // The leader reads the positions under its lock and writes this fetch's
   // entry back in place, without reading them again and without a file
-  // replace (R60): one open to read, one to write.
-  CHECK(leader_fs.opens["fetch-positions"] == 2);
+  // replace (R60), through the file it opened when the log was opened
+  // (kept open while the name names it): no open at all.
+  CHECK(leader_fs.opens["fetch-positions"] == 0);
   CHECK(leader_fs.opens["fetch-positions.tmp"] == 0);
   CHECK(leader_fs.opens["replica-positions"] == 0);
   // The follower stored this HW at its previous fetch: nothing to read or
@@ -210,13 +212,27 @@ TEST_CASE("replication: a fetch reads the followers' positions once, and a follo
   // the follower stores.
   c.Produce(1);
   c.CatchUp(1);
-  // In place (R61): one open to read the file, one to write the copy that
-  // was not current; no staging file, no replace.
-  CHECK(follower_fs.opens["high-watermark"] == 2);
+  // In place (R61): the file read and the copy that was not current
+  // written through one open, kept for the next stores; no staging file,
+  // no replace.
+  CHECK(follower_fs.opens["high-watermark"] == 1);
   CHECK(follower_fs.opens["high-watermark.tmp"] == 0);
   CHECK(follower_fs.opens["replication-offset-checkpoint.tmp"] == 0);
   CHECK(c.Hw(0) == c.Leo(0));
   CHECK(c.Hw(1) == c.Hw(0));
+  // The next stores open nothing, nor do the leader's fetches.
+  leader_fs.opens.clear();
+  follower_fs.opens.clear();
+  c.Produce(1);
+  c.CatchUp(1);
+  CHECK(c.Hw(1) == c.Leo(0));
+  CHECK(follower_fs.opens["high-watermark"] == 0);
+  CHECK(leader_fs.opens["high-watermark"] == 0);
+  CHECK(leader_fs.opens["fetch-positions"] == 0);
+  CHECK(leader_fs.opens["leader.lock"] == 0);
+  // Nor does the follower look for a leader claim again at each fetch
+  // (R55): none was stored on this boot when it last looked.
+  CHECK(follower_fs.opens["leader-claim"] == 0);
 }
 
 TEST_CASE("replication: a follower that a fetch caught up reports its log end before it stores the HW") {
@@ -259,9 +275,125 @@ TEST_CASE("replication: a follower that a fetch caught up reports its log end be
   auto reported = c.Step(1);
   REQUIRE(reported);
   CHECK(reported->appended_bytes == 0);
-  CHECK(follower_fs.opens["high-watermark"] == 2);
+  // Through the file kept open since its earlier stores: no open.
+  CHECK(follower_fs.opens["high-watermark"] == 0);
   CHECK(c.Hw(1) > stored);
   CHECK(c.Hw(1) == c.Hw(0));
+}
+
+TEST_CASE("replication: a kept high-watermark, fetch-positions or leader.lock replaced by another process is opened again") {
+  Cluster c(2);
+  c.Produce(3);
+  c.CatchUp(1);
+  REQUIRE(c.Hw(0) == c.Leo(0));
+  auto dir = OpenDirectory(c.Dir(0), false);
+  REQUIRE(dir);
+  // Removed, then created again whole by another writer (R39: a new file).
+  const int64_t hw = c.Hw(0);
+  REQUIRE(std::filesystem::remove(c.Dir(0) + "/high-watermark"));
+  REQUIRE(StoreHighWatermark(dir->get(), "t", 0, hw, nullptr, false).ok());
+  // Removed: the leader's next fetch creates it whole again (R60).
+  REQUIRE(std::filesystem::remove(c.Dir(0) + "/fetch-positions"));
+  c.Produce(2);
+  c.CatchUp(1);
+  // The leader stored the new HW in the file the name names, not in the
+  // one it had kept, and read it from there.
+  auto stored = LoadHighWatermark(dir->get(), "t", 0);
+  REQUIRE(stored);
+  CHECK(*stored == c.Leo(0));
+  CHECK(c.Hw(0) == c.Leo(0));
+  auto positions = ReadReplicaPositions(c.Dir(0));
+  REQUIRE(positions);
+  auto f = std::find_if(positions->begin(), positions->end(),
+                        [](const FollowerPosition& p) { return p.replica == 1; });
+  REQUIRE(f != positions->end());
+  CHECK(f->log_end_offset == c.Leo(0));
+  // leader.lock replaced by hand while another process holds the new one:
+  // the leader waits for that one, not for the file it had kept open.
+  REQUIRE(std::filesystem::remove(c.Dir(0) + "/leader.lock"));
+  auto other = FileLock::Acquire(dir->get(), "leader.lock", LockMode::kExclusive, LockWait::kTry);
+  REQUIRE(other);
+  auto busy = UpdateHighWatermark(c.ctx, *c.logs[0], 0, false);
+  REQUIRE_FALSE(busy);
+  CHECK(busy.error().code() == Code::kBusy);
+  other->Close();
+  CHECK(UpdateHighWatermark(c.ctx, *c.logs[0], 0, false));
+}
+
+TEST_CASE("replication: a leader's fetches in one epoch look at its epochs once, however its producer appends") {
+  OpenCountingFs leader_fs;  // before the cluster, whose logs use it until they close
+  Cluster c(2);
+  c.Produce(2);
+  c.CatchUp(1);
+  {
+    LogConfig config = Small();
+    config.fs = &leader_fs;
+    auto log = OpenReplicaLog(c.Dir(0), 0, config);
+    REQUIRE(log);
+    c.logs[0] = std::move(*log);
+  }
+  REQUIRE(c.Step(1));  // the first fetch of this log: the epoch is looked at
+  leader_fs.opens.clear();
+  for (int i = 0; i < 3; ++i) {
+    c.Produce(1);
+    c.CatchUp(1);
+  }
+  CHECK(c.Hw(0) == c.Leo(0));
+  CHECK(c.Hw(1) == c.Leo(0));
+  // The epochs were not read again for the fetches (EnsureEpoch), nor for
+  // the HW stores that followed the producer's appends (SetHighWatermark
+  // reads the committed end only).
+  CHECK(leader_fs.opens["leader-epoch-checkpoint"] == 0);
+  CHECK(leader_fs.opens["leader-epoch-fence"] == 0);
+  // A new epoch is looked at: this replica leads again after another did.
+  PartitionState p = c.Part();
+  p.leader_epoch++;
+  c.store.state().partitions[0] = p;
+  REQUIRE(c.Step(1));
+  auto latest = c.logs[0]->LatestEpoch();
+  REQUIRE(latest);
+  CHECK(*latest == p.leader_epoch);
+}
+
+TEST_CASE("replication: a writer that stores a HW after another's appends appends after them, and a fence stored by another stops it") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  LogConfig c = Small();
+  c.leader_epoch = 0;
+  auto a = PartitionWriter::Open(dir, c, true, nullptr);
+  REQUIRE(a);
+  auto b = PartitionWriter::Open(dir, c, false, nullptr);
+  REQUIRE(b);
+  auto first = MakeBatch(2);
+  REQUIRE((*a)->Append(first));
+  // Another writer's appends, then a HW this writer stores past them.
+  AppendResult last;
+  for (int i = 0; i < 4; ++i) {
+    auto batch = MakeBatch(3, 2000 + i);
+    auto r = (*b)->Append(batch);
+    REQUIRE(r);
+    last = *r;
+  }
+  REQUIRE((*a)->SetHighWatermark(last.last_offset + 1).ok());
+  CHECK((*a)->SetHighWatermark(last.last_offset + 2).code() == Code::kInvalidArgument);
+  auto dfd = OpenDirectory(dir, false);
+  REQUIRE(dfd);
+  auto hw = LoadHighWatermark(dfd->get(), "t", 0);
+  REQUIRE(hw);
+  CHECK(*hw == last.last_offset + 1);
+  // Its next append continues the log the other writer left.
+  auto batch = MakeBatch(1, 3000);
+  auto next = (*a)->Append(batch);
+  REQUIRE(next);
+  CHECK(next->base_offset == last.last_offset + 1);
+  CHECK(ReadAll(dir).back() == std::make_pair(next->base_offset, next->last_offset));
+  // A fence stored by the other writer (published with the same committed
+  // fields) is read before this writer's next append: fenced (R56).
+  REQUIRE((*b)->FenceEpochsBelow(1).ok());
+  auto one_more = MakeBatch(1, 4000);
+  auto fenced = (*a)->Append(one_more);
+  REQUIRE_FALSE(fenced);
+  CHECK(fenced.error().code() == Code::kFenced);
 }
 
 TEST_CASE("replication: a follower not caught up for replica.lag.time.max.ms leaves the ISR and rejoins when caught up") {

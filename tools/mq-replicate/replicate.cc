@@ -67,9 +67,11 @@ class Throttle {
 
 // --follow keeps a partition open on a thread of its own while there are at
 // most this many, each with about kFollowDescriptors descriptors (its log
-// and the leader's, their indexes, locks and state files, a reader).
+// and the leader's, their indexes, locks and state files, a reader, and the
+// files a fetch and a HW store keep open: the leader's leader.lock,
+// fetch-positions and high-watermark, the follower's high-watermark).
 constexpr size_t kMaxFollowThreads = 256;
-constexpr size_t kFollowDescriptors = 12;
+constexpr size_t kFollowDescriptors = 18;
 
 // One partition this root follows.
 struct Job {

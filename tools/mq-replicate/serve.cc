@@ -32,8 +32,10 @@ std::atomic<bool> g_serve_stop{false};
 void OnServeSignal(int) { g_serve_stop.store(true); }
 
 // Descriptors a partition served holds: its log, offset and time indexes,
-// directory, writer lock and state file, and a reader while a fetch waits.
-constexpr size_t kServedDescriptors = 10;
+// directory, writer lock and state file, a reader while a fetch waits, and
+// what fetches keep open (leader.lock, fetch-positions, high-watermark read
+// and stored).
+constexpr size_t kServedDescriptors = 14;
 
 // One partition of the root, opened at its first request.
 struct Served {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -119,6 +120,14 @@ class FileClusterStore : public ClusterStore {
   // empty state. kNotFound when it is missing.
   static Result<std::unique_ptr<FileClusterStore>> Open(const std::string& dir, bool create,
                                                         FileSystem* fs = nullptr);
+  // The state as R46 reads it, holding cluster.lock shared; but while
+  // `cluster-state` still names the very file this store last read (one
+  // fstatat: the same device and inode as the file it keeps open), that
+  // state is returned again without the lock or a read. A change always
+  // renames a new file over the name (R46), and the kept file's inode
+  // cannot be reused while it is open, so the name still naming it means
+  // no change was made since: the state is the current one, as a locked
+  // read at that moment would return (cluster.md §18.3).
   Result<ClusterState> Load() override;
   Result<PartitionState> AlterPartition(const PartitionState& proposed,
                                         std::string_view reason) override;
@@ -151,6 +160,12 @@ class FileClusterStore : public ClusterStore {
   std::string dir_;
   UniqueFd dir_fd_;
   FileSystem* fs_ = nullptr;
+  // The file of the last read and the state it held (Load); guarded by
+  // held_mu_ (a store is shared by the threads of mq-replicate --follow).
+  std::mutex held_mu_;
+  std::unique_ptr<File> held_;
+  FileInfo held_info_;
+  std::optional<ClusterState> held_state_;
 };
 
 // Where a replica root or a cluster directory is (R43): `path` on this

@@ -188,6 +188,17 @@ class ReplicaLog {
   virtual Status DeleteBefore(int64_t offset) = 0;
   // Becomes leader in `epoch`: the epoch starts at the log end.
   virtual Status BeginEpoch(int32_t epoch) = 0;
+  // Starts `epoch` at the log end unless the log holds it (or a later
+  // one) already: what a leader does the first time a replication call
+  // meets its epoch (§17.7). A log may skip the look once it saw it held:
+  // only a cut of the log (a follower's truncation, in a later epoch) takes
+  // an epoch out of it again.
+  virtual Status EnsureEpoch(int32_t epoch) {
+    auto latest = LatestEpoch();
+    if (!latest) return latest.error();
+    if (*latest >= epoch) return Status::Ok();
+    return BeginEpoch(epoch);
+  }
   // Follows the leader of `epoch` (R56): no writer of an older epoch
   // appends to this log after this returns (durable, under the log's
   // writer lock; PartitionWriter::FenceEpochsBelow).
