@@ -37,14 +37,7 @@ Result<std::unique_ptr<ClusterStore>> OpenAnyStore(const std::string& cluster) {
   return cli::OpenClusterStore(AbsoluteAddress(cluster));
 }
 
-// The client of a replica on another host: one connection per replica for
-// the whole run, not one per partition.
-wire::Client& RemoteClient(const Address& a) {
-  static std::map<std::string, std::shared_ptr<wire::Client>> clients;
-  auto& client = clients[a.ToString()];
-  if (!client) client = cli::ReplicaClient(a);
-  return *client;
-}
+wire::Client& RemoteClient(const Address& a) { return *ReplicaClientOf(a); }
 
 // What a replica on another host holds of a partition (it answers: live).
 Result<wire::ReplicaStatusReply> RemoteStatus(const Address& a, const std::string& topic,
@@ -53,6 +46,13 @@ Result<wire::ReplicaStatusReply> RemoteStatus(const Address& a, const std::strin
 }
 
 }  // namespace
+
+std::shared_ptr<wire::Client> ReplicaClientOf(const Address& a) {
+  static std::map<std::string, std::shared_ptr<wire::Client>> clients;
+  auto& client = clients[a.ToString()];
+  if (!client) client = cli::ReplicaClient(a, true);
+  return client;
+}
 
 Result<wire::ReplicaCheckReply> RemoteCheck(const Address& a, const PartitionState& p,
                                             bool verify) {
