@@ -810,7 +810,8 @@ void PrintStopped(cli::Output& out, const std::vector<StoppedReplica>& stopped) 
 
 }  // namespace
 
-int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out) {
+int Check(const std::string& cluster, const std::optional<std::string>& topic, bool verify,
+          cli::Output& out) {
   auto store = OpenAnyStore(cluster);
   if (!store) return cli::Fail(store.error());
   auto state = (*store)->Load();
@@ -819,7 +820,8 @@ int Check(const std::string& cluster, const std::optional<std::string>& topic, c
   if (Status s = ApplyIsrRule(store->get(), *state, topic, out); !s.ok()) return cli::Fail(s);
   state = (*store)->Load();
   if (!state) return cli::Fail(state.error());
-  auto damaged = ApplyDamageRule(store->get(), *state, topic, out);
+  Result<size_t> damaged =
+      verify ? ApplyDamageRule(store->get(), *state, topic, out) : Result<size_t>(size_t{0});
   if (!damaged) return cli::Fail(damaged.error());
   state = (*store)->Load();
   if (!state) return cli::Fail(state.error());

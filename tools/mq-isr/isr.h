@@ -58,7 +58,10 @@ constexpr int kExitCheckProblems = cli::kExitProblems;
 // Each returns the exit status (messages printed).
 int Create(const std::string& cluster, const CreateOptions& options, cli::Output& out);
 int Describe(const std::string& cluster, const DescribeOptions& options, cli::Output& out);
-int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out);
+// `verify`: also the damage rule (ApplyDamageRule), which reads every
+// replica's whole log.
+int Check(const std::string& cluster, const std::optional<std::string>& topic, bool verify,
+          cli::Output& out);
 int Elect(const std::string& cluster, const ElectOptions& options, cli::Output& out);
 // The client of the replica root at `a` (on another host), shared by all
 // a run asks of it (--check, describe, elect, --verify-replicas): one
