@@ -365,6 +365,29 @@ Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog&
   return out;
 }
 
+Result<PartitionState> LeaveIsrStopped(ClusterStore& store, const std::string& topic,
+                                       int32_t partition, int32_t replica, const Status& why) {
+  for (int attempt = 0;; ++attempt) {
+    auto state = store.Load();
+    if (!state) return state.error();
+    const PartitionState* p = state->Partition(topic, partition);
+    if (p == nullptr)
+      return Status(Code::kNotFound,
+                    fmt::format("topic {} has no partition {} in the cluster state", topic,
+                                partition));
+    if (p->leader == replica || std::find(p->isr.begin(), p->isr.end(), replica) == p->isr.end())
+      return *p;
+    PartitionState proposed = *p;
+    std::erase(proposed.isr, replica);
+    auto after = store.AlterPartition(
+        proposed, fmt::format("shrink: replica {} stopped following (R58): {}", replica,
+                              why.message()));
+    // The partition epoch moved meanwhile: decide again on the new state.
+    if (!after && after.error().code() == Code::kFenced && attempt < 10) continue;
+    return after;
+  }
+}
+
 namespace {
 
 Result<PartitionState> ShrinkLocked(const ReplicationContext& ctx, ReplicaLog& leader,

@@ -1218,10 +1218,16 @@ class WireLink : public LeaderLink {
   uint64_t ahead_serial_ = 0;          // its Client::Post serial
 };
 
+// The threads of one process share it (mq-replicate --follow: a topic's
+// partitions, each on a thread of its own, reach the controller through
+// one store): a reply's payload is the client's buffer, valid only until
+// the client's next call, so each call is decoded before another thread
+// calls (mu_).
 class WireStore : public ClusterStore {
  public:
   explicit WireStore(std::shared_ptr<Client> client) : client_(std::move(client)) {}
   Result<ClusterState> Load() override {
+    std::lock_guard lock(mu_);
     auto reply = client_->Call(Type::kLoadState, {});
     if (!reply) return reply.error();
     auto text = DecodeLoadStateReply(*reply, client_->peer());
@@ -1231,6 +1237,7 @@ class WireStore : public ClusterStore {
   Result<PartitionState> AlterPartition(const PartitionState& proposed,
                                         std::string_view reason) override {
     AlterPartitionMessage m{proposed, std::string(reason)};
+    std::lock_guard lock(mu_);
     auto reply = client_->Call(Type::kAlterPartition, Encode(m));
     if (!reply) return reply.error();
     return DecodeAlterPartitionReply(*reply, client_->peer(), proposed.topic, proposed.partition);
@@ -1239,6 +1246,7 @@ class WireStore : public ClusterStore {
     // Refused here, as the file store refuses it: sent, it would be an R51
     // breach that ends the conversation.
     MQ_RETURN_IF_ERROR(ValidateName(name, "producer id"));
+    std::lock_guard lock(mu_);
     auto reply = client_->Call(Type::kProducerId, EncodeProducerId(name));
     if (!reply) return reply.error();
     return DecodeProducerIdReply(*reply, client_->peer());
@@ -1246,6 +1254,7 @@ class WireStore : public ClusterStore {
 
  private:
   std::shared_ptr<Client> client_;
+  std::mutex mu_;  // from a call to its reply decoded
 };
 
 }  // namespace

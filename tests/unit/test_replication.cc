@@ -938,6 +938,25 @@ TEST_CASE("R58 follower stopped: two numbers, once, in the checkpoint layout") {
   CHECK(!*none);
 }
 
+TEST_CASE("R58 a follower that cannot record its stop leaves the ISR itself") {
+  Cluster c(3);
+  const int32_t epoch = c.Part().partition_epoch;
+  const Status why(Code::kPermission, c.Dir(2) + ": Permission denied");
+  auto p = LeaveIsrStopped(c.store, "t", 0, 2, why);
+  REQUIRE(p);
+  CHECK(p->isr == std::vector<int32_t>{0, 1});
+  CHECK(c.Part().isr == std::vector<int32_t>{0, 1});
+  CHECK(c.Part().partition_epoch == epoch + 1);
+  CHECK(c.store.recent().back().find("replica 2 stopped following (R58): " + c.Dir(2) +
+                                     ": Permission denied") != std::string::npos);
+  // Out of the ISR already, or the leader: nothing changes.
+  REQUIRE(LeaveIsrStopped(c.store, "t", 0, 2, why));
+  REQUIRE(LeaveIsrStopped(c.store, "t", 0, 0, why));
+  CHECK(c.Part().isr == std::vector<int32_t>{0, 1});
+  CHECK(c.Part().partition_epoch == epoch + 1);
+  CHECK(LeaveIsrStopped(c.store, "t", 7, 1, why).error().code() == Code::kNotFound);
+}
+
 TEST_CASE("R58 a follower known to have stopped leaves the ISR at once, the others by their lag") {
   Cluster c(3);
   c.Produce(3);

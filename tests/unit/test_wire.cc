@@ -3,6 +3,7 @@
 // (seed printed; MQ_TEST_SEED=<n> repeats one), and a follower replicating
 // through Client and Serve over pipes, damaged ones included.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -1031,4 +1033,57 @@ TEST_CASE("P10 ProducerId: a cluster on another host allocates, and a name must 
   }), "old controller");
   CHECK(RemoteClusterStore(old_client)->ProducerId("ingestA").error().code() ==
         Code::kUnsupported);
+}
+
+// A reply's payload is the client's receive buffer, valid until the
+// client's next call: a remote cluster store shared by threads (mq-replicate
+// --follow's partitions of one topic) decodes each reply before another
+// thread's call reads the next one into that buffer. Replies of two states
+// of one size that differ in every replica's address: a reply decoded from
+// a buffer that another reply overwrote is neither, and fails its CRC
+// (R41). Every third answer is a corruption, which ends the conversation:
+// the client drops the buffer at its next call, freed under a decode of
+// another thread's (ASan: heap-use-after-free).
+TEST_CASE("a remote cluster store shared by threads decodes each reply before the next call") {
+  auto state = [](char tag) {
+    ClusterState s;
+    for (int32_t i = 0; i < 2000; ++i)
+      s.replicas.push_back({i, fmt::format("/roots/{}{:04}/some/longer/path", tag, i)});
+    return s.Serialize();
+  };
+  const std::string a = state('a'), b = state('b');
+  REQUIRE(a.size() == b.size());
+  std::atomic<int> served{0};
+  Servers servers;
+  auto client = std::make_shared<Client>(servers.Connect([&](int in, int out) {
+    Handlers h;
+    h.load_state = [&]() -> Result<std::string> {
+      const int n = served++;
+      if (n % 3 == 2) return Status::Corruption("cluster-state", 0, "R41", "planted");
+      return n % 2 ? a : b;
+    };
+    Serve(in, out, h, ServeOptions{});
+  }), "controller");
+  auto store = RemoteClusterStore(client);
+  std::atomic<int> loads{0}, wrong{0};
+  std::string first_error;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 250; ++i) {
+        auto s = store->Load();
+        ++loads;
+        if (s && s->replicas.size() == 2000) continue;
+        if (!s && s.error().code() == Code::kUnavailable) continue;  // a planted one
+        ++wrong;
+        std::lock_guard lock(mu);
+        if (first_error.empty()) first_error = s ? "a state of another size" : s.error().message();
+      }
+    });
+  for (auto& t : threads) t.join();
+  INFO(first_error);
+  CHECK(wrong == 0);
+  CHECK(loads == 1000);
+  CHECK(client->connects() > 1);  // the planted answers ended conversations
 }

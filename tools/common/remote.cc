@@ -56,11 +56,18 @@ Status RunRemote(std::string_view host, const std::vector<std::string>& remote_a
 namespace {
 
 std::shared_ptr<wire::Client> ClientFor(const std::string& host, std::vector<std::string> remote,
-                                        std::string peer) {
+                                        std::string peer, bool connect_once = false) {
   wire::Client::Options o;
   o.timeout_ms = WireTimeoutMs();
   o.name = ProgramName();
-  auto connect = [host, remote = std::move(remote)]() -> Result<std::unique_ptr<wire::Connection>> {
+  auto connect = [host, remote = std::move(remote), peer, connect_once,
+                  connected = false]() mutable -> Result<std::unique_ptr<wire::Connection>> {
+    if (connect_once && connected)
+      return Status(Code::kUnavailable,
+                    fmt::format("{}: not contacted again in this run: its connection failed "
+                                "earlier",
+                                peer));
+    connected = true;
     auto argv = RshCommand(host, remote);
     if (!argv) return argv.error();
     return wire::Connection::Start(*argv);
@@ -70,9 +77,9 @@ std::shared_ptr<wire::Client> ClientFor(const std::string& host, std::vector<std
 
 }  // namespace
 
-std::shared_ptr<wire::Client> ReplicaClient(const Address& a) {
+std::shared_ptr<wire::Client> ReplicaClient(const Address& a, bool connect_once) {
   return ClientFor(a.host, {RemoteProgram("mq-replicate"), "--serve", "-C", a.path},
-                   a.ToString());
+                   a.ToString(), connect_once);
 }
 
 std::shared_ptr<wire::Client> ControllerClient(const Address& a) {

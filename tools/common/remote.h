@@ -28,8 +28,12 @@ int WireTimeoutMs();
 // when it exits 0.
 Status RunRemote(std::string_view host, const std::vector<std::string>& remote_argv);
 
-// A client of `mq-replicate --serve -C PATH` on the address's host.
-std::shared_ptr<wire::Client> ReplicaClient(const Address& address);
+// A client of `mq-replicate --serve -C PATH` on the address's host. With
+// `connect_once`, its connection is made at most once: after one that
+// failed or dropped, each call fails at once (unavailable) rather than
+// starting a server there again (a short run that asks a host many
+// questions contacts one that is down once).
+std::shared_ptr<wire::Client> ReplicaClient(const Address& address, bool connect_once = false);
 // A client of `mq-isr --cluster PATH --serve` on the address's host.
 std::shared_ptr<wire::Client> ControllerClient(const Address& address);
 

@@ -37,14 +37,7 @@ Result<std::unique_ptr<ClusterStore>> OpenAnyStore(const std::string& cluster) {
   return cli::OpenClusterStore(AbsoluteAddress(cluster));
 }
 
-// The client of a replica on another host: one connection per replica for
-// the whole run, not one per partition.
-wire::Client& RemoteClient(const Address& a) {
-  static std::map<std::string, std::shared_ptr<wire::Client>> clients;
-  auto& client = clients[a.ToString()];
-  if (!client) client = cli::ReplicaClient(a);
-  return *client;
-}
+wire::Client& RemoteClient(const Address& a) { return *ReplicaClientOf(a); }
 
 // What a replica on another host holds of a partition (it answers: live).
 Result<wire::ReplicaStatusReply> RemoteStatus(const Address& a, const std::string& topic,
@@ -53,6 +46,13 @@ Result<wire::ReplicaStatusReply> RemoteStatus(const Address& a, const std::strin
 }
 
 }  // namespace
+
+std::shared_ptr<wire::Client> ReplicaClientOf(const Address& a) {
+  static std::map<std::string, std::shared_ptr<wire::Client>> clients;
+  auto& client = clients[a.ToString()];
+  if (!client) client = cli::ReplicaClient(a, true);
+  return client;
+}
 
 Result<wire::ReplicaCheckReply> RemoteCheck(const Address& a, const PartitionState& p,
                                             bool verify) {
@@ -810,7 +810,8 @@ void PrintStopped(cli::Output& out, const std::vector<StoppedReplica>& stopped) 
 
 }  // namespace
 
-int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out) {
+int Check(const std::string& cluster, const std::optional<std::string>& topic, bool verify,
+          cli::Output& out) {
   auto store = OpenAnyStore(cluster);
   if (!store) return cli::Fail(store.error());
   auto state = (*store)->Load();
@@ -819,7 +820,8 @@ int Check(const std::string& cluster, const std::optional<std::string>& topic, c
   if (Status s = ApplyIsrRule(store->get(), *state, topic, out); !s.ok()) return cli::Fail(s);
   state = (*store)->Load();
   if (!state) return cli::Fail(state.error());
-  auto damaged = ApplyDamageRule(store->get(), *state, topic, out);
+  Result<size_t> damaged =
+      verify ? ApplyDamageRule(store->get(), *state, topic, out) : Result<size_t>(size_t{0});
   if (!damaged) return cli::Fail(damaged.error());
   state = (*store)->Load();
   if (!state) return cli::Fail(state.error());

@@ -58,8 +58,16 @@ constexpr int kExitCheckProblems = cli::kExitProblems;
 // Each returns the exit status (messages printed).
 int Create(const std::string& cluster, const CreateOptions& options, cli::Output& out);
 int Describe(const std::string& cluster, const DescribeOptions& options, cli::Output& out);
-int Check(const std::string& cluster, const std::optional<std::string>& topic, cli::Output& out);
+// `verify`: also the damage rule (ApplyDamageRule), which reads every
+// replica's whole log.
+int Check(const std::string& cluster, const std::optional<std::string>& topic, bool verify,
+          cli::Output& out);
 int Elect(const std::string& cluster, const ElectOptions& options, cli::Output& out);
+// The client of the replica root at `a` (on another host), shared by all
+// a run asks of it (--check, describe, elect, --verify-replicas): one
+// `mq-replicate --serve` there for the whole run, its connection made at
+// most once, so a host that is down is contacted once per run.
+std::shared_ptr<wire::Client> ReplicaClientOf(const Address& a);
 // R63: what a replica on another host records of partition `p` (a follower
 // that stopped there, R58) and, with `verify`, whether its log verifies
 // (VerifyForLeadership, run there), asked of its mq-replicate --serve.

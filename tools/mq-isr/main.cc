@@ -30,6 +30,6 @@ int main(int argc, char** argv) {
       case mq::isr::Command::kCheck:
         break;
     }
-    return mq::isr::Check(o.cluster, o.check_topic, out);
+    return mq::isr::Check(o.cluster, o.check_topic, o.check_verify, out);
   });
 }

@@ -19,7 +19,7 @@ constexpr const char* kUsage =
     "[--min-insync-replicas M] [--controller HOST] [-X KEY=VALUE]...\n"
     "       mq-isr [--cluster DIR] describe [-t TOPIC] [--under-replicated] [--under-min-isr] "
     "[--at-min-isr] [--unavailable] [--json]\n"
-    "       mq-isr [--cluster DIR] --check [-t TOPIC]\n"
+    "       mq-isr [--cluster DIR] --check [-t TOPIC] [--no-verify]\n"
     "       mq-isr [--cluster DIR] --verify-replicas [-t TOPIC] [--json]\n"
     "       mq-isr [--cluster DIR] elect [-t TOPIC [-p N]] [--unclean | --preferred]\n"
     "       mq-isr --cluster DIR --serve\n"
@@ -81,6 +81,9 @@ int ParseOptions(int argc, char** argv, Options* o) {
                "exit 1 listing every partition that is unavailable, "
                "under-replicated or under min.insync.replicas; 0 with a summary otherwise");
   app.add_option("-t,--topic", o->check_topic, "with --check or --verify-replicas: only this topic");
+  bool no_verify = false;
+  app.add_flag("--no-verify", no_verify,
+               "with --check: verify no replica's log (the ISR rule and stopped followers only)");
   bool verify_replicas = false;
   app.add_flag("--verify-replicas", verify_replicas,
                "compare every replica with its leader batch by batch up to the high "
@@ -151,6 +154,8 @@ int ParseOptions(int argc, char** argv, Options* o) {
   if (int(check) + int(any) + int(serve) + int(verify_replicas) != 1)
     return cli::UsageError(
         kUsage, "give one of create, describe, --check, --verify-replicas, elect, attach, --serve");
+  if (no_verify && !check) return cli::UsageError(kUsage, "--no-verify goes with --check");
+  o->check_verify = !no_verify;
   if (verify_json->count() > 0 && !verify_replicas)
     return cli::UsageError(kUsage, "--json goes with describe or --verify-replicas");
   if (o->cluster.empty())

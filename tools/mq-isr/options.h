@@ -16,6 +16,7 @@ struct Options {
   Command command = Command::kCheck;
   std::optional<std::string> check_topic;  // also of --verify-replicas
   bool verify_json = false;                 // --verify-replicas --json
+  bool check_verify = true;                 // --check without --no-verify
   CreateOptions create;  // replica dirs made absolute
   DescribeOptions describe;
   ElectOptions elect;

@@ -36,12 +36,8 @@ struct PartitionReport {
   std::vector<ReplicaLine> replicas;
 };
 
-// The clients of the replica roots on other hosts, one connection each for
-// all their partitions.
-using Clients = std::map<std::string, std::shared_ptr<wire::Client>>;
-
 PartitionReport VerifyPartitionReplicas(const ClusterState& state, const PartitionState& p,
-                                        Clients& clients, ReplicaComparison* storage) {
+                                        ReplicaComparison* storage) {
   PartitionReport r;
   std::vector<ReplicaToCompare> logs;
   size_t reference = SIZE_MAX;
@@ -68,9 +64,7 @@ PartitionReport VerifyPartitionReplicas(const ClusterState& state, const Partiti
     if (a->host.empty()) {
       source = OpenLocalReplica(log.dir);
     } else {
-      auto& client = clients[root->dir];
-      if (!client) client = cli::ReplicaClient(*a);
-      source = wire::OpenRemoteReplica(client, p.topic, p.partition, log.dir);
+      source = wire::OpenRemoteReplica(ReplicaClientOf(*a), p.topic, p.partition, log.dir);
     }
     if (source) log.source = std::move(*source);
     else log.open_error = source.error();
@@ -235,12 +229,11 @@ int VerifyReplicas(const std::string& cluster, const std::optional<std::string>&
                             fmt::format("{}: no topic \"{}\" in the cluster state", cluster,
                                         *topic)));
   size_t partitions = 0, diverged = 0, unverified = 0;
-  Clients clients;
   for (const PartitionState& p : state->partitions) {
     if (topic && p.topic != *topic) continue;
     ++partitions;
     ReplicaComparison storage;
-    const PartitionReport r = VerifyPartitionReplicas(*state, p, clients, &storage);
+    const PartitionReport r = VerifyPartitionReplicas(*state, p, &storage);
     if (r.outcome == Outcome::kDiverged) ++diverged;
     if (r.outcome == Outcome::kNotVerified) ++unverified;
     if (json) PrintJson(out, p, r);

@@ -157,12 +157,20 @@ class Follower {
   // its partition directory (follower-stopped, R58), so that mq-isr
   // --check reports it at once; its next round clears it (Step). Only the
   // holder of replicate.lock records: not a run that found another
-  // following here.
+  // following here. One that cannot record there (the directory cannot be
+  // opened or locked, the record not written) leaves the ISR itself.
   Status Stopped(Status s) {
-    if (s.ok() || !lock_.is_open() || FollowerRetries(s)) return s;
-    Status r = RecordFollowerStop(PartitionDir(root_),
-                                  FollowerStop{Clock::Real()->NowMs(), s.exit_code()});
-    if (!r.ok() && !o_.quiet) cli::Warn(fmt::format("{}: {}", Name(), r.message()));
+    if (s.ok() || lock_busy_ || FollowerRetries(s)) return s;
+    if (lock_.is_open()) {
+      Status r = RecordFollowerStop(PartitionDir(root_),
+                                    FollowerStop{Clock::Real()->NowMs(), s.exit_code()});
+      if (r.ok()) return s;
+      if (!o_.quiet) cli::Warn(fmt::format("{}: {}", Name(), r.message()));
+    }
+    auto left = LeaveIsrStopped(*ctx_.cluster, job_.topic, job_.partition,
+                                job_.binding->replica_id, s);
+    if (!left && !o_.quiet)
+      cli::Warn(fmt::format("{}: cannot leave the ISR: {}", Name(), left.error().message()));
     return s;
   }
 
@@ -260,7 +268,8 @@ class Follower {
     if (!lock_dir) return lock_dir.error();
     auto lock = FileLock::Acquire(lock_dir->get(), "replicate.lock", LockMode::kExclusive,
                                   LockWait::kTry);
-    if (!lock && lock.error().code() == Code::kBusy)
+    lock_busy_ = !lock && lock.error().code() == Code::kBusy;
+    if (lock_busy_)
       return Status(Code::kBusy, fmt::format("{}: another mq-replicate follows this partition",
                                              PartitionDir(root_)));
     if (!lock) return lock.error();
@@ -434,6 +443,7 @@ class Follower {
   ReplicationContext ctx_;
   std::string root_;
   FileLock lock_;
+  bool lock_busy_ = false;  // another follower holds replicate.lock
   std::unique_ptr<ReplicaLog> log_;
   std::unique_ptr<ReplicaLog> leader_log_;
   std::unique_ptr<LeaderLink> link_;

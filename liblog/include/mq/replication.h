@@ -376,6 +376,16 @@ Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog&
                                       int32_t leader_epoch,
                                       const std::vector<int32_t>& stopped = {});
 
+// R58: a follower that stops where it cannot leave `follower-stopped`
+// (its partition directory cannot be opened or locked, or the record
+// cannot be written) leaves the ISR itself at once, through
+// AlterPartition (a compare-and-swap on the partition epoch, decided again
+// when it moved), the reason naming `why`; --check then reports the
+// partition at once (under-replicated). The leader, and a replica already
+// out of the ISR, change nothing. Returns the state after.
+Result<PartitionState> LeaveIsrStopped(ClusterStore& store, const std::string& topic,
+                                       int32_t partition, int32_t replica, const Status& why);
+
 // One follower's state across steps (Kafka's PartitionFetchState).
 struct FollowerState {
   int32_t leader_epoch = -1;  // the epoch its log was reconciled with
