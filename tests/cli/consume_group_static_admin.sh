@@ -2,10 +2,11 @@
 # Static members in the admin modes (format-spec/group.md §14.4, §14.6, R33,
 # R65): mq-consume --describe shows a running static member's session and an
 # absent one (not running, its session holding) with the partitions waiting
-# for it; --reset-offsets --execute, --delete and --delete-offsets are
-# refused (exit 75, "live members") while its session holds, a dry run says
-# so, and --remove-member removes it (not while it runs). mq-inspect
-# --verify checks a single members/<m>.lease file (R65).
+# for it; --reset-offsets --execute, --delete and --delete-offsets of a
+# topic it reads are refused (exit 75, "live members") while its session
+# holds (--delete-offsets of another topic is not), a dry run says so,
+# and --remove-member removes it (not while it runs). mq-inspect --verify
+# checks a single members/<m>.lease file (R65).
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -101,6 +102,15 @@ grep -q -- '--execute would be refused (exit 75): group "g" has live members: st
   fail "dry run: $(cat "$WORK/err")"
 run "$C" -G g --delete-offsets -t t
 refused "--delete-offsets"
+# ... of a topic a reads, not of one it does not: u's offsets (committed
+# by a member of u that ran while a was away) are deleted.
+"$P" -q -t u --create --partitions 2 </dev/null
+echo u-0 | "$P" -q -t u -p 0
+run "$C" -t u -G g -e -q
+expect_rc 0 "a member of u reads it to the end while a is absent"
+run "$C" -G g --delete-offsets -t u
+expect_rc 0 "--delete-offsets of a topic the absent member does not read"
+grep -qE '^g +u +0 +deleted$' "$WORK/out" || fail "u-0 not deleted: $(cat "$WORK/out")"
 run "$C" -G g --delete
 refused "--delete"
 [[ -d $G ]] || fail "--delete removed the group"
