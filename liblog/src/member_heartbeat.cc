@@ -175,7 +175,8 @@ Result<MemberHeartbeat> OwnHeartbeat(int64_t deadline_ms, int64_t now_ms) {
 }
 
 bool HeartbeatOverdue(const MemberHeartbeat& hb, int64_t now_ms) {
-  return now_ms > hb.last_poll + hb.deadline_ms + kHeartbeatMarginMs;
+  // Compared so as not to overflow: R69 bounds the deadline, not lastPoll.
+  return now_ms - hb.deadline_ms - kHeartbeatMarginMs > hb.last_poll;
 }
 
 bool WatchHeartbeat(HeartbeatWatch* watch, const MemberHeartbeat& hb, int64_t now_ms) {

@@ -100,7 +100,7 @@ Result<MemberLease> ReadMemberLeaseFile(const std::string& path) {
 }
 
 bool LeaseHolds(const std::optional<MemberLease>& lease, int64_t now_ms) {
-  return lease && lease->last_seen + lease->session_timeout_ms > now_ms;
+  return lease && SessionEnd(*lease) > now_ms;
 }
 
 int64_t SessionEnd(const MemberLease& lease) {

@@ -138,7 +138,7 @@ struct AbsentMember {
   // Whether it reads `topic` (or may: its subscription is not known).
   bool Reads(std::string_view topic) const;
   // When its session ends: from then on it is no member.
-  int64_t session_end() const { return lease.last_seen + lease.session_timeout_ms; }
+  int64_t session_end() const { return SessionEnd(lease); }
 };
 
 // `<dir>/groups/<group>/`, opened by descriptor.
