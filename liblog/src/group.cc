@@ -300,6 +300,7 @@ Result<Group> Group::Open(const std::string& data_dir, std::string_view name, bo
   if (!dir) return dir.error();
   Group g;
   g.name_ = group;
+  g.data_dir_ = data_dir;
   g.path_ = fmt::format("{}/{}/{}", data_dir, kGroupsDir, group);
   g.dir_ = std::move(*dir);
   g.fs_ = fs;
@@ -706,7 +707,14 @@ Status Group::CheckNoAbsentMembers(int64_t now_ms, std::optional<std::string_vie
   if (now_ms == kNoTimestamp) now_ms = NowMs();
   auto absent = AbsentMembers(now_ms);
   if (!absent) return absent.error();
-  if (topic) std::erase_if(*absent, [&](const AbsentMember& m) { return !m.Reads(*topic); });
+  if (topic && !absent->empty()) {
+    // A removed topic is read by none of them (§14.4).
+    auto data = DataDir::Open(data_dir_, false, fs_);
+    if (!data) return data.error();
+    auto config = data->ReadTopic(*topic);
+    if (!config && config.error().code() == Code::kNotFound) absent->clear();
+    std::erase_if(*absent, [&](const AbsentMember& m) { return !m.Reads(*topic); });
+  }
   if (absent->empty()) return Status::Ok();
   std::string who;
   for (const AbsentMember& m : *absent)

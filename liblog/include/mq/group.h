@@ -226,7 +226,9 @@ class Group {
   // group.lock from the running members, also waits for these (§14.4).
   // With `topic`, only the absent members that read it (AbsentMember::
   // Reads: an unknown subscription reads every topic) count, as Kafka
-  // refuses an offset delete only for a topic the group is subscribed to.
+  // refuses an offset delete only for a topic the group is subscribed to;
+  // none reads a topic removed from the data directory (no
+  // topics/<topic>.conf): a restarted member cannot read it.
   Status CheckNoAbsentMembers(int64_t now_ms = kNoTimestamp,
                               std::optional<std::string_view> topic = std::nullopt) const;
   // Removes a member that is not running from the group (§14.6, as Kafka's
@@ -246,6 +248,7 @@ class Group {
   Status Update(const std::function<Status(GroupOffsets*)>& change);
 
   std::string name_;
+  std::string data_dir_;
   std::string path_;
   UniqueFd dir_;
   FileSystem* fs_ = nullptr;
