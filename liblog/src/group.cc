@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "coding.h"
+#include "format.h"
 #include "mq/crc32c.h"
 #include "mq/group_member.h"
 #include "mq/member_heartbeat.h"
@@ -25,6 +26,9 @@
 #include "mq/topic.h"
 
 namespace mq {
+
+// R30's last partition is the last one a topic may have (layout.md §2).
+static_assert(kMaxGroupPartition + 1 == format::kMaxTopicPartitions);
 
 using namespace coding;
 

@@ -867,8 +867,16 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
       // Printed, or its handler started: every message below the first one
       // given to a handler that never started (--batch, --parallel's queue, a
       // stop), or else below the consumer's position.
-      std::optional<int64_t> from =
-          dispatcher_ ? dispatcher_->first_unstarted(Lane(*src, p)) : std::nullopt;
+      // (A plain offset and a flag, not an optional: GCC 12 took the
+      // optional's value for maybe uninitialized.)
+      int64_t from = 0;
+      bool known = false;
+      if (dispatcher_) {
+        if (std::optional<int64_t> u = dispatcher_->first_unstarted(Lane(*src, p))) {
+          from = *u;
+          known = true;
+        }
+      }
       int32_t epoch = kNoLeaderEpoch;
       if (!dispatcher_ && out_->stalled() && !out_->stalled_partway()) {
         // What the output dropped was never handed out: only what was
@@ -876,14 +884,16 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
         // and may still be read: it stays committed, lost as at a crash,
         // never repeated.
         from = pr.handed;
+        known = true;
         epoch = pr.epoch;
       }
-      if (!from) {
-        from = src->consumer->position(p);
+      if (!known) {
+        std::optional<int64_t> position = src->consumer->position(p);
+        if (!position) continue;
+        from = *position;
         epoch = src->last_epoch[static_cast<size_t>(p)];
       }
-      if (!from) continue;
-      if (auto c = HandBackCommit(src->topic, p, pr.committed, *from, epoch)) {
+      if (auto c = HandBackCommit(src->topic, p, pr.committed, from, epoch)) {
         commits.push_back(std::move(*c));
         of.emplace_back(src.get(), &pr);
       }
