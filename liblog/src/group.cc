@@ -18,12 +18,17 @@
 #include <fmt/format.h>
 
 #include "coding.h"
+#include "format.h"
 #include "mq/crc32c.h"
+#include "mq/group_member.h"
 #include "mq/member_heartbeat.h"
 #include "mq/member_lease.h"
 #include "mq/topic.h"
 
 namespace mq {
+
+// R30's last partition is the last one a topic may have (layout.md §2).
+static_assert(kMaxGroupPartition + 1 == format::kMaxTopicPartitions);
 
 using namespace coding;
 
@@ -299,6 +304,7 @@ Result<Group> Group::Open(const std::string& data_dir, std::string_view name, bo
   if (!dir) return dir.error();
   Group g;
   g.name_ = group;
+  g.data_dir_ = data_dir;
   g.path_ = fmt::format("{}/{}/{}", data_dir, kGroupsDir, group);
   g.dir_ = std::move(*dir);
   g.fs_ = fs;
@@ -350,14 +356,18 @@ Status Group::Update(const std::function<Status(GroupOffsets*)>& change, CommitS
   return WriteFileAtomic(dir_.get(), kGroupOffsetsFile, bytes, fs_, kGroupOffsetsStaging);
 }
 
-Result<FileLock> Group::LockForReset() const {
+bool AbsentMember::Reads(std::string_view topic) const {
+  return !topics || std::find(topics->begin(), topics->end(), topic) != topics->end();
+}
+
+Result<FileLock> Group::LockForReset(std::optional<std::string_view> topic) const {
   auto held = LockGroup(LockMode::kExclusive, LockWait::kTry);
   if (!held && held.error().code() == Code::kBusy)
     return Status(Code::kBusy, fmt::format("group \"{}\" has live members ({}/{} is locked); "
                                            "a reset needs every member stopped", name_, path_,
                                            kGroupLock));
   if (!held) return held;
-  MQ_RETURN_IF_ERROR(CheckNoAbsentMembers());
+  MQ_RETURN_IF_ERROR(CheckNoAbsentMembers(kNoTimestamp, topic));
   return held;
 }
 
@@ -447,7 +457,7 @@ Result<std::vector<int32_t>> Group::DeleteOffsets(std::string_view topic,
     if (!reset_lock->is_open())
       return Status(Code::kInvalidArgument, "delete offsets: the group lock passed is not held");
   } else {
-    auto held = LockForReset();
+    auto held = LockForReset(topic);
     if (!held) return held.error();
     group_lock = std::move(*held);
   }
@@ -711,15 +721,25 @@ Result<std::vector<AbsentMember>> Group::AbsentMembers(int64_t now_ms) const {
     if (*running) continue;
     auto lease = ReadSessionLease(members->get(), id, fs_);
     if (!lease) return lease.error();
-    if (LeaseHolds(*lease, now_ms)) out.push_back({id, **lease});
+    if (!LeaseHolds(*lease, now_ms)) continue;
+    std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
+    out.push_back({id, **lease, note && note->id == id ? note->topics : std::nullopt});
   }
   return out;
 }
 
-Status Group::CheckNoAbsentMembers(int64_t now_ms) const {
+Status Group::CheckNoAbsentMembers(int64_t now_ms, std::optional<std::string_view> topic) const {
   if (now_ms == kNoTimestamp) now_ms = NowMs();
   auto absent = AbsentMembers(now_ms);
   if (!absent) return absent.error();
+  if (topic && !absent->empty()) {
+    // A removed topic is read by none of them (§14.4).
+    auto data = DataDir::Open(data_dir_, false, fs_);
+    if (!data) return data.error();
+    auto config = data->ReadTopic(*topic);
+    if (!config && config.error().code() == Code::kNotFound) absent->clear();
+    std::erase_if(*absent, [&](const AbsentMember& m) { return !m.Reads(*topic); });
+  }
   if (absent->empty()) return Status::Ok();
   std::string who;
   for (const AbsentMember& m : *absent)

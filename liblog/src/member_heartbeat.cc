@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "coding.h"
+#include "fence_seam.h"
 #include "mq/crc32c.h"
 
 namespace mq {
@@ -175,7 +176,8 @@ Result<MemberHeartbeat> OwnHeartbeat(int64_t deadline_ms, int64_t now_ms) {
 }
 
 bool HeartbeatOverdue(const MemberHeartbeat& hb, int64_t now_ms) {
-  return now_ms > hb.last_poll + hb.deadline_ms + kHeartbeatMarginMs;
+  // Compared so as not to overflow: R69 bounds the deadline, not lastPoll.
+  return now_ms - hb.deadline_ms - kHeartbeatMarginMs > hb.last_poll;
 }
 
 bool WatchHeartbeat(HeartbeatWatch* watch, const MemberHeartbeat& hb, int64_t now_ms) {
@@ -210,6 +212,21 @@ int64_t HandlerDeadlineMs(int64_t max_run_ms, int64_t kill_grace_ms, uint32_t at
   return std::clamp<int64_t>(total, 1, kMaxHeartbeatDeadlineMs);
 }
 
+namespace fence_seam {
+
+SendSignal send_signal = [](int pidfd, int sig) -> int {
+#if defined(SYS_pidfd_send_signal)
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+#else
+  (void)pidfd;
+  (void)sig;
+  errno = ENOSYS;
+  return -1;
+#endif
+};
+
+}  // namespace fence_seam
+
 Result<Fence> FenceStuckMember(const MemberHeartbeat& hb, std::string_view note_host,
                                std::optional<int64_t> note_pid, std::string_view own_host) {
   if (note_host.empty() || note_host != own_host) return Fence::kOtherHost;
@@ -231,7 +248,7 @@ Result<Fence> FenceStuckMember(const MemberHeartbeat& hb, std::string_view note_
   if (!start && start.error().code() == Code::kNotFound) return Fence::kGone;
   if (!start) return start.error();
   if (*start != hb.start_time) return Fence::kGone;
-  if (::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0) != 0) {
+  if (fence_seam::send_signal(fd.get(), SIGKILL) != 0) {
     if (errno == ESRCH) return Fence::kGone;
     if (errno == EPERM || errno == ENOSYS) return Fence::kDenied;
     return ErrnoStatus(fmt::format("pidfd_send_signal({}, SIGKILL)", hb.pid), errno);

@@ -100,7 +100,14 @@ Result<MemberLease> ReadMemberLeaseFile(const std::string& path) {
 }
 
 bool LeaseHolds(const std::optional<MemberLease>& lease, int64_t now_ms) {
-  return lease && lease->last_seen + lease->session_timeout_ms > now_ms;
+  return lease && SessionEnd(*lease) > now_ms;
+}
+
+int64_t SessionEnd(const MemberLease& lease) {
+  int64_t end = 0;
+  if (__builtin_add_overflow(lease.last_seen, lease.session_timeout_ms, &end))
+    return lease.session_timeout_ms < 0 ? INT64_MIN : INT64_MAX;
+  return end;
 }
 
 int64_t LeaseRefreshMs(int64_t session_timeout_ms) {

@@ -2,10 +2,12 @@
 # Static members in the admin modes (format-spec/group.md §14.4, §14.6, R33,
 # R65): mq-consume --describe shows a running static member's session and an
 # absent one (not running, its session holding) with the partitions waiting
-# for it; --reset-offsets --execute, --delete and --delete-offsets are
-# refused (exit 75, "live members") while its session holds, a dry run says
-# so, and --remove-member removes it (not while it runs). mq-inspect
-# --verify checks a single members/<m>.lease file (R65).
+# for it; --reset-offsets --execute, --delete and --delete-offsets of a
+# topic it reads are refused (exit 75, "live members") while its session
+# holds (--delete-offsets of another topic is not), a dry run says so,
+# and --remove-member removes it (not while it runs). mq-inspect --verify
+# checks a single members/<m>.lease file (R65); mq-inspect dumps a lease's
+# and a heartbeat's fields (R65, R69).
 source "$(dirname "$0")/lib/common.bash"
 
 export MQ_DIR="$WORK/data"
@@ -101,6 +103,15 @@ grep -q -- '--execute would be refused (exit 75): group "g" has live members: st
   fail "dry run: $(cat "$WORK/err")"
 run "$C" -G g --delete-offsets -t t
 refused "--delete-offsets"
+# ... of a topic a reads, not of one it does not: u's offsets (committed
+# by a member of u that ran while a was away) are deleted.
+"$P" -q -t u --create --partitions 2 </dev/null
+echo u-0 | "$P" -q -t u -p 0
+run "$C" -t u -G g -e -q
+expect_rc 0 "a member of u reads it to the end while a is absent"
+run "$C" -G g --delete-offsets -t u
+expect_rc 0 "--delete-offsets of a topic the absent member does not read"
+grep -qE '^g +u +0 +deleted$' "$WORK/out" || fail "u-0 not deleted: $(cat "$WORK/out")"
 run "$C" -G g --delete
 refused "--delete"
 [[ -d $G ]] || fail "--delete removed the group"
@@ -131,9 +142,50 @@ expect_rc 0 "a reads to the end"
 run "$INSPECT" --verify "$G/members/a.lease"
 expect_rc 0 "mq-inspect --verify a.lease"
 grep -q 'a.lease: ok (1 files' "$WORK/out" || fail "$(cat "$WORK/out")"
+# ... and a dump of its fields (without --verify), text and -J.
+run "$INSPECT" "$G/members/a.lease"
+expect_rc 0 "mq-inspect a.lease"
+grep -qxE 'version: 1 sessionTimeoutMs: 60000 lastSeen: [0-9]+ sessionEnd: [0-9]+' "$WORK/out" ||
+  fail "lease dump: $(cat "$WORK/out" "$WORK/err")"
+read -r seen end < <(sed -n 's/.*lastSeen: \([0-9]*\) sessionEnd: \([0-9]*\)$/\1 \2/p' "$WORK/out")
+((end == seen + 60000)) || fail "session end $end is not last seen $seen + 60000"
+run "$INSPECT" -J "$G/members/a.lease"
+expect_rc 0 "mq-inspect -J a.lease"
+"$PY" - "$WORK/out" "$G/members/a.lease" <<'EOF' || fail "lease -J: $(cat "$WORK/out")"
+import json, sys
+f, l = [json.loads(x) for x in open(sys.argv[1])]
+assert f == {"type": "file", "file": sys.argv[2], "kind": "member_lease", "base_offset": None}, f
+assert l["type"] == "member_lease" and l["file"] == sys.argv[2] and l["version"] == 1, l
+assert l["session_timeout_ms"] == 60000 and l["session_end"] == l["last_seen"] + 60000, l
+EOF
+# A running member's heartbeat (R69): its pid, deadline and last poll.
+start h --max-poll-interval 7000
+h=$!
+wait_for "h starts" "$WORK/h.err" grep -q 'this member (h) is assigned' "$WORK/h.err"
+run "$INSPECT" "$G/members/h.alive"
+expect_rc 0 "mq-inspect h.alive"
+grep -qxE "version: 1 pid: $h startTime: [0-9]+ deadlineMs: 7000 lastPoll: [0-9]+" "$WORK/out" ||
+  fail "heartbeat dump: $(cat "$WORK/out" "$WORK/err")"
+run "$INSPECT" -J "$G/members/h.alive"
+expect_rc 0 "mq-inspect -J h.alive"
+"$PY" - "$WORK/out" "$G/members/h.alive" "$h" <<'EOF' || fail "heartbeat -J: $(cat "$WORK/out")"
+import json, sys
+f, b = [json.loads(x) for x in open(sys.argv[1])]
+assert f["kind"] == "member_heartbeat" and f["file"] == sys.argv[2], f
+assert b["type"] == "member_heartbeat" and b["pid"] == int(sys.argv[3]), b
+assert b["version"] == 1 and b["deadline_ms"] == 7000 and b["start_time"] > 0, b
+assert b["last_poll"] >= 0, b
+EOF
+run "$INSPECT" --verify "$G/members/h.alive"
+expect_rc 0 "mq-inspect --verify h.alive"
+kill -TERM "$h"
+wait "$h" || true
 flip_byte "$G/members/a.lease" 20
 run "$INSPECT" --verify "$G/members/a.lease"
 expect_rc 65 "mq-inspect --verify of a damaged a.lease"
 grep -q "$G/members/a.lease: position 8: R65: crc" "$WORK/out" "$WORK/err" ||
   fail "$(cat "$WORK/out" "$WORK/err")"
+run "$INSPECT" "$G/members/a.lease"
+expect_rc 65 "mq-inspect of a damaged a.lease"
+grep -q "$G/members/a.lease: position 8: R65: crc" "$WORK/err" || fail "$(cat "$WORK/out" "$WORK/err")"
 echo "consume_group_static_admin: ok"

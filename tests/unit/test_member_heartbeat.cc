@@ -12,6 +12,7 @@
 #include "mq/crc32c.h"
 #include "mq/group_member.h"
 #include "mq/member_heartbeat.h"
+#include "fence_seam.h"
 #include "mq/topic.h"
 #include "test_support.h"
 
@@ -262,6 +263,42 @@ TEST_CASE("member heartbeat: fencing kills only the process that wrote it, on th
   r = FenceStuckMember(hb, host, child, host);
   REQUIRE(r);
   CHECK(*r == Fence::kGone);
+}
+
+TEST_CASE("member heartbeat: a member the kernel does not let us signal is left alone") {
+  // A stuck member under another uid: pidfd_send_signal fails with EPERM.
+  // Fencing says so (kDenied: the caller warns, and the member keeps its
+  // partitions while its lock is held) and sends nothing.
+  const std::string host = OwnHost();
+  const pid_t child = StoppedChild();
+  ChildGuard guard{child};
+  auto start = ProcessStartTime(child);
+  REQUIRE(start);
+  const MemberHeartbeat hb{static_cast<int32_t>(child), *start, 1000, 0};
+  static int calls = 0;
+  calls = 0;
+  const fence_seam::SendSignal real = fence_seam::send_signal;
+  fence_seam::send_signal = [](int, int) {
+    ++calls;
+    errno = EPERM;
+    return -1;
+  };
+  auto r = FenceStuckMember(hb, host, child, host);
+  fence_seam::send_signal = real;
+  REQUIRE(r);
+  CHECK(*r == Fence::kDenied);
+  CHECK(calls == 1);
+  CHECK(StillThere(child));
+  // Any other failure of the signal is an error naming the call.
+  fence_seam::send_signal = [](int, int) {
+    errno = EINVAL;
+    return -1;
+  };
+  r = FenceStuckMember(hb, host, child, host);
+  fence_seam::send_signal = real;
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("pidfd_send_signal"));
+  CHECK(StillThere(child));
 }
 
 TEST_CASE("member heartbeat: a stopped member is fenced once overdue and confirmed") {

@@ -776,7 +776,7 @@ int64_t PositionOfFollower(ReplicaLog& leader) {
 // Fetch handlers over TwoReplicas' leader that count Fetch and FetchAhead
 // requests (a FetchAhead: held_offset set).
 struct CountingLeader {
-  explicit CountingLeader(TwoReplicas& r) : r(r) {
+  explicit CountingLeader(TwoReplicas& replicas) : r(replicas) {
     h.fetch = [this](const FetchMessage& m) {
       std::lock_guard lock(mu);
       auto out = HandleFetch(this->r.ctx, **this->r.leader, m.request);

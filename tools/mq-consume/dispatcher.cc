@@ -619,9 +619,16 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
       return Status(Code::kBusy,
                     fmt::format("{}: handler made no progress for {} ms (--max-poll-interval "
                                 "{}): killed its process group; giving up this member's "
-                                "partitions without committing {}",
+                                "partitions {}",
                                 where, options_.max_run_ms, options_.max_run_ms,
-                                messages.size() == 1 ? "the message" : "the batch"));
+                                options_.at_most_once
+                                    ? fmt::format("(--at-most-once: {} was committed before "
+                                                  "its handler ran, and is lost)",
+                                                  messages.size() == 1 ? "the message"
+                                                                       : "the batch")
+                                    : fmt::format("without committing {}",
+                                                  messages.size() == 1 ? "the message"
+                                                                       : "the batch")));
     }
     // A command that cannot be run fails for every message: stop, naming
     // it. Only a message too large for the environment (E2BIG) is the

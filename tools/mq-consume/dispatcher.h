@@ -34,6 +34,7 @@
 
 #include "handler.h"
 #include "mq/batch.h"
+#include "mq/group.h"
 #include "mq/lock.h"
 #include "mq/partition.h"
 #include "mq/topic.h"
@@ -70,7 +71,13 @@ constexpr int kExitHandlerStuck = 75;
 // are its partitions, so a member of one topic is numbered as before. Every
 // per-partition promise of a dispatcher (one unit at a time, in offset
 // order; handler locks; dead letters; a pipeline's producer) holds per lane.
-constexpr int32_t kLanesPerTopic = 1 << 14;  // more than R8's 10000 partitions
+constexpr int32_t kLanesPerTopic = 1 << 14;  // more than a topic's 10000 partitions
+// A lane's partition never reaches the next topic's lanes: every partition
+// number a topic may have (0 to kMaxGroupPartition, 9999: layout.md §2's
+// 10000 partitions, R16 and R30; group.cc asserts they agree) is below
+// kLanesPerTopic.
+static_assert(kLanesPerTopic > kMaxGroupPartition,
+              "kLanesPerTopic must exceed the last partition number a topic may have");
 // Topic numbers 0 to kMaxTopicNumber: lanes stay positive int32 values.
 constexpr int32_t kMaxTopicNumber = INT32_MAX / kLanesPerTopic - 1;
 constexpr int32_t LaneOf(int32_t topic_number, int32_t partition) {

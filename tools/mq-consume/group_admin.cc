@@ -164,11 +164,13 @@ const GroupMemberStatus* FindMember(const GroupDescription& d, const std::option
   return nullptr;
 }
 
-// Rows whose lag is not known (LAG -: nothing committed, the topic or
-// partition gone, the log unreadable): not in d.total_lag.
+// Rows whose lag is not known (LAG -: nothing committed, the partition
+// gone, the log unreadable): not in d.total_lag. A removed topic's rows
+// are no lag at all (nothing is left to read; group.md §14.4).
 size_t UnknownLags(const GroupDescription& d) {
-  return static_cast<size_t>(std::count_if(d.partitions.begin(), d.partitions.end(),
-                                           [](const auto& s) { return !s.lag; }));
+  return static_cast<size_t>(std::count_if(
+      d.partitions.begin(), d.partitions.end(),
+      [](const auto& s) { return !s.lag && s.position != CommittedPosition::kNoTopic; }));
 }
 
 // The total lag as the text says it: never a 0 over rows whose lag is
@@ -226,7 +228,10 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
             tp, s.committed->offset, s.committed->leader_epoch, *s.diverged_at, *s.resume_at));
         break;
       case CommittedPosition::kNoTopic:
-        notes.push_back(fmt::format("{}: topic {} does not exist (any more)", tp, s.topic));
+        notes.push_back(fmt::format("{}: topic {} does not exist (any more): no lag; its "
+                                    "committed offset is left over until mq-consume -G {} "
+                                    "--delete-offsets -t {} removes it",
+                                    tp, s.topic, d.group, s.topic));
         break;
       case CommittedPosition::kNoPartition:
         notes.push_back(fmt::format("{}: topic {} has no partition {}", tp, s.topic, s.partition));

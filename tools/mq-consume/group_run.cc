@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -89,23 +90,45 @@ struct ReaderBudget {
   // Share (later, the descriptors in use include the readers' own).
   size_t descriptors = 0;
 
-  // The shares for `sources`; the topics read share them (at least one
-  // reader each): each consumer's max_open is set to its share, lowered
-  // as a pattern adds topics, so that the total stays within the budget.
-  size_t Share(const std::vector<std::unique_ptr<Source>>& sources) {
+  // A pipeline's output writers (a share holds a writer too): their limit
+  // follows the shares (PipelineWriterBudget) once the pipeline is open.
+  Pipeline* writers = nullptr;
+
+  // The shares for `sources` (with `more_partitions` of a topic about to
+  // be added), without changing anything.
+  size_t Count(const std::vector<std::unique_ptr<Source>>& sources, int32_t more_partitions = 0) {
     size_t locks = 0;
-    if (pipeline)
+    if (pipeline) {
       for (const auto& s : sources)
         locks += kLocksPerSourcePartition * static_cast<size_t>(s->consumer->config().partitions);
-    size_t shares = 1;
-    if (descriptors == 0) {
-      shares = cli::OpenPartitionBudget(per_share, reserved + locks);
-      descriptors = shares * per_share + locks;
-    } else if (descriptors > locks + per_share) {
-      shares = (descriptors - locks) / per_share;
+      locks += kLocksPerSourcePartition * static_cast<size_t>(more_partitions);
     }
-    for (const auto& s : sources)
+    if (descriptors == 0) {
+      const size_t shares = cli::OpenPartitionBudget(per_share, reserved + locks);
+      descriptors = shares * per_share + locks;
+      return shares;
+    }
+    return descriptors > locks + per_share ? (descriptors - locks) / per_share : 1;
+  }
+  // Whether a topic of `partitions` more has room for its reader: each
+  // topic read keeps one at least, so a member reads at most as many
+  // topics as it has shares.
+  bool Room(const std::vector<std::unique_ptr<Source>>& sources, int32_t partitions) {
+    return Count(sources, partitions) >= sources.size() + 1;
+  }
+  // The shares for `sources`; the topics read share them (one reader each
+  // at least, Room): each consumer's max_open is set to its share, and a
+  // pipeline's writer limit to what the shares leave, lowered as a
+  // pattern adds topics, so that the total stays within the budget.
+  size_t Share(const std::vector<std::unique_ptr<Source>>& sources) {
+    const size_t shares = Count(sources);
+    int32_t partitions = 0;
+    for (const auto& s : sources) {
       s->consumer->set_max_open(std::max<size_t>(1, shares / sources.size()));
+      partitions = static_cast<int32_t>(std::min<int64_t>(
+          INT32_MAX, int64_t{partitions} + s->consumer->config().partitions));
+    }
+    if (writers != nullptr) writers->set_max_open(PipelineWriterBudget(shares, partitions));
     return shares;
   }
 };
@@ -165,6 +188,7 @@ class Member {
   std::vector<std::pair<std::string, int32_t>>* stopped_;  // (topic, partition)
   std::mutex* subscribe_mu_;
   ReaderBudget budget_;
+  std::set<std::string> over_budget_;  // topics matched but left out (Room), warned once
   // Records handed out were cut from a partition's log since the last look
   // (kTruncated notices): what was handed over and committed ahead goes
   // down to the cut, and a committed offset above it is lowered by the
@@ -432,6 +456,19 @@ Status Member::Resubscribe() {
     // tries again.
     if (!consumer && consumer.error().code() == Code::kNotFound) continue;
     if (!consumer) return consumer.error();
+    // No room for one more reader: the topic is left out of this member's
+    // subscription (its note), for the members that have room; a later
+    // poll tries again (a topic removed makes room).
+    if (!budget_.Room(sources_, (*consumer)->config().partitions)) {
+      if (over_budget_.insert(t).second && !f_.quiet)
+        cli::Warn(fmt::format("group {}: topic {} matches, but the open-file limit leaves this "
+                              "member room for {} readers, one a topic, and it reads {} topics: "
+                              "not read by this member (other members may read it; raise "
+                              "ulimit -n)",
+                              group_->name(), t, budget_.Count(sources_), sources_.size()));
+      continue;
+    }
+    over_budget_.erase(t);
     auto src = std::make_unique<Source>();
     src->topic = t;
     src->consumer = std::move(*consumer);
@@ -836,8 +873,16 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
       // Printed, or its handler started: every message below the first one
       // given to a handler that never started (--batch, --parallel's queue, a
       // stop), or else below the consumer's position.
-      std::optional<int64_t> from =
-          dispatcher_ ? dispatcher_->first_unstarted(Lane(*src, p)) : std::nullopt;
+      // (A plain offset and a flag, not an optional: GCC 12 took the
+      // optional's value for maybe uninitialized.)
+      int64_t from = 0;
+      bool known = false;
+      if (dispatcher_) {
+        if (std::optional<int64_t> u = dispatcher_->first_unstarted(Lane(*src, p))) {
+          from = *u;
+          known = true;
+        }
+      }
       int32_t epoch = kNoLeaderEpoch;
       if (!dispatcher_ && out_->stalled() && !out_->stalled_partway()) {
         // What the output dropped was never handed out: only what was
@@ -845,14 +890,16 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
         // and may still be read: it stays committed, lost as at a crash,
         // never repeated.
         from = pr.handed;
+        known = true;
         epoch = pr.epoch;
       }
-      if (!from) {
-        from = src->consumer->position(p);
+      if (!known) {
+        std::optional<int64_t> position = src->consumer->position(p);
+        if (!position) continue;
+        from = *position;
         epoch = src->last_epoch[static_cast<size_t>(p)];
       }
-      if (!from) continue;
-      if (auto c = HandBackCommit(src->topic, p, pr.committed, *from, epoch)) {
+      if (auto c = HandBackCommit(src->topic, p, pr.committed, from, epoch)) {
         commits.push_back(std::move(*c));
         of.emplace_back(src.get(), &pr);
       }
@@ -1188,6 +1235,14 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     sources.push_back(std::move(src));
   }
   const size_t shares = budget.Share(sources);
+  // A topic read keeps a reader at least (ReaderBudget::Room): more topics
+  // than the open-file limit has room for are refused.
+  if (sources.size() > shares)
+    return cli::Fail(Status(Code::kUnavailable,
+                            fmt::format("group {}: {} topics to read, but the open-file limit "
+                                        "leaves room for {} readers, one a topic at least: raise "
+                                        "ulimit -n or read fewer topics",
+                                        *f.group, sources.size(), shares)));
   auto group = Group::Open(dir->path(), *f.group, true);
   if (!group) return cli::Fail(group.error());
   // The group must be readable before anything is consumed: a corrupt
@@ -1238,6 +1293,8 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
     settings.pipeline->topics = &dispatcher->topics();
     pipeline.emplace(std::move(*settings.pipeline), *dir, *first);
     if (Status s = pipeline->Open(); !s.ok()) return cli::Fail(s);
+    budget.writers = &*pipeline;
+    budget.Share(sources);
     dispatcher->set_sink(&*pipeline);
   }
   if (settings.handler) {

@@ -112,6 +112,11 @@ Status Pipeline::Close() {
   return first;
 }
 
+void Pipeline::set_max_open(size_t n) {
+  std::lock_guard<std::mutex> lk(open_mu_);
+  options_.max_open = std::max<size_t>(n, 1);
+}
+
 size_t Pipeline::open_writers() const {
   std::lock_guard<std::mutex> lk(open_mu_);
   return lru_.size();

@@ -106,6 +106,9 @@ class Pipeline final : public OutputSink {
   Status Close();
   // Output writers open now (for tests).
   size_t open_writers() const;
+  // Lowers (or raises) the writer limit (options.max_open, at least 1):
+  // writers past it are closed as others are opened (MakeRoom).
+  void set_max_open(size_t n);
 
   // Each `partition` is a lane (dispatcher.h): a partition of a source topic.
   Status Acquire(int32_t partition, int64_t start) override;

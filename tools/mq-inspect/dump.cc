@@ -208,6 +208,31 @@ bool IsMemberLease(const std::string& path) {
   return name.size() > kMemberLeaseSuffix.size() && name.ends_with(kMemberLeaseSuffix);
 }
 
+// A running member's heartbeat (R69) is named `<member>.alive`.
+bool IsMemberHeartbeat(const std::string& path) {
+  const std::string name = BaseName(path);
+  return name.size() > kMemberHeartbeatSuffix.size() && name.ends_with(kMemberHeartbeatSuffix);
+}
+
+// Dumps a member's lease (R65) or heartbeat (R69) as a group offsets file
+// is: one that breaks its rule (or has a newer version) is a problem of
+// the data; anything else stops.
+template <typename T>
+int DumpMemberFile(const std::string& path, FileKind kind, Result<T> (*read)(const std::string&),
+                   void (Printer::*print)(const std::string&, const T&), Printer* p) {
+  auto file = read(path);
+  if (!file && file.error().code() != Code::kCorruption &&
+      file.error().code() != Code::kUnsupported)
+    return Stop(p, file.error());
+  p->FileStart(path, kind, std::nullopt);
+  if (!file) {
+    p->Problem(ProblemFromStatus(file.error(), path, 0));
+    return cli::kExitDataErr;
+  }
+  (p->*print)(path, *file);
+  return 0;
+}
+
 // Reads a group offsets file: a broken R29/R30 (or a newer version) is a
 // problem of the data; anything else stops.
 int DumpGroupOffsets(const std::string& path, Printer* p) {
@@ -298,6 +323,13 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
   }
   if (EndsWith(path, ".log")) return DumpLog(path, options, limits, printer);
   if (IsGroupOffsets(path)) return DumpGroupOffsets(path, printer);
+  if (IsMemberLease(path))
+    return DumpMemberFile<MemberLease>(path, FileKind::kMemberLease, &ReadMemberLeaseFile,
+                                       &Printer::MemberLease, printer);
+  if (IsMemberHeartbeat(path))
+    return DumpMemberFile<MemberHeartbeat>(path, FileKind::kMemberHeartbeat,
+                                           &ReadMemberHeartbeatFile, &Printer::MemberHeartbeat,
+                                           printer);
   if (IsLeaderEpochCheckpoint(path) || IsReplicationOffsetCheckpoint(path))
     return DumpCheckpoint(path, printer);
   if (EndsWith(path, ".index")) {
@@ -310,7 +342,8 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
   }
   return Stop(printer, Status(Code::kInvalidArgument,
                               fmt::format("{}: unknown file type (expected .log, .index, "
-                                          ".timeindex, a group's offsets, {}, {} or {})", path,
+                                          ".timeindex, a group's offsets, a member's .lease or "
+                                          ".alive, {}, {} or {})", path,
                                           kLeaderEpochCheckpointFile, kHighWatermarkFile,
                                           kReplicationOffsetCheckpointFile)));
 }
@@ -648,13 +681,15 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
                                 fmt::format("{}: --verify takes a data directory, a partition "
                                             "directory, a segment file (.log, .index, "
                                             ".timeindex), a group's offsets file, a static "
-                                            "member's lease, a replica checkpoint, or with -C "
+                                            "member's lease, a member's heartbeat, a replica "
+                                            "checkpoint, or with -C "
                                             "DIR a topic or TOPIC-N",
                                             path)));
   };
   if (S_ISREG(st.st_mode)) {
     if (IsGroupOffsets(path)) return v.Finish(path, v.GroupFile(path));
     if (IsMemberLease(path)) return v.Finish(path, v.LeaseFile(path));
+    if (IsMemberHeartbeat(path)) return v.Finish(path, v.HeartbeatFile(path));
     if (IsLeaderEpochCheckpoint(path) || IsReplicationOffsetCheckpoint(path))
       return v.Finish(path, v.CheckpointFile(path));
     if (!EndsWith(path, ".log") && !EndsWith(path, ".index") && !EndsWith(path, ".timeindex"))

@@ -152,6 +152,14 @@ class TextPrinter : public Printer {
   void ReplicationOffset(const std::string&, const HighWatermarkEntry& e) override {
     out_.Print("topic: {} partition: {} offset: {}\n", e.topic, e.partition, e.offset);
   }
+  void MemberLease(const std::string&, const mq::MemberLease& l) override {
+    out_.Print("version: {} sessionTimeoutMs: {} lastSeen: {} sessionEnd: {}\n",
+               kMemberLeaseVersion, l.session_timeout_ms, l.last_seen, SessionEnd(l));
+  }
+  void MemberHeartbeat(const std::string&, const mq::MemberHeartbeat& h) override {
+    out_.Print("version: {} pid: {} startTime: {} deadlineMs: {} lastPoll: {}\n",
+               kMemberHeartbeatVersion, h.pid, h.start_time, h.deadline_ms, h.last_poll);
+  }
   void TrailingBytes(const std::string& file, uint64_t, uint64_t bytes) override {
     out_.Flush();
     cli::Eprint("Found {} invalid bytes at the end of {}\n", bytes, file);
@@ -227,7 +235,8 @@ class JsonPrinter : public Printer {
                  std::optional<int64_t> base_offset) override {
     static constexpr const char* kKinds[] = {"log", "index", "timeindex", "group_offsets",
                                              "leader_epoch_checkpoint",
-                                             "replication_offset_checkpoint"};
+                                             "replication_offset_checkpoint", "member_lease",
+                                             "member_heartbeat"};
     JsonLine j;
     j.Str("type", "file").Str("file", file).Str("kind", kKinds[static_cast<int>(kind)]);
     if (base_offset) j.Int("base_offset", *base_offset);
@@ -322,6 +331,20 @@ class JsonPrinter : public Printer {
     JsonLine j;
     j.Str("type", "replication_offset").Str("file", file).Str("topic", e.topic)
         .Int("partition", e.partition).Int("offset", e.offset);
+    out_.Write(j.Finish());
+  }
+  void MemberLease(const std::string& file, const mq::MemberLease& l) override {
+    JsonLine j;
+    j.Str("type", "member_lease").Str("file", file).Int("version", kMemberLeaseVersion)
+        .Int("session_timeout_ms", l.session_timeout_ms).Int("last_seen", l.last_seen)
+        .Int("session_end", SessionEnd(l));
+    out_.Write(j.Finish());
+  }
+  void MemberHeartbeat(const std::string& file, const mq::MemberHeartbeat& h) override {
+    JsonLine j;
+    j.Str("type", "member_heartbeat").Str("file", file).Int("version", kMemberHeartbeatVersion)
+        .Int("pid", h.pid).Int("start_time", h.start_time).Int("deadline_ms", h.deadline_ms)
+        .Int("last_poll", h.last_poll);
     out_.Write(j.Finish());
   }
   void TrailingBytes(const std::string& file, uint64_t position, uint64_t bytes) override {

@@ -11,6 +11,8 @@
 #include "cli.h"
 #include "mq/batch.h"
 #include "mq/group.h"
+#include "mq/member_heartbeat.h"
+#include "mq/member_lease.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
@@ -31,6 +33,8 @@ enum class FileKind : uint8_t {
   kGroupOffsets,
   kLeaderEpochCheckpoint,
   kReplicationOffsetCheckpoint,
+  kMemberLease,
+  kMemberHeartbeat,
 };
 
 // What --verify read of a path: the evidence behind "ok".
@@ -71,6 +75,10 @@ class Printer {
   virtual void CheckpointHeader(const std::string& file, FileKind kind, size_t entries) = 0;
   virtual void LeaderEpochEntry(const std::string& file, const EpochEntry& entry) = 0;
   virtual void ReplicationOffset(const std::string& file, const HighWatermarkEntry& entry) = 0;
+  // A static member's lease (format-spec/group.md §14.5, R65) and a
+  // running member's heartbeat (R69): their fields.
+  virtual void MemberLease(const std::string& file, const mq::MemberLease& lease) = 0;
+  virtual void MemberHeartbeat(const std::string& file, const mq::MemberHeartbeat& hb) = 0;
   virtual void TrailingBytes(const std::string& file, uint64_t position, uint64_t bytes) = 0;
   // A broken rule; the file is still read past it where possible.
   virtual void Problem(const mq::Problem& problem) = 0;

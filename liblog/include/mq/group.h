@@ -147,8 +147,14 @@ enum class CommitSync : uint8_t {
 struct AbsentMember {
   std::string id;
   MemberLease lease;
+  // Its subscription: the topics its note (members/<id>.lock, §14.5)
+  // names; nullopt when the note names none or cannot be read (an earlier
+  // mq's member, or one that died writing it): taken to read every topic.
+  std::optional<std::vector<std::string>> topics;
+  // Whether it reads `topic` (or may: its subscription is not known).
+  bool Reads(std::string_view topic) const;
   // When its session ends: from then on it is no member.
-  int64_t session_end() const { return lease.last_seen + lease.session_timeout_ms; }
+  int64_t session_end() const { return SessionEnd(lease); }
 };
 
 // `<dir>/groups/<group>/`, opened by descriptor.
@@ -192,15 +198,19 @@ class Group {
   // the lock while any member is alive, or naming the member while an
   // absent static member's session holds (CheckNoAbsentMembers, checked
   // once the lock is held). Held, no member can join: what a reset reads
-  // (committed offsets, log bounds) stays what it writes over.
-  Result<FileLock> LockForReset() const;
+  // (committed offsets, log bounds) stays what it writes over. With
+  // `topic` (an offset delete of that topic), only the absent members
+  // that read it refuse (CheckNoAbsentMembers).
+  Result<FileLock> LockForReset(std::optional<std::string_view> topic = std::nullopt) const;
   // Removes the committed entries of `topic` (those of `partitions` only,
   // when not empty) in one write (R32), as kafka-consumer-groups
   // --delete-offsets does: the group then reads them as never committed.
   // Under group.lock held exclusively, like a reset (R33): `reset_lock`
   // when given, otherwise taken here without blocking (kBusy, exit 75,
-  // while a member is alive). Returns the partitions whose entries were
-  // removed, ascending; nothing is written when there are none.
+  // while a member is alive, or while an absent static member that reads
+  // `topic` is in its session: LockForReset(topic)). Returns the partitions
+  // whose entries were removed, ascending; nothing is written when there
+  // are none.
   Result<std::vector<int32_t>> DeleteOffsets(std::string_view topic,
                                              std::span<const int32_t> partitions,
                                              const FileLock* reset_lock = nullptr);
@@ -234,7 +244,13 @@ class Group {
   // then kBusy (exit 75, "live members") naming each such member, its lease
   // and when its session ends. A reset or delete of the group, which takes
   // group.lock from the running members, also waits for these (§14.4).
-  Status CheckNoAbsentMembers(int64_t now_ms = kNoTimestamp) const;
+  // With `topic`, only the absent members that read it (AbsentMember::
+  // Reads: an unknown subscription reads every topic) count, as Kafka
+  // refuses an offset delete only for a topic the group is subscribed to;
+  // none reads a topic removed from the data directory (no
+  // topics/<topic>.conf): a restarted member cannot read it.
+  Status CheckNoAbsentMembers(int64_t now_ms = kNoTimestamp,
+                              std::optional<std::string_view> topic = std::nullopt) const;
   // Removes a member that is not running from the group (§14.6, as Kafka's
   // RemoveMembersFromGroup removes a static member): its lease, then its
   // lock file, taken exclusively as RemoveDeadMember does, whether its
@@ -253,6 +269,7 @@ class Group {
                 CommitSync sync = CommitSync::kDurable);
 
   std::string name_;
+  std::string data_dir_;
   std::string path_;
   UniqueFd dir_;
   FileSystem* fs_ = nullptr;

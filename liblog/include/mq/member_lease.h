@@ -43,10 +43,14 @@ Result<MemberLease> ReadMemberLeaseFile(const std::string& path);
 
 // Whether a member that is not running (its lock is free, or it is
 // joining) still holds its partitions at `now_ms` (ms since the epoch):
-// its lease names a session that has not ended, last_seen +
-// session_timeout_ms > now_ms. No lease (nullopt: none, or one that breaks
-// R65): no session, its partitions are reassigned at once.
+// its lease names a session that has not ended, SessionEnd > now_ms. No
+// lease (nullopt: none, or one that breaks R65): no session, its
+// partitions are reassigned at once.
 bool LeaseHolds(const std::optional<MemberLease>& lease, int64_t now_ms);
+// When the session of `lease` ends (ms since the epoch): last_seen +
+// session_timeout_ms, INT64_MAX for a last_seen that close to it (R65
+// bounds it below only).
+int64_t SessionEnd(const MemberLease& lease);
 // How often a running member refreshes last_seen (at its polls): a quarter
 // of its session timeout, at most a second, at least 1 ms.
 int64_t LeaseRefreshMs(int64_t session_timeout_ms);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A member's topics share its open-file budget, one reader a topic at least
+# (mq-consume(1), OPEN FILES): more topics than the budget has readers are
+# refused at the start (exit 69, saying how many fit), never run out of
+# descriptors; a pattern's later match that does not fit is left out of
+# the member's topics with a warning, and the member goes on with the
+# others. A pipeline's output writers follow the same budget as a pattern
+# adds source topics.
+source "$(dirname "$0")/lib/common.bash"
+
+export MQ_DIR="$WORK/data"
+names=()
+for i in $(seq -w 1 14); do
+  "$P" -q -t "q.$i" --create --partitions 1 </dev/null
+  echo "m$i" | "$P" -q -t "q.$i"
+  names+=(-t "q.$i")
+done
+
+# --- named topics past the budget: refused, saying so ------------------------------
+run bash -c 'ulimit -n 40 && exec "$@"' - "$C" -G g "${names[@]}" -e
+expect_rc 69 "14 topics under ulimit -n 40"
+grep -qE 'group g: 14 topics to read, but the open-file limit leaves room for [0-9]+ readers, one a topic at least: raise ulimit -n' \
+  "$WORK/err" || fail "the refusal: $(cat "$WORK/err")"
+[[ -s $WORK/out ]] && fail "read before refusing: $(cat "$WORK/out")"
+# Within the budget the same member reads them all.
+run "$C" -G g "${names[@]}" -e -f '%t %s\n'
+expect_rc 0 "14 topics without a low limit"
+[[ $(sort -u "$WORK/out" | wc -l) == 14 ]] || fail "read $(wc -l <"$WORK/out") of 14: $(cat "$WORK/err")"
+
+# --- a pattern's later matches past the budget: left out, with a warning -----------
+"$P" -q -t r.00 --create --partitions 1 </dev/null
+(
+  ulimit -n 40
+  exec "$C" -G h -t '^r\.' -f '%t %s\n' -v
+) >"$WORK/r.out" 2>"$WORK/r.err" &
+pid=$!
+PIDS+=("$pid")
+for _ in $(seq 1 300); do grep -q 'is assigned' "$WORK/r.err" && break; sleep 0.1; done
+for i in $(seq -w 1 13); do
+  "$P" -q -t "r.$i" --create --partitions 1 </dev/null
+  echo "r$i" | "$P" -q -t "r.$i"
+done
+for _ in $(seq 1 300); do
+  grep -q 'but the open-file limit leaves this member room for' "$WORK/r.err" && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$pid" 2>/dev/null || fail "the member died as topics were added: $(cat "$WORK/r.err")"
+grep -qE 'group h: topic r\.[0-9]+ matches, but the open-file limit leaves this member room for [0-9]+ readers, one a topic, and it reads [0-9]+ topics: not read by this member' \
+  "$WORK/r.err" || fail "no warning: $(cat "$WORK/r.err")"
+left=$(grep -c 'but the open-file limit leaves this member room' "$WORK/r.err")
+# Each topic left out is warned about once; the others are read.
+[[ $left == $(grep -o 'topic r\.[0-9]* matches, but' "$WORK/r.err" | sort -u | wc -l) ]] ||
+  fail "a topic warned about twice: $(cat "$WORK/r.err")"
+want=$((13 - left))
+for _ in $(seq 1 300); do [[ $(wc -l <"$WORK/r.out") -ge $want ]] && break; sleep 0.1; done
+[[ $(sort -u "$WORK/r.out" | wc -l) == "$want" ]] ||
+  fail "read $(wc -l <"$WORK/r.out") messages, want $want (13 less the $left left out): $(cat "$WORK/r.err")"
+run "$C" -G h --describe -J
+topics=$(jq -r 'select(.type == "summary") | .members[0].topics | length' "$WORK/out")
+[[ $topics == $((14 - left)) ]] || fail "the member's topics: $topics, want $((14 - left)): $(cat "$WORK/out")"
+kill -TERM "$pid"
+wait "$pid" || true
+echo "consume_group_budget: $left of 14 topics left out under ulimit -n 40"
+echo "consume_group_budget: ok"
