@@ -162,15 +162,11 @@ class FileReplicaLog : public ReplicaLog {
 
   Status Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
               uint32_t* crc) override {
-    MQ_RETURN_IF_ERROR(OpenReader());
-    if (!TakePrepared(offset, max_bytes, out)) {
-      last_read_.reset();
-      auto read = ReadBatches(offset, max_bytes, out);
-      if (!read) return read.error();
-      last_read_ = *read;
-    }
-    if (crc) *crc = last_read_->crc;
-    return Status::Ok();
+    return ReadAs(offset, max_bytes, out, crc, nullptr);
+  }
+  Status ReadInPlace(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
+                     uint32_t* crc, FileBytes* file) override {
+    return ReadAs(offset, max_bytes, out, crc, file);
   }
 
   void ReadAhead(std::vector<std::byte>* into) override {
@@ -180,12 +176,15 @@ class FileReplicaLog : public ReplicaLog {
     last_read_.reset();
     const auto before = reader_->rewrites();
     if (!before) return;
-    auto read = ReadBatches(last.next_offset, last.max_bytes, into);
-    // Only a read that stopped at max_bytes is kept: it is the same bytes
-    // at any later time while the log is not rewritten, where one that
-    // stopped at the log end may miss what was appended since.
+    FileBytes file;
+    auto read = ReadBatches(last.next_offset, last.max_bytes, into,
+                            last.in_place ? &file : nullptr);
+    // Only a read that stopped at max_bytes (or a segment's end) is kept:
+    // it is the same bytes at any later time while the log is not
+    // rewritten, where one that stopped at the log end may miss what was
+    // appended since.
     if (!read || !read->full || reader_->rewrites() != before) return;
-    prepared_ = Prepared{*read, *before, into};
+    prepared_ = Prepared{*read, *before, into, file};
   }
 
   Result<AppendResult> AppendReplicated(std::span<const std::byte> batches,
@@ -426,24 +425,50 @@ class FileReplicaLog : public ReplicaLog {
     int64_t next_offset = 0;  // after its last batch (`offset` when it has none)
     bool full = false;
     uint32_t crc = 0;  // CRC-32C of the bytes read
+    bool in_place = false;  // asked for by ReadInPlace
   };
   // What ReadAhead read, the state file's rewrites counter before it, and
-  // the buffer that holds it.
+  // the buffer that holds it (or the file, when its size is not 0).
   struct Prepared {
     ReadSpan span;
     uint32_t rewrites = 0;
     const std::vector<std::byte>* bytes = nullptr;
+    FileBytes file;
   };
 
+  Status ReadAs(int64_t offset, size_t max_bytes, std::vector<std::byte>* out, uint32_t* crc,
+                FileBytes* file) {
+    MQ_RETURN_IF_ERROR(OpenReader());
+    if (!TakePrepared(offset, max_bytes, out, file)) {
+      last_read_.reset();
+      auto read = ReadBatches(offset, max_bytes, out, file);
+      if (!read) return read.error();
+      last_read_ = *read;
+    }
+    if (crc) *crc = last_read_->crc;
+    return Status::Ok();
+  }
+
   // Whole batches from the one holding `offset`, up to `max_bytes` (at
-  // least one), into `out`.
-  Result<ReadSpan> ReadBatches(int64_t offset, size_t max_bytes, std::vector<std::byte>* out) {
+  // least one), into `out`; with `file`, left in their segment file when
+  // they lie in one (then `out` stays empty): the read stops at the
+  // segment's end.
+  Result<ReadSpan> ReadBatches(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
+                               FileBytes* file) {
+    if (file) *file = {};
     MQ_RETURN_IF_ERROR(reader_->Seek(offset));
     out->clear();
-    // One allocation (its pages are touched only as batches fill them), not
-    // a copy at each doubling.
-    out->reserve(std::min<size_t>(max_bytes, size_t{64} << 20));
     ReadSpan span{offset, max_bytes, offset, false};
+    span.in_place = file != nullptr;
+    // In place: the segment and the byte range of the batches read so far.
+    std::string segment;
+    uint64_t begin = 0, end = 0;
+    size_t size = 0;  // bytes read
+    if (!file) {
+      // One allocation (its pages are touched only as batches fill them),
+      // not a copy at each doubling.
+      out->reserve(std::min<size_t>(max_bytes, size_t{64} << 20));
+    }
     while (true) {
       auto next = reader_->Next();
       if (!next) return next.error();
@@ -451,35 +476,81 @@ class FileReplicaLog : public ReplicaLog {
       const BatchView& b = **next;
       if (b.header().last_offset() < offset) continue;
       const Bytes bytes = b.bytes();
-      if (!out->empty() && out->size() + bytes.size() > max_bytes) {
+      if (file) {
+        LogPosition at = reader_->position();
+        if (size > 0 && (at.file != segment || at.position != end)) {
+          // The next segment: this one is whole (rolled), its bytes the
+          // same while the log is not rewritten.
+          span.full = true;
+          break;
+        }
+        if (size == 0) {
+          segment = std::move(at.file);
+          begin = end = at.position;
+        }
+        end += bytes.size();
+      }
+      if (size > 0 && size + bytes.size() > max_bytes) {
         span.full = true;
         break;
       }
-      out->insert(out->end(), bytes.begin(), bytes.end());
+      if (!file) out->insert(out->end(), bytes.begin(), bytes.end());
+      size += bytes.size();
       // The batch's CRC covers its bytes from attributes on, and Next()
       // checked it (R4): only the 21 bytes before are hashed again.
       span.crc = Crc32cExtendKnown(Crc32cExtend(span.crc, bytes.first(format::kAttributesOffset)),
                                    bytes.subspan(format::kAttributesOffset), b.header().crc);
       span.next_offset = b.header().last_offset() + 1;
-      if (out->size() >= max_bytes) {
+      if (size >= max_bytes) {
         span.full = true;
         break;
       }
     }
+    if (file && size > 0) MQ_RETURN_IF_ERROR(LeaveInPlace(segment, begin, size, file));
     return span;
   }
 
-  // Whether `out` holds the prepared read and it is what a read of
-  // `offset` and `max_bytes` gives now: the same request, the log not
-  // rewritten since (the rewrites counter of the state file: a truncation
-  // bumps it before it cuts), and its bytes still below the committed end.
-  bool TakePrepared(int64_t offset, size_t max_bytes, const std::vector<std::byte>* out) {
+  // `*file`: `size` bytes at `position` of `segment` just read, from a
+  // descriptor of the file the reader read them from (opened again after
+  // a rewrite: a truncation may have replaced it by another of its name).
+  Status LeaveInPlace(const std::string& segment, uint64_t position, size_t size,
+                      FileBytes* file) {
+    const auto rewrites = reader_->rewrites();
+    if (!send_file_ || send_name_ != segment || send_rewrites_ != rewrites) {
+      send_file_.reset();
+      auto opened = fs()->Open(dir_fd_.get(), segment, FileSystem::kRead);
+      if (!opened) return opened.error();
+      send_file_ = std::move(*opened);
+      send_name_ = segment;
+      send_rewrites_ = rewrites;
+      // Rewritten between the read and the open: the file may not be the
+      // one read. Never sent: read again.
+      if (reader_->rewrites() != rewrites) {
+        send_file_.reset();
+        return Status(Code::kUnavailable,
+                      fmt::format("{}: {} was rewritten while it was read", dir_, segment));
+      }
+    }
+    *file = FileBytes{send_file_->fd(), position, size};
+    return Status::Ok();
+  }
+
+  // Whether `out` (or `file`) holds the prepared read and it is what a
+  // read of `offset` and `max_bytes` gives now: the same request, the log
+  // not rewritten since (the rewrites counter of the state file: a
+  // truncation bumps it before it cuts), and its bytes still below the
+  // committed end.
+  bool TakePrepared(int64_t offset, size_t max_bytes, const std::vector<std::byte>* out,
+                    FileBytes* file) {
     if (!prepared_) return false;
     const Prepared p = *prepared_;
     prepared_.reset();
-    if (p.bytes != out || p.span.offset != offset || p.span.max_bytes != max_bytes) return false;
+    if (p.bytes != out || p.span.offset != offset || p.span.max_bytes != max_bytes ||
+        p.span.in_place != (file != nullptr))
+      return false;
     if (reader_->rewrites() != p.rewrites || reader_->end_offset() < p.span.next_offset)
       return false;
+    if (file) *file = p.file;
     last_read_ = p.span;
     return true;
   }
@@ -502,6 +573,11 @@ class FileReplicaLog : public ReplicaLog {
   std::optional<FetchPositions> positions_read_;  // sequence and copy, under the lock
   std::optional<ReadSpan> last_read_;  // what ReadAhead continues
   std::optional<Prepared> prepared_;
+  // The segment file ReadInPlace leaves batches in, its name and the
+  // rewrites counter when it was opened.
+  std::unique_ptr<File> send_file_;
+  std::string send_name_;
+  std::optional<uint32_t> send_rewrites_;
   std::string topic_;
   int32_t partition_;
 };

@@ -446,7 +446,8 @@ Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
 }
 
 Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
-                                  const FetchRequest& request, std::vector<std::byte>* buffer) {
+                                  const FetchRequest& request, std::vector<std::byte>* buffer,
+                                  bool in_place) {
   auto p = LoadPartition(ctx);
   if (!p) return p.error();
   const int32_t me = leader.replica_id();
@@ -534,10 +535,15 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
         if (!done && done.error().code() != Code::kFenced) return done.error();
       }
     }
-    if (!ctx.bugs.position_at_response_end)
-      MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
+    if (!ctx.bugs.position_at_response_end) {
+      if (in_place && buffer)
+        MQ_RETURN_IF_ERROR(leader.ReadInPlace(request.fetch_offset, request.max_bytes, out, &crc,
+                                              &response.file));
+      else
+        MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
+    }
     response.crc = crc;
-    if (buffer) response.borrowed = *buffer;
+    if (buffer && response.file.size == 0) response.borrowed = *buffer;
     response.log_start_offset = *start;
     response.log_end_offset = *leo;
     return Status::Ok();

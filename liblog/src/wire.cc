@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <sys/sendfile.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -249,52 +250,124 @@ void SetNonBlocking(int fd) {
   if (flags >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
-// Writes one frame whose payload is `body` then `tail` (R48) with writev,
-// without copying them into one buffer. `tail_crc`: the CRC-32C of `tail`
-// when the caller has it (the frame's CRC continues from it).
+// Writes one frame whose payload is `body` then `tail` (R48) without
+// copying them into one buffer: writev, and for a tail left in a file
+// (`file`, its size not 0, in place of `tail`) sendfile(2) from there, the
+// kernel moving the file's pages to `fd`; to a descriptor that takes no
+// sendfile (EINVAL) the file's bytes are read and written. `tail_crc`: the
+// CRC-32C of the tail when the caller has it (the frame's CRC continues
+// from it; a file's bytes are read for it otherwise). `fd` is non-blocking:
+// a full pipe is waited for, up to `timeout_ms` without progress.
 Status WriteFrame(int fd, Type type, uint32_t correlation, std::span<const std::byte> body,
                   std::span<const std::byte> tail, int timeout_ms, const std::string& peer,
-                  const std::atomic<bool>* stop, std::optional<uint32_t> tail_crc = std::nullopt) {
+                  const std::atomic<bool>* stop, std::optional<uint32_t> tail_crc = std::nullopt,
+                  FileBytes file = {}) {
+  std::vector<std::byte> read_tail;
+  if (file.size > 0 && !tail_crc) {
+    // No CRC given: the bytes are read for it, and sent from memory.
+    read_tail.resize(file.size);
+    for (size_t at = 0; at < file.size;) {
+      ssize_t n = pread(file.fd, read_tail.data() + at, file.size - at,
+                        static_cast<off_t>(file.position + at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        return Status(Code::kIoError, fmt::format("{}: reading the batches to send: {}", peer,
+                                                  n < 0 ? strerror(errno) : "end of file"));
+      at += static_cast<size_t>(n);
+    }
+    tail = read_tail;
+    file = {};
+  }
+  const size_t tail_size = file.size > 0 ? file.size : tail.size();
   std::byte header[kHeaderSize], trailer[kTrailerSize];
-  coding::PutFixed32(header, static_cast<uint32_t>(body.size() + tail.size()));
+  coding::PutFixed32(header, static_cast<uint32_t>(body.size() + tail_size));
   header[4] = std::byte{static_cast<uint8_t>(type)};
   coding::PutFixed32(header + 5, correlation);
   uint32_t crc = Crc32c(std::span<const std::byte>(header, kHeaderSize));
   crc = Crc32cExtend(crc, body);
-  crc = tail_crc ? Crc32cCombine(crc, *tail_crc, tail.size()) : Crc32cExtend(crc, tail);
+  crc = tail_crc ? Crc32cCombine(crc, *tail_crc, tail_size) : Crc32cExtend(crc, tail);
   coding::PutFixed32(trailer, crc);
-  iovec iov[4] = {{header, kHeaderSize},
-                  {const_cast<std::byte*>(body.data()), body.size()},
-                  {const_cast<std::byte*>(tail.data()), tail.size()},
-                  {trailer, kTrailerSize}};
   const int64_t deadline = MonotonicMs() + timeout_ms;
-  int first = 0;
-  while (first < 4) {
-    if (iov[first].iov_len == 0) {
-      ++first;
-      continue;
-    }
-    ssize_t n = writev(fd, iov + first, 4 - first);
-    if (n > 0) {
-      auto left = static_cast<size_t>(n);
-      while (first < 4 && left >= iov[first].iov_len) left -= iov[first++].iov_len;
-      if (first < 4) {
-        iov[first].iov_base = static_cast<std::byte*>(iov[first].iov_base) + left;
-        iov[first].iov_len -= left;
-      }
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN)
-      return Status(Code::kUnavailable, fmt::format("{}: write: {}", peer, strerror(errno)));
-    const int64_t wait = deadline - MonotonicMs();
-    if (wait <= 0 || (stop && stop->load()))
+  // After EAGAIN: waits until `fd` takes bytes, within the deadline.
+  auto wait = [&]() -> Status {
+    const int64_t left = deadline - MonotonicMs();
+    if (left <= 0 || (stop && stop->load()))
       return Status(Code::kUnavailable,
                     fmt::format("{}: no progress writing for {} ms (R52)", peer, timeout_ms));
     pollfd pfd{fd, POLLOUT, 0};
-    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(wait, 200)));
+    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 200)));
+    return Status::Ok();
+  };
+  auto failed = [&](const char* what) {
+    return Status(Code::kUnavailable, fmt::format("{}: {}: {}", peer, what, strerror(errno)));
+  };
+  // Writes iov[0, count) whole.
+  auto write_all = [&](iovec* iov, int count) -> Status {
+    int first = 0;
+    while (first < count) {
+      if (iov[first].iov_len == 0) {
+        ++first;
+        continue;
+      }
+      ssize_t n = writev(fd, iov + first, count - first);
+      if (n > 0) {
+        auto left = static_cast<size_t>(n);
+        while (first < count && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+        if (first < count) {
+          iov[first].iov_base = static_cast<std::byte*>(iov[first].iov_base) + left;
+          iov[first].iov_len -= left;
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN) return failed("write");
+      MQ_RETURN_IF_ERROR(wait());
+    }
+    return Status::Ok();
+  };
+  if (file.size == 0) {
+    iovec iov[4] = {{header, kHeaderSize},
+                    {const_cast<std::byte*>(body.data()), body.size()},
+                    {const_cast<std::byte*>(tail.data()), tail.size()},
+                    {trailer, kTrailerSize}};
+    return write_all(iov, 4);
   }
-  return Status::Ok();
+  iovec head[2] = {{header, kHeaderSize}, {const_cast<std::byte*>(body.data()), body.size()}};
+  MQ_RETURN_IF_ERROR(write_all(head, 2));
+  off_t at = static_cast<off_t>(file.position);
+  size_t left = file.size;
+  std::vector<std::byte> bounce;  // without sendfile: the bytes read, then written
+  while (left > 0) {
+    if (bounce.empty()) {
+      ssize_t n = sendfile(fd, file.fd, &at, std::min<size_t>(left, size_t{1} << 30));
+      if (n > 0) {
+        left -= static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) {
+        MQ_RETURN_IF_ERROR(wait());
+        continue;
+      }
+      if (n < 0 && errno != EINVAL && errno != ENOSYS) return failed("sendfile");
+      if (n == 0)  // the file was cut since its batches were read
+        return Status(Code::kUnavailable,
+                      fmt::format("{}: the batches being sent were cut from their file", peer));
+      bounce.resize(std::min<size_t>(left, size_t{1} << 20));
+    }
+    ssize_t n = pread(file.fd, bounce.data(), std::min(left, bounce.size()), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return failed("reading the batches to send");
+    if (n == 0)
+      return Status(Code::kUnavailable,
+                    fmt::format("{}: the batches being sent were cut from their file", peer));
+    iovec chunk{bounce.data(), static_cast<size_t>(n)};
+    MQ_RETURN_IF_ERROR(write_all(&chunk, 1));
+    at += n;
+    left -= static_cast<size_t>(n);
+  }
+  iovec end{trailer, kTrailerSize};
+  return write_all(&end, 1);
 }
 
 // Reads the next frame from the non-blocking `fd` within `timeout_ms` (-1:
@@ -490,6 +563,21 @@ std::vector<std::byte> EncodeFetchAhead(const FetchMessage& m) {
 }
 std::vector<std::byte> Encode(const FetchResponse& m) {
   std::vector<std::byte> out = EncodeFetchReplyHead(m);
+  if (m.file.size > 0) {  // the batches read from their file
+    const size_t head = out.size();
+    out.resize(head + m.file.size);
+    for (size_t at = 0; at < m.file.size;) {
+      ssize_t n = pread(m.file.fd, out.data() + head + at, m.file.size - at,
+                        static_cast<off_t>(m.file.position + at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {  // short: a payload whose length breaks R51 at its reader
+        out.resize(head + at);
+        break;
+      }
+      at += static_cast<size_t>(n);
+    }
+    return out;
+  }
   const auto batches = m.data();
   out.insert(out.end(), batches.begin(), batches.end());
   return out;
@@ -500,7 +588,7 @@ std::vector<std::byte> EncodeFetchReplyHead(const FetchResponse& m) {
       .I64(m.high_watermark)
       .I64(m.log_start_offset)
       .I64(m.log_end_offset)
-      .U32(static_cast<uint32_t>(m.data().size()))
+      .U32(static_cast<uint32_t>(m.file.size > 0 ? m.file.size : m.data().size()))
       .Take();
 }
 std::vector<std::byte> Encode(const OffsetForLeaderEpochMessage& m) {
@@ -1435,6 +1523,7 @@ struct Reply {
   std::vector<std::byte> owned;     // the tail when the reply holds it
   std::span<const std::byte> tail;  // sent after `body` (a fetch's batches)
   std::optional<uint32_t> tail_crc;  // its CRC-32C, when known (FetchResponse::crc)
+  FileBytes file;  // the tail left in a file (FetchResponse::file), when its size is not 0
   Reply(Type t, std::vector<std::byte> b) : type(t), body(std::move(b)) {}
 };
 
@@ -1467,7 +1556,9 @@ Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer,
       if (!r) return Reply(Type::kError, EncodeError(r.error()));
       Reply out(ahead ? Type::kFetchAheadReply : Type::kFetchReply, EncodeFetchReplyHead(*r));
       out.tail_crc = r->crc;
-      if (r->borrowed.empty()) {
+      if (r->file.size > 0) {
+        out.file = r->file;  // the handler's file: sent before its next call
+      } else if (r->borrowed.empty()) {
         out.owned = std::move(r->batches);
         out.tail = out.owned;
       } else {
@@ -1552,9 +1643,9 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
   uint16_t version = 0;  // the conversation's (R49)
   auto send = [&](Type type, uint32_t correlation, std::span<const std::byte> body,
                   std::span<const std::byte> tail = {},
-                  std::optional<uint32_t> tail_crc = std::nullopt) {
+                  std::optional<uint32_t> tail_crc = std::nullopt, const FileBytes& file = {}) {
     return WriteFrame(out_fd, type, correlation, body, tail, o.idle_timeout_ms, o.peer, o.stop,
-                      tail_crc);
+                      tail_crc, file);
   };
   // A breach: say so when the peer can still hear it, then end (R50).
   auto breach = [&](const Status& s, uint32_t correlation) {
@@ -1604,7 +1695,8 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
     auto answer = Answer(handlers, *f, o.peer, version);
     if (!answer) return breach(answer.error(), f->correlation);
     MQ_RETURN_IF_ERROR(
-        send(answer->type, f->correlation, answer->body, answer->tail, answer->tail_crc));
+        send(answer->type, f->correlation, answer->body, answer->tail, answer->tail_crc,
+             answer->file));
     ++expect;
     if (handlers.after_reply) handlers.after_reply();
   }

@@ -1474,6 +1474,87 @@ TEST_CASE("replication: a leader's read-ahead is served only while it is what a 
   }
 }
 
+// The `file.size` bytes `file` names.
+static std::vector<std::byte> FileContents(const FileBytes& file) {
+  std::vector<std::byte> out(file.size);
+  REQUIRE(pread(file.fd, out.data(), out.size(), static_cast<off_t>(file.position)) ==
+          static_cast<ssize_t>(out.size()));
+  return out;
+}
+
+TEST_CASE("replication: a leader's read in place leaves the batches in their segment file, and stops at its end") {
+  Cluster c(2);
+  c.Produce(40);  // segments of 700 bytes: a few batches each
+  ReplicaLog& leader = *c.logs[0];
+  const size_t batch = RawBatches(c.Dir(0)).front().size();
+  const size_t max = 6 * batch;  // more than a segment holds (4 batches)
+  const int64_t leo = c.Leo(0);
+  std::vector<std::byte> buffer, copied;
+  int stopped_at_segment_end = 0;
+  for (int64_t at = 0; at < leo;) {
+    FileBytes file;
+    uint32_t crc = 0;
+    REQUIRE(leader.ReadInPlace(at, max, &buffer, &crc, &file).ok());
+    REQUIRE(file.size > 0);
+    CHECK(buffer.empty());
+    const auto bytes = FileContents(file);
+    // What a copying read gives, cut at the segment's end.
+    REQUIRE(leader.Read(at, max, &copied).ok());
+    REQUIRE(bytes.size() <= copied.size());
+    CHECK(std::equal(bytes.begin(), bytes.end(), copied.begin()));
+    CHECK(crc == Crc32c(bytes));
+    if (bytes.size() < copied.size()) ++stopped_at_segment_end;
+    // Whole batches: the next read starts after the last one.
+    size_t n = 0;
+    for (const auto& b : RawBatches(c.Dir(0))) {
+      const int64_t base = static_cast<int64_t>(coding::GetFixed64(b.data()));
+      if (base >= at && n < bytes.size()) n += b.size();
+    }
+    REQUIRE(n == bytes.size());
+    at += static_cast<int64_t>(bytes.size() / batch) * 3;
+  }
+  CHECK(stopped_at_segment_end > 0);
+
+  SECTION("a read ahead in place is what a read in place gives next") {
+    FileBytes file;
+    REQUIRE(leader.ReadInPlace(0, 2 * batch, &buffer, nullptr, &file).ok());
+    REQUIRE(file.size == 2 * batch);
+    for (int64_t at = 6; at < 30; at += 6) {
+      leader.ReadAhead(&buffer);
+      uint32_t crc = 0;
+      REQUIRE(leader.ReadInPlace(at, 2 * batch, &buffer, &crc, &file).ok());
+      const auto bytes = FileContents(file);
+      REQUIRE(leader.Read(at, 2 * batch, &copied).ok());
+      CHECK(bytes == std::vector<std::byte>(copied.begin(), copied.begin() +
+                                                static_cast<std::ptrdiff_t>(bytes.size())));
+      CHECK(crc == Crc32c(bytes));
+      // Read (copying) dropped the preparation; prepare again in place.
+      REQUIRE(leader.ReadInPlace(at, 2 * batch, &buffer, nullptr, &file).ok());
+    }
+  }
+
+  SECTION("a truncation after the read in place: the next read reopens the file it read") {
+    FileBytes file;
+    REQUIRE(leader.ReadInPlace(0, 2 * batch, &buffer, nullptr, &file).ok());
+    {
+      LogConfig cfg = Small();
+      cfg.leader_epoch = 0;
+      auto w = PartitionWriter::Open(c.Dir(0), cfg, false, nullptr);
+      REQUIRE(w);
+      REQUIRE((*w)->TruncateTo(0).ok());
+      for (int i = 0; i < 4; ++i) {
+        auto b = MakeBatch(3, 7000 + i, 20);
+        REQUIRE((*w)->Append(b));
+      }
+    }
+    uint32_t crc = 0;
+    REQUIRE(leader.ReadInPlace(0, 2 * batch, &buffer, &crc, &file).ok());
+    const auto bytes = FileContents(file);
+    CHECK(bytes == BatchesFrom(c.Dir(0), 0, 2));
+    CHECK(crc == Crc32c(bytes));
+  }
+}
+
 TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold what its log implies") {
   Cluster c(2);
   c.Produce(4);  // offsets 0..11 in epoch 0

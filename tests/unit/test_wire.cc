@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -254,7 +255,7 @@ bool BatchesCheckedByReader(const std::vector<std::byte>& frame) {
 // Topic t, partition 0, replicas 0 (the leader, holding `batches` batches
 // of 3 records in epoch 0) and 1 (empty), both in the ISR.
 struct TwoReplicas {
-  explicit TwoReplicas(int batches) {
+  explicit TwoReplicas(int batches, LogConfig leader_log = ReplicaTestLog()) {
     ReplicatedTopic t;
     t.name = "t";
     t.replication_factor = 2;
@@ -276,7 +277,7 @@ struct TwoReplicas {
     auto f = OpenReplicaLog(dirs[1], 1, ReplicaTestLog());
     REQUIRE(f);
     follower.emplace(std::move(*f));
-    LogConfig c = ReplicaTestLog();
+    LogConfig c = leader_log;
     c.leader_epoch = 0;
     auto w = PartitionWriter::Open(dirs[0], c, false, nullptr);
     REQUIRE(w);
@@ -762,6 +763,155 @@ TEST_CASE("wire: bytes that differ from what the leader read are never appended"
   }
   CHECK((*follower)->LogEndOffset().value() == 0);
   CHECK(RawBatches(dirs[1]).empty());
+}
+
+// ---- batches sent from their segment file (sendfile) ----
+
+namespace {
+
+// `n` bytes of a pattern, in a file of `dir`, and its descriptor (open for
+// reading).
+struct PatternFile {
+  PatternFile(const std::string& dir, size_t n) {
+    for (size_t i = 0; i < n; ++i) bytes.push_back(std::byte(static_cast<uint8_t>(i * 7 + i / 251)));
+    const std::string path = dir + "/batches";
+    int w = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    REQUIRE(w >= 0);
+    REQUIRE(write(w, bytes.data(), n) == static_cast<ssize_t>(n));
+    close(w);
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+  }
+  ~PatternFile() { close(fd); }
+  std::vector<std::byte> bytes;
+  int fd = -1;
+};
+
+// A conversation's first two requests, Hello and Fetch, as a client sends them.
+std::vector<std::byte> HelloAndFetch() {
+  auto out = EncodeFrame(Type::kHello, 0, Encode(Hello{}));
+  FetchRequest request;
+  request.replica = 1;
+  request.leader_epoch = 0;
+  FetchMessage m{"t", 0, request, 0};
+  auto fetch = EncodeFrame(Type::kFetch, 1, Encode(m));
+  out.insert(out.end(), fetch.begin(), fetch.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("wire: a leader's server sends batches from their segment file through a full pipe, and its follower appends the same bytes") {
+  LogConfig big = ReplicaTestLog();
+  big.segment_bytes = 64 << 10;  // a fetch of 16 KiB: whole in a segment, or cut at its end
+  TwoReplicas r(600, big);
+  std::vector<std::byte> buffer;
+  std::atomic<int> in_place{0};
+  Handlers h;
+  h.fetch = [&](const FetchMessage& m) {
+    auto out = HandleFetch(r.ctx, **r.leader, m.request, &buffer, /*in_place=*/true);
+    if (out && out->file.size > 0) ++in_place;
+    return out;
+  };
+  h.offset_for_leader_epoch = [&](const OffsetForLeaderEpochMessage& m) {
+    return HandleOffsetForLeaderEpoch(r.ctx, **r.leader, m.leader_epoch, m.requested_epoch);
+  };
+  h.after_reply = [&] { (*r.leader)->ReadAhead(&buffer); };
+  std::vector<std::thread> threads;
+  {
+    // The server's pipe holds one page: every reply meets a full pipe
+    // (EAGAIN), and sendfile moves part of it at a time.
+    auto connect = [&]() -> Result<std::unique_ptr<Connection>> {
+      Pipes p;
+      REQUIRE(fcntl(p.server_write, F_SETPIPE_SZ, 4096) >= 0);
+      threads.emplace_back([&h, in = p.server_read, out = p.server_write] {
+        Serve(in, out, h, ServeOptions{});
+        close(in);
+        close(out);
+      });
+      return Connection::Adopt(p.client_write, p.client_read);
+    };
+    auto client = std::make_shared<Client>(connect, "leader");
+    auto link = RemoteLeaderLink(client, "t", 0, 0);
+    FollowerState state;
+    const int64_t end = (*r.leader)->LogEndOffset().value();
+    for (int i = 0; i < 1000 && (*r.follower)->LogEndOffset().value() < end; ++i) {
+      auto step = FollowerStep(r.ctx, **r.follower, *link, state, 16 << 10);
+      REQUIRE(step);
+    }
+    CHECK((*r.follower)->LogEndOffset().value() == end);
+    CHECK(client->connects() == 1);
+  }
+  for (auto& t : threads) t.join();
+  CHECK(RawBatches(r.dirs[1]) == RawBatches(r.dirs[0]));
+  CHECK(in_place > 1);
+}
+
+TEST_CASE("wire: a peer that closes while batches are sent from their file ends the conversation, unavailable") {
+  TempDir tmp;
+  PatternFile file(tmp.path(), 1 << 20);
+  Handlers h;
+  h.fetch = [&](const FetchMessage&) -> Result<FetchResponse> {
+    FetchResponse r;
+    r.file = FileBytes{file.fd, 0, file.bytes.size()};
+    r.crc = Crc32c(file.bytes);
+    return r;
+  };
+  Pipes p;
+  REQUIRE(fcntl(p.server_write, F_SETPIPE_SZ, 4096) >= 0);
+  Status served;
+  std::thread server([&] { served = Serve(p.server_read, p.server_write, h, ServeOptions{}); });
+  REQUIRE(Write(p.client_write, HelloAndFetch()).ok());
+  // The HelloReply, then part of the FetchReply, then the client goes.
+  std::vector<std::byte> got(64 << 10);
+  size_t n = 0;
+  while (n < got.size()) {
+    ssize_t k = read(p.client_read, got.data() + n, got.size() - n);
+    REQUIRE(k > 0);
+    n += static_cast<size_t>(k);
+  }
+  close(p.client_read);
+  server.join();
+  close(p.client_write);
+  close(p.server_read);
+  close(p.server_write);
+  CHECK(served.code() == Code::kUnavailable);
+  CHECK_THAT(served.message(), Catch::Contains("Broken pipe"));
+}
+
+TEST_CASE("wire: batches in a file go to an output that takes no sendfile as read and written, the same frame") {
+  TempDir tmp;
+  PatternFile file(tmp.path(), (1 << 20) + 12345);  // more than one read of the copy
+  Handlers h;
+  h.fetch = [&](const FetchMessage&) -> Result<FetchResponse> {
+    FetchResponse r;
+    r.file = FileBytes{file.fd, 100, file.bytes.size() - 100};
+    r.crc = Crc32c(std::span<const std::byte>(file.bytes).subspan(100));
+    r.high_watermark = 7;
+    return r;
+  };
+  // A file opened for appending: sendfile(2) refuses it (EINVAL).
+  const std::string path = tmp / "out";
+  int out = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  REQUIRE(out >= 0);
+  Pipes p;
+  REQUIRE(Write(p.client_write, HelloAndFetch()).ok());
+  close(p.client_write);
+  CHECK(Serve(p.server_read, out, h, ServeOptions{}).ok());
+  close(out);
+  close(p.server_read);
+  close(p.client_read);
+  close(p.server_write);
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto d = Drain(Text(text));
+  REQUIRE(d.error.ok());
+  REQUIRE(d.frames.size() == 2);
+  CHECK(d.frames[1].type == Type::kFetchReply);
+  auto reply = DecodeFetchReply(d.frames[1].payload, "server");
+  REQUIRE(reply);
+  CHECK(reply->high_watermark == 7);
+  CHECK(reply->batches == std::vector<std::byte>(file.bytes.begin() + 100, file.bytes.end()));
 }
 
 // The position the leader holds for replica 1 (-1: none).

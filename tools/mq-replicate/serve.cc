@@ -46,9 +46,11 @@ struct Served {
   std::string dir;
   uint64_t used = 0;  // Server::clock_ at its last request
   int64_t next_isr_check_ms = 0;
-  // What a fetch reply's batches are read into: the reply borrows them until
-  // it is sent (before the next request), and the pages stay allocated.
-  // Once it is sent, the next batches are read ahead into it.
+  // What a fetch reply's batches are read into when they are not sent from
+  // their segment file (ReplicaLog::ReadInPlace: batches of two segments):
+  // the reply borrows them until it is sent (before the next request), and
+  // the pages stay allocated. Once it is sent, the next batches are read
+  // ahead (into it, or checked in their file).
   std::vector<std::byte> buffer;
 };
 
@@ -121,7 +123,7 @@ class Server {
     if (!s) return s.error();
     Served& p = **s;
     last_fetched_ = &p;
-    auto r = HandleFetch(p.ctx, *p.log, m.request, &p.buffer);
+    auto r = HandleFetch(p.ctx, *p.log, m.request, &p.buffer, /*in_place=*/true);
     if (r && r->data().empty() && m.max_wait_ms > 0 &&
         r->log_end_offset == m.request.fetch_offset) {
       // Nothing to send: wait for an append (Kafka's fetch.max.wait.ms).
@@ -130,7 +132,7 @@ class Server {
         if (reader) p.reader = std::move(*reader);
       }
       if (p.reader && p.reader->WaitForAppend(r->log_end_offset, static_cast<int>(m.max_wait_ms)))
-        r = HandleFetch(p.ctx, *p.log, m.request, &p.buffer);
+        r = HandleFetch(p.ctx, *p.log, m.request, &p.buffer, /*in_place=*/true);
     }
     // The ISR rule, once a second, by whoever waits on the partition
     // (replication.md §17.5): here the leader's side of the fetches.

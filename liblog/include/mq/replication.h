@@ -143,6 +143,15 @@ struct LeaderClaim {
 Result<LeaderClaim> DecodeLeaderClaim(std::string_view bytes, const std::string& file);
 std::string EncodeLeaderClaim(const LeaderClaim& claim);
 
+// Batches left where they are stored: `size` bytes at `position` of the
+// open descriptor `fd` (a segment file). A server writes them to its peer
+// from there (sendfile(2), no copy through its memory).
+struct FileBytes {
+  int fd = -1;
+  uint64_t position = 0;
+  size_t size = 0;
+};
+
 // One replica's log of the partition.
 class ReplicaLog {
  public:
@@ -175,6 +184,16 @@ class ReplicaLog {
   // recovered) since; otherwise it reads. A failure only loses the
   // preparation.
   virtual void ReadAhead(std::vector<std::byte>* into) { (void)into; }
+  // Read, with the batches left in their segment file when they lie in
+  // one (checked as Read checks them, R4): then `*file` names them there
+  // (its descriptor open until the next call) and `out` is left empty. A
+  // read stops at a segment's end. Otherwise, as Read into `out`, `*file`
+  // empty. ReadAhead after it prepares the next read the same way.
+  virtual Status ReadInPlace(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
+                             uint32_t* crc, FileBytes* file) {
+    *file = {};
+    return Read(offset, max_bytes, out, crc);
+  }
   // A follower's append of its leader's batches (R1-R7 checked first).
   // `crc_check` kAlreadyComputed: each batch's CRC (R4) was computed over
   // these very bytes and matched already (FetchResponse::batches_checked).
@@ -257,6 +276,10 @@ struct FetchResponse {
   std::span<const std::byte> data() const {
     return borrowed.empty() ? std::span<const std::byte>(batches) : borrowed;
   }
+  // When its size is not 0, the batches instead, in the responder's
+  // segment file (HandleFetch with `in_place`): valid until its next call;
+  // `batches` and `borrowed` are then empty.
+  FileBytes file;
   // The CRC-32C of data() when the responder has it without a pass over
   // the bytes (ReplicaLog::Read's `crc`): a server's frame CRC (R48) then
   // continues from it.
@@ -346,10 +369,13 @@ Result<bool> RestartedSinceClaim(const std::string& partition_dir);
 // follower): checks the epoch, reads, records the follower's position,
 // advances the HW and expands the ISR when the follower caught up. With
 // `buffer`, the batches are read into it (its capacity reused from fetch to
-// fetch) and the response borrows them.
+// fetch) and the response borrows them; with `in_place` as well, batches
+// that lie in one segment file are left there (FetchResponse::file,
+// ReplicaLog::ReadInPlace): for a server that writes them to its peer.
 Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
                                   const FetchRequest& request,
-                                  std::vector<std::byte>* buffer = nullptr);
+                                  std::vector<std::byte>* buffer = nullptr,
+                                  bool in_place = false);
 Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
                                                   ReplicaLog& leader, int32_t leader_epoch,
                                                   int32_t requested_epoch);
