@@ -10,7 +10,8 @@
 #   - the replicas' logs are byte-identical once caught up (so no offset
 #     holds two different records);
 #   - the same runs with --acks 1 lose acknowledged messages at least once
-#     (proof that the check can see a loss);
+#     if any of them stalls its followers before the failover (proof that
+#     the check can see a loss);
 #   - a consumer following one replica and a group member on another
 #     (drawn by the seed) ran through the failovers: each printed the final
 #     log in order, each record once, at its offset with its bytes (never
@@ -76,6 +77,9 @@ one_run() {
   # A following consumer and a group member, on replicas the seed draws
   # (after the schedule: a seed names the same failovers as before).
   local on_follow=$((RANDOM % 3)) on_group=$((RANDOM % 3))
+  # Only a run whose followers stall before the leader's loss leaves
+  # acks=1 acknowledgements on the leader alone when it goes.
+  if [[ $acks == 1 ]] && ((stall_at < kill_at)); then STALL_FIRST_RUNS=$((STALL_FIRST_RUNS + 1)); fi
   start_consumer "follow-$seed-$acks" "${r[$on_follow]}"
   start_consumer "group-$seed-$acks" "${r[$on_group]}" "g$seed"
   # The ingestion: message j of it is "i<seed>-<j>"; it runs with the
@@ -132,6 +136,15 @@ one_run() {
     start_follower "$away"
     "$ISR" --cluster "$cl" elect >/dev/null 2>&1 || true
   fi
+  if ((stalled)); then
+    # The followers died after the failover (stall_at > kill_at), so nothing
+    # restarted them: only a fetching follower rejoins the ISR (expand,
+    # replication.md §17.5), so it stays {leader} and an --acks all append
+    # is refused (NOT_ENOUGH_REPLICAS, §17.6) however long the retries
+    # below wait. Those still dead come back.
+    for id in 0 1 2; do kill -0 "${rep[$id]}" 2>/dev/null || start_follower "$id"; done
+    stalled=0
+  fi
   # The ingestion resumed once more, whole, until it is acknowledged.
   local k
   for ((k = 0; k < 50; k++)); do
@@ -186,7 +199,7 @@ one_run() {
 }
 
 MODES="${MQ_FAILOVER_MODES:-all 1}"
-total_lost_acks1=0
+total_lost_acks1=0 STALL_FIRST_RUNS=0
 for ((k = 0; k < RUNS; k++)); do
   [[ " $MODES " == *" all "* ]] || break
   seed=$((BASE_SEED + k))
@@ -202,6 +215,9 @@ for ((k = 0; k < RUNS; k++)); do
   echo "seed $seed acks=1: $out"
   total_lost_acks1=$((total_lost_acks1 + $(sed -n 's/.*lost \([0-9]*\).*/\1/p' <<<"$out")))
 done
-# Followers stall before every leader loss, so acks=1 must show losses.
-[[ " $MODES " != *" 1 "* ]] || ((total_lost_acks1 > 0)) || fail "acks=1 lost nothing in $RUNS runs from seed $BASE_SEED: the check cannot see a loss"
+# Followers stall before the leader's loss in most runs (stall_at <
+# kill_at), so acks=1 must show losses if any of its runs did; a seed whose
+# followers stall only with or after the failover (MQ_TEST_SEED=590287,
+# 669453) cannot lose.
+[[ " $MODES " != *" 1 "* ]] || ((STALL_FIRST_RUNS == 0 || total_lost_acks1 > 0)) || fail "acks=1 lost nothing in $RUNS runs from seed $BASE_SEED ($STALL_FIRST_RUNS stalled its followers before the failover): the check cannot see a loss"
 echo "ok ($RUNS runs per mode from seed $BASE_SEED; acks=1 lost $total_lost_acks1)"
