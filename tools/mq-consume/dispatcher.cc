@@ -155,7 +155,8 @@ Status Dispatcher::Close() {
 }
 
 Status Dispatcher::Add(int32_t partition, bool log_append_time, const RecordView& r,
-                       std::span<const Header> headers, int32_t leader_epoch) {
+                       std::span<const Header> headers, int32_t leader_epoch,
+                       uint32_t generation) {
   {
     std::lock_guard<std::mutex> lk(given_mu_);
     Progress& g = progress_[partition];
@@ -165,7 +166,7 @@ Status Dispatcher::Add(int32_t partition, bool log_append_time, const RecordView
   if (interrupted() || exit_code_ != 0) return Status::Ok();
   if (!options_.batch && !parallel()) {
     Message m{r.offset, r.timestamp, log_append_time, r.key, r.value, headers};
-    return HandleNow(partition, std::span<const Message>(&m, 1), leader_epoch);
+    return HandleNow(partition, std::span<const Message>(&m, 1), leader_epoch, generation);
   }
   Stored s;
   s.offset = r.offset;
@@ -180,13 +181,14 @@ Status Dispatcher::Add(int32_t partition, bool log_append_time, const RecordView
   if (!options_.batch) {
     std::vector<Stored> one;
     one.push_back(std::move(s));
-    Enqueue(partition, std::move(one), leader_epoch);
+    Enqueue(partition, std::move(one), leader_epoch, generation);
     return Status::Ok();
   }
   pending_bytes_ += s.bytes();
   auto& batch = pending_[partition];
   batch.push_back(std::move(s));
   pending_epoch_[partition] = leader_epoch;
+  pending_generation_[partition] = generation;
   if (batch.size() >= *options_.batch) return FlushPartition(partition);
   if (pending_bytes_ >= options_.max_pending_bytes) return Flush();
   return Status::Ok();
@@ -200,17 +202,18 @@ Status Dispatcher::FlushPartition(int32_t partition) {
   for (const Stored& s : batch) pending_bytes_ -= s.bytes();
   if (interrupted() || exit_code_ != 0) return Status::Ok();
   if (parallel()) {
-    Enqueue(partition, std::move(batch), pending_epoch_[partition]);
+    Enqueue(partition, std::move(batch), pending_epoch_[partition],
+            pending_generation_[partition]);
     return Status::Ok();
   }
   std::vector<Message> views;
   views.reserve(batch.size());
   for (Stored& s : batch) views.push_back(s.View());
-  return HandleNow(partition, views, pending_epoch_[partition]);
+  return HandleNow(partition, views, pending_epoch_[partition], pending_generation_[partition]);
 }
 
 Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> messages,
-                             int32_t leader_epoch) {
+                             int32_t leader_epoch, uint32_t generation) {
   Ctl ctl;
   FileLock lock;
   Status s = LockForUnit(partition, &lock, &ctl);
@@ -233,6 +236,7 @@ Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> message
   g.handled_end = *end;
   // The epoch known is that of the unit's last message.
   g.handled_epoch = *end == messages.back().offset + 1 ? leader_epoch : kNoLeaderEpoch;
+  g.handled_generation = generation;
   return s;
 }
 
@@ -251,7 +255,8 @@ std::optional<Dispatcher::Handled> Dispatcher::handled_through(int32_t partition
   std::lock_guard<std::mutex> lk(given_mu_);
   auto it = progress_.find(partition);
   if (it == progress_.end() || it->second.handled_end < 0) return std::nullopt;
-  return Handled{it->second.handled_end, it->second.handled_epoch};
+  return Handled{it->second.handled_end, it->second.handled_epoch,
+                 it->second.handled_generation};
 }
 
 void Dispatcher::MarkStarted(int32_t partition, int64_t end) {
@@ -290,9 +295,11 @@ bool Dispatcher::has_pending(int32_t partition) const {
 
 // ---- parallel ---------------------------------------------------------------
 
-void Dispatcher::Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch) {
+void Dispatcher::Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch,
+                         uint32_t generation) {
   Unit u;
   u.leader_epoch = leader_epoch;
+  u.generation = generation;
   for (const Stored& s : messages) u.bytes += s.bytes();
   u.messages = std::move(messages);
   std::unique_lock<std::mutex> lk(mu_);
@@ -362,6 +369,7 @@ void Dispatcher::Work() {
     d.next_offset = u.messages.back().offset + 1;
     d.messages = u.messages.size();
     d.leader_epoch = u.leader_epoch;
+    d.generation = u.generation;
     d.dead_letters = ctl.dead_letters;
     d.handled = st.ok() && !ctl.cut;
     d.handled_end = Ended(p, views, st, ctl).value_or(-1);

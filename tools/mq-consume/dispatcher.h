@@ -236,8 +236,12 @@ class Dispatcher {
   // pending. In parallel, it is queued (a copy) for its partition's
   // worker; while 16 MB of messages wait this blocks until some handler
   // run ends. `leader_epoch` is its batch's, reported back in Done.
+  // `generation`: the caller's count of cuts of the partition's log so far
+  // (a group member's), reported back with the unit that ends with this
+  // message (Done, Handled).
   Status Add(int32_t partition, bool log_append_time, const RecordView& record,
-             std::span<const Header> headers, int32_t leader_epoch = -1);
+             std::span<const Header> headers, int32_t leader_epoch = -1,
+             uint32_t generation = 0);
   // Runs (serially) or queues (in parallel) the handlers of every pending
   // batch (the consumer caught up, or stops).
   Status Flush();
@@ -266,6 +270,7 @@ class Dispatcher {
   struct Handled {
     int64_t end = 0;
     int32_t leader_epoch = -1;
+    uint32_t generation = 0;  // Add()'s, of the unit's last message
   };
   std::optional<Handled> handled_through(int32_t partition) const;
 
@@ -282,6 +287,7 @@ class Dispatcher {
     // split batch cut short, the part handled alone (UnitHandledEnd, R72);
     // -1: none.
     int64_t handled_end = -1;
+    uint32_t generation = 0;    // Add()'s, of the unit's last message
     Status status;              // why the run stopped (exit_code() says how)
   };
   bool parallel() const { return options_.parallel > 1; }
@@ -346,6 +352,7 @@ class Dispatcher {
   // Parallel: messages waiting for a worker, and what runs, per partition.
   struct Unit {
     int32_t leader_epoch = -1;
+    uint32_t generation = 0;
     size_t bytes = 0;
     std::vector<Stored> messages;
   };
@@ -362,6 +369,7 @@ class Dispatcher {
     int64_t started_end = -1;  // one past the last unit started
     int64_t handled_end = -1;  // serially: one past the last unit handled
     int32_t handled_epoch = -1;
+    uint32_t handled_generation = 0;
   };
   void MarkStarted(int32_t partition, int64_t end);
   // A unit cut short (a stop or a revoke, before its handler ran or while
@@ -384,9 +392,11 @@ class Dispatcher {
   Result<bool> DeadAlready(int32_t partition, int64_t offset);
   Status FlushPartition(int32_t partition);
   // Serially: handles a unit now.
-  Status HandleNow(int32_t partition, std::span<const Message> messages, int32_t leader_epoch);
+  Status HandleNow(int32_t partition, std::span<const Message> messages, int32_t leader_epoch,
+                   uint32_t generation);
   // Parallel: queues a unit, waiting for room first.
-  void Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch);
+  void Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch,
+               uint32_t generation);
   void Work();  // a worker thread
   Lane* NextLane(int32_t* partition);  // mu_ held: a lane to run, round-robin
   void SetExit(int code);  // the first stop's exit code wins
@@ -412,6 +422,7 @@ class Dispatcher {
   // --batch
   std::unordered_map<int32_t, std::vector<Stored>> pending_;
   std::unordered_map<int32_t, int32_t> pending_epoch_;  // of each batch's last message
+  std::unordered_map<int32_t, uint32_t> pending_generation_;  // likewise
   size_t pending_bytes_ = 0;
   // parallel: mu_ guards what follows it, up to workers_.
   mutable std::mutex mu_;

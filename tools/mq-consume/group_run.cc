@@ -66,7 +66,21 @@ struct Progress {
   // and `committed` is the log end until the next commit lowers it there
   // or beyond (R31's exception). -1: nothing to lower.
   int64_t lower_from = -1;
+  // With --exec: cuts of the log applied (OnCuts), which the handler
+  // units given since carry (Dispatcher::Add); and the lowest cut since
+  // the oldest unit that may still end (-1: none). A unit given before a
+  // cut holds messages cut from the log: it hands over nothing past the
+  // cut, where the messages read since are other records (R59).
+  uint32_t generation = 0;
+  int64_t stale_cut = -1;
 };
+
+// How far a handler unit given at `generation` that ended handled up to
+// `end` hands over partition `pr`'s messages.
+int64_t UnitHandOver(const Progress& pr, uint32_t generation, int64_t end) {
+  if (generation == pr.generation || pr.stale_cut < 0) return end;
+  return std::min(end, pr.stale_cut);
+}
 
 // One topic the member reads: its consumer and its owned partitions.
 struct Source {
@@ -624,9 +638,13 @@ void Member::Collect(int timeout_ms) {
     if (it == src->progress.end()) continue;
     Progress& pr = it->second;
     since_commit_ += d.messages;
-    if (d.handled_end > pr.handed) {
-      pr.handed = d.handled_end;
-      pr.epoch = d.handled_end == d.next_offset ? d.leader_epoch : kNoLeaderEpoch;
+    // Units end in the order given: once one given since the last cut
+    // ended, none given before it is left.
+    const int64_t end = UnitHandOver(pr, d.generation, d.handled_end);
+    if (d.generation == pr.generation) pr.stale_cut = -1;
+    if (end > pr.handed) {
+      pr.handed = end;
+      pr.epoch = end == d.next_offset ? d.leader_epoch : kNoLeaderEpoch;
     }
     pr.dead_letters += d.dead_letters;
   }
@@ -652,9 +670,10 @@ void Member::MarkHandled(const Source* only_src, std::optional<int32_t> only) {
       // Serially, once a run stopped: up to the last unit handled, which
       // every earlier message was, and nothing past it.
       auto h = dispatcher_->handled_through(lane);
-      if (h && h->end > pr.handed) {
-        pr.handed = h->end;
-        pr.epoch = h->leader_epoch;
+      const int64_t end = h ? UnitHandOver(pr, h->generation, h->end) : -1;
+      if (end > pr.handed) {
+        pr.handed = end;
+        pr.epoch = end == h->end ? h->leader_epoch : kNoLeaderEpoch;
       }
       pr.dead_letters += dispatcher_->TakeDeadLetters(lane);
     }
@@ -936,6 +955,8 @@ void Member::OnCuts() {
     pr.ahead = o.ahead;
     pr.ahead_epoch = o.ahead_epoch;
     pr.lower_from = o.lower_from;
+    ++pr.generation;
+    pr.stale_cut = pr.stale_cut < 0 ? n.first_offset : std::min(pr.stale_cut, n.first_offset);
   }
 }
 
@@ -998,8 +1019,10 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
         continue;
       if (dispatcher_) {
         const int32_t p = m->partition;
+        auto pr = src->progress.find(p);
         MQ_RETURN_IF_ERROR(dispatcher_->Add(Lane(*src, p), m->log_append_time, m->record, headers,
-                                            m->leader_epoch));
+                                            m->leader_epoch,
+                                            pr == src->progress.end() ? 0 : pr->second.generation));
         if (dispatcher_->parallel()) {
           Collect(0);
           if (!stop_.ok()) return stop_;
