@@ -220,4 +220,39 @@ Result<File*> NamedFile::Get(FileSystem* fs, int dir_fd, uint64_t* size) {
   return file_.get();
 }
 
+Result<std::optional<InPlaceBytes>> ReadInPlaceFile(FileSystem* fs, int dir_fd, const char* name,
+                                                    uint64_t max_bytes, const char* rule,
+                                                    const std::string& path, NamedFile* held) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  Result<BoundedFile> opened = Status(Code::kNotFound, "");
+  InPlaceBytes out;
+  uint64_t size = 0;
+  File* file = nullptr;
+  if (held != nullptr) {
+    auto got = held->Get(fs, dir_fd, &size);
+    if (!got && got.error().code() == Code::kNotFound) return std::optional<InPlaceBytes>();
+    if (!got) return got.error();
+    file = *got;
+    out.file = file;
+  } else {
+    opened = OpenBounded(dir_fd, name, max_bytes, fs);
+    if (!opened && opened.error().code() == Code::kNotFound) return std::optional<InPlaceBytes>();
+    if (!opened && opened.error().code() != Code::kTooLarge) return opened.error();
+    if (opened) {
+      file = opened->file.get();
+      size = opened->size;
+    } else {
+      size = max_bytes + 1;
+    }
+  }
+  if (size > max_bytes)
+    return Status::Corruption(path.empty() ? PathAt(dir_fd, name) : path, max_bytes, rule,
+                              fmt::format("more than {} bytes", max_bytes));
+  out.data.resize(static_cast<size_t>(size));
+  auto got = file->ReadAt(0, out.data);
+  if (!got) return got.error();
+  out.data.resize(*got);
+  return std::optional<InPlaceBytes>(std::move(out));
+}
+
 }  // namespace mq

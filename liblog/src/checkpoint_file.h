@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -89,6 +90,20 @@ class NamedFile {
   std::unique_ptr<File> file_;
   FileInfo info_;
 };
+
+// The bytes of the in-place file `name` (R60, R61) of `dir_fd`: of the
+// file `held` keeps open, or (null) opened for this read; nullopt when
+// there is none. `file` is the kept file (null without `held`). A file
+// longer than `max_bytes` breaks `rule`, reported at `path`, or at the
+// path of `name` in `dir_fd` when `path` is empty (a readlink, made only
+// for the error: these reads are on every acknowledgement's path).
+struct InPlaceBytes {
+  std::vector<std::byte> data;
+  File* file = nullptr;
+};
+Result<std::optional<InPlaceBytes>> ReadInPlaceFile(FileSystem* fs, int dir_fd, const char* name,
+                                                    uint64_t max_bytes, const char* rule,
+                                                    const std::string& path, NamedFile* held);
 
 // LoadHighWatermark and RaiseHighWatermark (mq/replica_checkpoint.h) on the
 // `high-watermark` file `held` keeps open (null: opened at each call), as a

@@ -402,38 +402,18 @@ Result<StoredHighWatermark> ReadStoredHighWatermark(
     FileSystem* fs, int dir_fd, const std::optional<std::pair<std::string, int32_t>>& expected,
     NamedFile* held = nullptr) {
   for (int attempt = 1;; ++attempt) {
-    Result<BoundedFile> opened = Status(Code::kNotFound, "");
-    File* file = nullptr;
-    uint64_t size = 0;
-    if (held != nullptr) {
-      auto got = held->Get(fs ? fs : FileSystem::Default(), dir_fd, &size);
-      if (!got && got.error().code() == Code::kNotFound) break;
-      if (!got) return got.error();
-      file = *got;
-    } else {
-      opened = OpenBounded(dir_fd, kHighWatermarkFile, format::kHighWatermarkBytes, fs);
-      if (!opened && opened.error().code() == Code::kNotFound) break;
-      if (!opened && opened.error().code() != Code::kTooLarge) return opened.error();
-      if (opened) {
-        file = opened->file.get();
-        size = opened->size;
-      } else {
-        size = format::kHighWatermarkBytes + 1;
-      }
-    }
-    if (size > format::kHighWatermarkBytes)
-      return Status::Corruption(PathAt(dir_fd, kHighWatermarkFile), format::kHighWatermarkBytes,
-                                "R61", "more than 1024 bytes");
-    std::vector<std::byte> data(static_cast<size_t>(size));
-    auto got = file->ReadAt(0, data);
-    if (!got) return got.error();
-    data.resize(*got);
+    auto read = ReadInPlaceFile(fs, dir_fd, kHighWatermarkFile, format::kHighWatermarkBytes, "R61",
+                                {}, held);
+    if (!read) return read.error();
+    if (!*read) break;
+    const std::vector<std::byte>& data = (*read)->data;
+    File* const file = (*read)->file;
     // The path (a readlink) only for an error: this read is on every
     // acknowledgement's path.
     auto decoded = DecodeHighWatermarkFile(data, {}, expected);
-    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false, held ? file : nullptr};
+    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false, file};
     decoded = DecodeHighWatermarkFile(data, PathAt(dir_fd, kHighWatermarkFile), expected);
-    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false, held ? file : nullptr};
+    if (decoded) return StoredHighWatermark{std::move(*decoded), true, false, file};
     if (decoded.error().code() != Code::kCorruption || decoded.error().rule() != "R61" ||
         attempt >= 20)
       return decoded.error();

@@ -37,32 +37,11 @@ Result<FetchPositions> ReadPositionsAt(FileSystem* fs, int dir_fd, const std::st
                                        NamedFile* held = nullptr) {
   const std::string path = dir + "/" + kPositionsFile;
   for (int attempt = 1;; ++attempt) {
-    Result<BoundedFile> opened = Status(Code::kNotFound, "");
-    File* file = nullptr;
-    uint64_t size = 0;
-    if (held != nullptr) {
-      auto got = held->Get(fs, dir_fd, &size);
-      if (!got && got.error().code() == Code::kNotFound) return FetchPositions{};
-      if (!got) return got.error();
-      file = *got;
-    } else {
-      opened = OpenBounded(dir_fd, kPositionsFile, format::kFetchPositionsBytes, fs);
-      if (!opened && opened.error().code() == Code::kNotFound) return FetchPositions{};
-      if (!opened && opened.error().code() != Code::kTooLarge) return opened.error();
-      if (opened) {
-        file = opened->file.get();
-        size = opened->size;
-      } else {
-        size = format::kFetchPositionsBytes + 1;
-      }
-    }
-    if (size > format::kFetchPositionsBytes)
-      return Status::Corruption(path, format::kFetchPositionsBytes, "R60",
-                                "more than 4096 bytes");
-    std::vector<std::byte> data(static_cast<size_t>(size));
-    auto got = file->ReadAt(0, data);
-    if (!got) return got.error();
-    data.resize(*got);
+    auto read =
+        ReadInPlaceFile(fs, dir_fd, kPositionsFile, format::kFetchPositionsBytes, "R60", path, held);
+    if (!read) return read.error();
+    if (!*read) return FetchPositions{};
+    const std::vector<std::byte>& data = (*read)->data;
     auto decoded = DecodeFetchPositions(data, path);
     if (decoded || decoded.error().code() != Code::kCorruption || attempt >= 20) return decoded;
     const timespec pause{0, 100 * 1000};
