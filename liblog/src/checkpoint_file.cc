@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "coding.h"
 #include "format.h"
+#include "mq/crc32c.h"
 
 namespace mq {
 namespace {
@@ -187,14 +189,40 @@ Status WriteCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
   return WriteFileAtomic(dir_fd, name, std::as_bytes(std::span<const char>(text)), fs, {}, sync);
 }
 
-Result<int> CurrentCopy(const bool whole[2], const uint64_t sequence[2], const std::string& file,
-                        const char* rule, size_t copy_bytes, size_t sequence_offset,
-                        size_t checksum_offset) {
+Result<int> DecodeInPlaceCopies(
+    std::span<const std::byte> bytes, const std::string& file, const InPlaceLayout& layout,
+    const std::function<Status(int copy, const std::byte* p, uint64_t sequence,
+                               const CopyBreach& bad)>& payload) {
+  if (bytes.size() != layout.file_bytes)
+    return Status::Corruption(file, bytes.size(), layout.rule,
+                              fmt::format("{} bytes, not {} (or 0)", bytes.size(),
+                                          layout.file_bytes));
+  bool whole[2] = {false, false};
+  uint64_t sequence[2] = {0, 0};
+  for (int c = 0; c < 2; ++c) {
+    const size_t base = static_cast<size_t>(c) * layout.copy_bytes;
+    const std::byte* p = bytes.data() + base;
+    if (coding::GetFixed32(p + layout.checksum_offset) !=
+        Crc32c(bytes.subspan(base, layout.checksum_offset)))
+      continue;  // a write not finished: the other copy is current
+    const CopyBreach bad = [&](size_t at, const std::string& what) {
+      return Status::Corruption(file, base + at, layout.rule, fmt::format("copy {}: {}", c, what));
+    };
+    if (coding::GetFixed32(p) != layout.magic)
+      return bad(0, fmt::format("magic {:#010x}", coding::GetFixed32(p)));
+    if (coding::GetFixed32(p + 4) != layout.version)
+      return bad(4, fmt::format("unknown version {}", coding::GetFixed32(p + 4)));
+    sequence[c] = coding::GetFixed64(p + layout.sequence_offset);
+    if (sequence[c] == 0 || sequence[c] > static_cast<uint64_t>(INT64_MAX))
+      return bad(layout.sequence_offset, fmt::format("sequence {}", sequence[c]));
+    MQ_RETURN_IF_ERROR(payload(c, p, sequence[c], bad));
+    whole[c] = true;
+  }
   if (!whole[0] && !whole[1])
-    return Status::Corruption(file, checksum_offset, rule,
+    return Status::Corruption(file, layout.checksum_offset, layout.rule,
                               "neither copy's checksum matches its bytes");
   if (whole[0] && whole[1] && sequence[0] == sequence[1])
-    return Status::Corruption(file, copy_bytes + sequence_offset, rule,
+    return Status::Corruption(file, layout.copy_bytes + layout.sequence_offset, layout.rule,
                               fmt::format("both copies have sequence {}", sequence[0]));
   return !whole[1] || (whole[0] && sequence[0] > sequence[1]) ? 0 : 1;
 }

@@ -62,14 +62,32 @@ Result<std::string> ReadCheckpointFile(FileSystem* fs, int dir_fd, const std::st
 Status WriteCheckpointFile(FileSystem* fs, int dir_fd, const std::string& name,
                            const std::vector<std::string>& lines, bool sync = true);
 
-// The in-place files of two whole copies (R60 fetch-positions, R61
-// high-watermark): of the copies whose checksum matches (`whole`), the one
-// with the higher sequence is current. Neither whole, or both with one
-// sequence, is a breach of `rule` in `file` (at the first copy's checksum,
-// or at the second copy's sequence). Returns the current copy, 0 or 1.
-Result<int> CurrentCopy(const bool whole[2], const uint64_t sequence[2], const std::string& file,
-                        const char* rule, size_t copy_bytes, size_t sequence_offset,
-                        size_t checksum_offset);
+// The in-place files of two copies (R60 fetch-positions, R61
+// high-watermark): the file is empty or `file_bytes`; each copy of
+// `copy_bytes` starts with the magic, the version and (at
+// `sequence_offset`) a sequence from 1 to 2^63-1, and ends with the
+// CRC-32C of what precedes it at `checksum_offset`.
+struct InPlaceLayout {
+  const char* rule;
+  size_t file_bytes;
+  size_t copy_bytes;
+  size_t checksum_offset;
+  uint32_t magic;
+  uint32_t version;
+  size_t sequence_offset;
+};
+// A breach of the layout's rule at byte `at` of the copy being decoded.
+using CopyBreach = std::function<Status(size_t at, const std::string& what)>;
+// Decodes the `bytes` (not empty) of `file`: the size, then each copy whose
+// checksum matches (a copy whose does not is a write not finished): its
+// header, then `payload(copy, its bytes, its sequence, bad)`. Of the whole
+// copies the one with the higher sequence is current; neither whole, or
+// both with one sequence, is a breach (at the first copy's checksum, or at
+// the second copy's sequence). Returns the current copy, 0 or 1.
+Result<int> DecodeInPlaceCopies(
+    std::span<const std::byte> bytes, const std::string& file, const InPlaceLayout& layout,
+    const std::function<Status(int copy, const std::byte* p, uint64_t sequence,
+                               const CopyBreach& bad)>& payload);
 
 // A file of a partition directory written in place (R60 fetch-positions,
 // R61 high-watermark), kept open from one use to the next instead of

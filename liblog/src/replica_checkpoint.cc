@@ -299,47 +299,38 @@ Result<HighWatermarkFile> DecodeHighWatermarkFile(
     const std::optional<std::pair<std::string, int32_t>>& expected) {
   using namespace format;
   if (bytes.empty()) return HighWatermarkFile{};
-  if (bytes.size() != kHighWatermarkBytes)
-    return Status::Corruption(file, bytes.size(), "R61",
-                              fmt::format("{} bytes, not 1024 (or 0)", bytes.size()));
   HighWatermarkFile copies[2];
-  bool whole[2] = {false, false};
-  for (int c = 0; c < 2; ++c) {
-    const size_t base = static_cast<size_t>(c) * kHighWatermarkCopyBytes;
-    const std::byte* p = bytes.data() + base;
-    if (coding::GetFixed32(p + kHighWatermarkChecksumOffset) !=
-        Crc32c(bytes.subspan(base, kHighWatermarkChecksumOffset)))
-      continue;  // a write not finished: the other copy is current
-    auto bad = [&](size_t at, const std::string& what) {
-      return Status::Corruption(file, base + at, "R61", fmt::format("copy {}: {}", c, what));
-    };
-    if (coding::GetFixed32(p) != kHighWatermarkMagic)
-      return bad(0, fmt::format("magic {:#010x}", coding::GetFixed32(p)));
-    if (coding::GetFixed32(p + 4) != kHighWatermarkVersion)
-      return bad(4, fmt::format("unknown version {}", coding::GetFixed32(p + 4)));
-    const uint64_t sequence = coding::GetFixed64(p + kHighWatermarkSequenceOffset);
-    if (sequence == 0 || sequence > static_cast<uint64_t>(INT64_MAX))
-      return bad(kHighWatermarkSequenceOffset, fmt::format("sequence {}", sequence));
-    const auto offset = static_cast<int64_t>(coding::GetFixed64(p + kHighWatermarkOffsetOffset));
-    if (offset < 0) return bad(kHighWatermarkOffsetOffset, fmt::format("high watermark {}", offset));
-    const auto partition =
-        static_cast<int32_t>(coding::GetFixed32(p + kHighWatermarkPartitionOffset));
-    if (partition < 0) return bad(kHighWatermarkPartitionOffset, fmt::format("partition {}", partition));
-    const uint32_t length = coding::GetFixed32(p + kHighWatermarkTopicLengthOffset);
-    if (length == 0 || length > kMaxHighWatermarkTopicBytes)
-      return bad(kHighWatermarkTopicLengthOffset,
-                 fmt::format("topic length {}, not 1 to 249", length));
-    std::string topic(reinterpret_cast<const char*>(p + kHighWatermarkTopicOffset), length);
-    if (Status name = ValidateName(topic, "topic"); !name.ok())
-      return bad(kHighWatermarkTopicOffset, name.message());
-    for (size_t at = kHighWatermarkTopicOffset + length; at < kHighWatermarkChecksumOffset; ++at)
-      if (p[at] != std::byte{0}) return bad(at, "bytes after the topic are not zero");
-    copies[c] = {HighWatermarkEntry{std::move(topic), partition, offset}, sequence, c};
-    whole[c] = true;
-  }
-  const uint64_t sequences[2] = {copies[0].sequence, copies[1].sequence};
-  auto current = CurrentCopy(whole, sequences, file, "R61", kHighWatermarkCopyBytes,
-                             kHighWatermarkSequenceOffset, kHighWatermarkChecksumOffset);
+  const InPlaceLayout layout{"R61",
+                             kHighWatermarkBytes,
+                             kHighWatermarkCopyBytes,
+                             kHighWatermarkChecksumOffset,
+                             kHighWatermarkMagic,
+                             kHighWatermarkVersion,
+                             kHighWatermarkSequenceOffset};
+  auto current = DecodeInPlaceCopies(
+      bytes, file, layout,
+      [&](int c, const std::byte* p, uint64_t sequence, const CopyBreach& bad) -> Status {
+        const auto offset =
+            static_cast<int64_t>(coding::GetFixed64(p + kHighWatermarkOffsetOffset));
+        if (offset < 0)
+          return bad(kHighWatermarkOffsetOffset, fmt::format("high watermark {}", offset));
+        const auto partition =
+            static_cast<int32_t>(coding::GetFixed32(p + kHighWatermarkPartitionOffset));
+        if (partition < 0)
+          return bad(kHighWatermarkPartitionOffset, fmt::format("partition {}", partition));
+        const uint32_t length = coding::GetFixed32(p + kHighWatermarkTopicLengthOffset);
+        if (length == 0 || length > kMaxHighWatermarkTopicBytes)
+          return bad(kHighWatermarkTopicLengthOffset,
+                     fmt::format("topic length {}, not 1 to 249", length));
+        std::string topic(reinterpret_cast<const char*>(p + kHighWatermarkTopicOffset), length);
+        if (Status name = ValidateName(topic, "topic"); !name.ok())
+          return bad(kHighWatermarkTopicOffset, name.message());
+        for (size_t at = kHighWatermarkTopicOffset + length; at < kHighWatermarkChecksumOffset;
+             ++at)
+          if (p[at] != std::byte{0}) return bad(at, "bytes after the topic are not zero");
+        copies[c] = {HighWatermarkEntry{std::move(topic), partition, offset}, sequence, c};
+        return Status::Ok();
+      });
   if (!current) return current.error();
   HighWatermarkFile& out = copies[*current];
   const HighWatermarkEntry& e = *out.entry;

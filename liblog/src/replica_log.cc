@@ -614,60 +614,49 @@ Result<FetchPositions> DecodeFetchPositions(std::span<const std::byte> bytes,
                                             const std::string& file) {
   using namespace format;
   if (bytes.empty()) return FetchPositions{};
-  if (bytes.size() != kFetchPositionsBytes)
-    return Status::Corruption(file, bytes.size(), "R60",
-                              fmt::format("{} bytes, not 4096 (or 0)", bytes.size()));
   FetchPositions copies[2];
-  bool whole[2] = {false, false};
-  for (int c = 0; c < 2; ++c) {
-    const size_t base = static_cast<size_t>(c) * kFetchPositionsCopyBytes;
-    const std::byte* p = bytes.data() + base;
-    if (coding::GetFixed32(p + kFetchPositionsChecksumOffset) !=
-        Crc32c(bytes.subspan(base, kFetchPositionsChecksumOffset)))
-      continue;  // a write not finished: the other copy is current
-    auto bad = [&](size_t at, const std::string& what) {
-      return Status::Corruption(file, base + at, "R60", fmt::format("copy {}: {}", c, what));
-    };
-    if (coding::GetFixed32(p) != kFetchPositionsMagic)
-      return bad(0, fmt::format("magic {:#010x}", coding::GetFixed32(p)));
-    if (coding::GetFixed32(p + 4) != kFetchPositionsVersion)
-      return bad(4, fmt::format("unknown version {}", coding::GetFixed32(p + 4)));
-    const uint64_t sequence = coding::GetFixed64(p + kFetchPositionsSequenceOffset);
-    if (sequence == 0 || sequence > static_cast<uint64_t>(INT64_MAX))
-      return bad(kFetchPositionsSequenceOffset, fmt::format("sequence {}", sequence));
-    const uint32_t count = coding::GetFixed32(p + kFetchPositionsCountOffset);
-    if (count > kMaxFetchPositions)
-      return bad(kFetchPositionsCountOffset, fmt::format("{} entries, more than 50", count));
-    if (coding::GetFixed32(p + kFetchPositionsCountOffset + 4) != 0)
-      return bad(kFetchPositionsCountOffset + 4, "reserved bytes are not zero");
-    FetchPositions& out = copies[c];
-    out.sequence = sequence;
-    out.copy = c;
-    for (uint32_t i = 0; i < count; ++i) {
-      const size_t at = kFetchPositionsHeaderBytes + i * kFetchPositionEntryBytes;
-      const int32_t replica = static_cast<int32_t>(coding::GetFixed32(p + at));
-      const int32_t epoch = static_cast<int32_t>(coding::GetFixed32(p + at + 4));
-      int64_t v[4];
-      for (size_t k = 0; k < 4; ++k)
-        v[k] = static_cast<int64_t>(coding::GetFixed64(p + at + 8 + 8 * k));
-      if (replica < 0) return bad(at, fmt::format("replica {}", replica));
-      if (epoch < 0) return bad(at + 4, fmt::format("replica {}: leader epoch {}", replica, epoch));
-      for (size_t k = 0; k < 4; ++k)
-        if (v[k] < 0)
-          return bad(at + 8 + 8 * k, fmt::format("replica {}: negative field {}", replica, v[k]));
-      for (const FollowerPosition& seen : out.positions)
-        if (seen.replica == replica)
-          return bad(at, fmt::format("replica {} appears twice", replica));
-      out.positions.push_back({replica, epoch, v[0], v[1], v[2], v[3]});
-    }
-    for (size_t at = kFetchPositionsHeaderBytes + count * kFetchPositionEntryBytes;
-         at < kFetchPositionsChecksumOffset; ++at)
-      if (p[at] != std::byte{0}) return bad(at, "bytes after the entries are not zero");
-    whole[c] = true;
-  }
-  const uint64_t sequences[2] = {copies[0].sequence, copies[1].sequence};
-  auto current = CurrentCopy(whole, sequences, file, "R60", kFetchPositionsCopyBytes,
-                             kFetchPositionsSequenceOffset, kFetchPositionsChecksumOffset);
+  const InPlaceLayout layout{"R60",
+                             kFetchPositionsBytes,
+                             kFetchPositionsCopyBytes,
+                             kFetchPositionsChecksumOffset,
+                             kFetchPositionsMagic,
+                             kFetchPositionsVersion,
+                             kFetchPositionsSequenceOffset};
+  auto current = DecodeInPlaceCopies(
+      bytes, file, layout,
+      [&](int c, const std::byte* p, uint64_t sequence, const CopyBreach& bad) -> Status {
+        const uint32_t count = coding::GetFixed32(p + kFetchPositionsCountOffset);
+        if (count > kMaxFetchPositions)
+          return bad(kFetchPositionsCountOffset, fmt::format("{} entries, more than 50", count));
+        if (coding::GetFixed32(p + kFetchPositionsCountOffset + 4) != 0)
+          return bad(kFetchPositionsCountOffset + 4, "reserved bytes are not zero");
+        FetchPositions& out = copies[c];
+        out.sequence = sequence;
+        out.copy = c;
+        for (uint32_t i = 0; i < count; ++i) {
+          const size_t at = kFetchPositionsHeaderBytes + i * kFetchPositionEntryBytes;
+          const int32_t replica = static_cast<int32_t>(coding::GetFixed32(p + at));
+          const int32_t epoch = static_cast<int32_t>(coding::GetFixed32(p + at + 4));
+          int64_t v[4];
+          for (size_t k = 0; k < 4; ++k)
+            v[k] = static_cast<int64_t>(coding::GetFixed64(p + at + 8 + 8 * k));
+          if (replica < 0) return bad(at, fmt::format("replica {}", replica));
+          if (epoch < 0)
+            return bad(at + 4, fmt::format("replica {}: leader epoch {}", replica, epoch));
+          for (size_t k = 0; k < 4; ++k)
+            if (v[k] < 0)
+              return bad(at + 8 + 8 * k,
+                         fmt::format("replica {}: negative field {}", replica, v[k]));
+          for (const FollowerPosition& seen : out.positions)
+            if (seen.replica == replica)
+              return bad(at, fmt::format("replica {} appears twice", replica));
+          out.positions.push_back({replica, epoch, v[0], v[1], v[2], v[3]});
+        }
+        for (size_t at = kFetchPositionsHeaderBytes + count * kFetchPositionEntryBytes;
+             at < kFetchPositionsChecksumOffset; ++at)
+          if (p[at] != std::byte{0}) return bad(at, "bytes after the entries are not zero");
+        return Status::Ok();
+      });
   if (!current) return current.error();
   return std::move(copies[*current]);
 }
