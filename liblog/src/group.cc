@@ -332,10 +332,34 @@ class NoDirSync : public FileSystemWrapper {
 
 }  // namespace
 
-Status Group::Update(const std::function<Status(GroupOffsets*)>& change, CommitSync sync) {
+Result<FileLock> Group::LockCommit(const CommitWait& wait) const {
+  if (!wait)
+    return FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive,
+                             LockWait::kBlock, fs_);
+  // Most waits are one commit of another member (a few ms): tried again
+  // soon, then at most every 20 ms.
+  constexpr long kFirstSleepUs = 200;
+  constexpr long kMaxSleepUs = 20000;
+  long sleep_us = kFirstSleepUs;
+  int64_t next_call = MonotonicNowMs() + kCommitWaitCallMs;
+  for (;;) {
+    auto lock = FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive,
+                                  LockWait::kTry, fs_);
+    if (lock || lock.error().code() != Code::kBusy) return lock;
+    if (const int64_t now = MonotonicNowMs(); now >= next_call) {
+      MQ_RETURN_IF_ERROR(wait());
+      next_call = now + kCommitWaitCallMs;
+    }
+    timespec ts{0, sleep_us * 1000};
+    ::nanosleep(&ts, nullptr);
+    sleep_us = std::min(sleep_us * 2, kMaxSleepUs);
+  }
+}
+
+Status Group::Update(const std::function<Status(GroupOffsets*)>& change, CommitSync sync,
+                     const CommitWait& wait) {
   // R32: one writer at a time reads, changes and replaces the file.
-  auto lock = FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive,
-                                LockWait::kBlock, fs_);
+  auto lock = LockCommit(wait);
   if (!lock) return lock.error();
   auto state = Read();
   if (!state) return state.error();
@@ -373,7 +397,7 @@ Result<FileLock> Group::LockForReset(std::optional<std::string_view> topic) cons
 
 Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
                      CommitKind kind, int64_t now_ms, const FileLock* reset_lock,
-                     CommitSync sync) {
+                     CommitSync sync, const CommitWait& wait) {
   if (!ValidMemberId(member_id)) return ValidateName(member_id, "member id");
   // A reset or a carried commit is no member's progress: what a machine
   // crash would undo is not delivered again, it is simply undone.
@@ -445,7 +469,7 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
     std::sort(s->offsets.begin(), s->offsets.end(), EntryLess);
     s->update_timestamp = now_ms;
     return Status::Ok();
-  }, sync);
+  }, sync, wait);
 }
 
 Result<std::vector<int32_t>> Group::DeleteOffsets(std::string_view topic,
@@ -484,7 +508,7 @@ Result<std::vector<int32_t>> Group::DeleteOffsets(std::string_view topic,
   return removed;
 }
 
-Status Group::RecordRebalance(int64_t now_ms) {
+Status Group::RecordRebalance(int64_t now_ms, const CommitWait& wait) {
   if (now_ms == kNoTimestamp) now_ms = NowMs();
   return Update([&](GroupOffsets* s) -> Status {
     if (s->rebalances == INT64_MAX) return Status(Code::kTooLarge, "rebalance counter exhausted");
@@ -492,7 +516,7 @@ Status Group::RecordRebalance(int64_t now_ms) {
     s->last_rebalance_timestamp = now_ms;
     s->update_timestamp = now_ms;
     return Status::Ok();
-  }, CommitSync::kAtomic);
+  }, CommitSync::kAtomic, wait);
 }
 
 Result<FileLock> Group::LockGroup(LockMode mode, LockWait wait) const {

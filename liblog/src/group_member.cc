@@ -212,6 +212,8 @@ GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {
   heartbeat_written_ms_ = other.heartbeat_written_ms_;
   watches_ = std::move(other.watches_);
   denied_ = std::move(other.denied_);
+  fenced_waiting_ = std::move(other.fenced_waiting_);
+  interrupt_ = other.interrupt_;
   return *this;
 }
 
@@ -363,8 +365,33 @@ Status GroupMember::Beat(int64_t now_ms) {
   return WriteHeartbeat(mono);
 }
 
+Status GroupMember::WhileLockedOut(int64_t mono_ms) {
+  if (group_ == nullptr) return Status(Code::kInvalidArgument, "not a member");
+  if (interrupt_ != nullptr && *interrupt_ != 0)
+    return Status(Code::kBusy, fmt::format("interrupted while waiting for {}/{}",
+                                           group_->path(), kGroupCommitLock));
+  const int64_t mono = mono_ms == kNoTimestamp ? MonotonicNowMs() : mono_ms;
+  MQ_RETURN_IF_ERROR(Beat(mono));
+  auto files = group_->ListMemberFiles();
+  if (!files) return files.error();
+  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+  if (!members) return members.error();
+  for (const std::string& id : *files) {
+    if (id == id_) continue;
+    auto alive =
+        IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, group_->fs());
+    if (!alive) return alive.error();
+    if (!*alive) continue;
+    std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
+    if (!note || note->id != id) continue;
+    MQ_RETURN_IF_ERROR(CheckStuck(members->get(), *note, mono, &watches_, &fenced_waiting_));
+  }
+  return Status::Ok();
+}
+
 Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
   MembershipView view;
+  view.fenced = std::exchange(fenced_waiting_, {});
   const int64_t now = now_ms == kNoTimestamp ? WallMs() : now_ms;
   const int64_t mono = mono_ms == kNoTimestamp ? MonotonicNowMs() : mono_ms;
   // Our own heartbeat before anyone else's: of two members continued after
@@ -419,7 +446,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
       view.members.push_back(id);
       subscriptions.push_back({id, note->topics});
       known[id] = note->topics;
-      MQ_RETURN_IF_ERROR(CheckStuck(members->get(), *note, mono, &watches, &view));
+      MQ_RETURN_IF_ERROR(CheckStuck(members->get(), *note, mono, &watches, &view.fenced));
       continue;
     }
     auto held = in_session(id);
@@ -464,7 +491,8 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
   auto first_running = std::find_if(view.members.begin(), view.members.end(), [&](const auto& m) {
     return !std::binary_search(view.absent.begin(), view.absent.end(), m);
   });
-  if (view.changed && *first_running == id_) MQ_RETURN_IF_ERROR(group_->RecordRebalance());
+  if (view.changed && *first_running == id_)
+    MQ_RETURN_IF_ERROR(group_->RecordRebalance(kNoTimestamp, LockedOutWait()));
   last_members_ = view.members;
   last_subscriptions_ = std::move(subscriptions);
   return view;
@@ -472,7 +500,7 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
 
 Status GroupMember::CheckStuck(int members_dir, const MemberNote& note, int64_t mono,
                                std::map<std::string, HeartbeatWatch, std::less<>>* watches,
-                               MembershipView* view) {
+                               std::vector<MembershipView::Fenced>* fenced) {
   auto hb = ReadMemberHeartbeat(members_dir, note.id, group_->fs());
   // None, or one that breaks R69: never taken for stuck.
   if (!hb && (hb.error().code() == Code::kCorruption ||
@@ -485,17 +513,17 @@ Status GroupMember::CheckStuck(int members_dir, const MemberNote& note, int64_t 
   HeartbeatWatch& watch =
       (*watches)[note.id] = known != watches_.end() ? known->second : HeartbeatWatch{};
   if (!WatchHeartbeat(&watch, h, mono)) return Status::Ok();
-  auto fenced = FenceStuckMember(h, note.host, note.pid, HostName());
-  if (!fenced) return fenced.error();
+  auto outcome = FenceStuckMember(h, note.host, note.pid, HostName());
+  if (!outcome) return outcome.error();
   const int64_t late = mono - (h.last_poll + h.deadline_ms);
-  if (*fenced == Fence::kKilled) {
-    view->fenced.push_back({note.id, h, late, *fenced});
+  if (*outcome == Fence::kKilled) {
+    fenced->push_back({note.id, h, late, *outcome});
     watches->erase(note.id);
-  } else if (*fenced == Fence::kDenied) {
+  } else if (*outcome == Fence::kDenied) {
     auto said = denied_.find(note.id);
     if (said == denied_.end() || said->second != h.last_poll) {
       denied_[note.id] = h.last_poll;
-      view->fenced.push_back({note.id, h, late, *fenced});
+      fenced->push_back({note.id, h, late, *outcome});
     }
   }
   return Status::Ok();

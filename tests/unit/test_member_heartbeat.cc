@@ -416,3 +416,159 @@ TEST_CASE("member heartbeat: a stopped member is fenced once overdue and confirm
     CHECK_FALSE(*own);
   }
 }
+
+namespace {
+
+// Stops the process (SIGSTOP) at its rename of the offsets file, after
+// saying so on `ready`: a member stopped inside its commit, holding
+// commit.lock with offsets.tmp written and not renamed yet.
+class StopAtRename : public FileSystemWrapper {
+ public:
+  StopAtRename(FileSystem* target, int ready) : FileSystemWrapper(target), ready_(ready) {}
+  Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
+    if (to == kGroupOffsetsFile) {
+      (void)!::write(ready_, "x", 1);
+      ::raise(SIGSTOP);
+    }
+    return FileSystemWrapper::Rename(dir_fd, from, to);
+  }
+
+ private:
+  int ready_;
+};
+
+// A member `id` of group g reading 2 partitions of t, joined in a child
+// process, whose heartbeat says it last polled a minute ago with a deadline
+// of 1000 ms (overdue for every reader from the start), stopped inside its
+// commit of t-0 at 7 (StopAtRename); waited for until it is stopped.
+pid_t MemberStoppedInCommit(const std::string& dir, const std::string& id) {
+  const int64_t t0 = MonotonicNowMs() - 60000;
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    StopAtRename fs(FileSystem::Default(), ready[1]);
+    auto g = Group::Open(dir, "g", false, &fs);
+    if (!g) ::_exit(1);
+    auto m = GroupMember::Join(&*g, id, "t", 2);
+    if (!m) ::_exit(2);
+    if (!m->KeepHeartbeat(1000, t0).ok()) ::_exit(3);
+    const OffsetCommit c{"t", 0, 7};
+    (void)g->Commit(std::span(&c, 1), id);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char x;
+  const bool said = ::read(ready[0], &x, 1) == 1;
+  ::close(ready[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
+  REQUIRE(said);
+  REQUIRE(WIFSTOPPED(status));
+  return child;
+}
+
+}  // namespace
+
+TEST_CASE("R32 R69: a member stopped inside its commit is fenced by a member waiting to commit") {
+  TempDir tmp;
+  const std::string dir = MakeDataDir(tmp);
+  auto group = Group::Open(dir, "g", true);
+  REQUIRE(group);
+  const pid_t child = MemberStoppedInCommit(dir, "a");
+  ChildGuard guard{child};
+  auto b = GroupMember::Join(&*group, "b", "t", 2);
+  REQUIRE(b);
+  REQUIRE(b->KeepHeartbeat(1000).ok());
+  // b first read a's heartbeat 10 s ago (its Poll is given that time):
+  // long enough for R69's confirmation and a's deadline plus the margin.
+  // a (the smallest id) counts rebalances: b's Poll writes nothing.
+  auto view = b->Poll(kNoTimestamp, MonotonicNowMs() - 10000);
+  REQUIRE(view);
+  CHECK(view->fenced.empty());
+  CHECK(view->members == std::vector<std::string>{"a", "b"});
+  CHECK(StillThere(child));
+  auto held = FileLock::Acquire(group->dir_fd(), kGroupCommitLock, LockMode::kExclusive,
+                                LockWait::kTry);
+  REQUIRE_FALSE(held);
+  CHECK(held.error().code() == Code::kBusy);
+
+  SECTION("b's commit waits, fences a as one of b's polls, then commits") {
+    const OffsetCommit c{"t", 1, 5};
+    int waits = 0;
+    const CommitWait wait = [&] {
+      ++waits;
+      return b->WhileLockedOut();
+    };
+    REQUIRE(group->Commit(std::span(&c, 1), "b", CommitKind::kForward, kNoTimestamp, nullptr,
+                          CommitSync::kDurable, wait)
+                .ok());
+    CHECK(waits >= 1);
+    CHECK(KilledBySigkill(child));
+    auto state = group->Read();
+    REQUIRE(state);
+    const CommittedOffset* mine = state->Find("t", 1);
+    REQUIRE(mine != nullptr);
+    CHECK(mine->offset == 5);
+    CHECK(mine->member_id == "b");
+    // a's commit, cut before its rename, is not in the file.
+    CHECK(state->Find("t", 0) == nullptr);
+    // The next Poll reports the fencing done while waiting and, a's locks
+    // gone with it, gives b every partition.
+    view = b->Poll();
+    REQUIRE(view);
+    REQUIRE(view->fenced.size() == 1);
+    CHECK(view->fenced[0].id == "a");
+    CHECK(view->fenced[0].outcome == Fence::kKilled);
+    CHECK(view->fenced[0].heartbeat.pid == child);
+    CHECK(view->members == std::vector<std::string>{"b"});
+    CHECK(view->target == std::vector<int32_t>{0, 1});
+    view = b->Poll();
+    REQUIRE(view);
+    CHECK(view->fenced.empty());
+  }
+  SECTION("an interrupt ends the wait: nothing is written") {
+    volatile std::sig_atomic_t interrupted = 1;
+    b->InterruptWaitsOn(&interrupted);
+    const OffsetCommit c{"t", 1, 5};
+    Status s = group->Commit(std::span(&c, 1), "b", CommitKind::kForward, kNoTimestamp, nullptr,
+                             CommitSync::kDurable, b->LockedOutWait());
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.code() == Code::kBusy);
+    CHECK_THAT(s.message(), Catch::Contains("interrupted") && Catch::Contains("commit.lock"));
+    CHECK(StillThere(child));
+    auto state = group->Read();
+    REQUIRE(state);
+    CHECK(state->offsets.empty());
+  }
+}
+
+TEST_CASE("R32 R69: a rebalance count waiting for commit.lock fences a member stopped inside its commit") {
+  TempDir tmp;
+  const std::string dir = MakeDataDir(tmp);
+  auto group = Group::Open(dir, "g", true);
+  REQUIRE(group);
+  const pid_t child = MemberStoppedInCommit(dir, "z");
+  ChildGuard guard{child};
+  auto b = GroupMember::Join(&*group, "b", "t", 2);
+  REQUIRE(b);
+  REQUIRE(b->KeepHeartbeat(1000).ok());
+  // b's first Poll is a change it counts (the smallest running id): the
+  // count waits for commit.lock, and the wait fences z, whose heartbeat
+  // this Poll (given a time 10 s ago) started watching.
+  auto view = b->Poll(kNoTimestamp, MonotonicNowMs() - 10000);
+  REQUIRE(view);
+  CHECK(view->members == std::vector<std::string>{"b", "z"});
+  CHECK(KilledBySigkill(child));
+  auto state = group->Read();
+  REQUIRE(state);
+  CHECK(state->rebalances == 1);
+  CHECK(state->offsets.empty());
+  view = b->Poll();
+  REQUIRE(view);
+  REQUIRE(view->fenced.size() == 1);
+  CHECK(view->fenced[0].id == "z");
+  CHECK(view->members == std::vector<std::string>{"b"});
+}

@@ -807,7 +807,8 @@ Status Member::Commit() {
     // delivered twice: durable.
     MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id(), CommitKind::kForward, kNoTimestamp,
                                       nullptr,
-                                      f_.at_most_once ? CommitSync::kDurable : CommitSync::kAtomic));
+                                      f_.at_most_once ? CommitSync::kDurable : CommitSync::kAtomic,
+                                      member_->LockedOutWait()));
     for (size_t i = 0; i < commits.size(); ++i) {
       const OffsetCommit& c = commits[i];
       Progress& pr = *of[i].second;
@@ -847,7 +848,8 @@ Status Member::CommitAhead(Source& src, const ConsumedRecord& m) {
   const int64_t next = m.batch_last_offset + 1;
   const std::vector<OffsetCommit> commit{
       {src.topic, m.partition, next, m.leader_epoch, 0, pr.lower_from}};
-  MQ_RETURN_IF_ERROR(group_->Commit(commit, member_->id()));
+  MQ_RETURN_IF_ERROR(group_->Commit(commit, member_->id(), CommitKind::kForward, kNoTimestamp,
+                                    nullptr, CommitSync::kDurable, member_->LockedOutWait()));
   pr.ahead = next;
   pr.ahead_epoch = m.leader_epoch;
   pr.committed = next;
@@ -870,7 +872,8 @@ Status Member::CommitPrinted() {
     }
   }
   if (commits.empty()) return Status::Ok();
-  MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
+  MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id(), CommitKind::kForward, kNoTimestamp,
+                                    nullptr, CommitSync::kDurable, member_->LockedOutWait()));
   for (size_t i = 0; i < commits.size(); ++i) {
     const OffsetCommit& c = commits[i];
     Progress& pr = *of[i];
@@ -925,7 +928,8 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
     }
   }
   if (commits.empty()) return Status::Ok();
-  MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id()));
+  MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id(), CommitKind::kForward, kNoTimestamp,
+                                    nullptr, CommitSync::kDurable, member_->LockedOutWait()));
   for (size_t i = 0; i < commits.size(); ++i) {
     const OffsetCommit& c = commits[i];
     Progress& pr = *of[i].second;
@@ -1274,6 +1278,9 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
   const std::string id = f.member_id ? *f.member_id : DefaultMemberId();
   auto member = GroupMember::Join(&*group, id, subscription);
   if (!member) return cli::Fail(member.error());
+  // A signal ends a wait for commit.lock (SIGTERM must end a member whose
+  // commit waits for a stuck holder).
+  member->InterruptWaitsOn(interrupted);
   if (f.session_timeout_ms)
     if (Status s = member->KeepSession(*f.session_timeout_ms); !s.ok()) return cli::Fail(s);
   // Its heartbeat (R69): how long it may go between two polls before the

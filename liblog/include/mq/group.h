@@ -142,6 +142,15 @@ enum class CommitSync : uint8_t {
   kAtomic,
 };
 
+// What a writer of the offsets file does while another process holds
+// commit.lock (R32): called about every kCommitWaitCallMs between tries of
+// the lock; an error it returns ends the wait and is the write's (nothing
+// is written). A member looks there for a stuck holder to fence and keeps
+// its own heartbeat (R69, GroupMember::WhileLockedOut), so that a member
+// stopped while it holds the lock cannot stop every other member's commits.
+using CommitWait = std::function<Status()>;
+constexpr int64_t kCommitWaitCallMs = 100;
+
 // A static member that is not running and whose session holds
 // (format-spec/group.md §14.6, R65): a member of its group still.
 struct AbsentMember {
@@ -191,9 +200,12 @@ class Group {
   // file is never replaced: its corruption is returned. `sync`: kAtomic
   // only for commits whose loss to a machine crash delivers messages again
   // (never for kReset or kCarry, which are always kDurable).
+  // `wait`: what the writer does while another process holds commit.lock
+  // (CommitWait); none: it blocks until the lock is free.
   Status Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
                 CommitKind kind = CommitKind::kForward, int64_t now_ms = kNoTimestamp,
-                const FileLock* reset_lock = nullptr, CommitSync sync = CommitSync::kDurable);
+                const FileLock* reset_lock = nullptr, CommitSync sync = CommitSync::kDurable,
+                const CommitWait& wait = {});
   // group.lock exclusively, without blocking (R33): kBusy (exit 75) naming
   // the lock while any member is alive, or naming the member while an
   // absent static member's session holds (CheckNoAbsentMembers, checked
@@ -217,7 +229,7 @@ class Group {
   // Counts a rebalance at `now_ms` (R32's procedure; offsets unchanged),
   // CommitSync::kAtomic: the count is a health signal, and a write that
   // changes no offset needs no directory fsync (§14.6 Counting).
-  Status RecordRebalance(int64_t now_ms = kNoTimestamp);
+  Status RecordRebalance(int64_t now_ms = kNoTimestamp, const CommitWait& wait = {});
 
   // §14.5 lock files. A member holds group.lock shared for its life.
   Result<FileLock> LockGroup(LockMode mode, LockWait wait) const;
@@ -266,7 +278,11 @@ class Group {
 
  private:
   Status Update(const std::function<Status(GroupOffsets*)>& change,
-                CommitSync sync = CommitSync::kDurable);
+                CommitSync sync = CommitSync::kDurable, const CommitWait& wait = {});
+  // commit.lock, exclusively (R32): blocking without `wait`; with it,
+  // tried without blocking every few ms, and `wait` called between tries
+  // about every kCommitWaitCallMs.
+  Result<FileLock> LockCommit(const CommitWait& wait) const;
 
   std::string name_;
   std::string data_dir_;

@@ -13,6 +13,7 @@
 // the other members' next poll.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -263,6 +264,26 @@ class GroupMember {
   bool owns(int32_t p) const { return owns(topic(), p); }
   Result<FileLock> LockForHandler(int32_t p) const { return LockForHandler(topic(), p); }
 
+  // What this member does while another process holds the group's
+  // commit.lock (R32, CommitWait), as one of its polls: rewrites its own
+  // heartbeat when due (it waits, it is not stuck), then looks at the
+  // heartbeat of every other live member as Poll does and fences one of
+  // its host that is stuck (R69), so that a member stopped or hung while
+  // it holds the lock is killed and the lock is free again. The members
+  // fenced here are listed in the next Poll's `fenced`. kBusy
+  // ("interrupted") once the flag given to InterruptWaitsOn is non-zero.
+  // `mono_ms`: kNoTimestamp, CLOCK_MONOTONIC's time.
+  Status WhileLockedOut(int64_t mono_ms = kNoTimestamp);
+  // WhileLockedOut as the CommitWait of this member's commits (Group::
+  // Commit) and rebalance counts (Poll). Valid while the member is not
+  // moved.
+  CommitWait LockedOutWait() {
+    return [this] { return WhileLockedOut(); };
+  }
+  // WhileLockedOut ends the wait once `*flag` is non-zero (a signal
+  // handler's flag: SIGTERM must end a member that waits for a lock).
+  void InterruptWaitsOn(const volatile std::sig_atomic_t* flag) { interrupt_ = flag; }
+
   // Releases every partition, removes this member's lock file and leaves
   // the group. The destructor does the same. A static member with a session
   // (KeepSession) refreshes its lease instead and leaves its lock file (its
@@ -281,11 +302,11 @@ class GroupMember {
   void WriteOwnNote() const;
   Status WriteHeartbeat(int64_t mono);
   // R69 for live member `note.id`: a heartbeat that WatchHeartbeat finds
-  // stuck fences it (listed in view->fenced); `watches` collects what this
+  // stuck fences it (listed in `fenced`); `watches` collects what this
   // Poll read of each live member's heartbeat.
   Status CheckStuck(int members_dir, const MemberNote& note, int64_t mono,
                     std::map<std::string, HeartbeatWatch, std::less<>>* watches,
-                    MembershipView* view);
+                    std::vector<MembershipView::Fenced>* fenced);
 
   Group* group_ = nullptr;
   std::string id_;
@@ -311,6 +332,9 @@ class GroupMember {
   std::map<std::string, HeartbeatWatch, std::less<>> watches_;
   // Members fenced with kDenied (said once).
   std::map<std::string, int64_t, std::less<>> denied_;
+  // Fenced by WhileLockedOut, for the next Poll's view.
+  std::vector<MembershipView::Fenced> fenced_waiting_;
+  const volatile std::sig_atomic_t* interrupt_ = nullptr;
 };
 
 }  // namespace mq

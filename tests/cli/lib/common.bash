@@ -15,7 +15,12 @@ WORK="$(mktemp -d)"
 PIDS=()
 cleanup_work() {
   local p
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  # SIGCONT after SIGTERM: a process a test stopped (SIGSTOP) and left
+  # behind gets the signal too.
+  for p in "${PIDS[@]}"; do
+    kill "$p" 2>/dev/null || true
+    kill -CONT "$p" 2>/dev/null || true
+  done
   if declare -F on_exit >/dev/null; then on_exit || true; fi
   rm -rf "$WORK"
 }
@@ -62,6 +67,12 @@ lock_held() {
   local id
   id=$(printf '%02x:%02x:%s' "$(stat -c %Hd "$1")" "$(stat -c %Ld "$1")" "$(stat -c %i "$1")")
   grep -q "^[0-9]*: FLOCK .* $id " /proc/locks
+}
+# lock_held_by FILE PID: process PID holds a flock(2) lock on FILE.
+lock_held_by() {
+  local id
+  id=$(printf '%02x:%02x:%s' "$(stat -c %Hd "$1")" "$(stat -c %Ld "$1")" "$(stat -c %i "$1")")
+  grep -q "^[0-9]*: FLOCK .* $2 $id " /proc/locks
 }
 # flip_byte FILE POS: overwrites one byte of FILE with its bitwise complement.
 flip_byte() {
