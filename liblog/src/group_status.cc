@@ -254,14 +254,21 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
   GroupDescription d;
   d.group = group.name();
   std::optional<TopicConfig> only;
+  Status no_topic;
   if (topic) {
     auto config = dir.ReadTopic(*topic);
-    if (!config) return config.error();
-    only = *config;
+    if (!config && config.error().code() == Code::kNotFound) no_topic = config.error();
+    else if (!config) return config.error();
+    else only = *config;
   }
   auto state = group.Read();
   if (!state) return state.error();
   d.state = std::move(*state);
+  // A removed topic the group still has offsets of is described by those
+  // (no-topic rows); one it has none of is no topic at all.
+  if (!no_topic.ok() && std::none_of(d.state.offsets.begin(), d.state.offsets.end(),
+                                     [&](const CommittedOffset& e) { return e.topic == *topic; }))
+    return no_topic;
   std::set<std::string> topics;  // the group's topics
   auto owners = Owners(group, topic, &topics);
   if (!owners) return owners.error();

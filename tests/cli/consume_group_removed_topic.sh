@@ -32,6 +32,16 @@ expect_rc 0 "--describe -J with b removed"
 jq -e -s '[.[] | select(.type == "partition" and .topic == "b" and .note == "no-topic" and .lag == null)] | length == 2' \
   "$WORK/out" >/dev/null || fail "b's rows -J: $(cat "$WORK/out")"
 jq -e -s '.[-1].total_lag == 0' "$WORK/out" >/dev/null || fail "total_lag -J: $(cat "$WORK/out")"
+# Described alone, the removed topic is its committed offsets (exit 0); a
+# topic that neither exists nor has offsets is no input (66).
+run "$C" -G g --describe -t b
+expect_rc 0 "--describe -t b with b removed"
+grep -qE '^g +b +1 +[0-9]+ +- +- +- +- +- +no-topic$' "$WORK/out" ||
+  fail "--describe -t b: $(cat "$WORK/out")"
+grep -qE '^g +a ' "$WORK/out" && fail "--describe -t b shows a: $(cat "$WORK/out")"
+run "$C" -G g --describe -t nosuch
+expect_rc 66 "--describe -t of a topic neither there nor committed"
+grep -q 'no topic "nosuch"' "$WORK/err" || fail "$(cat "$WORK/err")"
 
 # s still reads a: its offsets wait for it; b's do not.
 run "$C" -G g --delete-offsets -t a

@@ -161,8 +161,9 @@ struct GroupDescription {
   int64_t total_lag = 0;  // sum of the known lags (backlogs of unread partitions included)
 };
 
-// Describes `group`, limited to `topic` when given (which must exist:
-// kNotFound otherwise). A corrupt offsets file is its kCorruption (file,
+// Describes `group`, limited to `topic` when given (which must exist or
+// have committed offsets in the group: a removed topic's are no-topic
+// rows; kNotFound otherwise). A corrupt offsets file is its kCorruption (file,
 // position, rule). A partition whose log cannot be read is a row of its
 // own (kUnreadable, with the error); the other rows are complete. Members
 // and owners are a snapshot: one may come or go while the files are read.
