@@ -67,4 +67,70 @@ topics=$(jq -r 'select(.type == "summary") | .members[0].topics | length' "$WORK
 kill -TERM "$pid"
 wait "$pid" || true
 echo "consume_group_budget: $left of 14 topics left out under ulimit -n 40"
-echo "consume_group_budget: ok"
+
+# --- a pipeline's writers follow the shares as a pattern adds topics ---------------
+# Under ulimit -n 200 a member reading one source partition keeps about 20
+# writers of out open. Once 13 topics are added, each read with a reader of
+# its own (those that fit), the writers' limit is lowered with the shares
+# (mq-consume(1), OPEN FILES): fewer writers are open at once, and every
+# output is still appended exactly once.
+"$P" -q -t out --create --partitions 200 </dev/null
+"$P" -q -t s.00 --create --partitions 1 </dev/null
+seq 1 400 | awk '{print "k"$1"\t"$1}' | "$P" -q -t s.00 -K '\t'
+# caught_up: group w has committed the end of every topic it reads.
+caught_up() {
+  "$C" --describe -G w -J 2>/dev/null | jq -e -s '.[-1].total_lag == 0 and ([.[] | select(.type == "partition")] | length) > 0' >/dev/null
+}
+# writers: how many writers of out the member has open now.
+writers() { ls -l "/proc/$pid/fd" 2>/dev/null | grep -c '/out-[0-9]*/writer\.lock$' || true; }
+# watch_writers: the most writers open at once until the member caught up.
+watch_writers() {
+  local most=0 n
+  for _ in $(seq 1 3000); do
+    n=$(writers)
+    ((n > most)) && most=$n
+    caught_up && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  echo "$most"
+}
+(
+  ulimit -n 200
+  exec "$C" -G w -t '^s\.' --to-topic out -K '\t' -v --exec sh -c 'v=$(cat); printf "k%s\t%s\n" "$v" "$v"'
+) >"$WORK/w.out" 2>"$WORK/w.err" &
+pid=$!
+PIDS+=("$pid")
+before=$(watch_writers)
+caught_up || fail "the pipeline's first topic: not caught up: $(cat "$WORK/w.err")"
+# The topics first, empty; their messages once the member reads them.
+for i in $(seq -w 1 13); do "$P" -q -t "s.$i" --create --partitions 1 </dev/null; done
+for _ in $(seq 1 600); do
+  [[ $(grep -o 'topic s\.[0-9]* matches' "$WORK/w.err" | sort -u | wc -l) -ge 13 ]] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+[[ $(grep -o 'topic s\.[0-9]* matches' "$WORK/w.err" | sort -u | wc -l) -ge 13 ]] ||
+  fail "the member did not meet the 13 topics added: $(cat "$WORK/w.err")"
+read_topics=$(sed -n 's/.*group w: topic \(s\.[0-9]*\) matches, read from now on.*/\1/p' "$WORK/w.err" | sort -u)
+n=$(echo "$read_topics" | wc -l)
+((n >= 3)) || fail "the pipeline reads $n of the 13 topics added: $(cat "$WORK/w.err")"
+# The first message of one topic opens a writer, which closes the ones
+# past the lowered limit; then the rest.
+echo "k01.0	01.0" | "$P" -q -t s.01 -K '\t'
+for _ in $(seq 1 600); do "$C" -t out -e -q | grep -qx '01.0' && break; sleep 0.1; done
+for t in $read_topics; do
+  seq 1 30 | awk -v t="${t#s.}" '{print "k"t"."$1"\t"t"."$1}' | "$P" -q -t "$t" -K '\t'
+done
+after=$(watch_writers)
+kill -0 "$pid" 2>/dev/null || fail "the pipeline died as topics were added: $(cat "$WORK/w.err")"
+caught_up || fail "the pipeline did not catch up: $(cat "$WORK/w.err")"
+grep -qi 'too many open files' "$WORK/w.err" && fail "descriptors ran out: $(cat "$WORK/w.err")"
+((after < before)) ||
+  fail "at most $before writers open with one topic and $after with $((n + 1)): the limit did not follow the shares"
+got=$("$C" -t out -e -q | sort)
+expect=$({ seq 1 400; echo 01.0; for t in $read_topics; do seq 1 30 | sed "s/^/${t#s.}./"; done; } | sort)
+[[ $got == "$expect" ]] || fail "outputs: $(comm -3 <(echo "$expect") <(echo "$got") | head) (stderr: $(cat "$WORK/w.err"))"
+kill -TERM "$pid"
+wait "$pid" || true
+echo "consume_group_budget: a pipeline under ulimit -n 200 kept at most $before writers open reading 1 topic, $after reading $((n + 1)), and appended $(echo "$got" | wc -l) outputs exactly once"
