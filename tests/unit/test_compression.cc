@@ -186,7 +186,9 @@ TEST_CASE("R9 compression: an empty batch round-trips in every codec", "[compres
 
 TEST_CASE("R9 compression: damaged, truncated or padded records are corruption in every codec",
           "[compression][R9]") {
-  auto plain = Bytes(std::string(5000, 'a') + "records that are not records");
+  std::string text(5000, 'a');
+  text.append("records that are not records");
+  auto plain = Bytes(text);
   for (Compression codec : kCodecs) {
     INFO(Name(codec));
     std::vector<std::byte> good;

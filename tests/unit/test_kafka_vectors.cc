@@ -62,7 +62,9 @@ constexpr std::string_view kV7 =
 //   message set: offset 37, one message of 1014 bytes, "ABCDEFGHIJ" x 100.
 
 std::vector<std::byte> HexFile(const std::string& name) {
-  std::ifstream in(std::string(MQ_TEST_DATA_DIR) + "/kafka/" + name);
+  std::string path(MQ_TEST_DATA_DIR);
+  path.append("/kafka/").append(name);
+  std::ifstream in(path);
   REQUIRE(in.good());
   std::string hex;
   in >> hex;
@@ -326,7 +328,9 @@ TEST_CASE("V7 idempotent batch of three records: decode and re-encode", "[vector
 }
 
 TEST_CASE("vectors: batch.md §13 holds exactly the bytes these tests check", "[vectors]") {
-  std::ifstream in(std::string(MQ_TEST_DATA_DIR) + "/../../format-spec/batch.md");
+  std::string path(MQ_TEST_DATA_DIR);
+  path.append("/../../format-spec/batch.md");
+  std::ifstream in(path);
   REQUIRE(in.good());
   std::stringstream ss;
   ss << in.rdbuf();
