@@ -19,7 +19,7 @@ SRC=$PWD
 JOBS=${MQ_JOBS:-$(nproc)}
 FUZZ_SECONDS=${MQ_FUZZ_SECONDS:-20}
 
-REQUIRED_PACKAGES=(g++ cmake ninja-build libcli11-dev libboost-dev libfmt-dev libzstd-dev
+REQUIRED_PACKAGES=(g++ cmake ninja-build libcli11-dev libfmt-dev libzstd-dev
                    zlib1g-dev liblz4-dev libsnappy-dev catch2 libsimdjson-dev)
 # What the tests call besides the build: tests/cli and examples use python3,
 # jq, /usr/bin/time (package time), xxd, man (man-db) and procps (ps); the

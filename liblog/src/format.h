@@ -199,4 +199,21 @@ constexpr int64_t kMaxReplicationFactor = 32767;
 constexpr size_t kMaxClusterDirBytes = 4095;  // PATH_MAX - 1
 constexpr int64_t kDefaultReplicaLagTimeMaxMs = 30000;  // Kafka's default
 
+// --- wire (tools-shape)
+// §19 Wire protocol (format-spec/protocol.md). §19.1 a frame: length (u32,
+// the payload's), type (u8), correlation (u32), the payload, crc (u32).
+constexpr size_t kWireHeaderSize = 4 + 1 + 4;    // length, type, correlation
+constexpr size_t kWireTrailerSize = 4;           // crc
+constexpr uint32_t kWireMaxPayload = 64u << 20;  // R48
+static_assert(kWireHeaderSize == 9 && kWireMaxPayload == 67108864);
+// §19.2: a response's type is its request's with this bit set.
+constexpr uint8_t kWireReplyBit = 0x80;
+// R49: the versions this mq speaks (kWireVersion the highest). Version 2
+// adds FetchAhead (R62), ReadLog and ReplicaCheck (R63).
+constexpr uint16_t kWireMinVersion = 1;
+constexpr uint16_t kWireVersion = 2;
+constexpr uint16_t kWireFetchAheadVersion = 2;
+constexpr uint16_t kWireReadReplicaVersion = 2;  // ReadLog, ReplicaCheck
+constexpr uint32_t kWireMaxWaitMs = 1000;        // Fetch's maxWaitMs at most (§19.3)
+
 }  // namespace mq::format

@@ -5,11 +5,15 @@
 //   mq-sim --plant BUG ...                    with a planted bug; with
 //          --expect-violation, exits 0 only when a violation is found
 #include <chrono>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "simulation.h"
 
@@ -49,22 +53,54 @@ int main(int argc, char** argv) {
   bool one_seed = false, expect_violation = false, quiet = false, verify_replay = false,
        keep_going = false;
   std::string plants;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (a == "--seed") {
-      if (!ParseU64(v, &seed)) return Usage("--seed needs a number");
-      one_seed = true;
-      ++i;
-    } else if (a == "--schedules") {
-      if (!ParseU64(v, &schedules) || schedules == 0) return Usage("--schedules needs a number > 0");
-      ++i;
-    } else if (a == "--start-seed") {
-      if (!ParseU64(v, &start)) return Usage("--start-seed needs a number");
-      ++i;
-    } else if (a == "--plant") {
-      if (v == nullptr) return Usage("--plant needs a bug's name");
-      std::string_view bug = v;
+  // The flags, parsed by CLI11; --plant BUG and --acks are checked below,
+  // where each flag is also applied in the order given (the replay line
+  // names the planted bugs and modes in that order).
+  CLI::App app("mq-sim");
+  app.set_help_flag();  // -h/--help prints kUsage
+  bool help = false;
+  std::vector<std::string> bugs;
+  std::string acks = "all";
+  bool flag = false;  // the flags applied in the order given below
+  app.add_flag("-h,--help", help);
+  const auto last = CLI::MultiOptionPolicy::TakeLast;  // a flag given twice: the last one
+  std::string seed_text, schedules_text, start_text;  // numbers, checked below
+  app.add_option("--seed", seed_text)->multi_option_policy(last);
+  app.add_option("--schedules", schedules_text)->multi_option_policy(last);
+  app.add_option("--start-seed", start_text)->multi_option_policy(last);
+  app.add_option("--plant", bugs);
+  app.add_option("--acks", acks)->multi_option_policy(last);
+  app.add_flag("--expect-violation", expect_violation);
+  app.add_flag("--keep-going", keep_going);
+  app.add_flag("--verify-replay", verify_replay);
+  app.add_flag("--trace", base.trace);
+  app.add_flag("--quiet", quiet);
+  for (const char* f : {"--independent-files", "--ordered-metadata", "--lenient-empty-epochs",
+                        "--no-follower-kills", "--no-unclean", "--no-partitions"})
+    app.add_flag(f, flag);
+  app.allow_extras();  // reported below, as mq-sim words it
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return Usage(e.what());
+  }
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!app.remaining().empty()) return Usage("unknown argument '" + app.remaining()[0] + "'");
+  one_seed = app.count("--seed") > 0;
+  if (one_seed && !ParseU64(seed_text.c_str(), &seed)) return Usage("--seed needs a number");
+  if (app.count("--schedules") > 0 &&
+      (!ParseU64(schedules_text.c_str(), &schedules) || schedules == 0))
+    return Usage("--schedules needs a number > 0");
+  if (app.count("--start-seed") > 0 && !ParseU64(start_text.c_str(), &start))
+    return Usage("--start-seed needs a number");
+  size_t next_bug = 0;
+  for (const CLI::Option* opt : app.parse_order()) {
+    const std::string a = opt->get_name();
+    if (a == "--plant") {
+      std::string_view bug = bugs[next_bug++];
       if (bug == "hw_at_log_end") {
         base.bugs.hw_at_log_end = true;
       } else if (bug == "no_epoch_truncation") {
@@ -87,9 +123,6 @@ int main(int argc, char** argv) {
         return Usage("unknown planted bug '" + std::string(bug) + "'");
       }
       plants += " --plant " + std::string(bug);
-      ++i;
-    } else if (a == "--expect-violation") {
-      expect_violation = true;
     } else if (a == "--independent-files") {
       base.independent_files = true;
       plants += " --independent-files";
@@ -97,12 +130,11 @@ int main(int argc, char** argv) {
       base.ordered_metadata = true;
       plants += " --ordered-metadata";
     } else if (a == "--acks") {
-      if (v == nullptr || (std::string_view(v) != "all" && std::string_view(v) != "1")) {
+      if (acks != "all" && acks != "1") {
         return Usage("--acks is all or 1");
       }
-      base.acks_one = std::string_view(v) == "1";
+      base.acks_one = acks == "1";
       if (base.acks_one) plants += " --acks 1";
-      ++i;
     } else if (a == "--lenient-empty-epochs") {
       base.lenient_empty_epochs = true;
       plants += " --lenient-empty-epochs";
@@ -115,19 +147,6 @@ int main(int argc, char** argv) {
     } else if (a == "--no-partitions") {
       base.partitions = false;
       plants += " --no-partitions";
-    } else if (a == "--keep-going") {
-      keep_going = true;
-    } else if (a == "--verify-replay") {
-      verify_replay = true;
-    } else if (a == "--trace") {
-      base.trace = true;
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else {
-      return Usage("unknown argument '" + std::string(a) + "'");
     }
   }
   if (one_seed) {

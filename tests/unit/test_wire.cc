@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "coding.h"
+#include "format.h"
 #include "mq/cluster.h"
 #include "mq/crc32c.h"
 #include "mq/replication.h"
@@ -237,7 +238,7 @@ std::vector<std::byte> FetchReplyFrame(std::span<const std::byte> batches) {
 }
 
 std::span<const std::byte> Covered(const std::vector<std::byte>& frame) {
-  return std::span<const std::byte>(frame).first(frame.size() - kTrailerSize);
+  return std::span<const std::byte>(frame).first(frame.size() - format::kWireTrailerSize);
 }
 
 // Feeds `frame` to a FrameReader, which must yield it whole; whether the
@@ -347,12 +348,12 @@ TEST_CASE("R48 frame: a FetchReply's CRC made from its batches' CRCs is the CRC 
       // CRCs and bytes anywhere, or a cut with the length field fixed.
       const int flips = 1 + static_cast<int>(rng() % 4);
       for (int i = 0; i < flips; ++i) {
-        const size_t at = 41 + rng() % (f2.size() - kTrailerSize - 41);
+        const size_t at = 41 + rng() % (f2.size() - format::kWireTrailerSize - 41);
         f2[at] ^= std::byte(1 << (rng() % 8));
       }
       if (rng() % 3 == 0) {
-        const size_t keep = 41 + rng() % (f2.size() - kTrailerSize - 41);
-        f2.resize(keep + kTrailerSize);
+        const size_t keep = 41 + rng() % (f2.size() - format::kWireTrailerSize - 41);
+        f2.resize(keep + format::kWireTrailerSize);
         coding::PutFixed32(f2.data() + 37, static_cast<uint32_t>(keep - 41));
       }
       INFO("round " << round);

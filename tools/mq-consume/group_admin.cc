@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "envelope.h"
+#include "json.h"
 #include "format_string.h"
 #include "mq/group.h"
 #include "mq/group_status.h"
@@ -60,22 +60,9 @@ std::string IsoTime(int64_t ms) {
   return fmt::to_string(b);
 }
 
-// JSON values.
-void Str(fmt::memory_buffer& b, std::string_view s) {
-  if (envelope::IsUtf8(s)) envelope::AppendJsonString(b, s);
-  else b.append(std::string_view("null"));
-}
-void OptStr(fmt::memory_buffer& b, const std::optional<std::string>& s) {
-  if (s && !s->empty()) Str(b, *s);
-  else b.append(std::string_view("null"));
-}
-void Num(fmt::memory_buffer& b, const std::optional<int64_t>& v) {
-  if (v) fmt::format_to(std::back_inserter(b), "{}", *v);
-  else b.append(std::string_view("null"));
-}
-void Key(fmt::memory_buffer& b, std::string_view k, bool first = false) {
-  if (!first) b.push_back(',');
-  fmt::format_to(std::back_inserter(b), "\"{}\":", k);
+// A JSON string, null when absent or empty.
+json::Writer& OptStr(json::Writer& j, const std::optional<std::string>& s) {
+  return s && !s->empty() ? j.StrOrNull(*s) : j.Null();
 }
 
 const char* NoteOf(CommittedPosition p) {
@@ -145,7 +132,7 @@ int List(const Flags& f) {
   if (!names) return cli::Fail(names.error());
   cli::Output out;
   for (const std::string& g : *names) {
-    if (f.json) out.Print("{{\"group\":\"{}\"}}\n", g);  // R12 names need no escapes
+    if (f.json) out.Write(json::Line().Str("group", g).Finish());
     else out.Print("{}\n", g);
   }
   return out.FinishExitCode();
@@ -305,99 +292,76 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
 }
 
 void DescribeJson(const GroupDescription& d, cli::Output& out) {
+  using Num = std::optional<int64_t>;
   for (const auto& s : d.partitions) {
-    fmt::memory_buffer b;
     const GroupMemberStatus* m = FindMember(d, s.owner);
     const bool log = HasLog(s);
     const CommittedOffset* c = s.committed ? &*s.committed : nullptr;
-    b.push_back('{');
-    Key(b, "type", true); Str(b, "partition");
-    Key(b, "group"); Str(b, d.group);
-    Key(b, "topic"); Str(b, s.topic);
-    Key(b, "partition"); Num(b, s.partition);
-    Key(b, "current_offset"); Num(b, c ? std::optional<int64_t>(c->offset) : std::nullopt);
-    Key(b, "log_start_offset"); Num(b, log ? std::optional<int64_t>(s.log.start) : std::nullopt);
-    Key(b, "log_end_offset"); Num(b, log ? std::optional<int64_t>(s.log.end) : std::nullopt);
-    Key(b, "lag"); Num(b, s.lag);
-    Key(b, "resume_offset"); Num(b, s.resume_at);
-    Key(b, "lost"); Num(b, s.lost);
-    Key(b, "consumer_id"); OptStr(b, s.owner);
-    Key(b, "held_for"); OptStr(b, s.held_for);
-    Key(b, "host"); OptStr(b, m ? std::optional<std::string>(m->host) : std::nullopt);
-    Key(b, "pid"); Num(b, m ? m->pid : std::nullopt);
-    Key(b, "note");
+    json::Line j;
+    j.Str("type", "partition").Key("group").StrOrNull(d.group).Key("topic").StrOrNull(s.topic);
+    j.Int("partition", s.partition);
+    j.Key("current_offset").IntOrNull(c ? Num(c->offset) : std::nullopt);
+    j.Key("log_start_offset").IntOrNull(log ? Num(s.log.start) : std::nullopt);
+    j.Key("log_end_offset").IntOrNull(log ? Num(s.log.end) : std::nullopt);
+    j.Key("lag").IntOrNull(s.lag).Key("resume_offset").IntOrNull(s.resume_at);
+    j.Key("lost").IntOrNull(s.lost);
+    OptStr(j.Key("consumer_id"), s.owner);
+    OptStr(j.Key("held_for"), s.held_for);
+    OptStr(j.Key("host"), m ? std::optional<std::string>(m->host) : std::nullopt);
+    j.Key("pid").IntOrNull(m ? m->pid : std::nullopt);
+    j.Key("note");
     if (const char* n = !s.corrupt.ok() ? "corrupt" : s.unread ? "unread" : NoteOf(s.position))
-      Str(b, n);
-    else if (s.held_for) Str(b, "absent");
-    else b.append(std::string_view("null"));
-    Key(b, "leader_epoch"); Num(b, c ? std::optional<int64_t>(c->leader_epoch) : std::nullopt);
-    Key(b, "commit_timestamp"); Num(b, c ? std::optional<int64_t>(c->commit_timestamp) : std::nullopt);
-    Key(b, "committed_by"); OptStr(b, c ? std::optional<std::string>(c->member_id) : std::nullopt);
-    Key(b, "dead_letters"); Num(b, c ? c->dead_letters : 0);
-    Key(b, "error");
-    if (s.position == CommittedPosition::kUnreadable) Str(b, s.error.message());
-    else if (!s.corrupt.ok()) Str(b, s.corrupt.message());
-    else b.append(std::string_view("null"));
-    b.append(std::string_view("}\n"));
-    out.Write(std::string_view(b.data(), b.size()));
+      j.Str(n);
+    else if (s.held_for) j.Str("absent");
+    else j.Null();
+    j.Key("leader_epoch").IntOrNull(c ? Num(c->leader_epoch) : std::nullopt);
+    j.Key("commit_timestamp").IntOrNull(c ? Num(c->commit_timestamp) : std::nullopt);
+    OptStr(j.Key("committed_by"), c ? std::optional<std::string>(c->member_id) : std::nullopt);
+    j.Int("dead_letters", c ? c->dead_letters : 0);
+    j.Key("error");
+    if (s.position == CommittedPosition::kUnreadable) j.StrOrNull(s.error.message());
+    else if (!s.corrupt.ok()) j.StrOrNull(s.corrupt.message());
+    else j.Null();
+    out.Write(j.Finish());
   }
-  fmt::memory_buffer b;
-  b.push_back('{');
-  Key(b, "type", true); Str(b, "summary");
-  Key(b, "group"); Str(b, d.group);
-  Key(b, "total_lag");
-  Num(b, !d.partitions.empty() && UnknownLags(d) == d.partitions.size()
-             ? std::nullopt : std::optional<int64_t>(d.total_lag));
-  Key(b, "members");
-  b.push_back('[');
-  for (size_t i = 0; i < d.members.size(); ++i) {
-    const auto& m = d.members[i];
-    if (i > 0) b.push_back(',');
-    b.push_back('{');
-    Key(b, "consumer_id", true); Str(b, m.id);
-    Key(b, "host"); OptStr(b, m.host);
-    Key(b, "pid"); Num(b, m.pid);
-    Key(b, "topics");
+  json::Line j;
+  j.Str("type", "summary").Key("group").StrOrNull(d.group);
+  j.Key("total_lag").IntOrNull(!d.partitions.empty() && UnknownLags(d) == d.partitions.size()
+                                   ? std::nullopt : Num(d.total_lag));
+  j.Key("members").BeginArray();
+  for (const auto& m : d.members) {
+    j.BeginObject().Key("consumer_id").StrOrNull(m.id);
+    OptStr(j.Key("host"), m.host);
+    j.Key("pid").IntOrNull(m.pid);
+    j.Key("topics");
     if (m.topics) {
-      b.push_back('[');
-      for (size_t j = 0; j < m.topics->size(); ++j) {
-        if (j > 0) b.push_back(',');
-        Str(b, (*m.topics)[j]);
-      }
-      b.push_back(']');
+      j.BeginArray();
+      for (const std::string& t : *m.topics) j.StrOrNull(t);
+      j.EndArray();
     } else {
-      b.append(std::string_view("null"));
+      j.Null();
     }
     // An absent member's partitions are the ones waiting for it.
     const auto& partitions = m.absent ? m.held : m.owned;
-    Key(b, "partitions");
-    b.push_back('[');
-    for (size_t j = 0; j < partitions.size(); ++j) {
-      if (j > 0) b.push_back(',');
-      b.push_back('{');
-      Key(b, "topic", true); Str(b, partitions[j].first);
-      Key(b, "partition"); Num(b, partitions[j].second);
-      b.push_back('}');
-    }
-    b.push_back(']');
-    Key(b, "static"); b.append(std::string_view(m.session_timeout_ms ? "true" : "false"));
-    Key(b, "session_timeout_ms"); Num(b, m.session_timeout_ms);
-    Key(b, "absent"); b.append(std::string_view(m.absent ? "true" : "false"));
-    Key(b, "session_end");
-    Num(b, m.absent ? std::optional<int64_t>(m.session_end) : std::nullopt);
-    b.push_back('}');
+    j.Key("partitions").BeginArray();
+    for (const auto& [topic, partition] : partitions)
+      j.BeginObject().Key("topic").StrOrNull(topic).Int("partition", partition).EndObject();
+    j.EndArray();
+    j.Bool("static", static_cast<bool>(m.session_timeout_ms));
+    j.Key("session_timeout_ms").IntOrNull(m.session_timeout_ms);
+    j.Bool("absent", m.absent);
+    j.Key("session_end").IntOrNull(m.absent ? Num(m.session_end) : std::nullopt);
+    j.EndObject();
   }
-  b.push_back(']');
-  Key(b, "rebalances"); Num(b, d.state.rebalances);
-  Key(b, "last_rebalance_timestamp");
-  Num(b, d.state.last_rebalance_timestamp == kNoTimestamp
-             ? std::nullopt : std::optional<int64_t>(d.state.last_rebalance_timestamp));
-  Key(b, "dead_letters"); Num(b, d.state.dead_letters());
-  Key(b, "generation"); Num(b, d.state.generation);
-  Key(b, "update_timestamp");
-  Num(b, d.state.generation == 0 ? std::nullopt : std::optional<int64_t>(d.state.update_timestamp));
-  b.append(std::string_view("}\n"));
-  out.Write(std::string_view(b.data(), b.size()));
+  j.EndArray();
+  j.Int("rebalances", d.state.rebalances);
+  j.Key("last_rebalance_timestamp")
+      .IntOrNull(d.state.last_rebalance_timestamp == kNoTimestamp
+                     ? std::nullopt : Num(d.state.last_rebalance_timestamp));
+  j.Int("dead_letters", d.state.dead_letters()).Int("generation", d.state.generation);
+  j.Key("update_timestamp")
+      .IntOrNull(d.state.generation == 0 ? std::nullopt : Num(d.state.update_timestamp));
+  out.Write(j.Finish());
 }
 
 // The groups a mode acts on: -G's, or with --all-groups every group of
@@ -704,21 +668,15 @@ int Reset(const Flags& f) {
         const char* note = r.target < r.next ? "clamped-to-log-start"
                            : r.target > r.next ? "clamped-to-log-end" : nullptr;
         if (f.json) {
-          fmt::memory_buffer b;
-          b.push_back('{');
-          Key(b, "group", true); Str(b, r.group);
-          Key(b, "topic"); Str(b, r.topic);
-          Key(b, "partition"); Num(b, r.partition);
-          Key(b, "current_offset"); Num(b, r.current);
-          Key(b, "new_offset"); Num(b, r.next);
-          Key(b, "log_start_offset"); Num(b, r.log.start);
-          Key(b, "log_end_offset"); Num(b, r.log.end);
-          Key(b, "note");
-          if (note) Str(b, note);
-          else b.append(std::string_view("null"));
-          Key(b, "executed"); b.append(std::string_view(a.execute ? "true" : "false"));
-          b.append(std::string_view("}\n"));
-          out.Write(std::string_view(b.data(), b.size()));
+          json::Line j;
+          j.Key("group").StrOrNull(r.group).Key("topic").StrOrNull(r.topic);
+          j.Int("partition", r.partition).Key("current_offset").IntOrNull(r.current);
+          j.Int("new_offset", r.next).Int("log_start_offset", r.log.start);
+          j.Int("log_end_offset", r.log.end);
+          j.Key("note");
+          if (note) j.Str(note);
+          else j.Null();
+          out.Write(j.Bool("executed", a.execute).Finish());
         } else {
           t.Add({r.group, r.topic, std::to_string(r.partition), Dash(r.current),
                  std::to_string(r.next), note ? note : "-"});
@@ -753,14 +711,9 @@ int DeleteOffsets(const Flags& f) {
     const bool gone = std::binary_search(removed->begin(), removed->end(), p);
     const char* status = gone ? "deleted" : "not-committed";
     if (f.json) {
-      fmt::memory_buffer b;
-      b.push_back('{');
-      Key(b, "group", true); Str(b, *f.group);
-      Key(b, "topic"); Str(b, f.topic);
-      Key(b, "partition"); Num(b, p);
-      Key(b, "status"); Str(b, status);
-      b.append(std::string_view("}\n"));
-      out.Write(std::string_view(b.data(), b.size()));
+      json::Line j;
+      j.Key("group").StrOrNull(*f.group).Key("topic").StrOrNull(f.topic).Int("partition", p);
+      out.Write(j.Str("status", status).Finish());
     } else {
       t.Add({*f.group, f.topic, std::to_string(p), status});
     }

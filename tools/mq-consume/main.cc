@@ -12,6 +12,7 @@
 #include "options.h"
 #include "group_run.h"
 #include "run.h"
+#include "tool_main.h"
 
 namespace {
 
@@ -69,29 +70,20 @@ void CatchStopSignals() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mq::cli::SetProgramName("mq-consume");
-  mq::cli::HoldStandardDescriptors();
-  mq::cli::IgnoreSigpipe();
-
-  CLI::App app;
-  app.name("mq-consume");
-  mq::cli::UseUsage(app, kUsage);
-  mq::cli::AddVersionFlag(app);
   mq::consume::Flags flags;
-  mq::consume::AddFlags(app, &flags);
-  mq::consume::TakeExec(&argc, argv, &flags);
-  if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
-  if (flags.admin.any())
-    return mq::cli::RunGuarded([&] { return mq::consume::RunAdmin(flags, kUsage); });
-  auto settings = mq::consume::Resolve(flags);
-  if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
-
-  CatchStopSignals();
-  int rc = mq::cli::RunGuarded(
-      [&] {
+  mq::consume::TakeExec(&argc, argv, &flags);  // the command after --exec is not parsed
+  int rc = mq::cli::RunTool(argc, argv, {
+      .name = "mq-consume",
+      .usage = kUsage,
+      .flags = [&](CLI::App& app) { mq::consume::AddFlags(app, &flags); },
+      .run = [&] {
+        if (flags.admin.any()) return mq::consume::RunAdmin(flags, kUsage);
+        auto settings = mq::consume::Resolve(flags);
+        if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
+        CatchStopSignals();
         return flags.group ? mq::consume::RunGroup(flags, std::move(*settings), &g_signal)
                            : mq::consume::Run(flags, std::move(*settings), &g_signal);
-      });
+      }});
   if (int sig = g_signal; sig != 0) {
     std::signal(sig, SIG_DFL);
     std::raise(sig);

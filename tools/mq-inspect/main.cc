@@ -13,6 +13,7 @@
 #include "cli_usage.h"
 #include "dump.h"
 #include "printer.h"
+#include "tool_main.h"
 
 namespace {
 
@@ -38,71 +39,76 @@ class Formatter : public mq::cli::UsageFormatter {
   }
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  mq::cli::SetProgramName("mq-inspect");
-  mq::cli::HoldStandardDescriptors();
-  mq::cli::IgnoreSigpipe();
-
-  CLI::App app;
-  app.name("mq-inspect");
-  auto formatter = std::make_shared<Formatter>();
-  formatter->column_width(28);
-  app.formatter(formatter);
-  mq::cli::AddVersionFlag(app);
-
+// The command line.
+struct Args {
   mq::inspect::PrintOptions print;
   mq::DecodeLimits limits;
   bool json = false;
   bool verify = false;
   std::vector<std::string> paths;
-  auto* records = app.add_flag("-r,--records,--deep-iteration", print.records,
+  std::string data_dir;
+  CLI::Option* dir_opt = nullptr;
+};
+
+void AddFlags(CLI::App& app, Args* a) {
+  auto formatter = std::make_shared<Formatter>();
+  formatter->column_width(28);
+  app.formatter(formatter);
+  auto* records = app.add_flag("-r,--records,--deep-iteration", a->print.records,
                                "one line per record after its batch");
-  auto* data = app.add_flag("-d,--print-data-log", print.data,
+  auto* data = app.add_flag("-d,--print-data-log", a->print.data,
                             "records with their key and payload (implies -r)");
-  auto* headers = app.add_flag("-H,--headers", print.headers,
+  auto* headers = app.add_flag("-H,--headers", a->print.headers,
                                "records with their header keys and values (implies -r)");
-  auto* skip = app.add_flag("--skip-record-metadata", print.skip_metadata,
+  auto* skip = app.add_flag("--skip-record-metadata", a->print.skip_metadata,
                             "record lines without offset, timestamp and sizes (implies -r)");
-  app.add_flag("-J,--json", json, "JSON Lines output: one object per line, on stdout");
-  app.add_flag("--verify", verify,
+  app.add_flag("-J,--json", a->json, "JSON Lines output: one object per line, on stdout");
+  app.add_flag("--verify", a->verify,
                "verify data directories, topics, partitions or files: exit 0 clean, 65 corrupt, "
                "75 needs recovery")
       ->excludes(records)->excludes(data)->excludes(headers)->excludes(skip);
-  std::string data_dir;
-  auto* dir_opt = mq::cli::AddDirOption(app, &data_dir, false);
-  app.add_option("--max-batch-bytes", limits.max_batch_bytes,
+  a->dir_opt = mq::cli::AddDirOption(app, &a->data_dir, false);
+  app.add_option("--max-batch-bytes", a->limits.max_batch_bytes,
                  "largest batch read, in bytes (records may decompress to the larger of N and 64 MiB)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(61u, 0x7FFFFFFFu))
       ->capture_default_str();
   // Not ->required(): CLI11 would then report a missing FILE before an
   // unknown option, and name the wrong argument.
-  app.add_option("FILE", paths, "segment files (.log, .index, .timeindex), a group's offsets "
+  app.add_option("FILE", a->paths, "segment files (.log, .index, .timeindex), a group's offsets "
                  "file or a replica checkpoint; with --verify also data and partition directories, and with -C a topic "
                  "or TOPIC-N");
+}
 
-  if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
-  if (paths.empty()) return mq::cli::UsageError(kUsage, verify ? "no PATH given" : "no FILE given");
+int Inspect(Args& a) {
+  if (a.paths.empty())
+    return mq::cli::UsageError(kUsage, a.verify ? "no PATH given" : "no FILE given");
+  mq::DecodeLimits& limits = a.limits;
   limits.max_decompressed_bytes = std::max(limits.max_decompressed_bytes, limits.max_batch_bytes);
+  mq::inspect::PrintOptions& print = a.print;
   if (print.data || print.headers || print.skip_metadata) print.records = true;
-
-  return mq::cli::RunGuarded([&] {
-    auto printer = json ? mq::inspect::MakeJsonPrinter(print) : mq::inspect::MakeTextPrinter(print);
-    int rc = 0;
-    for (const auto& path : paths) {
-      std::optional<std::string> dir;
-      if (dir_opt->count() > 0 || !data_dir.empty()) dir = data_dir;
-      // Verification takes each partition's limits from its topic itself.
-      int code = verify ? mq::inspect::VerifyPath(path, limits, printer.get(), dir)
+  auto printer = a.json ? mq::inspect::MakeJsonPrinter(print) : mq::inspect::MakeTextPrinter(print);
+  int rc = 0;
+  for (const auto& path : a.paths) {
+    std::optional<std::string> dir;
+    if (a.dir_opt->count() > 0 || !a.data_dir.empty()) dir = a.data_dir;
+    // Verification takes each partition's limits from its topic itself.
+    int code = a.verify ? mq::inspect::VerifyPath(path, limits, printer.get(), dir)
                         : mq::inspect::DumpFile(path, print, mq::inspect::LimitsForPath(path, limits),
                                                 printer.get());
-      if (rc == 0) rc = code;
-      if (printer->broken()) return 0;
-    }
-    int out_rc = printer->out().FinishExitCode();
+    if (rc == 0) rc = code;
     if (printer->broken()) return 0;
-    return rc != 0 ? rc : out_rc;
-  });
+  }
+  int out_rc = printer->out().FinishExitCode();
+  if (printer->broken()) return 0;
+  return rc != 0 ? rc : out_rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  return mq::cli::RunTool(argc, argv, {.name = "mq-inspect",
+                                       .flags = [&](CLI::App& app) { AddFlags(app, &a); },
+                                       .run = [&] { return Inspect(a); }});
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "json.h"
 #include "text.h"
 
 namespace mq::inspect {
@@ -237,7 +238,7 @@ class JsonPrinter : public Printer {
                                              "leader_epoch_checkpoint",
                                              "replication_offset_checkpoint", "member_lease",
                                              "member_heartbeat"};
-    JsonLine j;
+    json::Line j;
     j.Str("type", "file").Str("file", file).Str("kind", kKinds[static_cast<int>(kind)]);
     if (base_offset) j.Int("base_offset", *base_offset);
     else j.Null("base_offset");
@@ -246,7 +247,7 @@ class JsonPrinter : public Printer {
 
   void Batch(const std::string& file, uint64_t position, const BatchHeader& h,
              bool valid) override {
-    JsonLine j(&line_);
+    json::Line j(&line_);
     j.Str("type", "batch").Str("file", file).Uint("position", position)
         .Int("base_offset", h.base_offset).Int("last_offset", h.last_offset())
         .Int("count", h.records_count).Int("base_sequence", h.base_sequence)
@@ -265,20 +266,19 @@ class JsonPrinter : public Printer {
 
   void Record(const std::string& file, uint64_t batch_position, const BatchHeader& h,
               const RecordView& r, const ControlRecord* control) override {
-    JsonLine j(&line_);
+    json::Line j(&line_);
     j.Str("type", "record").Str("file", file).Uint("batch_position", batch_position)
         .Int("offset", r.offset).Str("timestamp_type", TimestampType(h))
         .Int("timestamp", RecordTimestamp(h, r))
         .Int("key_size", r.key ? static_cast<int64_t>(r.key->size()) : -1)
         .Int("value_size", r.value ? static_cast<int64_t>(r.value->size()) : -1)
         .Int("sequence", RecordSequence(h, r));
-    j.Raw("headers", HeadersJson(r));
+    Headers(j.Key("headers"), r);
     if (control) {
-      JsonLine cj;
-      cj.Str("type", ControlTypeName(control->type)).Int("type_id", control->type);
-      if (control->is_end_txn_marker()) cj.Int("coordinator_epoch", control->coordinator_epoch);
-      std::string_view c = cj.Finish();
-      j.Raw("control", c.substr(0, c.size() - 1));  // the object, without its newline
+      j.Key("control").BeginObject();
+      j.Str("type", ControlTypeName(control->type)).Int("type_id", control->type);
+      if (control->is_end_txn_marker()) j.Int("coordinator_epoch", control->coordinator_epoch);
+      j.EndObject();
     }
     if (o_.data) j.Blob("key", r.key).Blob("payload", r.value);
     out_.Write(j.Finish());
@@ -286,19 +286,19 @@ class JsonPrinter : public Printer {
 
   void IndexEmpty(const std::string&) override {}
   void IndexEntry(const std::string& file, const OffsetIndexEntry& e) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "index_entry").Str("file", file).Int("offset", e.offset)
         .Uint("position", e.position);
     out_.Write(j.Finish());
   }
   void TimeIndexEntry(const std::string& file, const mq::TimeIndexEntry& e) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "time_index_entry").Str("file", file).Int("timestamp", e.timestamp)
         .Int("offset", e.offset);
     out_.Write(j.Finish());
   }
   void GroupOffsetsHeader(const std::string& file, const GroupOffsets& g) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "group_offsets").Str("file", file).Int("generation", g.generation)
         .Int("update_timestamp", g.update_timestamp).Int("rebalances", g.rebalances)
         .Int("last_rebalance_timestamp", g.last_rebalance_timestamp)
@@ -307,7 +307,7 @@ class JsonPrinter : public Printer {
     out_.Write(j.Finish());
   }
   void GroupOffset(const std::string& file, const CommittedOffset& e) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "group_offset").Str("file", file).Str("topic", e.topic)
         .Int("partition", e.partition).Int("offset", e.offset).Int("leader_epoch", e.leader_epoch)
         .Int("commit_timestamp", e.commit_timestamp).Str("member_id", e.member_id)
@@ -315,52 +315,52 @@ class JsonPrinter : public Printer {
     out_.Write(j.Finish());
   }
   void CheckpointHeader(const std::string& file, FileKind kind, size_t entries) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", kind == FileKind::kLeaderEpochCheckpoint ? "leader_epoch_checkpoint"
                                                            : "replication_offset_checkpoint")
         .Str("file", file).Int("version", 0).Int("entries", static_cast<int64_t>(entries));
     out_.Write(j.Finish());
   }
   void LeaderEpochEntry(const std::string& file, const EpochEntry& e) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "leader_epoch_entry").Str("file", file).Int("epoch", e.epoch)
         .Int("start_offset", e.start_offset);
     out_.Write(j.Finish());
   }
   void ReplicationOffset(const std::string& file, const HighWatermarkEntry& e) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "replication_offset").Str("file", file).Str("topic", e.topic)
         .Int("partition", e.partition).Int("offset", e.offset);
     out_.Write(j.Finish());
   }
   void MemberLease(const std::string& file, const mq::MemberLease& l) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "member_lease").Str("file", file).Int("version", kMemberLeaseVersion)
         .Int("session_timeout_ms", l.session_timeout_ms).Int("last_seen", l.last_seen)
         .Int("session_end", SessionEnd(l));
     out_.Write(j.Finish());
   }
   void MemberHeartbeat(const std::string& file, const mq::MemberHeartbeat& h) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "member_heartbeat").Str("file", file).Int("version", kMemberHeartbeatVersion)
         .Int("pid", h.pid).Int("start_time", h.start_time).Int("deadline_ms", h.deadline_ms)
         .Int("last_poll", h.last_poll);
     out_.Write(j.Finish());
   }
   void TrailingBytes(const std::string& file, uint64_t position, uint64_t bytes) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "trailing_bytes").Str("file", file).Uint("position", position)
         .Uint("bytes", bytes);
     out_.Write(j.Finish());
   }
   void Problem(const mq::Problem& p) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", "problem").Str("file", p.file).Uint("position", p.position)
         .Str("rule", p.rule).Str("detail", p.detail).Str("kind", KindName(p.kind));
     out_.Write(j.Finish());
   }
   void Clean(const std::string& path, const VerifySummary& v) override {
-    JsonLine j;
+    json::Line j;
     j.Str("type", v.empty() ? "empty" : "clean").Str("path", path);
     j.Int("topics", static_cast<int64_t>(v.topics))
         .Int("partitions", static_cast<int64_t>(v.partitions))
@@ -378,19 +378,14 @@ class JsonPrinter : public Printer {
   // [{"key":"k","value":"v"},...]; values only with --print-data-log or
   // --headers, following the key/value rule (value_b64 for bytes that are
   // not UTF-8, null for a null value).
-  std::string HeadersJson(const RecordView& r) {
-    std::string s = "[";
-    auto headers = r.headers();
-    for (size_t i = 0; i < headers.size(); ++i) {
-      if (i > 0) s += ',';
-      JsonLine h;
-      h.Blob("key", AsBytes(headers[i].key));
-      if (o_.data || o_.headers) h.Blob("value", headers[i].value);
-      std::string_view one = h.Finish();
-      s.append(one.substr(0, one.size() - 1));
+  void Headers(json::Writer& j, const RecordView& r) {
+    j.BeginArray();
+    for (const auto& h : r.headers()) {
+      j.BeginObject().Blob("key", AsBytes(h.key));
+      if (o_.data || o_.headers) j.Blob("value", h.value);
+      j.EndObject();
     }
-    s += ']';
-    return s;
+    j.EndArray();
   }
 
   PrintOptions o_;

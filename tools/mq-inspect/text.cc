@@ -2,11 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "envelope.h"
-
 namespace mq::inspect {
-
-using envelope::AppendJsonString;
 
 namespace {
 
@@ -54,66 +50,6 @@ void AppendEscaped(fmt::memory_buffer* out, Bytes bytes) {
       i += len;
     }
   }
-}
-
-void JsonLine::Key(std::string_view key) {
-  if (s_->size() > 1) s_->push_back(',');
-  s_->push_back('"');
-  Append(key);
-  Append("\":");
-}
-
-JsonLine& JsonLine::Str(std::string_view key, std::string_view value) {
-  Key(key);
-  AppendJsonString(*s_, value);
-  return *this;
-}
-
-JsonLine& JsonLine::Int(std::string_view key, int64_t value) {
-  Key(key);
-  fmt::format_int digits(value);
-  Append(std::string_view(digits.data(), digits.size()));
-  return *this;
-}
-
-JsonLine& JsonLine::Uint(std::string_view key, uint64_t value) {
-  Key(key);
-  fmt::format_int digits(value);
-  Append(std::string_view(digits.data(), digits.size()));
-  return *this;
-}
-
-JsonLine& JsonLine::Bool(std::string_view key, bool value) {
-  Key(key);
-  Append(value ? "true" : "false");
-  return *this;
-}
-
-JsonLine& JsonLine::Null(std::string_view key) {
-  Key(key);
-  Append("null");
-  return *this;
-}
-
-JsonLine& JsonLine::Blob(std::string_view key, const std::optional<Bytes>& bytes) {
-  if (!bytes) return Null(key);
-  if (envelope::IsUtf8(AsText(*bytes))) return Str(key, AsText(*bytes));
-  Key(std::string(key) + "_b64");
-  s_->push_back('"');
-  envelope::AppendBase64(*s_, *bytes);
-  s_->push_back('"');
-  return *this;
-}
-
-JsonLine& JsonLine::Raw(std::string_view key, std::string_view json) {
-  Key(key);
-  Append(json);
-  return *this;
-}
-
-std::string_view JsonLine::Finish() {
-  Append("}\n");
-  return std::string_view(s_->data(), s_->size());
 }
 
 }  // namespace mq::inspect

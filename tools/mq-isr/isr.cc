@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "envelope.h"
 #include "format_string.h"
+#include "json.h"
 #include "mq/wire.h"
 #include "remote.h"
 #include "mq/cluster.h"
@@ -23,9 +23,6 @@
 
 namespace mq::isr {
 namespace {
-
-using envelope::AppendJsonString;
-using envelope::IsUtf8;
 
 Result<std::unique_ptr<FileClusterStore>> OpenStore(const std::string& cluster, bool create) {
   return FileClusterStore::Open(AbsolutePath(cluster), create);
@@ -328,31 +325,29 @@ void PrintReplicas(cli::Output& out, const PartitionState& p,
   }
 }
 
-void JsonNumber(fmt::memory_buffer& b, const char* key, int64_t v) {
-  if (v < 0)
-    fmt::format_to(std::back_inserter(b), ",\"{}\":null", key);
-  else
-    fmt::format_to(std::back_inserter(b), ",\"{}\":{}", key, v);
+// A time or offset known when not negative, else null.
+json::Writer& JsonKnown(json::Writer& j, const char* key, int64_t v) {
+  return j.Key(key).IntOrNull(v < 0 ? std::nullopt : std::optional<int64_t>(v));
 }
 
 // The partition object's "replica_lag": the same fields as PrintReplicas.
-void JsonReplicas(fmt::memory_buffer& b, const std::vector<ReplicaView>& views) {
-  fmt::format_to(std::back_inserter(b), ",\"replica_lag\":[");
-  for (size_t i = 0; i < views.size(); ++i) {
-    const ReplicaView& v = views[i];
-    fmt::format_to(std::back_inserter(b), "{}{{\"replica\":{}", i ? "," : "", v.id);
-    JsonNumber(b, "log_end_offset", v.log_end);
-    JsonNumber(b, "lag", v.lag.offsets);
-    JsonNumber(b, "lag_ms", v.lag.ms);
-    JsonNumber(b, "last_caught_up_ms", v.lag.last_caught_up_ms);
-    JsonNumber(b, "last_fetch_ms", v.lag.last_fetch_ms);
+void JsonReplicas(json::Writer& j, const std::vector<ReplicaView>& views) {
+  j.Key("replica_lag").BeginArray();
+  for (const ReplicaView& v : views) {
+    j.BeginObject().Int("replica", v.id);
+    JsonKnown(j, "log_end_offset", v.log_end);
+    JsonKnown(j, "lag", v.lag.offsets);
+    JsonKnown(j, "lag_ms", v.lag.ms);
+    JsonKnown(j, "last_caught_up_ms", v.lag.last_caught_up_ms);
+    JsonKnown(j, "last_fetch_ms", v.lag.last_fetch_ms);
     if (v.stop)
-      fmt::format_to(std::back_inserter(b), ",\"stopped\":{{\"at_ms\":{},\"exit_status\":{}}}}}",
-                     v.stop->stopped_ms, v.stop->exit_status);
+      j.Key("stopped").BeginObject().Int("at_ms", v.stop->stopped_ms)
+          .Int("exit_status", v.stop->exit_status).EndObject();
     else
-      fmt::format_to(std::back_inserter(b), ",\"stopped\":null}}");
+      j.Null("stopped");
+    j.EndObject();
   }
-  fmt::format_to(std::back_inserter(b), "]");
+  j.EndArray();
 }
 
 std::string LeaderText(int32_t leader) {
@@ -370,59 +365,42 @@ void PrintPartition(cli::Output& out, const PartitionState& p, const Health& h) 
   out.Print("\n");
 }
 
-void JsonList(fmt::memory_buffer& b, const std::vector<int32_t>& ids) {
-  fmt::format_to(std::back_inserter(b), "[{}]", fmt::join(ids, ","));
+void JsonList(json::Writer& j, const char* key, const std::vector<int32_t>& ids) {
+  j.Key(key).BeginArray();
+  for (int32_t id : ids) j.Int(id);
+  j.EndArray();
 }
 
 void JsonPartition(cli::Output& out, const ClusterState& state, const PartitionState& p,
                    const Health& h, const std::vector<ReplicaView>& views) {
-  fmt::memory_buffer b;
-  fmt::format_to(std::back_inserter(b), "{{\"type\":\"partition\",\"topic\":");
-  AppendJsonString(b, p.topic);
-  fmt::format_to(std::back_inserter(b),
-                 ",\"partition\":{},\"leader\":{},\"replicas\":", p.partition,
-                 p.leader < 0 ? std::string("null") : std::to_string(p.leader));
-  JsonList(b, p.replicas);
-  fmt::format_to(std::back_inserter(b), ",\"isr\":");
-  JsonList(b, p.isr);
-  fmt::format_to(std::back_inserter(b), ",\"leader_epoch\":{},\"partition_epoch\":{}",
-                 p.leader_epoch, p.partition_epoch);
-  fmt::format_to(std::back_inserter(b), ",\"leader_dir\":");
+  json::Line j;
+  j.Str("type", "partition").Str("topic", p.topic).Int("partition", p.partition);
+  j.Key("leader").IntOrNull(p.leader < 0 ? std::nullopt : std::optional<int64_t>(p.leader));
+  JsonList(j, "replicas", p.replicas);
+  JsonList(j, "isr", p.isr);
+  j.Int("leader_epoch", p.leader_epoch).Int("partition_epoch", p.partition_epoch);
   const ReplicaRoot* r = p.leader < 0 ? nullptr : state.Replica(p.leader);
-  if (r != nullptr && IsUtf8(r->dir))
-    AppendJsonString(b, r->dir);
-  else
-    fmt::format_to(std::back_inserter(b), "null");
-  fmt::format_to(std::back_inserter(b),
-                 ",\"under_replicated\":{},\"under_min_isr\":{},\"at_min_isr\":{},"
-                 "\"unavailable\":{}",
-                 h.under_replicated, h.under_min_isr, h.at_min_isr, h.unavailable);
-  JsonReplicas(b, views);
-  fmt::format_to(std::back_inserter(b), "}}\n");
-  out.Write(std::string_view(b.data(), b.size()));
+  if (r != nullptr) j.Key("leader_dir").StrOrNull(r->dir);
+  else j.Null("leader_dir");
+  j.Bool("under_replicated", h.under_replicated).Bool("under_min_isr", h.under_min_isr)
+      .Bool("at_min_isr", h.at_min_isr).Bool("unavailable", h.unavailable);
+  JsonReplicas(j, views);
+  out.Write(j.Finish());
 }
 
 void JsonTopic(cli::Output& out, const ReplicatedTopic& t) {
-  fmt::memory_buffer b;
-  fmt::format_to(std::back_inserter(b), "{{\"type\":\"topic\",\"topic\":");
-  AppendJsonString(b, t.name);
-  fmt::format_to(std::back_inserter(b),
-                 ",\"partitions\":{},\"replication_factor\":{},\"min_insync_replicas\":{},"
-                 "\"replica_lag_time_max_ms\":{}}}\n",
-                 t.partitions, t.replication_factor, t.min_insync_replicas,
-                 t.replica_lag_time_max_ms);
-  out.Write(std::string_view(b.data(), b.size()));
+  json::Line j;
+  j.Str("type", "topic").Str("topic", t.name).Int("partitions", t.partitions)
+      .Int("replication_factor", t.replication_factor)
+      .Int("min_insync_replicas", t.min_insync_replicas)
+      .Int("replica_lag_time_max_ms", t.replica_lag_time_max_ms);
+  out.Write(j.Finish());
 }
 
 void JsonReplica(cli::Output& out, const ReplicaRoot& r) {
-  fmt::memory_buffer b;
-  fmt::format_to(std::back_inserter(b), "{{\"type\":\"replica\",\"id\":{},\"dir\":", r.id);
-  if (IsUtf8(r.dir))
-    AppendJsonString(b, r.dir);
-  else
-    fmt::format_to(std::back_inserter(b), "null");
-  fmt::format_to(std::back_inserter(b), "}}\n");
-  out.Write(std::string_view(b.data(), b.size()));
+  json::Line j;
+  j.Str("type", "replica").Int("id", r.id).Key("dir").StrOrNull(r.dir);
+  out.Write(j.Finish());
 }
 
 bool Selected(const DescribeOptions& o, const Health& h) {

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "envelope.h"
 #include "isr.h"
+#include "json.h"
 #include "mq/cluster.h"
 #include "mq/partition.h"
 #include "mq/replica_verification.h"
@@ -16,8 +16,6 @@
 
 namespace mq::isr {
 namespace {
-
-using envelope::AppendJsonString;
 
 enum class Outcome : uint8_t { kAgrees, kNotVerified, kDiverged };
 
@@ -138,39 +136,28 @@ void PrintText(cli::Output& out, const PartitionState& p, const PartitionReport&
 }
 
 void PrintJson(cli::Output& out, const PartitionState& p, const PartitionReport& r) {
-  fmt::memory_buffer b;
-  auto put = [&](fmt::string_view f, const auto&... args) {
-    fmt::vformat_to(std::back_inserter(b), f, fmt::make_format_args(args...));
-  };
-  put("{{\"type\":\"verify-replicas\",\"topic\":");
-  AppendJsonString(b, p.topic);
-  put(",\"partition\":{},\"leader\":{},\"high_watermark\":{},\"status\":\"{}\"", p.partition,
-      p.leader < 0 ? std::string("null") : std::to_string(p.leader),
-      r.high_watermark < 0 ? std::string("null") : std::to_string(r.high_watermark),
-      r.outcome == Outcome::kAgrees     ? "ok"
-      : r.outcome == Outcome::kDiverged ? "diverged"
-                                        : "not-verified");
-  put(",\"error\":");
-  if (r.why.empty()) put("null");
-  else AppendJsonString(b, r.why);
-  put(",\"replicas\":[");
-  bool first = true;
+  json::Line j;
+  j.Str("type", "verify-replicas").Str("topic", p.topic).Int("partition", p.partition);
+  j.Key("leader").IntOrNull(p.leader < 0 ? std::nullopt : std::optional<int64_t>(p.leader));
+  j.Key("high_watermark")
+      .IntOrNull(r.high_watermark < 0 ? std::nullopt : std::optional<int64_t>(r.high_watermark));
+  j.Str("status", r.outcome == Outcome::kAgrees     ? "ok"
+                  : r.outcome == Outcome::kDiverged ? "diverged"
+                                                    : "not-verified");
+  if (r.why.empty()) j.Null("error");
+  else j.Str("error", r.why);
+  j.Key("replicas").BeginArray();
   for (const ReplicaLine& l : r.replicas) {
-    put("{}{{\"id\":{},\"dir\":", first ? "" : ",", l.id);
-    first = false;
-    if (envelope::IsUtf8(l.dir)) AppendJsonString(b, l.dir);
-    else put("null");
-    put(",\"state\":\"{}\"", l.state);
+    j.BeginObject().Int("id", l.id).Key("dir").StrOrNull(l.dir).Str("state", l.state);
     if (const ReplicaAgreement* a = l.agreement; a != nullptr && a->log_end_offset >= 0)
-      put(",\"log_end_offset\":{},\"compared_to\":{},\"batches\":{}", a->log_end_offset,
-          a->compared_to, a->batches);
-    put(",\"detail\":");
-    if (l.detail.empty()) put("null");
-    else AppendJsonString(b, l.detail);
-    put("}}");
+      j.Int("log_end_offset", a->log_end_offset).Int("compared_to", a->compared_to)
+          .Uint("batches", a->batches);
+    if (l.detail.empty()) j.Null("detail");
+    else j.Str("detail", l.detail);
+    j.EndObject();
   }
-  put("]}}\n");
-  out.Write(std::string_view(b.data(), b.size()));
+  j.EndArray();
+  out.Write(j.Finish());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "options.h"
 #include "run.h"
+#include "tool_main.h"
 
 namespace {
 
@@ -26,19 +27,14 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
-  mq::cli::SetProgramName("mq-produce");
-  mq::cli::HoldStandardDescriptors();
-  mq::cli::IgnoreSigpipe();
-
-  CLI::App app;
-  app.name("mq-produce");
-  mq::cli::UseUsage(app, kUsage);
-  mq::cli::AddVersionFlag(app);
   mq::produce::Flags flags;
-  mq::produce::AddFlags(app, &flags);
-  if (int rc = mq::cli::Parse(app, argc, argv); rc >= 0) return rc;
-
-  auto settings = mq::produce::Resolve(flags);
-  if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
-  return mq::cli::RunGuarded([&] { return mq::produce::Run(flags, *settings); });
+  return mq::cli::RunTool(argc, argv, {
+      .name = "mq-produce",
+      .usage = kUsage,
+      .flags = [&](CLI::App& app) { mq::produce::AddFlags(app, &flags); },
+      .run = [&] {
+        auto settings = mq::produce::Resolve(flags);
+        if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
+        return mq::produce::Run(flags, *settings);
+      }});
 }

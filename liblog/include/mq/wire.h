@@ -32,17 +32,13 @@
 
 namespace mq::wire {
 
-// §19.1; R49: the versions this end speaks (kVersion the highest). Version
-// 2 adds FetchAhead (R62), ReadLog and ReplicaCheck (R63).
+// R49: the versions this end speaks (kVersion the highest), the defaults
+// of Hello and of a client's and a server's options. The frame and message
+// constants are in liblog/src/format.h (kWire*; these equal its
+// kWireVersion and kWireMinVersion).
 constexpr uint16_t kVersion = 2;
 constexpr uint16_t kMinVersion = 1;
-constexpr uint16_t kFetchAheadVersion = 2;
-constexpr uint16_t kReadReplicaVersion = 2;  // ReadLog, ReplicaCheck
-constexpr uint32_t kMaxPayload = 64u << 20;  // R48
-constexpr size_t kHeaderSize = 9;            // length, type, correlation
-constexpr size_t kTrailerSize = 4;           // crc
-constexpr uint32_t kMaxWaitMs = 1000;        // Fetch's maxWaitMs at most (§19.3)
-constexpr int kDefaultTimeoutMs = 10000;     // R52
+constexpr int kDefaultTimeoutMs = 10000;  // R52
 constexpr int kDefaultIdleTimeoutMs = 300000;
 constexpr int kPingAfterIdleMs = 10000;
 
@@ -73,7 +69,6 @@ enum class Type : uint8_t {
   kProducerIdReply = 0xA2,
   kError = 0x7F,
 };
-constexpr uint8_t kReplyBit = 0x80;
 
 struct Frame {
   Type type = Type::kError;
