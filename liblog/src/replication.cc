@@ -4,6 +4,7 @@
 #include "mq/replication.h"
 
 #include <algorithm>
+#include <climits>
 #include <ctime>
 #include <optional>
 #include <vector>
@@ -686,6 +687,19 @@ int64_t FollowerRestartDelayMs(int failures) {
   int64_t delay = kFirst;
   for (int i = 1; i < failures && delay < kMost; ++i) delay *= 2;
   return std::min(delay, kMost);
+}
+
+bool FollowerFetchesAgain(const Status& s, int fenced) {
+  return s.code() == Code::kFenced && fenced < 100;
+}
+
+bool FollowerRecordsStop(const Status& s, bool lock_busy) {
+  return !s.ok() && !lock_busy && !FollowerRetries(s);
+}
+
+int64_t FollowerRestarts::Failed(int64_t ran_ms) {
+  if (ran_ms >= FollowerRestartDelayMs(INT_MAX)) failures_ = 0;
+  return FollowerRestartDelayMs(++failures_);
 }
 
 }  // namespace mq

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "model.h"
+#include "mq/election.h"
 
 namespace mq::sim {
 
@@ -223,10 +224,7 @@ class Simulation {
   // elect reads the claims of its own host's replicas).
   bool Electable(int32_t id) const {
     if (!Live(id) || ctrl_cut_[id]) return false;
-    if (!StaleClaim(reps_[id])) return true;
-    for (int32_t m : State().isr)
-      if (m != id && !StaleClaim(reps_[m])) return false;
-    return true;
+    return HeldBackByRestart(State(), id, [this](int32_t r) { return StaleClaim(reps_[r]); }) < 0;
   }
   // The controller gives up on a leader that crashed at once (its session
   // ends with the process), on one it cannot reach after session_steps_.
@@ -1280,37 +1278,51 @@ void Simulation::ClaimFailed(Replica& r, const Status& s) {
 // on: a zombie that must be fenced).
 void Simulation::Controller(bool move_leader) {
   const PartitionState s = State();
-  std::optional<PartitionState> next;
-  std::string reason;
-  auto live = [this](int32_t id) { return Electable(id); };
+  ElectMode mode = ElectMode::kUnavailableOnly;
   bool cut = false;
-  bool unclean = false;
+  bool dir_failed = false;  // the leader's directory failed: it must not lead again
   if (s.leader < 0 || LeaderGone(s.leader)) {
     cut = Live(s.leader);
-    next = ElectLeader(s, ElectionKind::kClean, live);
-    reason = cut ? "clean election: the controller lost the leader"
-                 : "clean election: the leader is down";
     // No ISR member can lead: a schedule that allows it elects a replica
     // outside the ISR, which may lack acknowledged writes.
-    if (!next && unclean_) {
-      next = ElectLeader(s, ElectionKind::kUnclean, live);
-      unclean = next.has_value();
-      reason = "unclean election: no ISR member can lead";
-    }
+    if (unclean_) mode = ElectMode::kUnclean;
   } else if (move_leader) {
-    if (Chance(0.5)) {
-      next = ElectLeader(s, ElectionKind::kPreferred, live);
-      reason = "preferred election";
-    } else {
-      int32_t old = s.leader;
-      next = ElectLeader(s, ElectionKind::kClean,
-                         [this, old](int32_t id) { return id != old && Electable(id); });
-      reason = "clean election: the leader's directory failed";
-    }
+    if (Chance(0.5)) mode = ElectMode::kPreferred;
+    else dir_failed = true;
+  } else {
+    return;
   }
-  if (!next) return;
-  auto res = store_->AlterPartition(*next, reason);
-  if (!res) return;
+  // liblog's election as mq-isr elect runs it, over what the controller
+  // sees: a leader gone (or whose directory failed) is unavailable.
+  class View : public ElectionView {
+   public:
+    View(Simulation& sim, int32_t old, bool cut, bool dir_failed)
+        : sim_(sim), old_(old), cut_(cut), dir_failed_(dir_failed) {}
+    bool LeaderAvailable(int32_t id) override { return !dir_failed_ && !sim_.LeaderGone(id); }
+    bool Electable(int32_t id) override {
+      return (!dir_failed_ || id != old_) && sim_.Electable(id);
+    }
+    std::string Reason(const PartitionState&, const ElectionDecision& d) override {
+      if (d.kind == ElectionKind::kPreferred) return "preferred election";
+      if (dir_failed_) return "clean election: the leader's directory failed";
+      if (d.kind == ElectionKind::kUnclean) return "unclean election: no ISR member can lead";
+      return cut_ ? "clean election: the controller lost the leader"
+                  : "clean election: the leader is down";
+    }
+
+   private:
+    Simulation& sim_;
+    int32_t old_;
+    bool cut_, dir_failed_;
+  };
+  auto elected = ElectAndStore(*store_, store_->state(), s.topic, s.partition, mode,
+                               [&](const ClusterState&, const PartitionState&) {
+                                 return std::make_unique<View>(*this, s.leader, cut, dir_failed);
+                               });
+  if (!elected || elected->outcome != ElectionOutcome::kElected) return;
+  const bool unclean = elected->kind == ElectionKind::kUnclean;
+  const PartitionState* res = &elected->stored;
+  const std::string& reason = elected->reason;
   ++stats_.elections;
   if (cut) ++stats_.cut_elections;
   if (unclean) {

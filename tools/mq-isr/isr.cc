@@ -16,6 +16,7 @@
 #include "mq/wire.h"
 #include "remote.h"
 #include "mq/cluster.h"
+#include "mq/election.h"
 #include "mq/file.h"
 #include "mq/partition.h"
 #include "mq/replication.h"
@@ -94,14 +95,13 @@ class Liveness {
   // so (available or not: it may hold what this one lost).
   Status Why(int32_t id) {
     const Seen& s = Look(id);
-    if (!s.usable.ok() || !s.restarted) return s.usable;
-    for (int32_t m : p_.isr) {
-      if (m != id && !Look(m).restarted)
-        return Status(Code::kUnavailable,
-                      fmt::format("replica {} restarted since it last led (its leader-claim is "
-                                  "of another boot, R55) and in-sync replica {} did not",
-                                  id, m));
-    }
+    if (!s.usable.ok()) return s.usable;
+    const int32_t m = HeldBackByRestart(p_, id, [this](int32_t r) { return Look(r).restarted; });
+    if (m >= 0)
+      return Status(Code::kUnavailable,
+                    fmt::format("replica {} restarted since it last led (its leader-claim is "
+                                "of another boot, R55) and in-sync replica {} did not",
+                                id, m));
     return Status::Ok();
   }
   bool Live(int32_t id) { return Why(id).ok(); }
@@ -475,67 +475,59 @@ void WarnUnclean(const ClusterState& state, const PartitionState& p, const Parti
       old_end, new_end));
 }
 
-enum class ElectOutcome : uint8_t { kNothing, kElected, kStuck };
-
-// Decides and applies one partition's election; reloads and decides again
-// when the state moved meanwhile (kFenced).
-Result<ElectOutcome> ElectOne(ClusterStore& store, const ClusterState& loaded, std::string topic,
-                              int32_t partition, ElectMode mode, cli::Output& out) {
-  std::optional<ClusterState> reloaded;
-  for (int attempt = 0;; ++attempt) {
-    // The state the caller loaded first (one load for every partition),
-    // then again after a compare-and-swap found it changed.
-    if (attempt > 0) {
-      auto fresh = store.Load();
-      if (!fresh) return fresh.error();
-      reloaded = std::move(*fresh);
+// mq-isr elect's view of one partition's replicas (ElectAndStore): live
+// as Liveness says, electable when its log also verifies; the reasons and
+// warnings it gives.
+class ElectView : public ElectionView {
+ public:
+  ElectView(const ClusterState& state, const PartitionState& p) : state_(state), live_(state, p) {}
+  bool LeaderAvailable(int32_t id) override { return live_.Live(id); }
+  bool Electable(int32_t id) override { return live_.Electable(id).ok(); }
+  std::string Reason(const PartitionState& p, const ElectionDecision& d) override {
+    if (d.kind == ElectionKind::kPreferred)
+      return fmt::format("preferred election: leader {} -> {}", LeaderText(p.leader),
+                         d.next->leader);
+    const std::string why = p.leader < 0 ? "no leader" : live_.Why(p.leader).message();
+    if (d.outcome == ElectionOutcome::kStuck) {
+      cli::Warn(d.kind == ElectionKind::kUnclean
+                    ? fmt::format("{}-{}: leader {} is unavailable ({}) and no replica is "
+                                  "live: nothing to elect",
+                                  p.topic, p.partition, LeaderText(p.leader), why)
+                    : fmt::format("{}-{}: leader {} is unavailable ({}) and no in-sync replica "
+                                  "is live; --unclean would elect one outside the ISR, losing "
+                                  "records",
+                                  p.topic, p.partition, LeaderText(p.leader), why));
+      return {};
     }
-    const ClusterState* state = reloaded ? &*reloaded : &loaded;
-    const PartitionState* p = state->Partition(topic, partition);
-    if (p == nullptr)
-      return Status(Code::kNotFound, fmt::format("no partition {}-{}", topic, partition));
-    Liveness live(*state, *p);
-    auto is_live = [&](int32_t id) { return live.Electable(id).ok(); };
-    std::optional<PartitionState> next;
-    std::string reason;
-    if (mode == ElectMode::kPreferred) {
-      next = ElectLeader(*p, ElectionKind::kPreferred, is_live);
-      if (!next) return ElectOutcome::kNothing;
-      reason =
-          fmt::format("preferred election: leader {} -> {}", LeaderText(p->leader), next->leader);
-    } else {
-      if (p->leader >= 0 && live.Live(p->leader)) return ElectOutcome::kNothing;
-      const std::string why = p->leader < 0 ? "no leader" : live.Why(p->leader).message();
-      next = ElectLeader(*p, ElectionKind::kClean, is_live);
-      reason =
-          fmt::format("clean election: leader {} unavailable ({})", LeaderText(p->leader), why);
-      if (!next && mode == ElectMode::kUnclean) {
-        next = ElectLeader(*p, ElectionKind::kUnclean, is_live);
-        if (next) WarnUnclean(*state, *p, *next);
-        reason = fmt::format("UNCLEAN election: leader {} unavailable ({}), no ISR member live",
-                             LeaderText(p->leader), why);
-      }
-      if (!next) {
-        cli::Warn(mode == ElectMode::kUnclean
-                      ? fmt::format("{}-{}: leader {} is unavailable ({}) and no replica is "
-                                    "live: nothing to elect",
-                                    topic, partition, LeaderText(p->leader), why)
-                      : fmt::format("{}-{}: leader {} is unavailable ({}) and no in-sync replica "
-                                    "is live; --unclean would elect one outside the ISR, losing "
-                                    "records",
-                                    topic, partition, LeaderText(p->leader), why));
-        return ElectOutcome::kStuck;
-      }
+    if (d.kind == ElectionKind::kUnclean) {
+      WarnUnclean(state_, p, *d.next);
+      return fmt::format("UNCLEAN election: leader {} unavailable ({}), no ISR member live",
+                         LeaderText(p.leader), why);
     }
-    auto stored = store.AlterPartition(*next, reason);
-    if (!stored && stored.error().code() == Code::kFenced && attempt < 3) continue;
-    if (!stored) return stored.error();
-    out.Print("Elected leader {} for {}-{}: leader epoch {}, ISR {} (was leader {}, ISR {}; {})\n",
-              stored->leader, topic, partition, stored->leader_epoch,
-              FormatReplicaList(stored->isr), LeaderText(p->leader), FormatReplicaList(p->isr),
-              reason);
-    return ElectOutcome::kElected;
+    return fmt::format("clean election: leader {} unavailable ({})", LeaderText(p.leader), why);
   }
+
+ private:
+  const ClusterState& state_;
+  Liveness live_;
+};
+
+// Decides and applies one partition's election (ElectAndStore; it reloads
+// and decides again when the state moved meanwhile) and tells it.
+Result<ElectionOutcome> ElectOne(ClusterStore& store, const ClusterState& loaded,
+                                 const std::string& topic, int32_t partition, ElectMode mode,
+                                 cli::Output& out) {
+  auto r = ElectAndStore(store, loaded, topic, partition, mode,
+                         [](const ClusterState& state, const PartitionState& p) {
+                           return std::make_unique<ElectView>(state, p);
+                         });
+  if (!r) return r.error();
+  if (r->outcome == ElectionOutcome::kElected)
+    out.Print("Elected leader {} for {}-{}: leader epoch {}, ISR {} (was leader {}, ISR {}; {})\n",
+              r->stored.leader, topic, partition, r->stored.leader_epoch,
+              FormatReplicaList(r->stored.isr), LeaderText(r->before.leader),
+              FormatReplicaList(r->before.isr), r->reason);
+  return r->outcome;
 }
 
 }  // namespace
@@ -851,8 +843,8 @@ int Elect(const std::string& cluster, const ElectOptions& o, cli::Output& out) {
     if (o.partition && p.partition != *o.partition) continue;
     auto outcome = ElectOne(**store, *state, p.topic, p.partition, o.mode, out);
     if (!outcome) return cli::Fail(outcome.error());
-    if (*outcome == ElectOutcome::kElected) ++elected;
-    if (*outcome == ElectOutcome::kStuck) ++stuck;
+    if (*outcome == ElectionOutcome::kElected) ++elected;
+    if (*outcome == ElectionOutcome::kStuck) ++stuck;
   }
   if (elected == 0 && stuck == 0)
     out.Write(o.mode == ElectMode::kPreferred

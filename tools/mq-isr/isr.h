@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "mq/cluster.h"
+#include "mq/election.h"
 #include "mq/topic.h"
 #include "mq/wire.h"
 
@@ -43,7 +44,8 @@ struct DescribeOptions {
   bool any_filter() const { return under_replicated || under_min_isr || at_min_isr || unavailable; }
 };
 
-enum class ElectMode : uint8_t { kUnavailableOnly, kUnclean, kPreferred };
+// --unclean, --preferred or neither (mq/election.h).
+using ElectMode = ::mq::ElectMode;
 
 struct ElectOptions {
   std::optional<std::string> topic;

@@ -1,7 +1,9 @@
 // What a replicated topic asks of mq-produce (format-spec/replication.md
 // §17.6): it appends only where its root leads, stamping the leader epoch;
 // --acks all waits until every in-sync replica holds the append (the high
-// watermark passes it), with at least min.insync.replicas of them.
+// watermark passes it), with at least min.insync.replicas of them. The
+// decisions are liblog's (mq/append_gate.h); this binds them to the
+// producer's root and partitions.
 #pragma once
 
 #include <cstdint>
@@ -10,13 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "mq/append_gate.h"
 #include "mq/replication.h"
 #include "mq/topic.h"
 #include "replica.h"
 
 namespace mq::produce {
 
-enum class Acks : uint8_t { kNone, kLeader, kAll };
+using Acks = ::mq::Acks;
 
 class AckGate {
  public:
@@ -28,14 +31,16 @@ class AckGate {
                                                const TopicConfig& config, const LogConfig& log,
                                                Acks acks, int64_t ack_timeout_ms);
   // Before an append to partition p: kFenced unless this root leads it,
-  // kUnavailable when nobody does; with --acks all, kNotEnoughReplicas
-  // when the ISR is below min.insync.replicas (nothing is appended).
-  // Returns the leader epoch to stamp.
+  // kUnavailable when nobody does; then LeaderAppendGate::BeforeAppend
+  // (with --acks all, kNotEnoughReplicas when the ISR is below
+  // min.insync.replicas: nothing is appended). Returns the leader epoch to
+  // stamp.
   Result<int32_t> BeforeAppend(int32_t p);
-  // After an append ending at `last_offset`: with --acks all, waits until
-  // the high watermark passes it (kTimedOut after the ack timeout), then
-  // checks the ISR again (kNotEnoughReplicasAfterAppend); otherwise moves
-  // the high watermark as far as the ISR allows, without waiting.
+  // After an append ending at `last_offset`: LeaderAppendGate::AfterAppend
+  // (with --acks all, waits until the high watermark passes it, kTimedOut
+  // after the ack timeout, then checks the ISR again,
+  // kNotEnoughReplicasAfterAppend; otherwise moves the high watermark as
+  // far as the ISR allows, without waiting).
   Status AfterAppend(int32_t p, int64_t last_offset);
   // The topic's cluster (its producer ids, P10); only before the first
   // append (BeforeAppend uses it under mu_ from then on).

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -94,24 +93,25 @@ struct Totals {
 // --follow: a partition whose follower stopped on an error that
 // FollowerRetries does not wait out (its own lock held by another
 // mq-replicate, a damaged file, a registry conflict) is started again after
-// FollowerRestartDelayMs, the other partitions going on meanwhile. Each
-// failure is told (not with -q); one still failing when a signal stops the
-// run is its exit status.
+// the delay FollowerRestarts gives, the other partitions going on
+// meanwhile. Each failure is told (not with -q); one still failing when a
+// signal stops the run is its exit status.
 struct Restarts {
   using Clock = std::chrono::steady_clock;
-  int failures = 0;  // in a row
+  FollowerRestarts policy;
   Clock::time_point next{};
   Status last;
   bool Due() const { return Clock::now() >= next; }
-  void Failed(const Options& o, const std::string& name, const Status& s) {
-    const int64_t delay = FollowerRestartDelayMs(++failures);
+  // `ran_ms`: how long the failed start ran (0: not measured).
+  void Failed(const Options& o, const std::string& name, const Status& s, int64_t ran_ms = 0) {
+    const int64_t delay = policy.Failed(ran_ms);
     next = Clock::now() + std::chrono::milliseconds(delay);
     last = s;
     if (!o.quiet)
       cli::Warn(fmt::format("{}: {} (started again in {} ms)", name, s.message(), delay));
   }
   void Succeeded() {
-    failures = 0;
+    policy.Succeeded();
     last = Status::Ok();
   }
   // Until the next start is due, or a signal.
@@ -160,7 +160,7 @@ class Follower {
   // following here. One that cannot record there (the directory cannot be
   // opened or locked, the record not written) leaves the ISR itself.
   Status Stopped(Status s) {
-    if (s.ok() || lock_busy_ || FollowerRetries(s)) return s;
+    if (!FollowerRecordsStop(s, lock_busy_)) return s;
     if (lock_.is_open()) {
       Status r = RecordFollowerStop(PartitionDir(root_),
                                     FollowerStop{Clock::Real()->NowMs(), s.exit_code()});
@@ -197,7 +197,7 @@ class Follower {
       Status s = Open();
       if (s.ok()) break;
       if (s.code() != Code::kUnavailable || g_stop.load()) return s;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(kFollowerRetryMs));
     }
     int64_t next_round = 0;
     while (!g_stop.load()) {
@@ -207,7 +207,7 @@ class Follower {
           // Look again soon.
           link_.reset();
           leader_log_.reset();
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          std::this_thread::sleep_for(std::chrono::milliseconds(kFollowerRetryMs));
           continue;
         }
         return r.error();
@@ -239,7 +239,7 @@ class Follower {
   Status StepToEnd() {
     for (int fenced = 0; !g_stop.load();) {
       auto r = Step();
-      if (!r && r.error().code() == Code::kFenced && ++fenced < 100) continue;
+      if (!r && FollowerFetchesAgain(r.error(), ++fenced)) continue;
       if (!r) return r.error();
       if (r->caught_up && r->appended_bytes == 0) break;
     }
@@ -570,12 +570,9 @@ int Run(const Options& o) {
       if (!r.last.ok()) totals.Fail(r.last);
     return totals.rc;
   }
-  // A follower that failed after it ran for the longest delay starts again
-  // after the first.
-  const auto long_run = std::chrono::milliseconds(FollowerRestartDelayMs(INT_MAX));
   std::vector<std::thread> threads;
   for (Job& j : *jobs) {
-    threads.emplace_back([&o, &totals, &throttle, &long_run, j = std::move(j)] {
+    threads.emplace_back([&o, &totals, &throttle, j = std::move(j)] {
       const std::string name = fmt::format("{}-{}", j.topic, j.partition);
       Restarts restarts;
       while (!g_stop.load()) {
@@ -590,8 +587,12 @@ int Run(const Options& o) {
           restarts.last = s;  // failed as it stopped
           break;
         }
-        if (std::chrono::steady_clock::now() - started >= long_run) restarts.failures = 0;
-        restarts.Failed(o, name, s);
+        // A follower that failed after it ran for the longest delay starts
+        // again after the first.
+        restarts.Failed(o, name, s,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - started)
+                            .count());
         restarts.Wait();
       }
       if (!restarts.last.ok()) totals.Fail(restarts.last);

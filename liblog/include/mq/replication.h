@@ -463,6 +463,39 @@ bool FollowerRetries(const Status& s);
 // costs the partition at most that long once it is gone.
 int64_t FollowerRestartDelayMs(int failures);
 
+// How long a follower waits before it looks again at a partition after an
+// error it waits out (FollowerRetries), or for a cluster state it cannot
+// reach yet (kUnavailable) before its first round.
+inline constexpr int64_t kFollowerRetryMs = 200;
+
+// A catch-up (fetches until one brings nothing new) fetches again after
+// `s` when the leadership moved under the fetch (kFenced), up to 100
+// fetches so fenced in a row; `fenced` counts them, this one included.
+bool FollowerFetchesAgain(const Status& s, int fenced);
+
+// A follower records that it stopped (follower-stopped, R58) or leaves the
+// ISR for `s`, the error its round ended with, unless that is OK or an
+// error it waits out (FollowerRetries); `lock_busy`: another follower of
+// the partition holds replicate.lock (that one records, not this).
+bool FollowerRecordsStop(const Status& s, bool lock_busy);
+
+// When a partition a follower keeps following is started again after an
+// error FollowerRetries does not wait out: counts its failed starts in a
+// row, a start that ran at least the longest delay counting as the first
+// failure again.
+class FollowerRestarts {
+ public:
+  // A start failed after it ran `ran_ms` (0: not measured). Returns the
+  // delay before the next start (FollowerRestartDelayMs).
+  int64_t Failed(int64_t ran_ms = 0);
+  // A start ended without error (or was stopped).
+  void Succeeded() { failures_ = 0; }
+  int failures() const { return failures_; }
+
+ private:
+  int failures_ = 0;
+};
+
 }  // namespace mq
 
 namespace mq {
