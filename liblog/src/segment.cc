@@ -8,13 +8,32 @@
 
 #include <fmt/format.h>
 
+#include "coding.h"
 #include "format.h"
 #include "mq/crc32c.h"
 #include "mq/segment.h"
-#include "producer_state.h"
-#include "recovery.h"
 
 namespace mq {
+
+namespace {
+// Producer snapshots (producer.md §10.2): `<20 digits>.snapshot`.
+constexpr const char* kSnapshotSuffix = ".snapshot";
+}  // namespace
+
+int64_t NumberedFileOffset(const std::string& name, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  if (name.size() != format::kSegmentNameDigits + n ||
+      name.compare(format::kSegmentNameDigits, std::string::npos, suffix) != 0)
+    return -1;
+  int64_t v = 0;
+  for (int i = 0; i < format::kSegmentNameDigits; ++i) {
+    const char c = name[static_cast<size_t>(i)];
+    if (c < '0' || c > '9') return -1;
+    if (v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
 
 Result<int64_t> SegmentBaseOffset(const std::string& file_name) {
   // Only the last path component counts: mq-inspect passes paths.
@@ -59,11 +78,11 @@ Result<std::vector<int64_t>> ListSegments(int dir_fd, FileSystem* fs,
   std::vector<int64_t> bases;
   for (const std::string& name : *names) {
     if (listing) {
-      if (name == kTruncateIntentName) listing->truncate_intent = true;
+      if (name == format::kTruncateIntentName) listing->truncate_intent = true;
       if (name == format::kLeaderEpochCheckpointName) listing->epoch_checkpoint = true;
     }
     if (snapshots) {
-      const int64_t off = SnapshotFileOffset(name.c_str());
+      const int64_t off = NumberedFileOffset(name, kSnapshotSuffix);
       if (off >= 0) snapshots->push_back(off);
     }
     if (name.size() != format::kSegmentNameDigits + std::strlen(format::kLogSuffix)) continue;
@@ -227,7 +246,7 @@ Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from, Resync
     }
     p += static_cast<uint64_t>(static_cast<const std::byte*>(hit) - (at + format::kMagicOffset));
     const std::byte* b = buf_.get() + (p - buf_pos_);
-    uint64_t len = LoadBig32(b + format::kBatchLengthOffset);
+    uint64_t len = coding::GetFixed32(b + format::kBatchLengthOffset);
     if (len < format::kBatchHeaderSize - format::kLogOverhead ||
         len + format::kLogOverhead > limits_.max_batch_bytes ||
         p + format::kLogOverhead + len > end_)

@@ -15,25 +15,6 @@
 
 namespace mq {
 
-// Big-endian helpers for the index files (§7, §8).
-inline uint32_t LoadBig32(const std::byte* p) {
-  return (std::to_integer<uint32_t>(p[0]) << 24) | (std::to_integer<uint32_t>(p[1]) << 16) |
-         (std::to_integer<uint32_t>(p[2]) << 8) | std::to_integer<uint32_t>(p[3]);
-}
-inline uint64_t LoadBig64(const std::byte* p) {
-  return (uint64_t{LoadBig32(p)} << 32) | LoadBig32(p + 4);
-}
-inline void StoreBig32(std::byte* p, uint32_t v) {
-  p[0] = std::byte(v >> 24);
-  p[1] = std::byte(v >> 16);
-  p[2] = std::byte(v >> 8);
-  p[3] = std::byte(v);
-}
-inline void StoreBig64(std::byte* p, uint64_t v) {
-  StoreBig32(p, static_cast<uint32_t>(v >> 32));
-  StoreBig32(p + 4, static_cast<uint32_t>(v));
-}
-
 // Base offsets of the `<20 digits>.log` files in `dir_fd`, ascending, listed
 // through `fs` (null: the real file system). Other names are ignored (they
 // are not segments). With `snapshots`, also fills it with the offsets of
@@ -49,6 +30,10 @@ struct PartitionListing {
 Result<std::vector<int64_t>> ListSegments(int dir_fd, FileSystem* fs = nullptr,
                                           std::vector<int64_t>* snapshots = nullptr,
                                           PartitionListing* listing = nullptr);
+
+// The number N of a file named `<20 decimal digits N><suffix>` (segment
+// files, producer snapshots), or -1 for any other name.
+int64_t NumberedFileOffset(const std::string& name, const char* suffix);
 
 // Names of the temporary files a crashed writer may leave (`*.tmp`).
 bool IsTempName(const std::string& name);

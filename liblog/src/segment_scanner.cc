@@ -28,7 +28,7 @@ Result<MappedFile> MapByPath(const std::string& path) {
   SplitPath sp = Split(path);
   auto dir = OpenDirectory(sp.dir, false);
   if (!dir) return dir.error();
-  auto m = MappedFile::Open(dir->get(), sp.name, kMaxIndexFileBytes);
+  auto m = MappedFile::Open(dir->get(), sp.name, format::kMaxIndexFileBytes);
   if (!m) return Status(m.error().code(), path + ": " + m.error().message());
   return m;
 }
