@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "batch_cursor.h"
 #include "format.h"
 #include "mapped_file.h"
 #include "mq/segment.h"

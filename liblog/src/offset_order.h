@@ -1,6 +1,6 @@
 // Offset order (format-spec/segment.md R10, R11, R26), decided in one place
-// for every reader of a log: recovery, verification, the partition reader,
-// a follower's append of replicated batches and the simulator's model.
+// for the readers of a log: recovery, verification, the partition reader
+// and the simulator's model.
 //
 //  R10: inside a segment every batch starts after the last offset of the
 //       batch before it, at or after the segment's base, and its last offset

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "batch_cursor.h"
 #include "format.h"
 #include "mq/committed_end.h"
 #include "mq/file.h"

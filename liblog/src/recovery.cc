@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "batch_cursor.h"
 #include "format.h"
 #include "mapped_file.h"
 #include "mq/segment.h"

@@ -3,6 +3,7 @@
 // without following symlinks.
 #include <fmt/format.h>
 
+#include "batch_cursor.h"
 #include "format.h"
 #include "mapped_file.h"
 #include "mq/file.h"

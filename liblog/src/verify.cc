@@ -91,10 +91,10 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
     const BatchView& b = **next;
     const BatchHeader& h = b.header();
     uint64_t pos = (*scanner)->position();
-    for (OffsetBreach& b :
+    for (OffsetBreach& breach :
          BatchOffsetBreaches(h, {base ? *base : -1, prev, false},
                              contiguous ? OffsetPolicy::kContiguous : OffsetPolicy::kGapsAllowed))
-      problems->push_back({path, pos, b.rule, std::move(b.detail)});
+      problems->push_back({path, pos, breach.rule, std::move(breach.detail)});
     if (pos + h.size_bytes() > committed)
       problems->push_back({path, committed, "R27", fmt::format("the committed end is inside the "
                                                                "batch at {}", pos)});

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "batch_cursor.h"
 #include "coding.h"
 #include "format.h"
 #include "mq/partition.h"
