@@ -2,15 +2,12 @@
 #include "segment.h"
 
 #include <algorithm>
-#include <array>
 #include <climits>
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "coding.h"
 #include "format.h"
-#include "mq/crc32c.h"
 #include "mq/segment.h"
 
 namespace mq {
