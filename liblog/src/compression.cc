@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "coding.h"
+
 namespace mq::compression {
 namespace {
 
@@ -221,18 +223,6 @@ constexpr unsigned char kXerialMagic[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0
 constexpr size_t kXerialHeaderBytes = 16;  // magic, version int32, compatible int32
 constexpr size_t kXerialBlockBytes = 32 << 10;  // snappy-java's default block
 
-uint32_t LoadBig32(const std::byte* p) {
-  return (std::to_integer<uint32_t>(p[0]) << 24) | (std::to_integer<uint32_t>(p[1]) << 16) |
-         (std::to_integer<uint32_t>(p[2]) << 8) | std::to_integer<uint32_t>(p[3]);
-}
-
-void StoreBig32(std::byte* p, uint32_t v) {
-  p[0] = std::byte(v >> 24);
-  p[1] = std::byte(v >> 16);
-  p[2] = std::byte(v >> 8);
-  p[3] = std::byte(v);
-}
-
 bool IsXerial(std::span<const std::byte> in) {
   return in.size() >= sizeof kXerialMagic && std::memcmp(in.data(), kXerialMagic, sizeof kXerialMagic) == 0;
 }
@@ -251,7 +241,7 @@ Status SnappyBlocks(std::span<const std::byte> in, std::vector<std::span<const s
       return R9(file, position, fmt::format("xerial snappy: {} bytes at {} are not a block length",
                                             in.size() - p, p));
     }
-    const uint32_t n = LoadBig32(in.data() + p);
+    const uint32_t n = coding::GetFixed32(in.data() + p);
     p += 4;
     if (n > in.size() - p) {
       return R9(file, position, fmt::format("xerial snappy: a block of {} bytes at {} runs past "
@@ -483,8 +473,8 @@ Status GzipCompress(std::span<const std::byte> in, std::vector<std::byte>* out) 
 Status SnappyCompress(std::span<const std::byte> in, std::vector<std::byte>* out) {
   out->resize(kXerialHeaderBytes);
   std::memcpy(out->data(), kXerialMagic, sizeof kXerialMagic);
-  StoreBig32(out->data() + 8, 1);   // version
-  StoreBig32(out->data() + 12, 1);  // minimum compatible version
+  coding::PutFixed32(out->data() + 8, 1);   // version
+  coding::PutFixed32(out->data() + 12, 1);  // minimum compatible version
   for (size_t p = 0; p < in.size(); p += kXerialBlockBytes) {
     const size_t n = std::min(kXerialBlockBytes, in.size() - p);
     const size_t at = out->size();
@@ -492,7 +482,7 @@ Status SnappyCompress(std::span<const std::byte> in, std::vector<std::byte>* out
     size_t written = 0;
     snappy::RawCompress(reinterpret_cast<const char*>(in.data() + p), n,
                         reinterpret_cast<char*>(out->data() + at + 4), &written);
-    StoreBig32(out->data() + at, static_cast<uint32_t>(written));
+    coding::PutFixed32(out->data() + at, static_cast<uint32_t>(written));
     out->resize(at + 4 + written);
   }
   return Status::Ok();

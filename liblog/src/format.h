@@ -216,4 +216,19 @@ constexpr uint16_t kWireFetchAheadVersion = 2;
 constexpr uint16_t kWireReadReplicaVersion = 2;  // ReadLog, ReplicaCheck
 constexpr uint32_t kWireMaxWaitMs = 1000;        // Fetch's maxWaitMs at most (§19.3)
 
+// --- segment (segment-unit)
+// §7, §8 The largest index file read or mapped: a segment holds at most
+// 2^31-1 bytes (§6) of batches of at least 61 bytes, and each batch has at
+// most one entry in each index, of at most 12 bytes. No index of a valid
+// segment is larger; one that is, is not read (recovery rebuilds it, R23).
+constexpr uint64_t kMaxIndexFileBytes =
+    (kMaxSegmentBytes / kBatchHeaderSize + 1) * kTimeIndexEntrySize;
+static_assert(kMaxIndexFileBytes == 422455800);  // about 403 MiB
+// §6.5 R40: the truncation intent, `truncate-to`.
+constexpr const char* kTruncateIntentName = "truncate-to";
+// §6.6 R59: the truncation history, `truncations`, and the entries it keeps
+// (the oldest go first).
+constexpr const char* kTruncationsName = "truncations";
+constexpr size_t kMaxTruncations = 64;
+
 }  // namespace mq::format

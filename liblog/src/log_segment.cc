@@ -2,10 +2,12 @@
 #include "log_segment.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "batch_cursor.h"
 #include "format.h"
+#include "mapped_file.h"
 #include "mq/segment.h"
-#include "recovery.h"
 #include "segment.h"
 
 namespace mq {
@@ -14,6 +16,14 @@ namespace {
 
 constexpr const char* kSuffixes[] = {format::kLogSuffix, format::kIndexSuffix,
                                      format::kTimeIndexSuffix};
+
+FileSystem* FsOf(const LogConfig& c) { return c.fs ? c.fs : FileSystem::Default(); }
+
+// Index file `suffix` of segment `base`, mapped whole (no larger than any
+// index of a valid segment).
+Result<MappedFile> MapIndex(FileSystem* fs, int dir_fd, int64_t base, const char* suffix) {
+  return MappedFile::Open(dir_fd, SegmentFileName(base, suffix), format::kMaxIndexFileBytes, fs);
+}
 
 }  // namespace
 
@@ -230,6 +240,148 @@ Status LogSegment::Sync() {
   MQ_RETURN_IF_ERROR(log_->Sync());
   MQ_RETURN_IF_ERROR(index_->Sync());
   return timeindex_->Sync();
+}
+
+// ---- Read side ------------------------------------------------------------
+
+std::optional<OffsetIndexEntry> LogSegment::FindOffsetEntry(FileSystem* fs, int dir_fd,
+                                                            int64_t base, int64_t offset) {
+  auto idx = MapIndex(fs, dir_fd, base, format::kIndexSuffix);
+  if (!idx) return std::nullopt;
+  return LookupOffset(idx->bytes(), base, offset);
+}
+
+std::optional<TimeIndexEntry> LogSegment::LastTimeEntry(FileSystem* fs, int dir_fd,
+                                                        int64_t base, uint64_t* at) {
+  auto tidx = MapIndex(fs, dir_fd, base, format::kTimeIndexSuffix);
+  if (!tidx || tidx->bytes().size() < format::kTimeIndexEntrySize) return std::nullopt;
+  Bytes t = tidx->bytes();
+  const size_t n = t.size() / format::kTimeIndexEntrySize;
+  if (at) *at = (n - 1) * format::kTimeIndexEntrySize;
+  return DecodeTimeEntry(&t[(n - 1) * format::kTimeIndexEntrySize], base);
+}
+
+std::optional<TimeIndexEntry> LogSegment::TimeEntryBelow(FileSystem* fs, int dir_fd,
+                                                         int64_t base, int64_t timestamp) {
+  auto tidx = MapIndex(fs, dir_fd, base, format::kTimeIndexSuffix);
+  if (!tidx || tidx->bytes().empty()) return std::nullopt;
+  Bytes t = tidx->bytes();
+  const size_t k = LowerBoundTime(t, base, timestamp);
+  if (k == 0) return std::nullopt;
+  return DecodeTimeEntry(&t[(k - 1) * format::kTimeIndexEntrySize], base);
+}
+
+Status LogSegment::WriteIndexFiles(FileSystem* fs, int dir_fd, int64_t base,
+                                   const std::vector<std::byte>& offset_index,
+                                   const std::vector<std::byte>& time_index) {
+  MQ_RETURN_IF_ERROR(
+      WriteFileAtomic(dir_fd, SegmentFileName(base, format::kIndexSuffix), offset_index, fs));
+  return WriteFileAtomic(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), time_index, fs);
+}
+
+// R25's cheap check of a rolled segment's indexes (recovery, §12).
+Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
+                             int64_t next_base) {
+  FileSystem* fs = FsOf(config);
+  auto idx = MapIndex(fs, dir_fd, base, format::kIndexSuffix);
+  auto tidx = MapIndex(fs, dir_fd, base, format::kTimeIndexSuffix);
+  if (!idx || !tidx) return false;
+  if (idx->bytes().size() % format::kOffsetIndexEntrySize != 0) return false;
+  if (tidx->bytes().size() % format::kTimeIndexEntrySize != 0) return false;
+  if (!tidx->bytes().empty()) {
+    auto t = DecodeTimeEntry(tidx->bytes().data() + tidx->bytes().size() - 12, base);
+    if (t.offset < base || t.offset >= next_base) return false;
+  }
+  if (idx->bytes().empty()) return true;
+  auto e = DecodeOffsetEntry(idx->bytes().data() + idx->bytes().size() - 8, base);
+  // The log is not a hint: a failure to read it is returned.
+  auto log = fs->Open(dir_fd, SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
+  if (!log) return log.error();
+  std::byte header[format::kBatchHeaderSize];
+  auto got = (*log)->ReadAt(e.position, header);
+  if (!got) return got.error();
+  if (*got != sizeof header) return false;
+  return DecodeBatchHeader(Bytes(header, sizeof header)).last_offset() == e.offset;
+}
+
+Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64_t base,
+                      uint64_t size, bool rolled) {
+  std::vector<std::byte> offset_index, time_index;
+  IndexBuilder ib(base, config.index_interval_bytes);
+  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd, fs, config.limits, base, 0, size,
+                                   [&](const BatchHeader& h, uint64_t pos) {
+                                     ib.Add(h, pos, &offset_index, &time_index);
+                                   }));
+  if (rolled) ib.Finish(&time_index);
+  return LogSegment::WriteIndexFiles(fs, dir_fd, base, offset_index, time_index);
+}
+
+namespace {
+
+// The headers of segment `base` from byte `from` (or, with `from_offset`,
+// from the offset index's largest entry below that offset when it checks
+// out) to byte `to`.
+Status WalkHeaders(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                   File* log, uint64_t from, std::optional<int64_t> from_offset, uint64_t to,
+                   const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  std::string name = SegmentFileName(base, format::kLogSuffix);
+  std::unique_ptr<File> opened;
+  if (log == nullptr) {
+    auto file = fs->Open(dir_fd, name, FileSystem::kRead);
+    if (!file) return file.error();
+    opened = std::move(*file);
+    log = opened.get();
+  }
+  // Headers only: a small chunk, and Peek never needs more than the header
+  // plus (for a batch larger than the chunk) one refill.
+  BatchCursor cursor(limits, 64 << 10);
+  cursor.Reset(log, name, to);
+  uint64_t pos = from;
+  if (from_offset && *from_offset > base) {
+    auto e = LogSegment::FindOffsetEntry(fs, dir_fd, base, *from_offset - 1);
+    if (e && e->position < to) {
+      BatchHeader h;
+      Bytes bytes;
+      auto step = cursor.Peek(e->position, &h, &bytes);
+      if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == e->offset)
+        pos = e->position;
+    }
+  }
+  for (;;) {
+    BatchHeader h;
+    Bytes bytes;
+    auto step = cursor.Peek(pos, &h, &bytes);
+    if (!step) return step.error();
+    if (*step != BatchCursor::Step::kBatch) return Status::Ok();
+    fn(h, pos);
+    pos += h.size_bytes();
+  }
+}
+
+}  // namespace
+
+Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                     uint64_t from, uint64_t to,
+                     const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  return WalkHeaders(dir_fd, fs, limits, base, nullptr, from, std::nullopt, to, fn);
+}
+
+Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                     File* log, uint64_t from, uint64_t to,
+                     const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  return WalkHeaders(dir_fd, fs, limits, base, log, from, std::nullopt, to, fn);
+}
+
+Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                         File* log, int64_t offset, uint64_t to,
+                         const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  return WalkHeaders(dir_fd, fs, limits, base, log, 0, offset, to, fn);
+}
+
+Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                         int64_t offset, uint64_t to,
+                         const std::function<void(const BatchHeader&, uint64_t)>& fn) {
+  return WalkHeaders(dir_fd, fs, limits, base, nullptr, 0, offset, to, fn);
 }
 
 }  // namespace mq

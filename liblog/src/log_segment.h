@@ -1,12 +1,18 @@
-// One segment of a partition's log as its writer holds it (format-spec/
-// segment.md §6-§8): the .log, .index and .timeindex files, the index
-// builder, and what is done to them: create, open (restoring the index
-// state, R25), append, seal at a roll, cut, sync. The partition writer
+// One segment of a partition's log (format-spec/segment.md §6-§8): the
+// .log, .index and .timeindex files.
+// Write side, a LogSegment as its writer holds it: the index builder, and
+// what is done to the files: create, open (restoring the index state, R25),
+// append, seal at a roll, cut, sync. The partition writer
 // (partition_writer.cc) composes segments; it owns the lock, the committed
 // state and the producer table.
+// Read side, for a segment named by its base in a partition directory with
+// nothing held open: index look-ups (the indexes are hints, derived data:
+// an entry is believed once the batch it names checks out), header walks,
+// the cheap index check and the index rebuild of recovery.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -78,6 +84,24 @@ class LogSegment {
   // fsync of the files of segment `base` (not open here).
   static Status SyncFiles(FileSystem* fs, int dir_fd, int64_t base);
 
+  // ---- Read side: segment `base` in `dir_fd` (its index files are read
+  // whole; one that cannot be read or is larger than any index of a valid
+  // segment has no entries).
+  // The offset index's entry with the largest offset <= `offset`.
+  static std::optional<OffsetIndexEntry> FindOffsetEntry(FileSystem* fs, int dir_fd, int64_t base,
+                                                         int64_t offset);
+  // The time index's last entry (§8.2: a rolled segment's largest
+  // timestamp); with `at`, also its byte position in the file.
+  static std::optional<TimeIndexEntry> LastTimeEntry(FileSystem* fs, int dir_fd, int64_t base,
+                                                     uint64_t* at = nullptr);
+  // The time index's entry before the first whose timestamp is >= `timestamp`.
+  static std::optional<TimeIndexEntry> TimeEntryBelow(FileSystem* fs, int dir_fd, int64_t base,
+                                                      int64_t timestamp);
+  // Replaces both index files of segment `base` (write, fsync, rename).
+  static Status WriteIndexFiles(FileSystem* fs, int dir_fd, int64_t base,
+                                const std::vector<std::byte>& offset_index,
+                                const std::vector<std::byte>& time_index);
+
  private:
   LogSegment(const LogConfig& config, int64_t base)
       : ib_(base, config.index_interval_bytes), segment_ms_(config.segment_ms),
@@ -95,5 +119,42 @@ class LogSegment {
   int64_t first_max_ts_ = -1;  // first batch's max timestamp: the segment's age
   std::vector<std::byte> offset_buf_, time_buf_;  // staged index entries
 };
+
+// Calls `fn` for the header of every batch in segment `base` from byte
+// `from` to byte `to` (headers only: the batches were validated when
+// written). Stops at the first batch that is not complete.
+Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                     uint64_t from, uint64_t to,
+                     const std::function<void(const BatchHeader&, uint64_t)>& fn);
+
+// ForEachHeader for the batches of segment `base` that hold offset
+// `offset` or later (some before it may be passed too): starts at the
+// offset index's largest entry below `offset` when the batch it names
+// checks out (the index is derived data, a hint here), else at byte 0.
+Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                         int64_t offset, uint64_t to,
+                         const std::function<void(const BatchHeader&, uint64_t)>& fn);
+// Both, reading segment `base`'s log through `log` (open on it already;
+// null: opened here).
+Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                     File* log, uint64_t from, uint64_t to,
+                     const std::function<void(const BatchHeader&, uint64_t)>& fn);
+Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
+                         File* log, int64_t offset, uint64_t to,
+                         const std::function<void(const BatchHeader&, uint64_t)>& fn);
+
+// R25's cheap check of a rolled segment's indexes: sizes are multiples of
+// the entry size, the last time entry's offset lies in [base, next_base),
+// and the last offset entry points at a batch with that last offset. (The
+// active segment's get the same checks in PartitionWriter's OpenActive.)
+// Index files that cannot be mapped are not right (false); a failure to
+// read the log is returned.
+Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
+                             int64_t next_base);
+
+// Rebuilds both indexes of segment `base` from its first `size` bytes and
+// replaces the files (write, fsync, rename).
+Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64_t base,
+                      uint64_t size, bool rolled);
 
 }  // namespace mq

@@ -3,19 +3,19 @@
 
 #include <fmt/format.h>
 
-#include "segment.h"
+#include "coding.h"
 
 namespace mq {
 
 void EncodeOffsetEntry(std::byte* p, int64_t base, const OffsetIndexEntry& e) {
-  StoreBig32(p, static_cast<uint32_t>(e.offset - base));
-  StoreBig32(p + 4, e.position);
+  coding::PutFixed32(p, static_cast<uint32_t>(e.offset - base));
+  coding::PutFixed32(p + 4, e.position);
 }
 
 OffsetIndexEntry DecodeOffsetEntry(const std::byte* p, int64_t base) {
   OffsetIndexEntry e;
-  e.offset = base + static_cast<int32_t>(LoadBig32(p));
-  e.position = LoadBig32(p + 4);
+  e.offset = base + static_cast<int32_t>(coding::GetFixed32(p));
+  e.position = coding::GetFixed32(p + 4);
   return e;
 }
 

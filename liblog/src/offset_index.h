@@ -14,10 +14,6 @@
 
 namespace mq {
 
-// The largest index file a reader maps: an index has an entry per
-// --index-interval bytes of a segment, so a real one is far smaller.
-constexpr uint64_t kMaxIndexFileBytes = 1ull << 31;
-
 // §7: int32 relativeOffset, int32 position (big-endian).
 void EncodeOffsetEntry(std::byte* p, int64_t base, const OffsetIndexEntry& e);
 OffsetIndexEntry DecodeOffsetEntry(const std::byte* p, int64_t base);

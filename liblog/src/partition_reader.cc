@@ -8,14 +8,16 @@
 
 #include <fmt/format.h>
 
+#include "batch_cursor.h"
 #include "format.h"
-#include "mapped_file.h"
 #include "mq/committed_end.h"
 #include "mq/file.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "offset_index.h"
+#include "log_segment.h"
+#include "offset_order.h"
 #include "producer_state.h"
 #include "recovery.h"
 #include "segment.h"
@@ -304,14 +306,13 @@ Status PartitionReader::Impl::Corrupt(uint64_t position, const char* rule, std::
 // continue): whether `h` may come where offset `after` is expected next
 // (-1: not known).
 bool PartitionReader::Impl::Follows(const BatchHeader& h, int64_t after) const {
-  return after < 0 || h.base_offset == after ||
-         (h.base_offset > after && offsets == OffsetPolicy::kGapsAllowed);
+  return after < 0 || StepOf(h.base_offset, after, offsets) == OffsetStep::kFollows;
 }
 
 // Follows() against `expect`, as the corruption status naming the rule.
 Status PartitionReader::Impl::CheckContinuity(const BatchHeader& h) {
   if (Follows(h, expect)) return Status::Ok();
-  if (h.base_offset < expect) {
+  if (StepOf(h.base_offset, expect, offsets) == OffsetStep::kGoesBack) {
     return Corrupt(pos, "R10",
                    fmt::format("baseOffset {} does not follow the offsets before it (expected {})",
                                h.base_offset, expect));
@@ -342,10 +343,8 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
   MQ_RETURN_IF_ERROR(PositionAt(base, 0));
   uint64_t start = 0;
   int64_t prev_end = base;  // the offset the batch at `start` should start at; -1 unknown
-  auto idx = MappedFile::Open(dir_fd.get(), SegmentFileName(base, format::kIndexSuffix),
-                              kMaxIndexFileBytes, fs);
-  if (idx) {
-    auto e = LookupOffset(idx->bytes(), base, offset);
+  {
+    auto e = LogSegment::FindOffsetEntry(fs, dir_fd.get(), base, offset);
     if (e) {
       BatchHeader h;
       Bytes b;
@@ -383,12 +382,9 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
 // the segment's batches are read. A damaged batch is not below anything:
 // false, and the seek stops in this segment, where Next() reports it.
 Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp_ms) {
-  std::string tname = SegmentFileName(base, format::kTimeIndexSuffix);
-  auto tidx = MappedFile::Open(dir_fd.get(), tname, kMaxIndexFileBytes, fs);
-  if (tidx && tidx->bytes().size() >= format::kTimeIndexEntrySize) {
-    Bytes t = tidx->bytes();
-    size_t n = t.size() / format::kTimeIndexEntrySize;
-    TimeIndexEntry last = DecodeTimeEntry(&t[(n - 1) * format::kTimeIndexEntrySize], base);
+  uint64_t at = 0;  // the entry's byte position in the time index
+  if (auto last_entry = LogSegment::LastTimeEntry(fs, dir_fd.get(), base, &at)) {
+    const TimeIndexEntry& last = *last_entry;
     auto p = FindInSegment(base, last.offset);
     if (!p) return p.error();
     BatchHeader h;
@@ -398,7 +394,7 @@ Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp
     if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == last.offset &&
         h.max_timestamp == last.timestamp)
       return last.timestamp < timestamp_ms && MayPass(h, b, *p, expect);
-    Warn(tname, (n - 1) * format::kTimeIndexEntrySize,
+    Warn(SegmentFileName(base, format::kTimeIndexSuffix), at,
          fmt::format("last entry (timestamp {}, offset {}) does not match the batch at that "
                      "offset in {}; scanning the log", last.timestamp, last.offset,
                      FileName(base)));
@@ -589,14 +585,8 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
     // In this segment: every batch up to the largest time entry below
     // `timestamp_ms` is older (§8.3), if the log confirms that entry.
     int64_t from_offset = base;
-    std::string tname = SegmentFileName(base, format::kTimeIndexSuffix);
-    auto tidx = MappedFile::Open(r.dir_fd.get(), tname, kMaxIndexFileBytes, r.fs);
-    std::optional<TimeIndexEntry> hint;
-    if (tidx && !tidx->bytes().empty()) {
-      Bytes t = tidx->bytes();
-      size_t k = LowerBoundTime(t, base, timestamp_ms);
-      if (k > 0) hint = DecodeTimeEntry(&t[(k - 1) * format::kTimeIndexEntrySize], base);
-    }
+    std::optional<TimeIndexEntry> hint =
+        LogSegment::TimeEntryBelow(r.fs, r.dir_fd.get(), base, timestamp_ms);
     if (hint) {
       auto p = r.FindInSegment(base, hint->offset);
       if (!p) return p.error();
@@ -608,7 +598,7 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
           h.max_timestamp == hint->timestamp && hint->timestamp < timestamp_ms) {
         from_offset = hint->offset + 1;
       } else {
-        r.Warn(tname, 0,
+        r.Warn(SegmentFileName(base, format::kTimeIndexSuffix), 0,
                fmt::format("entry (timestamp {}, offset {}) does not match the batch at that "
                            "offset in {}; scanning the log",
                            hint->timestamp, hint->offset, r.FileName(base)));
@@ -752,9 +742,9 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     auto next = r.NextSegment(r.cur_base);
     if (!next) return std::optional<BatchView>();
     int64_t expect = r.expect;
-    if (expect >= 0 && *next != expect &&
-        (*next < expect || r.offsets == OffsetPolicy::kContiguous)) {
-      return r.Corrupt(r.pos, *next < expect ? "R11" : "R26",
+    const OffsetStep order = expect >= 0 ? StepOf(*next, expect, r.offsets) : OffsetStep::kFollows;
+    if (order != OffsetStep::kFollows) {
+      return r.Corrupt(r.pos, order == OffsetStep::kGoesBack ? "R11" : "R26",
                        fmt::format("the segment ends at offset {} but the next one, {}, starts at "
                                    "{}", expect - 1, r.FileName(*next), *next));
     }
@@ -888,7 +878,7 @@ Result<bool> MayKeepPastCommittedEnd(const std::string& dir, FileSystem* fs) {
   // prefix, which may reach past the committed end.
   if ((generation & 1) != 0 || !fields->same_boot()) return true;
   // R40: a pending truncation is completed by the next writer.
-  auto intent = fs->StatAt(dfd->get(), kTruncateIntentName);
+  auto intent = fs->StatAt(dfd->get(), format::kTruncateIntentName);
   if (intent) return true;
   if (intent.error().code() != Code::kNotFound) return intent.error();
   // R27: a segment ending before the committed end on this boot is damage

@@ -15,10 +15,12 @@
 
 #include <fmt/format.h>
 
+#include "batch_cursor.h"
 #include "format.h"
 #include "mapped_file.h"
 #include "mq/segment.h"
 #include "offset_index.h"
+#include "offset_order.h"
 #include "segment.h"
 #include "log_segment.h"
 #include "producer_state.h"
@@ -36,20 +38,14 @@ struct SegmentResult {
   std::vector<std::byte> offset_index, time_index;
 };
 
-// Maximum size of an index file we read whole: 2^31-1 log bytes can hold at
-// most this many 61-byte batches, each with at most one entry.
-constexpr uint64_t kMaxIndexBytes = (format::kMaxSegmentBytes / 61 + 1) * 12;
-
 Status WriteIndexFiles(int dir_fd, FileSystem* fs, int64_t base, const SegmentResult& r) {
-  MQ_RETURN_IF_ERROR(
-      WriteFileAtomic(dir_fd, SegmentFileName(base, format::kIndexSuffix), r.offset_index, fs));
-  return WriteFileAtomic(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), r.time_index, fs);
+  return LogSegment::WriteIndexFiles(fs, dir_fd, base, r.offset_index, r.time_index);
 }
 
 // False when the file cannot be mapped either: it is rewritten.
 bool SameAsFile(int dir_fd, FileSystem* fs, const std::string& name,
                 const std::vector<std::byte>& want) {
-  auto m = MappedFile::Open(dir_fd, name, kMaxIndexBytes, fs);
+  auto m = MappedFile::Open(dir_fd, name, format::kMaxIndexFileBytes, fs);
   if (!m) return false;
   Bytes have = m->bytes();
   return have.size() == want.size() &&
@@ -81,22 +77,9 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
     if (step && *step == BatchCursor::Step::kEnd) break;
     if (step && *step == BatchCursor::Step::kBatch) {
       const BatchHeader& h = view.header();
-      Status bad;
-      if (h.base_offset < base)
-        bad = Status::Corruption(name, pos, "R10", fmt::format("baseOffset {} below the segment "
-                                                               "base {}", h.base_offset, base));
-      else if (h.base_offset <= prev)
-        bad = Status::Corruption(name, pos, prev_last == prev && pos == 0 ? "R11" : "R10",
-                                 fmt::format("baseOffset {} not after the previous last offset {}",
-                                             h.base_offset, prev));
-      else if (config.offsets == OffsetPolicy::kContiguous &&
-               h.base_offset != (pos == 0 ? base : prev + 1))
-        bad = Status::Corruption(name, pos, "R26",
-                                 fmt::format("baseOffset {} skips offsets {}..{}", h.base_offset,
-                                             pos == 0 ? base : prev + 1, h.base_offset - 1));
-      else if (h.last_offset() - base > INT32_MAX)
-        bad = Status::Corruption(name, pos, "R10", "lastOffset too far from the segment base");
-      if (!bad.ok()) return bad;
+      auto breaches = BatchOffsetBreaches(h, {base, prev, pos == 0}, config.offsets);
+      if (!breaches.empty())
+        return Status::Corruption(name, pos, breaches.front().rule, breaches.front().detail);
       ib.Add(h, pos, &r.offset_index, &r.time_index);
       prev = h.last_offset();
       r.last_offset = prev;
@@ -135,117 +118,7 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
 
 }  // namespace
 
-// The cheap check of a segment below the recovery point: sizes, and that
-// the last offset entry points at a batch with that last offset.
-Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
-                             int64_t next_base) {
-  FileSystem* fs = FsOf(config);
-  auto idx =
-      MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix), kMaxIndexBytes, fs);
-  auto tidx =
-      MappedFile::Open(dir_fd, SegmentFileName(base, format::kTimeIndexSuffix), kMaxIndexBytes, fs);
-  if (!idx || !tidx) return false;
-  if (idx->bytes().size() % format::kOffsetIndexEntrySize != 0) return false;
-  if (tidx->bytes().size() % format::kTimeIndexEntrySize != 0) return false;
-  if (!tidx->bytes().empty()) {
-    auto t = DecodeTimeEntry(tidx->bytes().data() + tidx->bytes().size() - 12, base);
-    if (t.offset < base || t.offset >= next_base) return false;
-  }
-  if (idx->bytes().empty()) return true;
-  auto e = DecodeOffsetEntry(idx->bytes().data() + idx->bytes().size() - 8, base);
-  // The log is not a hint: a failure to read it is returned.
-  auto log = fs->Open(dir_fd, SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
-  if (!log) return log.error();
-  std::byte header[format::kBatchHeaderSize];
-  auto got = (*log)->ReadAt(e.position, header);
-  if (!got) return got.error();
-  if (*got != sizeof header) return false;
-  return DecodeBatchHeader(Bytes(header, sizeof header)).last_offset() == e.offset;
-}
 
-
-
-Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64_t base,
-                      uint64_t size, bool rolled) {
-  SegmentResult r;
-  IndexBuilder ib(base, config.index_interval_bytes);
-  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd, fs, config.limits, base, 0, size,
-                                   [&](const BatchHeader& h, uint64_t pos) {
-                                     ib.Add(h, pos, &r.offset_index, &r.time_index);
-                                   }));
-  if (rolled) ib.Finish(&r.time_index);
-  return WriteIndexFiles(dir_fd, fs, base, r);
-}
-
-namespace {
-
-// The headers of segment `base` from byte `from` (or, with `from_offset`,
-// from the offset index's largest entry below that offset when it checks
-// out) to byte `to`.
-Status WalkHeaders(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                   File* log, uint64_t from, std::optional<int64_t> from_offset, uint64_t to,
-                   const std::function<void(const BatchHeader&, uint64_t)>& fn) {
-  std::string name = SegmentFileName(base, format::kLogSuffix);
-  std::unique_ptr<File> opened;
-  if (log == nullptr) {
-    auto file = fs->Open(dir_fd, name, FileSystem::kRead);
-    if (!file) return file.error();
-    opened = std::move(*file);
-    log = opened.get();
-  }
-  // Headers only: a small chunk, and Peek never needs more than the header
-  // plus (for a batch larger than the chunk) one refill.
-  BatchCursor cursor(limits, 64 << 10);
-  cursor.Reset(log, name, to);
-  uint64_t pos = from;
-  if (from_offset && *from_offset > base) {
-    auto idx = MappedFile::Open(dir_fd, SegmentFileName(base, format::kIndexSuffix),
-                                kMaxIndexBytes, fs);
-    auto e = idx ? LookupOffset(idx->bytes(), base, *from_offset - 1) : std::nullopt;
-    if (e && e->position < to) {
-      BatchHeader h;
-      Bytes bytes;
-      auto step = cursor.Peek(e->position, &h, &bytes);
-      if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == e->offset)
-        pos = e->position;
-    }
-  }
-  for (;;) {
-    BatchHeader h;
-    Bytes bytes;
-    auto step = cursor.Peek(pos, &h, &bytes);
-    if (!step) return step.error();
-    if (*step != BatchCursor::Step::kBatch) return Status::Ok();
-    fn(h, pos);
-    pos += h.size_bytes();
-  }
-}
-
-}  // namespace
-
-Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                     uint64_t from, uint64_t to,
-                     const std::function<void(const BatchHeader&, uint64_t)>& fn) {
-  return WalkHeaders(dir_fd, fs, limits, base, nullptr, from, std::nullopt, to, fn);
-}
-
-Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                     File* log, uint64_t from, uint64_t to,
-                     const std::function<void(const BatchHeader&, uint64_t)>& fn) {
-  return WalkHeaders(dir_fd, fs, limits, base, log, from, std::nullopt, to, fn);
-}
-
-Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                         File* log, int64_t offset, uint64_t to,
-                         const std::function<void(const BatchHeader&, uint64_t)>& fn) {
-  return WalkHeaders(dir_fd, fs, limits, base, log, 0, offset, to, fn);
-}
-
-Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                         int64_t offset, uint64_t to,
-                         const std::function<void(const BatchHeader&, uint64_t)>& fn) {
-  return WalkHeaders(dir_fd, fs, limits, base, nullptr, 0, offset, to, fn);
-}
 
 Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
                                 std::vector<int64_t> segments, int64_t recovery_point,
@@ -291,19 +164,15 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
     auto r = WalkSegment(dir_fd, config, segments[i], last, prev_last, !last, report);
     if (!r) return r.error();
     if (report) ++report->segments_checked;
-    if (!last && r->last_offset >= segments[i + 1])
-      return Status::Corruption(SegmentFileName(segments[i + 1], format::kLogSuffix), 0, "R11",
-                                fmt::format("segment base {} is not after the last offset {} of "
-                                            "the segment before", segments[i + 1], r->last_offset));
-    if (!last && config.offsets == OffsetPolicy::kContiguous && r->last_offset >= 0 &&
-        r->last_offset + 1 != segments[i + 1])
+    if (!last) {
+      const std::string next = SegmentFileName(segments[i + 1], format::kLogSuffix);
+      if (auto b = SegmentNotAfter(r->last_offset, segments[i + 1]))
+        return Status::Corruption(next, 0, b->rule, b->detail);
       // Where a reader stops: the end of the segment that lost its tail.
-      return Status::Corruption(SegmentFileName(segments[i], format::kLogSuffix), r->valid_bytes,
-                                "R26",
-                                fmt::format("the segment ends at offset {} but the next one, {}, "
-                                            "starts at {}", r->last_offset,
-                                            SegmentFileName(segments[i + 1], format::kLogSuffix),
-                                            segments[i + 1]));
+      if (auto b = SegmentDoesNotContinue(r->last_offset, segments[i + 1], next, config.offsets))
+        return Status::Corruption(SegmentFileName(segments[i], format::kLogSuffix), r->valid_bytes,
+                                  b->rule, b->detail);
+    }
     if (r->last_offset >= 0) prev_last = r->last_offset;
     std::string index = SegmentFileName(segments[i], format::kIndexSuffix);
     std::string tindex = SegmentFileName(segments[i], format::kTimeIndexSuffix);
@@ -330,13 +199,13 @@ Status WriteTruncateIntent(int dir_fd, FileSystem* fs, int64_t end, bool sync) {
   std::string text = fmt::format("# mq truncation in progress (format-spec/segment.md 6.5)\n"
                                  "truncate.to={}\n",
                                  end);
-  return WriteFileAtomic(dir_fd, kTruncateIntentName, AsBytes(text), fs, {}, sync);
+  return WriteFileAtomic(dir_fd, format::kTruncateIntentName, AsBytes(text), fs, {}, sync);
 }
 
 Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
                                                   const std::string& dir) {
-  const std::string path = dir + "/" + kTruncateIntentName;
-  auto bytes = ReadFileAt(dir_fd, kTruncateIntentName, format::kMaxTruncateIntentBytes, fs);
+  const std::string path = dir + "/" + format::kTruncateIntentName;
+  auto bytes = ReadFileAt(dir_fd, format::kTruncateIntentName, format::kMaxTruncateIntentBytes, fs);
   if (!bytes && bytes.error().code() == Code::kNotFound) return std::optional<int64_t>();
   if (!bytes && bytes.error().code() == Code::kTooLarge)
     return Status::Corruption(path, format::kMaxTruncateIntentBytes, "R40",
@@ -361,9 +230,9 @@ Result<std::optional<int64_t>> ReadTruncateIntent(int dir_fd, FileSystem* fs,
 // R59 (segment.md §6.6).
 Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs,
                                                       const std::string& dir) {
-  const std::string path = dir + "/" + kTruncationsName;
+  const std::string path = dir + "/" + format::kTruncationsName;
   std::vector<TruncationRecord> out;
-  auto bytes = ReadFileAt(dir_fd, kTruncationsName, format::kMaxTruncationsBytes, fs);
+  auto bytes = ReadFileAt(dir_fd, format::kTruncationsName, format::kMaxTruncationsBytes, fs);
   if (!bytes && bytes.error().code() == Code::kNotFound) return out;
   if (!bytes && bytes.error().code() == Code::kTooLarge)
     return Status::Corruption(path, format::kMaxTruncationsBytes, "R59",
@@ -420,13 +289,13 @@ Status RecordTruncation(int dir_fd, FileSystem* fs, const std::string& dir, int6
   if (!h.empty() && h.back().rewrites && RewritesAfter(*h.back().rewrites, rewrites))
     rewrites = *h.back().rewrites;
   h.push_back({end, h.empty() ? time_ms : std::max(time_ms, h.back().time_ms), rewrites, 0});
-  if (h.size() > kMaxTruncations) h.erase(h.begin(), h.end() - kMaxTruncations);
+  if (h.size() > format::kMaxTruncations) h.erase(h.begin(), h.end() - format::kMaxTruncations);
   std::string text = "# mq truncations: log end left, ms, rewrites (format-spec/segment.md 6.6)\n";
   for (const TruncationRecord& r : h) {
     text += fmt::format("cut={} {}", r.end, r.time_ms);
     text += r.rewrites ? fmt::format(" {}\n", *r.rewrites) : std::string("\n");
   }
-  return WriteFileAtomic(dir_fd, kTruncationsName, AsBytes(text), fs, {}, sync);
+  return WriteFileAtomic(dir_fd, format::kTruncationsName, AsBytes(text), fs, {}, sync);
 }
 
 std::optional<int64_t> LowestCutAfter(const std::vector<TruncationRecord>& history, uint32_t seen) {
@@ -445,7 +314,7 @@ std::optional<int64_t> CutBelowSince(const std::vector<TruncationRecord>& histor
 }
 
 Status RemoveTruncateIntent(int dir_fd, FileSystem* fs, bool sync) {
-  Status s = fs->Unlink(dir_fd, kTruncateIntentName);
+  Status s = fs->Unlink(dir_fd, format::kTruncateIntentName);
   if (!s.ok() && s.code() != Code::kNotFound) return s;
   return sync ? fs->SyncDir(dir_fd) : Status::Ok();
 }

@@ -1,5 +1,5 @@
 // Recovery of a partition directory at writer open (format-spec/segment.md
-// §12, rules R20-R25), and the header walks the writer uses to catch up.
+// §12, rules R20-R25), and truncation (§6.4-§6.6: R40, R59).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "format.h"
+#include "log_segment.h"
 #include "mq/file.h"
 #include "mq/partition.h"
 #include "mq/status.h"
@@ -32,47 +34,13 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
                                 std::vector<int64_t> segments, int64_t recovery_point,
                                 int64_t empty_base, RecoveryReport* report);
 
-// Calls `fn` for the header of every batch in segment `base` from byte
-// `from` to byte `to` (headers only: the batches were validated when
-// written). Stops at the first batch that is not complete.
-Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                     uint64_t from, uint64_t to,
-                     const std::function<void(const BatchHeader&, uint64_t)>& fn);
-
-// ForEachHeader for the batches of segment `base` that hold offset
-// `offset` or later (some before it may be passed too): starts at the
-// offset index's largest entry below `offset` when the batch it names
-// checks out (the index is derived data, a hint here), else at byte 0.
-Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                         int64_t offset, uint64_t to,
-                         const std::function<void(const BatchHeader&, uint64_t)>& fn);
-// Both, reading segment `base`'s log through `log` (open on it already;
-// null: opened here).
-Status ForEachHeader(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                     File* log, uint64_t from, uint64_t to,
-                     const std::function<void(const BatchHeader&, uint64_t)>& fn);
-Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                         File* log, int64_t offset, uint64_t to,
-                         const std::function<void(const BatchHeader&, uint64_t)>& fn);
-
-// R25's cheap check of a rolled segment's indexes: sizes are multiples of
-// the entry size, the last time entry's offset lies in [base, next_base),
-// and the last offset entry points at a batch with that last offset. (The
-// active segment's get the same checks in PartitionWriter's OpenActive.)
-// Index files that cannot be mapped are not right (false); a failure to
-// read the log is returned.
-Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
-                             int64_t next_base);
-
-// Rebuilds both indexes of segment `base` from its first `size` bytes and
-// replaces the files (write, fsync, rename).
-Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64_t base,
-                      uint64_t size, bool rolled);
+// The header walks (ForEachHeader, ForEachHeaderFrom), IndexLooksRight and
+// RebuildIndexes are the segment's read side: log_segment.h.
 
 // R40: a truncation is written down before the log changes (segment.md
 // §6.5). `truncate-to` holds the log end offset the truncation leaves; the
 // next writer to open the partition completes it before anything else.
-constexpr const char* kTruncateIntentName = "truncate-to";
+using format::kTruncateIntentName;  // forwarding: removed once callers move
 // Writes the intent atomically (format-spec/layout.md §1.5; with `sync`
 // fsynced, and the directory too).
 Status WriteTruncateIntent(int dir_fd, FileSystem* fs, int64_t end, bool sync);
@@ -90,9 +58,9 @@ Status RemoveTruncateIntent(int dir_fd, FileSystem* fs, bool sync);
 // made finds where the log changed under it, even once the log has grown
 // past the cut again, and a reader positioned at a `rewrites` value knows
 // exactly the cuts made since (§9.4).
-constexpr const char* kTruncationsName = "truncations";
-// At most this many entries are kept (the oldest go first).
-constexpr size_t kMaxTruncations = 64;
+// At most format::kMaxTruncations entries are kept (the oldest go first).
+using format::kTruncationsName;  // forwarding: removed once callers move
+using format::kMaxTruncations;   // forwarding: removed once callers move
 struct TruncationRecord {
   int64_t end = 0;      // the log end offset the truncation left
   int64_t time_ms = 0;  // when it was made

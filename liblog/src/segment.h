@@ -1,6 +1,7 @@
-// Segment files inside a partition directory (format-spec/segment.md §6):
-// naming, listing, and a bounded sequential batch reader shared by the
-// writer's recovery, the partition reader, the scanner and verification.
+// The files of a partition directory (format-spec/segment.md §6, §9,
+// producer.md §10.2): their names and the one listing of the directory.
+// (Segment names themselves: SegmentBaseOffset, SegmentFileName in
+// mq/segment.h; the reader of a segment's batches: batch_cursor.h.)
 #pragma once
 
 #include <cstdint>
@@ -14,25 +15,6 @@
 #include "mq/status.h"
 
 namespace mq {
-
-// Big-endian helpers for the index files (§7, §8).
-inline uint32_t LoadBig32(const std::byte* p) {
-  return (std::to_integer<uint32_t>(p[0]) << 24) | (std::to_integer<uint32_t>(p[1]) << 16) |
-         (std::to_integer<uint32_t>(p[2]) << 8) | std::to_integer<uint32_t>(p[3]);
-}
-inline uint64_t LoadBig64(const std::byte* p) {
-  return (uint64_t{LoadBig32(p)} << 32) | LoadBig32(p + 4);
-}
-inline void StoreBig32(std::byte* p, uint32_t v) {
-  p[0] = std::byte(v >> 24);
-  p[1] = std::byte(v >> 16);
-  p[2] = std::byte(v >> 8);
-  p[3] = std::byte(v);
-}
-inline void StoreBig64(std::byte* p, uint64_t v) {
-  StoreBig32(p, static_cast<uint32_t>(v >> 32));
-  StoreBig32(p + 4, static_cast<uint32_t>(v));
-}
 
 // Base offsets of the `<20 digits>.log` files in `dir_fd`, ascending, listed
 // through `fs` (null: the real file system). Other names are ignored (they
@@ -50,58 +32,11 @@ Result<std::vector<int64_t>> ListSegments(int dir_fd, FileSystem* fs = nullptr,
                                           std::vector<int64_t>* snapshots = nullptr,
                                           PartitionListing* listing = nullptr);
 
+// The number N of a file named `<20 decimal digits N><suffix>` (segment
+// files, producer snapshots), or -1 for any other name.
+int64_t NumberedFileOffset(const std::string& name, const char* suffix);
+
 // Names of the temporary files a crashed writer may leave (`*.tmp`).
 bool IsTempName(const std::string& name);
-
-// Reads the batches of one segment file in order through a reused buffer
-// that grows only to the largest batch seen (reads never map the segment).
-class BatchCursor {
- public:
-  enum class Step : uint8_t { kBatch, kEnd, kTorn };
-
-  BatchCursor(const DecodeLimits& limits, size_t chunk_bytes = 1 << 20);
-  // Reads `file` (named `name` in errors) up to byte `end`.
-  void Reset(File* file, std::string name, uint64_t end);
-  void set_end(uint64_t end) { end_ = end; }
-  uint64_t end() const { return end_; }
-  const std::string& name() const { return name_; }
-
-  // Looks at the batch starting at `pos` (R1-R3, no CRC): kBatch with
-  // `*header` and `*bytes` (the whole batch) filled, kEnd at `end`, kTorn
-  // when the bytes stop before the header or the batch does. A garbage
-  // header is a kCorruption error.
-  Result<Step> Peek(uint64_t pos, BatchHeader* header, Bytes* bytes);
-  // Peek + BatchView::Parse (adds the CRC, R4-R6).
-  Result<Step> Read(uint64_t pos, BatchView* view);
-  // What the resync scan knows about the batches before the damage: a
-  // valid batch after it must continue the offsets (R10).
-  struct ResyncHint {
-    int64_t after_offset = -1;  // last offset of the last valid batch; -1: none
-    int64_t segment_base = -1;  // base offset of the segment; -1: unknown
-  };
-  // The first position after `from` where a valid batch (R1-R6, and R10
-  // against `hint`) starts, or nullopt. Used to tell a garbage tail (R21)
-  // from a corrupt batch followed by data (R22). Always decides, in time
-  // linear in `end - from` whatever the bytes: cheap header facts are
-  // checked before any CRC, and a candidate's CRC comes from prefix CRCs
-  // (R22), never from re-reading its bytes.
-  Result<std::optional<uint64_t>> FindNextValid(uint64_t from, ResyncHint hint);
-  Result<std::optional<uint64_t>> FindNextValid(uint64_t from) { return FindNextValid(from, {}); }
-
- private:
-  Status Fill(uint64_t pos, size_t n);
-
-  DecodeLimits limits_;
-  size_t chunk_;
-  size_t next_chunk_ = 64 << 10;
-  File* file_ = nullptr;
-  std::string name_;
-  uint64_t end_ = 0;
-  // Read into, never zeroed first (std::vector would zero every growth).
-  std::unique_ptr<std::byte[]> buf_;
-  size_t buf_cap_ = 0;
-  uint64_t buf_pos_ = 0;
-  size_t buf_len_ = 0;
-};
 
 }  // namespace mq

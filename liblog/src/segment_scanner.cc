@@ -3,6 +3,7 @@
 // without following symlinks.
 #include <fmt/format.h>
 
+#include "batch_cursor.h"
 #include "format.h"
 #include "mapped_file.h"
 #include "mq/file.h"
@@ -28,7 +29,7 @@ Result<MappedFile> MapByPath(const std::string& path) {
   SplitPath sp = Split(path);
   auto dir = OpenDirectory(sp.dir, false);
   if (!dir) return dir.error();
-  auto m = MappedFile::Open(dir->get(), sp.name, kMaxIndexFileBytes);
+  auto m = MappedFile::Open(dir->get(), sp.name, format::kMaxIndexFileBytes);
   if (!m) return Status(m.error().code(), path + ": " + m.error().message());
   return m;
 }

@@ -1,20 +1,20 @@
 // Time index (§8).
 #include <fmt/format.h>
 
+#include "coding.h"
 #include "offset_index.h"
-#include "segment.h"
 
 namespace mq {
 
 void EncodeTimeEntry(std::byte* p, int64_t base, const TimeIndexEntry& e) {
-  StoreBig64(p, static_cast<uint64_t>(e.timestamp));
-  StoreBig32(p + 8, static_cast<uint32_t>(e.offset - base));
+  coding::PutFixed64(p, static_cast<uint64_t>(e.timestamp));
+  coding::PutFixed32(p + 8, static_cast<uint32_t>(e.offset - base));
 }
 
 TimeIndexEntry DecodeTimeEntry(const std::byte* p, int64_t base) {
   TimeIndexEntry e;
-  e.timestamp = static_cast<int64_t>(LoadBig64(p));
-  e.offset = base + static_cast<int32_t>(LoadBig32(p + 8));
+  e.timestamp = static_cast<int64_t>(coding::GetFixed64(p));
+  e.offset = base + static_cast<int32_t>(coding::GetFixed32(p + 8));
   return e;
 }
 

@@ -18,6 +18,7 @@
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "offset_index.h"
+#include "offset_order.h"
 #include "recovery.h"
 #include "segment.h"
 #include "state_file.h"
@@ -90,18 +91,10 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
     const BatchView& b = **next;
     const BatchHeader& h = b.header();
     uint64_t pos = (*scanner)->position();
-    if (base && h.base_offset < *base)
-      problems->push_back({path, pos, "R10", fmt::format("baseOffset {} below the segment base {}",
-                                                         h.base_offset, *base)});
-    if (h.base_offset <= prev)
-      problems->push_back({path, pos, "R10", fmt::format("baseOffset {} not after the previous "
-                                                         "last offset {}", h.base_offset, prev)});
-    else if (contiguous && base && h.base_offset != (prev < 0 ? *base : prev + 1))
-      problems->push_back({path, pos, "R26", fmt::format("baseOffset {} skips offsets {}..{}",
-                                                         h.base_offset, prev < 0 ? *base : prev + 1,
-                                                         h.base_offset - 1)});
-    if (base && h.last_offset() - *base > INT32_MAX)
-      problems->push_back({path, pos, "R10", "lastOffset too far from the segment base"});
+    for (OffsetBreach& breach :
+         BatchOffsetBreaches(h, {base ? *base : -1, prev, false},
+                             contiguous ? OffsetPolicy::kContiguous : OffsetPolicy::kGapsAllowed))
+      problems->push_back({path, pos, breach.rule, std::move(breach.detail)});
     if (pos + h.size_bytes() > committed)
       problems->push_back({path, committed, "R27", fmt::format("the committed end is inside the "
                                                                "batch at {}", pos)});
@@ -262,7 +255,7 @@ static void CountFile(VerifyStats* stats, const std::string& path) {
 static Status VerifyTruncations(int dir_fd, const std::string& dir, int64_t log_end, bool trusted,
                          std::optional<uint32_t> rewrites, std::vector<Problem>* problems,
                          VerifyStats* stats) {
-  const std::string path = dir + "/" + kTruncationsName;
+  const std::string path = dir + "/" + format::kTruncationsName;
   auto history = ReadTruncations(dir_fd, FileSystem::Default(), dir);
   if (!history && history.error().code() == Code::kCorruption) {
     problems->push_back({path, history.error().position(), "R59", history.error().message()});
@@ -349,7 +342,7 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     return state_error;  // a symlink, FIFO or device is refused (exit 77), named with its path
   // R40: an interrupted truncation, which the next writer completes.
   auto intent = ReadTruncateIntent(dfd->get(), FileSystem::Default(), dir);
-  const std::string intent_path = dir + "/" + kTruncateIntentName;
+  const std::string intent_path = dir + "/" + format::kTruncateIntentName;
   if (!intent && intent.error().code() == Code::kCorruption)
     problems->push_back({intent_path, intent.error().position(), "R40", intent.error().message()});
   else if (!intent)
@@ -405,15 +398,13 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
         p.detail += "; torn or garbage tail after a reboot: the next writer cuts it (R20, R21)";
       }
     }
-    if (!batches.empty() && prev_last >= 0 && base <= prev_last)
-      problems->push_back({log, 0, "R11", fmt::format("segment base {} is not after the last offset "
-                                                      "{} of the segment before", base, prev_last)});
-    else if (contiguous && prev_last >= 0 && base != prev_last + 1)
+    const std::string name = SegmentFileName(base, format::kLogSuffix);
+    auto not_after = batches.empty() ? std::nullopt : SegmentNotAfter(prev_last, base);
+    if (not_after)
+      problems->push_back({log, 0, not_after->rule, std::move(not_after->detail)});
+    else if (auto gap = SegmentDoesNotContinue(prev_last, base, name, offsets))
       // Reported where a reader stops: at the end of the segment before.
-      problems->push_back({prev_log, prev_end, "R26",
-                           fmt::format("the segment ends at offset {} but the next one, {}, "
-                                       "starts at {}", prev_last,
-                                       SegmentFileName(base, format::kLogSuffix), base)});
+      problems->push_back({prev_log, prev_end, gap->rule, std::move(gap->detail)});
     for (const auto& b : batches) {
       if (b.leader_epoch == format::kNoPartitionLeaderEpoch) continue;  // stamped by no leader
       if (b.leader_epoch < 0 || b.leader_epoch < max_epoch)

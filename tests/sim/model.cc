@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "mq/crc32c.h"
+#include "offset_order.h"
 
 namespace mq::sim {
 
@@ -137,7 +138,9 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
     auto view = BatchView::Parse(batches.subspan(pos), limits, file, next, crc_check);
     if (!view) return view.error();
     const BatchHeader& h = view->header();
-    if (h.base_offset != next) {
+    // The model's log has no gaps: offset order as in a delete-policy log
+    // (R10, R26), checked by liblog's own checker.
+    if (StepOf(h.base_offset, next, OffsetPolicy::kContiguous) != OffsetStep::kFollows) {
       return Status(Code::kOutOfOrder,
                     fmt::format("replica {}: batch at {} does not continue the log at {}", id_,
                                 h.base_offset, next));

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "batch_cursor.h"
 #include "coding.h"
 #include "format.h"
 #include "mq/partition.h"
@@ -420,9 +421,9 @@ TEST_CASE("R22 resync: hostile candidate headers end in a decision, linear in th
     size_t end = 64 + tail + (valid_after ? proto.size() : 0);
     for (size_t p = 64; p + 64 <= 64 + tail; p += 64) {
       std::vector<std::byte> h(proto.begin(), proto.begin() + format::kBatchHeaderSize);
-      StoreBig32(h.data() + format::kBatchLengthOffset,
-                 static_cast<uint32_t>(end - p - format::kLogOverhead));
-      StoreBig32(h.data() + format::kCrcOffset, 0x12345678);
+      coding::PutFixed32(h.data() + format::kBatchLengthOffset,
+                         static_cast<uint32_t>(end - p - format::kLogOverhead));
+      coding::PutFixed32(h.data() + format::kCrcOffset, 0x12345678);
       h.resize(64, std::byte{0});
       file.insert(file.end(), h.begin(), h.end());
     }
