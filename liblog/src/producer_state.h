@@ -14,15 +14,16 @@
 #include <string>
 #include <unordered_map>
 
+#include "format.h"
 #include "mq/batch.h"
 #include "mq/partition.h"
 #include "mq/status.h"
 
 namespace mq {
 
-// P7: a close writes no snapshot when the batches after the newest one take
-// less than this much of the active segment (the next open replays them).
-constexpr uint64_t kSnapshotReplayBytes = 256 << 10;
+// P7 (format.h): a close writes no snapshot when the batches after the
+// newest one take less than this much of the active segment.
+using format::kSnapshotReplayBytes;
 
 // The offset named by a snapshot file name `<20 digits>.snapshot`, or -1
 // for any other name.

@@ -5,13 +5,14 @@
 
 #include <string>
 
+#include "format.h"
 #include "mq/file.h"
 #include "mq/lock.h"
 #include "mq/status.h"
 
 namespace mq {
 
-constexpr const char* kWriterLockName = "writer.lock";
+using format::kWriterLockName;  // format.h §9
 
 class WriterLock {
  public:
