@@ -231,4 +231,36 @@ constexpr const char* kTruncateIntentName = "truncate-to";
 constexpr const char* kTruncationsName = "truncations";
 constexpr size_t kMaxTruncations = 64;
 
+// --- partition writer (pw-split)
+// §9 The state file `state` (segment.md §9): 80 bytes in native order.
+constexpr uint32_t kStateMagic = 0x4D515354;  // "MQST" when read big-endian
+// Version 1 (64 bytes, no boot id) files are rebuilt like any invalid one.
+constexpr uint32_t kStateVersion = 2;
+constexpr const char* kStateFileName = "state";
+// §9 The partition writer lock: an exclusive flock on this file.
+constexpr const char* kWriterLockName = "writer.lock";
+// §10 Producer snapshot `<offset>.snapshot` (producer.md §10.2; Kafka's
+// ProducerStateManager, version 1).
+// Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN.
+constexpr size_t kBatchesToRetain = 5;
+constexpr int16_t kSnapshotVersion = 1;
+constexpr size_t kSnapshotVersionOffset = 0;
+constexpr size_t kSnapshotCrcOffset = 2;
+constexpr size_t kSnapshotCountOffset = 6;
+constexpr size_t kSnapshotHeaderSize = 2 + 4 + 4;
+constexpr size_t kSnapshotEntrySize = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8;
+static_assert(kSnapshotHeaderSize == 10);
+static_assert(kSnapshotEntrySize == 46);
+// A snapshot larger than this is not read (it cannot be one mq wrote: one
+// entry per cached batch of at most ~1.4 M producers).
+constexpr uint64_t kMaxSnapshotBytes = 64ull << 20;
+constexpr const char* kSnapshotSuffix = ".snapshot";
+constexpr int kSnapshotDigits = 20;
+// Snapshots kept after a write: the newest two, so a torn newest one (which
+// rename makes impossible, but a bad disk does not) still leaves one.
+constexpr size_t kSnapshotsKept = 2;
+// P7: a close writes no snapshot when the batches after the newest one take
+// less than this much of the active segment (the next open replays them).
+constexpr uint64_t kSnapshotReplayBytes = 256 << 10;
+
 }  // namespace mq::format

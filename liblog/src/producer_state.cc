@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "format.h"
 #include "mq/crc32c.h"
 #include "mq/file.h"
 #include "segment.h"
@@ -17,26 +18,17 @@
 namespace mq {
 namespace {
 
-// Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN.
-constexpr size_t kBatchesToRetain = 5;
-
-// §10 snapshot layout (Kafka's ProducerStateManager, version 1).
-constexpr int16_t kSnapshotVersion = 1;
-constexpr size_t kSnapshotVersionOffset = 0;
-constexpr size_t kSnapshotCrcOffset = 2;
-constexpr size_t kSnapshotCountOffset = 6;
-constexpr size_t kSnapshotHeaderSize = 2 + 4 + 4;
-constexpr size_t kSnapshotEntrySize = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8;
-static_assert(kSnapshotHeaderSize == 10);
-static_assert(kSnapshotEntrySize == 46);
-// A snapshot larger than this is not read (it cannot be one mq wrote: one
-// entry per cached batch of at most ~1.4 M producers).
-constexpr uint64_t kMaxSnapshotBytes = 64ull << 20;
-constexpr const char* kSnapshotSuffix = ".snapshot";
-constexpr int kSnapshotDigits = 20;
-// Snapshots kept after a write: the newest two, so a torn newest one (which
-// rename makes impossible, but a bad disk does not) still leaves one.
-constexpr size_t kSnapshotsKept = 2;
+using format::kBatchesToRetain;
+using format::kMaxSnapshotBytes;
+using format::kSnapshotCountOffset;
+using format::kSnapshotCrcOffset;
+using format::kSnapshotDigits;
+using format::kSnapshotEntrySize;
+using format::kSnapshotHeaderSize;
+using format::kSnapshotsKept;
+using format::kSnapshotSuffix;
+using format::kSnapshotVersion;
+using format::kSnapshotVersionOffset;
 
 // Sequence arithmetic with Kafka's wrap: INT32_MAX is followed by 0.
 int32_t AddSequence(int32_t seq, int32_t delta) {

@@ -2,10 +2,12 @@
 // producer id, its epoch and the last batches it appended, so a retried batch
 // is recognised and not appended twice. Kafka's rules (kafka-format.md §9).
 //
-// The PartitionWriter owns one table: it calls CheckAppend() before writing
-// a batch with producerId >= 0, Update() after the batch has its offsets, and
-// Replay() for every batch it reads during recovery or when catching up with
-// other writers' appends. The table is persisted as `<offset>.snapshot`.
+// A partition writer holds one table, in its ProducerStateManager
+// (producer_state_manager.h): CheckAppend() (through AppendCheck) before
+// writing a batch with producerId >= 0, Update() after the batch has its
+// offsets, and Replay() for every batch read back during recovery or when
+// catching up with other writers' appends. The table is persisted as
+// `<offset>.snapshot`.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +16,16 @@
 #include <string>
 #include <unordered_map>
 
+#include "format.h"
 #include "mq/batch.h"
 #include "mq/partition.h"
 #include "mq/status.h"
 
 namespace mq {
 
-// P7: a close writes no snapshot when the batches after the newest one take
-// less than this much of the active segment (the next open replays them).
-constexpr uint64_t kSnapshotReplayBytes = 256 << 10;
+// P7 (format.h): a close writes no snapshot when the batches after the
+// newest one take less than this much of the active segment.
+using format::kSnapshotReplayBytes;
 
 // The offset named by a snapshot file name `<20 digits>.snapshot`, or -1
 // for any other name.

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "format.h"
 #include "mq/file.h"
 #include "mq/status.h"
 
@@ -69,10 +70,10 @@ struct StateLayout {
 };
 static_assert(sizeof(StateLayout) == 80);
 
-constexpr uint32_t kStateMagic = 0x4D515354;  // "MQST" when read big-endian
-// Version 1 (64 bytes, no boot id) files are rebuilt like any invalid one.
-constexpr uint32_t kStateVersion = 2;
-constexpr const char* kStateFileName = "state";
+// format.h §9.
+using format::kStateFileName;
+using format::kStateMagic;
+using format::kStateVersion;
 
 // Encodes a complete state file image (generation 0) for `fields`.
 StateLayout EncodeState(const StateFields& fields);

@@ -5,13 +5,14 @@
 
 #include <string>
 
+#include "format.h"
 #include "mq/file.h"
 #include "mq/lock.h"
 #include "mq/status.h"
 
 namespace mq {
 
-constexpr const char* kWriterLockName = "writer.lock";
+using format::kWriterLockName;  // format.h §9
 
 class WriterLock {
  public:
@@ -34,8 +35,11 @@ class WriterLock {
 // Holds a WriterLock for a scope. A failed unlock is not reported (best
 // effort): the lock then stays held until the descriptor closes (Close, or
 // the process's exit), so other writers wait longer; nothing is lost.
+// A guard made empty holds nothing until Hold() is given a lock just
+// taken.
 class LockGuard {
  public:
+  LockGuard() = default;
   explicit LockGuard(WriterLock* lock) : lock_(lock) {}
   ~LockGuard() {
     if (lock_) (void)lock_->Unlock();
@@ -43,8 +47,12 @@ class LockGuard {
   LockGuard(const LockGuard&) = delete;
   LockGuard& operator=(const LockGuard&) = delete;
 
+  // Releases `lock` (held by the caller) when the guard goes.
+  void Hold(WriterLock* lock) { lock_ = lock; }
+  bool held() const { return lock_ != nullptr; }
+
  private:
-  WriterLock* lock_;
+  WriterLock* lock_ = nullptr;
 };
 
 }  // namespace mq
