@@ -58,6 +58,15 @@ class Writer {
   // in the envelope); null when absent.
   Writer& Blob(std::string_view key, const std::optional<Bytes>& bytes);
 
+  // A Line's end: its object closed, then '\n'; the line (valid until the
+  // buffer changes). Here, not in Line, so that a chain of members written
+  // on a Line ends with it.
+  std::string_view Finish() {
+    EndObject();
+    out_->push_back('\n');
+    return view();
+  }
+
   fmt::memory_buffer& buffer() { return *out_; }
   std::string_view view() const { return std::string_view(out_->data(), out_->size()); }
 
@@ -85,12 +94,6 @@ class Line : public Writer {
   explicit Line(fmt::memory_buffer* buffer) : Writer(buffer) {
     out_->clear();
     BeginObject();
-  }
-  // The finished object followed by '\n' (valid until the buffer changes).
-  std::string_view Finish() {
-    EndObject();
-    out_->push_back('\n');
-    return view();
   }
 };
 
