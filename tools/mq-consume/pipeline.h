@@ -21,7 +21,7 @@
 #include "dispatcher.h"
 #include "mq/partition.h"
 #include "mq/topic.h"
-#include "producer_id.h"
+#include "mq/producer_id.h"
 
 namespace mq::consume {
 
