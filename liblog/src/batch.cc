@@ -111,7 +111,7 @@ Status CheckAttributes(const BatchHeader& h, const std::string& file, uint64_t p
                   fmt::format("{}: position {}: R5: unsupported attributes 0x{:04x}: bits 7-15 "
                               "are not defined by RecordBatch v2", file, position, attributes));
   }
-  if ((attributes & kCodecMask) > static_cast<uint16_t>(Codec::kZstd)) {
+  if ((attributes & kCodecMask) > static_cast<uint16_t>(Compression::kZstd)) {
     return Status(Code::kUnsupported,
                   fmt::format("{}: position {}: R5: unsupported codec {}", file, position,
                               attributes & kCodecMask));

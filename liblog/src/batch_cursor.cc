@@ -169,7 +169,7 @@ Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from, Resync
     BatchHeader h = DecodeBatchHeader(Bytes(b, format::kBatchHeaderSize));
     uint16_t attributes = static_cast<uint16_t>(h.attributes);
     if ((attributes & format::kUnusedAttributeBits) != 0 ||
-        (attributes & format::kCodecMask) > static_cast<uint16_t>(format::Codec::kZstd))
+        (attributes & format::kCodecMask) > static_cast<uint16_t>(Compression::kZstd))
       continue;
     if (h.last_offset_delta < 0 || h.records_count < 0 ||
         int64_t{h.records_count} > int64_t{h.last_offset_delta} + 1 ||

@@ -16,15 +16,13 @@
 #include <string>
 
 #include "format.h"
+#include "mq/boot_id.h"
 #include "mq/file.h"
 #include "mq/status.h"
 
 namespace mq {
 
-// A kernel boot id (R27): the 16 bytes of the UUID in
-// /proc/sys/kernel/random/boot_id, in the order its text spells them. All
-// zeros means unknown: it never matches, so nothing is trusted for it.
-using BootId = std::array<uint8_t, 16>;
+// BootId (R27): mq/boot_id.h.
 
 // The running kernel's boot id, or all zeros when it cannot be read. Test
 // seam: when the environment variable MQ_TEST_BOOT_ID is set, its value (a

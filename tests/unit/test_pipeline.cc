@@ -1,4 +1,4 @@
-// mq-consume's pipeline (tools/mq-consume/pipeline.h, format-spec/pipeline.md):
+// A pipeline's output side (mq/pipeline.h, format-spec/pipeline.md):
 // the bounded set of open output writers. Writers closed to open others and
 // opened again continue each source partition's sequences (E1, E4), and a
 // restart finds where each stopped (E6, E7), as with every writer open.
@@ -18,11 +18,10 @@
 
 #include "mq/consumer.h"
 #include "mq/topic.h"
-#include "pipeline.h"
+#include "mq/pipeline.h"
 #include "test_support.h"
 
 using namespace mq;
-using namespace mq::consume;
 using namespace mq::test;
 
 namespace {
@@ -60,8 +59,10 @@ std::vector<Out> ReadTopic(const DataDir& dir, const std::string& topic, int32_t
         if (r.key) o.key = std::string(AsText(*r.key));
         if (r.value) o.value = std::string(AsText(*r.value));
         for (const Header& h : r.headers()) {
-          if (h.key == kSourceHeader && h.value) o.source = std::string(AsText(*h.value));
-          if (h.key == kSourceIndexHeader && h.value) o.index = std::string(AsText(*h.value));
+          if (h.key == kPipelineSourceHeader && h.value)
+            o.source = std::string(AsText(*h.value));
+          if (h.key == kPipelineSourceIndexHeader && h.value)
+            o.index = std::string(AsText(*h.value));
         }
         out.push_back(std::move(o));
       }
@@ -110,15 +111,19 @@ struct Fixture {
     REQUIRE(d);
     return *d;
   }
-  PipelineOptions Options(size_t max_open) const {
-    PipelineOptions o;
+  static PipelineConfig Options(size_t max_open) {
+    PipelineConfig o;
     o.group = "g";
-    o.in = "in";
     o.out = "out";
     o.key_delimiter = "\t";
-    o.quiet = true;
     o.max_open = max_open;
     return o;
+  }
+  // A pipeline of topic "in" writing to "out", open.
+  static void Open(PipelineWriter& p, const DataDir& dir) {
+    auto out = dir.ReadTopic("out");
+    REQUIRE(out);
+    REQUIRE(p.Open(*out).ok());
   }
 };
 
@@ -127,12 +132,12 @@ struct Fixture {
 TEST_CASE("pipeline: at most max_open writers are open, those opened again continue sequences") {
   Fixture f;
   {
-    Pipeline p(f.Options(2), f.dir, f.in);
-    REQUIRE(p.Open().ok());
-    REQUIRE(p.Acquire(0, 0).ok());
+    PipelineWriter p(f.Options(2), f.dir);
+    Fixture::Open(p, f.dir);
+    REQUIRE(p.Acquire(0, {"in", 0}, 0).has_value());
     CHECK(p.open_writers() == 0);  // nothing to recover in a new topic: none opened
     for (int64_t offset = 0; offset < 50; ++offset) {
-      REQUIRE(p.Deliver(0, offset, 1000 + offset, Output(0, offset, 4)).ok());
+      REQUIRE(p.Deliver(0, offset, 1000 + offset, Output(0, offset, 4)).has_value());
       CHECK(p.open_writers() <= 2);
     }
     CHECK(p.appended() == 200);
@@ -149,9 +154,9 @@ TEST_CASE("pipeline: at most max_open writers are open, those opened again conti
   // A restart with one writer open at a time: E6 finds offsets below 49
   // complete and 49 started, E7 takes 49's outputs again without appending
   // them, and the next message continues every partition's sequences.
-  Pipeline p(f.Options(1), f.dir, f.in);
-  REQUIRE(p.Open().ok());
-  REQUIRE(p.Acquire(0, 0).ok());
+  PipelineWriter p(f.Options(1), f.dir);
+  Fixture::Open(p, f.dir);
+  REQUIRE(p.Acquire(0, {"in", 0}, 0).has_value());
   CHECK(p.open_writers() == 0);  // ends published on this boot: read, not recovered
   auto complete = p.Complete(0, 48);
   REQUIRE(complete);
@@ -160,10 +165,10 @@ TEST_CASE("pipeline: at most max_open writers are open, those opened again conti
   REQUIRE(complete);
   CHECK_FALSE(*complete);
   CHECK(p.Started(0, 49));
-  REQUIRE(p.Deliver(0, 49, 1049, Output(0, 49, 4)).ok());
+  REQUIRE(p.Deliver(0, 49, 1049, Output(0, 49, 4)).has_value());
   CHECK(p.appended() == 0);
   for (int64_t offset = 50; offset < 60; ++offset)
-    REQUIRE(p.Deliver(0, offset, 1000 + offset, Output(0, offset, 4)).ok());
+    REQUIRE(p.Deliver(0, offset, 1000 + offset, Output(0, offset, 4)).has_value());
   CHECK(p.appended() == 40);
   CHECK(p.open_writers() == 1);
   REQUIRE(p.Close().ok());
@@ -192,27 +197,27 @@ TEST_CASE("pipeline: a message partly appended is completed (E7) through writers
   }
   const std::string full = part + tail;
   {
-    Pipeline p(f.Options(1), f.dir, f.in);
-    REQUIRE(p.Open().ok());
-    REQUIRE(p.Acquire(1, 0).ok());
+    PipelineWriter p(f.Options(1), f.dir);
+    Fixture::Open(p, f.dir);
+    REQUIRE(p.Acquire(1, {"in", 1}, 0).has_value());
     for (int64_t offset = 0; offset < 10; ++offset)
-      REQUIRE(p.Deliver(1, offset, 1000 + offset, Output(1, offset, 6)).ok());
-    REQUIRE(p.Deliver(1, 10, 1010, part).ok());
+      REQUIRE(p.Deliver(1, offset, 1000 + offset, Output(1, offset, 6)).has_value());
+    REQUIRE(p.Deliver(1, 10, 1010, part).has_value());
     REQUIRE(p.Close().ok());
   }
-  Pipeline p(f.Options(1), f.dir, f.in);
-  REQUIRE(p.Open().ok());
-  REQUIRE(p.Acquire(1, 5).ok());
+  PipelineWriter p(f.Options(1), f.dir);
+  Fixture::Open(p, f.dir);
+  REQUIRE(p.Acquire(1, {"in", 1}, 5).has_value());
   CHECK(p.Started(1, 10));
   // A transform that now gives other lines is refused; nothing is appended.
   std::string other = full;
   other[other.find('\t') + 1] = 'X';
-  Status s = p.Deliver(1, 10, 1010, other);
+  Status s = p.Deliver(1, 10, 1010, other).status();
   CHECK(s.code() == Code::kCorruption);
   CHECK(p.appended() == 0);
-  REQUIRE(p.Deliver(1, 10, 1010, full).ok());
+  REQUIRE(p.Deliver(1, 10, 1010, full).has_value());
   CHECK(p.appended() == 4);
-  REQUIRE(p.Deliver(1, 11, 1011, Output(1, 11, 6)).ok());
+  REQUIRE(p.Deliver(1, 11, 1011, Output(1, 11, 6)).has_value());
   REQUIRE(p.Close().ok());
   auto outs = ReadTopic(f.dir, "out", kOutPartitions);
   CHECK(outs.size() == 12 * 6);
@@ -233,17 +238,17 @@ TEST_CASE("pipeline: transforms of several source partitions at once share the b
     TopicConfig out;
     out.partitions = kOutPartitions;
     REQUIRE(dir.CreateTopic("out", out).ok());
-    Pipeline p(f.Options(max_open), dir, f.in);
-    REQUIRE(p.Open().ok());
+    PipelineWriter p(f.Options(max_open), dir);
+    Fixture::Open(p, dir);
     for (int32_t partition = 0; partition < kThreads; ++partition)
-      REQUIRE(p.Acquire(partition, 0).ok());
+      REQUIRE(p.Acquire(partition, {"in", partition}, 0).has_value());
     std::vector<Status> results(kThreads);
     std::vector<std::thread> threads;
     for (int32_t partition = 0; partition < kThreads; ++partition) {
       threads.emplace_back([&, partition] {
         for (int64_t offset = 0; offset < kMessages && results[partition].ok(); ++offset)
           results[partition] =
-              p.Deliver(partition, offset, 1000 + offset, Output(partition, offset, 3));
+              p.Deliver(partition, offset, 1000 + offset, Output(partition, offset, 3)).status();
       });
     }
     for (std::thread& t : threads) t.join();
@@ -260,11 +265,16 @@ TEST_CASE("pipeline: transforms of several source partitions at once share the b
 TEST_CASE("pipeline: the writers' share of the open-file budget") {
   // A reader and a writer per share; shares past the source's partitions
   // open no reader, and their readers' descriptors hold writers.
-  CHECK(PipelineWriterBudget(19, 4) == 19 + 15 * kDescriptorsPerReader / kDescriptorsPerWriter);
-  CHECK(PipelineWriterBudget(19, 100) == 19);
-  CHECK(PipelineWriterBudget(1, 1) == 1);
-  CHECK(PipelineWriterBudget(0, 4) == 1);
-  CHECK(PipelineWriterBudget(4096, 1) == 4096);
+  // (mq-consume's: a reader holds 4 descriptors, a writer 8, at most 4096.)
+  auto budget = [](size_t shares, int32_t partitions) {
+    return PipelineWriterBudget(shares, partitions, 4, 8, 4096);
+  };
+  CHECK(budget(19, 4) == 19 + 15 * 4 / 8);
+  CHECK(budget(19, 100) == 19);
+  CHECK(budget(1, 1) == 1);
+  CHECK(budget(0, 4) == 1);
+  CHECK(budget(4096, 1) == 4096);
+  CHECK(budget(4096, 0) == 4096);  // no more than the most
 }
 
 TEST_CASE("pipeline: a released source partition's producer id is free at once, while a forked child holds a copy of its lock's descriptor") {
@@ -272,16 +282,84 @@ TEST_CASE("pipeline: a released source partition's producer id is free at once, 
   // descriptor of the member between fork and exec; the member that takes
   // the partition next must not find the producer id in use (exit 75).
   Fixture f;
-  Pipeline first(f.Options(4), f.dir, f.in);
-  REQUIRE(first.Open().ok());
-  REQUIRE(first.Acquire(2, 0).ok());
+  PipelineWriter first(f.Options(4), f.dir);
+  Fixture::Open(first, f.dir);
+  REQUIRE(first.Acquire(2, {"in", 2}, 0).has_value());
   ForkedHolder holder;
   REQUIRE(holder.ok());
   first.Release(2);
-  Pipeline next(f.Options(4), f.dir, f.in);
-  REQUIRE(next.Open().ok());
-  Status taken = next.Acquire(2, 0);
+  PipelineWriter next(f.Options(4), f.dir);
+  Fixture::Open(next, f.dir);
+  Status taken = next.Acquire(2, {"in", 2}, 0).status();
   CHECK(taken.ok());
   CHECK(taken.message() == "");
   REQUIRE(holder.Release());
+}
+
+TEST_CASE("pipeline: E1 producer names, E3 output lines, E4 routes") {
+  // E1: each name's length first, so dots in names cannot make two equal.
+  CHECK(PipelineProducerName("g", "in", "out", 3) == "pipeline.1.g.2.in.3.out.3");
+  CHECK(PipelineProducerName("a.b", "c", "d", 0) != PipelineProducerName("a", "b.c", "d", 0));
+  // E3: one output per line, the last without its newline too; with a key
+  // delimiter, split at its first occurrence, a line without it keyless.
+  auto outs = SplitPipelineOutput("a=1\nb\n\nc=2=3", std::string("="));
+  REQUIRE(outs.size() == 4);
+  CHECK(outs[0].key == std::optional<std::string>("a"));
+  CHECK(outs[0].value == "1");
+  CHECK_FALSE(outs[1].key.has_value());
+  CHECK(outs[1].value == "b");
+  CHECK(outs[2].value == "");
+  CHECK(outs[3].key == std::optional<std::string>("c"));
+  CHECK(outs[3].value == "2=3");
+  CHECK(SplitPipelineOutput("", std::nullopt).empty());
+  auto plain = SplitPipelineOutput("a=1\n", std::nullopt);
+  REQUIRE(plain.size() == 1);
+  CHECK_FALSE(plain[0].key.has_value());
+  CHECK(plain[0].value == "a=1");
+  // E4: a key by murmur2, keyless by the source partition.
+  CHECK(PipelineRoute(5, outs[0], kOutPartitions) == PartitionForKey(AsBytes("a"), kOutPartitions));
+  CHECK(PipelineRoute(5, outs[1], 4) == 1);
+  CHECK(PipelineRoute(2, outs[1], 4) == 2);
+}
+
+TEST_CASE("pipeline: E6 Acquire says where a restart resumes") {
+  Fixture f;
+  {
+    PipelineWriter p(Fixture::Options(4), f.dir);
+    Fixture::Open(p, f.dir);
+    auto fresh = p.Acquire(3, {"in", 3}, 0);
+    REQUIRE(fresh.has_value());
+    CHECK(*fresh == -1);  // nothing appended yet
+    for (int64_t offset = 0; offset < 8; ++offset)
+      REQUIRE(p.Deliver(3, offset, 1000 + offset, Output(3, offset, 2)).has_value());
+    // A message without outputs is filtered out: nothing appended.
+    auto none = p.Deliver(3, 8, 1008, "");
+    REQUIRE(none.has_value());
+    CHECK(none->batches == 0);
+    CHECK_FALSE(none->completed);
+    REQUIRE(p.Close().ok());
+  }
+  PipelineWriter p(Fixture::Options(4), f.dir);
+  Fixture::Open(p, f.dir);
+  // H is 7, the last message with outputs; from a start past it, none.
+  auto resume = p.Acquire(3, {"in", 3}, 2);
+  REQUIRE(resume.has_value());
+  CHECK(*resume == 7);
+  CHECK(p.Complete(3, 6).value());
+  CHECK_FALSE(p.Complete(3, 7).value());
+  CHECK(p.Started(3, 7));
+  auto again = p.Deliver(3, 7, 1007, Output(3, 7, 2));
+  REQUIRE(again.has_value());
+  CHECK(again->completed);
+  CHECK(again->batches == 0);
+  CHECK_FALSE(p.Started(3, 7));
+  p.Release(3);
+  CHECK(p.Complete(3, 0).error().code() == Code::kInternal);
+  auto later = p.Acquire(3, {"in", 3}, 8);
+  REQUIRE(later.has_value());
+  CHECK(*later == -1);
+  // Another source topic's partition 3 is another producer: nothing found.
+  auto other = p.Acquire(4, {"in2", 3}, 0);
+  REQUIRE(other.has_value());
+  CHECK(*other == -1);
 }

@@ -2,24 +2,16 @@
 
 #include <signal.h>
 
-#include <algorithm>
-#include <charconv>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "cli.h"
-#include "mq/committed_end.h"
 #include "mq/consumer.h"
 #include "replica.h"
 
 namespace mq::consume {
 namespace {
-
-std::optional<std::string> Copy(const std::optional<Bytes>& b) {
-  if (!b) return std::nullopt;
-  return std::string(AsText(*b));
-}
 
 // Test seam (mq(7), MQ_TEST_CRASH=pipeline-partial): die as a SIGKILL
 // would once a message's first output batch is appended and more remain.
@@ -28,45 +20,26 @@ bool CrashPartial() {
   return crash != nullptr && std::string_view(crash) == "pipeline-partial";
 }
 
+PipelineConfig ConfigOf(const PipelineOptions& o) {
+  PipelineConfig c;
+  c.group = o.group;
+  c.out = o.out;
+  c.key_delimiter = o.key_delimiter;
+  c.durability = o.durability;
+  c.max_open = o.max_open;
+  if (CrashPartial()) c.between_batches = [] { ::raise(SIGKILL); };
+  return c;
+}
+
 }  // namespace
 
-std::string PipelineProducerName(std::string_view group, std::string_view in,
-                                 std::string_view out, int32_t partition) {
-  return fmt::format("pipeline.{}.{}.{}.{}.{}.{}.{}", group.size(), group, in.size(), in,
-                     out.size(), out, partition);
-}
-
-std::vector<PipelineOutput> SplitOutput(std::string_view output,
-                                        const std::optional<std::string>& key_delimiter) {
-  std::vector<PipelineOutput> outs;
-  while (!output.empty()) {
-    size_t nl = output.find('\n');
-    std::string_view line = output.substr(0, nl);
-    output.remove_prefix(nl == std::string_view::npos ? output.size() : nl + 1);
-    PipelineOutput o;
-    if (key_delimiter) {
-      size_t at = line.find(*key_delimiter);
-      if (at != std::string_view::npos) {
-        o.key = std::string(line.substr(0, at));
-        line.remove_prefix(at + key_delimiter->size());
-      }
-    }
-    o.value = std::string(line);
-    outs.push_back(std::move(o));
-  }
-  return outs;
-}
-
 size_t PipelineWriterBudget(size_t shares, int32_t source_partitions) {
-  const size_t readers =
-      std::min<size_t>(shares, static_cast<size_t>(std::max(source_partitions, 1)));
-  const size_t writers =
-      shares + (shares - readers) * kDescriptorsPerReader / kDescriptorsPerWriter;
-  return std::clamp<size_t>(writers, 1, cli::kMaxOpenPartitions);
+  return mq::PipelineWriterBudget(shares, source_partitions, kDescriptorsPerReader,
+                                  kDescriptorsPerWriter, cli::kMaxOpenPartitions);
 }
 
 Pipeline::Pipeline(PipelineOptions options, const DataDir& dir, const TopicConfig& source)
-    : options_(std::move(options)), dir_(dir), source_(source) {}
+    : options_(std::move(options)), dir_(dir), source_(source), writer_(ConfigOf(options_), dir) {}
 
 Pipeline::~Pipeline() { (void)Close(); }
 
@@ -81,318 +54,31 @@ Status Pipeline::Open() {
   }
   if (!config) return config.error();
   MQ_RETURN_IF_ERROR(cli::RefuseReplicatedOutput(*config, "--to-topic", options_.out));
-  out_config_ = *config;
-  log_ = DataDir::LogConfigFor(out_config_);
-  log_.durability = options_.durability;
-  log_.sync_on_close = options_.durability != Durability::kNone;
-  options_.max_open = std::max<size_t>(options_.max_open, 1);
-  writers_.resize(static_cast<size_t>(out_config_.partitions));
-  writer_mu_ = std::make_unique<std::mutex[]>(static_cast<size_t>(out_config_.partitions));
-  in_lru_.resize(static_cast<size_t>(out_config_.partitions));
-  return Status::Ok();
-}
-
-Status Pipeline::Close() {
-  Status first;
-  for (size_t q = 0; q < writers_.size(); ++q) {
-    std::lock_guard<std::mutex> lk(writer_mu_[q]);
-    auto& w = writers_[q];
-    if (!w) continue;
-    Status s = w->Close();
-    if (first.ok() && !s.ok()) first = s;
-    w.reset();
-  }
-  {
-    std::lock_guard<std::mutex> lk(open_mu_);
-    lru_.clear();
-    open_count_ = 0;
-  }
-  std::lock_guard<std::mutex> lk(sources_mu_);
-  sources_.clear();
-  return first;
-}
-
-void Pipeline::set_max_open(size_t n) {
-  std::lock_guard<std::mutex> lk(open_mu_);
-  options_.max_open = std::max<size_t>(n, 1);
-}
-
-size_t Pipeline::open_writers() const {
-  std::lock_guard<std::mutex> lk(open_mu_);
-  return lru_.size();
-}
-
-Pipeline::Source* Pipeline::Find(int32_t partition) {
-  std::lock_guard<std::mutex> lk(sources_mu_);
-  auto it = sources_.find(partition);
-  return it == sources_.end() ? nullptr : &it->second;
-}
-
-const Pipeline::Source* Pipeline::Find(int32_t partition) const {
-  std::lock_guard<std::mutex> lk(sources_mu_);
-  auto it = sources_.find(partition);
-  return it == sources_.end() ? nullptr : &it->second;
-}
-
-Status Pipeline::MakeRoom() {
-  std::unique_lock<std::mutex> lk(open_mu_);
-  auto it = lru_.end();
-  while (open_count_ >= options_.max_open && it != lru_.begin()) {
-    const int32_t v = *--it;
-    std::unique_lock<std::mutex> held(writer_mu_[static_cast<size_t>(v)], std::try_to_lock);
-    if (!held.owns_lock()) continue;  // a transform appends through it: the next one
-    lru_.erase(it);
-    // Closed without open_mu_ (with --fsync batch, Close fsyncs): v's own
-    // lock keeps any thread from using or opening v meanwhile. Each batch
-    // appended through it is in the log whole, as durable as --fsync asks;
-    // v is opened again at its next use.
-    lk.unlock();
-    std::unique_ptr<PartitionWriter> w = std::move(writers_[static_cast<size_t>(v)]);
-    Status s = w->Close();
-    w.reset();
-    lk.lock();
-    --open_count_;
-    held.unlock();
-    if (!s.ok())
-      return Status(s.code(), fmt::format("--to-topic {} partition {}: close: {}", options_.out,
-                                          v, s.message()));
-    it = lru_.end();  // other threads may have used the list meanwhile
-  }
-  ++open_count_;
-  return Status::Ok();
-}
-
-Result<PartitionWriter*> Pipeline::Writer(int32_t q) {
-  auto& w = writers_[static_cast<size_t>(q)];
-  if (w) {
-    std::lock_guard<std::mutex> lk(open_mu_);
-    lru_.splice(lru_.begin(), lru_, in_lru_[static_cast<size_t>(q)]);
-    return w.get();
-  }
-  MQ_RETURN_IF_ERROR(MakeRoom());
-  RecoveryReport report;
-  auto opened = PartitionWriter::Open(dir_.PartitionDir(options_.out, q), log_, true, &report);
-  std::lock_guard<std::mutex> lk(open_mu_);
-  if (!opened) {
-    --open_count_;
-    return opened.error();
-  }
-  w = std::move(*opened);
-  lru_.push_front(q);
-  in_lru_[static_cast<size_t>(q)] = lru_.begin();
-  return w.get();
+  return writer_.Open(*config);
 }
 
 std::string Pipeline::In(int32_t partition) const {
   return options_.topics ? options_.topics->TopicOf(partition) : options_.in;
 }
 
-std::string Pipeline::SourceId(int32_t partition, int64_t offset) const {
-  return fmt::format("{}/{}/{}", In(partition), LanePartition(partition), offset);
-}
-
-int32_t Pipeline::Route(int32_t partition, const PipelineOutput& o) const {
-  if (o.key) return PartitionForKey(AsBytes(*o.key), out_config_.partitions);
-  return LanePartition(partition) % out_config_.partitions;
-}
-
 Status Pipeline::Acquire(int32_t partition, int64_t start) {
-  Source src;
-  auto id = ProducerIdentity::Acquire(
-      dir_.path(),
-      PipelineProducerName(options_.group, In(partition), options_.out, LanePartition(partition)));
-  if (!id) return id.error();
-  src.identity.emplace(std::move(*id));
-  const int64_t pid = src.identity->id();
-  src.next_sequence.assign(static_cast<size_t>(out_config_.partitions), 0);
-  ReadOptions read;
-  read.limits = DataDir::DecodeLimitsFor(out_config_);
-  read.offsets = out_config_.cleanup_policy == CleanupPolicy::kDelete ? OffsetPolicy::kContiguous
-                                                                      : OffsetPolicy::kGapsAllowed;
-  const std::string prefix = SourceId(partition, 0).substr(0, SourceId(partition, 0).size() - 1);
-  // Per output partition: the source offset of the producer's last batch
-  // there, and its records.
-  std::map<int32_t, std::pair<int64_t, std::vector<Found>>> tails;
-  int64_t highest = -1;
-  for (int32_t q = 0; q < out_config_.partitions; ++q) {
-    // The producer's state is read from the log as a writer's recovery
-    // leaves it: when recovery could keep batches past the published end
-    // (a crash between an append and its publication, then a reboot),
-    // opening the writer first recovers the partition; otherwise the
-    // published end is where recovery cuts (MayKeepPastCommittedEnd).
-    // Only this source partition's transforms append this producer's
-    // batches, and none runs now; others' may append to q meanwhile, as
-    // other members' may.
-    const std::string pdir = dir_.PartitionDir(options_.out, q);
-    auto recover = MayKeepPastCommittedEnd(pdir, read.fs);
-    if (!recover) return recover.error();
-    if (*recover) {
-      std::lock_guard<std::mutex> lk(writer_mu_[static_cast<size_t>(q)]);
-      auto w = Writer(q);
-      if (!w) return w.error();
-    }
-    auto last = LastProducerBatch(pdir, pid, read);
-    if (!last) return last.error();
-    if (!*last) continue;
-    src.next_sequence[static_cast<size_t>(q)] =
-        (*last)->last_sequence == INT32_MAX ? 0 : (*last)->last_sequence + 1;
-    if ((*last)->bytes.empty())
-      return Status(Code::kNotFound,
-                    fmt::format("--to-topic {}: partition {}: the last batch of this pipeline's "
-                                "producer (offset {}) was removed by retention: where source "
-                                "partition {} of {} stopped cannot be known",
-                                options_.out, q, (*last)->base_offset, LanePartition(partition),
-                                In(partition)));
-    auto view = BatchView::Parse(Bytes((*last)->bytes), read.limits, pdir, 0);
-    if (!view) return view.error();
-    std::vector<std::byte> scratch;
-    auto records = RecordReader::Open(*view, &scratch, read.limits, pdir, 0);
-    if (!records) return records.error();
-    RecordView r;
-    int64_t src_offset = -1;
-    std::vector<Found> found;
-    while (records->Read(&r)) {
-      std::optional<std::string> where, index;
-      for (const Header& h : r.headers()) {
-        if (h.key == kSourceHeader && h.value) where = std::string(AsText(*h.value));
-        if (h.key == kSourceIndexHeader && h.value) index = std::string(AsText(*h.value));
-      }
-      int64_t o = -1, i = -1;
-      const bool ok =
-          where && index && where->starts_with(prefix) &&
-          std::from_chars(where->data() + prefix.size(), where->data() + where->size(), o).ec ==
-              std::errc() &&
-          std::from_chars(index->data(), index->data() + index->size(), i).ec == std::errc() &&
-          (src_offset < 0 || o == src_offset);
-      if (!ok)
-        return Status::Corruption(pdir, 0, "E2",
-                                  fmt::format("offset {}: an output of producer {} without the "
-                                              "{} header {}N of one source message, or {}",
-                                              r.offset, pid, kSourceHeader, prefix,
-                                              kSourceIndexHeader));
-      src_offset = o;
-      found.push_back({i, Copy(r.key), Copy(r.value)});
-    }
-    if (!records->status().ok()) return records->status();
-    highest = std::max(highest, src_offset);
-    tails[q] = {src_offset, std::move(found)};
-  }
-  if (highest >= start) {
-    src.resume = highest;
-    for (auto& [q, t] : tails)
-      if (t.first == highest) src.present[q] = std::move(t.second);
-    if (options_.verbose)
-      cli::Eprint("topic {} partition {}: outputs of offsets {}..{} are in {} already; "
-                  "completing offset {}\n",
-                  In(partition), LanePartition(partition), start, highest, options_.out, highest);
-  }
-  std::lock_guard<std::mutex> lk(sources_mu_);
-  sources_[partition] = std::move(src);
-  return Status::Ok();
-}
-
-void Pipeline::Release(int32_t partition) {
-  std::lock_guard<std::mutex> lk(sources_mu_);
-  sources_.erase(partition);
-}
-
-Result<bool> Pipeline::Complete(int32_t partition, int64_t offset) {
-  const Source* src = Find(partition);
-  if (src == nullptr)
-    return Status(Code::kInternal, fmt::format("partition {}: not acquired", partition));
-  return offset < src->resume;
-}
-
-bool Pipeline::Started(int32_t partition, int64_t offset) const {
-  const Source* src = Find(partition);
-  return src != nullptr && offset == src->resume && !src->present.empty();
-}
-
-Status Pipeline::AppendBatch(Source& src, int32_t partition, int64_t offset, int64_t timestamp,
-                             int32_t q,
-                             const std::vector<std::pair<size_t, const PipelineOutput*>>& outs) {
-  int32_t& seq = src.next_sequence[static_cast<size_t>(q)];
-  BatchOptions b;
-  b.producer_id = src.identity->id();
-  b.producer_epoch = 0;
-  b.base_sequence = seq;
-  BatchBuilder builder(b);
-  const std::string where = SourceId(partition, offset);
-  for (const auto& [index, o] : outs) {
-    const std::string idx = std::to_string(index);
-    const Header headers[] = {{kSourceHeader, AsBytes(where)}, {kSourceIndexHeader, AsBytes(idx)}};
-    RecordInput r;
-    r.timestamp = timestamp;
-    if (o->key) r.key = AsBytes(*o->key);
-    r.value = AsBytes(o->value);
-    r.headers = headers;
-    builder.Add(r);
-  }
-  std::vector<std::byte> bytes;
-  MQ_RETURN_IF_ERROR(builder.Finish(0, &bytes));
-  std::lock_guard<std::mutex> lk(writer_mu_[static_cast<size_t>(q)]);
-  auto w = Writer(q);
-  if (!w) return w.error();
-  auto appended = (*w)->Append(bytes, CrcCheck::kAlreadyComputed);
-  if (!appended)
-    return Status(appended.error().code(),
-                  fmt::format("topic {} partition {} offset {}: --to-topic {} partition {}: "
-                              "append: {}",
-                              In(partition), LanePartition(partition), offset, options_.out, q,
-                              appended.error().message()));
-  const int64_t n = static_cast<int64_t>(outs.size());
-  seq = static_cast<int32_t>((static_cast<int64_t>(seq) + n) % (int64_t{1} << 31));
-  appended_ += outs.size();
+  auto resume = writer_.Acquire(partition, {In(partition), LanePartition(partition)}, start);
+  if (!resume) return resume.error();
+  if (*resume >= 0 && options_.verbose)
+    cli::Eprint("topic {} partition {}: outputs of offsets {}..{} are in {} already; "
+                "completing offset {}\n",
+                In(partition), LanePartition(partition), start, *resume, options_.out, *resume);
   return Status::Ok();
 }
 
 Status Pipeline::Deliver(int32_t partition, int64_t offset, int64_t timestamp,
                          std::string_view output) {
-  Source* acquired = Find(partition);
-  if (acquired == nullptr)
-    return Status(Code::kInternal, fmt::format("partition {}: not acquired", partition));
-  Source& src = *acquired;
-  const std::vector<PipelineOutput> outs = SplitOutput(output, options_.key_delimiter);
-  // E4: one batch per output partition, outputs in index order.
-  std::map<int32_t, std::vector<std::pair<size_t, const PipelineOutput*>>> by_partition;
-  for (size_t i = 0; i < outs.size(); ++i)
-    by_partition[Route(partition, outs[i])].push_back({i, &outs[i]});
-  const bool resuming = offset == src.resume;
-  if (resuming) {
-    // E7: the outputs an earlier run appended must be what this run gives.
-    const std::string where = fmt::format("topic {} partition {} offset {}", In(partition),
-                                          LanePartition(partition), offset);
-    for (const auto& [q, found] : src.present) {
-      auto mine = by_partition.find(q);
-      bool same = mine != by_partition.end() && mine->second.size() == found.size();
-      for (size_t k = 0; same && k < found.size(); ++k) {
-        const auto& [index, o] = mine->second[k];
-        same = found[k].index == static_cast<int64_t>(index) && found[k].key == o->key &&
-               found[k].value == std::optional<std::string>(o->value);
-      }
-      if (!same)
-        return Status(Code::kCorruption,
-                      fmt::format("{}: the transform's outputs differ from those an earlier run "
-                                  "appended to {} partition {}: the transform is not "
-                                  "deterministic (same input, same output lines), so this "
-                                  "pipeline cannot be effectively-once; stopping",
-                                  where, options_.out, q));
-    }
-  }
-  size_t batches = 0;
-  for (const auto& [q, list] : by_partition) {
-    if (resuming && src.present.contains(q)) continue;  // appended by an earlier run
-    if (batches > 0 && CrashPartial()) ::raise(SIGKILL);
-    MQ_RETURN_IF_ERROR(AppendBatch(src, partition, offset, timestamp, q, list));
-    ++batches;
-  }
-  if (resuming) {
-    if (options_.verbose && !options_.quiet)
-      cli::Eprint("topic {} partition {}: offset {}: completed ({} output batch{} appended now)\n",
-                  In(partition), LanePartition(partition), offset, batches, batches == 1 ? "" : "es");
-    src.resume = -1;
-    src.present.clear();
-  }
+  auto done = writer_.Deliver(partition, offset, timestamp, output);
+  if (!done) return done.error();
+  if (done->completed && options_.verbose && !options_.quiet)
+    cli::Eprint("topic {} partition {}: offset {}: completed ({} output batch{} appended now)\n",
+                In(partition), LanePartition(partition), offset, done->batches,
+                done->batches == 1 ? "" : "es");
   return Status::Ok();
 }
 

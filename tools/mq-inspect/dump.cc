@@ -1,13 +1,11 @@
 #include "dump.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <optional>
-#include <set>
 #include <cerrno>
 #include <cstdio>
 #include <utility>
@@ -23,6 +21,7 @@
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
 #include "mq/topic.h"
+#include "mq/verify_data_dir.h"
 
 namespace mq::inspect {
 namespace {
@@ -399,24 +398,8 @@ bool Exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-// True if `dir` holds a segment (a .log named by R12).
-bool HasSegments(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return false;
-  bool found = false;
-  while (const dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (EndsWith(name, ".log") && SegmentBaseOffset(name)) {
-      found = true;
-      break;
-    }
-  }
-  ::closedir(d);
-  return found;
-}
-
 // Collects problems and evidence over every part a path names.
-class Verification {
+class Verification final : public DataDirVisitor {
  public:
   Verification(const DecodeLimits& limits, Printer* printer) : limits_(limits), printer_(printer) {}
 
@@ -440,58 +423,34 @@ class Verification {
   }
 
   // A data directory: meta.properties, every topic's configuration and
-  // every partition of every topic; directories no topic owns are noted.
+  // every partition of every topic; directories no topic owns are noted
+  // (VerifyDataDir walks it).
   Status Data(const std::string& path) {
     summary_.directory = true;
-    auto data = DataDir::Open(path, false);
-    if (!data) {
-      if (data.error().code() != Code::kCorruption) return data.error();
-      Report(ProblemFromStatus(data.error(), path + "/meta.properties", 0));
-      return Status::Ok();
-    }
-    summary_.stats.files += 1;  // meta.properties, read by Open
-    auto topics = data->ListTopics();
-    if (!topics) return topics.error();
-    std::set<std::string> owned;
-    for (const std::string& topic : *topics) {
-      ++summary_.topics;
-      auto config = data->ReadTopic(topic);
-      if (!config) {
-        if (config.error().code() != Code::kCorruption) return config.error();
-        Report(ProblemFromStatus(config.error(), path + "/topics/" + topic + ".conf", 0));
-        continue;
-      }
-      summary_.stats.files += 1;
-      for (int32_t p = 0; p < config->partitions; ++p) {
-        std::string dir = data->PartitionDir(topic, p);
-        owned.insert(dir.substr(dir.find_last_of('/') + 1));
-        if (!Exists(dir)) {
-          ++summary_.partitions;
-          ++summary_.empty_partitions;
-          continue;  // never written: nothing to read
-        }
-        MQ_RETURN_IF_ERROR(Partition(dir, *config));
-      }
-    }
-    MQ_RETURN_IF_ERROR(Groups(path));
-    // Partition-like directories that no topic owns are not read: say so.
-    DIR* d = ::opendir(path.c_str());
-    if (d != nullptr) {
-      while (const dirent* e = ::readdir(d)) {
-        std::string name = e->d_name;
-        size_t dash = name.find_last_of('-');
-        if (dash == std::string::npos || dash + 1 == name.size() ||
-            name.find_first_not_of("0123456789", dash + 1) != std::string::npos ||
-            owned.count(name))
-          continue;
-        Report({path + "/" + name, 0, "R12",
-                "not a partition of any topic in this data directory: not verified",
-                mq::Problem::Kind::kNote});
-      }
-      ::closedir(d);
-    }
-    return Status::Ok();
+    return VerifyDataDir(path, this);
   }
+
+  // What VerifyDataDir hands over.
+  void Corrupt(const Status& status, const std::string& file) override {
+    Report(ProblemFromStatus(status, file, 0));
+  }
+  void MetaProperties() override { summary_.stats.files += 1; }  // read by DataDir::Open
+  void Topic(const std::string&, const TopicConfig* config) override {
+    ++summary_.topics;
+    if (config) summary_.stats.files += 1;
+  }
+  Status Partition(const std::string& dir, const TopicConfig& config) override {
+    return Partition(dir, std::optional<TopicConfig>(config));
+  }
+  void AbsentPartition(const std::string&) override {
+    ++summary_.partitions;
+    ++summary_.empty_partitions;
+  }
+  Status MemberLease(const std::string& path) override { return LeaseFile(path); }
+  Status MemberHeartbeat(const std::string& path) override { return HeartbeatFile(path); }
+  Status GroupOffsets(const std::string& path) override { return GroupFile(path); }
+  void GroupWithoutOffsets(const std::string&) override { ++summary_.groups; }
+  void Note(const mq::Problem& note) override { Report(note); }
 
   // A replica checkpoint file (R35-R38).
   Status CheckpointFile(const std::string& path) {
@@ -551,57 +510,6 @@ class Verification {
       summary_.stats.bytes += static_cast<uint64_t>(st.st_size);
     }
     if (!hb) Report(ProblemFromStatus(hb.error(), path, 0));
-    return Status::Ok();
-  }
-
-  // `<group>/members/*.lease`: the sessions of static members (R65); and
-  // `*.alive`: running members' heartbeats (R69).
-  Status Leases(const std::string& group_dir) {
-    const std::string members = group_dir + "/" + kGroupMembersDir;
-    DIR* d = ::opendir(members.c_str());
-    if (d == nullptr) return Status::Ok();
-    std::vector<std::string> leases, heartbeats;
-    while (const dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.size() > kMemberLeaseSuffix.size() && name.ends_with(kMemberLeaseSuffix))
-        leases.push_back(members + "/" + name);
-      if (name.size() > kMemberHeartbeatSuffix.size() && name.ends_with(kMemberHeartbeatSuffix))
-        heartbeats.push_back(members + "/" + name);
-    }
-    ::closedir(d);
-    std::sort(leases.begin(), leases.end());
-    std::sort(heartbeats.begin(), heartbeats.end());
-    for (const std::string& path : leases) MQ_RETURN_IF_ERROR(LeaseFile(path));
-    for (const std::string& path : heartbeats) MQ_RETURN_IF_ERROR(HeartbeatFile(path));
-    return Status::Ok();
-  }
-
-  // `<data>/groups/`: every group's offsets file; a group that has
-  // committed nothing has none. Entries that are not groups are noted.
-  Status Groups(const std::string& data) {
-    const std::string groups = data + "/" + kGroupsDir;
-    auto names = ListGroups(data);
-    if (!names) return names.error();
-    for (const std::string& g : *names) {
-      MQ_RETURN_IF_ERROR(Leases(groups + "/" + g));
-      const std::string file = groups + "/" + g + "/" + kGroupOffsetsFile;
-      if (!Exists(file)) {
-        ++summary_.groups;
-        continue;
-      }
-      MQ_RETURN_IF_ERROR(GroupFile(file));
-    }
-    DIR* d = ::opendir(groups.c_str());
-    if (d == nullptr) return Status::Ok();
-    while (const dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name == "." || name == ".." || name.starts_with("~deleted-") ||
-          std::binary_search(names->begin(), names->end(), name))
-        continue;
-      Report({groups + "/" + name, 0, "R12", "not a group directory: not verified",
-              mq::Problem::Kind::kNote});
-    }
-    ::closedir(d);
     return Status::Ok();
   }
 
@@ -701,7 +609,8 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
   if (owner) return v.Finish(path, v.Partition(path, owner->config));
   // A partition directory outside a data directory (copied off a host, or
   // Kafka's): checked by the rules that hold for every log.
-  if (HasSegments(path) || Exists(path + "/state")) return v.Finish(path, v.Partition(path, {}));
+  if (HasSegments(path) || Exists(path + "/state"))
+    return v.Finish(path, v.Partition(path, std::nullopt));
   return usage();
 }
 

@@ -16,7 +16,7 @@
 #include "input.h"
 #include "mq/topic.h"
 #include "producer.h"
-#include "producer_id.h"
+#include "mq/producer_id.h"
 
 namespace mq::produce {
 namespace {

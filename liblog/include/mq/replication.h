@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mq/boot_id.h"
 #include "mq/cluster.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
@@ -126,9 +127,7 @@ Result<std::optional<FollowerStop>> ReadFollowerStop(const std::string& dir);
 // Removes the record (a follower runs again); no file is no error.
 Status ClearFollowerStop(const std::string& dir);
 
-// A kernel boot id (segment.md §9.7): the 16 bytes of
-// /proc/sys/kernel/random/boot_id; all zeros: unknown.
-using BootId = std::array<uint8_t, 16>;
+// BootId (segment.md §9.7): mq/boot_id.h.
 
 // A replica's claim on a leader epoch (§17.9, R53): it began leading in
 // `epoch` on the boot `boot`. Epoch -1: no claim (no file).

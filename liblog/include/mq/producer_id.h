@@ -1,14 +1,16 @@
 // The producer-id registry (format-spec/producer.md §10.3): a stable name
 // (mq-produce --producer-id NAME, or a pipeline's, format-spec/pipeline.md)
-// maps to a numeric producerId kept in the data directory, and a lock held for the whole run keeps two runs with one name
-// from interleaving their sequences.
+// maps to a numeric producerId kept in the data directory, and a lock held
+// for the whole run keeps two runs with one name from interleaving their
+// sequences. Every file it opens, reads, writes, renames and locks goes
+// through the FileSystem seam (mq/file.h).
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <vector>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mq/file.h"
 #include "mq/lock.h"
@@ -26,8 +28,10 @@ class ProducerIdentity {
   // `name`, allocating the next free one on first use: from the root's
   // registry (P8), or, for a replicated topic (`cluster` set), from the
   // cluster's (P10), which gives the name the same id on every root.
+  // Through `fs` (null: the real file system).
   static Result<ProducerIdentity> Acquire(const std::string& data_dir, std::string_view name,
-                                          ClusterStore* cluster = nullptr);
+                                          ClusterStore* cluster = nullptr,
+                                          FileSystem* fs = nullptr);
 
   int64_t id() const { return id_; }
 

@@ -1,11 +1,7 @@
-#include "producer_id.h"
+#include "mq/producer_id.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <algorithm>
 #include <charconv>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -28,24 +24,22 @@ constexpr size_t kMaxIdFileBytes = 32;
 constexpr const char* kStagingFile = "id.tmp";
 
 // Reads a registry file: nullopt if absent, kCorruption if not a number.
-Result<std::optional<int64_t>> ReadId(int dir_fd, const std::string& name,
+Result<std::optional<int64_t>> ReadId(FileSystem* fs, int dir_fd, const std::string& name,
                                       const std::string& label) {
-  auto opened = OpenRegularFileAt(dir_fd, name, O_RDONLY);
+  auto opened = fs->Open(dir_fd, name, FileSystem::kRead);
   if (!opened && opened.error().code() == Code::kNotFound) return std::optional<int64_t>();
   if (!opened) return opened.error();
-  UniqueFd fd = std::move(*opened);
+  // One byte past the limit: a longer file is told from one at the limit.
   char buf[kMaxIdFileBytes + 1];
-  ssize_t n;
-  do {
-    n = ::read(fd.get(), buf, sizeof buf);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoStatus(label, errno);
-  std::string_view text(buf, static_cast<size_t>(n));
+  auto got = (*opened)->ReadAt(0, std::as_writable_bytes(std::span<char>(buf)));
+  if (!got) return got.error();
+  const size_t n = *got;
+  std::string_view text(buf, n);
   if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
   int64_t id = -1;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || id < 0 ||
-      static_cast<size_t>(n) > kMaxIdFileBytes) {
+      n > kMaxIdFileBytes) {
     return Status::Corruption(label, 0, "P8", "not a producer id (one decimal number >= 0)");
   }
   return std::optional<int64_t>(id);
@@ -57,46 +51,48 @@ Result<std::optional<int64_t>> ReadId(int dir_fd, const std::string& name,
 // descriptor until it execs).
 class RegistryLock {
  public:
-  RegistryLock() = default;
+  explicit RegistryLock(FileSystem* fs) : fs_(fs) {}
   RegistryLock(const RegistryLock&) = delete;
   RegistryLock& operator=(const RegistryLock&) = delete;
   ~RegistryLock() {
-    if (fd_ >= 0) (void)FileSystem::Default()->Unlock(fd_);
+    if (fd_ >= 0) (void)fs_->Unlock(fd_);
   }
   Status Take(int dir_fd, const std::string& registry) {
-    Status s = FileSystem::Default()->Lock(dir_fd, LockMode::kExclusive, LockWait::kBlock);
+    Status s = fs_->Lock(dir_fd, LockMode::kExclusive, LockWait::kBlock);
     if (!s.ok()) return Status(s.code(), registry + ": lock: " + s.message());
     fd_ = dir_fd;
     return Status::Ok();
   }
 
  private:
+  FileSystem* fs_;
   int fd_ = -1;
 };
 
-Status WriteId(int dir_fd, const std::string& name, int64_t id) {
+Status WriteId(FileSystem* fs, int dir_fd, const std::string& name, int64_t id) {
   std::string text = fmt::format("{}\n", id);
-  return WriteFileAtomic(dir_fd, name, AsBytes(text), nullptr, kStagingFile);
+  return WriteFileAtomic(dir_fd, name, AsBytes(text), fs, kStagingFile);
 }
 
 // Allocates or looks up the id of `name` under the registry directory lock.
-Result<int64_t> LookUp(int dir_fd, const std::string& name, const std::string& registry) {
-  RegistryLock lock;
+Result<int64_t> LookUp(FileSystem* fs, int dir_fd, const std::string& name,
+                       const std::string& registry) {
+  RegistryLock lock(fs);
   MQ_RETURN_IF_ERROR(lock.Take(dir_fd, registry));
 
   std::string id_file = name + ".id";
-  auto existing = ReadId(dir_fd, id_file, registry + "/" + id_file);
+  auto existing = ReadId(fs, dir_fd, id_file, registry + "/" + id_file);
   if (!existing) return existing.error();
   if (existing->has_value()) return **existing;
 
-  auto next = ReadId(dir_fd, kNextIdFile, registry + "/" + kNextIdFile);
+  auto next = ReadId(fs, dir_fd, kNextIdFile, registry + "/" + kNextIdFile);
   if (!next) return next.error();
   int64_t id = next->value_or(0);
   if (id == INT64_MAX) return Status(Code::kTooLarge, registry + ": producer ids exhausted");
   // The counter first: a crash between the two writes wastes an id, never
   // gives one to two names.
-  MQ_RETURN_IF_ERROR(WriteId(dir_fd, kNextIdFile, id + 1));
-  MQ_RETURN_IF_ERROR(WriteId(dir_fd, id_file, id));
+  MQ_RETURN_IF_ERROR(WriteId(fs, dir_fd, kNextIdFile, id + 1));
+  MQ_RETURN_IF_ERROR(WriteId(fs, dir_fd, id_file, id));
   return id;
 }
 
@@ -104,16 +100,18 @@ Result<int64_t> LookUp(int dir_fd, const std::string& name, const std::string& r
 
 Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
                                                    std::string_view name,
-                                                   ClusterStore* cluster) {
+                                                   ClusterStore* cluster, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
   MQ_RETURN_IF_ERROR(ValidateName(name, "producer id"));
-  auto root = OpenDirectory(data_dir, false);
+  auto root = OpenDirectory(data_dir, false, fs);
   if (!root) return root.error();
-  auto dir = OpenDirectoryAt(root->get(), kRegistryDir, true);
+  auto dir = OpenDirectoryAt(root->get(), kRegistryDir, true, fs);
   if (!dir) return dir.error();
   const std::string registry = data_dir + "/" + kRegistryDir;
   const std::string lock_name = std::string(name) + ".lock";
 
-  auto lock = FileLock::Acquire(dir->get(), lock_name, LockMode::kExclusive, LockWait::kTry);
+  auto lock =
+      FileLock::Acquire(dir->get(), lock_name, LockMode::kExclusive, LockWait::kTry, fs);
   if (!lock && lock.error().code() == Code::kBusy) {
     return Status(Code::kBusy,
                   fmt::format("producer id '{}' is in use by another run ({}/{} is locked)", name,
@@ -123,7 +121,8 @@ Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
   // A replicated topic's ids come from its cluster (P10): the root's
   // registry is neither read nor changed, so what it holds (or what an
   // earlier mq carried into it) never decides a replicated partition's id.
-  auto id = cluster ? cluster->ProducerId(name) : LookUp(dir->get(), std::string(name), registry);
+  auto id = cluster ? cluster->ProducerId(name)
+                    : LookUp(fs, dir->get(), std::string(name), registry);
   if (!id) return id.error();
   return ProducerIdentity(std::move(*lock), *id);
 }
