@@ -46,6 +46,11 @@ struct PartitionReader::Impl {
 
   int64_t cur_base = -1;  // -1: not positioned yet
   std::unique_ptr<File> cur_file;
+  // StateFields::rewrites when cur_file was opened. A truncation removes
+  // segments and the appends after it create new files of the same names:
+  // while the counter stays there the name still holds that file, once it
+  // moved the file is opened again (segment.md §9.4).
+  uint32_t cur_file_rewrites = 0;
   uint64_t pos = 0;       // next batch
   uint64_t last_pos = 0;  // batch last returned
   std::optional<uint64_t> corrupt_at;
@@ -272,6 +277,7 @@ Status PartitionReader::Impl::OpenSegment(int64_t base) {
   if (!f) return f.error();
   cur_file = std::move(*f);
   cur_base = base;
+  cur_file_rewrites = fields.rewrites;
   auto bound = SegmentBound(base);
   if (!bound) return bound.error();
   cursor.Reset(cur_file.get(), name, *bound);
@@ -280,7 +286,9 @@ Status PartitionReader::Impl::OpenSegment(int64_t base) {
 }
 
 Status PartitionReader::Impl::PositionAt(int64_t base, uint64_t position) {
-  if (base != cur_base || !cur_file) {
+  if (base != cur_base || !cur_file || fields.rewrites != cur_file_rewrites) {
+    // Another segment, or the same name after a rewrite: a truncation may
+    // have removed the file held and an append created the segment again.
     MQ_RETURN_IF_ERROR(OpenSegment(base));
   } else {
     // Same file: drop buffered bytes (the log may have been truncated and

@@ -1182,6 +1182,67 @@ TEST_CASE("R59 readers that position or read again between a truncation's histor
   }
 }
 
+// A truncation to a segment's base offset removes that segment, and the
+// appends after it create a new file of the same name (the segment before
+// is full). A reader that had opened the removed file (it read into it, or
+// stopped there at the cut of the truncation under way) goes back into the
+// segment when it finds its offset again: it reads the new file, never
+// the removed one it held (segment.md §9.4). One segment a batch; offset
+// o of append "a" has timestamp 1000 + o, of "b" 2000 + o (a batch's max
+// timestamp is its last record's).
+TEST_CASE("R59 a reader that goes back into a segment a truncation removed and appends created "
+          "again reads the new file, not the removed one it held") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  HistoryStepFs fs;
+  LogConfig config;
+  config.fs = &fs;
+  config.segment_bytes = 1;  // every batch rolls: one segment a batch
+  auto w = PartitionWriter::Open(dir, config, true, nullptr);
+  REQUIRE(w);
+  auto append = [&](int64_t gen, int records) {
+    const int64_t o = (*w)->log_end_offset();
+    auto b = MakeBatch(records, gen * 1000 + o);
+    REQUIRE((*w)->Append(b));
+  };
+  for (int i = 0; i < 5; ++i) append(1, 1);  // a0..a4, segment 4 holds a4
+  const std::vector<std::pair<int64_t, int64_t>> a = {
+      {0, 1000}, {1, 1001}, {2, 1002}, {3, 1003}, {4, 1004}};
+  // b4..b5 in one batch, longer than a4: the new segment 4 is longer
+  // than the removed one.
+  const std::vector<std::pair<int64_t, int64_t>> b = {{4, 2005}};
+
+  SECTION("a reader stopped at the cut of a truncation under way, in the segment it removes") {
+    Tracked r;
+    fs.hook = [&] {  // the entry for the cut at 4 is written, not published
+      r.Open(dir);
+      r.Drain();  // a0..a3, then stops before a4, segment 4 open
+    };
+    REQUIRE((*w)->TruncateTo(4).ok());
+    REQUIRE(fs.hook == nullptr);
+    CHECK(r.got == std::vector<std::pair<int64_t, int64_t>>(a.begin(), a.begin() + 4));
+    append(2, 2);  // b4..b5: a new segment 4
+    r.Drain();
+    CHECK(r.got == LogFrom(dir, 0));
+    CHECK(r.got.back() == b.back());
+    CHECK(r.next == 6);
+  }
+
+  SECTION("a reader that handed out the removed segment's records") {
+    Tracked r;
+    r.Open(dir);
+    r.Drain();  // a0..a4, segment 4 open
+    CHECK(r.got == a);
+    REQUIRE((*w)->TruncateTo(4).ok());
+    append(2, 2);  // b4..b5: a new segment 4
+    r.Drain();  // back to the cut at 4 (TakeCut), then b4..b5
+    auto want = a;
+    want.push_back(b.back());
+    CHECK(r.got == want);
+    CHECK(r.next == 6);
+  }
+}
+
 // Appends, truncations (each stopped between its history entry and its
 // publication while readers act), and readers that open, read, close and
 // reopen (SeekAfter with their trail) at random steps. Each reader hands
