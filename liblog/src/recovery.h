@@ -40,7 +40,6 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
 // R40: a truncation is written down before the log changes (segment.md
 // §6.5). `truncate-to` holds the log end offset the truncation leaves; the
 // next writer to open the partition completes it before anything else.
-using format::kTruncateIntentName;  // forwarding: removed once callers move
 // Writes the intent atomically (format-spec/layout.md §1.5; with `sync`
 // fsynced, and the directory too).
 Status WriteTruncateIntent(int dir_fd, FileSystem* fs, int64_t end, bool sync);
@@ -59,8 +58,6 @@ Status RemoveTruncateIntent(int dir_fd, FileSystem* fs, bool sync);
 // past the cut again, and a reader positioned at a `rewrites` value knows
 // exactly the cuts made since (§9.4).
 // At most format::kMaxTruncations entries are kept (the oldest go first).
-using format::kTruncationsName;  // forwarding: removed once callers move
-using format::kMaxTruncations;   // forwarding: removed once callers move
 struct TruncationRecord {
   int64_t end = 0;      // the log end offset the truncation left
   int64_t time_ms = 0;  // when it was made
@@ -80,7 +77,7 @@ Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs
                                                       const std::string& dir);
 // Adds a truncation to `end` at `time_ms`, made by the publication of
 // `rewrites`: the entries ending at or past `end` go (the new one covers
-// them), the oldest go past kMaxTruncations, and the file is replaced
+// them), the oldest go past format::kMaxTruncations, and the file is replaced
 // atomically (with `sync`, durably).
 Status RecordTruncation(int dir_fd, FileSystem* fs, const std::string& dir, int64_t end,
                         int64_t time_ms, uint32_t rewrites, bool sync);

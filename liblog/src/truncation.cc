@@ -37,7 +37,7 @@ Result<CompletedIntent> CompleteTruncateIntent(const PartitionDir& d, bool liste
   if (!cut) return cut.error();
   MQ_RETURN_IF_ERROR(ApplyPlannedCut(d, *segments, *cut));
   report->repaired.push_back(
-      {kTruncateIntentName, 0, "R40",
+      {format::kTruncateIntentName, 0, "R40",
        fmt::format("an interrupted truncation to offset {} was completed", cut->end)});
   done.truncated_to = cut->end;
   // The leader epochs that start at or past the cut went with its batches

@@ -63,7 +63,7 @@ TEST_CASE("R40 log loader: an interrupted truncation is completed before the log
   CHECK(v.Repaired("R40"));
   CHECK(v.view.fields.log_end_offset == 4);
   CHECK(test::ReadAll(dir).back().second == 3);
-  CHECK_FALSE(test::Exists(dir + "/" + kTruncateIntentName));
+  CHECK_FALSE(test::Exists(dir + "/" + format::kTruncateIntentName));
 }
 
 TEST_CASE("R37 log loader: the epochs are loaded at open for a writer stamping one, or when a "

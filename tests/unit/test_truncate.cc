@@ -870,7 +870,7 @@ TEST_CASE("R59 truncation history: each cut is recorded with its time, later low
     REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 100 + i, 5000 + i, 10 + i, false).ok());
   h = ReadTruncations(dir->get(), nullptr, tmp.path());
   REQUIRE(h);
-  CHECK(h->size() == kMaxTruncations);
+  CHECK(h->size() == format::kMaxTruncations);
   CHECK(h->back().end == 199);
 
   auto text = [](std::string_view t) {
@@ -1019,7 +1019,7 @@ class HistoryStepFs : public FileSystemWrapper {
   std::function<void()> hook;
   Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
     Status s = FileSystemWrapper::Rename(dir_fd, from, to);
-    if (s.ok() && to == kTruncationsName && hook) std::exchange(hook, nullptr)();
+    if (s.ok() && to == format::kTruncationsName && hook) std::exchange(hook, nullptr)();
     return s;
   }
 };

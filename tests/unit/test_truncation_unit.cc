@@ -37,7 +37,7 @@ TEST_CASE("R40 truncation unit: a cut is written down and published before anyth
   REQUIRE(CommitCut(&v.view, *cut).ok());
   // Written down (R59 history naming the rewrites value, R40 intent, R38
   // high watermark) and published; nothing cut yet.
-  CHECK(test::Exists(dir + "/" + kTruncateIntentName));
+  CHECK(test::Exists(dir + "/" + format::kTruncateIntentName));
   auto history = ReadTruncations(v.view.fd(), v.view.fs, dir);
   REQUIRE(history);
   REQUIRE(history->size() == 1);
@@ -56,7 +56,7 @@ TEST_CASE("R40 truncation unit: a cut is written down and published before anyth
   REQUIRE(listed);
   CHECK(listed->back() == cut->keep);
   CHECK(test::ReadAll(dir).back().second == 11);
-  CHECK_FALSE(test::Exists(dir + "/" + kTruncateIntentName));
+  CHECK_FALSE(test::Exists(dir + "/" + format::kTruncateIntentName));
   CHECK(v.view.segments.back() == cut->keep);
 }
 
@@ -86,9 +86,9 @@ TEST_CASE("R40 truncation unit: an intent left behind is completed and reported,
   REQUIRE(report.repaired.size() == 1);
   CHECK(report.repaired[0].rule == "R40");
   CHECK(segments->size() < before);
-  CHECK(test::Exists(dir + "/" + kTruncateIntentName));  // FinishCut removes it
+  CHECK(test::Exists(dir + "/" + format::kTruncateIntentName));  // FinishCut removes it
   REQUIRE(FinishCut(d).ok());
-  CHECK_FALSE(test::Exists(dir + "/" + kTruncateIntentName));
+  CHECK_FALSE(test::Exists(dir + "/" + format::kTruncateIntentName));
 }
 
 TEST_CASE("R56 truncation unit: a cut decided in an older leader epoch is fenced") {
