@@ -146,7 +146,7 @@ Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits,
 // R25's cheap check of a rolled segment's indexes: sizes are multiples of
 // the entry size, the last time entry's offset lies in [base, next_base),
 // and the last offset entry points at a batch with that last offset. (The
-// active segment's get the same checks in PartitionWriter's OpenActive.)
+// active segment's get the same checks in PartitionView::OpenActive.)
 // Index files that cannot be mapped are not right (false); a failure to
 // read the log is returned.
 Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,

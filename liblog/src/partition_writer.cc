@@ -16,6 +16,7 @@
 #include "log_loader.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
+#include "offset_order.h"
 #include "partition_view.h"
 #include "truncation.h"
 #include "writer_lock.h"
@@ -259,12 +260,13 @@ Result<AppendResult> PartitionWriter::Impl::Commit(std::span<std::byte> batches,
 Status PartitionWriter::Impl::CheckReplicated(const std::vector<Piece>& pieces) {
   int64_t next = fields.log_end_offset;
   EpochState::Replicated starts(epochs);
-  const bool contiguous = config.offsets == OffsetPolicy::kContiguous;
   for (const Piece& p : pieces) {
     const BatchHeader& h = p.header;
     const bool first = &p == &pieces.front();
-    if (first ? h.base_offset != next
-              : (contiguous ? h.base_offset != next : h.base_offset < next))
+    // The first batch continues the log exactly; the others follow each
+    // other as the log's offsets allow (R10, R26: offset_order.h).
+    if (StepOf(h.base_offset, next, first ? OffsetPolicy::kContiguous : config.offsets) !=
+        OffsetStep::kFollows)
       return Status(Code::kOutOfOrder,
                     fmt::format("{}: replicated batch at {} starts at offset {}; the log {} {}",
                                 dir, p.at, h.base_offset,

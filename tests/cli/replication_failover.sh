@@ -132,8 +132,11 @@ one_run() {
     if ((i == kill_at - 1 || i == kill_at + 2)); then ingest_upto "$i" || true; fi
   done
   if ((away >= 0)); then
+    # The run ended before the old leader returned (kill_at + 5 > n): it
+    # returns now, and leads again or follows like the others.
     mv "${r[$away]}.away" "${r[$away]}"
     start_follower "$away"
+    away=-1
     "$ISR" --cluster "$cl" elect >/dev/null 2>&1 || true
   fi
   if ((stalled)); then

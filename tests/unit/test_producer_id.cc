@@ -105,7 +105,9 @@ TEST_CASE("P8 producer-id registry: a damaged registry file is corruption naming
     CHECK(Slurp(tmp / "producers/next-producer-id") == "1\n");
   }
   // 32 bytes (a number and its newline) is the most a registry file holds.
-  Spit(tmp / "producers/ingestA.id", std::string(18, '0') + "7\n");
+  std::string padded(18, '0');
+  padded.append("7\n");  // appended: g++ 12 warns falsely on a temporary + a literal
+  Spit(tmp / "producers/ingestA.id", padded);
   CHECK(ProducerIdentity::Acquire(tmp.path(), "ingestA").value().id() == 7);
   Spit(tmp / "producers/next-producer-id", "x");
   auto next = ProducerIdentity::Acquire(tmp.path(), "ingestB");
