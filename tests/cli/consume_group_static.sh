@@ -50,6 +50,10 @@ echo "a owns $A, b owns $B"
 [[ -n $A && -n $B ]] || fail "a owns '$A', b owns '$B'"
 # b's changes of assignment and of partitions (taken, released).
 b_changes() { grep -cE 'is assigned partitions|: resuming at|: no committed offset|: released$' "$WORK/b.err"; }
+# Counted once b has taken each of its partitions (a line each for where it
+# starts), so that only later changes count.
+b_started() { (($(grep -cE ': resuming at|: no committed offset' "$WORK/b.err") >= $(tr ',' '\n' <<<"$B" | wc -l))); }
+wait_for "b takes its partitions" "$WORK/b.err" b_started
 b_lines=$(b_changes)
 wait_for "a prints r1 of its partitions" "$WORK/a1.err" \
   test "$(grep -c '^[0-9] r1-' "$WORK/a1.out")" -ge "$(tr ',' '\n' <<<"$A" | wc -l)"
