@@ -365,18 +365,27 @@ Status GroupMember::Beat(int64_t now_ms) {
   return WriteHeartbeat(mono);
 }
 
+Result<UniqueFd> GroupMember::BeatAndList(int64_t mono, std::vector<std::string>* files) {
+  // Our own heartbeat before anyone else's: of two members continued after
+  // a common stop, the second to look finds the first one's (R69).
+  MQ_RETURN_IF_ERROR(Beat(mono));
+  auto listed = group_->ListMemberFiles();
+  if (!listed) return listed.error();
+  *files = std::move(*listed);
+  // Our own file is there: so is the directory, opened once for the probes.
+  return OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+}
+
 Status GroupMember::WhileLockedOut(int64_t mono_ms) {
   if (group_ == nullptr) return Status(Code::kInvalidArgument, "not a member");
   if (interrupt_ != nullptr && *interrupt_ != 0)
     return Status(Code::kBusy, fmt::format("interrupted while waiting for {}/{}",
                                            group_->path(), kGroupCommitLock));
   const int64_t mono = mono_ms == kNoTimestamp ? MonotonicNowMs() : mono_ms;
-  MQ_RETURN_IF_ERROR(Beat(mono));
-  auto files = group_->ListMemberFiles();
-  if (!files) return files.error();
-  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+  std::vector<std::string> files;
+  auto members = BeatAndList(mono, &files);
   if (!members) return members.error();
-  for (const std::string& id : *files) {
+  for (const std::string& id : files) {
     if (id == id_) continue;
     auto alive =
         IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, group_->fs());
@@ -394,14 +403,10 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
   view.fenced = std::exchange(fenced_waiting_, {});
   const int64_t now = now_ms == kNoTimestamp ? WallMs() : now_ms;
   const int64_t mono = mono_ms == kNoTimestamp ? MonotonicNowMs() : mono_ms;
-  // Our own heartbeat before anyone else's: of two members continued after
-  // a common stop, the second to look finds the first one's (R69).
-  MQ_RETURN_IF_ERROR(Beat(mono));
-  auto files = group_->ListMemberFiles();
-  if (!files) return files.error();
-  // Our own file is there: so is the directory, opened once for the probes.
-  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+  std::vector<std::string> storage;
+  auto members = BeatAndList(mono, &storage);
   if (!members) return members.error();
+  const std::vector<std::string>* files = &storage;
   if (session_timeout_ms_ > 0 && now - lease_written_ms_ >= LeaseRefreshMs(session_timeout_ms_)) {
     MQ_RETURN_IF_ERROR(
         WriteMemberLease(members->get(), id_, {session_timeout_ms_, now}, group_->fs()));

@@ -301,6 +301,9 @@ class GroupMember {
   GroupMember() = default;
   void WriteOwnNote() const;
   Status WriteHeartbeat(int64_t mono);
+  // What a poll and WhileLockedOut begin with: Beat, the member files'
+  // ids in `files`, and the members directory, opened.
+  Result<UniqueFd> BeatAndList(int64_t mono, std::vector<std::string>* files);
   // R69 for live member `note.id`: a heartbeat that WatchHeartbeat finds
   // stuck fences it (listed in `fenced`); `watches` collects what this
   // Poll read of each live member's heartbeat.
