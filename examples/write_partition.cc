@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "exit_code.h"  // tools/common: a status's exit status (sysexits)
 #include "mq/batch.h"
 #include "mq/partition.h"
 #include "mq/topic.h"
@@ -31,7 +32,7 @@ mq::Bytes AsBytes(std::string_view s) { return std::as_bytes(std::span(s.data(),
 
 int Fail(const mq::Status& s) {
   std::fprintf(stderr, "mq-example-write: %s\n", s.message().c_str());
-  return s.exit_code();
+  return mq::cli::ExitCode(s);
 }
 
 struct Pending {

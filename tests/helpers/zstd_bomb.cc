@@ -10,6 +10,7 @@
 #include <string>
 
 #include "batch_test_util.h"
+#include "exit_code.h"  // tools/common: a status's exit status
 #include "mq/file.h"
 #include "mq/partition.h"
 
@@ -37,17 +38,17 @@ int main(int argc, char** argv) {
   auto writer = mq::PartitionWriter::Open(path, mq::LogConfig{}, false, &report);
   if (!writer) {
     std::fprintf(stderr, "%s\n", writer.error().message().c_str());
-    return writer.error().exit_code();
+    return mq::cli::ExitCode(writer.error());
   }
   auto appended = (*writer)->Append(batch);
   if (!appended) {
     std::fprintf(stderr, "%s\n", appended.error().message().c_str());
-    return appended.error().exit_code();
+    return mq::cli::ExitCode(appended.error());
   }
   mq::Status closed = (*writer)->Close();
   if (!closed.ok()) {
     std::fprintf(stderr, "%s\n", closed.message().c_str());
-    return closed.exit_code();
+    return mq::cli::ExitCode(closed);
   }
   return 0;
 }

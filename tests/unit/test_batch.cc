@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "exit_code.h"  // tools/common: a status's exit status
 #include "batch_test_util.h"
 
 using mq::test::FixCrc;
@@ -154,7 +155,7 @@ TEST_CASE("R5 attributes: bits 7-15 and codecs 5-7 are unsupported, not corrupt,
     INFO("attributes " << bad);
     mq::Status s = ParseStatus(b);
     CHECK(s.code() == mq::Code::kUnsupported);
-    CHECK(s.exit_code() == 65);
+    CHECK(mq::cli::ExitCode(s) == 65);
     CHECK(s.message().find(": R5: unsupported ") != std::string::npos);
     CHECK(s.message().find("position 1234") != std::string::npos);
   }

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "coding.h"
+#include "exit_code.h"  // tools/common: a status's exit status
 #include "group_carry.h"  // tools/common: what mq-replicate carries
 #include "mq/crc32c.h"
 #include "mq/group.h"
@@ -161,7 +162,7 @@ TEST_CASE("lock: a try-lock fails while another descriptor holds the lock, and i
   REQUIRE(!b);
   CHECK(b.error().code() == Code::kBusy);
   CHECK_THAT(b.error().message(), Catch::Contains("x.lock"));
-  CHECK(b.error().exit_code() == 75);
+  CHECK(cli::ExitCode(b.error()) == 75);
   auto s = FileLock::Acquire(dir->get(), "x.lock", LockMode::kShared, LockWait::kTry);
   CHECK(!s);
   CHECK(*IsLocked(dir->get(), "x.lock", LockMode::kShared));
@@ -383,7 +384,7 @@ TEST_CASE("lock: the writer lock is a FileLock: an exclusive flock on writer.loc
 TEST_CASE("lock: NFS is refused with a clear error, and a local file system is not") {
   Status nfs = CheckFileSystemType(kNfsSuperMagic, "/mnt/data");
   CHECK(nfs.code() == Code::kPermission);
-  CHECK(nfs.exit_code() == 77);
+  CHECK(cli::ExitCode(nfs) == 77);
   CHECK_THAT(nfs.message(), Catch::Contains("/mnt/data") && Catch::Contains("NFS"));
   CHECK(CheckFileSystemType(0xEF53 /* ext4 */, "/x").ok());
   TempDir tmp;
@@ -417,7 +418,7 @@ TEST_CASE("R29 offsets file: the worked example's bytes, and every header rule")
   CHECK_THAT(s.message(), Catch::Contains("magic"));
   s = rule(bytes, 5, 2, false);  // version 2: a later format
   CHECK(s.code() == Code::kUnsupported);
-  CHECK(s.exit_code() == 65);
+  CHECK(cli::ExitCode(s) == 65);
   CHECK(rule(bytes, 5, 0, false).rule() == "R29");  // version 0
   CHECK(rule(bytes, 7, 1, false).rule() == "R29");  // reserved
   s = rule(bytes, 60, 0x41, false);  // a topic byte: crc
@@ -491,7 +492,7 @@ TEST_CASE("R12 group names: a group's name follows the topic name rule") {
     auto g = Group::Open(dir, bad, true);
     REQUIRE(!g);
     CHECK(g.error().code() == Code::kInvalidArgument);
-    CHECK(g.error().exit_code() == 64);
+    CHECK(cli::ExitCode(g.error()) == 64);
   }
   CHECK(!Group::Open(dir, std::string(250, 'g'), true));
   CHECK(Group::Open(dir, std::string(249, 'g'), true));
@@ -818,7 +819,7 @@ TEST_CASE("R32 atomic update: a corrupt offsets file is reported, never read as 
     auto r = g.Read();
     REQUIRE(!r);
     CHECK(r.error().code() == Code::kCorruption);
-    CHECK(r.error().exit_code() == 65);
+    CHECK(cli::ExitCode(r.error()) == 65);
     CHECK(r.error().file() == file);
     CHECK_THAT(r.error().message(), Catch::Contains(file) && Catch::Contains("R29"));
     Status c = g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1);
@@ -842,7 +843,7 @@ TEST_CASE("R33 group locks: reset and delete are refused while a member holds gr
   REQUIRE(g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1).ok());
   Status reset = g.Commit(One("orders", 0, 0), "", CommitKind::kReset, kT + 2);
   CHECK(reset.code() == Code::kBusy);
-  CHECK(reset.exit_code() == 75);
+  CHECK(cli::ExitCode(reset) == 75);
   CHECK_THAT(reset.message(), Catch::Contains("live members") && Catch::Contains("group.lock"));
   Status del = DeleteGroup(dir, "g");
   CHECK(del.code() == Code::kBusy);

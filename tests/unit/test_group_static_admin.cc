@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "exit_code.h"  // tools/common: a status's exit status
 #include "mq/assignment.h"
 #include "mq/group_member.h"
 #include "mq/group_status.h"
@@ -81,7 +82,7 @@ TEST_CASE("static admin: an absent static member in its session refuses a reset 
   // Nothing holds group.lock, yet each admin write is refused (75).
   const Status busy = f.group->CheckNoAbsentMembers();
   CHECK(busy.code() == Code::kBusy);
-  CHECK(busy.exit_code() == 75);
+  CHECK(cli::ExitCode(busy) == 75);
   CHECK_THAT(busy.message(), Catch::Contains("has live members") &&
                                  Catch::Contains("static member a ") &&
                                  Catch::Contains("members/a.lease"));

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 
+#include "exit_code.h"  // tools/common: a status's exit status
 #include "mq/group_member.h"
 #include "mq/group_status.h"
 #include "mq/partition.h"
@@ -339,7 +340,7 @@ TEST_CASE("group status: an offset plan is kafka-consumer-groups' CSV, written a
     INFO(bad);
     REQUIRE_FALSE(r);
     CHECK(r.error().code() == Code::kCorruption);
-    CHECK(r.error().exit_code() == 65);
+    CHECK(cli::ExitCode(r.error()) == 65);
     CHECK_THAT(r.error().message(), Catch::StartsWith("plan.csv:"));
   }
 }

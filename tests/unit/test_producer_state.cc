@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "exit_code.h"  // tools/common: a status's exit status
 #include "mq/file.h"
 #include "producer_state.h"
 
@@ -136,7 +137,7 @@ TEST_CASE("P3 sequence: a gap or a replayed sequence is out of order") {
   auto gap = t.CheckAppend(Batch(1, 0, 6, 1));
   REQUIRE_FALSE(gap.has_value());
   CHECK(gap.error().code() == Code::kOutOfOrder);
-  CHECK(gap.error().exit_code() == 65);
+  CHECK(cli::ExitCode(gap.error()) == 65);
   CHECK_THAT(gap.error().message(), Catch::Contains("expected 5"));
   auto back = t.CheckAppend(Batch(1, 0, 2, 1));
   REQUIRE_FALSE(back.has_value());

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "exit_code.h"  // tools/common: a status's exit status
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
 #include "recovery.h"
@@ -411,7 +412,7 @@ TEST_CASE("leader epoch: a writer whose epoch is below the latest is fenced, eve
   auto r = old_leader->Append(b);
   REQUIRE(!r);
   CHECK(r.error().code() == Code::kFenced);
-  CHECK(r.error().exit_code() == 75);
+  CHECK(cli::ExitCode(r.error()) == 75);
   CHECK_THAT(r.error().message(), Catch::Contains("no longer the leader"));
   CHECK(Epochs(dir) == std::vector<int32_t>{4, 5});
   auto later = PartitionWriter::Open(dir, [] { LogConfig c = SmallSegments(); c.leader_epoch = 4; return c; }(), false, nullptr);

@@ -24,6 +24,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_usage.h"
+#include "exit_code.h"
 #include "mq/file.h"
 #include "mq/version.h"
 
@@ -51,7 +52,7 @@ void Warn(std::string_view message) { Eprint("{}: {}\n", ProgramName(), message)
 
 int Fail(const Status& status) {
   Warn(status.message());
-  return status.exit_code();
+  return ExitCode(status);
 }
 
 CLI::Option* AddDirOption(CLI::App& app, std::string* dir, bool required) {

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "envelope.h"
+#include "exit_code.h"
 #include "mq/group.h"
 #include "mq/group_member.h"
 #include "replica.h"
@@ -221,7 +222,7 @@ Status Dispatcher::HandleNow(int32_t partition, std::span<const Message> message
   // Whatever stopped the unit (an append to the output or dead-letter
   // topic that failed, a transform that is not deterministic) leaves it
   // unhandled: nothing is handed over (healthy() is false) or committed.
-  if (!s.ok()) SetExit(s.exit_code());
+  if (!s.ok()) SetExit(cli::ExitCode(s));
   // What was handled counts: the unit, or the part of a split batch
   // handled alone before a stop cut it short (R72), with its dead letters;
   // the rest is run again by the next owner.
@@ -378,7 +379,7 @@ void Dispatcher::Work() {
     // output or dead-letter topic that failed, a transform that is not
     // deterministic) leaves it unhandled, and the run unhealthy, so that no
     // partition is handed over past it.
-    if (!d.status.ok()) SetExit(d.status.exit_code());
+    if (!d.status.ok()) SetExit(cli::ExitCode(d.status));
     lk.lock();
     lane->running = false;
     --running_;

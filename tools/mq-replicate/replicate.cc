@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "exit_code.h"
 #include "mq/group.h"
 #include "mq/lock.h"
 #include "group_carry.h"
@@ -163,7 +164,7 @@ class Follower {
     if (!FollowerRecordsStop(s, lock_busy_)) return s;
     if (lock_.is_open()) {
       Status r = RecordFollowerStop(PartitionDir(root_),
-                                    FollowerStop{Clock::Real()->NowMs(), s.exit_code()});
+                                    FollowerStop{Clock::Real()->NowMs(), cli::ExitCode(s)});
       if (r.ok()) return s;
       if (!o_.quiet) cli::Warn(fmt::format("{}: {}", Name(), r.message()));
     }

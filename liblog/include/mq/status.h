@@ -4,6 +4,8 @@
 // and byte position where it was found plus the format-spec rule it breaks.
 // Result<T> holds a T or a non-OK Status. Method names follow tl::expected
 // (has_value, value, error) so a later switch to std::expected is a rename.
+// The exit status a tool ends with for a Status is the tools' decision
+// (tools/common/exit_code.h).
 #pragma once
 
 #include <cstdint>
@@ -67,11 +69,6 @@ class Status {
   const std::string& rule() const { return detail_ ? detail_->rule : Empty(); }
   const std::string& file() const { return detail_ ? detail_->file : Empty(); }
   uint64_t position() const { return detail_ ? detail_->position : 0; }
-
-  // Exit code per sysexits(3): 0, 64 usage, 65 data, 66 noinput, 69
-  // unavailable, 70 software, 71 oserr (out of memory), 74 ioerr, 75
-  // tempfail, 77 noperm.
-  int exit_code() const;
 
  private:
   // An OK status is one byte and a null pointer: returned on every hot
