@@ -263,4 +263,32 @@ constexpr size_t kSnapshotsKept = 2;
 // less than this much of the active segment (the next open replays them).
 constexpr uint64_t kSnapshotReplayBytes = 256 << 10;
 
+// --- groups (lib-leftovers)
+// §14.2 The offsets file's byte table (big-endian), R29.
+constexpr uint32_t kGroupOffsetsMagic = 0x4D51474F;  // "MQGO"
+constexpr int16_t kGroupOffsetsVersion = 1;
+constexpr size_t kGroupOffsetsHeaderSize = 48;
+constexpr size_t kGroupOffsetEntryFixedSize = 36;  // an entry without its two names
+constexpr uint64_t kMaxGroupOffsetsBytes = 64ull << 20;  // R29
+// §14.1 Names inside the data directory (the offsets file's own name,
+// `offsets`, is mq::kGroupOffsetsFile in mq/group.h: tools read it too).
+constexpr const char* kGroupsDir = "groups";
+constexpr const char* kGroupOffsetsStaging = "offsets.tmp";
+constexpr const char* kGroupCommitLock = "commit.lock";
+constexpr const char* kGroupLock = "group.lock";
+constexpr const char* kGroupMembersDir = "members";
+constexpr const char* kGroupPartitionsDir = "partitions";
+// §14.5 partitions/<topic>: a slot of kOwnershipSlotSize bytes per
+// partition, slot p at byte p * kOwnershipSlotSize. Its byte
+// kOwnershipLockOffset is the owner's lock, its byte kHandlerLockOffset its
+// handlers' lock, and its owner writes the member id and '\n' at its start.
+constexpr uint64_t kOwnershipSlotSize = 256;
+constexpr uint64_t kOwnershipLockOffset = 0;
+constexpr uint64_t kHandlerLockOffset = 1;
+static_assert(249 + 1 <= kOwnershipSlotSize, "a member id (R12) and its newline fit a slot");
+static_assert(kOwnershipLockOffset != kHandlerLockOffset &&
+                  kOwnershipLockOffset < kOwnershipSlotSize &&
+                  kHandlerLockOffset < kOwnershipSlotSize,
+              "a slot holds its two lock bytes");
+
 }  // namespace mq::format

@@ -31,8 +31,28 @@ namespace mq {
 static_assert(kMaxGroupPartition + 1 == format::kMaxTopicPartitions);
 
 using namespace coding;
+using format::kGroupCommitLock;
+using format::kGroupLock;
+using format::kGroupMembersDir;
+using format::kGroupOffsetEntryFixedSize;
+using format::kGroupOffsetsHeaderSize;
+using format::kGroupOffsetsMagic;
+using format::kGroupOffsetsStaging;
+using format::kGroupOffsetsVersion;
+using format::kGroupPartitionsDir;
+using format::kGroupsDir;
+using format::kMaxGroupOffsetsBytes;
+using format::kOwnershipSlotSize;
 
 namespace {
+
+// §14.5 The bytes of partition p's slot its owner and its handlers lock.
+constexpr uint64_t OwnershipLockByte(int32_t p) {
+  return static_cast<uint64_t>(p) * kOwnershipSlotSize + format::kOwnershipLockOffset;
+}
+constexpr uint64_t HandlerLockByte(int32_t p) {
+  return static_cast<uint64_t>(p) * kOwnershipSlotSize + format::kHandlerLockOffset;
+}
 
 // §14.2 header field positions.
 constexpr size_t kMagicAt = 0;

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "format.h"
 #include "mq/assignment.h"
 #include "mq/member_lease.h"
 #include "mq/topic.h"
@@ -241,7 +242,7 @@ Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
   if (!group_lock && group_lock.error().code() == Code::kBusy)
     return Status(Code::kBusy, fmt::format("group \"{}\" is being reset or deleted ({}/{} is "
                                            "locked exclusively)",
-                                           group->name(), group->path(), kGroupLock));
+                                           group->name(), group->path(), format::kGroupLock));
   if (!group_lock) return group_lock.error();
   m.group_lock_ = std::move(*group_lock);
   auto member_lock = Retry(wait_ms, [&] { return group->LockMember(m.id_, LockWait::kTry); });
@@ -254,7 +255,7 @@ Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
   // A heartbeat an earlier holder of the id left is not this member's
   // (R69): gone before the note makes it live.
   {
-    auto members = OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false, group->fs());
+    auto members = OpenDirectoryAt(group->dir_fd(), format::kGroupMembersDir, false, group->fs());
     if (!members) return members.error();
     MQ_RETURN_IF_ERROR(RemoveMemberHeartbeat(members->get(), m.id_, group->fs()));
   }
@@ -326,7 +327,7 @@ Status GroupMember::KeepSession(int64_t session_timeout_ms, int64_t now_ms) {
                   fmt::format("session timeout {} ms: 1 to {}", session_timeout_ms,
                               kMaxSessionTimeoutMs));
   if (group_ == nullptr) return Status(Code::kInvalidArgument, "not a member");
-  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+  auto members = OpenDirectoryAt(group_->dir_fd(), format::kGroupMembersDir, false, group_->fs());
   if (!members) return members.error();
   const int64_t now = now_ms == kNoTimestamp ? WallMs() : now_ms;
   MQ_RETURN_IF_ERROR(
@@ -350,7 +351,7 @@ Status GroupMember::KeepHeartbeat(int64_t deadline_ms, int64_t now_ms) {
 Status GroupMember::WriteHeartbeat(int64_t mono) {
   auto hb = OwnHeartbeat(heartbeat_deadline_ms_, mono);
   if (!hb) return hb.error();
-  auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+  auto members = OpenDirectoryAt(group_->dir_fd(), format::kGroupMembersDir, false, group_->fs());
   if (!members) return members.error();
   MQ_RETURN_IF_ERROR(WriteMemberHeartbeat(members->get(), id_, *hb, group_->fs()));
   heartbeat_written_ms_ = mono;
@@ -373,14 +374,14 @@ Result<UniqueFd> GroupMember::BeatAndList(int64_t mono, std::vector<std::string>
   if (!listed) return listed.error();
   *files = std::move(*listed);
   // Our own file is there: so is the directory, opened once for the probes.
-  return OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+  return OpenDirectoryAt(group_->dir_fd(), format::kGroupMembersDir, false, group_->fs());
 }
 
 Status GroupMember::WhileLockedOut(int64_t mono_ms) {
   if (group_ == nullptr) return Status(Code::kInvalidArgument, "not a member");
   if (interrupt_ != nullptr && *interrupt_ != 0)
     return Status(Code::kBusy, fmt::format("interrupted while waiting for {}/{}",
-                                           group_->path(), kGroupCommitLock));
+                                           group_->path(), format::kGroupCommitLock));
   const int64_t mono = mono_ms == kNoTimestamp ? MonotonicNowMs() : mono_ms;
   std::vector<std::string> files;
   auto members = BeatAndList(mono, &files);
@@ -579,7 +580,7 @@ void GroupMember::Leave() {
     // Best effort: a file left behind is removed by the next Poll of any
     // member (RemoveDeadMember). A static member's session starts now: its
     // lease says when it stopped, and its note stays for its subscription.
-    auto members = OpenDirectoryAt(group_->dir_fd(), kGroupMembersDir, false, group_->fs());
+    auto members = OpenDirectoryAt(group_->dir_fd(), format::kGroupMembersDir, false, group_->fs());
     if (members && heartbeat_deadline_ms_ > 0)
       (void)RemoveMemberHeartbeat(members->get(), id_, group_->fs());
     if (members && session_timeout_ms_ > 0) {

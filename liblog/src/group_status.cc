@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "format.h"
 #include "mq/assignment.h"
 #include "mq/consumer.h"
 #include "mq/file.h"
@@ -53,10 +54,10 @@ std::string ReadNoteAt(int fd, uint64_t at, size_t max = 1024) {
 Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
     const Group& group, std::optional<std::string_view> topic, std::set<std::string>* read) {
   std::map<std::pair<std::string, int32_t>, std::string> out;
-  auto partitions = OpenDirectoryAt(group.dir_fd(), kGroupPartitionsDir, false, group.fs());
+  auto partitions = OpenDirectoryAt(group.dir_fd(), format::kGroupPartitionsDir, false, group.fs());
   if (!partitions && partitions.error().code() == Code::kNotFound) return out;
   if (!partitions) return partitions.error();
-  const std::string base = group.path() + "/" + kGroupPartitionsDir;
+  const std::string base = group.path() + "/" + format::kGroupPartitionsDir;
   auto topics = ListDirectory(partitions->get(), base, group.fs());
   if (!topics) return topics.error();
   constexpr uint64_t kSlots = static_cast<uint64_t>(kMaxGroupPartition) + 1;
@@ -67,14 +68,14 @@ Result<std::map<std::pair<std::string, int32_t>, std::string>> Owners(
     if (!file) return file.error();
     read->insert(t);
     // One probe of every slot first: an idle group's file costs one call.
-    auto any = file->IsRangeLocked(0, kSlots * kOwnershipSlotSize);
+    auto any = file->IsRangeLocked(0, kSlots * format::kOwnershipSlotSize);
     if (!any) return any.error();
     for (uint64_t p = 0; *any && p < kSlots; ++p) {
-      const uint64_t slot = p * kOwnershipSlotSize;
-      auto held = file->IsRangeLocked(slot, kOwnershipSlotSize);
+      const uint64_t slot = p * format::kOwnershipSlotSize;
+      auto held = file->IsRangeLocked(slot, format::kOwnershipSlotSize);
       if (!held) return held.error();
       if (!*held) continue;
-      std::string id = ReadNoteAt(file->fd(), slot, kOwnershipSlotSize);
+      std::string id = ReadNoteAt(file->fd(), slot, format::kOwnershipSlotSize);
       if (!ValidateName(id, "member id").ok()) id.clear();
       out[{t, static_cast<int32_t>(p)}] = std::move(id);
     }
@@ -99,7 +100,7 @@ Result<std::vector<GroupMemberStatus>> Members(const Group& group, int64_t now_m
   auto ids = group.ListMemberFiles();
   if (!ids) return ids.error();
   if (ids->empty()) return out;
-  auto members = OpenDirectoryAt(group.dir_fd(), kGroupMembersDir, false, group.fs());
+  auto members = OpenDirectoryAt(group.dir_fd(), format::kGroupMembersDir, false, group.fs());
   if (!members && members.error().code() == Code::kNotFound) return out;
   if (!members) return members.error();
   auto absent = group.AbsentMembers(now_ms);
@@ -245,7 +246,7 @@ Status CheckReadableAt(Consumer& consumer, int32_t partition, int64_t offset) {
 }
 
 Result<bool> HasLiveMembers(const Group& group) {
-  return IsLocked(group.dir_fd(), kGroupLock, LockMode::kExclusive, group.fs());
+  return IsLocked(group.dir_fd(), format::kGroupLock, LockMode::kExclusive, group.fs());
 }
 
 Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "format.h"
 #include "mq/file.h"
 #include "mq/group.h"
 #include "mq/member_heartbeat.h"
@@ -41,7 +42,7 @@ bool PartitionLike(const std::string& name) {
 // `<group>/members/`: static members' leases (R65), then running
 // members' heartbeats (R69), each sorted by name.
 Status Members(const std::string& group_dir, DataDirVisitor* v) {
-  const std::string members = group_dir + "/" + kGroupMembersDir;
+  const std::string members = group_dir + "/" + format::kGroupMembersDir;
   std::vector<std::string> leases, heartbeats;
   for (const std::string& name : NamesIn(members)) {
     if (name.size() > kMemberLeaseSuffix.size() && name.ends_with(kMemberLeaseSuffix))
@@ -59,7 +60,7 @@ Status Members(const std::string& group_dir, DataDirVisitor* v) {
 // `<data>/groups/`: every group's members and offsets file; entries that
 // are not groups are noted.
 Status Groups(const std::string& data, DataDirVisitor* v) {
-  const std::string groups = data + "/" + kGroupsDir;
+  const std::string groups = data + "/" + format::kGroupsDir;
   auto names = ListGroups(data);
   if (!names) return names.error();
   for (const std::string& g : *names) {

@@ -19,6 +19,7 @@
 
 #include "coding.h"
 #include "exit_code.h"  // tools/common: a status's exit status
+#include "format.h"
 #include "group_carry.h"  // tools/common: what mq-replicate carries
 #include "mq/crc32c.h"
 #include "mq/group.h"
@@ -434,7 +435,7 @@ TEST_CASE("R29 offsets file: the worked example's bytes, and every header rule")
   s = Decode(longer);
   CHECK(s.rule() == "R29");
   CHECK(s.position() == 92);
-  CHECK(DecodeGroupOffsets(std::vector<std::byte>(kMaxGroupOffsetsBytes + 1), "offsets")
+  CHECK(DecodeGroupOffsets(std::vector<std::byte>(format::kMaxGroupOffsetsBytes + 1), "offsets")
             .error().rule() == "R29");
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <set>
 
+#include "format.h"
 #include "mq/group_member.h"
 #include "mq/topic.h"
 #include "test_support.h"
@@ -126,7 +127,7 @@ TEST_CASE("group member: the note says the member's topics, an earlier mq's read
   REQUIRE(group);
   auto x = GroupMember::Join(&*group, "x", "a", 4);
   REQUIRE(x);
-  auto members = OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false);
+  auto members = OpenDirectoryAt(group->dir_fd(), format::kGroupMembersDir, false);
   REQUIRE(members);
   auto note = ReadMemberNote(members->get(), "x");
   REQUIRE(note);
@@ -342,7 +343,7 @@ TEST_CASE("group member: a member of several topics owns its share of each (R64)
   REQUIRE(x);
   REQUIRE(y);
   CHECK(x->topics() == std::vector<TopicPartitions>{{"a", 4}, {"b", 4}});
-  auto members = OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false);
+  auto members = OpenDirectoryAt(group->dir_fd(), format::kGroupMembersDir, false);
   REQUIRE(members);
   auto note = ReadMemberNote(members->get(), "x");
   REQUIRE(note);

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "exit_code.h"  // tools/common: a status's exit status
+#include "format.h"
 #include "mq/assignment.h"
 #include "mq/group_member.h"
 #include "mq/group_status.h"
@@ -43,7 +44,9 @@ struct Fixture {
     REQUIRE(g);
     group.emplace(std::move(*g));
   }
-  UniqueFd Members() { return OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false).value(); }
+  UniqueFd Members() {
+    return OpenDirectoryAt(group->dir_fd(), format::kGroupMembersDir, false).value();
+  }
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "format.h"
 #include "mq/crc32c.h"
 #include "mq/group_member.h"
 #include "mq/member_heartbeat.h"
@@ -372,7 +373,7 @@ TEST_CASE("member heartbeat: a stopped member is fenced once overdue and confirm
     // A heartbeat written since (a poll of a's: its lastPoll moved, still
     // overdue by now) starts the watch again: b fences a only once it has
     // read that heartbeat unchanged for a's deadline plus the margin.
-    auto members = OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false);
+    auto members = OpenDirectoryAt(group->dir_fd(), format::kGroupMembersDir, false);
     REQUIRE(members);
     auto hb = ReadMemberHeartbeat(members->get(), "a");
     REQUIRE(hb);
@@ -490,7 +491,7 @@ TEST_CASE("R32 R69: a member stopped inside its commit is fenced by a member wai
   CHECK(view->fenced.empty());
   CHECK(view->members == std::vector<std::string>{"a", "b"});
   CHECK(StillThere(child));
-  auto held = FileLock::Acquire(group->dir_fd(), kGroupCommitLock, LockMode::kExclusive,
+  auto held = FileLock::Acquire(group->dir_fd(), format::kGroupCommitLock, LockMode::kExclusive,
                                 LockWait::kTry);
   REQUIRE_FALSE(held);
   CHECK(held.error().code() == Code::kBusy);

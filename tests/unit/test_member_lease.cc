@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "format.h"
 #include "mq/crc32c.h"
 #include "mq/assignment.h"
 #include "mq/group_member.h"
@@ -148,7 +149,7 @@ TEST_CASE("member lease: a static member's partitions wait for it through its se
     CHECK(view->target == b_share);
     CHECK(view->removed_dead == 0);
     auto lease = ReadMemberLease(
-        OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false).value().get(), "a");
+        OpenDirectoryAt(group->dir_fd(), format::kGroupMembersDir, false).value().get(), "a");
     REQUIRE(lease);
     REQUIRE(*lease);
     CHECK((*lease)->session_timeout_ms == 60000);
@@ -184,7 +185,7 @@ TEST_CASE("member lease: a static member's partitions wait for it through its se
     REQUIRE(files);
     CHECK(*files == std::vector<std::string>{"b"});
     auto gone = ReadMemberLease(
-        OpenDirectoryAt(group->dir_fd(), kGroupMembersDir, false).value().get(), "a");
+        OpenDirectoryAt(group->dir_fd(), format::kGroupMembersDir, false).value().get(), "a");
     REQUIRE(gone);
     CHECK_FALSE(*gone);
   }

@@ -19,42 +19,13 @@
 
 namespace mq {
 
-// §14.2 byte table constants (big-endian).
-constexpr uint32_t kGroupOffsetsMagic = 0x4D51474F;  // "MQGO"
-constexpr int16_t kGroupOffsetsVersion = 1;
-constexpr size_t kGroupOffsetsHeaderSize = 48;
-constexpr size_t kGroupOffsetEntryFixedSize = 36;  // an entry without its two names
-constexpr uint64_t kMaxGroupOffsetsBytes = 64ull << 20;  // R29
-constexpr int32_t kMaxGroupPartition = 9999;             // R30: layout.md §2 allows 10000
+// The layout of the group files (§14.1, §14.2, §14.5) is liblog's
+// (format.h); these are the values its callers use too.
+constexpr int32_t kMaxGroupPartition = 9999;  // R30: layout.md §2 allows 10000
 constexpr int32_t kNoLeaderEpoch = -1;
 constexpr int64_t kNoTimestamp = -1;
-
-// §14.1 names inside the data directory.
-constexpr const char* kGroupsDir = "groups";
+// §14.1 The offsets file's name in `<dir>/groups/<group>/`.
 constexpr const char* kGroupOffsetsFile = "offsets";
-constexpr const char* kGroupOffsetsStaging = "offsets.tmp";
-constexpr const char* kGroupCommitLock = "commit.lock";
-constexpr const char* kGroupLock = "group.lock";
-constexpr const char* kGroupMembersDir = "members";
-constexpr const char* kGroupPartitionsDir = "partitions";
-
-// §14.5 partitions/<topic>: a slot of kOwnershipSlotSize bytes per
-// partition, slot p at byte p * kOwnershipSlotSize. Its byte
-// kOwnershipLockOffset is the owner's lock, its byte kHandlerLockOffset its
-// handlers' lock, and its owner writes the member id and '\n' at its start.
-constexpr uint64_t kOwnershipSlotSize = 256;
-constexpr uint64_t kOwnershipLockOffset = 0;
-constexpr uint64_t kHandlerLockOffset = 1;
-static_assert(249 + 1 <= kOwnershipSlotSize, "a member id (R12) and its newline fit a slot");
-static_assert(kOwnershipLockOffset != kHandlerLockOffset &&
-                  kOwnershipLockOffset < kOwnershipSlotSize && kHandlerLockOffset < kOwnershipSlotSize,
-              "a slot holds its two lock bytes");
-constexpr uint64_t OwnershipLockByte(int32_t p) {
-  return static_cast<uint64_t>(p) * kOwnershipSlotSize + kOwnershipLockOffset;
-}
-constexpr uint64_t HandlerLockByte(int32_t p) {
-  return static_cast<uint64_t>(p) * kOwnershipSlotSize + kHandlerLockOffset;
-}
 
 // One partition's committed position.
 struct CommittedOffset {
