@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "coding.h"
 #include "format.h"
 #include "mq/crc32c.h"
 #include "mq/file.h"
@@ -18,6 +18,12 @@
 namespace mq {
 namespace {
 
+using coding::GetFixed16;
+using coding::GetFixed32;
+using coding::GetFixed64;
+using coding::PutFixed16;
+using coding::PutFixed32;
+using coding::PutFixed64;
 using format::kBatchesToRetain;
 using format::kMaxSnapshotBytes;
 using format::kSnapshotCountOffset;
@@ -55,41 +61,11 @@ ProducerBatchInfo InfoOf(const BatchHeader& h) {
   return info;
 }
 
-// Explicit big-endian encoding (format-spec §10 is big-endian throughout).
-template <typename T>
-void PutBig(std::byte* p, T v) {
-  using U = std::make_unsigned_t<T>;
-  U u = static_cast<U>(v);
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    p[sizeof(T) - 1 - i] = static_cast<std::byte>(u & 0xFF);
-    u = static_cast<U>(u >> 8);
-  }
-}
-template <typename T>
-T GetBig(const std::byte* p) {
-  using U = std::make_unsigned_t<T>;
-  U u = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) u = static_cast<U>((u << 8) | static_cast<U>(p[i]));
-  return static_cast<T>(u);
-}
-
+// Listed (ListSegments) and parsed (NumberedFileOffset) like a segment's
+// name: 20 digits, then the suffix (segment.h).
+static_assert(kSnapshotDigits == format::kSegmentNameDigits);
 std::string SnapshotName(int64_t offset) {
   return fmt::format("{:0{}}{}", offset, kSnapshotDigits, kSnapshotSuffix);
-}
-
-// The offset named by `<20 digits>.snapshot`, or -1 for any other name.
-int64_t SnapshotOffset(const char* name) {
-  size_t len = std::strlen(name);
-  size_t suffix = std::strlen(kSnapshotSuffix);
-  if (len != kSnapshotDigits + suffix) return -1;
-  if (std::strcmp(name + kSnapshotDigits, kSnapshotSuffix) != 0) return -1;
-  int64_t v = 0;
-  for (int i = 0; i < kSnapshotDigits; ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    if (v > (INT64_MAX - 9) / 10) return -1;
-    v = v * 10 + (name[i] - '0');
-  }
-  return v;
 }
 
 // Snapshot offsets present in `dir_fd`, ascending (the partition's one
@@ -102,8 +78,6 @@ Result<std::vector<int64_t>> ListSnapshots(int dir_fd, FileSystem* fs) {
 }
 
 }  // namespace
-
-int64_t SnapshotFileOffset(const char* name) { return SnapshotOffset(name); }
 
 Result<std::optional<AppendResult>> ProducerStateTable::CheckAppend(
     const BatchHeader& header) const {
@@ -188,16 +162,16 @@ static Status DecodeSnapshot(std::span<const std::byte> data, const std::string&
   if (data.size() < kSnapshotHeaderSize) {
     return Status::Corruption(name, 0, "R15", "producer snapshot shorter than its header");
   }
-  int16_t version = GetBig<int16_t>(data.data() + kSnapshotVersionOffset);
+  int16_t version = static_cast<int16_t>(GetFixed16(data.data() + kSnapshotVersionOffset));
   if (version != kSnapshotVersion) {
     return Status::Corruption(name, kSnapshotVersionOffset, "R15",
                               fmt::format("producer snapshot version {}", version));
   }
-  uint32_t crc = GetBig<uint32_t>(data.data() + kSnapshotCrcOffset);
+  uint32_t crc = GetFixed32(data.data() + kSnapshotCrcOffset);
   if (crc != Crc32c(data.subspan(kSnapshotCountOffset))) {
     return Status::Corruption(name, kSnapshotCrcOffset, "R15", "producer snapshot CRC mismatch");
   }
-  int32_t count = GetBig<int32_t>(data.data() + kSnapshotCountOffset);
+  int32_t count = static_cast<int32_t>(GetFixed32(data.data() + kSnapshotCountOffset));
   if (count < 0 ||
       static_cast<uint64_t>(count) * kSnapshotEntrySize != data.size() - kSnapshotHeaderSize) {
     return Status::Corruption(name, kSnapshotCountOffset, "R15",
@@ -207,13 +181,13 @@ static Status DecodeSnapshot(std::span<const std::byte> data, const std::string&
   out->clear();
   const std::byte* p = data.data() + kSnapshotHeaderSize;
   for (int32_t i = 0; i < count; ++i, p += kSnapshotEntrySize) {
-    int64_t pid = GetBig<int64_t>(p);
-    int16_t epoch = GetBig<int16_t>(p + 8);
+    int64_t pid = static_cast<int64_t>(GetFixed64(p));
+    int16_t epoch = static_cast<int16_t>(GetFixed16(p + 8));
     ProducerBatchInfo b;
-    b.last_sequence = GetBig<int32_t>(p + 10);
-    b.last_offset = GetBig<int64_t>(p + 14);
-    b.offset_delta = GetBig<int32_t>(p + 22);
-    b.timestamp = GetBig<int64_t>(p + 26);
+    b.last_sequence = static_cast<int32_t>(GetFixed32(p + 10));
+    b.last_offset = static_cast<int64_t>(GetFixed64(p + 14));
+    b.offset_delta = static_cast<int32_t>(GetFixed32(p + 22));
+    b.timestamp = static_cast<int64_t>(GetFixed64(p + 26));
     // p + 34: coordinatorEpoch, p + 38: currentTxnFirstOffset (unused by mq).
     if (pid < 0 || b.last_sequence < -1 || b.offset_delta < 0) {
       return Status::Corruption(name, kSnapshotHeaderSize + i * kSnapshotEntrySize, "R15",
@@ -285,8 +259,8 @@ Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset, bool s
     return Status(Code::kTooLarge, fmt::format("producer snapshot: {} entries", count));
   }
   std::vector<std::byte> data(kSnapshotHeaderSize + count * kSnapshotEntrySize);
-  PutBig<int16_t>(data.data() + kSnapshotVersionOffset, kSnapshotVersion);
-  PutBig<int32_t>(data.data() + kSnapshotCountOffset, static_cast<int32_t>(count));
+  PutFixed16(data.data() + kSnapshotVersionOffset, static_cast<uint16_t>(kSnapshotVersion));
+  PutFixed32(data.data() + kSnapshotCountOffset, static_cast<uint32_t>(count));
   // Sorted by producer id so the same state always gives the same bytes.
   std::vector<int64_t> ids;
   ids.reserve(entries_.size());
@@ -294,14 +268,14 @@ Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset, bool s
   std::sort(ids.begin(), ids.end());
   std::byte* p = data.data() + kSnapshotHeaderSize;
   auto put = [&p](int64_t pid, int16_t epoch, const ProducerBatchInfo& b) {
-    PutBig<int64_t>(p, pid);
-    PutBig<int16_t>(p + 8, epoch);
-    PutBig<int32_t>(p + 10, b.last_sequence);
-    PutBig<int64_t>(p + 14, b.last_offset);
-    PutBig<int32_t>(p + 22, b.offset_delta);
-    PutBig<int64_t>(p + 26, b.timestamp);
-    PutBig<int32_t>(p + 34, -1);  // coordinatorEpoch: no transactions in mq
-    PutBig<int64_t>(p + 38, -1);  // currentTxnFirstOffset: none
+    PutFixed64(p, static_cast<uint64_t>(pid));
+    PutFixed16(p + 8, static_cast<uint16_t>(epoch));
+    PutFixed32(p + 10, static_cast<uint32_t>(b.last_sequence));
+    PutFixed64(p + 14, static_cast<uint64_t>(b.last_offset));
+    PutFixed32(p + 22, static_cast<uint32_t>(b.offset_delta));
+    PutFixed64(p + 26, static_cast<uint64_t>(b.timestamp));
+    PutFixed32(p + 34, static_cast<uint32_t>(-1));  // coordinatorEpoch: no transactions in mq
+    PutFixed64(p + 38, static_cast<uint64_t>(-1));  // currentTxnFirstOffset: none
     p += kSnapshotEntrySize;
   };
   for (int64_t pid : ids) {
@@ -319,7 +293,7 @@ Status ProducerStateTable::WriteSnapshot(int dir_fd, int64_t next_offset, bool s
     for (const ProducerBatchInfo& b : e.batches) put(pid, e.epoch, b);
   }
   uint32_t crc = Crc32c(std::span<const std::byte>(data).subspan(kSnapshotCountOffset));
-  PutBig<uint32_t>(data.data() + kSnapshotCrcOffset, crc);
+  PutFixed32(data.data() + kSnapshotCrcOffset, crc);
   MQ_RETURN_IF_ERROR(WriteFileAtomic(dir_fd, SnapshotName(next_offset), data, fs, {}, sync));
 
   auto offsets = ListSnapshots(dir_fd, fs);

@@ -27,10 +27,6 @@ namespace mq {
 // newest one take less than this much of the active segment.
 using format::kSnapshotReplayBytes;
 
-// The offset named by a snapshot file name `<20 digits>.snapshot`, or -1
-// for any other name.
-int64_t SnapshotFileOffset(const char* name);
-
 struct ProducerBatchInfo {
   int32_t first_sequence = 0;
   int32_t last_sequence = 0;

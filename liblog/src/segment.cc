@@ -12,11 +12,6 @@
 
 namespace mq {
 
-namespace {
-// Producer snapshots (producer.md §10.2): `<20 digits>.snapshot`.
-constexpr const char* kSnapshotSuffix = ".snapshot";
-}  // namespace
-
 int64_t NumberedFileOffset(const std::string& name, const char* suffix) {
   const size_t n = std::strlen(suffix);
   if (name.size() != format::kSegmentNameDigits + n ||
@@ -79,7 +74,7 @@ Result<std::vector<int64_t>> ListSegments(int dir_fd, FileSystem* fs,
       if (name == format::kLeaderEpochCheckpointName) listing->epoch_checkpoint = true;
     }
     if (snapshots) {
-      const int64_t off = NumberedFileOffset(name, kSnapshotSuffix);
+      const int64_t off = NumberedFileOffset(name, format::kSnapshotSuffix);
       if (off >= 0) snapshots->push_back(off);
     }
     if (name.size() != format::kSegmentNameDigits + std::strlen(format::kLogSuffix)) continue;
