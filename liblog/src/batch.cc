@@ -19,17 +19,6 @@ using coding::GetFixed16;
 using coding::GetFixed32;
 using coding::GetFixed64;
 
-std::string_view CompressionName(Compression c) {
-  switch (c) {
-    case Compression::kNone: return "none";
-    case Compression::kGzip: return "gzip";
-    case Compression::kSnappy: return "snappy";
-    case Compression::kLz4: return "lz4";
-    case Compression::kZstd: return "zstd";
-  }
-  return "unknown";
-}
-
 int32_t BatchHeader::last_sequence() const {
   if (base_sequence < 0) return -1;
   // Sequences wrap from INT32_MAX to 0 (Kafka DefaultRecordBatch.incrementSequence).

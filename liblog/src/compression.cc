@@ -16,6 +16,21 @@
 
 #include "coding.h"
 
+namespace mq {
+
+std::string_view CompressionName(Compression c) {
+  switch (c) {
+    case Compression::kNone: return "none";
+    case Compression::kGzip: return "gzip";
+    case Compression::kSnappy: return "snappy";
+    case Compression::kLz4: return "lz4";
+    case Compression::kZstd: return "zstd";
+  }
+  return "unknown";
+}
+
+}  // namespace mq
+
 namespace mq::compression {
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mq/batch.h"
+#include "mq/compression.h"
 #include "mq/status.h"
 
 namespace mq::compression {

@@ -48,7 +48,7 @@ constexpr uint16_t kTransactionalBit = 0x10;
 constexpr uint16_t kControlBit = 0x20;
 constexpr uint16_t kDeleteHorizonBit = 0x40;
 constexpr uint16_t kUnusedAttributeBits = 0xFF80;
-// The codecs of bits 0-2: mq::Compression (mq/batch.h).
+// The codecs of bits 0-2: mq::Compression (mq/compression.h).
 
 // §3.3 "no producer" values.
 constexpr int64_t kNoProducerId = -1;

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mq/compression.h"
 #include "mq/status.h"
 
 namespace mq {
@@ -54,10 +55,6 @@ inline Bytes AsBytes(std::string_view s) {
 inline std::string_view AsText(Bytes b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
-
-enum class Compression : uint8_t { kNone = 0, kGzip = 1, kSnappy = 2, kLz4 = 3, kZstd = 4 };
-// "none", "gzip", "snappy", "lz4", "zstd".
-std::string_view CompressionName(Compression c);
 
 // Limits applied while decoding untrusted bytes: nothing larger is allocated.
 struct DecodeLimits {
