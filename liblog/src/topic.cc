@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "format.h"
-#include "mq/cluster.h"
+#include "mq/address.h"
 #include "mq/topic.h"
 #include "properties.h"
 
