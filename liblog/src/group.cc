@@ -20,9 +20,9 @@
 #include "coding.h"
 #include "format.h"
 #include "mq/crc32c.h"
-#include "mq/group_member.h"
 #include "mq/member_heartbeat.h"
 #include "mq/member_lease.h"
+#include "mq/member_note.h"
 #include "mq/topic.h"
 
 namespace mq {
