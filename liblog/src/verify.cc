@@ -22,6 +22,7 @@
 #include "recovery.h"
 #include "segment.h"
 #include "state_file.h"
+#include "verify_replica_files.h"
 #include "writer_lock.h"
 
 namespace mq {

@@ -182,6 +182,12 @@ Result<HighWatermarkFile> DecodeHighWatermarkFile(
 // for a topic that breaks R12 or a negative partition or offset.
 Result<std::vector<std::byte>> EncodeHighWatermarkCopy(const HighWatermarkEntry& entry,
                                                        uint64_t sequence);
+// The stored high watermark read as LoadHighWatermark reads it (a breach
+// of R61 read again before it counts), `partition` naming the partition its
+// entry must name when known: OK, or why it cannot be read (kCorruption
+// naming the file, byte position and rule).
+Status CheckStoredHighWatermark(int dir_fd,
+                                const std::optional<std::pair<std::string, int32_t>>& partition);
 // The file that holds the high watermark in `dir_fd` for messages:
 // `high-watermark` unless only an older mq's replication-offset-checkpoint
 // is there.
@@ -259,29 +265,5 @@ Result<std::optional<HighWatermarkEntry>> ReadReplicationOffsetCheckpointFile(
 // The same for a `high-watermark` file (R61): the current copy's entry,
 // its sequence and index.
 Result<HighWatermarkFile> ReadHighWatermarkFileByPath(const std::string& path);
-
-// --verify of the partition directory `dir` (open as `dir_fd`): each
-// checkpoint present is read and checked (R35, R36, R38; the partition a
-// replication-offset checkpoint must name comes from the directory's
-// name); a breach is a problem, a missing file none. Counts the files read.
-Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
-                                std::vector<Problem>* problems, VerifyStats* stats);
-
-// What --verify read of a partition's log, for the checks below.
-struct LogFacts {
-  int64_t log_end_offset = 0;
-  std::vector<EpochEntry> implied_epochs;  // R37: one per batch whose epoch is above those before
-  bool trusted = true;  // false: published before a reboot; the next writer repairs the tail
-};
-// --verify of the checkpoints against the log (each file already checked
-// on its own by VerifyReplicaCheckpoints; one that does not decode is
-// skipped here): a high watermark above the log end breaks R38; a
-// leader-epoch checkpoint whose entries starting below the log end are
-// not the ones the log implies breaks R37 (the first may start later than
-// the first batch of its epoch: the log start moved into it). After a
-// reboot (`trusted` false) both are needs-recovery problems: the next
-// writer cuts the tail and lowers the high watermark.
-Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir,
-                                          const LogFacts& log, std::vector<Problem>* problems);
 
 }  // namespace mq
