@@ -20,6 +20,7 @@
 #include "mq/crc32c.h"
 #include "mq/lock.h"
 #include "mq/topic.h"
+#include "producer_registry.h"
 #include "shown.h"
 
 namespace mq {
@@ -683,66 +684,20 @@ Result<int64_t> ClusterStore::ProducerId(std::string_view name) {
                 fmt::format("producer id '{}': this cluster store allocates no producer ids", name));
 }
 
-namespace {
-
-// The cluster's producer registry (§18.6): the files of producer.md P8,
-// in `<cluster>/producers/`.
-constexpr const char* kProducerRegistryDir = "producers";
-constexpr const char* kNextProducerIdName = "next-producer-id";
-constexpr const char* kProducerIdStaging = "id.tmp";  // as P8: names may be NAME_MAX long
-constexpr uint64_t kMaxProducerIdFileBytes = 32;
-
-// A registry file: nullopt when absent; one decimal number >= 0 and a
-// newline, else corruption (P8) naming `path`.
-Result<std::optional<int64_t>> ReadProducerIdFile(FileSystem* fs, int dir_fd,
-                                                  const std::string& name,
-                                                  const std::string& path) {
-  auto text = ReadBoundedTextFile(fs, dir_fd, name, path, kMaxProducerIdFileBytes, "P8");
-  if (!text && text.error().code() == Code::kNotFound) return std::optional<int64_t>();
-  if (!text) return text.error();
-  std::string_view v(*text);
-  int64_t id = -1;
-  const bool lf = !v.empty() && v.back() == '\n';
-  if (lf) v.remove_suffix(1);
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
-  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || id < 0 ||
-      text->size() > kMaxProducerIdFileBytes)
-    return Status::Corruption(path, 0, "P8", "not a producer id (one decimal number >= 0)");
-  return std::optional<int64_t>(id);
-}
-
-Status WriteProducerIdFile(FileSystem* fs, int dir_fd, const std::string& name, int64_t id) {
-  const std::string text = fmt::format("{}\n", id);
-  return WriteFileAtomic(dir_fd, name, AsBytes(text), fs, kProducerIdStaging);
-}
-
-}  // namespace
-
 Result<int64_t> FileClusterStore::ProducerId(std::string_view name) {
   MQ_RETURN_IF_ERROR(ValidateName(name, "producer id"));
   // Under the lock of every change (R46): one allocation at a time.
   auto lock = FileLock::Acquire(dir_fd_.get(), format::kClusterLockName, LockMode::kExclusive,
                                 LockWait::kBlock, fs_);
   if (!lock) return lock.error();
-  auto reg = OpenDirectoryAt(dir_fd_.get(), kProducerRegistryDir, true, fs_);
+  // The cluster's producer registry (§18.6): the files of producer.md P8,
+  // in `<cluster>/producers/`.
+  auto reg = OpenDirectoryAt(dir_fd_.get(), format::kProducerRegistryDir, true, fs_);
   if (!reg) return reg.error();
-  const std::string registry = dir_ + "/" + kProducerRegistryDir;
-  const std::string id_name = std::string(name) + ".id";
-  auto existing = ReadProducerIdFile(fs_, reg->get(), id_name, registry + "/" + id_name);
-  if (!existing) return existing.error();
-  if (*existing) return **existing;
-  auto next = ReadProducerIdFile(fs_, reg->get(), kNextProducerIdName,
-                                 registry + "/" + kNextProducerIdName);
-  if (!next) return next.error();
   // Never below the cluster's range: a counter edited down must not give
   // out an id a root's registry may hold.
-  const int64_t id = std::max(next->value_or(kFirstClusterProducerId), kFirstClusterProducerId);
-  if (id == INT64_MAX) return Status(Code::kTooLarge, registry + ": producer ids exhausted");
-  // The counter first: a crash between the two writes wastes an id, never
-  // gives one to two names.
-  MQ_RETURN_IF_ERROR(WriteProducerIdFile(fs_, reg->get(), kNextProducerIdName, id + 1));
-  MQ_RETURN_IF_ERROR(WriteProducerIdFile(fs_, reg->get(), id_name, id));
-  return id;
+  return LookUpProducerId(fs_, reg->get(), dir_ + "/" + format::kProducerRegistryDir, name,
+                          kFirstClusterProducerId);
 }
 
 Status FileClusterStore::CreateTopic(const ReplicatedTopic& topic,

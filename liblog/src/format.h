@@ -290,5 +290,17 @@ static_assert(kOwnershipLockOffset != kHandlerLockOffset &&
                   kOwnershipLockOffset < kOwnershipSlotSize &&
                   kHandlerLockOffset < kOwnershipSlotSize,
               "a slot holds its two lock bytes");
+// §10.3 P8: a producer-id registry, `producers/` in a data directory (and
+// in a cluster directory, cluster.md §18.6, P10): `<name>.id` files and the
+// counter, each one decimal number and a newline, at most 32 bytes. The
+// counter's name has no ".id"/".lock" suffix, so no producer name collides
+// with it. Every registry file is written through one staging name, under
+// the registry's lock: `<name>.id.tmp` would be 256 bytes for a 249-byte
+// name, one over NAME_MAX; it ends in neither ".id" nor ".lock".
+constexpr const char* kProducerRegistryDir = "producers";
+constexpr const char* kNextProducerIdName = "next-producer-id";
+constexpr const char* kProducerIdSuffix = ".id";
+constexpr const char* kProducerIdStaging = "id.tmp";
+constexpr size_t kMaxProducerIdFileBytes = 32;
 
 }  // namespace mq::format

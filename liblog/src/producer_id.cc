@@ -1,49 +1,14 @@
 #include "mq/producer_id.h"
 
-#include <charconv>
-#include <span>
-
 #include <fmt/format.h>
 
-#include "mq/batch.h"
+#include "format.h"
 #include "mq/cluster.h"
 #include "mq/topic.h"
+#include "producer_registry.h"
 
 namespace mq {
 namespace {
-
-constexpr const char* kRegistryDir = "producers";
-// Holds the next id to allocate. Its name has no ".id"/".lock" suffix, so
-// no producer name can collide with it.
-constexpr const char* kNextIdFile = "next-producer-id";
-// A registry file is one decimal number and a newline.
-constexpr size_t kMaxIdFileBytes = 32;
-// Registry files are written through this one staging name, under the
-// registry lock: `<name>.id.tmp` would be 256 bytes for a 249-byte name, one
-// over NAME_MAX. It ends in neither ".id" nor ".lock", so no name collides.
-constexpr const char* kStagingFile = "id.tmp";
-
-// Reads a registry file: nullopt if absent, kCorruption if not a number.
-Result<std::optional<int64_t>> ReadId(FileSystem* fs, int dir_fd, const std::string& name,
-                                      const std::string& label) {
-  auto opened = fs->Open(dir_fd, name, FileSystem::kRead);
-  if (!opened && opened.error().code() == Code::kNotFound) return std::optional<int64_t>();
-  if (!opened) return opened.error();
-  // One byte past the limit: a longer file is told from one at the limit.
-  char buf[kMaxIdFileBytes + 1];
-  auto got = (*opened)->ReadAt(0, std::as_writable_bytes(std::span<char>(buf)));
-  if (!got) return got.error();
-  const size_t n = *got;
-  std::string_view text(buf, n);
-  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
-  int64_t id = -1;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || id < 0 ||
-      n > kMaxIdFileBytes) {
-    return Status::Corruption(label, 0, "P8", "not a producer id (one decimal number >= 0)");
-  }
-  return std::optional<int64_t>(id);
-}
 
 // The registry directory's own lock (flock on its descriptor, through the
 // FileSystem seam), exclusive, released explicitly when this goes out of
@@ -69,31 +34,13 @@ class RegistryLock {
   int fd_ = -1;
 };
 
-Status WriteId(FileSystem* fs, int dir_fd, const std::string& name, int64_t id) {
-  std::string text = fmt::format("{}\n", id);
-  return WriteFileAtomic(dir_fd, name, AsBytes(text), fs, kStagingFile);
-}
-
-// Allocates or looks up the id of `name` under the registry directory lock.
+// Allocates or looks up the id of `name` under the registry directory lock
+// (ids from 0, P8).
 Result<int64_t> LookUp(FileSystem* fs, int dir_fd, const std::string& name,
                        const std::string& registry) {
   RegistryLock lock(fs);
   MQ_RETURN_IF_ERROR(lock.Take(dir_fd, registry));
-
-  std::string id_file = name + ".id";
-  auto existing = ReadId(fs, dir_fd, id_file, registry + "/" + id_file);
-  if (!existing) return existing.error();
-  if (existing->has_value()) return **existing;
-
-  auto next = ReadId(fs, dir_fd, kNextIdFile, registry + "/" + kNextIdFile);
-  if (!next) return next.error();
-  int64_t id = next->value_or(0);
-  if (id == INT64_MAX) return Status(Code::kTooLarge, registry + ": producer ids exhausted");
-  // The counter first: a crash between the two writes wastes an id, never
-  // gives one to two names.
-  MQ_RETURN_IF_ERROR(WriteId(fs, dir_fd, kNextIdFile, id + 1));
-  MQ_RETURN_IF_ERROR(WriteId(fs, dir_fd, id_file, id));
-  return id;
+  return LookUpProducerId(fs, dir_fd, registry, name, 0);
 }
 
 }  // namespace
@@ -105,9 +52,9 @@ Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
   MQ_RETURN_IF_ERROR(ValidateName(name, "producer id"));
   auto root = OpenDirectory(data_dir, false, fs);
   if (!root) return root.error();
-  auto dir = OpenDirectoryAt(root->get(), kRegistryDir, true, fs);
+  auto dir = OpenDirectoryAt(root->get(), format::kProducerRegistryDir, true, fs);
   if (!dir) return dir.error();
-  const std::string registry = data_dir + "/" + kRegistryDir;
+  const std::string registry = data_dir + "/" + format::kProducerRegistryDir;
   const std::string lock_name = std::string(name) + ".lock";
 
   auto lock =
