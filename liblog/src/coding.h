@@ -1,6 +1,10 @@
-// Byte packing for the on-disk format: big-endian fixed-width integers and
-// Kafka's zigzag varints (format-spec/batch.md §4.1). This is the only place
-// bytes are packed or unpacked; everything else calls these helpers.
+// Byte packing for the on-disk format and the wire protocol: big-endian
+// fixed-width integers and Kafka's zigzag varints (format-spec/batch.md
+// §4.1). Every big-endian field of a file or a frame is packed and unpacked
+// here (batches, indexes, producer snapshots, group files, checkpoints,
+// wire frames). Not here: the state file, a struct in native order read
+// through its mapping (segment.md §9), and the bytes hashes read (CRC-32C,
+// murmur2, the assignment weight), which are no format's fields.
 //
 // Put* functions write to a buffer the caller has sized (they return the
 // byte after the last one written). Get* functions for fixed-width values

@@ -1,5 +1,7 @@
-// Recovery of a partition directory at writer open (format-spec/segment.md
-// §12, rules R20-R25), and truncation (§6.4-§6.6: R40, R59).
+// Recovery of a partition's log at writer open (format-spec/segment.md §12,
+// rules R20-R25; the log loader, log_loader.h, runs it), and the truncation
+// files and cuts (§6.4-§6.6: R40, R59) that the truncation unit
+// (truncation.h) puts together.
 #pragma once
 
 #include <cstdint>

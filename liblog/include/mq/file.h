@@ -7,18 +7,27 @@
 //
 // What uses it: the partition writer and reader (segments, indexes, the
 // state file and its mapping, writer.lock, directory listings, producer
-// snapshots, recovery), every atomic replacement of a file
-// (WriteFileAtomic), whole-file reads (ReadFileAt), FileLock, DataDir and
-// Group (offsets, locks, members, partitions). PartitionWriter and
-// PartitionReader take theirs from LogConfig::fs and ReadOptions::fs, DataDir
-// and Group from their Open; null everywhere means FileSystem::Default().
+// snapshots, recovery, the replica checkpoints), every atomic replacement
+// of a file (WriteFileAtomic), whole-file reads (ReadFileAt), FileLock,
+// DataDir, Group (offsets, locks, members, partitions), the producer-id
+// registries (a root's and a cluster's) and the cluster store.
+// PartitionWriter and PartitionReader take theirs from LogConfig::fs and
+// ReadOptions::fs, DataDir, Group and FileClusterStore from their Open,
+// ProducerIdentity from Acquire; null everywhere means
+// FileSystem::Default().
 //
 // What stays outside, each for a reason: close(2) (never retried, nothing
 // to act on); link(2) when a topic is created (DataDir) and the fstat of the
 // root's mode; fstatfs for the NFS check; readlink of /proc/self/fd for
-// messages; futex waits and wake-ups; the kernel boot id; ReadGroupOffsetsFile
-// (mq-inspect, by path); the best-effort notes in members' lock files;
-// verification and mq-inspect, which use the default file system.
+// messages; futex waits and wake-ups; the kernel boot id and a process's
+// start time (/proc); ReadGroupOffsetsFile (mq-inspect, by path); the
+// best-effort notes: a member's lock file (written by the member, read by
+// ReadMemberNote) and the member id in its partitions/<topic> slot (for
+// --describe).
+// Through it, but always with the default file system: verification and
+// mq-inspect's reads, the group listing and deletion (ListGroups,
+// DeleteGroup), and the replication files read and written by path
+// (leader-claim, follower-stopped, the replica positions).
 //
 // Every path is relative to a directory descriptor and opened with
 // O_NOFOLLOW | O_CLOEXEC; files are created with explicit modes.

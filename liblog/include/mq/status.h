@@ -71,8 +71,8 @@ class Status {
   uint64_t position() const { return detail_ ? detail_->position : 0; }
 
  private:
-  // An OK status is one byte and a null pointer: returned on every hot
-  // path, it costs no more than a bool.
+  // An OK status is a code byte and a null pointer (16 bytes in all, no
+  // allocation): cheap to return on every hot path.
   struct Detail {
     std::string message;
     std::string rule;
@@ -84,9 +84,10 @@ class Status {
   std::unique_ptr<Detail> detail_;
 };
 
-// Builds a Status from errno: ENOENT -> kNotFound, EACCES/EPERM ->
-// kPermission, EFBIG/EMSGSIZE -> kTooLarge, ENOMEM -> kNoMemory, anything
-// else -> kIoError. The message is "<context>: <strerror>".
+// Builds a Status from errno: ENOENT/ENOTDIR -> kNotFound, EACCES/EPERM ->
+// kPermission, EFBIG/EMSGSIZE -> kTooLarge, EWOULDBLOCK -> kBusy, ENOMEM ->
+// kNoMemory, anything else -> kIoError. The message is "<context>:
+// <strerror>".
 Status ErrnoStatus(const std::string& context, int err);
 
 template <typename T>
