@@ -330,94 +330,53 @@ Status GroupMember::WhileLockedOut(int64_t mono_ms) {
   return Status::Ok();
 }
 
+namespace {
+
+// Per topic `member` reads, its share in `assigned` (AssignSubscription):
+// the subscribers, the target, and what to release and acquire of it.
+std::vector<MembershipView::Topic> PlanTopics(const GroupMember& member,
+                                              std::vector<TopicAssignment> assigned) {
+  std::vector<MembershipView::Topic> out;
+  for (TopicAssignment& a : assigned) {
+    MembershipView::Topic t;
+    t.topic = std::move(a.topic);
+    t.subscribers = std::move(a.subscribers);
+    t.target = std::move(a.partitions);
+    for (int32_t p : member.owned(t.topic))
+      if (!std::binary_search(t.target.begin(), t.target.end(), p)) t.release.push_back(p);
+    for (int32_t p : t.target)
+      if (!member.owns(t.topic, p)) t.acquire.push_back(p);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
   MembershipView view;
   view.fenced = std::exchange(fenced_waiting_, {});
   const int64_t now = now_ms == kNoTimestamp ? WallMs() : now_ms;
   const int64_t mono = mono_ms == kNoTimestamp ? MonotonicNowMs() : mono_ms;
-  std::vector<std::string> storage;
-  auto members = BeatAndList(mono, &storage);
+  std::vector<std::string> files;
+  auto members = BeatAndList(mono, &files);
   if (!members) return members.error();
-  const std::vector<std::string>* files = &storage;
   if (session_timeout_ms_ > 0 && now - lease_written_ms_ >= LeaseRefreshMs(session_timeout_ms_)) {
     MQ_RETURN_IF_ERROR(
         WriteMemberLease(members->get(), id_, {session_timeout_ms_, now}, group_->fs()));
     lease_written_ms_ = now;
   }
-  // A static member's session (R65): a lease that breaks R65 is none.
-  auto in_session = [&](const std::string& id) -> Result<bool> {
-    auto lease = ReadSessionLease(members->get(), id, group_->fs());
-    if (!lease) return lease.error();
-    return LeaseHolds(*lease, now);
-  };
-  // Its subscription: its note, or what an earlier Poll read (every topic
-  // when none did).
-  auto topics_of = [&](const std::string& id) -> std::optional<std::vector<std::string>> {
-    std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
-    if (note && note->id == id) return note->topics;
-    auto it = known_topics_.find(id);
-    return it != known_topics_.end() ? it->second : std::nullopt;
-  };
   std::vector<std::string> mine;
   for (const TopicPartitions& t : topics_) mine.push_back(t.topic);
   std::vector<Subscription> subscriptions{{id_, std::move(mine)}};
-  std::map<std::string, std::optional<std::vector<std::string>>> known;
-  std::map<std::string, HeartbeatWatch, std::less<>> watches;
-  for (const std::string& id : *files) {
-    if (id == id_) continue;
-    auto alive =
-        IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, group_->fs());
-    if (!alive) return alive.error();
-    if (*alive) {
-      // A member whose note is not complete yet is joining: left out (not
-      // counted, assigned nothing) until a later Poll reads its topics, so
-      // that its join is one change, with its subscription known. A static
-      // member restarting in its session is not joining: it stays.
-      std::optional<MemberNote> note = ReadMemberNote(members->get(), id);
-      if (!note || note->id != id) {
-        auto held = in_session(id);
-        if (!held) return held.error();
-        if (!*held) continue;
-        note = MemberNote{id, {}, {}, topics_of(id)};
-      }
-      view.members.push_back(id);
-      subscriptions.push_back({id, note->topics});
-      known[id] = note->topics;
-      MQ_RETURN_IF_ERROR(CheckStuck(members->get(), *note, mono, &watches, &view.fenced));
-      continue;
-    }
-    auto held = in_session(id);
-    if (!held) return held.error();
-    if (*held) {
-      view.members.push_back(id);
-      view.absent.push_back(id);
-      known[id] = topics_of(id);
-      subscriptions.push_back({id, known[id]});
-      continue;
-    }
-    auto removed = group_->RemoveDeadMember(id);
-    if (!removed) return removed.error();
-    view.removed_dead += *removed ? 1 : 0;
-  }
-  known_topics_ = std::move(known);
-  watches_ = std::move(watches);
+  MQ_RETURN_IF_ERROR(ScanMembers(members->get(), files, now, mono, &view, &subscriptions));
   view.members.push_back(id_);
   std::sort(view.members.begin(), view.members.end());
   std::sort(subscriptions.begin(), subscriptions.end(),
             [](const Subscription& a, const Subscription& b) { return a.member < b.member; });
   view.changed = !last_members_ || *last_members_ != view.members || !last_subscriptions_ ||
                  *last_subscriptions_ != subscriptions;
-  for (TopicAssignment& a : AssignSubscription(subscriptions, topics_, id_)) {
-    MembershipView::Topic t;
-    t.topic = std::move(a.topic);
-    t.subscribers = std::move(a.subscribers);
-    t.target = std::move(a.partitions);
-    for (int32_t p : owned(t.topic))
-      if (!std::binary_search(t.target.begin(), t.target.end(), p)) t.release.push_back(p);
-    for (int32_t p : t.target)
-      if (!owns(t.topic, p)) t.acquire.push_back(p);
-    view.topics.push_back(std::move(t));
-  }
+  view.topics = PlanTopics(*this, AssignSubscription(subscriptions, topics_, id_));
   if (!view.topics.empty()) {
     view.subscribers = view.topics.front().subscribers;
     view.target = view.topics.front().target;
@@ -433,6 +392,65 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
   last_members_ = view.members;
   last_subscriptions_ = std::move(subscriptions);
   return view;
+}
+
+Status GroupMember::ScanMembers(int members_dir, const std::vector<std::string>& files,
+                                int64_t now, int64_t mono, MembershipView* view,
+                                std::vector<Subscription>* subscriptions) {
+  // A static member's session (R65): a lease that breaks R65 is none.
+  auto in_session = [&](const std::string& id) -> Result<bool> {
+    auto lease = ReadSessionLease(members_dir, id, group_->fs());
+    if (!lease) return lease.error();
+    return LeaseHolds(*lease, now);
+  };
+  // Its subscription: its note, or what an earlier Poll read (every topic
+  // when none did).
+  auto topics_of = [&](const std::string& id) -> std::optional<std::vector<std::string>> {
+    std::optional<MemberNote> note = ReadMemberNote(members_dir, id);
+    if (note && note->id == id) return note->topics;
+    auto it = known_topics_.find(id);
+    return it != known_topics_.end() ? it->second : std::nullopt;
+  };
+  std::map<std::string, std::optional<std::vector<std::string>>> known;
+  std::map<std::string, HeartbeatWatch, std::less<>> watches;
+  for (const std::string& id : files) {
+    if (id == id_) continue;
+    auto alive = IsLocked(members_dir, fmt::format("{}.lock", id), LockMode::kShared, group_->fs());
+    if (!alive) return alive.error();
+    if (*alive) {
+      // A member whose note is not complete yet is joining: left out (not
+      // counted, assigned nothing) until a later Poll reads its topics, so
+      // that its join is one change, with its subscription known. A static
+      // member restarting in its session is not joining: it stays.
+      std::optional<MemberNote> note = ReadMemberNote(members_dir, id);
+      if (!note || note->id != id) {
+        auto held = in_session(id);
+        if (!held) return held.error();
+        if (!*held) continue;
+        note = MemberNote{id, {}, {}, topics_of(id)};
+      }
+      view->members.push_back(id);
+      subscriptions->push_back({id, note->topics});
+      known[id] = note->topics;
+      MQ_RETURN_IF_ERROR(CheckStuck(members_dir, *note, mono, &watches, &view->fenced));
+      continue;
+    }
+    auto held = in_session(id);
+    if (!held) return held.error();
+    if (*held) {
+      view->members.push_back(id);
+      view->absent.push_back(id);
+      known[id] = topics_of(id);
+      subscriptions->push_back({id, known[id]});
+      continue;
+    }
+    auto removed = group_->RemoveDeadMember(id);
+    if (!removed) return removed.error();
+    view->removed_dead += *removed ? 1 : 0;
+  }
+  known_topics_ = std::move(known);
+  watches_ = std::move(watches);
+  return Status::Ok();
 }
 
 Status GroupMember::CheckStuck(int members_dir, const MemberNote& note, int64_t mono,

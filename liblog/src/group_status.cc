@@ -249,18 +249,142 @@ Result<bool> HasLiveMembers(const Group& group) {
   return IsLocked(group.dir_fd(), format::kGroupLock, LockMode::kExclusive, group.fs());
 }
 
+namespace {
+
+using PartitionKey = std::pair<std::string, int32_t>;
+using TopicConfigs = std::map<std::string, std::optional<TopicConfig>>;
+using OwnerMap = std::map<PartitionKey, std::string>;
+
+// The config of topic `t` (nullopt: no such topic), read once per
+// description and kept in `configs`.
+Result<const std::optional<TopicConfig>*> ConfigOf(const DataDir& dir, TopicConfigs& configs,
+                                                   const std::string& t) {
+  auto c = configs.find(t);
+  if (c == configs.end()) {
+    auto config = dir.ReadTopic(t);
+    if (!config && config.error().code() != Code::kNotFound) return config.error();
+    c = configs.emplace(t, config ? std::optional<TopicConfig>(*config) : std::nullopt).first;
+  }
+  return &c->second;
+}
+
+// The rows: committed entries, owned partitions, and every partition of
+// the group's topics (`topic`, or each one the group has committed, a
+// member has read or a live member reads), so that a partition nobody
+// has read shows its backlog. `topics` holds the topics members have read
+// (Owners) and gets the others.
+Status CollectRows(const DataDir& dir, const GroupDescription& d,
+                   std::optional<std::string_view> topic, const OwnerMap& owners,
+                   TopicConfigs& configs, std::set<std::string>* topics,
+                   std::set<PartitionKey>* keys) {
+  for (const CommittedOffset& e : d.state.offsets)
+    if (!topic || e.topic == *topic) keys->insert({e.topic, e.partition});
+  for (const auto& [key, id] : owners) keys->insert(key);
+  for (const auto& [t, p] : *keys) topics->insert(t);
+  for (const GroupMemberStatus& m : d.members)
+    if (m.topics)
+      for (const std::string& t : *m.topics)
+        if (!topic || t == *topic) topics->insert(t);
+  if (topic) *topics = {std::string(*topic)};
+  for (const std::string& t : *topics) {
+    auto config = ConfigOf(dir, configs, t);
+    if (!config) return config.error();
+    if (**config)
+      for (int32_t p = 0; p < (**config)->partitions; ++p) keys->insert({t, p});
+  }
+  return Status::Ok();
+}
+
+// The partitions assigned to each absent member, as the running members
+// assign each topic among its subscribers (§14.6, R64): added to the
+// member's `held` and returned as partition -> member id.
+OwnerMap AssignAbsentMembers(std::vector<GroupMemberStatus>& members,
+                             const std::vector<Subscription>& subscriptions,
+                             const std::set<std::string>& topics, const TopicConfigs& configs) {
+  OwnerMap held;
+  for (GroupMemberStatus& m : members) {
+    if (!m.absent) continue;
+    for (const std::string& t : topics) {
+      auto c = configs.find(t);
+      if (c == configs.end() || !c->second) continue;
+      if (m.topics && std::find(m.topics->begin(), m.topics->end(), t) == m.topics->end()) continue;
+      const TopicPartitions tp{t, c->second->partitions};
+      for (const TopicAssignment& a : AssignSubscription(subscriptions, {&tp, 1}, m.id))
+        for (int32_t p : a.partitions) {
+          m.held.push_back({t, p});
+          held[{t, p}] = m.id;
+        }
+    }
+  }
+  return held;
+}
+
+// Where a member resumes: a corrupt batch there stops it. A consumer per
+// topic (kept in `readers`) reads from there (CheckReadableAt).
+void CheckResume(const DataDir& dir, std::map<std::string, std::unique_ptr<Consumer>>& readers,
+                 GroupPartitionStatus* s) {
+  if (!s->resume_at || *s->resume_at >= s->log.end) return;
+  auto& reader = readers[s->topic];
+  if (!reader) {
+    ConsumerOptions options;
+    options.stop_at_end = true;
+    options.max_open = 1;
+    if (auto opened = Consumer::Open(dir, s->topic, std::move(options)))
+      reader = std::move(*opened);
+  }
+  Status readable = reader ? CheckReadableAt(*reader, s->partition, *s->resume_at) : Status::Ok();
+  if (readable.code() == Code::kCorruption) s->corrupt = readable;
+}
+
+// A row against its partition's log (`config`: the topic's, nullopt when
+// there is no such topic): where the commit falls, the lag, a divergence,
+// a corrupt batch where a member resumes.
+void PlaceRow(const DataDir& dir, const std::optional<TopicConfig>& config,
+              std::map<std::string, std::unique_ptr<Consumer>>& readers,
+              GroupPartitionStatus* s) {
+  if (!config) {
+    s->position = CommittedPosition::kNoTopic;
+    return;
+  }
+  if (s->partition >= config->partitions) {
+    s->position = CommittedPosition::kNoPartition;
+    return;
+  }
+  auto bounds = PartitionBounds(dir, *config, s->topic, s->partition);
+  if (bounds && s->committed) {
+    auto diverged = CommittedDivergence(dir, s->topic, s->partition, *s->committed);
+    if (!diverged) bounds = diverged.error();
+    else s->diverged_at = *diverged;
+  }
+  if (!bounds) {
+    // One damaged partition does not hide the others' lag.
+    s->position = CommittedPosition::kUnreadable;
+    s->error = bounds.error();
+    return;
+  }
+  s->log = *bounds;
+  Place(s);
+  CheckResume(dir, readers, s);
+  if (!s->committed && !s->owner) {
+    s->lag = s->log.end - s->log.start;
+    s->unread = true;
+  }
+}
+
+}  // namespace
+
 Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
                                        std::optional<std::string_view> topic, int64_t now_ms) {
   if (now_ms == kNoTimestamp) now_ms = WallNowMs();
   GroupDescription d;
   d.group = group.name();
-  std::optional<TopicConfig> only;
+  TopicConfigs configs;
   Status no_topic;
   if (topic) {
     auto config = dir.ReadTopic(*topic);
     if (!config && config.error().code() == Code::kNotFound) no_topic = config.error();
     else if (!config) return config.error();
-    else only = *config;
+    else configs[std::string(*topic)] = *config;
   }
   auto state = group.Read();
   if (!state) return state.error();
@@ -278,51 +402,9 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
   if (!members) return members.error();
   d.members = std::move(*members);
 
-  // The rows: committed entries, owned partitions, and every partition of
-  // the group's topics (`topic`, or each one the group has committed, a
-  // member has read or a live member reads), so that a partition nobody
-  // has read shows its backlog.
-  std::set<std::pair<std::string, int32_t>> keys;
-  for (const CommittedOffset& e : d.state.offsets)
-    if (!topic || e.topic == *topic) keys.insert({e.topic, e.partition});
-  for (const auto& [key, id] : *owners) keys.insert(key);
-  for (const auto& [t, p] : keys) topics.insert(t);
-  for (const GroupMemberStatus& m : d.members)
-    if (m.topics)
-      for (const std::string& t : *m.topics)
-        if (!topic || t == *topic) topics.insert(t);
-  if (topic) topics = {std::string(*topic)};
-
-  std::map<std::string, std::optional<TopicConfig>> configs;
-  if (only) configs[std::string(*topic)] = *only;
-  for (const std::string& t : topics) {
-    auto c = configs.find(t);
-    if (c == configs.end()) {
-      auto config = dir.ReadTopic(t);
-      if (!config && config.error().code() != Code::kNotFound) return config.error();
-      c = configs.emplace(t, config ? std::optional<TopicConfig>(*config) : std::nullopt).first;
-    }
-    if (c->second)
-      for (int32_t p = 0; p < c->second->partitions; ++p) keys.insert({t, p});
-  }
-  // The partitions assigned to each absent member, as the running members
-  // assign each topic among its subscribers (§14.6, R64).
-  std::map<std::pair<std::string, int32_t>, std::string> held;
-  for (GroupMemberStatus& m : d.members) {
-    if (!m.absent) continue;
-    for (const std::string& t : topics) {
-      auto c = configs.find(t);
-      if (c == configs.end() || !c->second) continue;
-      if (m.topics && std::find(m.topics->begin(), m.topics->end(), t) == m.topics->end()) continue;
-      const TopicPartitions tp{t, c->second->partitions};
-      for (const TopicAssignment& a : AssignSubscription(subscriptions, {&tp, 1}, m.id))
-        for (int32_t p : a.partitions) {
-          m.held.push_back({t, p});
-          held[{t, p}] = m.id;
-        }
-    }
-  }
-  // A consumer per topic reads from where members resume (CheckReadableAt).
+  std::set<PartitionKey> keys;
+  MQ_RETURN_IF_ERROR(CollectRows(dir, d, topic, *owners, configs, &topics, &keys));
+  const OwnerMap held = AssignAbsentMembers(d.members, subscriptions, topics, configs);
   std::map<std::string, std::unique_ptr<Consumer>> readers;
   for (const auto& [t, p] : keys) {
     GroupPartitionStatus s;
@@ -331,49 +413,9 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
     if (const CommittedOffset* e = d.state.Find(t, p)) s.committed = *e;
     if (auto it = owners->find({t, p}); it != owners->end()) s.owner = it->second;
     else if (auto h = held.find({t, p}); h != held.end()) s.held_for = h->second;
-    auto c = configs.find(t);
-    if (c == configs.end()) {
-      auto config = dir.ReadTopic(t);
-      if (!config && config.error().code() != Code::kNotFound) return config.error();
-      c = configs.emplace(t, config ? std::optional<TopicConfig>(*config) : std::nullopt).first;
-    }
-    if (!c->second) {
-      s.position = CommittedPosition::kNoTopic;
-    } else if (p >= c->second->partitions) {
-      s.position = CommittedPosition::kNoPartition;
-    } else {
-      auto bounds = PartitionBounds(dir, *c->second, t, p);
-      if (bounds && s.committed) {
-        auto diverged = CommittedDivergence(dir, t, p, *s.committed);
-        if (!diverged) bounds = diverged.error();
-        else s.diverged_at = *diverged;
-      }
-      if (bounds) {
-        s.log = *bounds;
-        Place(&s);
-        // Where a member resumes: a corrupt batch there stops it.
-        if (s.resume_at && *s.resume_at < s.log.end) {
-          auto& reader = readers[t];
-          if (!reader) {
-            ConsumerOptions options;
-            options.stop_at_end = true;
-            options.max_open = 1;
-            if (auto opened = Consumer::Open(dir, t, std::move(options)))
-              reader = std::move(*opened);
-          }
-          Status readable = reader ? CheckReadableAt(*reader, p, *s.resume_at) : Status::Ok();
-          if (readable.code() == Code::kCorruption) s.corrupt = readable;
-        }
-        if (!s.committed && !s.owner) {
-          s.lag = s.log.end - s.log.start;
-          s.unread = true;
-        }
-      } else {
-        // One damaged partition does not hide the others' lag.
-        s.position = CommittedPosition::kUnreadable;
-        s.error = bounds.error();
-      }
-    }
+    auto config = ConfigOf(dir, configs, t);
+    if (!config) return config.error();
+    PlaceRow(dir, **config, readers, &s);
     if (s.lag) d.total_lag += *s.lag;
     d.partitions.push_back(std::move(s));
   }

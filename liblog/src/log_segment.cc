@@ -102,13 +102,90 @@ Result<std::unique_ptr<LogSegment>> LogSegment::Open(FileSystem* fs, int dir_fd,
   return s;
 }
 
+namespace {
+
+// An index's tail as a restore keeps it: the whole entries kept and the
+// last of them (none when none is kept).
+template <typename Entry>
+struct IndexTail {
+  uint64_t entries = 0;
+  std::optional<Entry> last;
+};
+
+// The offset index's last entry inside the log (a position below `size`,
+// an offset below `end_offset`) among its first `entries`, the ones past
+// it dropped. With `check_log_size` (the log's size before recovery), only
+// an unpublished append may be dropped: nullopt when another is (a bad
+// index).
+Result<std::optional<IndexTail<OffsetIndexEntry>>> OffsetIndexTail(
+    File& index, uint64_t entries, int64_t base, uint64_t size, int64_t end_offset,
+    std::optional<uint64_t> check_log_size) {
+  IndexTail<OffsetIndexEntry> tail{entries, std::nullopt};
+  std::byte e[format::kOffsetIndexEntrySize];
+  while (tail.entries > 0) {
+    auto got = index.ReadAt((tail.entries - 1) * format::kOffsetIndexEntrySize, e);
+    if (!got) return got.error();
+    auto entry = DecodeOffsetEntry(e, base);
+    if (*got == sizeof e && entry.position < size && entry.offset < end_offset) {
+      tail.last = entry;
+      break;
+    }
+    // Past the committed end on both counts, inside the log as it was: an
+    // append that was never published. Anything else is a bad index.
+    if (check_log_size && !(entry.offset >= end_offset && entry.position >= size &&
+                            entry.position < *check_log_size))
+      return std::optional<IndexTail<OffsetIndexEntry>>();
+    --tail.entries;
+  }
+  return std::optional(tail);
+}
+
+// Whether offset-index entry `last` names a batch of the log (`size`
+// bytes) that ends at its offset, inside the log.
+Result<bool> EntryNamesBatch(File& log, const OffsetIndexEntry& last, int64_t base,
+                             uint64_t size) {
+  if (last.offset < base) return false;
+  std::byte h[format::kBatchHeaderSize];
+  auto got = log.ReadAt(last.position, h);
+  if (!got) return got.error();
+  if (*got != sizeof h) return false;
+  BatchHeader header = DecodeBatchHeader(Bytes(h, sizeof h));
+  return header.last_offset() == last.offset && last.position + header.size_bytes() <= size;
+}
+
+// The time index's last entry below `end_offset` and not past the offset
+// index's `last_offset` among its first `entries`, the ones past it
+// dropped. With `check`: nullopt when one below the segment's base is met
+// (a bad index).
+Result<std::optional<IndexTail<TimeIndexEntry>>> TimeIndexTail(
+    File& timeindex, uint64_t entries, int64_t base, int64_t end_offset,
+    const std::optional<OffsetIndexEntry>& last_offset, bool check) {
+  IndexTail<TimeIndexEntry> tail{entries, std::nullopt};
+  std::byte e[format::kTimeIndexEntrySize];
+  while (tail.entries > 0) {
+    auto got = timeindex.ReadAt((tail.entries - 1) * format::kTimeIndexEntrySize, e);
+    if (!got) return got.error();
+    auto entry = DecodeTimeEntry(e, base);
+    const bool whole = *got == sizeof e;
+    if (check && whole && entry.offset < end_offset && entry.offset < base)
+      return std::optional<IndexTail<TimeIndexEntry>>();
+    if (whole && entry.offset < end_offset &&
+        (!last_offset || entry.offset <= last_offset->offset)) {
+      tail.last = entry;
+      break;
+    }
+    --tail.entries;
+  }
+  return std::optional(tail);
+}
+
+}  // namespace
+
 Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& config,
                                  uint64_t size, int64_t end_offset,
                                  std::optional<uint64_t> check_log_size) {
   const bool check = check_log_size.has_value();
   const int64_t base = ib_.base();
-  std::optional<OffsetIndexEntry> last_entry;
-  std::optional<TimeIndexEntry> last_time;
   // Both were just opened (Open), under the writer lock.
   auto iinfo = index_->StatAtOpen();
   if (!iinfo) return iinfo.error();
@@ -119,52 +196,26 @@ Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& co
   if (check && (isize % format::kOffsetIndexEntrySize != 0 ||
                 tsize % format::kTimeIndexEntrySize != 0))
     return false;
-  uint64_t n = isize / format::kOffsetIndexEntrySize;
-  std::byte e[format::kTimeIndexEntrySize];
-  while (n > 0) {
-    auto got = index_->ReadAt((n - 1) * format::kOffsetIndexEntrySize, std::span(e, 8));
-    if (!got) return got.error();
-    auto entry = DecodeOffsetEntry(e, base);
-    if (*got == 8 && entry.position < size && entry.offset < end_offset) {
-      last_entry = entry;
-      break;
-    }
-    // Past the committed end on both counts, inside the log as it was: an
-    // append that was never published. Anything else is a bad index.
-    if (check && !(entry.offset >= end_offset && entry.position >= size &&
-                   entry.position < *check_log_size))
-      return false;
-    --n;
-  }
+  auto offsets = OffsetIndexTail(*index_, isize / format::kOffsetIndexEntrySize, base, size,
+                                 end_offset, check_log_size);
+  if (!offsets) return offsets.error();
+  if (!*offsets) return false;
+  const std::optional<OffsetIndexEntry>& last_entry = (*offsets)->last;
   if (check && last_entry) {
-    if (last_entry->offset < base) return false;
-    std::byte h[format::kBatchHeaderSize];
-    auto got = log_->ReadAt(last_entry->position, h);
-    if (!got) return got.error();
-    if (*got != sizeof h) return false;
-    BatchHeader header = DecodeBatchHeader(Bytes(h, sizeof h));
-    if (header.last_offset() != last_entry->offset ||
-        last_entry->position + header.size_bytes() > size)
-      return false;
+    auto names = EntryNamesBatch(*log_, *last_entry, base, size);
+    if (!names) return names.error();
+    if (!*names) return false;
   }
-  uint64_t tn = tsize / format::kTimeIndexEntrySize;
-  while (tn > 0) {
-    auto got = timeindex_->ReadAt((tn - 1) * format::kTimeIndexEntrySize, std::span(e, 12));
-    if (!got) return got.error();
-    auto entry = DecodeTimeEntry(e, base);
-    if (check && *got == 12 && entry.offset < end_offset && entry.offset < base) return false;
-    if (*got == 12 && entry.offset < end_offset &&
-        (!last_entry || entry.offset <= last_entry->offset)) {
-      last_time = entry;
-      break;
-    }
-    --tn;
-  }
+  auto times = TimeIndexTail(*timeindex_, tsize / format::kTimeIndexEntrySize, base, end_offset,
+                             last_entry, check);
+  if (!times) return times.error();
+  if (!*times) return false;
+  const uint64_t n = (*offsets)->entries, tn = (*times)->entries;
   if (n * format::kOffsetIndexEntrySize != isize)
     MQ_RETURN_IF_ERROR(index_->Truncate(n * format::kOffsetIndexEntrySize));
   if (tn * format::kTimeIndexEntrySize != tsize)
     MQ_RETURN_IF_ERROR(timeindex_->Truncate(tn * format::kTimeIndexEntrySize));
-  ib_.Restore(last_entry, last_time);
+  ib_.Restore(last_entry, (*times)->last);
   ib_.set_counts(n, tn);
   uint64_t from = last_entry ? last_entry->position : 0;
   MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd, fs, config.limits, base, log_.get(), from, size,

@@ -22,6 +22,46 @@ std::string SourceId(const PipelineSource& s, int64_t offset) {
   return fmt::format("{}/{}/{}", s.topic, s.partition, offset);
 }
 
+// The records of producer `pid`'s batch `bytes` in `pdir`: the outputs of
+// one source message (E2), each naming it (mq.src: `prefix` and its
+// offset) and its index among them (mq.src.index). Calls each(index,
+// record) for each; returns the source offset (-1 for no record).
+template <typename F>
+Result<int64_t> ReadOutputs(Bytes bytes, const DecodeLimits& limits, const std::string& pdir,
+                            std::string_view prefix, int64_t pid, F each) {
+  auto view = BatchView::Parse(bytes, limits, pdir, 0);
+  if (!view) return view.error();
+  std::vector<std::byte> scratch;
+  auto records = RecordReader::Open(*view, &scratch, limits, pdir, 0);
+  if (!records) return records.error();
+  RecordView r;
+  int64_t src_offset = -1;
+  while (records->Read(&r)) {
+    std::optional<std::string> where, index;
+    for (const Header& h : r.headers()) {
+      if (h.key == kPipelineSourceHeader && h.value) where = std::string(AsText(*h.value));
+      if (h.key == kPipelineSourceIndexHeader && h.value) index = std::string(AsText(*h.value));
+    }
+    int64_t o = -1, i = -1;
+    const bool ok =
+        where && index && where->starts_with(prefix) &&
+        std::from_chars(where->data() + prefix.size(), where->data() + where->size(), o).ec ==
+            std::errc() &&
+        std::from_chars(index->data(), index->data() + index->size(), i).ec == std::errc() &&
+        (src_offset < 0 || o == src_offset);
+    if (!ok)
+      return Status::Corruption(pdir, 0, "E2",
+                                fmt::format("offset {}: an output of producer {} without the "
+                                            "{} header {}N of one source message, or {}",
+                                            r.offset, pid, kPipelineSourceHeader, prefix,
+                                            kPipelineSourceIndexHeader));
+    src_offset = o;
+    each(i, r);
+  }
+  if (!records->status().ok()) return records->status();
+  return src_offset;
+}
+
 }  // namespace
 
 std::string PipelineProducerName(std::string_view group, std::string_view in,
@@ -230,39 +270,14 @@ Status PipelineWriter::FindTail(Source& src, int64_t start) {
                                 "partition {} of {} stopped cannot be known",
                                 config_.out, q, (*last)->base_offset, src.name.partition,
                                 src.name.topic));
-    auto view = BatchView::Parse(Bytes((*last)->bytes), read.limits, pdir, 0);
-    if (!view) return view.error();
-    std::vector<std::byte> scratch;
-    auto records = RecordReader::Open(*view, &scratch, read.limits, pdir, 0);
-    if (!records) return records.error();
-    RecordView r;
-    int64_t src_offset = -1;
     std::vector<Found> found;
-    while (records->Read(&r)) {
-      std::optional<std::string> where, index;
-      for (const Header& h : r.headers()) {
-        if (h.key == kPipelineSourceHeader && h.value) where = std::string(AsText(*h.value));
-        if (h.key == kPipelineSourceIndexHeader && h.value) index = std::string(AsText(*h.value));
-      }
-      int64_t o = -1, i = -1;
-      const bool ok =
-          where && index && where->starts_with(prefix) &&
-          std::from_chars(where->data() + prefix.size(), where->data() + where->size(), o).ec ==
-              std::errc() &&
-          std::from_chars(index->data(), index->data() + index->size(), i).ec == std::errc() &&
-          (src_offset < 0 || o == src_offset);
-      if (!ok)
-        return Status::Corruption(pdir, 0, "E2",
-                                  fmt::format("offset {}: an output of producer {} without the "
-                                              "{} header {}N of one source message, or {}",
-                                              r.offset, pid, kPipelineSourceHeader, prefix,
-                                              kPipelineSourceIndexHeader));
-      src_offset = o;
-      found.push_back({i, Copy(r.key), Copy(r.value)});
-    }
-    if (!records->status().ok()) return records->status();
-    highest = std::max(highest, src_offset);
-    tails[q] = {src_offset, std::move(found)};
+    auto src_offset = ReadOutputs((*last)->bytes, read.limits, pdir, prefix, pid,
+                                  [&](int64_t index, const RecordView& r) {
+                                    found.push_back({index, Copy(r.key), Copy(r.value)});
+                                  });
+    if (!src_offset) return src_offset.error();
+    highest = std::max(highest, *src_offset);
+    tails[q] = {*src_offset, std::move(found)};
   }
   if (highest >= start) {
     src.resume = highest;

@@ -120,26 +120,27 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
 
 
 
-Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
-                                std::vector<int64_t> segments, int64_t recovery_point,
-                                int64_t empty_base, RecoveryReport* report) {
+namespace {
+
+// A log with no segment gets an empty one at `empty_base` (R34).
+Status CreateEmptySegment(int dir_fd, const LogConfig& config, int64_t empty_base) {
   FileSystem* fs = FsOf(config);
-  RecoveredLog out;
-  if (segments.empty()) {
-    for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
-      auto f = fs->Open(dir_fd, SegmentFileName(empty_base, suffix), FileSystem::kCreate);
-      if (!f) return f.error();
-    }
-    // R34: with page-cache durability a crash may lose these names; the
-    // next open finds no segment and comes here again.
-    if (!config.page_cache_only()) MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd));
-    out.segments = {empty_base};
-    out.log_end_offset = empty_base;
-    return out;
+  for (const char* suffix : {format::kLogSuffix, format::kIndexSuffix, format::kTimeIndexSuffix}) {
+    auto f = fs->Open(dir_fd, SegmentFileName(empty_base, suffix), FileSystem::kCreate);
+    if (!f) return f.error();
   }
-  // R25: start at the segment holding the recovery point.
-  size_t start = 0;
-  while (start + 1 < segments.size() && segments[start + 1] <= recovery_point) ++start;
+  // R34: with page-cache durability a crash may lose these names; the
+  // next open finds no segment and comes here again.
+  if (!config.page_cache_only()) MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd));
+  return Status::Ok();
+}
+
+// The segments below the one recovery starts at (`segments[0, start)`)
+// are not walked: an index that does not look right is rebuilt (R23).
+Status RebuildIndexesBelow(int dir_fd, const LogConfig& config,
+                           const std::vector<int64_t>& segments, size_t start,
+                           RecoveryReport* report) {
+  FileSystem* fs = FsOf(config);
   for (size_t i = 0; i < start; ++i) {
     auto looks = IndexLooksRight(dir_fd, config, segments[i], segments[i + 1]);
     if (!looks) return looks.error();
@@ -157,6 +158,58 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
                                   "index-rebuilt", "R23: index inconsistent with its log; rebuilt"});
     }
   }
+  return Status::Ok();
+}
+
+// Segment `base`, walked (`r`), against the next one (`next_base`): its
+// offsets end before the next begins, and the next continues it.
+Status CheckContinues(const LogConfig& config, int64_t base, const SegmentResult& r,
+                      int64_t next_base) {
+  const std::string next = SegmentFileName(next_base, format::kLogSuffix);
+  if (auto b = SegmentNotAfter(r.last_offset, next_base))
+    return Status::Corruption(next, 0, b->rule, b->detail);
+  // Where a reader stops: the end of the segment that lost its tail.
+  if (auto b = SegmentDoesNotContinue(r.last_offset, next_base, next, config.offsets))
+    return Status::Corruption(SegmentFileName(base, format::kLogSuffix), r.valid_bytes, b->rule,
+                              b->detail);
+  return Status::Ok();
+}
+
+// Segment `base`'s index files are written again when they differ from
+// what its walk (`r`) built (R23).
+Status RewriteIndexesIfChanged(int dir_fd, FileSystem* fs, int64_t base, const SegmentResult& r,
+                               RecoveryReport* report) {
+  std::string index = SegmentFileName(base, format::kIndexSuffix);
+  std::string tindex = SegmentFileName(base, format::kTimeIndexSuffix);
+  if (SameAsFile(dir_fd, fs, index, r.offset_index) &&
+      SameAsFile(dir_fd, fs, tindex, r.time_index))
+    return Status::Ok();
+  MQ_RETURN_IF_ERROR(WriteIndexFiles(dir_fd, fs, base, r));
+  if (report) {
+    ++report->indexes_rebuilt;
+    report->repaired.push_back({index, 0, "index-rebuilt",
+                                "R23: index missing or inconsistent with its log; rebuilt"});
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
+                                std::vector<int64_t> segments, int64_t recovery_point,
+                                int64_t empty_base, RecoveryReport* report) {
+  FileSystem* fs = FsOf(config);
+  RecoveredLog out;
+  if (segments.empty()) {
+    MQ_RETURN_IF_ERROR(CreateEmptySegment(dir_fd, config, empty_base));
+    out.segments = {empty_base};
+    out.log_end_offset = empty_base;
+    return out;
+  }
+  // R25: start at the segment holding the recovery point.
+  size_t start = 0;
+  while (start + 1 < segments.size() && segments[start + 1] <= recovery_point) ++start;
+  MQ_RETURN_IF_ERROR(RebuildIndexesBelow(dir_fd, config, segments, start, report));
   int64_t prev_last = -1;
   for (size_t i = start; i < segments.size(); ++i) {
     bool last = i + 1 == segments.size();
@@ -164,27 +217,9 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
     auto r = WalkSegment(dir_fd, config, segments[i], last, prev_last, !last, report);
     if (!r) return r.error();
     if (report) ++report->segments_checked;
-    if (!last) {
-      const std::string next = SegmentFileName(segments[i + 1], format::kLogSuffix);
-      if (auto b = SegmentNotAfter(r->last_offset, segments[i + 1]))
-        return Status::Corruption(next, 0, b->rule, b->detail);
-      // Where a reader stops: the end of the segment that lost its tail.
-      if (auto b = SegmentDoesNotContinue(r->last_offset, segments[i + 1], next, config.offsets))
-        return Status::Corruption(SegmentFileName(segments[i], format::kLogSuffix), r->valid_bytes,
-                                  b->rule, b->detail);
-    }
+    if (!last) MQ_RETURN_IF_ERROR(CheckContinues(config, segments[i], *r, segments[i + 1]));
     if (r->last_offset >= 0) prev_last = r->last_offset;
-    std::string index = SegmentFileName(segments[i], format::kIndexSuffix);
-    std::string tindex = SegmentFileName(segments[i], format::kTimeIndexSuffix);
-    if (!SameAsFile(dir_fd, fs, index, r->offset_index) ||
-        !SameAsFile(dir_fd, fs, tindex, r->time_index)) {
-      MQ_RETURN_IF_ERROR(WriteIndexFiles(dir_fd, fs, segments[i], *r));
-      if (report) {
-        ++report->indexes_rebuilt;
-        report->repaired.push_back({index, 0, "index-rebuilt",
-                                    "R23: index missing or inconsistent with its log; rebuilt"});
-      }
-    }
+    MQ_RETURN_IF_ERROR(RewriteIndexesIfChanged(dir_fd, fs, segments[i], *r, report));
     if (last) {
       out.active_size = r->valid_bytes;
       out.log_end_offset = r->last_offset >= 0 ? r->last_offset + 1 : segments[i];

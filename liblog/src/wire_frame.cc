@@ -150,22 +150,130 @@ void SetNonBlocking(int fd) {
   if (flags >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
+namespace {
+
+// The `file` bytes read into `out`, for a frame sent without their CRC.
+Status ReadFileBytes(FileBytes file, const std::string& peer, std::vector<std::byte>* out) {
+  out->resize(file.size);
+  for (size_t at = 0; at < file.size;) {
+    ssize_t n = pread(file.fd, out->data() + at, file.size - at,
+                      static_cast<off_t>(file.position + at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return Status(Code::kIoError, fmt::format("{}: reading the batches to send: {}", peer,
+                                                n < 0 ? strerror(errno) : "end of file"));
+    at += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Writes to a non-blocking descriptor, each wait for it to take bytes
+// within one deadline (R52) and given up when `stop` is set.
+class DeadlineWriter {
+ public:
+  DeadlineWriter(int fd, int timeout_ms, const std::string& peer, const std::atomic<bool>* stop)
+      : fd_(fd),
+        timeout_ms_(timeout_ms),
+        deadline_(MonotonicMs() + timeout_ms),
+        peer_(peer),
+        stop_(stop) {}
+
+  // Writes iov[0, count) whole.
+  Status WriteAll(iovec* iov, int count) {
+    int first = 0;
+    while (first < count) {
+      if (iov[first].iov_len == 0) {
+        ++first;
+        continue;
+      }
+      ssize_t n = writev(fd_, iov + first, count - first);
+      if (n > 0) {
+        auto left = static_cast<size_t>(n);
+        while (first < count && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+        if (first < count) {
+          iov[first].iov_base = static_cast<std::byte*>(iov[first].iov_base) + left;
+          iov[first].iov_len -= left;
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN) return Failed("write");
+      MQ_RETURN_IF_ERROR(Wait());
+    }
+    return Status::Ok();
+  }
+
+  // Sends the `file` bytes: by sendfile, or read and written where the
+  // descriptors do not support it.
+  Status SendFile(FileBytes file) {
+    off_t at = static_cast<off_t>(file.position);
+    size_t left = file.size;
+    std::vector<std::byte> bounce;  // without sendfile: the bytes read, then written
+    while (left > 0) {
+      if (bounce.empty()) {
+        ssize_t n = sendfile(fd_, file.fd, &at, std::min<size_t>(left, size_t{1} << 30));
+        if (n > 0) {
+          left -= static_cast<size_t>(n);
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+          MQ_RETURN_IF_ERROR(Wait());
+          continue;
+        }
+        if (n < 0 && errno != EINVAL && errno != ENOSYS) return Failed("sendfile");
+        if (n == 0) return Cut();  // the file was cut since its batches were read
+        bounce.resize(std::min<size_t>(left, size_t{1} << 20));
+      }
+      ssize_t n = pread(file.fd, bounce.data(), std::min(left, bounce.size()), at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Failed("reading the batches to send");
+      if (n == 0) return Cut();
+      iovec chunk{bounce.data(), static_cast<size_t>(n)};
+      MQ_RETURN_IF_ERROR(WriteAll(&chunk, 1));
+      at += n;
+      left -= static_cast<size_t>(n);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // After EAGAIN: waits until the descriptor takes bytes, within the deadline.
+  Status Wait() {
+    const int64_t left = deadline_ - MonotonicMs();
+    if (left <= 0 || (stop_ && stop_->load()))
+      return Status(Code::kUnavailable,
+                    fmt::format("{}: no progress writing for {} ms (R52)", peer_, timeout_ms_));
+    pollfd pfd{fd_, POLLOUT, 0};
+    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 200)));
+    return Status::Ok();
+  }
+
+  Status Failed(const char* what) const {
+    return Status(Code::kUnavailable, fmt::format("{}: {}: {}", peer_, what, strerror(errno)));
+  }
+
+  Status Cut() const {
+    return Status(Code::kUnavailable,
+                  fmt::format("{}: the batches being sent were cut from their file", peer_));
+  }
+
+  const int fd_;
+  const int timeout_ms_;
+  const int64_t deadline_;
+  const std::string& peer_;
+  const std::atomic<bool>* const stop_;
+};
+
+}  // namespace
+
 Status WriteFrame(int fd, Type type, uint32_t correlation, std::span<const std::byte> body,
                   std::span<const std::byte> tail, int timeout_ms, const std::string& peer,
                   const std::atomic<bool>* stop, std::optional<uint32_t> tail_crc, FileBytes file) {
   std::vector<std::byte> read_tail;
   if (file.size > 0 && !tail_crc) {
     // No CRC given: the bytes are read for it, and sent from memory.
-    read_tail.resize(file.size);
-    for (size_t at = 0; at < file.size;) {
-      ssize_t n = pread(file.fd, read_tail.data() + at, file.size - at,
-                        static_cast<off_t>(file.position + at));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        return Status(Code::kIoError, fmt::format("{}: reading the batches to send: {}", peer,
-                                                  n < 0 ? strerror(errno) : "end of file"));
-      at += static_cast<size_t>(n);
-    }
+    MQ_RETURN_IF_ERROR(ReadFileBytes(file, peer, &read_tail));
     tail = read_tail;
     file = {};
   }
@@ -178,88 +286,20 @@ Status WriteFrame(int fd, Type type, uint32_t correlation, std::span<const std::
   crc = Crc32cExtend(crc, body);
   crc = tail_crc ? Crc32cCombine(crc, *tail_crc, tail_size) : Crc32cExtend(crc, tail);
   coding::PutFixed32(trailer, crc);
-  const int64_t deadline = MonotonicMs() + timeout_ms;
-  // After EAGAIN: waits until `fd` takes bytes, within the deadline.
-  auto wait = [&]() -> Status {
-    const int64_t left = deadline - MonotonicMs();
-    if (left <= 0 || (stop && stop->load()))
-      return Status(Code::kUnavailable,
-                    fmt::format("{}: no progress writing for {} ms (R52)", peer, timeout_ms));
-    pollfd pfd{fd, POLLOUT, 0};
-    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 200)));
-    return Status::Ok();
-  };
-  auto failed = [&](const char* what) {
-    return Status(Code::kUnavailable, fmt::format("{}: {}: {}", peer, what, strerror(errno)));
-  };
-  // Writes iov[0, count) whole.
-  auto write_all = [&](iovec* iov, int count) -> Status {
-    int first = 0;
-    while (first < count) {
-      if (iov[first].iov_len == 0) {
-        ++first;
-        continue;
-      }
-      ssize_t n = writev(fd, iov + first, count - first);
-      if (n > 0) {
-        auto left = static_cast<size_t>(n);
-        while (first < count && left >= iov[first].iov_len) left -= iov[first++].iov_len;
-        if (first < count) {
-          iov[first].iov_base = static_cast<std::byte*>(iov[first].iov_base) + left;
-          iov[first].iov_len -= left;
-        }
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno != EAGAIN) return failed("write");
-      MQ_RETURN_IF_ERROR(wait());
-    }
-    return Status::Ok();
-  };
+  DeadlineWriter out(fd, timeout_ms, peer, stop);
   if (file.size == 0) {
     iovec iov[4] = {{header, format::kWireHeaderSize},
                     {const_cast<std::byte*>(body.data()), body.size()},
                     {const_cast<std::byte*>(tail.data()), tail.size()},
                     {trailer, format::kWireTrailerSize}};
-    return write_all(iov, 4);
+    return out.WriteAll(iov, 4);
   }
   iovec head[2] = {{header, format::kWireHeaderSize},
                    {const_cast<std::byte*>(body.data()), body.size()}};
-  MQ_RETURN_IF_ERROR(write_all(head, 2));
-  off_t at = static_cast<off_t>(file.position);
-  size_t left = file.size;
-  std::vector<std::byte> bounce;  // without sendfile: the bytes read, then written
-  while (left > 0) {
-    if (bounce.empty()) {
-      ssize_t n = sendfile(fd, file.fd, &at, std::min<size_t>(left, size_t{1} << 30));
-      if (n > 0) {
-        left -= static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) {
-        MQ_RETURN_IF_ERROR(wait());
-        continue;
-      }
-      if (n < 0 && errno != EINVAL && errno != ENOSYS) return failed("sendfile");
-      if (n == 0)  // the file was cut since its batches were read
-        return Status(Code::kUnavailable,
-                      fmt::format("{}: the batches being sent were cut from their file", peer));
-      bounce.resize(std::min<size_t>(left, size_t{1} << 20));
-    }
-    ssize_t n = pread(file.fd, bounce.data(), std::min(left, bounce.size()), at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return failed("reading the batches to send");
-    if (n == 0)
-      return Status(Code::kUnavailable,
-                    fmt::format("{}: the batches being sent were cut from their file", peer));
-    iovec chunk{bounce.data(), static_cast<size_t>(n)};
-    MQ_RETURN_IF_ERROR(write_all(&chunk, 1));
-    at += n;
-    left -= static_cast<size_t>(n);
-  }
+  MQ_RETURN_IF_ERROR(out.WriteAll(head, 2));
+  MQ_RETURN_IF_ERROR(out.SendFile(file));
   iovec end{trailer, format::kWireTrailerSize};
-  return write_all(&end, 1);
+  return out.WriteAll(&end, 1);
 }
 
 }  // namespace mq::wire

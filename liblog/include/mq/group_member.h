@@ -286,6 +286,13 @@ class GroupMember {
   Status CheckStuck(int members_dir, const MemberNote& note, int64_t mono,
                     std::map<std::string, HeartbeatWatch, std::less<>>* watches,
                     std::vector<MembershipView::Fenced>* fenced);
+  // Poll's walk over the other members' files in `members_dir` at `now`:
+  // the live ones and the absent static ones in their session join `view`
+  // (members, absent) and `subscriptions`; dead ones' lock files are
+  // removed; stuck ones are fenced (CheckStuck).
+  Status ScanMembers(int members_dir, const std::vector<std::string>& files, int64_t now,
+                     int64_t mono, MembershipView* view,
+                     std::vector<Subscription>* subscriptions);
 
   Group* group_ = nullptr;
   std::string id_;
