@@ -502,7 +502,6 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
     ctx.clock = &clock_;
     ctx.topic = kTopic;
     ctx.partition = 0;
-    ctx.bugs = options.bugs;
     ctxs_.push_back(ctx);
   }
   ctrl_cut_.assign(n, 0);
@@ -1632,6 +1631,8 @@ SimOutcome Simulation::Run() {
 }  // namespace
 
 SimOutcome RunSchedule(const SimOptions& options) {
+  // Every replication call of the schedule runs with its planted bugs.
+  ScopedPlantedBugs planted(options.bugs);
   Simulation sim(options);
   return sim.Run();
 }

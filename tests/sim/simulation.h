@@ -10,6 +10,7 @@
 #include <string>
 
 #include "mq/replication.h"
+#include "planted_bugs.h"  // liblog/src: the test-only hook
 
 namespace mq::sim {
 
