@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: mq-sim [--seed S | --schedules N [--start-seed S]] [--plant BUG]...\n"
     "              [--acks all|1] [--expect-violation] [--independent-files]\n"
-    "              [--ordered-metadata] [--real-log [--strict-oracle]]\n"
+    "              [--ordered-metadata] [--real-log [--strict-oracle] [--state-kept]]\n"
     "              [--lenient-empty-epochs] [--verify-replay] [--keep-going]\n"
     "              [--no-partitions] [--no-follower-kills] [--no-unclean] [--trace]\n"
     "              [--quiet]\n"
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   app.add_flag("--verify-replay", verify_replay);
   app.add_flag("--trace", base.trace);
   app.add_flag("--quiet", quiet);
-  for (const char* f : {"--independent-files", "--ordered-metadata", "--real-log", "--strict-oracle",
+  for (const char* f : {"--independent-files", "--ordered-metadata", "--real-log", "--strict-oracle", "--state-kept",
                         "--lenient-empty-epochs",
                         "--no-follower-kills", "--no-unclean", "--no-partitions"})
     app.add_flag(f, flag);
@@ -133,6 +133,9 @@ int main(int argc, char** argv) {
     } else if (a == "--real-log") {
       base.real_log = true;
       plants += " --real-log";
+    } else if (a == "--state-kept") {
+      base.state_kept = true;
+      plants += " --state-kept";
     } else if (a == "--strict-oracle") {
       base.strict_oracle = true;
       plants += " --strict-oracle";

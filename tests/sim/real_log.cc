@@ -38,8 +38,9 @@ std::string Text(const Status& s) { return s.ok() ? "ok" : s.message(); }
 }  // namespace
 
 RealReplicaLog::RealReplicaLog(int32_t id, SyncPolicy policy, DiskOrder order,
-                               const std::string& topic)
+                               const std::string& topic, bool mapped_kept)
     : ModelReplicaLog(id, policy, order), fs_(order) {
+  fs_.set_mapped_kept(mapped_kept);
   dir_ = fs_.root() + "/" + topic + "-0";
   config_ = ConfigFor(policy, &fs_);
   SetBoot();

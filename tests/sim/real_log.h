@@ -28,7 +28,11 @@ namespace mq::sim {
 
 class RealReplicaLog : public ModelReplicaLog {
  public:
-  RealReplicaLog(int32_t id, SyncPolicy policy, DiskOrder order, const std::string& topic);
+  // `mapped_kept`: a power loss keeps the page cache of the files written
+  // through a mapping (the state file), rather than drawing it or the
+  // last contents written otherwise (SimFs::set_mapped_kept).
+  RealReplicaLog(int32_t id, SyncPolicy policy, DiskOrder order, const std::string& topic,
+                 bool mapped_kept = false);
   ~RealReplicaLog() override;
 
   Result<int64_t> LogStartOffset() override;

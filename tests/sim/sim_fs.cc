@@ -382,7 +382,7 @@ void SimFs::PowerCut(Rng& rng) {
   pending_.clear();
   // A mapped file: its page cache written back whole, or not at all.
   for (auto& [node, bytes] : mapped_now)
-    if (disk_.contents.count(node) && std::bernoulli_distribution(0.5)(rng))
+    if (disk_.contents.count(node) && (mapped_kept_ || std::bernoulli_distribution(0.5)(rng)))
       disk_.contents[node] = std::move(bytes);
   mapped_.clear();
   Restore();

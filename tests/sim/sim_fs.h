@@ -70,6 +70,10 @@ class SimFs : public FileSystemWrapper {
     fail_keep_bytes_ = keep_bytes;
   }
   void CancelWriteFault() { fail_next_write_ = false; }
+  // A power cut keeps what was written through mappings, always (the
+  // kernel wrote the pages back just before): off, it is kept or lost
+  // whole, drawn at random.
+  void set_mapped_kept(bool on) { mapped_kept_ = on; }
   bool write_failed() const { return write_failed_; }
   void clear_write_failed() { write_failed_ = false; }
   // Operations not yet on the disk.
@@ -127,6 +131,7 @@ class SimFs : public FileSystemWrapper {
   std::map<uint64_t, NodeId> by_inode_;  // live files
   std::set<NodeId> mapped_;              // mapped writable since the last cut
   NodeId next_node_ = 1;
+  bool mapped_kept_ = false;
   bool fail_next_write_ = false;
   size_t fail_keep_bytes_ = 0;
   bool write_failed_ = false;

@@ -547,7 +547,7 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
                             : options.ordered_metadata ? DiskOrder::kMetadataOrdered
                                                        : DiskOrder::kOrdered;
     if (options.real_log)
-      r.log = std::make_unique<RealReplicaLog>(i, policy, order, kTopic);
+      r.log = std::make_unique<RealReplicaLog>(i, policy, order, kTopic, options.state_kept);
     else
       r.log = std::make_unique<ModelReplicaLog>(i, policy, order);
     r.log->set_lenient_empty_epochs(options.lenient_empty_epochs);

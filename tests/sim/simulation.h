@@ -30,6 +30,9 @@ struct SimOptions {
   // With real_log: a disagreement is a violation (otherwise it is counted,
   // and the model takes the real log's files).
   bool strict_oracle = false;
+  // With real_log: a power loss keeps the state file's page cache (the
+  // file liblog writes through a mapping) instead of drawing it.
+  bool state_kept = false;
   // acks=1 instead of acks=all: a write counts as acknowledged once the
   // leader appended it. Losses are then expected: the proof that the
   // invariants see them.
