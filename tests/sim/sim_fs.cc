@@ -153,7 +153,14 @@ Result<std::unique_ptr<File>> SimFs::Open(int dir_fd, const std::string& name, O
 Status SimFs::Rename(int dir_fd, const std::string& from, const std::string& to) {
   MQ_RETURN_IF_ERROR(target()->Rename(dir_fd, from, to));
   const std::string a = Relative(dir_fd, from), b = Relative(dir_fd, to);
-  if (!a.empty() && !b.empty()) pending_.push_back(Op{OpKind::kRename, 0, 0, {}, a, b});
+  if (a.empty() || b.empty()) return Status::Ok();
+  struct stat st;
+  NodeId node = 0;
+  if (::fstatat(dir_fd, to.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    auto it = by_inode_.find(st.st_ino);
+    if (it != by_inode_.end()) node = it->second;
+  }
+  pending_.push_back(Op{OpKind::kRename, node, 0, {}, a, b});
   return Status::Ok();
 }
 
@@ -164,6 +171,20 @@ Status SimFs::Unlink(int dir_fd, const std::string& name) {
   return Status::Ok();
 }
 
+std::vector<bool> SimFs::DataWithRename() const {
+  // kMetadataOrdered: a file's data written before it is renamed (a file
+  // written whole and renamed over another, WriteFileAtomic) reaches the
+  // disk with the rename, as ext4 (auto_da_alloc) and XFS flush it.
+  std::vector<bool> with(pending_.size(), false);
+  std::set<NodeId> renamed_later;
+  for (size_t i = pending_.size(); i-- > 0;) {
+    const Op& op = pending_[i];
+    if (op.kind == OpKind::kRename && op.node != 0) renamed_later.insert(op.node);
+    if (op.data_op() && renamed_later.count(op.node)) with[i] = true;
+  }
+  return with;
+}
+
 Status SimFs::SyncDir(int dir_fd) {
   MQ_RETURN_IF_ERROR(target()->SyncDir(dir_fd));
   std::string rel = Relative(dir_fd, ".");
@@ -171,12 +192,13 @@ Status SimFs::SyncDir(int dir_fd) {
   if (rel == ".") rel.clear();
   if (rel.size() > 2 && rel.compare(rel.size() - 2, 2, "/.") == 0) rel.resize(rel.size() - 2);
   std::vector<size_t> commit;
+  const std::vector<bool> with_rename = DataWithRename();
   for (size_t i = 0; i < pending_.size(); ++i) {
     const Op& op = pending_[i];
     switch (order_) {
       case DiskOrder::kOrdered: commit.push_back(i); break;
       case DiskOrder::kMetadataOrdered:
-        if (!op.data_op()) commit.push_back(i);
+        if (!op.data_op() || with_rename[i]) commit.push_back(i);
         break;
       case DiskOrder::kIndependent:
         if (!op.file_op() && op.Dir() == rel) commit.push_back(i);
@@ -238,13 +260,14 @@ Status SimFs::TruncateNode(File* real, NodeId node, uint64_t size) {
 
 Status SimFs::SyncNode(NodeId node) {
   std::vector<size_t> commit;
+  const std::vector<bool> with_rename = DataWithRename();
   for (size_t i = 0; i < pending_.size(); ++i) {
     const Op& op = pending_[i];
     const bool mine = op.file_op() && op.node == node;
     switch (order_) {
       case DiskOrder::kOrdered: commit.push_back(i); break;
       case DiskOrder::kMetadataOrdered:
-        if (mine || !op.data_op()) commit.push_back(i);
+        if (mine || !op.data_op() || with_rename[i]) commit.push_back(i);
         break;
       case DiskOrder::kIndependent:
         if (mine) commit.push_back(i);
@@ -346,13 +369,14 @@ void SimFs::PowerCut(Rng& rng) {
       break;
     }
     case DiskOrder::kMetadataOrdered: {
+      const std::vector<bool> with_rename = DataWithRename();
       const size_t point = Draw(rng, n);
       size_t data_before = 0;
-      for (size_t i = 0; i < point; ++i) data_before += pending_[i].data_op();
+      for (size_t i = 0; i < point; ++i) data_before += pending_[i].data_op() && !with_rename[i];
       const size_t d = Draw(rng, data_before);
       size_t rank = 0;
       for (size_t i = 0; i < point; ++i) {
-        if (!pending_[i].data_op()) {
+        if (!pending_[i].data_op() || with_rename[i]) {
           keep[i] = SIZE_MAX;
         } else {
           if (rank < d) keep[i] = SIZE_MAX;

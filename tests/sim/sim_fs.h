@@ -16,8 +16,12 @@
 //   kMetadataOrdered  the metadata operations (truncate, create, rename,
 //                     unlink, mkdir, rmdir) up to a point, in order, and of
 //                     the data writes before that point a prefix (a journal
-//                     for metadata, delayed allocation for data); an fsync
-//                     commits all metadata and the synced file's data;
+//                     for metadata, delayed allocation for data); the data
+//                     of a file renamed afterwards (written whole and
+//                     renamed over another) goes with the metadata, as
+//                     ext4 (auto_da_alloc) and XFS flush it before the
+//                     rename; an fsync commits all metadata and the synced
+//                     file's data;
 //   kIndependent      each file keeps its own prefix of its writes and
 //                     truncations, each directory its own prefix of its
 //                     entry changes; an fsync commits only its file's (or
@@ -97,7 +101,7 @@ class SimFs : public FileSystemWrapper {
   enum class OpKind : uint8_t { kWrite, kTruncate, kLink, kUnlink, kRename, kMkdir, kRmdir };
   struct Op {
     OpKind kind;
-    NodeId node = 0;       // kWrite, kTruncate, kLink
+    NodeId node = 0;       // kWrite, kTruncate, kLink, kRename (0: unknown)
     uint64_t offset = 0;   // kWrite; kTruncate: the size
     std::vector<std::byte> data;  // kWrite
     std::string path;      // kLink, kUnlink, kRename (from), kMkdir, kRmdir
@@ -121,6 +125,9 @@ class SimFs : public FileSystemWrapper {
   // and drops them from pending_.
   void Commit(const std::vector<size_t>& indexes);
   void CommitAll();
+  // Per pending operation: a data write ordered with the metadata (its
+  // file is renamed after it; kMetadataOrdered).
+  std::vector<bool> DataWithRename() const;
   // Rewrites the directory from disk_.
   void Restore();
 
