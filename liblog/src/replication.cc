@@ -12,8 +12,13 @@
 #include <fmt/format.h>
 
 #include "mq/batch.h"
+#include "planted_bugs.h"
 
 namespace mq {
+
+namespace internal {
+PlantedBugs planted_bugs;
+}  // namespace internal
 
 namespace {
 
@@ -139,7 +144,7 @@ Result<PartitionState> ClaimLocked(const ReplicationContext& ctx, ReplicaLog& le
                               Where(ctx), leader.replica_id(), claim->epoch, p.leader_epoch));
   if (claim->epoch == p.leader_epoch && claim->boot == boot) return p;
   // No claim (it never led), or one taken on this boot: a new epoch.
-  if (claim->epoch < 0 || claim->boot == boot || ctx.bugs.no_reboot_fence) {
+  if (claim->epoch < 0 || claim->boot == boot || Planted().no_reboot_fence) {
     MQ_RETURN_IF_ERROR(leader.StoreLeaderClaim({p.leader_epoch, boot}));
     return p;
   }
@@ -185,7 +190,7 @@ Status LeaveIsrAfterRestart(const ReplicationContext& ctx, ReplicaLog& follower,
   const int32_t me = follower.replica_id();
   const BootId boot = follower.RunningBoot();
   auto moot = [&](const LeaderClaim& claim) {
-    return claim.epoch < 0 || claim.boot == boot || boot == BootId{} || ctx.bugs.no_reboot_fence;
+    return claim.epoch < 0 || claim.boot == boot || boot == BootId{} || Planted().no_reboot_fence;
   };
   auto cached = follower.LoadLeaderClaim();
   if (!cached) return cached.error();
@@ -241,7 +246,7 @@ Result<int64_t> ComputeHighWatermark(const ReplicationContext& ctx, ReplicaLog& 
     leo = *now;
   }
   int64_t hw = *leo;
-  if (!ctx.bugs.hw_at_log_end) {
+  if (!Planted().hw_at_log_end) {
     std::vector<FollowerPosition> read;
     if (!followers) {
       auto all = leader.Followers();
@@ -325,7 +330,7 @@ Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& l
   int64_t hw = -1;
   auto body = [&]() -> Status {
     auto p = LoadPartition(ctx);
-    if (!p && ctx.bugs.hw_without_controller) p = StateFromPositions(ctx, leader, leader_epoch);
+    if (!p && Planted().hw_without_controller) p = StateFromPositions(ctx, leader, leader_epoch);
     if (!p) return p.error();
     MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, leader.replica_id(), leader_epoch));
     auto computed = ComputeHighWatermark(ctx, leader, *p);
@@ -347,7 +352,7 @@ Result<PartitionState> MaybeShrinkIsr(const ReplicationContext& ctx, ReplicaLog&
   auto p = PartitionIn(ctx, **whole);
   if (!p) return p.error();
   const int32_t me = leader.replica_id();
-  if (!ctx.bugs.isr_shrink_without_cas) {
+  if (!Planted().isr_shrink_without_cas) {
     MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, me, leader_epoch));
     // R54: a leader that restarted shrinks nothing in its old epoch.
     auto held = ClaimLeadership(ctx, leader, *p);
@@ -422,7 +427,7 @@ Result<PartitionState> ShrinkLocked(const ReplicationContext& ctx, ReplicaLog& l
   }
   if (reason.empty()) return *p;
   PartitionState proposed = *p;
-  if (ctx.bugs.isr_shrink_without_cas) {
+  if (Planted().isr_shrink_without_cas) {
     // The planted bug: a blind write of what this leader believes, whatever
     // the partition epoch now is.
     proposed.leader = me;
@@ -504,7 +509,7 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
       f.last_caught_up_ms = before ? before->last_caught_up_ms : mine->last_caught_up_ms;
     std::vector<std::byte>* out = buffer ? buffer : &response.batches;
     uint32_t crc = 0;
-    if (ctx.bugs.position_at_response_end) {
+    if (Planted().position_at_response_end) {
       MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
       for (size_t pos = 0; pos + 61 <= out->size();) {
         const BatchHeader h = DecodeBatchHeader(Bytes(*out).subspan(pos));
@@ -536,7 +541,7 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
         if (!done && done.error().code() != Code::kFenced) return done.error();
       }
     }
-    if (!ctx.bugs.position_at_response_end) {
+    if (!Planted().position_at_response_end) {
       if (in_place && buffer)
         MQ_RETURN_IF_ERROR(leader.ReadInPlace(request.fetch_offset, request.max_bytes, out, &crc,
                                               &response.file));
@@ -575,11 +580,11 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
   // older epoch (a deposed leader that passed its check before the
   // election) appends to it any more: what one appended before is seen
   // below and cut, nothing lands after.
-  if (!state.truncated && !ctx.bugs.no_epoch_fence)
+  if (!state.truncated && !Planted().no_epoch_fence)
     MQ_RETURN_IF_ERROR(follower.FenceEpochsBelow(p->leader_epoch));
   auto leo = follower.LogEndOffset();
   if (!leo) return leo.error();
-  if (!state.truncated && !ctx.bugs.no_epoch_truncation) {
+  if (!state.truncated && !Planted().no_epoch_truncation) {
     // KIP-101, KIP-279: where does my latest epoch end at the leader?
     auto latest = follower.LatestEpoch();
     if (!latest) return latest.error();

@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: mq-sim [--seed S | --schedules N [--start-seed S]] [--plant BUG]...\n"
     "              [--acks all|1] [--expect-violation] [--independent-files]\n"
-    "              [--ordered-metadata]\n"
+    "              [--ordered-metadata] [--real-log [--strict-oracle] [--state-kept]]\n"
     "              [--lenient-empty-epochs] [--verify-replay] [--keep-going]\n"
     "              [--no-partitions] [--no-follower-kills] [--no-unclean] [--trace]\n"
     "              [--quiet]\n"
@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   app.add_flag("--verify-replay", verify_replay);
   app.add_flag("--trace", base.trace);
   app.add_flag("--quiet", quiet);
-  for (const char* f : {"--independent-files", "--ordered-metadata", "--lenient-empty-epochs",
+  for (const char* f : {"--independent-files", "--ordered-metadata", "--real-log", "--strict-oracle", "--state-kept",
+                        "--lenient-empty-epochs",
                         "--no-follower-kills", "--no-unclean", "--no-partitions"})
     app.add_flag(f, flag);
   app.allow_extras();  // reported below, as mq-sim words it
@@ -129,6 +130,15 @@ int main(int argc, char** argv) {
     } else if (a == "--ordered-metadata") {
       base.ordered_metadata = true;
       plants += " --ordered-metadata";
+    } else if (a == "--real-log") {
+      base.real_log = true;
+      plants += " --real-log";
+    } else if (a == "--state-kept") {
+      base.state_kept = true;
+      plants += " --state-kept";
+    } else if (a == "--strict-oracle") {
+      base.strict_oracle = true;
+      plants += " --strict-oracle";
     } else if (a == "--acks") {
       if (acks != "all" && acks != "1") {
         return Usage("--acks is all or 1");
@@ -261,6 +271,14 @@ int main(int argc, char** argv) {
               static_cast<long long>(total.unclean_schedules),
               static_cast<long long>(total.isr_outages),
               static_cast<long long>(total.unclean_elections));
+  if (base.real_log) {
+    int64_t n = 0;
+    for (const auto& [kind, count] : total.disagreements) n += count;
+    std::printf("mq-sim: real log: %lld disagreements with the model%s\n",
+                static_cast<long long>(n), n ? ":" : "");
+    for (const auto& [kind, count] : total.disagreements)
+      std::printf("mq-sim:   %lld %s\n", static_cast<long long>(count), kind.c_str());
+  }
   if (verify_replay) {
     std::printf("mq-sim: every schedule replayed identically (%llu with a violation, replayed "
                 "the same)\n",

@@ -344,6 +344,14 @@ void ModelReplicaLog::Sync() {
   pending_.clear();
 }
 
+void ModelReplicaLog::Adopt(ReplicaFiles files) {
+  live_ = std::move(files);
+  disk_ = live_;
+  pending_.clear();
+  followers_.clear();
+  ++cut_generation_;
+}
+
 void ModelReplicaLog::Kill() {
   followers_.clear();
   fail_next_io_ = false;

@@ -108,17 +108,17 @@ class ModelReplicaLog : public ReplicaLog {
   // values carry `write_id`, stamped with `epoch`. Returns the batch. As
   // the real writer's append, in one critical section with the write: an
   // epoch below the log's latest or below the fence is kFenced.
-  Result<SimBatch> AppendAsLeader(uint64_t write_id, int records, int32_t epoch,
-                                  int64_t timestamp_ms);
+  virtual Result<SimBatch> AppendAsLeader(uint64_t write_id, int records, int32_t epoch,
+                                          int64_t timestamp_ms);
 
-  void Sync();
+  virtual void Sync();
   // The process dies; the page cache survives.
-  void Kill();
+  virtual void Kill();
   // The machine loses power: the page cache is gone; the disk keeps a
   // random prefix of each file's unsynced writes; recovery then runs as
   // the real log's open does (HW clamped to the LEO, epoch entries at or
   // past the LEO dropped, epochs of the log's tail re-assigned).
-  void PowerLoss(Rng& rng);
+  virtual void PowerLoss(Rng& rng);
 
   // The next I/O fails (kIoError) and the simulator crashes the replica.
   // AppendReplicated drops epochs begun at the log end that hold no batch
@@ -152,8 +152,17 @@ class ModelReplicaLog : public ReplicaLog {
   uint64_t cut_generation() const { return cut_generation_; }
   // A call broke the ReplicaLog contract (say, a HW past the LEO); empty
   // when none did.
-  const std::string& contract_breach() const { return contract_breach_; }
+  virtual const std::string& contract_breach() const { return contract_breach_; }
+  // The real log's disagreements with this model since the last call
+  // (RealReplicaLog): a kind and what happened. None for the model alone.
+  virtual std::vector<std::pair<std::string, std::string>> TakeDisagreements() { return {}; }
   SyncPolicy policy() const { return policy_; }
+
+ protected:
+  // The page cache and the disk both become `files` (what a real log
+  // holds after it recovered): nothing unsynced, the followers forgotten,
+  // the cut generation bumped.
+  void Adopt(ReplicaFiles files);
 
  private:
   using LogOp = std::variant<SimBatch, int64_t>;  // append, or truncate to

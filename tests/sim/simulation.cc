@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "model.h"
+#include "real_log.h"
 #include "mq/election.h"
 
 namespace mq::sim {
@@ -44,6 +45,7 @@ void SimStats::Add(const SimStats& o) {
   unclean_elections += o.unclean_elections;
   isr_outages += o.isr_outages;
   reader_cuts += o.reader_cuts;
+  for (const auto& [kind, n] : o.disagreements) disagreements[kind] += n;
   fenced_writes += o.fenced_writes;
 }
 
@@ -502,7 +504,6 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
     ctx.clock = &clock_;
     ctx.topic = kTopic;
     ctx.partition = 0;
-    ctx.bugs = options.bugs;
     ctxs_.push_back(ctx);
   }
   ctrl_cut_.assign(n, 0);
@@ -542,11 +543,13 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
   for (int32_t i = 0; i < n; ++i) {
     Replica r;
     auto policy = static_cast<SyncPolicy>(Uniform(0, 2));
-    r.log = std::make_unique<ModelReplicaLog>(
-        i, policy,
-        options.independent_files ? DiskOrder::kIndependent
-        : options.ordered_metadata ? DiskOrder::kMetadataOrdered
-                                   : DiskOrder::kOrdered);
+    const DiskOrder order = options.independent_files ? DiskOrder::kIndependent
+                            : options.ordered_metadata ? DiskOrder::kMetadataOrdered
+                                                       : DiskOrder::kOrdered;
+    if (options.real_log)
+      r.log = std::make_unique<RealReplicaLog>(i, policy, order, kTopic, options.state_kept);
+    else
+      r.log = std::make_unique<ModelReplicaLog>(i, policy, order);
     r.log->set_lenient_empty_epochs(options.lenient_empty_epochs);
     r.slow = Chance(0.2) ? 4 : 1;
     reps_.push_back(std::move(r));
@@ -693,6 +696,14 @@ void Simulation::CheckInvariants() {
       forked_[id] = 0;
       r.verified_hw = 0;
       r.verified_all = 0;
+    }
+  }
+  for (Replica& r : reps_) {
+    for (const auto& [kind, what] : r.log->TakeDisagreements()) {
+      ++stats_.disagreements[kind];
+      if (options_.trace) Trace("real log disagrees with the model: " + what);
+      if (options_.strict_oracle && !failed_)
+        Fail("the real log disagrees with the model: " + what);
     }
   }
   CheckTruncations();
@@ -1632,6 +1643,8 @@ SimOutcome Simulation::Run() {
 }  // namespace
 
 SimOutcome RunSchedule(const SimOptions& options) {
+  // Every replication call of the schedule runs with its planted bugs.
+  ScopedPlantedBugs planted(options.bugs);
   Simulation sim(options);
   return sim.Run();
 }

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "mq/replication.h"
+#include "planted_bugs.h"  // liblog/src: the test-only hook
 
 namespace mq::sim {
 
@@ -21,6 +23,16 @@ struct SimOptions {
   // than a prefix of all of them (a file system without ordering).
   bool independent_files = false;
   bool ordered_metadata = false;  // DiskOrder::kMetadataOrdered
+  // Each replica's log is liblog's (OpenReplicaLog, the producer's
+  // PartitionWriter) over a simulated file system (RealReplicaLog), the
+  // model log in lockstep as the oracle.
+  bool real_log = false;
+  // With real_log: a disagreement is a violation (otherwise it is counted,
+  // and the model takes the real log's files).
+  bool strict_oracle = false;
+  // With real_log: a power loss keeps the state file's page cache (the
+  // file liblog writes through a mapping) instead of drawing it.
+  bool state_kept = false;
   // acks=1 instead of acks=all: a write counts as acknowledged once the
   // leader appended it. Losses are then expected: the proof that the
   // invariants see them.
@@ -84,6 +96,8 @@ struct SimStats {
   int64_t unclean_elections = 0;  // a replica outside the ISR elected
   int64_t isr_outages = 0;        // every in-sync replica's host down at once
   int64_t reader_cuts = 0;        // readers sent back below what they handed out
+  // --real-log: the real log's disagreements with the model, by kind.
+  std::map<std::string, int64_t> disagreements;
   void Add(const SimStats& o);
 };
 

@@ -29,6 +29,7 @@
 #include "mq/replica_verification.h"
 #include "mq/replication.h"
 #include "mq/wire.h"
+#include "planted_bugs.h"  // the simulator's test-only hook
 #include "model.h"  // tests/sim: the cluster store and clock in memory
 #include "state_file.h"  // ParseBootId
 #include "test_support.h"
@@ -557,12 +558,15 @@ TEST_CASE("replication: a leader cut from the cluster state serves no fetch and 
   CHECK(c.Leo(2) == 0);
   // The planted bug hw_without_controller goes on with its followers'
   // positions: what the simulator's invariant 5 catches.
-  leader_ctx.bugs.hw_without_controller = true;
-  hw = UpdateHighWatermark(leader_ctx, *c.logs[0], 0, true, &seen);
+  {
+    PlantedBugs bugs;
+    bugs.hw_without_controller = true;
+    ScopedPlantedBugs planted(bugs);
+    hw = UpdateHighWatermark(leader_ctx, *c.logs[0], 0, true, &seen);
+  }
   REQUIRE(hw);
   CHECK(*hw == leo);
   // Healed: the HW call reports the state it was computed under.
-  leader_ctx.bugs.hw_without_controller = false;
   path.cut = false;
   hw = UpdateHighWatermark(leader_ctx, *c.logs[0], 0, true, &seen);
   REQUIRE(hw);

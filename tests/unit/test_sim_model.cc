@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "model.h"
+#include "real_log.h"
 
 using namespace mq;
 using namespace mq::sim;
@@ -208,4 +209,47 @@ TEST_CASE("sim model: AlterPartition is a compare-and-swap on the partition epoc
   CHECK(refused.error().code() == Code::kFenced);
   CHECK(store.partition().leader == 0);
   CHECK(store.partition().partition_epoch == 1);
+}
+
+// The real log in lockstep with the model (tests/sim/real_log.h): the
+// replication calls reach liblog's FileReplicaLog over the simulated file
+// system, the model agrees, a crash reopens the log on the page cache and a
+// power loss on what the simulated disk kept.
+TEST_CASE("sim real log: the shipped log follows the model through appends, a cut, a kill and a power loss") {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    RealReplicaLog leader(0, SyncPolicy::kNever, DiskOrder::kOrdered, "sim", true);
+    RealReplicaLog follower(1, SyncPolicy::kEveryWrite, DiskOrder::kOrdered, "sim", true);
+    REQUIRE(leader.BeginEpoch(0).ok());
+    for (uint64_t w = 1; w <= 4; ++w) REQUIRE(leader.AppendAsLeader(w, 2, 0, 1000));
+    REQUIRE(*leader.LogEndOffset() == 8);
+    // The follower appends the leader's bytes, as the real log holds them.
+    REQUIRE(follower.FenceEpochsBelow(0).ok());
+    REQUIRE(follower.AppendReplicated(LeaderBytes(leader, 0)));
+    REQUIRE(*follower.LogEndOffset() == 8);
+    REQUIRE(follower.SetHighWatermark(6).ok());
+    REQUIRE(follower.TruncateTo(6, 0).ok());
+    REQUIRE(*follower.LogEndOffset() == 6);
+    // A writer of an older epoch is refused by both.
+    REQUIRE(leader.BeginEpoch(1).ok());
+    auto old = leader.AppendAsLeader(9, 1, 0, 1000);
+    REQUIRE(!old);
+    CHECK(old.error().code() == Code::kFenced);
+    follower.Kill();
+    CHECK(*follower.LogEndOffset() == 6);
+    CHECK(*follower.HighWatermark() == 6);
+    // Every write synced: the power loss keeps all of it.
+    Rng rng(seed);
+    follower.PowerLoss(rng);
+    CHECK(*follower.LogEndOffset() == 6);
+    CHECK(follower.files().LogEnd() == 6);
+    // Not synced: the leader keeps a prefix of its batches.
+    leader.PowerLoss(rng);
+    const int64_t kept = *leader.LogEndOffset();
+    CHECK(kept <= 8);
+    CHECK(leader.files().LogEnd() == kept);
+    for (RealReplicaLog* log : {&leader, &follower}) {
+      CHECK(log->contract_breach().empty());
+      CHECK(log->TakeDisagreements().empty());
+    }
+  }
 }

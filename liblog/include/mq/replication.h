@@ -307,36 +307,11 @@ class LeaderLink {
   virtual Result<FetchResponse> Fetch(const FetchRequest& request) = 0;
 };
 
-// Bugs the simulator plants to show that it finds them (§17.8). Never set
-// outside tests.
-struct PlantedBugs {
-  bool hw_at_log_end = false;          // the leader's HW is its own LEO
-  bool no_epoch_truncation = false;    // a follower skips OffsetForLeaderEpoch
-  bool isr_shrink_without_cas = false; // shrink ignores the partition epoch
-  // When the cluster state cannot be read (a leader cut from the
-  // controller), UpdateHighWatermark goes on with the state its followers'
-  // positions of this epoch show, as if it still led with them in the ISR.
-  bool hw_without_controller = false;
-  // A leader whose claim on its epoch names another boot (its host
-  // restarted) leads on in that epoch, as mq did before R54.
-  bool no_reboot_fence = false;
-  // A follower compares its log with the leader's without storing the
-  // epoch fence first (R56): a deposed leader's writer that passed its
-  // check before the election appends after the comparison.
-  bool no_epoch_fence = false;
-  // The leader records a follower's position as the end of the batches it
-  // sends back rather than the fetch offset (what the follower holds):
-  // a follower that dies between the fetch and its append counts as
-  // holding what it never wrote, and the HW passes it.
-  bool position_at_response_end = false;
-};
-
 struct ReplicationContext {
   ClusterStore* cluster = nullptr;
   Clock* clock = nullptr;
   std::string topic;
   int32_t partition = 0;
-  PlantedBugs bugs;
   // When set: the cluster state a caller loaded once for many partitions
   // (mq-isr --check), which the calls decide from instead of loading it
   // again. Every change is still a compare-and-swap on the partition epoch:
