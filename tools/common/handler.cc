@@ -214,6 +214,28 @@ void Process::Close() {
   CloseFd(pidfd_);
 }
 
+namespace {
+
+// The handler's input and error pipes, and with `capture_stdout` its
+// output pipe (else out stays {-1, -1}); none left open on a failure.
+Status MakePipes(bool capture_stdout, int in[2], int err[2], int out[2]) {
+  if (::pipe2(in, O_CLOEXEC) != 0) return ErrnoStatus("handler: pipe", errno);
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    int e = errno;
+    ::close(in[0]);
+    ::close(in[1]);
+    return ErrnoStatus("handler: pipe", e);
+  }
+  if (capture_stdout && ::pipe2(out, O_CLOEXEC) != 0) {
+    int e = errno;
+    for (int fd : {in[0], in[1], err[0], err[1]}) ::close(fd);
+    return ErrnoStatus("handler: pipe", e);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Process> Process::Spawn(const Spec& spec) {
   if (spec.argv.empty()) return Status(Code::kInvalidArgument, "handler: empty command");
   if (spec.inherit_fd >= 0 && spec.inherit_fd < 3)
@@ -224,20 +246,8 @@ Result<Process> Process::Spawn(const Spec& spec) {
   for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  int in[2], err[2];
-  if (::pipe2(in, O_CLOEXEC) != 0) return ErrnoStatus("handler: pipe", errno);
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    int e = errno;
-    ::close(in[0]);
-    ::close(in[1]);
-    return ErrnoStatus("handler: pipe", e);
-  }
-  int out[2] = {-1, -1};
-  if (spec.capture_stdout && ::pipe2(out, O_CLOEXEC) != 0) {
-    int e = errno;
-    for (int fd : {in[0], in[1], err[0], err[1]}) ::close(fd);
-    return ErrnoStatus("handler: pipe", e);
-  }
+  int in[2], err[2], out[2] = {-1, -1};
+  MQ_RETURN_IF_ERROR(MakePipes(spec.capture_stdout, in, err, out));
   Process p;
   p.stdin_fd_ = in[1];
   p.stderr_fd_ = err[0];
@@ -345,54 +355,29 @@ void Process::KillGroup(int grace_ms) {
   CloseFd(stdin_fd_);
 }
 
-Result<Outcome> Process::Communicate(std::string_view input,
-                                     const volatile std::sig_atomic_t* interrupted, int grace_ms,
-                                     int64_t timeout_ms, const std::atomic<bool>* cancel) {
-  Outcome out;
-  const int64_t deadline = timeout_ms > 0 ? NowMs() + timeout_ms : 0;
-  Tail tail;
-  char buf[16384];
-  bool output_overflow = false;
-  auto take_output = [&](bool until_eagain) {
-    while (stdout_fd_ >= 0) {
-      ssize_t got = ::read(stdout_fd_, buf, sizeof buf);
-      if (got > 0) {
-        // Past the limit it is still read (a handler blocked writing could
-        // not exit), and dropped.
-        if (out.output.size() + static_cast<size_t>(got) > max_output_) output_overflow = true;
-        else out.output.append(buf, static_cast<size_t>(got));
-        if (!until_eagain) return;
-        continue;
-      }
-      if (got < 0 && errno == EINTR) continue;
-      if (got == 0) CloseFd(stdout_fd_);
-      return;
-    }
-  };
-  auto drain = [&](bool until_eagain) {
-    while (stderr_fd_ >= 0) {
-      ssize_t got = ::read(stderr_fd_, buf, sizeof buf);
-      if (got > 0) {
-        std::string_view chunk(buf, static_cast<size_t>(got));
-        cli::WriteStderr(chunk);
-        tail.Add(chunk);
-        if (!until_eagain) return;
-        continue;
-      }
-      if (got < 0 && errno == EINTR) continue;
-      if (got == 0) CloseFd(stderr_fd_);
-      return;  // EAGAIN: nothing more now
-    }
-  };
-  if (input.size() > (64u << 10) && stdin_fd_ >= 0) {
-    ::fcntl(stdin_fd_, F_SETPIPE_SZ, 1 << 20);  // fewer wake-ups; best effort
-  }
-  size_t written = 0;
-  auto feed = [&] {
-    while (stdin_fd_ >= 0 && written < input.size()) {
-      ssize_t n = WriteNoSigpipe(stdin_fd_, input.substr(written));
+namespace {
+
+// A handler's pipes as Communicate works them: the input fed to its
+// standard input, its standard error copied to ours (its tail kept), its
+// standard output collected up to a limit. A pipe at its end is closed
+// (its descriptor set to -1).
+class Pipes {
+ public:
+  Pipes(std::string_view input, int& stdin_fd, int& stderr_fd, int& stdout_fd, size_t max_output,
+        std::string* output)
+      : input_(input),
+        stdin_fd_(stdin_fd),
+        stderr_fd_(stderr_fd),
+        stdout_fd_(stdout_fd),
+        max_output_(max_output),
+        output_(output) {}
+
+  // Writes what the input pipe takes now; closes it after the last byte.
+  void Feed() {
+    while (stdin_fd_ >= 0 && written_ < input_.size()) {
+      ssize_t n = WriteNoSigpipe(stdin_fd_, input_.substr(written_));
       if (n > 0) {
-        written += static_cast<size_t>(n);
+        written_ += static_cast<size_t>(n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -400,23 +385,47 @@ Result<Outcome> Process::Communicate(std::string_view input,
       CloseFd(stdin_fd_);  // EPIPE: the handler does not read (more); not a failure
       return;
     }
-    if (written >= input.size()) CloseFd(stdin_fd_);
-  };
-  feed();
-  bool interrupted_now = false, timed_out = false;
-  while (true) {
-    // An exit is looked at first: a handler that ended by itself ran to its
-    // end, and its outcome stands even when an interrupt, a cancel or its
-    // deadline came meanwhile (its message is not handed out again).
-    if (WaitExit(0)) break;
-    if ((interrupted && *interrupted) || (cancel && cancel->load())) {
-      interrupted_now = true;
-      break;
+    if (written_ >= input_.size()) CloseFd(stdin_fd_);
+  }
+
+  // Copies its standard error: one read, or until there is nothing more.
+  void Drain(bool until_eagain) {
+    while (stderr_fd_ >= 0) {
+      ssize_t got = ::read(stderr_fd_, buf_, sizeof buf_);
+      if (got > 0) {
+        std::string_view chunk(buf_, static_cast<size_t>(got));
+        cli::WriteStderr(chunk);
+        tail_.Add(chunk);
+        if (!until_eagain) return;
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got == 0) CloseFd(stderr_fd_);
+      return;  // EAGAIN: nothing more now
     }
-    if (deadline != 0 && NowMs() >= deadline) {
-      timed_out = true;
-      break;
+  }
+
+  // Collects its standard output: one read, or until there is nothing more.
+  void TakeOutput(bool until_eagain) {
+    while (stdout_fd_ >= 0) {
+      ssize_t got = ::read(stdout_fd_, buf_, sizeof buf_);
+      if (got > 0) {
+        // Past the limit it is still read (a handler blocked writing could
+        // not exit), and dropped.
+        if (output_->size() + static_cast<size_t>(got) > max_output_) overflow_ = true;
+        else output_->append(buf_, static_cast<size_t>(got));
+        if (!until_eagain) return;
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got == 0) CloseFd(stdout_fd_);
+      return;
     }
+  }
+
+  // Waits (a slice) for a pipe to be ready or the handler (`pidfd`, or -1)
+  // to exit, and works the ready pipes.
+  Status Poll(int pidfd) {
     pollfd fds[4];
     nfds_t n = 0;
     int in_i = -1, err_i = -1, out_i = -1;
@@ -432,16 +441,78 @@ Result<Outcome> Process::Communicate(std::string_view input,
       out_i = static_cast<int>(n);
       fds[n++] = {stdout_fd_, POLLIN, 0};
     }
-    if (pidfd_ >= 0) fds[n++] = {pidfd_, POLLIN, 0};
-    int r = ::poll(fds, n, pidfd_ >= 0 ? kCheckMs : 10);
+    if (pidfd >= 0) fds[n++] = {pidfd, POLLIN, 0};
+    int r = ::poll(fds, n, pidfd >= 0 ? kCheckMs : 10);
     if (r < 0 && errno != EINTR) return ErrnoStatus("handler: poll", errno);
-    if (r <= 0) continue;
+    if (r <= 0) return Status::Ok();
     if (in_i >= 0 && fds[in_i].revents) {
       if (fds[in_i].revents & (POLLERR | POLLHUP)) CloseFd(stdin_fd_);
-      else feed();
+      else Feed();
     }
-    if (err_i >= 0 && fds[err_i].revents) drain(false);
-    if (out_i >= 0 && fds[out_i].revents) take_output(true);
+    if (err_i >= 0 && fds[err_i].revents) Drain(false);
+    if (out_i >= 0 && fds[out_i].revents) TakeOutput(true);
+    return Status::Ok();
+  }
+
+  std::string TakeTail() { return tail_.Take(); }
+  bool overflow() const { return overflow_; }
+
+ private:
+  std::string_view input_;
+  size_t written_ = 0;
+  int& stdin_fd_;
+  int& stderr_fd_;
+  int& stdout_fd_;
+  size_t max_output_;
+  std::string* output_;
+  bool overflow_ = false;
+  Tail tail_;
+  char buf_[16384];
+};
+
+// How a handler that exited ended: it could not be run (`exec_errno`),
+// a signal, or its exit code (0 with too much output: kOutputTooLarge).
+void SetExit(int exec_errno, int wait_status, bool output_overflow, Outcome* out) {
+  if (exec_errno != 0) {
+    out->kind = Outcome::Kind::kExecFailed;
+    out->code = exec_errno;
+  } else if (WIFSIGNALED(wait_status)) {
+    out->kind = Outcome::Kind::kSignaled;
+    out->code = WTERMSIG(wait_status);
+  } else {
+    out->kind = Outcome::Kind::kExited;
+    out->code = WEXITSTATUS(wait_status);
+    if (out->code == 0 && output_overflow) out->kind = Outcome::Kind::kOutputTooLarge;
+  }
+}
+
+}  // namespace
+
+Result<Outcome> Process::Communicate(std::string_view input,
+                                     const volatile std::sig_atomic_t* interrupted, int grace_ms,
+                                     int64_t timeout_ms, const std::atomic<bool>* cancel) {
+  Outcome out;
+  const int64_t deadline = timeout_ms > 0 ? NowMs() + timeout_ms : 0;
+  Pipes pipes(input, stdin_fd_, stderr_fd_, stdout_fd_, max_output_, &out.output);
+  if (input.size() > (64u << 10) && stdin_fd_ >= 0) {
+    ::fcntl(stdin_fd_, F_SETPIPE_SZ, 1 << 20);  // fewer wake-ups; best effort
+  }
+  pipes.Feed();
+  bool interrupted_now = false, timed_out = false;
+  while (true) {
+    // An exit is looked at first: a handler that ended by itself ran to its
+    // end, and its outcome stands even when an interrupt, a cancel or its
+    // deadline came meanwhile (its message is not handed out again).
+    if (WaitExit(0)) break;
+    if ((interrupted && *interrupted) || (cancel && cancel->load())) {
+      interrupted_now = true;
+      break;
+    }
+    if (deadline != 0 && NowMs() >= deadline) {
+      timed_out = true;
+      break;
+    }
+    MQ_RETURN_IF_ERROR(pipes.Poll(pidfd_));
   }
   if (interrupted_now || timed_out) {
     KillGroup(grace_ms);
@@ -451,9 +522,9 @@ Result<Outcome> Process::Communicate(std::string_view input,
     const bool finished = interrupted_now && exec_errno_ == 0 && WIFEXITED(wait_status_) &&
                           WEXITSTATUS(wait_status_) == 0;
     if (!finished) {
-      drain(true);
+      pipes.Drain(true);
       out.kind = timed_out ? Outcome::Kind::kTimedOut : Outcome::Kind::kInterrupted;
-      out.stderr_tail = tail.Take();
+      out.stderr_tail = pipes.TakeTail();
       out.output.clear();
       CloseFd(stderr_fd_);
       CloseFd(stdout_fd_);
@@ -462,8 +533,8 @@ Result<Outcome> Process::Communicate(std::string_view input,
   }
   // Exited: take what it wrote, then kill what it left behind in its group
   // while it is still a zombie, then reap it (KillGroup did both already).
-  drain(true);
-  take_output(true);
+  pipes.Drain(true);
+  pipes.TakeOutput(true);
   if (pid_ > 0) {
     ::kill(-pid_, SIGKILL);
     Reap();
@@ -471,18 +542,8 @@ Result<Outcome> Process::Communicate(std::string_view input,
   CloseFd(stdin_fd_);
   CloseFd(stderr_fd_);
   CloseFd(stdout_fd_);
-  out.stderr_tail = tail.Take();
-  if (exec_errno_ != 0) {
-    out.kind = Outcome::Kind::kExecFailed;
-    out.code = exec_errno_;
-  } else if (WIFSIGNALED(wait_status_)) {
-    out.kind = Outcome::Kind::kSignaled;
-    out.code = WTERMSIG(wait_status_);
-  } else {
-    out.kind = Outcome::Kind::kExited;
-    out.code = WEXITSTATUS(wait_status_);
-    if (out.code == 0 && output_overflow) out.kind = Outcome::Kind::kOutputTooLarge;
-  }
+  out.stderr_tail = pipes.TakeTail();
+  SetExit(exec_errno_, wait_status_, pipes.overflow(), &out);
   return out;
 }
 

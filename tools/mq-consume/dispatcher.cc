@@ -509,30 +509,36 @@ Status Dispatcher::LockForUnit(int32_t partition, FileLock* lock, Ctl* ctl) {
   return Status::Ok();
 }
 
+Result<bool> Dispatcher::HandledAlready(int32_t partition, const Message& m, Ctl& ctl) {
+  // E8: a dead-lettered message gets no outputs, even if its transform
+  // would succeed now. Looked at first: one whose commit was lost is
+  // counted again (as the commit that moves past it counts it).
+  if (options_.dlq) {
+    auto dead = DeadAlready(partition, m.offset);
+    if (!dead) return dead.error();
+    if (*dead) {
+      ++handled_;
+      ++ctl.dead_letters;
+      return true;
+    }
+  }
+  auto complete = options_.sink->Complete(partition, m.offset);
+  if (!complete) return complete.error();
+  if (*complete) {
+    ++handled_;
+    return true;
+  }
+  return false;
+}
+
 Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl) {
   MarkStarted(partition, messages.back().offset + 1);
   OutputSink* sink = options_.sink;
   if (sink) {
     // A transform: one message per unit (no --batch).
-    const Message& m = messages.front();
-    // E8: a dead-lettered message gets no outputs, even if its transform
-    // would succeed now. Looked at first: one whose commit was lost is
-    // counted again (as the commit that moves past it counts it).
-    if (options_.dlq) {
-      auto dead = DeadAlready(partition, m.offset);
-      if (!dead) return dead.error();
-      if (*dead) {
-        ++handled_;
-        ++ctl.dead_letters;
-        return Status::Ok();
-      }
-    }
-    auto complete = sink->Complete(partition, m.offset);
-    if (!complete) return complete.error();
-    if (*complete) {
-      ++handled_;
-      return Status::Ok();
-    }
+    auto done = HandledAlready(partition, messages.front(), ctl);
+    if (!done) return done.error();
+    if (*done) return Status::Ok();
   }
   auto a = Attempt(partition, messages, ctl);
   if (!a) return a.error();
@@ -573,39 +579,60 @@ Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messag
   return Status::Ok();
 }
 
-Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
-                                                   std::span<const Message> messages, Ctl& ctl) {
-  handler::Spec spec;
-  spec.argv = options_.command;
-  spec.env = base_env_;
-  spec.inherit_fd = ctl.inherit_fd;
-  spec.capture_stdout = options_.sink != nullptr;
-  fmt::memory_buffer input;
+std::string_view Dispatcher::PrepareRun(int32_t lane, std::span<const Message> messages,
+                                        const Ctl& ctl, handler::Spec* spec,
+                                        fmt::memory_buffer* input) const {
+  spec->argv = options_.command;
+  spec->env = base_env_;
+  spec->inherit_fd = ctl.inherit_fd;
+  spec->capture_stdout = options_.sink != nullptr;
   std::string_view stdin_bytes;
   const Message& first = messages.front();
   // The message's own topic and partition, not its lane.
-  const std::string topic = topics_.TopicOf(partition);
-  const int32_t lane = partition;
-  partition = LanePartition(lane);
+  const std::string topic = topics_.TopicOf(lane);
+  const int32_t partition = LanePartition(lane);
   if (options_.batch) {
-    handler::AppendBatchEnv(&spec.env, topic, partition, first.offset, messages.back().offset,
+    handler::AppendBatchEnv(&spec->env, topic, partition, first.offset, messages.back().offset,
                             messages.size());
     for (const Message& m : messages) {
       envelope::EnvelopeFields f{topic, partition, m.offset, m.log_append_time,
                                  m.timestamp, m.key, m.value, m.headers};
-      envelope::AppendEnvelopeJson(input, f);
+      envelope::AppendEnvelopeJson(*input, f);
     }
-    stdin_bytes = std::string_view(input.data(), input.size());
+    stdin_bytes = std::string_view(input->data(), input->size());
   } else {
     handler::MessageInfo info{topic, partition, first.offset, first.timestamp,
                               first.key, !first.value.has_value(), first.headers};
-    handler::AppendMessageEnv(&spec.env, info);
+    handler::AppendMessageEnv(&spec->env, info);
     if (first.value) stdin_bytes = AsText(*first.value);
   }
+  return stdin_bytes;
+}
+
+Status Dispatcher::HandlerStuck(const std::string& where, size_t messages) const {
+  return Status(Code::kBusy,
+                fmt::format("{}: handler made no progress for {} ms (--max-poll-interval "
+                            "{}): killed its process group; giving up this member's "
+                            "partitions {}",
+                            where, options_.max_run_ms, options_.max_run_ms,
+                            options_.at_most_once
+                                ? fmt::format("(--at-most-once: {} was committed before "
+                                              "its handler ran, and is lost)",
+                                              messages == 1 ? "the message" : "the batch")
+                                : fmt::format("without committing {}",
+                                              messages == 1 ? "the message" : "the batch")));
+}
+
+Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
+                                                   std::span<const Message> messages, Ctl& ctl) {
+  handler::Spec spec;
+  fmt::memory_buffer input;
+  const std::string_view stdin_bytes = PrepareRun(partition, messages, ctl, &spec, &input);
+  const Message& first = messages.front();
   std::string where =
       messages.size() == 1
-          ? fmt::format("{} offset {}", Where(lane), first.offset)
-          : fmt::format("{} offsets {}..{}", Where(lane), first.offset,
+          ? fmt::format("{} offset {}", Where(partition), first.offset)
+          : fmt::format("{} offsets {}..{}", Where(partition), first.offset,
                         messages.back().offset);
   Attempted a;
   uint64_t backoff = options_.retry_backoff_ms;
@@ -625,19 +652,7 @@ Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
     // by their next owner.
     if (a.outcome.kind == handler::Outcome::Kind::kTimedOut) {
       SetExit(kExitHandlerStuck);
-      return Status(Code::kBusy,
-                    fmt::format("{}: handler made no progress for {} ms (--max-poll-interval "
-                                "{}): killed its process group; giving up this member's "
-                                "partitions {}",
-                                where, options_.max_run_ms, options_.max_run_ms,
-                                options_.at_most_once
-                                    ? fmt::format("(--at-most-once: {} was committed before "
-                                                  "its handler ran, and is lost)",
-                                                  messages.size() == 1 ? "the message"
-                                                                       : "the batch")
-                                    : fmt::format("without committing {}",
-                                                  messages.size() == 1 ? "the message"
-                                                                       : "the batch")));
+      return HandlerStuck(where, messages.size());
     }
     // A command that cannot be run fails for every message: stop, naming
     // it. Only a message too large for the environment (E2BIG) is the
@@ -745,6 +760,56 @@ Result<bool> Dispatcher::DeadAlready(int32_t partition, int64_t offset) {
   return it != dead_.end() && it->second.contains(offset);
 }
 
+Result<std::vector<std::byte>> Dispatcher::DeadLetterBatch(int32_t partition, const Message& m,
+                                                           const Attempted& a) const {
+  std::vector<Header> headers(m.headers.begin(), m.headers.end());
+  const std::string topic = topics_.TopicOf(partition);
+  const std::string part = std::to_string(LanePartition(partition)), off = std::to_string(m.offset);
+  const std::string attempts = std::to_string(a.attempts), status = a.outcome.StatusText();
+  headers.push_back({kDlqTopicHeader, AsBytes(topic)});
+  headers.push_back({kDlqPartitionHeader, AsBytes(part)});
+  headers.push_back({kDlqOffsetHeader, AsBytes(off)});
+  headers.push_back({kDlqAttemptsHeader, AsBytes(attempts)});
+  headers.push_back({kDlqExitHeader, AsBytes(status)});
+  headers.push_back({kDlqStderrHeader, AsBytes(a.outcome.stderr_tail)});
+  if (options_.group) headers.push_back({kDlqGroupHeader, AsBytes(*options_.group)});
+  BatchBuilder builder;
+  RecordInput r;
+  r.timestamp = m.timestamp;
+  r.key = m.key;
+  r.value = m.value;
+  r.headers = headers;
+  builder.Add(r);
+  std::vector<std::byte> bytes;
+  MQ_RETURN_IF_ERROR(builder.Finish(0, &bytes));
+  return bytes;
+}
+
+Result<PartitionWriter*> Dispatcher::DeadLetterWriter(int32_t dp) {
+  auto& writer = dlq_writers_[static_cast<size_t>(dp)];
+  if (writer) {
+    dlq_open_.remove(dp);
+  } else {
+    if (dlq_open_.size() >= kMaxDeadLetterWriters) {
+      // Every dead letter appended through it is on disk already.
+      const int32_t old = dlq_open_.back();
+      dlq_open_.pop_back();
+      Status closed = dlq_writers_[static_cast<size_t>(old)]->Close();
+      dlq_writers_[static_cast<size_t>(old)].reset();
+      if (!closed.ok())
+        return Status(closed.code(), fmt::format("dead-letter topic {} partition {}: close: {}",
+                                                 *options_.dlq, old, closed.message()));
+    }
+    LogConfig log = DataDir::LogConfigFor(*dlq_config_);
+    log.durability = Durability::kEveryBatch;  // appended means on disk
+    RecoveryReport report;
+    auto w = PartitionWriter::Open(dir_->PartitionDir(*options_.dlq, dp), log, false, &report);
+    if (!w) return w.error();
+    writer = std::move(*w);
+  }
+  return writer.get();
+}
+
 Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempted& a,
                               Ctl& ctl) {
   std::string what =
@@ -780,49 +845,12 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
                             what, *options_.dlq, dp));
     return Status::Ok();
   }
-  std::vector<Header> headers(m.headers.begin(), m.headers.end());
-  const std::string topic = topics_.TopicOf(partition);
-  const std::string part = std::to_string(LanePartition(partition)), off = std::to_string(m.offset);
-  const std::string attempts = std::to_string(a.attempts), status = a.outcome.StatusText();
-  headers.push_back({kDlqTopicHeader, AsBytes(topic)});
-  headers.push_back({kDlqPartitionHeader, AsBytes(part)});
-  headers.push_back({kDlqOffsetHeader, AsBytes(off)});
-  headers.push_back({kDlqAttemptsHeader, AsBytes(attempts)});
-  headers.push_back({kDlqExitHeader, AsBytes(status)});
-  headers.push_back({kDlqStderrHeader, AsBytes(a.outcome.stderr_tail)});
-  if (options_.group) headers.push_back({kDlqGroupHeader, AsBytes(*options_.group)});
-  BatchBuilder builder;
-  RecordInput r;
-  r.timestamp = m.timestamp;
-  r.key = m.key;
-  r.value = m.value;
-  r.headers = headers;
-  builder.Add(r);
-  std::vector<std::byte> bytes;
-  MQ_RETURN_IF_ERROR(builder.Finish(0, &bytes));
-  auto& writer = dlq_writers_[static_cast<size_t>(dp)];
-  if (writer) {
-    dlq_open_.remove(dp);
-  } else {
-    if (dlq_open_.size() >= kMaxDeadLetterWriters) {
-      // Every dead letter appended through it is on disk already.
-      const int32_t old = dlq_open_.back();
-      dlq_open_.pop_back();
-      Status closed = dlq_writers_[static_cast<size_t>(old)]->Close();
-      dlq_writers_[static_cast<size_t>(old)].reset();
-      if (!closed.ok())
-        return Status(closed.code(), fmt::format("dead-letter topic {} partition {}: close: {}",
-                                                 *options_.dlq, old, closed.message()));
-    }
-    LogConfig log = DataDir::LogConfigFor(*dlq_config_);
-    log.durability = Durability::kEveryBatch;  // appended means on disk
-    RecoveryReport report;
-    auto w = PartitionWriter::Open(dir_->PartitionDir(*options_.dlq, dp), log, false, &report);
-    if (!w) return w.error();
-    writer = std::move(*w);
-  }
+  auto bytes = DeadLetterBatch(partition, m, a);
+  if (!bytes) return bytes.error();
+  auto writer = DeadLetterWriter(dp);
+  if (!writer) return writer.error();
   dlq_open_.push_front(dp);
-  auto appended = writer->Append(bytes);
+  auto appended = (*writer)->Append(*bytes);
   if (!appended)
     return Status(appended.error().code(),
                   fmt::format("{}: dead-letter topic {} partition {}: append: {}", what,

@@ -32,6 +32,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "handler.h"
 #include "mq/batch.h"
 #include "mq/group.h"
@@ -387,6 +389,24 @@ class Dispatcher {
   Status HandleUnit(int32_t partition, std::span<const Message> messages, Ctl& ctl);
   Result<Attempted> Attempt(int32_t partition, std::span<const Message> messages, Ctl& ctl);
   Status DeadLetter(int32_t partition, const Message& m, const Attempted& a, Ctl& ctl);
+  // --to-topic: message `m` was handled already (dead-lettered, E8, or
+  // its outputs complete): counted as handled.
+  Result<bool> HandledAlready(int32_t partition, const Message& m, Ctl& ctl);
+  // The handler's command and environment (`spec`) and input for a unit
+  // of lane `lane` (a --batch's envelopes in `input`): the bytes its
+  // standard input gets.
+  std::string_view PrepareRun(int32_t lane, std::span<const Message> messages, const Ctl& ctl,
+                              handler::Spec* spec, fmt::memory_buffer* input) const;
+  // A handler that made no progress for --max-poll-interval (`where`,
+  // a unit of `messages` messages): the member gives its partitions up.
+  Status HandlerStuck(const std::string& where, size_t messages) const;
+  // Message `m` as a dead letter: its record with the mq.dlq.* headers, in
+  // a batch.
+  Result<std::vector<std::byte>> DeadLetterBatch(int32_t partition, const Message& m,
+                                                 const Attempted& a) const;
+  // The writer of dead-letter partition `dp`, opened (the least recently
+  // used one closed past kMaxDeadLetterWriters); dlq_mu_ held.
+  Result<PartitionWriter*> DeadLetterWriter(int32_t dp);
   Status ScanDeadLetters(int32_t dlq_partition);
   // --to-topic with --dlq: the message is in the dead-letter topic already.
   Result<bool> DeadAlready(int32_t partition, int64_t offset);

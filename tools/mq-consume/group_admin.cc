@@ -171,6 +171,84 @@ std::string TotalLagText(const GroupDescription& d) {
   return fmt::format("{} (not counting {})", d.total_lag, rows);
 }
 
+// What the note under the table says of row `s` of group `group`'s
+// description (its committed offset against the log), if anything.
+std::optional<std::string> PositionNote(const GroupPartitionStatus& s, const std::string& group) {
+  const std::string tp = fmt::format("{}-{}", s.topic, s.partition);
+  switch (s.position) {
+    case CommittedPosition::kBelowLogStart:
+      return fmt::format(
+          "{}: committed offset {} is below the log start {}: retention deleted {} offset(s) "
+          "before the group read them; a member resumes at {}",
+          tp, s.committed->offset, s.log.start, s.lost, s.log.start);
+    case CommittedPosition::kAboveLogEnd:
+      return fmt::format(
+          "{}: committed offset {} is above the log end {} (the log was truncated); a member "
+          "resumes at {}",
+          tp, s.committed->offset, s.log.end, s.log.end);
+    case CommittedPosition::kDiverged:
+      if (s.committed->leader_epoch < 0)
+        return fmt::format(
+            "{}: the log was truncated to offset {} after offset {} was committed (its "
+            "truncation history); a member resumes at {}",
+            tp, *s.diverged_at, s.committed->offset, *s.resume_at);
+      return fmt::format(
+          "{}: committed offset {} follows a record of leader epoch {}, which ends at offset {} "
+          "in the log (a failover cut the records after it, others may be at their offsets); a "
+          "member resumes at {}",
+          tp, s.committed->offset, s.committed->leader_epoch, *s.diverged_at, *s.resume_at);
+    case CommittedPosition::kNoTopic:
+      return fmt::format("{}: topic {} does not exist (any more): no lag; its "
+                         "committed offset is left over until mq-consume -G {} "
+                         "--delete-offsets -t {} removes it",
+                         tp, s.topic, group, s.topic);
+    case CommittedPosition::kNoPartition:
+      return fmt::format("{}: topic {} has no partition {}", tp, s.topic, s.partition);
+    case CommittedPosition::kUnreadable:  // said on standard error
+    case CommittedPosition::kNone:
+    case CommittedPosition::kInLog: break;
+  }
+  return std::nullopt;
+}
+
+// "topic-p,topic-p...".
+std::string PartitionList(const std::vector<std::pair<std::string, int32_t>>& list) {
+  std::string text;
+  for (const auto& [topic, p] : list)
+    text += fmt::format("{}{}-{}", text.empty() ? "" : ",", topic, p);
+  return text;
+}
+
+// The members' part of the text: their count, a table, the static
+// members' sessions (group.md §14.6).
+void DescribeMembersText(const GroupDescription& d, cli::Output& out) {
+  const auto absent = std::count_if(d.members.begin(), d.members.end(),
+                                    [](const GroupMemberStatus& m) { return m.absent; });
+  if (d.members.empty()) {
+    out.Print("members: none live\n");
+    return;
+  }
+  if (absent == 0) out.Print("members: {}\n", d.members.size());
+  else out.Print("members: {} ({} absent)\n", d.members.size(), absent);
+  Table mt;
+  mt.Add({"CONSUMER-ID", "HOST", "PID", "TOPICS", "PARTITIONS"});
+  for (const auto& m : d.members) {
+    // "?": its note names no topics (an earlier mq) or is being written.
+    const std::string topics = m.topics ? Dash(fmt::format("{}", fmt::join(*m.topics, ","))) : "?";
+    mt.Add({m.id, Dash(m.host), Dash(m.pid), topics,
+            Dash(PartitionList(m.absent ? m.held : m.owned))});
+  }
+  mt.Print(out);
+  for (const auto& m : d.members) {
+    if (m.absent)
+      out.Print("static member {}: absent, its session ends at {} (timeout {} ms)\n", m.id,
+                IsoTime(m.session_end), *m.session_timeout_ms);
+    else if (m.session_timeout_ms)
+      out.Print("static member {}: running (session timeout {} ms)\n", m.id,
+                *m.session_timeout_ms);
+  }
+}
+
 void DescribeText(const GroupDescription& d, cli::Output& out) {
   Table t;
   t.Add({"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
@@ -186,58 +264,12 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
            Dash(s.committed ? std::optional<int64_t>(s.committed->offset) : std::nullopt),
            HasLog(s) ? std::to_string(s.log.end) : "-", Dash(s.lag), owner,
            m ? Dash(m->host) : "-", m ? Dash(m->pid) : "-", note ? note : "-"});
-    const std::string tp = fmt::format("{}-{}", s.topic, s.partition);
-    switch (s.position) {
-      case CommittedPosition::kBelowLogStart:
-        notes.push_back(fmt::format(
-            "{}: committed offset {} is below the log start {}: retention deleted {} offset(s) "
-            "before the group read them; a member resumes at {}",
-            tp, s.committed->offset, s.log.start, s.lost, s.log.start));
-        break;
-      case CommittedPosition::kAboveLogEnd:
-        notes.push_back(fmt::format(
-            "{}: committed offset {} is above the log end {} (the log was truncated); a member "
-            "resumes at {}",
-            tp, s.committed->offset, s.log.end, s.log.end));
-        break;
-      case CommittedPosition::kDiverged:
-        if (s.committed->leader_epoch < 0) {
-          notes.push_back(fmt::format(
-              "{}: the log was truncated to offset {} after offset {} was committed (its "
-              "truncation history); a member resumes at {}",
-              tp, *s.diverged_at, s.committed->offset, *s.resume_at));
-          break;
-        }
-        notes.push_back(fmt::format(
-            "{}: committed offset {} follows a record of leader epoch {}, which ends at offset {} "
-            "in the log (a failover cut the records after it, others may be at their offsets); a "
-            "member resumes at {}",
-            tp, s.committed->offset, s.committed->leader_epoch, *s.diverged_at, *s.resume_at));
-        break;
-      case CommittedPosition::kNoTopic:
-        notes.push_back(fmt::format("{}: topic {} does not exist (any more): no lag; its "
-                                    "committed offset is left over until mq-consume -G {} "
-                                    "--delete-offsets -t {} removes it",
-                                    tp, s.topic, d.group, s.topic));
-        break;
-      case CommittedPosition::kNoPartition:
-        notes.push_back(fmt::format("{}: topic {} has no partition {}", tp, s.topic, s.partition));
-        break;
-      case CommittedPosition::kUnreadable:  // said on standard error
-      case CommittedPosition::kNone:
-      case CommittedPosition::kInLog: break;
-    }
+    if (auto n = PositionNote(s, d.group)) notes.push_back(std::move(*n));
     if (!s.corrupt.ok())
-      notes.push_back(fmt::format("{}: stopped: a member stops at offset {}, where a batch is "
+      notes.push_back(fmt::format("{}-{}: stopped: a member stops at offset {}, where a batch is "
                                   "corrupt (said on standard error)",
-                                  tp, *s.resume_at));
+                                  s.topic, s.partition, *s.resume_at));
   }
-  auto partition_list = [](const std::vector<std::pair<std::string, int32_t>>& list) {
-    std::string text;
-    for (const auto& [topic, p] : list)
-      text += fmt::format("{}{}-{}", text.empty() ? "" : ",", topic, p);
-    return text;
-  };
   // An absent static member (group.md §14.6): a member still, its
   // partitions waiting for it until its session ends.
   for (const auto& m : d.members)
@@ -248,36 +280,11 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
           m.held.empty() ? std::string("it is assigned no partition")
                          : fmt::format("its partitions {} wait for it, no other member takes "
                                        "them",
-                                       partition_list(m.held))));
+                                       PartitionList(m.held))));
   t.Print(out);
   for (const auto& n : notes) out.Print("note: {}\n", n);
   out.Print("\ntotal lag: {}\n", TotalLagText(d));
-  const auto absent = std::count_if(d.members.begin(), d.members.end(),
-                                    [](const GroupMemberStatus& m) { return m.absent; });
-  if (d.members.empty()) {
-    out.Print("members: none live\n");
-  } else {
-    if (absent == 0) out.Print("members: {}\n", d.members.size());
-    else out.Print("members: {} ({} absent)\n", d.members.size(), absent);
-    Table mt;
-    mt.Add({"CONSUMER-ID", "HOST", "PID", "TOPICS", "PARTITIONS"});
-    for (const auto& m : d.members) {
-      // "?": its note names no topics (an earlier mq) or is being written.
-      const std::string topics = m.topics ? Dash(fmt::format("{}", fmt::join(*m.topics, ","))) : "?";
-      mt.Add({m.id, Dash(m.host), Dash(m.pid), topics,
-              Dash(partition_list(m.absent ? m.held : m.owned))});
-    }
-    mt.Print(out);
-    // The static members' sessions (group.md §14.6).
-    for (const auto& m : d.members) {
-      if (m.absent)
-        out.Print("static member {}: absent, its session ends at {} (timeout {} ms)\n", m.id,
-                  IsoTime(m.session_end), *m.session_timeout_ms);
-      else if (m.session_timeout_ms)
-        out.Print("static member {}: running (session timeout {} ms)\n", m.id,
-                  *m.session_timeout_ms);
-    }
-  }
+  DescribeMembersText(d, out);
   if (d.state.last_rebalance_timestamp == kNoTimestamp)
     out.Print("rebalances: {}\n", d.state.rebalances);
   else
@@ -291,68 +298,78 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
   else out.Print("dead letters: {} ({})\n", d.state.dead_letters(), per);
 }
 
+using Num = std::optional<int64_t>;
+
+// A --describe --json line of row `s`.
+std::string_view PartitionJson(const GroupDescription& d, const GroupPartitionStatus& s,
+                               json::Line& j) {
+  const GroupMemberStatus* m = FindMember(d, s.owner);
+  const bool log = HasLog(s);
+  const CommittedOffset* c = s.committed ? &*s.committed : nullptr;
+  j.Str("type", "partition").Key("group").StrOrNull(d.group).Key("topic").StrOrNull(s.topic);
+  j.Int("partition", s.partition);
+  j.Key("current_offset").IntOrNull(c ? Num(c->offset) : std::nullopt);
+  j.Key("log_start_offset").IntOrNull(log ? Num(s.log.start) : std::nullopt);
+  j.Key("log_end_offset").IntOrNull(log ? Num(s.log.end) : std::nullopt);
+  j.Key("lag").IntOrNull(s.lag).Key("resume_offset").IntOrNull(s.resume_at);
+  j.Key("lost").IntOrNull(s.lost);
+  OptStr(j.Key("consumer_id"), s.owner);
+  OptStr(j.Key("held_for"), s.held_for);
+  OptStr(j.Key("host"), m ? std::optional<std::string>(m->host) : std::nullopt);
+  j.Key("pid").IntOrNull(m ? m->pid : std::nullopt);
+  j.Key("note");
+  if (const char* n = !s.corrupt.ok() ? "corrupt" : s.unread ? "unread" : NoteOf(s.position))
+    j.Str(n);
+  else if (s.held_for) j.Str("absent");
+  else j.Null();
+  j.Key("leader_epoch").IntOrNull(c ? Num(c->leader_epoch) : std::nullopt);
+  j.Key("commit_timestamp").IntOrNull(c ? Num(c->commit_timestamp) : std::nullopt);
+  OptStr(j.Key("committed_by"), c ? std::optional<std::string>(c->member_id) : std::nullopt);
+  j.Int("dead_letters", c ? c->dead_letters : 0);
+  j.Key("error");
+  if (s.position == CommittedPosition::kUnreadable) j.StrOrNull(s.error.message());
+  else if (!s.corrupt.ok()) j.StrOrNull(s.corrupt.message());
+  else j.Null();
+  return j.Finish();
+}
+
+// Member `m` as an object of the summary's members array.
+void MemberJson(const GroupMemberStatus& m, json::Writer& j) {
+  j.BeginObject().Key("consumer_id").StrOrNull(m.id);
+  OptStr(j.Key("host"), m.host);
+  j.Key("pid").IntOrNull(m.pid);
+  j.Key("topics");
+  if (m.topics) {
+    j.BeginArray();
+    for (const std::string& t : *m.topics) j.StrOrNull(t);
+    j.EndArray();
+  } else {
+    j.Null();
+  }
+  // An absent member's partitions are the ones waiting for it.
+  const auto& partitions = m.absent ? m.held : m.owned;
+  j.Key("partitions").BeginArray();
+  for (const auto& [topic, partition] : partitions)
+    j.BeginObject().Key("topic").StrOrNull(topic).Int("partition", partition).EndObject();
+  j.EndArray();
+  j.Bool("static", static_cast<bool>(m.session_timeout_ms));
+  j.Key("session_timeout_ms").IntOrNull(m.session_timeout_ms);
+  j.Bool("absent", m.absent);
+  j.Key("session_end").IntOrNull(m.absent ? Num(m.session_end) : std::nullopt);
+  j.EndObject();
+}
+
 void DescribeJson(const GroupDescription& d, cli::Output& out) {
-  using Num = std::optional<int64_t>;
   for (const auto& s : d.partitions) {
-    const GroupMemberStatus* m = FindMember(d, s.owner);
-    const bool log = HasLog(s);
-    const CommittedOffset* c = s.committed ? &*s.committed : nullptr;
     json::Line j;
-    j.Str("type", "partition").Key("group").StrOrNull(d.group).Key("topic").StrOrNull(s.topic);
-    j.Int("partition", s.partition);
-    j.Key("current_offset").IntOrNull(c ? Num(c->offset) : std::nullopt);
-    j.Key("log_start_offset").IntOrNull(log ? Num(s.log.start) : std::nullopt);
-    j.Key("log_end_offset").IntOrNull(log ? Num(s.log.end) : std::nullopt);
-    j.Key("lag").IntOrNull(s.lag).Key("resume_offset").IntOrNull(s.resume_at);
-    j.Key("lost").IntOrNull(s.lost);
-    OptStr(j.Key("consumer_id"), s.owner);
-    OptStr(j.Key("held_for"), s.held_for);
-    OptStr(j.Key("host"), m ? std::optional<std::string>(m->host) : std::nullopt);
-    j.Key("pid").IntOrNull(m ? m->pid : std::nullopt);
-    j.Key("note");
-    if (const char* n = !s.corrupt.ok() ? "corrupt" : s.unread ? "unread" : NoteOf(s.position))
-      j.Str(n);
-    else if (s.held_for) j.Str("absent");
-    else j.Null();
-    j.Key("leader_epoch").IntOrNull(c ? Num(c->leader_epoch) : std::nullopt);
-    j.Key("commit_timestamp").IntOrNull(c ? Num(c->commit_timestamp) : std::nullopt);
-    OptStr(j.Key("committed_by"), c ? std::optional<std::string>(c->member_id) : std::nullopt);
-    j.Int("dead_letters", c ? c->dead_letters : 0);
-    j.Key("error");
-    if (s.position == CommittedPosition::kUnreadable) j.StrOrNull(s.error.message());
-    else if (!s.corrupt.ok()) j.StrOrNull(s.corrupt.message());
-    else j.Null();
-    out.Write(j.Finish());
+    out.Write(PartitionJson(d, s, j));
   }
   json::Line j;
   j.Str("type", "summary").Key("group").StrOrNull(d.group);
   j.Key("total_lag").IntOrNull(!d.partitions.empty() && UnknownLags(d) == d.partitions.size()
                                    ? std::nullopt : Num(d.total_lag));
   j.Key("members").BeginArray();
-  for (const auto& m : d.members) {
-    j.BeginObject().Key("consumer_id").StrOrNull(m.id);
-    OptStr(j.Key("host"), m.host);
-    j.Key("pid").IntOrNull(m.pid);
-    j.Key("topics");
-    if (m.topics) {
-      j.BeginArray();
-      for (const std::string& t : *m.topics) j.StrOrNull(t);
-      j.EndArray();
-    } else {
-      j.Null();
-    }
-    // An absent member's partitions are the ones waiting for it.
-    const auto& partitions = m.absent ? m.held : m.owned;
-    j.Key("partitions").BeginArray();
-    for (const auto& [topic, partition] : partitions)
-      j.BeginObject().Key("topic").StrOrNull(topic).Int("partition", partition).EndObject();
-    j.EndArray();
-    j.Bool("static", static_cast<bool>(m.session_timeout_ms));
-    j.Key("session_timeout_ms").IntOrNull(m.session_timeout_ms);
-    j.Bool("absent", m.absent);
-    j.Key("session_end").IntOrNull(m.absent ? Num(m.session_end) : std::nullopt);
-    j.EndObject();
-  }
+  for (const auto& m : d.members) MemberJson(m, j);
   j.EndArray();
   j.Int("rebalances", d.state.rebalances);
   j.Key("last_rebalance_timestamp")
@@ -474,6 +491,246 @@ struct GroupPlan {
   std::vector<PlanRow> rows;
 };
 
+// Topic configurations (members do not change them), read once each.
+class TopicConfigs {
+ public:
+  explicit TopicConfigs(const DataDir& dir) : dir_(dir) {}
+
+  Result<TopicConfig> Get(const std::string& topic) {
+    if (auto it = configs_.find(topic); it != configs_.end()) return it->second;
+    auto config = dir_.ReadTopic(topic);
+    if (!config) return config.error();
+    configs_.emplace(topic, *config);
+    return *config;
+  }
+
+  // Partition `p` of `topic` exists (`flag`: where `p` was given).
+  Status CheckPartition(const std::string& topic, int32_t p, std::string_view flag) {
+    auto config = Get(topic);
+    if (!config) return config.error();
+    if (p < config->partitions) return Status::Ok();
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{} {}: topic {} has {} partition(s), 0 to {}", flag, p, topic,
+                              config->partitions, config->partitions - 1));
+  }
+
+ private:
+  const DataDir& dir_;
+  std::map<std::string, TopicConfig> configs_;
+};
+
+// A reset's topic and partitions (-t, -p, --from-file) exist: a plan for
+// a topic that does not exist creates no group.
+Status CheckResetPartitions(const Flags& f, const std::optional<std::vector<PlannedOffset>>& from_file,
+                            TopicConfigs& configs) {
+  if (!f.topic.empty()) {
+    if (auto config = configs.Get(f.topic); !config) return config.error();
+    for (int32_t p : f.partitions)
+      MQ_RETURN_IF_ERROR(configs.CheckPartition(f.topic, p, "--partition"));
+  }
+  if (from_file)
+    for (const PlannedOffset& e : *from_file)
+      MQ_RETURN_IF_ERROR(configs.CheckPartition(e.topic, e.partition, "--from-file: partition"));
+  return Status::Ok();
+}
+
+// Every group is opened and, with --execute, locked before any plan is
+// made or written: a group with a live member refuses the whole reset
+// (exit 75) and nothing is changed. --execute creates a group that does
+// not exist yet (group.md §14.4), so that a group can be positioned
+// before its first member runs; a dry run plans for it as a group with
+// no commits and creates nothing.
+Result<std::vector<GroupPlan>> OpenGroupsForReset(const Flags& f,
+                                                  const std::vector<std::string>& names) {
+  const AdminFlags& a = f.admin;
+  std::vector<GroupPlan> groups;
+  for (const std::string& name : names) {
+    GroupPlan g;
+    g.name = name;
+    auto group = Group::Open(f.dir, name, a.execute && !a.all_groups);
+    if (!group && !(group.error().code() == Code::kNotFound && !a.execute && !a.all_groups))
+      return group.error();
+    if (group) g.group.emplace(std::move(*group));
+    // --execute: group.lock first (R33), then the plan. Held, no member can
+    // join or commit, so the offsets and log ends the plan is computed from
+    // (--shift-by's committed offsets above all) are still current when it
+    // is written.
+    if (a.execute) {
+      auto held = g.group->LockForReset();
+      if (!held) return held.error();
+      g.lock = std::move(*held);
+    }
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+// A partition to plan, with --from-file's offset for it.
+using ResetScope = std::vector<std::pair<std::pair<std::string, int32_t>, std::optional<int64_t>>>;
+
+// The partitions to plan for group `g`, sorted: --from-file's rows for
+// it, or -p's partitions (every one without -p) of -t or, with
+// --all-topics, of every topic the group has committed that still exists
+// (the others are said: --delete-offsets removes their entries).
+Result<ResetScope> ResetScopeOf(const Flags& f, const GroupPlan& g,
+                                const std::optional<std::vector<PlannedOffset>>& from_file,
+                                TopicConfigs& configs) {
+  const AdminFlags& a = f.admin;
+  ResetScope scope;
+  if (from_file) {
+    for (const PlannedOffset& e : *from_file)
+      if (e.group.empty() || e.group == g.name) scope.push_back({{e.topic, e.partition}, e.offset});
+    std::sort(scope.begin(), scope.end());
+    return scope;
+  }
+  std::vector<std::string> topics;
+  if (a.all_topics) {
+    for (const CommittedOffset& e : g.state.offsets)
+      if (topics.empty() || topics.back() != e.topic) topics.push_back(e.topic);
+  } else {
+    topics.push_back(f.topic);
+  }
+  for (const std::string& t : topics) {
+    auto config = configs.Get(t);
+    if (!config && config.error().code() == Code::kNotFound && a.all_topics) {
+      if (!f.quiet)
+        cli::Warn(fmt::format("group {}: topic {} does not exist (any more): left out", g.name, t));
+      continue;
+    }
+    if (!config) return config.error();
+    std::vector<int32_t> partitions(f.partitions.begin(), f.partitions.end());
+    if (partitions.empty())
+      for (int32_t p = 0; p < config->partitions; ++p) partitions.push_back(p);
+    std::sort(partitions.begin(), partitions.end());
+    partitions.erase(std::unique(partitions.begin(), partitions.end()), partitions.end());
+    for (int32_t p : partitions) scope.push_back({{t, p}, std::nullopt});
+  }
+  std::sort(scope.begin(), scope.end());
+  return scope;
+}
+
+// Where row `r` (its current offset and log bounds read) is to go:
+// --from-file's offset, or the --to-* / --shift-by target (--to-datetime:
+// `datetime`), before clamping to the log.
+Result<int64_t> ResetTarget(const Flags& f, const DataDir& dir, const PlanRow& r,
+                            std::optional<int64_t> file_offset, std::optional<int64_t> datetime) {
+  const AdminFlags& a = f.admin;
+  if (file_offset) return *file_offset;
+  if (a.to_earliest) return r.log.start;
+  if (a.to_latest) return r.log.end;
+  if (a.to_offset) return *a.to_offset;
+  if (a.shift_by) {
+    if (!r.current)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("--shift-by: group \"{}\" has no committed offset "
+                                "for {}-{} to shift from (leave it out with -p, or "
+                                "use a --to-* target)",
+                                r.group, r.topic, r.partition));
+    return SaturatingAdd(*r.current, *a.shift_by);
+  }
+  return OffsetForTimestamp(dir, r.topic, r.partition, *datetime);
+}
+
+// Group `g`'s rows: its committed offsets read, then a row per partition
+// of its scope.
+Status PlanGroup(const Flags& f, const DataDir& dir,
+                 const std::optional<std::vector<PlannedOffset>>& from_file,
+                 std::optional<int64_t> datetime, TopicConfigs& configs, GroupPlan* g) {
+  if (g->group) {
+    auto state = g->group->Read();
+    if (!state) return state.error();
+    g->state = std::move(*state);
+  }
+  auto scope = ResetScopeOf(f, *g, from_file, configs);
+  if (!scope) return scope.error();
+  for (const auto& [tp, file_offset] : *scope) {
+    const auto& [topic, p] = tp;
+    auto config = configs.Get(topic);
+    if (!config) return config.error();
+    PlanRow r;
+    r.group = g->name;
+    r.topic = topic;
+    r.partition = p;
+    if (const CommittedOffset* e = g->state.Find(topic, p)) r.current = e->offset;
+    auto bounds = PartitionBounds(dir, *config, topic, p);
+    if (!bounds) return bounds.error();
+    r.log = *bounds;
+    auto target = ResetTarget(f, dir, r, file_offset, datetime);
+    if (!target) return target.error();
+    r.target = *target;
+    r.next = std::clamp(r.target, r.log.start, r.log.end);
+    g->rows.push_back(r);
+  }
+  return Status::Ok();
+}
+
+// --execute: each group's rows committed, under its lock.
+Status CommitPlans(std::vector<GroupPlan>& groups) {
+  for (GroupPlan& g : groups) {
+    std::vector<OffsetCommit> commits;
+    for (const PlanRow& r : g.rows)
+      commits.push_back({r.topic, r.partition, r.next, kNoLeaderEpoch, 0});
+    if (commits.empty()) continue;
+    MQ_RETURN_IF_ERROR(
+        g.group->Commit(commits, {}, CommitKind::kReset, kNoTimestamp, &g.lock));
+  }
+  return Status::Ok();
+}
+
+// A dry run says which groups --execute would be refused for.
+void WarnRefusals(const std::vector<GroupPlan>& groups) {
+  for (const GroupPlan& g : groups) {
+    if (!g.group) continue;
+    auto live = HasLiveMembers(*g.group);
+    if (live && *live) {
+      cli::Warn(fmt::format("group \"{}\" has live members: --execute would be refused (exit "
+                            "75) until they stop",
+                            g.name));
+      continue;
+    }
+    // An absent static member in its session refuses --execute as well.
+    if (Status s = g.group->CheckNoAbsentMembers(); s.code() == Code::kBusy)
+      cli::Warn(fmt::format("--execute would be refused (exit 75): {}", s.message()));
+  }
+}
+
+// The plan: exported (--export), a JSON line per row (--json), or a table.
+void PrintPlans(const Flags& f, const std::vector<GroupPlan>& groups, cli::Output& out) {
+  const AdminFlags& a = f.admin;
+  if (a.export_plan) {
+    // kafka-consumer-groups --export: topic,partition,offset; with
+    // --all-groups the group first.
+    std::vector<PlannedOffset> plan;
+    for (const GroupPlan& g : groups)
+      for (const PlanRow& r : g.rows) plan.push_back({r.group, r.topic, r.partition, r.next});
+    out.Write(FormatOffsetPlan(plan, a.all_groups));
+    return;
+  }
+  Table t;
+  t.Add({"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "NOTE"});
+  for (const GroupPlan& g : groups) {
+    for (const PlanRow& r : g.rows) {
+      const char* note = r.target < r.next ? "clamped-to-log-start"
+                         : r.target > r.next ? "clamped-to-log-end" : nullptr;
+      if (f.json) {
+        json::Line j;
+        j.Key("group").StrOrNull(r.group).Key("topic").StrOrNull(r.topic);
+        j.Int("partition", r.partition).Key("current_offset").IntOrNull(r.current);
+        j.Int("new_offset", r.next).Int("log_start_offset", r.log.start);
+        j.Int("log_end_offset", r.log.end);
+        j.Key("note");
+        if (note) j.Str(note);
+        else j.Null();
+        out.Write(j.Bool("executed", a.execute).Finish());
+      } else {
+        t.Add({r.group, r.topic, std::to_string(r.partition), Dash(r.current),
+               std::to_string(r.next), note ? note : "-"});
+      }
+    }
+  }
+  if (!f.json) t.Print(out);
+}
+
 int Reset(const Flags& f) {
   const AdminFlags& a = f.admin;
   std::optional<int64_t> datetime;
@@ -493,198 +750,22 @@ int Reset(const Flags& f) {
     if (!read) return cli::Fail(read.error());
     from_file = std::move(*read);
   }
-  // Topic configurations (members do not change them), read once each. A
-  // plan for a topic that does not exist creates no group.
-  std::map<std::string, TopicConfig> configs;
-  auto config_of = [&](const std::string& topic) -> Result<TopicConfig> {
-    if (auto it = configs.find(topic); it != configs.end()) return it->second;
-    auto config = dir->ReadTopic(topic);
-    if (!config) return config.error();
-    configs.emplace(topic, *config);
-    return *config;
-  };
-  auto check_partition = [&](const std::string& topic, int32_t p, std::string_view flag) -> Status {
-    auto config = config_of(topic);
-    if (!config) return config.error();
-    if (p < config->partitions) return Status::Ok();
-    return Status(Code::kInvalidArgument,
-                  fmt::format("{} {}: topic {} has {} partition(s), 0 to {}", flag, p, topic,
-                              config->partitions, config->partitions - 1));
-  };
-  if (!f.topic.empty()) {
-    if (auto config = config_of(f.topic); !config) return cli::Fail(config.error());
-    for (int32_t p : f.partitions)
-      if (Status s = check_partition(f.topic, p, "--partition"); !s.ok()) return cli::Fail(s);
-  }
-  if (from_file)
-    for (const PlannedOffset& e : *from_file)
-      if (Status s = check_partition(e.topic, e.partition, "--from-file: partition"); !s.ok())
-        return cli::Fail(s);
-
+  TopicConfigs configs(*dir);
+  if (Status s = CheckResetPartitions(f, from_file, configs); !s.ok()) return cli::Fail(s);
   auto names = SelectedGroups(f);
   if (!names) return cli::Fail(names.error());
-  // Every group is opened and, with --execute, locked before any plan is
-  // made or written: a group with a live member refuses the whole reset
-  // (exit 75) and nothing is changed. --execute creates a group that does
-  // not exist yet (group.md §14.4), so that a group can be positioned
-  // before its first member runs; a dry run plans for it as a group with
-  // no commits and creates nothing.
-  std::vector<GroupPlan> groups;
-  for (const std::string& name : *names) {
-    GroupPlan g;
-    g.name = name;
-    auto group = Group::Open(f.dir, name, a.execute && !a.all_groups);
-    if (!group && !(group.error().code() == Code::kNotFound && !a.execute && !a.all_groups))
-      return cli::Fail(group.error());
-    if (group) g.group.emplace(std::move(*group));
-    // --execute: group.lock first (R33), then the plan. Held, no member can
-    // join or commit, so the offsets and log ends the plan is computed from
-    // (--shift-by's committed offsets above all) are still current when it
-    // is written.
-    if (a.execute) {
-      auto held = g.group->LockForReset();
-      if (!held) return cli::Fail(held.error());
-      g.lock = std::move(*held);
-    }
-    groups.push_back(std::move(g));
-  }
-
-  for (GroupPlan& g : groups) {
-    if (g.group) {
-      auto state = g.group->Read();
-      if (!state) return cli::Fail(state.error());
-      g.state = std::move(*state);
-    }
-    // The partitions to plan, with --from-file's offsets.
-    std::vector<std::pair<std::pair<std::string, int32_t>, std::optional<int64_t>>> scope;
-    if (from_file) {
-      for (const PlannedOffset& e : *from_file)
-        if (e.group.empty() || e.group == g.name) scope.push_back({{e.topic, e.partition}, e.offset});
-    } else {
-      std::vector<std::string> topics;
-      if (a.all_topics) {
-        // Every topic the group has committed that still exists (the others
-        // are said: --delete-offsets removes their entries).
-        for (const CommittedOffset& e : g.state.offsets)
-          if (topics.empty() || topics.back() != e.topic) topics.push_back(e.topic);
-      } else {
-        topics.push_back(f.topic);
-      }
-      for (const std::string& t : topics) {
-        auto config = config_of(t);
-        if (!config && config.error().code() == Code::kNotFound && a.all_topics) {
-          if (!f.quiet)
-            cli::Warn(fmt::format("group {}: topic {} does not exist (any more): left out",
-                                  g.name, t));
-          continue;
-        }
-        if (!config) return cli::Fail(config.error());
-        std::vector<int32_t> partitions(f.partitions.begin(), f.partitions.end());
-        if (partitions.empty())
-          for (int32_t p = 0; p < config->partitions; ++p) partitions.push_back(p);
-        std::sort(partitions.begin(), partitions.end());
-        partitions.erase(std::unique(partitions.begin(), partitions.end()), partitions.end());
-        for (int32_t p : partitions) scope.push_back({{t, p}, std::nullopt});
-      }
-    }
-    std::sort(scope.begin(), scope.end());
-    for (const auto& [tp, file_offset] : scope) {
-      const auto& [topic, p] = tp;
-      auto config = config_of(topic);
-      if (!config) return cli::Fail(config.error());
-      PlanRow r;
-      r.group = g.name;
-      r.topic = topic;
-      r.partition = p;
-      if (const CommittedOffset* e = g.state.Find(topic, p)) r.current = e->offset;
-      auto bounds = PartitionBounds(*dir, *config, topic, p);
-      if (!bounds) return cli::Fail(bounds.error());
-      r.log = *bounds;
-      if (file_offset) {
-        r.target = *file_offset;
-      } else if (a.to_earliest) {
-        r.target = r.log.start;
-      } else if (a.to_latest) {
-        r.target = r.log.end;
-      } else if (a.to_offset) {
-        r.target = *a.to_offset;
-      } else if (a.shift_by) {
-        if (!r.current)
-          return cli::Fail(Status(Code::kInvalidArgument,
-                                  fmt::format("--shift-by: group \"{}\" has no committed offset "
-                                              "for {}-{} to shift from (leave it out with -p, or "
-                                              "use a --to-* target)",
-                                              g.name, topic, p)));
-        r.target = SaturatingAdd(*r.current, *a.shift_by);
-      } else {
-        auto at = OffsetForTimestamp(*dir, topic, p, *datetime);
-        if (!at) return cli::Fail(at.error());
-        r.target = *at;
-      }
-      r.next = std::clamp(r.target, r.log.start, r.log.end);
-      g.rows.push_back(r);
-    }
-  }
-
+  auto groups = OpenGroupsForReset(f, *names);
+  if (!groups) return cli::Fail(groups.error());
+  for (GroupPlan& g : *groups)
+    if (Status s = PlanGroup(f, *dir, from_file, datetime, configs, &g); !s.ok())
+      return cli::Fail(s);
   if (a.execute) {
-    for (GroupPlan& g : groups) {
-      std::vector<OffsetCommit> commits;
-      for (const PlanRow& r : g.rows)
-        commits.push_back({r.topic, r.partition, r.next, kNoLeaderEpoch, 0});
-      if (commits.empty()) continue;
-      if (Status s = g.group->Commit(commits, {}, CommitKind::kReset, kNoTimestamp, &g.lock);
-          !s.ok())
-        return cli::Fail(s);
-    }
+    if (Status s = CommitPlans(*groups); !s.ok()) return cli::Fail(s);
   } else if (!f.quiet) {
-    for (const GroupPlan& g : groups) {
-      if (!g.group) continue;
-      auto live = HasLiveMembers(*g.group);
-      if (live && *live) {
-        cli::Warn(fmt::format("group \"{}\" has live members: --execute would be refused (exit "
-                              "75) until they stop",
-                              g.name));
-        continue;
-      }
-      // An absent static member in its session refuses --execute as well.
-      if (Status s = g.group->CheckNoAbsentMembers(); s.code() == Code::kBusy)
-        cli::Warn(fmt::format("--execute would be refused (exit 75): {}", s.message()));
-    }
+    WarnRefusals(*groups);
   }
-
   cli::Output out;
-  if (a.export_plan) {
-    // kafka-consumer-groups --export: topic,partition,offset; with
-    // --all-groups the group first.
-    std::vector<PlannedOffset> plan;
-    for (const GroupPlan& g : groups)
-      for (const PlanRow& r : g.rows) plan.push_back({r.group, r.topic, r.partition, r.next});
-    out.Write(FormatOffsetPlan(plan, a.all_groups));
-  } else {
-    Table t;
-    t.Add({"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "NOTE"});
-    for (const GroupPlan& g : groups) {
-      for (const PlanRow& r : g.rows) {
-        const char* note = r.target < r.next ? "clamped-to-log-start"
-                           : r.target > r.next ? "clamped-to-log-end" : nullptr;
-        if (f.json) {
-          json::Line j;
-          j.Key("group").StrOrNull(r.group).Key("topic").StrOrNull(r.topic);
-          j.Int("partition", r.partition).Key("current_offset").IntOrNull(r.current);
-          j.Int("new_offset", r.next).Int("log_start_offset", r.log.start);
-          j.Int("log_end_offset", r.log.end);
-          j.Key("note");
-          if (note) j.Str(note);
-          else j.Null();
-          out.Write(j.Bool("executed", a.execute).Finish());
-        } else {
-          t.Add({r.group, r.topic, std::to_string(r.partition), Dash(r.current),
-                 std::to_string(r.next), note ? note : "-"});
-        }
-      }
-    }
-    if (!f.json) t.Print(out);
-  }
+  PrintPlans(f, *groups, out);
   if (!a.execute && !f.quiet)
     cli::Warn("dry run: nothing changed (add --execute to apply the plan)");
   return out.FinishExitCode();

@@ -211,11 +211,41 @@ class Member {
   std::vector<std::pair<std::string, ConsumerNotice>>* cuts_;  // (topic, notice)
 
   Status Rebalance();
+  // Rebalance: the partitions `view` assigns and this member does not own
+  // are taken (those whose previous owner let go) and read from their
+  // committed offsets.
+  Status TakePartitions(const MembershipView& view);
+  // Rebalance: the stuck members the poll fenced (R69) are said.
+  void SayFenced(const MembershipView& view);
+  // What each record does in Run depends on these alone, fixed for the run.
+  struct RunMode {
+    bool filtered = false;      // --header filters
+    bool need_headers = false;  // the printer or a filter reads the headers
+    bool commit_ahead = false;  // --at-most-once --exec: committed before it is handed out
+    bool count_each = false;    // counted toward --commit-every as handed out
+    uint64_t count = 0;         // -c (0: none)
+  };
+  // Run's look every so many records and whenever it waits: membership,
+  // acknowledgements, commits (by --commit-every and the interval), a
+  // stalled output.
+  Status Tick();
+  // Run's record `m` of `src`, handed to the handler or printed
+  // (`headers`: its headers when needed); true when the run ends with it
+  // (-c reached, the output gone).
+  Result<bool> Deliver(Source& src, const ConsumedRecord& m, const RunMode& mode,
+                       std::vector<Header>& headers);
+  // Run when every owned partition is at its end: what is buffered is
+  // handed over and committed, then a wait for appends or the next probe;
+  // true when the run ends (-e, the output gone).
+  Result<bool> AtEnd();
   // With several topics (R64): those removed from the directory leave the
   // member's subscription, and the topics the -t arguments match now that
   // are not read (a pattern's new matches, a named topic created again)
   // are opened and added to it.
   Status Resubscribe();
+  // Resubscribe: a topic removed from the directory leaves the
+  // subscription; true when one did.
+  Result<bool> DropRemovedTopics();
   Source* FindSource(std::string_view topic);
   // --exec: partition p of `s` as the dispatcher names it.
   static int32_t Lane(const Source& s, int32_t p) { return LaneOf(s.number, p); }
@@ -227,6 +257,10 @@ class Member {
   // its committed offset in `state`, read after it was taken; false when
   // it let p go again, to be taken at a later poll.
   Result<bool> Acquire(Source& s, int32_t p, const GroupOffsets& state);
+  // Acquire's start for partition p of `s` with committed offset `c`: the
+  // committed offset moved into the log (what is moved is said), with
+  // `pr`'s committed offset (and lower_from when lowered).
+  Result<StartPosition> ResumeAt(Source& s, int32_t p, const CommittedOffset& c, Progress* pr);
   Status Revoke(Source& s, int32_t p);
   // Everything printed reached stdout: each partition's position is handed over.
   void MarkFlushed();
@@ -271,6 +305,10 @@ class Member {
   // With `until_eof`, waits until every message handed out is
   // acknowledged, the stream ends, or kAckWaitMs pass without one.
   void ReadAcks(bool until_eof);
+  // One --ack-fd line: "PARTITION OFFSET" or "TOPIC/PARTITION/OFFSET" of a
+  // message handed out hands its partition over past it; another is said
+  // and ignored.
+  void Acknowledge(std::string line);
   bool AllAcknowledged() const;
 
   const Flags& f_;
@@ -315,50 +353,57 @@ void PauseBeforeAcquire() {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+Result<StartPosition> Member::ResumeAt(Source& src, int32_t p, const CommittedOffset& c,
+                                       Progress* pr) {
+  // Out of the log's range, the committed offset is said, and moved into
+  // it: the consumer would wait for an offset past the end (-o N), so
+  // after a truncation every message appended up to the old offset
+  // would be passed over.
+  // Also where the log diverged below it (KIP-320): a failover cut
+  // records the group read, and others may be at their offsets now.
+  auto log = PartitionBounds(*dir_, src.consumer->config(), src.topic, p);
+  if (!log) return log.error();
+  auto diverged = CommittedDivergence(*dir_, src.topic, p, c);
+  if (!diverged) return diverged.error();
+  int64_t from = 0;
+  const CommittedPosition where = PlaceCommitted(c.offset, *log, *diverged, &from);
+  if (where == CommittedPosition::kBelowLogStart && !f_.quiet)
+    cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
+                          "{} (records lost to retention or truncation): starting at {}",
+                          group_->name(), Name(src, p), c.offset, from, from));
+  if (where == CommittedPosition::kDiverged && !f_.quiet && c.leader_epoch >= 0)
+    cli::Warn(fmt::format("group {}: partition {}: committed offset {} follows a record of "
+                          "leader epoch {}, which ends at offset {} in the log (a failover cut "
+                          "the records after it): starting at {}; the next commit lowers it",
+                          group_->name(), Name(src, p), c.offset, c.leader_epoch, **diverged,
+                          from));
+  if (where == CommittedPosition::kDiverged && !f_.quiet && c.leader_epoch < 0)
+    cli::Warn(fmt::format("group {}: partition {}: the log was truncated to offset {} after "
+                          "offset {} was committed (its truncation history): starting at {}; "
+                          "the next commit lowers it",
+                          group_->name(), Name(src, p), **diverged, c.offset, from));
+  if (where == CommittedPosition::kAboveLogEnd && !f_.quiet)
+    cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
+                          "(the log was truncated): starting at the end; the next commit "
+                          "lowers it",
+                          group_->name(), Name(src, p), c.offset, from));
+  pr->committed = c.offset;
+  if (from < c.offset) {
+    pr->lower_from = c.offset;
+    pr->committed = from;
+  }
+  return StartPosition{StartPosition::Kind::kOffset, from};
+}
+
 Result<bool> Member::Acquire(Source& src, int32_t p, const GroupOffsets& state) {
   Consumer* consumer = src.consumer.get();
   StartPosition start;
   const CommittedOffset* c = state.Find(src.topic, p);
   Progress pr;
   if (c != nullptr) {
-    // Out of the log's range, the committed offset is said, and moved into
-    // it: the consumer would wait for an offset past the end (-o N), so
-    // after a truncation every message appended up to the old offset
-    // would be passed over.
-    // Also where the log diverged below it (KIP-320): a failover cut
-    // records the group read, and others may be at their offsets now.
-    auto log = PartitionBounds(*dir_, consumer->config(), src.topic, p);
-    if (!log) return log.error();
-    auto diverged = CommittedDivergence(*dir_, src.topic, p, *c);
-    if (!diverged) return diverged.error();
-    int64_t from = 0;
-    const CommittedPosition where = PlaceCommitted(c->offset, *log, *diverged, &from);
-    if (where == CommittedPosition::kBelowLogStart && !f_.quiet)
-      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
-                            "{} (records lost to retention or truncation): starting at {}",
-                            group_->name(), Name(src, p), c->offset, from, from));
-    if (where == CommittedPosition::kDiverged && !f_.quiet && c->leader_epoch >= 0)
-      cli::Warn(fmt::format("group {}: partition {}: committed offset {} follows a record of "
-                            "leader epoch {}, which ends at offset {} in the log (a failover cut "
-                            "the records after it): starting at {}; the next commit lowers it",
-                            group_->name(), Name(src, p), c->offset, c->leader_epoch, **diverged,
-                            from));
-    if (where == CommittedPosition::kDiverged && !f_.quiet && c->leader_epoch < 0)
-      cli::Warn(fmt::format("group {}: partition {}: the log was truncated to offset {} after "
-                            "offset {} was committed (its truncation history): starting at {}; "
-                            "the next commit lowers it",
-                            group_->name(), Name(src, p), **diverged, c->offset, from));
-    if (where == CommittedPosition::kAboveLogEnd && !f_.quiet)
-      cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
-                            "(the log was truncated): starting at the end; the next commit "
-                            "lowers it",
-                            group_->name(), Name(src, p), c->offset, from));
-    start = {StartPosition::Kind::kOffset, from};
-    pr.committed = c->offset;
-    if (from < c->offset) {
-      pr.lower_from = c->offset;
-      pr.committed = from;
-    }
+    auto resume = ResumeAt(src, p, *c, &pr);
+    if (!resume) return resume.error();
+    start = *resume;
   } else {
     start = {f_.reset == "latest" ? StartPosition::Kind::kEnd : StartPosition::Kind::kBeginning, 0};
   }
@@ -431,8 +476,7 @@ Source* Member::FindSource(std::string_view topic) {
   return nullptr;
 }
 
-Status Member::Resubscribe() {
-  if (!several_) return Status::Ok();
+Result<bool> Member::DropRemovedTopics() {
   // A topic removed from the directory leaves the subscription: its owned
   // partitions are let go (committed first, as at any revoke) and the
   // other members' polls no longer count this member among its readers.
@@ -458,6 +502,13 @@ Status Member::Resubscribe() {
     next_source_ = 0;
     removed = true;
   }
+  return removed;
+}
+
+Status Member::Resubscribe() {
+  if (!several_) return Status::Ok();
+  auto removed = DropRemovedTopics();
+  if (!removed) return removed.error();
   // A named topic removed is read again once it exists again, as a
   // pattern's new match is.
   auto topics = MatchSubscription(f_, *dir_);
@@ -498,7 +549,7 @@ Status Member::Resubscribe() {
     sources_.push_back(std::move(src));
   }
   if (added.empty()) {
-    if (removed) budget_.Share(sources_);
+    if (*removed) budget_.Share(sources_);
     return Status::Ok();
   }
   std::sort(sources_.begin(), sources_.end(),
@@ -517,16 +568,9 @@ Status Member::Stalled() const {
                             f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs)));
 }
 
-Status Member::Rebalance() {
-  MQ_RETURN_IF_ERROR(Resubscribe());
-  auto view = member_->Poll();
-  if (!view) return view.error();
-  for (const MembershipView::Topic& t : view->topics) {
-    Source* src = FindSource(t.topic);
-    for (int32_t p : t.release) MQ_RETURN_IF_ERROR(Revoke(*src, p));
-  }
+Status Member::TakePartitions(const MembershipView& view) {
   std::vector<std::pair<Source*, int32_t>> taken;
-  for (const MembershipView::Topic& t : view->topics) {
+  for (const MembershipView::Topic& t : view.topics) {
     Source* src = FindSource(t.topic);
     for (int32_t p : t.acquire) {
       PauseBeforeAcquire();
@@ -557,18 +601,11 @@ Status Member::Rebalance() {
       for (auto it = taken.rbegin(); it != taken.rend(); ++it)
         it->first->consumer->ReadNext(it->second);
   }
-  waiting_ = 0;
-  bool idle = true;
-  std::vector<std::string> assigned, names;
-  for (const MembershipView::Topic& t : view->topics) {
-    names.push_back(t.topic);
-    for (int32_t p : t.target) {
-      waiting_ += member_->owns(t.topic, p) ? 0 : 1;
-      assigned.push_back(several_ ? fmt::format("{}-{}", t.topic, p) : std::to_string(p));
-    }
-    idle = idle && t.target.empty();
-  }
-  for (const MembershipView::Fenced& x : view->fenced) {
+  return Status::Ok();
+}
+
+void Member::SayFenced(const MembershipView& view) {
+  for (const MembershipView::Fenced& x : view.fenced) {
     if (x.outcome == Fence::kKilled && !f_.quiet)
       cli::Warn(fmt::format("group {}: member {} (pid {}) did not poll for {} ms past its deadline "
                             "of {} ms (stopped or hung): killed it; its partitions move once its "
@@ -582,6 +619,29 @@ Status Member::Rebalance() {
                             group_->name(), x.id, x.heartbeat.pid, x.overdue_ms,
                             x.heartbeat.deadline_ms));
   }
+}
+
+Status Member::Rebalance() {
+  MQ_RETURN_IF_ERROR(Resubscribe());
+  auto view = member_->Poll();
+  if (!view) return view.error();
+  for (const MembershipView::Topic& t : view->topics) {
+    Source* src = FindSource(t.topic);
+    for (int32_t p : t.release) MQ_RETURN_IF_ERROR(Revoke(*src, p));
+  }
+  MQ_RETURN_IF_ERROR(TakePartitions(*view));
+  waiting_ = 0;
+  bool idle = true;
+  std::vector<std::string> assigned, names;
+  for (const MembershipView::Topic& t : view->topics) {
+    names.push_back(t.topic);
+    for (int32_t p : t.target) {
+      waiting_ += member_->owns(t.topic, p) ? 0 : 1;
+      assigned.push_back(several_ ? fmt::format("{}-{}", t.topic, p) : std::to_string(p));
+    }
+    idle = idle && t.target.empty();
+  }
+  SayFenced(*view);
   if (view->absent != last_absent_ && f_.verbose && !view->absent.empty())
     cli::Eprint("group {}: static member(s) {} not running: their partitions wait for them "
                 "until their session ends\n",
@@ -693,6 +753,53 @@ bool Member::AllAcknowledged() const {
 // Acknowledgements on --ack-fd: lines "PARTITION OFFSET" or the message id
 // "TOPIC/PARTITION/OFFSET"; each hands over its offset and every earlier
 // one of its partition (cumulative, like a Kafka commit).
+void Member::Acknowledge(std::string line) {
+  std::string_view v = line;
+  Source* src = several_ ? nullptr : sources_.front().get();
+  if (auto slash = v.rfind('/'); slash != std::string_view::npos) {
+    auto first = v.find('/');
+    src = first == slash ? nullptr : FindSource(v.substr(0, first));
+    if (src == nullptr) {
+      if (!f_.quiet)
+        cli::Warn(fmt::format("--ack-fd: ignored '{}': not a message of {}", line,
+                              several_ ? "a topic this member reads" : f_.topic));
+      return;
+    }
+    line = std::string(v.substr(first + 1, slash - first - 1)) + " " + std::string(v.substr(slash + 1));
+  } else if (src == nullptr) {
+    // With several topics a partition number alone names no message.
+    if (!f_.quiet)
+      cli::Warn(fmt::format("--ack-fd: ignored '{}': this member reads several topics: "
+                            "acknowledge TOPIC/PARTITION/OFFSET",
+                            line));
+    return;
+  }
+  auto& progress = src->progress;
+  int32_t p = -1;
+  int64_t o = -1;
+  auto sp = line.find(' ');
+  bool ok = sp != std::string::npos &&
+            std::from_chars(line.data(), line.data() + sp, p).ec == std::errc() &&
+            std::from_chars(line.data() + sp + 1, line.data() + line.size(), o).ec == std::errc();
+  auto it = progress.find(p);
+  if (!ok || it == progress.end()) {
+    if (!f_.quiet)
+      cli::Warn(fmt::format("--ack-fd: ignored '{}': expected PARTITION OFFSET of a partition "
+                            "this member owns",
+                            line));
+    return;
+  }
+  auto last = src->consumer->last_handed_out(p);
+  if (!last || o > *last) {
+    if (!f_.quiet)
+      cli::Warn(fmt::format("--ack-fd: ignored '{}': offset {} of partition {} was not handed "
+                            "out",
+                            line, o, p));
+    return;
+  }
+  if (o + 1 > it->second.handed) it->second.handed = o + 1;
+}
+
 void Member::ReadAcks(bool until_eof) {
   if (!f_.ack_fd || ack_eof_) return;
   const int fd = *f_.ack_fd;
@@ -729,50 +836,7 @@ void Member::ReadAcks(bool until_eof) {
     while ((nl = ack_buf_.find('\n')) != std::string::npos) {
       std::string line = ack_buf_.substr(0, nl);
       ack_buf_.erase(0, nl + 1);
-      std::string_view v = line;
-      Source* src = several_ ? nullptr : sources_.front().get();
-      if (auto slash = v.rfind('/'); slash != std::string_view::npos) {
-        auto first = v.find('/');
-        src = first == slash ? nullptr : FindSource(v.substr(0, first));
-        if (src == nullptr) {
-          if (!f_.quiet)
-            cli::Warn(fmt::format("--ack-fd: ignored '{}': not a message of {}", line,
-                                  several_ ? "a topic this member reads" : f_.topic));
-          continue;
-        }
-        line = std::string(v.substr(first + 1, slash - first - 1)) + " " + std::string(v.substr(slash + 1));
-      } else if (src == nullptr) {
-        // With several topics a partition number alone names no message.
-        if (!f_.quiet)
-          cli::Warn(fmt::format("--ack-fd: ignored '{}': this member reads several topics: "
-                                "acknowledge TOPIC/PARTITION/OFFSET",
-                                line));
-        continue;
-      }
-      auto& progress = src->progress;
-      int32_t p = -1;
-      int64_t o = -1;
-      auto sp = line.find(' ');
-      bool ok = sp != std::string::npos &&
-                std::from_chars(line.data(), line.data() + sp, p).ec == std::errc() &&
-                std::from_chars(line.data() + sp + 1, line.data() + line.size(), o).ec == std::errc();
-      auto it = progress.find(p);
-      if (!ok || it == progress.end()) {
-        if (!f_.quiet)
-          cli::Warn(fmt::format("--ack-fd: ignored '{}': expected PARTITION OFFSET of a partition "
-                                "this member owns",
-                                line));
-        continue;
-      }
-      auto last = src->consumer->last_handed_out(p);
-      if (!last || o > *last) {
-        if (!f_.quiet)
-          cli::Warn(fmt::format("--ack-fd: ignored '{}': offset {} of partition {} was not handed "
-                                "out",
-                                line, o, p));
-        continue;
-      }
-      if (o + 1 > it->second.handed) it->second.handed = o + 1;
+      Acknowledge(std::move(line));
     }
   }
 }
@@ -976,14 +1040,108 @@ Status Member::OnStopped() {
   return Status::Ok();
 }
 
+Status Member::Tick() {
+  int64_t now = MonotonicMs();
+  if (now >= next_poll_ms_) {
+    MQ_RETURN_IF_ERROR(Rebalance());
+    next_poll_ms_ = now + kRebalancePollMs;
+  }
+  ReadAcks(false);
+  if ((f_.commit_every > 0 && since_commit_ >= f_.commit_every) ||
+      now - last_commit_ms_ >= f_.commit_interval_ms) {
+    if (!dispatcher_ && out_->Flush()) MarkFlushed();
+    if (!write_error_.ok()) return write_error_;
+    MQ_RETURN_IF_ERROR(Commit());
+  }
+  if (out_->stalled()) return Stalled();
+  return Status::Ok();
+}
+
+Result<bool> Member::Deliver(Source& src, const ConsumedRecord& m, const RunMode& mode,
+                             std::vector<Header>& headers) {
+  if (mode.commit_ahead) MQ_RETURN_IF_ERROR(CommitAhead(src, m));
+  src.last_epoch[static_cast<size_t>(m.partition)] = m.leader_epoch;
+  if (mode.need_headers) headers = m.record.headers();
+  if (mode.filtered && !MatchesAll(headers, settings_.header_filters))
+    return false;
+  if (dispatcher_) {
+    const int32_t p = m.partition;
+    auto pr = src.progress.find(p);
+    MQ_RETURN_IF_ERROR(dispatcher_->Add(Lane(src, p), m.log_append_time, m.record, headers,
+                                        m.leader_epoch,
+                                        pr == src.progress.end() ? 0 : pr->second.generation));
+    if (dispatcher_->parallel()) {
+      Collect(0);
+      if (!stop_.ok()) return stop_;
+    } else {
+      MarkHandled(&src, p);
+    }
+    MQ_RETURN_IF_ERROR(CommitDeadLetters());
+  } else {
+    printer_.Print(src.topic, m.partition, m.log_append_time, m.record, headers);
+    if (!write_error_.ok()) return write_error_;
+    if (out_->flushes() != seen_flushes_) MarkFlushed();
+    if (out_->stalled()) return Stalled();
+  }
+  // --parallel counts messages toward --commit-every as they are
+  // handled (Collect), not as they are queued.
+  if (mode.count_each) ++since_commit_;
+  return ++delivered_ == mode.count || out_->broken();
+}
+
+Result<bool> Member::AtEnd() {
+  // --parallel: handlers still run (or --batch messages wait): their
+  // partitions are committed as they finish, by the interval and count
+  // of the check above, not at every one that ends.
+  const bool draining = dispatcher_ && dispatcher_->parallel() && dispatcher_->busy();
+  // -e: every partition this member is assigned (none, for an idle
+  // member) is owned and read to the end it had when it was taken (and
+  // with --parallel, handled).
+  if (f_.exit_at_end && Finished() && waiting_ == 0 && !draining)
+    return true;
+  // Every owned partition is at its committed end: hand over what is
+  // buffered, commit, then wait for appends or the next membership probe.
+  if (dispatcher_) {
+    MQ_RETURN_IF_ERROR(dispatcher_->Flush());
+    if (dispatcher_->parallel()) {
+      Collect(0);
+      if (!stop_.ok()) return stop_;
+    }
+    MarkHandled();
+  } else if (out_->Flush()) {
+    MarkFlushed();
+  } else if (out_->broken()) {
+    return true;
+  } else if (out_->stalled()) {
+    return Stalled();
+  }
+  if (!write_error_.ok()) return write_error_;
+  if (!draining) MQ_RETURN_IF_ERROR(Commit());
+  // A reader of our standard output that went away is seen here, not at
+  // a next write that may never come (as plain follow mode): the member
+  // stops and lets its partitions go.
+  if (cli::OutputClosed()) return true;
+  const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
+  if (dispatcher_ && dispatcher_->parallel() && dispatcher_->busy()) {
+    // Handlers run: the next one to end (or the next probe) comes first;
+    // appends are seen on the way round.
+    Collect(wait);
+    if (!stop_.ok()) return stop_;
+    MQ_RETURN_IF_ERROR(CommitDeadLetters());
+  } else {
+    WaitForAppend(wait);
+  }
+  return false;
+}
+
 Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   if (f_.count && *f_.count == 0) return Status::Ok();
-  const bool filtered = !settings_.header_filters.empty();
-  const bool need_headers = printer_.needs_headers() || filtered;
-  // What each record does depends on these alone, fixed for the run.
-  const bool commit_ahead = f_.at_most_once && dispatcher_;
-  const bool count_each = !dispatcher_ || !dispatcher_->parallel();
-  const uint64_t count = f_.count.value_or(0);  // 0: no -c (a -c 0 returned above)
+  RunMode mode;
+  mode.filtered = !settings_.header_filters.empty();
+  mode.need_headers = printer_.needs_headers() || mode.filtered;
+  mode.commit_ahead = f_.at_most_once && dispatcher_;
+  mode.count_each = !dispatcher_ || !dispatcher_->parallel();
+  mode.count = f_.count.value_or(0);  // 0: no -c (a -c 0 returned above)
   std::vector<Header> headers;
   last_commit_ms_ = MonotonicMs();
   // Membership, acknowledgements and commits are looked at every
@@ -994,19 +1152,7 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
   while (!*interrupted) {
     if (ticks == 0) {
       ticks = kTickRecords;
-      int64_t now = MonotonicMs();
-      if (now >= next_poll_ms_) {
-        MQ_RETURN_IF_ERROR(Rebalance());
-        next_poll_ms_ = now + kRebalancePollMs;
-      }
-      ReadAcks(false);
-      if ((f_.commit_every > 0 && since_commit_ >= f_.commit_every) ||
-          now - last_commit_ms_ >= f_.commit_interval_ms) {
-        if (!dispatcher_ && out_->Flush()) MarkFlushed();
-        if (!write_error_.ok()) return write_error_;
-        MQ_RETURN_IF_ERROR(Commit());
-      }
-      if (out_->stalled()) return Stalled();
+      MQ_RETURN_IF_ERROR(Tick());
     }
     --ticks;
     Source* src = nullptr;
@@ -1016,77 +1162,14 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     if (!cuts_->empty()) OnCuts();
     if (!stopped_->empty()) MQ_RETURN_IF_ERROR(OnStopped());
     if (const ConsumedRecord* m = *next) {
-      if (commit_ahead) MQ_RETURN_IF_ERROR(CommitAhead(*src, *m));
-      src->last_epoch[static_cast<size_t>(m->partition)] = m->leader_epoch;
-      if (need_headers) headers = m->record.headers();
-      if (filtered && !MatchesAll(headers, settings_.header_filters))
-        continue;
-      if (dispatcher_) {
-        const int32_t p = m->partition;
-        auto pr = src->progress.find(p);
-        MQ_RETURN_IF_ERROR(dispatcher_->Add(Lane(*src, p), m->log_append_time, m->record, headers,
-                                            m->leader_epoch,
-                                            pr == src->progress.end() ? 0 : pr->second.generation));
-        if (dispatcher_->parallel()) {
-          Collect(0);
-          if (!stop_.ok()) return stop_;
-        } else {
-          MarkHandled(src, p);
-        }
-        MQ_RETURN_IF_ERROR(CommitDeadLetters());
-      } else {
-        printer_.Print(src->topic, m->partition, m->log_append_time, m->record, headers);
-        if (!write_error_.ok()) return write_error_;
-        if (out_->flushes() != seen_flushes_) MarkFlushed();
-        if (out_->stalled()) return Stalled();
-      }
-      // --parallel counts messages toward --commit-every as they are
-      // handled (Collect), not as they are queued.
-      if (count_each) ++since_commit_;
-      if (++delivered_ == count || out_->broken()) return Status::Ok();
+      auto ends = Deliver(*src, *m, mode, headers);
+      if (!ends) return ends.error();
+      if (*ends) return Status::Ok();
       continue;
     }
-    // --parallel: handlers still run (or --batch messages wait): their
-    // partitions are committed as they finish, by the interval and count
-    // of the check above, not at every one that ends.
-    const bool draining = dispatcher_ && dispatcher_->parallel() && dispatcher_->busy();
-    // -e: every partition this member is assigned (none, for an idle
-    // member) is owned and read to the end it had when it was taken (and
-    // with --parallel, handled).
-    if (f_.exit_at_end && Finished() && waiting_ == 0 && !draining)
-      return Status::Ok();
-    // Every owned partition is at its committed end: hand over what is
-    // buffered, commit, then wait for appends or the next membership probe.
-    if (dispatcher_) {
-      MQ_RETURN_IF_ERROR(dispatcher_->Flush());
-      if (dispatcher_->parallel()) {
-        Collect(0);
-        if (!stop_.ok()) return stop_;
-      }
-      MarkHandled();
-    } else if (out_->Flush()) {
-      MarkFlushed();
-    } else if (out_->broken()) {
-      return Status::Ok();
-    } else if (out_->stalled()) {
-      return Stalled();
-    }
-    if (!write_error_.ok()) return write_error_;
-    if (!draining) MQ_RETURN_IF_ERROR(Commit());
-    // A reader of our standard output that went away is seen here, not at
-    // a next write that may never come (as plain follow mode): the member
-    // stops and lets its partitions go.
-    if (cli::OutputClosed()) return Status::Ok();
-    const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
-    if (dispatcher_ && dispatcher_->parallel() && dispatcher_->busy()) {
-      // Handlers run: the next one to end (or the next probe) comes first;
-      // appends are seen on the way round.
-      Collect(wait);
-      if (!stop_.ok()) return stop_;
-      MQ_RETURN_IF_ERROR(CommitDeadLetters());
-    } else {
-      WaitForAppend(wait);
-    }
+    auto ends = AtEnd();
+    if (!ends) return ends.error();
+    if (*ends) return Status::Ok();
     ticks = 0;
   }
   return Status::Ok();
@@ -1184,26 +1267,16 @@ int64_t MemberDeadlineMs(const Flags& f, const Settings& settings) {
                            h.max_backoff_ms);
 }
 
-}  // namespace
-
-int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t* interrupted) {
-  auto dir = DataDir::Open(f.dir, false);
-  if (!dir) return cli::Fail(dir.error());
-  ConsumerOptions options;
-  options.limits = {f.max_batch_bytes, f.max_batch_bytes};
-  options.stop_at_end = f.exit_at_end;
-  // A corrupt batch stops its partition, not the member (format-spec/
-  // group.md §14.7): reported here, committed up to it by the member
-  // (Member::OnStopped), and the exit status at the end is 65. With
-  // --skip-corrupt it is skipped, and the offsets past it are committed
-  // as the messages after it are handed over.
-  options.skip_corrupt = f.skip_corrupt;
-  options.stop_corrupt = true;
+// What the consumers say of their partitions, as a member's run collects
+// it: stopped partitions and truncations since the member last looked,
+// and the counts the exit status comes from.
+struct GroupNotices {
   std::vector<std::pair<std::string, int32_t>> stopped;  // since the member last looked
   std::vector<std::pair<std::string, ConsumerNotice>> cuts;  // likewise
   uint64_t stops = 0, skipped = 0, skipped_offsets = 0;
-  const bool several = ReadsSeveralTopics(f);
-  options.on_notice = [&](const ConsumerNotice& n) {
+
+  // A consumer's notice, counted and said (unless -q).
+  void Add(const Flags& f, bool several, const ConsumerNotice& n) {
     using K = ConsumerNotice::Kind;
     // The partition directory is <dir>/<topic>-<partition>.
     std::string topic = n.dir.substr(n.dir.rfind('/') + 1);
@@ -1234,162 +1307,245 @@ int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t
                               "committed past with the messages after them",
                               *f.group, n.first_offset, n.last_offset, topic, n.partition));
     }
-  };
-  ReaderBudget budget;
-  if (settings.pipeline) budget.per_share = kDescriptorsPerReader + kDescriptorsPerWriter;
-  budget.pipeline = settings.pipeline.has_value();
-  if (settings.handler) budget.reserved = ReservedDescriptors(*settings.handler);
-  // The consumers' max_open is their share (budget.Share), once opened.
-  options.max_open = 1;
+  }
+};
+
+// A member's run (RunGroup), in the order it is set up: the topics'
+// consumers, the group joined, the outputs (--exec's dispatcher,
+// --to-topic's pipeline), then the member's loop and its end.
+class GroupRun {
+ public:
+  GroupRun(const Flags& f, Settings settings, const volatile std::sig_atomic_t* interrupted)
+      : f_(f), settings_(std::move(settings)), interrupted_(interrupted) {}
+
+  Status Open() {
+    auto dir = DataDir::Open(f_.dir, false);
+    if (!dir) return dir.error();
+    dir_.emplace(std::move(*dir));
+    SetConsumerOptions();
+    MQ_RETURN_IF_ERROR(OpenSources());
+    MQ_RETURN_IF_ERROR(Join());
+    MQ_RETURN_IF_ERROR(FindFirstConfig());
+    return OpenOutputs();
+  }
+
+  int Run();
+
+ private:
+  void SetConsumerOptions() {
+    options_.limits = {f_.max_batch_bytes, f_.max_batch_bytes};
+    options_.stop_at_end = f_.exit_at_end;
+    // A corrupt batch stops its partition, not the member (format-spec/
+    // group.md §14.7): reported here, committed up to it by the member
+    // (Member::OnStopped), and the exit status at the end is 65. With
+    // --skip-corrupt it is skipped, and the offsets past it are committed
+    // as the messages after it are handed over.
+    options_.skip_corrupt = f_.skip_corrupt;
+    options_.stop_corrupt = true;
+    const bool several = ReadsSeveralTopics(f_);
+    options_.on_notice = [this, several](const ConsumerNotice& n) { notices_.Add(f_, several, n); };
+    if (settings_.pipeline) budget_.per_share = kDescriptorsPerReader + kDescriptorsPerWriter;
+    budget_.pipeline = settings_.pipeline.has_value();
+    if (settings_.handler) budget_.reserved = ReservedDescriptors(*settings_.handler);
+    // The consumers' max_open is their share (budget.Share), once opened.
+    options_.max_open = 1;
+  }
+
   // The topics read (R64): those named (each must exist) and those a
   // pattern matches now; a pattern's later matches are added at each poll
   // (Member::Resubscribe).
-  std::vector<std::string> names{f.topic};
-  if (ReadsSeveralTopics(f)) {
-    auto matched = MatchSubscription(f, *dir);
-    if (!matched) return cli::Fail(matched.error());
-    names = std::move(*matched);
+  Status OpenSources() {
+    std::vector<std::string> names{f_.topic};
+    if (ReadsSeveralTopics(f_)) {
+      auto matched = MatchSubscription(f_, *dir_);
+      if (!matched) return matched.error();
+      names = std::move(*matched);
+    }
+    for (const std::string& t : names) {
+      auto consumer = Consumer::Open(*dir_, t, options_);
+      if (!consumer) return consumer.error();
+      auto src = std::make_unique<Source>();
+      src->topic = t;
+      src->consumer = std::move(*consumer);
+      subscription_.push_back({t, src->consumer->config().partitions});
+      sources_.push_back(std::move(src));
+    }
+    shares_ = budget_.Share(sources_);
+    // A topic read keeps a reader at least (ReaderBudget::Room): more topics
+    // than the open-file limit has room for are refused.
+    if (sources_.size() > shares_)
+      return Status(Code::kUnavailable,
+                    fmt::format("group {}: {} topics to read, but the open-file limit "
+                                "leaves room for {} readers, one a topic at least: raise "
+                                "ulimit -n or read fewer topics",
+                                *f_.group, sources_.size(), shares_));
+    return Status::Ok();
   }
-  std::vector<std::unique_ptr<Source>> sources;
-  std::vector<TopicPartitions> subscription;
-  for (const std::string& t : names) {
-    auto consumer = Consumer::Open(*dir, t, options);
-    if (!consumer) return cli::Fail(consumer.error());
-    auto src = std::make_unique<Source>();
-    src->topic = t;
-    src->consumer = std::move(*consumer);
-    subscription.push_back({t, src->consumer->config().partitions});
-    sources.push_back(std::move(src));
+
+  Status Join() {
+    auto group = Group::Open(dir_->path(), *f_.group, true);
+    if (!group) return group.error();
+    group_.emplace(std::move(*group));
+    // The group must be readable before anything is consumed: a corrupt
+    // offsets file stops here (R29, R30), never resets to earliest/latest.
+    if (auto state = group_->Read(); !state) return state.error();
+    const std::string id = f_.member_id ? *f_.member_id : DefaultMemberId();
+    auto member = GroupMember::Join(&*group_, id, subscription_);
+    if (!member) return member.error();
+    member_.emplace(std::move(*member));
+    // A signal ends a wait for commit.lock (SIGTERM must end a member whose
+    // commit waits for a stuck holder).
+    member_->InterruptWaitsOn(interrupted_);
+    if (f_.session_timeout_ms) MQ_RETURN_IF_ERROR(member_->KeepSession(*f_.session_timeout_ms));
+    // Its heartbeat (R69): how long it may go between two polls before the
+    // other members of this host take it for stuck and fence it.
+    return member_->KeepHeartbeat(MemberDeadlineMs(f_, settings_));
   }
-  const size_t shares = budget.Share(sources);
-  // A topic read keeps a reader at least (ReaderBudget::Room): more topics
-  // than the open-file limit has room for are refused.
-  if (sources.size() > shares)
-    return cli::Fail(Status(Code::kUnavailable,
-                            fmt::format("group {}: {} topics to read, but the open-file limit "
-                                        "leaves room for {} readers, one a topic at least: raise "
-                                        "ulimit -n or read fewer topics",
-                                        *f.group, sources.size(), shares)));
-  auto group = Group::Open(dir->path(), *f.group, true);
-  if (!group) return cli::Fail(group.error());
-  // The group must be readable before anything is consumed: a corrupt
-  // offsets file stops here (R29, R30), never resets to earliest/latest.
-  if (auto state = group->Read(); !state) return cli::Fail(state.error());
-  const std::string id = f.member_id ? *f.member_id : DefaultMemberId();
-  auto member = GroupMember::Join(&*group, id, subscription);
-  if (!member) return cli::Fail(member.error());
-  // A signal ends a wait for commit.lock (SIGTERM must end a member whose
-  // commit waits for a stuck holder).
-  member->InterruptWaitsOn(interrupted);
-  if (f.session_timeout_ms)
-    if (Status s = member->KeepSession(*f.session_timeout_ms); !s.ok()) return cli::Fail(s);
-  // Its heartbeat (R69): how long it may go between two polls before the
-  // other members of this host take it for stuck and fence it.
-  if (Status s = member->KeepHeartbeat(MemberDeadlineMs(f, settings)); !s.ok())
-    return cli::Fail(s);
 
-
-  std::optional<Pipeline> pipeline;
-  std::optional<Dispatcher> dispatcher;
-  std::mutex subscribe_mu;  // the member's subscription, changed by Member::Resubscribe
   // --exec, --dlq and --to-topic with several topics: the topics created
   // like the first one read; none matched yet, they must exist already.
-  const TopicConfig* first = sources.empty() ? nullptr : &sources.front()->consumer->config();
-  const TopicConfig none{};
-  if (first == nullptr) {
+  Status FindFirstConfig() {
+    first_ = sources_.empty() ? nullptr : &sources_.front()->consumer->config();
+    if (first_ != nullptr) return Status::Ok();
     for (const std::optional<std::string>& t :
-         {settings.handler ? settings.handler->dlq : std::nullopt, f.to_topic}) {
+         {settings_.handler ? settings_.handler->dlq : std::nullopt, f_.to_topic}) {
       if (!t) continue;
-      if (auto c = dir->ReadTopic(*t); !c && c.error().code() == Code::kNotFound)
-        return cli::Fail(Status(Code::kNotFound,
-                                fmt::format("topic {} does not exist, and no topic matches {} "
-                                            "yet to create it like: create it first",
-                                            *t, fmt::join(f.topics, " "))));
+      if (auto c = dir_->ReadTopic(*t); !c && c.error().code() == Code::kNotFound)
+        return Status(Code::kNotFound,
+                      fmt::format("topic {} does not exist, and no topic matches {} "
+                                  "yet to create it like: create it first",
+                                  *t, fmt::join(f_.topics, " ")));
     }
-    first = &none;
+    first_ = &none_;
+    return Status::Ok();
   }
-  if (settings.handler) {
-    // Lanes (dispatcher.h): the topics read so far, in order.
-    dispatcher.emplace(std::move(*settings.handler), sources.empty() ? "" : sources.front()->topic,
-                       interrupted);
-    for (auto& src : sources) {
-      auto number = dispatcher->AddTopic(src->topic);
-      if (!number) return cli::Fail(number.error());
-      src->number = *number;
+
+  Status OpenOutputs() {
+    if (settings_.handler) {
+      // Lanes (dispatcher.h): the topics read so far, in order.
+      dispatcher_.emplace(std::move(*settings_.handler),
+                          sources_.empty() ? "" : sources_.front()->topic, interrupted_);
+      for (auto& src : sources_) {
+        auto number = dispatcher_->AddTopic(src->topic);
+        if (!number) return number.error();
+        src->number = *number;
+      }
     }
-  }
-  if (settings.pipeline) {
-    settings.pipeline->max_open = PipelineWriterBudget(shares, first->partitions);
-    settings.pipeline->topics = &dispatcher->topics();
-    pipeline.emplace(std::move(*settings.pipeline), *dir, *first);
-    if (Status s = pipeline->Open(); !s.ok()) return cli::Fail(s);
-    budget.writers = &*pipeline;
-    budget.Share(sources);
-    dispatcher->set_sink(&*pipeline);
-  }
-  if (settings.handler) {
+    if (settings_.pipeline) {
+      settings_.pipeline->max_open = PipelineWriterBudget(shares_, first_->partitions);
+      settings_.pipeline->topics = &dispatcher_->topics();
+      pipeline_.emplace(std::move(*settings_.pipeline), *dir_, *first_);
+      MQ_RETURN_IF_ERROR(pipeline_->Open());
+      budget_.writers = &*pipeline_;
+      budget_.Share(sources_);
+      dispatcher_->set_sink(&*pipeline_);
+    }
+    if (!settings_.handler) return Status::Ok();
     // A handler holds a lock of its partition too: the partition is free
     // only once the member and every handler of it are gone.
-    GroupMember* owner = &*member;
+    GroupMember* owner = &*member_;
     // Run on this thread (not --parallel), each message or batch starts a
     // wait of the member's deadline between two polls: its heartbeat says
     // so first (R69), so that a member retrying one message after another
     // is never taken for stuck.
-    const bool serial = !dispatcher->parallel();
-    const TopicTable* topics = &dispatcher->topics();
-    dispatcher->set_handler_lock(
-        [owner, topics, serial, &subscribe_mu](int32_t lane) -> Result<FileLock> {
-          std::lock_guard<std::mutex> lk(subscribe_mu);
+    const bool serial = !dispatcher_->parallel();
+    const TopicTable* topics = &dispatcher_->topics();
+    std::mutex* subscribe_mu = &subscribe_mu_;
+    dispatcher_->set_handler_lock(
+        [owner, topics, serial, subscribe_mu](int32_t lane) -> Result<FileLock> {
+          std::lock_guard<std::mutex> lk(*subscribe_mu);
           if (serial) MQ_RETURN_IF_ERROR(owner->Beat());
           return owner->LockForHandler(topics->TopicOf(lane), LanePartition(lane));
         });
-    if (Status s = dispatcher->Open(*dir, *first); !s.ok()) return cli::Fail(s);
+    return dispatcher_->Open(*dir_, *first_);
   }
 
+  // The run's outputs closed (--exec's, --to-topic's) after the member's
+  // loop ended with `s`: the first error.
+  Status CloseOutputs(Status s) {
+    if (dispatcher_) {
+      Status closed = dispatcher_->Close();
+      if (s.ok()) s = closed;
+    }
+    if (pipeline_) {
+      Status closed = pipeline_->Close();
+      if (s.ok()) s = closed;
+    }
+    return s;
+  }
+
+  // -v: what the run processed.
+  void PrintTotals(const cli::Output& out) {
+    if (f_.verbose && pipeline_)
+      cli::Eprint("Processed a total of {} messages ({} outputs appended to {}, {} dead-lettered, "
+                  "{} retries)\n",
+                  dispatcher_->handled(), pipeline_->appended(), *f_.to_topic,
+                  dispatcher_->dead_lettered(), dispatcher_->retries());
+    else if (f_.verbose && dispatcher_)
+      cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
+                  dispatcher_->handled(), dispatcher_->dead_lettered(), dispatcher_->retries());
+    else if (f_.verbose)
+      cli::Eprint("Processed a total of {} messages\n", out.records_written());
+  }
+
+  const Flags& f_;
+  Settings settings_;
+  const volatile std::sig_atomic_t* interrupted_;
+  std::optional<DataDir> dir_;
+  ConsumerOptions options_;
+  GroupNotices notices_;
+  ReaderBudget budget_;
+  std::vector<std::unique_ptr<Source>> sources_;
+  std::vector<TopicPartitions> subscription_;
+  size_t shares_ = 0;
+  std::optional<Group> group_;
+  std::optional<GroupMember> member_;
+  std::optional<Pipeline> pipeline_;
+  std::optional<Dispatcher> dispatcher_;
+  std::mutex subscribe_mu_;  // the member's subscription, changed by Member::Resubscribe
+  const TopicConfig* first_ = nullptr;
+  const TopicConfig none_{};
+};
+
+int GroupRun::Run() {
   cli::Output out(1, 1 << 20);
   // Printing, a write its reader does not take holds up the member's polls
   // as a handler run does: the same bound (Kafka's max.poll.interval.ms).
-  if (!dispatcher) out.set_write_timeout(f.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs));
-  Member m(f, settings, &*dir, std::move(sources), options, &*group, &*member, &out,
-           dispatcher ? &*dispatcher : nullptr, &stopped, &subscribe_mu, budget, &cuts);
-  Status s = m.Run(interrupted);
+  if (!dispatcher_) out.set_write_timeout(f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs));
+  Member m(f_, settings_, &*dir_, std::move(sources_), options_, &*group_, &*member_, &out,
+           dispatcher_ ? &*dispatcher_ : nullptr, &notices_.stopped, &subscribe_mu_, budget_,
+           &notices_.cuts);
+  Status s = m.Run(interrupted_);
   Status fin = m.Finish(s.ok());
   if (s.ok()) s = fin;
-  if (dispatcher) {
-    Status closed = dispatcher->Close();
-    if (s.ok()) s = closed;
-  }
-  if (pipeline) {
-    Status closed = pipeline->Close();
-    if (s.ok()) s = closed;
-  }
+  s = CloseOutputs(std::move(s));
   int rc = out.FinishExitCode();
-  member->Leave();
-  if (f.verbose && pipeline)
-    cli::Eprint("Processed a total of {} messages ({} outputs appended to {}, {} dead-lettered, "
-                "{} retries)\n",
-                dispatcher->handled(), pipeline->appended(), *f.to_topic,
-                dispatcher->dead_lettered(), dispatcher->retries());
-  else if (f.verbose && dispatcher)
-    cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
-                dispatcher->handled(), dispatcher->dead_lettered(), dispatcher->retries());
-  else if (f.verbose)
-    cli::Eprint("Processed a total of {} messages\n", out.records_written());
-  if (!s.ok() && dispatcher && dispatcher->exit_code() != 0) {
-    cli::Warn(fmt::format("group {}: {}", group->name(), s.message()));
-    return dispatcher->exit_code();
+  member_->Leave();
+  PrintTotals(out);
+  if (!s.ok() && dispatcher_ && dispatcher_->exit_code() != 0) {
+    cli::Warn(fmt::format("group {}: {}", group_->name(), s.message()));
+    return dispatcher_->exit_code();
   }
   if (!s.ok()) return cli::Fail(s);
   if (rc != cli::kExitOk) return rc;
   // Everything readable was handed over; what stderr named was not.
-  if (stops > 0) return cli::kExitDataErr;
-  if (skipped > 0) {
-    if (!f.quiet)
-      cli::Warn(fmt::format("skipped {} corrupt batch{} ({} offsets not delivered)", skipped,
-                            skipped == 1 ? "" : "es", skipped_offsets));
+  if (notices_.stops > 0) return cli::kExitDataErr;
+  if (notices_.skipped > 0) {
+    if (!f_.quiet)
+      cli::Warn(fmt::format("skipped {} corrupt batch{} ({} offsets not delivered)",
+                            notices_.skipped, notices_.skipped == 1 ? "" : "es",
+                            notices_.skipped_offsets));
     return cli::kExitProblems;
   }
   return rc;
+}
+
+}  // namespace
+
+int RunGroup(const Flags& f, Settings settings, const volatile std::sig_atomic_t* interrupted) {
+  GroupRun run(f, std::move(settings), interrupted);
+  if (Status s = run.Open(); !s.ok()) return cli::Fail(s);
+  return run.Run();
 }
 
 }  // namespace mq::consume

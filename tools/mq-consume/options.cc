@@ -62,6 +62,66 @@ Result<std::vector<HeaderFilter>> MakeHeaderFilters(const std::vector<std::strin
   return out;
 }
 
+// -G's flags: the group, the member, where it starts, when it commits.
+void AddGroupFlags(CLI::App& app, Flags* f) {
+  app.add_option("-G,--group", f->group,
+                 "read as a member of consumer group GROUP, from its committed offsets");
+  app.add_option("--member-id", f->member_id,
+                 "this member's id in the group (static membership; default host-pid-random)");
+  app.add_option("--session-timeout", f->session_timeout_ms,
+                 "--member-id: once this member stops, its partitions wait MS ms for it to "
+                 "come back before they are reassigned")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  app.add_option("--reset", f->reset,
+                 "where a partition without a committed offset starts: earliest|latest")
+      ->check(CLI::IsMember({"earliest", "latest"}))->capture_default_str();
+  app.add_flag("--at-most-once", f->at_most_once,
+               "commit each batch's offsets before printing it (default: at-least-once, "
+               "commit after output)");
+  app.add_option("--commit-interval", f->commit_interval_ms, "commit at least every MS ms")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}))->capture_default_str();
+  app.add_option("--commit-every", f->commit_every, "commit at least every N messages (0: by time only)")
+      ->check(kDigits)->capture_default_str();
+  app.add_option("--ack-fd", f->ack_fd,
+                 "commit only offsets acknowledged as 'PARTITION OFFSET' lines on descriptor N")
+      ->check(CLI::Range(0, 1 << 20));
+}
+
+// --exec's flags: the handler, its retries and dead letters, --parallel,
+// --to-topic.
+void AddExecFlags(CLI::App& app, Flags* f) {
+  app.add_option("--exec", f->exec_inline,
+                 "run CMD for each message, the value on stdin (must come last: every "
+                 "argument after it is CMD's)")
+      ->type_name("CMD [ARG]...");
+  app.add_option("--batch", f->batch,
+                 "--exec: up to N messages of one partition per run, as -J lines on stdin")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--max-attempts", f->max_attempts,
+                 "--exec: runs of a failing handler per message (default 3)")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--retry-backoff", f->retry_backoff_ms,
+                 "--exec: ms before the first retry, doubled each time up to 10 s (default 100)")
+      ->check(CLI::Range(0u, 3600000u));
+  app.add_option("--dlq", f->dlq,
+                 "--exec: append messages that fail every attempt to this dead-letter topic");
+  app.add_option("--max-poll-interval", f->max_poll_interval_ms,
+                 "-G: a handler run, or a write to standard output, longer than MS ms is "
+                 "stuck: the member gives up (default 300000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  app.add_option("--parallel", f->parallel,
+                 "-G --exec: run handlers of up to N partitions at once, one per partition "
+                 "(default 1)")
+      ->check(CLI::Range(1u, kMaxParallel));
+  app.add_option("--to-topic", f->to_topic,
+                 "-G --exec: a pipeline: append each line the handler prints to topic OUT, "
+                 "effectively once (-K SEP: KEY SEP VALUE lines)")
+      ->type_name("OUT");
+  app.add_option("--fsync", f->fsync,
+                 "--to-topic: none (default) or batch (fsync each append before the commit)")
+      ->check(CLI::IsMember({"none", "batch"}));
+}
+
 }  // namespace
 
 void AddFlags(CLI::App& app, Flags* f) {
@@ -98,57 +158,8 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "largest batch (and decompressed records) read, in bytes")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(61u, 0x7FFFFFFFu))->capture_default_str();
-  app.add_option("-G,--group", f->group,
-                 "read as a member of consumer group GROUP, from its committed offsets");
-  app.add_option("--member-id", f->member_id,
-                 "this member's id in the group (static membership; default host-pid-random)");
-  app.add_option("--session-timeout", f->session_timeout_ms,
-                 "--member-id: once this member stops, its partitions wait MS ms for it to "
-                 "come back before they are reassigned")
-      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
-  app.add_option("--reset", f->reset,
-                 "where a partition without a committed offset starts: earliest|latest")
-      ->check(CLI::IsMember({"earliest", "latest"}))->capture_default_str();
-  app.add_flag("--at-most-once", f->at_most_once,
-               "commit each batch's offsets before printing it (default: at-least-once, "
-               "commit after output)");
-  app.add_option("--commit-interval", f->commit_interval_ms, "commit at least every MS ms")
-      ->check(CLI::Range(int64_t{1}, int64_t{86400000}))->capture_default_str();
-  app.add_option("--commit-every", f->commit_every, "commit at least every N messages (0: by time only)")
-      ->check(kDigits)->capture_default_str();
-  app.add_option("--ack-fd", f->ack_fd,
-                 "commit only offsets acknowledged as 'PARTITION OFFSET' lines on descriptor N")
-      ->check(CLI::Range(0, 1 << 20));
-  app.add_option("--exec", f->exec_inline,
-                 "run CMD for each message, the value on stdin (must come last: every "
-                 "argument after it is CMD's)")
-      ->type_name("CMD [ARG]...");
-  app.add_option("--batch", f->batch,
-                 "--exec: up to N messages of one partition per run, as -J lines on stdin")
-      ->check(CLI::Range(1u, 1000000u));
-  app.add_option("--max-attempts", f->max_attempts,
-                 "--exec: runs of a failing handler per message (default 3)")
-      ->check(CLI::Range(1u, 1000000u));
-  app.add_option("--retry-backoff", f->retry_backoff_ms,
-                 "--exec: ms before the first retry, doubled each time up to 10 s (default 100)")
-      ->check(CLI::Range(0u, 3600000u));
-  app.add_option("--dlq", f->dlq,
-                 "--exec: append messages that fail every attempt to this dead-letter topic");
-  app.add_option("--max-poll-interval", f->max_poll_interval_ms,
-                 "-G: a handler run, or a write to standard output, longer than MS ms is "
-                 "stuck: the member gives up (default 300000)")
-      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
-  app.add_option("--parallel", f->parallel,
-                 "-G --exec: run handlers of up to N partitions at once, one per partition "
-                 "(default 1)")
-      ->check(CLI::Range(1u, kMaxParallel));
-  app.add_option("--to-topic", f->to_topic,
-                 "-G --exec: a pipeline: append each line the handler prints to topic OUT, "
-                 "effectively once (-K SEP: KEY SEP VALUE lines)")
-      ->type_name("OUT");
-  app.add_option("--fsync", f->fsync,
-                 "--to-topic: none (default) or batch (fsync each append before the commit)")
-      ->check(CLI::IsMember({"none", "batch"}));
+  AddGroupFlags(app, f);
+  AddExecFlags(app, f);
   auto* q = app.add_flag("-q,--quiet", f->quiet, "no warnings on stderr");
   app.add_flag("-v,--verbose", f->verbose, "print a summary on stderr at exit")->excludes(q);
   k->excludes(K);

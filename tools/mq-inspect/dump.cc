@@ -545,6 +545,36 @@ class Verification final : public DataDirVisitor {
 
 }  // namespace
 
+// --verify of `path` naming a topic or TOPIC-N of data directory
+// `data_dir`: each partition (or partition N).
+int VerifyTopic(const std::string& path, const std::string& data_dir, Verification& v,
+                Printer* printer) {
+  auto data = DataDir::Open(data_dir, false);
+  if (!data) return Stop(printer, data.error());
+  std::string topic = path;
+  std::optional<int32_t> only;
+  auto config = data->ReadTopic(topic);
+  size_t dash = path.find_last_of('-');
+  if (!config && config.error().code() == Code::kNotFound && dash != std::string::npos &&
+      dash + 1 < path.size() &&
+      path.find_first_not_of("0123456789", dash + 1) == std::string::npos &&
+      path.size() - dash <= 6) {
+    topic = path.substr(0, dash);
+    only = std::stoi(path.substr(dash + 1));
+    config = data->ReadTopic(topic);
+  }
+  if (!config) return Stop(printer, config.error());
+  if (only && *only >= config->partitions) {
+    return Stop(printer, Status(Code::kInvalidArgument,
+                                fmt::format("{}: topic {} has {} partition(s)", path, topic,
+                                            config->partitions)));
+  }
+  Status s;
+  for (int32_t p = only.value_or(0); s.ok() && p < (only ? *only + 1 : config->partitions); ++p)
+    s = v.Partition(data->PartitionDir(topic, p), *config);
+  return v.Finish(path, s);
+}
+
 int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* printer,
                const std::optional<std::string>& data_dir) {
   Verification v(limits, printer);
@@ -553,30 +583,7 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
     int err = errno;
     // Not a path: a topic or topic-N of the data directory (-C, MQ_DIR).
     if (err == ENOENT && data_dir && path.find('/') == std::string::npos) {
-      auto data = DataDir::Open(*data_dir, false);
-      if (!data) return Stop(printer, data.error());
-      std::string topic = path;
-      std::optional<int32_t> only;
-      auto config = data->ReadTopic(topic);
-      size_t dash = path.find_last_of('-');
-      if (!config && config.error().code() == Code::kNotFound && dash != std::string::npos &&
-          dash + 1 < path.size() &&
-          path.find_first_not_of("0123456789", dash + 1) == std::string::npos &&
-          path.size() - dash <= 6) {
-        topic = path.substr(0, dash);
-        only = std::stoi(path.substr(dash + 1));
-        config = data->ReadTopic(topic);
-      }
-      if (!config) return Stop(printer, config.error());
-      if (only && *only >= config->partitions) {
-        return Stop(printer, Status(Code::kInvalidArgument,
-                                    fmt::format("{}: topic {} has {} partition(s)", path, topic,
-                                                config->partitions)));
-      }
-      Status s;
-      for (int32_t p = only.value_or(0); s.ok() && p < (only ? *only + 1 : config->partitions); ++p)
-        s = v.Partition(data->PartitionDir(topic, p), *config);
-      return v.Finish(path, s);
+      return VerifyTopic(path, *data_dir, v, printer);
     }
     return Stop(printer, ErrnoStatus(path, err));
   }

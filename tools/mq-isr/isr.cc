@@ -547,6 +547,31 @@ std::string AbsolutePath(const std::string& path) {
   return s;
 }
 
+// Create's replica in root `d` (id `id`): created here, or by `mq-isr
+// attach` run on the root's host.
+Status CreateReplica(const std::string& d, int32_t id, const std::string& cluster,
+                     const CreateOptions& o) {
+  auto a = ParseAddress(d, "replica dir");
+  if (a->host.empty()) return CreateInRoot(d, id, cluster, o);
+  std::vector<std::string> argv = {cli::RemoteProgram("mq-isr"),
+                                   "--cluster",
+                                   o.controller + ":" + cluster,
+                                   "attach",
+                                   "-t",
+                                   o.topic,
+                                   "--partitions",
+                                   std::to_string(o.partitions),
+                                   "--replica-id",
+                                   std::to_string(id),
+                                   "-C",
+                                   a->path};
+  for (const std::string& kv : o.config_overrides) {
+    argv.push_back("-X");
+    argv.push_back(kv);
+  }
+  return cli::RunRemote(a->host, argv);
+}
+
 int Create(const std::string& cluster_arg, const CreateOptions& o, cli::Output& out) {
   const std::string cluster = AbsolutePath(cluster_arg);
   ReplicatedTopic t;
@@ -589,31 +614,9 @@ int Create(const std::string& cluster_arg, const CreateOptions& o, cli::Output& 
   if (Status s = (*store)->CreateTopic(t, o.replica_dirs); !s.ok()) return cli::Fail(s);
   auto state = (*store)->Load();
   if (!state) return cli::Fail(state.error());
-  for (const std::string& d : o.replica_dirs) {
-    const ReplicaRoot* r = state->ReplicaByDir(d);
-    auto a = ParseAddress(d, "replica dir");
-    if (a->host.empty()) {
-      if (Status s = CreateInRoot(d, r->id, cluster, o); !s.ok()) return cli::Fail(s);
-      continue;
-    }
-    std::vector<std::string> argv = {cli::RemoteProgram("mq-isr"),
-                                     "--cluster",
-                                     o.controller + ":" + cluster,
-                                     "attach",
-                                     "-t",
-                                     o.topic,
-                                     "--partitions",
-                                     std::to_string(o.partitions),
-                                     "--replica-id",
-                                     std::to_string(r->id),
-                                     "-C",
-                                     a->path};
-    for (const std::string& kv : o.config_overrides) {
-      argv.push_back("-X");
-      argv.push_back(kv);
-    }
-    if (Status s = cli::RunRemote(a->host, argv); !s.ok()) return cli::Fail(s);
-  }
+  for (const std::string& d : o.replica_dirs)
+    if (Status s = CreateReplica(d, state->ReplicaByDir(d)->id, cluster, o); !s.ok())
+      return cli::Fail(s);
   out.Print("Created topic {}.\n", o.topic);
   return 0;
 }

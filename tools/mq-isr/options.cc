@@ -64,37 +64,34 @@ int ApplyOverrides(const std::vector<std::string>& overrides, CreateOptions& o) 
   return -1;
 }
 
-}  // namespace
+// The flags outside the subcommands.
+struct TopFlags {
+  bool check = false;
+  bool no_verify = false;
+  bool verify_replicas = false;
+  bool serve = false;
+  CLI::Option* verify_json = nullptr;
+};
 
-int ParseOptions(int argc, char** argv, Options* o) {
-  CLI::App app;
-  app.name("mq-isr");
-  cli::UseUsage(app, kUsage);
-  cli::AddVersionFlag(app);
-  app.require_subcommand(0, 1);
-  app.fallthrough();
-
+void AddTopFlags(CLI::App& app, Options* o, TopFlags* top) {
   app.add_option("--cluster", o->cluster, "cluster directory (env MQ_CLUSTER)")
       ->envname("MQ_CLUSTER");
-  bool check = false;
-  app.add_flag("--check", check,
+  app.add_flag("--check", top->check,
                "exit 1 listing every partition that is unavailable, "
                "under-replicated or under min.insync.replicas; 0 with a summary otherwise");
   app.add_option("-t,--topic", o->check_topic, "with --check or --verify-replicas: only this topic");
-  bool no_verify = false;
-  app.add_flag("--no-verify", no_verify,
+  app.add_flag("--no-verify", top->no_verify,
                "with --check: verify no replica's log (the ISR rule and stopped followers only)");
-  bool verify_replicas = false;
-  app.add_flag("--verify-replicas", verify_replicas,
+  app.add_flag("--verify-replicas", top->verify_replicas,
                "compare every replica with its leader batch by batch up to the high "
                "watermark: exit 65 on a divergence");
-  auto* verify_json =
+  top->verify_json =
       app.add_flag("--json", o->verify_json, "with --verify-replicas: one JSON object per partition");
-  bool serve = false;
-  app.add_flag("--serve", serve,
+  app.add_flag("--serve", top->serve,
                "answer the wire protocol on stdin/stdout for tools on other hosts");
+}
 
-  std::vector<std::string> overrides;
+CLI::App* AddCreate(CLI::App& app, Options* o, std::vector<std::string>* overrides) {
   auto* create_cmd = app.add_subcommand("create", "create a replicated topic");
   create_cmd->add_option("-t,--topic", o->create.topic, "topic name")->required();
   create_cmd->add_option("--partitions", o->create.partitions, "partitions")
@@ -108,11 +105,13 @@ int ParseOptions(int argc, char** argv, Options* o) {
       ->add_option("--min-insync-replicas", o->create.min_insync_replicas,
                    "in-sync replicas an acks=all append needs")
       ->check(CLI::Range(1, 32767));
-  create_cmd->add_option("-X", overrides, "replica.lag.time.max.ms=MS, or a topic config key");
+  create_cmd->add_option("-X", *overrides, "replica.lag.time.max.ms=MS, or a topic config key");
   create_cmd->add_option("--controller", o->create.controller,
                          "the host name other hosts reach this cluster directory on");
+  return create_cmd;
+}
 
-  std::vector<std::string> attach_overrides;
+CLI::App* AddAttach(CLI::App& app, Options* o, std::vector<std::string>* overrides) {
   auto* attach_cmd = app.add_subcommand("attach", "link a root on this host to a replicated topic");
   attach_cmd->add_option("-t,--topic", o->attach.create.topic, "topic name")->required();
   attach_cmd->add_option("--partitions", o->attach.create.partitions, "partitions")
@@ -122,8 +121,11 @@ int ParseOptions(int argc, char** argv, Options* o) {
       ->required()
       ->check(CLI::NonNegativeNumber);
   attach_cmd->add_option("-C,--dir", o->attach.dir, "the log root")->required();
-  attach_cmd->add_option("-X", attach_overrides, "a topic config key");
+  attach_cmd->add_option("-X", *overrides, "a topic config key");
+  return attach_cmd;
+}
 
+CLI::App* AddDescribe(CLI::App& app, Options* o) {
   auto* describe_cmd = app.add_subcommand("describe", "describe leaders and ISRs");
   describe_cmd->add_option("-t,--topic", o->describe.topic, "only this topic");
   describe_cmd->add_flag("--under-replicated", o->describe.under_replicated,
@@ -136,27 +138,55 @@ int ParseOptions(int argc, char** argv, Options* o) {
   describe_cmd->add_flag("--unavailable", o->describe.unavailable,
                          "partitions whose leader is none or unavailable");
   describe_cmd->add_flag("--json", o->describe.json, "JSON Lines: one object per line");
+  return describe_cmd;
+}
 
-  bool unclean = false, preferred = false;
+CLI::App* AddElect(CLI::App& app, Options* o, bool* unclean, bool* preferred) {
   auto* elect_cmd = app.add_subcommand("elect", "elect leaders of unavailable partitions");
   auto* elect_topic = elect_cmd->add_option("-t,--topic", o->elect.topic, "only this topic");
   elect_cmd->add_option("-p,--partition", o->elect.partition, "only this partition")
       ->needs(elect_topic)
       ->check(CLI::NonNegativeNumber);
-  auto* unclean_opt = elect_cmd->add_flag("--unclean", unclean,
+  auto* unclean_opt = elect_cmd->add_flag("--unclean", *unclean,
                                           "elect outside the ISR when no in-sync replica is live");
-  elect_cmd->add_flag("--preferred", preferred, "move leadership to each partition's first replica")
+  elect_cmd->add_flag("--preferred", *preferred, "move leadership to each partition's first replica")
       ->excludes(unclean_opt);
+  return elect_cmd;
+}
+
+}  // namespace
+
+int ParseOptions(int argc, char** argv, Options* o) {
+  CLI::App app;
+  app.name("mq-isr");
+  cli::UseUsage(app, kUsage);
+  cli::AddVersionFlag(app);
+  app.require_subcommand(0, 1);
+  app.fallthrough();
+
+  TopFlags top;
+  AddTopFlags(app, o, &top);
+
+  std::vector<std::string> overrides;
+  auto* create_cmd = AddCreate(app, o, &overrides);
+
+  std::vector<std::string> attach_overrides;
+  auto* attach_cmd = AddAttach(app, o, &attach_overrides);
+
+  auto* describe_cmd = AddDescribe(app, o);
+
+  bool unclean = false, preferred = false;
+  auto* elect_cmd = AddElect(app, o, &unclean, &preferred);
 
   if (int rc = cli::Parse(app, argc, argv); rc >= 0) return rc;
   const bool any =
       create_cmd->parsed() || describe_cmd->parsed() || elect_cmd->parsed() || attach_cmd->parsed();
-  if (int(check) + int(any) + int(serve) + int(verify_replicas) != 1)
+  if (int(top.check) + int(any) + int(top.serve) + int(top.verify_replicas) != 1)
     return cli::UsageError(
         kUsage, "give one of create, describe, --check, --verify-replicas, elect, attach, --serve");
-  if (no_verify && !check) return cli::UsageError(kUsage, "--no-verify goes with --check");
-  o->check_verify = !no_verify;
-  if (verify_json->count() > 0 && !verify_replicas)
+  if (top.no_verify && !top.check) return cli::UsageError(kUsage, "--no-verify goes with --check");
+  o->check_verify = !top.no_verify;
+  if (top.verify_json->count() > 0 && !top.verify_replicas)
     return cli::UsageError(kUsage, "--json goes with describe or --verify-replicas");
   if (o->cluster.empty())
     return cli::UsageError(kUsage, "no cluster directory (--cluster or MQ_CLUSTER)");
@@ -175,8 +205,8 @@ int ParseOptions(int argc, char** argv, Options* o) {
                : describe_cmd->parsed() ? Command::kDescribe
                : elect_cmd->parsed()    ? Command::kElect
                : attach_cmd->parsed()   ? Command::kAttach
-               : serve                  ? Command::kServe
-               : verify_replicas        ? Command::kVerifyReplicas
+               : top.serve              ? Command::kServe
+               : top.verify_replicas    ? Command::kVerifyReplicas
                                         : Command::kCheck;
   return -1;
 }

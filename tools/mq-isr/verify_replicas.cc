@@ -34,6 +34,27 @@ struct PartitionReport {
   std::vector<ReplicaLine> replicas;
 };
 
+// A compared replica's line; a divergence or a replica not verified
+// makes `*outcome` so.
+ReplicaLine LineOf(const ReplicaAgreement& a, Outcome* outcome) {
+  ReplicaLine line;
+  line.id = a.id;
+  line.dir = a.dir;
+  line.agreement = &a;
+  if (a.status.code() == Code::kCorruption) {
+    line.state = a.status.rule() == "R57" ? "diverged" : "corrupt";
+    line.detail = a.status.message();
+    *outcome = Outcome::kDiverged;
+  } else if (!a.status.ok()) {
+    line.state = "not-verified";
+    line.detail = a.status.message();
+    if (*outcome == Outcome::kAgrees) *outcome = Outcome::kNotVerified;
+  } else {
+    line.state = a.behind ? "behind" : "agrees";
+  }
+  return line;
+}
+
 PartitionReport VerifyPartitionReplicas(const ClusterState& state, const PartitionState& p,
                                         ReplicaComparison* storage) {
   PartitionReport r;
@@ -84,24 +105,7 @@ PartitionReport VerifyPartitionReplicas(const ClusterState& state, const Partiti
   }
   *storage = std::move(*cmp);
   r.high_watermark = storage->high_watermark;
-  for (const ReplicaAgreement& a : storage->replicas) {
-    ReplicaLine line;
-    line.id = a.id;
-    line.dir = a.dir;
-    line.agreement = &a;
-    if (a.status.code() == Code::kCorruption) {
-      line.state = a.status.rule() == "R57" ? "diverged" : "corrupt";
-      line.detail = a.status.message();
-      r.outcome = Outcome::kDiverged;
-    } else if (!a.status.ok()) {
-      line.state = "not-verified";
-      line.detail = a.status.message();
-      if (r.outcome == Outcome::kAgrees) r.outcome = Outcome::kNotVerified;
-    } else {
-      line.state = a.behind ? "behind" : "agrees";
-    }
-    r.replicas.push_back(line);
-  }
+  for (const ReplicaAgreement& a : storage->replicas) r.replicas.push_back(LineOf(a, &r.outcome));
   return r;
 }
 

@@ -46,26 +46,10 @@ Status ParseFsync(const std::string& text, Settings* s) {
   return Status::Ok();
 }
 
-}  // namespace
-
-void AddFlags(CLI::App& app, Flags* f) {
-  mq::cli::AddDirOption(app, &f->dir);
-  app.add_option("-t,--topic", f->topic, "topic to append to")->required();
-  app.add_option("-p,--partition", f->partition, "append every message to partition N");
-  auto* key = app.add_option("-k,--key", f->key, "the same key for every message");
-  auto* kd = app.add_option("-K,--key-delimiter", f->key_delimiter,
-                            "split each message into key and value at the first DELIM")
-                 ->excludes(key);
-  auto* d = app.add_option("-D,--delimiter", f->delimiter,
-                           "messages end with DELIM (escapes \\n \\t \\r \\0 \\\\ \\xNN)");
-  auto* nul = app.add_flag("-0,--null", f->nul, "messages end with NUL")->excludes(d);
-  auto* json = app.add_flag("-J,--json", f->json, "input is the JSON Lines envelope of mq-consume -J (or kcat -J)")
-      ->excludes(d)->excludes(nul)->excludes(key)->excludes(kd);
-  // Repeatable options take one value each time, so `-H a=b FILE` leaves
-  // FILE an input file.
-  app.add_option("-H,--header", f->headers, "add header NAME=VALUE to every message (repeatable)")
-      ->allow_extra_args(false);
-  app.add_flag("-Z,--empty-is-null", f->empty_is_null, "an empty value is a null (tombstone)");
+// How messages are batched, appended and acknowledged: compression,
+// sizes, --fsync, --acks, --producer-id, --print-offsets, the largest
+// message.
+void AddAppendFlags(CLI::App& app, Flags* f) {
   app.add_option("-z,--compression", f->compression, "none, gzip, snappy, lz4 or zstd")->capture_default_str();
   app.add_option("--zstd-level", f->zstd_level, "zstd level")
       ->check(CLI::Range(-7, 22))->capture_default_str();
@@ -97,6 +81,29 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "refuse messages larger than this (at most the topic's max.message.bytes)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+}
+
+}  // namespace
+
+void AddFlags(CLI::App& app, Flags* f) {
+  mq::cli::AddDirOption(app, &f->dir);
+  app.add_option("-t,--topic", f->topic, "topic to append to")->required();
+  app.add_option("-p,--partition", f->partition, "append every message to partition N");
+  auto* key = app.add_option("-k,--key", f->key, "the same key for every message");
+  auto* kd = app.add_option("-K,--key-delimiter", f->key_delimiter,
+                            "split each message into key and value at the first DELIM")
+                 ->excludes(key);
+  auto* d = app.add_option("-D,--delimiter", f->delimiter,
+                           "messages end with DELIM (escapes \\n \\t \\r \\0 \\\\ \\xNN)");
+  auto* nul = app.add_flag("-0,--null", f->nul, "messages end with NUL")->excludes(d);
+  auto* json = app.add_flag("-J,--json", f->json, "input is the JSON Lines envelope of mq-consume -J (or kcat -J)")
+      ->excludes(d)->excludes(nul)->excludes(key)->excludes(kd);
+  // Repeatable options take one value each time, so `-H a=b FILE` leaves
+  // FILE an input file.
+  app.add_option("-H,--header", f->headers, "add header NAME=VALUE to every message (repeatable)")
+      ->allow_extra_args(false);
+  app.add_flag("-Z,--empty-is-null", f->empty_is_null, "an empty value is a null (tombstone)");
+  AddAppendFlags(app, f);
   auto* create = app.add_flag("--create", f->create, "create the topic if it does not exist");
   app.add_option("--partitions", f->partitions, "partitions of a created topic")
       ->check(CLI::Range(1, 10000))->needs(create);

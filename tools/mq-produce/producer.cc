@@ -316,6 +316,28 @@ Status Producer::AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messa
   return Status::Ok();
 }
 
+Status Producer::MakeJob(std::vector<std::byte>& out, Job* job, bool* moved) {
+  // The writers fall behind (half their queue full): this job is sealed
+  // here, compressed first if need be, and appended as it is.
+  job->sealed = in_flight_.load(std::memory_order_relaxed) >= MaxInFlight() / 2;
+  *moved = !(job->sealed && compress_on_append_);
+  if (!*moved) {
+    // Compressed into a buffer of its own; the batches' stays the partition's.
+    if (!reader_compressor_) {
+      reader_compressor_ =
+          std::make_unique<BatchCompressor>(options_.compression, options_.zstd_level);
+    }
+    MQ_RETURN_IF_ERROR(reader_compressor_->Compress(out, &job->bytes));
+    NoteCompressed(out.size(), job->bytes.size());
+    out.clear();
+    return Status::Ok();
+  }
+  if (job->sealed) MQ_RETURN_IF_ERROR(SealBatches(out));
+  job->bytes = std::move(out);
+  out = std::vector<std::byte>();
+  return Status::Ok();
+}
+
 Status Producer::AppendPartition(int32_t p, bool stage) {
   PartitionState& ps = parts_[static_cast<size_t>(p)];
   const uint64_t messages = ps.queued;
@@ -337,24 +359,8 @@ Status Producer::AppendPartition(int32_t p, bool stage) {
   }
   Appender& a = AppenderOf(p);
   Job job{p, {}, messages};
-  // The writers fall behind (half their queue full): this job is sealed
-  // here, compressed first if need be, and appended as it is.
-  job.sealed = in_flight_.load(std::memory_order_relaxed) >= MaxInFlight() / 2;
-  const bool moved = !(job.sealed && compress_on_append_);
-  if (!moved) {
-    // Compressed into a buffer of its own; the batches' stays the partition's.
-    if (!reader_compressor_) {
-      reader_compressor_ =
-          std::make_unique<BatchCompressor>(options_.compression, options_.zstd_level);
-    }
-    MQ_RETURN_IF_ERROR(reader_compressor_->Compress(ps.out, &job.bytes));
-    NoteCompressed(ps.out.size(), job.bytes.size());
-    ps.out.clear();
-  } else {
-    if (job.sealed) MQ_RETURN_IF_ERROR(SealBatches(ps.out));
-    job.bytes = std::move(ps.out);
-    ps.out = std::vector<std::byte>();
-  }
+  bool moved = false;
+  MQ_RETURN_IF_ERROR(MakeJob(ps.out, &job, &moved));
   if (stage) {
     // Flush: handed over in groups of kHandOffBytes (PushStaged).
     a.staged_bytes += job.bytes.size();
@@ -491,6 +497,38 @@ bool Producer::StartWriters() {
   return false;
 }
 
+std::vector<Producer::Job> Producer::TakeJobs(Appender* a, size_t* bytes) {
+  std::vector<Job> batch;
+  while (!a->jobs.empty() && (batch.empty() || *bytes < kHandOffBytes)) {
+    *bytes += a->jobs.front().bytes.size();
+    batch.push_back(std::move(a->jobs.front()));
+    a->jobs.pop_front();
+  }
+  return batch;
+}
+
+Status Producer::AppendJobs(std::vector<Job>& batch) {
+  for (Job& job : batch) {
+    if (any_failed_.load(std::memory_order_acquire)) break;
+    Status s = job.sealed ? AppendNow(job.partition, job.bytes, job.messages)
+                          : AppendFinished(job.partition, job.bytes, job.messages);
+    if (!s.ok()) {
+      any_failed_.store(true, std::memory_order_release);
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+
+void Producer::KeepSpares(std::vector<Job>& batch) {
+  for (Job& job : batch) {
+    if (spare_.size() >= kMaxSpare) break;
+    if (job.bytes.capacity() == 0) continue;
+    job.bytes.clear();
+    spare_.push_back(std::move(job.bytes));
+  }
+}
+
 void Producer::WriterLoop(Appender* a) {
   std::unique_lock lock(mu_);
   for (;;) {
@@ -522,41 +560,22 @@ void Producer::WriterLoop(Appender* a) {
       return;
     }
     // Up to kHandOffBytes of jobs (at least one) per turn of the lock.
-    std::vector<Job> batch;
     size_t bytes = 0;
-    while (!a->jobs.empty() && (batch.empty() || bytes < kHandOffBytes)) {
-      bytes += a->jobs.front().bytes.size();
-      batch.push_back(std::move(a->jobs.front()));
-      a->jobs.pop_front();
-    }
+    std::vector<Job> batch = TakeJobs(a, &bytes);
     // After a failed append no other starts (on any thread): what follows
     // it in a partition must not land without it.
     Status failed_here;
     if (failed_.ok()) {
       a->appending = true;
       lock.unlock();
-      for (Job& job : batch) {
-        if (any_failed_.load(std::memory_order_acquire)) break;
-        Status s = job.sealed ? AppendNow(job.partition, job.bytes, job.messages)
-                              : AppendFinished(job.partition, job.bytes, job.messages);
-        if (!s.ok()) {
-          failed_here = s;
-          any_failed_.store(true, std::memory_order_release);
-          break;
-        }
-      }
+      failed_here = AppendJobs(batch);
       lock.lock();
       a->appending = false;
     }
     const bool failed_now = !failed_here.ok() && failed_.ok();
     if (failed_now) failed_ = failed_here;
     in_flight_ -= bytes;
-    for (Job& job : batch) {
-      if (spare_.size() >= kMaxSpare) break;
-      if (job.bytes.capacity() == 0) continue;
-      job.bytes.clear();
-      spare_.push_back(std::move(job.bytes));
-    }
+    KeepSpares(batch);
     // The reader waits for room (half the limit), for the queues to
     // drain, or for a failure; wake it only then.
     if (failed_now || a->jobs.empty() || (reader_waiting_ && in_flight_ <= MaxInFlight() / 2)) {

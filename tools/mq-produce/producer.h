@@ -214,6 +214,18 @@ class Producer : public ReadHost {
     return *appenders_[static_cast<size_t>(p) % appenders_.size()];
   }
   void WriterLoop(Appender* a);
+  // WriterLoop's turn: up to kHandOffBytes of `a`'s jobs (at least one),
+  // their size added to `*bytes`; mu_ held.
+  std::vector<Job> TakeJobs(Appender* a, size_t* bytes);
+  // Appends `batch`'s jobs in order, none after a failure on any thread
+  // (any_failed_ set by the first); mu_ not held.
+  Status AppendJobs(std::vector<Job>& batch);
+  // The jobs' buffers kept for reuse (up to kMaxSpare); mu_ held.
+  void KeepSpares(std::vector<Job>& batch);
+  // A job of partition `out`'s batches for the writer threads: sealed
+  // (and compressed into a buffer of its own) when the writers fall
+  // behind; `*moved` when `out`'s buffer became the job's.
+  Status MakeJob(std::vector<std::byte>& out, Job* job, bool* moved);
 
   DataDir dir_;
   ProducerOptions options_;

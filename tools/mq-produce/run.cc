@@ -299,6 +299,128 @@ class Feeder {
   uint64_t count_ = 0;
 };
 
+// Where the input is read: ahead (a regular file) when the appending
+// threads leave a CPU for it, and then on the (first) appending thread or
+// on a thread of its own.
+struct ReadPlan {
+  int cpus = 0;
+  int appending_threads = 0;
+  bool read_ahead = false;
+};
+
+// The producer's options for `topic` from the flags, but for the gate and
+// the producer id; `plan` gets where the input is read ahead.
+ProducerOptions OptionsFor(const Flags& f, const Settings& s, const TopicConfig& topic,
+                           ReadPlan* plan) {
+  ProducerOptions po;
+  po.topic = f.topic;
+  po.partitions = topic.partitions;
+  po.partition = f.partition;
+  po.batch_bytes = std::min<size_t>(f.batch_bytes, topic.max_message_bytes);
+  // Into several partitions each group gives every partition one append
+  // (a lock, a write and index entries): a larger group, fewer appends.
+  const bool several = topic.partitions > 1 && !f.partition;
+  po.append_bytes = std::max<size_t>(
+      f.append_bytes.value_or(several ? kSeveralAppendBytes : kOneAppendBytes), po.batch_bytes);
+  // Even records that do not compress at all fit the topic's batches.
+  po.compressed_records_max = std::min<size_t>(po.compressed_records_max, topic.max_message_bytes);
+  po.compression = s.compression;
+  po.zstd_level = f.zstd_level;
+  po.log = DataDir::LogConfigFor(topic);
+  po.log.durability = s.durability;
+  po.log.flush_interval_ms = s.flush_interval_ms;
+  // Page-cache durability means no fsync at all, not one at exit.
+  po.log.sync_on_close = s.durability != Durability::kNone;
+  po.print_offsets = f.print_offsets;
+  // Appending overlaps reading and encoding when there is a CPU for each;
+  // many partitions are opened and appended to on as many threads as there
+  // are CPUs (up to kMaxWriterThreads).
+  plan->cpus = UsableCpus();
+  if (plan->cpus >= 2) po.writer_threads = std::min(plan->cpus, kMaxWriterThreads);
+  // A regular input file is read ahead when the appending threads leave a
+  // CPU for it (into one partition, with two CPUs): with as many appending
+  // threads as CPUs it only took turns with them (into 1,000 partitions,
+  // 15% slower). Where it is read: ReadOnWriter.
+  plan->appending_threads =
+      po.writer_threads == 0 ? 0
+                             : std::clamp(f.partition ? 1 : po.writer_threads, 1, topic.partitions);
+  plan->read_ahead = po.writer_threads > 0 && plan->appending_threads < plan->cpus;
+  // An append that is not an fsync costs the same whatever its size: write
+  // each partition's batches while they are still in the CPU's cache.
+  if (s.durability != Durability::kEveryBatch && !f.print_offsets) {
+    po.partition_append_bytes = std::min<size_t>(kPartitionAppendBytes, po.append_bytes);
+  }
+  po.quiet = f.quiet;
+  return po;
+}
+
+// A file read ahead is read on a thread of its own when there is a CPU
+// for that one too, or when appends wait (an fsync each, or the ISR's
+// acknowledgement): it reads while they wait. Otherwise it is read on the
+// (first) appending thread between its appends: on two CPUs, two threads
+// kept both busy, where three took turns and left a CPU idle a third of
+// the time (bench/produce.sh page-cache: 0.60-0.62 x dd before, 0.62-0.68
+// after; the reading thread seals batches while the appending one is
+// behind).
+bool ReadOnWriter(const Settings& s, const ProducerOptions& po, const ReadPlan& plan) {
+  const bool appends_wait =
+      s.durability == Durability::kEveryBatch || (po.gate != nullptr && s.acks_all);
+  return plan.read_ahead && plan.appending_threads + 2 > plan.cpus && !appends_wait;
+}
+
+// Every input is opened before anything is appended: a missing second
+// file must not leave the first one appended.
+Result<std::vector<std::unique_ptr<InputSource>>> OpenInputs(const Flags& f, const Settings& s,
+                                                             size_t max_message, bool read_ahead) {
+  std::vector<std::string> files = f.files.empty() ? std::vector<std::string>{"-"} : f.files;
+  std::vector<std::unique_ptr<InputSource>> sources;
+  for (const std::string& path : files) {
+    auto src = Feeder::Open(f, s, max_message, path, read_ahead);
+    if (!src) return src.error();
+    sources.push_back(std::move(*src));
+  }
+  return sources;
+}
+
+// With every input open: the partitions share what the open-file limit
+// leaves (po.max_open), and the descriptors and memory the run takes are
+// set aside.
+void Reserve(const TopicConfig& topic, ProducerOptions* po) {
+  po->max_open = cli::OpenPartitionBudget(kDescriptorsPerPartition);
+  // The descriptors the writer threads will open, reserved while there is
+  // one thread (each growth of a threaded process's table waits for an RCU
+  // grace period: some 60 ms over 1,000 partitions).
+  if (po->writer_threads > 0) {
+    cli::ReserveDescriptors(
+        std::min<size_t>(static_cast<size_t>(topic.partitions), po->max_open) *
+            kDescriptorsPerPartition +
+        cli::kSpareDescriptors + 64);
+  }
+  // What the buffers take (MEMORY in the manual): a group queued and one in
+  // flight, a batch being built per open partition, the input's buffers.
+  cli::PrepareHeap(2 * po->append_bytes +
+                   std::min<size_t>(static_cast<size_t>(topic.partitions), po->max_open) *
+                       po->batch_bytes +
+                   (4 << 20));
+}
+
+// The exit status of a run whose input ended with `input` and whose
+// producer closed with `closed`, each error said once.
+int RunExit(const Status& input, const Status& closed, cli::Output& out) {
+  int rc = 0;
+  if (!input.ok()) rc = cli::Fail(input);
+  // An append that failed stops the input with its status, and Close
+  // returns the same one: it is reported once.
+  const bool same = !input.ok() && closed.code() == input.code() &&
+                    closed.message() == input.message();
+  if (!closed.ok() && !same) {
+    int crc = cli::Fail(closed);
+    if (rc == 0) rc = crc;
+  }
+  int out_rc = out.FinishExitCode();
+  return rc != 0 ? rc : out_rc;
+}
+
 }  // namespace
 
 int Run(const Flags& f, const Settings& s) {
@@ -313,49 +435,10 @@ int Run(const Flags& f, const Settings& s) {
                           *f.partition, f.topic, topic->partitions, topic->partitions - 1));
     return cli::kExitUsage;
   }
-
   size_t max_message = topic->max_message_bytes;
   if (f.max_message_bytes) max_message = std::min<size_t>(max_message, *f.max_message_bytes);
-
-  ProducerOptions po;
-  po.topic = f.topic;
-  po.partitions = topic->partitions;
-  po.partition = f.partition;
-  po.batch_bytes = std::min<size_t>(f.batch_bytes, topic->max_message_bytes);
-  // Into several partitions each group gives every partition one append
-  // (a lock, a write and index entries): a larger group, fewer appends.
-  const bool several = topic->partitions > 1 && !f.partition;
-  po.append_bytes = std::max<size_t>(
-      f.append_bytes.value_or(several ? kSeveralAppendBytes : kOneAppendBytes), po.batch_bytes);
-  // Even records that do not compress at all fit the topic's batches.
-  po.compressed_records_max = std::min<size_t>(po.compressed_records_max, topic->max_message_bytes);
-  po.compression = s.compression;
-  po.zstd_level = f.zstd_level;
-  po.log = DataDir::LogConfigFor(*topic);
-  po.log.durability = s.durability;
-  po.log.flush_interval_ms = s.flush_interval_ms;
-  // Page-cache durability means no fsync at all, not one at exit.
-  po.log.sync_on_close = s.durability != Durability::kNone;
-  po.print_offsets = f.print_offsets;
-  // Appending overlaps reading and encoding when there is a CPU for each;
-  // many partitions are opened and appended to on as many threads as there
-  // are CPUs (up to kMaxWriterThreads).
-  const int cpus = UsableCpus();
-  if (cpus >= 2) po.writer_threads = std::min(cpus, kMaxWriterThreads);
-  // A regular input file is read ahead when the appending threads leave a
-  // CPU for it (into one partition, with two CPUs): with as many appending
-  // threads as CPUs it only took turns with them (into 1,000 partitions,
-  // 15% slower). Where it is read: below.
-  const int appending_threads =
-      po.writer_threads == 0 ? 0
-                             : std::clamp(f.partition ? 1 : po.writer_threads, 1, topic->partitions);
-  const bool read_ahead = po.writer_threads > 0 && appending_threads < cpus;
-  // An append that is not an fsync costs the same whatever its size: write
-  // each partition's batches while they are still in the CPU's cache.
-  if (s.durability != Durability::kEveryBatch && !f.print_offsets) {
-    po.partition_append_bytes = std::min<size_t>(kPartitionAppendBytes, po.append_bytes);
-  }
-  po.quiet = f.quiet;
+  ReadPlan plan;
+  ProducerOptions po = OptionsFor(f, s, *topic, &plan);
   // A replicated topic: appends only where this root leads; --acks all
   // waits for the ISR.
   auto gate = AckGate::Open(f.dir, f.topic, *topic, po.log,
@@ -372,47 +455,10 @@ int Run(const Flags& f, const Settings& s) {
     identity.emplace(std::move(*id));
   }
   po.producer_id = identity ? identity->id() : -1;
-  // A file read ahead is read on a thread of its own when there is a CPU
-  // for that one too, or when appends wait (an fsync each, or the ISR's
-  // acknowledgement): it reads while they wait. Otherwise it is read on the
-  // (first) appending thread between its appends: on two CPUs, two threads
-  // kept both busy, where three took turns and left a CPU idle a third of
-  // the time (bench/produce.sh page-cache: 0.60-0.62 x dd before, 0.62-0.68
-  // after; the reading thread seals batches while the appending one is
-  // behind).
-  const bool appends_wait =
-      s.durability == Durability::kEveryBatch || (po.gate != nullptr && s.acks_all);
-  const bool read_on_writer = read_ahead && appending_threads + 2 > cpus && !appends_wait;
-
-  // Every input is opened before anything is appended: a missing second
-  // file must not leave the first one appended.
-  std::vector<std::string> files = f.files.empty() ? std::vector<std::string>{"-"} : f.files;
-  std::vector<std::unique_ptr<InputSource>> sources;
-  for (const std::string& path : files) {
-    auto src = Feeder::Open(f, s, max_message, path, read_ahead);
-    if (!src) return cli::Fail(src.error());
-    sources.push_back(std::move(*src));
-  }
-
-  // With every input open: the partitions share what the open-file limit
-  // leaves.
-  po.max_open = cli::OpenPartitionBudget(kDescriptorsPerPartition);
-  // The descriptors the writer threads will open, reserved while there is
-  // one thread (each growth of a threaded process's table waits for an RCU
-  // grace period: some 60 ms over 1,000 partitions).
-  if (po.writer_threads > 0) {
-    cli::ReserveDescriptors(
-        std::min<size_t>(static_cast<size_t>(topic->partitions), po.max_open) *
-            kDescriptorsPerPartition +
-        cli::kSpareDescriptors + 64);
-  }
-
-  // What the buffers take (MEMORY in the manual): a group queued and one in
-  // flight, a batch being built per open partition, the input's buffers.
-  cli::PrepareHeap(2 * po.append_bytes +
-                   std::min<size_t>(static_cast<size_t>(topic->partitions), po.max_open) *
-                       po.batch_bytes +
-                   (4 << 20));
+  const bool read_on_writer = ReadOnWriter(s, po, plan);
+  auto sources = OpenInputs(f, s, max_message, plan.read_ahead);
+  if (!sources) return cli::Fail(sources.error());
+  Reserve(*topic, &po);
   cli::Output out;
   auto producer = Producer::Open(*dir, po, &out);
   if (!producer) return cli::Fail(producer.error());
@@ -421,7 +467,7 @@ int Run(const Flags& f, const Settings& s) {
   Feeder feeder(f, s, producer->get(), &progress, max_message, topic->partitions,
                 read_on_writer);
   Status input;
-  for (auto& src : sources) {
+  for (auto& src : *sources) {
     input = feeder.Feed(std::move(src));
     if (!input.ok()) break;
   }
@@ -429,23 +475,13 @@ int Run(const Flags& f, const Settings& s) {
   // producer id, a re-run after fixing the input resumes after them.
   Status closed = (*producer)->Close();
   progress.Summary((*producer)->stats());
-  int rc = 0;
-  if (!input.ok()) rc = cli::Fail(input);
-  // An append that failed stops the input with its status, and Close
-  // returns the same one: it is reported once.
-  const bool same = !input.ok() && closed.code() == input.code() &&
-                    closed.message() == input.message();
-  if (!closed.ok() && !same) {
-    int crc = cli::Fail(closed);
-    if (rc == 0) rc = crc;
-  }
-  int out_rc = out.FinishExitCode();
+  const int rc = RunExit(input, closed, out);
   // The process exits next: the closed partitions' mappings and descriptors
   // go with it, all at once (Producer::Close). Still reachable from here,
   // so not a leak.
   static Producer* const kept = producer->release();
   (void)kept;
-  return rc != 0 ? rc : out_rc;
+  return rc;
 }
 
 }  // namespace mq::produce

@@ -512,6 +512,70 @@ Result<std::vector<Job>> Jobs(const Options& o, const DataDir& dir) {
   return jobs;
 }
 
+// A single catch-up: one partition at a time, each closed (its logs, lock
+// and connection) before the next is opened: any number of partitions
+// within a few descriptors.
+int CatchUpOnce(const Options& o, std::vector<Job>& jobs, Throttle* throttle) {
+  Totals totals;
+  Clients clients;
+  for (Job& j : jobs) {
+    Follower f(o, std::move(j), throttle, &clients);
+    Status s = f.CatchUp();
+    if (!s.ok()) totals.Fail(s);
+  }
+  return totals.rc;
+}
+
+// --follow past the threads' limits: rounds over the partitions, each
+// opened, caught up and closed in turn, one round a second.
+int FollowInRounds(const Options& o, const std::vector<Job>& jobs, Throttle* throttle) {
+  Totals totals;
+  Clients clients;
+  std::vector<Restarts> restarts(jobs.size());
+  while (!g_stop.load()) {
+    const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    for (size_t i = 0; i < jobs.size() && !g_stop.load(); ++i) {
+      if (!restarts[i].Due()) continue;
+      Follower f(o, jobs[i], throttle, &clients);
+      if (Status s = f.Poll(); !s.ok()) restarts[i].Failed(o, f.Name(), s);
+      else restarts[i].Succeeded();
+    }
+    while (!g_stop.load() && std::chrono::steady_clock::now() < next)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (const Restarts& r : restarts)
+    if (!r.last.ok()) totals.Fail(r.last);
+  return totals.rc;
+}
+
+// --follow on a thread of its own: partition `j` followed until a stop
+// signal, started again after each failure (Restarts).
+void FollowPartition(const Options& o, const Job& j, Throttle* throttle, Totals* totals) {
+  const std::string name = fmt::format("{}-{}", j.topic, j.partition);
+  Restarts restarts;
+  while (!g_stop.load()) {
+    const auto started = std::chrono::steady_clock::now();
+    // Closed (its logs, lock and connection) before the wait.
+    Status s = Follower(o, j, throttle).Follow();
+    if (s.ok()) {  // stopped by a signal
+      restarts.Succeeded();
+      break;
+    }
+    if (g_stop.load()) {
+      restarts.last = s;  // failed as it stopped
+      break;
+    }
+    // A follower that failed after it ran for the longest delay starts
+    // again after the first.
+    restarts.Failed(o, name, s,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - started)
+                        .count());
+    restarts.Wait();
+  }
+  if (!restarts.last.ok()) totals->Fail(restarts.last);
+}
+
 }  // namespace
 
 int Run(const Options& o) {
@@ -534,69 +598,19 @@ int Run(const Options& o) {
     return 0;
   }
   Throttle throttle(o.max_bytes_per_second);
-  Totals totals;
-  if (!o.follow) {
-    // One partition at a time, each closed (its logs, lock and connection)
-    // before the next is opened: any number of partitions within a few
-    // descriptors.
-    Clients clients;
-    for (Job& j : *jobs) {
-      Follower f(o, std::move(j), &throttle, &clients);
-      Status s = f.CatchUp();
-      if (!s.ok()) totals.Fail(s);
-    }
-    return totals.rc;
-  }
+  if (!o.follow) return CatchUpOnce(o, *jobs, &throttle);
   // --follow: each partition open on a thread of its own while there are
   // at most kMaxFollowThreads and their descriptors fit the open-file limit
-  // (raised to the hard one); past that, rounds over the partitions, each
-  // opened, caught up and closed in turn, one round a second
+  // (raised to the hard one); past that, rounds over the partitions
   // (mq-replicate(1), OPEN FILES).
   if (jobs->size() > kMaxFollowThreads ||
-      jobs->size() > cli::OpenPartitionBudget(kFollowDescriptors)) {
-    Clients clients;
-    std::vector<Restarts> restarts(jobs->size());
-    while (!g_stop.load()) {
-      const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      for (size_t i = 0; i < jobs->size() && !g_stop.load(); ++i) {
-        if (!restarts[i].Due()) continue;
-        Follower f(o, (*jobs)[i], &throttle, &clients);
-        if (Status s = f.Poll(); !s.ok()) restarts[i].Failed(o, f.Name(), s);
-        else restarts[i].Succeeded();
-      }
-      while (!g_stop.load() && std::chrono::steady_clock::now() < next)
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    for (const Restarts& r : restarts)
-      if (!r.last.ok()) totals.Fail(r.last);
-    return totals.rc;
-  }
+      jobs->size() > cli::OpenPartitionBudget(kFollowDescriptors))
+    return FollowInRounds(o, *jobs, &throttle);
+  Totals totals;
   std::vector<std::thread> threads;
   for (Job& j : *jobs) {
     threads.emplace_back([&o, &totals, &throttle, j = std::move(j)] {
-      const std::string name = fmt::format("{}-{}", j.topic, j.partition);
-      Restarts restarts;
-      while (!g_stop.load()) {
-        const auto started = std::chrono::steady_clock::now();
-        // Closed (its logs, lock and connection) before the wait.
-        Status s = Follower(o, j, &throttle).Follow();
-        if (s.ok()) {  // stopped by a signal
-          restarts.Succeeded();
-          break;
-        }
-        if (g_stop.load()) {
-          restarts.last = s;  // failed as it stopped
-          break;
-        }
-        // A follower that failed after it ran for the longest delay starts
-        // again after the first.
-        restarts.Failed(o, name, s,
-                        std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::steady_clock::now() - started)
-                            .count());
-        restarts.Wait();
-      }
-      if (!restarts.last.ok()) totals.Fail(restarts.last);
+      FollowPartition(o, j, &throttle, &totals);
     });
   }
   for (auto& t : threads) t.join();
