@@ -165,9 +165,9 @@ Status LogLoader::OpenCheckedActive(std::unique_ptr<File> active_log, uint64_t s
   return v_.OpenActive(f.end_segment_base, f.end_position);
 }
 
-// A state file rebuilt (R24) starts its counter past every rewrites value
-// the truncation history names (§6.6, §9.4): a reader never takes a cut
-// published before for one under way. A history that cannot be read (R59)
+// A state file rebuilt (R24) or recovered starts its counter past every
+// rewrites value the truncation history names (§6.6, §9.4): a reader never
+// takes a cut published before for one under way. A history that cannot be read (R59)
 // fails the open, as it fails the next truncation.
 Result<uint32_t> LogLoader::RewritesAfterRebuild(uint32_t rewrites) {
   auto history = ReadTruncations(v_.fd(), v_.fs, v_.dir);
@@ -204,11 +204,13 @@ Status LogLoader::RecoverFromLog(const Result<StateFields>& old, bool recreated,
   // (a machine crash lost page-cache writes, or a damaged tail was cut) cut
   // records consumers may have read. (An interrupted truncation was
   // recorded when it began.)
-  if (old && !truncated_to && recovered->log_end_offset < old->log_end_offset)
-    MQ_RETURN_IF_ERROR(RecordLostTail(v_, recovered->log_end_offset, prev.rewrites + 1));
-  Result<uint32_t> rewrites = prev.rewrites;
-  if (!trusted) rewrites = RewritesAfterRebuild(prev.rewrites);
+  // The counter goes on from the truncation history's when that is ahead,
+  // trusted state file or not: a power loss can keep an older state file
+  // page beside a truncation record that was synced (§6.6).
+  Result<uint32_t> rewrites = RewritesAfterRebuild(prev.rewrites);
   if (!rewrites) return rewrites.error();
+  if (old && !truncated_to && recovered->log_end_offset < old->log_end_offset)
+    MQ_RETURN_IF_ERROR(RecordLostTail(v_, recovered->log_end_offset, *rewrites + 1));
   StateFields& f = v_.fields;
   v_.segments = recovered->segments;
   f.rewrites = *rewrites + 1;

@@ -10,6 +10,7 @@ namespace mq {
 namespace {
 
 using test::OpenedView;
+using test::ScopedBootId;
 using test::TempDir;
 
 }  // namespace
@@ -64,6 +65,51 @@ TEST_CASE("R40 log loader: an interrupted truncation is completed before the log
   CHECK(v.view.fields.log_end_offset == 4);
   CHECK(test::ReadAll(dir).back().second == 3);
   CHECK_FALSE(test::Exists(dir + "/" + format::kTruncateIntentName));
+}
+
+TEST_CASE("R59 log loader: a recovered state file older than the truncation history goes on "
+          "from the history's counter") {
+  // A power loss can keep an older page of the state file (its counter
+  // from before two cuts) beside the truncation history, which was synced
+  // when each cut began. Recovery must not publish a counter the history
+  // already names: readers would take those cuts for ones still under way
+  // and hold the log back from its start.
+  TempDir tmp;
+  std::string dir = tmp / "t-0";
+  const std::string state = dir + "/" + kStateFileName;
+  std::vector<std::byte> old_state;
+  {
+    ScopedBootId boot("0000aaaa-0000-0000-0000-00000000aaaa");
+    test::WriteLog(dir, 5);  // offsets 0..9
+    old_state = test::ReadFile(state);
+    auto w = PartitionWriter::Open(dir, LogConfig{}, false, nullptr);
+    REQUIRE(w);
+    REQUIRE((*w)->TruncateTo(8).ok());
+    REQUIRE((*w)->TruncateTo(6).ok());
+    REQUIRE((*w)->Close().ok());
+  }
+  uint32_t last_cut = 0;
+  {
+    PartitionDir d;
+    test::FillDir(&d, dir);
+    auto history = ReadTruncations(d.fd(), d.fs, dir);
+    REQUIRE(history);
+    REQUIRE(!history->empty());
+    REQUIRE(history->back().rewrites);
+    last_cut = *history->back().rewrites;
+  }
+  test::WriteFile(state, old_state);  // the page the power loss kept
+  ScopedBootId reboot("0000bbbb-0000-0000-0000-00000000bbbb");
+  {
+    OpenedView v(dir);
+    INFO("published " << v.view.fields.rewrites << ", the history's last cut " << last_cut);
+    CHECK(RewritesAfter(v.view.fields.rewrites, last_cut));
+    CHECK(v.view.fields.log_end_offset == 6);
+  }
+  auto got = test::ReadAll(dir);
+  REQUIRE(got.size() == 3);
+  CHECK(got.front().first == 0);
+  CHECK(got.back().second == 5);
 }
 
 TEST_CASE("R37 log loader: the epochs are loaded at open for a writer stamping one, or when a "
