@@ -430,14 +430,14 @@ Result<TopicHolders> FindTopicHolders(const DataDir& dir, std::string_view topic
     auto pd = OpenDirectory(dir.PartitionDir(topic, p), false, fs);
     if (!pd && pd.error().code() == Code::kNotFound) continue;
     if (!pd) return pd.error();
-    auto lock = FileLock::Open(pd->get(), format::kWriterLockName, false, fs);
-    if (!lock && lock.error().code() == Code::kNotFound) continue;
-    if (!lock) return lock.error();
-    Status s = lock->Lock(LockMode::kExclusive, LockWait::kTry);
+    // R85: an open writer holds the directory's flock shared.
+    Status s = fs->Lock(pd->get(), LockMode::kExclusive, LockWait::kTry);
     if (s.code() == Code::kBusy) {
       h.written.push_back(p);
     } else if (!s.ok()) {
       return s;
+    } else {
+      (void)fs->Unlock(pd->get());
     }
   }
   auto groups = LiveGroupsReading(dir, topic);
@@ -482,23 +482,22 @@ Status DeleteTopic(const DataDir& dir, std::string_view topic, bool force) {
                               "does not do; nothing was deleted (R83)",
                               topic, config->cluster));
   }
-  // Each partition's writer lock, held until its directory has moved: no
-  // producer starts meanwhile.
-  std::vector<FileLock> writer_locks;
+  // R85: each partition directory's flock, exclusive, held until the
+  // directory has moved: busy while a writer has it open, and no writer
+  // opens it meanwhile (PartitionWriter::Open is refused, kBusy).
+  std::vector<UniqueFd> held;
   std::vector<int32_t> written;
   for (int32_t p = 0; p < config->partitions; ++p) {
     auto pd = OpenDirectoryAt(lock->root(), PartName(topic, p), false, fs);
     if (!pd && pd.error().code() == Code::kNotFound) continue;
     if (!pd) return pd.error();
-    auto wl = FileLock::Open(pd->get(), format::kWriterLockName, true, fs);
-    if (!wl) return wl.error();
-    Status s = wl->Lock(LockMode::kExclusive, LockWait::kTry);
+    Status s = fs->Lock(pd->get(), LockMode::kExclusive, LockWait::kTry);
     if (s.code() == Code::kBusy) {
       written.push_back(p);
       continue;
     }
     MQ_RETURN_IF_ERROR(s);
-    writer_locks.push_back(std::move(*wl));
+    held.push_back(std::move(*pd));
   }
   if (!force) {
     auto groups = LiveGroupsReading(dir, topic);
@@ -507,7 +506,7 @@ Status DeleteTopic(const DataDir& dir, std::string_view topic, bool force) {
     if (!written.empty()) {
       std::string parts;
       for (int32_t p : written) parts += fmt::format("{}{}", parts.empty() ? "" : ",", p);
-      why += fmt::format("a producer holds partition {} (writer.lock)", parts);
+      why += fmt::format("a producer has partition {} open", parts);
     }
     for (const std::string& g : *groups)
       why += fmt::format("{}group \"{}\" has a live member reading it", why.empty() ? "" : "; ", g);

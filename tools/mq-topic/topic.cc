@@ -377,7 +377,7 @@ int Delete(const DataDir& dir, const Options& o) {
     auto holders = FindTopicHolders(dir, o.topic);
     if (!holders) return cli::Fail(holders.error());
     for (int32_t p : holders->written)
-      cli::Warn(fmt::format("--force: a producer holds partition {}: what it appends is lost", p));
+      cli::Warn(fmt::format("--force: a producer has partition {} open: what it appends is lost", p));
     for (const std::string& g : holders->groups)
       cli::Warn(fmt::format("--force: group \"{}\" has a live member reading the topic", g));
   }
@@ -391,7 +391,7 @@ int Delete(const DataDir& dir, const Options& o) {
 
 int Run(const Options& o) {
   FileSystem* fs = TestFileSystem();
-  auto dir = DataDir::Open(o.dir, false, fs);
+  auto dir = DataDir::Open(o.dir, o.verb == Verb::kCreate, fs);  // create makes the root too
   if (!dir) return cli::Fail(dir.error());
   if (!o.topic.empty()) {
     if (Status s = ValidateName(o.topic, "topic"); !s.ok()) return cli::Fail(s);
