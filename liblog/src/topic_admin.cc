@@ -341,9 +341,11 @@ Status CheckPartitionDirs(const DataDir& dir, std::string_view topic, const Topi
   if (!root) return root.error();
   std::vector<int32_t> missing;
   for (int32_t p = 0; p < config.partitions; ++p) {
+    // Only an absent name counts: anything else there (a file, a FIFO) is
+    // refused by whoever opens it, with its own error.
     auto st = dir.fs()->StatAt(root->get(), PartName(topic, p));
-    if (st && st->is_dir()) continue;
-    if (!st && st.error().code() != Code::kNotFound) return st.error();
+    if (st) continue;
+    if (st.error().code() != Code::kNotFound) return st.error();
     missing.push_back(p);
   }
   if (missing.empty()) return Status::Ok();

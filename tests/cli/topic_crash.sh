@@ -52,7 +52,7 @@ for ((i = 0; i < RUNS; i++)); do
   # --- partition increase ---
   rm -rf "$d"; cp -a "$WORK/template" "$d"
   k=$((1 + RANDOM % n_inc))
-  set +e; MQ_TEST_KILL_AT=$k "$T" -C "$d" alter t --partitions 7 >/dev/null 2>&1; krc=$?; set -e
+  set +e; { MQ_TEST_KILL_AT=$k "$T" -C "$d" alter t --partitions 7 >/dev/null; krc=$?; } 2>/dev/null; set -e
   what="increase seed $seed kill at $k/$n_inc"
   [[ $krc == 137 ]] || fail "$what: exited $krc, not killed"
   verify "$d" "$what"
@@ -68,7 +68,7 @@ for ((i = 0; i < RUNS; i++)); do
   # --- deletion ---
   rm -rf "$d"; cp -a "$WORK/template" "$d"
   k=$((1 + RANDOM % n_del))
-  set +e; MQ_TEST_KILL_AT=$k "$T" -C "$d" delete t >/dev/null 2>&1; krc=$?; set -e
+  set +e; { MQ_TEST_KILL_AT=$k "$T" -C "$d" delete t >/dev/null; krc=$?; } 2>/dev/null; set -e
   what="delete seed $seed kill at $k/$n_del"
   [[ $krc == 137 ]] || fail "$what: exited $krc, not killed"
   verify "$d" "$what"

@@ -159,6 +159,15 @@ EXPECT = {
     "mq-consume -t logs -e | wc -l\n"
     "mq-consume -t logs -o end -f '%p %o %F %s\\n'\n"
     "mq-consume -t logs -e -J | mq-produce -t logs-copy --create -J": FOLLOW,
+    # mq-topic(1): in order, in one scratch directory
+    "mq-topic create clicks --partitions 6 -X retention.ms=3d -X segment.bytes=256MiB": 0,
+    "mq-topic list": 0,
+    "mq-topic describe logs --json | jq -r '.partitions[] | [.partition, .log_end_offset] | @tsv'": 0,
+    "mq-topic config clicks\n"
+    "mq-topic alter clicks -X retention.ms=12h --delete-config segment.bytes": 0,
+    "mq-topic alter logs --partitions 8 --dry-run\n"
+    "mq-topic alter logs --partitions 8": 0,
+    "mq-topic delete clicks": 0,
 }
 
 NOT_RUN = {
