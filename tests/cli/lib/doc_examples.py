@@ -47,6 +47,11 @@ EXPECT = {
     "mq-inspect -r -d data/logs-0/00000000000000000000.log      # and every record with its key and payload": 0,
     "mq-inspect --json data/logs-0/00000000000000000000.index   # index entries as JSON Lines": 0,
     "mq-inspect --verify data/logs-0                            # CRCs, offsets, records, indexes: exit 0 or 65": 0,
+    "mq-topic -C data list                            # each partition: offsets, bytes, segments": 0,
+    "mq-topic -C data create clicks --partitions 6 -X retention.ms=3d -X segment.bytes=256MiB": 0,
+    "mq-topic -C data config clicks                   # every key, its value, default or topic": 0,
+    "mq-topic -C data alter clicks -X retention.ms=12h --partitions 8   # warns how many keys move": 0,
+    "mq-topic -C data delete clicks                   # refused while a producer or member holds it": 0,
     # mq-consume(1)
     "mq-consume -t logs -e": 0,
     "mq-consume -t logs -o end -f '%p %o %F %s\\n'": FOLLOW,
