@@ -100,11 +100,12 @@ Status ReplaceConf(const DataDir& dir, const AdminLock& lock, std::string_view t
 // Reads the state file of the partition directory `fd`: nullopt when it is
 // missing or not valid (a writer was never here, or died creating it).
 std::optional<StateFields> ReadState(int fd, FileSystem* fs) {
+  auto file = fs->Open(fd, kStateFileName, FileSystem::kRead);
+  if (!file) return std::nullopt;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    auto bytes = ReadFileAt(fd, kStateFileName, sizeof(StateLayout), fs);
-    if (!bytes || bytes->size() != sizeof(StateLayout)) return std::nullopt;
     StateLayout image;
-    std::memcpy(&image, bytes->data(), sizeof image);
+    auto got = (*file)->ReadAt(0, std::as_writable_bytes(std::span(&image, 1)));
+    if (!got || *got != sizeof image) return std::nullopt;
     if (image.generation % 2 != 0) continue;  // a writer is publishing
     auto fields = DecodeState(image, kStateFileName);
     if (fields) return *fields;
@@ -198,12 +199,13 @@ Result<std::vector<std::string>> FinishLocked(const DataDir& dir, const AdminLoc
 
 }  // namespace
 
-Result<PartitionSummary> SummarizePartition(const std::string& partition_dir, int32_t partition,
-                                            FileSystem* fs) {
-  if (fs == nullptr) fs = FileSystem::Default();
+namespace {
+
+// SummarizePartition of the directory `fd` (its path: `partition_dir`).
+Result<PartitionSummary> SummarizeOpen(Result<UniqueFd> fd, const std::string& partition_dir,
+                                       int32_t partition, FileSystem* fs) {
   PartitionSummary s;
   s.partition = partition;
-  auto fd = OpenDirectory(partition_dir, false, fs);
   if (!fd && fd.error().code() == Code::kNotFound) {
     s.log_end_offset = 0;
     return s;
@@ -213,7 +215,9 @@ Result<PartitionSummary> SummarizePartition(const std::string& partition_dir, in
   auto names = ListNames(fd->get(), partition_dir, fs);
   if (!names) return names.error();
   int64_t first_base = -1;
+  bool has_state = false;
   for (const std::string& n : *names) {
+    if (n == kStateFileName) has_state = true;
     const int64_t base = NumberedFileOffset(n, format::kLogSuffix);
     if (base < 0) continue;
     auto st = fs->StatAt(fd->get(), n);
@@ -222,7 +226,7 @@ Result<PartitionSummary> SummarizePartition(const std::string& partition_dir, in
     s.bytes += st->size;
     if (first_base < 0 || base < first_base) first_base = base;
   }
-  const auto state = ReadState(fd->get(), fs);
+  const auto state = has_state ? ReadState(fd->get(), fs) : std::nullopt;
   if (state) {
     s.log_start_offset = state->log_start_offset;
     s.log_end_offset = state->log_end_offset;
@@ -233,6 +237,14 @@ Result<PartitionSummary> SummarizePartition(const std::string& partition_dir, in
   return s;
 }
 
+}  // namespace
+
+Result<PartitionSummary> SummarizePartition(const std::string& partition_dir, int32_t partition,
+                                            FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  return SummarizeOpen(OpenDirectory(partition_dir, false, fs), partition_dir, partition, fs);
+}
+
 Result<TopicSummary> SummarizeTopic(const DataDir& dir, std::string_view topic) {
   auto config = dir.ReadTopic(topic);
   if (!config) return config.error();
@@ -240,8 +252,11 @@ Result<TopicSummary> SummarizeTopic(const DataDir& dir, std::string_view topic) 
   t.topic = std::string(topic);
   t.config = *config;
   t.partitions.reserve(static_cast<size_t>(config->partitions));
+  auto root = OpenDirectory(dir.path(), false, dir.fs());
+  if (!root) return root.error();
   for (int32_t p = 0; p < config->partitions; ++p) {
-    auto s = SummarizePartition(dir.PartitionDir(topic, p), p, dir.fs());
+    auto s = SummarizeOpen(OpenDirectoryAt(root->get(), PartName(topic, p), false, dir.fs()),
+                           dir.PartitionDir(topic, p), p, dir.fs());
     if (!s) return s.error();
     t.partitions.push_back(*s);
   }

@@ -2,6 +2,8 @@
 // units of durations and sizes (mq/units.h).
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -289,4 +291,31 @@ TEST_CASE("R83 delete: an interrupted deletion is finished, and a new topic neve
   CHECK(!Exists(dir.PartitionDir("t", 0)));
   CHECK(mq::test::ListDir(tmp / "d/deleted").empty());
   CHECK(mq::FinishDeletions(dir)->empty());
+}
+
+TEST_CASE("R81 admin lock: two processes' changes of one topic both land") {
+  TempDir tmp;
+  DataDir dir = NewRoot(tmp);
+  REQUIRE(dir.CreateTopic("t", TopicConfig{}).ok());
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  constexpr int kRounds = 30;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    bool ok = true;
+    for (int i = 1; i <= kRounds; ++i)
+      ok = ok && mq::AlterTopicConfig(dir, "t", Pairs{{"segment.ms", fmt::format("{}", i)}}, {})
+                     .has_value();
+    ::_exit(ok ? 0 : 1);
+  }
+  for (int i = 1; i <= kRounds; ++i)
+    REQUIRE(mq::AlterTopicConfig(dir, "t", Pairs{{"retention.ms", fmt::format("{}", i)}}, {}));
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  auto c = dir.ReadTopic("t");
+  REQUIRE(c);
+  CHECK(c->retention_ms == kRounds);
+  CHECK(c->segment_ms == kRounds);
 }
