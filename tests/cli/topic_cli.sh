@@ -157,7 +157,19 @@ expect_rc 66 "delete of a missing topic"
 run "$INSPECT" --verify "$D"
 expect_rc 0 "verify after the deletion"
 
-# --- usage ----------------------------------------------------------------------------
+# --- usage: the usage lines are the man page's SYNOPSIS ---------------------------------
+MAN="$SRC/man/man1/mq-topic.1"
+"$T" --help | sed -n '1,/^$/p' | sed -e '/^$/d' -e 's/^Usage: //' -e 's/^ *//' >"$WORK/usage"
+sed -n '/^\.SH SYNOPSIS/,/^\.SH /p' "$MAN" | sed -e '/^\./d' -e 's/\\f[BIRP]//g' -e 's/\\-/-/g' \
+  >"$WORK/synopsis"
+[[ -s "$WORK/synopsis" ]] || fail "no SYNOPSIS in $MAN"
+diff "$WORK/synopsis" "$WORK/usage" >&2 || fail "usage lines differ from the man page SYNOPSIS"
+for opt in $(grep -oE -- '--[a-z][a-z-]+' "$WORK/usage" | sort -u); do
+  grep -q -- "$opt" "$MAN" || fail "man page does not document $opt"
+done
+run "$T" --version
+expect_rc 0 "--version"
+grep -qE '^mq-topic [0-9]+\.[0-9]+\.[0-9]+$' "$WORK/out" || fail "--version: $(cat "$WORK/out")"
 run "$T" -C "$D"
 expect_rc 64 "no verb"
 run "$T" -C "$D" alter seed
