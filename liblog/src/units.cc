@@ -41,8 +41,17 @@ std::string Shown(std::string_view text) {
   return out;
 }
 
+bool EqualNoCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
 Result<int64_t> Parse(std::string_view text, std::string_view what, int64_t min, int64_t max,
-                      std::span<const Unit> units, std::string_view kind,
+                      std::span<const Unit> units, bool case_free, std::string_view kind,
                       std::string_view examples) {
   auto bad = [&](std::string_view why) {
     return Status(Code::kInvalidArgument,
@@ -63,7 +72,7 @@ Result<int64_t> Parse(std::string_view text, std::string_view what, int64_t min,
   if (!suffix.empty()) {
     bool found = false;
     for (const Unit& u : units) {
-      if (u.suffix == suffix) {
+      if (u.suffix == suffix || (case_free && EqualNoCase(u.suffix, suffix))) {
         factor = u.factor;
         found = true;
       }
@@ -83,13 +92,13 @@ Result<int64_t> Parse(std::string_view text, std::string_view what, int64_t min,
 
 Result<int64_t> ParseDurationMs(std::string_view text, std::string_view what, int64_t min,
                                 int64_t max) {
-  return Parse(text, what, min, max, kDurationUnits, "duration",
+  return Parse(text, what, min, max, kDurationUnits, false, "duration",
                "ms, s, m, h, d, w; e.g. 500ms, 7d");
 }
 
 Result<int64_t> ParseSizeBytes(std::string_view text, std::string_view what, int64_t min,
                                int64_t max) {
-  return Parse(text, what, min, max, kSizeUnits, "size",
+  return Parse(text, what, min, max, kSizeUnits, true, "size",
                "B, k/KiB, M/MiB, G/GiB, T/TiB, powers of 1024; e.g. 64k, 1GiB");
 }
 

@@ -68,6 +68,8 @@ TEST_CASE("units: durations take ms s m h d w, sizes powers of 1024") {
   CHECK(*mq::ParseSizeBytes("1KB", "x", -1, INT64_MAX) == 1024);
   CHECK(*mq::ParseSizeBytes("3M", "x", -1, INT64_MAX) == 3 << 20);
   CHECK(*mq::ParseSizeBytes("2TiB", "x", -1, INT64_MAX) == int64_t{2} << 40);
+  CHECK(*mq::ParseSizeBytes("1kib", "x", -1, INT64_MAX) == 1024);  // sizes: any case
+  CHECK(!mq::ParseDurationMs("1D", "x", -1, INT64_MAX));            // durations: as written
 }
 
 TEST_CASE("units: a bad unit, a negative value with a unit, overflow and range are refused") {

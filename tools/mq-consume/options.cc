@@ -10,6 +10,7 @@
 #include "escapes.h"
 #include "mq/assignment.h"
 #include "format_string.h"
+#include "size_option.h"
 
 namespace mq::consume {
 namespace {
@@ -96,7 +97,7 @@ void AddFlags(CLI::App& app, Flags* f) {
                "report corrupt batches on stderr and go on instead of exiting 65");
   app.add_option("--max-batch-bytes", f->max_batch_bytes,
                  "largest batch (and decompressed records) read, in bytes")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(mq::cli::SizeUnits())
       ->check(CLI::Range(61u, 0x7FFFFFFFu))->capture_default_str();
   app.add_option("-G,--group", f->group,
                  "read as a member of consumer group GROUP, from its committed offsets");
