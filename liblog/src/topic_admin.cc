@@ -17,7 +17,6 @@
 #include "mq/file.h"
 #include "mq/group.h"
 #include "mq/group_status.h"
-#include "mq/lock.h"
 #include "segment.h"
 #include "state_file.h"
 

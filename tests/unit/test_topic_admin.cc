@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "mq/batch.h"
-#include "mq/lock.h"
 #include "mq/partition.h"
 #include "mq/topic.h"
 #include "mq/topic_admin.h"
