@@ -115,8 +115,13 @@ grep -q 'R80: partitions=6 but 4 of its partition directories are missing (hand-
 [[ -z "$(find "$D"/hand-* -name '*.log' -size +0)" ]] || fail "R80: some messages were appended"
 
 # --- delete: refused while held, a follower stops, crash-safe order -------------------
-(printf 'k1\tv\n'; sleep 60) | "$P" -C "$D" -t orders -q -K $'\t' &
-PIDS+=($!)
+# A producer that has appended one message and waits for more on a FIFO.
+mkfifo "$WORK/feed"
+"$P" -C "$D" -t orders -q -K $'\t' <"$WORK/feed" &
+producer=$!
+PIDS+=($producer)
+exec 7>"$WORK/feed"
+printf 'k1\tv\n' >&7
 k1=$($PY "$SRC/tests/cli/lib/kafka_partition.py" 6 k1)
 for _ in $(seq 1 100); do lock_held "$D/orders-$k1" && break; sleep 0.1; done
 cp "$D/topics/orders.conf" "$WORK/conf.before"
@@ -124,7 +129,8 @@ run "$T" -C "$D" delete orders
 expect_rc 75 "delete while a producer holds the topic"
 grep -q "topic \"orders\" is in use: a producer has partition $k1 open" "$WORK/err" || fail "delete busy: $(cat "$WORK/err")"
 cmp -s "$WORK/conf.before" "$D/topics/orders.conf" || fail "a refused delete changed the topic"
-kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null || true
+exec 7>&-  # the end of its input: it exits
+wait "$producer" || fail "the producer exited $?"
 
 "$C" -C "$D" -t orders -G readers -f -q >/dev/null 2>"$WORK/member.err" &
 PIDS+=($!)
