@@ -17,6 +17,7 @@
 #include "format.h"
 #include "mq/file.h"
 #include "mq/topic.h"
+#include "mq/topic_admin.h"
 #include "properties.h"
 
 namespace mq {
@@ -252,6 +253,9 @@ Result<bool> PublishIfAbsent(FileSystem* fs, int dir_fd, const std::string& name
 
 Status DataDir::CreateTopic(std::string_view topic, const TopicConfig& config) const {
   MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
+  // A deletion of the name that a crash interrupted ends first (R83): a new
+  // topic never takes over the old one's partition directories.
+  if (auto finished = FinishDeletions(*this, topic); !finished) return finished.error();
   MQ_RETURN_IF_ERROR(config.Validate());
   auto existing = ReadTopic(topic);
   if (existing) {

@@ -123,6 +123,12 @@ Result<std::unique_ptr<PartitionWriter>> PartitionWriter::Open(const std::string
   if (!dfd) return dfd.error();
   impl->dir_fd = std::move(*dfd);
   int dir_fd = impl->dir_fd.get();
+  // R85: a shared flock on the partition directory while the writer is
+  // open (dropped with dir_fd); deleting the topic takes it exclusive.
+  if (Status open = impl->fs->Lock(dir_fd, LockMode::kShared, LockWait::kTry); !open.ok()) {
+    if (open.code() != Code::kBusy) return open;
+    return Status(Code::kBusy, dir + ": its topic is being deleted (R85)");
+  }
   auto lock = WriterLock::Open(dir_fd, dir, impl->fs);
   if (!lock) return lock.error();
   impl->lock = std::move(*lock);

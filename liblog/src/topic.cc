@@ -13,6 +13,7 @@
 #include "format.h"
 #include "mq/address.h"
 #include "mq/topic.h"
+#include "mq/units.h"
 #include "properties.h"
 
 namespace mq {
@@ -118,9 +119,36 @@ std::string_view PolicyName(CleanupPolicy p) {
   return p == CleanupPolicy::kCompact ? "compact" : "delete";
 }
 
+// A key whose value is a duration (`*.ms`) or a size (`*.bytes`): given
+// with Set, it takes units (mq/units.h); in a file it is a plain integer.
+enum class Unit : uint8_t { kNone, kDuration, kSize };
+Unit UnitOf(std::string_view key) {
+  if (key.ends_with(".ms")) return Unit::kDuration;
+  if (key.ends_with(".bytes")) return Unit::kSize;
+  return Unit::kNone;
+}
+
+// Parses an integer key's value: with `units`, as UnitOf(key) says.
+std::string ParseIntValue(const IntKey& k, std::string_view value, bool units, int64_t* v) {
+  const Unit unit = units ? UnitOf(k.name) : Unit::kNone;
+  if (unit != Unit::kNone) {
+    auto r = unit == Unit::kDuration ? ParseDurationMs(value, {}, k.min, k.max)
+                                     : ParseSizeBytes(value, {}, k.min, k.max);
+    if (!r) return r.error().message();
+    *v = *r;
+    return {};
+  }
+  if (!ParseInt64(value, k.min, k.max, v)) {
+    return fmt::format("bad value \"{}\": expected an integer from {} to {}", Printable(value),
+                       k.min, k.max);
+  }
+  return {};
+}
+
 // Applies one key; on failure returns why, without file or line (the caller
-// adds those).
-std::string Apply(TopicConfig& config, std::string_view key, std::string_view value) {
+// adds those). `units`: durations and sizes may carry units (Set).
+std::string Apply(TopicConfig& config, std::string_view key, std::string_view value,
+                  bool units = false) {
   if (key == kClusterKey) {
     if (auto a = ParseAddress(value, "cluster"); !a) return a.error().message();
     config.cluster = std::string(value);
@@ -147,10 +175,7 @@ std::string Apply(TopicConfig& config, std::string_view key, std::string_view va
   for (const IntKey& k : kIntKeys) {
     if (k.name != key) continue;
     int64_t v = 0;
-    if (!ParseInt64(value, k.min, k.max, &v)) {
-      return fmt::format("bad value \"{}\": expected an integer from {} to {}",
-                         Printable(value), k.min, k.max);
-    }
+    if (std::string why = ParseIntValue(k, value, units, &v); !why.empty()) return why;
     k.set(config, v);
     return {};
   }
@@ -237,10 +262,34 @@ Status TopicConfig::Set(std::string_view key, std::string_view value) {
   if (key == kFormatVersionKey) {
     return Status(Code::kInvalidArgument, "format.version is written by mq, not set");
   }
-  const std::string why = Apply(*this, key, value);
+  const std::string why = Apply(*this, key, value, true);
   if (why.empty()) return Status::Ok();
+  if (why == "unknown key") {
+    std::string valid;
+    for (std::string_view k : KeyNames()) valid += (valid.empty() ? "" : ", ") + std::string(k);
+    return Status(Code::kInvalidArgument,
+                  fmt::format("topic config key {}: unknown key; the keys are {} (R16)",
+                              Printable(key), valid));
+  }
   return Status(Code::kInvalidArgument,
                 fmt::format("topic config key {}: {} (R16)", Printable(key), why));
+}
+
+std::vector<std::string_view> TopicConfig::KeyNames() {
+  std::vector<std::string_view> names;
+  for (const IntKey& k : kIntKeys) names.push_back(k.name);
+  names.push_back(kCleanupPolicyKey);
+  return names;
+}
+
+std::optional<std::string> TopicConfig::Get(std::string_view key) const {
+  for (const IntKey& k : kIntKeys)
+    if (k.name == key) return fmt::format("{}", k.get(*this));
+  if (key == kCleanupPolicyKey) return std::string(PolicyName(cleanup_policy));
+  if (key == kClusterKey) return cluster.empty() ? std::nullopt : std::optional(cluster);
+  if (key == kReplicaIdKey)
+    return replica_id < 0 ? std::nullopt : std::optional(fmt::format("{}", replica_id));
+  return std::nullopt;
 }
 
 Status TopicConfig::Validate() const {

@@ -10,6 +10,7 @@
 #include "escapes.h"
 #include "mq/assignment.h"
 #include "format_string.h"
+#include "size_option.h"
 
 namespace mq::consume {
 namespace {
@@ -156,7 +157,7 @@ void AddFlags(CLI::App& app, Flags* f) {
                "report corrupt batches on stderr and go on instead of exiting 65");
   app.add_option("--max-batch-bytes", f->max_batch_bytes,
                  "largest batch (and decompressed records) read, in bytes")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(mq::cli::SizeUnits())
       ->check(CLI::Range(61u, 0x7FFFFFFFu))->capture_default_str();
   AddGroupFlags(app, f);
   AddExecFlags(app, f);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "mq/consumer.h"
+#include "mq/topic_admin.h"
 
 namespace mq::consume {
 namespace {
@@ -46,6 +47,7 @@ struct Loop {
   std::optional<uint64_t> count;
   Dispatcher* dispatcher = nullptr;  // --exec: messages go to handlers, not the printer
   uint64_t delivered = 0;
+  const DataDir* dir = nullptr;  // a follower stops when the topic is deleted (R83)
 };
 
 // Prints messages until a stop condition (-c, -e, e@), a closed output, an
@@ -73,8 +75,10 @@ Status Consume(Loop& loop, const volatile std::sig_atomic_t* interrupted) {
     // Every partition is at its committed end: show what we have, then wait.
     if (loop.dispatcher) MQ_RETURN_IF_ERROR(loop.dispatcher->Flush());
     if (!loop.out->Flush() && loop.out->broken()) return Status::Ok();
-    while (!loop.consumer->WaitForAppend(kWaitSliceMs))
+    while (!loop.consumer->WaitForAppend(kWaitSliceMs)) {
       if (*interrupted || cli::OutputClosed()) return Status::Ok();
+      if (loop.dir) MQ_RETURN_IF_ERROR(CheckTopicExists(*loop.dir, loop.consumer->topic()));
+    }
   }
   return Status::Ok();
 }
@@ -107,6 +111,7 @@ int Run(const Flags& f, Settings settings, const volatile std::sig_atomic_t* int
   }
   Loop loop{consumer->get(), &printer, &out, &settings.header_filters, f.count,
             dispatcher ? &*dispatcher : nullptr};
+  loop.dir = &*dir;
   Status s;
   for (int32_t p : *partitions) {
     s = (*consumer)->Assign(p, settings.positions.StartFor(p, {StartPosition::Kind::kBeginning, 0}));

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "size_option.h"
 #include "cli_usage.h"
 #include "dump.h"
 #include "printer.h"
@@ -70,7 +71,7 @@ void AddFlags(CLI::App& app, Args* a) {
   a->dir_opt = mq::cli::AddDirOption(app, &a->data_dir, false);
   app.add_option("--max-batch-bytes", a->limits.max_batch_bytes,
                  "largest batch read, in bytes (records may decompress to the larger of N and 64 MiB)")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(mq::cli::SizeUnits())
       ->check(CLI::Range(61u, 0x7FFFFFFFu))
       ->capture_default_str();
   // Not ->required(): CLI11 would then report a missing FILE before an

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "mq/units.h"
 
 namespace mq::isr {
 namespace {
@@ -38,16 +39,18 @@ int ApplyOverrides(const std::vector<std::string>& overrides, CreateOptions& o) 
     const size_t eq = kv.find('=');
     if (eq == std::string::npos) return cli::UsageError(kUsage, "-X " + kv + ": not KEY=VALUE");
     const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (key == "replica.lag.time.max.ms" || key == "min.insync.replicas") {
+    if (key == "replica.lag.time.max.ms") {
+      // A duration, with units as every .ms key (mq/units.h): 30s, 500ms.
+      auto ms = ParseDurationMs(value, "-X " + key, 1, INT64_MAX);
+      if (!ms) return cli::UsageError(kUsage, ms.error().message());
+      o.replica_lag_time_max_ms = *ms;
+    } else if (key == "min.insync.replicas") {
       int64_t v = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
       if (ec != std::errc() || end != value.data() + value.size() || value[0] == '0' || v < 1 ||
-          (key[0] == 'm' && v > 32767))
+          v > 32767)
         return cli::UsageError(kUsage, fmt::format("-X {}: not a positive integer", kv));
-      if (key[0] == 'r')
-        o.replica_lag_time_max_ms = v;
-      else
-        o.min_insync_replicas = static_cast<int32_t>(v);
+      o.min_insync_replicas = static_cast<int32_t>(v);
     } else if (key == "replication.factor" || key == "partitions" || key == "cluster" ||
                key == "replica.id") {
       return cli::UsageError(kUsage,

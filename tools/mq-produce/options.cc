@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "size_option.h"
 #include "escapes.h"
 
 namespace mq::produce {
@@ -54,12 +55,12 @@ void AddAppendFlags(CLI::App& app, Flags* f) {
   app.add_option("--zstd-level", f->zstd_level, "zstd level")
       ->check(CLI::Range(-7, 22))->capture_default_str();
   app.add_option("--batch-bytes", f->batch_bytes, "finish a batch when it would pass this size")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(mq::cli::SizeUnits())
       ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30))->capture_default_str();
   app.add_option("--append-bytes", f->append_bytes,
                  "append (and fsync) once this much is batched (default 4194304 into one "
                  "partition, 8388608 into several)")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(mq::cli::SizeUnits())
       ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30));
   app.add_option("--linger-ms", f->linger_ms,
                  "when input pauses, wait this long for more before appending")
@@ -79,7 +80,7 @@ void AddAppendFlags(CLI::App& app, Flags* f) {
                "print 'partition offset' per message once it is appended and durable");
   app.add_option("--max-message-bytes", f->max_message_bytes,
                  "refuse messages larger than this (at most the topic's max.message.bytes)")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(mq::cli::SizeUnits())
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
 }
 

@@ -15,6 +15,7 @@
 #include "envelope.h"
 #include "input.h"
 #include "mq/topic.h"
+#include "mq/topic_admin.h"
 #include "producer.h"
 #include "mq/producer_id.h"
 
@@ -112,6 +113,7 @@ Result<TopicConfig> OpenTopic(const DataDir& dir, const Flags& f, const Settings
         }
       }
     }
+    if (config) MQ_RETURN_IF_ERROR(CheckPartitionDirs(dir, f.topic, *config));  // R80
     return config;
   }
   if (!f.create) {

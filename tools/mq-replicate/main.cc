@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli.h"
+#include "size_option.h"
 #include "replicate.h"
 #include "tool_main.h"
 
@@ -30,9 +31,9 @@ void AddFlags(CLI::App& app, mq::replicate::Options* o, std::string* fsync) {
   app.add_flag("--follow", o->follow, "keep following the leaders until SIGINT or SIGTERM");
   app.add_option("--max-bytes-per-second", o->max_bytes_per_second,
                  "fetch at most this many bytes a second (0: no limit)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(mq::cli::SizeUnits());
   app.add_option("--fetch-max-bytes", o->fetch_max_bytes, "bytes one fetch returns at most")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(mq::cli::SizeUnits())
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--fsync", *fsync, "none (page cache) or batch (each fetched append fsynced)")
       ->check(CLI::IsMember({"none", "batch"}))

@@ -65,7 +65,16 @@ struct TopicConfig {
   // Applies one "key=value" override (the same keys as the file, except
   // format.version); kInvalidArgument naming the key if unknown or out of
   // range. Cross-key rules are left to Validate().
+  // Durations (keys ending in `.ms`) and sizes (`.bytes`) take units here
+  // (`7d`, `1GiB`, mq/units.h), never in a file. An unknown key's error
+  // lists the valid ones.
   Status Set(std::string_view key, std::string_view value);
+  // The keys Set takes that a user sets (not format.version, cluster,
+  // replica.id), in the order of §2.
+  static std::vector<std::string_view> KeyNames();
+  // `key`'s value as Serialize writes it; nullopt for an unknown key (and
+  // for cluster and replica.id of a topic without them).
+  std::optional<std::string> Get(std::string_view key) const;
   // Checks the rules that span keys (min.insync.replicas <=
   // replication.factor; cluster and replica.id together, the cluster path
   // absolute, replication.factor and min.insync.replicas at their defaults
@@ -102,6 +111,8 @@ class DataDir {
   static Result<DataDir> Open(const std::string& path, bool create, FileSystem* fs = nullptr);
 
   const std::string& path() const { return path_; }
+  // The file system every call goes through.
+  FileSystem* fs() const { return fs_; }
   // The root's layout.version as read at Open (kLayoutVersion for a root
   // this Open created).
   int layout_version() const { return layout_version_; }

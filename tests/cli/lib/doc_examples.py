@@ -47,6 +47,11 @@ EXPECT = {
     "mq-inspect -r -d data/logs-0/00000000000000000000.log      # and every record with its key and payload": 0,
     "mq-inspect --json data/logs-0/00000000000000000000.index   # index entries as JSON Lines": 0,
     "mq-inspect --verify data/logs-0                            # CRCs, offsets, records, indexes: exit 0 or 65": 0,
+    "mq-topic -C data list                            # each partition: offsets, bytes, segments": 0,
+    "mq-topic -C data create clicks --partitions 6 -X retention.ms=3d -X segment.bytes=256MiB": 0,
+    "mq-topic -C data config clicks                   # every key, its value, default or topic": 0,
+    "mq-topic -C data alter clicks -X retention.ms=12h --partitions 8   # warns how many keys move": 0,
+    "mq-topic -C data delete clicks                   # refused while a producer or member holds it": 0,
     # mq-consume(1)
     "mq-consume -t logs -e": 0,
     "mq-consume -t logs -o end -f '%p %o %F %s\\n'": FOLLOW,
@@ -159,6 +164,15 @@ EXPECT = {
     "mq-consume -t logs -e | wc -l\n"
     "mq-consume -t logs -o end -f '%p %o %F %s\\n'\n"
     "mq-consume -t logs -e -J | mq-produce -t logs-copy --create -J": FOLLOW,
+    # mq-topic(1): in order, in one scratch directory
+    "mq-topic create clicks --partitions 6 -X retention.ms=3d -X segment.bytes=256MiB": 0,
+    "mq-topic list": 0,
+    "mq-topic describe logs --json | jq -r '.partitions[] | [.partition, .log_end_offset] | @tsv'": 0,
+    "mq-topic config clicks\n"
+    "mq-topic alter clicks -X retention.ms=12h --delete-config segment.bytes": 0,
+    "mq-topic alter logs --partitions 8 --dry-run\n"
+    "mq-topic alter logs --partitions 8": 0,
+    "mq-topic delete clicks": 0,
 }
 
 NOT_RUN = {
