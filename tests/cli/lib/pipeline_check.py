@@ -15,32 +15,7 @@ value V.I for I in 0..7).
 import json
 import sys
 
-
-def murmur2(data):
-    """Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2)."""
-    length = len(data)
-    m, r = 0x5BD1E995, 24
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    for i in range(length // 4):
-        i4 = i * 4
-        k = data[i4] | (data[i4 + 1] << 8) | (data[i4 + 2] << 16) | (data[i4 + 3] << 24)
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    rem, idx = length % 4, length & ~3
-    if rem == 3:
-        h ^= data[idx + 2] << 16
-    if rem >= 2:
-        h ^= data[idx + 1] << 8
-    if rem >= 1:
-        h ^= data[idx]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h
+from kafka_partition import partition  # Kafka's default partitioner
 
 
 def outputs(rule, value):
@@ -101,7 +76,7 @@ def main():
         expected_outputs += len(want)
         want_full = []
         for i, (k, v) in enumerate(want):
-            p = (murmur2(k.encode()) & 0x7FFFFFFF) % nparts if k is not None else m["partition"] % nparts
+            p = partition(k.encode(), nparts) if k is not None else m["partition"] % nparts
             want_full.append((i, k, v, p, m["ts"]))
         if sorted(have) != want_full:
             errors.append(f"{where}: outputs {sorted(have)}, want {want_full}")
