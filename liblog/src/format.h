@@ -263,4 +263,13 @@ constexpr size_t kSnapshotsKept = 2;
 // less than this much of the active segment (the next open replays them).
 constexpr uint64_t kSnapshotReplayBytes = 256 << 10;
 
+// --- retention (retention)
+// retention.md §3 (R77): a deleted segment's files are renamed with this
+// suffix once the new log start is durable, and unlinked by a later run.
+constexpr const char* kDeletedSuffix = ".deleted";
+// R77: how long a `.deleted` file stays (Kafka's file.delete.delay.ms).
+constexpr int64_t kFileDeleteDelayMs = 60000;
+// retention.md §5 (R79): the flock mq-compact holds on the data directory.
+constexpr const char* kCompactLockName = ".mq-compact.lock";
+
 }  // namespace mq::format
