@@ -24,10 +24,14 @@ int64_t RetentionSegment::clock_ms() const {
 
 const char* RetentionReasonName(RetentionReason r) {
   switch (r) {
-    case RetentionReason::kBelowStart: return "below-start";
-    case RetentionReason::kTime: return "time";
-    case RetentionReason::kSize: return "size";
-    case RetentionReason::kRecords: return "delete-records";
+    case RetentionReason::kBelowStart:
+      return "below-start";
+    case RetentionReason::kTime:
+      return "time";
+    case RetentionReason::kSize:
+      return "size";
+    case RetentionReason::kRecords:
+      return "delete-records";
   }
   return "?";
 }
@@ -51,7 +55,8 @@ Result<RetentionLog> ListRetentionSegments(const std::string& dir, FileSystem* f
     if (bases->empty() && state.error().code() == Code::kNotFound) return log;
     return Status(state.error().code(),
                   fmt::format("{}: retention needs the partition's state file (open it with a "
-                              "writer first): {}", dir, state.error().message()));
+                              "writer first): {}",
+                              dir, state.error().message()));
   }
   auto fields = state->Read();
   if (!fields) return fields.error();
@@ -59,8 +64,10 @@ Result<RetentionLog> ListRetentionSegments(const std::string& dir, FileSystem* f
   log.log_end_offset = fields->log_end_offset;
   if (auto p = PartitionOfDirectory(dir)) {
     auto hw = LoadHighWatermark(dfd->get(), p->first, p->second, fs);
-    if (hw) log.high_watermark = *hw;
-    else if (hw.error().code() != Code::kNotFound) return hw.error();
+    if (hw)
+      log.high_watermark = *hw;
+    else if (hw.error().code() != Code::kNotFound)
+      return hw.error();
   }
   // Segments past the committed end were never published (a writer died):
   // not retention's.
@@ -77,7 +84,8 @@ Result<RetentionLog> ListRetentionSegments(const std::string& dir, FileSystem* f
     // per index.interval.bytes): its append time alone judges it, which is
     // never earlier than the clock of R74.
     if (!s.active)
-      if (auto t = LogSegment::LastTimeEntry(fs, dfd->get(), s.base)) s.max_timestamp = t->timestamp;
+      if (auto t = LogSegment::LastTimeEntry(fs, dfd->get(), s.base))
+        s.max_timestamp = t->timestamp;
     log.segments.push_back(s);
   }
   return log;

@@ -205,8 +205,8 @@ TEST_CASE("R77: deleted segments are renamed .deleted after the log start moves,
   REQUIRE(*first);
   REQUIRE(w->DeleteSegmentsBefore(third).ok());
   CHECK(w->log_start_offset() == third);
-  CHECK(Named(dir, ".log.deleted") == std::vector<std::string>{before[0] + ".deleted",
-                                                                before[1] + ".deleted"});
+  CHECK(Named(dir, ".log.deleted") ==
+        std::vector<std::string>{before[0] + ".deleted", before[1] + ".deleted"});
   CHECK(Named(dir, ".log").size() == before.size() - 2);
   int64_t expect = (*first)->header().last_offset() + 1;
   for (;;) {  // the rest of segment 0, then the log start: never a gap inside a segment read

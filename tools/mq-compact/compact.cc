@@ -8,8 +8,8 @@
 #include <ctime>
 #include <map>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli.h"
 #include "mq/file.h"
@@ -117,8 +117,8 @@ class Run1 {
 
  private:
   bool Protects(const std::string& group) const {
-    return o_.protect_all || std::find(o_.protect_groups.begin(), o_.protect_groups.end(),
-                                       group) != o_.protect_groups.end();
+    return o_.protect_all || std::find(o_.protect_groups.begin(), o_.protect_groups.end(), group) !=
+                                 o_.protect_groups.end();
   }
 
   const Options& o_;
@@ -128,8 +128,7 @@ class Run1 {
   int64_t now_;
 };
 
-Status Run1::Partition(const std::string& topic, const TopicConfig& config, int32_t p,
-                       Totals* t) {
+Status Run1::Partition(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t) {
   const std::string dir = data_.PartitionDir(topic, p);
   const std::string name = fmt::format("{}-{}", topic, p);
   if (o_.execute) {
@@ -163,25 +162,25 @@ Status Run1::Partition(const std::string& topic, const TopicConfig& config, int3
 
   for (const GroupLoss& l : losses) {
     const bool keeps = Protects(l.group) && !l.expired;
-    out_.Print("{} group {} partition {} loses {} unread messages (committed {}, oldest {}, age "
-               "{}){}\n",
-               keeps ? "protected" : "loss", l.group, name, l.messages, l.committed,
-               Time(l.oldest_ms), Age(l.oldest_ms < 0 ? -1 : now_ - l.oldest_ms),
-               l.expired ? fmt::format(", no commit for {}: not protected",
-                                       Age(now_ - l.commit_timestamp))
-                         : "");
+    out_.Print(
+        "{} group {} partition {} loses {} unread messages (committed {}, oldest {}, age "
+        "{}){}\n",
+        keeps ? "protected" : "loss", l.group, name, l.messages, l.committed, Time(l.oldest_ms),
+        Age(l.oldest_ms < 0 ? -1 : now_ - l.oldest_ms),
+        l.expired ? fmt::format(", no commit for {}: not protected", Age(now_ - l.commit_timestamp))
+                  : "");
   }
   if (!o_.quiet)
     for (const auto& d : kept.deletions)
       out_.Print("delete {} {} offsets {}-{} bytes {} oldest {} ({})\n", name,
                  SegmentFileName(d.segment.base, ".log"), d.segment.base, d.segment.end,
                  d.segment.bytes, Time(d.segment.clock_ms()), RetentionReasonName(d.reason));
-  out_.Print("{} log start {} -> {}: {} segments, {} bytes{}{}\n", name, kept.old_log_start,
-             kept.new_log_start, kept.deletions.size(), kept.bytes(),
-             kept.roll_active ? ", active segment rolled" : "",
-             cut ? fmt::format(", {} kept for protected groups", plan.new_log_start -
-                                                                    kept.new_log_start)
-                 : "");
+  out_.Print(
+      "{} log start {} -> {}: {} segments, {} bytes{}{}\n", name, kept.old_log_start,
+      kept.new_log_start, kept.deletions.size(), kept.bytes(),
+      kept.roll_active ? ", active segment rolled" : "",
+      cut ? fmt::format(", {} kept for protected groups", plan.new_log_start - kept.new_log_start)
+          : "");
   t->segments += static_cast<int>(kept.deletions.size());
   t->bytes += kept.bytes();
   if (!o_.execute || kept.empty()) return Status::Ok();
@@ -212,9 +211,10 @@ int Run(const Options& o) {
                                 o.wait ? LockWait::kBlock : LockWait::kTry);
   if (!lock) {
     if (lock.error().code() == Code::kBusy) {
-      cli::Warn(fmt::format("{}: another mq-compact is running (its lock {}/.mq-compact.lock is "
-                            "held); try again later or use --wait",
-                            o.dir, o.dir));
+      cli::Warn(
+          fmt::format("{}: another mq-compact is running (its lock {}/.mq-compact.lock is "
+                      "held); try again later or use --wait",
+                      o.dir, o.dir));
       return cli::kExitTempFail;
     }
     return cli::Fail(lock.error());
@@ -234,9 +234,8 @@ int Run(const Options& o) {
     auto config = data->ReadTopic(topic);
     if (!config) return cli::Fail(config.error());
     if (o.partition >= config->partitions)
-      return cli::Fail(Status(Code::kNotFound, fmt::format("{}: no partition {} (it has {})",
-                                                           topic, o.partition,
-                                                           config->partitions)));
+      return cli::Fail(Status(Code::kNotFound, fmt::format("{}: no partition {} (it has {})", topic,
+                                                           o.partition, config->partitions)));
     for (int32_t p = 0; p < config->partitions; ++p) {
       if (o.partition >= 0 && p != o.partition) continue;
       Status s = run.Partition(topic, *config, p, &t);
@@ -247,9 +246,10 @@ int Run(const Options& o) {
     }
   }
   if (!o.execute && t.segments > 0)
-    cli::Warn(fmt::format("plan only: nothing deleted (add --execute to delete {} segments, {} "
-                          "bytes)",
-                          t.segments, t.bytes));
+    cli::Warn(
+        fmt::format("plan only: nothing deleted (add --execute to delete {} segments, {} "
+                    "bytes)",
+                    t.segments, t.bytes));
   if (int rc = out.FinishExitCode(); rc != 0) return rc;
   out.Flush();
   if (t.protected_kept) {

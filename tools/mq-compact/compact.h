@@ -23,8 +23,8 @@ struct Options {
   std::vector<std::string> topics;  // none: every topic
   int32_t partition = -1;
   bool execute = false;
-  int64_t delete_before = -1;            // --delete-before (needs one topic); -1: none
-  bool protect_all = false;              // --protect
+  int64_t delete_before = -1;               // --delete-before (needs one topic); -1: none
+  bool protect_all = false;                 // --protect
   std::vector<std::string> protect_groups;  // --protect-group
   int64_t protect_max_ms = -1;              // --protect-max-ms; -1: no bound
   int64_t delete_delay_ms = -1;             // --delete-delay-ms (-1: the default)

@@ -116,8 +116,8 @@ struct GroupPosition {
 // (and not below the old one: those messages were gone already).
 // `protect_max_ms` < 0: no bound.
 std::vector<GroupLoss> RetentionLosses(const RetentionPlan& plan,
-                                       const std::vector<GroupPosition>& groups,
-                                       int64_t now_ms, int64_t protect_max_ms);
+                                       const std::vector<GroupPosition>& groups, int64_t now_ms,
+                                       int64_t protect_max_ms);
 // R78: the plan cut back so that no protected group loses unread data: the
 // new log start at most the lowest committed offset of a loss that is not
 // expired, rounded down to a segment base (whole segments only; a
