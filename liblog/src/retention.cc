@@ -143,6 +143,9 @@ RetentionPlan PlanRetention(const RetentionLog& log, const RetentionPolicy& poli
   }
   if (n > 0) plan.new_log_start = plan.roll_active ? log.log_end_offset : segs[n - 1].end;
   plan.new_log_start = std::max(plan.new_log_start, log.log_start_offset);
+  // R73: a log start below the first segment (one removed by hand) is
+  // raised to it.
+  if (!segs.empty()) plan.new_log_start = std::max(plan.new_log_start, segs.front().base);
   // Delete-records: the log start moves to the offset asked for.
   if (policy.delete_before && *policy.delete_before > plan.new_log_start) {
     const int64_t to = std::min({*policy.delete_before, log.log_end_offset, limit});

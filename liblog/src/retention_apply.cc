@@ -44,7 +44,9 @@ Status RetireSegmentsBefore(PartitionView* w, int64_t offset, const SegmentDelet
   }
   size_t n = 0;  // segments to delete: all their records are below `offset`
   while (n + 1 < w->segments.size() && w->segments[n + 1] <= offset) ++n;
-  int64_t start = f.log_start_offset;
+  // Never below the first segment (R73): one removed by hand left the
+  // state's log start behind.
+  int64_t start = std::max(f.log_start_offset, w->segments.empty() ? 0 : w->segments.front());
   if (n > 0) start = std::max(start, w->segments[n]);
   if (how.exact_start) start = std::max(start, std::min(offset, f.log_end_offset));
   if (n == 0 && start == f.log_start_offset) return Status::Ok();

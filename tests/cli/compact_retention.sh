@@ -143,6 +143,17 @@ check_intact recs
 run "$K" -t recs -t sized --delete-before 1
 expect_rc 64 "--delete-before with two topics"
 
+# --- the oldest segment removed by hand: the log start follows (R73) ---------------------
+msgs 0 200 | produce -t hand --create -X segment.bytes=1024 -q
+rm "$D/hand-0/00000000000000000000".*
+now_first="$(logs hand-0 | head -1)"
+run "$K" -t hand --execute
+expect_rc 0 "the log start after a segment removed by hand"
+grep -q "^hand-0 log start 0 -> $((10#${now_first%.log})): 0 segments" "$WORK/out" ||
+  fail "$(cat "$WORK/out")"
+verify_ok hand
+check_intact hand
+
 # --- a lagging group: reported, then protected ------------------------------------------
 msgs 0 400 | produce -t lag --create -X segment.bytes=1024 -X retention.bytes=2000 -q
 "$C" -t lag -G slow -c 37 -f '' >/dev/null

@@ -363,3 +363,26 @@ TEST_CASE("R73: a reader whose next segments retention deleted goes on at the lo
   CHECK(oor->offset == second);
   CHECK(oor->log_start_offset == fourth);
 }
+
+TEST_CASE("R73: a log start below the first segment (files removed by hand) is raised to it") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir);
+  Fill(*w, 20);
+  w.reset();
+  auto logs = Named(dir, ".log");
+  const int64_t second = *SegmentBaseOffset(logs[1]);
+  for (const char* suffix : {".log", ".index", ".timeindex"})
+    REQUIRE(::unlink((dir + "/" + SegmentFileName(0, suffix)).c_str()) == 0);
+  auto log = ListRetentionSegments(dir);
+  REQUIRE(log);
+  CHECK(log->log_start_offset == 0);  // the state file still says 0
+  auto plan = PlanRetention(*log, RetentionPolicy{});
+  CHECK(plan.deletions.empty());
+  CHECK(plan.new_log_start == second);
+  CHECK_FALSE(plan.empty());
+  auto again = Writer(dir);
+  REQUIRE(again->DeleteSegmentsBefore(plan.new_log_start).ok());
+  CHECK(again->log_start_offset() == second);
+  CHECK(Named(dir, ".log").size() == logs.size() - 1);
+}
