@@ -199,6 +199,16 @@ RetentionPlan ProtectGroups(const RetentionPlan& plan, const std::vector<GroupLo
   return cut;
 }
 
+std::optional<int64_t> RetentionHeadroomMs(const RetentionLog& log, const RetentionPolicy& policy,
+                                           int64_t committed) {
+  if (policy.retention_ms < 0 || committed >= log.log_end_offset) return std::nullopt;
+  for (const RetentionSegment& s : log.segments) {
+    if (s.end <= committed) continue;
+    return std::max<int64_t>(0, s.clock_ms() + policy.retention_ms - policy.now_ms);
+  }
+  return std::nullopt;
+}
+
 Result<int> PurgeDeletedFiles(const std::string& dir, int64_t now_ms, int64_t delay_ms,
                               FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();

@@ -118,6 +118,12 @@ expect_eq "segments kept by time" "$(tail -n +4 <<<"$before")" "$(logs timed-0)"
 grep -c '^delete timed-0 .*(time)$' "$WORK/out" | grep -qx 3 || fail "$(cat "$WORK/out")"
 verify_ok timed
 check_intact timed
+# A group that loses nothing yet: how long until retention.ms reaches it.
+"$C" -t timed -G h -c 1 -f '' >/dev/null
+run "$K" -t timed
+expect_rc 0 "plan with a group ahead of retention"
+grep -qE "^headroom group h partition timed-0 committed [0-9]+: retention.ms reaches its unread messages in (59m[0-9]+s|1h0m)$" \
+  "$WORK/out" || fail "no headroom line: $(cat "$WORK/out")"
 # Every segment old, the active one too: rolled, then deleted; the log is
 # empty and starts at its end.
 for f in $(logs timed-0); do touch -d '2 hours ago' "$D/timed-0/$f"; done

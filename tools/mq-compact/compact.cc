@@ -170,6 +170,16 @@ Status Run1::Partition(const std::string& topic, const TopicConfig& config, int3
         l.expired ? fmt::format(", no commit for {}: not protected", Age(now_ - l.commit_timestamp))
                   : "");
   }
+  // Groups that lose nothing now: how long until retention by time does
+  // reach their unread messages.
+  for (const GroupPosition& g : positions) {
+    if (g.committed < kept.new_log_start) continue;
+    auto headroom = RetentionHeadroomMs(*log, policy, g.committed);
+    if (headroom)
+      out_.Print("headroom group {} partition {} committed {}: retention.ms reaches its unread "
+                 "messages in {}\n",
+                 g.group, name, g.committed, Age(*headroom));
+  }
   if (!o_.quiet)
     for (const auto& d : kept.deletions)
       out_.Print("delete {} {} offsets {}-{} bytes {} oldest {} ({})\n", name,

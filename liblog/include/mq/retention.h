@@ -124,6 +124,16 @@ std::vector<GroupLoss> RetentionLosses(const RetentionPlan& plan,
 // delete-records offset is lowered to it).
 RetentionPlan ProtectGroups(const RetentionPlan& plan, const std::vector<GroupLoss>& losses);
 
+// R78's warning before a loss: how long until retention by time reaches
+// the oldest message a group has not read (its committed offset), as the
+// log is now: the retention clock of the segment holding it, plus
+// retention.ms, minus now (the active segment's clock moves with each
+// append, so the figure is a lower bound for it). 0 when it is due now;
+// nullopt without retention by time or when the group has read everything.
+// Retention by size depends on the rate of appends: not estimated.
+std::optional<int64_t> RetentionHeadroomMs(const RetentionLog& log, const RetentionPolicy& policy,
+                                           int64_t committed);
+
 // R77: unlinks the `.deleted` files of the partition at `dir` renamed at
 // least `delay_ms` ago (their ctime); returns how many went.
 Result<int> PurgeDeletedFiles(const std::string& dir, int64_t now_ms, int64_t delay_ms,
