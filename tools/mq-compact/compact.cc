@@ -176,9 +176,10 @@ Status Run1::Partition(const std::string& topic, const TopicConfig& config, int3
     if (g.committed < kept.new_log_start) continue;
     auto headroom = RetentionHeadroomMs(*log, policy, g.committed);
     if (headroom)
-      out_.Print("headroom group {} partition {} committed {}: retention.ms reaches its unread "
-                 "messages in {}\n",
-                 g.group, name, g.committed, Age(*headroom));
+      out_.Print(
+          "headroom group {} partition {} committed {}: retention.ms reaches its unread "
+          "messages in {}\n",
+          g.group, name, g.committed, Age(*headroom));
   }
   if (!o_.quiet)
     for (const auto& d : kept.deletions)
