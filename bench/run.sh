@@ -14,7 +14,7 @@ JOBS=${MQ_JOBS:-$(nproc)}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 mapfile -t targets < <(cd bench && for f in *.cc; do echo "bench-${f%.cc}"; done)
 # The tools too: the shell benchmarks below (bench/*.sh) run them.
-targets+=(mq-produce mq-consume mq-inspect mq-isr mq-replicate)
+targets+=(mq-produce mq-consume mq-inspect mq-isr mq-replicate mq-compact)
 ninja -C "$BUILD" -j"$JOBS" "${targets[@]}" >/dev/null
 
 printf '%-46s %-18s %-22s %8s  %s\n' "benchmark" "measured" "baseline" "ratio" "target"
@@ -22,6 +22,7 @@ printf '%s\n' "$(printf -- '-%.0s' {1..110})"
 "$BUILD/bench/bench-crc"
 "$BUILD/bench/bench-log" --bytes="${MQ_BENCH_LOG_BYTES:-256M}"
 "$BUILD/bench/bench-open_seek"
+"$BUILD/bench/bench-retention"
 "$BUILD/bench/bench-open_unsynced" --bytes="${MQ_BENCH_UNSYNCED_BYTES:-1G}"
 "$BUILD/bench/bench-fsync"
 "$BUILD/bench/bench-memory" --bytes="${MQ_BENCH_BYTES:-1G}"

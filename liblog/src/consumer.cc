@@ -53,7 +53,7 @@ Result<int64_t> SeekStart(PartitionReader& reader, const StartPosition& start, i
   switch (start.kind) {
     case K::kBeginning: target = begin; break;
     case K::kEnd: target = end; break;
-    case K::kOffset: target = start.value; break;
+    case K::kOffset: target = std::max(start.value, begin); break;  // retention.md §20.1
     case K::kFromEnd: target = std::max(begin, end - std::min(start.value, end)); break;
     case K::kTimestamp:
       MQ_RETURN_IF_ERROR(reader.SeekTimestamp(start.value));

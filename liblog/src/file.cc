@@ -47,6 +47,8 @@ FileInfo InfoOf(const struct stat& st) {
   info.dev = static_cast<uint64_t>(st.st_dev);
   info.ino = static_cast<uint64_t>(st.st_ino);
   info.mode = static_cast<uint32_t>(st.st_mode);
+  info.mtime_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+  info.ctime_ms = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000 + st.st_ctim.tv_nsec / 1000000;
   return info;
 }
 

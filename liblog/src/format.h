@@ -302,5 +302,13 @@ constexpr const char* kNextProducerIdName = "next-producer-id";
 constexpr const char* kProducerIdSuffix = ".id";
 constexpr const char* kProducerIdStaging = "id.tmp";
 constexpr size_t kMaxProducerIdFileBytes = 32;
+// --- retention (retention)
+// retention.md §3 (R77): a deleted segment's files are renamed with this
+// suffix once the new log start is durable, and unlinked by a later run.
+constexpr const char* kDeletedSuffix = ".deleted";
+// R77: how long a `.deleted` file stays (Kafka's file.delete.delay.ms).
+constexpr int64_t kFileDeleteDelayMs = 60000;
+// retention.md §5 (R79): the flock mq-compact holds on the data directory.
+constexpr const char* kCompactLockName = ".mq-compact.lock";
 
 }  // namespace mq::format

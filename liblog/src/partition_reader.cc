@@ -64,6 +64,9 @@ struct PartitionReader::Impl {
   // The least offset a rewrite cut below next_offset, not taken yet
   // (PartitionReader::TakeCut).
   std::optional<int64_t> cut;
+  // An offset asked for (sought, or next to read) that retention had
+  // deleted, and the log start the reader went on at (TakeOutOfRange).
+  std::optional<OffsetOutOfRange> out_of_range;
   // The baseOffset the next batch must have (R26), or the least it may have
   // (R10/R11 with gaps allowed); -1 when unknown (right after a seek into the
   // middle of a segment, or after a skipped corrupt batch).
@@ -510,6 +513,8 @@ Result<int64_t> PartitionReader::Impl::SeekTo(int64_t offset, std::optional<uint
   MQ_RETURN_IF_ERROR(Positioned(since, &offset));
   const int64_t to = offset;
   if (segments.empty()) return to;  // nothing written yet
+  if (offset < fields.log_start_offset && offset >= 0)
+    out_of_range = OffsetOutOfRange{offset, fields.log_start_offset};
   offset = std::max(offset, fields.log_start_offset);
   if (offset >= fields.log_end_offset) {
     MQ_RETURN_IF_ERROR(PositionAt(fields.end_segment_base, fields.end_position));
@@ -751,12 +756,34 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     if (!next) return std::optional<BatchView>();
     int64_t expect = r.expect;
     const OffsetStep order = expect >= 0 ? StepOf(*next, expect, r.offsets) : OffsetStep::kFollows;
+    if (order != OffsetStep::kFollows && expect < r.fields.log_start_offset) {
+      // Not a gap in the log: retention deleted the segments after the one
+      // read (R73), and the reader goes on at the log start, saying so.
+      auto sought = r.SeekTo(r.fields.log_start_offset, std::nullopt);
+      if (!sought) return sought.error();
+      r.out_of_range = OffsetOutOfRange{expect, r.fields.log_start_offset};
+      continue;
+    }
     if (order != OffsetStep::kFollows) {
       return r.Corrupt(r.pos, order == OffsetStep::kGoesBack ? "R11" : "R26",
                        fmt::format("the segment ends at offset {} but the next one, {}, starts at "
                                    "{}", expect - 1, r.FileName(*next), *next));
     }
-    MQ_RETURN_IF_ERROR(r.PositionAt(*next, 0));
+    Status at = r.PositionAt(*next, 0);
+    if (at.code() == Code::kNotFound) {
+      // Deleted by retention since the reader listed the segments (R73,
+      // R77): it goes on at the log start, never past a gap unannounced
+      // (TakeOutOfRange).
+      MQ_RETURN_IF_ERROR(r.Refresh());
+      if (*next >= r.fields.log_start_offset) return at;
+      const int64_t from = expect >= 0 ? expect : *next;
+      MQ_RETURN_IF_ERROR(r.ListAgain());
+      auto sought = r.SeekTo(r.fields.log_start_offset, std::nullopt);
+      if (!sought) return sought.error();
+      r.out_of_range = OffsetOutOfRange{from, r.fields.log_start_offset};
+      continue;
+    }
+    MQ_RETURN_IF_ERROR(at);
     if (expect >= 0 && r.offsets == OffsetPolicy::kGapsAllowed) r.expect = std::max(expect, *next);
   }
 }
@@ -779,6 +806,16 @@ LogPosition PartitionReader::position() const {
 std::vector<Problem> PartitionReader::TakeWarnings() { return std::exchange(impl_->warnings, {}); }
 
 std::optional<int64_t> PartitionReader::TakeCut() { return std::exchange(impl_->cut, std::nullopt); }
+
+std::optional<OffsetOutOfRange> PartitionReader::TakeOutOfRange() {
+  return std::exchange(impl_->out_of_range, std::nullopt);
+}
+
+Status OffsetOutOfRange::status(const std::string& dir) const {
+  return Status(Code::kNotFound,
+                fmt::format("{}: offset {} is out of range: retention deleted the offsets below "
+                            "the log start {}", dir, offset, log_start_offset));
+}
 
 uint32_t PartitionReader::positioned_rewrites() const { return impl_->rewrites_seen; }
 

@@ -18,6 +18,7 @@
 #include "mq/replica_checkpoint.h"
 #include "offset_order.h"
 #include "partition_view.h"
+#include "retention_apply.h"
 #include "truncation.h"
 #include "writer_lock.h"
 
@@ -405,21 +406,15 @@ Status PartitionWriter::TruncateTo(int64_t offset, int32_t leader_epoch) {
 }
 
 Status PartitionWriter::DeleteSegmentsBefore(int64_t offset) {
+  return DeleteSegmentsBefore(offset, SegmentDeletion{});
+}
+
+Status PartitionWriter::DeleteSegmentsBefore(int64_t offset, const SegmentDeletion& how) {
   Impl& w = *impl_;
   MQ_RETURN_IF_ERROR(w.CheckUsable());
   LockGuard guard;
   MQ_RETURN_IF_ERROR(w.LockAndCatchUp(&guard));
-  size_t n = 0;  // segments to delete: all their records are below `offset`
-  while (n + 1 < w.segments.size() && w.segments[n + 1] <= offset) ++n;
-  if (n == 0) return Status::Ok();
-  w.fields.log_start_offset = std::max(w.fields.log_start_offset, w.segments[n]);
-  MQ_RETURN_IF_ERROR(
-      w.epochs.DropBefore(w, w.fields.log_start_offset, w.fields.log_end_offset, w.generation));
-  MQ_RETURN_IF_ERROR(w.Publish());
-  for (size_t i = 0; i < n; ++i)
-    MQ_RETURN_IF_ERROR(LogSegment::Remove(w.fs, w.fd(), w.segments[i]));
-  w.segments.erase(w.segments.begin(), w.segments.begin() + static_cast<ptrdiff_t>(n));
-  return w.fs->SyncDir(w.fd());
+  return RetireSegmentsBefore(&w, offset, how);  // retention_apply.h
 }
 
 // Close takes the lock only when, as far as this writer saw, a snapshot may

@@ -70,6 +70,8 @@ struct FileInfo {
   uint64_t dev = 0;
   uint64_t ino = 0;
   uint32_t mode = 0;  // st_mode: type and permissions
+  int64_t mtime_ms = 0;  // last modification (ms since the epoch)
+  int64_t ctime_ms = 0;  // last status change, a rename included
   bool is_regular() const;
   bool is_dir() const;
 };

@@ -95,6 +95,17 @@ struct AppendResult {
   bool duplicate = false;    // idempotent producer: already in the log, not appended
 };
 
+// How PartitionWriter::DeleteSegmentsBefore moves the log start
+// (format-spec/retention.md).
+struct SegmentDeletion {
+  // The log start becomes `offset` itself (not past the log end), not the
+  // first remaining segment's base: kafka-delete-records.
+  bool exact_start = false;
+  // R76: with `offset` at or past the log end, the active segment (when it
+  // holds records) is rolled first, then deleted with the others.
+  bool roll_active = false;
+};
+
 class PartitionWriter {
  public:
   // Opens (creating if `create`) the partition directory `dir` and recovers
@@ -158,8 +169,12 @@ class PartitionWriter {
   Status TruncateTo(int64_t offset, int32_t leader_epoch = -1);
   // Deletes whole segments whose records are all below `offset`; never the
   // active segment. The log start offset becomes the base offset of the
-  // first remaining segment (published before any file is removed).
+  // first remaining segment, published and made durable before any file is
+  // renamed `.deleted` (format-spec/retention.md, R73, R77).
   Status DeleteSegmentsBefore(int64_t offset);
+  // The same, as SegmentDeletion says: the log start set to `offset`
+  // exactly (delete-records), the active segment rolled first.
+  Status DeleteSegmentsBefore(int64_t offset, const SegmentDeletion& how);
   // Flushes and releases. Called by the destructor if not called.
   Status Close();
 
@@ -230,6 +245,17 @@ struct ReaderTrail {
   std::optional<uint32_t> rewrites;
 };
 
+// An offset a reader was asked for (by a seek, or as the next to read)
+// that retention had deleted (format-spec/retention.md), and the log start
+// it went on at instead.
+struct OffsetOutOfRange {
+  int64_t offset = 0;
+  int64_t log_start_offset = 0;
+  // kNotFound: "<dir>: offset N is out of range: retention deleted the
+  // offsets below the log start S".
+  Status status(const std::string& dir) const;
+};
+
 class PartitionReader {
  public:
   static Result<std::unique_ptr<PartitionReader>> Open(const std::string& dir,
@@ -297,6 +323,10 @@ class PartitionReader {
   // cut the truncation history recorded since it positioned. nullopt
   // when nothing was cut below the reader's position.
   std::optional<int64_t> TakeCut();
+  // Since the last call: the first offset asked for that lay below the log
+  // start (a Seek below it, or a segment retention deleted before the
+  // reader reached it), and the log start it went on at. nullopt when none.
+  std::optional<OffsetOutOfRange> TakeOutOfRange();
 
   // Blocks until the committed end moves past `known_end` or `timeout_ms`
   // passes (futex on the state file; no sleep-polling). True if it moved,

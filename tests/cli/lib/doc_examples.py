@@ -173,9 +173,17 @@ EXPECT = {
     "mq-topic alter logs --partitions 8 --dry-run\n"
     "mq-topic alter logs --partitions 8": 0,
     "mq-topic delete clicks": 0,
+    # mq-compact(1): in order, in one scratch directory
+    "mq-produce -t metrics --create -X segment.bytes=1024 -X retention.bytes=4096 < app.log\n"
+    "mq-compact -t metrics\n"
+    "mq-compact -t metrics --execute": 0,
+    "mq-compact -t metrics --delete-before 150 --execute\n"
+    "mq-consume -t metrics -o beginning -c 1 -f '%o\\n'": 0,
 }
 
 NOT_RUN = {
+    "17 * * * * mq-compact -C /srv/mq/data --execute --protect --protect-max-ms 604800000 -q":
+        "a crontab line; tests/cli/compact_retention.sh runs mq-compact --execute --protect the same way",
     "* * * * * mq-replicate -C /srv/mq/r1 -q":
         "a crontab line; tests/cli/replication_carry.sh runs mq-replicate once the same way",
     "mq-isr --cluster /srv/mq/cluster create -t orders --partitions 2 "

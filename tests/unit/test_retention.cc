@@ -1,0 +1,403 @@
+// Retention (format-spec/retention.md, R73-R78): the plan, the losses of
+// consumer groups, and the two-phase deletion through PartitionWriter.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "mq/partition.h"
+#include "mq/retention.h"
+#include "mq/segment.h"
+#include "test_support.h"
+
+using namespace mq;
+using namespace mq::test;
+
+namespace {
+
+constexpr int64_t kDay = 24LL * 3600 * 1000;
+
+// Segments of 10 offsets and 100 bytes each; segment i's clock is
+// day i (timestamps and append times alike); the last one is active.
+RetentionLog TenSegments(int count = 10) {
+  RetentionLog log;
+  for (int i = 0; i < count; ++i) {
+    RetentionSegment s;
+    s.base = i * 10;
+    s.end = s.base + 10;
+    s.bytes = 100;
+    s.max_timestamp = i * kDay;
+    s.append_time_ms = i * kDay;
+    s.active = i == count - 1;
+    log.segments.push_back(s);
+  }
+  log.log_end_offset = count * 10;
+  return log;
+}
+
+std::vector<int64_t> Bases(const RetentionPlan& p) {
+  std::vector<int64_t> out;
+  for (const auto& d : p.deletions) out.push_back(d.segment.base);
+  return out;
+}
+
+std::unique_ptr<PartitionWriter> Writer(const std::string& dir, FileSystem* fs = nullptr) {
+  LogConfig config;
+  config.segment_bytes = 400;
+  config.fs = fs;
+  auto w = PartitionWriter::Open(dir, config, true, nullptr);
+  INFO((w ? "" : w.error().message()));
+  REQUIRE(w);
+  return std::move(*w);
+}
+
+void Fill(PartitionWriter& w, int batches) {
+  for (int i = 0; i < batches; ++i) {
+    auto b = MakeBatch(2, 1000 + i, 40);
+    REQUIRE(w.Append(b));
+  }
+}
+
+std::vector<std::string> Named(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (auto& n : ListDir(dir))
+    if (n.ends_with(suffix)) out.push_back(n);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("R74: segments older than retention.ms go, a run of the oldest, never the active one") {
+  RetentionLog log = TenSegments();
+  RetentionPolicy p;
+  p.retention_ms = 5 * kDay;
+  p.now_ms = 9 * kDay + 1;  // horizon: day 4 + 1 ms: days 0..4 are older
+  auto plan = PlanRetention(log, p);
+  CHECK(Bases(plan) == std::vector<int64_t>{0, 10, 20, 30, 40});
+  CHECK(plan.new_log_start == 50);
+  CHECK(plan.bytes() == 500);
+  CHECK_FALSE(plan.roll_active);
+  // A young segment ends the run even when an older one follows it.
+  log.segments[1].append_time_ms = log.segments[1].max_timestamp = 9 * kDay;
+  CHECK(Bases(PlanRetention(log, p)) == std::vector<int64_t>{0});
+}
+
+TEST_CASE("R74: the clock is min(max timestamp, append time): future timestamps pin nothing") {
+  RetentionLog log = TenSegments();
+  for (auto& s : log.segments) s.max_timestamp = 1000 * kDay;  // producer clocks far ahead
+  RetentionPolicy p;
+  p.retention_ms = 5 * kDay;
+  p.now_ms = 9 * kDay + 1;
+  CHECK(Bases(PlanRetention(log, p)) == std::vector<int64_t>{0, 10, 20, 30, 40});
+  // And old timestamps in recently appended segments count as old.
+  RetentionLog old = TenSegments();
+  for (auto& s : old.segments) {
+    s.append_time_ms = 9 * kDay;
+    s.max_timestamp = 0;
+  }
+  old.segments.back().max_timestamp = -1;  // the active one: its append time only
+  CHECK(PlanRetention(old, p).deletions.size() == 9);
+}
+
+TEST_CASE("R75: by size, oldest first, while what stays holds at least retention.bytes") {
+  RetentionLog log = TenSegments();
+  RetentionPolicy p;
+  p.retention_bytes = 350;
+  auto plan = PlanRetention(log, p);
+  CHECK(Bases(plan) == std::vector<int64_t>{0, 10, 20, 30, 40, 50});  // 400 bytes stay
+  CHECK(plan.new_log_start == 60);
+  p.retention_bytes = 400;
+  CHECK(PlanRetention(log, p).deletions.size() == 6);
+  p.retention_bytes = 0;  // everything but the active segment
+  CHECK(PlanRetention(log, p).deletions.size() == 9);
+  p.retention_bytes = 1000;
+  CHECK(PlanRetention(log, p).empty());
+}
+
+TEST_CASE("R76: the active segment is rolled when it qualifies by time, never at the HW or above") {
+  RetentionLog log = TenSegments(3);
+  RetentionPolicy p;
+  p.retention_ms = kDay;
+  p.now_ms = 100 * kDay;
+  auto plan = PlanRetention(log, p);
+  CHECK(plan.roll_active);
+  CHECK(Bases(plan) == std::vector<int64_t>{0, 10, 20});
+  CHECK(plan.new_log_start == 30);
+  // An empty active segment is not rolled.
+  log.segments.back().end = log.segments.back().base;
+  log.log_end_offset = 20;
+  CHECK_FALSE(PlanRetention(log, p).roll_active);
+  // Replicated: nothing at or above the high watermark goes.
+  RetentionLog rep = TenSegments(5);
+  rep.high_watermark = 25;
+  auto held = PlanRetention(rep, p);
+  CHECK(Bases(held) == std::vector<int64_t>{0, 10});
+  CHECK(held.new_log_start == 20);
+  CHECK(held.held_by_high_watermark == 1);
+  p.retention_ms = -1;
+  p.delete_before = 40;
+  CHECK(PlanRetention(rep, p).new_log_start == 25);
+}
+
+TEST_CASE("R73: delete-records moves the log start to the offset, deleting whole segments below") {
+  RetentionLog log = TenSegments();
+  RetentionPolicy p;
+  p.delete_before = 35;
+  auto plan = PlanRetention(log, p);
+  CHECK(plan.new_log_start == 35);
+  CHECK(Bases(plan) == std::vector<int64_t>{0, 10, 20});
+  p.delete_before = 1000;  // past the end: the log end
+  CHECK(PlanRetention(log, p).new_log_start == 100);
+  // Segments wholly below a published log start are planned first.
+  log.log_start_offset = 25;
+  RetentionPolicy none;
+  auto left = PlanRetention(log, none);
+  CHECK(Bases(left) == std::vector<int64_t>{0, 10});
+  CHECK(left.new_log_start == 25);
+}
+
+TEST_CASE("R78: groups that would lose unread messages, and protection that keeps them") {
+  RetentionLog log = TenSegments();
+  RetentionPolicy p;
+  p.retention_ms = 5 * kDay;
+  p.now_ms = 9 * kDay + 1;
+  auto plan = PlanRetention(log, p);  // start 0 -> 50
+  std::vector<GroupPosition> groups = {
+      {"fast", 80, 9 * kDay}, {"slow", 23, 9 * kDay}, {"dead", 5, 1 * kDay}};
+  auto losses = RetentionLosses(plan, groups, p.now_ms, 3 * kDay);
+  REQUIRE(losses.size() == 2);
+  CHECK(losses[0].group == "slow");
+  CHECK(losses[0].messages == 27);
+  CHECK(losses[0].oldest_ms == 2 * kDay);  // segment 20 holds offset 23
+  CHECK_FALSE(losses[0].expired);
+  CHECK(losses[1].group == "dead");
+  CHECK(losses[1].messages == 45);
+  CHECK(losses[1].expired);  // no commit for 8 days, bound 3 days
+  auto kept = ProtectGroups(plan, losses);
+  CHECK(Bases(kept) == std::vector<int64_t>{0, 10});  // segment 20 holds slow's offset 23
+  CHECK(kept.new_log_start == 20);
+  CHECK(RetentionLosses(kept, {groups[1]}, p.now_ms, -1).empty());
+  // Without a bound the dead group pins from offset 5: nothing goes.
+  auto pinned = ProtectGroups(plan, RetentionLosses(plan, groups, p.now_ms, -1));
+  CHECK(pinned.deletions.empty());
+  CHECK(pinned.empty());
+}
+
+TEST_CASE("R77: deleted segments are renamed .deleted after the log start moves, purged later") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir);
+  Fill(*w, 20);
+  auto before = Named(dir, ".log");
+  REQUIRE(before.size() >= 4);
+  const int64_t third = *SegmentBaseOffset(before[2]);
+  // A reader positioned in the first segment keeps reading it.
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  REQUIRE((*r)->Seek(0).ok());
+  auto first = (*r)->Next();
+  REQUIRE(first);
+  REQUIRE(*first);
+  REQUIRE(w->DeleteSegmentsBefore(third).ok());
+  CHECK(w->log_start_offset() == third);
+  CHECK(Named(dir, ".log.deleted") ==
+        std::vector<std::string>{before[0] + ".deleted", before[1] + ".deleted"});
+  CHECK(Named(dir, ".log").size() == before.size() - 2);
+  int64_t expect = (*first)->header().last_offset() + 1;
+  for (;;) {  // the rest of segment 0, then the log start: never a gap inside a segment read
+    auto b = (*r)->Next();
+    REQUIRE(b);
+    if (!*b) break;
+    const int64_t base = (*b)->header().base_offset;
+    CHECK((base == expect || base == third));
+    expect = (*b)->header().last_offset() + 1;
+  }
+  CHECK(expect == w->log_end_offset());
+  // A fresh reader starts at the new log start.
+  auto fresh = ReadAll(dir);
+  REQUIRE(!fresh.empty());
+  CHECK(fresh.front().first == third);
+  // Purge: not before the delay, then all of them.
+  auto kept = PurgeDeletedFiles(dir, ::time(nullptr) * 1000LL, 3600 * 1000);
+  REQUIRE(kept);
+  CHECK(*kept == 0);
+  auto purged = PurgeDeletedFiles(dir, ::time(nullptr) * 1000LL + 1000, 0);
+  REQUIRE(purged);
+  CHECK(*purged == 6);  // .log, .index, .timeindex of two segments
+  CHECK(Named(dir, ".deleted").empty());
+}
+
+TEST_CASE("R73: the log start is durable before any file is renamed, and a later run finishes") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  FaultFs fs;
+  {
+    auto w = Writer(dir, &fs);
+    Fill(*w, 20);
+  }
+  auto logs = Named(dir, ".log");
+  const int64_t third = *SegmentBaseOffset(logs[2]);
+  {
+    auto w = Writer(dir, &fs);
+    fs.FailRename(1);  // the first rename: the state file was published and synced before it
+    CHECK_FALSE(w->DeleteSegmentsBefore(third).ok());
+    fs.Clear();
+  }
+  CHECK(Named(dir, ".log") == logs);  // every segment still there
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  CHECK((*r)->log_start_offset() == third);
+  CHECK(ReadAll(dir).front().first == third);
+  auto log = ListRetentionSegments(dir);
+  REQUIRE(log);
+  auto plan = PlanRetention(*log, RetentionPolicy{});
+  CHECK(plan.deletions.size() == 2);  // below the start: a later run renames them
+  auto w = Writer(dir);
+  CHECK(w->log_start_offset() == third);
+  REQUIRE(w->DeleteSegmentsBefore(plan.new_log_start).ok());
+  CHECK(Named(dir, ".log").size() == logs.size() - 2);
+  CHECK(Named(dir, ".log.deleted").size() == 2);
+}
+
+TEST_CASE("R76: a rolled active segment leaves an empty log starting at its end") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir);
+  Fill(*w, 20);
+  const int64_t end = w->log_end_offset();
+  SegmentDeletion how;
+  how.roll_active = true;
+  REQUIRE(w->DeleteSegmentsBefore(end, how).ok());
+  CHECK(w->log_start_offset() == end);
+  CHECK(w->log_end_offset() == end);
+  CHECK(Named(dir, ".log") == std::vector<std::string>{SegmentFileName(end, ".log")});
+  CHECK(ReadAll(dir).empty());
+  Fill(*w, 1);
+  CHECK(ReadAll(dir).front().first == end);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems, OffsetPolicy::kContiguous).ok());
+  for (auto& p : problems) CHECK(p.kind != Problem::Kind::kCorruption);
+}
+
+TEST_CASE("R73: delete-records sets the log start inside a segment, readers start there") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir);
+  Fill(*w, 20);
+  auto logs = Named(dir, ".log");
+  const int64_t second = *SegmentBaseOffset(logs[1]);
+  SegmentDeletion how;
+  how.exact_start = true;
+  REQUIRE(w->DeleteSegmentsBefore(second + 3, how).ok());
+  CHECK(w->log_start_offset() == second + 3);
+  CHECK(Named(dir, ".log").size() == logs.size() - 1);
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  CHECK((*r)->log_start_offset() == second + 3);
+  // Reopened (recovery keeps the published start).
+  w.reset();
+  auto again = Writer(dir);
+  CHECK(again->log_start_offset() == second + 3);
+}
+
+TEST_CASE("R73: a seek below the log start goes to it and reports the offset out of range") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir);
+  Fill(*w, 20);
+  const int64_t third = *SegmentBaseOffset(Named(dir, ".log")[2]);
+  REQUIRE(w->DeleteSegmentsBefore(third).ok());
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  REQUIRE((*r)->Seek(3).ok());
+  auto oor = (*r)->TakeOutOfRange();
+  REQUIRE(oor);
+  CHECK(oor->offset == 3);
+  CHECK(oor->log_start_offset == third);
+  CHECK(oor->status(dir).message().find("offset 3 is out of range") != std::string::npos);
+  CHECK_FALSE((*r)->TakeOutOfRange());
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == third);
+  REQUIRE((*r)->Seek(third).ok());
+  CHECK_FALSE((*r)->TakeOutOfRange());
+}
+
+TEST_CASE("R73: a reader whose next segments retention deleted goes on at the log start") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir);
+  Fill(*w, 20);
+  auto logs = Named(dir, ".log");
+  REQUIRE(logs.size() >= 4);
+  const int64_t second = *SegmentBaseOffset(logs[1]);
+  const int64_t fourth = *SegmentBaseOffset(logs[3]);
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  REQUIRE((*r)->Seek(0).ok());
+  auto first = (*r)->Next();  // segment 0 is open now
+  REQUIRE(first);
+  REQUIRE(*first);
+  REQUIRE(w->DeleteSegmentsBefore(fourth).ok());  // segments 0-2 go
+  std::vector<int64_t> bases;
+  for (;;) {
+    auto b = (*r)->Next();
+    INFO((b ? "" : b.error().message()));
+    REQUIRE(b);
+    if (!*b) break;
+    bases.push_back((*b)->header().base_offset);
+  }
+  REQUIRE(!bases.empty());
+  // The rest of segment 0 (open), then the log start: no R26 for the gap.
+  auto at = std::find(bases.begin(), bases.end(), fourth);
+  REQUIRE(at != bases.end());
+  CHECK(std::all_of(bases.begin(), at, [&](int64_t b) { return b < second; }));
+  auto oor = (*r)->TakeOutOfRange();
+  REQUIRE(oor);
+  CHECK(oor->offset == second);
+  CHECK(oor->log_start_offset == fourth);
+}
+
+TEST_CASE("R73: a log start below the first segment (files removed by hand) is raised to it") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir);
+  Fill(*w, 20);
+  w.reset();
+  auto logs = Named(dir, ".log");
+  const int64_t second = *SegmentBaseOffset(logs[1]);
+  for (const char* suffix : {".log", ".index", ".timeindex"})
+    REQUIRE(::unlink((dir + "/" + SegmentFileName(0, suffix)).c_str()) == 0);
+  auto log = ListRetentionSegments(dir);
+  REQUIRE(log);
+  CHECK(log->log_start_offset == 0);  // the state file still says 0
+  auto plan = PlanRetention(*log, RetentionPolicy{});
+  CHECK(plan.deletions.empty());
+  CHECK(plan.new_log_start == second);
+  CHECK_FALSE(plan.empty());
+  auto again = Writer(dir);
+  REQUIRE(again->DeleteSegmentsBefore(plan.new_log_start).ok());
+  CHECK(again->log_start_offset() == second);
+  CHECK(Named(dir, ".log").size() == logs.size() - 1);
+}
+
+TEST_CASE("R78: headroom: how long until retention by time reaches a group's oldest unread message") {
+  RetentionLog log = TenSegments();
+  RetentionPolicy p;
+  p.retention_ms = 5 * kDay;
+  p.now_ms = 6 * kDay;
+  // Offset 23 is in segment 20 (day 2): due on day 7, one day from now.
+  auto h = RetentionHeadroomMs(log, p, 23);
+  REQUIRE(h);
+  CHECK(*h == kDay);
+  CHECK(*RetentionHeadroomMs(log, p, 5) == 0);  // segment 0 (day 0) is due already
+  CHECK_FALSE(RetentionHeadroomMs(log, p, 100));  // read everything
+  p.retention_ms = -1;
+  CHECK_FALSE(RetentionHeadroomMs(log, p, 23));
+}

@@ -1,0 +1,273 @@
+// mq-compact's run: for each partition of the topics asked for, the plan
+// (liblog's PlanRetention), the losses of consumer groups
+// (RetentionLosses, ProtectGroups), printed; with --execute, the deletion
+// (PartitionWriter::DeleteSegmentsBefore) and the purge of `.deleted` files.
+#include "compact.h"
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "cli.h"
+#include "mq/file.h"
+#include "mq/group.h"
+#include "mq/lock.h"
+#include "mq/partition.h"
+#include "mq/retention.h"
+#include "mq/segment.h"
+#include "mq/topic.h"
+
+namespace mq::compact {
+
+// The usage lines are the man page's SYNOPSIS, word for word.
+const char* const kUsage =
+    "Usage: mq-compact [-C DIR] [-t TOPIC]... [-p N] [--execute] [--delete-before OFFSET] "
+    "[--protect] [--protect-group GROUP]... [--protect-max-ms MS] [--delete-delay-ms MS] "
+    "[--wait] [-q]\n"
+    "       mq-compact -h | -V\n"
+    "\n"
+    "Plan the retention of cleanup.policy=delete topics (whole segments past retention.ms\n"
+    "or retention.bytes, or below --delete-before), report the consumer groups that would\n"
+    "lose unread messages, and with --execute delete them. Without --execute nothing changes.\n";
+
+void AddFlags(CLI::App& app, Options* o) {
+  cli::AddDirOption(app, &o->dir);
+  app.add_option("-t,--topic", o->topics, "topic (repeatable; default: every topic)");
+  app.add_option("-p,--partition", o->partition, "only this partition")->check(CLI::Range(0, 9999));
+  app.add_flag("--execute", o->execute, "delete what the plan says (default: print it only)");
+  app.add_option("--delete-before", o->delete_before,
+                 "delete-records: move the log start to OFFSET (one topic)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--protect", o->protect_all, "keep what any group has not read (exit 3)");
+  app.add_option("--protect-group", o->protect_groups,
+                 "keep what GROUP has not read (repeatable; exit 3)");
+  app.add_option("--protect-max-ms", o->protect_max_ms,
+                 "a group with no commit for MS ms protects nothing")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--delete-delay-ms", o->delete_delay_ms,
+                 "unlink .deleted files renamed at least MS ms ago (default 60000)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--wait", o->wait, "wait for another mq-compact run (default: exit 75)");
+  app.add_flag("-q,--quiet", o->quiet, "print the plan's summary lines only");
+}
+
+namespace {
+
+int64_t NowMs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// ISO 8601 UTC with milliseconds; "-" when unknown.
+std::string Time(int64_t ms) {
+  if (ms < 0) return "-";
+  const time_t s = static_cast<time_t>(ms / 1000);
+  tm t{};
+  ::gmtime_r(&s, &t);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", t.tm_year + 1900, t.tm_mon + 1,
+                     t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ms % 1000);
+}
+
+// "1h2m" style ages for the loss report.
+std::string Age(int64_t ms) {
+  if (ms < 0) return "-";
+  const int64_t s = ms / 1000;
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{}s", s / 60, s % 60);
+  if (s < 86400) return fmt::format("{}h{}m", s / 3600, s % 3600 / 60);
+  return fmt::format("{}d{}h", s / 86400, s % 86400 / 3600);
+}
+
+// Every group's committed offsets, read once.
+using GroupTable = std::vector<std::pair<std::string, GroupOffsets>>;
+
+Result<GroupTable> ReadGroups(const std::string& dir) {
+  GroupTable out;
+  auto names = ListGroups(dir);
+  if (!names) return names.error();
+  for (const std::string& name : *names) {
+    auto g = Group::Open(dir, name, false);
+    if (!g) {
+      if (g.error().code() == Code::kNotFound) continue;  // deleted meanwhile
+      return g.error();
+    }
+    auto offsets = g->Read();
+    if (!offsets) return offsets.error();
+    out.emplace_back(name, std::move(*offsets));
+  }
+  return out;
+}
+
+struct Totals {
+  int segments = 0;
+  uint64_t bytes = 0;
+  bool protected_kept = false;
+};
+
+class Run1 {
+ public:
+  Run1(const Options& o, const DataDir& data, const GroupTable& groups, cli::Output& out)
+      : o_(o), data_(data), groups_(groups), out_(out), now_(NowMs()) {}
+
+  Status Partition(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t);
+
+ private:
+  bool Protects(const std::string& group) const {
+    return o_.protect_all || std::find(o_.protect_groups.begin(), o_.protect_groups.end(), group) !=
+                                 o_.protect_groups.end();
+  }
+
+  const Options& o_;
+  const DataDir& data_;
+  const GroupTable& groups_;
+  cli::Output& out_;
+  int64_t now_;
+};
+
+Status Run1::Partition(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t) {
+  const std::string dir = data_.PartitionDir(topic, p);
+  const std::string name = fmt::format("{}-{}", topic, p);
+  if (o_.execute) {
+    const int64_t delay = o_.delete_delay_ms >= 0 ? o_.delete_delay_ms : 60000;
+    auto purged = PurgeDeletedFiles(dir, now_, delay);
+    if (!purged) return purged.error();
+  }
+  auto log = ListRetentionSegments(dir);
+  if (!log) return log.error();
+  RetentionPolicy policy;
+  policy.now_ms = now_;
+  if (config.cleanup_policy == CleanupPolicy::kDelete) {
+    policy.retention_ms = config.retention_ms;
+    policy.retention_bytes = config.retention_bytes;
+  }
+  if (o_.delete_before >= 0) policy.delete_before = o_.delete_before;
+  RetentionPlan plan = PlanRetention(*log, policy);
+
+  std::vector<GroupPosition> positions;
+  for (const auto& [group, offsets] : groups_)
+    if (const CommittedOffset* c = offsets.Find(topic, p))
+      positions.push_back({group, c->offset, c->commit_timestamp});
+  const int64_t max_ms = o_.protect_max_ms;
+  auto losses = RetentionLosses(plan, positions, now_, max_ms);
+  std::vector<GroupLoss> guarded;
+  for (const GroupLoss& l : losses)
+    if (Protects(l.group)) guarded.push_back(l);
+  RetentionPlan kept = ProtectGroups(plan, guarded);
+  const bool cut = kept.new_log_start < plan.new_log_start;
+  if (cut) t->protected_kept = true;
+
+  for (const GroupLoss& l : losses) {
+    const bool keeps = Protects(l.group) && !l.expired;
+    out_.Print(
+        "{} group {} partition {} loses {} unread messages (committed {}, oldest {}, age "
+        "{}){}\n",
+        keeps ? "protected" : "loss", l.group, name, l.messages, l.committed, Time(l.oldest_ms),
+        Age(l.oldest_ms < 0 ? -1 : now_ - l.oldest_ms),
+        l.expired ? fmt::format(", no commit for {}: not protected", Age(now_ - l.commit_timestamp))
+                  : "");
+  }
+  // Groups that lose nothing now: how long until retention by time does
+  // reach their unread messages.
+  for (const GroupPosition& g : positions) {
+    if (g.committed < kept.new_log_start) continue;
+    auto headroom = RetentionHeadroomMs(*log, policy, g.committed);
+    if (headroom)
+      out_.Print(
+          "headroom group {} partition {} committed {}: retention.ms reaches its unread "
+          "messages in {}\n",
+          g.group, name, g.committed, Age(*headroom));
+  }
+  if (!o_.quiet)
+    for (const auto& d : kept.deletions)
+      out_.Print("delete {} {} offsets {}-{} bytes {} oldest {} ({})\n", name,
+                 SegmentFileName(d.segment.base, ".log"), d.segment.base, d.segment.end,
+                 d.segment.bytes, Time(d.segment.clock_ms()), RetentionReasonName(d.reason));
+  out_.Print(
+      "{} log start {} -> {}: {} segments, {} bytes{}{}\n", name, kept.old_log_start,
+      kept.new_log_start, kept.deletions.size(), kept.bytes(),
+      kept.roll_active ? ", active segment rolled" : "",
+      cut ? fmt::format(", {} kept for protected groups", plan.new_log_start - kept.new_log_start)
+          : "");
+  t->segments += static_cast<int>(kept.deletions.size());
+  t->bytes += kept.bytes();
+  if (!o_.execute || kept.empty()) return Status::Ok();
+
+  LogConfig lc = DataDir::LogConfigFor(config);
+  auto w = PartitionWriter::Open(dir, lc, false, nullptr);
+  if (!w) return w.error();
+  SegmentDeletion how;
+  how.exact_start = o_.delete_before >= 0;
+  how.roll_active = kept.roll_active;
+  // Offsets, not segments, are what the plan fixes: appends since it was
+  // made only add segments after those it names.
+  MQ_RETURN_IF_ERROR((*w)->DeleteSegmentsBefore(kept.new_log_start, how));
+  return (*w)->Close();
+}
+
+}  // namespace
+
+int Run(const Options& o) {
+  if (o.delete_before >= 0 && o.topics.size() != 1)
+    return cli::UsageError(kUsage, "--delete-before needs exactly one -t TOPIC");
+  auto data = DataDir::Open(o.dir, false);
+  if (!data) return cli::Fail(data.error());
+  // R79: one run at a time per data directory.
+  auto root = OpenDirectory(o.dir, false);
+  if (!root) return cli::Fail(root.error());
+  auto lock = FileLock::Acquire(root->get(), ".mq-compact.lock", LockMode::kExclusive,
+                                o.wait ? LockWait::kBlock : LockWait::kTry);
+  if (!lock) {
+    if (lock.error().code() == Code::kBusy) {
+      cli::Warn(
+          fmt::format("{}: another mq-compact is running (its lock {}/.mq-compact.lock is "
+                      "held); try again later or use --wait",
+                      o.dir, o.dir));
+      return cli::kExitTempFail;
+    }
+    return cli::Fail(lock.error());
+  }
+  std::vector<std::string> topics = o.topics;
+  if (topics.empty()) {
+    auto all = data->ListTopics();
+    if (!all) return cli::Fail(all.error());
+    topics = *all;
+  }
+  auto groups = ReadGroups(o.dir);
+  if (!groups) return cli::Fail(groups.error());
+  cli::Output out;
+  Run1 run(o, *data, *groups, out);
+  Totals t;
+  for (const std::string& topic : topics) {
+    auto config = data->ReadTopic(topic);
+    if (!config) return cli::Fail(config.error());
+    if (o.partition >= config->partitions)
+      return cli::Fail(Status(Code::kNotFound, fmt::format("{}: no partition {} (it has {})", topic,
+                                                           o.partition, config->partitions)));
+    for (int32_t p = 0; p < config->partitions; ++p) {
+      if (o.partition >= 0 && p != o.partition) continue;
+      Status s = run.Partition(topic, *config, p, &t);
+      if (!s.ok()) {
+        out.Flush();
+        return cli::Fail(s);
+      }
+    }
+  }
+  if (!o.execute && t.segments > 0)
+    cli::Warn(
+        fmt::format("plan only: nothing deleted (add --execute to delete {} segments, {} "
+                    "bytes)",
+                    t.segments, t.bytes));
+  if (int rc = out.FinishExitCode(); rc != 0) return rc;
+  out.Flush();
+  if (t.protected_kept) {
+    cli::Warn("unread messages of protected groups kept: retention did not complete (exit 3)");
+    return kExitProtected;
+  }
+  return cli::kExitOk;
+}
+
+}  // namespace mq::compact
