@@ -360,13 +360,34 @@ Result<LogCut> FindCut(int dir_fd, FileSystem* fs, const DecodeLimits& limits,
   LogCut cut;
   cut.keep = after == segments.begin() ? segments.front() : *(after - 1);
   cut.end = cut.keep;
-  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd, fs, limits, cut.keep, 0, UINT64_MAX,
-                                   [&](const BatchHeader& h, uint64_t pos) {
-                                     if (h.last_offset() < offset) {
-                                       cut.position = pos + h.size_bytes();
-                                       cut.end = h.last_offset() + 1;
-                                     }
-                                   }));
+  uint64_t walked = 0;      // where the walk stopped: the end of the last batch seen
+  int64_t last_seen = -1;   // that batch's last offset
+  Status s = ForEachHeader(dir_fd, fs, limits, cut.keep, 0, UINT64_MAX,
+                           [&](const BatchHeader& h, uint64_t pos) {
+                             walked = pos + h.size_bytes();
+                             last_seen = h.last_offset();
+                             if (h.last_offset() < offset) {
+                               cut.position = walked;
+                               cut.end = h.last_offset() + 1;
+                             }
+                           });
+  if (s.ok() || s.code() != Code::kCorruption) MQ_RETURN_IF_ERROR(s);
+  if (s.ok() || cut.position < walked) return cut;  // the damage goes with the cut
+  // Damage right after the batches the cut keeps. Bytes after which no
+  // valid batch starts are a garbage tail (R21: zeros where a power loss
+  // kept a file's size, set by a truncation or an append, without its
+  // data), which recovery would cut there too; a valid batch after them
+  // is R22 damage, left for the operator as recovery leaves it.
+  const std::string name = SegmentFileName(cut.keep, format::kLogSuffix);
+  auto file = fs->Open(dir_fd, name, FileSystem::kRead);
+  if (!file) return file.error();
+  auto size = (*file)->Size();
+  if (!size) return size.error();
+  BatchCursor cursor(limits);
+  cursor.Reset(file->get(), name, *size);
+  auto next = cursor.FindNextValid(walked, {last_seen, cut.keep});
+  if (!next) return next.error();
+  if (*next) return s;
   return cut;
 }
 

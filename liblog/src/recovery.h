@@ -97,7 +97,10 @@ std::optional<int64_t> CutBelowSince(const std::vector<TruncationRecord>& histor
 
 // Where a truncation to `offset` cuts the log made of `segments`
 // (ascending, not empty): every batch holding an offset >= `offset` goes,
-// whole (§6.4).
+// whole (§6.4). Damage in the kept segment's log past a batch that goes
+// goes with it; damage right after the batches kept goes too when no
+// valid batch follows it (a garbage tail, R21), else it is returned
+// (kCorruption, R22).
 struct LogCut {
   int64_t keep = 0;      // the last segment that keeps data (or the first)
   uint64_t position = 0; // its new size: a batch boundary

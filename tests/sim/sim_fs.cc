@@ -313,8 +313,21 @@ void SimFs::Commit(const std::vector<size_t>& indexes) {
   size_t k = 0;
   for (size_t i = 0; i < pending_.size(); ++i) {
     if (k < indexes.size() && indexes[k] == i) {
-      Apply(disk_, pending_[i], pending_[i].data.size());
+      const Op& op = pending_[i];
+      Apply(disk_, op, op.data.size());
       ++k;
+      // A truncation that reaches the disk ahead of its file's earlier
+      // writes: the kernel dropped the pages past the new size when it
+      // truncated, dirty or not, so what those writes put there never
+      // reaches the disk after it.
+      if (op.kind == OpKind::kTruncate) {
+        std::erase_if(rest, [&](Op& w) {
+          if (w.kind != OpKind::kWrite || w.node != op.node) return false;
+          if (w.offset >= op.offset) return true;
+          if (w.offset + w.data.size() > op.offset) w.data.resize(op.offset - w.offset);
+          return false;
+        });
+      }
     } else {
       rest.push_back(std::move(pending_[i]));
     }

@@ -21,7 +21,10 @@
 //                     renamed over another) goes with the metadata, as
 //                     ext4 (auto_da_alloc) and XFS flush it before the
 //                     rename; an fsync commits all metadata and the synced
-//                     file's data;
+//                     file's data, and a truncation it commits drops what
+//                     the file's earlier unsynced writes put past the new
+//                     size (the kernel dropped those pages when it
+//                     truncated: they never reach the disk after it);
 //   kIndependent      each file keeps its own prefix of its writes and
 //                     truncations, each directory its own prefix of its
 //                     entry changes; an fsync commits only its file's (or

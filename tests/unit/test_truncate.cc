@@ -1384,3 +1384,61 @@ TEST_CASE("R59 every rewrites value the history names is published: a truncation
   REQUIRE(now);
   CHECK(RewritesAfter(*now, last));
 }
+
+static std::vector<std::byte> TextBytes(const std::string& s) {
+  return std::vector<std::byte>(reinterpret_cast<const std::byte*>(s.data()),
+                                reinterpret_cast<const std::byte*>(s.data()) + s.size());
+}
+
+TEST_CASE("R40 truncation intent: a zeroed tail after a power loss goes with the completed cut") {
+  // A power loss can keep the last segment's size without its last bytes
+  // (ext4 keeps the size a truncation set while the data before it has not
+  // reached the disk): zeros where batches were, and an intent on disk.
+  // Completing the cut must not stop at those zeros: they are a garbage
+  // tail (R21), whether the cut is below them or they start where it is.
+  TempDir tmp;
+  const std::string base = tmp / "base-0";
+  BuildLog(base, 24);  // offsets 0..47
+  const auto old_log = ReadAll(base);
+  auto segments = ListDir(base);
+  std::string last;
+  for (const std::string& n : segments)
+    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".log") == 0) last = std::max(last, n);
+  REQUIRE(!last.empty());
+  for (int64_t target : {int64_t{44}, int64_t{48}, int64_t{60}}) {
+    INFO("truncate.to=" << target);
+    const std::string dir = tmp / fmt::format("t{}-0", target);
+    CopyDir(base, dir);
+    AppendToFile(dir + "/" + last, std::vector<std::byte>(150, std::byte{0}));
+    WriteFile(dir + "/" + kIntent, TextBytes(fmt::format("truncate.to={}\n", target)));
+    ScopedBootId boot(kAfterReboot);
+    RecoveryReport report;
+    auto w = PartitionWriter::Open(dir, SmallSegments(), false, &report);
+    INFO((w ? std::string() : w.error().message()));
+    REQUIRE(w);
+    const int64_t end = std::min<int64_t>(target, 48);
+    CHECK((*w)->log_end_offset() == end);
+    CHECK(ReadAll(dir) == Prefix(old_log, end));
+    CHECK(!Exists(dir + "/" + kIntent));
+  }
+}
+
+TEST_CASE("R40 truncation intent: damage with a valid batch after it is not cut by the completion") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  BuildLog(dir, 24);
+  std::string last;
+  for (const std::string& n : ListDir(dir))
+    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".log") == 0) last = std::max(last, n);
+  // Zeros over the last segment's first batch header: valid batches follow.
+  auto bytes = ReadFile(dir + "/" + last);
+  REQUIRE(bytes.size() > 100);
+  std::fill(bytes.begin(), bytes.begin() + 12, std::byte{0});
+  WriteFile(dir + "/" + last, bytes);
+  WriteFile(dir + "/" + kIntent, TextBytes("truncate.to=60\n"));
+  ScopedBootId boot(kAfterReboot);
+  auto w = PartitionWriter::Open(dir, SmallSegments(), false, nullptr);
+  REQUIRE(!w);
+  CHECK(w.error().code() == Code::kCorruption);
+  CHECK(FileSize(dir + "/" + last) == bytes.size());
+}
