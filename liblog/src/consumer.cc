@@ -458,6 +458,14 @@ Result<Consumer::Step> Consumer::ReadBatch(Cursor& c) {
     c.next_offset = *cut;
     c.stalled_end = -1;
   }
+  // Retention deleted what this partition was to read next (R73): said,
+  // never passed over silently.
+  if (auto gone = c.reader->TakeOutOfRange(); gone && gone->offset < gone->log_start_offset) {
+    ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kOutOfRange, c);
+    n.first_offset = gone->offset;
+    n.last_offset = gone->log_start_offset - 1;
+    Notify(n);
+  }
   if (!next) {
     MQ_RETURN_IF_ERROR(OnBadBatch(c, next.error(), true));
     return Step::kProgress;

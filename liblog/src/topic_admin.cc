@@ -552,11 +552,14 @@ Result<std::vector<std::string>> FinishDeletions(const DataDir& dir,
 }
 
 Status CheckTopicExists(const DataDir& dir, std::string_view topic) {
+  // Only a topic file missing from a data directory that opens is the topic
+  // deleted (R83). The data directory gone from its path or unreadable
+  // (moved away, its disk unmounted, its mode changed) is not: a follower
+  // keeps reading what its open descriptors hold, as before.
   auto root = OpenDirectory(dir.path(), false, dir.fs());
-  if (!root) return root.error();
+  if (!root) return Status::Ok();
   auto st = dir.fs()->StatAt(root->get(), fmt::format("{}/{}", kTopicsDir, ConfName(topic)));
-  if (st) return Status::Ok();
-  if (st.error().code() != Code::kNotFound) return st.error();
+  if (st || st.error().code() != Code::kNotFound) return Status::Ok();
   return Status(Code::kNotFound,
                 fmt::format("topic \"{}\" was deleted ({}/{}/{} is gone): nothing more will be "
                             "appended to it",

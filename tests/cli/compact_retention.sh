@@ -90,7 +90,9 @@ check_intact sized
 first="$("$C" -t sized -e -c 1 -f '%o')"
 expect_eq "first offset read" "$start" "$first"
 # -o below the log start reads from the log start (retention.md §20.1).
-expect_eq "-o 0 after retention" "$start" "$("$C" -t sized -o 0 -e -c 1 -f '%o')"
+expect_eq "-o 0 after retention" "$start" "$("$C" -t sized -o 0 -e -c 1 -f '%o' 2>"$WORK/oor.err")"
+grep -q "partition 0: offsets 0\.\.$((start - 1)) were deleted by retention before they were read" \
+  "$WORK/oor.err" || fail "-o 0 below the log start: no warning: $(cat "$WORK/oor.err")"
 # A second run: nothing more by size; the .deleted files stay (delay) ...
 run "$K" -t sized --execute
 expect_rc 0 "second run"
@@ -220,4 +222,35 @@ expect_eq "the follower's last message" "$((next - 1)) m$((next - 1))" "$(tail -
 awk 'BEGIN { prev = -1 } { if ($2 != "m" $1 || $1 <= prev) { print "bad: " $0; exit 1 } prev = $1 }' \
   "$WORK/follow.out" || fail "follower output"
 verify_ok live
+
+# --- a follower stopped while retention deletes what it was to read next ----------------
+# It goes on at the new log start and says which offsets it never read.
+msgs 0 40 | produce -t lag --create -X segment.bytes=1024 -X retention.bytes=1500 -q
+"$C" -t lag -o beginning -f '%o %s\n' >"$WORK/lag.out" 2>"$WORK/lag.err" &
+lpid=$!
+PIDS+=($lpid)
+for _ in $(seq 100); do
+  [[ "$(tail -1 "$WORK/lag.out" 2>/dev/null)" == "39 m39" ]] && break
+  sleep 0.1
+done
+expect_eq "the stopped follower's last message before" "39 m39" "$(tail -1 "$WORK/lag.out")"
+kill -STOP $lpid
+msgs 40 200 | produce -t lag -q
+"$K" -t lag --execute --delete-delay-ms 0 -q >/dev/null
+"$K" -t lag --execute --delete-delay-ms 0 -q >/dev/null  # unlinks the .deleted files
+lag_start=$("$C" -t lag -o beginning -e -c 1 -f '%o')
+((lag_start > 40)) || fail "retention left the log start at $lag_start"
+kill -CONT $lpid
+for _ in $(seq 100); do
+  [[ "$(tail -1 "$WORK/lag.out" 2>/dev/null)" == "199 m199" ]] && break
+  sleep 0.1
+done
+kill -0 $lpid 2>/dev/null || fail "the follower exited: $(cat "$WORK/lag.err")"
+expect_eq "the follower's last message after" "199 m199" "$(tail -1 "$WORK/lag.out")"
+awk 'BEGIN { prev = -1 } { if ($2 != "m" $1 || $1 <= prev) { print "bad: " $0; exit 1 } prev = $1 }' \
+  "$WORK/lag.out" || fail "follower output"
+grep -q "offsets 40\.\.$((lag_start - 1)) were deleted by retention before they were read" \
+  "$WORK/lag.err" || fail "the follower passed deleted offsets silently: $(cat "$WORK/lag.err")"
+expect_eq "what the follower printed after 39" "$lag_start" \
+  "$(awk '$1 > 39 { print $1; exit }' "$WORK/lag.out")"
 echo ok

@@ -262,6 +262,22 @@ TEST_CASE("R83 R85 delete: refused while a writer has a partition open, unless f
   CHECK(mq::CheckTopicExists(dir, "t").code() == Code::kNotFound);
 }
 
+TEST_CASE("R83 a data directory moved away from its path is not a deleted topic") {
+  TempDir tmp;
+  DataDir dir = NewRoot(tmp);
+  TopicConfig c;
+  c.partitions = 1;
+  REQUIRE(dir.CreateTopic("t", c).ok());
+  CHECK(mq::CheckTopicExists(dir, "t").ok());
+  // The old leader's root moved away (a lost host) or made unreadable: a
+  // follower of it keeps waiting, as it did before deletions existed.
+  REQUIRE(::rename((tmp / "d").c_str(), (tmp / "d.away").c_str()) == 0);
+  CHECK(mq::CheckTopicExists(dir, "t").ok());
+  REQUIRE(::rename((tmp / "d.away").c_str(), (tmp / "d").c_str()) == 0);
+  REQUIRE(::unlink((tmp / "d/topics/t.conf").c_str()) == 0);
+  CHECK(mq::CheckTopicExists(dir, "t").code() == Code::kNotFound);
+}
+
 TEST_CASE("R83 delete: an interrupted deletion is finished, and a new topic never adopts it") {
   TempDir tmp;
   DataDir dir = NewRoot(tmp);

@@ -1306,6 +1306,11 @@ struct GroupNotices {
         cli::Warn(fmt::format("group {}: skipped offsets {}..{} of topic {} partition {}: "
                               "committed past with the messages after them",
                               *f.group, n.first_offset, n.last_offset, topic, n.partition));
+    } else if (n.kind == K::kOutOfRange) {
+      if (!f.quiet)
+        cli::Warn(fmt::format("group {}: partition {}: offsets {}..{} were deleted by retention "
+                              "before they were read: going on at the log start, {}",
+                              *f.group, name, n.first_offset, n.last_offset, n.last_offset + 1));
     }
   }
 };

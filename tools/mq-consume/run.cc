@@ -36,6 +36,12 @@ void Report(const ConsumerNotice& n, const std::string& topic) {
     case K::kStoppedPartition:  // stop_corrupt: group members only
       cli::Warn(n.error.message());
       return;
+    case K::kOutOfRange:
+      cli::Warn(fmt::format("topic {} partition {}: offsets {}..{} were deleted by retention "
+                            "before they were read: reading from the log start, {}",
+                            topic, n.partition, n.first_offset, n.last_offset,
+                            n.last_offset + 1));
+      return;
   }
 }
 

@@ -55,6 +55,8 @@ struct ConsumerNotice {
                       // the log (a failover): what is at those offsets now is handed out
     kStoppedPartition,  // stop_corrupt: a corrupt batch stopped the partition at its next
                         // offset first_offset (`error` names file, rule, place)
+    kOutOfRange,  // offsets first_offset..last_offset were deleted by retention before they
+                  // were read (R73): the partition goes on at the log start, last_offset + 1
   };
   Kind kind = Kind::kIndexWarning;
   int32_t partition = 0;

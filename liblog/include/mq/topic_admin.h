@@ -126,8 +126,10 @@ Status DeleteTopic(const DataDir& dir, std::string_view topic, bool force);
 Result<std::vector<std::string>> FinishDeletions(const DataDir& dir,
                                                  std::optional<std::string_view> topic = {});
 
-// OK while `topics/<topic>.conf` exists; kNotFound saying the topic was
-// deleted otherwise (a follower of the topic stops with it).
+// kNotFound saying the topic was deleted when the data directory opens and
+// `topics/<topic>.conf` is not in it (a follower of the topic stops with
+// it); OK otherwise, also when the data directory cannot be opened (moved
+// away, unreadable): that is not a deletion.
 Status CheckTopicExists(const DataDir& dir, std::string_view topic);
 
 }  // namespace mq
