@@ -560,6 +560,113 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
   return response;
 }
 
+namespace {
+
+// Where the follower's log is cut to agree with the leader's (KIP-101,
+// KIP-279), from the leader's answer about its latest epoch.
+struct Truncation {
+  int64_t target = 0;
+  bool again = false;  // KIP-279: ask again with the epoch then latest
+  bool cut = false;    // truncate, even at the log end (to drop epochs)
+};
+
+Result<Truncation> FindTruncation(ReplicaLog& follower, LeaderLink& leader, int32_t leader_epoch,
+                                  int64_t leo) {
+  // KIP-101, KIP-279: where does my latest epoch end at the leader?
+  auto latest = follower.LatestEpoch();
+  if (!latest) return latest.error();
+  Truncation t;
+  t.target = leo;
+  EpochEndOffset at_leader;
+  if (*latest >= 0) {
+    auto asked = leader.OffsetForLeaderEpoch(leader_epoch, *latest);
+    if (!asked) return asked.error();
+    at_leader = *asked;
+  }
+  if (at_leader.epoch < 0 || at_leader.end_offset < 0) {
+    // No epoch to compare: keep only what is below the HW.
+    auto hw = follower.HighWatermark();
+    if (!hw) return hw.error();
+    t.target = std::max<int64_t>(*hw, 0);
+  } else {
+    t.target = at_leader.end_offset;
+    if (at_leader.epoch < *latest) {
+      // The leader does not know my latest epoch: my log diverges after
+      // the end of the largest epoch we share.
+      auto mine = follower.EndOffsetFor(at_leader.epoch);
+      if (!mine) return mine.error();
+      if (mine->end_offset >= 0) t.target = std::min(t.target, mine->end_offset);
+      // I lack the leader's epoch itself: what I keep below the cut may
+      // still diverge; the next step asks about my epoch before it.
+      if (mine->epoch != at_leader.epoch) t.again = true;
+    }
+  }
+  // A cut at my log end still drops the epochs that start there (an
+  // epoch I began as a leader and wrote nothing in).
+  t.cut = t.target < leo || t.again || (at_leader.epoch >= 0 && at_leader.epoch < *latest);
+  return t;
+}
+
+// Cuts the follower's log where it stops agreeing with the leader's;
+// `leo` becomes its log end after. True when the next step asks the
+// leader again before fetching (KIP-279).
+Result<bool> TruncateToLeader(ReplicaLog& follower, LeaderLink& leader, const PartitionState& p,
+                              FollowerState& state, int64_t* leo, FollowerStepResult& result) {
+  auto t = FindTruncation(follower, leader, p.leader_epoch, *leo);
+  if (!t) return t.error();
+  if (t->cut) {
+    // In the leader's epoch: refused if a newer one reached the log
+    // since this step read it (this replica elected and appending).
+    MQ_RETURN_IF_ERROR(follower.TruncateTo(t->target, p.leader_epoch));
+    state.high_watermark = -1;  // the cut may have lowered it
+    auto now = follower.LogEndOffset();
+    if (!now) return now.error();
+    if (*now < *leo) result.truncated_to = *now;
+    *leo = *now;
+  }
+  return t->again;
+}
+
+// Appends the fetched batches, follows the leader's log start and raises
+// the follower's HW.
+Status ApplyFetch(ReplicaLog& follower, const FetchResponse& response, FollowerState& state,
+                  FollowerStepResult& result) {
+  if (const auto batches = response.data(); !batches.empty()) {
+    auto appended = follower.AppendReplicated(
+        batches, response.batches_checked ? CrcCheck::kAlreadyComputed : CrcCheck::kVerify);
+    if (!appended) {
+      // The log no longer ends where this step fetched from: reconcile
+      // again before the next fetch.
+      if (appended.error().code() == Code::kOutOfOrder) state.truncated = false;
+      return appended.error();
+    }
+    result.appended_bytes = static_cast<int64_t>(batches.size());
+    result.appended_records = appended->last_offset - appended->base_offset + 1;
+  }
+  auto start = follower.LogStartOffset();
+  if (!start) return start.error();
+  if (response.log_start_offset > *start)
+    MQ_RETURN_IF_ERROR(follower.DeleteBefore(response.log_start_offset));
+  auto end = follower.LogEndOffset();
+  if (!end) return end.error();
+  result.caught_up = *end >= response.log_end_offset;
+  // §17.3: min(leader's HW, own LEO); only ever raised, so a fetch that
+  // brings none above the one stored last leaves the file alone. A fetch
+  // that brought the leader's last batches leaves it to the next step,
+  // whose fetch follows at once: that fetch tells the leader this log end,
+  // which an acks=all producer waits for, and its answer carries a HW at
+  // least as high. Storing first would delay it by a file replace.
+  if (const int64_t hw = std::min(response.high_watermark, *end);
+      response.high_watermark >= 0 && hw > state.high_watermark &&
+      !(result.caught_up && result.appended_bytes > 0)) {
+    MQ_RETURN_IF_ERROR(follower.SetHighWatermark(hw));
+    state.high_watermark = hw;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
                                         LeaderLink& leader, FollowerState& state,
                                         size_t max_bytes, const PartitionState* current) {
@@ -585,48 +692,9 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
   auto leo = follower.LogEndOffset();
   if (!leo) return leo.error();
   if (!state.truncated && !Planted().no_epoch_truncation) {
-    // KIP-101, KIP-279: where does my latest epoch end at the leader?
-    auto latest = follower.LatestEpoch();
-    if (!latest) return latest.error();
-    int64_t target = *leo;
-    bool again = false;  // KIP-279: ask again with the epoch then latest
-    EpochEndOffset at_leader;
-    if (*latest >= 0) {
-      auto asked = leader.OffsetForLeaderEpoch(p->leader_epoch, *latest);
-      if (!asked) return asked.error();
-      at_leader = *asked;
-    }
-    if (at_leader.epoch < 0 || at_leader.end_offset < 0) {
-      // No epoch to compare: keep only what is below the HW.
-      auto hw = follower.HighWatermark();
-      if (!hw) return hw.error();
-      target = std::max<int64_t>(*hw, 0);
-    } else {
-      target = at_leader.end_offset;
-      if (at_leader.epoch < *latest) {
-        // The leader does not know my latest epoch: my log diverges after
-        // the end of the largest epoch we share.
-        auto mine = follower.EndOffsetFor(at_leader.epoch);
-        if (!mine) return mine.error();
-        if (mine->end_offset >= 0) target = std::min(target, mine->end_offset);
-        // I lack the leader's epoch itself: what I keep below the cut may
-        // still diverge; the next step asks about my epoch before it.
-        if (mine->epoch != at_leader.epoch) again = true;
-      }
-    }
-    // A cut at my log end still drops the epochs that start there (an
-    // epoch I began as a leader and wrote nothing in).
-    if (target < *leo || again || (at_leader.epoch >= 0 && at_leader.epoch < *latest)) {
-      // In the leader's epoch: refused if a newer one reached the log
-      // since this step read it (this replica elected and appending).
-      MQ_RETURN_IF_ERROR(follower.TruncateTo(target, p->leader_epoch));
-      state.high_watermark = -1;  // the cut may have lowered it
-      auto now = follower.LogEndOffset();
-      if (!now) return now.error();
-      if (*now < *leo) result.truncated_to = *now;
-      *leo = *now;
-    }
-    if (again) return result;
+    auto again = TruncateToLeader(follower, leader, *p, state, &*leo, result);
+    if (!again) return again.error();
+    if (*again) return result;
     state.truncated = true;
   }
 
@@ -641,37 +709,7 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     if (response.error().code() == Code::kOutOfOrder) state.truncated = false;
     return response.error();
   }
-  if (const auto batches = response->data(); !batches.empty()) {
-    auto appended = follower.AppendReplicated(
-        batches, response->batches_checked ? CrcCheck::kAlreadyComputed : CrcCheck::kVerify);
-    if (!appended) {
-      // The log no longer ends where this step fetched from: reconcile
-      // again before the next fetch.
-      if (appended.error().code() == Code::kOutOfOrder) state.truncated = false;
-      return appended.error();
-    }
-    result.appended_bytes = static_cast<int64_t>(batches.size());
-    result.appended_records = appended->last_offset - appended->base_offset + 1;
-  }
-  auto start = follower.LogStartOffset();
-  if (!start) return start.error();
-  if (response->log_start_offset > *start)
-    MQ_RETURN_IF_ERROR(follower.DeleteBefore(response->log_start_offset));
-  auto end = follower.LogEndOffset();
-  if (!end) return end.error();
-  result.caught_up = *end >= response->log_end_offset;
-  // §17.3: min(leader's HW, own LEO); only ever raised, so a fetch that
-  // brings none above the one stored last leaves the file alone. A fetch
-  // that brought the leader's last batches leaves it to the next step,
-  // whose fetch follows at once: that fetch tells the leader this log end,
-  // which an acks=all producer waits for, and its answer carries a HW at
-  // least as high. Storing first would delay it by a file replace.
-  if (const int64_t hw = std::min(response->high_watermark, *end);
-      response->high_watermark >= 0 && hw > state.high_watermark &&
-      !(result.caught_up && result.appended_bytes > 0)) {
-    MQ_RETURN_IF_ERROR(follower.SetHighWatermark(hw));
-    state.high_watermark = hw;
-  }
+  MQ_RETURN_IF_ERROR(ApplyFetch(follower, *response, state, result));
   return result;
 }
 
