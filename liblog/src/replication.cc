@@ -451,15 +451,14 @@ Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
   return leader.EndOffsetFor(requested_epoch);
 }
 
-Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
-                                  const FetchRequest& request, std::vector<std::byte>* buffer,
-                                  bool in_place) {
-  auto p = LoadPartition(ctx);
-  if (!p) return p.error();
-  const int32_t me = leader.replica_id();
-  MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, me, request.leader_epoch));
-  if (request.replica == me || std::find(p->replicas.begin(), p->replicas.end(),
-                                         request.replica) == p->replicas.end())
+namespace {
+
+// The request names a follower of this partition, and holds no more than
+// it fetches from.
+Status CheckFetchRequest(const ReplicationContext& ctx, const PartitionState& p, int32_t me,
+                         const FetchRequest& request) {
+  if (request.replica == me || std::find(p.replicas.begin(), p.replicas.end(),
+                                         request.replica) == p.replicas.end())
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: replica {} is not a follower of this partition", Where(ctx),
                               request.replica));
@@ -470,6 +469,76 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: replica {} holds up to offset {}, past its fetch offset {}",
                               Where(ctx), request.replica, held, request.fetch_offset));
+  return Status::Ok();
+}
+
+// The fetching follower's position at `now`, the leader's log ending at
+// `leo`; `before`: its position of this epoch recorded last, `mine` the
+// leader's own entry.
+FollowerPosition FetchedPosition(const FetchRequest& request, int64_t now, int64_t leo,
+                                 const std::optional<FollowerPosition>& before,
+                                 const FollowerPosition& mine) {
+  const int64_t held = request.held();
+  // The follower's position is what it holds, never what it is about to
+  // receive (a fetch ahead's fetch offset).
+  FollowerPosition f;
+  f.replica = request.replica;
+  f.leader_epoch = request.leader_epoch;
+  f.log_end_offset = held;
+  f.last_fetch_ms = now;
+  f.last_fetch_leader_leo = leo;
+  // Kafka's Replica.updateFetchState: caught up now when it has all the
+  // leader has; caught up as of its previous fetch when it now has what
+  // the leader had then.
+  if (held >= leo)
+    f.last_caught_up_ms = now;
+  else if (before && held >= before->last_fetch_leader_leo)
+    f.last_caught_up_ms = before->last_fetch_ms;
+  else
+    f.last_caught_up_ms = before ? before->last_caught_up_ms : mine.last_caught_up_ms;
+  return f;
+}
+
+// Kafka's isFollowerInSync: a follower outside the ISR joins once it
+// holds everything below the HW and something of this epoch's log.
+Status ExpandIsrIfInSync(const ReplicationContext& ctx, ReplicaLog& leader,
+                         const PartitionState& p, const FetchRequest& request, int64_t hw) {
+  const int64_t held = request.held();
+  if (InIsr(p, request.replica) || held < hw) return Status::Ok();
+  auto epoch_start = leader.EndOffsetFor(request.leader_epoch - 1);
+  if (!epoch_start) return epoch_start.error();
+  const int64_t starts = epoch_start->end_offset < 0 ? 0 : epoch_start->end_offset;
+  if (held < starts) return Status::Ok();
+  PartitionState proposed = p;
+  proposed.isr.push_back(request.replica);
+  auto done = ctx.cluster->AlterPartition(
+      proposed, fmt::format("expand: replica {} caught up to offset {} (HW {})", request.replica,
+                            held, hw));
+  // Another change won the race: the next fetch decides again.
+  if (!done && done.error().code() != Code::kFenced) return done.error();
+  return Status::Ok();
+}
+
+// The batches from the fetch offset into `out`: borrowed from the log's
+// file when the caller asks for them in place into its buffer.
+Status ReadFetched(ReplicaLog& leader, const FetchRequest& request,
+                   std::vector<std::byte>* buffer, bool in_place, std::vector<std::byte>* out,
+                   uint32_t* crc, FetchResponse& response) {
+  if (in_place && buffer)
+    return leader.ReadInPlace(request.fetch_offset, request.max_bytes, out, crc, &response.file);
+  return leader.Read(request.fetch_offset, request.max_bytes, out, crc);
+}
+
+}  // namespace
+
+Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
+                                  const FetchRequest& request, std::vector<std::byte>* buffer,
+                                  bool in_place) {
+  auto p = LoadPartition(ctx);
+  if (!p) return p.error();
+  const int32_t me = leader.replica_id();
+  MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, me, request.leader_epoch));
+  MQ_RETURN_IF_ERROR(CheckFetchRequest(ctx, *p, me, request));
   MQ_RETURN_IF_ERROR(ClaimEpoch(ctx, leader, *p));
   MQ_RETURN_IF_ERROR(EnsureEpoch(leader, request.leader_epoch));
 
@@ -490,23 +559,7 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     if (!mine) return mine.error();
     auto before = Find(*all, request.replica, request.leader_epoch);
     const int64_t now = ctx.clock->NowMs();
-    // The follower's position is what it holds, never what it is about to
-    // receive (a fetch ahead's fetch offset).
-    FollowerPosition f;
-    f.replica = request.replica;
-    f.leader_epoch = request.leader_epoch;
-    f.log_end_offset = held;
-    f.last_fetch_ms = now;
-    f.last_fetch_leader_leo = *leo;
-    // Kafka's Replica.updateFetchState: caught up now when it has all the
-    // leader has; caught up as of its previous fetch when it now has what
-    // the leader had then.
-    if (held >= *leo)
-      f.last_caught_up_ms = now;
-    else if (before && held >= before->last_fetch_leader_leo)
-      f.last_caught_up_ms = before->last_fetch_ms;
-    else
-      f.last_caught_up_ms = before ? before->last_caught_up_ms : mine->last_caught_up_ms;
+    FollowerPosition f = FetchedPosition(request, now, *leo, before, *mine);
     std::vector<std::byte>* out = buffer ? buffer : &response.batches;
     uint32_t crc = 0;
     if (Planted().position_at_response_end) {
@@ -525,29 +578,9 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     auto computed = ComputeHighWatermark(ctx, leader, *p, *leo, &*all);
     if (!computed) return computed.error();
     hw = *computed;
-    // Kafka's isFollowerInSync: a follower outside the ISR joins once it
-    // holds everything below the HW and something of this epoch's log.
-    if (!InIsr(*p, request.replica) && held >= hw) {
-      auto epoch_start = leader.EndOffsetFor(request.leader_epoch - 1);
-      if (!epoch_start) return epoch_start.error();
-      const int64_t starts = epoch_start->end_offset < 0 ? 0 : epoch_start->end_offset;
-      if (held >= starts) {
-        PartitionState proposed = *p;
-        proposed.isr.push_back(request.replica);
-        auto done = ctx.cluster->AlterPartition(
-            proposed, fmt::format("expand: replica {} caught up to offset {} (HW {})",
-                                  request.replica, held, hw));
-        // Another change won the race: the next fetch decides again.
-        if (!done && done.error().code() != Code::kFenced) return done.error();
-      }
-    }
-    if (!Planted().position_at_response_end) {
-      if (in_place && buffer)
-        MQ_RETURN_IF_ERROR(leader.ReadInPlace(request.fetch_offset, request.max_bytes, out, &crc,
-                                              &response.file));
-      else
-        MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
-    }
+    MQ_RETURN_IF_ERROR(ExpandIsrIfInSync(ctx, leader, *p, request, hw));
+    if (!Planted().position_at_response_end)
+      MQ_RETURN_IF_ERROR(ReadFetched(leader, request, buffer, in_place, out, &crc, response));
     response.crc = crc;
     if (buffer && response.file.size == 0) response.borrowed = *buffer;
     response.log_start_offset = *start;
