@@ -448,14 +448,10 @@ Result<FileLock> Group::LockForReset(std::optional<std::string_view> topic) cons
   return held;
 }
 
-Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
-                     CommitKind kind, int64_t now_ms, const FileLock* reset_lock,
-                     CommitSync sync, const CommitWait& wait) {
-  if (!ValidMemberId(member_id)) return ValidateName(member_id, "member id");
-  // A reset or a carried commit is no member's progress: what a machine
-  // crash would undo is not delivered again, it is simply undone.
-  if (kind != CommitKind::kForward) sync = CommitSync::kDurable;
-  if (now_ms == kNoTimestamp) now_ms = NowMs();
+namespace {
+
+// Each commit names a valid topic, a partition once, and values in range.
+Status ValidateCommits(std::span<const OffsetCommit> commits) {
   for (size_t i = 0; i < commits.size(); ++i) {
     const OffsetCommit& c = commits[i];
     MQ_RETURN_IF_ERROR(ValidateName(c.topic, "topic"));
@@ -472,6 +468,60 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
         return Status(Code::kInvalidArgument,
                       fmt::format("commit names {}-{} twice", c.topic, c.partition));
   }
+  return Status::Ok();
+}
+
+// Commit `c` applied to the offsets `s` (R31, group.md §14.3), by `member`
+// at `now_ms`; `path` names the group in errors.
+Status ApplyCommit(GroupOffsets* s, const OffsetCommit& c, CommitKind kind, int64_t now_ms,
+                   const std::string& member, const std::string& path) {
+  auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {
+    return e.topic == c.topic && e.partition == c.partition;
+  });
+  // The follower is there already: above, or at the same offset after a
+  // record of the same or a later leader epoch (group.md §14.3).
+  if (kind == CommitKind::kCarry && it != s->offsets.end() &&
+      (c.offset < it->offset ||
+       (c.offset == it->offset && c.leader_epoch <= it->leader_epoch)))
+    return Status::Ok();
+  const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
+                      it->offset == c.lower_from;  // R31's exceptions (truncation, hand-back)
+  if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&
+      !lowers) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: R31: commit of offset {} for {}-{} is below the committed "
+                              "offset {}; only a reset moves a group backwards",
+                              path, c.offset, c.topic, c.partition, it->offset));
+  }
+  if (it == s->offsets.end()) {
+    s->offsets.push_back(CommittedOffset{c.topic, c.partition, 0, kNoLeaderEpoch, 0, {}, 0});
+    it = s->offsets.end() - 1;
+  }
+  if (it->dead_letters > INT64_MAX - c.dead_letters_added)
+    return Status(Code::kTooLarge, fmt::format("{}-{}: dead-letter count overflows", c.topic,
+                                               c.partition));
+  it->offset = c.offset;
+  it->leader_epoch = c.leader_epoch;
+  it->commit_timestamp = now_ms;
+  it->member_id = member;
+  if (kind == CommitKind::kCarry)
+    it->dead_letters = std::max(it->dead_letters, c.dead_letters);
+  else
+    it->dead_letters += c.dead_letters_added;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
+                     CommitKind kind, int64_t now_ms, const FileLock* reset_lock,
+                     CommitSync sync, const CommitWait& wait) {
+  if (!ValidMemberId(member_id)) return ValidateName(member_id, "member id");
+  // A reset or a carried commit is no member's progress: what a machine
+  // crash would undo is not delivered again, it is simply undone.
+  if (kind != CommitKind::kForward) sync = CommitSync::kDurable;
+  if (now_ms == kNoTimestamp) now_ms = NowMs();
+  MQ_RETURN_IF_ERROR(ValidateCommits(commits));
   FileLock group_lock;
   if (kind == CommitKind::kReset && reset_lock != nullptr) {
     if (!reset_lock->is_open())
@@ -484,41 +534,8 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
   // A reset is nobody's commit: its entries carry no member id (§14.2).
   const std::string member(kind == CommitKind::kReset ? std::string_view() : member_id);
   return Update([&](GroupOffsets* s) -> Status {
-    for (const OffsetCommit& c : commits) {
-      auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {
-        return e.topic == c.topic && e.partition == c.partition;
-      });
-      // The follower is there already: above, or at the same offset after a
-      // record of the same or a later leader epoch (group.md §14.3).
-      if (kind == CommitKind::kCarry && it != s->offsets.end() &&
-          (c.offset < it->offset ||
-           (c.offset == it->offset && c.leader_epoch <= it->leader_epoch)))
-        continue;
-      const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
-                          it->offset == c.lower_from;  // R31's exceptions (truncation, hand-back)
-      if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&
-          !lowers) {
-        return Status(Code::kInvalidArgument,
-                      fmt::format("{}: R31: commit of offset {} for {}-{} is below the committed "
-                                  "offset {}; only a reset moves a group backwards",
-                                  path_, c.offset, c.topic, c.partition, it->offset));
-      }
-      if (it == s->offsets.end()) {
-        s->offsets.push_back(CommittedOffset{c.topic, c.partition, 0, kNoLeaderEpoch, 0, {}, 0});
-        it = s->offsets.end() - 1;
-      }
-      if (it->dead_letters > INT64_MAX - c.dead_letters_added)
-        return Status(Code::kTooLarge, fmt::format("{}-{}: dead-letter count overflows", c.topic,
-                                                   c.partition));
-      it->offset = c.offset;
-      it->leader_epoch = c.leader_epoch;
-      it->commit_timestamp = now_ms;
-      it->member_id = member;
-      if (kind == CommitKind::kCarry)
-        it->dead_letters = std::max(it->dead_letters, c.dead_letters);
-      else
-        it->dead_letters += c.dead_letters_added;
-    }
+    for (const OffsetCommit& c : commits)
+      MQ_RETURN_IF_ERROR(ApplyCommit(s, c, kind, now_ms, member, path_));
     std::sort(s->offsets.begin(), s->offsets.end(), EntryLess);
     s->update_timestamp = now_ms;
     return Status::Ok();
