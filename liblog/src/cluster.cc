@@ -716,6 +716,37 @@ Result<int64_t> FileClusterStore::ProducerId(std::string_view name) {
                           kFirstClusterProducerId);
 }
 
+namespace {
+
+// The ids of the replicas at `dirs`, in their order; a root the state does
+// not list yet is added with the next id, and `*all_known` becomes false.
+std::vector<int32_t> ReplicaIdsOf(ClusterState& state, const std::vector<std::string>& dirs,
+                                  bool* all_known) {
+  std::vector<int32_t> ids;
+  for (const auto& d : dirs) {
+    const ReplicaRoot* r = state.ReplicaByDir(d);
+    if (r != nullptr) {
+      ids.push_back(r->id);
+      continue;
+    }
+    *all_known = false;
+    int32_t next = state.replicas.empty() ? 0 : state.replicas.back().id + 1;
+    state.replicas.push_back({next, d});
+    ids.push_back(next);
+  }
+  return ids;
+}
+
+// Partition `p`'s replicas: `ids` rotated by `p`, so that leaders spread.
+std::vector<int32_t> RotatedAssignment(const std::vector<int32_t>& ids, int32_t p) {
+  const int32_t n = static_cast<int32_t>(ids.size());
+  std::vector<int32_t> r;
+  for (int32_t j = 0; j < n; ++j) r.push_back(ids[static_cast<size_t>((p + j) % n)]);
+  return r;
+}
+
+}  // namespace
+
 Status FileClusterStore::CreateTopic(const ReplicatedTopic& topic,
                                      const std::vector<std::string>& replica_dirs) {
   MQ_RETURN_IF_ERROR(ValidateName(topic.name, "topic"));
@@ -729,25 +760,9 @@ Status FileClusterStore::CreateTopic(const ReplicatedTopic& topic,
     return Status(Code::kInvalidArgument,
                   fmt::format("topic {}: a replica dir is given twice", topic.name));
   return Change([&](ClusterState& state, std::vector<std::string>* lines) -> Result<bool> {
-    std::vector<int32_t> ids;
     bool all_known = true;
-    for (const auto& d : replica_dirs) {
-      const ReplicaRoot* r = state.ReplicaByDir(d);
-      if (r != nullptr) {
-        ids.push_back(r->id);
-        continue;
-      }
-      all_known = false;
-      int32_t next = state.replicas.empty() ? 0 : state.replicas.back().id + 1;
-      state.replicas.push_back({next, d});
-      ids.push_back(next);
-    }
-    const int32_t n = static_cast<int32_t>(ids.size());
-    auto assignment = [&](int32_t p) {
-      std::vector<int32_t> r;
-      for (int32_t j = 0; j < n; ++j) r.push_back(ids[static_cast<size_t>((p + j) % n)]);
-      return r;
-    };
+    const std::vector<int32_t> ids = ReplicaIdsOf(state, replica_dirs, &all_known);
+    auto assignment = [&](int32_t p) { return RotatedAssignment(ids, p); };
     if (const ReplicatedTopic* existing = state.Topic(topic.name)) {
       bool same = all_known && *existing == topic;
       for (int32_t p = 0; same && p < topic.partitions; ++p) {
