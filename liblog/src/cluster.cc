@@ -191,6 +191,10 @@ class Parser {
   Result<int64_t> Number(const Field& f, int64_t min, int64_t max, const char* what) const;
   Result<std::vector<int32_t>> List(const Field& f, bool may_be_empty, const char* what) const;
   Status Line(std::string_view line, uint64_t at, ClusterState* s);
+  // One line of each kind (R42), its fields parsed into `s`.
+  Status ReplicaLine(std::string_view line, uint64_t at, ClusterState* s);
+  Status TopicLine(std::string_view line, uint64_t at, ClusterState* s);
+  Status PartitionLine(std::string_view line, uint64_t at, ClusterState* s);
 
   std::string_view t_;
   const std::string& file_;
@@ -340,56 +344,68 @@ Status Parser::Line(std::string_view line, uint64_t at, ClusterState* s) {
                                "topic lines, then partition lines)",
                                keyword));
   kind_ = kind;
+  if (kind == 1) return ReplicaLine(line, at, s);
+  if (kind == 2) return TopicLine(line, at, s);
+  return PartitionLine(line, at, s);
+}
+
+Status Parser::ReplicaLine(std::string_view line, uint64_t at, ClusterState* s) {
   std::vector<Field> f;
-  if (kind == 1) {
-    MQ_RETURN_IF_ERROR(Split(line, at, format::kReplicaLineFields, true, &f));
-    auto id = Number(f[1], 0, INT32_MAX, "replica id");
-    if (!id) return id.error();
-    s->replicas.push_back({static_cast<int32_t>(*id), std::string(f[2].text)});
-    replica_at_.push_back(at);
-  } else if (kind == 2) {
-    MQ_RETURN_IF_ERROR(Split(line, at, format::kTopicLineFields, false, &f));
-    ReplicatedTopic t;
-    t.name = std::string(f[1].text);
-    auto n = Number(f[2], 0, INT32_MAX, "partitions");
-    if (!n) return n.error();
-    auto rf = Number(f[3], 0, INT32_MAX, "replication.factor");
-    if (!rf) return rf.error();
-    auto min = Number(f[4], 0, INT32_MAX, "min.insync.replicas");
-    if (!min) return min.error();
-    auto lag = Number(f[5], 0, INT64_MAX, "replica.lag.time.max.ms");
-    if (!lag) return lag.error();
-    t.partitions = static_cast<int32_t>(*n);
-    t.replication_factor = static_cast<int32_t>(*rf);
-    t.min_insync_replicas = static_cast<int32_t>(*min);
-    t.replica_lag_time_max_ms = *lag;
-    s->topics.push_back(std::move(t));
-    topic_at_.push_back(at);
-  } else {
-    MQ_RETURN_IF_ERROR(Split(line, at, format::kPartitionLineFields, false, &f));
-    PartitionState p;
-    p.topic = std::string(f[1].text);
-    auto part = Number(f[2], 0, INT32_MAX, "partition");
-    if (!part) return part.error();
-    auto replicas = List(f[3], false, "replicas");
-    if (!replicas) return replicas.error();
-    auto leader = Number(f[4], format::kNoLeader, INT32_MAX, "leader");
-    if (!leader) return leader.error();
-    auto le = Number(f[5], 0, INT32_MAX, "leader_epoch");
-    if (!le) return le.error();
-    auto pe = Number(f[6], 0, INT32_MAX, "partition_epoch");
-    if (!pe) return pe.error();
-    auto isr = List(f[7], true, "isr");
-    if (!isr) return isr.error();
-    p.partition = static_cast<int32_t>(*part);
-    p.replicas = std::move(*replicas);
-    p.leader = static_cast<int32_t>(*leader);
-    p.leader_epoch = static_cast<int32_t>(*le);
-    p.partition_epoch = static_cast<int32_t>(*pe);
-    p.isr = std::move(*isr);
-    s->partitions.push_back(std::move(p));
-    partition_at_.push_back(at);
-  }
+  MQ_RETURN_IF_ERROR(Split(line, at, format::kReplicaLineFields, true, &f));
+  auto id = Number(f[1], 0, INT32_MAX, "replica id");
+  if (!id) return id.error();
+  s->replicas.push_back({static_cast<int32_t>(*id), std::string(f[2].text)});
+  replica_at_.push_back(at);
+  return Status::Ok();
+}
+
+Status Parser::TopicLine(std::string_view line, uint64_t at, ClusterState* s) {
+  std::vector<Field> f;
+  MQ_RETURN_IF_ERROR(Split(line, at, format::kTopicLineFields, false, &f));
+  ReplicatedTopic t;
+  t.name = std::string(f[1].text);
+  auto n = Number(f[2], 0, INT32_MAX, "partitions");
+  if (!n) return n.error();
+  auto rf = Number(f[3], 0, INT32_MAX, "replication.factor");
+  if (!rf) return rf.error();
+  auto min = Number(f[4], 0, INT32_MAX, "min.insync.replicas");
+  if (!min) return min.error();
+  auto lag = Number(f[5], 0, INT64_MAX, "replica.lag.time.max.ms");
+  if (!lag) return lag.error();
+  t.partitions = static_cast<int32_t>(*n);
+  t.replication_factor = static_cast<int32_t>(*rf);
+  t.min_insync_replicas = static_cast<int32_t>(*min);
+  t.replica_lag_time_max_ms = *lag;
+  s->topics.push_back(std::move(t));
+  topic_at_.push_back(at);
+  return Status::Ok();
+}
+
+Status Parser::PartitionLine(std::string_view line, uint64_t at, ClusterState* s) {
+  std::vector<Field> f;
+  MQ_RETURN_IF_ERROR(Split(line, at, format::kPartitionLineFields, false, &f));
+  PartitionState p;
+  p.topic = std::string(f[1].text);
+  auto part = Number(f[2], 0, INT32_MAX, "partition");
+  if (!part) return part.error();
+  auto replicas = List(f[3], false, "replicas");
+  if (!replicas) return replicas.error();
+  auto leader = Number(f[4], format::kNoLeader, INT32_MAX, "leader");
+  if (!leader) return leader.error();
+  auto le = Number(f[5], 0, INT32_MAX, "leader_epoch");
+  if (!le) return le.error();
+  auto pe = Number(f[6], 0, INT32_MAX, "partition_epoch");
+  if (!pe) return pe.error();
+  auto isr = List(f[7], true, "isr");
+  if (!isr) return isr.error();
+  p.partition = static_cast<int32_t>(*part);
+  p.replicas = std::move(*replicas);
+  p.leader = static_cast<int32_t>(*leader);
+  p.leader_epoch = static_cast<int32_t>(*le);
+  p.partition_epoch = static_cast<int32_t>(*pe);
+  p.isr = std::move(*isr);
+  s->partitions.push_back(std::move(p));
+  partition_at_.push_back(at);
   return Status::Ok();
 }
 
@@ -700,6 +716,37 @@ Result<int64_t> FileClusterStore::ProducerId(std::string_view name) {
                           kFirstClusterProducerId);
 }
 
+namespace {
+
+// The ids of the replicas at `dirs`, in their order; a root the state does
+// not list yet is added with the next id, and `*all_known` becomes false.
+std::vector<int32_t> ReplicaIdsOf(ClusterState& state, const std::vector<std::string>& dirs,
+                                  bool* all_known) {
+  std::vector<int32_t> ids;
+  for (const auto& d : dirs) {
+    const ReplicaRoot* r = state.ReplicaByDir(d);
+    if (r != nullptr) {
+      ids.push_back(r->id);
+      continue;
+    }
+    *all_known = false;
+    int32_t next = state.replicas.empty() ? 0 : state.replicas.back().id + 1;
+    state.replicas.push_back({next, d});
+    ids.push_back(next);
+  }
+  return ids;
+}
+
+// Partition `p`'s replicas: `ids` rotated by `p`, so that leaders spread.
+std::vector<int32_t> RotatedAssignment(const std::vector<int32_t>& ids, int32_t p) {
+  const int32_t n = static_cast<int32_t>(ids.size());
+  std::vector<int32_t> r;
+  for (int32_t j = 0; j < n; ++j) r.push_back(ids[static_cast<size_t>((p + j) % n)]);
+  return r;
+}
+
+}  // namespace
+
 Status FileClusterStore::CreateTopic(const ReplicatedTopic& topic,
                                      const std::vector<std::string>& replica_dirs) {
   MQ_RETURN_IF_ERROR(ValidateName(topic.name, "topic"));
@@ -713,25 +760,9 @@ Status FileClusterStore::CreateTopic(const ReplicatedTopic& topic,
     return Status(Code::kInvalidArgument,
                   fmt::format("topic {}: a replica dir is given twice", topic.name));
   return Change([&](ClusterState& state, std::vector<std::string>* lines) -> Result<bool> {
-    std::vector<int32_t> ids;
     bool all_known = true;
-    for (const auto& d : replica_dirs) {
-      const ReplicaRoot* r = state.ReplicaByDir(d);
-      if (r != nullptr) {
-        ids.push_back(r->id);
-        continue;
-      }
-      all_known = false;
-      int32_t next = state.replicas.empty() ? 0 : state.replicas.back().id + 1;
-      state.replicas.push_back({next, d});
-      ids.push_back(next);
-    }
-    const int32_t n = static_cast<int32_t>(ids.size());
-    auto assignment = [&](int32_t p) {
-      std::vector<int32_t> r;
-      for (int32_t j = 0; j < n; ++j) r.push_back(ids[static_cast<size_t>((p + j) % n)]);
-      return r;
-    };
+    const std::vector<int32_t> ids = ReplicaIdsOf(state, replica_dirs, &all_known);
+    auto assignment = [&](int32_t p) { return RotatedAssignment(ids, p); };
     if (const ReplicatedTopic* existing = state.Topic(topic.name)) {
       bool same = all_known && *existing == topic;
       for (int32_t p = 0; same && p < topic.partitions; ++p) {

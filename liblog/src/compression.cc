@@ -388,10 +388,13 @@ Status ZstdCompress(std::span<const std::byte> in, int level, void** ctx,
 
 void FreeCompressor(void* ctx) { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(ctx)); }
 
-Status ZstdDecompress(std::span<const std::byte> in, size_t max_bytes, std::vector<std::byte>* out,
-                      const std::string& file, uint64_t position) {
-  ZSTD_DCtx* dctx = ThreadDCtx();
-  if (dctx == nullptr) return NoMemory(file, position, 0);
+namespace {
+
+// The size the zstd frame `in` says it holds (ZSTD_CONTENTSIZE_UNKNOWN when
+// it does not say), once `in` is found to be exactly one frame claiming no
+// more than `max_bytes` (R9).
+Result<unsigned long long> ZstdFrameSize(std::span<const std::byte> in, size_t max_bytes,
+                                         const std::string& file, uint64_t position) {
   size_t frame = ZSTD_findFrameCompressedSize(in.data(), in.size());
   if (ZSTD_isError(frame)) {
     return R9(file, position, fmt::format("not one zstd frame: {}", ZSTD_getErrorName(frame)));
@@ -401,61 +404,88 @@ Status ZstdDecompress(std::span<const std::byte> in, size_t max_bytes, std::vect
   }
   unsigned long long size = ZSTD_getFrameContentSize(in.data(), in.size());
   if (size == ZSTD_CONTENTSIZE_ERROR) return R9(file, position, "bad zstd frame header");
-  const bool known = size != ZSTD_CONTENTSIZE_UNKNOWN;
-  if (known && size > max_bytes) {
+  if (size != ZSTD_CONTENTSIZE_UNKNOWN && size > max_bytes) {
     return R9(file, position,
               fmt::format("zstd frame claims {} bytes, more than the limit {}", size, max_bytes));
   }
+  return size;
+}
+
+// The rest of a frame that filled the first buffer, decompressed through a
+// fixed buffer only to be counted into `produced`, until the frame ends or
+// more than `limit` bytes came; `r`: the last ZSTD_decompressStream result.
+Status CountZstdRest(ZSTD_DCtx* dctx, ZSTD_inBuffer& src, size_t& r, size_t& produced,
+                     size_t limit, const std::string& file, uint64_t position) {
+  thread_local std::vector<std::byte> discard;
+  MQ_RETURN_IF_ERROR(Resize(&discard, kCountBufferBytes, file, position));
+  while (!ZSTD_isError(r) && r != 0 && produced <= limit) {
+    ZSTD_outBuffer sink{discard.data(), discard.size(), 0};
+    r = ZSTD_decompressStream(dctx, &sink, &src);
+    produced += sink.pos;
+    if (sink.pos < sink.size && src.pos == src.size && r != 0 && !ZSTD_isError(r)) break;
+  }
+  return Status::Ok();
+}
+
+// The frame `in`, counted to `produced` bytes, decompressed again into
+// `out` of exactly that size.
+Status ZstdDecompressCounted(ZSTD_DCtx* dctx, std::span<const std::byte> in, size_t produced,
+                             std::vector<std::byte>* out, const std::string& file,
+                             uint64_t position) {
+  if (out->capacity() < produced) {
+    out->clear();
+    out->shrink_to_fit();
+  }
+  MQ_RETURN_IF_ERROR(Resize(out, produced, file, position));
+  size_t r = ZSTD_decompressDCtx(dctx, out->data(), out->size(), in.data(), in.size());
+  if (ZSTD_isError(r)) return ZstdError(r, file, position, out->size());
+  if (r != produced) {
+    return R9(file, position, fmt::format("zstd frame gave {} bytes, then {}", produced, r));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ZstdDecompress(std::span<const std::byte> in, size_t max_bytes, std::vector<std::byte>* out,
+                      const std::string& file, uint64_t position) {
+  ZSTD_DCtx* dctx = ThreadDCtx();
+  if (dctx == nullptr) return NoMemory(file, position, 0);
+  auto claimed = ZstdFrameSize(in, max_bytes, file, position);
+  if (!claimed) return claimed.error();
+  const unsigned long long size = *claimed;
+  const bool known = size != ZSTD_CONTENTSIZE_UNKNOWN;
   // The frame's claimed size only caps what is accepted. One byte over the
   // cap tells "too large" from "exactly the cap".
   const size_t limit = known ? static_cast<size_t>(size) : max_bytes;
   const size_t trusted = std::max(kTrustBytes, in.size() * kTrustRatio);
   const size_t first = std::min(limit + 1, trusted);
-  auto too_large = [&] {
-    if (known) {
-      return R9(file, position,
-                fmt::format("zstd frame gives more than the {} bytes its header says", size));
-    }
-    return R9(file, position, fmt::format("zstd records decompress to more than {} bytes", max_bytes));
-  };
   MQ_RETURN_IF_ERROR(Resize(out, first, file, position));
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   ZSTD_inBuffer src{in.data(), in.size(), 0};
   ZSTD_outBuffer dst{out->data(), out->size(), 0};
   size_t r = ZSTD_decompressStream(dctx, &dst, &src);
   size_t produced = dst.pos;
-  if (!ZSTD_isError(r) && r != 0 && dst.pos == dst.size) {
-    // More than the first buffer: count the rest through a fixed buffer.
-    thread_local std::vector<std::byte> discard;
-    MQ_RETURN_IF_ERROR(Resize(&discard, kCountBufferBytes, file, position));
-    while (!ZSTD_isError(r) && r != 0 && produced <= limit) {
-      ZSTD_outBuffer sink{discard.data(), discard.size(), 0};
-      r = ZSTD_decompressStream(dctx, &sink, &src);
-      produced += sink.pos;
-      if (sink.pos < sink.size && src.pos == src.size && r != 0 && !ZSTD_isError(r)) break;
-    }
-  }
+  // More than the first buffer: count the rest through a fixed buffer.
+  if (!ZSTD_isError(r) && r != 0 && dst.pos == dst.size)
+    MQ_RETURN_IF_ERROR(CountZstdRest(dctx, src, r, produced, limit, file, position));
   if (ZSTD_isError(r)) return ZstdError(r, file, position, out->size());
-  if (produced > limit) return too_large();
+  if (produced > limit) {
+    if (known) {
+      return R9(file, position,
+                fmt::format("zstd frame gives more than the {} bytes its header says", size));
+    }
+    return R9(file, position, fmt::format("zstd records decompress to more than {} bytes", max_bytes));
+  }
   if (r != 0) return R9(file, position, "zstd frame is truncated");
   if (src.pos != src.size) return R9(file, position, "bytes follow the zstd frame");
   if (known && produced != size) {
     return R9(file, position,
               fmt::format("zstd frame gave {} bytes, its header says {}", produced, size));
   }
-  if (produced > first) {
-    // Counted: decompress again into a buffer of exactly that size.
-    if (out->capacity() < produced) {
-      out->clear();
-      out->shrink_to_fit();
-    }
-    MQ_RETURN_IF_ERROR(Resize(out, produced, file, position));
-    r = ZSTD_decompressDCtx(dctx, out->data(), out->size(), in.data(), in.size());
-    if (ZSTD_isError(r)) return ZstdError(r, file, position, out->size());
-    if (r != produced) {
-      return R9(file, position, fmt::format("zstd frame gave {} bytes, then {}", produced, r));
-    }
-  }
+  // Counted: decompress again into a buffer of exactly that size.
+  if (produced > first)
+    MQ_RETURN_IF_ERROR(ZstdDecompressCounted(dctx, in, produced, out, file, position));
   out->resize(produced);
   return Status::Ok();
 }

@@ -159,7 +159,11 @@ std::vector<std::byte> EncodeGroupOffsets(const GroupOffsets& state) {
   return out;
 }
 
-Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std::string& file) {
+namespace {
+
+// R29's frame of an offsets file: its size, magic, version, reserved field
+// and CRC.
+Status CheckGroupOffsetsFrame(std::span<const std::byte> b, const std::string& file) {
   if (b.size() > kMaxGroupOffsetsBytes)
     return Status::Corruption(file, kMaxGroupOffsetsBytes, "R29",
                               fmt::format("{} bytes, more than the {} allowed", b.size(),
@@ -194,15 +198,24 @@ Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std:
                               fmt::format("crc {:#010x} stored, {:#010x} computed{}", stored,
                                           computed, why));
   }
+  return Status::Ok();
+}
+
+// The header's fields (R29), its entries not yet read; `count`: how many
+// entries follow.
+Result<GroupOffsets> DecodeGroupOffsetsHeader(std::span<const std::byte> b,
+                                              const std::string& file, int32_t* count) {
+  const std::byte* h = b.data();
+  *count = static_cast<int32_t>(GetFixed32(h + kCountAt));
   GroupOffsets s;
   s.generation = static_cast<int64_t>(GetFixed64(h + kGenerationAt));
   s.update_timestamp = static_cast<int64_t>(GetFixed64(h + kUpdateTimestampAt));
   s.rebalances = static_cast<int64_t>(GetFixed64(h + kRebalancesAt));
   s.last_rebalance_timestamp = static_cast<int64_t>(GetFixed64(h + kLastRebalanceAt));
-  if (count < 0) return Status::Corruption(file, kCountAt, "R29", fmt::format("count {}", count));
-  if (static_cast<uint64_t>(count) * (kGroupOffsetEntryFixedSize + 1) > b.size() - kGroupOffsetsHeaderSize)
+  if (*count < 0) return Status::Corruption(file, kCountAt, "R29", fmt::format("count {}", *count));
+  if (static_cast<uint64_t>(*count) * (kGroupOffsetEntryFixedSize + 1) > b.size() - kGroupOffsetsHeaderSize)
     return Status::Corruption(file, kCountAt, "R29",
-                              fmt::format("count {} does not fit in the file's {} bytes", count, b.size()));
+                              fmt::format("count {} does not fit in the file's {} bytes", *count, b.size()));
   if (s.generation < 1)
     return Status::Corruption(file, kGenerationAt, "R29", fmt::format("generation {}", s.generation));
   if (s.rebalances < 0)
@@ -210,48 +223,68 @@ Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std:
   if (s.last_rebalance_timestamp < kNoTimestamp)
     return Status::Corruption(file, kLastRebalanceAt, "R29",
                               fmt::format("last rebalance timestamp {}", s.last_rebalance_timestamp));
+  return s;
+}
+
+// Entry `i` at `*at` (R30), its fields in their ranges; `*at` moves past it.
+Result<CommittedOffset> DecodeGroupOffsetEntry(std::span<const std::byte> b, size_t* at_io,
+                                               const std::string& file, int32_t i) {
+  size_t& at = *at_io;
+  CommittedOffset e;
+  auto topic = GetName(b, &at, file, "topic", false);
+  if (!topic) return topic.error();
+  e.topic = std::move(*topic);
+  if (b.size() - at < kGroupOffsetEntryFixedSize - 4)
+    return Status::Corruption(file, at, "R29", fmt::format("the file ends inside entry {}", i));
+  const std::byte* p = b.data() + at;
+  e.partition = static_cast<int32_t>(GetFixed32(p));
+  e.offset = static_cast<int64_t>(GetFixed64(p + 4));
+  e.leader_epoch = static_cast<int32_t>(GetFixed32(p + 12));
+  e.commit_timestamp = static_cast<int64_t>(GetFixed64(p + 16));
+  e.dead_letters = static_cast<int64_t>(GetFixed64(p + 24));
+  if (e.partition < 0 || e.partition > kMaxGroupPartition)
+    return Status::Corruption(file, at, "R30", fmt::format("entry {}: partition {}", i, e.partition));
+  if (e.offset < 0)
+    return Status::Corruption(file, at + 4, "R30", fmt::format("entry {}: offset {}", i, e.offset));
+  if (e.leader_epoch < kNoLeaderEpoch)
+    return Status::Corruption(file, at + 12, "R30",
+                              fmt::format("entry {}: leader epoch {}", i, e.leader_epoch));
+  if (e.dead_letters < 0)
+    return Status::Corruption(file, at + 24, "R30",
+                              fmt::format("entry {}: dead-letter count {}", i, e.dead_letters));
+  at += 32;
+  auto member = GetName(b, &at, file, "member id", true);
+  if (!member) return member.error();
+  e.member_id = std::move(*member);
+  return e;
+}
+
+}  // namespace
+
+Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std::string& file) {
+  MQ_RETURN_IF_ERROR(CheckGroupOffsetsFrame(b, file));
+  int32_t count = 0;
+  auto header = DecodeGroupOffsetsHeader(b, file, &count);
+  if (!header) return header.error();
+  GroupOffsets& s = *header;
   s.offsets.reserve(static_cast<size_t>(count));
   size_t at = kGroupOffsetsHeaderSize;
   for (int32_t i = 0; i < count; ++i) {
     const size_t start = at;
-    CommittedOffset e;
-    auto topic = GetName(b, &at, file, "topic", false);
-    if (!topic) return topic.error();
-    e.topic = std::move(*topic);
-    if (b.size() - at < kGroupOffsetEntryFixedSize - 4)
-      return Status::Corruption(file, at, "R29", fmt::format("the file ends inside entry {}", i));
-    const std::byte* p = b.data() + at;
-    e.partition = static_cast<int32_t>(GetFixed32(p));
-    e.offset = static_cast<int64_t>(GetFixed64(p + 4));
-    e.leader_epoch = static_cast<int32_t>(GetFixed32(p + 12));
-    e.commit_timestamp = static_cast<int64_t>(GetFixed64(p + 16));
-    e.dead_letters = static_cast<int64_t>(GetFixed64(p + 24));
-    if (e.partition < 0 || e.partition > kMaxGroupPartition)
-      return Status::Corruption(file, at, "R30", fmt::format("entry {}: partition {}", i, e.partition));
-    if (e.offset < 0)
-      return Status::Corruption(file, at + 4, "R30", fmt::format("entry {}: offset {}", i, e.offset));
-    if (e.leader_epoch < kNoLeaderEpoch)
-      return Status::Corruption(file, at + 12, "R30",
-                                fmt::format("entry {}: leader epoch {}", i, e.leader_epoch));
-    if (e.dead_letters < 0)
-      return Status::Corruption(file, at + 24, "R30",
-                                fmt::format("entry {}: dead-letter count {}", i, e.dead_letters));
-    at += 32;
-    auto member = GetName(b, &at, file, "member id", true);
-    if (!member) return member.error();
-    e.member_id = std::move(*member);
-    if (!s.offsets.empty() && !EntryLess(s.offsets.back(), e))
+    auto e = DecodeGroupOffsetEntry(b, &at, file, i);
+    if (!e) return e.error();
+    if (!s.offsets.empty() && !EntryLess(s.offsets.back(), *e))
       return Status::Corruption(file, start, "R30",
                                 fmt::format("entry {} ({}-{}) does not follow {}-{}: entries are "
                                             "sorted by topic and partition, without repeats",
-                                            i, e.topic, e.partition, s.offsets.back().topic,
+                                            i, e->topic, e->partition, s.offsets.back().topic,
                                             s.offsets.back().partition));
-    s.offsets.push_back(std::move(e));
+    s.offsets.push_back(std::move(*e));
   }
   if (at != b.size())
     return Status::Corruption(file, at, "R29",
                               fmt::format("{} bytes after the last of {} entries", b.size() - at, count));
-  return s;
+  return std::move(s);
 }
 
 namespace {
@@ -415,14 +448,10 @@ Result<FileLock> Group::LockForReset(std::optional<std::string_view> topic) cons
   return held;
 }
 
-Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
-                     CommitKind kind, int64_t now_ms, const FileLock* reset_lock,
-                     CommitSync sync, const CommitWait& wait) {
-  if (!ValidMemberId(member_id)) return ValidateName(member_id, "member id");
-  // A reset or a carried commit is no member's progress: what a machine
-  // crash would undo is not delivered again, it is simply undone.
-  if (kind != CommitKind::kForward) sync = CommitSync::kDurable;
-  if (now_ms == kNoTimestamp) now_ms = NowMs();
+namespace {
+
+// Each commit names a valid topic, a partition once, and values in range.
+Status ValidateCommits(std::span<const OffsetCommit> commits) {
   for (size_t i = 0; i < commits.size(); ++i) {
     const OffsetCommit& c = commits[i];
     MQ_RETURN_IF_ERROR(ValidateName(c.topic, "topic"));
@@ -439,6 +468,60 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
         return Status(Code::kInvalidArgument,
                       fmt::format("commit names {}-{} twice", c.topic, c.partition));
   }
+  return Status::Ok();
+}
+
+// Commit `c` applied to the offsets `s` (R31, group.md §14.3), by `member`
+// at `now_ms`; `path` names the group in errors.
+Status ApplyCommit(GroupOffsets* s, const OffsetCommit& c, CommitKind kind, int64_t now_ms,
+                   const std::string& member, const std::string& path) {
+  auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {
+    return e.topic == c.topic && e.partition == c.partition;
+  });
+  // The follower is there already: above, or at the same offset after a
+  // record of the same or a later leader epoch (group.md §14.3).
+  if (kind == CommitKind::kCarry && it != s->offsets.end() &&
+      (c.offset < it->offset ||
+       (c.offset == it->offset && c.leader_epoch <= it->leader_epoch)))
+    return Status::Ok();
+  const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
+                      it->offset == c.lower_from;  // R31's exceptions (truncation, hand-back)
+  if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&
+      !lowers) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: R31: commit of offset {} for {}-{} is below the committed "
+                              "offset {}; only a reset moves a group backwards",
+                              path, c.offset, c.topic, c.partition, it->offset));
+  }
+  if (it == s->offsets.end()) {
+    s->offsets.push_back(CommittedOffset{c.topic, c.partition, 0, kNoLeaderEpoch, 0, {}, 0});
+    it = s->offsets.end() - 1;
+  }
+  if (it->dead_letters > INT64_MAX - c.dead_letters_added)
+    return Status(Code::kTooLarge, fmt::format("{}-{}: dead-letter count overflows", c.topic,
+                                               c.partition));
+  it->offset = c.offset;
+  it->leader_epoch = c.leader_epoch;
+  it->commit_timestamp = now_ms;
+  it->member_id = member;
+  if (kind == CommitKind::kCarry)
+    it->dead_letters = std::max(it->dead_letters, c.dead_letters);
+  else
+    it->dead_letters += c.dead_letters_added;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
+                     CommitKind kind, int64_t now_ms, const FileLock* reset_lock,
+                     CommitSync sync, const CommitWait& wait) {
+  if (!ValidMemberId(member_id)) return ValidateName(member_id, "member id");
+  // A reset or a carried commit is no member's progress: what a machine
+  // crash would undo is not delivered again, it is simply undone.
+  if (kind != CommitKind::kForward) sync = CommitSync::kDurable;
+  if (now_ms == kNoTimestamp) now_ms = NowMs();
+  MQ_RETURN_IF_ERROR(ValidateCommits(commits));
   FileLock group_lock;
   if (kind == CommitKind::kReset && reset_lock != nullptr) {
     if (!reset_lock->is_open())
@@ -451,41 +534,8 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
   // A reset is nobody's commit: its entries carry no member id (§14.2).
   const std::string member(kind == CommitKind::kReset ? std::string_view() : member_id);
   return Update([&](GroupOffsets* s) -> Status {
-    for (const OffsetCommit& c : commits) {
-      auto it = std::find_if(s->offsets.begin(), s->offsets.end(), [&](const CommittedOffset& e) {
-        return e.topic == c.topic && e.partition == c.partition;
-      });
-      // The follower is there already: above, or at the same offset after a
-      // record of the same or a later leader epoch (group.md §14.3).
-      if (kind == CommitKind::kCarry && it != s->offsets.end() &&
-          (c.offset < it->offset ||
-           (c.offset == it->offset && c.leader_epoch <= it->leader_epoch)))
-        continue;
-      const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
-                          it->offset == c.lower_from;  // R31's exceptions (truncation, hand-back)
-      if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&
-          !lowers) {
-        return Status(Code::kInvalidArgument,
-                      fmt::format("{}: R31: commit of offset {} for {}-{} is below the committed "
-                                  "offset {}; only a reset moves a group backwards",
-                                  path_, c.offset, c.topic, c.partition, it->offset));
-      }
-      if (it == s->offsets.end()) {
-        s->offsets.push_back(CommittedOffset{c.topic, c.partition, 0, kNoLeaderEpoch, 0, {}, 0});
-        it = s->offsets.end() - 1;
-      }
-      if (it->dead_letters > INT64_MAX - c.dead_letters_added)
-        return Status(Code::kTooLarge, fmt::format("{}-{}: dead-letter count overflows", c.topic,
-                                                   c.partition));
-      it->offset = c.offset;
-      it->leader_epoch = c.leader_epoch;
-      it->commit_timestamp = now_ms;
-      it->member_id = member;
-      if (kind == CommitKind::kCarry)
-        it->dead_letters = std::max(it->dead_letters, c.dead_letters);
-      else
-        it->dead_letters += c.dead_letters_added;
-    }
+    for (const OffsetCommit& c : commits)
+      MQ_RETURN_IF_ERROR(ApplyCommit(s, c, kind, now_ms, member, path_));
     std::sort(s->offsets.begin(), s->offsets.end(), EntryLess);
     s->update_timestamp = now_ms;
     return Status::Ok();

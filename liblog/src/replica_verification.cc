@@ -187,24 +187,42 @@ Result<ReplicaComparison> CompareReplicas(const std::vector<ReplicaDir>& replica
   return CompareReplicaLogs(logs, reference_index);
 }
 
-Result<ReplicaComparison> CompareReplicaLogs(std::vector<ReplicaToCompare>& replicas,
-                                             size_t reference_index) {
-  if (reference_index >= replicas.size())
-    return Status(Code::kInvalidArgument, "no reference replica to compare with");
-  ReplicaToCompare& ref = replicas[reference_index];
-  if (!ref.source) return ref.open_error;
-  ReplicaLogSource& rr = *ref.source;
-  ReplicaComparison c;
-  c.reference = ref.id;
-  c.reference_log_end = rr.log_end_offset();
-  {
-    auto hw = rr.HighWatermark();
-    if (hw) c.high_watermark = *hw;
-    else if (hw.error().code() != Code::kNotFound) return hw.error();
-  }
-  const int64_t hw = std::max<int64_t>(c.high_watermark, 0);
-  const int64_t ref_start = rr.log_start_offset();
+namespace {
 
+// A follower's agreement row with its offsets, and its reader placed at the
+// first offset both it and the reference hold; nullopt when it cannot be
+// compared (its status then says why).
+std::optional<Follower> StartFollower(ReplicaAgreement& a, ReplicaToCompare& r, int64_t hw,
+                                      int64_t ref_start) {
+  if (!r.source) {
+    a.status = r.open_error;
+    return std::nullopt;
+  }
+  Follower f;
+  f.out = &a;
+  f.reader = r.source.get();
+  a.log_start_offset = f.reader->log_start_offset();
+  a.log_end_offset = f.reader->log_end_offset();
+  a.compared_to = std::min(hw, a.log_end_offset);
+  a.behind = a.log_end_offset < hw;
+  f.start = std::max(ref_start, a.log_start_offset);
+  f.next = {a.dir, 0};
+  f.done = f.start >= a.compared_to;
+  if (!f.done) {
+    if (Status s = f.reader->Seek(f.start); !s.ok()) {
+      a.status = s;
+      return std::nullopt;
+    }
+  }
+  return f;
+}
+
+// The rows of the comparison, the reference's first, and the followers to
+// read beside it.
+std::vector<Follower> StartComparison(ReplicaComparison& c,
+                                      std::vector<ReplicaToCompare>& replicas,
+                                      size_t reference_index, int64_t hw, int64_t ref_start) {
+  const ReplicaToCompare& ref = replicas[reference_index];
   ReplicaAgreement self;
   self.id = ref.id;
   self.dir = ref.dir;
@@ -225,30 +243,78 @@ Result<ReplicaComparison> CompareReplicaLogs(std::vector<ReplicaToCompare>& repl
   std::vector<Follower> followers;
   followers.reserve(replicas.size());
   for (size_t i = 1; i < c.replicas.size(); ++i) {
-    ReplicaAgreement& a = c.replicas[i];
-    ReplicaToCompare& r = *others[i - 1];
-    if (!r.source) {
-      a.status = r.open_error;
-      continue;
-    }
-    Follower f;
-    f.out = &a;
-    f.reader = r.source.get();
-    a.log_start_offset = f.reader->log_start_offset();
-    a.log_end_offset = f.reader->log_end_offset();
-    a.compared_to = std::min(hw, a.log_end_offset);
-    a.behind = a.log_end_offset < hw;
-    f.start = std::max(ref_start, a.log_start_offset);
-    f.next = {a.dir, 0};
-    f.done = f.start >= a.compared_to;
-    if (!f.done) {
-      if (Status s = f.reader->Seek(f.start); !s.ok()) {
-        a.status = s;
-        continue;
-      }
-    }
-    followers.push_back(std::move(f));
+    auto f = StartFollower(c.replicas[i], *others[i - 1], hw, ref_start);
+    if (f) followers.push_back(std::move(*f));
   }
+  return followers;
+}
+
+// Reads the follower's batch beside the reference's batch `rb` (at `rp`)
+// and compares the two (R57); a difference, or a batch missing, ends its
+// comparison with that status.
+void CompareFollowerBatch(Follower& f, const BatchView& rb, const LogPosition& rp,
+                          const ReplicaToCompare& ref, const std::string& ref_root, int64_t hw) {
+  if (f.done || rb.header().last_offset() < f.start) return;
+  ReplicaAgreement& a = *f.out;
+  if (rb.header().base_offset >= a.compared_to) {
+    f.done = true;
+    return;
+  }
+  auto fb = f.reader->Next();
+  if (!fb) {
+    a.status = fb.error();  // corruption in its own log, that rule
+    f.done = true;
+    return;
+  }
+  const std::string head = fmt::format(
+      "replica {} (root {}) diverges from replica {} (root {}) below the high watermark {} "
+      "at offset {}",
+      a.id, RootOf(a.dir), ref.id, ref_root, hw, rb.header().base_offset);
+  if (!*fb) {
+    a.status = Status::Corruption(
+        f.next.file, f.next.position, "R57",
+        fmt::format("{}: it holds no batch there (its log ends at {}); replica {} holds {} "
+                    "at {}: position {}",
+                    head, a.log_end_offset, ref.id, Describe(rb.header()), rp.file,
+                    rp.position));
+    f.done = true;
+    return;
+  }
+  const BatchView& fv = **fb;
+  const LogPosition fp = f.reader->position();
+  if (const char* field = Difference(rb, fv)) {
+    a.status = Status::Corruption(
+        fp.file, fp.position, "R57",
+        fmt::format("{}: the {} differs: it holds {}; replica {} holds {} at {}: position {}",
+                    head, field, Describe(fv.header()), ref.id, Describe(rb.header()),
+                    rp.file, rp.position));
+    f.done = true;
+    return;
+  }
+  ++a.batches;
+  f.next = {fp.file, fp.position + fv.header().size_bytes()};
+}
+
+}  // namespace
+
+Result<ReplicaComparison> CompareReplicaLogs(std::vector<ReplicaToCompare>& replicas,
+                                             size_t reference_index) {
+  if (reference_index >= replicas.size())
+    return Status(Code::kInvalidArgument, "no reference replica to compare with");
+  ReplicaToCompare& ref = replicas[reference_index];
+  if (!ref.source) return ref.open_error;
+  ReplicaLogSource& rr = *ref.source;
+  ReplicaComparison c;
+  c.reference = ref.id;
+  c.reference_log_end = rr.log_end_offset();
+  {
+    auto hw = rr.HighWatermark();
+    if (hw) c.high_watermark = *hw;
+    else if (hw.error().code() != Code::kNotFound) return hw.error();
+  }
+  const int64_t hw = std::max<int64_t>(c.high_watermark, 0);
+  const int64_t ref_start = rr.log_start_offset();
+  std::vector<Follower> followers = StartComparison(c, replicas, reference_index, hw, ref_start);
 
   MQ_RETURN_IF_ERROR(rr.Seek(ref_start));
   const std::string ref_root = RootOf(ref.dir);
@@ -261,47 +327,7 @@ Result<ReplicaComparison> CompareReplicaLogs(std::vector<ReplicaToCompare>& repl
     const BatchView& rb = **batch;
     const LogPosition rp = rr.position();
     ++c.replicas[0].batches;
-    for (Follower& f : followers) {
-      if (f.done || rb.header().last_offset() < f.start) continue;
-      ReplicaAgreement& a = *f.out;
-      if (rb.header().base_offset >= a.compared_to) {
-        f.done = true;
-        continue;
-      }
-      auto fb = f.reader->Next();
-      if (!fb) {
-        a.status = fb.error();  // corruption in its own log, that rule
-        f.done = true;
-        continue;
-      }
-      const std::string head = fmt::format(
-          "replica {} (root {}) diverges from replica {} (root {}) below the high watermark {} "
-          "at offset {}",
-          a.id, RootOf(a.dir), ref.id, ref_root, hw, rb.header().base_offset);
-      if (!*fb) {
-        a.status = Status::Corruption(
-            f.next.file, f.next.position, "R57",
-            fmt::format("{}: it holds no batch there (its log ends at {}); replica {} holds {} "
-                        "at {}: position {}",
-                        head, a.log_end_offset, ref.id, Describe(rb.header()), rp.file,
-                        rp.position));
-        f.done = true;
-        continue;
-      }
-      const BatchView& fv = **fb;
-      const LogPosition fp = f.reader->position();
-      if (const char* field = Difference(rb, fv)) {
-        a.status = Status::Corruption(
-            fp.file, fp.position, "R57",
-            fmt::format("{}: the {} differs: it holds {}; replica {} holds {} at {}: position {}",
-                        head, field, Describe(fv.header()), ref.id, Describe(rb.header()),
-                        rp.file, rp.position));
-        f.done = true;
-        continue;
-      }
-      ++a.batches;
-      f.next = {fp.file, fp.position + fv.header().size_bytes()};
-    }
+    for (Follower& f : followers) CompareFollowerBatch(f, rb, rp, ref, ref_root, hw);
   }
   return c;
 }

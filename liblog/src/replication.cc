@@ -451,15 +451,14 @@ Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
   return leader.EndOffsetFor(requested_epoch);
 }
 
-Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
-                                  const FetchRequest& request, std::vector<std::byte>* buffer,
-                                  bool in_place) {
-  auto p = LoadPartition(ctx);
-  if (!p) return p.error();
-  const int32_t me = leader.replica_id();
-  MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, me, request.leader_epoch));
-  if (request.replica == me || std::find(p->replicas.begin(), p->replicas.end(),
-                                         request.replica) == p->replicas.end())
+namespace {
+
+// The request names a follower of this partition, and holds no more than
+// it fetches from.
+Status CheckFetchRequest(const ReplicationContext& ctx, const PartitionState& p, int32_t me,
+                         const FetchRequest& request) {
+  if (request.replica == me || std::find(p.replicas.begin(), p.replicas.end(),
+                                         request.replica) == p.replicas.end())
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: replica {} is not a follower of this partition", Where(ctx),
                               request.replica));
@@ -470,6 +469,76 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: replica {} holds up to offset {}, past its fetch offset {}",
                               Where(ctx), request.replica, held, request.fetch_offset));
+  return Status::Ok();
+}
+
+// The fetching follower's position at `now`, the leader's log ending at
+// `leo`; `before`: its position of this epoch recorded last, `mine` the
+// leader's own entry.
+FollowerPosition FetchedPosition(const FetchRequest& request, int64_t now, int64_t leo,
+                                 const std::optional<FollowerPosition>& before,
+                                 const FollowerPosition& mine) {
+  const int64_t held = request.held();
+  // The follower's position is what it holds, never what it is about to
+  // receive (a fetch ahead's fetch offset).
+  FollowerPosition f;
+  f.replica = request.replica;
+  f.leader_epoch = request.leader_epoch;
+  f.log_end_offset = held;
+  f.last_fetch_ms = now;
+  f.last_fetch_leader_leo = leo;
+  // Kafka's Replica.updateFetchState: caught up now when it has all the
+  // leader has; caught up as of its previous fetch when it now has what
+  // the leader had then.
+  if (held >= leo)
+    f.last_caught_up_ms = now;
+  else if (before && held >= before->last_fetch_leader_leo)
+    f.last_caught_up_ms = before->last_fetch_ms;
+  else
+    f.last_caught_up_ms = before ? before->last_caught_up_ms : mine.last_caught_up_ms;
+  return f;
+}
+
+// Kafka's isFollowerInSync: a follower outside the ISR joins once it
+// holds everything below the HW and something of this epoch's log.
+Status ExpandIsrIfInSync(const ReplicationContext& ctx, ReplicaLog& leader,
+                         const PartitionState& p, const FetchRequest& request, int64_t hw) {
+  const int64_t held = request.held();
+  if (InIsr(p, request.replica) || held < hw) return Status::Ok();
+  auto epoch_start = leader.EndOffsetFor(request.leader_epoch - 1);
+  if (!epoch_start) return epoch_start.error();
+  const int64_t starts = epoch_start->end_offset < 0 ? 0 : epoch_start->end_offset;
+  if (held < starts) return Status::Ok();
+  PartitionState proposed = p;
+  proposed.isr.push_back(request.replica);
+  auto done = ctx.cluster->AlterPartition(
+      proposed, fmt::format("expand: replica {} caught up to offset {} (HW {})", request.replica,
+                            held, hw));
+  // Another change won the race: the next fetch decides again.
+  if (!done && done.error().code() != Code::kFenced) return done.error();
+  return Status::Ok();
+}
+
+// The batches from the fetch offset into `out`: borrowed from the log's
+// file when the caller asks for them in place into its buffer.
+Status ReadFetched(ReplicaLog& leader, const FetchRequest& request,
+                   std::vector<std::byte>* buffer, bool in_place, std::vector<std::byte>* out,
+                   uint32_t* crc, FetchResponse& response) {
+  if (in_place && buffer)
+    return leader.ReadInPlace(request.fetch_offset, request.max_bytes, out, crc, &response.file);
+  return leader.Read(request.fetch_offset, request.max_bytes, out, crc);
+}
+
+}  // namespace
+
+Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
+                                  const FetchRequest& request, std::vector<std::byte>* buffer,
+                                  bool in_place) {
+  auto p = LoadPartition(ctx);
+  if (!p) return p.error();
+  const int32_t me = leader.replica_id();
+  MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, me, request.leader_epoch));
+  MQ_RETURN_IF_ERROR(CheckFetchRequest(ctx, *p, me, request));
   MQ_RETURN_IF_ERROR(ClaimEpoch(ctx, leader, *p));
   MQ_RETURN_IF_ERROR(EnsureEpoch(leader, request.leader_epoch));
 
@@ -490,23 +559,7 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     if (!mine) return mine.error();
     auto before = Find(*all, request.replica, request.leader_epoch);
     const int64_t now = ctx.clock->NowMs();
-    // The follower's position is what it holds, never what it is about to
-    // receive (a fetch ahead's fetch offset).
-    FollowerPosition f;
-    f.replica = request.replica;
-    f.leader_epoch = request.leader_epoch;
-    f.log_end_offset = held;
-    f.last_fetch_ms = now;
-    f.last_fetch_leader_leo = *leo;
-    // Kafka's Replica.updateFetchState: caught up now when it has all the
-    // leader has; caught up as of its previous fetch when it now has what
-    // the leader had then.
-    if (held >= *leo)
-      f.last_caught_up_ms = now;
-    else if (before && held >= before->last_fetch_leader_leo)
-      f.last_caught_up_ms = before->last_fetch_ms;
-    else
-      f.last_caught_up_ms = before ? before->last_caught_up_ms : mine->last_caught_up_ms;
+    FollowerPosition f = FetchedPosition(request, now, *leo, before, *mine);
     std::vector<std::byte>* out = buffer ? buffer : &response.batches;
     uint32_t crc = 0;
     if (Planted().position_at_response_end) {
@@ -525,29 +578,9 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     auto computed = ComputeHighWatermark(ctx, leader, *p, *leo, &*all);
     if (!computed) return computed.error();
     hw = *computed;
-    // Kafka's isFollowerInSync: a follower outside the ISR joins once it
-    // holds everything below the HW and something of this epoch's log.
-    if (!InIsr(*p, request.replica) && held >= hw) {
-      auto epoch_start = leader.EndOffsetFor(request.leader_epoch - 1);
-      if (!epoch_start) return epoch_start.error();
-      const int64_t starts = epoch_start->end_offset < 0 ? 0 : epoch_start->end_offset;
-      if (held >= starts) {
-        PartitionState proposed = *p;
-        proposed.isr.push_back(request.replica);
-        auto done = ctx.cluster->AlterPartition(
-            proposed, fmt::format("expand: replica {} caught up to offset {} (HW {})",
-                                  request.replica, held, hw));
-        // Another change won the race: the next fetch decides again.
-        if (!done && done.error().code() != Code::kFenced) return done.error();
-      }
-    }
-    if (!Planted().position_at_response_end) {
-      if (in_place && buffer)
-        MQ_RETURN_IF_ERROR(leader.ReadInPlace(request.fetch_offset, request.max_bytes, out, &crc,
-                                              &response.file));
-      else
-        MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
-    }
+    MQ_RETURN_IF_ERROR(ExpandIsrIfInSync(ctx, leader, *p, request, hw));
+    if (!Planted().position_at_response_end)
+      MQ_RETURN_IF_ERROR(ReadFetched(leader, request, buffer, in_place, out, &crc, response));
     response.crc = crc;
     if (buffer && response.file.size == 0) response.borrowed = *buffer;
     response.log_start_offset = *start;
@@ -559,6 +592,113 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
   response.leader_epoch = request.leader_epoch;
   return response;
 }
+
+namespace {
+
+// Where the follower's log is cut to agree with the leader's (KIP-101,
+// KIP-279), from the leader's answer about its latest epoch.
+struct Truncation {
+  int64_t target = 0;
+  bool again = false;  // KIP-279: ask again with the epoch then latest
+  bool cut = false;    // truncate, even at the log end (to drop epochs)
+};
+
+Result<Truncation> FindTruncation(ReplicaLog& follower, LeaderLink& leader, int32_t leader_epoch,
+                                  int64_t leo) {
+  // KIP-101, KIP-279: where does my latest epoch end at the leader?
+  auto latest = follower.LatestEpoch();
+  if (!latest) return latest.error();
+  Truncation t;
+  t.target = leo;
+  EpochEndOffset at_leader;
+  if (*latest >= 0) {
+    auto asked = leader.OffsetForLeaderEpoch(leader_epoch, *latest);
+    if (!asked) return asked.error();
+    at_leader = *asked;
+  }
+  if (at_leader.epoch < 0 || at_leader.end_offset < 0) {
+    // No epoch to compare: keep only what is below the HW.
+    auto hw = follower.HighWatermark();
+    if (!hw) return hw.error();
+    t.target = std::max<int64_t>(*hw, 0);
+  } else {
+    t.target = at_leader.end_offset;
+    if (at_leader.epoch < *latest) {
+      // The leader does not know my latest epoch: my log diverges after
+      // the end of the largest epoch we share.
+      auto mine = follower.EndOffsetFor(at_leader.epoch);
+      if (!mine) return mine.error();
+      if (mine->end_offset >= 0) t.target = std::min(t.target, mine->end_offset);
+      // I lack the leader's epoch itself: what I keep below the cut may
+      // still diverge; the next step asks about my epoch before it.
+      if (mine->epoch != at_leader.epoch) t.again = true;
+    }
+  }
+  // A cut at my log end still drops the epochs that start there (an
+  // epoch I began as a leader and wrote nothing in).
+  t.cut = t.target < leo || t.again || (at_leader.epoch >= 0 && at_leader.epoch < *latest);
+  return t;
+}
+
+// Cuts the follower's log where it stops agreeing with the leader's;
+// `leo` becomes its log end after. True when the next step asks the
+// leader again before fetching (KIP-279).
+Result<bool> TruncateToLeader(ReplicaLog& follower, LeaderLink& leader, const PartitionState& p,
+                              FollowerState& state, int64_t* leo, FollowerStepResult& result) {
+  auto t = FindTruncation(follower, leader, p.leader_epoch, *leo);
+  if (!t) return t.error();
+  if (t->cut) {
+    // In the leader's epoch: refused if a newer one reached the log
+    // since this step read it (this replica elected and appending).
+    MQ_RETURN_IF_ERROR(follower.TruncateTo(t->target, p.leader_epoch));
+    state.high_watermark = -1;  // the cut may have lowered it
+    auto now = follower.LogEndOffset();
+    if (!now) return now.error();
+    if (*now < *leo) result.truncated_to = *now;
+    *leo = *now;
+  }
+  return t->again;
+}
+
+// Appends the fetched batches, follows the leader's log start and raises
+// the follower's HW.
+Status ApplyFetch(ReplicaLog& follower, const FetchResponse& response, FollowerState& state,
+                  FollowerStepResult& result) {
+  if (const auto batches = response.data(); !batches.empty()) {
+    auto appended = follower.AppendReplicated(
+        batches, response.batches_checked ? CrcCheck::kAlreadyComputed : CrcCheck::kVerify);
+    if (!appended) {
+      // The log no longer ends where this step fetched from: reconcile
+      // again before the next fetch.
+      if (appended.error().code() == Code::kOutOfOrder) state.truncated = false;
+      return appended.error();
+    }
+    result.appended_bytes = static_cast<int64_t>(batches.size());
+    result.appended_records = appended->last_offset - appended->base_offset + 1;
+  }
+  auto start = follower.LogStartOffset();
+  if (!start) return start.error();
+  if (response.log_start_offset > *start)
+    MQ_RETURN_IF_ERROR(follower.DeleteBefore(response.log_start_offset));
+  auto end = follower.LogEndOffset();
+  if (!end) return end.error();
+  result.caught_up = *end >= response.log_end_offset;
+  // §17.3: min(leader's HW, own LEO); only ever raised, so a fetch that
+  // brings none above the one stored last leaves the file alone. A fetch
+  // that brought the leader's last batches leaves it to the next step,
+  // whose fetch follows at once: that fetch tells the leader this log end,
+  // which an acks=all producer waits for, and its answer carries a HW at
+  // least as high. Storing first would delay it by a file replace.
+  if (const int64_t hw = std::min(response.high_watermark, *end);
+      response.high_watermark >= 0 && hw > state.high_watermark &&
+      !(result.caught_up && result.appended_bytes > 0)) {
+    MQ_RETURN_IF_ERROR(follower.SetHighWatermark(hw));
+    state.high_watermark = hw;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
                                         LeaderLink& leader, FollowerState& state,
@@ -585,48 +725,9 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
   auto leo = follower.LogEndOffset();
   if (!leo) return leo.error();
   if (!state.truncated && !Planted().no_epoch_truncation) {
-    // KIP-101, KIP-279: where does my latest epoch end at the leader?
-    auto latest = follower.LatestEpoch();
-    if (!latest) return latest.error();
-    int64_t target = *leo;
-    bool again = false;  // KIP-279: ask again with the epoch then latest
-    EpochEndOffset at_leader;
-    if (*latest >= 0) {
-      auto asked = leader.OffsetForLeaderEpoch(p->leader_epoch, *latest);
-      if (!asked) return asked.error();
-      at_leader = *asked;
-    }
-    if (at_leader.epoch < 0 || at_leader.end_offset < 0) {
-      // No epoch to compare: keep only what is below the HW.
-      auto hw = follower.HighWatermark();
-      if (!hw) return hw.error();
-      target = std::max<int64_t>(*hw, 0);
-    } else {
-      target = at_leader.end_offset;
-      if (at_leader.epoch < *latest) {
-        // The leader does not know my latest epoch: my log diverges after
-        // the end of the largest epoch we share.
-        auto mine = follower.EndOffsetFor(at_leader.epoch);
-        if (!mine) return mine.error();
-        if (mine->end_offset >= 0) target = std::min(target, mine->end_offset);
-        // I lack the leader's epoch itself: what I keep below the cut may
-        // still diverge; the next step asks about my epoch before it.
-        if (mine->epoch != at_leader.epoch) again = true;
-      }
-    }
-    // A cut at my log end still drops the epochs that start there (an
-    // epoch I began as a leader and wrote nothing in).
-    if (target < *leo || again || (at_leader.epoch >= 0 && at_leader.epoch < *latest)) {
-      // In the leader's epoch: refused if a newer one reached the log
-      // since this step read it (this replica elected and appending).
-      MQ_RETURN_IF_ERROR(follower.TruncateTo(target, p->leader_epoch));
-      state.high_watermark = -1;  // the cut may have lowered it
-      auto now = follower.LogEndOffset();
-      if (!now) return now.error();
-      if (*now < *leo) result.truncated_to = *now;
-      *leo = *now;
-    }
-    if (again) return result;
+    auto again = TruncateToLeader(follower, leader, *p, state, &*leo, result);
+    if (!again) return again.error();
+    if (*again) return result;
     state.truncated = true;
   }
 
@@ -641,37 +742,7 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     if (response.error().code() == Code::kOutOfOrder) state.truncated = false;
     return response.error();
   }
-  if (const auto batches = response->data(); !batches.empty()) {
-    auto appended = follower.AppendReplicated(
-        batches, response->batches_checked ? CrcCheck::kAlreadyComputed : CrcCheck::kVerify);
-    if (!appended) {
-      // The log no longer ends where this step fetched from: reconcile
-      // again before the next fetch.
-      if (appended.error().code() == Code::kOutOfOrder) state.truncated = false;
-      return appended.error();
-    }
-    result.appended_bytes = static_cast<int64_t>(batches.size());
-    result.appended_records = appended->last_offset - appended->base_offset + 1;
-  }
-  auto start = follower.LogStartOffset();
-  if (!start) return start.error();
-  if (response->log_start_offset > *start)
-    MQ_RETURN_IF_ERROR(follower.DeleteBefore(response->log_start_offset));
-  auto end = follower.LogEndOffset();
-  if (!end) return end.error();
-  result.caught_up = *end >= response->log_end_offset;
-  // §17.3: min(leader's HW, own LEO); only ever raised, so a fetch that
-  // brings none above the one stored last leaves the file alone. A fetch
-  // that brought the leader's last batches leaves it to the next step,
-  // whose fetch follows at once: that fetch tells the leader this log end,
-  // which an acks=all producer waits for, and its answer carries a HW at
-  // least as high. Storing first would delay it by a file replace.
-  if (const int64_t hw = std::min(response->high_watermark, *end);
-      response->high_watermark >= 0 && hw > state.high_watermark &&
-      !(result.caught_up && result.appended_bytes > 0)) {
-    MQ_RETURN_IF_ERROR(follower.SetHighWatermark(hw));
-    state.high_watermark = hw;
-  }
+  MQ_RETURN_IF_ERROR(ApplyFetch(follower, *response, state, result));
   return result;
 }
 
