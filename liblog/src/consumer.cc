@@ -254,6 +254,15 @@ Status Consumer::OpenCursor(Cursor& c, bool at_start) {
   // While its first writer creates a partition, a file may be missing for
   // a moment: still unborn, look again next round.
   if (!next) return next.error().code() == Code::kNotFound ? unborn() : next.error();
+  // -o N below the log start: retention deleted offsets N.. (R73), said
+  // once, when the partition is first positioned.
+  if (at_start && c.start.kind == StartPosition::Kind::kOffset && c.start.value >= 0 &&
+      c.start.value < *next && *next == c.reader->log_start_offset()) {
+    ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kOutOfRange, c);
+    n.first_offset = c.start.value;
+    n.last_offset = *next - 1;
+    Notify(n);
+  }
   c.next_offset = *next;
   c.positioned = true;
   if (c.start.kind == StartPosition::Kind::kTimestamp) c.start_timestamp = c.start.value;

@@ -234,7 +234,7 @@ Status EnsureEpoch(ReplicaLog& leader, int32_t epoch) { return leader.EnsureEpoc
 // UpdateHighWatermark's body; the caller holds the leader lock. `leo` and
 // `followers`: the leader's LEO and its followers' positions when the
 // caller has just read them (nullopt: read here).
-Result<int64_t> ComputeHighWatermark(const ReplicationContext& ctx, ReplicaLog& leader,
+Result<int64_t> ComputeHighWatermark(ReplicaLog& leader,
                                      const PartitionState& p,
                                      std::optional<int64_t> leo = std::nullopt,
                                      const std::vector<FollowerPosition>* followers = nullptr) {
@@ -333,7 +333,7 @@ Result<int64_t> UpdateHighWatermark(const ReplicationContext& ctx, ReplicaLog& l
     if (!p && Planted().hw_without_controller) p = StateFromPositions(ctx, leader, leader_epoch);
     if (!p) return p.error();
     MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, leader.replica_id(), leader_epoch));
-    auto computed = ComputeHighWatermark(ctx, leader, *p);
+    auto computed = ComputeHighWatermark(leader, *p);
     if (!computed) return computed.error();
     hw = *computed;
     if (seen) *seen = *p;
@@ -575,7 +575,7 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     UpsertPosition(&*all, *mine);
     UpsertPosition(&*all, f);
     MQ_RETURN_IF_ERROR(leader.RecordFollowers(*all));
-    auto computed = ComputeHighWatermark(ctx, leader, *p, *leo, &*all);
+    auto computed = ComputeHighWatermark(leader, *p, *leo, &*all);
     if (!computed) return computed.error();
     hw = *computed;
     MQ_RETURN_IF_ERROR(ExpandIsrIfInSync(ctx, leader, *p, request, hw));

@@ -225,8 +225,8 @@ verify_ok live
 
 # --- a follower stopped while retention deletes what it was to read next ----------------
 # It goes on at the new log start and says which offsets it never read.
-msgs 0 40 | produce -t lag --create -X segment.bytes=1024 -X retention.bytes=1500 -q
-"$C" -t lag -o beginning -f '%o %s\n' >"$WORK/lag.out" 2>"$WORK/lag.err" &
+msgs 0 40 | produce -t stalled --create -X segment.bytes=1024 -X retention.bytes=1500 -q
+"$C" -t stalled -o beginning -f '%o %s\n' >"$WORK/lag.out" 2>"$WORK/lag.err" &
 lpid=$!
 PIDS+=($lpid)
 for _ in $(seq 100); do
@@ -235,10 +235,10 @@ for _ in $(seq 100); do
 done
 expect_eq "the stopped follower's last message before" "39 m39" "$(tail -1 "$WORK/lag.out")"
 kill -STOP $lpid
-msgs 40 200 | produce -t lag -q
-"$K" -t lag --execute --delete-delay-ms 0 -q >/dev/null
-"$K" -t lag --execute --delete-delay-ms 0 -q >/dev/null  # unlinks the .deleted files
-lag_start=$("$C" -t lag -o beginning -e -c 1 -f '%o')
+msgs 40 200 | produce -t stalled -q
+"$K" -t stalled --execute --delete-delay-ms 0 -q >/dev/null
+"$K" -t stalled --execute --delete-delay-ms 0 -q >/dev/null  # unlinks the .deleted files
+lag_start=$("$C" -t stalled -o beginning -e -c 1 -f '%o')
 ((lag_start > 40)) || fail "retention left the log start at $lag_start"
 kill -CONT $lpid
 for _ in $(seq 100); do
