@@ -23,11 +23,13 @@ def unit_of(path):
 def graph():
     deps = {}
     for sub in ("src", os.path.join("include", "mq")):
-        d = os.path.join(ROOT, sub)
-        for name in sorted(os.listdir(d)):
+        top = os.path.join(ROOT, sub)
+        paths = sorted(os.path.join(d, n) for d, _, names in os.walk(top) for n in names)
+        for path in paths:
+            name = os.path.basename(path)
             if not name.endswith((".h", ".cc")):
                 continue
-            with open(os.path.join(d, name), encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 text = f.read()
             u = unit_of(name)
             deps.setdefault(u, set())

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "coding.h"
-#include "format.h"
+#include "format/coding.h"
+#include "format/format.h"
 #include "mq/batch.h"
 #include "mq/crc32c.h"
 

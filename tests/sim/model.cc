@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "mq/crc32c.h"
-#include "offset_order.h"
+#include "storage/offset_order.h"
 
 namespace mq::sim {
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "format.h"
+#include "format/format.h"
 #include "mq/batch.h"
 #include "mq/file.h"
 #include "mq/replica_checkpoint.h"

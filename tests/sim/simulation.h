@@ -11,7 +11,7 @@
 #include <string>
 
 #include "mq/replication.h"
-#include "planted_bugs.h"  // liblog/src: the test-only hook
+#include "replication/planted_bugs.h"  // liblog/src: the test-only hook
 
 namespace mq::sim {
 

@@ -8,12 +8,12 @@
 
 #include <catch2/catch.hpp>
 
-#include "log_loader.h"
+#include "storage/log_loader.h"
 #include "mq/partition.h"
-#include "partition_dir.h"
-#include "partition_view.h"
+#include "storage/partition_dir.h"
+#include "storage/partition_view.h"
 #include "test_support.h"
-#include "writer_lock.h"
+#include "storage/writer_lock.h"
 
 namespace mq::test {
 

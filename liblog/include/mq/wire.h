@@ -34,7 +34,7 @@ namespace mq::wire {
 
 // R49: the versions this end speaks (kVersion the highest), the defaults
 // of Hello and of a client's and a server's options. The frame and message
-// constants are in liblog/src/format.h (kWire*; these equal its
+// constants are in liblog/src/format/format.h (kWire*; these equal its
 // kWireVersion and kWireMinVersion).
 constexpr uint16_t kVersion = 2;
 constexpr uint16_t kMinVersion = 1;

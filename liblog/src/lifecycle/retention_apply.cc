@@ -1,0 +1,62 @@
+// Two-phase segment deletion (format-spec/retention.md §2-§3, R73, R76, R77).
+#include "lifecycle/retention_apply.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "format/format.h"
+#include "storage/log_segment.h"
+
+namespace mq {
+
+namespace {
+
+// R73: the state file's bytes on disk, so that the log start published
+// survives a machine crash before any segment file is renamed.
+Status SyncStateFile(PartitionView* w) {
+  auto f = w->fs->Open(w->fd(), format::kStateFileName, FileSystem::kRead);
+  if (!f) return f.error();
+  return (*f)->Sync();
+}
+
+// R77: renames the files of segment `base` to `<name>.deleted`; a file
+// already gone is skipped.
+Status RenameDeleted(PartitionView* w, int64_t base) {
+  for (const std::string& name : LogSegment::FileNames(base)) {
+    Status s = w->fs->Rename(w->fd(), name, name + format::kDeletedSuffix);
+    if (!s.ok() && s.code() != Code::kNotFound) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RetireSegmentsBefore(PartitionView* w, int64_t offset, const SegmentDeletion& how) {
+  StateFields& f = w->fields;
+  if (how.roll_active && offset >= f.log_end_offset && f.end_position > 0 &&
+      f.log_end_offset > f.end_segment_base) {
+    // R76: the active segment qualified: a new (empty) one takes its place.
+    MQ_RETURN_IF_ERROR(w->Roll());
+    if (w->sync()) MQ_RETURN_IF_ERROR(w->fs->SyncDir(w->fd()));
+    w->dir_dirty = false;
+    MQ_RETURN_IF_ERROR(w->Publish());
+  }
+  size_t n = 0;  // segments to delete: all their records are below `offset`
+  while (n + 1 < w->segments.size() && w->segments[n + 1] <= offset) ++n;
+  // Never below the first segment (R73): one removed by hand left the
+  // state's log start behind.
+  int64_t start = std::max(f.log_start_offset, w->segments.empty() ? 0 : w->segments.front());
+  if (n > 0) start = std::max(start, w->segments[n]);
+  if (how.exact_start) start = std::max(start, std::min(offset, f.log_end_offset));
+  if (n == 0 && start == f.log_start_offset) return Status::Ok();
+  f.log_start_offset = start;
+  MQ_RETURN_IF_ERROR(w->epochs.DropBefore(*w, f.log_start_offset, f.log_end_offset, w->generation));
+  MQ_RETURN_IF_ERROR(w->Publish());
+  if (w->sync()) MQ_RETURN_IF_ERROR(SyncStateFile(w));
+  for (size_t i = 0; i < n; ++i) MQ_RETURN_IF_ERROR(RenameDeleted(w, w->segments[i]));
+  w->segments.erase(w->segments.begin(), w->segments.begin() + static_cast<ptrdiff_t>(n));
+  return n > 0 ? w->fs->SyncDir(w->fd()) : Status::Ok();
+}
+
+}  // namespace mq

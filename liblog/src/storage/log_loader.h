@@ -1,0 +1,35 @@
+// Recovery of a partition when its writer opens it (format-spec/segment.md
+// §12), and whenever a writer finds the state file invalid (a writer died
+// inside a publication): an interrupted truncation completed first (R40),
+// the fast open of a log whose committed end was published on this boot
+// (R27), else the log validated from the recovery point, the state file
+// rebuilt (R24), the high watermark lowered (R38), a lost tail recorded
+// (R59) and the producer table rebuilt. Kafka's LogLoader.
+//
+// Called under the partition's writer lock, with `view->state` open.
+#pragma once
+
+#include "mq/partition.h"
+#include "mq/status.h"
+#include "storage/partition_view.h"
+
+namespace mq {
+
+struct LoadedLog {
+  // Whether the listing made under the lock found the leader epochs'
+  // checkpoint (or a truncation changed it): a writer that stamps no
+  // epoch loads none when it did not.
+  bool checkpoint_listed = true;
+};
+
+// Recovers the log in `view->dir` and fills `view` (fields, segments,
+// active segment, producer table) and publishes it. `recreated`: the state
+// file was missing and has just been created. Repairs go to `report`.
+Result<LoadedLog> LoadLog(PartitionView* view, RecoveryReport* report, bool recreated);
+
+// What a writer's open does under the lock: the state file opened (created
+// when missing), LoadLog, and the leader epochs loaded when the writer
+// stamps an epoch or the listing found a checkpoint.
+Status OpenLog(PartitionView* view, RecoveryReport* report);
+
+}  // namespace mq
