@@ -4,14 +4,12 @@
 //   MQ_BIN=build bench-acks_latency [--messages=2000] [--followers=2]
 //
 // A replicated topic of one partition on 1 + --followers log roots, every
-// replica in min.insync.replicas, --fsync none. A synchronous producer appends one 100-byte record at a
-// time to the leader and waits for its acknowledgement before the next, as
-// mq-produce does (tools/mq-produce/ack.cc): with acks=1 the append and one
-// high watermark update; with acks=all until the high watermark passes the
-// record, waking on the HW-bounded reader's futex. Each follower is the real
-// `mq-replicate -C rN --follow` process. Reported: p50, p99, max per mode,
-// and the acks=all p50 against the acks=1 p50 of the same run (target: at
-// most 3x with two followers).
+// replica in min.insync.replicas, --fsync none. A synchronous producer appends one 100-byte record
+// at a time to the leader and waits for its acknowledgement before the next, as mq-produce does
+// (tools/mq-produce/ack.cc): with acks=1 the append and one high watermark update; with acks=all
+// until the high watermark passes the record, waking on the HW-bounded reader's futex. Each
+// follower is the real `mq-replicate -C rN --follow` process. Reported: p50, p99, max per mode, and
+// the acks=all p50 against the acks=1 p50 of the same run (target: at most 3x with two followers).
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -164,9 +162,10 @@ int main(int argc, char** argv) {
   // (their names checked with one fstatat), and the cluster state is read
   // again only once a change renamed a new file over it (R46).
   const Stats a1 = Summarize(acks1), aa = Summarize(acks_all);
-  std::printf("%d synchronous messages per mode, alternating; %d followers: mq-replicate "
-              "--follow\n",
-              messages, followers);
+  std::printf(
+      "%d synchronous messages per mode, alternating; %d followers: mq-replicate "
+      "--follow\n",
+      messages, followers);
   std::printf("%-9s %9s %9s %9s\n", "acks", "p50 ms", "p99 ms", "max ms");
   std::printf("%-9s %9.3f %9.3f %9.3f\n", "1", a1.p50, a1.p99, a1.max);
   std::printf("%-9s %9.3f %9.3f %9.3f\n", "all", aa.p50, aa.p99, aa.max);

@@ -123,10 +123,20 @@ inline uint64_t ParseSize(const std::string& s) {
   char* end = nullptr;
   uint64_t v = std::strtoull(s.c_str(), &end, 10);
   switch (end && *end ? *end : ' ') {
-    case 'K': case 'k': v <<= 10; break;
-    case 'M': case 'm': v <<= 20; break;
-    case 'G': case 'g': v <<= 30; break;
-    default: break;
+    case 'K':
+    case 'k':
+      v <<= 10;
+      break;
+    case 'M':
+    case 'm':
+      v <<= 20;
+      break;
+    case 'G':
+    case 'g':
+      v <<= 30;
+      break;
+    default:
+      break;
   }
   return v;
 }

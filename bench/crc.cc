@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   const double total = static_cast<double>(rounds * kBuffer);
   const double hw_rate = total / hw;
   const double portable_rate = static_cast<double>(portable_rounds * kBuffer) / portable;
-  const char* path = mq::Crc32cHardware() ? "CRC-32C SSE4.2, 16 KiB buffers" : "CRC-32C (no SSE4.2!)";
+  const char* path =
+      mq::Crc32cHardware() ? "CRC-32C SSE4.2, 16 KiB buffers" : "CRC-32C (no SSE4.2!)";
   bench::Row(path, bench::Rate(hw_rate, "B"), "memcpy " + bench::Rate(total / copy, "B"),
              hw_rate / (total / copy), ">= 8 GB/s");
   bench::Row("CRC-32C SSE4.2 vs portable", bench::Rate(hw_rate, "B"),

@@ -75,9 +75,9 @@ double Produce(const std::string& bin, const std::string& root, int count,
   posix_spawn_file_actions_addclose(&fa, in[1]);
   posix_spawn_file_actions_addclose(&fa, out[0]);
   const double t0 = bench::Now();
-  pid_t pid = Spawn({bin + "/mq-produce", "-C", root, "-t", "T", "-q", "--fsync", "batch",
-                     "--print-offsets"},
-                    &fa);
+  pid_t pid = Spawn(
+      {bin + "/mq-produce", "-C", root, "-t", "T", "-q", "--fsync", "batch", "--print-offsets"},
+      &fa);
   posix_spawn_file_actions_destroy(&fa);
   ::close(in[0]);
   ::close(out[1]);
@@ -124,9 +124,9 @@ int main(int argc, char** argv) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (Wait(Spawn({std::string(bin) + "/mq-produce", "-C", tmp / "data", "-t", "T",
-                    "--create", "-q"},
-                   &fa)) != 0)
+    if (Wait(Spawn(
+            {std::string(bin) + "/mq-produce", "-C", tmp / "data", "-t", "T", "--create", "-q"},
+            &fa)) != 0)
       bench::Die("mq-produce --create failed");
     posix_spawn_file_actions_destroy(&fa);
   }
@@ -140,9 +140,10 @@ int main(int argc, char** argv) {
   std::printf("%d messages x %d runs, one at a time, alternating with dd; scratch %s\n", count,
               runs, tmp.path().c_str());
   std::printf("dd bs=100 oflag=dsync            %9.0f writes/s (median)\n", dd_rate);
-  std::printf("mq-produce --fsync batch --print-offsets %9.0f msgs/s (median); p50 %.0f us, "
-              "p99 %.0f us\n",
-              mq_rate, lat[lat.size() / 2] * 1e6, lat[lat.size() * 99 / 100] * 1e6);
+  std::printf(
+      "mq-produce --fsync batch --print-offsets %9.0f msgs/s (median); p50 %.0f us, "
+      "p99 %.0f us\n",
+      mq_rate, lat[lat.size() / 2] * 1e6, lat[lat.size() * 99 / 100] * 1e6);
   std::printf("ratio mq / dd: %.2f; target >= 0.9: %s\n", mq_rate / dd_rate,
               mq_rate >= 0.9 * dd_rate ? "met" : "NOT met");
   return 0;

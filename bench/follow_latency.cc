@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
   const int messages = std::stoi(bench::Flag(argc, argv, "messages", "2000"));
   const int gap_us = std::stoi(bench::Flag(argc, argv, "gap-us", "1000"));
   std::string consume = bench::Flag(argc, argv, "consume", "");
-  if (consume.empty() && std::getenv("MQ_BIN")) consume = std::string(std::getenv("MQ_BIN")) + "/mq-consume";
+  if (consume.empty() && std::getenv("MQ_BIN"))
+    consume = std::string(std::getenv("MQ_BIN")) + "/mq-consume";
   bench::ScratchDir tmp;
 
   Percentiles pipe = PipePing(messages, gap_us);

@@ -123,9 +123,9 @@ double CommitSeconds(const std::string& data, const std::string& name, mq::Commi
     std::vector<mq::OffsetCommit> commits;
     for (int32_t p = 0; p < 4; ++p) commits.push_back({"T", p, i + 1, 0});
     const double start = bench::Now();
-    bench::Check(group.Commit(commits, "m", mq::CommitKind::kForward, mq::kNoTimestamp, nullptr,
-                              sync),
-                 "commit");
+    bench::Check(
+        group.Commit(commits, "m", mq::CommitKind::kForward, mq::kNoTimestamp, nullptr, sync),
+        "commit");
     t.push_back(bench::Now() - start);
   }
   return Median(t);
@@ -214,8 +214,7 @@ void Throughput(const bench::ScratchDir& tmp, const std::string& data, long mess
   const double durable = CommitSeconds(data, "commit-durable", mq::CommitSync::kDurable, commits);
   const double atomic = CommitSeconds(data, "commit-atomic", mq::CommitSync::kAtomic, commits);
   const std::string fsync_base = "fdatasync " + Ms(sync);
-  bench::Row("commit, durable (at most once)", Ms(durable), fsync_base, durable / sync,
-             "2 fsyncs");
+  bench::Row("commit, durable (at most once)", Ms(durable), fsync_base, durable / sync, "2 fsyncs");
   bench::Row("commit, atomic (at least once)", Ms(atomic), fsync_base, atomic / sync, "1 fsync");
   // At most once: one durable commit per 1 MiB of output.
   const double per_write = static_cast<double>(1 << 20) / (static_cast<double>(out.st_size) / m);
@@ -262,8 +261,8 @@ void Takeover(const bench::ScratchDir& tmp, const std::string& data, int takeove
   for (int run = 0; run < takeovers; ++run) {
     const std::string group = "t" + std::to_string(run);
     auto member = [&](const std::string& id) {
-      return Start({Tool("mq-consume"), "-C", data, "-t", "F", "-G", group, "--member-id", id,
-                    "-q", "--exec", "sh", "-c", "echo \"" + id + " $MQ_PARTITION\" >" + fifo},
+      return Start({Tool("mq-consume"), "-C", data, "-t", "F", "-G", group, "--member-id", id, "-q",
+                    "--exec", "sh", "-c", "echo \"" + id + " $MQ_PARTITION\" >" + fifo},
                    "", "/dev/null");
     };
     const pid_t a = member("a");
@@ -274,7 +273,8 @@ void Takeover(const bench::ScratchDir& tmp, const std::string& data, int takeove
     std::vector<std::string> last_a, last_b;
     std::vector<double> b_times;
     auto settled = [&](const std::vector<std::string>& v) {
-      return v.size() >= 3 && v[v.size() - 1] == v[v.size() - 2] && v[v.size() - 2] == v[v.size() - 3];
+      return v.size() >= 3 && v[v.size() - 1] == v[v.size() - 2] &&
+             v[v.size() - 2] == v[v.size() - 3];
     };
     std::string pb;
     bool ok = ReadLines(fd, buf, bench::Now() + 30, [&](const std::string& line, double at) {
@@ -326,7 +326,8 @@ void Takeover(const bench::ScratchDir& tmp, const std::string& data, int takeove
 int main(int argc, char** argv) {
   const char* env = std::getenv("MQ_BIN");
   bin_dir = bench::Flag(argc, argv, "bin", env ? env : "build");
-  if (::access(Tool("mq-consume").c_str(), X_OK) != 0 || ::access(Tool("mq-produce").c_str(), X_OK) != 0)
+  if (::access(Tool("mq-consume").c_str(), X_OK) != 0 ||
+      ::access(Tool("mq-produce").c_str(), X_OK) != 0)
     bench::Die("no " + Tool("mq-consume") + " or mq-produce (set MQ_BIN or --bin)");
   const long messages = std::stol(bench::Flag(argc, argv, "messages", "2000000"));
   const int runs = std::stoi(bench::Flag(argc, argv, "runs", "5"));

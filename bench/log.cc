@@ -91,7 +91,8 @@ double AppendEncoding(const std::string& dir, int64_t records) {
 double AppendEncoded(const std::string& dir, int64_t records) {
   auto writer = OpenFresh(dir);
   int per_batch = 0;
-  std::vector<std::byte> batch = bench::MakeBatch(kBatchBytes, kRecordBytes, 1700000000000, &per_batch);
+  std::vector<std::byte> batch =
+      bench::MakeBatch(kBatchBytes, kRecordBytes, 1700000000000, &per_batch);
   const double start = bench::Now();
   for (int64_t i = 0; i < records; i += per_batch) bench::Take(writer->Append(batch), "Append");
   const double seconds = bench::Now() - start;
@@ -113,7 +114,8 @@ double MedianOf(int runs, const std::function<double()>& fn) {
 double AppendGrouped(const std::string& dir, int64_t records, int group) {
   auto writer = OpenFresh(dir);
   int per_batch = 0;
-  std::vector<std::byte> one = bench::MakeBatch(kBatchBytes, kRecordBytes, 1700000000000, &per_batch);
+  std::vector<std::byte> one =
+      bench::MakeBatch(kBatchBytes, kRecordBytes, 1700000000000, &per_batch);
   std::vector<std::byte> batches;
   for (int i = 0; i < group; ++i) batches.insert(batches.end(), one.begin(), one.end());
   const double start = bench::Now();
@@ -147,7 +149,8 @@ DecodeResult Decode(const std::string& dir) {
       result.records++;
     }
   }
-  if (checksum != static_cast<uint64_t>(result.records) * kRecordBytes) bench::Die("decode mismatch");
+  if (checksum != static_cast<uint64_t>(result.records) * kRecordBytes)
+    bench::Die("decode mismatch");
   return result;
 }
 
@@ -180,7 +183,8 @@ int main(int argc, char** argv) {
   const std::string dir = tmp / "p-0";
   // The append functions time themselves: opening (which removes the last
   // run's log) and the fsync in Close are outside what they measure.
-  const double encode = MedianOf(runs, [&] { return AppendEncoding(dir, records); });  // leaves the log
+  const double encode =
+      MedianOf(runs, [&] { return AppendEncoding(dir, records); });  // leaves the log
   const double payload = static_cast<double>(records * kRecordBytes);
   bench::Row("append 100 B records, 16 KiB batches (encode)",
              bench::Rate(static_cast<double>(records) / encode, "rec"),
@@ -203,7 +207,7 @@ int main(int argc, char** argv) {
   const double copy = MemcpySeconds(decoded.bytes, runs);
   bench::Row("decode every record (page cache)",
              bench::Rate(static_cast<double>(decoded.records) / decode, "rec"),
-             "memcpy " + bench::Rate(static_cast<double>(decoded.bytes) / copy, "B"),
-             copy / decode, ">= 20 M rec/s");
+             "memcpy " + bench::Rate(static_cast<double>(decoded.bytes) / copy, "B"), copy / decode,
+             ">= 20 M rec/s");
   return 0;
 }

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   const double start = bench::Now();
   {
     mq::RecoveryReport report;
-    auto writer = bench::Take(mq::PartitionWriter::Open(dir, mq::LogConfig{}, true, &report), "open");
+    auto writer =
+        bench::Take(mq::PartitionWriter::Open(dir, mq::LogConfig{}, true, &report), "open");
     for (uint64_t done = 0; done < bytes; done += batch.size()) {
       bench::Take(writer->Append(batch), "append");
     }
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
   bench::Row(label, bench::Fixed(static_cast<double>(peak_kib) / 1024, "MiB", 1),
              "start " + bench::Fixed(static_cast<double>(base_kib) / 1024, "MiB", 1),
              static_cast<double>(peak_kib) / 1024 / 64, "< 64 MiB (ratio: of 64)");
-  std::fprintf(stderr, "memory: peak after append %.1f MiB, after read %.1f MiB, %lld records, %.1f s\n",
+  std::fprintf(stderr,
+               "memory: peak after append %.1f MiB, after read %.1f MiB, %lld records, %.1f s\n",
                static_cast<double>(after_append_kib) / 1024, static_cast<double>(peak_kib) / 1024,
                static_cast<long long>(records), seconds);
   return 0;

@@ -81,10 +81,9 @@ int main(int argc, char** argv) {
 
   const double open_ms = opens[opens.size() / 2] * 1e3;
   const double seek_ms = seeks[seeks.size() / 2] * 1e3;
-  bench::Row("open partition of " + std::to_string(logs) + " segments",
-             bench::Fixed(open_ms, "ms"), "", 0, "(reported)");
+  bench::Row("open partition of " + std::to_string(logs) + " segments", bench::Fixed(open_ms, "ms"),
+             "", 0, "(reported)");
   bench::Row("seek near the end + read, after open", bench::Fixed(seek_ms, "ms"),
-             "pread 16 KiB " + bench::Fixed(pread * 1e3, "ms"), seek_ms / (pread * 1e3),
-             "< 1 ms");
+             "pread 16 KiB " + bench::Fixed(pread * 1e3, "ms"), seek_ms / (pread * 1e3), "< 1 ms");
   return 0;
 }

@@ -37,10 +37,14 @@ mq::LogConfig Config() {
 uint64_t ParseBytes(const std::string& s) {
   uint64_t v = std::stoull(s);
   switch (s.empty() ? ' ' : s.back()) {
-    case 'G': return v << 30;
-    case 'M': return v << 20;
-    case 'K': return v << 10;
-    default: return v;
+    case 'G':
+      return v << 30;
+    case 'M':
+      return v << 20;
+    case 'K':
+      return v << 10;
+    default:
+      return v;
   }
 }
 
@@ -78,8 +82,9 @@ int main(int argc, char** argv) {
       bench::Take(writer->Append(batch), "append");
     bench::Check(writer->Close(), "close");
   }
-  bench::Check(bench::Take(mq::PartitionWriter::Open(empty, Config(), true, nullptr), "create")->Close(),
-               "close empty");
+  bench::Check(
+      bench::Take(mq::PartitionWriter::Open(empty, Config(), true, nullptr), "create")->Close(),
+      "close empty");
 
   const double base = Median(runs, empty, one);
   const double same_boot = Median(runs, full, one);

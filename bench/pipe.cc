@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   bench::Row(command.empty() ? "pipe, F_SETPIPE_SZ 1 MiB, 1 MiB blocks" : command,
-             bench::Rate(rate, "B"), bench::Fixed(seconds, "s") + " median of " +
-             std::to_string(runs), 1.0, "baseline");
+             bench::Rate(rate, "B"),
+             bench::Fixed(seconds, "s") + " median of " + std::to_string(runs), 1.0, "baseline");
   return 0;
 }

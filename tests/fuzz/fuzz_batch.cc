@@ -109,7 +109,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         while (reader->Read(&rv)) (void)rv.headers();
       }
     }
-    std::vector<std::byte> batch(rest.begin(), rest.begin() + static_cast<ptrdiff_t>(h.size_bytes()));
+    std::vector<std::byte> batch(rest.begin(),
+                                 rest.begin() + static_cast<ptrdiff_t>(h.size_bytes()));
     ReadRecords(batch, 0, &scratch);
     ReadRecords(batch, 4, &scratch);
     pos += h.size_bytes();

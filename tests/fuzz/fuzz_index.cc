@@ -2,12 +2,12 @@
 // arbitrary bytes written to real files (format-spec/segment.md §6-§8).
 // Input: byte 0 picks what the rest becomes; for the index modes, bytes 1-2
 // split the rest into the index and its sibling .log.
+#include <fcntl.h>
+#include <unistd.h>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <fcntl.h>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "mq/partition.h"

@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
                                      mq::DataDir::LogConfigFor(*config), true, &report);
   if (!w) return Die(w.error());
   for (long i = first; i < first + count; ++i) {
-    const std::string value = "v" + std::to_string(i), key = "k" + std::to_string(i % (keys ? keys : 1));
+    const std::string value = "v" + std::to_string(i),
+                      key = "k" + std::to_string(i % (keys ? keys : 1));
     mq::BatchBuilder b;
     mq::RecordInput r;
     r.timestamp = 1700000000000 + i;

@@ -22,8 +22,7 @@ int main(int argc, char** argv) {
   const uint64_t claimed = std::strtoull(argv[1], nullptr, 10);
   const uint64_t actual = std::strtoull(argv[2], nullptr, 10);
   const std::string mode = argv[3], path = argv[4];
-  std::vector<std::byte> batch =
-      mq::test::ZstdFrameBatch(mq::test::ZstdRleFrame(claimed, actual));
+  std::vector<std::byte> batch = mq::test::ZstdFrameBatch(mq::test::ZstdRleFrame(claimed, actual));
   if (mode == "--file") {
     FILE* f = std::fopen(path.c_str(), "wb");
     if (f == nullptr || std::fwrite(batch.data(), 1, batch.size(), f) != batch.size() ||

@@ -4,8 +4,8 @@
 //   mq-sim --schedules N [--start-seed S]     N schedules, seeds S, S+1, ...
 //   mq-sim --plant BUG ...                    with a planted bug; with
 //          --expect-violation, exits 0 only when a violation is found
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   bool flag = false;  // the flags applied in the order given below
   app.add_flag("-h,--help", help);
   const auto last = CLI::MultiOptionPolicy::TakeLast;  // a flag given twice: the last one
-  std::string seed_text, schedules_text, start_text;  // numbers, checked below
+  std::string seed_text, schedules_text, start_text;   // numbers, checked below
   app.add_option("--seed", seed_text)->multi_option_policy(last);
   app.add_option("--schedules", schedules_text)->multi_option_policy(last);
   app.add_option("--start-seed", start_text)->multi_option_policy(last);
@@ -75,8 +75,8 @@ int main(int argc, char** argv) {
   app.add_flag("--verify-replay", verify_replay);
   app.add_flag("--trace", base.trace);
   app.add_flag("--quiet", quiet);
-  for (const char* f : {"--independent-files", "--ordered-metadata", "--real-log", "--strict-oracle", "--state-kept",
-                        "--lenient-empty-epochs",
+  for (const char* f : {"--independent-files", "--ordered-metadata", "--real-log",
+                        "--strict-oracle", "--state-kept", "--lenient-empty-epochs",
                         "--no-follower-kills", "--no-unclean", "--no-partitions"})
     app.add_flag(f, flag);
   app.allow_extras();  // reported below, as mq-sim words it
@@ -184,18 +184,20 @@ int main(int argc, char** argv) {
     if (verify_replay) {
       mq::sim::SimOutcome again = mq::sim::RunSchedule(o);
       if (again.fingerprint != out.fingerprint || again.ok != out.ok || again.step != out.step) {
-        std::printf("mq-sim: schedule seed=%llu did not replay identically (fingerprint %016llx, "
-                    "then %016llx)\n",
-                    static_cast<unsigned long long>(o.seed),
-                    static_cast<unsigned long long>(out.fingerprint),
-                    static_cast<unsigned long long>(again.fingerprint));
+        std::printf(
+            "mq-sim: schedule seed=%llu did not replay identically (fingerprint %016llx, "
+            "then %016llx)\n",
+            static_cast<unsigned long long>(o.seed),
+            static_cast<unsigned long long>(out.fingerprint),
+            static_cast<unsigned long long>(again.fingerprint));
         return 1;
       }
       // Only the replay is under test here: a violation replays too.
       if (!out.ok) ++failures;
       continue;
     }
-    if (one_seed && !quiet) std::printf("seed %llu: %s\n", static_cast<unsigned long long>(o.seed), out.summary.c_str());
+    if (one_seed && !quiet)
+      std::printf("seed %llu: %s\n", static_cast<unsigned long long>(o.seed), out.summary.c_str());
     if (!out.ok && expect_violation && planted) {
       // The violation must be the planted bug's: the same schedule without
       // it passes. Otherwise it is another failure; look further.
@@ -220,12 +222,12 @@ int main(int argc, char** argv) {
       continue;
     }
     if (!out.ok) {
-      std::printf("mq-sim: VIOLATION in schedule seed=%llu at step %lld (after %llu schedules)\n"
-                  "  %s\n  %s\n  replay: mq-sim --seed %llu%s --trace\n",
-                  static_cast<unsigned long long>(o.seed), static_cast<long long>(out.step),
-                  static_cast<unsigned long long>(run), out.summary.c_str(),
-                  out.violation.c_str(), static_cast<unsigned long long>(o.seed),
-                  plants.c_str());
+      std::printf(
+          "mq-sim: VIOLATION in schedule seed=%llu at step %lld (after %llu schedules)\n"
+          "  %s\n  %s\n  replay: mq-sim --seed %llu%s --trace\n",
+          static_cast<unsigned long long>(o.seed), static_cast<long long>(out.step),
+          static_cast<unsigned long long>(run), out.summary.c_str(), out.violation.c_str(),
+          static_cast<unsigned long long>(o.seed), plants.c_str());
       status = 1;
       break;
     }
@@ -242,7 +244,8 @@ int main(int argc, char** argv) {
       static_cast<long long>(total.elections), static_cast<long long>(total.isr_changes),
       static_cast<long long>(total.link_faults), static_cast<long long>(total.clock_jumps),
       static_cast<long long>(total.produced), static_cast<long long>(total.acked),
-      static_cast<long long>(total.refused), secs, secs > 0 ? static_cast<double>(run) / secs : 0.0);
+      static_cast<long long>(total.refused), secs,
+      secs > 0 ? static_cast<double>(run) / secs : 0.0);
   std::printf(
       "mq-sim: network: %lld partitions, %lld heals, %lld elections of a leader the controller "
       "lost, %lld cluster-state calls refused by a cut, %lld lost otherwise (%lld AlterPartition "
@@ -253,24 +256,20 @@ int main(int argc, char** argv) {
       static_cast<long long>(total.controller_faults), static_cast<long long>(total.replies_lost),
       static_cast<long long>(total.cut_messages), static_cast<long long>(total.cut_shrinks),
       static_cast<long long>(total.isr_expands));
-  std::printf("mq-sim: restarts: %lld leader power losses back at once, %lld cluster-state "
-              "changes by a restarted replica (R55); %lld writers paused between check and "
-              "write, %lld leader appends fenced (R56); %lld followers killed within a step\n"
-              "mq-sim: stale readers: %lld opened, %lld batches handed out, %lld held batches "
-              "dropped at a rewrite of their log, %lld sent back below what they handed out\n"
-              "mq-sim: unclean elections: %lld schedules allow them, %lld outages of every "
-              "in-sync replica, %lld unclean elections\n",
-              static_cast<long long>(total.leader_reboots),
-              static_cast<long long>(total.epochs_given_up),
-              static_cast<long long>(total.paused_writes),
-              static_cast<long long>(total.fenced_writes),
-              static_cast<long long>(total.follower_kills),
-              static_cast<long long>(total.readers), static_cast<long long>(total.reader_batches),
-              static_cast<long long>(total.reader_drops),
-              static_cast<long long>(total.reader_cuts),
-              static_cast<long long>(total.unclean_schedules),
-              static_cast<long long>(total.isr_outages),
-              static_cast<long long>(total.unclean_elections));
+  std::printf(
+      "mq-sim: restarts: %lld leader power losses back at once, %lld cluster-state "
+      "changes by a restarted replica (R55); %lld writers paused between check and "
+      "write, %lld leader appends fenced (R56); %lld followers killed within a step\n"
+      "mq-sim: stale readers: %lld opened, %lld batches handed out, %lld held batches "
+      "dropped at a rewrite of their log, %lld sent back below what they handed out\n"
+      "mq-sim: unclean elections: %lld schedules allow them, %lld outages of every "
+      "in-sync replica, %lld unclean elections\n",
+      static_cast<long long>(total.leader_reboots), static_cast<long long>(total.epochs_given_up),
+      static_cast<long long>(total.paused_writes), static_cast<long long>(total.fenced_writes),
+      static_cast<long long>(total.follower_kills), static_cast<long long>(total.readers),
+      static_cast<long long>(total.reader_batches), static_cast<long long>(total.reader_drops),
+      static_cast<long long>(total.reader_cuts), static_cast<long long>(total.unclean_schedules),
+      static_cast<long long>(total.isr_outages), static_cast<long long>(total.unclean_elections));
   if (base.real_log) {
     int64_t n = 0;
     for (const auto& [kind, count] : total.disagreements) n += count;
@@ -280,13 +279,14 @@ int main(int argc, char** argv) {
       std::printf("mq-sim:   %lld %s\n", static_cast<long long>(count), kind.c_str());
   }
   if (verify_replay) {
-    std::printf("mq-sim: every schedule replayed identically (%llu with a violation, replayed "
-                "the same)\n",
-                static_cast<unsigned long long>(failures));
+    std::printf(
+        "mq-sim: every schedule replayed identically (%llu with a violation, replayed "
+        "the same)\n",
+        static_cast<unsigned long long>(failures));
   }
   if (keep_going && failures > 0) {
-    std::printf("mq-sim: %llu of %llu schedules failed\n", static_cast<unsigned long long>(failures),
-                static_cast<unsigned long long>(run));
+    std::printf("mq-sim: %llu of %llu schedules failed\n",
+                static_cast<unsigned long long>(failures), static_cast<unsigned long long>(run));
   }
   if (expect_violation) {
     if (status == 0) {
@@ -295,9 +295,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (planted) {
-      std::printf("mq-sim: the planted bug was found (the same seed passes without it; %llu "
-                  "other failures skipped)\n",
-                  static_cast<unsigned long long>(not_planted));
+      std::printf(
+          "mq-sim: the planted bug was found (the same seed passes without it; %llu "
+          "other failures skipped)\n",
+          static_cast<unsigned long long>(not_planted));
     } else {
       std::printf("mq-sim: a violation was found, as expected\n");
     }

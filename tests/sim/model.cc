@@ -12,9 +12,12 @@ namespace mq::sim {
 
 const char* SyncPolicyName(SyncPolicy p) {
   switch (p) {
-    case SyncPolicy::kEveryWrite: return "every-write";
-    case SyncPolicy::kPeriodic: return "periodic";
-    case SyncPolicy::kNever: return "never";
+    case SyncPolicy::kEveryWrite:
+      return "every-write";
+    case SyncPolicy::kPeriodic:
+      return "periodic";
+    case SyncPolicy::kNever:
+      return "never";
   }
   return "?";
 }
@@ -108,9 +111,8 @@ Result<EpochEndOffset> ModelReplicaLog::EndOffsetFor(int32_t epoch) {
 Status ModelReplicaLog::Read(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
                              uint32_t* crc) {
   if (offset < live_.log_start || offset > live_.LogEnd()) {
-    return Status(Code::kOutOfOrder,
-                  fmt::format("replica {}: read at {} outside [{}, {}]", id_, offset,
-                              live_.log_start, live_.LogEnd()));
+    return Status(Code::kOutOfOrder, fmt::format("replica {}: read at {} outside [{}, {}]", id_,
+                                                 offset, live_.log_start, live_.LogEnd()));
   }
   out->clear();
   auto it = std::lower_bound(live_.log.begin(), live_.log.end(), offset,
@@ -124,7 +126,7 @@ Status ModelReplicaLog::Read(int64_t offset, size_t max_bytes, std::vector<std::
 }
 
 Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte> batches,
-                                                        CrcCheck crc_check) {
+                                                       CrcCheck crc_check) {
   AppendResult result;
   std::vector<SimBatch> parsed;
   int64_t next = live_.LogEnd();
@@ -159,9 +161,9 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
       }
     }
     if (h.partition_leader_epoch >= 0 && h.partition_leader_epoch < latest_epoch) {
-      return Status(Code::kFenced, fmt::format("replica {}: batch at {} has epoch {} below {}",
-                                               id_, h.base_offset, h.partition_leader_epoch,
-                                               latest_epoch));
+      return Status(Code::kFenced,
+                    fmt::format("replica {}: batch at {} has epoch {} below {}", id_, h.base_offset,
+                                h.partition_leader_epoch, latest_epoch));
     }
     latest_epoch = std::max(latest_epoch, h.partition_leader_epoch);
     SimBatch b;
@@ -209,8 +211,9 @@ Status ModelReplicaLog::TruncateTo(int64_t offset, int32_t leader_epoch) {
     auto latest = live_.epochs.latest();
     const int32_t newer = std::max(latest ? latest->epoch : -1, fence_);
     if (newer > leader_epoch)
-      return Status(Code::kFenced, fmt::format("replica {}: truncation in epoch {}, log in epoch {}",
-                                               id_, leader_epoch, newer));
+      return Status(Code::kFenced,
+                    fmt::format("replica {}: truncation in epoch {}, log in epoch {}", id_,
+                                leader_epoch, newer));
   }
   if (offset > live_.LogEnd()) return Status::Ok();
   if (offset == live_.LogEnd()) {
@@ -226,9 +229,8 @@ Status ModelReplicaLog::TruncateTo(int64_t offset, int32_t leader_epoch) {
   }
   if (offset < live_.log_start) {
     if (contract_breach_.empty()) {
-      contract_breach_ =
-          fmt::format("replica {}: TruncateTo({}) below its log start {}", id_, offset,
-                      live_.log_start);
+      contract_breach_ = fmt::format("replica {}: TruncateTo({}) below its log start {}", id_,
+                                     offset, live_.log_start);
     }
     return Status(Code::kInvalidArgument, contract_breach_);
   }
@@ -253,8 +255,8 @@ Status ModelReplicaLog::DeleteBefore(int64_t offset) {
   if (offset <= live_.log_start) return Status::Ok();
   if (offset > live_.LogEnd()) {
     if (contract_breach_.empty()) {
-      contract_breach_ = fmt::format("replica {}: DeleteBefore({}) past its LEO {}", id_,
-                                     offset, live_.LogEnd());
+      contract_breach_ =
+          fmt::format("replica {}: DeleteBefore({}) past its LEO {}", id_, offset, live_.LogEnd());
     }
     return Status(Code::kInvalidArgument, contract_breach_);
   }
@@ -431,9 +433,8 @@ Result<PartitionState> MemClusterStore::AlterPartition(const PartitionState& pro
                   fmt::format("no partition {}-{}", proposed.topic, proposed.partition));
   }
   if (p->partition_epoch != proposed.partition_epoch) {
-    return Status(Code::kFenced,
-                  fmt::format("partition epoch {} moved to {}", proposed.partition_epoch,
-                              p->partition_epoch));
+    return Status(Code::kFenced, fmt::format("partition epoch {} moved to {}",
+                                             proposed.partition_epoch, p->partition_epoch));
   }
   p->leader = proposed.leader;
   p->leader_epoch = proposed.leader_epoch;

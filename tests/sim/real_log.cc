@@ -92,13 +92,13 @@ const std::string& RealReplicaLog::contract_breach() const {
 
 void RealReplicaLog::Compare(const char* call, const Status& model, const Status& real) {
   if (model.ok() != real.ok() || (!model.ok() && model.code() != real.code())) {
-    const char* how = model.ok()    ? "the log refuses what the model takes"
-                      : real.ok()   ? "the model refuses what the log takes"
-                                    : "they refuse with different codes";
-    Disagree(fmt::format("{}: {}", call, how),
-             fmt::format("{}: the model says {} ({}), the log {} ({})", call, Text(model),
-                         static_cast<int>(model.code()), Text(real),
-                         static_cast<int>(real.code())));
+    const char* how = model.ok()  ? "the log refuses what the model takes"
+                      : real.ok() ? "the model refuses what the log takes"
+                                  : "they refuse with different codes";
+    Disagree(
+        fmt::format("{}: {}", call, how),
+        fmt::format("{}: the model says {} ({}), the log {} ({})", call, Text(model),
+                    static_cast<int>(model.code()), Text(real), static_cast<int>(real.code())));
   }
   CompareEnds(call);
   if (resync_) Resync();
@@ -377,7 +377,8 @@ Result<ReplicaFiles> RealReplicaLog::RealFiles() {
       b.epoch = h.partition_leader_epoch;
       b.identity = BatchIdentity(h);
       b.bytes = std::make_shared<const std::vector<std::byte>>(
-          buf.begin() + static_cast<ptrdiff_t>(pos), buf.begin() + static_cast<ptrdiff_t>(pos + len));
+          buf.begin() + static_cast<ptrdiff_t>(pos),
+          buf.begin() + static_cast<ptrdiff_t>(pos + len));
       at = b.last + 1;
       f.log.push_back(std::move(b));
       pos += len;
@@ -386,14 +387,16 @@ Result<ReplicaFiles> RealReplicaLog::RealFiles() {
   // What a fetch from the log start would get: everything below the log
   // end.
   if (f.LogEnd() < *end)
-    Disagree("Read hands out less than the log holds",
-             fmt::format("Read from the log start stops at {}, the log end is {}", f.LogEnd(),
-                         *end));
+    Disagree(
+        "Read hands out less than the log holds",
+        fmt::format("Read from the log start stops at {}, the log end is {}", f.LogEnd(), *end));
   auto dir_fd = OpenDirectory(dir_, false, &fs_);
   if (!dir_fd) return dir_fd.error();
   auto epochs = LeaderEpochCache::Load(dir_fd->get(), &fs_);
-  if (epochs) f.epochs = std::move(*epochs);
-  else if (epochs.error().code() != Code::kNotFound) return epochs.error();
+  if (epochs)
+    f.epochs = std::move(*epochs);
+  else if (epochs.error().code() != Code::kNotFound)
+    return epochs.error();
   return f;
 }
 
@@ -421,10 +424,12 @@ void RealReplicaLog::PowerLoss(Rng& rng) {
   if (!prefix)
     Disagree("power loss: the disk kept what the page cache did not hold",
              fmt::format("after a power loss the log ends at {} and is not a prefix of the {} "
-                         "batches it held", real->LogEnd(), before.log.size()));
+                         "batches it held",
+                         real->LogEnd(), before.log.size()));
   if (real->hw > real->LogEnd())
-    Disagree("power loss: a HW past the log end",
-             fmt::format("after a power loss: hw {} past the log end {}", real->hw, real->LogEnd()));
+    Disagree(
+        "power loss: a HW past the log end",
+        fmt::format("after a power loss: hw {} past the log end {}", real->hw, real->LogEnd()));
   Adopt(std::move(*real));
   resync_ = false;
 }

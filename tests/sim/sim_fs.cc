@@ -127,7 +127,8 @@ Result<std::unique_ptr<File>> SimFs::Open(int dir_fd, const std::string& name, O
   const std::string rel = Relative(dir_fd, name);
   if (rel.empty()) return target()->Open(dir_fd, name, mode);
   bool existed = true;
-  if (mode == kCreate || mode == kCreateExclusive) existed = target()->StatAt(dir_fd, name).has_value();
+  if (mode == kCreate || mode == kCreateExclusive)
+    existed = target()->StatAt(dir_fd, name).has_value();
   auto f = target()->Open(dir_fd, name, mode);
   if (!f) return f.error();
   auto info = (*f)->StatAtOpen();
@@ -196,7 +197,9 @@ Status SimFs::SyncDir(int dir_fd) {
   for (size_t i = 0; i < pending_.size(); ++i) {
     const Op& op = pending_[i];
     switch (order_) {
-      case DiskOrder::kOrdered: commit.push_back(i); break;
+      case DiskOrder::kOrdered:
+        commit.push_back(i);
+        break;
       case DiskOrder::kMetadataOrdered:
         if (!op.data_op() || with_rename[i]) commit.push_back(i);
         break;
@@ -238,8 +241,7 @@ Result<Mapping> SimFs::Map(int fd, size_t size, bool writable) {
   return target()->Map(fd, size, writable);
 }
 
-Status SimFs::WriteNode(File* real, NodeId node, uint64_t offset,
-                        std::span<const std::byte> data) {
+Status SimFs::WriteNode(File* real, NodeId node, uint64_t offset, std::span<const std::byte> data) {
   if (fail_next_write_) {
     fail_next_write_ = false;
     write_failed_ = true;
@@ -265,7 +267,9 @@ Status SimFs::SyncNode(NodeId node) {
     const Op& op = pending_[i];
     const bool mine = op.file_op() && op.node == node;
     switch (order_) {
-      case DiskOrder::kOrdered: commit.push_back(i); break;
+      case DiskOrder::kOrdered:
+        commit.push_back(i);
+        break;
       case DiskOrder::kMetadataOrdered:
         if (mine || !op.data_op() || with_rename[i]) commit.push_back(i);
         break;
@@ -288,12 +292,16 @@ void SimFs::Apply(Image& image, const Op& op, size_t keep_bytes) {
       std::copy_n(op.data.begin(), n, c.begin() + static_cast<ptrdiff_t>(op.offset));
       return;
     }
-    case OpKind::kTruncate: image.contents[op.node].resize(op.offset); return;
+    case OpKind::kTruncate:
+      image.contents[op.node].resize(op.offset);
+      return;
     case OpKind::kLink:
       image.entries[op.path] = op.node;
       image.contents[op.node];
       return;
-    case OpKind::kUnlink: image.entries.erase(op.path); return;
+    case OpKind::kUnlink:
+      image.entries.erase(op.path);
+      return;
     case OpKind::kRename: {
       auto it = image.entries.find(op.path);
       if (it == image.entries.end()) return;  // its creation was not kept
@@ -302,8 +310,12 @@ void SimFs::Apply(Image& image, const Op& op, size_t keep_bytes) {
       image.entries[op.to] = node;
       return;
     }
-    case OpKind::kMkdir: image.dirs.insert(op.path); return;
-    case OpKind::kRmdir: image.dirs.erase(op.path); return;
+    case OpKind::kMkdir:
+      image.dirs.insert(op.path);
+      return;
+    case OpKind::kRmdir:
+      image.dirs.erase(op.path);
+      return;
   }
 }
 
@@ -392,8 +404,10 @@ void SimFs::PowerCut(Rng& rng) {
         if (!pending_[i].data_op() || with_rename[i]) {
           keep[i] = SIZE_MAX;
         } else {
-          if (rank < d) keep[i] = SIZE_MAX;
-          else if (rank == d) keep[i] = torn(i);
+          if (rank < d)
+            keep[i] = SIZE_MAX;
+          else if (rank == d)
+            keep[i] = torn(i);
           ++rank;
         }
       }

@@ -104,11 +104,11 @@ class SimFs : public FileSystemWrapper {
   enum class OpKind : uint8_t { kWrite, kTruncate, kLink, kUnlink, kRename, kMkdir, kRmdir };
   struct Op {
     OpKind kind;
-    NodeId node = 0;       // kWrite, kTruncate, kLink, kRename (0: unknown)
-    uint64_t offset = 0;   // kWrite; kTruncate: the size
+    NodeId node = 0;              // kWrite, kTruncate, kLink, kRename (0: unknown)
+    uint64_t offset = 0;          // kWrite; kTruncate: the size
     std::vector<std::byte> data;  // kWrite
-    std::string path;      // kLink, kUnlink, kRename (from), kMkdir, kRmdir
-    std::string to;        // kRename
+    std::string path;             // kLink, kUnlink, kRename (from), kMkdir, kRmdir
+    std::string to;               // kRename
     bool data_op() const { return kind == OpKind::kWrite; }
     bool file_op() const { return kind == OpKind::kWrite || kind == OpKind::kTruncate; }
     std::string Dir() const;  // the directory an entry operation changes

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "model.h"
-#include "real_log.h"
 #include "mq/election.h"
+#include "real_log.h"
 
 namespace mq::sim {
 
@@ -135,7 +135,7 @@ struct Replica {
   struct Writer {
     PartitionState view;  // the state its check read
     int records = 1;
-    int at = 0;           // its next stage: 0 claim (R54), 1 epoch, 2 append
+    int at = 0;  // its next stage: 0 claim (R54), 1 epoch, 2 append
   };
   std::optional<Writer> paused;
   // Its follower dies after its next fetch reached the leader (which
@@ -218,7 +218,9 @@ class Simulation {
   void Trace(const std::string& s) {
     if (options_.trace) std::printf("[%lld] %s\n", static_cast<long long>(stats_.steps), s.c_str());
   }
-  bool Live(int32_t id) const { return id >= 0 && id < static_cast<int32_t>(reps_.size()) && reps_[id].up; }
+  bool Live(int32_t id) const {
+    return id >= 0 && id < static_cast<int32_t>(reps_.size()) && reps_[id].up;
+  }
   // Elections run at the controller: a replica is live there only when its
   // process runs and the controller reaches it.
   // Nor one that restarted since it last claimed an epoch and has not
@@ -238,7 +240,8 @@ class Simulation {
   }
   bool AnyCut() const {
     return std::count(ctrl_cut_.begin(), ctrl_cut_.end(), 1) +
-               std::count(link_cut_.begin(), link_cut_.end(), 1) > 0;
+               std::count(link_cut_.begin(), link_cut_.end(), 1) >
+           0;
   }
   std::string NetText() const;
 
@@ -253,8 +256,8 @@ class Simulation {
   struct Reader {
     int32_t replica = -1;
     BootId boot{};
-    uint64_t gen = 0;              // the log's cut generation when it positioned
-    int64_t next = 0;              // after the batch it last handed out
+    uint64_t gen = 0;  // the log's cut generation when it positioned
+    int64_t next = 0;  // after the batch it last handed out
     // The epochs of the batches it handed out, each from the offset of its
     // first batch (what ReaderResumeOffset walks back over).
     std::vector<EpochEntry> epochs;
@@ -310,7 +313,7 @@ class Simulation {
   std::vector<uint8_t> flags_;
   // Invariant 4: which leader completed acks=all writes in each epoch.
   std::vector<int32_t> acked_by_epoch_;
-  PartitionState last_state_;  // as the last check saw it
+  PartitionState last_state_;       // as the last check saw it
   bool corrupt_delivered_ = false;  // the link corrupted this step's response
   SimStats stats_;
   SimOutcome outcome_;
@@ -367,7 +370,8 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
     }
     if ((roll -= s.p_dup_) < 0 && !f.stash.empty() && !s.LinkCut(leader_, follower_)) {
       ++s.stats_.link_faults;
-      if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: duplicate response", follower_, leader_));
+      if (s.options_.trace)
+        s.Trace(fmt::format("link {}<-{}: duplicate response", follower_, leader_));
       return f.stash.back();
     }
   }
@@ -395,8 +399,9 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
   if ((roll -= s.p_stale_) < 0 && f.stash.size() >= 2) {
     ++s.stats_.link_faults;
     size_t i = static_cast<size_t>(s.Uniform(0, static_cast<int64_t>(f.stash.size()) - 2));
-    if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: stale response {} of {}", follower_, leader_, i,
-                        f.stash.size()));
+    if (s.options_.trace)
+      s.Trace(fmt::format("link {}<-{}: stale response {} of {}", follower_, leader_, i,
+                          f.stash.size()));
     return f.stash[i];
   }
   if ((roll -= s.p_corrupt_) < 0 && !r->batches.empty()) {
@@ -415,15 +420,18 @@ Result<FetchResponse> SimLink::Fetch(const FetchRequest& request) {
       pos += size;
     }
     if (!spans.empty()) {
-      auto [at, size] = spans[static_cast<size_t>(s.Uniform(0, static_cast<int64_t>(spans.size()) - 1))];
+      auto [at, size] =
+          spans[static_cast<size_t>(s.Uniform(0, static_cast<int64_t>(spans.size()) - 1))];
       if (s.Chance(0.8)) {
         size_t byte = at + static_cast<size_t>(s.Uniform(21, static_cast<int64_t>(size) - 1));
         bad.batches[byte] ^= std::byte{static_cast<unsigned char>(s.Uniform(1, 255))};
-        if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: byte {} corrupted", follower_, leader_, byte));
+        if (s.options_.trace)
+          s.Trace(fmt::format("link {}<-{}: byte {} corrupted", follower_, leader_, byte));
       } else {
         // baseOffset is big-endian at bytes 0-7: bump its low byte.
         bad.batches[at + 7] ^= std::byte{static_cast<unsigned char>(s.Uniform(1, 3))};
-        if (s.options_.trace) s.Trace(fmt::format("link {}<-{}: base offset corrupted", follower_, leader_));
+        if (s.options_.trace)
+          s.Trace(fmt::format("link {}<-{}: base offset corrupted", follower_, leader_));
       }
     }
     return bad;
@@ -543,7 +551,7 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
   for (int32_t i = 0; i < n; ++i) {
     Replica r;
     auto policy = static_cast<SyncPolicy>(Uniform(0, 2));
-    const DiskOrder order = options.independent_files ? DiskOrder::kIndependent
+    const DiskOrder order = options.independent_files  ? DiskOrder::kIndependent
                             : options.ordered_metadata ? DiskOrder::kMetadataOrdered
                                                        : DiskOrder::kOrdered;
     if (options.real_log)
@@ -553,15 +561,16 @@ Simulation::Simulation(const SimOptions& options) : options_(options), rng_(opti
     r.log->set_lenient_empty_epochs(options.lenient_empty_epochs);
     r.slow = Chance(0.2) ? 4 : 1;
     reps_.push_back(std::move(r));
-    policies += fmt::format(" r{}:{}{}", i, SyncPolicyName(policy), reps_[i].slow > 1 ? "/slow" : "");
+    policies +=
+        fmt::format(" r{}:{}{}", i, SyncPolicyName(policy), reps_[i].slow > 1 ? "/slow" : "");
   }
   for (Replica& r : reps_) PushView(r);
   last_state_ = State();
   (void)reps_[p.leader].log->BeginEpoch(0);
-  outcome_.summary = fmt::format("replicas={} lag={}ms steps={} chaos={:.2f} net={}{}{}", n,
-                                 lag_ms_, steps_, chaos,
-                                 net ? fmt::format("on(session={} steps)", session_steps_) : "off",
-                                 unclean_ ? " unclean=allowed" : "", policies);
+  outcome_.summary =
+      fmt::format("replicas={} lag={}ms steps={} chaos={:.2f} net={}{}{}", n, lag_ms_, steps_,
+                  chaos, net ? fmt::format("on(session={} steps)", session_steps_) : "off",
+                  unclean_ ? " unclean=allowed" : "", policies);
 }
 
 void Simulation::Fail(std::string what) {
@@ -624,10 +633,10 @@ void Simulation::CheckBelowHw(Replica& r) {
         canon_[o] = it->identity;
         canon_from_[o] = r.log->replica_id();
       } else if (canon_[o] != it->identity) {
-        Fail(fmt::format("{}: offset {} below replica {}'s HW {} is batch [{}..{}] epoch {}, "
-                         "but another record was committed there ({})",
-                         KindOf(o), o, r.log->replica_id(), f.hw, it->base, it->last, it->epoch,
-                         Origin(o)));
+        Fail(fmt::format(
+            "{}: offset {} below replica {}'s HW {} is batch [{}..{}] epoch {}, "
+            "but another record was committed there ({})",
+            KindOf(o), o, r.log->replica_id(), f.hw, it->base, it->last, it->epoch, Origin(o)));
         return;
       }
     }
@@ -653,10 +662,11 @@ void Simulation::CheckLeaderHolds(Replica& r) {
   for (; o < need && it != f.log.end(); ++it) {
     for (; o <= it->last && o < need; ++o) {
       if (o < it->base || (canon_[o] != 0 && canon_[o] != it->identity)) {
-        Fail(fmt::format("{}: the leader {} (epoch {}) holds batch [{}..{}] epoch {} at offset "
-                         "{}, not the record committed there ({})",
-                         KindOf(o), r.log->replica_id(), State().leader_epoch, it->base,
-                         it->last, it->epoch, o, Origin(o)));
+        Fail(
+            fmt::format("{}: the leader {} (epoch {}) holds batch [{}..{}] epoch {} at offset "
+                        "{}, not the record committed there ({})",
+                        KindOf(o), r.log->replica_id(), State().leader_epoch, it->base, it->last,
+                        it->epoch, o, Origin(o)));
         return;
       }
     }
@@ -677,11 +687,12 @@ void Simulation::CheckInvariants() {
   if (p.leader_epoch < last_state_.leader_epoch ||
       (p.leader != last_state_.leader && p.leader_epoch == last_state_.leader_epoch) ||
       p.partition_epoch < last_state_.partition_epoch) {
-    Fail(fmt::format("cluster state: leader {} epoch {} (partition epoch {}) became leader {} "
-                     "epoch {} (partition epoch {}): an epoch went back or a leader changed "
-                     "without a new epoch",
-                     last_state_.leader, last_state_.leader_epoch, last_state_.partition_epoch,
-                     p.leader, p.leader_epoch, p.partition_epoch));
+    Fail(
+        fmt::format("cluster state: leader {} epoch {} (partition epoch {}) became leader {} "
+                    "epoch {} (partition epoch {}): an epoch went back or a leader changed "
+                    "without a new epoch",
+                    last_state_.leader, last_state_.leader_epoch, last_state_.partition_epoch,
+                    p.leader, p.leader_epoch, p.partition_epoch));
     return;
   }
   if (p.leader_epoch == last_state_.leader_epoch && p.isr.size() > last_state_.isr.size())
@@ -730,9 +741,10 @@ void Simulation::CheckTruncations() {
       if (failed_) continue;
       for (int64_t o = b.base; o <= b.last && o < static_cast<int64_t>(flags_.size()); ++o) {
         if ((flags_[o] & kSeen) && canon_[o] == b.identity) {
-          Fail(fmt::format("invariant 7 (a record a consumer read was truncated): replica {} cut "
-                           "batch [{}..{}] epoch {} holding offset {} ({})",
-                           r.log->replica_id(), b.base, b.last, b.epoch, o, Origin(o)));
+          Fail(
+              fmt::format("invariant 7 (a record a consumer read was truncated): replica {} cut "
+                          "batch [{}..{}] epoch {} holding offset {} ({})",
+                          r.log->replica_id(), b.base, b.last, b.epoch, o, Origin(o)));
           break;
         }
       }
@@ -771,7 +783,8 @@ void Simulation::Produce() {
   if (r.view.leader != id) return;
   if (static_cast<int32_t>(r.view.isr.size()) < kMinIsr) {
     ++stats_.refused;
-    if (options_.trace) Trace(fmt::format("produce at {}: NOT_ENOUGH_REPLICAS isr={}", id, IsrText(r.view.isr)));
+    if (options_.trace)
+      Trace(fmt::format("produce at {}: NOT_ENOUGH_REPLICAS isr={}", id, IsrText(r.view.isr)));
     return;
   }
   Replica::Writer w{r.view, static_cast<int>(Uniform(1, 3)), 0};
@@ -786,8 +799,9 @@ void Simulation::Write(Replica& r, Replica::Writer w, int pause_at) {
   for (; w.at <= 2; ++w.at) {
     if (w.at == pause_at) {
       ++stats_.paused_writes;
-      if (options_.trace) Trace(fmt::format("produce at {} epoch {}: paused before stage {}", id,
-                                            w.view.leader_epoch, w.at));
+      if (options_.trace)
+        Trace(fmt::format("produce at {} epoch {}: paused before stage {}", id, w.view.leader_epoch,
+                          w.at));
       r.paused = w;
       return;
     }
@@ -796,8 +810,9 @@ void Simulation::Write(Replica& r, Replica::Writer w, int pause_at) {
       auto held = ClaimLeadership(ctxs_[id], *r.log, w.view);
       if (!held) return ClaimFailed(r, held.error());
       if (held->leader_epoch != w.view.leader_epoch) {
-        if (options_.trace) Trace(fmt::format("produce at {}: epoch {} given up, leads in {} (R55)", id,
-                                              w.view.leader_epoch, held->leader_epoch));
+        if (options_.trace)
+          Trace(fmt::format("produce at {}: epoch {} given up, leads in {} (R55)", id,
+                            w.view.leader_epoch, held->leader_epoch));
         r.view = *held;
         (void)r.log->BeginEpoch(held->leader_epoch);
         return;
@@ -810,15 +825,17 @@ void Simulation::Write(Replica& r, Replica::Writer w, int pause_at) {
       auto b = r.log->AppendAsLeader(next_write_++, w.records, w.view.leader_epoch, clock_.NowMs());
       if (!b) {
         if (b.error().code() == Code::kFenced) ++stats_.fenced_writes;
-        if (options_.trace) Trace(fmt::format("produce at {} epoch {}: {}", id, w.view.leader_epoch,
-                                              b.error().message()));
+        if (options_.trace)
+          Trace(fmt::format("produce at {} epoch {}: {}", id, w.view.leader_epoch,
+                            b.error().message()));
         return;
       }
       ++stats_.produced;
       pending_.push_back(PendingWrite{id, w.view.leader_epoch, *b});
       if (options_.acks_one) AckWrite(r, pending_.size() - 1, b->last + 1);
-      if (options_.trace) Trace(fmt::format("produce at {} epoch {}: [{}..{}]", id, w.view.leader_epoch,
-                                            b->base, b->last));
+      if (options_.trace)
+        Trace(fmt::format("produce at {} epoch {}: [{}..{}]", id, w.view.leader_epoch, b->base,
+                          b->last));
     }
   }
 }
@@ -829,10 +846,11 @@ void Simulation::Resume(int32_t id) {
   if (!r.up || !r.paused) return;
   Replica::Writer w = *r.paused;
   r.paused.reset();
-  if (options_.trace) Trace(fmt::format("produce at {} epoch {}: resumes at stage {} (leader now {} "
-                                        "in epoch {})",
-                                        id, w.view.leader_epoch, w.at, State().leader,
-                                        State().leader_epoch));
+  if (options_.trace)
+    Trace(
+        fmt::format("produce at {} epoch {}: resumes at stage {} (leader now {} "
+                    "in epoch {})",
+                    id, w.view.leader_epoch, w.at, State().leader, State().leader_epoch));
   Write(r, w, -1);
 }
 
@@ -854,17 +872,21 @@ void Simulation::Follow() {
   // fetch reached the leader, or before one of the writes that carry its
   // state (the epoch fence, a truncation, the append, the HW), whichever
   // this step makes.
-  const int kill_at = options_.follower_kills && Chance(0.05) ? static_cast<int>(Uniform(0, 4)) : -1;
-  if (kill_at == 4) r.kill_after_fetch = true;
-  else if (kill_at >= 0) r.log->KillBeforeWrite(kill_at);
+  const int kill_at =
+      options_.follower_kills && Chance(0.05) ? static_cast<int>(Uniform(0, 4)) : -1;
+  if (kill_at == 4)
+    r.kill_after_fetch = true;
+  else if (kill_at >= 0)
+    r.log->KillBeforeWrite(kill_at);
   auto res = FollowerStep(ctxs_[id], *r.log, link, r.follower, max_bytes);
   const bool killed = r.log->killed() || r.killed_after_fetch;
   r.log->KillBeforeWrite(-1);
   r.kill_after_fetch = r.killed_after_fetch = false;
   if (killed) {
     ++stats_.follower_kills;
-    if (options_.trace) Trace(fmt::format("follower {} of {}: killed within its step ({})", id, leader,
-                                          res ? "after it" : res.error().message()));
+    if (options_.trace)
+      Trace(fmt::format("follower {} of {}: killed within its step ({})", id, leader,
+                        res ? "after it" : res.error().message()));
     Crash(id, false);
     return;
   }
@@ -873,13 +895,15 @@ void Simulation::Follow() {
     return;
   }
   if (res) {
-    if (options_.trace) Trace(fmt::format("follower {} of {}: leo {} -> {} hw {}{}{}", id, leader, leo,
-                      r.log->files().LogEnd(), r.log->files().hw,
-                      res->truncated_to >= 0 ? fmt::format(" truncated to {}", res->truncated_to)
-                                             : "",
-                      res->caught_up ? " caught up" : ""));
+    if (options_.trace)
+      Trace(fmt::format(
+          "follower {} of {}: leo {} -> {} hw {}{}{}", id, leader, leo, r.log->files().LogEnd(),
+          r.log->files().hw,
+          res->truncated_to >= 0 ? fmt::format(" truncated to {}", res->truncated_to) : "",
+          res->caught_up ? " caught up" : ""));
   } else {
-    if (options_.trace) Trace(fmt::format("follower {} of {}: {}", id, leader, res.error().message()));
+    if (options_.trace)
+      Trace(fmt::format("follower {} of {}: {}", id, leader, res.error().message()));
     if (res.error().code() == Code::kInternal) {
       Fail(fmt::format("FollowerStep at replica {} failed kInternal: {}", id,
                        res.error().message()));
@@ -903,8 +927,8 @@ void Simulation::Ack() {
     if (hw.error().code() == Code::kFenced) RefreshView(r);
     return;
   }
-  bool may_ack = s.leader == id && s.leader_epoch == epoch &&
-                 static_cast<int32_t>(s.isr.size()) >= kMinIsr;
+  bool may_ack =
+      s.leader == id && s.leader_epoch == epoch && static_cast<int32_t>(s.isr.size()) >= kMinIsr;
   if (!may_ack) return;
   for (size_t i = 0; i < pending_.size() && !failed_;) {
     const PendingWrite& w = pending_[i];
@@ -928,20 +952,21 @@ void Simulation::AckWrite(Replica& r, size_t i, int64_t hw) {
   // Invariant 5: an acks=all acknowledgement rests on a cluster-state read
   // of this step; a leader cut from the controller cannot have made one.
   if (!options_.acks_one && (ctrl_cut_[id] || ctrl_ok_step_[id] != stats_.steps)) {
-    Fail(fmt::format("invariant 5 (an acknowledgement without the controller): leader {} "
-                     "acknowledged [{}..{}] in epoch {} at HW {} while {}",
-                     id, w.batch.base, w.batch.last, epoch, hw,
-                     ctrl_cut_[id] ? "cut from the controller"
-                                   : "its cluster-state read of this step failed"));
+    Fail(fmt::format(
+        "invariant 5 (an acknowledgement without the controller): leader {} "
+        "acknowledged [{}..{}] in epoch {} at HW {} while {}",
+        id, w.batch.base, w.batch.last, epoch, hw,
+        ctrl_cut_[id] ? "cut from the controller" : "its cluster-state read of this step failed"));
     return;
   }
   const ReplicaFiles& f = r.log->files();
   auto it = std::lower_bound(f.log.begin(), f.log.end(), w.batch.base,
                              [](const SimBatch& b, int64_t o) { return b.last < o; });
   if (it == f.log.end() || it->identity != w.batch.identity) {
-    Fail(fmt::format("invariant 1: leader {} acknowledged [{}..{}] at HW {} but its log no "
-                     "longer holds it",
-                     id, w.batch.base, w.batch.last, hw));
+    Fail(
+        fmt::format("invariant 1: leader {} acknowledged [{}..{}] at HW {} but its log no "
+                    "longer holds it",
+                    id, w.batch.base, w.batch.last, hw));
     return;
   }
   if (static_cast<int32_t>(acked_by_epoch_.size()) <= epoch) acked_by_epoch_.resize(epoch + 1, -1);
@@ -959,10 +984,10 @@ void Simulation::AckWrite(Replica& r, size_t i, int64_t hw) {
   }
   for (int64_t o = w.batch.base; o <= w.batch.last; ++o) {
     if (acked_epoch_[o] >= 0) {
-      Fail(fmt::format("invariant 6 (split brain): offset {} acknowledged by leader {} in epoch "
-                       "{}, and again by leader {} in epoch {} ([{}..{}])",
-                       o, acked_leader_[o], acked_epoch_[o], id, epoch, w.batch.base,
-                       w.batch.last));
+      Fail(
+          fmt::format("invariant 6 (split brain): offset {} acknowledged by leader {} in epoch "
+                      "{}, and again by leader {} in epoch {} ([{}..{}])",
+                      o, acked_leader_[o], acked_epoch_[o], id, epoch, w.batch.base, w.batch.last));
       return;
     }
     acked_epoch_[o] = epoch;
@@ -979,15 +1004,17 @@ void Simulation::AckWrite(Replica& r, size_t i, int64_t hw) {
       canon_[o] = w.batch.identity;
       canon_from_[o] = id;
     } else if (canon_[o] != w.batch.identity) {
-      Fail(fmt::format("invariant 1: leader {} acknowledged [{}..{}] in epoch {}, but another "
-                       "record was committed at offset {} (below replica {}'s HW)",
-                       id, w.batch.base, w.batch.last, epoch, o, canon_from_[o]));
+      Fail(
+          fmt::format("invariant 1: leader {} acknowledged [{}..{}] in epoch {}, but another "
+                      "record was committed at offset {} (below replica {}'s HW)",
+                      id, w.batch.base, w.batch.last, epoch, o, canon_from_[o]));
       return;
     }
   }
   ++stats_.acked;
-  if (options_.trace) Trace(fmt::format("ack at {} epoch {} hw {}: [{}..{}]", id, epoch, hw, w.batch.base,
-                    w.batch.last));
+  if (options_.trace)
+    Trace(fmt::format("ack at {} epoch {} hw {}: [{}..{}]", id, epoch, hw, w.batch.base,
+                      w.batch.last));
 }
 
 void Simulation::Shrink() {
@@ -1007,7 +1034,8 @@ void Simulation::Shrink() {
           break;
         }
       }
-      if (options_.trace) Trace(fmt::format("leader {} shrank the ISR to {}", id, IsrText(State().isr)));
+      if (options_.trace)
+        Trace(fmt::format("leader {} shrank the ISR to {}", id, IsrText(State().isr)));
     }
     r.view = *res;
   } else if (res.error().code() == Code::kFenced) {
@@ -1053,7 +1081,8 @@ void Simulation::Read() {
                              : PickUp([](const Simulation&, const Replica& r) { return r.up; });
     if (!Live(id)) return;
     ModelReplicaLog& log = *reps_[id].log;
-    reader_ = Reader{id, log.RunningBoot(), log.cut_generation(), log.files().log_start, {}, {}, {}};
+    reader_ =
+        Reader{id, log.RunningBoot(), log.cut_generation(), log.files().log_start, {}, {}, {}};
     ++stats_.readers;
     if (options_.trace) Trace(fmt::format("reader opened on {}", id));
   }
@@ -1079,11 +1108,10 @@ void Simulation::Read() {
         if (at != f.log.begin() && to > 0 && (at == f.log.end() || at->base >= to))
           rd.last = *(at - 1);
       }
-      if (options_.trace) Trace(fmt::format("reader of {}: log rewritten, from {} (was {}{})",
-                                            rd.replica, to, rd.next,
-                                            rd.held ? fmt::format(", held [{}..{}] dropped",
-                                                                  rd.held->base, rd.held->last)
-                                                    : ""));
+      if (options_.trace)
+        Trace(fmt::format(
+            "reader of {}: log rewritten, from {} (was {}{})", rd.replica, to, rd.next,
+            rd.held ? fmt::format(", held [{}..{}] dropped", rd.held->base, rd.held->last) : ""));
       rd.next = to;
       rd.held.reset();
     }
@@ -1113,8 +1141,9 @@ void Simulation::Read() {
           "replica {} handed out batch [{}..{}] epoch {} below its HW {}, read before its log was "
           "rewritten; the log holds {} there",
           rd.replica, b.base, b.last, b.epoch, hw,
-          at == f.log.end() ? std::string("nothing")
-                            : fmt::format("batch [{}..{}] epoch {}", at->base, at->last, at->epoch)));
+          at == f.log.end()
+              ? std::string("nothing")
+              : fmt::format("batch [{}..{}] epoch {}", at->base, at->last, at->epoch)));
       return;
     }
     // Invariant 9: what it hands out continues what it handed out before
@@ -1125,8 +1154,7 @@ void Simulation::Read() {
     if (rd.last.identity != 0) {
       auto prev = std::lower_bound(f.log.begin(), f.log.end(), rd.last.base,
                                    [](const SimBatch& x, int64_t o) { return x.last < o; });
-      if (prev == f.log.end() || prev->identity != rd.last.identity ||
-          prev->last + 1 != b.base) {
+      if (prev == f.log.end() || prev->identity != rd.last.identity || prev->last + 1 != b.base) {
         Fail(fmt::format(
             "invariant 9 (a reader passed over records another leader put where the records it "
             "handed out were, KIP-320): the reader of replica {} hands out batch [{}..{}] epoch "
@@ -1201,8 +1229,9 @@ void Simulation::Crash(int32_t id, bool allow_power_loss) {
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [id](const PendingWrite& w) { return w.leader == id; }),
                  pending_.end());
-  if (options_.trace) Trace(fmt::format("crash {} ({}) leo now {}", id, power ? "power loss" : "kill",
-                    r.log->files().LogEnd()));
+  if (options_.trace)
+    Trace(fmt::format("crash {} ({}) leo now {}", id, power ? "power loss" : "kill",
+                      r.log->files().LogEnd()));
   Controller(false);
 }
 
@@ -1241,7 +1270,8 @@ void Simulation::Restart(int32_t id) {
     auto latest = r.log->LatestEpoch();
     if (latest && *latest < State().leader_epoch) (void)r.log->BeginEpoch(State().leader_epoch);
   }
-  if (options_.trace) Trace(fmt::format("restart {} leo {} hw {}", id, r.log->files().LogEnd(), r.log->files().hw));
+  if (options_.trace)
+    Trace(fmt::format("restart {} leo {} hw {}", id, r.log->files().LogEnd(), r.log->files().hw));
 }
 
 // A replica's process starts again: its view of the cluster state died
@@ -1273,8 +1303,8 @@ void Simulation::Reboot(int32_t id) {
                                 [id](const PendingWrite& w) { return w.leader == id; }),
                  pending_.end());
   NewProcess(r);
-  if (options_.trace) Trace(fmt::format("reboot of leader {} (power loss) leo now {}", id,
-                                        r.log->files().LogEnd()));
+  if (options_.trace)
+    Trace(fmt::format("reboot of leader {} (power loss) leo now {}", id, r.log->files().LogEnd()));
 }
 
 // A leader-side call failed on the claim (R54, R55): it rereads the state.
@@ -1298,8 +1328,10 @@ void Simulation::Controller(bool move_leader) {
     // outside the ISR, which may lack acknowledged writes.
     if (unclean_) mode = ElectMode::kUnclean;
   } else if (move_leader) {
-    if (Chance(0.5)) mode = ElectMode::kPreferred;
-    else dir_failed = true;
+    if (Chance(0.5))
+      mode = ElectMode::kPreferred;
+    else
+      dir_failed = true;
   } else {
     return;
   }
@@ -1355,12 +1387,14 @@ void Simulation::Controller(bool move_leader) {
       r.verified_all = 0;
     }
   }
-  if (options_.trace) Trace(fmt::format("elected {} epoch {} isr {} ({})", res->leader, res->leader_epoch,
-                    IsrText(res->isr), reason));
+  if (options_.trace)
+    Trace(fmt::format("elected {} epoch {} isr {} ({})", res->leader, res->leader_epoch,
+                      IsrText(res->isr), reason));
   Replica& l = reps_[res->leader];
   Status st = l.log->BeginEpoch(res->leader_epoch);
   PushView(l);
-  if (!st.ok()) if (options_.trace) Trace(fmt::format("BeginEpoch at {}: {}", res->leader, st.message()));
+  if (!st.ok())
+    if (options_.trace) Trace(fmt::format("BeginEpoch at {}: {}", res->leader, st.message()));
   AfterIo();
 }
 
@@ -1517,7 +1551,8 @@ void Simulation::Step() {
     Consume();
   } else if (take(0.04)) {
     Read();
-  } else if (std::any_of(reps_.begin(), reps_.end(), [](const Replica& r) { return r.paused.has_value(); }) &&
+  } else if (std::any_of(reps_.begin(), reps_.end(),
+                         [](const Replica& r) { return r.paused.has_value(); }) &&
              take(0.03)) {
     int32_t id = PickUp([](const Simulation&, const Replica& r) { return r.up && r.paused; });
     if (id >= 0) Resume(id);
@@ -1608,11 +1643,11 @@ void Simulation::CheckFinal() {
     }
     for (size_t i = 0; i < f.log.size() && i < l.log.size(); ++i) {
       if (f.log[i].identity != l.log[i].identity || *f.log[i].bytes != *l.log[i].bytes) {
-        Fail(fmt::format("{}: after convergence replica {} holds [{}..{}] epoch {} where the "
-                         "leader {} holds [{}..{}] epoch {}",
-                         KindOf(f.log[i].base), r.log->replica_id(), f.log[i].base,
-                         f.log[i].last, f.log[i].epoch, State().leader, l.log[i].base,
-                         l.log[i].last, l.log[i].epoch));
+        Fail(fmt::format(
+            "{}: after convergence replica {} holds [{}..{}] epoch {} where the "
+            "leader {} holds [{}..{}] epoch {}",
+            KindOf(f.log[i].base), r.log->replica_id(), f.log[i].base, f.log[i].last,
+            f.log[i].epoch, State().leader, l.log[i].base, l.log[i].last, l.log[i].epoch));
         return;
       }
     }
@@ -1630,10 +1665,10 @@ SimOutcome Simulation::Run() {
     for (const SimBatch& b : r.log->files().log) mix(b.identity);
     mix(static_cast<uint64_t>(r.log->files().hw));
   }
-  for (int64_t v : {stats_.steps, stats_.crashes, stats_.power_losses, stats_.elections,
-                    stats_.produced, stats_.acked, stats_.fetches, stats_.link_faults,
-                    stats_.partitions, stats_.heals, stats_.controller_refused,
-                    stats_.replies_lost, stats_.cut_messages}) {
+  for (int64_t v :
+       {stats_.steps, stats_.crashes, stats_.power_losses, stats_.elections, stats_.produced,
+        stats_.acked, stats_.fetches, stats_.link_faults, stats_.partitions, stats_.heals,
+        stats_.controller_refused, stats_.replies_lost, stats_.cut_messages}) {
     mix(static_cast<uint64_t>(v));
   }
   outcome_.fingerprint = h;

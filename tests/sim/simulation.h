@@ -75,27 +75,27 @@ struct SimStats {
   int64_t clock_jumps = 0;
   int64_t isr_changes = 0;
   // The network between hosts (README.md, "Partitions").
-  int64_t partitions = 0;         // cut events
-  int64_t heals = 0;              // heal events
-  int64_t controller_refused = 0; // cluster-state calls failed by a cut
-  int64_t controller_faults = 0;  // cluster-state calls lost on a working path
-  int64_t replies_lost = 0;       // AlterPartition applied, its reply lost
-  int64_t cut_messages = 0;       // fetches / OffsetForLeaderEpoch lost to a cut link
-  int64_t cut_elections = 0;      // elections of a leader the controller lost
-  int64_t cut_shrinks = 0;        // ISR shrinks by a leader with a cut link
-  int64_t isr_expands = 0;        // ISR expansions (a follower back in sync)
-  int64_t leader_reboots = 0;     // a leader's power loss, back at once (R54)
-  int64_t epochs_given_up = 0;    // R55: a restarted leader gave its epoch up
-  int64_t paused_writes = 0;      // writers paused between their check and their write
-  int64_t fenced_writes = 0;      // leader appends refused by an epoch fence (R56)
-  int64_t follower_kills = 0;     // followers killed within a step
-  int64_t readers = 0;            // stale readers opened
-  int64_t reader_batches = 0;     // batches they handed out
-  int64_t reader_drops = 0;       // held batches dropped at a rewrite
-  int64_t unclean_schedules = 0;  // schedules that allow unclean elections
-  int64_t unclean_elections = 0;  // a replica outside the ISR elected
-  int64_t isr_outages = 0;        // every in-sync replica's host down at once
-  int64_t reader_cuts = 0;        // readers sent back below what they handed out
+  int64_t partitions = 0;          // cut events
+  int64_t heals = 0;               // heal events
+  int64_t controller_refused = 0;  // cluster-state calls failed by a cut
+  int64_t controller_faults = 0;   // cluster-state calls lost on a working path
+  int64_t replies_lost = 0;        // AlterPartition applied, its reply lost
+  int64_t cut_messages = 0;        // fetches / OffsetForLeaderEpoch lost to a cut link
+  int64_t cut_elections = 0;       // elections of a leader the controller lost
+  int64_t cut_shrinks = 0;         // ISR shrinks by a leader with a cut link
+  int64_t isr_expands = 0;         // ISR expansions (a follower back in sync)
+  int64_t leader_reboots = 0;      // a leader's power loss, back at once (R54)
+  int64_t epochs_given_up = 0;     // R55: a restarted leader gave its epoch up
+  int64_t paused_writes = 0;       // writers paused between their check and their write
+  int64_t fenced_writes = 0;       // leader appends refused by an epoch fence (R56)
+  int64_t follower_kills = 0;      // followers killed within a step
+  int64_t readers = 0;             // stale readers opened
+  int64_t reader_batches = 0;      // batches they handed out
+  int64_t reader_drops = 0;        // held batches dropped at a rewrite
+  int64_t unclean_schedules = 0;   // schedules that allow unclean elections
+  int64_t unclean_elections = 0;   // a replica outside the ISR elected
+  int64_t isr_outages = 0;         // every in-sync replica's host down at once
+  int64_t reader_cuts = 0;         // readers sent back below what they handed out
   // --real-log: the real log's disagreements with the model, by kind.
   std::map<std::string, int64_t> disagreements;
   void Add(const SimStats& o);
@@ -103,9 +103,9 @@ struct SimStats {
 
 struct SimOutcome {
   bool ok = true;
-  int64_t step = -1;      // the step after which the violation was seen
-  std::string violation;  // which invariant, what, where
-  std::string summary;    // the schedule's parameters
+  int64_t step = -1;         // the step after which the violation was seen
+  std::string violation;     // which invariant, what, where
+  std::string summary;       // the schedule's parameters
   uint64_t fingerprint = 0;  // every replica's final log and the stats, hashed
   SimStats stats;
 };

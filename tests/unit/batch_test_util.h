@@ -82,10 +82,10 @@ inline std::vector<std::byte> ZstdRleFrame(uint64_t claimed, uint64_t actual,
   auto put = [&f](uint64_t v, int n) {
     for (int i = 0; i < n; ++i) f.push_back(std::byte((v >> (8 * i)) & 0xff));
   };
-  put(0xFD2FB528, 4);  // magic
-  put(0xC0, 1);        // Frame_Header_Descriptor: 8-byte content size, a window descriptor
+  put(0xFD2FB528, 4);      // magic
+  put(0xC0, 1);            // Frame_Header_Descriptor: 8-byte content size, a window descriptor
   put((17 - 10) << 3, 1);  // Window_Descriptor: 2^17 bytes
-  put(claimed, 8);     // Frame_Content_Size
+  put(claimed, 8);         // Frame_Content_Size
   uint64_t left = actual;
   do {
     const uint64_t n = std::min(left, kBlock);

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -65,12 +65,14 @@ std::vector<std::byte> ReadFile(const std::string& path) {
 
 void WriteFile(const std::string& path, const std::vector<std::byte>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 void AppendToFile(const std::string& path, const std::vector<std::byte>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::app);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 uint64_t FileSize(const std::string& path) { return std::filesystem::file_size(path); }
@@ -154,9 +156,12 @@ Status FaultFs::BeforeWrite(File* f, uint64_t offset, std::span<const std::byte>
   ++writes_;
   if (writes_ < write_n_ || (writes_ > write_n_ && !sticky_)) return Status::Ok();
   switch (write_fault_) {
-    case Fault::kNone: return Status::Ok();
-    case Fault::kEio: return ErrnoStatus("injected write", EIO);
-    case Fault::kEnospc: return ErrnoStatus("injected write", ENOSPC);
+    case Fault::kNone:
+      return Status::Ok();
+    case Fault::kEio:
+      return ErrnoStatus("injected write", EIO);
+    case Fault::kEnospc:
+      return ErrnoStatus("injected write", ENOSPC);
     case Fault::kShortWrite:
       // Half the bytes land, then the disk is full.
       (void)f->WriteAt(offset, data.first(data.size() / 2));
@@ -203,6 +208,5 @@ std::vector<std::vector<std::byte>> RawBatches(const std::string& dir) {
   }
   return out;
 }
-
 
 }  // namespace mq::test

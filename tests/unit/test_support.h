@@ -118,9 +118,21 @@ class FaultFs : public FileSystemWrapper {
   enum class Fault { kNone, kEio, kEnospc, kShortWrite };
   // The Nth (1-based) write / fsync / rename from now fails; with `sticky`
   // every later one fails too.
-  void FailWrite(int n, Fault f, bool sticky = false) { write_n_ = n; write_fault_ = f; sticky_ = sticky; writes_ = 0; }
-  void FailSync(int n, bool sticky = false) { sync_n_ = n; sticky_ = sticky; syncs_ = 0; }
-  void FailRename(int n) { rename_n_ = n; renames_ = 0; }
+  void FailWrite(int n, Fault f, bool sticky = false) {
+    write_n_ = n;
+    write_fault_ = f;
+    sticky_ = sticky;
+    writes_ = 0;
+  }
+  void FailSync(int n, bool sticky = false) {
+    sync_n_ = n;
+    sticky_ = sticky;
+    syncs_ = 0;
+  }
+  void FailRename(int n) {
+    rename_n_ = n;
+    renames_ = 0;
+  }
   void Clear() { write_n_ = sync_n_ = rename_n_ = 0; }
   int syncs() const { return total_syncs_; }
 

@@ -8,12 +8,12 @@
 
 #include <catch2/catch.hpp>
 
-#include "storage/log_loader.h"
 #include "mq/partition.h"
+#include "storage/log_loader.h"
 #include "storage/partition_dir.h"
 #include "storage/partition_view.h"
-#include "test_support.h"
 #include "storage/writer_lock.h"
+#include "test_support.h"
 
 namespace mq::test {
 

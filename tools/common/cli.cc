@@ -2,14 +2,6 @@
 
 #include <malloc.h>
 
-#include <algorithm>
-#include <climits>
-#include <csignal>
-#include <cerrno>
-#include <cstring>
-#include <memory>
-#include <algorithm>
-#include <sstream>
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,8 +10,15 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
-#include <new>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
@@ -119,8 +118,8 @@ std::string Explain(const CLI::App& app, const CLI::ParseError& e) {
     return "no data directory: give -C DIR (--dir DIR), or set MQ_DIR";
   if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
     // "The following argument(s) was/were not expected: A B"
-    std::istringstream args(what.substr(what.find(": ") == std::string::npos ? what.size()
-                                                                            : what.find(": ") + 2));
+    std::istringstream args(
+        what.substr(what.find(": ") == std::string::npos ? what.size() : what.find(": ") + 2));
     for (std::string arg; args >> arg;) {
       std::string near = Nearest(app, arg);
       if (!near.empty()) return fmt::format("unknown option {} (did you mean {}?)", arg, near);
@@ -191,8 +190,8 @@ ssize_t Output::WriteNoWait(const char* p, size_t n) {
     } else if (::fstat(fd_, &st) == 0 && S_ISFIFO(st.st_mode)) {
       // Only a pipe or a socket waits for its reader (RWF_NOWAIT on a
       // regular file may refuse a write that merely allocates blocks).
-      nowait_fd_ = ::open(fmt::format("/proc/self/fd/{}", fd_).c_str(),
-                          O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      nowait_fd_ =
+          ::open(fmt::format("/proc/self/fd/{}", fd_).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
       nowait_ = nowait_fd_ >= 0 ? NoWait::kReopened : NoWait::kRwf;
     }
   }
@@ -244,8 +243,12 @@ bool Output::Flush() {
     }
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EPIPE) broken_ = true;
-      else { failed_ = true; errno_ = errno; }
+      if (errno == EPIPE)
+        broken_ = true;
+      else {
+        failed_ = true;
+        errno_ = errno;
+      }
       buf_.clear();
       records_pending_ = 0;
       return false;

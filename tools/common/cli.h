@@ -25,13 +25,13 @@ namespace mq::cli {
 
 // sysexits(3), as documented in every man page's EXIT STATUS.
 constexpr int kExitOk = 0;
-constexpr int kExitProblems = 1;   // a check found problems (verify, --check)
+constexpr int kExitProblems = 1;  // a check found problems (verify, --check)
 constexpr int kExitUsage = 64;
 constexpr int kExitDataErr = 65;
 constexpr int kExitNoInput = 66;
 constexpr int kExitUnavailable = 69;
 constexpr int kExitSoftware = 70;
-constexpr int kExitOsErr = 71;     // out of memory
+constexpr int kExitOsErr = 71;  // out of memory
 constexpr int kExitCantCreate = 73;
 constexpr int kExitIoErr = 74;
 constexpr int kExitTempFail = 75;

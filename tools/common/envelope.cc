@@ -25,7 +25,8 @@ constexpr std::array<uint8_t, 256> kNeedsEscape = MakeEscapeTable();
 constexpr std::array<uint8_t, 256> MakeDecodeTable() {
   std::array<uint8_t, 256> t{};
   for (auto& v : t) v = 255;
-  for (int i = 0; i < 64; ++i) t[static_cast<uint8_t>(kBase64Alphabet[i])] = static_cast<uint8_t>(i);
+  for (int i = 0; i < 64; ++i)
+    t[static_cast<uint8_t>(kBase64Alphabet[i])] = static_cast<uint8_t>(i);
   t['='] = 64;
   return t;
 }
@@ -75,13 +76,27 @@ inline char* PutEscaped(char* d, unsigned char c) {
   static constexpr char kHex[] = "0123456789abcdef";
   *d++ = '\\';
   switch (c) {
-    case '"': *d++ = '"'; break;
-    case '\\': *d++ = '\\'; break;
-    case '\n': *d++ = 'n'; break;
-    case '\r': *d++ = 'r'; break;
-    case '\t': *d++ = 't'; break;
-    case '\b': *d++ = 'b'; break;
-    case '\f': *d++ = 'f'; break;
+    case '"':
+      *d++ = '"';
+      break;
+    case '\\':
+      *d++ = '\\';
+      break;
+    case '\n':
+      *d++ = 'n';
+      break;
+    case '\r':
+      *d++ = 'r';
+      break;
+    case '\t':
+      *d++ = 't';
+      break;
+    case '\b':
+      *d++ = 'b';
+      break;
+    case '\f':
+      *d++ = 'f';
+      break;
     default:
       d = PutText(d, "u00");
       *d++ = kHex[c >> 4];
@@ -233,8 +248,8 @@ bool DecodeBase64(std::string_view text, std::vector<std::byte>* out) {
 }
 
 void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& f) {
-  size_t bound = 128 + 6 * f.topic.size() + FieldBound("payload", f.value) +
-                 FieldBound("key", f.key);
+  size_t bound =
+      128 + 6 * f.topic.size() + FieldBound("payload", f.value) + FieldBound("key", f.key);
   bound += HeadersBound(f.headers);
   size_t old = out.size();
   out.resize(old + bound);
@@ -270,10 +285,10 @@ void AppendHeadersJson(fmt::memory_buffer& out, std::span<const Header> headers)
 
 struct EnvelopeParser::Impl {
   simdjson::ondemand::parser parser;
-  std::vector<char> padded;         // the line plus simdjson's padding
-  std::vector<std::byte> arena;     // decoded base64; never reallocated mid-parse
+  std::vector<char> padded;      // the line plus simdjson's padding
+  std::vector<std::byte> arena;  // decoded base64; never reallocated mid-parse
   ParsedEnvelope result;
-  std::string error;                // what went wrong, for the caller's Status
+  std::string error;  // what went wrong, for the caller's Status
 
   bool Fail(std::string what) {
     error = std::move(what);
@@ -297,7 +312,8 @@ bool EnvelopeParser::Impl::ReadBytes(simdjson::ondemand::value v, std::string_vi
   simdjson::ondemand::json_type type;
   if (auto e = v.type().get(type)) return Fail(fmt::format("field \"{}\": {}", name, ErrorText(e)));
   if (type == simdjson::ondemand::json_type::null) {
-    if (auto e = v.is_null().error()) return Fail(fmt::format("field \"{}\": {}", name, ErrorText(e)));
+    if (auto e = v.is_null().error())
+      return Fail(fmt::format("field \"{}\": {}", name, ErrorText(e)));
     dst->reset();
     return true;
   }
@@ -325,15 +341,19 @@ bool EnvelopeParser::Impl::ParseHeader(simdjson::ondemand::object obj) {
   bool seen_key = false, seen_value = false;
   for (auto field_result : obj) {
     simdjson::ondemand::field field;
-    if (auto e = std::move(field_result).get(field)) return Fail(fmt::format("headers: {}", ErrorText(e)));
+    if (auto e = std::move(field_result).get(field))
+      return Fail(fmt::format("headers: {}", ErrorText(e)));
     std::string_view name;
-    if (auto e = field.unescaped_key().get(name)) return Fail(fmt::format("headers: {}", ErrorText(e)));
+    if (auto e = field.unescaped_key().get(name))
+      return Fail(fmt::format("headers: {}", ErrorText(e)));
     bool is_b64 = name == "key_b64" || name == "value_b64";
     bool is_key = name == "key" || name == "key_b64";
     bool is_value = name == "value" || name == "value_b64";
     if (!is_key && !is_value) continue;
     bool& seen = is_key ? seen_key : seen_value;
-    if (seen) return Fail(fmt::format("headers: \"{}\" given twice (plain and _b64)", is_key ? "key" : "value"));
+    if (seen)
+      return Fail(
+          fmt::format("headers: \"{}\" given twice (plain and _b64)", is_key ? "key" : "value"));
     seen = true;
     std::string label = fmt::format("headers[].{}", name);
     if (!ReadBytes(field.value(), label, is_b64, is_key ? &key : &value)) return false;
@@ -354,9 +374,11 @@ bool EnvelopeParser::Impl::ParseHeaders(simdjson::ondemand::value v) {
     if (v.get_object().get(map)) return Fail("field \"headers\": expected an array or object");
     for (auto field_result : map) {
       simdjson::ondemand::field field;
-      if (auto e = std::move(field_result).get(field)) return Fail(fmt::format("headers: {}", ErrorText(e)));
+      if (auto e = std::move(field_result).get(field))
+        return Fail(fmt::format("headers: {}", ErrorText(e)));
       std::string_view name;
-      if (auto e = field.unescaped_key().get(name)) return Fail(fmt::format("headers: {}", ErrorText(e)));
+      if (auto e = field.unescaped_key().get(name))
+        return Fail(fmt::format("headers: {}", ErrorText(e)));
       // Unescaped strings live in the parser's buffer until the next line.
       std::string_view key = name;
       simdjson::ondemand::array values;
@@ -451,8 +473,9 @@ EnvelopeParser::~EnvelopeParser() = default;
 Result<const ParsedEnvelope*> EnvelopeParser::Parse(std::string_view line, std::string_view source,
                                                     uint64_t line_no) {
   if (line.size() > max_line_bytes_)
-    return Status(Code::kTooLarge, fmt::format("{}:{}: envelope: line of {} bytes exceeds the maximum of {}",
-                                               source, line_no, line.size(), max_line_bytes_));
+    return Status(Code::kTooLarge,
+                  fmt::format("{}:{}: envelope: line of {} bytes exceeds the maximum of {}", source,
+                              line_no, line.size(), max_line_bytes_));
   Impl& m = *impl_;
   std::vector<Header> headers = std::move(m.result.headers);
   headers.clear();
@@ -470,7 +493,8 @@ Result<const ParsedEnvelope*> EnvelopeParser::Parse(std::string_view line, std::
   simdjson::ondemand::object obj;
   if (doc.get_object().get(obj)) return EnvelopeError(source, line_no, "not a JSON object");
   if (!m.ParseTop(obj)) return EnvelopeError(source, line_no, m.error);
-  if (!doc.current_location().error()) return EnvelopeError(source, line_no, "trailing characters after the object");
+  if (!doc.current_location().error())
+    return EnvelopeError(source, line_no, "trailing characters after the object");
   return &m.result;
 }
 

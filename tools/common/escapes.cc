@@ -41,11 +41,21 @@ Result<std::string> DecodeEscapesIn(std::string_view whole, size_t start, size_t
     if (i + 1 >= text.size()) return BadEscape(flag, text, i, "lone backslash");
     char e = text[++i];
     switch (e) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case 'r': out.push_back('\r'); break;
-      case '0': out.push_back('\0'); break;
-      case '\\': out.push_back('\\'); break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case '0':
+        out.push_back('\0');
+        break;
+      case '\\':
+        out.push_back('\\');
+        break;
       case 'x': {
         int hi = i + 1 < text.size() ? HexValue(text[i + 1]) : -1;
         int lo = i + 2 < text.size() ? HexValue(text[i + 2]) : -1;
@@ -73,14 +83,26 @@ std::string EscapeBytes(std::string_view bytes) {
   std::string out;
   for (char c : bytes) {
     switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      case '\0': out += "\\0"; break;
-      case '\\': out += "\\\\"; break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\0':
+        out += "\\0";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
       default:
-        if (c >= 0x20 && c < 0x7f) out.push_back(c);
-        else out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+        if (c >= 0x20 && c < 0x7f)
+          out.push_back(c);
+        else
+          out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
     }
   }
   return out;

@@ -8,7 +8,9 @@
 namespace mq::fmtstr {
 namespace {
 
-void Append(fmt::memory_buffer& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
+void Append(fmt::memory_buffer& out, std::string_view s) {
+  out.append(s.data(), s.data() + s.size());
+}
 
 void AppendInt(fmt::memory_buffer& out, int64_t v) {
   fmt::format_int f(v);
@@ -241,19 +243,27 @@ char* PutOptional(char* d, const std::optional<Bytes>& b, std::string_view null_
 size_t FormatString::Bound(const Op& op, const Message& m, std::string_view null_text) const {
   constexpr size_t kInt = 20, kIsoTime = 32;
   switch (op.token) {
-    case 0: return op.end - op.begin;
-    case 't': return m.topic.size();
-    case 'k': return OptionalSize(m.key, null_text);
-    case 's': return OptionalSize(m.value, null_text);
-    case 'x': return m.value ? 2 * m.value->size() : null_text.size();
-    case 'X': return m.key ? 2 * m.key->size() : null_text.size();
-    case 'F': return kIsoTime;
+    case 0:
+      return op.end - op.begin;
+    case 't':
+      return m.topic.size();
+    case 'k':
+      return OptionalSize(m.key, null_text);
+    case 's':
+      return OptionalSize(m.value, null_text);
+    case 'x':
+      return m.value ? 2 * m.value->size() : null_text.size();
+    case 'X':
+      return m.key ? 2 * m.key->size() : null_text.size();
+    case 'F':
+      return kIsoTime;
     case 'h': {
       size_t n = 0;
       for (const Header& h : m.headers) n += h.key.size() + 2 + OptionalSize(h.value, null_text);
       return n;
     }
-    default: return kInt;  // %p %o %T %K %S
+    default:
+      return kInt;  // %p %o %T %K %S
   }
 }
 
@@ -268,15 +278,33 @@ void FormatString::Render(fmt::memory_buffer& out, const Message& m,
   char* d = out.data() + old;
   for (const Op& op : ops_) {
     switch (op.token) {
-      case 0: d = Put(d, std::string_view(text_.data() + op.begin, op.end - op.begin)); break;
-      case 't': d = Put(d, m.topic); break;
-      case 'p': d = PutInt(d, m.partition); break;
-      case 'o': d = PutInt(d, m.offset); break;
-      case 'T': d = PutInt(d, m.timestamp); break;
-      case 'k': d = PutOptional(d, m.key, null_text); break;
-      case 's': d = PutOptional(d, m.value, null_text); break;
-      case 'K': d = PutInt(d, m.key ? static_cast<int64_t>(m.key->size()) : -1); break;
-      case 'S': d = PutInt(d, m.value ? static_cast<int64_t>(m.value->size()) : -1); break;
+      case 0:
+        d = Put(d, std::string_view(text_.data() + op.begin, op.end - op.begin));
+        break;
+      case 't':
+        d = Put(d, m.topic);
+        break;
+      case 'p':
+        d = PutInt(d, m.partition);
+        break;
+      case 'o':
+        d = PutInt(d, m.offset);
+        break;
+      case 'T':
+        d = PutInt(d, m.timestamp);
+        break;
+      case 'k':
+        d = PutOptional(d, m.key, null_text);
+        break;
+      case 's':
+        d = PutOptional(d, m.value, null_text);
+        break;
+      case 'K':
+        d = PutInt(d, m.key ? static_cast<int64_t>(m.key->size()) : -1);
+        break;
+      case 'S':
+        d = PutInt(d, m.value ? static_cast<int64_t>(m.value->size()) : -1);
+        break;
       case 'h': {
         bool first = true;
         for (const Header& h : m.headers) {
@@ -290,9 +318,12 @@ void FormatString::Render(fmt::memory_buffer& out, const Message& m,
       }
       default: {  // %F %x %X: through a small buffer, then copied
         fmt::memory_buffer tmp;
-        if (op.token == 'F') AppendIsoTime(tmp, m.timestamp);
-        else if (const auto& b = op.token == 'x' ? m.value : m.key) AppendHex(tmp, *b);
-        else Append(tmp, null_text);
+        if (op.token == 'F')
+          AppendIsoTime(tmp, m.timestamp);
+        else if (const auto& b = op.token == 'x' ? m.value : m.key)
+          AppendHex(tmp, *b);
+        else
+          Append(tmp, null_text);
         d = Put(d, std::string_view(tmp.data(), tmp.size()));
       }
     }

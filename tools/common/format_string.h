@@ -61,7 +61,7 @@ class FormatString {
 
  private:
   struct Op {
-    char token;              // 0 for a literal
+    char token;                   // 0 for a literal
     uint32_t begin = 0, end = 0;  // literal bytes in text_
   };
   size_t Bound(const Op& op, const Message& m, std::string_view null_text) const;

@@ -51,7 +51,7 @@ struct ChildArgs {
   int stdout_fd;  // write end of the output pipe, or -1: mq's own
   int inherit_fd;
   pid_t parent;
-  sigset_t mask;  // the parent's signal mask, restored before exec
+  sigset_t mask;         // the parent's signal mask, restored before exec
   volatile int err = 0;  // errno of the step that failed; exec did not happen
 };
 
@@ -133,24 +133,36 @@ std::string SignalName(int sig) {
 
 std::string Outcome::Describe() const {
   switch (kind) {
-    case Kind::kExited: return fmt::format("exit status {}", code);
-    case Kind::kSignaled: return fmt::format("killed by {}", SignalName(code));
-    case Kind::kExecFailed: return fmt::format("cannot run: {}", std::strerror(code));
-    case Kind::kInterrupted: return "interrupted";
-    case Kind::kTimedOut: return "still running at the deadline: killed";
-    case Kind::kOutputTooLarge: return "standard output too large";
+    case Kind::kExited:
+      return fmt::format("exit status {}", code);
+    case Kind::kSignaled:
+      return fmt::format("killed by {}", SignalName(code));
+    case Kind::kExecFailed:
+      return fmt::format("cannot run: {}", std::strerror(code));
+    case Kind::kInterrupted:
+      return "interrupted";
+    case Kind::kTimedOut:
+      return "still running at the deadline: killed";
+    case Kind::kOutputTooLarge:
+      return "standard output too large";
   }
   return "?";
 }
 
 std::string Outcome::StatusText() const {
   switch (kind) {
-    case Kind::kExited: return std::to_string(code);
-    case Kind::kSignaled: return SignalName(code);
-    case Kind::kExecFailed: return code == ENOENT ? "127" : "126";  // as a shell says
-    case Kind::kInterrupted: return "interrupted";
-    case Kind::kTimedOut: return "timeout";
-    case Kind::kOutputTooLarge: return "output-too-large";
+    case Kind::kExited:
+      return std::to_string(code);
+    case Kind::kSignaled:
+      return SignalName(code);
+    case Kind::kExecFailed:
+      return code == ENOENT ? "127" : "126";  // as a shell says
+    case Kind::kInterrupted:
+      return "interrupted";
+    case Kind::kTimedOut:
+      return "timeout";
+    case Kind::kOutputTooLarge:
+      return "output-too-large";
   }
   return "?";
 }
@@ -345,8 +357,10 @@ void Process::KillGroup(int grace_ms) {
       int r = ::poll(fds, n, static_cast<int>(std::min<int64_t>(left, slice)));
       if (r > 0 && stderr_fd_ >= 0) {
         ssize_t got = ::read(stderr_fd_, buf, sizeof buf);
-        if (got > 0) cli::WriteStderr(std::string_view(buf, static_cast<size_t>(got)));
-        else if (got == 0) CloseFd(stderr_fd_);
+        if (got > 0)
+          cli::WriteStderr(std::string_view(buf, static_cast<size_t>(got)));
+        else if (got == 0)
+          CloseFd(stderr_fd_);
       }
     }
   }
@@ -412,8 +426,10 @@ class Pipes {
       if (got > 0) {
         // Past the limit it is still read (a handler blocked writing could
         // not exit), and dropped.
-        if (output_->size() + static_cast<size_t>(got) > max_output_) overflow_ = true;
-        else output_->append(buf_, static_cast<size_t>(got));
+        if (output_->size() + static_cast<size_t>(got) > max_output_)
+          overflow_ = true;
+        else
+          output_->append(buf_, static_cast<size_t>(got));
         if (!until_eagain) return;
         continue;
       }
@@ -446,8 +462,10 @@ class Pipes {
     if (r < 0 && errno != EINTR) return ErrnoStatus("handler: poll", errno);
     if (r <= 0) return Status::Ok();
     if (in_i >= 0 && fds[in_i].revents) {
-      if (fds[in_i].revents & (POLLERR | POLLHUP)) CloseFd(stdin_fd_);
-      else Feed();
+      if (fds[in_i].revents & (POLLERR | POLLHUP))
+        CloseFd(stdin_fd_);
+      else
+        Feed();
     }
     if (err_i >= 0 && fds[err_i].revents) Drain(false);
     if (out_i >= 0 && fds[out_i].revents) TakeOutput(true);
@@ -548,8 +566,8 @@ Result<Outcome> Process::Communicate(std::string_view input,
 }
 
 Result<Outcome> Run(const Spec& spec, std::string_view input,
-                    const volatile std::sig_atomic_t* interrupted, int grace_ms,
-                    int64_t timeout_ms, const std::atomic<bool>* cancel) {
+                    const volatile std::sig_atomic_t* interrupted, int grace_ms, int64_t timeout_ms,
+                    const std::atomic<bool>* cancel) {
   auto p = Process::Spawn(spec);
   if (!p) return p.error();
   return p->Communicate(input, interrupted, grace_ms, timeout_ms, cancel);
@@ -558,9 +576,8 @@ Result<Outcome> Run(const Spec& spec, std::string_view input,
 // ---- environment ------------------------------------------------------------
 
 const std::vector<std::string_view> kMessageVariables = {
-    "MQ_TOPIC",     "MQ_PARTITION", "MQ_OFFSET",     "MQ_LAST_OFFSET", "MQ_COUNT",
-    "MQ_MESSAGE_ID", "MQ_TIMESTAMP", "MQ_KEY",       "MQ_KEY_B64",     "MQ_HEADERS",
-    "MQ_VALUE_NULL"};
+    "MQ_TOPIC",     "MQ_PARTITION", "MQ_OFFSET",  "MQ_LAST_OFFSET", "MQ_COUNT",     "MQ_MESSAGE_ID",
+    "MQ_TIMESTAMP", "MQ_KEY",       "MQ_KEY_B64", "MQ_HEADERS",     "MQ_VALUE_NULL"};
 
 std::vector<std::string> BaseEnvironment() {
   std::vector<std::string> env;

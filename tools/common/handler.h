@@ -63,11 +63,11 @@ struct Spec {
 // How a handler ended.
 struct Outcome {
   enum class Kind : uint8_t {
-    kExited,       // `code` is the exit status
-    kSignaled,     // `code` is the signal that killed it
-    kExecFailed,   // the command could not be run: `code` is execve's errno
-    kInterrupted,  // mq was told to stop: the group was killed (TERM, then KILL)
-    kTimedOut,     // still running at the deadline: the group was killed (TERM, then KILL)
+    kExited,          // `code` is the exit status
+    kSignaled,        // `code` is the signal that killed it
+    kExecFailed,      // the command could not be run: `code` is execve's errno
+    kInterrupted,     // mq was told to stop: the group was killed (TERM, then KILL)
+    kTimedOut,        // still running at the deadline: the group was killed (TERM, then KILL)
     kOutputTooLarge,  // exited, but wrote more than Spec::max_output_bytes to its output
   };
   Kind kind = Kind::kExited;
@@ -119,8 +119,7 @@ class Process {
   // way the handler ended,
   // its process group is SIGKILLed before this returns (while the handler
   // is still unreaped, so the group id cannot have been reused).
-  Result<Outcome> Communicate(std::string_view input,
-                              const volatile std::sig_atomic_t* interrupted,
+  Result<Outcome> Communicate(std::string_view input, const volatile std::sig_atomic_t* interrupted,
                               int grace_ms = kKillGraceMs, int64_t timeout_ms = 0,
                               const std::atomic<bool>* cancel = nullptr);
 

@@ -47,8 +47,8 @@ Status RunRemote(std::string_view host, const std::vector<std::string>& remote_a
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
   return Status(Code::kUnavailable,
-                fmt::format("{}: `{}` on {} failed ({})", host, remote_argv.empty() ? "" : remote_argv[0],
-                            host,
+                fmt::format("{}: `{}` on {} failed ({})", host,
+                            remote_argv.empty() ? "" : remote_argv[0], host,
                             WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
                                               : fmt::format("signal {}", WTERMSIG(status))));
 }
@@ -78,13 +78,12 @@ std::shared_ptr<wire::Client> ClientFor(const std::string& host, std::vector<std
 }  // namespace
 
 std::shared_ptr<wire::Client> ReplicaClient(const Address& a, bool connect_once) {
-  return ClientFor(a.host, {RemoteProgram("mq-replicate"), "--serve", "-C", a.path},
-                   a.ToString(), connect_once);
+  return ClientFor(a.host, {RemoteProgram("mq-replicate"), "--serve", "-C", a.path}, a.ToString(),
+                   connect_once);
 }
 
 std::shared_ptr<wire::Client> ControllerClient(const Address& a) {
-  return ClientFor(a.host, {RemoteProgram("mq-isr"), "--cluster", a.path, "--serve"},
-                   a.ToString());
+  return ClientFor(a.host, {RemoteProgram("mq-isr"), "--cluster", a.path, "--serve"}, a.ToString());
 }
 
 Result<std::unique_ptr<ClusterStore>> OpenClusterStore(const std::string& spec) {

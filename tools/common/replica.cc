@@ -8,8 +8,7 @@
 
 namespace mq::cli {
 
-Result<std::optional<ReplicaBinding>> BindReplica(const std::string& root,
-                                                  const std::string& topic,
+Result<std::optional<ReplicaBinding>> BindReplica(const std::string& root, const std::string& topic,
                                                   const TopicConfig& config) {
   if (config.cluster.empty()) return std::optional<ReplicaBinding>();
   auto store = OpenClusterStore(config.cluster);
@@ -18,9 +17,8 @@ Result<std::optional<ReplicaBinding>> BindReplica(const std::string& root,
   if (!state) return state.error();
   const std::string file = config.cluster + "/cluster-state";
   if (!state->Topic(topic))
-    return Status(Code::kNotFound,
-                  fmt::format("{}: topic \"{}\" of {} is not in the cluster state", file, topic,
-                              root));
+    return Status(Code::kNotFound, fmt::format("{}: topic \"{}\" of {} is not in the cluster state",
+                                               file, topic, root));
   const ReplicaRoot* r = state->Replica(config.replica_id);
   char* real = ::realpath(root.c_str(), nullptr);
   const std::string resolved = real ? real : root;
@@ -44,8 +42,8 @@ Result<PartitionState> PartitionOf(const ClusterState& state, const std::string&
                                    const std::string& topic, int32_t partition) {
   const PartitionState* p = state.Partition(topic, partition);
   if (!p)
-    return Status(Code::kNotFound, fmt::format("{}/cluster-state: no partition {}-{}",
-                                               cluster_dir, topic, partition));
+    return Status(Code::kNotFound, fmt::format("{}/cluster-state: no partition {}-{}", cluster_dir,
+                                               topic, partition));
   return *p;
 }
 

@@ -25,8 +25,7 @@ struct ReplicaBinding {
 // of one root. The cluster state must know the topic and hold this root
 // under the id the topic names (kCorruption naming the file otherwise: the
 // root and the cluster disagree).
-Result<std::optional<ReplicaBinding>> BindReplica(const std::string& root,
-                                                  const std::string& topic,
+Result<std::optional<ReplicaBinding>> BindReplica(const std::string& root, const std::string& topic,
                                                   const TopicConfig& config);
 
 // The partition's state; kNotFound naming the cluster when it is missing.

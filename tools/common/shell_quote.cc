@@ -20,7 +20,15 @@ bool IsAlnum(char c) {
 bool IsBareSafe(char c) {
   if (IsAlnum(c)) return true;
   switch (c) {
-    case '_': case '.': case '/': case '=': case ':': case ',': case '+': case '@': case '%':
+    case '_':
+    case '.':
+    case '/':
+    case '=':
+    case ':':
+    case ',':
+    case '+':
+    case '@':
+    case '%':
     case '-':
       return true;
     default:
@@ -33,8 +41,7 @@ bool IsHostByte(char c) {
 }
 
 Status BadHost(std::string_view host, std::string_view why) {
-  return Status(Code::kInvalidArgument,
-                fmt::format("host '{}': {}", EscapeBytes(host), why));
+  return Status(Code::kInvalidArgument, fmt::format("host '{}': {}", EscapeBytes(host), why));
 }
 
 }  // namespace

@@ -8,9 +8,9 @@
 
 int main(int argc, char** argv) {
   mq::compact::Options o;
-  return mq::cli::RunTool(argc, argv, {
-      .name = "mq-compact",
-      .usage = mq::compact::kUsage,
-      .flags = [&](CLI::App& app) { mq::compact::AddFlags(app, &o); },
-      .run = [&] { return mq::compact::Run(o); }});
+  return mq::cli::RunTool(argc, argv,
+                          {.name = "mq-compact",
+                           .usage = mq::compact::kUsage,
+                           .flags = [&](CLI::App& app) { mq::compact::AddFlags(app, &o); },
+                           .run = [&] { return mq::compact::Run(o); }});
 }

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 
@@ -121,7 +121,8 @@ Status Dispatcher::Open(const DataDir& dir, const TopicConfig& source) {
     MQ_RETURN_IF_ERROR(dir.CreateTopic(*options_.dlq, source.LocalCopy()));
     if (!options_.quiet)
       cli::Warn(fmt::format("created dead-letter topic {} like {} ({} partition{})", *options_.dlq,
-                            topics_.TopicOf(0), source.partitions, source.partitions == 1 ? "" : "s"));
+                            topics_.TopicOf(0), source.partitions,
+                            source.partitions == 1 ? "" : "s"));
     config = dir.ReadTopic(*options_.dlq);
   }
   if (!config) return config.error();
@@ -156,8 +157,7 @@ Status Dispatcher::Close() {
 }
 
 Status Dispatcher::Add(int32_t partition, bool log_append_time, const RecordView& r,
-                       std::span<const Header> headers, int32_t leader_epoch,
-                       uint32_t generation) {
+                       std::span<const Header> headers, int32_t leader_epoch, uint32_t generation) {
   {
     std::lock_guard<std::mutex> lk(given_mu_);
     Progress& g = progress_[partition];
@@ -203,8 +203,7 @@ Status Dispatcher::FlushPartition(int32_t partition) {
   for (const Stored& s : batch) pending_bytes_ -= s.bytes();
   if (interrupted() || exit_code_ != 0) return Status::Ok();
   if (parallel()) {
-    Enqueue(partition, std::move(batch), pending_epoch_[partition],
-            pending_generation_[partition]);
+    Enqueue(partition, std::move(batch), pending_epoch_[partition], pending_generation_[partition]);
     return Status::Ok();
   }
   std::vector<Message> views;
@@ -256,8 +255,7 @@ std::optional<Dispatcher::Handled> Dispatcher::handled_through(int32_t partition
   std::lock_guard<std::mutex> lk(given_mu_);
   auto it = progress_.find(partition);
   if (it == progress_.end() || it->second.handled_end < 0) return std::nullopt;
-  return Handled{it->second.handled_end, it->second.handled_epoch,
-                 it->second.handled_generation};
+  return Handled{it->second.handled_end, it->second.handled_epoch, it->second.handled_generation};
 }
 
 void Dispatcher::MarkStarted(int32_t partition, int64_t end) {
@@ -556,11 +554,11 @@ Status Dispatcher::HandleUnit(int32_t partition, std::span<const Message> messag
   }
   if (messages.size() > 1 && !NotRunAgain(a->outcome)) {
     if (!options_.quiet)
-      cli::Warn(fmt::format("{} offsets {}..{}: batch failed {} attempt{} "
-                            "({}); handling its {} messages one by one",
-                            Where(partition), messages.front().offset, messages.back().offset,
-                            a->attempts, a->attempts == 1 ? "" : "s", a->outcome.Describe(),
-                            messages.size()));
+      cli::Warn(fmt::format(
+          "{} offsets {}..{}: batch failed {} attempt{} "
+          "({}); handling its {} messages one by one",
+          Where(partition), messages.front().offset, messages.back().offset, a->attempts,
+          a->attempts == 1 ? "" : "s", a->outcome.Describe(), messages.size()));
     for (const Message& m : messages) {
       MQ_RETURN_IF_ERROR(HandleUnit(partition, std::span<const Message>(&m, 1), ctl));
       if (ctl.cut) return Status::Ok();
@@ -595,14 +593,15 @@ std::string_view Dispatcher::PrepareRun(int32_t lane, std::span<const Message> m
     handler::AppendBatchEnv(&spec->env, topic, partition, first.offset, messages.back().offset,
                             messages.size());
     for (const Message& m : messages) {
-      envelope::EnvelopeFields f{topic, partition, m.offset, m.log_append_time,
-                                 m.timestamp, m.key, m.value, m.headers};
+      envelope::EnvelopeFields f{topic,       partition, m.offset, m.log_append_time,
+                                 m.timestamp, m.key,     m.value,  m.headers};
       envelope::AppendEnvelopeJson(*input, f);
     }
     stdin_bytes = std::string_view(input->data(), input->size());
   } else {
-    handler::MessageInfo info{topic, partition, first.offset, first.timestamp,
-                              first.key, !first.value.has_value(), first.headers};
+    handler::MessageInfo info{topic,           partition, first.offset,
+                              first.timestamp, first.key, !first.value.has_value(),
+                              first.headers};
     handler::AppendMessageEnv(&spec->env, info);
     if (first.value) stdin_bytes = AsText(*first.value);
   }
@@ -624,16 +623,15 @@ Status Dispatcher::HandlerStuck(const std::string& where, size_t messages) const
 }
 
 Result<Dispatcher::Attempted> Dispatcher::Attempt(int32_t partition,
-                                                   std::span<const Message> messages, Ctl& ctl) {
+                                                  std::span<const Message> messages, Ctl& ctl) {
   handler::Spec spec;
   fmt::memory_buffer input;
   const std::string_view stdin_bytes = PrepareRun(partition, messages, ctl, &spec, &input);
   const Message& first = messages.front();
-  std::string where =
-      messages.size() == 1
-          ? fmt::format("{} offset {}", Where(partition), first.offset)
-          : fmt::format("{} offsets {}..{}", Where(partition), first.offset,
-                        messages.back().offset);
+  std::string where = messages.size() == 1
+                          ? fmt::format("{} offset {}", Where(partition), first.offset)
+                          : fmt::format("{} offsets {}..{}", Where(partition), first.offset,
+                                        messages.back().offset);
   Attempted a;
   uint64_t backoff = options_.retry_backoff_ms;
   while (true) {
@@ -705,9 +703,8 @@ Status Dispatcher::ScanDeadLetters(int32_t dlq_partition) {
   const std::string pdir = dir_->PartitionDir(*options_.dlq, dlq_partition);
   ReadOptions read;
   read.limits = DataDir::DecodeLimitsFor(*dlq_config_);
-  read.offsets = dlq_config_->cleanup_policy == CleanupPolicy::kDelete
-                     ? OffsetPolicy::kContiguous
-                     : OffsetPolicy::kGapsAllowed;
+  read.offsets = dlq_config_->cleanup_policy == CleanupPolicy::kDelete ? OffsetPolicy::kContiguous
+                                                                       : OffsetPolicy::kGapsAllowed;
   auto reader = PartitionReader::Open(pdir, read);
   if (!reader) {
     if (reader.error().code() != Code::kNotFound) return reader.error();
@@ -810,11 +807,10 @@ Result<PartitionWriter*> Dispatcher::DeadLetterWriter(int32_t dp) {
   return writer.get();
 }
 
-Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempted& a,
-                              Ctl& ctl) {
+Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempted& a, Ctl& ctl) {
   std::string what =
-      fmt::format("{} offset {}: handler failed {} attempt{} ({})", Where(partition), m.offset, a.attempts, a.attempts == 1 ? "" : "s",
-                  a.outcome.Describe());
+      fmt::format("{} offset {}: handler failed {} attempt{} ({})", Where(partition), m.offset,
+                  a.attempts, a.attempts == 1 ? "" : "s", a.outcome.Describe());
   if (!options_.dlq) {
     SetExit(kExitHandlerFailed);
     return Status(Code::kInternal,
@@ -825,8 +821,9 @@ Status Dispatcher::DeadLetter(int32_t partition, const Message& m, const Attempt
   if (options_.sink && options_.sink->Started(partition, m.offset)) {
     SetExit(kExitHandlerFailed);
     return Status(Code::kInternal,
-                  what + "; stopping: some of its outputs are in the output topic already, so "
-                         "it is not dead-lettered (a rerun completes it)");
+                  what +
+                      "; stopping: some of its outputs are in the output topic already, so "
+                      "it is not dead-lettered (a rerun completes it)");
   }
   // Workers dead-letter concurrently; the dead-letter topic's writers and
   // what was found in it are shared.

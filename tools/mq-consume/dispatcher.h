@@ -25,9 +25,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -101,9 +101,9 @@ class TopicTable {
     for (size_t i = 0; i < names_.size(); ++i)
       if (names_[i] == topic) return static_cast<int32_t>(i);
     if (names_.size() > static_cast<size_t>(kMaxTopicNumber))
-      return Status(Code::kInvalidArgument,
-                    "a group member reads at most " + std::to_string(kMaxTopicNumber + 1) +
-                        " topics over its life");
+      return Status(Code::kInvalidArgument, "a group member reads at most " +
+                                                std::to_string(kMaxTopicNumber + 1) +
+                                                " topics over its life");
     names_.push_back(topic);
     return static_cast<int32_t>(names_.size() - 1);
   }
@@ -154,13 +154,13 @@ class OutputSink {
 };
 
 struct HandlerOptions {
-  std::vector<std::string> command;     // --exec CMD [ARG]...
-  std::optional<uint32_t> batch;        // --batch N: JSON Lines on stdin
-  uint32_t max_attempts = 3;            // --max-attempts
-  uint32_t retry_backoff_ms = 100;      // --retry-backoff: first wait, doubled each retry
-  uint32_t max_backoff_ms = 10000;      // the doubling stops here
-  std::optional<std::string> dlq;       // --dlq TOPIC
-  std::optional<std::string> group;     // -G: named by each dead letter (mq.dlq.group)
+  std::vector<std::string> command;  // --exec CMD [ARG]...
+  std::optional<uint32_t> batch;     // --batch N: JSON Lines on stdin
+  uint32_t max_attempts = 3;         // --max-attempts
+  uint32_t retry_backoff_ms = 100;   // --retry-backoff: first wait, doubled each retry
+  uint32_t max_backoff_ms = 10000;   // the doubling stops here
+  std::optional<std::string> dlq;    // --dlq TOPIC
+  std::optional<std::string> group;  // -G: named by each dead letter (mq.dlq.group)
   bool quiet = false;
   int kill_grace_ms = handler::kKillGraceMs;
   // Pending --batch messages of all partitions are handed over once they
@@ -242,8 +242,7 @@ class Dispatcher {
   // (a group member's), reported back with the unit that ends with this
   // message (Done, Handled).
   Status Add(int32_t partition, bool log_append_time, const RecordView& record,
-             std::span<const Header> headers, int32_t leader_epoch = -1,
-             uint32_t generation = 0);
+             std::span<const Header> headers, int32_t leader_epoch = -1, uint32_t generation = 0);
   // Runs (serially) or queues (in parallel) the handlers of every pending
   // batch (the consumer caught up, or stops).
   Status Flush();
@@ -280,7 +279,7 @@ class Dispatcher {
   // A unit (a message, or a --batch) whose handling ended.
   struct Done {
     int32_t partition = 0;
-    int64_t next_offset = 0;   // one past the unit's last message
+    int64_t next_offset = 0;    // one past the unit's last message
     uint64_t messages = 0;      // in the unit
     int32_t leader_epoch = -1;  // of the batch holding its last message
     int64_t dead_letters = 0;   // its messages appended to (or found in) the DLQ
@@ -289,8 +288,8 @@ class Dispatcher {
     // split batch cut short, the part handled alone (UnitHandledEnd, R72);
     // -1: none.
     int64_t handled_end = -1;
-    uint32_t generation = 0;    // Add()'s, of the unit's last message
-    Status status;              // why the run stopped (exit_code() says how)
+    uint32_t generation = 0;  // Add()'s, of the unit's last message
+    Status status;            // why the run stopped (exit_code() says how)
   };
   bool parallel() const { return options_.parallel > 1; }
   // The units that ended since the last call, in the order they ended (per
@@ -330,7 +329,7 @@ class Dispatcher {
   // Non-zero when a run stopped on a handler: kExitHandlerFailed,
   // kExitCannotRun or kExitNotFound (the Status says why).
   int exit_code() const { return exit_code_; }
-  uint64_t handled() const { return handled_; }        // exit 0, or dead-lettered
+  uint64_t handled() const { return handled_; }  // exit 0, or dead-lettered
   uint64_t dead_lettered() const { return dead_lettered_; }
   uint64_t retries() const { return retries_; }
   OutputSink* sink() const { return options_.sink; }
@@ -361,7 +360,7 @@ class Dispatcher {
   struct Lane {
     std::deque<Unit> queued;
     bool running = false;
-    size_t outstanding = 0;  // units queued, running, or ended and not taken
+    size_t outstanding = 0;           // units queued, running, or ended and not taken
     std::atomic<bool> cancel{false};  // Yield: no further attempt starts
   };
   // Offsets of one partition's messages given to Add() and started.
@@ -417,9 +416,9 @@ class Dispatcher {
   // Parallel: queues a unit, waiting for room first.
   void Enqueue(int32_t partition, std::vector<Stored> messages, int32_t leader_epoch,
                uint32_t generation);
-  void Work();  // a worker thread
+  void Work();                         // a worker thread
   Lane* NextLane(int32_t* partition);  // mu_ held: a lane to run, round-robin
-  void SetExit(int code);  // the first stop's exit code wins
+  void SetExit(int code);              // the first stop's exit code wins
   bool SleepMs(uint32_t ms, const Ctl& ctl);
   // At most once, a handler that died of a signal (a SIGTERM or SIGKILL
   // sent to it, a crash of its own) may have done its work: it is not run
@@ -441,7 +440,7 @@ class Dispatcher {
   std::atomic<uint64_t> handled_{0}, dead_lettered_{0}, retries_{0};
   // --batch
   std::unordered_map<int32_t, std::vector<Stored>> pending_;
-  std::unordered_map<int32_t, int32_t> pending_epoch_;  // of each batch's last message
+  std::unordered_map<int32_t, int32_t> pending_epoch_;        // of each batch's last message
   std::unordered_map<int32_t, uint32_t> pending_generation_;  // likewise
   size_t pending_bytes_ = 0;
   // parallel: mu_ guards what follows it, up to workers_.

@@ -10,12 +10,12 @@
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
-#include "json.h"
 #include "format_string.h"
+#include "json.h"
 #include "mq/group.h"
 #include "mq/group_status.h"
 #include "mq/topic.h"
@@ -67,14 +67,21 @@ json::Writer& OptStr(json::Writer& j, const std::optional<std::string>& s) {
 
 const char* NoteOf(CommittedPosition p) {
   switch (p) {
-    case CommittedPosition::kBelowLogStart: return "below-log-start";
-    case CommittedPosition::kAboveLogEnd: return "above-log-end";
-    case CommittedPosition::kDiverged: return "diverged";
-    case CommittedPosition::kNoTopic: return "no-topic";
-    case CommittedPosition::kNoPartition: return "no-partition";
-    case CommittedPosition::kUnreadable: return "unreadable";
+    case CommittedPosition::kBelowLogStart:
+      return "below-log-start";
+    case CommittedPosition::kAboveLogEnd:
+      return "above-log-end";
+    case CommittedPosition::kDiverged:
+      return "diverged";
+    case CommittedPosition::kNoTopic:
+      return "no-topic";
+    case CommittedPosition::kNoPartition:
+      return "no-partition";
+    case CommittedPosition::kUnreadable:
+      return "unreadable";
     case CommittedPosition::kNone:
-    case CommittedPosition::kInLog: break;
+    case CommittedPosition::kInLog:
+      break;
   }
   return nullptr;
 }
@@ -88,15 +95,23 @@ bool HasLog(const GroupPartitionStatus& s) {
 // The flags that only mean something when consuming.
 Status CheckNoConsumeFlags(const Flags& f, std::string_view mode) {
   const std::pair<bool, const char*> given[] = {
-      {!f.offsets.empty(), "-o"},       {f.count.has_value(), "-c"},
-      {f.exit_at_end, "-e"},            {f.print_key, "-k"},
-      {f.key_delim.has_value(), "-K"},  {f.delim.has_value(), "-D"},
-      {f.null_delim, "-0"},             {f.raw, "--raw"},
-      {f.format.has_value(), "-f"},     {f.null_text, "-Z"},
-      {!f.header_filters.empty(), "--header-filter"}, {f.skip_corrupt, "--skip-corrupt"},
+      {!f.offsets.empty(), "-o"},
+      {f.count.has_value(), "-c"},
+      {f.exit_at_end, "-e"},
+      {f.print_key, "-k"},
+      {f.key_delim.has_value(), "-K"},
+      {f.delim.has_value(), "-D"},
+      {f.null_delim, "-0"},
+      {f.raw, "--raw"},
+      {f.format.has_value(), "-f"},
+      {f.null_text, "-Z"},
+      {!f.header_filters.empty(), "--header-filter"},
+      {f.skip_corrupt, "--skip-corrupt"},
   };
   for (const auto& [set, name] : given)
-    if (set) return Status(Code::kInvalidArgument, fmt::format("{} does not consume: {} does not apply", mode, name));
+    if (set)
+      return Status(Code::kInvalidArgument,
+                    fmt::format("{} does not consume: {} does not apply", mode, name));
   return Status::Ok();
 }
 
@@ -105,10 +120,10 @@ Status CheckNoConsumeFlags(const Flags& f, std::string_view mode) {
 Status CheckGroupAndTopic(const Flags& f, std::string_view mode, bool topic_required,
                           bool topic_allowed, bool group_required = true) {
   if (!f.group && group_required)
-    return Status(Code::kInvalidArgument,
-                  fmt::format("{} needs a group (-G GROUP{})", mode,
-                              mode == "--describe" || mode == "--reset-offsets" ? " or --all-groups"
-                                                                                : ""));
+    return Status(
+        Code::kInvalidArgument,
+        fmt::format("{} needs a group (-G GROUP{})", mode,
+                    mode == "--describe" || mode == "--reset-offsets" ? " or --all-groups" : ""));
   if (f.group)
     if (Status s = ValidateName(*f.group, "group"); !s.ok())
       return Status(Code::kInvalidArgument, "--group: " + s.message());
@@ -132,8 +147,10 @@ int List(const Flags& f) {
   if (!names) return cli::Fail(names.error());
   cli::Output out;
   for (const std::string& g : *names) {
-    if (f.json) out.Write(json::Line().Str("group", g).Finish());
-    else out.Print("{}\n", g);
+    if (f.json)
+      out.Write(json::Line().Str("group", g).Finish());
+    else
+      out.Print("{}\n", g);
   }
   return out.FinishExitCode();
 }
@@ -144,7 +161,8 @@ int List(const Flags& f) {
 // --skip-corrupt's 1: complete except what stderr names).
 constexpr int kExitDescribeIncomplete = 1;
 
-const GroupMemberStatus* FindMember(const GroupDescription& d, const std::optional<std::string>& id) {
+const GroupMemberStatus* FindMember(const GroupDescription& d,
+                                    const std::optional<std::string>& id) {
   if (!id) return nullptr;
   for (const auto& m : d.members)
     if (m.id == *id) return &m;
@@ -165,8 +183,8 @@ size_t UnknownLags(const GroupDescription& d) {
 std::string TotalLagText(const GroupDescription& d) {
   const size_t unknown = UnknownLags(d);
   if (unknown == 0) return std::to_string(d.total_lag);
-  const std::string rows = fmt::format("{} partition{} with LAG -", unknown,
-                                       unknown == 1 ? "" : "s");
+  const std::string rows =
+      fmt::format("{} partition{} with LAG -", unknown, unknown == 1 ? "" : "s");
   if (unknown == d.partitions.size()) return fmt::format("- (unknown: {})", rows);
   return fmt::format("{} (not counting {})", d.total_lag, rows);
 }
@@ -198,15 +216,17 @@ std::optional<std::string> PositionNote(const GroupPartitionStatus& s, const std
           "member resumes at {}",
           tp, s.committed->offset, s.committed->leader_epoch, *s.diverged_at, *s.resume_at);
     case CommittedPosition::kNoTopic:
-      return fmt::format("{}: topic {} does not exist (any more): no lag; its "
-                         "committed offset is left over until mq-consume -G {} "
-                         "--delete-offsets -t {} removes it",
-                         tp, s.topic, group, s.topic);
+      return fmt::format(
+          "{}: topic {} does not exist (any more): no lag; its "
+          "committed offset is left over until mq-consume -G {} "
+          "--delete-offsets -t {} removes it",
+          tp, s.topic, group, s.topic);
     case CommittedPosition::kNoPartition:
       return fmt::format("{}: topic {} has no partition {}", tp, s.topic, s.partition);
     case CommittedPosition::kUnreadable:  // said on standard error
     case CommittedPosition::kNone:
-    case CommittedPosition::kInLog: break;
+    case CommittedPosition::kInLog:
+      break;
   }
   return std::nullopt;
 }
@@ -228,8 +248,10 @@ void DescribeMembersText(const GroupDescription& d, cli::Output& out) {
     out.Print("members: none live\n");
     return;
   }
-  if (absent == 0) out.Print("members: {}\n", d.members.size());
-  else out.Print("members: {} ({} absent)\n", d.members.size(), absent);
+  if (absent == 0)
+    out.Print("members: {}\n", d.members.size());
+  else
+    out.Print("members: {} ({} absent)\n", d.members.size(), absent);
   Table mt;
   mt.Add({"CONSUMER-ID", "HOST", "PID", "TOPICS", "PARTITIONS"});
   for (const auto& m : d.members) {
@@ -244,8 +266,7 @@ void DescribeMembersText(const GroupDescription& d, cli::Output& out) {
       out.Print("static member {}: absent, its session ends at {} (timeout {} ms)\n", m.id,
                 IsoTime(m.session_end), *m.session_timeout_ms);
     else if (m.session_timeout_ms)
-      out.Print("static member {}: running (session timeout {} ms)\n", m.id,
-                *m.session_timeout_ms);
+      out.Print("static member {}: running (session timeout {} ms)\n", m.id, *m.session_timeout_ms);
   }
 }
 
@@ -262,13 +283,14 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
     if (!note && s.held_for) note = "absent";
     t.Add({d.group, s.topic, std::to_string(s.partition),
            Dash(s.committed ? std::optional<int64_t>(s.committed->offset) : std::nullopt),
-           HasLog(s) ? std::to_string(s.log.end) : "-", Dash(s.lag), owner,
-           m ? Dash(m->host) : "-", m ? Dash(m->pid) : "-", note ? note : "-"});
+           HasLog(s) ? std::to_string(s.log.end) : "-", Dash(s.lag), owner, m ? Dash(m->host) : "-",
+           m ? Dash(m->pid) : "-", note ? note : "-"});
     if (auto n = PositionNote(s, d.group)) notes.push_back(std::move(*n));
     if (!s.corrupt.ok())
-      notes.push_back(fmt::format("{}-{}: stopped: a member stops at offset {}, where a batch is "
-                                  "corrupt (said on standard error)",
-                                  s.topic, s.partition, *s.resume_at));
+      notes.push_back(
+          fmt::format("{}-{}: stopped: a member stops at offset {}, where a batch is "
+                      "corrupt (said on standard error)",
+                      s.topic, s.partition, *s.resume_at));
   }
   // An absent static member (group.md §14.6): a member still, its
   // partitions waiting for it until its session ends.
@@ -293,9 +315,12 @@ void DescribeText(const GroupDescription& d, cli::Output& out) {
   std::string per;
   for (const auto& e : d.state.offsets)
     if (e.dead_letters > 0)
-      per += fmt::format("{}{}-{}: {}", per.empty() ? "" : ", ", e.topic, e.partition, e.dead_letters);
-  if (per.empty()) out.Print("dead letters: {}\n", d.state.dead_letters());
-  else out.Print("dead letters: {} ({})\n", d.state.dead_letters(), per);
+      per +=
+          fmt::format("{}{}-{}: {}", per.empty() ? "" : ", ", e.topic, e.partition, e.dead_letters);
+  if (per.empty())
+    out.Print("dead letters: {}\n", d.state.dead_letters());
+  else
+    out.Print("dead letters: {} ({})\n", d.state.dead_letters(), per);
 }
 
 using Num = std::optional<int64_t>;
@@ -320,16 +345,21 @@ std::string_view PartitionJson(const GroupDescription& d, const GroupPartitionSt
   j.Key("note");
   if (const char* n = !s.corrupt.ok() ? "corrupt" : s.unread ? "unread" : NoteOf(s.position))
     j.Str(n);
-  else if (s.held_for) j.Str("absent");
-  else j.Null();
+  else if (s.held_for)
+    j.Str("absent");
+  else
+    j.Null();
   j.Key("leader_epoch").IntOrNull(c ? Num(c->leader_epoch) : std::nullopt);
   j.Key("commit_timestamp").IntOrNull(c ? Num(c->commit_timestamp) : std::nullopt);
   OptStr(j.Key("committed_by"), c ? std::optional<std::string>(c->member_id) : std::nullopt);
   j.Int("dead_letters", c ? c->dead_letters : 0);
   j.Key("error");
-  if (s.position == CommittedPosition::kUnreadable) j.StrOrNull(s.error.message());
-  else if (!s.corrupt.ok()) j.StrOrNull(s.corrupt.message());
-  else j.Null();
+  if (s.position == CommittedPosition::kUnreadable)
+    j.StrOrNull(s.error.message());
+  else if (!s.corrupt.ok())
+    j.StrOrNull(s.corrupt.message());
+  else
+    j.Null();
   return j.Finish();
 }
 
@@ -366,15 +396,17 @@ void DescribeJson(const GroupDescription& d, cli::Output& out) {
   }
   json::Line j;
   j.Str("type", "summary").Key("group").StrOrNull(d.group);
-  j.Key("total_lag").IntOrNull(!d.partitions.empty() && UnknownLags(d) == d.partitions.size()
-                                   ? std::nullopt : Num(d.total_lag));
+  j.Key("total_lag")
+      .IntOrNull(!d.partitions.empty() && UnknownLags(d) == d.partitions.size() ? std::nullopt
+                                                                                : Num(d.total_lag));
   j.Key("members").BeginArray();
   for (const auto& m : d.members) MemberJson(m, j);
   j.EndArray();
   j.Int("rebalances", d.state.rebalances);
   j.Key("last_rebalance_timestamp")
       .IntOrNull(d.state.last_rebalance_timestamp == kNoTimestamp
-                     ? std::nullopt : Num(d.state.last_rebalance_timestamp));
+                     ? std::nullopt
+                     : Num(d.state.last_rebalance_timestamp));
   j.Int("dead_letters", d.state.dead_letters()).Int("generation", d.state.generation);
   j.Key("update_timestamp")
       .IntOrNull(d.state.generation == 0 ? std::nullopt : Num(d.state.update_timestamp));
@@ -402,9 +434,9 @@ int Describe(const Flags& f) {
   bool first = true;
   for (const std::string& name : *names) {
     auto group = Group::Open(f.dir, name, false);
-    auto d = group ? DescribeGroup(*dir, *group,
-                                   f.topic.empty() ? std::nullopt
-                                                   : std::optional<std::string_view>(f.topic))
+    auto d = group ? DescribeGroup(
+                         *dir, *group,
+                         f.topic.empty() ? std::nullopt : std::optional<std::string_view>(f.topic))
                    : Result<GroupDescription>(group.error());
     if (!d) {
       out.Flush();
@@ -475,8 +507,8 @@ Result<std::vector<PlannedOffset>> ReadPlanFile(const std::string& path) {
     if (n == 0) break;
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > kMaxPlanBytes)
-      return Status(Code::kTooLarge, fmt::format("{}: an offset plan of more than {} bytes",
-                                                 name, kMaxPlanBytes));
+      return Status(Code::kTooLarge,
+                    fmt::format("{}: an offset plan of more than {} bytes", name, kMaxPlanBytes));
   }
   return ParseOffsetPlan(text, name);
 }
@@ -521,7 +553,8 @@ class TopicConfigs {
 
 // A reset's topic and partitions (-t, -p, --from-file) exist: a plan for
 // a topic that does not exist creates no group.
-Status CheckResetPartitions(const Flags& f, const std::optional<std::vector<PlannedOffset>>& from_file,
+Status CheckResetPartitions(const Flags& f,
+                            const std::optional<std::vector<PlannedOffset>>& from_file,
                             TopicConfigs& configs) {
   if (!f.topic.empty()) {
     if (auto config = configs.Get(f.topic); !config) return config.error();
@@ -671,8 +704,7 @@ Status CommitPlans(std::vector<GroupPlan>& groups) {
     for (const PlanRow& r : g.rows)
       commits.push_back({r.topic, r.partition, r.next, kNoLeaderEpoch, 0});
     if (commits.empty()) continue;
-    MQ_RETURN_IF_ERROR(
-        g.group->Commit(commits, {}, CommitKind::kReset, kNoTimestamp, &g.lock));
+    MQ_RETURN_IF_ERROR(g.group->Commit(commits, {}, CommitKind::kReset, kNoTimestamp, &g.lock));
   }
   return Status::Ok();
 }
@@ -683,9 +715,10 @@ void WarnRefusals(const std::vector<GroupPlan>& groups) {
     if (!g.group) continue;
     auto live = HasLiveMembers(*g.group);
     if (live && *live) {
-      cli::Warn(fmt::format("group \"{}\" has live members: --execute would be refused (exit "
-                            "75) until they stop",
-                            g.name));
+      cli::Warn(
+          fmt::format("group \"{}\" has live members: --execute would be refused (exit "
+                      "75) until they stop",
+                      g.name));
       continue;
     }
     // An absent static member in its session refuses --execute as well.
@@ -710,8 +743,9 @@ void PrintPlans(const Flags& f, const std::vector<GroupPlan>& groups, cli::Outpu
   t.Add({"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "NOTE"});
   for (const GroupPlan& g : groups) {
     for (const PlanRow& r : g.rows) {
-      const char* note = r.target < r.next ? "clamped-to-log-start"
-                         : r.target > r.next ? "clamped-to-log-end" : nullptr;
+      const char* note = r.target < r.next   ? "clamped-to-log-start"
+                         : r.target > r.next ? "clamped-to-log-end"
+                                             : nullptr;
       if (f.json) {
         json::Line j;
         j.Key("group").StrOrNull(r.group).Key("topic").StrOrNull(r.topic);
@@ -719,8 +753,10 @@ void PrintPlans(const Flags& f, const std::vector<GroupPlan>& groups, cli::Outpu
         j.Int("new_offset", r.next).Int("log_start_offset", r.log.start);
         j.Int("log_end_offset", r.log.end);
         j.Key("note");
-        if (note) j.Str(note);
-        else j.Null();
+        if (note)
+          j.Str(note);
+        else
+          j.Null();
         out.Write(j.Bool("executed", a.execute).Finish());
       } else {
         t.Add({r.group, r.topic, std::to_string(r.partition), Dash(r.current),
@@ -801,8 +837,8 @@ int DeleteOffsets(const Flags& f) {
   }
   if (!f.json) t.Print(out);
   if (removed->empty() && !f.quiet)
-    cli::Warn(fmt::format("group \"{}\" has no committed offset of {} to delete", *f.group,
-                          f.topic));
+    cli::Warn(
+        fmt::format("group \"{}\" has no committed offset of {} to delete", *f.group, f.topic));
   return out.FinishExitCode();
 }
 
@@ -824,8 +860,7 @@ int RemoveMember(const Flags& f) {
   if (!group) return cli::Fail(group.error());
   if (Status s = group->RemoveMember(*f.admin.remove_member); !s.ok()) return cli::Fail(s);
   if (!f.quiet)
-    cli::Warn(fmt::format("group \"{}\": member \"{}\" removed", *f.group,
-                          *f.admin.remove_member));
+    cli::Warn(fmt::format("group \"{}\": member \"{}\" removed", *f.group, *f.admin.remove_member));
   return cli::kExitOk;
 }
 
@@ -883,9 +918,12 @@ void AddAdminFlags(CLI::App& app, AdminFlags* f) {
 
 int RunAdmin(const Flags& f, const char* usage) {
   const AdminFlags& a = f.admin;
-  const char* mode = a.list ? "--list" : a.describe ? "--describe" : a.reset ? "--reset-offsets"
-                     : a.remove ? "--delete" : a.remove_member ? "--remove-member"
-                     : "--delete-offsets";
+  const char* mode = a.list            ? "--list"
+                     : a.describe      ? "--describe"
+                     : a.reset         ? "--reset-offsets"
+                     : a.remove        ? "--delete"
+                     : a.remove_member ? "--remove-member"
+                                       : "--delete-offsets";
   Status s = CheckNoConsumeFlags(f, mode);
   if (s.ok() && a.list && (f.group || !f.topic.empty() || !f.partitions.empty()))
     s = Status(Code::kInvalidArgument, "--list takes no group, topic or partition");
@@ -897,12 +935,12 @@ int RunAdmin(const Flags& f, const char* usage) {
   // --reset-offsets' scope: -t, --all-topics or the plan of --from-file.
   const bool topic_needed = a.reset && !a.all_topics && !a.from_file;
   if (s.ok() && a.reset && (a.all_topics || a.from_file) && !f.topic.empty())
-    s = Status(Code::kInvalidArgument,
-               fmt::format("--reset-offsets: -t and {} exclude each other",
-                           a.all_topics ? "--all-topics" : "--from-file"));
+    s = Status(Code::kInvalidArgument, fmt::format("--reset-offsets: -t and {} exclude each other",
+                                                   a.all_topics ? "--all-topics" : "--from-file"));
   if (s.ok() && a.reset && a.all_topics && a.from_file)
-    s = Status(Code::kInvalidArgument, "--reset-offsets: --all-topics and --from-file exclude "
-                                       "each other");
+    s = Status(Code::kInvalidArgument,
+               "--reset-offsets: --all-topics and --from-file exclude "
+               "each other");
   if (s.ok() && a.describe)
     s = a.all_groups ? CheckGroupAndTopic(f, mode, false, true, false)
                      : CheckGroupAndTopic(f, mode, false, true);

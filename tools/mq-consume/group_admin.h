@@ -23,7 +23,7 @@ struct AdminFlags {
   bool delete_offsets = false;
   bool all_groups = false;
   bool all_topics = false;
-  bool export_plan = false;            // --export
+  bool export_plan = false;  // --export
   std::optional<std::string> from_file;
   bool execute = false;
   bool to_earliest = false;

@@ -20,12 +20,12 @@
 #include <fmt/ranges.h>
 
 #include "dispatcher.h"
-#include "pipeline.h"
 #include "mq/assignment.h"
 #include "mq/consumer.h"
 #include "mq/group.h"
 #include "mq/group_member.h"
 #include "mq/group_status.h"
+#include "pipeline.h"
 
 namespace mq::consume {
 namespace {
@@ -59,7 +59,7 @@ struct Progress {
   int64_t handed = -1;     // position whose messages all reached stdout (or were
                            // acknowledged, or with --exec: were handled)
   int32_t epoch = -1;      // leader epoch of the batch holding handed - 1
-  int64_t ahead = -1;       // at-most-once: offset committed ahead of output
+  int64_t ahead = -1;      // at-most-once: offset committed ahead of output
   int32_t ahead_epoch = -1;
   int64_t dead_letters = 0;  // dead letters below `handed`, not committed yet
   // The committed offset was past the log end (a truncation): this is it,
@@ -139,8 +139,8 @@ struct ReaderBudget {
     int32_t partitions = 0;
     for (const auto& s : sources) {
       s->consumer->set_max_open(std::max<size_t>(1, shares / sources.size()));
-      partitions = static_cast<int32_t>(std::min<int64_t>(
-          INT32_MAX, int64_t{partitions} + s->consumer->config().partitions));
+      partitions = static_cast<int32_t>(
+          std::min<int64_t>(INT32_MAX, int64_t{partitions} + s->consumer->config().partitions));
     }
     if (writers != nullptr) writers->set_max_open(PipelineWriterBudget(shares, partitions));
     return shares;
@@ -329,11 +329,11 @@ class Member {
   int64_t last_commit_ms_ = 0;
   int64_t next_poll_ms_ = 0;
   bool said_idle_ = false;
-  size_t waiting_ = 0;  // assigned partitions their previous owner still holds
+  size_t waiting_ = 0;                    // assigned partitions their previous owner still holds
   std::vector<std::string> last_absent_;  // static members in their session, not running
   std::string ack_buf_;
   bool ack_eof_ = false;
-  Status stop_;  // --parallel: why a handler run stopped the member
+  Status stop_;         // --parallel: why a handler run stopped the member
   Status write_error_;  // --at-most-once, printing: a commit before a write failed
 };
 
@@ -368,25 +368,28 @@ Result<StartPosition> Member::ResumeAt(Source& src, int32_t p, const CommittedOf
   int64_t from = 0;
   const CommittedPosition where = PlaceCommitted(c.offset, *log, *diverged, &from);
   if (where == CommittedPosition::kBelowLogStart && !f_.quiet)
-    cli::Warn(fmt::format("group {}: partition {}: committed offset {} is below the log start "
-                          "{} (records lost to retention or truncation): starting at {}",
-                          group_->name(), Name(src, p), c.offset, from, from));
+    cli::Warn(
+        fmt::format("group {}: partition {}: committed offset {} is below the log start "
+                    "{} (records lost to retention or truncation): starting at {}",
+                    group_->name(), Name(src, p), c.offset, from, from));
   if (where == CommittedPosition::kDiverged && !f_.quiet && c.leader_epoch >= 0)
-    cli::Warn(fmt::format("group {}: partition {}: committed offset {} follows a record of "
-                          "leader epoch {}, which ends at offset {} in the log (a failover cut "
-                          "the records after it): starting at {}; the next commit lowers it",
-                          group_->name(), Name(src, p), c.offset, c.leader_epoch, **diverged,
-                          from));
+    cli::Warn(
+        fmt::format("group {}: partition {}: committed offset {} follows a record of "
+                    "leader epoch {}, which ends at offset {} in the log (a failover cut "
+                    "the records after it): starting at {}; the next commit lowers it",
+                    group_->name(), Name(src, p), c.offset, c.leader_epoch, **diverged, from));
   if (where == CommittedPosition::kDiverged && !f_.quiet && c.leader_epoch < 0)
-    cli::Warn(fmt::format("group {}: partition {}: the log was truncated to offset {} after "
-                          "offset {} was committed (its truncation history): starting at {}; "
-                          "the next commit lowers it",
-                          group_->name(), Name(src, p), **diverged, c.offset, from));
+    cli::Warn(
+        fmt::format("group {}: partition {}: the log was truncated to offset {} after "
+                    "offset {} was committed (its truncation history): starting at {}; "
+                    "the next commit lowers it",
+                    group_->name(), Name(src, p), **diverged, c.offset, from));
   if (where == CommittedPosition::kAboveLogEnd && !f_.quiet)
-    cli::Warn(fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
-                          "(the log was truncated): starting at the end; the next commit "
-                          "lowers it",
-                          group_->name(), Name(src, p), c.offset, from));
+    cli::Warn(
+        fmt::format("group {}: partition {}: committed offset {} is past the log end {} "
+                    "(the log was truncated): starting at the end; the next commit "
+                    "lowers it",
+                    group_->name(), Name(src, p), c.offset, from));
   pr->committed = c.offset;
   if (from < c.offset) {
     pr->lower_from = c.offset;
@@ -526,11 +529,12 @@ Status Member::Resubscribe() {
     // poll tries again (a topic removed makes room).
     if (!budget_.Room(sources_, (*consumer)->config().partitions)) {
       if (over_budget_.insert(t).second && !f_.quiet)
-        cli::Warn(fmt::format("group {}: topic {} matches, but the open-file limit leaves this "
-                              "member room for {} readers, one a topic, and it reads {} topics: "
-                              "not read by this member (other members may read it; raise "
-                              "ulimit -n)",
-                              group_->name(), t, budget_.Count(sources_), sources_.size()));
+        cli::Warn(
+            fmt::format("group {}: topic {} matches, but the open-file limit leaves this "
+                        "member room for {} readers, one a topic, and it reads {} topics: "
+                        "not read by this member (other members may read it; raise "
+                        "ulimit -n)",
+                        group_->name(), t, budget_.Count(sources_), sources_.size()));
       continue;
     }
     over_budget_.erase(t);
@@ -560,12 +564,13 @@ Status Member::Resubscribe() {
 }
 
 Status Member::Stalled() const {
-  return Status(Code::kBusy,
-                fmt::format("group {}: standard output took nothing for {} ms "
-                            "(--max-poll-interval {}): its reader stopped reading; giving up this "
-                            "member's partitions without committing what was not written",
-                            group_->name(), f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs),
-                            f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs)));
+  return Status(
+      Code::kBusy,
+      fmt::format("group {}: standard output took nothing for {} ms "
+                  "(--max-poll-interval {}): its reader stopped reading; giving up this "
+                  "member's partitions without committing what was not written",
+                  group_->name(), f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs),
+                  f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs)));
 }
 
 Status Member::TakePartitions(const MembershipView& view) {
@@ -607,17 +612,17 @@ Status Member::TakePartitions(const MembershipView& view) {
 void Member::SayFenced(const MembershipView& view) {
   for (const MembershipView::Fenced& x : view.fenced) {
     if (x.outcome == Fence::kKilled && !f_.quiet)
-      cli::Warn(fmt::format("group {}: member {} (pid {}) did not poll for {} ms past its deadline "
-                            "of {} ms (stopped or hung): killed it; its partitions move once its "
-                            "locks are gone",
-                            group_->name(), x.id, x.heartbeat.pid, x.overdue_ms,
-                            x.heartbeat.deadline_ms));
+      cli::Warn(fmt::format(
+          "group {}: member {} (pid {}) did not poll for {} ms past its deadline "
+          "of {} ms (stopped or hung): killed it; its partitions move once its "
+          "locks are gone",
+          group_->name(), x.id, x.heartbeat.pid, x.overdue_ms, x.heartbeat.deadline_ms));
     if (x.outcome == Fence::kDenied && !f_.quiet)
-      cli::Warn(fmt::format("group {}: member {} (pid {}) did not poll for {} ms past its deadline "
-                            "of {} ms (stopped or hung), and this member may not kill it: its "
-                            "partitions wait until it is continued or killed",
-                            group_->name(), x.id, x.heartbeat.pid, x.overdue_ms,
-                            x.heartbeat.deadline_ms));
+      cli::Warn(fmt::format(
+          "group {}: member {} (pid {}) did not poll for {} ms past its deadline "
+          "of {} ms (stopped or hung), and this member may not kill it: its "
+          "partitions wait until it is continued or killed",
+          group_->name(), x.id, x.heartbeat.pid, x.overdue_ms, x.heartbeat.deadline_ms));
   }
 }
 
@@ -643,9 +648,10 @@ Status Member::Rebalance() {
   }
   SayFenced(*view);
   if (view->absent != last_absent_ && f_.verbose && !view->absent.empty())
-    cli::Eprint("group {}: static member(s) {} not running: their partitions wait for them "
-                "until their session ends\n",
-                group_->name(), fmt::join(view->absent, ","));
+    cli::Eprint(
+        "group {}: static member(s) {} not running: their partitions wait for them "
+        "until their session ends\n",
+        group_->name(), fmt::join(view->absent, ","));
   last_absent_ = view->absent;
   if (view->changed) {
     if (f_.verbose)
@@ -654,16 +660,17 @@ Status Member::Rebalance() {
                   fmt::join(assigned, ","));
     if (idle && !said_idle_ && !f_.quiet) {
       if (!several_)
-        cli::Warn(fmt::format("group {}: {} members for {} partition(s) of {}: member {} is idle "
-                              "until an owner leaves",
-                              group_->name(), view->subscribers.size(),
-                              sources_.front()->consumer->config().partitions, f_.topic,
-                              member_->id()));
+        cli::Warn(
+            fmt::format("group {}: {} members for {} partition(s) of {}: member {} is idle "
+                        "until an owner leaves",
+                        group_->name(), view->subscribers.size(),
+                        sources_.front()->consumer->config().partitions, f_.topic, member_->id()));
       else
-        cli::Warn(fmt::format("group {}: member {} is assigned no partition of the {} topic(s) it "
-                              "reads{}: idle until an owner leaves or a matching topic appears",
-                              group_->name(), member_->id(), names.size(),
-                              names.empty() ? "" : fmt::format(" ({})", fmt::join(names, ","))));
+        cli::Warn(
+            fmt::format("group {}: member {} is assigned no partition of the {} topic(s) it "
+                        "reads{}: idle until an owner leaves or a matching topic appears",
+                        group_->name(), member_->id(), names.size(),
+                        names.empty() ? "" : fmt::format(" ({})", fmt::join(names, ","))));
     }
     said_idle_ = idle;
   }
@@ -765,13 +772,15 @@ void Member::Acknowledge(std::string line) {
                               several_ ? "a topic this member reads" : f_.topic));
       return;
     }
-    line = std::string(v.substr(first + 1, slash - first - 1)) + " " + std::string(v.substr(slash + 1));
+    line = std::string(v.substr(first + 1, slash - first - 1)) + " " +
+           std::string(v.substr(slash + 1));
   } else if (src == nullptr) {
     // With several topics a partition number alone names no message.
     if (!f_.quiet)
-      cli::Warn(fmt::format("--ack-fd: ignored '{}': this member reads several topics: "
-                            "acknowledge TOPIC/PARTITION/OFFSET",
-                            line));
+      cli::Warn(
+          fmt::format("--ack-fd: ignored '{}': this member reads several topics: "
+                      "acknowledge TOPIC/PARTITION/OFFSET",
+                      line));
     return;
   }
   auto& progress = src->progress;
@@ -784,17 +793,19 @@ void Member::Acknowledge(std::string line) {
   auto it = progress.find(p);
   if (!ok || it == progress.end()) {
     if (!f_.quiet)
-      cli::Warn(fmt::format("--ack-fd: ignored '{}': expected PARTITION OFFSET of a partition "
-                            "this member owns",
-                            line));
+      cli::Warn(
+          fmt::format("--ack-fd: ignored '{}': expected PARTITION OFFSET of a partition "
+                      "this member owns",
+                      line));
     return;
   }
   auto last = src->consumer->last_handed_out(p);
   if (!last || o > *last) {
     if (!f_.quiet)
-      cli::Warn(fmt::format("--ack-fd: ignored '{}': offset {} of partition {} was not handed "
-                            "out",
-                            line, o, p));
+      cli::Warn(
+          fmt::format("--ack-fd: ignored '{}': offset {} of partition {} was not handed "
+                      "out",
+                      line, o, p));
     return;
   }
   if (o + 1 > it->second.handed) it->second.handed = o + 1;
@@ -813,9 +824,10 @@ void Member::ReadAcks(bool until_eof) {
     int ready = ::poll(&pfd, 1, until_eof ? kAckWaitMs : 0);
     if (ready == 0) {
       if (until_eof && !f_.quiet)
-        cli::Warn(fmt::format("--ack-fd: no acknowledgement for {} s: committing what was "
-                              "acknowledged",
-                              kAckWaitMs / 1000));
+        cli::Warn(
+            fmt::format("--ack-fd: no acknowledgement for {} s: committing what was "
+                        "acknowledged",
+                        kAckWaitMs / 1000));
       return;
     }
     if (ready < 0) {
@@ -851,9 +863,10 @@ Status Member::Commit() {
         // Offsets were committed ahead of the output already; only dead
         // letters are left to count.
         if ((pr.dead_letters > 0 || pr.lower_from >= 0) && pr.committed >= 0)
-          commits.push_back({src->topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters,
-                             pr.lower_from});
-        else continue;
+          commits.push_back(
+              {src->topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters, pr.lower_from});
+        else
+          continue;
       } else if ((pr.handed > pr.committed || pr.dead_letters > 0 || pr.lower_from >= 0) &&
                  pr.handed >= 0) {
         commits.push_back({src->topic, p, std::max(pr.handed, pr.committed), pr.epoch,
@@ -869,10 +882,9 @@ Status Member::Commit() {
     // messages again, which is allowed: no directory fsync (R32,
     // CommitSync::kAtomic). At most once it is what keeps them from being
     // delivered twice: durable.
-    MQ_RETURN_IF_ERROR(group_->Commit(commits, member_->id(), CommitKind::kForward, kNoTimestamp,
-                                      nullptr,
-                                      f_.at_most_once ? CommitSync::kDurable : CommitSync::kAtomic,
-                                      member_->LockedOutWait()));
+    MQ_RETURN_IF_ERROR(group_->Commit(
+        commits, member_->id(), CommitKind::kForward, kNoTimestamp, nullptr,
+        f_.at_most_once ? CommitSync::kDurable : CommitSync::kAtomic, member_->LockedOutWait()));
     for (size_t i = 0; i < commits.size(); ++i) {
       const OffsetCommit& c = commits[i];
       Progress& pr = *of[i].second;
@@ -998,9 +1010,10 @@ Status Member::HandBack(const Source* only_src, std::optional<int32_t> only) {
     const OffsetCommit& c = commits[i];
     Progress& pr = *of[i].second;
     if (f_.verbose)
-      cli::Eprint("partition {}: handed back offsets {} to {} (committed ahead, not handed "
-                  "out)\n",
-                  Name(*of[i].first, c.partition), c.offset, pr.committed - 1);
+      cli::Eprint(
+          "partition {}: handed back offsets {} to {} (committed ahead, not handed "
+          "out)\n",
+          Name(*of[i].first, c.partition), c.offset, pr.committed - 1);
     pr.committed = c.offset;
     pr.ahead = c.offset;
     pr.ahead_epoch = c.leader_epoch;
@@ -1030,9 +1043,12 @@ void Member::OnCuts() {
 
 Status Member::OnStopped() {
   if (stopped_->empty()) return Status::Ok();
-  if (dispatcher_ && dispatcher_->parallel()) Collect(0);
-  else if (dispatcher_) MarkHandled();
-  else if (out_->Flush()) MarkFlushed();
+  if (dispatcher_ && dispatcher_->parallel())
+    Collect(0);
+  else if (dispatcher_)
+    MarkHandled();
+  else if (out_->Flush())
+    MarkFlushed();
   MQ_RETURN_IF_ERROR(Commit());
   for (const auto& [topic, p] : std::exchange(*stopped_, {}))
     if (Source* src = FindSource(topic); src && src->progress.contains(p))
@@ -1062,8 +1078,7 @@ Result<bool> Member::Deliver(Source& src, const ConsumedRecord& m, const RunMode
   if (mode.commit_ahead) MQ_RETURN_IF_ERROR(CommitAhead(src, m));
   src.last_epoch[static_cast<size_t>(m.partition)] = m.leader_epoch;
   if (mode.need_headers) headers = m.record.headers();
-  if (mode.filtered && !MatchesAll(headers, settings_.header_filters))
-    return false;
+  if (mode.filtered && !MatchesAll(headers, settings_.header_filters)) return false;
   if (dispatcher_) {
     const int32_t p = m.partition;
     auto pr = src.progress.find(p);
@@ -1097,8 +1112,7 @@ Result<bool> Member::AtEnd() {
   // -e: every partition this member is assigned (none, for an idle
   // member) is owned and read to the end it had when it was taken (and
   // with --parallel, handled).
-  if (f_.exit_at_end && Finished() && waiting_ == 0 && !draining)
-    return true;
+  if (f_.exit_at_end && Finished() && waiting_ == 0 && !draining) return true;
   // Every owned partition is at its committed end: hand over what is
   // buffered, commit, then wait for appends or the next membership probe.
   if (dispatcher_) {
@@ -1121,7 +1135,8 @@ Result<bool> Member::AtEnd() {
   // a next write that may never come (as plain follow mode): the member
   // stops and lets its partitions go.
   if (cli::OutputClosed()) return true;
-  const int wait = static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
+  const int wait =
+      static_cast<int>(std::clamp<int64_t>(next_poll_ms_ - MonotonicMs(), 1, kRebalancePollMs));
   if (dispatcher_ && dispatcher_->parallel() && dispatcher_->busy()) {
     // Handlers run: the next one to end (or the next probe) comes first;
     // appends are seen on the way round.
@@ -1230,8 +1245,10 @@ Status Member::Finish(bool completed) {
       // Completed: every message handed out is handled first. Otherwise
       // nothing new starts, and the runs under way end (killed on an
       // interrupt, except at most once); what they handled is committed.
-      if (completed && dispatcher_->healthy()) flushed = dispatcher_->Drain();
-      else dispatcher_->Stop();
+      if (completed && dispatcher_->healthy())
+        flushed = dispatcher_->Drain();
+      else
+        dispatcher_->Stop();
       Collect(0);
       if (flushed.ok()) flushed = stop_;
     } else if (completed && dispatcher_->healthy()) {
@@ -1271,7 +1288,7 @@ int64_t MemberDeadlineMs(const Flags& f, const Settings& settings) {
 // it: stopped partitions and truncations since the member last looked,
 // and the counts the exit status comes from.
 struct GroupNotices {
-  std::vector<std::pair<std::string, int32_t>> stopped;  // since the member last looked
+  std::vector<std::pair<std::string, int32_t>> stopped;      // since the member last looked
   std::vector<std::pair<std::string, ConsumerNotice>> cuts;  // likewise
   uint64_t stops = 0, skipped = 0, skipped_offsets = 0;
 
@@ -1287,15 +1304,17 @@ struct GroupNotices {
       stopped.emplace_back(topic, n.partition);
       ++stops;
       if (!f.quiet)
-        cli::Warn(fmt::format("group {}: partition {} stopped at offset {}: {}; the member "
-                              "goes on with its other partitions",
-                              *f.group, name, n.first_offset, n.error.message()));
+        cli::Warn(
+            fmt::format("group {}: partition {} stopped at offset {}: {}; the member "
+                        "goes on with its other partitions",
+                        *f.group, name, n.first_offset, n.error.message()));
     } else if (n.kind == K::kTruncated) {
       cuts.emplace_back(topic, n);
       if (!f.quiet)
-        cli::Warn(fmt::format("group {}: partition {}: the log was truncated to offset {} below "
-                              "records handed out ({}..{}): handing out what it holds there now",
-                              *f.group, name, n.first_offset, n.first_offset, n.last_offset));
+        cli::Warn(
+            fmt::format("group {}: partition {}: the log was truncated to offset {} below "
+                        "records handed out ({}..{}): handing out what it holds there now",
+                        *f.group, name, n.first_offset, n.first_offset, n.last_offset));
     } else if (n.kind == K::kSkippedBatch) {
       ++skipped;
       if (!f.quiet)
@@ -1303,14 +1322,16 @@ struct GroupNotices {
     } else if (n.kind == K::kSkippedOffsets) {
       skipped_offsets += static_cast<uint64_t>(n.last_offset - n.first_offset + 1);
       if (!f.quiet)
-        cli::Warn(fmt::format("group {}: skipped offsets {}..{} of topic {} partition {}: "
-                              "committed past with the messages after them",
-                              *f.group, n.first_offset, n.last_offset, topic, n.partition));
+        cli::Warn(
+            fmt::format("group {}: skipped offsets {}..{} of topic {} partition {}: "
+                        "committed past with the messages after them",
+                        *f.group, n.first_offset, n.last_offset, topic, n.partition));
     } else if (n.kind == K::kOutOfRange) {
       if (!f.quiet)
-        cli::Warn(fmt::format("group {}: partition {}: offsets {}..{} were deleted by retention "
-                              "before they were read: going on at the log start, {}",
-                              *f.group, name, n.first_offset, n.last_offset, n.last_offset + 1));
+        cli::Warn(
+            fmt::format("group {}: partition {}: offsets {}..{} were deleted by retention "
+                        "before they were read: going on at the log start, {}",
+                        *f.group, name, n.first_offset, n.last_offset, n.last_offset + 1));
     }
   }
 };
@@ -1482,10 +1503,11 @@ class GroupRun {
   // -v: what the run processed.
   void PrintTotals(const cli::Output& out) {
     if (f_.verbose && pipeline_)
-      cli::Eprint("Processed a total of {} messages ({} outputs appended to {}, {} dead-lettered, "
-                  "{} retries)\n",
-                  dispatcher_->handled(), pipeline_->appended(), *f_.to_topic,
-                  dispatcher_->dead_lettered(), dispatcher_->retries());
+      cli::Eprint(
+          "Processed a total of {} messages ({} outputs appended to {}, {} dead-lettered, "
+          "{} retries)\n",
+          dispatcher_->handled(), pipeline_->appended(), *f_.to_topic, dispatcher_->dead_lettered(),
+          dispatcher_->retries());
     else if (f_.verbose && dispatcher_)
       cli::Eprint("Processed a total of {} messages ({} dead-lettered, {} retries)\n",
                   dispatcher_->handled(), dispatcher_->dead_lettered(), dispatcher_->retries());
@@ -1516,7 +1538,8 @@ int GroupRun::Run() {
   cli::Output out(1, 1 << 20);
   // Printing, a write its reader does not take holds up the member's polls
   // as a handler run does: the same bound (Kafka's max.poll.interval.ms).
-  if (!dispatcher_) out.set_write_timeout(f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs));
+  if (!dispatcher_)
+    out.set_write_timeout(f_.max_poll_interval_ms.value_or(kDefaultMaxPollIntervalMs));
   Member m(f_, settings_, &*dir_, std::move(sources_), options_, &*group_, &*member_, &out,
            dispatcher_ ? &*dispatcher_ : nullptr, &notices_.stopped, &subscribe_mu_, budget_,
            &notices_.cuts);

@@ -9,8 +9,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli.h"
-#include "options.h"
 #include "group_run.h"
+#include "options.h"
 #include "run.h"
 #include "tool_main.h"
 
@@ -31,7 +31,8 @@ constexpr const char* kUsage =
     "[--header-filter NAME[=VALUE]]... [--skip-corrupt] [--max-batch-bytes N] [-q | -v] "
     "[--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
     "       mq-consume [-C DIR] -t TOPIC -G GROUP [group options] [--max-poll-interval MS] "
-    "[--parallel N] [--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD [ARG]...\n"
+    "[--parallel N] [--batch N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] --exec CMD "
+    "[ARG]...\n"
     "       mq-consume [-C DIR] -t TOPIC -G GROUP [group options] --to-topic OUT [-K SEP] "
     "[--fsync none|batch] [--parallel N] [--max-attempts N] [--retry-backoff MS] [--dlq TOPIC] "
     "--exec CMD [ARG]...\n"
@@ -72,18 +73,20 @@ void CatchStopSignals() {
 int main(int argc, char** argv) {
   mq::consume::Flags flags;
   mq::consume::TakeExec(&argc, argv, &flags);  // the command after --exec is not parsed
-  int rc = mq::cli::RunTool(argc, argv, {
-      .name = "mq-consume",
-      .usage = kUsage,
-      .flags = [&](CLI::App& app) { mq::consume::AddFlags(app, &flags); },
-      .run = [&] {
-        if (flags.admin.any()) return mq::consume::RunAdmin(flags, kUsage);
-        auto settings = mq::consume::Resolve(flags);
-        if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
-        CatchStopSignals();
-        return flags.group ? mq::consume::RunGroup(flags, std::move(*settings), &g_signal)
-                           : mq::consume::Run(flags, std::move(*settings), &g_signal);
-      }});
+  int rc = mq::cli::RunTool(
+      argc, argv,
+      {.name = "mq-consume",
+       .usage = kUsage,
+       .flags = [&](CLI::App& app) { mq::consume::AddFlags(app, &flags); },
+       .run =
+           [&] {
+             if (flags.admin.any()) return mq::consume::RunAdmin(flags, kUsage);
+             auto settings = mq::consume::Resolve(flags);
+             if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
+             CatchStopSignals();
+             return flags.group ? mq::consume::RunGroup(flags, std::move(*settings), &g_signal)
+                                : mq::consume::Run(flags, std::move(*settings), &g_signal);
+           }});
   if (int sig = g_signal; sig != 0) {
     std::signal(sig, SIG_DFL);
     std::raise(sig);

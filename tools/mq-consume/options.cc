@@ -4,12 +4,12 @@
 
 #include <algorithm>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "escapes.h"
-#include "mq/assignment.h"
 #include "format_string.h"
+#include "mq/assignment.h"
 #include "size_option.h"
 
 namespace mq::consume {
@@ -54,11 +54,14 @@ Result<std::vector<HeaderFilter>> MakeHeaderFilters(const std::vector<std::strin
   std::vector<HeaderFilter> out;
   for (const std::string& s : specs) {
     if (s.empty() || s[0] == '=')
-      return Status(Code::kInvalidArgument,
-                    fmt::format("--header-filter: invalid value '{}': expected NAME or NAME=VALUE", s));
+      return Status(
+          Code::kInvalidArgument,
+          fmt::format("--header-filter: invalid value '{}': expected NAME or NAME=VALUE", s));
     size_t eq = s.find('=');
-    if (eq == std::string::npos) out.push_back({s, std::nullopt});
-    else out.push_back({s.substr(0, eq), s.substr(eq + 1)});
+    if (eq == std::string::npos)
+      out.push_back({s, std::nullopt});
+    else
+      out.push_back({s.substr(0, eq), s.substr(eq + 1)});
   }
   return out;
 }
@@ -75,14 +78,18 @@ void AddGroupFlags(CLI::App& app, Flags* f) {
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
   app.add_option("--reset", f->reset,
                  "where a partition without a committed offset starts: earliest|latest")
-      ->check(CLI::IsMember({"earliest", "latest"}))->capture_default_str();
+      ->check(CLI::IsMember({"earliest", "latest"}))
+      ->capture_default_str();
   app.add_flag("--at-most-once", f->at_most_once,
                "commit each batch's offsets before printing it (default: at-least-once, "
                "commit after output)");
   app.add_option("--commit-interval", f->commit_interval_ms, "commit at least every MS ms")
-      ->check(CLI::Range(int64_t{1}, int64_t{86400000}))->capture_default_str();
-  app.add_option("--commit-every", f->commit_every, "commit at least every N messages (0: by time only)")
-      ->check(kDigits)->capture_default_str();
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}))
+      ->capture_default_str();
+  app.add_option("--commit-every", f->commit_every,
+                 "commit at least every N messages (0: by time only)")
+      ->check(kDigits)
+      ->capture_default_str();
   app.add_option("--ack-fd", f->ack_fd,
                  "commit only offsets acknowledged as 'PARTITION OFFSET' lines on descriptor N")
       ->check(CLI::Range(0, 1 << 20));
@@ -134,7 +141,8 @@ void AddFlags(CLI::App& app, Flags* f) {
         if (f->topics.empty() && f->topic.empty()) f->topic = t;
       });
   app.add_option("-p,--partition", f->partitions, "partitions to read, e.g. 0,2 (default all)")
-      ->delimiter(',')->check(kDigits);
+      ->delimiter(',')
+      ->check(kDigits);
   app.add_option("-o,--offset", f->offsets,
                  "start: beginning|end|N|-N|s@MS|ISO-TIME, per partition as P:START; "
                  "stop: e@MS|e@ISO-TIME (repeatable)");
@@ -147,8 +155,8 @@ void AddFlags(CLI::App& app, Flags* f) {
   auto* D = app.add_option("-D,--delimiter", f->delim, "message delimiter (default \\n)");
   auto* zero = app.add_flag("-0,--null", f->null_delim, "NUL-terminated messages (-D '\\0')");
   auto* raw = app.add_flag("--raw", f->raw, "no delimiter after messages");
-  auto* fmt_opt = app.add_option("-f,--format", f->format,
-                                 "kcat format: %t %p %o %T %F %k %K %s %S %h %x %X");
+  auto* fmt_opt =
+      app.add_option("-f,--format", f->format, "kcat format: %t %p %o %T %F %k %K %s %S %h %x %X");
   auto* json = app.add_flag("-J,--json", f->json, "JSON Lines envelope (binary-safe)");
   auto* Z = app.add_flag("-Z,--print-null", f->null_text, "print NULL for a null key or value");
   app.add_option("--header-filter", f->header_filters,
@@ -158,7 +166,8 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--max-batch-bytes", f->max_batch_bytes,
                  "largest batch (and decompressed records) read, in bytes")
       ->transform(mq::cli::SizeUnits())
-      ->check(CLI::Range(61u, 0x7FFFFFFFu))->capture_default_str();
+      ->check(CLI::Range(61u, 0x7FFFFFFFu))
+      ->capture_default_str();
   AddGroupFlags(app, f);
   AddExecFlags(app, f);
   auto* q = app.add_flag("-q,--quiet", f->quiet, "no warnings on stderr");
@@ -198,10 +207,11 @@ Result<std::optional<HandlerOptions>> MakeHandlerOptions(const Flags& f) {
     return std::optional<HandlerOptions>();
   }
   if (f.exec.empty()) return Usage("--exec: no command given (--exec CMD [ARG]...)");
-  if (f.print_key || (f.key_delim && !f.to_topic) || f.delim || f.null_delim || f.raw || f.format || f.json ||
-      f.null_text)
-    return Usage("--exec: the handler gets each message itself: output flags "
-                 "(-k -K -D -0 --raw -f -J -Z) do not apply");
+  if (f.print_key || (f.key_delim && !f.to_topic) || f.delim || f.null_delim || f.raw || f.format ||
+      f.json || f.null_text)
+    return Usage(
+        "--exec: the handler gets each message itself: output flags "
+        "(-k -K -D -0 --raw -f -J -Z) do not apply");
   if (f.parallel && !f.group) return Usage("--parallel needs a consumer group (-G GROUP)");
   if (f.ack_fd)
     return Usage("--ack-fd: with --exec a message is handed over when its handler succeeds");
@@ -232,7 +242,8 @@ Status CheckGroupFlags(const Flags& f) {
   if (!f.group) {
     if (f.member_id) return Usage("--member-id needs a consumer group (-G GROUP)");
     if (f.session_timeout_ms) return Usage("--session-timeout needs a consumer group (-G GROUP)");
-    if (f.max_poll_interval_ms) return Usage("--max-poll-interval needs a consumer group (-G GROUP)");
+    if (f.max_poll_interval_ms)
+      return Usage("--max-poll-interval needs a consumer group (-G GROUP)");
     if (f.at_most_once) return Usage("--at-most-once needs a consumer group (-G GROUP)");
     if (f.ack_fd) return Usage("--ack-fd needs a consumer group (-G GROUP)");
     return Status::Ok();
@@ -242,18 +253,22 @@ Status CheckGroupFlags(const Flags& f) {
     if (Status s = ValidateName(*f.member_id, "member id"); !s.ok())
       return Usage("--member-id: " + s.message());
   if (f.session_timeout_ms && !f.member_id)
-    return Usage("--session-timeout needs --member-id: a session keeps the partitions of a "
-                 "member that comes back under its id");
+    return Usage(
+        "--session-timeout needs --member-id: a session keeps the partitions of a "
+        "member that comes back under its id");
   for (const std::string& o : f.offsets)
     if (o != "stored")
-      return Usage(fmt::format("-o {}: a group member starts at the group's committed offsets "
-                               "(-o stored); move them with --reset-offsets",
-                               o));
+      return Usage(
+          fmt::format("-o {}: a group member starts at the group's committed offsets "
+                      "(-o stored); move them with --reset-offsets",
+                      o));
   if (!f.partitions.empty())
     return Usage("--partition: a group assigns the partitions to its members");
-  if (f.at_most_once && f.ack_fd) return Usage("--at-most-once commits before output: not with --ack-fd");
+  if (f.at_most_once && f.ack_fd)
+    return Usage("--at-most-once commits before output: not with --ack-fd");
   if (f.ack_fd) {
-    if (*f.ack_fd <= 2) return Usage(fmt::format("--ack-fd {}: use a descriptor above 2", *f.ack_fd));
+    if (*f.ack_fd <= 2)
+      return Usage(fmt::format("--ack-fd {}: use a descriptor above 2", *f.ack_fd));
     if (::fcntl(*f.ack_fd, F_GETFD) < 0)
       return Usage(fmt::format("--ack-fd {}: not an open descriptor (open it with {}<FILE)",
                                *f.ack_fd, *f.ack_fd));
@@ -272,8 +287,9 @@ Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
   if (auto s = ValidateName(*f.to_topic, "topic"); !s.ok())
     return Usage("--to-topic: " + s.message());
   if (!f.group)
-    return Usage("--to-topic needs a consumer group (-G GROUP): its offsets say where a rerun "
-                 "resumes");
+    return Usage(
+        "--to-topic needs a consumer group (-G GROUP): its offsets say where a rerun "
+        "resumes");
   if (!f.exec_given) return Usage("--to-topic needs a transform: --exec CMD [ARG]...");
   for (const std::string& t : f.topics)
     if (*f.to_topic == t || *f.to_topic == f.topic)
@@ -285,11 +301,12 @@ Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
   // transform's lines cannot be told apart by message, and batch
   // boundaries depend on what each run read.
   if (f.batch)
-    return Usage("--to-topic: not with --batch: each output names its source message "
-                 "(format-spec/pipeline.md E2) and a restart completes one message at a time "
-                 "(E6, E7), but the lines a batch transform prints cannot be told apart by "
-                 "message, and batches differ from run to run; a transform runs once per "
-                 "message");
+    return Usage(
+        "--to-topic: not with --batch: each output names its source message "
+        "(format-spec/pipeline.md E2) and a restart completes one message at a time "
+        "(E6, E7), but the lines a batch transform prints cannot be told apart by "
+        "message, and batches differ from run to run; a transform runs once per "
+        "message");
   if (f.at_most_once) return Usage("--to-topic is effectively-once: not with --at-most-once");
   PipelineOptions p;
   p.group = *f.group;
@@ -311,8 +328,10 @@ Result<std::optional<PipelineOptions>> MakePipelineOptions(const Flags& f) {
     if (auto s = ValidateName(PipelineProducerName(p.group, in, p.out, kLanesPerTopic - 1),
                               "producer id");
         !s.ok())
-      return Usage("--to-topic: group and topic names too long for the pipeline's producer "
-                   "name (" + s.message() + ")");
+      return Usage(
+          "--to-topic: group and topic names too long for the pipeline's producer "
+          "name (" +
+          s.message() + ")");
   }
   p.quiet = f.quiet;
   p.verbose = f.verbose;
@@ -328,8 +347,9 @@ namespace {
 // -t repeated or a pattern (R64): a group member's subscription.
 Status CheckSeveralTopics(const Flags& f) {
   if (!f.group)
-    return Usage("several topics (-t T1 -t T2) or a topic pattern (-t '^REGEX') need a consumer "
-                 "group (-G GROUP): without one, mq-consume reads one topic");
+    return Usage(
+        "several topics (-t T1 -t T2) or a topic pattern (-t '^REGEX') need a consumer "
+        "group (-G GROUP): without one, mq-consume reads one topic");
   if (Status s = ValidateTopicArgs(f.topics); !s.ok()) return Usage("--topic: " + s.message());
   return Status::Ok();
 }
@@ -387,8 +407,8 @@ Result<std::vector<int32_t>> ChoosePartitions(const Flags& f, const TopicConfig&
   for (int32_t p : f.partitions) {
     if (p >= config.partitions)
       return Status(Code::kInvalidArgument,
-                    fmt::format("--partition {}: topic {} has {} partition(s), 0 to {}", p,
-                                f.topic, config.partitions, config.partitions - 1));
+                    fmt::format("--partition {}: topic {} has {} partition(s), 0 to {}", p, f.topic,
+                                config.partitions, config.partitions - 1));
     if (std::find(chosen.begin(), chosen.end(), p) == chosen.end()) chosen.push_back(p);
   }
   return chosen;

@@ -75,7 +75,7 @@ struct Settings {
   PrintOptions print;
   Positions positions;
   std::vector<HeaderFilter> header_filters;
-  std::optional<HandlerOptions> handler;  // --exec
+  std::optional<HandlerOptions> handler;    // --exec
   std::optional<PipelineOptions> pipeline;  // --to-topic
 };
 Result<Settings> Resolve(const Flags& f);

@@ -65,9 +65,10 @@ Status Pipeline::Acquire(int32_t partition, int64_t start) {
   auto resume = writer_.Acquire(partition, {In(partition), LanePartition(partition)}, start);
   if (!resume) return resume.error();
   if (*resume >= 0 && options_.verbose)
-    cli::Eprint("topic {} partition {}: outputs of offsets {}..{} are in {} already; "
-                "completing offset {}\n",
-                In(partition), LanePartition(partition), start, *resume, options_.out, *resume);
+    cli::Eprint(
+        "topic {} partition {}: outputs of offsets {}..{} are in {} already; "
+        "completing offset {}\n",
+        In(partition), LanePartition(partition), start, *resume, options_.out, *resume);
   return Status::Ok();
 }
 

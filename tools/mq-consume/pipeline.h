@@ -34,14 +34,14 @@ size_t PipelineWriterBudget(size_t shares, int32_t source_partitions);
 
 struct PipelineOptions {
   std::string group;
-  std::string in;   // -t (the first topic read)
+  std::string in;  // -t (the first topic read)
   // A member of several topics (-t repeated, a pattern): the source topic
   // of each lane (dispatcher.h), which every source partition the Pipeline
   // takes is. nullptr: every one is partition LanePartition of `in`. Not
   // owned.
   const TopicTable* topics = nullptr;
-  std::string out;  // --to-topic
-  std::optional<std::string> key_delimiter;  // -K: output lines are KEY SEP VALUE
+  std::string out;                            // --to-topic
+  std::optional<std::string> key_delimiter;   // -K: output lines are KEY SEP VALUE
   Durability durability = Durability::kNone;  // --fsync
   bool quiet = false;
   bool verbose = false;

@@ -69,9 +69,9 @@ Result<Positions> ParsePositions(const std::vector<std::string>& specs) {
     // "P:START" applies to one partition. ISO times also hold ':', but never
     // right after a run of digits at the start.
     std::optional<int32_t> partition;
-    if (size_t colon = s.find(':'); colon != std::string_view::npos && colon > 0 &&
-                                    s.substr(0, colon).find_first_not_of("0123456789") ==
-                                        std::string_view::npos) {
+    if (size_t colon = s.find(':');
+        colon != std::string_view::npos && colon > 0 &&
+        s.substr(0, colon).find_first_not_of("0123456789") == std::string_view::npos) {
       auto p = ParseInt(s.substr(0, colon));
       if (!p || *p > INT32_MAX) return Bad(spec, "partition out of range");
       partition = static_cast<int32_t>(*p);

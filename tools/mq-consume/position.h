@@ -21,9 +21,9 @@
 namespace mq::consume {
 
 struct Positions {
-  std::optional<StartPosition> all;             // for every partition
+  std::optional<StartPosition> all;  // for every partition
   std::map<int32_t, StartPosition> per_partition;
-  std::optional<int64_t> end_timestamp;         // e@
+  std::optional<int64_t> end_timestamp;  // e@
 
   // The start for `partition`: its own, else the common one, else `fallback`.
   StartPosition StartFor(int32_t partition, StartPosition fallback) const;

@@ -19,10 +19,10 @@ bool MatchesAll(std::span<const Header> headers, std::span<const HeaderFilter> f
   return true;
 }
 
-Printer::Printer(PrintOptions options, cli::Output* out)
-    : options_(std::move(options)), out_(out) {
-  needs_headers_ = options_.mode == PrintOptions::Mode::kJson ||
-                   (options_.mode == PrintOptions::Mode::kFormat && options_.format->needs_headers());
+Printer::Printer(PrintOptions options, cli::Output* out) : options_(std::move(options)), out_(out) {
+  needs_headers_ =
+      options_.mode == PrintOptions::Mode::kJson ||
+      (options_.mode == PrintOptions::Mode::kFormat && options_.format->needs_headers());
 }
 
 void Printer::Print(int32_t partition, bool log_append_time, const RecordView& r,
@@ -35,16 +35,22 @@ void Printer::Print(std::string_view topic, int32_t partition, bool log_append_t
   using Mode = PrintOptions::Mode;
   switch (options_.mode) {
     case Mode::kValue:
-      if (r.value) out_->Write(*r.value);
-      else out_->Write(options_.null_text);
+      if (r.value)
+        out_->Write(*r.value);
+      else
+        out_->Write(options_.null_text);
       out_->Write(options_.delimiter);
       break;
     case Mode::kKeyValue:
-      if (r.key) out_->Write(*r.key);
-      else out_->Write(options_.null_text);
+      if (r.key)
+        out_->Write(*r.key);
+      else
+        out_->Write(options_.null_text);
       out_->Write(options_.key_delimiter);
-      if (r.value) out_->Write(*r.value);
-      else out_->Write(options_.null_text);
+      if (r.value)
+        out_->Write(*r.value);
+      else
+        out_->Write(options_.null_text);
       out_->Write(options_.delimiter);
       break;
     case Mode::kFormat: {
@@ -56,8 +62,8 @@ void Printer::Print(std::string_view topic, int32_t partition, bool log_append_t
     }
     case Mode::kJson: {
       scratch_.clear();
-      envelope::EnvelopeFields f{topic, partition, r.offset, log_append_time,
-                                 r.timestamp, r.key, r.value, headers};
+      envelope::EnvelopeFields f{topic,       partition, r.offset, log_append_time,
+                                 r.timestamp, r.key,     r.value,  headers};
       envelope::AppendEnvelopeJson(scratch_, f);
       out_->Write(std::string_view(scratch_.data(), scratch_.size()));
       break;

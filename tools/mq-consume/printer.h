@@ -19,9 +19,9 @@ namespace mq::consume {
 struct PrintOptions {
   enum class Mode : uint8_t { kValue, kKeyValue, kFormat, kJson };
   Mode mode = Mode::kValue;
-  std::string delimiter = "\n";       // after each message (-D, -0, --raw = "")
-  std::string key_delimiter = "\t";   // between key and value (-K)
-  std::string null_text;              // for a null key/value ("NULL" with -Z)
+  std::string delimiter = "\n";      // after each message (-D, -0, --raw = "")
+  std::string key_delimiter = "\t";  // between key and value (-K)
+  std::string null_text;             // for a null key/value ("NULL" with -Z)
   std::optional<fmtstr::FormatString> format;
   std::string topic;
 };

@@ -18,8 +18,8 @@ void Report(const ConsumerNotice& n, const std::string& topic) {
   using K = ConsumerNotice::Kind;
   switch (n.kind) {
     case K::kIndexWarning:
-      cli::Warn(fmt::format("{}/{}: position {}: {}: {}", n.dir, n.problem.file,
-                            n.problem.position, n.problem.rule, n.problem.detail));
+      cli::Warn(fmt::format("{}/{}: position {}: {}: {}", n.dir, n.problem.file, n.problem.position,
+                            n.problem.rule, n.problem.detail));
       return;
     case K::kSkippedBatch:
       cli::Warn(fmt::format("skipping corrupt batch: {}", n.error.message()));
@@ -29,18 +29,19 @@ void Report(const ConsumerNotice& n, const std::string& topic) {
                             n.last_offset, topic, n.partition));
       return;
     case K::kTruncated:
-      cli::Warn(fmt::format("topic {} partition {}: offsets {}..{}, printed already, were cut from "
-                            "the log (a failover): reading them again from {}",
-                            topic, n.partition, n.first_offset, n.last_offset, n.first_offset));
+      cli::Warn(
+          fmt::format("topic {} partition {}: offsets {}..{}, printed already, were cut from "
+                      "the log (a failover): reading them again from {}",
+                      topic, n.partition, n.first_offset, n.last_offset, n.first_offset));
       return;
     case K::kStoppedPartition:  // stop_corrupt: group members only
       cli::Warn(n.error.message());
       return;
     case K::kOutOfRange:
-      cli::Warn(fmt::format("topic {} partition {}: offsets {}..{} were deleted by retention "
-                            "before they were read: reading from the log start, {}",
-                            topic, n.partition, n.first_offset, n.last_offset,
-                            n.last_offset + 1));
+      cli::Warn(
+          fmt::format("topic {} partition {}: offsets {}..{} were deleted by retention "
+                      "before they were read: reading from the log start, {}",
+                      topic, n.partition, n.first_offset, n.last_offset, n.last_offset + 1));
       return;
   }
 }
@@ -115,12 +116,13 @@ int Run(const Flags& f, Settings settings, const volatile std::sig_atomic_t* int
     dispatcher.emplace(std::move(*settings.handler), f.topic, interrupted);
     if (Status s = dispatcher->Open(*dir, (*consumer)->config()); !s.ok()) return cli::Fail(s);
   }
-  Loop loop{consumer->get(), &printer, &out, &settings.header_filters, f.count,
-            dispatcher ? &*dispatcher : nullptr};
+  Loop loop{consumer->get(),          &printer, &out,
+            &settings.header_filters, f.count,  dispatcher ? &*dispatcher : nullptr};
   loop.dir = &*dir;
   Status s;
   for (int32_t p : *partitions) {
-    s = (*consumer)->Assign(p, settings.positions.StartFor(p, {StartPosition::Kind::kBeginning, 0}));
+    s = (*consumer)->Assign(p,
+                            settings.positions.StartFor(p, {StartPosition::Kind::kBeginning, 0}));
     if (!s.ok()) break;
   }
   if (s.ok()) s = Consume(loop, interrupted);

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
 #include <cerrno>
 #include <cstdio>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -97,8 +97,8 @@ void ShowRejectedBatch(const std::string& path, uint64_t position, const DecodeL
 }
 
 int DumpRecords(const std::string& path, uint64_t pos, const BatchView& batch,
-                const DecodeLimits& limits,
-                std::vector<std::byte>* scratch, OffsetGaps* gaps, Printer* p) {
+                const DecodeLimits& limits, std::vector<std::byte>* scratch, OffsetGaps* gaps,
+                Printer* p) {
   const BatchHeader& h = batch.header();
   auto reader = RecordReader::Open(batch, scratch, limits, path, pos);
   if (!reader) {
@@ -194,7 +194,8 @@ int DumpIndexFile(const std::string& path, FileKind kind,
 }
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // A group's offsets file (format-spec/group.md §14.2) is named `offsets`.
@@ -258,8 +259,7 @@ bool IsLeaderEpochCheckpoint(const std::string& path) {
 }
 // The high watermark: an older mq's checkpoint, or `high-watermark` (R61).
 bool IsReplicationOffsetCheckpoint(const std::string& path) {
-  return BaseName(path) == kReplicationOffsetCheckpointFile ||
-         BaseName(path) == kHighWatermarkFile;
+  return BaseName(path) == kReplicationOffsetCheckpointFile || BaseName(path) == kHighWatermarkFile;
 }
 bool IsHighWatermarkFile(const std::string& path) { return BaseName(path) == kHighWatermarkFile; }
 
@@ -275,19 +275,23 @@ Result<std::optional<HighWatermarkEntry>> ReadHighWatermarkByPath(const std::str
 // anything else (missing, I/O, a symlink) stops.
 int DumpCheckpoint(const std::string& path, Printer* p) {
   const bool epochs = IsLeaderEpochCheckpoint(path);
-  const FileKind kind = epochs ? FileKind::kLeaderEpochCheckpoint
-                               : FileKind::kReplicationOffsetCheckpoint;
+  const FileKind kind =
+      epochs ? FileKind::kLeaderEpochCheckpoint : FileKind::kReplicationOffsetCheckpoint;
   Status error;
   std::optional<LeaderEpochCache> cache;
   std::optional<HighWatermarkEntry> hw;
   if (epochs) {
     auto c = ReadLeaderEpochCheckpointFile(path);
-    if (c) cache = std::move(*c);
-    else error = c.error();
+    if (c)
+      cache = std::move(*c);
+    else
+      error = c.error();
   } else {
     auto h = ReadHighWatermarkByPath(path);
-    if (h) hw = std::move(*h);
-    else error = h.error();
+    if (h)
+      hw = std::move(*h);
+    else
+      error = h.error();
   }
   if (!error.ok() && error.code() != Code::kCorruption) return Stop(p, error);
   p->FileStart(path, kind, std::nullopt);
@@ -318,7 +322,8 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
   if (S_ISDIR(st.st_mode)) {
     return Stop(printer, Status(Code::kInvalidArgument,
                                 fmt::format("{}: is a directory (dump names segment files; "
-                                            "--verify takes a partition directory)", path)));
+                                            "--verify takes a partition directory)",
+                                            path)));
   }
   if (EndsWith(path, ".log")) return DumpLog(path, options, limits, printer);
   if (IsGroupOffsets(path)) return DumpGroupOffsets(path, printer);
@@ -342,8 +347,8 @@ int DumpFile(const std::string& path, const PrintOptions& options, const DecodeL
   return Stop(printer, Status(Code::kInvalidArgument,
                               fmt::format("{}: unknown file type (expected .log, .index, "
                                           ".timeindex, a group's offsets, a member's .lease or "
-                                          ".alive, {}, {} or {})", path,
-                                          kLeaderEpochCheckpointFile, kHighWatermarkFile,
+                                          ".alive, {}, {} or {})",
+                                          path, kLeaderEpochCheckpointFile, kHighWatermarkFile,
                                           kReplicationOffsetCheckpointFile)));
 }
 
@@ -373,7 +378,9 @@ std::optional<PartitionOf> FindPartitionOf(const std::string& path) {
   }
   const size_t slash = dir.find_last_of('/');
   const std::string name = slash == std::string::npos ? dir : dir.substr(slash + 1);
-  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : dir.substr(0, slash);
   const size_t dash = name.find_last_of('-');
   if (dash == std::string::npos || dash + 1 == name.size() ||
       name.find_first_not_of("0123456789", dash + 1) != std::string::npos) {
@@ -565,9 +572,9 @@ int VerifyTopic(const std::string& path, const std::string& data_dir, Verificati
   }
   if (!config) return Stop(printer, config.error());
   if (only && *only >= config->partitions) {
-    return Stop(printer, Status(Code::kInvalidArgument,
-                                fmt::format("{}: topic {} has {} partition(s)", path, topic,
-                                            config->partitions)));
+    return Stop(printer,
+                Status(Code::kInvalidArgument, fmt::format("{}: topic {} has {} partition(s)", path,
+                                                           topic, config->partitions)));
   }
   Status s;
   for (int32_t p = only.value_or(0); s.ok() && p < (only ? *only + 1 : config->partitions); ++p)
@@ -588,8 +595,8 @@ int VerifyPath(const std::string& path, const DecodeLimits& limits, Printer* pri
     return Stop(printer, ErrnoStatus(path, err));
   }
   if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-    return Stop(printer, Status(Code::kPermission,
-                                path + ": not a directory or a regular file; refused"));
+    return Stop(printer,
+                Status(Code::kPermission, path + ": not a directory or a regular file; refused"));
   }
   auto usage = [&] {
     return Stop(printer, Status(Code::kInvalidArgument,

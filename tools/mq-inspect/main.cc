@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli.h"
-#include "size_option.h"
 #include "cli_usage.h"
 #include "dump.h"
 #include "printer.h"
+#include "size_option.h"
 #include "tool_main.h"
 
 namespace {
@@ -67,17 +67,23 @@ void AddFlags(CLI::App& app, Args* a) {
   app.add_flag("--verify", a->verify,
                "verify data directories, topics, partitions or files: exit 0 clean, 65 corrupt, "
                "75 needs recovery")
-      ->excludes(records)->excludes(data)->excludes(headers)->excludes(skip);
+      ->excludes(records)
+      ->excludes(data)
+      ->excludes(headers)
+      ->excludes(skip);
   a->dir_opt = mq::cli::AddDirOption(app, &a->data_dir, false);
-  app.add_option("--max-batch-bytes", a->limits.max_batch_bytes,
-                 "largest batch read, in bytes (records may decompress to the larger of N and 64 MiB)")
+  app.add_option(
+         "--max-batch-bytes", a->limits.max_batch_bytes,
+         "largest batch read, in bytes (records may decompress to the larger of N and 64 MiB)")
       ->transform(mq::cli::SizeUnits())
       ->check(CLI::Range(61u, 0x7FFFFFFFu))
       ->capture_default_str();
   // Not ->required(): CLI11 would then report a missing FILE before an
   // unknown option, and name the wrong argument.
-  app.add_option("FILE", a->paths, "segment files (.log, .index, .timeindex), a group's offsets "
-                 "file or a replica checkpoint; with --verify also data and partition directories, and with -C a topic "
+  app.add_option("FILE", a->paths,
+                 "segment files (.log, .index, .timeindex), a group's offsets "
+                 "file or a replica checkpoint; with --verify also data and partition directories, "
+                 "and with -C a topic "
                  "or TOPIC-N");
 }
 
@@ -95,8 +101,8 @@ int Inspect(Args& a) {
     if (a.dir_opt->count() > 0 || !a.data_dir.empty()) dir = a.data_dir;
     // Verification takes each partition's limits from its topic itself.
     int code = a.verify ? mq::inspect::VerifyPath(path, limits, printer.get(), dir)
-                        : mq::inspect::DumpFile(path, print, mq::inspect::LimitsForPath(path, limits),
-                                                printer.get());
+                        : mq::inspect::DumpFile(
+                              path, print, mq::inspect::LimitsForPath(path, limits), printer.get());
     if (rc == 0) rc = code;
     if (printer->broken()) return 0;
   }
@@ -109,7 +115,8 @@ int Inspect(Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  return mq::cli::RunTool(argc, argv, {.name = "mq-inspect",
-                                       .flags = [&](CLI::App& app) { AddFlags(app, &a); },
-                                       .run = [&] { return Inspect(a); }});
+  return mq::cli::RunTool(argc, argv,
+                          {.name = "mq-inspect",
+                           .flags = [&](CLI::App& app) { AddFlags(app, &a); },
+                           .run = [&] { return Inspect(a); }});
 }

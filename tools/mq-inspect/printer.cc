@@ -13,9 +13,12 @@ namespace {
 
 const char* KindName(mq::Problem::Kind kind) {
   switch (kind) {
-    case mq::Problem::Kind::kNeedsRecovery: return "needs_recovery";
-    case mq::Problem::Kind::kNote: return "note";
-    case mq::Problem::Kind::kCorruption: break;
+    case mq::Problem::Kind::kNeedsRecovery:
+      return "needs_recovery";
+    case mq::Problem::Kind::kNote:
+      return "note";
+    case mq::Problem::Kind::kCorruption:
+      break;
   }
   return "corruption";
 }
@@ -35,15 +38,15 @@ void TrimDetail(mq::Problem* p) {
   if (p->detail.starts_with(p->rule + ": ")) p->detail.erase(0, p->rule.size() + 2);
 }
 
-mq::Problem ProblemFromStatus(const Status& status, const std::string& file,
-                              uint64_t position) {
+mq::Problem ProblemFromStatus(const Status& status, const std::string& file, uint64_t position) {
   mq::Problem p;
   p.file = status.file().empty() ? file : status.file();
   p.position = status.file().empty() ? position : status.position();
   p.rule = status.rule();
-  if (p.rule.empty()) p.rule = status.code() == Code::kUnsupported ? "R5"
-                               : status.code() == Code::kTooLarge  ? "R2"
-                                                                   : "R8";
+  if (p.rule.empty())
+    p.rule = status.code() == Code::kUnsupported ? "R5"
+             : status.code() == Code::kTooLarge  ? "R2"
+                                                 : "R8";
   p.detail = status.message();
   TrimDetail(&p);
   return p;
@@ -78,19 +81,20 @@ class TextPrinter : public Printer {
   void FileStart(const std::string& file, FileKind kind,
                  std::optional<int64_t> base_offset) override {
     out_.Print("Dumping {}\n", file);
-    if (kind == FileKind::kLog && base_offset) out_.Print("Log starting offset: {}\n", *base_offset);
+    if (kind == FileKind::kLog && base_offset)
+      out_.Print("Log starting offset: {}\n", *base_offset);
   }
 
   void Batch(const std::string&, uint64_t position, const BatchHeader& h, bool valid) override {
-    out_.Print("baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} "
-               "producerId: {} producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} "
-               "isControl: {} deleteHorizonMs: {} position: {} {}: {} size: {} magic: {} "
-               "compresscodec: {} crc: {} isvalid: {}\n",
-               h.base_offset, h.last_offset(), h.records_count, h.base_sequence,
-               h.last_sequence(), h.producer_id, h.producer_epoch, h.partition_leader_epoch,
-               h.is_transactional(), h.is_control(), DeleteHorizon(h), position,
-               TimestampType(h), h.max_timestamp, h.size_bytes(), h.magic,
-               CompressionName(h.compression()), h.crc, valid);
+    out_.Print(
+        "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} "
+        "producerId: {} producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} "
+        "isControl: {} deleteHorizonMs: {} position: {} {}: {} size: {} magic: {} "
+        "compresscodec: {} crc: {} isvalid: {}\n",
+        h.base_offset, h.last_offset(), h.records_count, h.base_sequence, h.last_sequence(),
+        h.producer_id, h.producer_epoch, h.partition_leader_epoch, h.is_transactional(),
+        h.is_control(), DeleteHorizon(h), position, TimestampType(h), h.max_timestamp,
+        h.size_bytes(), h.magic, CompressionName(h.compression()), h.crc, valid);
   }
 
   void Record(const std::string&, uint64_t, const BatchHeader& h, const RecordView& r,
@@ -132,17 +136,19 @@ class TextPrinter : public Printer {
     out_.Print("timestamp: {} offset: {}\n", e.timestamp, e.offset);
   }
   void GroupOffsetsHeader(const std::string&, const GroupOffsets& g) override {
-    out_.Print("generation: {} updateTimestamp: {} rebalances: {} lastRebalanceTimestamp: {} "
-               "deadLetters: {} partitions: {}\n",
-               g.generation, g.update_timestamp, g.rebalances, g.last_rebalance_timestamp,
-               g.dead_letters(), g.offsets.size());
+    out_.Print(
+        "generation: {} updateTimestamp: {} rebalances: {} lastRebalanceTimestamp: {} "
+        "deadLetters: {} partitions: {}\n",
+        g.generation, g.update_timestamp, g.rebalances, g.last_rebalance_timestamp,
+        g.dead_letters(), g.offsets.size());
   }
   void GroupOffset(const std::string&, const CommittedOffset& e) override {
     // Member ids are names (R12) or empty: "(none)" cannot be one.
-    out_.Print("topic: {} partition: {} offset: {} leaderEpoch: {} commitTimestamp: {} "
-               "memberId: {} deadLetters: {}\n",
-               e.topic, e.partition, e.offset, e.leader_epoch, e.commit_timestamp,
-               e.member_id.empty() ? "(none)" : e.member_id, e.dead_letters);
+    out_.Print(
+        "topic: {} partition: {} offset: {} leaderEpoch: {} commitTimestamp: {} "
+        "memberId: {} deadLetters: {}\n",
+        e.topic, e.partition, e.offset, e.leader_epoch, e.commit_timestamp,
+        e.member_id.empty() ? "(none)" : e.member_id, e.dead_letters);
   }
   void CheckpointHeader(const std::string&, FileKind, size_t entries) override {
     out_.Print("version: 0 entries: {}\n", entries);
@@ -234,41 +240,62 @@ class JsonPrinter : public Printer {
 
   void FileStart(const std::string& file, FileKind kind,
                  std::optional<int64_t> base_offset) override {
-    static constexpr const char* kKinds[] = {"log", "index", "timeindex", "group_offsets",
+    static constexpr const char* kKinds[] = {"log",
+                                             "index",
+                                             "timeindex",
+                                             "group_offsets",
                                              "leader_epoch_checkpoint",
-                                             "replication_offset_checkpoint", "member_lease",
+                                             "replication_offset_checkpoint",
+                                             "member_lease",
                                              "member_heartbeat"};
     json::Line j;
     j.Str("type", "file").Str("file", file).Str("kind", kKinds[static_cast<int>(kind)]);
-    if (base_offset) j.Int("base_offset", *base_offset);
-    else j.Null("base_offset");
+    if (base_offset)
+      j.Int("base_offset", *base_offset);
+    else
+      j.Null("base_offset");
     out_.Write(j.Finish());
   }
 
   void Batch(const std::string& file, uint64_t position, const BatchHeader& h,
              bool valid) override {
     json::Line j(&line_);
-    j.Str("type", "batch").Str("file", file).Uint("position", position)
-        .Int("base_offset", h.base_offset).Int("last_offset", h.last_offset())
-        .Int("count", h.records_count).Int("base_sequence", h.base_sequence)
-        .Int("last_sequence", h.last_sequence()).Int("producer_id", h.producer_id)
+    j.Str("type", "batch")
+        .Str("file", file)
+        .Uint("position", position)
+        .Int("base_offset", h.base_offset)
+        .Int("last_offset", h.last_offset())
+        .Int("count", h.records_count)
+        .Int("base_sequence", h.base_sequence)
+        .Int("last_sequence", h.last_sequence())
+        .Int("producer_id", h.producer_id)
         .Int("producer_epoch", h.producer_epoch)
         .Int("partition_leader_epoch", h.partition_leader_epoch)
-        .Bool("is_transactional", h.is_transactional()).Bool("is_control", h.is_control());
-    if (h.has_delete_horizon()) j.Int("delete_horizon_ms", h.base_timestamp);
-    else j.Null("delete_horizon_ms");
-    j.Str("timestamp_type", TimestampType(h)).Int("base_timestamp", h.base_timestamp)
-        .Int("max_timestamp", h.max_timestamp).Uint("size", h.size_bytes())
-        .Int("magic", h.magic).Str("compression", CompressionName(h.compression()))
-        .Uint("crc", h.crc).Bool("is_valid", valid);
+        .Bool("is_transactional", h.is_transactional())
+        .Bool("is_control", h.is_control());
+    if (h.has_delete_horizon())
+      j.Int("delete_horizon_ms", h.base_timestamp);
+    else
+      j.Null("delete_horizon_ms");
+    j.Str("timestamp_type", TimestampType(h))
+        .Int("base_timestamp", h.base_timestamp)
+        .Int("max_timestamp", h.max_timestamp)
+        .Uint("size", h.size_bytes())
+        .Int("magic", h.magic)
+        .Str("compression", CompressionName(h.compression()))
+        .Uint("crc", h.crc)
+        .Bool("is_valid", valid);
     out_.Write(j.Finish());
   }
 
   void Record(const std::string& file, uint64_t batch_position, const BatchHeader& h,
               const RecordView& r, const ControlRecord* control) override {
     json::Line j(&line_);
-    j.Str("type", "record").Str("file", file).Uint("batch_position", batch_position)
-        .Int("offset", r.offset).Str("timestamp_type", TimestampType(h))
+    j.Str("type", "record")
+        .Str("file", file)
+        .Uint("batch_position", batch_position)
+        .Int("offset", r.offset)
+        .Str("timestamp_type", TimestampType(h))
         .Int("timestamp", RecordTimestamp(h, r))
         .Int("key_size", r.key ? static_cast<int64_t>(r.key->size()) : -1)
         .Int("value_size", r.value ? static_cast<int64_t>(r.value->size()) : -1)
@@ -287,20 +314,27 @@ class JsonPrinter : public Printer {
   void IndexEmpty(const std::string&) override {}
   void IndexEntry(const std::string& file, const OffsetIndexEntry& e) override {
     json::Line j;
-    j.Str("type", "index_entry").Str("file", file).Int("offset", e.offset)
+    j.Str("type", "index_entry")
+        .Str("file", file)
+        .Int("offset", e.offset)
         .Uint("position", e.position);
     out_.Write(j.Finish());
   }
   void TimeIndexEntry(const std::string& file, const mq::TimeIndexEntry& e) override {
     json::Line j;
-    j.Str("type", "time_index_entry").Str("file", file).Int("timestamp", e.timestamp)
+    j.Str("type", "time_index_entry")
+        .Str("file", file)
+        .Int("timestamp", e.timestamp)
         .Int("offset", e.offset);
     out_.Write(j.Finish());
   }
   void GroupOffsetsHeader(const std::string& file, const GroupOffsets& g) override {
     json::Line j;
-    j.Str("type", "group_offsets").Str("file", file).Int("generation", g.generation)
-        .Int("update_timestamp", g.update_timestamp).Int("rebalances", g.rebalances)
+    j.Str("type", "group_offsets")
+        .Str("file", file)
+        .Int("generation", g.generation)
+        .Int("update_timestamp", g.update_timestamp)
+        .Int("rebalances", g.rebalances)
         .Int("last_rebalance_timestamp", g.last_rebalance_timestamp)
         .Int("dead_letters", g.dead_letters())
         .Int("partitions", static_cast<int64_t>(g.offsets.size()));
@@ -308,9 +342,14 @@ class JsonPrinter : public Printer {
   }
   void GroupOffset(const std::string& file, const CommittedOffset& e) override {
     json::Line j;
-    j.Str("type", "group_offset").Str("file", file).Str("topic", e.topic)
-        .Int("partition", e.partition).Int("offset", e.offset).Int("leader_epoch", e.leader_epoch)
-        .Int("commit_timestamp", e.commit_timestamp).Str("member_id", e.member_id)
+    j.Str("type", "group_offset")
+        .Str("file", file)
+        .Str("topic", e.topic)
+        .Int("partition", e.partition)
+        .Int("offset", e.offset)
+        .Int("leader_epoch", e.leader_epoch)
+        .Int("commit_timestamp", e.commit_timestamp)
+        .Str("member_id", e.member_id)
         .Int("dead_letters", e.dead_letters);
     out_.Write(j.Finish());
   }
@@ -318,45 +357,65 @@ class JsonPrinter : public Printer {
     json::Line j;
     j.Str("type", kind == FileKind::kLeaderEpochCheckpoint ? "leader_epoch_checkpoint"
                                                            : "replication_offset_checkpoint")
-        .Str("file", file).Int("version", 0).Int("entries", static_cast<int64_t>(entries));
+        .Str("file", file)
+        .Int("version", 0)
+        .Int("entries", static_cast<int64_t>(entries));
     out_.Write(j.Finish());
   }
   void LeaderEpochEntry(const std::string& file, const EpochEntry& e) override {
     json::Line j;
-    j.Str("type", "leader_epoch_entry").Str("file", file).Int("epoch", e.epoch)
+    j.Str("type", "leader_epoch_entry")
+        .Str("file", file)
+        .Int("epoch", e.epoch)
         .Int("start_offset", e.start_offset);
     out_.Write(j.Finish());
   }
   void ReplicationOffset(const std::string& file, const HighWatermarkEntry& e) override {
     json::Line j;
-    j.Str("type", "replication_offset").Str("file", file).Str("topic", e.topic)
-        .Int("partition", e.partition).Int("offset", e.offset);
+    j.Str("type", "replication_offset")
+        .Str("file", file)
+        .Str("topic", e.topic)
+        .Int("partition", e.partition)
+        .Int("offset", e.offset);
     out_.Write(j.Finish());
   }
   void MemberLease(const std::string& file, const mq::MemberLease& l) override {
     json::Line j;
-    j.Str("type", "member_lease").Str("file", file).Int("version", kMemberLeaseVersion)
-        .Int("session_timeout_ms", l.session_timeout_ms).Int("last_seen", l.last_seen)
+    j.Str("type", "member_lease")
+        .Str("file", file)
+        .Int("version", kMemberLeaseVersion)
+        .Int("session_timeout_ms", l.session_timeout_ms)
+        .Int("last_seen", l.last_seen)
         .Int("session_end", SessionEnd(l));
     out_.Write(j.Finish());
   }
   void MemberHeartbeat(const std::string& file, const mq::MemberHeartbeat& h) override {
     json::Line j;
-    j.Str("type", "member_heartbeat").Str("file", file).Int("version", kMemberHeartbeatVersion)
-        .Int("pid", h.pid).Int("start_time", h.start_time).Int("deadline_ms", h.deadline_ms)
+    j.Str("type", "member_heartbeat")
+        .Str("file", file)
+        .Int("version", kMemberHeartbeatVersion)
+        .Int("pid", h.pid)
+        .Int("start_time", h.start_time)
+        .Int("deadline_ms", h.deadline_ms)
         .Int("last_poll", h.last_poll);
     out_.Write(j.Finish());
   }
   void TrailingBytes(const std::string& file, uint64_t position, uint64_t bytes) override {
     json::Line j;
-    j.Str("type", "trailing_bytes").Str("file", file).Uint("position", position)
+    j.Str("type", "trailing_bytes")
+        .Str("file", file)
+        .Uint("position", position)
         .Uint("bytes", bytes);
     out_.Write(j.Finish());
   }
   void Problem(const mq::Problem& p) override {
     json::Line j;
-    j.Str("type", "problem").Str("file", p.file).Uint("position", p.position)
-        .Str("rule", p.rule).Str("detail", p.detail).Str("kind", KindName(p.kind));
+    j.Str("type", "problem")
+        .Str("file", p.file)
+        .Uint("position", p.position)
+        .Str("rule", p.rule)
+        .Str("detail", p.detail)
+        .Str("kind", KindName(p.kind));
     out_.Write(j.Finish());
   }
   void Clean(const std::string& path, const VerifySummary& v) override {

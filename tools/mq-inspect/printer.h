@@ -20,10 +20,10 @@
 namespace mq::inspect {
 
 struct PrintOptions {
-  bool records = false;          // one line per record (--records)
-  bool data = false;             // key and payload too (--print-data-log)
-  bool headers = false;          // header keys and values (--headers)
-  bool skip_metadata = false;    // records without metadata (--skip-record-metadata)
+  bool records = false;        // one line per record (--records)
+  bool data = false;           // key and payload too (--print-data-log)
+  bool headers = false;        // header keys and values (--headers)
+  bool skip_metadata = false;  // records without metadata (--skip-record-metadata)
 };
 
 enum class FileKind : uint8_t {
@@ -60,9 +60,8 @@ class Printer {
   virtual void Batch(const std::string& file, uint64_t position, const BatchHeader& header,
                      bool valid) = 0;
   // `control` is set for the record of a control batch.
-  virtual void Record(const std::string& file, uint64_t batch_position,
-                      const BatchHeader& header, const RecordView& record,
-                      const ControlRecord* control) = 0;
+  virtual void Record(const std::string& file, uint64_t batch_position, const BatchHeader& header,
+                      const RecordView& record, const ControlRecord* control) = 0;
   virtual void IndexEmpty(const std::string& file) = 0;
   virtual void IndexEntry(const std::string& file, const OffsetIndexEntry& entry) = 0;
   virtual void TimeIndexEntry(const std::string& file, const TimeIndexEntry& entry) = 0;
@@ -102,8 +101,7 @@ std::string FormatProblem(const mq::Problem& problem);
 // a status message repeats what the problem line already says.
 void TrimDetail(mq::Problem* problem);
 // A Problem from a kCorruption (or kUnsupported) status met in `file`.
-mq::Problem ProblemFromStatus(const Status& status, const std::string& file,
-                              uint64_t position);
+mq::Problem ProblemFromStatus(const Status& status, const std::string& file, uint64_t position);
 
 // The sequence number of `record` (Kafka's DefaultRecord.sequence()): -1
 // when the batch has none, else baseSequence + offsetDelta wrapping past

@@ -13,14 +13,14 @@
 
 #include "format_string.h"
 #include "json.h"
-#include "mq/wire.h"
-#include "remote.h"
 #include "mq/cluster.h"
 #include "mq/election.h"
 #include "mq/file.h"
 #include "mq/partition.h"
 #include "mq/replication.h"
 #include "mq/topic.h"
+#include "mq/wire.h"
+#include "remote.h"
 
 namespace mq::isr {
 namespace {
@@ -90,9 +90,9 @@ class Liveness {
  public:
   Liveness(const ClusterState& state, const PartitionState& p) : state_(state), p_(p) {}
   // R55: a replica (of this host, or of another as its ReplicaStatus
-  // says) that restarted since it last claimed an epoch (it may hold less than the ISR acknowledged) counts as
-  // unavailable while another ISR member is not known to have restarted
-  // so (available or not: it may hold what this one lost).
+  // says) that restarted since it last claimed an epoch (it may hold less than the ISR
+  // acknowledged) counts as unavailable while another ISR member is not known to have restarted so
+  // (available or not: it may hold what this one lost).
   Status Why(int32_t id) {
     const Seen& s = Look(id);
     if (!s.usable.ok()) return s.usable;
@@ -143,15 +143,19 @@ class Liveness {
       s.usable = Status(Code::kNotFound, fmt::format("replica {} unknown", id));
     } else if (auto a = ParseAddress(r->dir, "replica dir"); a && !a->host.empty()) {
       auto status = RemoteStatus(*a, p_.topic, p_.partition);  // live when it answers
-      if (!status) s.usable = status.error();
-      else s.restarted = status->restarted_since_claim;
+      if (!status)
+        s.usable = status.error();
+      else
+        s.restarted = status->restarted_since_claim;
     } else {
       s.usable = PartitionUsable(r->dir, p_.topic, p_.partition);
       if (s.usable.ok()) {
         auto restarted =
             RestartedSinceClaim(fmt::format("{}/{}-{}", r->dir, p_.topic, p_.partition));
-        if (!restarted) s.usable = restarted.error();
-        else s.restarted = *restarted;
+        if (!restarted)
+          s.usable = restarted.error();
+        else
+          s.restarted = *restarted;
       }
     }
     return seen_.emplace(id, s).first->second;
@@ -262,8 +266,8 @@ std::vector<int32_t> StoppedIds(const std::vector<StoppedReplica>& stopped) {
 // What describe shows of one replica of a partition.
 struct ReplicaView {
   int32_t id = -1;
-  int64_t log_end = -1;  // -1: unknown
-  ReplicaLag lag;        // LagOf (liblog): the ISR rule's view
+  int64_t log_end = -1;              // -1: unknown
+  ReplicaLag lag;                    // LagOf (liblog): the ISR rule's view
   std::optional<FollowerStop> stop;  // a follower that stopped (R58)
 };
 
@@ -274,8 +278,8 @@ std::vector<ReplicaView> ReplicaViews(const ClusterState& state, const Partition
   std::vector<FollowerPosition> positions;
   int64_t leader_end = -1;
   if (p.leader >= 0) {
-    if (auto dir = LocalPartitionDir(state, p.leader, p); dir && PartitionUsable(
-            state.Replica(p.leader)->dir, p.topic, p.partition).ok()) {
+    if (auto dir = LocalPartitionDir(state, p.leader, p);
+        dir && PartitionUsable(state.Replica(p.leader)->dir, p.topic, p.partition).ok()) {
       if (auto read = ReadReplicaPositions(*dir)) positions = std::move(*read);
     } else if (const ReplicaRoot* r = state.Replica(p.leader)) {
       // A leader on another host: its fetch-positions read there
@@ -316,9 +320,9 @@ void PrintReplicas(cli::Output& out, const PartitionState& p,
   for (const ReplicaView& v : views) {
     out.Print("\t\tReplica: {}\tLogEnd: {}\tLag: {}\tLagMs: {}\tLastCaughtUp: {}", v.id,
               KnownText(v.log_end), KnownText(v.lag.offsets), KnownText(v.lag.ms),
-              v.id == p.leader                 ? std::string("-")
-              : v.lag.last_caught_up_ms < 0    ? std::string("unknown")
-                                               : TimeText(v.lag.last_caught_up_ms));
+              v.id == p.leader              ? std::string("-")
+              : v.lag.last_caught_up_ms < 0 ? std::string("unknown")
+                                            : TimeText(v.lag.last_caught_up_ms));
     if (v.stop)
       out.Print("\tStopped: {} (exit {})", TimeText(v.stop->stopped_ms), v.stop->exit_status);
     out.Print("\n");
@@ -341,8 +345,11 @@ void JsonReplicas(json::Writer& j, const std::vector<ReplicaView>& views) {
     JsonKnown(j, "last_caught_up_ms", v.lag.last_caught_up_ms);
     JsonKnown(j, "last_fetch_ms", v.lag.last_fetch_ms);
     if (v.stop)
-      j.Key("stopped").BeginObject().Int("at_ms", v.stop->stopped_ms)
-          .Int("exit_status", v.stop->exit_status).EndObject();
+      j.Key("stopped")
+          .BeginObject()
+          .Int("at_ms", v.stop->stopped_ms)
+          .Int("exit_status", v.stop->exit_status)
+          .EndObject();
     else
       j.Null("stopped");
     j.EndObject();
@@ -380,17 +387,23 @@ void JsonPartition(cli::Output& out, const ClusterState& state, const PartitionS
   JsonList(j, "isr", p.isr);
   j.Int("leader_epoch", p.leader_epoch).Int("partition_epoch", p.partition_epoch);
   const ReplicaRoot* r = p.leader < 0 ? nullptr : state.Replica(p.leader);
-  if (r != nullptr) j.Key("leader_dir").StrOrNull(r->dir);
-  else j.Null("leader_dir");
-  j.Bool("under_replicated", h.under_replicated).Bool("under_min_isr", h.under_min_isr)
-      .Bool("at_min_isr", h.at_min_isr).Bool("unavailable", h.unavailable);
+  if (r != nullptr)
+    j.Key("leader_dir").StrOrNull(r->dir);
+  else
+    j.Null("leader_dir");
+  j.Bool("under_replicated", h.under_replicated)
+      .Bool("under_min_isr", h.under_min_isr)
+      .Bool("at_min_isr", h.at_min_isr)
+      .Bool("unavailable", h.unavailable);
   JsonReplicas(j, views);
   out.Write(j.Finish());
 }
 
 void JsonTopic(cli::Output& out, const ReplicatedTopic& t) {
   json::Line j;
-  j.Str("type", "topic").Str("topic", t.name).Int("partitions", t.partitions)
+  j.Str("type", "topic")
+      .Str("topic", t.name)
+      .Int("partitions", t.partitions)
       .Int("replication_factor", t.replication_factor)
       .Int("min_insync_replicas", t.min_insync_replicas)
       .Int("replica_lag_time_max_ms", t.replica_lag_time_max_ms);
@@ -625,8 +638,7 @@ int Attach(const std::string& cluster, const AttachOptions& o, cli::Output& out)
   auto a = ParseAddress(cluster, "--cluster");
   if (!a) return cli::Fail(a.error());
   if (Status s = PrepareRoots({o.dir}); !s.ok()) return cli::Fail(s);
-  if (Status s = CreateInRoot(o.dir, o.replica_id, cluster, o.create); !s.ok())
-    return cli::Fail(s);
+  if (Status s = CreateInRoot(o.dir, o.replica_id, cluster, o.create); !s.ok()) return cli::Fail(s);
   out.Print("Attached {} to topic {} as replica {}.\n", o.dir, o.create.topic, o.replica_id);
   return out.FinishExitCode();
 }
@@ -776,9 +788,10 @@ namespace {
 // --check: each follower of a problem partition that stopped (R58).
 void PrintStopped(cli::Output& out, const std::vector<StoppedReplica>& stopped) {
   for (const StoppedReplica& r : stopped)
-    out.Print("\tReplica {} stopped following at {} (exit {}); its mq-replicate clears this "
-              "when it follows again\n",
-              r.id, TimeText(r.stop.stopped_ms), r.stop.exit_status);
+    out.Print(
+        "\tReplica {} stopped following at {} (exit {}); its mq-replicate clears this "
+        "when it follows again\n",
+        r.id, TimeText(r.stop.stopped_ms), r.stop.exit_status);
 }
 
 }  // namespace

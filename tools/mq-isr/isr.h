@@ -73,8 +73,7 @@ std::shared_ptr<wire::Client> ReplicaClientOf(const Address& a);
 // R63: what a replica on another host records of partition `p` (a follower
 // that stopped there, R58) and, with `verify`, whether its log verifies
 // (VerifyForLeadership, run there), asked of its mq-replicate --serve.
-Result<wire::ReplicaCheckReply> RemoteCheck(const Address& a, const PartitionState& p,
-                                            bool verify);
+Result<wire::ReplicaCheckReply> RemoteCheck(const Address& a, const PartitionState& p, bool verify);
 // --check's rule for damage: every replica whose log fails
 // verification (VerifyForLeadership, as elect asks of a candidate; on its
 // own host for one on another, RemoteCheck) is

@@ -4,8 +4,8 @@
 #include <charconv>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli.h"
 #include "mq/units.h"
@@ -82,14 +82,15 @@ void AddTopFlags(CLI::App& app, Options* o, TopFlags* top) {
   app.add_flag("--check", top->check,
                "exit 1 listing every partition that is unavailable, "
                "under-replicated or under min.insync.replicas; 0 with a summary otherwise");
-  app.add_option("-t,--topic", o->check_topic, "with --check or --verify-replicas: only this topic");
+  app.add_option("-t,--topic", o->check_topic,
+                 "with --check or --verify-replicas: only this topic");
   app.add_flag("--no-verify", top->no_verify,
                "with --check: verify no replica's log (the ISR rule and stopped followers only)");
   app.add_flag("--verify-replicas", top->verify_replicas,
                "compare every replica with its leader batch by batch up to the high "
                "watermark: exit 65 on a divergence");
-  top->verify_json =
-      app.add_flag("--json", o->verify_json, "with --verify-replicas: one JSON object per partition");
+  top->verify_json = app.add_flag("--json", o->verify_json,
+                                  "with --verify-replicas: one JSON object per partition");
   app.add_flag("--serve", top->serve,
                "answer the wire protocol on stdin/stdout for tools on other hosts");
 }
@@ -152,7 +153,8 @@ CLI::App* AddElect(CLI::App& app, Options* o, bool* unclean, bool* preferred) {
       ->check(CLI::NonNegativeNumber);
   auto* unclean_opt = elect_cmd->add_flag("--unclean", *unclean,
                                           "elect outside the ISR when no in-sync replica is live");
-  elect_cmd->add_flag("--preferred", *preferred, "move leadership to each partition's first replica")
+  elect_cmd
+      ->add_flag("--preferred", *preferred, "move leadership to each partition's first replica")
       ->excludes(unclean_opt);
   return elect_cmd;
 }

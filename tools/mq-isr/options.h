@@ -9,15 +9,23 @@
 
 namespace mq::isr {
 
-enum class Command : uint8_t { kCreate, kDescribe, kCheck, kElect, kAttach, kServe, kVerifyReplicas };
+enum class Command : uint8_t {
+  kCreate,
+  kDescribe,
+  kCheck,
+  kElect,
+  kAttach,
+  kServe,
+  kVerifyReplicas
+};
 
 struct Options {
   std::string cluster;  // --cluster or $MQ_CLUSTER
   Command command = Command::kCheck;
   std::optional<std::string> check_topic;  // also of --verify-replicas
-  bool verify_json = false;                 // --verify-replicas --json
-  bool check_verify = true;                 // --check without --no-verify
-  CreateOptions create;  // replica dirs made absolute
+  bool verify_json = false;                // --verify-replicas --json
+  bool check_verify = true;                // --check without --no-verify
+  CreateOptions create;                    // replica dirs made absolute
   DescribeOptions describe;
   ElectOptions elect;
   AttachOptions attach;

@@ -78,15 +78,16 @@ PartitionReport VerifyPartitionReplicas(const ClusterState& state, const Partiti
     log.id = id;
     log.dir = fmt::format("{}/{}-{}", root->dir, p.topic, p.partition);
     // One on another host is read there, through its mq-replicate --serve (R63).
-    Result<std::unique_ptr<ReplicaLogSource>> source =
-        Status(Code::kInternal, "not opened");
+    Result<std::unique_ptr<ReplicaLogSource>> source = Status(Code::kInternal, "not opened");
     if (a->host.empty()) {
       source = OpenLocalReplica(log.dir);
     } else {
       source = wire::OpenRemoteReplica(ReplicaClientOf(*a), p.topic, p.partition, log.dir);
     }
-    if (source) log.source = std::move(*source);
-    else log.open_error = source.error();
+    if (source)
+      log.source = std::move(*source);
+    else
+      log.open_error = source.error();
     if (id == p.leader) reference = logs.size();
     logs.push_back(std::move(log));
   }
@@ -98,8 +99,8 @@ PartitionReport VerifyPartitionReplicas(const ClusterState& state, const Partiti
   }
   auto cmp = CompareReplicaLogs(logs, reference);
   if (!cmp) {
-    r.outcome = cmp.error().code() == Code::kCorruption ? Outcome::kDiverged
-                                                        : Outcome::kNotVerified;
+    r.outcome =
+        cmp.error().code() == Code::kCorruption ? Outcome::kDiverged : Outcome::kNotVerified;
     r.why = fmt::format("leader {}: {}", p.leader, cmp.error().message());
     return r;
   }
@@ -120,10 +121,10 @@ void PrintText(cli::Output& out, const PartitionState& p, const PartitionReport&
       out.Print("{}: replica {} agrees with leader {} up to the high watermark {} ({} batches)\n",
                 name, l.id, p.leader, r.high_watermark < 0 ? 0 : r.high_watermark, a->batches);
     else if (l.state == "behind")
-      out.Print("{}: replica {} is behind: its log ends at {}, below the high watermark {}; it "
-                "agrees with leader {} up to {} ({} batches)\n",
-                name, l.id, a->log_end_offset, r.high_watermark, p.leader, a->compared_to,
-                a->batches);
+      out.Print(
+          "{}: replica {} is behind: its log ends at {}, below the high watermark {}; it "
+          "agrees with leader {} up to {} ({} batches)\n",
+          name, l.id, a->log_end_offset, r.high_watermark, p.leader, a->compared_to, a->batches);
     else if (l.state == "diverged" || l.state == "corrupt")
       out.Print("{}: replica {} {}: {}\n", name, l.id,
                 l.state == "diverged" ? "DIVERGED" : "CORRUPT", l.detail);
@@ -132,9 +133,9 @@ void PrintText(cli::Output& out, const PartitionState& p, const PartitionReport&
   }
   if (r.why.empty())
     out.Print("{}: {}: leader {}, high watermark {}\n", name,
-              r.outcome == Outcome::kAgrees       ? "OK"
-              : r.outcome == Outcome::kDiverged   ? "DIVERGED"
-                                                  : "NOT VERIFIED",
+              r.outcome == Outcome::kAgrees     ? "OK"
+              : r.outcome == Outcome::kDiverged ? "DIVERGED"
+                                                : "NOT VERIFIED",
               p.leader,
               r.high_watermark < 0 ? std::string("none") : std::to_string(r.high_watermark));
 }
@@ -148,16 +149,21 @@ void PrintJson(cli::Output& out, const PartitionState& p, const PartitionReport&
   j.Str("status", r.outcome == Outcome::kAgrees     ? "ok"
                   : r.outcome == Outcome::kDiverged ? "diverged"
                                                     : "not-verified");
-  if (r.why.empty()) j.Null("error");
-  else j.Str("error", r.why);
+  if (r.why.empty())
+    j.Null("error");
+  else
+    j.Str("error", r.why);
   j.Key("replicas").BeginArray();
   for (const ReplicaLine& l : r.replicas) {
     j.BeginObject().Int("id", l.id).Key("dir").StrOrNull(l.dir).Str("state", l.state);
     if (const ReplicaAgreement* a = l.agreement; a != nullptr && a->log_end_offset >= 0)
-      j.Int("log_end_offset", a->log_end_offset).Int("compared_to", a->compared_to)
+      j.Int("log_end_offset", a->log_end_offset)
+          .Int("compared_to", a->compared_to)
           .Uint("batches", a->batches);
-    if (l.detail.empty()) j.Null("detail");
-    else j.Str("detail", l.detail);
+    if (l.detail.empty())
+      j.Null("detail");
+    else
+      j.Str("detail", l.detail);
     j.EndObject();
   }
   j.EndArray();
@@ -196,12 +202,13 @@ Result<size_t> ApplyDamageRule(ClusterStore* store, const ClusterState& state,
     if (!after && after.error().code() != Code::kFenced) return after.error();
     for (const auto& [id, s] : damaged) {
       const std::string what =
-          id == p.leader ? "it leads: elect another leader, then repair it (mq-replicate --repair)"
+          id == p.leader  ? "it leads: elect another leader, then repair it (mq-replicate --repair)"
           : !InIsr(p, id) ? "not in the ISR; repair it with mq-replicate --repair"
           : !after        ? "the ISR changed meanwhile: run --check again"
-                          : fmt::format("left the ISR ({} -> {}); repair it with mq-replicate "
-                                        "--repair",
-                                        FormatReplicaList(p.isr), FormatReplicaList(after->isr));
+                          : fmt::format(
+                                "left the ISR ({} -> {}); repair it with mq-replicate "
+                                       "--repair",
+                                FormatReplicaList(p.isr), FormatReplicaList(after->isr));
       out.Print("{}-{}: replica {} fails verification: {}; {}\n", p.topic, p.partition, id,
                 s.message(), what);
     }
@@ -216,9 +223,8 @@ int VerifyReplicas(const std::string& cluster, const std::optional<std::string>&
   auto state = (*store)->Load();
   if (!state) return cli::Fail(state.error());
   if (topic && state->Topic(*topic) == nullptr)
-    return cli::Fail(Status(Code::kNotFound,
-                            fmt::format("{}: no topic \"{}\" in the cluster state", cluster,
-                                        *topic)));
+    return cli::Fail(Status(
+        Code::kNotFound, fmt::format("{}: no topic \"{}\" in the cluster state", cluster, *topic)));
   size_t partitions = 0, diverged = 0, unverified = 0;
   for (const PartitionState& p : state->partitions) {
     if (topic && p.topic != *topic) continue;
@@ -227,17 +233,20 @@ int VerifyReplicas(const std::string& cluster, const std::optional<std::string>&
     const PartitionReport r = VerifyPartitionReplicas(*state, p, &storage);
     if (r.outcome == Outcome::kDiverged) ++diverged;
     if (r.outcome == Outcome::kNotVerified) ++unverified;
-    if (json) PrintJson(out, p, r);
-    else PrintText(out, p, r);
+    if (json)
+      PrintJson(out, p, r);
+    else
+      PrintText(out, p, r);
   }
   if (!json) {
     if (diverged + unverified == 0)
-      out.Print("OK: {} partition(s): every replica agrees with its leader up to the high "
-                "watermark\n",
-                partitions);
+      out.Print(
+          "OK: {} partition(s): every replica agrees with its leader up to the high "
+          "watermark\n",
+          partitions);
     else
-      out.Print("PROBLEMS: {} of {} partition(s) diverged, {} not verified\n", diverged,
-                partitions, unverified);
+      out.Print("PROBLEMS: {} of {} partition(s) diverged, {} not verified\n", diverged, partitions,
+                unverified);
   }
   if (int rc = out.FinishExitCode(); rc != 0) return rc;
   return diverged > 0 ? cli::kExitDataErr : unverified > 0 ? cli::kExitUnavailable : cli::kExitOk;

@@ -45,8 +45,7 @@ class InputSource::ReadAhead {
   // futex wake and a context switch per 256 KiB).
   static constexpr size_t kResume = kChunks / 2;
 
-  ReadAhead(int fd, const std::string& name, ReadHost* host)
-      : fd_(fd), name_(name), host_(host) {
+  ReadAhead(int fd, const std::string& name, ReadHost* host) : fd_(fd), name_(name), host_(host) {
     for (int i = 0; i < kChunks; ++i) free_.push_back(i);
   }
   ~ReadAhead() {
@@ -181,8 +180,8 @@ class InputSource::ReadAhead {
   ReadHost* const host_;
   bool attached_ = false;  // reading on host_'s thread
   // The reading thread's (its own, or the host's: one call at a time).
-  uint64_t read_ = 0;      // bytes read so far
-  bool ended_ = false;     // the last chunk is queued
+  uint64_t read_ = 0;   // bytes read so far
+  bool ended_ = false;  // the last chunk is queued
   Chunk chunks_[kChunks];
   std::thread thread_;
   std::mutex mu_;
@@ -192,13 +191,12 @@ class InputSource::ReadAhead {
   std::deque<int> full_;
   bool stop_ = false;
   bool waiting_ = false;  // the thread waits for kResume free chunks
-  Status status_;  // set before the last chunk is queued; read after it is taken
+  Status status_;         // set before the last chunk is queued; read after it is taken
 };
 
 Result<std::unique_ptr<InputSource>> InputSource::Open(const std::string& path,
                                                        std::string delimiter,
-                                                       size_t max_message_bytes,
-                                                       bool read_ahead) {
+                                                       size_t max_message_bytes, bool read_ahead) {
   UniqueFd fd;
   std::string name = path;
   if (path == "-") {
@@ -213,9 +211,9 @@ Result<std::unique_ptr<InputSource>> InputSource::Open(const std::string& path,
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(name, errno);
   if (S_ISDIR(st.st_mode)) return Status(Code::kInvalidArgument, name + ": is a directory");
   if (delimiter.empty()) return Status(Code::kInvalidArgument, "empty delimiter");
-  return std::unique_ptr<InputSource>(new InputSource(
-      std::move(fd), std::move(name), std::move(delimiter), max_message_bytes,
-      S_ISREG(st.st_mode), read_ahead && S_ISREG(st.st_mode)));
+  return std::unique_ptr<InputSource>(
+      new InputSource(std::move(fd), std::move(name), std::move(delimiter), max_message_bytes,
+                      S_ISREG(st.st_mode), read_ahead && S_ISREG(st.st_mode)));
 }
 
 InputSource::InputSource(UniqueFd fd, std::string name, std::string delimiter,
@@ -344,8 +342,8 @@ Status InputSource::FillAhead() {
         ahead_->Give(next);
         return Status(Code::kNoMemory,
                       fmt::format("{}: out of memory for {} {} at byte offset {} ({} bytes "
-                                  "buffered)", name_, unit(), number_ + 1, consumed_ + start_,
-                                  partial));
+                                  "buffered)",
+                                  name_, unit(), number_ + 1, consumed_ + start_, partial));
       }
     }
     if (chunk_ >= 0) {
@@ -370,8 +368,7 @@ int64_t MonotonicMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-Result<ReadState> InputSource::Next(InputMessage* message,
-                                    std::optional<int64_t> wait_until_ms) {
+Result<ReadState> InputSource::Next(InputMessage* message, std::optional<int64_t> wait_until_ms) {
   if (TryNext(message)) return ReadState::kMessage;
   for (;;) {
     if (const char* hit = FindDelimiter()) {

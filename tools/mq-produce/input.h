@@ -68,8 +68,7 @@ class InputSource {
   // many bytes of them. With `read_ahead`, a regular file is read on a
   // thread of its own while the caller frames what was read before (for a
   // machine with a CPU to spare); the messages are the same.
-  static Result<std::unique_ptr<InputSource>> Open(const std::string& path,
-                                                   std::string delimiter,
+  static Result<std::unique_ptr<InputSource>> Open(const std::string& path, std::string delimiter,
                                                    size_t max_message_bytes,
                                                    bool read_ahead = false);
   // Read ahead, a regular file is read on `host`'s thread rather than on
@@ -195,9 +194,9 @@ class InputSource {
   bool mask_valid_ = false;
   size_t mask_pos_ = 0;
   uint64_t mask_ = 0;
-  size_t start_ = 0;  // first byte of the current message
-  size_t scan_ = 0;   // delimiter search resumes here
-  size_t end_ = 0;    // end of buffered bytes
+  size_t start_ = 0;       // first byte of the current message
+  size_t scan_ = 0;        // delimiter search resumes here
+  size_t end_ = 0;         // end of buffered bytes
   uint64_t consumed_ = 0;  // input offset of buffer_[0]
   uint64_t number_ = 0;
 };

@@ -28,13 +28,15 @@ constexpr const char* kUsage =
 
 int main(int argc, char** argv) {
   mq::produce::Flags flags;
-  return mq::cli::RunTool(argc, argv, {
-      .name = "mq-produce",
-      .usage = kUsage,
-      .flags = [&](CLI::App& app) { mq::produce::AddFlags(app, &flags); },
-      .run = [&] {
-        auto settings = mq::produce::Resolve(flags);
-        if (!settings) return mq::cli::UsageError(kUsage, settings.error().message());
-        return mq::produce::Run(flags, *settings);
-      }});
+  return mq::cli::RunTool(argc, argv,
+                          {.name = "mq-produce",
+                           .usage = kUsage,
+                           .flags = [&](CLI::App& app) { mq::produce::AddFlags(app, &flags); },
+                           .run =
+                               [&] {
+                                 auto settings = mq::produce::Resolve(flags);
+                                 if (!settings)
+                                   return mq::cli::UsageError(kUsage, settings.error().message());
+                                 return mq::produce::Run(flags, *settings);
+                               }});
 }

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "cli.h"
-#include "size_option.h"
 #include "escapes.h"
+#include "size_option.h"
 
 namespace mq::produce {
 namespace {
@@ -36,8 +36,8 @@ Status ParseFsync(const std::string& text, Settings* s) {
       int64_t v = -1;
       auto [end, ec] = std::from_chars(ms.data(), ms.data() + ms.size(), v);
       if (ec != std::errc() || end != ms.data() + ms.size() || v < 1) {
-        return Bad(fmt::format("--fsync: '{}': the interval is a number of milliseconds >= 1",
-                               text));
+        return Bad(
+            fmt::format("--fsync: '{}': the interval is a number of milliseconds >= 1", text));
       }
       s->flush_interval_ms = v;
     }
@@ -51,12 +51,15 @@ Status ParseFsync(const std::string& text, Settings* s) {
 // sizes, --fsync, --acks, --producer-id, --print-offsets, the largest
 // message.
 void AddAppendFlags(CLI::App& app, Flags* f) {
-  app.add_option("-z,--compression", f->compression, "none, gzip, snappy, lz4 or zstd")->capture_default_str();
+  app.add_option("-z,--compression", f->compression, "none, gzip, snappy, lz4 or zstd")
+      ->capture_default_str();
   app.add_option("--zstd-level", f->zstd_level, "zstd level")
-      ->check(CLI::Range(-7, 22))->capture_default_str();
+      ->check(CLI::Range(-7, 22))
+      ->capture_default_str();
   app.add_option("--batch-bytes", f->batch_bytes, "finish a batch when it would pass this size")
       ->transform(mq::cli::SizeUnits())
-      ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30))->capture_default_str();
+      ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30))
+      ->capture_default_str();
   app.add_option("--append-bytes", f->append_bytes,
                  "append (and fsync) once this much is batched (default 4194304 into one "
                  "partition, 8388608 into several)")
@@ -64,7 +67,8 @@ void AddAppendFlags(CLI::App& app, Flags* f) {
       ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30));
   app.add_option("--linger-ms", f->linger_ms,
                  "when input pauses, wait this long for more before appending")
-      ->check(CLI::Range(0, 3600000))->capture_default_str();
+      ->check(CLI::Range(0, 3600000))
+      ->capture_default_str();
   app.add_option("--fsync", f->fsync, "none, batch (before each acknowledgement) or interval[:MS]")
       ->capture_default_str();
   app.add_option("--acks", f->acks,
@@ -74,8 +78,9 @@ void AddAppendFlags(CLI::App& app, Flags* f) {
                  "with --acks all, give up after this many ms (outcome unknown, exit 81)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}))
       ->capture_default_str();
-  app.add_option("--producer-id", f->producer_id,
-                 "idempotent producer NAME: a re-run of the same input appends only what is missing");
+  app.add_option(
+      "--producer-id", f->producer_id,
+      "idempotent producer NAME: a re-run of the same input appends only what is missing");
   app.add_flag("--print-offsets", f->print_offsets,
                "print 'partition offset' per message once it is appended and durable");
   app.add_option("--max-message-bytes", f->max_message_bytes,
@@ -97,8 +102,12 @@ void AddFlags(CLI::App& app, Flags* f) {
   auto* d = app.add_option("-D,--delimiter", f->delimiter,
                            "messages end with DELIM (escapes \\n \\t \\r \\0 \\\\ \\xNN)");
   auto* nul = app.add_flag("-0,--null", f->nul, "messages end with NUL")->excludes(d);
-  auto* json = app.add_flag("-J,--json", f->json, "input is the JSON Lines envelope of mq-consume -J (or kcat -J)")
-      ->excludes(d)->excludes(nul)->excludes(key)->excludes(kd);
+  auto* json = app.add_flag("-J,--json", f->json,
+                            "input is the JSON Lines envelope of mq-consume -J (or kcat -J)")
+                   ->excludes(d)
+                   ->excludes(nul)
+                   ->excludes(key)
+                   ->excludes(kd);
   // Repeatable options take one value each time, so `-H a=b FILE` leaves
   // FILE an input file.
   app.add_option("-H,--header", f->headers, "add header NAME=VALUE to every message (repeatable)")
@@ -107,14 +116,16 @@ void AddFlags(CLI::App& app, Flags* f) {
   AddAppendFlags(app, f);
   auto* create = app.add_flag("--create", f->create, "create the topic if it does not exist");
   app.add_option("--partitions", f->partitions, "partitions of a created topic")
-      ->check(CLI::Range(1, 10000))->needs(create);
+      ->check(CLI::Range(1, 10000))
+      ->needs(create);
   app.add_option("--like", f->like, "create the topic with the configuration of topic SRC")
       ->needs(create);
   app.add_flag("--keep-partition", f->keep_partition,
                "-J: append each message to the partition its envelope names")
       ->needs(json);
   app.add_option("-X,--config", f->config, "topic configuration KEY=VALUE when creating")
-      ->needs(create)->allow_extra_args(false);
+      ->needs(create)
+      ->allow_extra_args(false);
   app.add_flag("--describe", f->describe, "print the topic's configuration and exit");
   auto* q = app.add_flag("-q,--quiet", f->quiet, "no progress, summary or notes on stderr");
   app.add_flag("-v,--verbose", f->verbose, "progress and a summary on stderr")->excludes(q);

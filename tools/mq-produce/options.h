@@ -25,7 +25,7 @@ struct Flags {
   std::optional<std::string> delimiter;
   bool nul = false;
   bool json = false;
-  bool keep_partition = false;        // -J: the envelope's "partition" decides
+  bool keep_partition = false;  // -J: the envelope's "partition" decides
   std::vector<std::string> headers;
   bool empty_is_null = false;
   std::string compression = "none";
@@ -41,7 +41,7 @@ struct Flags {
   std::optional<uint64_t> max_message_bytes;
   bool create = false;
   std::optional<int32_t> partitions;
-  std::optional<std::string> like;    // --create --like SRC: SRC's configuration
+  std::optional<std::string> like;  // --create --like SRC: SRC's configuration
   std::vector<std::string> config;
   bool describe = false;
   bool quiet = false;

@@ -16,7 +16,8 @@ namespace mq::produce {
 
 struct Producer::PartitionState {
   std::unique_ptr<PartitionWriter> writer;
-  std::list<int32_t>::iterator in_open;  // its place in its appender's open list while `writer` is open
+  std::list<int32_t>::iterator
+      in_open;  // its place in its appender's open list while `writer` is open
   BatchBuilder builder;
   std::vector<std::byte> out;  // finished batches, back to back
   int32_t next_sequence = 0;   // of the next message routed here
@@ -157,8 +158,8 @@ Result<std::unique_ptr<Producer>> Producer::Open(const DataDir& dir, ProducerOpt
     // its first segment), so the sequence is read from a consistent log.
     auto w = p->Writer(i);
     if (!w) return w.error();
-    auto last = LastProducerSequence(dir.PartitionDir(p->options_.topic, i),
-                                     p->options_.producer_id);
+    auto last =
+        LastProducerSequence(dir.PartitionDir(p->options_.topic, i), p->options_.producer_id);
     if (!last) return last.error();
     if (last->has_value()) p->parts_[i].skip = static_cast<uint64_t>(**last) + 1;
   }
@@ -269,8 +270,8 @@ Result<PartitionWriter*> Producer::Writer(int32_t p) {
     MQ_RETURN_IF_ERROR(CloseLeastRecent(&a));
   }
   RecoveryReport report;
-  auto w = PartitionWriter::Open(dir_.PartitionDir(options_.topic, p), options_.log, false,
-                                 &report);
+  auto w =
+      PartitionWriter::Open(dir_.PartitionDir(options_.topic, p), options_.log, false, &report);
   if (!w) return w.error();
   if (!options_.quiet) {
     for (const Problem& problem : report.repaired) {
@@ -303,8 +304,8 @@ Status Producer::AppendNow(int32_t p, std::span<std::byte> bytes, uint64_t messa
   // Every batch in `bytes` was built by FinishBatch: its CRC is fresh.
   auto r = (*w)->Append(bytes, CrcCheck::kAlreadyComputed);
   if (!r) {
-    return Status(r.error().code(), fmt::format("{}-{}: append: {}", options_.topic, p,
-                                                r.error().message()));
+    return Status(r.error().code(),
+                  fmt::format("{}-{}: append: {}", options_.topic, p, r.error().message()));
   }
   if (options_.gate) MQ_RETURN_IF_ERROR(options_.gate->AfterAppend(p, r->last_offset));
   Appender& a = AppenderOf(p);

@@ -8,12 +8,12 @@
 #include <cstdint>
 #include <deque>
 #include <list>
-#include <mutex>
-#include <thread>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mq/batch.h"
@@ -43,7 +43,7 @@ struct ProducerOptions {
   // 128 KiB ones. (Into many partitions, where each builder keeps the room
   // of its largest batch, the records take batch_bytes.)
   size_t compressed_records_max = 128 << 10;
-  size_t append_bytes = 4 << 20;     // queued messages are appended once they reach this
+  size_t append_bytes = 4 << 20;  // queued messages are appended once they reach this
   // One partition's finished batches are appended on their own once they
   // reach this (0: never; only at append_bytes). Small enough that the
   // batches are still in the CPU's cache when they are copied into the
@@ -53,9 +53,9 @@ struct ProducerOptions {
   Compression compression = Compression::kNone;
   int zstd_level = 3;
   LogConfig log;
-  int64_t producer_id = -1;          // >= 0: idempotent, epoch 0
-  bool print_offsets = false;        // "partition offset" per message after its append
-  bool quiet = false;                // no recovery notes on stderr
+  int64_t producer_id = -1;    // >= 0: idempotent, epoch 0
+  bool print_offsets = false;  // "partition offset" per message after its append
+  bool quiet = false;          // no recovery notes on stderr
   // A replicated topic: consulted before and after each append (leader,
   // epoch, acks). Null for a topic of one root.
   AckGate* gate = nullptr;
@@ -84,12 +84,12 @@ struct Message : RecordInput {
 };
 
 struct ProducerStats {
-  uint64_t messages = 0;   // appended (or found already appended by the writer)
-  uint64_t bytes = 0;      // key + value bytes of those
+  uint64_t messages = 0;  // appended (or found already appended by the writer)
+  uint64_t bytes = 0;     // key + value bytes of those
   uint64_t batches = 0;
   uint64_t appends = 0;
-  uint64_t skipped = 0;    // already in the log from an earlier run (producer id)
-  uint64_t duplicates = 0; // batches the writer found already appended
+  uint64_t skipped = 0;                 // already in the log from an earlier run (producer id)
+  uint64_t duplicates = 0;              // batches the writer found already appended
   std::vector<uint64_t> per_partition;  // messages per partition
 };
 
@@ -188,11 +188,11 @@ class Producer : public ReadHost {
   // thread of its own (options_.writer_threads), or the caller's thread.
   struct Appender {
     std::thread thread;
-    std::condition_variable jobs_cv;   // a job queued (the thread is idle), or stop
-    std::deque<Job> jobs;              // queued, oldest first
-    bool idle = false;                 // the thread waits for a job
-    bool appending = false;            // the thread is appending a job
-    std::list<int32_t> open;           // partitions with an open writer, most recent first
+    std::condition_variable jobs_cv;  // a job queued (the thread is idle), or stop
+    std::deque<Job> jobs;             // queued, oldest first
+    bool idle = false;                // the thread waits for a job
+    bool appending = false;           // the thread is appending a job
+    std::list<int32_t> open;          // partitions with an open writer, most recent first
     size_t max_open = 1;
     // Batches are built uncompressed and compressed by the thread that
     // appends them (when there is a writer thread).
@@ -231,11 +231,11 @@ class Producer : public ReadHost {
   ProducerOptions options_;
   cli::Output* out_;
   std::vector<PartitionState> parts_;
-  uint64_t index_ = 0;         // messages seen so far (including skipped)
-  int32_t sticky_ = 0;         // partition of unkeyed messages (no producer id)
-  size_t queued_bytes_ = 0;    // encoded size of the messages queued (all partitions)
+  uint64_t index_ = 0;       // messages seen so far (including skipped)
+  int32_t sticky_ = 0;       // partition of unkeyed messages (no producer id)
+  size_t queued_bytes_ = 0;  // encoded size of the messages queued (all partitions)
   uint64_t queued_messages_ = 0;
-  std::vector<int32_t> order_; // partition of each queued message (print_offsets)
+  std::vector<int32_t> order_;  // partition of each queued message (print_offsets)
   mutable ProducerStats stats_;
   std::atomic<uint64_t> appended_{0};  // messages appended so far
   // Encoded records (and header) a batch is finished at: batch_bytes, or
@@ -243,17 +243,17 @@ class Producer : public ReadHost {
   std::atomic<size_t> records_limit_{0};
 
   std::vector<std::unique_ptr<Appender>> appenders_;
-  bool threads_ = false;                // appenders_ run threads (started on first use)
-  std::mutex mu_;                       // guards what follows and each Appender's queue
-  std::condition_variable done_cv_;     // room, the queues drained, or a failure
+  bool threads_ = false;             // appenders_ run threads (started on first use)
+  std::mutex mu_;                    // guards what follows and each Appender's queue
+  std::condition_variable done_cv_;  // room, the queues drained, or a failure
   // Bytes queued or being appended (all threads); changed under mu_, read
   // without it to tell whether the writers are behind.
   std::atomic<size_t> in_flight_{0};
-  bool reader_waiting_ = false;         // the reader waits for room
-  bool detaching_ = false;              // DetachReader waits for `read` to return
+  bool reader_waiting_ = false;  // the reader waits for room
+  bool detaching_ = false;       // DetachReader waits for `read` to return
   bool stop_ = false;
-  Status failed_;                       // the first failed append: no more after it
-  std::atomic<bool> any_failed_{false};  // failed_ is set (read without the lock)
+  Status failed_;                              // the first failed append: no more after it
+  std::atomic<bool> any_failed_{false};        // failed_ is set (read without the lock)
   std::vector<std::vector<std::byte>> spare_;  // emptied job buffers, for reuse
   bool compress_on_append_ = false;
   // Batches are built without their CRC (defer_crc), which AppendFinished

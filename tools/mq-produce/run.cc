@@ -14,10 +14,10 @@
 #include "cli.h"
 #include "envelope.h"
 #include "input.h"
+#include "mq/producer_id.h"
 #include "mq/topic.h"
 #include "mq/topic_admin.h"
 #include "producer.h"
-#include "mq/producer_id.h"
 
 namespace mq::produce {
 namespace {
@@ -75,8 +75,7 @@ Result<TopicConfig> WantedConfig(const DataDir& dir, const Flags& f, const Setti
     if (!st.ok()) return Status(Code::kInvalidArgument, "-X/--config: " + st.message());
     if (key == "partitions" && f.partitions && wanted.partitions != *f.partitions) {
       return Status(Code::kInvalidArgument,
-                    fmt::format("-X {}={} contradicts --partitions {}", key, value,
-                                *f.partitions));
+                    fmt::format("-X {}={} contradicts --partitions {}", key, value, *f.partitions));
     }
   }
   return wanted;
@@ -141,13 +140,13 @@ class Progress {
   void Summary(const ProducerStats& st) const {
     if (!enabled_) return;
     double secs = static_cast<double>(MonotonicMs() - start_) / 1000.0;
-    size_t used = static_cast<size_t>(
-        std::count_if(st.per_partition.begin(), st.per_partition.end(),
-                      [](uint64_t n) { return n > 0; }));
-    cli::Eprint("{}: {} messages, {} bytes, {} batches, {} partitions, {} appends in {:.3f} s "
-                "({:.0f} msgs/s)",
-                cli::ProgramName(), st.messages, st.bytes, st.batches, used, st.appends, secs,
-                secs > 0 ? static_cast<double>(st.messages) / secs : 0.0);
+    size_t used = static_cast<size_t>(std::count_if(
+        st.per_partition.begin(), st.per_partition.end(), [](uint64_t n) { return n > 0; }));
+    cli::Eprint(
+        "{}: {} messages, {} bytes, {} batches, {} partitions, {} appends in {:.3f} s "
+        "({:.0f} msgs/s)",
+        cli::ProgramName(), st.messages, st.bytes, st.batches, used, st.appends, secs,
+        secs > 0 ? static_cast<double>(st.messages) / secs : 0.0);
     if (st.skipped > 0) cli::Eprint("; {} skipped (appended by an earlier run)", st.skipped);
     if (st.duplicates > 0) cli::Eprint("; {} duplicate batches dropped", st.duplicates);
     cli::Eprint("\n");
@@ -166,8 +165,13 @@ class Feeder {
   // appending thread (ReadHost).
   Feeder(const Flags& f, const Settings& s, Producer* producer, Progress* progress,
          size_t max_message, int32_t partitions, bool read_on_writer)
-      : f_(f), s_(s), producer_(producer), progress_(progress), max_message_(max_message),
-        partitions_(partitions), read_on_writer_(read_on_writer) {
+      : f_(f),
+        s_(s),
+        producer_(producer),
+        progress_(progress),
+        max_message_(max_message),
+        partitions_(partitions),
+        read_on_writer_(read_on_writer) {
     for (const auto& [name, value] : s_.headers) {
       fixed_headers_.push_back(Header{name, AsBytes(value)});
     }
@@ -211,8 +215,7 @@ class Feeder {
         progress_->Tick(producer_->stats());
         // Input that never pauses still gets its messages appended about
         // every --linger-ms, not only once an append group is full.
-        if (producer_->pending() && !(*src)->regular() &&
-            MonotonicMs() >= linger_deadline_) {
+        if (producer_->pending() && !(*src)->regular() && MonotonicMs() >= linger_deadline_) {
           MQ_RETURN_IF_ERROR(producer_->Flush());
         }
       }
@@ -255,8 +258,7 @@ class Feeder {
     std::span<const Header> headers = e.headers;
     if (!fixed_headers_.empty()) {
       scratch_headers_.assign(e.headers.begin(), e.headers.end());
-      scratch_headers_.insert(scratch_headers_.end(), fixed_headers_.begin(),
-                              fixed_headers_.end());
+      scratch_headers_.insert(scratch_headers_.end(), fixed_headers_.begin(), fixed_headers_.end());
       headers = scratch_headers_;
     }
     m.headers = headers;
@@ -269,8 +271,8 @@ class Feeder {
       if (*e.partition >= partitions_) {
         return Status(Code::kInvalidArgument,
                       fmt::format("{}: line {}: --keep-partition: partition {}, but the topic has "
-                                  "{} partition(s)", src.name(), in.number, *e.partition,
-                                  partitions_));
+                                  "{} partition(s)",
+                                  src.name(), in.number, *e.partition, partitions_));
       }
       m.partition = e.partition;
     }
@@ -393,10 +395,9 @@ void Reserve(const TopicConfig& topic, ProducerOptions* po) {
   // one thread (each growth of a threaded process's table waits for an RCU
   // grace period: some 60 ms over 1,000 partitions).
   if (po->writer_threads > 0) {
-    cli::ReserveDescriptors(
-        std::min<size_t>(static_cast<size_t>(topic.partitions), po->max_open) *
-            kDescriptorsPerPartition +
-        cli::kSpareDescriptors + 64);
+    cli::ReserveDescriptors(std::min<size_t>(static_cast<size_t>(topic.partitions), po->max_open) *
+                                kDescriptorsPerPartition +
+                            cli::kSpareDescriptors + 64);
   }
   // What the buffers take (MEMORY in the manual): a group queued and one in
   // flight, a batch being built per open partition, the input's buffers.
@@ -413,8 +414,8 @@ int RunExit(const Status& input, const Status& closed, cli::Output& out) {
   if (!input.ok()) rc = cli::Fail(input);
   // An append that failed stops the input with its status, and Close
   // returns the same one: it is reported once.
-  const bool same = !input.ok() && closed.code() == input.code() &&
-                    closed.message() == input.message();
+  const bool same =
+      !input.ok() && closed.code() == input.code() && closed.message() == input.message();
   if (!closed.ok() && !same) {
     int crc = cli::Fail(closed);
     if (rc == 0) rc = crc;
@@ -432,9 +433,10 @@ int Run(const Flags& f, const Settings& s) {
   auto topic = OpenTopic(*dir, f, s);
   if (!topic) return cli::Fail(topic.error());
   if (f.partition && *f.partition >= topic->partitions) {
-    cli::Warn(fmt::format("-p/--partition: {} is out of range: topic \"{}\" has {} partitions "
-                          "(0 to {})",
-                          *f.partition, f.topic, topic->partitions, topic->partitions - 1));
+    cli::Warn(
+        fmt::format("-p/--partition: {} is out of range: topic \"{}\" has {} partitions "
+                    "(0 to {})",
+                    *f.partition, f.topic, topic->partitions, topic->partitions - 1));
     return cli::kExitUsage;
   }
   size_t max_message = topic->max_message_bytes;
@@ -444,7 +446,9 @@ int Run(const Flags& f, const Settings& s) {
   // A replicated topic: appends only where this root leads; --acks all
   // waits for the ISR.
   auto gate = AckGate::Open(f.dir, f.topic, *topic, po.log,
-                            s.acks0 ? Acks::kNone : s.acks_all ? Acks::kAll : Acks::kLeader,
+                            s.acks0      ? Acks::kNone
+                            : s.acks_all ? Acks::kAll
+                                         : Acks::kLeader,
                             f.ack_timeout_ms);
   if (!gate) return cli::Fail(gate.error());
   po.gate = gate->get();
@@ -466,8 +470,7 @@ int Run(const Flags& f, const Settings& s) {
   if (!producer) return cli::Fail(producer.error());
 
   Progress progress(s.progress);
-  Feeder feeder(f, s, producer->get(), &progress, max_message, topic->partitions,
-                read_on_writer);
+  Feeder feeder(f, s, producer->get(), &progress, max_message, topic->partitions, read_on_writer);
   Status input;
   for (auto& src : *sources) {
     input = feeder.Feed(std::move(src));

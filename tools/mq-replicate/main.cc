@@ -6,8 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli.h"
-#include "size_option.h"
 #include "replicate.h"
+#include "size_option.h"
 #include "tool_main.h"
 
 namespace {
@@ -52,15 +52,19 @@ void AddFlags(CLI::App& app, mq::replicate::Options* o, std::string* fsync) {
 int main(int argc, char** argv) {
   mq::replicate::Options o;
   std::string fsync = "none";
-  return mq::cli::RunTool(argc, argv, {
-      .name = "mq-replicate",
-      .usage = kUsage,
-      .flags = [&](CLI::App& app) { AddFlags(app, &o, &fsync); },
-      .run = [&] {
-        o.fsync = fsync == "batch";
-        if (o.serve && (o.follow || o.topic || o.partition || o.verbose || o.max_bytes_per_second))
-          return mq::cli::UsageError(kUsage, "--serve answers for the whole root: it takes no -t, "
-                                             "-p, --follow, -v or --max-bytes-per-second");
-        return o.serve ? mq::replicate::Serve(o) : mq::replicate::Run(o);
-      }});
+  return mq::cli::RunTool(
+      argc, argv,
+      {.name = "mq-replicate",
+       .usage = kUsage,
+       .flags = [&](CLI::App& app) { AddFlags(app, &o, &fsync); },
+       .run =
+           [&] {
+             o.fsync = fsync == "batch";
+             if (o.serve &&
+                 (o.follow || o.topic || o.partition || o.verbose || o.max_bytes_per_second))
+               return mq::cli::UsageError(kUsage,
+                                          "--serve answers for the whole root: it takes no -t, "
+                                          "-p, --follow, -v or --max-bytes-per-second");
+             return o.serve ? mq::replicate::Serve(o) : mq::replicate::Run(o);
+           }});
 }

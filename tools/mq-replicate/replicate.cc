@@ -16,9 +16,9 @@
 
 #include "cli.h"
 #include "exit_code.h"
+#include "group_carry.h"
 #include "mq/group.h"
 #include "mq/lock.h"
-#include "group_carry.h"
 #include "remote.h"
 #include "replica.h"
 
@@ -168,8 +168,8 @@ class Follower {
       if (r.ok()) return s;
       if (!o_.quiet) cli::Warn(fmt::format("{}: {}", Name(), r.message()));
     }
-    auto left = LeaveIsrStopped(*ctx_.cluster, job_.topic, job_.partition,
-                                job_.binding->replica_id, s);
+    auto left =
+        LeaveIsrStopped(*ctx_.cluster, job_.topic, job_.partition, job_.binding->replica_id, s);
     if (!left && !o_.quiet)
       cli::Warn(fmt::format("{}: cannot leave the ISR: {}", Name(), left.error().message()));
     return s;
@@ -267,8 +267,8 @@ class Follower {
     root_ = address->path;  // the state may name this host too (host:path)
     auto lock_dir = OpenDirectory(PartitionDir(root_), false);
     if (!lock_dir) return lock_dir.error();
-    auto lock = FileLock::Acquire(lock_dir->get(), "replicate.lock", LockMode::kExclusive,
-                                  LockWait::kTry);
+    auto lock =
+        FileLock::Acquire(lock_dir->get(), "replicate.lock", LockMode::kExclusive, LockWait::kTry);
     lock_busy_ = !lock && lock.error().code() == Code::kBusy;
     if (lock_busy_)
       return Status(Code::kBusy, fmt::format("{}: another mq-replicate follows this partition",
@@ -286,9 +286,10 @@ class Follower {
       auto repaired = RepairFollowerLog(PartitionDir(root_), job_.log);
       if (!repaired) return repaired.error();
       if (*repaired && !o_.quiet)
-        cli::Warn(fmt::format("{}: repaired: {}; truncated to offset {}, fetching the rest from "
-                              "the leader",
-                              Name(), (*repaired)->corruption.message(), (*repaired)->valid_end));
+        cli::Warn(
+            fmt::format("{}: repaired: {}; truncated to offset {}, fetching the rest from "
+                        "the leader",
+                        Name(), (*repaired)->corruption.message(), (*repaired)->valid_end));
     }
     auto log = OpenReplicaLog(PartitionDir(root_), job_.binding->replica_id, job_.log);
     if (!log) return log.error();
@@ -310,9 +311,9 @@ class Follower {
     reader_.reset();
     const ReplicaRoot* r = state.Replica(p.leader);
     if (!r)
-      return Status(Code::kUnavailable,
-                    fmt::format("{}: leader replica {} is not in the cluster state", Name(),
-                                p.leader));
+      return Status(
+          Code::kUnavailable,
+          fmt::format("{}: leader replica {} is not in the cluster state", Name(), p.leader));
     auto address = ParseAddress(r->dir, "replica dir");
     if (!address) return address.error();
     if (!address->host.empty()) {
@@ -337,8 +338,8 @@ class Follower {
     }
     auto log = OpenReplicaLog(PartitionDir(r->dir), p.leader, job_.log);
     if (!log)
-      return Status(Code::kUnavailable, fmt::format("{}: leader replica {}: {}", Name(),
-                                                    p.leader, log.error().message()));
+      return Status(Code::kUnavailable, fmt::format("{}: leader replica {}: {}", Name(), p.leader,
+                                                    log.error().message()));
     leader_log_ = std::move(*log);
     leader_id_ = p.leader;
     leader_epoch_ = p.leader_epoch;
@@ -368,8 +369,7 @@ class Follower {
       leader_log_.reset();
       return done;
     }
-    if (p->leader < 0)
-      return Status(Code::kUnavailable, fmt::format("{}: no leader", Name()));
+    if (p->leader < 0) return Status(Code::kUnavailable, fmt::format("{}: no leader", Name()));
     MQ_RETURN_IF_ERROR(OpenLeader(*state, *p));
     auto r = FollowerStep(ctx_, *log_, *link_, state_, o_.fetch_max_bytes, &*p);
     if (!r) return r;
@@ -378,9 +378,10 @@ class Follower {
       cleared_stop_ = true;
     }
     if (r->truncated_to >= 0 && !o_.quiet)
-      cli::Warn(fmt::format("{}: truncated to offset {}, where the leader's epoch ends "
-                            "(replica {} leads in epoch {})",
-                            Name(), r->truncated_to, p->leader, p->leader_epoch));
+      cli::Warn(
+          fmt::format("{}: truncated to offset {}, where the leader's epoch ends "
+                      "(replica {} leads in epoch {})",
+                      Name(), r->truncated_to, p->leader, p->leader_epoch));
     records_ += r->appended_records;
     bytes_ += r->appended_bytes;
     throttle_->Spend(static_cast<uint64_t>(r->appended_bytes));
@@ -480,18 +481,17 @@ Result<std::vector<Job>> Jobs(const Options& o, const DataDir& dir) {
     if (!bound) return bound.error();
     if (!*bound) {
       if (o.topic)
-        return Status(Code::kInvalidArgument,
-                      fmt::format("-t {}: not a replicated topic (create one with mq-isr create)",
-                                  t));
+        return Status(
+            Code::kInvalidArgument,
+            fmt::format("-t {}: not a replicated topic (create one with mq-isr create)", t));
       continue;
     }
     auto binding = std::make_shared<cli::ReplicaBinding>(std::move(**bound));
     auto state = binding->store->Load();
     if (!state) return state.error();
     if (o.partition && *o.partition >= config->partitions)
-      return Status(Code::kInvalidArgument,
-                    fmt::format("-p {}: topic \"{}\" has {} partitions", *o.partition, t,
-                                config->partitions));
+      return Status(Code::kInvalidArgument, fmt::format("-p {}: topic \"{}\" has {} partitions",
+                                                        *o.partition, t, config->partitions));
     for (int32_t p = 0; p < config->partitions; ++p) {
       if (o.partition && p != *o.partition) continue;
       const PartitionState* ps = state->Partition(t, p);
@@ -537,8 +537,10 @@ int FollowInRounds(const Options& o, const std::vector<Job>& jobs, Throttle* thr
     for (size_t i = 0; i < jobs.size() && !g_stop.load(); ++i) {
       if (!restarts[i].Due()) continue;
       Follower f(o, jobs[i], throttle, &clients);
-      if (Status s = f.Poll(); !s.ok()) restarts[i].Failed(o, f.Name(), s);
-      else restarts[i].Succeeded();
+      if (Status s = f.Poll(); !s.ok())
+        restarts[i].Failed(o, f.Name(), s);
+      else
+        restarts[i].Succeeded();
     }
     while (!g_stop.load() && std::chrono::steady_clock::now() < next)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -585,8 +587,8 @@ int Run(const Options& o) {
   auto jobs = Jobs(o, *dir);
   // --follow waits for a cluster state it cannot reach yet; a single
   // catch-up (cron) exits 69 and the next run tries again.
-  for (bool warned = false; o.follow && !jobs && jobs.error().code() == Code::kUnavailable &&
-                            !g_stop.load();) {
+  for (bool warned = false;
+       o.follow && !jobs && jobs.error().code() == Code::kUnavailable && !g_stop.load();) {
     if (!warned && !o.quiet) cli::Warn(jobs.error().message() + " (waiting)");
     warned = true;
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -609,9 +611,8 @@ int Run(const Options& o) {
   Totals totals;
   std::vector<std::thread> threads;
   for (Job& j : *jobs) {
-    threads.emplace_back([&o, &totals, &throttle, j = std::move(j)] {
-      FollowPartition(o, j, &throttle, &totals);
-    });
+    threads.emplace_back(
+        [&o, &totals, &throttle, j = std::move(j)] { FollowPartition(o, j, &throttle, &totals); });
   }
   for (auto& t : threads) t.join();
   return totals.rc;

@@ -141,8 +141,8 @@ class Server {
       p.next_isr_check_ms = now + 1000;
       auto shrunk = MaybeShrinkIsr(p.ctx, *p.log, m.request.leader_epoch);
       if (!shrunk && shrunk.error().code() != Code::kFenced && !o_.quiet)
-        cli::Warn(fmt::format("{}-{}: ISR rule: {}", m.topic, m.partition,
-                              shrunk.error().message()));
+        cli::Warn(
+            fmt::format("{}-{}: ISR rule: {}", m.topic, m.partition, shrunk.error().message()));
     }
     return r;
   }
@@ -220,8 +220,8 @@ class Server {
   std::map<std::string, std::shared_ptr<cli::ReplicaBinding>> bindings_;
   std::map<std::pair<std::string, int32_t>, std::unique_ptr<Served>> served_;
   Served* last_fetched_ = nullptr;  // by the request just answered
-  uint64_t clock_ = 0;               // requests so far
-  size_t max_served_ = 0;            // partitions open at most (0: not yet known)
+  uint64_t clock_ = 0;              // requests so far
+  size_t max_served_ = 0;           // partitions open at most (0: not yet known)
 };
 
 }  // namespace

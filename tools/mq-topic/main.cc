@@ -6,9 +6,9 @@
 
 int main(int argc, char** argv) {
   mq::topic::Options o;
-  return mq::cli::RunTool(argc, argv, {
-      .name = "mq-topic",
-      .usage = mq::topic::kUsage,
-      .flags = [&](CLI::App& app) { mq::topic::AddFlags(app, &o); },
-      .run = [&] { return mq::topic::Run(o); }});
+  return mq::cli::RunTool(argc, argv,
+                          {.name = "mq-topic",
+                           .usage = mq::topic::kUsage,
+                           .flags = [&](CLI::App& app) { mq::topic::AddFlags(app, &o); },
+                           .run = [&] { return mq::topic::Run(o); }});
 }

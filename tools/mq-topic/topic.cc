@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli.h"
 #include "json.h"
@@ -59,8 +59,8 @@ void AddFlags(CLI::App& app, Options* o) {
   create->add_flag("--if-not-exists", o->if_not_exists, "an existing topic is no error");
   CLI::App* config = verb("config", "the effective configuration", Verb::kConfig, true);
   config->add_flag("--json", o->json, "one JSON object");
-  CLI::App* alter = verb("alter", "change the configuration or partition count", Verb::kAlter,
-                         true);
+  CLI::App* alter =
+      verb("alter", "change the configuration or partition count", Verb::kAlter, true);
   alter->add_option("-X,--config,--add-config", o->configs, "set a configuration key");
   alter->add_option("--delete-config", o->delete_configs, "reset a key to its default");
   alter->add_option("--partitions", o->partitions, "the new partition count")
@@ -156,7 +156,7 @@ void PrintTable(cli::Output& out, const std::vector<TopicSummary>& topics) {
 // The replicated topic's replication settings from its cluster state, when
 // it can be read.
 std::optional<std::pair<int32_t, int32_t>> ClusterSettings(const TopicConfig& c,
-                                                          const std::string& topic) {
+                                                           const std::string& topic) {
   if (c.cluster.empty()) return std::nullopt;
   auto store = FileClusterStore::Open(c.cluster, false);
   if (!store) return std::nullopt;
@@ -242,14 +242,14 @@ int Describe(const DataDir& dir, const Options& o) {
     configs += fmt::format("{}{}={}", configs.empty() ? "" : ",", e.key, e.value);
   }
   out.Print("Topic: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: {}\n", t->topic,
-            t->config.partitions, cluster ? cluster->first : t->config.replication_factor,
-            configs);
+            t->config.partitions, cluster ? cluster->first : t->config.replication_factor, configs);
   PrintTable(out, {*t});
   return out.FinishExitCode();
 }
 
 // -X KEY=VALUE pairs; a pair without '=' is a usage error.
-Result<std::vector<std::pair<std::string, std::string>>> Pairs(const std::vector<std::string>& kvs) {
+Result<std::vector<std::pair<std::string, std::string>>> Pairs(
+    const std::vector<std::string>& kvs) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& kv : kvs) {
     const size_t eq = kv.find('=');
@@ -267,14 +267,14 @@ int Create(const DataDir& dir, const Options& o) {
   if (o.partitions) config.partitions = *o.partitions;
   for (const auto& [key, value] : *pairs) {
     if (key == "partitions" && o.partitions && value != fmt::format("{}", *o.partitions)) {
-      return cli::Fail(Status(Code::kInvalidArgument,
-                              fmt::format("-X partitions={} contradicts --partitions {}", value,
-                                          *o.partitions)));
+      return cli::Fail(Status(
+          Code::kInvalidArgument,
+          fmt::format("-X partitions={} contradicts --partitions {}", value, *o.partitions)));
     }
     if (key == "cluster" || key == "replica.id") {
-      return cli::Fail(Status(Code::kInvalidArgument,
-                              fmt::format("-X {}: replicated topics are created by mq-isr create",
-                                          key)));
+      return cli::Fail(
+          Status(Code::kInvalidArgument,
+                 fmt::format("-X {}: replicated topics are created by mq-isr create", key)));
     }
     if (Status s = config.Set(key, value); !s.ok()) return cli::Fail(s);
   }
@@ -349,7 +349,8 @@ int Alter(const DataDir& dir, const Options& o) {
   if (o.configs.empty() && o.delete_configs.empty() && !o.partitions) {
     return cli::UsageError(kUsage, "alter: nothing to change (-X, --delete-config, --partitions)");
   }
-  if (o.dry_run && !o.partitions) return cli::UsageError(kUsage, "--dry-run goes with --partitions");
+  if (o.dry_run && !o.partitions)
+    return cli::UsageError(kUsage, "--dry-run goes with --partitions");
   cli::Output out;
   if (!o.configs.empty() || !o.delete_configs.empty()) {
     if (o.dry_run) return cli::UsageError(kUsage, "--dry-run changes only --partitions");
@@ -377,7 +378,8 @@ int Delete(const DataDir& dir, const Options& o) {
     auto holders = FindTopicHolders(dir, o.topic);
     if (!holders) return cli::Fail(holders.error());
     for (int32_t p : holders->written)
-      cli::Warn(fmt::format("--force: a producer has partition {} open: what it appends is lost", p));
+      cli::Warn(
+          fmt::format("--force: a producer has partition {} open: what it appends is lost", p));
     for (const std::string& g : holders->groups)
       cli::Warn(fmt::format("--force: group \"{}\" has a live member reading the topic", g));
   }
@@ -399,13 +401,27 @@ int Run(const Options& o) {
   FinishInterrupted(*dir);
   int rc = 0;
   switch (o.verb) {
-    case Verb::kList: rc = List(*dir, o); break;
-    case Verb::kDescribe: rc = Describe(*dir, o); break;
-    case Verb::kCreate: rc = Create(*dir, o); break;
-    case Verb::kConfig: rc = Config(*dir, o); break;
-    case Verb::kAlter: rc = Alter(*dir, o); break;
-    case Verb::kDelete: rc = Delete(*dir, o); break;
-    case Verb::kNone: rc = cli::UsageError(kUsage, "no command"); break;
+    case Verb::kList:
+      rc = List(*dir, o);
+      break;
+    case Verb::kDescribe:
+      rc = Describe(*dir, o);
+      break;
+    case Verb::kCreate:
+      rc = Create(*dir, o);
+      break;
+    case Verb::kConfig:
+      rc = Config(*dir, o);
+      break;
+    case Verb::kAlter:
+      rc = Alter(*dir, o);
+      break;
+    case Verb::kDelete:
+      rc = Delete(*dir, o);
+      break;
+    case Verb::kNone:
+      rc = cli::UsageError(kUsage, "no command");
+      break;
   }
   ReportTestCalls(fs);
   return rc;

@@ -12,13 +12,13 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
-#include <utility>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mq/compression.h"
@@ -121,7 +121,7 @@ struct RecordView {
   std::optional<Bytes> key;    // nullopt = null key
   std::optional<Bytes> value;  // nullopt = null value (tombstone)
   int32_t headers_count = 0;
-  Bytes headers_bytes;         // the encoded headers; iterate with HeaderReader
+  Bytes headers_bytes;  // the encoded headers; iterate with HeaderReader
 
   // Decodes the headers. Never fails: RecordReader validated them (R8).
   std::vector<Header> headers() const;
@@ -185,7 +185,7 @@ class RecordReader {
   Status Error(const char* rule, const std::string& what) const;
   BatchHeader header_;
   Status error_;
-  Bytes records_;   // all record bytes (decompressed if needed)
+  Bytes records_;  // all record bytes (decompressed if needed)
   Bytes rest_;
   int32_t remaining_ = 0;
   int32_t index_ = 0;

@@ -48,15 +48,15 @@ struct StartPosition {
 // Something the consumer read past and the caller may want to report.
 struct ConsumerNotice {
   enum class Kind : uint8_t {
-    kIndexWarning,    // an index entry the log contradicted (`problem`); the log was scanned
-    kSkippedBatch,    // skip_corrupt: a corrupt batch skipped (`error` names file, rule, place)
-    kSkippedOffsets,  // skip_corrupt: offsets first_offset..last_offset hidden by skipped batches
-    kTruncated,       // records first_offset..last_offset, handed out already, were cut from
-                      // the log (a failover): what is at those offsets now is handed out
+    kIndexWarning,      // an index entry the log contradicted (`problem`); the log was scanned
+    kSkippedBatch,      // skip_corrupt: a corrupt batch skipped (`error` names file, rule, place)
+    kSkippedOffsets,    // skip_corrupt: offsets first_offset..last_offset hidden by skipped batches
+    kTruncated,         // records first_offset..last_offset, handed out already, were cut from
+                        // the log (a failover): what is at those offsets now is handed out
     kStoppedPartition,  // stop_corrupt: a corrupt batch stopped the partition at its next
                         // offset first_offset (`error` names file, rule, place)
-    kOutOfRange,  // offsets first_offset..last_offset were deleted by retention before they
-                  // were read (R73): the partition goes on at the log start, last_offset + 1
+    kOutOfRange,        // offsets first_offset..last_offset were deleted by retention before they
+                        // were read (R73): the partition goes on at the log start, last_offset + 1
   };
   Kind kind = Kind::kIndexWarning;
   int32_t partition = 0;
@@ -98,7 +98,7 @@ struct ConsumerOptions {
 // A record handed out by Consumer::Next().
 struct ConsumedRecord {
   int32_t partition = 0;
-  bool log_append_time = false;  // the batch's timestamps are LogAppendTime
+  bool log_append_time = false;   // the batch's timestamps are LogAppendTime
   int64_t batch_last_offset = 0;  // the last offset of the record's batch
   int32_t leader_epoch = -1;      // the batch's partitionLeaderEpoch
   RecordView record;
@@ -222,10 +222,10 @@ class Consumer {
   TopicConfig config_;
   ReadOptions read_;
   std::vector<std::unique_ptr<Cursor>> cursors_;  // the assignment, in round-robin order
-  std::list<Cursor*> open_;  // cursors with an open reader, most recently read first
-  std::unique_ptr<Batch> batch_;  // the batch whose records Next() is handing out
-  size_t turn_ = 0;               // the cursor whose batch is read next
-  bool round_progress_ = false;   // something moved in this round over the cursors
+  std::list<Cursor*> open_;         // cursors with an open reader, most recently read first
+  std::unique_ptr<Batch> batch_;    // the batch whose records Next() is handing out
+  size_t turn_ = 0;                 // the cursor whose batch is read next
+  bool round_progress_ = false;     // something moved in this round over the cursors
   std::vector<std::byte> scratch_;  // decompressed records, reused
   ConsumedRecord out_;
   Status batch_error_;  // why the last batch ended early, until Next() returns it

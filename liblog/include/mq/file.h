@@ -57,7 +57,11 @@ class UniqueFd {
   ~UniqueFd();
   int get() const { return fd_; }
   explicit operator bool() const { return fd_ >= 0; }
-  [[nodiscard]] int release() { int fd = fd_; fd_ = -1; return fd; }
+  [[nodiscard]] int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   void reset(int fd = -1);
 
  private:
@@ -69,7 +73,7 @@ struct FileInfo {
   uint64_t size = 0;
   uint64_t dev = 0;
   uint64_t ino = 0;
-  uint32_t mode = 0;  // st_mode: type and permissions
+  uint32_t mode = 0;     // st_mode: type and permissions
   int64_t mtime_ms = 0;  // last modification (ms since the epoch)
   int64_t ctime_ms = 0;  // last status change, a rename included
   bool is_regular() const;
@@ -146,8 +150,7 @@ class FileSystem {
   // with kBlock) on the `len` (> 0) bytes of `fd` from `start`: F_RDLCK or
   // F_WRLCK (`fd` open for writing), kBusy when another open file
   // description holds a conflicting lock on one of the bytes; EINTR retried.
-  virtual Status LockRange(int fd, uint64_t start, uint64_t len, LockMode mode,
-                           LockWait wait) = 0;
+  virtual Status LockRange(int fd, uint64_t start, uint64_t len, LockMode mode, LockWait wait) = 0;
   virtual Status UnlockRange(int fd, uint64_t start, uint64_t len) = 0;
   // F_OFD_GETLK: true when another open file description holds a lock on
   // one of the bytes that conflicts with `probe` (kShared: an exclusive
@@ -216,8 +219,8 @@ Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flag
 // The same, filling `*st` with the opened file's fstat. With `looked` the
 // caller has just found a regular file under the name (fstatat, no follow),
 // so the look before opening is not made again (the fstat after still is).
-Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
-                                   unsigned mode, struct ::stat* st, bool looked);
+Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags, unsigned mode,
+                                   struct ::stat* st, bool looked);
 // "<path of the directory dir_fd>/<name>", for messages: names a file with
 // its partition directory. `name` alone when dir_fd is AT_FDCWD or the
 // directory's path is unknown.

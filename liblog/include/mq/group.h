@@ -45,7 +45,7 @@ struct CommittedOffset {
 
 // The contents of an offsets file.
 struct GroupOffsets {
-  int64_t generation = 0;        // writes of the file so far; 0: none yet
+  int64_t generation = 0;                   // writes of the file so far; 0: none yet
   int64_t update_timestamp = kNoTimestamp;  // ms of the last write
   int64_t rebalances = 0;
   int64_t last_rebalance_timestamp = kNoTimestamp;
@@ -163,16 +163,14 @@ class Group {
   // Commits every entry of `commits` or none (R31, R32), by `member_id`
   // (empty or R12) at `now_ms` (kNoTimestamp: the clock's time). kForward
   // refuses (kInvalidArgument, nothing written) an offset below the
-  // committed one, unless the entry's lower_from is that offset; kReset may move offsets backwards and writes an empty
-  // member id, under group.lock held exclusively: `reset_lock` when given
-  // (from LockForReset, taken before the caller read what it plans from),
-  // otherwise taken here without blocking (kBusy, exit 75, while a member
-  // is alive). Partitions not named keep their entries. A corrupt offsets
-  // file is never replaced: its corruption is returned. `sync`: kAtomic
-  // only for commits whose loss to a machine crash delivers messages again
-  // (never for kReset or kCarry, which are always kDurable).
-  // `wait`: what the writer does while another process holds commit.lock
-  // (CommitWait); none: it blocks until the lock is free.
+  // committed one, unless the entry's lower_from is that offset; kReset may move offsets backwards
+  // and writes an empty member id, under group.lock held exclusively: `reset_lock` when given (from
+  // LockForReset, taken before the caller read what it plans from), otherwise taken here without
+  // blocking (kBusy, exit 75, while a member is alive). Partitions not named keep their entries. A
+  // corrupt offsets file is never replaced: its corruption is returned. `sync`: kAtomic only for
+  // commits whose loss to a machine crash delivers messages again (never for kReset or kCarry,
+  // which are always kDurable). `wait`: what the writer does while another process holds
+  // commit.lock (CommitWait); none: it blocks until the lock is free.
   Status Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
                 CommitKind kind = CommitKind::kForward, int64_t now_ms = kNoTimestamp,
                 const FileLock* reset_lock = nullptr, CommitSync sync = CommitSync::kDurable,
@@ -299,9 +297,9 @@ class Ownership {
 
   std::string topic_;
   FileSystem* fs_ = nullptr;
-  UniqueFd partitions_;              // partitions/, where LockForHandler opens the file
+  UniqueFd partitions_;  // partitions/, where LockForHandler opens the file
   FileLock file_;
-  uint64_t dev_ = 0, ino_ = 0;       // the file's, for LockForHandler's check
+  uint64_t dev_ = 0, ino_ = 0;  // the file's, for LockForHandler's check
   std::set<int32_t> owned_;
 };
 

@@ -64,8 +64,7 @@ std::optional<OffsetCommit> HandBackCommit(std::string_view topic, int32_t parti
 // it; that is the position. A unit cut short before any message of it was
 // handled: nullopt (nothing of it may be committed; its next owner runs it
 // again). Never past one past `last_offset`.
-std::optional<int64_t> UnitHandledEnd(int64_t last_offset, bool handled,
-                                      int64_t handled_alone_end);
+std::optional<int64_t> UnitHandledEnd(int64_t last_offset, bool handled, int64_t handled_alone_end);
 
 // At most once, printing (format-spec/group.md R67): before a member writes
 // its output buffer, partition `partition`'s entry in the one commit that
@@ -136,7 +135,7 @@ struct MembershipView {
   std::vector<int32_t> acquire;
   // The members or their subscriptions differ from the previous Poll.
   bool changed = false;
-  int64_t removed_dead = 0;          // dead members' lock files removed by this Poll
+  int64_t removed_dead = 0;  // dead members' lock files removed by this Poll
   // Stuck members this Poll fenced (R69: killed, or found stuck and not
   // allowed to kill, kDenied); each is still among `members` until a later
   // Poll finds its lock free.
@@ -291,8 +290,7 @@ class GroupMember {
   // (members, absent) and `subscriptions`; dead ones' lock files are
   // removed; stuck ones are fenced (CheckStuck).
   Status ScanMembers(int members_dir, const std::vector<std::string>& files, int64_t now,
-                     int64_t mono, MembershipView* view,
-                     std::vector<Subscription>* subscriptions);
+                     int64_t mono, MembershipView* view, std::vector<Subscription>* subscriptions);
 
   Group* group_ = nullptr;
   std::string id_;

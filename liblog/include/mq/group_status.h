@@ -33,8 +33,8 @@ Result<LogBounds> PartitionBounds(const DataDir& dir, const TopicConfig& config,
 // the first record at or after the time index's entry for `timestamp_ms`
 // whose timestamp is >= it — the record `mq-consume -o s@TIME` starts at —
 // or the committed end when no record has such a timestamp.
-Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic,
-                                   int32_t partition, int64_t timestamp_ms);
+Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic, int32_t partition,
+                                   int64_t timestamp_ms);
 
 // KIP-320 (Kafka validates a consumer's position against the leader's
 // epoch end offsets): where the log diverged from the one `committed` was
@@ -55,14 +55,14 @@ Result<std::optional<int64_t>> CommittedDivergence(const DataDir& dir, std::stri
 
 // Where a committed offset stands against its partition's log.
 enum class CommittedPosition : uint8_t {
-  kNone,          // nothing committed for the partition
-  kInLog,         // log start <= committed <= log end
-  kBelowLogStart, // retention deleted [committed, log start) before the group read it
-  kAboveLogEnd,   // the log was truncated below the committed offset
-  kDiverged,      // KIP-320: the committed offset's leader epoch ends below it in the log
-  kNoTopic,       // the topic is gone
-  kNoPartition,   // the topic has no such partition
-  kUnreadable,    // the partition's log could not be read (`error` says why)
+  kNone,           // nothing committed for the partition
+  kInLog,          // log start <= committed <= log end
+  kBelowLogStart,  // retention deleted [committed, log start) before the group read it
+  kAboveLogEnd,    // the log was truncated below the committed offset
+  kDiverged,       // KIP-320: the committed offset's leader epoch ends below it in the log
+  kNoTopic,        // the topic is gone
+  kNoPartition,    // the topic has no such partition
+  kUnreadable,     // the partition's log could not be read (`error` says why)
 };
 
 // Where a member resumes from committed offset `committed` in `log`, given
@@ -127,8 +127,8 @@ struct GroupPartitionStatus {
 
 struct GroupMemberStatus {
   std::string id;
-  std::string host;           // from members/<id>.lock; empty if unknown
-  std::optional<int64_t> pid; // likewise
+  std::string host;            // from members/<id>.lock; empty if unknown
+  std::optional<int64_t> pid;  // likewise
   // The topics it reads (its note's subscription, mq/group_member.h);
   // nullopt when its note names none (an earlier mq) or is not written yet.
   std::optional<std::vector<std::string>> topics;

@@ -61,14 +61,14 @@ class FileLock {
                                FileSystem* fs = nullptr);
   // The same, with the path messages name the file by given by the caller
   // (who knows it) rather than looked up in /proc at open.
-  static Result<FileLock> Open(int dir_fd, const std::string& name, bool create,
-                               std::string path, FileSystem* fs = nullptr);
+  static Result<FileLock> Open(int dir_fd, const std::string& name, bool create, std::string path,
+                               FileSystem* fs = nullptr);
   // Open, then Lock(mode, wait). When the lock is granted on a file that is
   // no longer `name` in `dir_fd` (removed or replaced meanwhile), it is
   // dropped and the new file is opened and locked instead, so a holder
   // always holds the file the name designates.
-  static Result<FileLock> Acquire(int dir_fd, const std::string& name, LockMode mode,
-                                  LockWait wait, FileSystem* fs = nullptr);
+  static Result<FileLock> Acquire(int dir_fd, const std::string& name, LockMode mode, LockWait wait,
+                                  FileSystem* fs = nullptr);
 
   // flock(LOCK_SH or LOCK_EX, LOCK_NB with kTry). kTry while another open
   // file description holds a conflicting lock: kBusy (exit 75) naming the

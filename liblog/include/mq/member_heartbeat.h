@@ -121,7 +121,6 @@ Result<std::optional<MemberHeartbeat>> ReadMemberHeartbeat(int members_dir,
                                                            FileSystem* fs = nullptr);
 // Removes members/<member>.alive (its member leaving, or a prober removing
 // a dead member). A missing one is no error.
-Status RemoveMemberHeartbeat(int members_dir, std::string_view member_id,
-                             FileSystem* fs = nullptr);
+Status RemoveMemberHeartbeat(int members_dir, std::string_view member_id, FileSystem* fs = nullptr);
 
 }  // namespace mq

@@ -23,13 +23,13 @@
 
 namespace mq {
 
-class FileSystem;  // mq/file.h: the seam tests use for fault injection
+class FileSystem;       // mq/file.h: the seam tests use for fault injection
 struct EpochEndOffset;  // mq/replica_checkpoint.h
 
 enum class Durability : uint8_t {
-  kNone,      // page cache only; fsync on Close()
+  kNone,        // page cache only; fsync on Close()
   kEveryBatch,  // fsync before Append() returns (one fsync covers the whole call)
-  kInterval,  // fsync when flush_interval_ms has passed since the last one
+  kInterval,    // fsync when flush_interval_ms has passed since the last one
 };
 
 // How readers and recovery check offsets across batches and segments (R10, R11, R26).
@@ -39,11 +39,11 @@ enum class OffsetPolicy : uint8_t {
 };
 
 struct LogConfig {
-  uint64_t segment_bytes = 1ull << 30;            // roll when a batch would pass this
-  int64_t segment_ms = 7LL * 24 * 3600 * 1000;    // roll when the segment is older
-  uint32_t index_interval_bytes = 4096;           // bytes between index entries
+  uint64_t segment_bytes = 1ull << 30;          // roll when a batch would pass this
+  int64_t segment_ms = 7LL * 24 * 3600 * 1000;  // roll when the segment is older
+  uint32_t index_interval_bytes = 4096;         // bytes between index entries
   Durability durability = Durability::kNone;
-  int64_t flush_interval_ms = 1000;               // for kInterval
+  int64_t flush_interval_ms = 1000;  // for kInterval
   // With false, Close() neither fsyncs nor advances the recovery point (for
   // page-cache durability: the next writer to open re-validates the
   // unsynced tail, R25). The producer snapshot is still written, unsynced
@@ -56,7 +56,7 @@ struct LogConfig {
   // Recovery holds the batches it validates to R26 as well with
   // kContiguous (DataDir::LogConfigFor: topics with cleanup.policy=delete).
   OffsetPolicy offsets = OffsetPolicy::kGapsAllowed;
-  FileSystem* fs = nullptr;                       // nullptr = the real file system
+  FileSystem* fs = nullptr;  // nullptr = the real file system
   // The leader epoch a replicated partition's leader stamps into every batch
   // it appends (partitionLeaderEpoch), recorded in the partition's
   // leader-epoch-checkpoint (format-spec/replication.md). An append with an
@@ -75,7 +75,7 @@ struct Problem {
   enum class Kind : uint8_t { kCorruption, kNeedsRecovery, kNote };
   std::string file;
   uint64_t position = 0;
-  std::string rule;    // "R4", or "torn-tail", "garbage-tail", "index-rebuilt"
+  std::string rule;  // "R4", or "torn-tail", "garbage-tail", "index-rebuilt"
   std::string detail;
   Kind kind = Kind::kCorruption;
 };
@@ -92,7 +92,7 @@ struct AppendResult {
   int64_t base_offset = -1;  // offset of the first record appended
   int64_t last_offset = -1;  // offset of the last record appended
   int32_t batches = 0;
-  bool duplicate = false;    // idempotent producer: already in the log, not appended
+  bool duplicate = false;  // idempotent producer: already in the log, not appended
 };
 
 // How PartitionWriter::DeleteSegmentsBefore moves the log start
@@ -125,8 +125,7 @@ class PartitionWriter {
   // Every batch is validated first (R1-R7); `crc_check` kAlreadyComputed
   // skips only the CRC, for batches BatchBuilder::Finish just built in this
   // process (bytes from a file, a pipe or a peer are always kVerify).
-  Result<AppendResult> Append(std::span<std::byte> batches,
-                              CrcCheck crc_check = CrcCheck::kVerify);
+  Result<AppendResult> Append(std::span<std::byte> batches, CrcCheck crc_check = CrcCheck::kVerify);
 
   // A follower's append: batches exactly as the leader wrote them (base
   // offsets, leader epochs, CRCs and producer fields kept; nothing is
@@ -202,6 +201,7 @@ class PartitionWriter {
   Status FenceEpochsBelow(int32_t epoch);
 
   struct Impl;
+
  private:
   explicit PartitionWriter(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
@@ -343,6 +343,7 @@ class PartitionReader {
   uint32_t positioned_rewrites() const;
 
   struct Impl;
+
  private:
   explicit PartitionReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
@@ -355,7 +356,7 @@ class PartitionReader {
 // topics); without its topic configuration, kGapsAllowed checks R10/R11 only.
 // What a verification read: the evidence behind "ok".
 struct VerifyStats {
-  uint64_t files = 0;    // segments, indexes and state files read
+  uint64_t files = 0;  // segments, indexes and state files read
   uint64_t batches = 0;
   uint64_t records = 0;  // recordsCount of the batches read
   uint64_t bytes = 0;    // bytes of the files read
@@ -409,7 +410,6 @@ struct ProducerBatch {
   int32_t last_sequence = 0;
   std::vector<std::byte> bytes;
 };
-Result<std::optional<ProducerBatch>> LastProducerBatch(const std::string& dir,
-                                                       int64_t producer_id,
+Result<std::optional<ProducerBatch>> LastProducerBatch(const std::string& dir, int64_t producer_id,
                                                        const ReadOptions& options = {});
 }  // namespace mq

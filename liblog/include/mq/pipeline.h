@@ -38,8 +38,8 @@ constexpr std::string_view kPipelineSourceIndexHeader = "mq.src.index";  // 0, 1
 // The producer name of source partition `partition` of `in` (E1): registry
 // name "pipeline.<len>.<group>.<len>.<in>.<len>.<out>.<partition>", each
 // length in decimal bytes, so that no two pipelines share one.
-std::string PipelineProducerName(std::string_view group, std::string_view in,
-                                 std::string_view out, int32_t partition);
+std::string PipelineProducerName(std::string_view group, std::string_view in, std::string_view out,
+                                 int32_t partition);
 
 // One output message of a transform run.
 struct PipelineOutput {

@@ -246,8 +246,7 @@ std::string EncodeLeaderEpochFence(int32_t epoch);
 // The fence of the partition directory `dir_fd`: -1 when the file is missing.
 Result<int32_t> LoadLeaderEpochFence(int dir_fd, FileSystem* fs = nullptr);
 // Replaces it with `epoch` (R39); with `sync` false, without fsync.
-Status StoreLeaderEpochFence(int dir_fd, int32_t epoch, FileSystem* fs = nullptr,
-                             bool sync = true);
+Status StoreLeaderEpochFence(int dir_fd, int32_t epoch, FileSystem* fs = nullptr, bool sync = true);
 
 // The topic and partition a partition directory's name `<topic>-<n>`
 // (R12) stands for; nullopt for any other name.

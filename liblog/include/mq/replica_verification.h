@@ -132,8 +132,7 @@ struct ReplicaComparison {
 // of the corruption, or R38 for a high watermark above its log end); each
 // other replica's outcome is its ReplicaAgreement::status.
 Result<ReplicaComparison> CompareReplicas(const std::vector<ReplicaDir>& replicas,
-                                          size_t reference_index,
-                                          const DecodeLimits& limits = {});
+                                          size_t reference_index, const DecodeLimits& limits = {});
 
 // The same over replicas' logs wherever they are (R57 with R63 for those
 // on other hosts): what CompareReplicas does with the directories opened.

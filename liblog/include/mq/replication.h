@@ -43,10 +43,10 @@ class Clock {
 // leader's partition directory (§17.2), in memory in the simulator.
 struct FollowerPosition {
   int32_t replica = -1;
-  int32_t leader_epoch = -1;      // the leader's epoch when it was recorded
-  int64_t log_end_offset = -1;    // the follower's LEO after its last fetch
+  int32_t leader_epoch = -1;    // the leader's epoch when it was recorded
+  int64_t log_end_offset = -1;  // the follower's LEO after its last fetch
   int64_t last_fetch_ms = 0;
-  int64_t last_caught_up_ms = 0;  // last time its LEO reached the leader's
+  int64_t last_caught_up_ms = 0;       // last time its LEO reached the leader's
   int64_t last_fetch_leader_leo = -1;  // the leader's LEO at its last fetch
   bool operator==(const FollowerPosition&) const = default;
 };
@@ -114,8 +114,8 @@ Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& di
 // `follower-stopped` (§17.7, R58) until a follower of that log runs a
 // round again.
 struct FollowerStop {
-  int64_t stopped_ms = 0;     // when
-  int32_t exit_status = 0;    // the exit status it stopped with (sysexits)
+  int64_t stopped_ms = 0;   // when
+  int32_t exit_status = 0;  // the exit status it stopped with (sysexits)
   bool operator==(const FollowerStop&) const = default;
 };
 Result<FollowerStop> DecodeFollowerStop(std::string_view bytes, const std::string& file);
@@ -256,8 +256,8 @@ class ReplicaLog {
 // The fetch a follower sends (Kafka's FetchRequest, one partition).
 struct FetchRequest {
   int32_t replica = -1;
-  int32_t leader_epoch = -1;   // the epoch the follower believes current
-  int64_t fetch_offset = 0;    // the follower's LEO
+  int32_t leader_epoch = -1;  // the epoch the follower believes current
+  int64_t fetch_offset = 0;   // the follower's LEO
   size_t max_bytes = 1 << 20;
   // A fetch ahead (protocol.md R62): the follower's LEO, below
   // fetch_offset, where it has not yet appended the batches before
@@ -348,11 +348,9 @@ Result<bool> RestartedSinceClaim(const std::string& partition_dir);
 // ReplicaLog::ReadInPlace): for a server that writes them to its peer.
 Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
                                   const FetchRequest& request,
-                                  std::vector<std::byte>* buffer = nullptr,
-                                  bool in_place = false);
-Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
-                                                  ReplicaLog& leader, int32_t leader_epoch,
-                                                  int32_t requested_epoch);
+                                  std::vector<std::byte>* buffer = nullptr, bool in_place = false);
+Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx, ReplicaLog& leader,
+                                                  int32_t leader_epoch, int32_t requested_epoch);
 
 // HW = min LEO over the ISR (the leader's own included, followers' as
 // recorded in this epoch), computed and stored under the leader's lock
@@ -409,9 +407,9 @@ struct FollowerStepResult {
 // KIP-279); fetches from its LEO; appends the leader's
 // batches verbatim; follows the leader's log start; sets its HW to
 // min(leader HW, own LEO), except after a fetch whose batches caught it up:
-// the next step's fetch, made at once, reports the new LEO first (§17.3). kFenced when the cluster state moved meanwhile
-// (the caller simply steps again). `current`: the partition's state when
-// the caller has just read it (this round), so that it is not read twice.
+// the next step's fetch, made at once, reports the new LEO first (§17.3). kFenced when the cluster
+// state moved meanwhile (the caller simply steps again). `current`: the partition's state when the
+// caller has just read it (this round), so that it is not read twice.
 Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
                                         LeaderLink& leader, FollowerState& state,
                                         size_t max_bytes = 1 << 20,
@@ -479,8 +477,7 @@ namespace mq {
 // batches before it end (crash-safe, R40), so that the follower fetches the
 // rest from its leader again. Only for a replica that does not lead: the
 // caller checks that another replica leads. nullopt: nothing damaged.
-Result<std::optional<LogDamage>> RepairFollowerLog(const std::string& dir,
-                                                   const LogConfig& config);
+Result<std::optional<LogDamage>> RepairFollowerLog(const std::string& dir, const LogConfig& config);
 
 // One host (§17.2): replica `replica_id`'s log of the partition is the
 // partition directory `dir` of its log root; the followers' positions are

@@ -26,7 +26,7 @@ struct OffsetIndexEntry {
 };
 struct TimeIndexEntry {
   int64_t timestamp = 0;
-  int64_t offset = 0;     // absolute
+  int64_t offset = 0;  // absolute
 };
 
 // Reads a whole .index / .timeindex file (R13/R14 size rule only; the
@@ -55,6 +55,7 @@ class SegmentScanner {
   uint64_t trailing_bytes() const;
 
   struct Impl;
+
  private:
   explicit SegmentScanner(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -18,24 +18,24 @@ namespace mq {
 
 enum class Code : uint8_t {
   kOk = 0,
-  kInvalidArgument,  // bad name, bad flag value, bad config
-  kNotFound,         // missing directory, topic, partition, file, offset
-  kCorruption,       // data breaks a format-spec rule (see rule())
-  kUnsupported,      // valid but unsupported (R5 attribute bit or codec, newer version)
-  kTooLarge,         // a length over its configured maximum
-  kIoError,          // read/write/fsync/rename failed (errno in message)
-  kBusy,             // lock held by another process; retry later
-  kPermission,       // EACCES/EPERM, unsafe directory modes
-  kOutOfOrder,       // producer sequence gap or reordering
-  kDuplicate,        // idempotent producer: batch already in the log
-  kInternal,         // a bug in mq
-  kNeedsRecovery,    // a legal crash state a writer repairs on open (R28)
-  kNoMemory,         // an allocation failed (ENOMEM, std::bad_alloc)
-  kFenced,           // a leader epoch below the partition's latest: leadership moved
-  kUnavailable,      // no leader, or the leader's log root cannot be used
-  kNotEnoughReplicas,             // ISR below min.insync.replicas: refused, nothing appended
+  kInvalidArgument,    // bad name, bad flag value, bad config
+  kNotFound,           // missing directory, topic, partition, file, offset
+  kCorruption,         // data breaks a format-spec rule (see rule())
+  kUnsupported,        // valid but unsupported (R5 attribute bit or codec, newer version)
+  kTooLarge,           // a length over its configured maximum
+  kIoError,            // read/write/fsync/rename failed (errno in message)
+  kBusy,               // lock held by another process; retry later
+  kPermission,         // EACCES/EPERM, unsafe directory modes
+  kOutOfOrder,         // producer sequence gap or reordering
+  kDuplicate,          // idempotent producer: batch already in the log
+  kInternal,           // a bug in mq
+  kNeedsRecovery,      // a legal crash state a writer repairs on open (R28)
+  kNoMemory,           // an allocation failed (ENOMEM, std::bad_alloc)
+  kFenced,             // a leader epoch below the partition's latest: leadership moved
+  kUnavailable,        // no leader, or the leader's log root cannot be used
+  kNotEnoughReplicas,  // ISR below min.insync.replicas: refused, nothing appended
   kNotEnoughReplicasAfterAppend,  // appended, then the ISR fell below the floor: outcome unknown
-  kTimedOut,         // appended, not acknowledged in time: outcome unknown
+  kTimedOut,                      // appended, not acknowledged in time: outcome unknown
 };
 
 class Status {
@@ -59,8 +59,7 @@ class Status {
   static Status Ok() { return {}; }
   // Corruption found in `file` at byte `position`, breaking format-spec rule
   // `rule` (e.g. "R4"). The message reads "<file>: offset <pos>: <rule>: <what>".
-  static Status Corruption(std::string file, uint64_t position, std::string rule,
-                           std::string what);
+  static Status Corruption(std::string file, uint64_t position, std::string rule, std::string what);
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -93,8 +92,8 @@ Status ErrnoStatus(const std::string& context, int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
-  Result(Status error) : v_(std::move(error)) {}      // NOLINT: must not be OK
+  Result(T value) : v_(std::move(value)) {}       // NOLINT: implicit by design
+  Result(Status error) : v_(std::move(error)) {}  // NOLINT: must not be OK
 
   bool has_value() const { return v_.index() == 0; }
   explicit operator bool() const { return has_value(); }
@@ -116,8 +115,8 @@ class [[nodiscard]] Result {
 }  // namespace mq
 
 // Returns early from the enclosing function when `expr` (a Status) is not OK.
-#define MQ_RETURN_IF_ERROR(expr)            \
-  do {                                      \
-    ::mq::Status mq_status_ = (expr);       \
+#define MQ_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::mq::Status mq_status_ = (expr);        \
     if (!mq_status_.ok()) return mq_status_; \
   } while (0)

@@ -43,8 +43,8 @@ struct TopicSummary {
 // configuration is its kCorruption).
 Result<TopicSummary> SummarizeTopic(const DataDir& dir, std::string_view topic);
 // One partition's summary, from its directory `partition_dir`.
-Result<PartitionSummary> SummarizePartition(const std::string& partition_dir,
-                                            int32_t partition, FileSystem* fs = nullptr);
+Result<PartitionSummary> SummarizePartition(const std::string& partition_dir, int32_t partition,
+                                            FileSystem* fs = nullptr);
 
 // One key of a topic's effective configuration and where its value comes
 // from: "default" (mq's default value, which Kafka's DEFAULT_CONFIG is),
@@ -58,9 +58,9 @@ struct ConfigEntry {
 // Every key of TopicConfig::KeyNames in order, then cluster and replica.id
 // for a replicated topic. `replicated`: the topic's settings in its
 // cluster state, when read.
-std::vector<ConfigEntry> EffectiveConfig(const TopicConfig& config,
-                                         const std::optional<std::pair<int32_t, int32_t>>&
-                                             replicated = std::nullopt);
+std::vector<ConfigEntry> EffectiveConfig(
+    const TopicConfig& config,
+    const std::optional<std::pair<int32_t, int32_t>>& replicated = std::nullopt);
 
 // R84: applies `set` (key, value; units as TopicConfig::Set) and `reset`
 // (keys back to their defaults) to the topic's configuration and replaces
@@ -102,8 +102,8 @@ Status IncreasePartitions(const DataDir& dir, std::string_view topic, int32_t pa
 // Who holds a topic: a producer (a partition's writer.lock) or a live
 // consumer group member reading it.
 struct TopicHolders {
-  std::vector<int32_t> written;        // partitions whose writer.lock is held
-  std::vector<std::string> groups;     // groups with a live member reading it
+  std::vector<int32_t> written;     // partitions whose writer.lock is held
+  std::vector<std::string> groups;  // groups with a live member reading it
   bool empty() const { return written.empty() && groups.empty(); }
 };
 Result<TopicHolders> FindTopicHolders(const DataDir& dir, std::string_view topic);

@@ -272,12 +272,11 @@ Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
                                                    const std::string& peer);
 // `topic` and `partition` come from the request.
 // `topic` and `partition`: the request's, filled into each offset.
-Result<CarryStateReply> DecodeCarryStateReply(std::span<const std::byte> p,
-                                              const std::string& peer, const std::string& topic,
-                                              int32_t partition);
+Result<CarryStateReply> DecodeCarryStateReply(std::span<const std::byte> p, const std::string& peer,
+                                              const std::string& topic, int32_t partition);
 Result<PartitionState> DecodeAlterPartitionReply(std::span<const std::byte> p,
-                                                 const std::string& peer,
-                                                 const std::string& topic, int32_t partition);
+                                                 const std::string& peer, const std::string& topic,
+                                                 int32_t partition);
 Result<std::string> DecodeLoadStateReply(std::span<const std::byte> p, const std::string& peer);
 // A name that breaks R12, an id below 0: corruption (R51).
 Result<std::string> DecodeProducerId(std::span<const std::byte> p, const std::string& peer);
@@ -323,11 +322,12 @@ class Client {
   using Connect = std::function<Result<std::unique_ptr<Connection>>()>;
   struct Options {
     int timeout_ms = kDefaultTimeoutMs;
-    std::string name = "mq";  // Hello's client
+    std::string name = "mq";          // Hello's client
     uint16_t max_version = kVersion;  // Hello's maxVersion (tests: an earlier client)
   };
   Client(Connect connect, std::string peer, Options options);
-  Client(Connect connect, std::string peer) : Client(std::move(connect), std::move(peer), Options{}) {}
+  Client(Connect connect, std::string peer)
+      : Client(std::move(connect), std::move(peer), Options{}) {}
   // Sends a request and returns the reply's payload, valid until the next
   // Call or Collect (a Post, even one that fails, leaves it). An Error
   // reply is its status (the connection stays); a timeout (kUnavailable),
@@ -335,8 +335,7 @@ class Client {
   // connection. `batches_checked`: as FrameReader::NextView's,
   // for the reply.
   Result<std::span<const std::byte>> Call(Type type, std::span<const std::byte> payload,
-                                          int extra_wait_ms = 0,
-                                          bool* batches_checked = nullptr);
+                                          int extra_wait_ms = 0, bool* batches_checked = nullptr);
   // A request sent now whose response Collect reads later (R62: a
   // FetchAhead, sent before the previous response is used). Until then any
   // Call first reads that response and drops it. A failure drops the
@@ -389,9 +388,9 @@ class Client {
   int64_t last_used_ms_ = 0;  // CLOCK_MONOTONIC
   bool answered_ = false;     // the last call got an Error reply
   int connects_ = 0;
-  uint16_t version_ = 0;               // HelloReply's
-  std::optional<Type> posted_;         // a request sent by Post, its response unread
-  uint64_t posts_ = 0;                 // Post calls so far
+  uint16_t version_ = 0;        // HelloReply's
+  std::optional<Type> posted_;  // a request sent by Post, its response unread
+  uint64_t posts_ = 0;          // Post calls so far
 };
 
 // A follower's link to a leader reached through `client`.
@@ -434,7 +433,7 @@ struct Handlers {
   std::function<Result<EpochEndOffset>(const OffsetForLeaderEpochMessage&)> offset_for_leader_epoch;
   std::function<Result<ReplicaStatusReply>(const PartitionRef&)> replica_status;
   std::function<Result<CarryStateReply>(const PartitionRef&)> carry_state;
-  std::function<Result<LogChunk>(const ReadLogMessage&)> read_log;  // version 2
+  std::function<Result<LogChunk>(const ReadLogMessage&)> read_log;                     // version 2
   std::function<Result<ReplicaCheckReply>(const ReplicaCheckMessage&)> replica_check;  // version 2
   std::function<Result<std::string>()> load_state;
   std::function<Result<PartitionState>(const AlterPartitionMessage&)> alter_partition;

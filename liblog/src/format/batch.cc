@@ -68,9 +68,9 @@ Result<Probe> ProbeBatch(Bytes bytes, BatchHeader* header, const DecodeLimits& l
                               fmt::format("batchLength {} < {}", h.batch_length, kMinLength));
   }
   if (h.size_bytes() > limits.max_batch_bytes) {
-    return Status::Corruption(
-        file, position, "R2",
-        fmt::format("batch of {} bytes exceeds the maximum {}", h.size_bytes(), limits.max_batch_bytes));
+    return Status::Corruption(file, position, "R2",
+                              fmt::format("batch of {} bytes exceeds the maximum {}",
+                                          h.size_bytes(), limits.max_batch_bytes));
   }
   if (h.magic != kMagicV2) {
     return Status::Corruption(file, position, "R3", fmt::format("magic {} is not 2", h.magic));
@@ -79,7 +79,8 @@ Result<Probe> ProbeBatch(Bytes bytes, BatchHeader* header, const DecodeLimits& l
   *header = DecodeBatchHeader(bytes);
   // R19 before anything computes lastOffset = baseOffset + lastOffsetDelta.
   if (header->base_offset < 0 || header->base_offset > kMaxOffset ||
-      (header->last_offset_delta > 0 && header->base_offset > kMaxOffset - header->last_offset_delta)) {
+      (header->last_offset_delta > 0 &&
+       header->base_offset > kMaxOffset - header->last_offset_delta)) {
     return Status::Corruption(
         file, position, "R19",
         fmt::format("baseOffset {} + lastOffsetDelta {} is outside 0..{}", header->base_offset,
@@ -98,12 +99,12 @@ Status CheckAttributes(const BatchHeader& h, const std::string& file, uint64_t p
   if (attributes & kUnusedAttributeBits) {
     return Status(Code::kUnsupported,
                   fmt::format("{}: position {}: R5: unsupported attributes 0x{:04x}: bits 7-15 "
-                              "are not defined by RecordBatch v2", file, position, attributes));
+                              "are not defined by RecordBatch v2",
+                              file, position, attributes));
   }
   if ((attributes & kCodecMask) > static_cast<uint16_t>(Compression::kZstd)) {
-    return Status(Code::kUnsupported,
-                  fmt::format("{}: position {}: R5: unsupported codec {}", file, position,
-                              attributes & kCodecMask));
+    return Status(Code::kUnsupported, fmt::format("{}: position {}: R5: unsupported codec {}", file,
+                                                  position, attributes & kCodecMask));
   }
   return Status::Ok();
 }
@@ -123,8 +124,9 @@ Status CheckCounts(const BatchHeader& h, const std::string& file, uint64_t posit
                                           h.records_count, h.last_offset_delta));
   }
   if (h.is_control() && h.records_count != 1) {
-    return Status::Corruption(file, position, "R6",
-                              fmt::format("control batch holds {} records, not 1", h.records_count));
+    return Status::Corruption(
+        file, position, "R6",
+        fmt::format("control batch holds {} records, not 1", h.records_count));
   }
   return Status::Ok();
 }
@@ -137,7 +139,7 @@ Result<BatchView> BatchView::Parse(Bytes bytes, const DecodeLimits& limits, cons
   Result<Probe> probe = ProbeBatch(bytes, &h, limits, file, position);
   if (!probe) return probe.error();
   if (*probe == Probe::kTornTail) {
-    uint64_t need = bytes.size() < kMinHeaderPrefix ? kMinHeaderPrefix
+    uint64_t need = bytes.size() < kMinHeaderPrefix   ? kMinHeaderPrefix
                     : bytes.size() < kBatchHeaderSize ? kBatchHeaderSize
                                                       : h.size_bytes();
     return Status::Corruption(file, position, "R1",
@@ -160,14 +162,14 @@ Result<BatchView> BatchView::Parse(Bytes bytes, const DecodeLimits& limits, cons
 Status CheckProducerFields(const BatchHeader& h, const std::string& file, uint64_t position) {
   if (h.is_control() || h.producer_id < 0) return Status::Ok();
   if (h.producer_epoch < 0) {
-    return Status::Corruption(file, position, "R7",
-                              fmt::format("producerId {} with producerEpoch {}", h.producer_id,
-                                          h.producer_epoch));
+    return Status::Corruption(
+        file, position, "R7",
+        fmt::format("producerId {} with producerEpoch {}", h.producer_id, h.producer_epoch));
   }
   if (h.base_sequence < 0) {
-    return Status::Corruption(file, position, "R7",
-                              fmt::format("producerId {} with baseSequence {}", h.producer_id,
-                                          h.base_sequence));
+    return Status::Corruption(
+        file, position, "R7",
+        fmt::format("producerId {} with baseSequence {}", h.producer_id, h.base_sequence));
   }
   return Status::Ok();
 }
@@ -262,8 +264,8 @@ Status BatchCompressor::Compress(Bytes batches, std::vector<std::byte>* out) {
     }
     Bytes payload = rest.subspan(kBatchHeaderSize, size - kBatchHeaderSize);
     if (compression_ != Compression::kNone) {
-      MQ_RETURN_IF_ERROR(compression::Compress(compression_, payload, zstd_level_, &zstd_ctx_,
-                                               &compressed_));
+      MQ_RETURN_IF_ERROR(
+          compression::Compress(compression_, payload, zstd_level_, &zstd_ctx_, &compressed_));
       payload = compressed_;
     }
     coding::PutFixed16(header + kAttributesOffset,
@@ -358,7 +360,8 @@ Status BatchBuilder::Finish(int64_t base_offset, std::vector<std::byte>* out) {
   using coding::PutFixed32;
   using coding::PutFixed64;
   PutFixed64(p + kBaseOffsetOffset, static_cast<uint64_t>(base_offset));
-  PutFixed32(p + kPartitionLeaderEpochOffset, static_cast<uint32_t>(options_.partition_leader_epoch));
+  PutFixed32(p + kPartitionLeaderEpochOffset,
+             static_cast<uint32_t>(options_.partition_leader_epoch));
   p[kMagicOffset] = std::byte(kMagicV2);
   PutFixed16(p + kAttributesOffset, attributes);
   PutFixed32(p + kLastOffsetDeltaOffset, static_cast<uint32_t>(count_ > 0 ? count_ - 1 : 0));

@@ -177,9 +177,8 @@ Result<std::optional<uint64_t>> BatchCursor::FindNextValid(uint64_t from, Resync
       continue;
     if (h.base_offset < 0 || h.base_offset > INT64_MAX - 1 - h.last_offset_delta) continue;
     if (h.base_offset <= hint.after_offset) continue;
-    if (hint.segment_base >= 0 &&
-        (h.base_offset < hint.segment_base ||
-         h.last_offset() - hint.segment_base > int64_t{INT32_MAX}))
+    if (hint.segment_base >= 0 && (h.base_offset < hint.segment_base ||
+                                   h.last_offset() - hint.segment_base > int64_t{INT32_MAX}))
       continue;
     auto crc = prefix.Crc(p + format::kAttributesOffset, p + format::kLogOverhead + len);
     if (!crc) return crc.error();

@@ -35,7 +35,8 @@ inline void PutFixed64(std::byte* p, uint64_t v) {
   PutFixed32(p + 4, static_cast<uint32_t>(v));
 }
 inline uint16_t GetFixed16(const std::byte* p) {
-  return static_cast<uint16_t>((std::to_integer<uint16_t>(p[0]) << 8) | std::to_integer<uint16_t>(p[1]));
+  return static_cast<uint16_t>((std::to_integer<uint16_t>(p[0]) << 8) |
+                               std::to_integer<uint16_t>(p[1]));
 }
 inline uint32_t GetFixed32(const std::byte* p) {
   return (std::to_integer<uint32_t>(p[0]) << 24) | (std::to_integer<uint32_t>(p[1]) << 16) |
@@ -56,12 +57,8 @@ inline uint32_t ZigZag32(int32_t v) {
 inline uint64_t ZigZag64(int64_t v) {
   return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
 }
-inline int32_t UnZigZag32(uint32_t u) {
-  return static_cast<int32_t>((u >> 1) ^ (~(u & 1) + 1));
-}
-inline int64_t UnZigZag64(uint64_t u) {
-  return static_cast<int64_t>((u >> 1) ^ (~(u & 1) + 1));
-}
+inline int32_t UnZigZag32(uint32_t u) { return static_cast<int32_t>((u >> 1) ^ (~(u & 1) + 1)); }
+inline int64_t UnZigZag64(uint64_t u) { return static_cast<int64_t>((u >> 1) ^ (~(u & 1) + 1)); }
 
 // Bytes the varint of `v` takes.
 // (7 payload bits per byte: ceil(significant bits / 7), at least 1.)

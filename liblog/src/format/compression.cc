@@ -20,11 +20,16 @@ namespace mq {
 
 std::string_view CompressionName(Compression c) {
   switch (c) {
-    case Compression::kNone: return "none";
-    case Compression::kGzip: return "gzip";
-    case Compression::kSnappy: return "snappy";
-    case Compression::kLz4: return "lz4";
-    case Compression::kZstd: return "zstd";
+    case Compression::kNone:
+      return "none";
+    case Compression::kGzip:
+      return "gzip";
+    case Compression::kSnappy:
+      return "snappy";
+    case Compression::kLz4:
+      return "lz4";
+    case Compression::kZstd:
+      return "zstd";
   }
   return "unknown";
 }
@@ -71,8 +76,8 @@ constexpr size_t kTrustBytes = 1 << 20;
 constexpr size_t kTrustRatio = 32;
 constexpr size_t kCountBufferBytes = 128 << 10;
 
-Status Resize(std::vector<std::byte>* out, size_t bytes, const std::string& file,
-              uint64_t position, const char* codec = "zstd") {
+Status Resize(std::vector<std::byte>* out, size_t bytes, const std::string& file, uint64_t position,
+              const char* codec = "zstd") {
   try {
     out->resize(bytes);
   } catch (const std::bad_alloc&) {
@@ -89,9 +94,13 @@ Status Resize(std::vector<std::byte>* out, size_t bytes, const std::string& file
 // one byte over the limit is R9. Bounded() drives them as zstd does.
 class GrowingOutput {
  public:
-  GrowingOutput(std::vector<std::byte>* out, size_t max_bytes, size_t buffer_cap,
-                const char* codec, const std::string& file, uint64_t position)
-      : out_(out), buffer_cap_(buffer_cap), max_(max_bytes), codec_(codec), file_(file),
+  GrowingOutput(std::vector<std::byte>* out, size_t max_bytes, size_t buffer_cap, const char* codec,
+                const std::string& file, uint64_t position)
+      : out_(out),
+        buffer_cap_(buffer_cap),
+        max_(max_bytes),
+        codec_(codec),
+        file_(file),
         position_(position) {}
 
   Status Start() {
@@ -173,16 +182,16 @@ Status Bounded(Decode decode, std::span<const std::byte> in, size_t max_bytes,
   GrowingOutput exact(out, max_bytes, count.used() + 1, codec, file, position);
   Status s = decode(exact);
   if (exact.full() || (s.ok() && exact.used() != count.used())) {
-    return R9(file, position, fmt::format("{} records gave {} bytes, then others", codec,
-                                          count.used()));
+    return R9(file, position,
+              fmt::format("{} records gave {} bytes, then others", codec, count.used()));
   }
   return s.ok() ? exact.Finish() : s;
 }
 
 // ---- gzip (codec 1): a gzip stream (RFC 1952), as java.util.zip writes it.
 
-Status GzipStream(std::span<const std::byte> in, GrowingOutput& o,
-                  const std::string& file, uint64_t position) {
+Status GzipStream(std::span<const std::byte> in, GrowingOutput& o, const std::string& file,
+                  uint64_t position) {
   z_stream zs{};
   int rc = inflateInit2(&zs, 16 + MAX_WBITS);  // gzip header and trailer only
   if (rc == Z_MEM_ERROR) return NoMemory(file, position, sizeof(z_stream), "gzip");
@@ -222,10 +231,10 @@ Status GzipStream(std::span<const std::byte> in, GrowingOutput& o,
   return Status::Ok();
 }
 
-Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes,
-                      std::vector<std::byte>* out, const std::string& file, uint64_t position) {
-  return Bounded([&](GrowingOutput& o) { return GzipStream(in, o, file, position); },
-                 in, max_bytes, out, "gzip", file, position);
+Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes, std::vector<std::byte>* out,
+                      const std::string& file, uint64_t position) {
+  return Bounded([&](GrowingOutput& o) { return GzipStream(in, o, file, position); }, in, max_bytes,
+                 out, "gzip", file, position);
 }
 
 // ---- snappy (codec 2): the xerial framing snappy-java writes, or one raw
@@ -235,11 +244,12 @@ Status GzipDecompress(std::span<const std::byte> in, size_t max_bytes,
 // follows what the block really yields.
 
 constexpr unsigned char kXerialMagic[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
-constexpr size_t kXerialHeaderBytes = 16;  // magic, version int32, compatible int32
+constexpr size_t kXerialHeaderBytes = 16;       // magic, version int32, compatible int32
 constexpr size_t kXerialBlockBytes = 32 << 10;  // snappy-java's default block
 
 bool IsXerial(std::span<const std::byte> in) {
-  return in.size() >= sizeof kXerialMagic && std::memcmp(in.data(), kXerialMagic, sizeof kXerialMagic) == 0;
+  return in.size() >= sizeof kXerialMagic &&
+         std::memcmp(in.data(), kXerialMagic, sizeof kXerialMagic) == 0;
 }
 
 // The blocks of snappy records: one raw block, or the xerial framing's.
@@ -249,18 +259,22 @@ Status SnappyBlocks(std::span<const std::byte> in, std::vector<std::span<const s
     blocks->push_back(in);
     return Status::Ok();
   }
-  if (in.size() < kXerialHeaderBytes) return R9(file, position, "xerial snappy header is truncated");
+  if (in.size() < kXerialHeaderBytes)
+    return R9(file, position, "xerial snappy header is truncated");
   size_t p = kXerialHeaderBytes;
   while (p < in.size()) {
     if (in.size() - p < 4) {
-      return R9(file, position, fmt::format("xerial snappy: {} bytes at {} are not a block length",
-                                            in.size() - p, p));
+      return R9(
+          file, position,
+          fmt::format("xerial snappy: {} bytes at {} are not a block length", in.size() - p, p));
     }
     const uint32_t n = coding::GetFixed32(in.data() + p);
     p += 4;
     if (n > in.size() - p) {
-      return R9(file, position, fmt::format("xerial snappy: a block of {} bytes at {} runs past "
-                                            "the records", n, p - 4));
+      return R9(file, position,
+                fmt::format("xerial snappy: a block of {} bytes at {} runs past "
+                            "the records",
+                            n, p - 4));
     }
     blocks->push_back(in.subspan(p, n));
     p += n;
@@ -283,8 +297,8 @@ Status SnappyDecompress(std::span<const std::byte> in, size_t max_bytes,
       return R9(file, position, "snappy: bad block length");
     }
     if (size > max_bytes - total) {
-      return R9(file, position, fmt::format("snappy records decompress to more than {} bytes",
-                                            max_bytes));
+      return R9(file, position,
+                fmt::format("snappy records decompress to more than {} bytes", max_bytes));
     }
     if (!snappy::IsValidCompressedBuffer(p, block.size())) {
       return R9(file, position, "snappy: corrupt block");
@@ -345,7 +359,8 @@ Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, GrowingOutput& o
     size_t hint = LZ4F_decompress(dctx, o.free_data(), &dst_size, src, &src_size, nullptr);
     if (LZ4F_isError(hint)) {
       const char* name = LZ4F_getErrorName(hint);
-      if (std::strstr(name, "allocation") != nullptr) return NoMemory(file, position, 4 << 20, "lz4");
+      if (std::strstr(name, "allocation") != nullptr)
+        return NoMemory(file, position, 4 << 20, "lz4");
       return R9(file, position, fmt::format("lz4: {}", name));
     }
     o.Produced(dst_size);
@@ -360,8 +375,8 @@ Status Lz4Frame(LZ4F_dctx* dctx, std::span<const std::byte> in, GrowingOutput& o
   return Status::Ok();
 }
 
-Status Lz4Decompress(std::span<const std::byte> in, size_t max_bytes,
-                     std::vector<std::byte>* out, const std::string& file, uint64_t position) {
+Status Lz4Decompress(std::span<const std::byte> in, size_t max_bytes, std::vector<std::byte>* out,
+                     const std::string& file, uint64_t position) {
   auto pass = [&](GrowingOutput& o) {
     auto& dctx = ThreadLz4DCtx();
     if (dctx == nullptr) return NoMemory(file, position, 0, "lz4");
@@ -381,7 +396,8 @@ Status ZstdCompress(std::span<const std::byte> in, int level, void** ctx,
   if (cctx == nullptr) return Status(Code::kInternal, "zstd: cannot create context");
   out->resize(ZSTD_compressBound(in.size()));
   size_t r = ZSTD_compressCCtx(cctx, out->data(), out->size(), in.data(), in.size(), level);
-  if (ZSTD_isError(r)) return Status(Code::kInternal, fmt::format("zstd: {}", ZSTD_getErrorName(r)));
+  if (ZSTD_isError(r))
+    return Status(Code::kInternal, fmt::format("zstd: {}", ZSTD_getErrorName(r)));
   out->resize(r);
   return Status::Ok();
 }
@@ -414,8 +430,8 @@ Result<unsigned long long> ZstdFrameSize(std::span<const std::byte> in, size_t m
 // The rest of a frame that filled the first buffer, decompressed through a
 // fixed buffer only to be counted into `produced`, until the frame ends or
 // more than `limit` bytes came; `r`: the last ZSTD_decompressStream result.
-Status CountZstdRest(ZSTD_DCtx* dctx, ZSTD_inBuffer& src, size_t& r, size_t& produced,
-                     size_t limit, const std::string& file, uint64_t position) {
+Status CountZstdRest(ZSTD_DCtx* dctx, ZSTD_inBuffer& src, size_t& r, size_t& produced, size_t limit,
+                     const std::string& file, uint64_t position) {
   thread_local std::vector<std::byte> discard;
   MQ_RETURN_IF_ERROR(Resize(&discard, kCountBufferBytes, file, position));
   while (!ZSTD_isError(r) && r != 0 && produced <= limit) {
@@ -475,7 +491,8 @@ Status ZstdDecompress(std::span<const std::byte> in, size_t max_bytes, std::vect
       return R9(file, position,
                 fmt::format("zstd frame gives more than the {} bytes its header says", size));
     }
-    return R9(file, position, fmt::format("zstd records decompress to more than {} bytes", max_bytes));
+    return R9(file, position,
+              fmt::format("zstd records decompress to more than {} bytes", max_bytes));
   }
   if (r != 0) return R9(file, position, "zstd frame is truncated");
   if (src.pos != src.size) return R9(file, position, "bytes follow the zstd frame");
@@ -494,8 +511,8 @@ namespace {
 
 Status GzipCompress(std::span<const std::byte> in, std::vector<std::byte>* out) {
   z_stream zs{};
-  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
-                   Z_DEFAULT_STRATEGY) != Z_OK) {
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK) {
     return Status(Code::kNoMemory, "gzip: cannot create a compression stream");
   }
   struct End {
@@ -508,7 +525,8 @@ Status GzipCompress(std::span<const std::byte> in, std::vector<std::byte>* out) 
   zs.next_out = reinterpret_cast<Bytef*>(out->data());
   zs.avail_out = static_cast<uInt>(out->size());
   int rc = deflate(&zs, Z_FINISH);
-  if (rc != Z_STREAM_END) return Status(Code::kInternal, fmt::format("gzip: deflate failed ({})", rc));
+  if (rc != Z_STREAM_END)
+    return Status(Code::kInternal, fmt::format("gzip: deflate failed ({})", rc));
   out->resize(zs.total_out);
   return Status::Ok();
 }
@@ -555,9 +573,12 @@ Status Compress(Compression codec, std::span<const std::byte> in, int zstd_level
                 std::vector<std::byte>* out) {
   try {
     switch (codec) {
-      case Compression::kGzip: return GzipCompress(in, out);
-      case Compression::kSnappy: return SnappyCompress(in, out);
-      case Compression::kLz4: return Lz4Compress(in, out);
+      case Compression::kGzip:
+        return GzipCompress(in, out);
+      case Compression::kSnappy:
+        return SnappyCompress(in, out);
+      case Compression::kLz4:
+        return Lz4Compress(in, out);
       case Compression::kZstd: {
         if (zstd_ctx != nullptr) return ZstdCompress(in, zstd_level, zstd_ctx, out);
         void* ctx = nullptr;
@@ -565,24 +586,29 @@ Status Compress(Compression codec, std::span<const std::byte> in, int zstd_level
         FreeCompressor(ctx);
         return s;
       }
-      case Compression::kNone: break;
+      case Compression::kNone:
+        break;
     }
   } catch (const std::bad_alloc&) {
     return Status(Code::kNoMemory, fmt::format("out of memory compressing {} bytes with {}",
                                                in.size(), CompressionName(codec)));
   }
-  return Status(Code::kUnsupported,
-                fmt::format("cannot write codec {}", static_cast<int>(codec)));
+  return Status(Code::kUnsupported, fmt::format("cannot write codec {}", static_cast<int>(codec)));
 }
 
 Status Decompress(Compression codec, std::span<const std::byte> in, size_t max_bytes,
                   std::vector<std::byte>* out, const std::string& file, uint64_t position) {
   switch (codec) {
-    case Compression::kGzip: return GzipDecompress(in, max_bytes, out, file, position);
-    case Compression::kSnappy: return SnappyDecompress(in, max_bytes, out, file, position);
-    case Compression::kLz4: return Lz4Decompress(in, max_bytes, out, file, position);
-    case Compression::kZstd: return ZstdDecompress(in, max_bytes, out, file, position);
-    case Compression::kNone: break;
+    case Compression::kGzip:
+      return GzipDecompress(in, max_bytes, out, file, position);
+    case Compression::kSnappy:
+      return SnappyDecompress(in, max_bytes, out, file, position);
+    case Compression::kLz4:
+      return Lz4Decompress(in, max_bytes, out, file, position);
+    case Compression::kZstd:
+      return ZstdDecompress(in, max_bytes, out, file, position);
+    case Compression::kNone:
+      break;
   }
   return Status(Code::kUnsupported, fmt::format("{}: position {}: R5: unsupported codec {}", file,
                                                 position, static_cast<int>(codec)));

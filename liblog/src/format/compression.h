@@ -16,8 +16,8 @@ namespace mq::compression {
 
 // Compresses `in` with `codec` (gzip, snappy, lz4 or zstd) into `out`,
 // replacing its contents. `zstd_level` and `*zstd_ctx` serve zstd only (see
-// ZstdCompress; a null `zstd_ctx` uses a context for this call only). Kafka's Java client reads every result: gzip with the
-// default level, snappy in xerial framing with 32 KiB blocks, lz4 as
+// ZstdCompress; a null `zstd_ctx` uses a context for this call only). Kafka's Java client reads
+// every result: gzip with the default level, snappy in xerial framing with 32 KiB blocks, lz4 as
 // independent 64 KiB blocks without content checksum.
 Status Compress(Compression codec, std::span<const std::byte> in, int zstd_level, void** zstd_ctx,
                 std::vector<std::byte>* out);

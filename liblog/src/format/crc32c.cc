@@ -117,7 +117,8 @@ __attribute__((target("sse4.2"))) inline uint64_t ThreeWay(uint64_t crc0, const 
 
 __attribute__((target("sse4.2"))) uint32_t HardwareRaw(uint32_t crc32, const uint8_t* p, size_t n) {
   uint64_t crc = crc32;
-  for (; n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0; --n) crc = _mm_crc32_u8(static_cast<uint32_t>(crc), *p++);
+  for (; n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0; --n)
+    crc = _mm_crc32_u8(static_cast<uint32_t>(crc), *p++);
   if (n >= 3 * kLong) {
     const ShiftTable& shift = LongShift();
     for (; n >= 3 * kLong; p += 3 * kLong, n -= 3 * kLong) crc = ThreeWay(crc, p, kLong, shift);

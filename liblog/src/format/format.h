@@ -175,7 +175,7 @@ constexpr const char* kClusterLockName = "cluster.lock";
 constexpr const char* kIsrChangesName = "isr-changes";
 // R41: the first line, "mq-cluster-state 1", and the last, "crc32c <hex8>".
 constexpr const char* kClusterStateMagic = "mq-cluster-state";
-constexpr int kClusterStateVersion = 2;  // the newest this mq reads and writes
+constexpr int kClusterStateVersion = 2;       // the newest this mq reads and writes
 constexpr int kClusterStateLocalVersion = 1;  // written while no replica has a host (R41)
 constexpr size_t kMaxHostBytes = 255;         // R43: a replica's or a cluster's host
 constexpr const char* kClusterCrcKeyword = "crc32c";
@@ -196,7 +196,7 @@ static_assert(kReplicaLineFields == 3 && kTopicLineFields == 6 && kPartitionLine
 constexpr int32_t kNoLeader = -1;
 constexpr int64_t kMaxTopicPartitions = 10000;
 constexpr int64_t kMaxReplicationFactor = 32767;
-constexpr size_t kMaxClusterDirBytes = 4095;  // PATH_MAX - 1
+constexpr size_t kMaxClusterDirBytes = 4095;            // PATH_MAX - 1
 constexpr int64_t kDefaultReplicaLagTimeMaxMs = 30000;  // Kafka's default
 
 // --- wire (tools-shape)
@@ -268,7 +268,7 @@ constexpr uint64_t kSnapshotReplayBytes = 256 << 10;
 constexpr uint32_t kGroupOffsetsMagic = 0x4D51474F;  // "MQGO"
 constexpr int16_t kGroupOffsetsVersion = 1;
 constexpr size_t kGroupOffsetsHeaderSize = 48;
-constexpr size_t kGroupOffsetEntryFixedSize = 36;  // an entry without its two names
+constexpr size_t kGroupOffsetEntryFixedSize = 36;        // an entry without its two names
 constexpr uint64_t kMaxGroupOffsetsBytes = 64ull << 20;  // R29
 // §14.1 Names inside the data directory (the offsets file's own name,
 // `offsets`, is mq::kGroupOffsetsFile in mq/group.h: tools read it too).

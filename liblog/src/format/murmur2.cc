@@ -29,8 +29,8 @@ int32_t Murmur2(std::span<const std::byte> key) {
   const size_t whole = length & ~size_t{3};
   for (size_t i = 0; i < whole; i += 4) {
     // Little-endian words, as Kafka reads them.
-    uint32_t k = Byte(key, i) | Byte(key, i + 1) << 8 | Byte(key, i + 2) << 16 |
-                 Byte(key, i + 3) << 24;
+    uint32_t k =
+        Byte(key, i) | Byte(key, i + 1) << 8 | Byte(key, i + 2) << 16 | Byte(key, i + 3) << 24;
     k *= kMultiplier;
     k ^= k >> kShift;
     k *= kMultiplier;

@@ -44,10 +44,9 @@ Result<RecordReader> RecordReader::Open(const BatchView& batch, std::vector<std:
 }
 
 Status RecordReader::Error(const char* rule, const std::string& what) const {
-  return Status::Corruption(
-      file_, position_, rule,
-      fmt::format("record {} at byte {} of the records: {}", index_,
-                  rest_.data() - records_.data(), what));
+  return Status::Corruption(file_, position_, rule,
+                            fmt::format("record {} at byte {} of the records: {}", index_,
+                                        rest_.data() - records_.data(), what));
 }
 
 namespace {
@@ -89,7 +88,8 @@ inline int64_t WrappingAdd(int64_t a, int64_t b) {
 // and keeps errors out of line, so the common path copies nothing.
 RecordReader::Step RecordReader::Decode(RecordView* rec) {
   if (remaining_ == 0) {
-    if (!rest_.empty()) return Fail("R8", fmt::format("{} bytes after the last record", rest_.size()));
+    if (!rest_.empty())
+      return Fail("R8", fmt::format("{} bytes after the last record", rest_.size()));
     return Step::kEnd;
   }
   const std::byte* p = rest_.data();
@@ -148,9 +148,7 @@ RecordReader::Step RecordReader::Fail(const char* rule, const std::string& what)
   return Step::kError;
 }
 
-bool RecordReader::Read(RecordView* record) {
-  return Decode(record) == Step::kRecord;
-}
+bool RecordReader::Read(RecordView* record) { return Decode(record) == Step::kRecord; }
 
 Result<std::optional<RecordView>> RecordReader::Next() {
   // One named result on every path, so it is built in the caller's slot.
@@ -176,13 +174,20 @@ std::vector<Header> RecordView::headers() const {
 
 std::string_view ControlTypeName(int16_t type) {
   switch (type) {
-    case 0: return "ABORT";
-    case 1: return "COMMIT";
-    case 2: return "LEADER_CHANGE";
-    case 3: return "SNAPSHOT_HEADER";
-    case 4: return "SNAPSHOT_FOOTER";
-    case 5: return "KRAFT_VERSION";
-    case 6: return "KRAFT_VOTERS";
+    case 0:
+      return "ABORT";
+    case 1:
+      return "COMMIT";
+    case 2:
+      return "LEADER_CHANGE";
+    case 3:
+      return "SNAPSHOT_HEADER";
+    case 4:
+      return "SNAPSHOT_FOOTER";
+    case 5:
+      return "KRAFT_VERSION";
+    case 6:
+      return "KRAFT_VOTERS";
   }
   return "UNKNOWN";
 }
@@ -200,9 +205,9 @@ Result<ControlRecord> DecodeControlRecord(const RecordView& record, const std::s
   c.version = static_cast<int16_t>(coding::GetFixed16(record.key->data()));
   c.type = static_cast<int16_t>(coding::GetFixed16(record.key->data() + 2));
   if (c.version < 0) {
-    return Status::Corruption(file, position, "R17",
-                              fmt::format("control record at offset {}: key version {} < 0",
-                                          record.offset, c.version));
+    return Status::Corruption(
+        file, position, "R17",
+        fmt::format("control record at offset {}: key version {} < 0", record.offset, c.version));
   }
   if (!c.is_end_txn_marker()) return c;
   if (!record.value || record.value->size() < kEndTxnMarkerValueSize) {
@@ -221,7 +226,8 @@ Result<ControlRecord> DecodeControlRecord(const RecordView& record, const std::s
 // Starts small: a producer may hold a builder per partition, thousands of
 // them, each with a few records between appends; doubling makes up for it.
 std::byte* BatchBuilder::Reserve(size_t n) {
-  if (used_ + n > records_.size()) [[unlikely]] Grow(n);
+  if (used_ + n > records_.size()) [[unlikely]]
+    Grow(n);
   std::byte* p = records_.data() + used_;
   used_ += n;
   return p;

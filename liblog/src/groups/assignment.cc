@@ -56,9 +56,8 @@ std::vector<int32_t> AssignPartitions(const std::vector<std::string>& members,
   std::iota(order.begin(), order.end(), size_t{0});
   std::vector<uint64_t> w(m);
   for (size_t i = 0; i < m; ++i) w[i] = AssignmentWeight(members[i], topic, -1);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return w[a] != w[b] ? w[a] > w[b] : a < b;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return w[a] != w[b] ? w[a] > w[b] : a < b; });
   std::vector<size_t> room(m, count / m);
   for (size_t k = 0; k < count % m; ++k) ++room[order[k]];
 

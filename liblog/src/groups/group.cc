@@ -79,8 +79,8 @@ std::string IsoMs(int64_t ms) {
   const time_t secs = static_cast<time_t>(ms / 1000);
   struct tm tm {};
   gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
 }
 
 bool EntryLess(const CommittedOffset& a, const CommittedOffset& b) {
@@ -102,12 +102,14 @@ Result<std::string> GetName(std::span<const std::byte> b, size_t* at, const std:
                             const char* what, bool may_be_empty) {
   const size_t start = *at;
   if (b.size() - start < 2)
-    return Status::Corruption(file, start, "R29", fmt::format("the file ends inside an entry's {} length", what));
+    return Status::Corruption(file, start, "R29",
+                              fmt::format("the file ends inside an entry's {} length", what));
   const auto len = static_cast<int16_t>(GetFixed16(b.data() + start));
   if (len < (may_be_empty ? 0 : 1) || static_cast<size_t>(len) > kMaxNameLength)
     return Status::Corruption(file, start, "R30", fmt::format("{} length {}", what, len));
   if (b.size() - start - 2 < static_cast<size_t>(len))
-    return Status::Corruption(file, start, "R29", fmt::format("the file ends inside an entry's {}", what));
+    return Status::Corruption(file, start, "R29",
+                              fmt::format("the file ends inside an entry's {}", what));
   std::string s(reinterpret_cast<const char*>(b.data() + start + 2), static_cast<size_t>(len));
   if (len > 0) {
     Status valid = ValidateName(s, what);
@@ -165,9 +167,9 @@ namespace {
 // and CRC.
 Status CheckGroupOffsetsFrame(std::span<const std::byte> b, const std::string& file) {
   if (b.size() > kMaxGroupOffsetsBytes)
-    return Status::Corruption(file, kMaxGroupOffsetsBytes, "R29",
-                              fmt::format("{} bytes, more than the {} allowed", b.size(),
-                                          kMaxGroupOffsetsBytes));
+    return Status::Corruption(
+        file, kMaxGroupOffsetsBytes, "R29",
+        fmt::format("{} bytes, more than the {} allowed", b.size(), kMaxGroupOffsetsBytes));
   if (b.size() < kGroupOffsetsHeaderSize)
     return Status::Corruption(file, b.size(), "R29",
                               fmt::format("{} bytes, shorter than the {}-byte header (truncated)",
@@ -183,28 +185,30 @@ Status CheckGroupOffsetsFrame(std::span<const std::byte> b, const std::string& f
   if (version < 1)
     return Status::Corruption(file, kVersionAt, "R29", fmt::format("bad version {}", version));
   if (uint16_t reserved = GetFixed16(h + kReservedAt); reserved != 0)
-    return Status::Corruption(file, kReservedAt, "R29", fmt::format("reserved field {} is not 0", reserved));
+    return Status::Corruption(file, kReservedAt, "R29",
+                              fmt::format("reserved field {} is not 0", reserved));
   const uint32_t stored = GetFixed32(h + kCrcAt);
   const uint32_t computed = Crc32c(b.subspan(kCrcFrom));
   const auto count = static_cast<int32_t>(GetFixed32(h + kCountAt));
   if (stored != computed) {
     // The likeliest cause worth naming: a copy or write cut short.
-    const uint64_t least = static_cast<uint64_t>(std::max(count, 0)) * (kGroupOffsetEntryFixedSize + 1);
-    std::string why = least > b.size() - kGroupOffsetsHeaderSize
-                          ? fmt::format(" (truncated? {} entries cannot fit in {} bytes)", count,
-                                        b.size())
-                          : "";
-    return Status::Corruption(file, kCrcAt, "R29",
-                              fmt::format("crc {:#010x} stored, {:#010x} computed{}", stored,
-                                          computed, why));
+    const uint64_t least =
+        static_cast<uint64_t>(std::max(count, 0)) * (kGroupOffsetEntryFixedSize + 1);
+    std::string why =
+        least > b.size() - kGroupOffsetsHeaderSize
+            ? fmt::format(" (truncated? {} entries cannot fit in {} bytes)", count, b.size())
+            : "";
+    return Status::Corruption(
+        file, kCrcAt, "R29",
+        fmt::format("crc {:#010x} stored, {:#010x} computed{}", stored, computed, why));
   }
   return Status::Ok();
 }
 
 // The header's fields (R29), its entries not yet read; `count`: how many
 // entries follow.
-Result<GroupOffsets> DecodeGroupOffsetsHeader(std::span<const std::byte> b,
-                                              const std::string& file, int32_t* count) {
+Result<GroupOffsets> DecodeGroupOffsetsHeader(std::span<const std::byte> b, const std::string& file,
+                                              int32_t* count) {
   const std::byte* h = b.data();
   *count = static_cast<int32_t>(GetFixed32(h + kCountAt));
   GroupOffsets s;
@@ -213,16 +217,21 @@ Result<GroupOffsets> DecodeGroupOffsetsHeader(std::span<const std::byte> b,
   s.rebalances = static_cast<int64_t>(GetFixed64(h + kRebalancesAt));
   s.last_rebalance_timestamp = static_cast<int64_t>(GetFixed64(h + kLastRebalanceAt));
   if (*count < 0) return Status::Corruption(file, kCountAt, "R29", fmt::format("count {}", *count));
-  if (static_cast<uint64_t>(*count) * (kGroupOffsetEntryFixedSize + 1) > b.size() - kGroupOffsetsHeaderSize)
-    return Status::Corruption(file, kCountAt, "R29",
-                              fmt::format("count {} does not fit in the file's {} bytes", *count, b.size()));
+  if (static_cast<uint64_t>(*count) * (kGroupOffsetEntryFixedSize + 1) >
+      b.size() - kGroupOffsetsHeaderSize)
+    return Status::Corruption(
+        file, kCountAt, "R29",
+        fmt::format("count {} does not fit in the file's {} bytes", *count, b.size()));
   if (s.generation < 1)
-    return Status::Corruption(file, kGenerationAt, "R29", fmt::format("generation {}", s.generation));
+    return Status::Corruption(file, kGenerationAt, "R29",
+                              fmt::format("generation {}", s.generation));
   if (s.rebalances < 0)
-    return Status::Corruption(file, kRebalancesAt, "R29", fmt::format("rebalances {}", s.rebalances));
+    return Status::Corruption(file, kRebalancesAt, "R29",
+                              fmt::format("rebalances {}", s.rebalances));
   if (s.last_rebalance_timestamp < kNoTimestamp)
-    return Status::Corruption(file, kLastRebalanceAt, "R29",
-                              fmt::format("last rebalance timestamp {}", s.last_rebalance_timestamp));
+    return Status::Corruption(
+        file, kLastRebalanceAt, "R29",
+        fmt::format("last rebalance timestamp {}", s.last_rebalance_timestamp));
   return s;
 }
 
@@ -243,7 +252,8 @@ Result<CommittedOffset> DecodeGroupOffsetEntry(std::span<const std::byte> b, siz
   e.commit_timestamp = static_cast<int64_t>(GetFixed64(p + 16));
   e.dead_letters = static_cast<int64_t>(GetFixed64(p + 24));
   if (e.partition < 0 || e.partition > kMaxGroupPartition)
-    return Status::Corruption(file, at, "R30", fmt::format("entry {}: partition {}", i, e.partition));
+    return Status::Corruption(file, at, "R30",
+                              fmt::format("entry {}: partition {}", i, e.partition));
   if (e.offset < 0)
     return Status::Corruption(file, at + 4, "R30", fmt::format("entry {}: offset {}", i, e.offset));
   if (e.leader_epoch < kNoLeaderEpoch)
@@ -282,8 +292,9 @@ Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std:
     s.offsets.push_back(std::move(*e));
   }
   if (at != b.size())
-    return Status::Corruption(file, at, "R29",
-                              fmt::format("{} bytes after the last of {} entries", b.size() - at, count));
+    return Status::Corruption(
+        file, at, "R29",
+        fmt::format("{} bytes after the last of {} entries", b.size() - at, count));
   return std::move(s);
 }
 
@@ -294,9 +305,9 @@ Result<GroupOffsets> ReadOffsets(File* file, const std::string& path) {
   auto size = file->Size();
   if (!size) return size.error();
   if (*size > kMaxGroupOffsetsBytes)
-    return Status::Corruption(path, kMaxGroupOffsetsBytes, "R29",
-                              fmt::format("{} bytes, more than the {} allowed", *size,
-                                          kMaxGroupOffsetsBytes));
+    return Status::Corruption(
+        path, kMaxGroupOffsetsBytes, "R29",
+        fmt::format("{} bytes, more than the {} allowed", *size, kMaxGroupOffsetsBytes));
   std::vector<std::byte> bytes(static_cast<size_t>(*size));
   auto got = file->ReadAt(0, bytes);
   if (!got) return got.error();
@@ -313,13 +324,14 @@ Result<GroupOffsets> ReadGroupOffsetsFile(const std::string& path) {
   if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(path + ": fstat", errno);
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size > kMaxGroupOffsetsBytes)
-    return Status::Corruption(path, kMaxGroupOffsetsBytes, "R29",
-                              fmt::format("{} bytes, more than the {} allowed", size,
-                                          kMaxGroupOffsetsBytes));
+    return Status::Corruption(
+        path, kMaxGroupOffsetsBytes, "R29",
+        fmt::format("{} bytes, more than the {} allowed", size, kMaxGroupOffsetsBytes));
   std::vector<std::byte> bytes(static_cast<size_t>(size));
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::pread(fd->get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    ssize_t n =
+        ::pread(fd->get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus(path + ": read", errno);
     if (n == 0) break;
@@ -387,8 +399,8 @@ class NoDirSync : public FileSystemWrapper {
 
 Result<FileLock> Group::LockCommit(const CommitWait& wait) const {
   if (!wait)
-    return FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive,
-                             LockWait::kBlock, fs_);
+    return FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive, LockWait::kBlock,
+                             fs_);
   // Most waits are one commit of another member (a few ms): tried again
   // soon, then at most every 20 ms.
   constexpr long kFirstSleepUs = 200;
@@ -396,8 +408,8 @@ Result<FileLock> Group::LockCommit(const CommitWait& wait) const {
   long sleep_us = kFirstSleepUs;
   int64_t next_call = MonotonicNowMs() + kCommitWaitCallMs;
   for (;;) {
-    auto lock = FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive,
-                                  LockWait::kTry, fs_);
+    auto lock =
+        FileLock::Acquire(dir_.get(), kGroupCommitLock, LockMode::kExclusive, LockWait::kTry, fs_);
     if (lock || lock.error().code() != Code::kBusy) return lock;
     if (const int64_t now = MonotonicNowMs(); now >= next_call) {
       MQ_RETURN_IF_ERROR(wait());
@@ -424,8 +436,8 @@ Status Group::Update(const std::function<Status(GroupOffsets*)>& change, CommitS
   const std::vector<std::byte> bytes = EncodeGroupOffsets(next);
   if (bytes.size() > kMaxGroupOffsetsBytes)
     return Status(Code::kTooLarge, fmt::format("{}: the offsets would take {} bytes, more than the "
-                                               "{} allowed (R29)", path_, bytes.size(),
-                                               kMaxGroupOffsetsBytes));
+                                               "{} allowed (R29)",
+                                               path_, bytes.size(), kMaxGroupOffsetsBytes));
   if (sync == CommitSync::kAtomic) {
     NoDirSync fs(fs_);
     return WriteFileAtomic(dir_.get(), kGroupOffsetsFile, bytes, &fs, kGroupOffsetsStaging);
@@ -441,8 +453,8 @@ Result<FileLock> Group::LockForReset(std::optional<std::string_view> topic) cons
   auto held = LockGroup(LockMode::kExclusive, LockWait::kTry);
   if (!held && held.error().code() == Code::kBusy)
     return Status(Code::kBusy, fmt::format("group \"{}\" has live members ({}/{} is locked); "
-                                           "a reset needs every member stopped", name_, path_,
-                                           kGroupLock));
+                                           "a reset needs every member stopped",
+                                           name_, path_, kGroupLock));
   if (!held) return held;
   MQ_RETURN_IF_ERROR(CheckNoAbsentMembers(kNoTimestamp, topic));
   return held;
@@ -457,11 +469,11 @@ Status ValidateCommits(std::span<const OffsetCommit> commits) {
     MQ_RETURN_IF_ERROR(ValidateName(c.topic, "topic"));
     if (c.partition < 0 || c.partition > kMaxGroupPartition || c.offset < 0 ||
         c.leader_epoch < kNoLeaderEpoch || c.dead_letters_added < 0) {
-      return Status(Code::kInvalidArgument,
-                    fmt::format("commit of {}-{}: partition, offset {}, leader epoch {} or "
-                                "dead-letter count {} out of range",
-                                c.topic, c.partition, c.offset, c.leader_epoch,
-                                c.dead_letters_added));
+      return Status(
+          Code::kInvalidArgument,
+          fmt::format("commit of {}-{}: partition, offset {}, leader epoch {} or "
+                      "dead-letter count {} out of range",
+                      c.topic, c.partition, c.offset, c.leader_epoch, c.dead_letters_added));
     }
     for (size_t j = 0; j < i; ++j)
       if (commits[j].topic == c.topic && commits[j].partition == c.partition)
@@ -481,13 +493,11 @@ Status ApplyCommit(GroupOffsets* s, const OffsetCommit& c, CommitKind kind, int6
   // The follower is there already: above, or at the same offset after a
   // record of the same or a later leader epoch (group.md §14.3).
   if (kind == CommitKind::kCarry && it != s->offsets.end() &&
-      (c.offset < it->offset ||
-       (c.offset == it->offset && c.leader_epoch <= it->leader_epoch)))
+      (c.offset < it->offset || (c.offset == it->offset && c.leader_epoch <= it->leader_epoch)))
     return Status::Ok();
   const bool lowers = c.lower_from >= 0 && it != s->offsets.end() &&
                       it->offset == c.lower_from;  // R31's exceptions (truncation, hand-back)
-  if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset &&
-      !lowers) {
+  if (it != s->offsets.end() && c.offset < it->offset && kind != CommitKind::kReset && !lowers) {
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: R31: commit of offset {} for {}-{} is below the committed "
                               "offset {}; only a reset moves a group backwards",
@@ -498,8 +508,8 @@ Status ApplyCommit(GroupOffsets* s, const OffsetCommit& c, CommitKind kind, int6
     it = s->offsets.end() - 1;
   }
   if (it->dead_letters > INT64_MAX - c.dead_letters_added)
-    return Status(Code::kTooLarge, fmt::format("{}-{}: dead-letter count overflows", c.topic,
-                                               c.partition));
+    return Status(Code::kTooLarge,
+                  fmt::format("{}-{}: dead-letter count overflows", c.topic, c.partition));
   it->offset = c.offset;
   it->leader_epoch = c.leader_epoch;
   it->commit_timestamp = now_ms;
@@ -514,8 +524,8 @@ Status ApplyCommit(GroupOffsets* s, const OffsetCommit& c, CommitKind kind, int6
 }  // namespace
 
 Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view member_id,
-                     CommitKind kind, int64_t now_ms, const FileLock* reset_lock,
-                     CommitSync sync, const CommitWait& wait) {
+                     CommitKind kind, int64_t now_ms, const FileLock* reset_lock, CommitSync sync,
+                     const CommitWait& wait) {
   if (!ValidMemberId(member_id)) return ValidateName(member_id, "member id");
   // A reset or a carried commit is no member's progress: what a machine
   // crash would undo is not delivered again, it is simply undone.
@@ -533,13 +543,15 @@ Status Group::Commit(std::span<const OffsetCommit> commits, std::string_view mem
   }
   // A reset is nobody's commit: its entries carry no member id (§14.2).
   const std::string member(kind == CommitKind::kReset ? std::string_view() : member_id);
-  return Update([&](GroupOffsets* s) -> Status {
-    for (const OffsetCommit& c : commits)
-      MQ_RETURN_IF_ERROR(ApplyCommit(s, c, kind, now_ms, member, path_));
-    std::sort(s->offsets.begin(), s->offsets.end(), EntryLess);
-    s->update_timestamp = now_ms;
-    return Status::Ok();
-  }, sync, wait);
+  return Update(
+      [&](GroupOffsets* s) -> Status {
+        for (const OffsetCommit& c : commits)
+          MQ_RETURN_IF_ERROR(ApplyCommit(s, c, kind, now_ms, member, path_));
+        std::sort(s->offsets.begin(), s->offsets.end(), EntryLess);
+        s->update_timestamp = now_ms;
+        return Status::Ok();
+      },
+      sync, wait);
 }
 
 Result<std::vector<int32_t>> Group::DeleteOffsets(std::string_view topic,
@@ -580,13 +592,16 @@ Result<std::vector<int32_t>> Group::DeleteOffsets(std::string_view topic,
 
 Status Group::RecordRebalance(int64_t now_ms, const CommitWait& wait) {
   if (now_ms == kNoTimestamp) now_ms = NowMs();
-  return Update([&](GroupOffsets* s) -> Status {
-    if (s->rebalances == INT64_MAX) return Status(Code::kTooLarge, "rebalance counter exhausted");
-    ++s->rebalances;
-    s->last_rebalance_timestamp = now_ms;
-    s->update_timestamp = now_ms;
-    return Status::Ok();
-  }, CommitSync::kAtomic, wait);
+  return Update(
+      [&](GroupOffsets* s) -> Status {
+        if (s->rebalances == INT64_MAX)
+          return Status(Code::kTooLarge, "rebalance counter exhausted");
+        ++s->rebalances;
+        s->last_rebalance_timestamp = now_ms;
+        s->update_timestamp = now_ms;
+        return Status::Ok();
+      },
+      CommitSync::kAtomic, wait);
 }
 
 Result<FileLock> Group::LockGroup(LockMode mode, LockWait wait) const {
@@ -752,7 +767,6 @@ Result<FileLock> Ownership::LockForHandler(int32_t p) const {
   return file;
 }
 
-
 Result<std::vector<std::string>> Group::ListMemberFiles() const {
   std::vector<std::string> ids;
   auto members = OpenDirectoryAt(dir_.get(), kGroupMembersDir, false, fs_);
@@ -809,8 +823,7 @@ Result<std::vector<AbsentMember>> Group::AbsentMembers(int64_t now_ms) const {
   if (!members && members.error().code() == Code::kNotFound) return out;
   if (!members) return members.error();
   for (const std::string& id : *ids) {
-    auto running =
-        IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, fs_);
+    auto running = IsLocked(members->get(), fmt::format("{}.lock", id), LockMode::kShared, fs_);
     if (!running) return running.error();
     if (*running) continue;
     auto lease = ReadSessionLease(members->get(), id, fs_);
@@ -837,10 +850,11 @@ Status Group::CheckNoAbsentMembers(int64_t now_ms, std::optional<std::string_vie
   if (absent->empty()) return Status::Ok();
   std::string who;
   for (const AbsentMember& m : *absent)
-    who += fmt::format("{}static member {} is not running and its session holds until {} "
-                       "({}/{}/{}{})",
-                       who.empty() ? "" : "; ", m.id, IsoMs(m.session_end()), path_,
-                       kGroupMembersDir, m.id, kMemberLeaseSuffix);
+    who += fmt::format(
+        "{}static member {} is not running and its session holds until {} "
+        "({}/{}/{}{})",
+        who.empty() ? "" : "; ", m.id, IsoMs(m.session_end()), path_, kGroupMembersDir, m.id,
+        kMemberLeaseSuffix);
   return Status(Code::kBusy,
                 fmt::format("group \"{}\" has live members: {}; wait for the session to end or "
                             "remove the member (mq-consume -G {} --remove-member {})",
@@ -895,7 +909,8 @@ Status DeleteGroup(const std::string& data_dir, std::string_view name) {
   auto lock = group->LockGroup(LockMode::kExclusive, LockWait::kTry);
   if (!lock && lock.error().code() == Code::kBusy)
     return Status(Code::kBusy, fmt::format("group \"{}\" has live members ({}/{} is locked); "
-                                           "stop them first", name, group->path(), kGroupLock));
+                                           "stop them first",
+                                           name, group->path(), kGroupLock));
   if (!lock) return lock.error();
   MQ_RETURN_IF_ERROR(group->CheckNoAbsentMembers());
   auto root = OpenDirectory(data_dir, false);

@@ -149,8 +149,8 @@ GroupMember& GroupMember::operator=(GroupMember&& other) noexcept {
   return *this;
 }
 
-Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
-                                      std::string topic, int32_t partitions, int wait_ms) {
+Result<GroupMember> GroupMember::Join(Group* group, std::string member_id, std::string topic,
+                                      int32_t partitions, int wait_ms) {
   std::vector<TopicPartitions> topics{{std::move(topic), partitions}};
   return Join(group, std::move(member_id), std::move(topics), wait_ms);
 }
@@ -169,7 +169,8 @@ Result<GroupMember> GroupMember::Join(Group* group, std::string member_id,
   m.group_ = group;
   m.id_ = std::move(member_id);
   m.topics_ = std::move(topics);
-  auto group_lock = Retry(wait_ms, [&] { return group->LockGroup(LockMode::kShared, LockWait::kTry); });
+  auto group_lock =
+      Retry(wait_ms, [&] { return group->LockGroup(LockMode::kShared, LockWait::kTry); });
   if (!group_lock && group_lock.error().code() == Code::kBusy)
     return Status(Code::kBusy, fmt::format("group \"{}\" is being reset or deleted ({}/{} is "
                                            "locked exclusively)",
@@ -254,9 +255,8 @@ const std::string& GroupMember::topic() const {
 
 Status GroupMember::KeepSession(int64_t session_timeout_ms, int64_t now_ms) {
   if (session_timeout_ms < 1 || session_timeout_ms > kMaxSessionTimeoutMs)
-    return Status(Code::kInvalidArgument,
-                  fmt::format("session timeout {} ms: 1 to {}", session_timeout_ms,
-                              kMaxSessionTimeoutMs));
+    return Status(Code::kInvalidArgument, fmt::format("session timeout {} ms: 1 to {}",
+                                                      session_timeout_ms, kMaxSessionTimeoutMs));
   if (group_ == nullptr) return Status(Code::kInvalidArgument, "not a member");
   auto members = OpenDirectoryAt(group_->dir_fd(), format::kGroupMembersDir, false, group_->fs());
   if (!members) return members.error();
@@ -270,9 +270,8 @@ Status GroupMember::KeepSession(int64_t session_timeout_ms, int64_t now_ms) {
 
 Status GroupMember::KeepHeartbeat(int64_t deadline_ms, int64_t now_ms) {
   if (deadline_ms < 1 || deadline_ms > kMaxHeartbeatDeadlineMs)
-    return Status(Code::kInvalidArgument,
-                  fmt::format("heartbeat deadline {} ms: 1 to {}", deadline_ms,
-                              kMaxHeartbeatDeadlineMs));
+    return Status(Code::kInvalidArgument, fmt::format("heartbeat deadline {} ms: 1 to {}",
+                                                      deadline_ms, kMaxHeartbeatDeadlineMs));
   if (group_ == nullptr) return Status(Code::kInvalidArgument, "not a member");
   heartbeat_deadline_ms_ = deadline_ms;
   heartbeat_written_ms_ = 0;
@@ -311,8 +310,8 @@ Result<UniqueFd> GroupMember::BeatAndList(int64_t mono, std::vector<std::string>
 Status GroupMember::WhileLockedOut(int64_t mono_ms) {
   if (group_ == nullptr) return Status(Code::kInvalidArgument, "not a member");
   if (interrupt_ != nullptr && *interrupt_ != 0)
-    return Status(Code::kBusy, fmt::format("interrupted while waiting for {}/{}",
-                                           group_->path(), format::kGroupCommitLock));
+    return Status(Code::kBusy, fmt::format("interrupted while waiting for {}/{}", group_->path(),
+                                           format::kGroupCommitLock));
   const int64_t mono = mono_ms == kNoTimestamp ? MonotonicNowMs() : mono_ms;
   std::vector<std::string> files;
   auto members = BeatAndList(mono, &files);
@@ -394,8 +393,8 @@ Result<MembershipView> GroupMember::Poll(int64_t now_ms, int64_t mono_ms) {
   return view;
 }
 
-Status GroupMember::ScanMembers(int members_dir, const std::vector<std::string>& files,
-                                int64_t now, int64_t mono, MembershipView* view,
+Status GroupMember::ScanMembers(int members_dir, const std::vector<std::string>& files, int64_t now,
+                                int64_t mono, MembershipView* view,
                                 std::vector<Subscription>* subscriptions) {
   // A static member's session (R65): a lease that breaks R65 is none.
   auto in_session = [&](const std::string& id) -> Result<bool> {
@@ -458,15 +457,15 @@ Status GroupMember::CheckStuck(int members_dir, const MemberNote& note, int64_t 
                                std::vector<MembershipView::Fenced>* fenced) {
   auto hb = ReadMemberHeartbeat(members_dir, note.id, group_->fs());
   // None, or one that breaks R69: never taken for stuck.
-  if (!hb && (hb.error().code() == Code::kCorruption ||
-              hb.error().code() == Code::kUnsupported || hb.error().code() == Code::kNotFound))
+  if (!hb && (hb.error().code() == Code::kCorruption || hb.error().code() == Code::kUnsupported ||
+              hb.error().code() == Code::kNotFound))
     return Status::Ok();
   if (!hb) return hb.error();
   if (!*hb) return Status::Ok();
   const MemberHeartbeat& h = **hb;
   auto known = watches_.find(note.id);
-  HeartbeatWatch& watch =
-      (*watches)[note.id] = known != watches_.end() ? known->second : HeartbeatWatch{};
+  HeartbeatWatch& watch = (*watches)[note.id] =
+      known != watches_.end() ? known->second : HeartbeatWatch{};
   if (!WatchHeartbeat(&watch, h, mono)) return Status::Ok();
   auto outcome = FenceStuckMember(h, note.host, note.pid, HostName());
   if (!outcome) return outcome.error();

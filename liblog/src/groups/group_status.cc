@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <charconv>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -209,8 +209,8 @@ Result<LogBounds> PartitionBounds(const DataDir& dir, const TopicConfig& config,
   return b;
 }
 
-Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic,
-                                   int32_t partition, int64_t timestamp_ms) {
+Result<int64_t> OffsetForTimestamp(const DataDir& dir, const std::string& topic, int32_t partition,
+                                   int64_t timestamp_ms) {
   // The consume loop's own timestamp start (the time index, then records
   // before the time passed over), stopping at the committed end.
   ConsumerOptions options;
@@ -340,8 +340,7 @@ void CheckResume(const DataDir& dir, std::map<std::string, std::unique_ptr<Consu
 // there is no such topic): where the commit falls, the lag, a divergence,
 // a corrupt batch where a member resumes.
 void PlaceRow(const DataDir& dir, const std::optional<TopicConfig>& config,
-              std::map<std::string, std::unique_ptr<Consumer>>& readers,
-              GroupPartitionStatus* s) {
+              std::map<std::string, std::unique_ptr<Consumer>>& readers, GroupPartitionStatus* s) {
   if (!config) {
     s->position = CommittedPosition::kNoTopic;
     return;
@@ -353,8 +352,10 @@ void PlaceRow(const DataDir& dir, const std::optional<TopicConfig>& config,
   auto bounds = PartitionBounds(dir, *config, s->topic, s->partition);
   if (bounds && s->committed) {
     auto diverged = CommittedDivergence(dir, s->topic, s->partition, *s->committed);
-    if (!diverged) bounds = diverged.error();
-    else s->diverged_at = *diverged;
+    if (!diverged)
+      bounds = diverged.error();
+    else
+      s->diverged_at = *diverged;
   }
   if (!bounds) {
     // One damaged partition does not hide the others' lag.
@@ -382,9 +383,12 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
   Status no_topic;
   if (topic) {
     auto config = dir.ReadTopic(*topic);
-    if (!config && config.error().code() == Code::kNotFound) no_topic = config.error();
-    else if (!config) return config.error();
-    else configs[std::string(*topic)] = *config;
+    if (!config && config.error().code() == Code::kNotFound)
+      no_topic = config.error();
+    else if (!config)
+      return config.error();
+    else
+      configs[std::string(*topic)] = *config;
   }
   auto state = group.Read();
   if (!state) return state.error();
@@ -411,8 +415,10 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
     s.topic = t;
     s.partition = p;
     if (const CommittedOffset* e = d.state.Find(t, p)) s.committed = *e;
-    if (auto it = owners->find({t, p}); it != owners->end()) s.owner = it->second;
-    else if (auto h = held.find({t, p}); h != held.end()) s.held_for = h->second;
+    if (auto it = owners->find({t, p}); it != owners->end())
+      s.owner = it->second;
+    else if (auto h = held.find({t, p}); h != held.end())
+      s.held_for = h->second;
     auto config = ConfigOf(dir, configs, t);
     if (!config) return config.error();
     PlaceRow(dir, **config, readers, &s);

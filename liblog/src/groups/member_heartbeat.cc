@@ -84,22 +84,21 @@ Result<MemberHeartbeat> DecodeMemberHeartbeat(std::span<const std::byte> b,
   const uint32_t stored = GetFixed32(h + kCrcAt);
   const uint32_t computed = Crc32c(b.subspan(kCrcFrom));
   if (stored != computed)
-    return Status::Corruption(file, kCrcAt, "R69",
-                              fmt::format("crc {:#010x} stored, {:#010x} computed", stored,
-                                          computed));
+    return Status::Corruption(
+        file, kCrcAt, "R69",
+        fmt::format("crc {:#010x} stored, {:#010x} computed", stored, computed));
   MemberHeartbeat hb;
   hb.pid = static_cast<int32_t>(GetFixed32(h + kPidAt));
   hb.start_time = static_cast<int64_t>(GetFixed64(h + kStartAt));
   hb.deadline_ms = static_cast<int64_t>(GetFixed64(h + kDeadlineAt));
   hb.last_poll = static_cast<int64_t>(GetFixed64(h + kLastPollAt));
-  if (hb.pid < 1)
-    return Status::Corruption(file, kPidAt, "R69", fmt::format("pid {}", hb.pid));
+  if (hb.pid < 1) return Status::Corruption(file, kPidAt, "R69", fmt::format("pid {}", hb.pid));
   if (hb.start_time < 0)
     return Status::Corruption(file, kStartAt, "R69", fmt::format("start time {}", hb.start_time));
   if (hb.deadline_ms < 1 || hb.deadline_ms > kMaxHeartbeatDeadlineMs)
-    return Status::Corruption(file, kDeadlineAt, "R69",
-                              fmt::format("deadline {} ms (1 to {})", hb.deadline_ms,
-                                          kMaxHeartbeatDeadlineMs));
+    return Status::Corruption(
+        file, kDeadlineAt, "R69",
+        fmt::format("deadline {} ms (1 to {})", hb.deadline_ms, kMaxHeartbeatDeadlineMs));
   if (hb.last_poll < 0)
     return Status::Corruption(file, kLastPollAt, "R69",
                               fmt::format("last-poll time {}", hb.last_poll));

@@ -29,9 +29,7 @@ static_assert(kLastSeenAt + 8 == kMemberLeaseSize);
 // A lease read is at most this long: anything longer breaks R65 anyway.
 constexpr uint64_t kMaxLeaseRead = 4096;
 
-std::string LeaseName(std::string_view id) {
-  return fmt::format("{}{}", id, kMemberLeaseSuffix);
-}
+std::string LeaseName(std::string_view id) { return fmt::format("{}{}", id, kMemberLeaseSuffix); }
 
 }  // namespace
 
@@ -68,9 +66,9 @@ Result<MemberLease> DecodeMemberLease(std::span<const std::byte> b, const std::s
   const uint32_t stored = GetFixed32(h + kCrcAt);
   const uint32_t computed = Crc32c(b.subspan(kCrcFrom));
   if (stored != computed)
-    return Status::Corruption(file, kCrcAt, "R65",
-                              fmt::format("crc {:#010x} stored, {:#010x} computed", stored,
-                                          computed));
+    return Status::Corruption(
+        file, kCrcAt, "R65",
+        fmt::format("crc {:#010x} stored, {:#010x} computed", stored, computed));
   if (uint32_t reserved = GetFixed32(h + kReserved2At); reserved != 0)
     return Status::Corruption(file, kReserved2At, "R65",
                               fmt::format("reserved field {} is not 0", reserved));
@@ -139,8 +137,8 @@ Result<std::optional<MemberLease>> ReadMemberLease(int members_dir, std::string_
 Result<std::optional<MemberLease>> ReadSessionLease(int members_dir, std::string_view member_id,
                                                     FileSystem* fs) {
   auto lease = ReadMemberLease(members_dir, member_id, fs);
-  if (!lease && (lease.error().code() == Code::kCorruption ||
-                 lease.error().code() == Code::kUnsupported))
+  if (!lease &&
+      (lease.error().code() == Code::kCorruption || lease.error().code() == Code::kUnsupported))
     return std::optional<MemberLease>();
   return lease;
 }

@@ -50,11 +50,11 @@ Result<int64_t> ReadOutputs(Bytes bytes, const DecodeLimits& limits, const std::
         std::from_chars(index->data(), index->data() + index->size(), i).ec == std::errc() &&
         (src_offset < 0 || o == src_offset);
     if (!ok)
-      return Status::Corruption(pdir, 0, "E2",
-                                fmt::format("offset {}: an output of producer {} without the "
-                                            "{} header {}N of one source message, or {}",
-                                            r.offset, pid, kPipelineSourceHeader, prefix,
-                                            kPipelineSourceIndexHeader));
+      return Status::Corruption(
+          pdir, 0, "E2",
+          fmt::format("offset {}: an output of producer {} without the "
+                      "{} header {}N of one source message, or {}",
+                      r.offset, pid, kPipelineSourceHeader, prefix, kPipelineSourceIndexHeader));
     src_offset = o;
     each(i, r);
   }
@@ -64,8 +64,8 @@ Result<int64_t> ReadOutputs(Bytes bytes, const DecodeLimits& limits, const std::
 
 }  // namespace
 
-std::string PipelineProducerName(std::string_view group, std::string_view in,
-                                 std::string_view out, int32_t partition) {
+std::string PipelineProducerName(std::string_view group, std::string_view in, std::string_view out,
+                                 int32_t partition) {
   return fmt::format("pipeline.{}.{}.{}.{}.{}.{}.{}", group.size(), group, in.size(), in,
                      out.size(), out, partition);
 }
@@ -184,8 +184,8 @@ Status PipelineWriter::MakeRoom() {
     --open_count_;
     held.unlock();
     if (!s.ok())
-      return Status(s.code(), fmt::format("--to-topic {} partition {}: close: {}", config_.out,
-                                          v, s.message()));
+      return Status(s.code(), fmt::format("--to-topic {} partition {}: close: {}", config_.out, v,
+                                          s.message()));
     it = lru_.end();  // other threads may have used the list meanwhile
   }
   ++open_count_;
@@ -213,8 +213,7 @@ Result<PartitionWriter*> PipelineWriter::Writer(int32_t q) {
   return w.get();
 }
 
-Result<int64_t> PipelineWriter::Acquire(int32_t key, const PipelineSource& source,
-                                        int64_t start) {
+Result<int64_t> PipelineWriter::Acquire(int32_t key, const PipelineSource& source, int64_t start) {
   Source src;
   src.name = source;
   auto id = ProducerIdentity::Acquire(
@@ -264,12 +263,12 @@ Status PipelineWriter::FindTail(Source& src, int64_t start) {
     src.next_sequence[static_cast<size_t>(q)] =
         (*last)->last_sequence == INT32_MAX ? 0 : (*last)->last_sequence + 1;
     if ((*last)->bytes.empty())
-      return Status(Code::kNotFound,
-                    fmt::format("--to-topic {}: partition {}: the last batch of this pipeline's "
-                                "producer (offset {}) was removed by retention: where source "
-                                "partition {} of {} stopped cannot be known",
-                                config_.out, q, (*last)->base_offset, src.name.partition,
-                                src.name.topic));
+      return Status(
+          Code::kNotFound,
+          fmt::format("--to-topic {}: partition {}: the last batch of this pipeline's "
+                      "producer (offset {}) was removed by retention: where source "
+                      "partition {} of {} stopped cannot be known",
+                      config_.out, q, (*last)->base_offset, src.name.partition, src.name.topic));
     std::vector<Found> found;
     auto src_offset = ReadOutputs((*last)->bytes, read.limits, pdir, prefix, pid,
                                   [&](int64_t index, const RecordView& r) {
@@ -346,8 +345,8 @@ Status PipelineWriter::AppendBatch(
 Status PipelineWriter::CheckPresent(
     const Source& src, int64_t offset,
     const std::map<int32_t, std::vector<std::pair<size_t, const PipelineOutput*>>>& outs) const {
-  const std::string where = fmt::format("topic {} partition {} offset {}", src.name.topic,
-                                        src.name.partition, offset);
+  const std::string where =
+      fmt::format("topic {} partition {} offset {}", src.name.topic, src.name.partition, offset);
   for (const auto& [q, found] : src.present) {
     auto mine = outs.find(q);
     bool same = mine != outs.end() && mine->second.size() == found.size();

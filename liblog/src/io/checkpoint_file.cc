@@ -32,9 +32,9 @@ class LineReader {
   Result<std::string_view> Next(const char* what) {
     size_t nl = b_.find(format::kCheckpointLineEnd, pos_);
     if (nl == std::string_view::npos)
-      return Status::Corruption(file_, b_.size(), kRule,
-                                fmt::format("the file ends inside the {} (no '\\n'; truncated)",
-                                            what));
+      return Status::Corruption(
+          file_, b_.size(), kRule,
+          fmt::format("the file ends inside the {} (no '\\n'; truncated)", what));
     std::string_view line = b_.substr(pos_, nl - pos_);
     line_start_ = pos_;
     pos_ = nl + 1;
@@ -61,7 +61,8 @@ Status SplitFields(std::string_view line, uint64_t at, size_t n, const std::stri
     if (f.empty())
       return Status::Corruption(file, at + start, kRule,
                                 fmt::format("empty field {} (fields are separated by exactly one "
-                                            "space, with none at either end of a line)", i + 1));
+                                            "space, with none at either end of a line)",
+                                            i + 1));
     if (i + 1 > n)
       return Status::Corruption(file, at + start - 1, kRule,
                                 fmt::format("more than {} fields in an entry line", n));
@@ -77,8 +78,8 @@ Status SplitFields(std::string_view line, uint64_t at, size_t n, const std::stri
 
 }  // namespace
 
-Result<int64_t> CheckpointNumber(const CheckpointField& field, int64_t max,
-                                 const std::string& file, const char* rule, const char* what) {
+Result<int64_t> CheckpointNumber(const CheckpointField& field, int64_t max, const std::string& file,
+                                 const char* rule, const char* what) {
   std::string_view t = field.text;
   if (t.empty())
     return Status::Corruption(file, field.position, kRule, fmt::format("{}: empty number", what));
@@ -86,9 +87,9 @@ Result<int64_t> CheckpointNumber(const CheckpointField& field, int64_t max,
   for (size_t i = 0; i < t.size(); ++i) {
     const char c = t[i];
     if (c < '0' || c > '9')
-      return Status::Corruption(file, field.position + i, kRule,
-                                fmt::format("{}: {} in a number (decimal digits only)", what,
-                                            Shown(c)));
+      return Status::Corruption(
+          file, field.position + i, kRule,
+          fmt::format("{}: {} in a number (decimal digits only)", what, Shown(c)));
     if (i == 1 && t[0] == '0')
       return Status::Corruption(file, field.position, kRule,
                                 fmt::format("{}: leading zero in \"{}\"", what, t));
@@ -123,16 +124,17 @@ Status ParseCheckpoint(std::string_view bytes, const std::string& file, size_t f
   auto count_line = lines.Next("entry count line");
   if (!count_line) return count_line.error();
   const uint64_t count_at = lines.line_start();
-  auto count = CheckpointNumber({*count_line, count_at}, static_cast<int64_t>(format::kMaxCheckpointEntries),
-                                file, kRule, "entry count");
+  auto count =
+      CheckpointNumber({*count_line, count_at}, static_cast<int64_t>(format::kMaxCheckpointEntries),
+                       file, kRule, "entry count");
   if (!count) return count.error();
   std::vector<CheckpointField> f;
   f.reserve(fields);
   for (int64_t i = 0; i < *count; ++i) {
     if (lines.done())
-      return Status::Corruption(file, bytes.size(), kRule,
-                                fmt::format("the file ends after {} of {} entries (truncated)", i,
-                                            *count));
+      return Status::Corruption(
+          file, bytes.size(), kRule,
+          fmt::format("the file ends after {} of {} entries (truncated)", i, *count));
     auto line = lines.Next("entry line");
     if (!line) return line.error();
     MQ_RETURN_IF_ERROR(SplitFields(*line, lines.line_start(), fields, file, &f));
@@ -161,9 +163,9 @@ Result<std::string> ReadBoundedTextFile(FileSystem* fs, int dir_fd, const std::s
   auto opened = OpenBounded(dir_fd, name, UINT64_MAX, fs);
   if (!opened) return opened.error();
   if (opened->size > max_bytes)
-    return Status::Corruption(path, max_bytes, rule,
-                              fmt::format("{} bytes, more than the {} allowed", opened->size,
-                                          max_bytes));
+    return Status::Corruption(
+        path, max_bytes, rule,
+        fmt::format("{} bytes, more than the {} allowed", opened->size, max_bytes));
   // One byte more than the size: a file that grew since is seen as too
   // long by its parser rather than read in part.
   std::string text(static_cast<size_t>(opened->size) + 1, '\0');
@@ -194,9 +196,9 @@ Result<int> DecodeInPlaceCopies(
     const std::function<Status(int copy, const std::byte* p, uint64_t sequence,
                                const CopyBreach& bad)>& payload) {
   if (bytes.size() != layout.file_bytes)
-    return Status::Corruption(file, bytes.size(), layout.rule,
-                              fmt::format("{} bytes, not {} (or 0)", bytes.size(),
-                                          layout.file_bytes));
+    return Status::Corruption(
+        file, bytes.size(), layout.rule,
+        fmt::format("{} bytes, not {} (or 0)", bytes.size(), layout.file_bytes));
   bool whole[2] = {false, false};
   uint64_t sequence[2] = {0, 0};
   for (int c = 0; c < 2; ++c) {

@@ -34,8 +34,8 @@ Status ParseCheckpoint(std::string_view bytes, const std::string& file, size_t f
 
 // A field as a decimal in [0, max] (R35: digits only, no sign, no leading
 // zero, R35); one above `max` breaks `rule`. `what` names the field.
-Result<int64_t> CheckpointNumber(const CheckpointField& field, int64_t max,
-                                 const std::string& file, const char* rule, const char* what);
+Result<int64_t> CheckpointNumber(const CheckpointField& field, int64_t max, const std::string& file,
+                                 const char* rule, const char* what);
 
 // The file's bytes: "0\n", the count, then each line of `lines` (fields
 // already joined by single spaces) with its '\n'.

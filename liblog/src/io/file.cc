@@ -4,14 +4,14 @@
 #include "mq/file.h"
 
 #include <dirent.h>
-#include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 
 #include <climits>
 #include <limits>
@@ -63,9 +63,8 @@ const char* KindOf(mode_t m) {
 }
 
 Status Refused(int dir_fd, const std::string& name, mode_t m) {
-  return Status(Code::kPermission,
-                fmt::format("{}: is {}, not a regular file; refused", PathAt(dir_fd, name),
-                            KindOf(m)));
+  return Status(Code::kPermission, fmt::format("{}: is {}, not a regular file; refused",
+                                               PathAt(dir_fd, name), KindOf(m)));
 }
 
 // The path of an open file, for error messages: /proc/self/fd names it
@@ -162,8 +161,8 @@ Result<UniqueFd> OpenDirFlags(int at_fd, const std::string& path, bool create) {
   if (fd < 0) {
     int err = errno;
     struct stat st;
-    if (err == ELOOP || (::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                         S_ISLNK(st.st_mode)))
+    if (err == ELOOP ||
+        (::fstatat(at_fd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)))
       return Status(Code::kPermission,
                     fmt::format("{}: is a symlink; refused", PathAt(at_fd, path)));
     // A FIFO, device or file where a directory belongs is refused as well.
@@ -205,10 +204,18 @@ class PosixFileSystem final : public FileSystem {
       return Status(Code::kInvalidArgument, fmt::format("bad file name '{}'", name));
     int flags = 0;
     switch (mode) {
-      case kRead: flags = O_RDONLY; break;
-      case kReadWrite: flags = O_RDWR; break;
-      case kCreate: flags = O_RDWR | O_CREAT; break;
-      case kCreateExclusive: flags = O_RDWR | O_CREAT | O_EXCL; break;
+      case kRead:
+        flags = O_RDONLY;
+        break;
+      case kReadWrite:
+        flags = O_RDWR;
+        break;
+      case kCreate:
+        flags = O_RDWR | O_CREAT;
+        break;
+      case kCreateExclusive:
+        flags = O_RDWR | O_CREAT | O_EXCL;
+        break;
     }
     struct stat st;
     auto owned = OpenRegularFileAt(dir_fd, name, flags, kFileMode, &st, false);
@@ -246,8 +253,7 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Status RemoveDir(int dir_fd, const std::string& name) override {
-    if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0)
-    {
+    if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0) {
       const int err = errno;
       return ErrnoStatus("rmdir " + PathAt(dir_fd, name), err);
     }
@@ -380,14 +386,13 @@ std::string PathAt(int dir_fd, const std::string& name) {
   return dir == "/" ? "/" + name : dir + "/" + name;
 }
 
-Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
-                                   unsigned mode) {
+Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags, unsigned mode) {
   struct stat st;
   return OpenRegularFileAt(dir_fd, name, flags, mode, &st, false);
 }
 
-Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags,
-                                   unsigned mode, struct ::stat* out, bool looked) {
+Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flags, unsigned mode,
+                                   struct ::stat* out, bool looked) {
   // Look before opening: refuses a planted FIFO or device without opening
   // it at all (opening a device can have effects). The fstat below closes
   // the race with a swap between the two calls.
@@ -399,9 +404,9 @@ Result<UniqueFd> OpenRegularFileAt(int dir_fd, const std::string& name, int flag
   // FIFO opened for reading and writing never blocks on Linux (fifo(7)), so
   // those opens do without it and without the fcntl that clears it again.
   const bool read_write = (flags & O_ACCMODE) == O_RDWR;
-  int fd = ::openat(dir_fd, name.c_str(),
-                    flags | O_NOFOLLOW | O_CLOEXEC | (read_write ? 0 : O_NONBLOCK),
-                    static_cast<mode_t>(mode));
+  int fd =
+      ::openat(dir_fd, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | (read_write ? 0 : O_NONBLOCK),
+               static_cast<mode_t>(mode));
   if (fd < 0) {
     const int err = errno;
     // ELOOP: a symlink (O_NOFOLLOW); ENXIO: a FIFO opened write-only with
@@ -452,8 +457,7 @@ Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path,
   return out;
 }
 
-Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create,
-                                 FileSystem* fs) {
+Result<UniqueFd> OpenDirectoryAt(int dir_fd, const std::string& name, bool create, FileSystem* fs) {
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
     return Status(Code::kInvalidArgument, fmt::format("bad directory name '{}'", name));
   return (fs ? fs : FileSystem::Default())->OpenDir(dir_fd, name, create);

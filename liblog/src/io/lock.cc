@@ -1,11 +1,11 @@
 // FileLock: flock(2) on regular files opened by OpenRegularFileAt (mq/lock.h).
 #include "mq/lock.h"
 
-#include <cerrno>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <cerrno>
 
 #include <limits>
 #include <utility>
@@ -20,9 +20,7 @@ namespace {
 // often before the churn is reported.
 constexpr int kMaxReplacedRetries = 100;
 
-const char* ModeName(LockMode mode) {
-  return mode == LockMode::kShared ? "shared" : "exclusive";
-}
+const char* ModeName(LockMode mode) { return mode == LockMode::kShared ? "shared" : "exclusive"; }
 
 // True when `name` in `dir_fd` is still the file `held` is open on.
 Result<bool> StillNamed(FileSystem* fs, int dir_fd, const std::string& name, File* held) {
@@ -62,13 +60,12 @@ void FileLock::Close() {
   file_.reset();
 }
 
-Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create,
-                                FileSystem* fs) {
+Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create, FileSystem* fs) {
   return Open(dir_fd, name, create, PathAt(dir_fd, name), fs);
 }
 
-Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create,
-                                std::string path, FileSystem* fs) {
+Result<FileLock> FileLock::Open(int dir_fd, const std::string& name, bool create, std::string path,
+                                FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
   auto file = fs->Open(dir_fd, name, create ? FileSystem::kCreate : FileSystem::kRead);
   if (!file) return file.error();
@@ -102,9 +99,8 @@ Status FileLock::Lock(LockMode mode, LockWait wait) {
   if (s.ok()) flocked_ = true;
   if (s.ok()) return s;
   if (s.code() == Code::kBusy && wait == LockWait::kTry) {
-    return Status(Code::kBusy,
-                  fmt::format("{}: locked by another process ({} lock not granted)", path_,
-                              ModeName(mode)));
+    return Status(Code::kBusy, fmt::format("{}: locked by another process ({} lock not granted)",
+                                           path_, ModeName(mode)));
   }
   return Status(s.code(), fmt::format("{}: {} lock: {}", path_, ModeName(mode), s.message()));
 }
@@ -135,9 +131,8 @@ Status FileLock::UnlockRange(uint64_t start, uint64_t len) {
   if (!file_) return Status(Code::kInvalidArgument, path_ + ": lock file is closed");
   Status s = fs_->UnlockRange(file_->fd(), start, len);
   if (!s.ok())
-    return Status(s.code(),
-                  fmt::format("{}: unlock of bytes {}-{}: {}", path_, start, start + len - 1,
-                              s.message()));
+    return Status(s.code(), fmt::format("{}: unlock of bytes {}-{}: {}", path_, start,
+                                        start + len - 1, s.message()));
   return s;
 }
 

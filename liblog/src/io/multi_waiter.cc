@@ -12,7 +12,8 @@ Result<std::unique_ptr<MultiWaiter>> MultiWaiter::Start(const std::vector<std::s
   std::unique_ptr<MultiWaiter> w(new MultiWaiter(options));
   w->slots_.resize(dirs.size());
   for (size_t i = 0; i < dirs.size(); ++i) w->slots_[i].dir = dirs[i];
-  for (size_t i = 0; i < dirs.size(); ++i) w->threads_.emplace_back([p = w.get(), i] { p->Run(i); });
+  for (size_t i = 0; i < dirs.size(); ++i)
+    w->threads_.emplace_back([p = w.get(), i] { p->Run(i); });
   return w;
 }
 

@@ -35,7 +35,7 @@ class MultiWaiter {
   // The threads' readers read as the consumer's do (`options`: the
   // high watermark bounds a replicated topic's).
   static Result<std::unique_ptr<MultiWaiter>> Start(const std::vector<std::string>& dirs,
-                                                   const ReadOptions& options);
+                                                    const ReadOptions& options);
   ~MultiWaiter();  // stops and joins the threads (each within ~100 ms)
   MultiWaiter(const MultiWaiter&) = delete;
   MultiWaiter& operator=(const MultiWaiter&) = delete;
@@ -63,8 +63,8 @@ class MultiWaiter {
   std::mutex mu_;
   std::condition_variable wake_consumer_;
   std::condition_variable wake_threads_;
-  uint64_t round_ = 0;   // bumped by each Wait(): threads pick up new ends
-  bool fired_ = false;   // some partition moved during this round
+  uint64_t round_ = 0;  // bumped by each Wait(): threads pick up new ends
+  bool fired_ = false;  // some partition moved during this round
   bool stop_ = false;
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;

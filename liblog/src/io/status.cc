@@ -7,8 +7,7 @@
 
 namespace mq {
 
-Status Status::Corruption(std::string file, uint64_t position, std::string rule,
-                          std::string what) {
+Status Status::Corruption(std::string file, uint64_t position, std::string rule, std::string what) {
   Status s(Code::kCorruption, fmt::format("{}: position {}: {}: {}", file, position, rule, what));
   s.detail_->rule = std::move(rule);
   s.detail_->file = std::move(file);

@@ -20,16 +20,19 @@ struct Unit {
 
 constexpr int64_t kSecond = 1000;
 constexpr Unit kDurationUnits[] = {
-    {"ms", 1},          {"s", kSecond},          {"m", 60 * kSecond},
-    {"h", 3600 * kSecond}, {"d", 86400 * kSecond}, {"w", 7 * 86400 * kSecond},
+    {"ms", 1},
+    {"s", kSecond},
+    {"m", 60 * kSecond},
+    {"h", 3600 * kSecond},
+    {"d", 86400 * kSecond},
+    {"w", 7 * 86400 * kSecond},
 };
 constexpr int64_t kKiB = 1024;
 constexpr Unit kSizeUnits[] = {
-    {"B", 1},
-    {"k", kKiB},  {"K", kKiB},  {"KB", kKiB},  {"KiB", kKiB},
-    {"M", kKiB << 10}, {"MB", kKiB << 10}, {"MiB", kKiB << 10},
-    {"G", kKiB << 20}, {"GB", kKiB << 20}, {"GiB", kKiB << 20},
-    {"T", kKiB << 30}, {"TB", kKiB << 30}, {"TiB", kKiB << 30},
+    {"B", 1},           {"k", kKiB},         {"K", kKiB},         {"KB", kKiB},
+    {"KiB", kKiB},      {"M", kKiB << 10},   {"MB", kKiB << 10},  {"MiB", kKiB << 10},
+    {"G", kKiB << 20},  {"GB", kKiB << 20},  {"GiB", kKiB << 20}, {"T", kKiB << 30},
+    {"TB", kKiB << 30}, {"TiB", kKiB << 30},
 };
 
 std::string Shown(std::string_view text) {

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "format/format.h"
-#include "storage/log_segment.h"
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
+#include "storage/log_segment.h"
 #include "storage/segment.h"
 #include "storage/state_file.h"
 

@@ -63,7 +63,8 @@ class AdminLock {
     auto topics = OpenDirectoryAt(root->get(), kTopicsDir, true, l.fs_);
     if (!topics) return topics.error();
     Status s = l.fs_->Lock(topics->get(), LockMode::kExclusive, LockWait::kBlock);
-    if (!s.ok()) return Status(s.code(), fmt::format("{}/{}: {}", dir.path(), kTopicsDir, s.message()));
+    if (!s.ok())
+      return Status(s.code(), fmt::format("{}/{}: {}", dir.path(), kTopicsDir, s.message()));
     l.root_ = std::move(*root);
     l.topics_ = std::move(*topics);
     l.held_ = true;
@@ -262,9 +263,8 @@ Result<TopicSummary> SummarizeTopic(const DataDir& dir, std::string_view topic) 
   return t;
 }
 
-std::vector<ConfigEntry> EffectiveConfig(const TopicConfig& config,
-                                         const std::optional<std::pair<int32_t, int32_t>>&
-                                             replicated) {
+std::vector<ConfigEntry> EffectiveConfig(
+    const TopicConfig& config, const std::optional<std::pair<int32_t, int32_t>>& replicated) {
   const TopicConfig defaults;
   std::vector<ConfigEntry> out;
   for (std::string_view key : TopicConfig::KeyNames()) {
@@ -273,8 +273,8 @@ std::vector<ConfigEntry> EffectiveConfig(const TopicConfig& config,
     if (!config.cluster.empty() && owned) {
       e.source = "cluster";
       if (replicated)
-        e.value = fmt::format("{}", key == "replication.factor" ? replicated->first
-                                                                : replicated->second);
+        e.value =
+            fmt::format("{}", key == "replication.factor" ? replicated->first : replicated->second);
       else
         e.value = "-";
     } else {
@@ -307,7 +307,8 @@ Result<TopicConfig> AlterTopicConfig(const DataDir& dir, std::string_view topic,
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
       TopicConfig probe;  // the unknown-key error, listing the keys
       Status s = probe.Set(key, "0");
-      if (s.ok()) s = Status(Code::kInvalidArgument, fmt::format("{}: set by mq, not changed (R84)", key));
+      if (s.ok())
+        s = Status(Code::kInvalidArgument, fmt::format("{}: set by mq, not changed (R84)", key));
       return s;
     }
     if (!old->cluster.empty() && (key == "replication.factor" || key == "min.insync.replicas")) {
@@ -329,9 +330,8 @@ Result<TopicConfig> AlterTopicConfig(const DataDir& dir, std::string_view topic,
     MQ_RETURN_IF_ERROR(check_key(key));
     for (size_t j = 0; j < i; ++j) {
       if (set[j].first == key && set[j].second != value) {
-        return Status(Code::kInvalidArgument,
-                      fmt::format("{}: given twice, as {} and as {} (R84)", key, set[j].second,
-                                  value));
+        return Status(Code::kInvalidArgument, fmt::format("{}: given twice, as {} and as {} (R84)",
+                                                          key, set[j].second, value));
       }
     }
     if (std::find(reset.begin(), reset.end(), key) != reset.end()) {
@@ -341,8 +341,8 @@ Result<TopicConfig> AlterTopicConfig(const DataDir& dir, std::string_view topic,
     MQ_RETURN_IF_ERROR(next.Set(key, value));
   }
   if (Status s = next.Validate(); !s.ok()) {
-    return Status(Code::kInvalidArgument, fmt::format("topic \"{}\": {}; nothing changed", topic,
-                                                      s.message()));
+    return Status(Code::kInvalidArgument,
+                  fmt::format("topic \"{}\": {}; nothing changed", topic, s.message()));
   }
   if (changed) *changed = !(next == *old);
   if (next == *old) return next;
@@ -385,8 +385,7 @@ Result<KeyMoves> CountMovingKeys(const DataDir& dir, std::string_view topic,
   auto consumer = Consumer::Open(dir, std::string(topic), std::move(options));
   if (!consumer) return consumer.error();
   for (int32_t p = 0; p < config.partitions; ++p) {
-    MQ_RETURN_IF_ERROR(
-        (*consumer)->Assign(p, {StartPosition::Kind::kFromEnd, per_partition}));
+    MQ_RETURN_IF_ERROR((*consumer)->Assign(p, {StartPosition::Kind::kFromEnd, per_partition}));
   }
   std::unordered_set<std::string> seen;
   while (true) {

@@ -37,9 +37,9 @@ Status CheckHost(std::string_view host, std::string_view what) {
   // [user@]name, each part of letters, digits, '.', '_' and '-', not
   // starting with '-' (ssh would take it for an option).
   const size_t at = host.find('@');
-  for (std::string_view part : {host.substr(0, at == std::string_view::npos ? host.size() : at),
-                                at == std::string_view::npos ? std::string_view("x")
-                                                             : host.substr(at + 1)}) {
+  for (std::string_view part :
+       {host.substr(0, at == std::string_view::npos ? host.size() : at),
+        at == std::string_view::npos ? std::string_view("x") : host.substr(at + 1)}) {
     if (part.empty()) return bad("an empty user or host name");
     if (part[0] == '-') return bad("starts with '-'");
     for (char c : part)

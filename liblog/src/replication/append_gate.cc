@@ -23,11 +23,11 @@ Status CheckMinIsrAfterAppend(std::string_view topic, int32_t partition, const P
   // Kafka's checkEnoughReplicasReachOffset: the HW passed it; with fewer
   // in-sync replicas than the floor that means less than acks=all promised.
   if (!p || static_cast<int32_t>(p->isr.size()) < min_isr)
-    return Status(Code::kNotEnoughReplicasAfterAppend,
-                  fmt::format("{}-{}: offset {}: NOT_ENOUGH_REPLICAS_AFTER_APPEND: the ISR fell to "
-                              "{{{}}}, below min.insync.replicas={}: outcome unknown",
-                              topic, partition, last_offset, p ? FormatReplicaList(p->isr) : "",
-                              min_isr));
+    return Status(
+        Code::kNotEnoughReplicasAfterAppend,
+        fmt::format("{}-{}: offset {}: NOT_ENOUGH_REPLICAS_AFTER_APPEND: the ISR fell to "
+                    "{{{}}}, below min.insync.replicas={}: outcome unknown",
+                    topic, partition, last_offset, p ? FormatReplicaList(p->isr) : "", min_isr));
   return Status::Ok();
 }
 
@@ -47,8 +47,8 @@ std::string LeaderAppendGate::Name() const {
 }
 
 Status LeaderAppendGate::Unknown(int64_t last_offset, const Status& s) const {
-  return Status(s.code(),
-                fmt::format("{}: offset {}: outcome unknown: {}", Name(), last_offset, s.message()));
+  return Status(s.code(), fmt::format("{}: offset {}: outcome unknown: {}", Name(), last_offset,
+                                      s.message()));
 }
 
 Result<int32_t> LeaderAppendGate::BeforeAppend(const PartitionState& p, int32_t min_isr) {
@@ -131,7 +131,8 @@ Result<int64_t> LeaderAppendGate::WaitForHighWatermark(int64_t last_offset, bool
       }
     }
     auto now_hw = UpdateHighWatermark(ctx_, *log_, epoch_, false);
-    if (!now_hw && now_hw.error().code() != Code::kBusy) return Unknown(last_offset, now_hw.error());
+    if (!now_hw && now_hw.error().code() != Code::kBusy)
+      return Unknown(last_offset, now_hw.error());
     if (now_hw) hw = *now_hw;
   }
   return hw;

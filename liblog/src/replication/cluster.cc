@@ -6,22 +6,22 @@
 #include <charconv>
 #include <chrono>
 #include <cinttypes>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "io/checkpoint_file.h"
 #include "format/format.h"
+#include "io/checkpoint_file.h"
+#include "io/shown.h"
 #include "mq/batch.h"
 #include "mq/cluster.h"
 #include "mq/crc32c.h"
 #include "mq/lock.h"
 #include "mq/topic.h"
 #include "storage/producer_registry.h"
-#include "io/shown.h"
 
 namespace mq {
 namespace {
@@ -416,10 +416,10 @@ Result<ClusterState> Parser::Run() {
   if (version_ == format::kClusterStateLocalVersion)
     for (size_t i = 0; i < s->replicas.size(); ++i)
       if (!s->replicas[i].dir.starts_with('/'))
-        return Corrupt(replica_at_[i], "R43",
-                       fmt::format("replica {}: a host (\"{}\") in a version {} state",
-                                   s->replicas[i].id, Shown(s->replicas[i].dir),
-                                   format::kClusterStateLocalVersion));
+        return Corrupt(
+            replica_at_[i], "R43",
+            fmt::format("replica {}: a host (\"{}\") in a version {} state", s->replicas[i].id,
+                        Shown(s->replicas[i].dir), format::kClusterStateLocalVersion));
   return s;
 }
 
@@ -503,9 +503,9 @@ bool ClusterState::HasHosts() const {
 std::string ClusterState::Serialize() const {
   // R41: version 1 while every replica is on the controller's host, so
   // that an older mq still reads such a state.
-  std::string out = fmt::format(
-      "{} {}\n", format::kClusterStateMagic,
-      HasHosts() ? format::kClusterStateVersion : format::kClusterStateLocalVersion);
+  std::string out =
+      fmt::format("{} {}\n", format::kClusterStateMagic,
+                  HasHosts() ? format::kClusterStateVersion : format::kClusterStateLocalVersion);
   for (const ReplicaRoot& r : replicas) out += fmt::format("replica {} {}\n", r.id, r.dir);
   for (const ReplicatedTopic& t : topics)
     out += fmt::format("topic {} {} {} {} {}\n", t.name, t.partitions, t.replication_factor,
@@ -696,8 +696,9 @@ Result<PartitionState> FileClusterStore::AlterPartition(const PartitionState& pr
 }
 
 Result<int64_t> ClusterStore::ProducerId(std::string_view name) {
-  return Status(Code::kUnsupported,
-                fmt::format("producer id '{}': this cluster store allocates no producer ids", name));
+  return Status(
+      Code::kUnsupported,
+      fmt::format("producer id '{}': this cluster store allocates no producer ids", name));
 }
 
 Result<int64_t> FileClusterStore::ProducerId(std::string_view name) {

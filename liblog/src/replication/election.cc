@@ -127,4 +127,3 @@ Result<ElectionResult> ElectAndStore(ClusterStore& store, const ClusterState& lo
 }
 
 }  // namespace mq
-

@@ -9,9 +9,9 @@
 namespace mq {
 
 struct PlantedBugs {
-  bool hw_at_log_end = false;          // the leader's HW is its own LEO
-  bool no_epoch_truncation = false;    // a follower skips OffsetForLeaderEpoch
-  bool isr_shrink_without_cas = false; // shrink ignores the partition epoch
+  bool hw_at_log_end = false;           // the leader's HW is its own LEO
+  bool no_epoch_truncation = false;     // a follower skips OffsetForLeaderEpoch
+  bool isr_shrink_without_cas = false;  // shrink ignores the partition epoch
   // When the cluster state cannot be read (a leader cut from the
   // controller), UpdateHighWatermark goes on with the state its followers'
   // positions of this epoch show, as if it still led with them in the ISR.

@@ -14,9 +14,9 @@
 
 #include <fmt/format.h>
 
-#include "io/checkpoint_file.h"
 #include "format/coding.h"
 #include "format/format.h"
+#include "io/checkpoint_file.h"
 #include "mq/crc32c.h"
 #include "mq/segment.h"
 #include "mq/topic.h"
@@ -67,9 +67,9 @@ std::optional<EpochEntry> LeaderEpochCache::latest() const {
 
 Status LeaderEpochCache::Assign(int32_t epoch, int64_t start_offset) {
   if (epoch < 0 || start_offset < 0)
-    return Status(Code::kInvalidArgument,
-                  fmt::format("leader epoch {} at offset {}: both must be >= 0", epoch,
-                              start_offset));
+    return Status(
+        Code::kInvalidArgument,
+        fmt::format("leader epoch {} at offset {}: both must be >= 0", epoch, start_offset));
   if (entries_.empty()) {
     entries_.push_back({epoch, start_offset});
     return Status::Ok();
@@ -77,13 +77,14 @@ Status LeaderEpochCache::Assign(int32_t epoch, int64_t start_offset) {
   EpochEntry& last = entries_.back();
   if (epoch == last.epoch) return Status::Ok();
   if (epoch < last.epoch)
-    return Status(Code::kInvalidArgument,
-                  fmt::format("leader epoch {} is below the latest epoch {} (R36)", epoch,
-                              last.epoch));
+    return Status(
+        Code::kInvalidArgument,
+        fmt::format("leader epoch {} is below the latest epoch {} (R36)", epoch, last.epoch));
   if (start_offset < last.start_offset)
     return Status(Code::kInvalidArgument,
                   fmt::format("leader epoch {} at offset {}: the latest epoch {} starts at {}, "
-                              "later (R36)", epoch, start_offset, last.epoch, last.start_offset));
+                              "later (R36)",
+                              epoch, start_offset, last.epoch, last.start_offset));
   if (start_offset == last.start_offset) {
     last.epoch = epoch;  // the latest epoch wrote nothing
     return Status::Ok();
@@ -161,7 +162,8 @@ Result<LeaderEpochCache> DecodeLeaderEpochCheckpoint(std::string_view bytes,
 Result<LeaderEpochCache> LeaderEpochCache::Load(int dir_fd, FileSystem* fs) {
   // The path (a readlink) only for an error: a writer loads the epochs
   // again after every publication of another writer.
-  auto text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile, kLeaderEpochCheckpointFile);
+  auto text =
+      ReadCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile, kLeaderEpochCheckpointFile);
   if (!text && text.error().code() == Code::kCorruption)
     text = ReadCheckpointFile(fs, dir_fd, kLeaderEpochCheckpointFile,
                               PathAt(dir_fd, kLeaderEpochCheckpointFile));
@@ -202,11 +204,11 @@ Result<LeaderEpochCache> LeaderEpochCache::Rebuild(int dir_fd, const DecodeLimit
           if (epoch < 0 || (last && epoch < last->epoch)) {
             breach = Status::Corruption(
                 PathAt(dir_fd, name), pos, "R37",
-                fmt::format("partitionLeaderEpoch {} of the batch at offset {} is {}", epoch,
-                            h.base_offset,
-                            epoch < 0 ? "negative and not -1"
-                                      : fmt::format("below the epoch {} of a batch before it",
-                                                    last->epoch)));
+                fmt::format(
+                    "partitionLeaderEpoch {} of the batch at offset {} is {}", epoch, h.base_offset,
+                    epoch < 0
+                        ? "negative and not -1"
+                        : fmt::format("below the epoch {} of a batch before it", last->epoch)));
             return;
           }
           if (last && epoch == last->epoch) return;
@@ -279,10 +281,10 @@ Result<std::optional<HighWatermarkEntry>> DecodeReplicationOffsetCheckpoint(
         if (!offset) return offset.error();
         HighWatermarkEntry e{std::string(f[0].text), static_cast<int32_t>(*partition), *offset};
         if (expected && (e.topic != expected->first || e.partition != expected->second))
-          return Status::Corruption(file, f[0].position, "R38",
-                                    fmt::format("the entry names {}-{}, not this partition {}-{}",
-                                                e.topic, e.partition, expected->first,
-                                                expected->second));
+          return Status::Corruption(
+              file, f[0].position, "R38",
+              fmt::format("the entry names {}-{}, not this partition {}-{}", e.topic, e.partition,
+                          expected->first, expected->second));
         out = std::move(e);
         return Status::Ok();
       });
@@ -334,14 +336,13 @@ Result<HighWatermarkFile> DecodeHighWatermarkFile(
   HighWatermarkFile& out = copies[*current];
   const HighWatermarkEntry& e = *out.entry;
   if (expected && (e.topic != expected->first || e.partition != expected->second))
-    return Status::Corruption(file,
-                              static_cast<size_t>(out.copy) * kHighWatermarkCopyBytes +
-                                  kHighWatermarkPartitionOffset,
-                              "R38",
-                              fmt::format("the high watermark names {}-{}, not this partition "
-                                          "{}-{}",
-                                          e.topic, e.partition, expected->first,
-                                          expected->second));
+    return Status::Corruption(
+        file,
+        static_cast<size_t>(out.copy) * kHighWatermarkCopyBytes + kHighWatermarkPartitionOffset,
+        "R38",
+        fmt::format("the high watermark names {}-{}, not this partition "
+                    "{}-{}",
+                    e.topic, e.partition, expected->first, expected->second));
   return std::move(out);
 }
 
@@ -459,9 +460,9 @@ Status WriteHighWatermark(FileSystem* fs, int dir_fd, const StoredHighWatermark&
 Status CheckStorable(std::string_view topic, int32_t partition, int64_t offset) {
   MQ_RETURN_IF_ERROR(ValidateName(topic, "topic"));
   if (partition < 0 || offset < 0)
-    return Status(Code::kInvalidArgument,
-                  fmt::format("high watermark {} of partition {}: both must be >= 0", offset,
-                              partition));
+    return Status(
+        Code::kInvalidArgument,
+        fmt::format("high watermark {} of partition {}: both must be >= 0", offset, partition));
   return Status::Ok();
 }
 
@@ -490,19 +491,18 @@ Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t pa
   auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition), held);
   if (!stored) return stored.error();
   if (!stored->file.entry)
-    return Status(Code::kNotFound,
-                  PathAt(dir_fd, stored->legacy ? kReplicationOffsetCheckpointFile
-                                                : kHighWatermarkFile) +
-                      ": no high watermark written yet");
+    return Status(Code::kNotFound, PathAt(dir_fd, stored->legacy ? kReplicationOffsetCheckpointFile
+                                                                 : kHighWatermarkFile) +
+                                       ": no high watermark written yet");
   return stored->file.entry->offset;
 }
 
 Status CheckHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition, int64_t hw,
                                 int64_t log_end_offset) {
   if (hw <= log_end_offset) return Status::Ok();
-  const std::string what = fmt::format(
-      "high watermark {} is above the log end {}: the file does not belong to this log", hw,
-      log_end_offset);
+  const std::string what =
+      fmt::format("high watermark {} is above the log end {}: the file does not belong to this log",
+                  hw, log_end_offset);
   auto stored = ReadStoredHighWatermark(nullptr, dir_fd, Named(topic, partition));
   if (stored && stored->legacy) {
     // The offset is the entry's last field: "0\n1\n<topic> <partition> <offset>\n".
@@ -589,7 +589,9 @@ Result<int32_t> DecodeLeaderEpochFence(std::string_view bytes, const std::string
   return *out;
 }
 
-std::string EncodeLeaderEpochFence(int32_t epoch) { return FormatCheckpoint({fmt::format("{}", epoch)}); }
+std::string EncodeLeaderEpochFence(int32_t epoch) {
+  return FormatCheckpoint({fmt::format("{}", epoch)});
+}
 
 Result<int32_t> LoadLeaderEpochFence(int dir_fd, FileSystem* fs) {
   // The path (a readlink) only for an error, as LeaderEpochCache::Load.
@@ -614,7 +616,9 @@ namespace {
 // Reads a file by path for mq-inspect, bounded as R35.
 Result<std::string> ReadByPath(const std::string& path, std::string* dir_name) {
   const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   auto dfd = OpenDirectory(dir, false);
   if (!dfd) return dfd.error();
@@ -661,7 +665,9 @@ Result<std::optional<HighWatermarkEntry>> ReadReplicationOffsetCheckpointFile(
 
 Result<HighWatermarkFile> ReadHighWatermarkFileByPath(const std::string& path) {
   const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   auto dfd = OpenDirectory(dir, false);
   if (!dfd) return dfd.error();

@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "io/checkpoint_file.h"
 #include "format/coding.h"
 #include "format/format.h"
+#include "io/checkpoint_file.h"
 #include "mq/crc32c.h"
 #include "mq/lock.h"
 #include "mq/replication.h"
@@ -37,8 +37,8 @@ Result<FetchPositions> ReadPositionsAt(FileSystem* fs, int dir_fd, const std::st
                                        NamedFile* held = nullptr) {
   const std::string path = dir + "/" + kPositionsFile;
   for (int attempt = 1;; ++attempt) {
-    auto read =
-        ReadInPlaceFile(fs, dir_fd, kPositionsFile, format::kFetchPositionsBytes, "R60", path, held);
+    auto read = ReadInPlaceFile(fs, dir_fd, kPositionsFile, format::kFetchPositionsBytes, "R60",
+                                path, held);
     if (!read) return read.error();
     if (!*read) return FetchPositions{};
     const std::vector<std::byte>& data = (*read)->data;
@@ -68,8 +68,8 @@ Result<std::vector<FollowerPosition>> ReadPositionsFile(FileSystem* fs, int dir_
 Status WritePositionsFile(FileSystem* fs, int dir_fd, const std::string& dir,
                           const std::vector<FollowerPosition>& all,
                           const FetchPositions* read = nullptr, NamedFile* held = nullptr) {
-  Result<FetchPositions> current = read ? Result<FetchPositions>(*read)
-                                        : ReadPositionsAt(fs, dir_fd, dir, held);
+  Result<FetchPositions> current =
+      read ? Result<FetchPositions>(*read) : ReadPositionsAt(fs, dir_fd, dir, held);
   if (!current) return current.error();
   auto copy = EncodeFetchPositionsCopy(all, current->sequence + 1);
   if (!copy) return copy.error();
@@ -79,8 +79,7 @@ Status WritePositionsFile(FileSystem* fs, int dir_fd, const std::string& dir,
     return WriteFileAtomic(dir_fd, kPositionsFile, image, fs, {}, false);
   }
   uint64_t size = 0;
-  auto file = held ? held->Get(fs, dir_fd, &size)
-                   : Result<File*>(Status(Code::kNotFound, ""));
+  auto file = held ? held->Get(fs, dir_fd, &size) : Result<File*>(Status(Code::kNotFound, ""));
   std::unique_ptr<File> opened;
   if (!held) {
     auto f = fs->Open(dir_fd, kPositionsFile, FileSystem::kReadWrite);
@@ -143,8 +142,8 @@ class FileReplicaLog : public ReplicaLog {
               uint32_t* crc) override {
     return ReadAs(offset, max_bytes, out, crc, nullptr);
   }
-  Status ReadInPlace(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
-                     uint32_t* crc, FileBytes* file) override {
+  Status ReadInPlace(int64_t offset, size_t max_bytes, std::vector<std::byte>* out, uint32_t* crc,
+                     FileBytes* file) override {
     return ReadAs(offset, max_bytes, out, crc, file);
   }
 
@@ -156,8 +155,8 @@ class FileReplicaLog : public ReplicaLog {
     const auto before = reader_->rewrites();
     if (!before) return;
     FileBytes file;
-    auto read = ReadBatches(last.next_offset, last.max_bytes, into,
-                            last.in_place ? &file : nullptr);
+    auto read =
+        ReadBatches(last.next_offset, last.max_bytes, into, last.in_place ? &file : nullptr);
     // Only a read that stopped at max_bytes (or a segment's end) is kept:
     // it is the same bytes at any later time while the log is not
     // rewritten, where one that stopped at the log end may miss what was
@@ -352,8 +351,8 @@ class FileReplicaLog : public ReplicaLog {
   // the kept one would drop the outer lock.
   Status LeaderLocked(LockWait wait, const std::function<Status()>& fn) {
     if (in_leader_lock_) {
-      auto lock = FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive, wait,
-                                    fs());
+      auto lock =
+          FileLock::Acquire(dir_fd_.get(), kLeaderLockFile, LockMode::kExclusive, wait, fs());
       if (!lock) return lock.error();
       return Locked(fn);
     }
@@ -374,8 +373,8 @@ class FileReplicaLog : public ReplicaLog {
       leader_lock_.Close();  // drops the flock
       if (!named && named.error().code() != Code::kNotFound) return named.error();
       if (attempt >= 10)
-        return Status(Code::kBusy, fmt::format("{}/{}: replaced {} times while being locked",
-                                               dir_, kLeaderLockFile, attempt + 1));
+        return Status(Code::kBusy, fmt::format("{}/{}: replaced {} times while being locked", dir_,
+                                               kLeaderLockFile, attempt + 1));
     }
     Status s = Locked(fn);
     // A failed unlock closes the file, which drops the flock all the same.
@@ -403,7 +402,7 @@ class FileReplicaLog : public ReplicaLog {
     size_t max_bytes = 0;
     int64_t next_offset = 0;  // after its last batch (`offset` when it has none)
     bool full = false;
-    uint32_t crc = 0;  // CRC-32C of the bytes read
+    uint32_t crc = 0;       // CRC-32C of the bytes read
     bool in_place = false;  // asked for by ReadInPlace
   };
   // What ReadAhead read, the state file's rewrites counter before it, and
@@ -492,8 +491,7 @@ class FileReplicaLog : public ReplicaLog {
   // `*file`: `size` bytes at `position` of `segment` just read, from a
   // descriptor of the file the reader read them from (opened again after
   // a rewrite: a truncation may have replaced it by another of its name).
-  Status LeaveInPlace(const std::string& segment, uint64_t position, size_t size,
-                      FileBytes* file) {
+  Status LeaveInPlace(const std::string& segment, uint64_t position, size_t size, FileBytes* file) {
     const auto rewrites = reader_->rewrites();
     if (!send_file_ || send_name_ != segment || send_rewrites_ != rewrites) {
       send_file_.reset();
@@ -540,17 +538,17 @@ class FileReplicaLog : public ReplicaLog {
   UniqueFd dir_fd_;
   std::unique_ptr<PartitionWriter> writer_;
   std::unique_ptr<PartitionReader> reader_;
-  int32_t epoch_held_ = -1;     // an epoch the log was seen to hold (EnsureEpoch)
+  int32_t epoch_held_ = -1;  // an epoch the log was seen to hold (EnsureEpoch)
   // `high-watermark` and `fetch-positions`, kept open from call to call.
   NamedFile hw_file_{kHighWatermarkFile};
   NamedFile positions_file_{kPositionsFile};
-  FileLock leader_lock_;        // leader.lock, kept open (LeaderLocked)
-  FileInfo leader_lock_info_;   // its device and inode
+  FileLock leader_lock_;              // leader.lock, kept open (LeaderLocked)
+  FileInfo leader_lock_info_;         // its device and inode
   std::optional<LeaderClaim> claim_;  // as last read or stored (R53)
   std::optional<BootId> none_on_;     // the boot on which no claim was read last
   bool in_leader_lock_ = false;
   std::optional<FetchPositions> positions_read_;  // sequence and copy, under the lock
-  std::optional<ReadSpan> last_read_;  // what ReadAhead continues
+  std::optional<ReadSpan> last_read_;             // what ReadAhead continues
   std::optional<Prepared> prepared_;
   // The segment file ReadInPlace leaves batches in, its name and the
   // rewrites counter when it was opened.
@@ -584,28 +582,27 @@ class DirectLink : public LeaderLink {
 
 Result<std::vector<FollowerPosition>> DecodeReplicaPositions(std::string_view bytes,
                                                              const std::string& file) {
-  static const char* const kWhat[kPositionFields] = {
-      "replica", "leader epoch", "log end offset", "last fetch", "last caught up",
-      "leader log end"};
+  static const char* const kWhat[kPositionFields] = {"replica",        "leader epoch",
+                                                     "log end offset", "last fetch",
+                                                     "last caught up", "leader log end"};
   std::vector<FollowerPosition> out;
-  Status s = ParseCheckpoint(bytes, file, kPositionFields,
-                             [&](std::span<const CheckpointField> f) -> Status {
-                               int64_t v[kPositionFields];
-                               for (size_t i = 0; i < kPositionFields; ++i) {
-                                 const int64_t max = i < 2 ? INT32_MAX : INT64_MAX;
-                                 auto n = CheckpointNumber(f[i], max, file, "R47", kWhat[i]);
-                                 if (!n) return n.error();
-                                 v[i] = *n;
-                               }
-                               for (const FollowerPosition& seen : out)
-                                 if (seen.replica == v[0])
-                                   return Status::Corruption(
-                                       file, f[0].position, "R47",
-                                       fmt::format("replica {} appears twice", v[0]));
-                               out.push_back({static_cast<int32_t>(v[0]),
-                                              static_cast<int32_t>(v[1]), v[2], v[3], v[4], v[5]});
-                               return Status::Ok();
-                             });
+  Status s = ParseCheckpoint(
+      bytes, file, kPositionFields, [&](std::span<const CheckpointField> f) -> Status {
+        int64_t v[kPositionFields];
+        for (size_t i = 0; i < kPositionFields; ++i) {
+          const int64_t max = i < 2 ? INT32_MAX : INT64_MAX;
+          auto n = CheckpointNumber(f[i], max, file, "R47", kWhat[i]);
+          if (!n) return n.error();
+          v[i] = *n;
+        }
+        for (const FollowerPosition& seen : out)
+          if (seen.replica == v[0])
+            return Status::Corruption(file, f[0].position, "R47",
+                                      fmt::format("replica {} appears twice", v[0]));
+        out.push_back(
+            {static_cast<int32_t>(v[0]), static_cast<int32_t>(v[1]), v[2], v[3], v[4], v[5]});
+        return Status::Ok();
+      });
   if (!s.ok()) return s;
   return out;
 }
@@ -707,8 +704,7 @@ Result<LeaderClaim> DecodeLeaderClaim(std::string_view bytes, const std::string&
   std::optional<LeaderClaim> out;
   Status s = ParseCheckpoint(
       bytes, file, format::kLeaderClaimFields, [&](std::span<const CheckpointField> f) -> Status {
-        if (out)
-          return Status::Corruption(file, f[0].position, "R53", "more than one claim entry");
+        if (out) return Status::Corruption(file, f[0].position, "R53", "more than one claim entry");
         auto epoch = CheckpointNumber(f[0], INT32_MAX, file, "R53", "epoch");
         if (!epoch) return epoch.error();
         const std::string_view hex = f[1].text;
@@ -761,9 +757,9 @@ Result<std::unique_ptr<ReplicaLog>> OpenReplicaLog(const std::string& dir, int32
   if (!writer) return writer.error();
   auto dir_fd = OpenDirectory(dir, false, config.fs);
   if (!dir_fd) return dir_fd.error();
-  auto log = std::make_unique<FileReplicaLog>(dir, replica_id, config, std::move(*dir_fd),
-                                              std::move(*writer), partition->first,
-                                              partition->second);
+  auto log =
+      std::make_unique<FileReplicaLog>(dir, replica_id, config, std::move(*dir_fd),
+                                       std::move(*writer), partition->first, partition->second);
   MQ_RETURN_IF_ERROR(log->CheckFiles());
   return std::unique_ptr<ReplicaLog>(std::move(log));
 }
@@ -820,8 +816,8 @@ Result<std::optional<FollowerStop>> ReadFollowerStop(const std::string& dir) {
   auto dir_fd = OpenDirectory(dir, false, nullptr);
   if (!dir_fd) return dir_fd.error();
   const std::string path = dir + "/" + format::kFollowerStoppedName;
-  auto bytes = ReadCheckpointFile(FileSystem::Default(), dir_fd->get(),
-                                  format::kFollowerStoppedName, path);
+  auto bytes =
+      ReadCheckpointFile(FileSystem::Default(), dir_fd->get(), format::kFollowerStoppedName, path);
   if (!bytes && bytes.error().code() == Code::kNotFound) return std::optional<FollowerStop>{};
   if (!bytes) return bytes.error();
   auto stop = DecodeFollowerStop(*bytes, path);

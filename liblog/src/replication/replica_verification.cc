@@ -127,9 +127,12 @@ Result<LogChunk> LogChunkReader::Read(int64_t offset, uint32_t max_bytes) {
   c.log_end_offset = src.log_end_offset();
   if (offset < 0) {
     auto hw = src.HighWatermark();
-    if (hw) c.high_watermark = *hw;
-    else if (hw.error().code() == Code::kCorruption) c.stop = WithFileName(hw.error());
-    else if (hw.error().code() != Code::kNotFound) return hw.error();
+    if (hw)
+      c.high_watermark = *hw;
+    else if (hw.error().code() == Code::kCorruption)
+      c.stop = WithFileName(hw.error());
+    else if (hw.error().code() != Code::kNotFound)
+      return hw.error();
     return c;
   }
   if (offset != next_) {
@@ -181,8 +184,10 @@ Result<ReplicaComparison> CompareReplicas(const std::vector<ReplicaDir>& replica
     logs[i].dir = replicas[i].dir;
     auto source = OpenLocalReplica(replicas[i].dir, limits);
     if (!source && i == reference_index) return source.error();
-    if (source) logs[i].source = std::move(*source);
-    else logs[i].open_error = source.error();
+    if (source)
+      logs[i].source = std::move(*source);
+    else
+      logs[i].open_error = source.error();
   }
   return CompareReplicaLogs(logs, reference_index);
 }
@@ -219,8 +224,7 @@ std::optional<Follower> StartFollower(ReplicaAgreement& a, ReplicaToCompare& r, 
 
 // The rows of the comparison, the reference's first, and the followers to
 // read beside it.
-std::vector<Follower> StartComparison(ReplicaComparison& c,
-                                      std::vector<ReplicaToCompare>& replicas,
+std::vector<Follower> StartComparison(ReplicaComparison& c, std::vector<ReplicaToCompare>& replicas,
                                       size_t reference_index, int64_t hw, int64_t ref_start) {
   const ReplicaToCompare& ref = replicas[reference_index];
   ReplicaAgreement self;
@@ -275,8 +279,7 @@ void CompareFollowerBatch(Follower& f, const BatchView& rb, const LogPosition& r
         f.next.file, f.next.position, "R57",
         fmt::format("{}: it holds no batch there (its log ends at {}); replica {} holds {} "
                     "at {}: position {}",
-                    head, a.log_end_offset, ref.id, Describe(rb.header()), rp.file,
-                    rp.position));
+                    head, a.log_end_offset, ref.id, Describe(rb.header()), rp.file, rp.position));
     f.done = true;
     return;
   }
@@ -285,9 +288,9 @@ void CompareFollowerBatch(Follower& f, const BatchView& rb, const LogPosition& r
   if (const char* field = Difference(rb, fv)) {
     a.status = Status::Corruption(
         fp.file, fp.position, "R57",
-        fmt::format("{}: the {} differs: it holds {}; replica {} holds {} at {}: position {}",
-                    head, field, Describe(fv.header()), ref.id, Describe(rb.header()),
-                    rp.file, rp.position));
+        fmt::format("{}: the {} differs: it holds {}; replica {} holds {} at {}: position {}", head,
+                    field, Describe(fv.header()), ref.id, Describe(rb.header()), rp.file,
+                    rp.position));
     f.done = true;
     return;
   }
@@ -309,8 +312,10 @@ Result<ReplicaComparison> CompareReplicaLogs(std::vector<ReplicaToCompare>& repl
   c.reference_log_end = rr.log_end_offset();
   {
     auto hw = rr.HighWatermark();
-    if (hw) c.high_watermark = *hw;
-    else if (hw.error().code() != Code::kNotFound) return hw.error();
+    if (hw)
+      c.high_watermark = *hw;
+    else if (hw.error().code() != Code::kNotFound)
+      return hw.error();
   }
   const int64_t hw = std::max<int64_t>(c.high_watermark, 0);
   const int64_t ref_start = rr.log_start_offset();

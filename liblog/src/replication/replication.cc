@@ -222,10 +222,10 @@ Status ClaimEpoch(const ReplicationContext& ctx, ReplicaLog& leader, const Parti
   auto held = ClaimLeadership(ctx, leader, p);
   if (!held) return held.error();
   if (held->leader_epoch == p.leader_epoch) return Status::Ok();
-  return Status(Code::kFenced, fmt::format("{}: leader epoch {} is over: replica {} leads in "
-                                           "epoch {} (R55)",
-                                           Where(ctx), p.leader_epoch, held->leader,
-                                           held->leader_epoch));
+  return Status(Code::kFenced,
+                fmt::format("{}: leader epoch {} is over: replica {} leads in "
+                            "epoch {} (R55)",
+                            Where(ctx), p.leader_epoch, held->leader, held->leader_epoch));
 }
 
 // Starts `epoch` in the leader's log unless it holds it already.
@@ -234,8 +234,7 @@ Status EnsureEpoch(ReplicaLog& leader, int32_t epoch) { return leader.EnsureEpoc
 // UpdateHighWatermark's body; the caller holds the leader lock. `leo` and
 // `followers`: the leader's LEO and its followers' positions when the
 // caller has just read them (nullopt: read here).
-Result<int64_t> ComputeHighWatermark(ReplicaLog& leader,
-                                     const PartitionState& p,
+Result<int64_t> ComputeHighWatermark(ReplicaLog& leader, const PartitionState& p,
                                      std::optional<int64_t> leo = std::nullopt,
                                      const std::vector<FollowerPosition>* followers = nullptr) {
   auto stored = leader.HighWatermark();
@@ -378,16 +377,16 @@ Result<PartitionState> LeaveIsrStopped(ClusterStore& store, const std::string& t
     if (!state) return state.error();
     const PartitionState* p = state->Partition(topic, partition);
     if (p == nullptr)
-      return Status(Code::kNotFound,
-                    fmt::format("topic {} has no partition {} in the cluster state", topic,
-                                partition));
+      return Status(
+          Code::kNotFound,
+          fmt::format("topic {} has no partition {} in the cluster state", topic, partition));
     if (p->leader == replica || std::find(p->isr.begin(), p->isr.end(), replica) == p->isr.end())
       return *p;
     PartitionState proposed = *p;
     std::erase(proposed.isr, replica);
     auto after = store.AlterPartition(
-        proposed, fmt::format("shrink: replica {} stopped following (R58): {}", replica,
-                              why.message()));
+        proposed,
+        fmt::format("shrink: replica {} stopped following (R58): {}", replica, why.message()));
     // The partition epoch moved meanwhile: decide again on the new state.
     if (!after && after.error().code() == Code::kFenced && attempt < 10) continue;
     return after;
@@ -440,9 +439,8 @@ Result<PartitionState> ShrinkLocked(const ReplicationContext& ctx, ReplicaLog& l
 
 }  // namespace
 
-Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx,
-                                                  ReplicaLog& leader, int32_t leader_epoch,
-                                                  int32_t requested_epoch) {
+Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx, ReplicaLog& leader,
+                                                  int32_t leader_epoch, int32_t requested_epoch) {
   auto p = LoadPartition(ctx);
   if (!p) return p.error();
   MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, leader.replica_id(), leader_epoch));
@@ -457,8 +455,8 @@ namespace {
 // it fetches from.
 Status CheckFetchRequest(const ReplicationContext& ctx, const PartitionState& p, int32_t me,
                          const FetchRequest& request) {
-  if (request.replica == me || std::find(p.replicas.begin(), p.replicas.end(),
-                                         request.replica) == p.replicas.end())
+  if (request.replica == me ||
+      std::find(p.replicas.begin(), p.replicas.end(), request.replica) == p.replicas.end())
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: replica {} is not a follower of this partition", Where(ctx),
                               request.replica));
@@ -501,8 +499,8 @@ FollowerPosition FetchedPosition(const FetchRequest& request, int64_t now, int64
 
 // Kafka's isFollowerInSync: a follower outside the ISR joins once it
 // holds everything below the HW and something of this epoch's log.
-Status ExpandIsrIfInSync(const ReplicationContext& ctx, ReplicaLog& leader,
-                         const PartitionState& p, const FetchRequest& request, int64_t hw) {
+Status ExpandIsrIfInSync(const ReplicationContext& ctx, ReplicaLog& leader, const PartitionState& p,
+                         const FetchRequest& request, int64_t hw) {
   const int64_t held = request.held();
   if (InIsr(p, request.replica) || held < hw) return Status::Ok();
   auto epoch_start = leader.EndOffsetFor(request.leader_epoch - 1);
@@ -512,8 +510,8 @@ Status ExpandIsrIfInSync(const ReplicationContext& ctx, ReplicaLog& leader,
   PartitionState proposed = p;
   proposed.isr.push_back(request.replica);
   auto done = ctx.cluster->AlterPartition(
-      proposed, fmt::format("expand: replica {} caught up to offset {} (HW {})", request.replica,
-                            held, hw));
+      proposed,
+      fmt::format("expand: replica {} caught up to offset {} (HW {})", request.replica, held, hw));
   // Another change won the race: the next fetch decides again.
   if (!done && done.error().code() != Code::kFenced) return done.error();
   return Status::Ok();
@@ -521,9 +519,9 @@ Status ExpandIsrIfInSync(const ReplicationContext& ctx, ReplicaLog& leader,
 
 // The batches from the fetch offset into `out`: borrowed from the log's
 // file when the caller asks for them in place into its buffer.
-Status ReadFetched(ReplicaLog& leader, const FetchRequest& request,
-                   std::vector<std::byte>* buffer, bool in_place, std::vector<std::byte>* out,
-                   uint32_t* crc, FetchResponse& response) {
+Status ReadFetched(ReplicaLog& leader, const FetchRequest& request, std::vector<std::byte>* buffer,
+                   bool in_place, std::vector<std::byte>* out, uint32_t* crc,
+                   FetchResponse& response) {
   if (in_place && buffer)
     return leader.ReadInPlace(request.fetch_offset, request.max_bytes, out, crc, &response.file);
   return leader.Read(request.fetch_offset, request.max_bytes, out, crc);
@@ -551,8 +549,8 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     if (!start) return start.error();
     if (request.fetch_offset > *leo || request.fetch_offset < *start)
       return Status(Code::kOutOfOrder,
-                    fmt::format("{}: fetch offset {} outside the leader's log [{}, {})",
-                                Where(ctx), request.fetch_offset, *start, *leo));
+                    fmt::format("{}: fetch offset {} outside the leader's log [{}, {})", Where(ctx),
+                                request.fetch_offset, *start, *leo));
     auto all = leader.Followers();
     if (!all) return all.error();
     auto mine = LeaderEntry(ctx, leader, request.leader_epoch, *all);
@@ -701,8 +699,8 @@ Status ApplyFetch(ReplicaLog& follower, const FetchResponse& response, FollowerS
 }  // namespace
 
 Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
-                                        LeaderLink& leader, FollowerState& state,
-                                        size_t max_bytes, const PartitionState* current) {
+                                        LeaderLink& leader, FollowerState& state, size_t max_bytes,
+                                        const PartitionState* current) {
   FollowerStepResult result;
   auto p = current ? Result<PartitionState>(*current) : LoadPartition(ctx);
   if (!p) return p.error();

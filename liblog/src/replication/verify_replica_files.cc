@@ -5,14 +5,14 @@
 
 #include <fmt/format.h>
 
-#include "io/checkpoint_file.h"
 #include "format/format.h"
+#include "io/checkpoint_file.h"
 #include "mq/replication.h"
 
 namespace mq {
 
-Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
-                                std::vector<Problem>* problems, VerifyStats* stats) {
+Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir, std::vector<Problem>* problems,
+                                VerifyStats* stats) {
   const auto partition = PartitionOfDirectory(dir);
   for (const char* name :
        {format::kLeaderEpochCheckpointName, format::kReplicationOffsetCheckpointName,
@@ -37,8 +37,8 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
           : n == format::kLeaderEpochFenceName
               ? DecodeLeaderEpochFence(*text, path).status()  // §17.3, R56
           : n == format::kFollowerStoppedName
-              ? DecodeFollowerStop(*text, path).status()      // §17.7, R58
-              : DecodeLeaderClaim(*text, path).status();      // §17.9, R53
+              ? DecodeFollowerStop(*text, path).status()  // §17.7, R58
+              : DecodeLeaderClaim(*text, path).status();  // §17.9, R53
     }
     if (s.code() == Code::kCorruption)
       problems->push_back({s.file(), s.position(), s.rule(), s.message()});
@@ -74,9 +74,10 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
   return Status::Ok();
 }
 
-Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir,
-                                          const LogFacts& log, std::vector<Problem>* problems) {
-  const Problem::Kind kind = log.trusted ? Problem::Kind::kCorruption : Problem::Kind::kNeedsRecovery;
+Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir, const LogFacts& log,
+                                          std::vector<Problem>* problems) {
+  const Problem::Kind kind =
+      log.trusted ? Problem::Kind::kCorruption : Problem::Kind::kNeedsRecovery;
   auto add = [&](const Status& s) {
     problems->push_back({s.file(), s.position(), s.rule(), s.message(), kind});
   };
@@ -97,11 +98,11 @@ Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir,
   size_t i = 0;
   for (; i < held.size() && held[i].start_offset < log.log_end_offset; ++i) {
     if (i >= want.size()) {
-      add(EpochEntryMismatch(*epochs, i, path,
-                             fmt::format("epoch {} from offset {}, but the log holds no batch of "
-                                         "an epoch above {} there",
-                                         held[i].epoch, held[i].start_offset,
-                                         want.empty() ? -1 : want.back().epoch)));
+      add(EpochEntryMismatch(
+          *epochs, i, path,
+          fmt::format("epoch {} from offset {}, but the log holds no batch of "
+                      "an epoch above {} there",
+                      held[i].epoch, held[i].start_offset, want.empty() ? -1 : want.back().epoch)));
       return Status::Ok();
     }
     // The first entry may start later than its epoch's first batch: the
@@ -110,11 +111,11 @@ Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir,
                              (want.size() == 1 || held[i].start_offset < want[1].start_offset);
     if (held[i].epoch != want[i].epoch ||
         (held[i].start_offset != want[i].start_offset && !start_moved)) {
-      add(EpochEntryMismatch(*epochs, i, path,
-                             fmt::format("epoch {} from offset {}, but the log's epoch {} starts "
-                                         "at offset {}",
-                                         held[i].epoch, held[i].start_offset, want[i].epoch,
-                                         want[i].start_offset)));
+      add(EpochEntryMismatch(
+          *epochs, i, path,
+          fmt::format("epoch {} from offset {}, but the log's epoch {} starts "
+                      "at offset {}",
+                      held[i].epoch, held[i].start_offset, want[i].epoch, want[i].start_offset)));
       return Status::Ok();
     }
   }

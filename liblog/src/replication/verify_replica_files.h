@@ -17,8 +17,8 @@ namespace mq {
 // partition a replication-offset checkpoint must name comes from the
 // directory's name), and each replication file (R47, R53, R58, R60); a
 // breach is a problem, a missing file none. Counts the files read.
-Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir,
-                                std::vector<Problem>* problems, VerifyStats* stats);
+Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir, std::vector<Problem>* problems,
+                                VerifyStats* stats);
 
 // What --verify read of a partition's log, for the checks below.
 struct LogFacts {
@@ -34,7 +34,7 @@ struct LogFacts {
 // the first batch of its epoch: the log start moved into it). After a
 // reboot (`trusted` false) both are needs-recovery problems: the next
 // writer cuts the tail and lowers the high watermark.
-Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir,
-                                          const LogFacts& log, std::vector<Problem>* problems);
+Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir, const LogFacts& log,
+                                          std::vector<Problem>* problems);
 
 }  // namespace mq

@@ -51,10 +51,18 @@ Result<int64_t> SeekStart(PartitionReader& reader, const StartPosition& start, i
   int64_t begin = reader.log_start_offset();
   int64_t target = 0;
   switch (start.kind) {
-    case K::kBeginning: target = begin; break;
-    case K::kEnd: target = end; break;
-    case K::kOffset: target = std::max(start.value, begin); break;  // retention.md §20.1
-    case K::kFromEnd: target = std::max(begin, end - std::min(start.value, end)); break;
+    case K::kBeginning:
+      target = begin;
+      break;
+    case K::kEnd:
+      target = end;
+      break;
+    case K::kOffset:
+      target = std::max(start.value, begin);
+      break;  // retention.md §20.1
+    case K::kFromEnd:
+      target = std::max(begin, end - std::min(start.value, end));
+      break;
     case K::kTimestamp:
       MQ_RETURN_IF_ERROR(reader.SeekTimestamp(start.value));
       return int64_t{0};
@@ -230,8 +238,8 @@ Status Consumer::Reopen(Cursor& c) {
   MQ_RETURN_IF_ERROR(OpenReader(c));
   // A timestamp start not applied yet (nothing read): seek by timestamp again.
   Status s = c.start_timestamp ? c.reader->SeekTimestamp(*c.start_timestamp)
-             : c.trail ? c.reader->SeekAfter(c.next_offset, *c.trail)
-                           : c.reader->SeekAfter(c.next_offset, c.epoch);
+             : c.trail         ? c.reader->SeekAfter(c.next_offset, *c.trail)
+                               : c.reader->SeekAfter(c.next_offset, c.epoch);
   ReportWarnings(c);
   return s;
 }
@@ -287,16 +295,15 @@ Status Consumer::Assign(int32_t partition, StartPosition start) {
   c->dir = dir_.PartitionDir(topic_, partition);
   c->start = start;
   Status s = OpenCursor(*c, true);
-  if (!s.ok() && s.code() == Code::kCorruption && options_.stop_corrupt &&
-      !options_.skip_corrupt) {
+  if (!s.ok() && s.code() == Code::kCorruption && options_.stop_corrupt && !options_.skip_corrupt) {
     // Its start cannot be read: assigned, stopped where it was to start.
     Release(*c);
     if (start.kind == StartPosition::Kind::kOffset) {
       c->next_offset = start.value;
       c->positioned = true;
     }
-    Stop(*c, Status(s.code(), fmt::format("{} (topic {} partition {}, start)", s.message(),
-                                          topic_, partition)));
+    Stop(*c, Status(s.code(), fmt::format("{} (topic {} partition {}, start)", s.message(), topic_,
+                                          partition)));
     s = Status::Ok();
   }
   if (!s.ok()) {
@@ -564,8 +571,7 @@ bool Consumer::WaitForAppend(int timeout_ms) {
     return false;
   }
   if (active == 1 && only->reader)
-    return only->reader->WaitForAppend(std::max(only->stalled_end, only->next_offset),
-                                       timeout_ms);
+    return only->reader->WaitForAppend(std::max(only->stalled_end, only->next_offset), timeout_ms);
   if (active == 1) {  // an unborn partition: nothing to wait on until a writer creates it
     SleepMs(std::min(kUnbornPollMs, timeout_ms));
     return true;

@@ -15,10 +15,10 @@
 #include <fmt/format.h>
 
 #include "format/format.h"
+#include "io/properties.h"
 #include "mq/file.h"
 #include "mq/topic.h"
 #include "mq/topic_admin.h"
-#include "io/properties.h"
 
 namespace mq {
 namespace {
@@ -70,11 +70,11 @@ Status CheckModes(int fd, const std::string& path) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoStatus(path, errno);
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return Status(Code::kPermission,
-                  fmt::format("{}: the data directory is {}-writable (mode {:04o}): another "
-                              "user could replace its files; run chmod go-w on it",
-                              path, (st.st_mode & S_IWOTH) ? "world" : "group",
-                              st.st_mode & 07777));
+    return Status(
+        Code::kPermission,
+        fmt::format("{}: the data directory is {}-writable (mode {:04o}): another "
+                    "user could replace its files; run chmod go-w on it",
+                    path, (st.st_mode & S_IWOTH) ? "world" : "group", st.st_mode & 07777));
   }
   return Status::Ok();
 }
@@ -96,9 +96,9 @@ Status Initialize(FileSystem* fs, int fd, const std::string& path) {
   auto empty = IsEmptyDirectory(fs, fd, path);
   if (!empty) return empty.error();
   if (!*empty) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("{}: not an mq data directory (no {}) and not empty", path,
-                              kMetaFile));
+    return Status(
+        Code::kInvalidArgument,
+        fmt::format("{}: not an mq data directory (no {}) and not empty", path, kMetaFile));
   }
   MQ_RETURN_IF_ERROR(WriteFileAtomic(fd, kMetaFile, AsBytes(MetaText()), fs));
   auto topics = OpenDirectoryAt(fd, kTopicsDir, true, fs);
@@ -195,12 +195,12 @@ Result<TopicConfig> DataDir::ReadTopic(std::string_view topic) const {
   if (!root) return root.error();
   const std::string file = fmt::format("{}/{}/{}", path_, kTopicsDir, ConfName(topic));
   auto topics = OpenDirectoryAt(root->get(), kTopicsDir, false, fs_);
-  auto text = topics ? ReadSmallFile(fs_, topics->get(), ConfName(topic),
-                                     TopicConfig::kMaxFileBytes)
-                     : Result<std::string>(topics.error());
+  auto text = topics
+                  ? ReadSmallFile(fs_, topics->get(), ConfName(topic), TopicConfig::kMaxFileBytes)
+                  : Result<std::string>(topics.error());
   if (!text && text.error().code() == Code::kNotFound) {
-    return Status(Code::kNotFound, fmt::format("{}: no topic \"{}\" ({} not found)", path_,
-                                               topic, file));
+    return Status(Code::kNotFound,
+                  fmt::format("{}: no topic \"{}\" ({} not found)", path_, topic, file));
   }
   if (!text) return text.error();
   return TopicConfig::Parse(*text, file);
@@ -209,8 +209,7 @@ Result<TopicConfig> DataDir::ReadTopic(std::string_view topic) const {
 namespace {
 
 // The partition directories of a topic, created if missing.
-Status MakePartitionDirs(FileSystem* fs, int root_fd, std::string_view topic,
-                         int32_t partitions) {
+Status MakePartitionDirs(FileSystem* fs, int root_fd, std::string_view topic, int32_t partitions) {
   for (int32_t p = 0; p < partitions; ++p) {
     auto dir = OpenDirectoryAt(root_fd, fmt::format("{}-{}", topic, p), true, fs);
     if (!dir) return dir.error();

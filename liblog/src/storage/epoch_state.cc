@@ -102,7 +102,8 @@ Status EpochState::Replicated::Add(const BatchHeader& h, size_t at) {
 
 Status EpochState::Replicated::Store(const PartitionDir& d, EpochState* state) const {
   if (starts_.empty()) return Status::Ok();
-  for (const EpochEntry& e : starts_) MQ_RETURN_IF_ERROR(state->cache_->Assign(e.epoch, e.start_offset));
+  for (const EpochEntry& e : starts_)
+    MQ_RETURN_IF_ERROR(state->cache_->Assign(e.epoch, e.start_offset));
   return state->cache_->Store(d.fd(), d.fs);
 }
 

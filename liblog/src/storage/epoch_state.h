@@ -42,8 +42,7 @@ class EpochState {
   // epochs held, read again if stale, lose the entries before it
   // (LeaderEpochCache::TruncateFromStart) and are stored. Nothing when
   // none are held.
-  Status DropBefore(const PartitionDir& d, int64_t log_start, int64_t log_end,
-                    uint32_t generation);
+  Status DropBefore(const PartitionDir& d, int64_t log_start, int64_t log_end, uint32_t generation);
 
   // Whether the epochs held are those stored as of `generation`.
   bool CurrentAt(uint32_t generation) const { return cache_ && generation_ == generation; }

@@ -45,8 +45,7 @@ Result<LoadedLog> LogLoader::Load(bool recreated) {
   if (!list) return list.error();
   // R40: an interrupted truncation is completed before anything else, and
   // the log it leaves is validated as after a crash.
-  auto intent =
-      CompleteTruncateIntent(v_, listed.truncate_intent, &*list, &snapshots, report_);
+  auto intent = CompleteTruncateIntent(v_, listed.truncate_intent, &*list, &snapshots, report_);
   if (!intent) return intent.error();
   LoadedLog loaded;
   // The same goes for the leader epochs' checkpoint, unless the truncation
@@ -109,9 +108,9 @@ Status LogLoader::CutUnpublished(const StateFields& prev, File* active_log, uint
                                  std::vector<int64_t>* list) {
   while (list->back() > prev.end_segment_base) {
     MQ_RETURN_IF_ERROR(LogSegment::Remove(v_.fs, v_.fd(), list->back()));
-    report_->repaired.push_back({SegmentFileName(list->back(), format::kLogSuffix), 0,
-                                 "unpublished-tail",
-                                 "R27: segment past the committed end was never published; removed"});
+    report_->repaired.push_back(
+        {SegmentFileName(list->back(), format::kLogSuffix), 0, "unpublished-tail",
+         "R27: segment past the committed end was never published; removed"});
     list->pop_back();
     v_.dir_dirty = true;
   }
@@ -187,9 +186,9 @@ Status LogLoader::RecoverFromLog(const Result<StateFields>& old, bool recreated,
   // R24: a missing or invalid state file is rebuilt from the log (worth a
   // report only when there is a log to rebuild it from).
   if (!old)
-    report_->repaired.push_back({kStateFileName, old.error().position(), "R24",
-                                 "state file invalid (" + old.error().message() +
-                                     "); rebuilt from the log"});
+    report_->repaired.push_back(
+        {kStateFileName, old.error().position(), "R24",
+         "state file invalid (" + old.error().message() + "); rebuilt from the log"});
   else if (recreated && !list.empty())
     report_->repaired.push_back(
         {kStateFileName, 0, "R24", "state file missing; rebuilt from the log"});
@@ -237,8 +236,8 @@ Result<LoadedLog> LoadLog(PartitionView* view, RecoveryReport* report, bool recr
 
 Status OpenLog(PartitionView* view, RecoveryReport* report) {
   bool recreated = false;
-  auto state = StateFile::OpenForWrite(view->fd(), view->fs, StateFields{}, &recreated,
-                                       view->sync());
+  auto state =
+      StateFile::OpenForWrite(view->fd(), view->fs, StateFields{}, &recreated, view->sync());
   if (!state) return state.error();
   view->state = std::move(*state);
   auto loaded = LoadLog(view, report, recreated);

@@ -80,8 +80,7 @@ Result<std::unique_ptr<LogSegment>> LogSegment::Open(FileSystem* fs, int dir_fd,
     log = std::move(*l);
   }
   // Checked, a missing index fails the check (it is rebuilt and reported).
-  auto open_index = [&](const char* suffix,
-                        std::unique_ptr<File>* out) -> Result<bool> {
+  auto open_index = [&](const char* suffix, std::unique_ptr<File>* out) -> Result<bool> {
     auto f = fs->Open(dir_fd, SegmentFileName(base, suffix),
                       check ? FileSystem::kReadWrite : FileSystem::kCreate);
     if (check && !f && f.error().code() == Code::kNotFound) return false;
@@ -132,8 +131,8 @@ Result<std::optional<IndexTail<OffsetIndexEntry>>> OffsetIndexTail(
     }
     // Past the committed end on both counts, inside the log as it was: an
     // append that was never published. Anything else is a bad index.
-    if (check_log_size && !(entry.offset >= end_offset && entry.position >= size &&
-                            entry.position < *check_log_size))
+    if (check_log_size &&
+        !(entry.offset >= end_offset && entry.position >= size && entry.position < *check_log_size))
       return std::optional<IndexTail<OffsetIndexEntry>>();
     --tail.entries;
   }
@@ -142,8 +141,7 @@ Result<std::optional<IndexTail<OffsetIndexEntry>>> OffsetIndexTail(
 
 // Whether offset-index entry `last` names a batch of the log (`size`
 // bytes) that ends at its offset, inside the log.
-Result<bool> EntryNamesBatch(File& log, const OffsetIndexEntry& last, int64_t base,
-                             uint64_t size) {
+Result<bool> EntryNamesBatch(File& log, const OffsetIndexEntry& last, int64_t base, uint64_t size) {
   if (last.offset < base) return false;
   std::byte h[format::kBatchHeaderSize];
   auto got = log.ReadAt(last.position, h);
@@ -181,9 +179,8 @@ Result<std::optional<IndexTail<TimeIndexEntry>>> TimeIndexTail(
 
 }  // namespace
 
-Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& config,
-                                 uint64_t size, int64_t end_offset,
-                                 std::optional<uint64_t> check_log_size) {
+Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& config, uint64_t size,
+                                 int64_t end_offset, std::optional<uint64_t> check_log_size) {
   const bool check = check_log_size.has_value();
   const int64_t base = ib_.base();
   // Both were just opened (Open), under the writer lock.
@@ -193,8 +190,8 @@ Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& co
   if (!tinfo) return tinfo.error();
   const uint64_t isize = iinfo->size;
   const uint64_t tsize = tinfo->size;
-  if (check && (isize % format::kOffsetIndexEntrySize != 0 ||
-                tsize % format::kTimeIndexEntrySize != 0))
+  if (check &&
+      (isize % format::kOffsetIndexEntrySize != 0 || tsize % format::kTimeIndexEntrySize != 0))
     return false;
   auto offsets = OffsetIndexTail(*index_, isize / format::kOffsetIndexEntrySize, base, size,
                                  end_offset, check_log_size);
@@ -218,10 +215,9 @@ Result<bool> LogSegment::Restore(FileSystem* fs, int dir_fd, const LogConfig& co
   ib_.Restore(last_entry, (*times)->last);
   ib_.set_counts(n, tn);
   uint64_t from = last_entry ? last_entry->position : 0;
-  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd, fs, config.limits, base, log_.get(), from, size,
-                                   [&](const BatchHeader& h, uint64_t pos) {
-                                     ib_.Add(h, pos, &offset_buf_, &time_buf_);
-                                   }));
+  MQ_RETURN_IF_ERROR(ForEachHeader(
+      dir_fd, fs, config.limits, base, log_.get(), from, size,
+      [&](const BatchHeader& h, uint64_t pos) { ib_.Add(h, pos, &offset_buf_, &time_buf_); }));
   MQ_RETURN_IF_ERROR(Flush());
   if (size > 0) {
     std::byte h[format::kBatchHeaderSize];
@@ -302,8 +298,8 @@ std::optional<OffsetIndexEntry> LogSegment::FindOffsetEntry(FileSystem* fs, int 
   return LookupOffset(idx->bytes(), base, offset);
 }
 
-std::optional<TimeIndexEntry> LogSegment::LastTimeEntry(FileSystem* fs, int dir_fd,
-                                                        int64_t base, uint64_t* at) {
+std::optional<TimeIndexEntry> LogSegment::LastTimeEntry(FileSystem* fs, int dir_fd, int64_t base,
+                                                        uint64_t* at) {
   auto tidx = MapIndex(fs, dir_fd, base, format::kTimeIndexSuffix);
   if (!tidx || tidx->bytes().size() < format::kTimeIndexEntrySize) return std::nullopt;
   Bytes t = tidx->bytes();
@@ -312,8 +308,8 @@ std::optional<TimeIndexEntry> LogSegment::LastTimeEntry(FileSystem* fs, int dir_
   return DecodeTimeEntry(&t[(n - 1) * format::kTimeIndexEntrySize], base);
 }
 
-std::optional<TimeIndexEntry> LogSegment::TimeEntryBelow(FileSystem* fs, int dir_fd,
-                                                         int64_t base, int64_t timestamp) {
+std::optional<TimeIndexEntry> LogSegment::TimeEntryBelow(FileSystem* fs, int dir_fd, int64_t base,
+                                                         int64_t timestamp) {
   auto tidx = MapIndex(fs, dir_fd, base, format::kTimeIndexSuffix);
   if (!tidx || tidx->bytes().empty()) return std::nullopt;
   Bytes t = tidx->bytes();
@@ -331,8 +327,7 @@ Status LogSegment::WriteIndexFiles(FileSystem* fs, int dir_fd, int64_t base,
 }
 
 // R25's cheap check of a rolled segment's indexes (recovery, §12).
-Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
-                             int64_t next_base) {
+Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t next_base) {
   FileSystem* fs = FsOf(config);
   auto idx = MapIndex(fs, dir_fd, base, format::kIndexSuffix);
   auto tidx = MapIndex(fs, dir_fd, base, format::kTimeIndexSuffix);
@@ -359,10 +354,9 @@ Status RebuildIndexes(int dir_fd, FileSystem* fs, const LogConfig& config, int64
                       uint64_t size, bool rolled) {
   std::vector<std::byte> offset_index, time_index;
   IndexBuilder ib(base, config.index_interval_bytes);
-  MQ_RETURN_IF_ERROR(ForEachHeader(dir_fd, fs, config.limits, base, 0, size,
-                                   [&](const BatchHeader& h, uint64_t pos) {
-                                     ib.Add(h, pos, &offset_index, &time_index);
-                                   }));
+  MQ_RETURN_IF_ERROR(ForEachHeader(
+      dir_fd, fs, config.limits, base, 0, size,
+      [&](const BatchHeader& h, uint64_t pos) { ib.Add(h, pos, &offset_index, &time_index); }));
   if (rolled) ib.Finish(&time_index);
   return LogSegment::WriteIndexFiles(fs, dir_fd, base, offset_index, time_index);
 }
@@ -372,8 +366,8 @@ namespace {
 // The headers of segment `base` from byte `from` (or, with `from_offset`,
 // from the offset index's largest entry below that offset when it checks
 // out) to byte `to`.
-Status WalkHeaders(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base,
-                   File* log, uint64_t from, std::optional<int64_t> from_offset, uint64_t to,
+Status WalkHeaders(int dir_fd, FileSystem* fs, const DecodeLimits& limits, int64_t base, File* log,
+                   uint64_t from, std::optional<int64_t> from_offset, uint64_t to,
                    const std::function<void(const BatchHeader&, uint64_t)>& fn) {
   std::string name = SegmentFileName(base, format::kLogSuffix);
   std::unique_ptr<File> opened;

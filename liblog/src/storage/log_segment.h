@@ -104,7 +104,8 @@ class LogSegment {
 
  private:
   LogSegment(const LogConfig& config, int64_t base)
-      : ib_(base, config.index_interval_bytes), segment_ms_(config.segment_ms),
+      : ib_(base, config.index_interval_bytes),
+        segment_ms_(config.segment_ms),
         segment_limit_(SegmentLimit(config)) {}
   static uint64_t SegmentLimit(const LogConfig& config);
   // Restores the index state from the files (Open's work); false when a
@@ -116,7 +117,7 @@ class LogSegment {
   IndexBuilder ib_;
   int64_t segment_ms_;
   uint64_t segment_limit_;
-  int64_t first_max_ts_ = -1;  // first batch's max timestamp: the segment's age
+  int64_t first_max_ts_ = -1;                     // first batch's max timestamp: the segment's age
   std::vector<std::byte> offset_buf_, time_buf_;  // staged index entries
 };
 
@@ -149,8 +150,7 @@ Status ForEachHeaderFrom(int dir_fd, FileSystem* fs, const DecodeLimits& limits,
 // active segment's get the same checks in PartitionView::OpenActive.)
 // Index files that cannot be mapped are not right (false); a failure to
 // read the log is returned.
-Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base,
-                             int64_t next_base);
+Result<bool> IndexLooksRight(int dir_fd, const LogConfig& config, int64_t base, int64_t next_base);
 
 // Rebuilds both indexes of segment `base` from its first `size` bytes and
 // replaces the files (write, fsync, rename).

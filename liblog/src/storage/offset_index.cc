@@ -27,7 +27,8 @@ Result<std::vector<OffsetIndexEntry>> DecodeOffsetIndex(Bytes bytes, int64_t bas
                               fmt::format("size {} is not a multiple of {}", bytes.size(), kEntry));
   std::vector<OffsetIndexEntry> out;
   out.reserve(bytes.size() / kEntry);
-  for (size_t i = 0; i < bytes.size(); i += kEntry) out.push_back(DecodeOffsetEntry(&bytes[i], base));
+  for (size_t i = 0; i < bytes.size(); i += kEntry)
+    out.push_back(DecodeOffsetEntry(&bytes[i], base));
   return out;
 }
 

@@ -63,7 +63,6 @@ std::optional<OffsetBreach> SegmentDoesNotContinue(int64_t prev_last, int64_t ne
                                                    OffsetPolicy policy);
 // The first of both.
 std::optional<OffsetBreach> SegmentOffsetBreach(int64_t prev_last, int64_t next_base,
-                                                const std::string& next_name,
-                                                OffsetPolicy policy);
+                                                const std::string& next_name, OffsetPolicy policy);
 
 }  // namespace mq

@@ -15,8 +15,8 @@
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
-#include "storage/offset_index.h"
 #include "storage/log_segment.h"
+#include "storage/offset_index.h"
 #include "storage/offset_order.h"
 #include "storage/producer_state.h"
 #include "storage/recovery.h"
@@ -219,11 +219,12 @@ Status PartitionReader::Impl::Refresh() {
     MQ_RETURN_IF_ERROR(RefreshOnce());
     if (hw <= fields.log_end_offset || (fields.rewrites != rewrites && round < 3)) continue;
     if (state && !fields.same_boot())
-      return Status(Code::kNeedsRecovery,
-                    fmt::format("{}/{}: R38: needs recovery: the high watermark {} is above the log "
-                                "end {} published before a reboot; the next writer to open the "
-                                "partition lowers it",
-                                dir, HighWatermarkFileAt(dir_fd.get(), fs), hw, fields.log_end_offset));
+      return Status(
+          Code::kNeedsRecovery,
+          fmt::format("{}/{}: R38: needs recovery: the high watermark {} is above the log "
+                      "end {} published before a reboot; the next writer to open the "
+                      "partition lowers it",
+                      dir, HighWatermarkFileAt(dir_fd.get(), fs), hw, fields.log_end_offset));
     return CheckHighWatermarkWithin(dir_fd.get(), hw_partition->first, hw_partition->second, hw,
                                     fields.log_end_offset);
   }
@@ -236,7 +237,8 @@ Status PartitionReader::Impl::RefreshOnce() {
     // Only a missing or invalid state file falls back to the scan below;
     // a failure to open or map one is returned.
     auto s = StateFile::OpenForRead(dir_fd.get(), fs);
-    if (s) state = std::move(*s);
+    if (s)
+      state = std::move(*s);
     else if (s.error().code() != Code::kNotFound && s.error().code() != Code::kCorruption)
       return s.error();
   }
@@ -328,9 +330,9 @@ Status PartitionReader::Impl::CheckContinuity(const BatchHeader& h) {
                    fmt::format("baseOffset {} does not follow the offsets before it (expected {})",
                                h.base_offset, expect));
   }
-  return Corrupt(pos, "R26",
-                 fmt::format("baseOffset {} skips offsets {}..{}", h.base_offset, expect,
-                             h.base_offset - 1));
+  return Corrupt(
+      pos, "R26",
+      fmt::format("baseOffset {} skips offsets {}..{}", h.base_offset, expect, h.base_offset - 1));
 }
 
 // Whether a scan for a later offset or timestamp may pass over the batch
@@ -368,7 +370,8 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
       } else {
         Warn(SegmentFileName(base, format::kIndexSuffix), 0,
              fmt::format("entry (offset {}, position {}) does not name a batch of {}; "
-                         "scanning the log", e->offset, e->position, FileName(base)));
+                         "scanning the log",
+                         e->offset, e->position, FileName(base)));
       }
     }
   }
@@ -407,8 +410,8 @@ Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp
       return last.timestamp < timestamp_ms && MayPass(h, b, *p, expect);
     Warn(SegmentFileName(base, format::kTimeIndexSuffix), at,
          fmt::format("last entry (timestamp {}, offset {}) does not match the batch at that "
-                     "offset in {}; scanning the log", last.timestamp, last.offset,
-                     FileName(base)));
+                     "offset in {}; scanning the log",
+                     last.timestamp, last.offset, FileName(base)));
   }
   MQ_RETURN_IF_ERROR(PositionAt(base, 0));
   int64_t prev_end = base;
@@ -734,12 +737,12 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
         // R28: the committed end was published before a reboot and never
         // fsynced: the next writer keeps the valid prefix. Not corruption.
         r.corrupt_at = r.pos;
-        return Status(Code::kNeedsRecovery,
-                      fmt::format("{}: position {}: R28: needs recovery: the segment ends at byte "
-                                  "{} but the committed end, published before a reboot, is at {}; "
-                                  "the next writer to open the partition repairs it",
-                                  r.cursor.name(), r.pos, size ? *size : 0,
-                                  std::max(*bound, r.pos)));
+        return Status(
+            Code::kNeedsRecovery,
+            fmt::format("{}: position {}: R28: needs recovery: the segment ends at byte "
+                        "{} but the committed end, published before a reboot, is at {}; "
+                        "the next writer to open the partition repairs it",
+                        r.cursor.name(), r.pos, size ? *size : 0, std::max(*bound, r.pos)));
       }
       return r.Corrupt(r.pos, "R1",
                        fmt::format("the segment ends at byte {} but {} bytes of it were committed",
@@ -767,7 +770,8 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     if (order != OffsetStep::kFollows) {
       return r.Corrupt(r.pos, order == OffsetStep::kGoesBack ? "R11" : "R26",
                        fmt::format("the segment ends at offset {} but the next one, {}, starts at "
-                                   "{}", expect - 1, r.FileName(*next), *next));
+                                   "{}",
+                                   expect - 1, r.FileName(*next), *next));
     }
     Status at = r.PositionAt(*next, 0);
     if (at.code() == Code::kNotFound) {
@@ -805,7 +809,9 @@ LogPosition PartitionReader::position() const {
 
 std::vector<Problem> PartitionReader::TakeWarnings() { return std::exchange(impl_->warnings, {}); }
 
-std::optional<int64_t> PartitionReader::TakeCut() { return std::exchange(impl_->cut, std::nullopt); }
+std::optional<int64_t> PartitionReader::TakeCut() {
+  return std::exchange(impl_->cut, std::nullopt);
+}
 
 std::optional<OffsetOutOfRange> PartitionReader::TakeOutOfRange() {
   return std::exchange(impl_->out_of_range, std::nullopt);
@@ -814,7 +820,8 @@ std::optional<OffsetOutOfRange> PartitionReader::TakeOutOfRange() {
 Status OffsetOutOfRange::status(const std::string& dir) const {
   return Status(Code::kNotFound,
                 fmt::format("{}: offset {} is out of range: retention deleted the offsets below "
-                            "the log start {}", dir, offset, log_start_offset));
+                            "the log start {}",
+                            dir, offset, log_start_offset));
 }
 
 uint32_t PartitionReader::positioned_rewrites() const { return impl_->rewrites_seen; }
@@ -831,15 +838,15 @@ bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms,
     // A rewrite since the reader positioned (or the one waited for):
     // Next() finds its offset again, and may go back to where the log was
     // cut (TakeCut). Once per rewrite.
-    const bool rewritten = known_rewrites
-                               ? r.fields.rewrites != *known_rewrites
-                               : r.cur_base >= 0 && r.fields.rewrites != r.rewrites_seen;
+    const bool rewritten = known_rewrites ? r.fields.rewrites != *known_rewrites
+                                          : r.cur_base >= 0 && r.fields.rewrites != r.rewrites_seen;
     if (rewritten && r.fields.rewrites != r.rewrites_woken) {
       r.rewrites_woken = r.fields.rewrites;
       return true;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
     if (left <= 0) return false;
     if (r.state) {
       r.state->Wait(gen, static_cast<int>(std::min<int64_t>(left, 1000)));
@@ -886,12 +893,10 @@ Result<std::optional<ProducerStateTable>> ReadProducerState(const std::string& d
     auto next = r.NextSegment(base);
     if (next && *next <= *from) continue;
     uint64_t to = base == r.fields.end_segment_base ? r.fields.end_position : UINT64_MAX;
-    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(r.dir_fd.get(), r.fs, r.limits, base,
-                                         *from, to, [&](const BatchHeader& h, uint64_t) {
-                                           if (h.producer_id == producer_id &&
-                                               h.base_offset >= *from)
-                                             table.Replay(h);
-                                         }));
+    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(
+        r.dir_fd.get(), r.fs, r.limits, base, *from, to, [&](const BatchHeader& h, uint64_t) {
+          if (h.producer_id == producer_id && h.base_offset >= *from) table.Replay(h);
+        }));
   }
   return std::optional<ProducerStateTable>(std::move(table));
 }
@@ -929,8 +934,8 @@ Result<bool> MayKeepPastCommittedEnd(const std::string& dir, FileSystem* fs) {
   // R27: a segment ending before the committed end on this boot is damage
   // a writer recovers from. One longer holds bytes never published, which
   // a writer cuts (or a live writer's append, not published yet).
-  auto segment = fs->StatAt(dfd->get(), SegmentFileName(fields->end_segment_base,
-                                                        format::kLogSuffix));
+  auto segment =
+      fs->StatAt(dfd->get(), SegmentFileName(fields->end_segment_base, format::kLogSuffix));
   if (!segment && segment.error().code() == Code::kNotFound) return true;
   if (!segment) return segment.error();
   return segment->size < fields->end_position;
@@ -943,8 +948,7 @@ Result<std::optional<int32_t>> LastProducerSequence(const std::string& dir, int6
   return (*table)->LastSequence(producer_id);
 }
 
-Result<std::optional<ProducerBatch>> LastProducerBatch(const std::string& dir,
-                                                       int64_t producer_id,
+Result<std::optional<ProducerBatch>> LastProducerBatch(const std::string& dir, int64_t producer_id,
                                                        const ReadOptions& options) {
   auto table = ReadProducerState(dir, producer_id, options.fs);
   if (!table) return table.error();

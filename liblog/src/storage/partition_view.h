@@ -29,7 +29,7 @@ struct PartitionView : PartitionDir {
   EpochState epochs;
   ProducerStateManager producers;
   bool dir_dirty = false;
-  bool stale_check = true;  // check the active file size at the next catch-up
+  bool stale_check = true;   // check the active file size at the next catch-up
   int64_t last_sync_ms = 0;  // NowMs() of the last SyncAll
 
   // Milliseconds of the steady clock.

@@ -13,12 +13,12 @@
 #include <fmt/format.h>
 
 #include "io/checkpoint_file.h"
-#include "storage/log_loader.h"
+#include "lifecycle/retention_apply.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
+#include "storage/log_loader.h"
 #include "storage/offset_order.h"
 #include "storage/partition_view.h"
-#include "lifecycle/retention_apply.h"
 #include "storage/truncation.h"
 #include "storage/writer_lock.h"
 
@@ -68,8 +68,8 @@ struct PartitionWriter::Impl : PartitionView {
   Result<std::vector<Piece>> Split(std::span<std::byte> batches, CrcCheck crc_check) const;
   Status CheckProducers(std::vector<Piece>* pieces);
   // `replicated`: offsets and epochs are the leader's, kept as they are.
-  Status WritePieces(std::span<std::byte> batches, std::vector<Piece>* pieces,
-                     AppendResult* result, bool replicated = false);
+  Status WritePieces(std::span<std::byte> batches, std::vector<Piece>* pieces, AppendResult* result,
+                     bool replicated = false);
   Result<AppendResult> Commit(std::span<std::byte> batches, std::vector<Piece>* pieces,
                               bool replicated);
   Status MakeDurable();
@@ -183,9 +183,8 @@ Status PartitionWriter::Impl::CheckProducers(std::vector<Piece>* pieces) {
 // Phase 3: assigns offsets and writes, rolling where a batch belongs in a
 // new segment. Adjacent batches bound for one segment are one write.
 // `fields` advances past every batch written; nothing is published.
-Status PartitionWriter::Impl::WritePieces(std::span<std::byte> batches,
-                                          std::vector<Piece>* pieces, AppendResult* result,
-                                          bool replicated) {
+Status PartitionWriter::Impl::WritePieces(std::span<std::byte> batches, std::vector<Piece>* pieces,
+                                          AppendResult* result, bool replicated) {
   size_t run_at = 0, run_len = 0;
   uint64_t run_pos = 0;
   auto flush_run = [&]() -> Status {
@@ -274,10 +273,10 @@ Status PartitionWriter::Impl::CheckReplicated(const std::vector<Piece>& pieces) 
     // other as the log's offsets allow (R10, R26: offset_order.h).
     if (StepOf(h.base_offset, next, first ? OffsetPolicy::kContiguous : config.offsets) !=
         OffsetStep::kFollows)
-      return Status(Code::kOutOfOrder,
-                    fmt::format("{}: replicated batch at {} starts at offset {}; the log {} {}",
-                                dir, p.at, h.base_offset,
-                                first ? "ends before" : "continues at", next));
+      return Status(
+          Code::kOutOfOrder,
+          fmt::format("{}: replicated batch at {} starts at offset {}; the log {} {}", dir, p.at,
+                      h.base_offset, first ? "ends before" : "continues at", next));
     next = h.last_offset() + 1;
     MQ_RETURN_IF_ERROR(starts.Add(h, p.at));
   }

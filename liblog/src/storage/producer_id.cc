@@ -46,8 +46,8 @@ Result<int64_t> LookUp(FileSystem* fs, int dir_fd, const std::string& name,
 }  // namespace
 
 Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
-                                                   std::string_view name,
-                                                   ClusterStore* cluster, FileSystem* fs) {
+                                                   std::string_view name, ClusterStore* cluster,
+                                                   FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
   MQ_RETURN_IF_ERROR(ValidateName(name, "producer id"));
   auto root = OpenDirectory(data_dir, false, fs);
@@ -57,8 +57,7 @@ Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
   const std::string registry = data_dir + "/" + format::kProducerRegistryDir;
   const std::string lock_name = std::string(name) + ".lock";
 
-  auto lock =
-      FileLock::Acquire(dir->get(), lock_name, LockMode::kExclusive, LockWait::kTry, fs);
+  auto lock = FileLock::Acquire(dir->get(), lock_name, LockMode::kExclusive, LockWait::kTry, fs);
   if (!lock && lock.error().code() == Code::kBusy) {
     return Status(Code::kBusy,
                   fmt::format("producer id '{}' is in use by another run ({}/{} is locked)", name,
@@ -68,8 +67,8 @@ Result<ProducerIdentity> ProducerIdentity::Acquire(const std::string& data_dir,
   // A replicated topic's ids come from its cluster (P10): the root's
   // registry is neither read nor changed, so what it holds (or what an
   // earlier mq carried into it) never decides a replicated partition's id.
-  auto id = cluster ? cluster->ProducerId(name)
-                    : LookUp(fs, dir->get(), std::string(name), registry);
+  auto id =
+      cluster ? cluster->ProducerId(name) : LookUp(fs, dir->get(), std::string(name), registry);
   if (!id) return id.error();
   return ProducerIdentity(std::move(*lock), *id);
 }

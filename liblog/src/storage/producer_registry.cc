@@ -50,8 +50,8 @@ Result<int64_t> LookUpProducerId(FileSystem* fs, int dir_fd, const std::string& 
   if (!existing) return existing.error();
   if (existing->has_value()) return **existing;
 
-  auto next = ReadId(fs, dir_fd, format::kNextProducerIdName,
-                     registry + "/" + format::kNextProducerIdName);
+  auto next =
+      ReadId(fs, dir_fd, format::kNextProducerIdName, registry + "/" + format::kNextProducerIdName);
   if (!next) return next.error();
   const int64_t id = std::max(next->value_or(first), first);
   if (id == INT64_MAX) return Status(Code::kTooLarge, registry + ": producer ids exhausted");

@@ -47,9 +47,7 @@ int32_t SubtractSequence(int32_t seq, int32_t delta) {
   if (diff < 0) diff += static_cast<int64_t>(INT32_MAX) + 1;
   return static_cast<int32_t>(diff);
 }
-bool InSequence(int32_t last, int32_t next) {
-  return next == AddSequence(last, 1);
-}
+bool InSequence(int32_t last, int32_t next) { return next == AddSequence(last, 1); }
 
 ProducerBatchInfo InfoOf(const BatchHeader& h) {
   ProducerBatchInfo info;
@@ -128,10 +126,11 @@ Result<std::optional<AppendResult>> ProducerStateTable::CheckAppend(
   }
   const int32_t expected_after = entry.batches.back().last_sequence;
   if (!InSequence(expected_after, first)) {
-    return Status(Code::kOutOfOrder,
-                  fmt::format("producer {}: out of order sequence {} (expected {}: {})",
-                              header.producer_id, first, AddSequence(expected_after, 1),
-                              first > AddSequence(expected_after, 1) ? "a gap" : "already past it"));
+    return Status(
+        Code::kOutOfOrder,
+        fmt::format("producer {}: out of order sequence {} (expected {}: {})", header.producer_id,
+                    first, AddSequence(expected_after, 1),
+                    first > AddSequence(expected_after, 1) ? "a gap" : "already past it"));
   }
   return std::optional<AppendResult>();
 }
@@ -174,9 +173,9 @@ static Status DecodeSnapshot(std::span<const std::byte> data, const std::string&
   int32_t count = static_cast<int32_t>(GetFixed32(data.data() + kSnapshotCountOffset));
   if (count < 0 ||
       static_cast<uint64_t>(count) * kSnapshotEntrySize != data.size() - kSnapshotHeaderSize) {
-    return Status::Corruption(name, kSnapshotCountOffset, "R15",
-                              fmt::format("producer snapshot count {} does not match {} bytes",
-                                          count, data.size()));
+    return Status::Corruption(
+        name, kSnapshotCountOffset, "R15",
+        fmt::format("producer snapshot count {} does not match {} bytes", count, data.size()));
   }
   out->clear();
   const std::byte* p = data.data() + kSnapshotHeaderSize;
@@ -230,8 +229,7 @@ Result<int64_t> ProducerStateTable::LoadSnapshot(int dir_fd, int64_t log_end,
 }
 
 int64_t ProducerStateTable::DropSnapshotsPast(int dir_fd, int64_t log_end,
-                                              const std::vector<int64_t>& listed,
-                                              FileSystem* fs) {
+                                              const std::vector<int64_t>& listed, FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
   // A snapshot past the log end describes records that are gone (the log
   // was truncated): it must never be read once the log grows past it again.

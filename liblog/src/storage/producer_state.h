@@ -31,8 +31,8 @@ struct ProducerBatchInfo {
   int32_t first_sequence = 0;
   int32_t last_sequence = 0;
   int64_t last_offset = 0;
-  int32_t offset_delta = 0;   // last_offset - base offset
-  int64_t timestamp = 0;      // max timestamp
+  int32_t offset_delta = 0;  // last_offset - base offset
+  int64_t timestamp = 0;     // max timestamp
 };
 
 struct ProducerEntry {
@@ -72,8 +72,8 @@ class ProducerStateTable {
   // others (-1 if none), the one LoadSnapshot would try first.
   // The removals are best effort (a snapshot left past the log end is
   // never read, and the next open removes it).
-  static int64_t DropSnapshotsPast(int dir_fd, int64_t log_end,
-                                   const std::vector<int64_t>& listed, FileSystem* fs = nullptr);
+  static int64_t DropSnapshotsPast(int dir_fd, int64_t log_end, const std::vector<int64_t>& listed,
+                                   FileSystem* fs = nullptr);
   // Writes `<next_offset>.snapshot` atomically and removes older ones beyond
   // the newest two.
   // With `sync` false the file is neither fsynced nor is the directory (for

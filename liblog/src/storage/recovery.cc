@@ -18,13 +18,13 @@
 #include "format/batch_cursor.h"
 #include "format/format.h"
 #include "io/mapped_file.h"
+#include "io/properties.h"
 #include "mq/segment.h"
+#include "storage/log_segment.h"
 #include "storage/offset_index.h"
 #include "storage/offset_order.h"
-#include "storage/segment.h"
-#include "storage/log_segment.h"
 #include "storage/producer_state.h"
-#include "io/properties.h"
+#include "storage/segment.h"
 
 namespace mq {
 
@@ -97,7 +97,8 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
     if (*next)
       return Status::Corruption(name, pos, why.rule(),
                                 fmt::format("{}; a valid batch follows at {} (R22: not "
-                                            "repaired)", why.message(), **next));
+                                            "repaired)",
+                                            why.message(), **next));
     uint64_t dropped = *size - pos;
     MQ_RETURN_IF_ERROR((*file)->Truncate(pos));
     MQ_RETURN_IF_ERROR((*file)->Sync());
@@ -117,8 +118,6 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
 }
 
 }  // namespace
-
-
 
 namespace {
 
@@ -146,7 +145,8 @@ Status RebuildIndexesBelow(int dir_fd, const LogConfig& config,
     if (!looks) return looks.error();
     if (*looks) continue;
     auto size = [&]() -> Result<uint64_t> {
-      auto f = fs->Open(dir_fd, SegmentFileName(segments[i], format::kLogSuffix), FileSystem::kRead);
+      auto f =
+          fs->Open(dir_fd, SegmentFileName(segments[i], format::kLogSuffix), FileSystem::kRead);
       if (!f) return f.error();
       return (*f)->Size();
     }();
@@ -155,7 +155,8 @@ Status RebuildIndexesBelow(int dir_fd, const LogConfig& config,
     if (report) {
       ++report->indexes_rebuilt;
       report->repaired.push_back({SegmentFileName(segments[i], format::kIndexSuffix), 0,
-                                  "index-rebuilt", "R23: index inconsistent with its log; rebuilt"});
+                                  "index-rebuilt",
+                                  "R23: index inconsistent with its log; rebuilt"});
     }
   }
   return Status::Ok();
@@ -181,23 +182,22 @@ Status RewriteIndexesIfChanged(int dir_fd, FileSystem* fs, int64_t base, const S
                                RecoveryReport* report) {
   std::string index = SegmentFileName(base, format::kIndexSuffix);
   std::string tindex = SegmentFileName(base, format::kTimeIndexSuffix);
-  if (SameAsFile(dir_fd, fs, index, r.offset_index) &&
-      SameAsFile(dir_fd, fs, tindex, r.time_index))
+  if (SameAsFile(dir_fd, fs, index, r.offset_index) && SameAsFile(dir_fd, fs, tindex, r.time_index))
     return Status::Ok();
   MQ_RETURN_IF_ERROR(WriteIndexFiles(dir_fd, fs, base, r));
   if (report) {
     ++report->indexes_rebuilt;
-    report->repaired.push_back({index, 0, "index-rebuilt",
-                                "R23: index missing or inconsistent with its log; rebuilt"});
+    report->repaired.push_back(
+        {index, 0, "index-rebuilt", "R23: index missing or inconsistent with its log; rebuilt"});
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
-                                std::vector<int64_t> segments, int64_t recovery_point,
-                                int64_t empty_base, RecoveryReport* report) {
+Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config, std::vector<int64_t> segments,
+                                int64_t recovery_point, int64_t empty_base,
+                                RecoveryReport* report) {
   FileSystem* fs = FsOf(config);
   RecoveredLog out;
   if (segments.empty()) {
@@ -231,9 +231,10 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
 
 // R40 (segment.md §6.5).
 Status WriteTruncateIntent(int dir_fd, FileSystem* fs, int64_t end, bool sync) {
-  std::string text = fmt::format("# mq truncation in progress (format-spec/segment.md 6.5)\n"
-                                 "truncate.to={}\n",
-                                 end);
+  std::string text = fmt::format(
+      "# mq truncation in progress (format-spec/segment.md 6.5)\n"
+      "truncate.to={}\n",
+      end);
   return WriteFileAtomic(dir_fd, format::kTruncateIntentName, AsBytes(text), fs, {}, sync);
 }
 
@@ -282,8 +283,10 @@ Result<std::vector<TruncationRecord>> ReadTruncations(int dir_fd, FileSystem* fs
     bool well_formed = true;
     for (std::string_view rest = p.value; well_formed;) {
       const size_t sp = rest.find(' ');
-      if (n == 3) well_formed = false;
-      else field[n++] = rest.substr(0, sp);
+      if (n == 3)
+        well_formed = false;
+      else
+        field[n++] = rest.substr(0, sp);
       if (sp == std::string_view::npos) break;
       rest = rest.substr(sp + 1);
     }
@@ -360,8 +363,8 @@ Result<LogCut> FindCut(int dir_fd, FileSystem* fs, const DecodeLimits& limits,
   LogCut cut;
   cut.keep = after == segments.begin() ? segments.front() : *(after - 1);
   cut.end = cut.keep;
-  uint64_t walked = 0;      // where the walk stopped: the end of the last batch seen
-  int64_t last_seen = -1;   // that batch's last offset
+  uint64_t walked = 0;     // where the walk stopped: the end of the last batch seen
+  int64_t last_seen = -1;  // that batch's last offset
   Status s = ForEachHeader(dir_fd, fs, limits, cut.keep, 0, UINT64_MAX,
                            [&](const BatchHeader& h, uint64_t pos) {
                              walked = pos + h.size_bytes();
@@ -395,7 +398,8 @@ Status ApplyCut(int dir_fd, FileSystem* fs, const LogConfig& config,
                 const std::vector<int64_t>& segments, const LogCut& cut, bool sync) {
   for (auto it = segments.rbegin(); it != segments.rend() && *it > cut.keep; ++it)
     MQ_RETURN_IF_ERROR(LogSegment::Remove(fs, dir_fd, *it));
-  auto log = fs->Open(dir_fd, SegmentFileName(cut.keep, format::kLogSuffix), FileSystem::kReadWrite);
+  auto log =
+      fs->Open(dir_fd, SegmentFileName(cut.keep, format::kLogSuffix), FileSystem::kReadWrite);
   if (!log) return log.error();
   auto size = (*log)->Size();
   if (!size) return size.error();

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "format/format.h"
-#include "storage/log_segment.h"
 #include "mq/file.h"
 #include "mq/partition.h"
 #include "mq/status.h"
+#include "storage/log_segment.h"
 
 namespace mq {
 
@@ -22,7 +22,7 @@ namespace mq {
 struct RecoveredLog {
   std::vector<int64_t> segments;  // base offsets, ascending; never empty
   int64_t log_end_offset = 0;
-  uint64_t active_size = 0;       // valid bytes of the last segment
+  uint64_t active_size = 0;  // valid bytes of the last segment
 };
 
 // Validates every batch from the segment holding `recovery_point` to the
@@ -32,9 +32,8 @@ struct RecoveredLog {
 // that differ from the log (R23). Earlier segments get a cheap index check.
 // `segments` (ascending, possibly empty) are the .log files present; with
 // none, an empty segment at `empty_base` is created.
-Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config,
-                                std::vector<int64_t> segments, int64_t recovery_point,
-                                int64_t empty_base, RecoveryReport* report);
+Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config, std::vector<int64_t> segments,
+                                int64_t recovery_point, int64_t empty_base, RecoveryReport* report);
 
 // The header walks (ForEachHeader, ForEachHeaderFrom), IndexLooksRight and
 // RebuildIndexes are the segment's read side: log_segment.h.
@@ -102,9 +101,9 @@ std::optional<int64_t> CutBelowSince(const std::vector<TruncationRecord>& histor
 // valid batch follows it (a garbage tail, R21), else it is returned
 // (kCorruption, R22).
 struct LogCut {
-  int64_t keep = 0;      // the last segment that keeps data (or the first)
-  uint64_t position = 0; // its new size: a batch boundary
-  int64_t end = 0;       // the log end offset left
+  int64_t keep = 0;       // the last segment that keeps data (or the first)
+  uint64_t position = 0;  // its new size: a batch boundary
+  int64_t end = 0;        // the log end offset left
 };
 Result<LogCut> FindCut(int dir_fd, FileSystem* fs, const DecodeLimits& limits,
                        const std::vector<int64_t>& segments, int64_t offset);

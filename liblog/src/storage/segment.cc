@@ -34,7 +34,8 @@ Result<int64_t> SegmentBaseOffset(const std::string& file_name) {
   auto bad = [&] {
     return Status(Code::kInvalidArgument,
                   fmt::format("{}: R12: not a segment file name (20 digits + .log, .index "
-                              "or .timeindex)", file_name));
+                              "or .timeindex)",
+                              file_name));
   };
   if (name.size() < format::kSegmentNameDigits + 1) return bad();
   std::string suffix = name.substr(format::kSegmentNameDigits);

@@ -1,11 +1,6 @@
 // State file mapping, seqlock publication and futex wake-ups (§9).
 #include "storage/state_file.h"
 
-#include <atomic>
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
-#include <cstring>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -13,6 +8,11 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -75,9 +75,7 @@ BootId CurrentBootId() {
   return kernel;
 }
 
-bool StateFields::same_boot() const {
-  return boot_id != BootId{} && boot_id == CurrentBootId();
-}
+bool StateFields::same_boot() const { return boot_id != BootId{} && boot_id == CurrentBootId(); }
 
 StateLayout EncodeState(const StateFields& f) {
   StateLayout s;
@@ -104,8 +102,9 @@ Result<StateFields> DecodeState(const StateLayout& s, const std::string& file) {
                               fmt::format("unknown version {}", s.version));
   uint32_t want = Checksum(s);
   if (s.checksum != want)
-    return Status::Corruption(file, offsetof(StateLayout, checksum), "R15",
-                              fmt::format("checksum {:#010x}, computed {:#010x}", s.checksum, want));
+    return Status::Corruption(
+        file, offsetof(StateLayout, checksum), "R15",
+        fmt::format("checksum {:#010x}, computed {:#010x}", s.checksum, want));
   StateFields f;
   f.rewrites = s.rewrites;
   f.log_end_offset = s.log_end_offset;

@@ -33,13 +33,13 @@ BootId CurrentBootId();
 std::optional<BootId> ParseBootId(const std::string& text);
 
 struct StateFields {
-  uint32_t rewrites = 0;          // bumped by TruncateTo: tail caches are stale
-  int64_t log_end_offset = 0;     // committed end: one past the last offset
-  int64_t end_segment_base = 0;   // segment holding the committed end
-  uint64_t end_position = 0;      // committed bytes of that segment
+  uint32_t rewrites = 0;         // bumped by TruncateTo: tail caches are stale
+  int64_t log_end_offset = 0;    // committed end: one past the last offset
+  int64_t end_segment_base = 0;  // segment holding the committed end
+  uint64_t end_position = 0;     // committed bytes of that segment
   int64_t log_start_offset = 0;
-  int64_t recovery_point = 0;     // offsets below were fsynced and validated
-  BootId boot_id{};               // boot of the writer that published (R27)
+  int64_t recovery_point = 0;  // offsets below were fsynced and validated
+  BootId boot_id{};            // boot of the writer that published (R27)
   bool operator==(const StateFields&) const = default;
 
   // R27: true when these fields were published on the running boot (a
@@ -63,8 +63,8 @@ struct StateLayout {
   int64_t log_start_offset;
   int64_t recovery_point;
   uint64_t boot_id[2];  // BootId bytes in order (byte-order independent)
-  uint32_t checksum;  // CRC-32C of bytes [12, 72)
-  uint32_t appending;  // 1 while a writer writes past the committed end; not checksummed
+  uint32_t checksum;    // CRC-32C of bytes [12, 72)
+  uint32_t appending;   // 1 while a writer writes past the committed end; not checksummed
 };
 static_assert(sizeof(StateLayout) == 80);
 
@@ -111,7 +111,7 @@ class StateFile {
   // be looked at).
   bool Replaced(int dir_fd) const;
 
- struct Impl;
+  struct Impl;
 
  private:
   std::unique_ptr<Impl> impl_;

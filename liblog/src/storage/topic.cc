@@ -11,17 +11,17 @@
 #include <fmt/format.h>
 
 #include "format/format.h"
+#include "io/properties.h"
 #include "mq/address.h"
 #include "mq/topic.h"
 #include "mq/units.h"
-#include "io/properties.h"
 
 namespace mq {
 namespace {
 
 bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
 }
 
 // A name fit for an error message: printable ASCII as is, anything else as
@@ -185,9 +185,9 @@ std::string Apply(TopicConfig& config, std::string_view key, std::string_view va
 Status CheckVersion(const PropertyLine& p, const std::string& file) {
   int64_t version = 0;
   if (!ParseInt64(p.value, 1, kInt32Max, &version)) {
-    return Status::Corruption(file, p.position, "R16",
-                              fmt::format("line {}: key format.version: bad value \"{}\"", p.line,
-                                          Printable(p.value)));
+    return Status::Corruption(
+        file, p.position, "R16",
+        fmt::format("line {}: key format.version: bad value \"{}\"", p.line, Printable(p.value)));
   }
   if (version > TopicConfig::kFormatVersion) {
     return Status(Code::kUnsupported,
@@ -202,7 +202,8 @@ Status CheckVersion(const PropertyLine& p, const std::string& file) {
 Result<TopicConfig> TopicConfig::Parse(std::string_view text, const std::string& file) {
   if (text.size() > kMaxFileBytes) {
     return Status(Code::kTooLarge, fmt::format("{}: {} bytes, a topic configuration holds at "
-                                               "most {}", file, text.size(), kMaxFileBytes));
+                                               "most {}",
+                                               file, text.size(), kMaxFileBytes));
   }
   TopicConfig config;
   std::vector<std::string_view> seen;
@@ -210,8 +211,9 @@ Result<TopicConfig> TopicConfig::Parse(std::string_view text, const std::string&
   Status status = ForEachProperty(text, file, "R16", [&](const PropertyLine& p) -> Status {
     for (std::string_view s : seen) {
       if (s == p.key) {
-        return Status::Corruption(file, p.position, "R16",
-                                  fmt::format("line {}: key {}: given twice", p.line, Printable(p.key)));
+        return Status::Corruption(
+            file, p.position, "R16",
+            fmt::format("line {}: key {}: given twice", p.line, Printable(p.key)));
       }
     }
     seen.push_back(p.key);

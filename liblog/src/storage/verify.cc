@@ -17,12 +17,12 @@
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
+#include "replication/verify_replica_files.h"
 #include "storage/offset_index.h"
 #include "storage/offset_order.h"
 #include "storage/recovery.h"
 #include "storage/segment.h"
 #include "storage/state_file.h"
-#include "replication/verify_replica_files.h"
 #include "storage/writer_lock.h"
 
 namespace mq {
@@ -97,12 +97,13 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
                              contiguous ? OffsetPolicy::kContiguous : OffsetPolicy::kGapsAllowed))
       problems->push_back({path, pos, breach.rule, std::move(breach.detail)});
     if (pos + h.size_bytes() > committed)
-      problems->push_back({path, committed, "R27", fmt::format("the committed end is inside the "
-                                                               "batch at {}", pos)});
+      problems->push_back({path, committed, "R27",
+                           fmt::format("the committed end is inside the "
+                                       "batch at {}",
+                                       pos)});
     prev = std::max(prev, h.last_offset());
-    batches->push_back(
-        {pos, pos + h.size_bytes(), h.base_offset, h.last_offset(), h.max_timestamp,
-         h.partition_leader_epoch});
+    batches->push_back({pos, pos + h.size_bytes(), h.base_offset, h.last_offset(), h.max_timestamp,
+                        h.partition_leader_epoch});
     if (stats) {
       ++stats->batches;
       stats->records += static_cast<uint64_t>(std::max(h.records_count, 0));
@@ -125,15 +126,17 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
   uint64_t trailing = (*scanner)->trailing_bytes();
   uint64_t at = size - trailing;
   if (trailing > 0 && last_error != at && at < committed)
-    problems->push_back({path, at, "R1", fmt::format("{} bytes at the end hold no complete batch "
-                                                     "(torn tail)", trailing)});
+    problems->push_back({path, at, "R1",
+                         fmt::format("{} bytes at the end hold no complete batch "
+                                     "(torn tail)",
+                                     trailing)});
   return Status::Ok();
 }
 
 Result<std::vector<BatchInfo>> SiblingBatches(const std::string& index_path, const char* suffix,
                                               const DecodeLimits& limits) {
-  std::string log = index_path.substr(0, index_path.size() - std::string(suffix).size()) +
-                    format::kLogSuffix;
+  std::string log =
+      index_path.substr(0, index_path.size() - std::string(suffix).size()) + format::kLogSuffix;
   std::vector<BatchInfo> batches;
   std::vector<Problem> ignored;  // the .log's own problems are its own report
   MQ_RETURN_IF_ERROR(VerifyLog(log, limits, &ignored, &batches));
@@ -157,7 +160,8 @@ bool InTail(const IndexTail& tail, int64_t offset, size_t i, uint64_t at, const 
   if (tail.kind == Problem::Kind::kNeedsRecovery)
     problems->push_back({path, at, "R23",
                          fmt::format("entry {} on point past the valid end of the log; the next "
-                                     "writer rebuilds the index", i),
+                                     "writer rebuilds the index",
+                                     i),
                          Problem::Kind::kNeedsRecovery});
   return true;
 }
@@ -174,20 +178,24 @@ Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& 
     const auto& e = (*entries)[i];
     uint64_t at = i * format::kOffsetIndexEntrySize;
     if (InTail(tail, e.offset, i, at, path, problems)) break;
-    if (i > 0 && (e.offset <= (*entries)[i - 1].offset || e.position <= (*entries)[i - 1].position)) {
-      problems->push_back({path, at, "R13", fmt::format("entry {} (offset {}, position {}) does not "
-                                                        "increase", i, e.offset, e.position)});
+    if (i > 0 &&
+        (e.offset <= (*entries)[i - 1].offset || e.position <= (*entries)[i - 1].position)) {
+      problems->push_back({path, at, "R13",
+                           fmt::format("entry {} (offset {}, position {}) does not "
+                                       "increase",
+                                       i, e.offset, e.position)});
       continue;
     }
     auto it = std::lower_bound(known.begin(), known.end(), uint64_t{e.position},
                                [](const BatchInfo& b, uint64_t p) { return b.position < p; });
     if (it == known.end() || it->position != e.position)
-      problems->push_back({path, at, "R13", fmt::format("entry {}: no batch starts at position {}",
-                                                        i, e.position)});
+      problems->push_back({path, at, "R13",
+                           fmt::format("entry {}: no batch starts at position {}", i, e.position)});
     else if (it->last_offset != e.offset)
-      problems->push_back({path, at, "R13", fmt::format("entry {}: batch at {} has last offset {}, "
-                                                        "not {}", i, e.position, it->last_offset,
-                                                        e.offset)});
+      problems->push_back({path, at, "R13",
+                           fmt::format("entry {}: batch at {} has last offset {}, "
+                                       "not {}",
+                                       i, e.position, it->last_offset, e.offset)});
   }
   return Status::Ok();
 }
@@ -208,14 +216,17 @@ Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& kn
     uint64_t at = i * format::kTimeIndexEntrySize;
     if (InTail(tail, e.offset, i, at, path, problems)) break;
     if (i > 0 && e.timestamp <= (*entries)[i - 1].timestamp)
-      problems->push_back({path, at, "R14", fmt::format("entry {}: timestamp {} does not increase",
-                                                        i, e.timestamp)});
+      problems->push_back(
+          {path, at, "R14",
+           fmt::format("entry {}: timestamp {} does not increase", i, e.timestamp)});
     else if (i > 0 && e.offset < (*entries)[i - 1].offset)
-      problems->push_back({path, at, "R14", fmt::format("entry {}: offset {} decreases", i,
-                                                        e.offset)});
+      problems->push_back(
+          {path, at, "R14", fmt::format("entry {}: offset {} decreases", i, e.offset)});
     else if (!std::binary_search(lasts.begin(), lasts.end(), e.offset))
-      problems->push_back({path, at, "R14", fmt::format("entry {}: offset {} is not the last offset "
-                                                        "of a batch", i, e.offset)});
+      problems->push_back({path, at, "R14",
+                           fmt::format("entry {}: offset {} is not the last offset "
+                                       "of a batch",
+                                       i, e.offset)});
   }
   return Status::Ok();
 }
@@ -254,8 +265,8 @@ static void CountFile(VerifyStats* stats, const std::string& path) {
 // (a truncation under way, or whose writer died before publishing it: the
 // next writer publishes it), never one further.
 static Status VerifyTruncations(int dir_fd, const std::string& dir, int64_t log_end, bool trusted,
-                         std::optional<uint32_t> rewrites, std::vector<Problem>* problems,
-                         VerifyStats* stats) {
+                                std::optional<uint32_t> rewrites, std::vector<Problem>* problems,
+                                VerifyStats* stats) {
   const std::string path = dir + "/" + format::kTruncationsName;
   auto history = ReadTruncations(dir_fd, FileSystem::Default(), dir);
   if (!history && history.error().code() == Code::kCorruption) {
@@ -306,15 +317,13 @@ Status VerifyFile(const std::string& path, const DecodeLimits& limits,
     return time_index ? VerifyTimeIndex(path, *batches, problems)
                       : VerifyOffsetIndex(path, *batches, problems);
   }
-  return Status(Code::kInvalidArgument,
-                path + ": not a .log, .index or .timeindex file");
+  return Status(Code::kInvalidArgument, path + ": not a .log, .index or .timeindex file");
 }
 
 // Judges a partition by the rules recovery applies (§12, R27, R28): what a
 // crash legally leaves is "needs recovery" or a note, never corruption.
 Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
-                       std::vector<Problem>* problems, OffsetPolicy offsets,
-                       VerifyStats* stats) {
+                       std::vector<Problem>* problems, OffsetPolicy offsets, VerifyStats* stats) {
   const bool contiguous = offsets == OffsetPolicy::kContiguous;
   auto dfd = OpenDirectory(dir, false);
   if (!dfd) return dfd.error();
@@ -358,9 +367,9 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   const bool trusted = state && state->same_boot();
   int64_t prev_last = -1;
   int32_t max_epoch = format::kNoPartitionLeaderEpoch;  // R37: epochs never go back
-  std::vector<EpochEntry> implied;  // the leader epochs the log implies (R37)
+  std::vector<EpochEntry> implied;                      // the leader epochs the log implies (R37)
   std::string prev_log;
-  uint64_t prev_end = 0;  // where the valid batches of the segment before end
+  uint64_t prev_end = 0;   // where the valid batches of the segment before end
   uint64_t end_valid = 0;  // where the valid batches of the committed end's segment end
   for (int64_t base : *segments) {
     std::string log = dir + "/" + SegmentFileName(base, format::kLogSuffix);
@@ -383,7 +392,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     if (unpublished > 0)
       problems->push_back({log, committed, "R27",
                            fmt::format("{} bytes past the committed end were never published; "
-                                       "the next writer cuts them", unpublished),
+                                       "the next writer cuts them",
+                                       unpublished),
                            Problem::Kind::kNote});
     // After a reboot (or with no valid state) the last segment may end in
     // a torn or garbage tail that recovery cuts (R20, R21): problems after
@@ -409,12 +419,13 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     for (const auto& b : batches) {
       if (b.leader_epoch == format::kNoPartitionLeaderEpoch) continue;  // stamped by no leader
       if (b.leader_epoch < 0 || b.leader_epoch < max_epoch)
-        problems->push_back({log, b.position, "R37",
-                             fmt::format("partitionLeaderEpoch {} is {}", b.leader_epoch,
-                                         b.leader_epoch < 0
-                                             ? std::string("negative and not -1")
-                                             : fmt::format("below the epoch {} of a batch before "
-                                                           "it", max_epoch))});
+        problems->push_back(
+            {log, b.position, "R37",
+             fmt::format("partitionLeaderEpoch {} is {}", b.leader_epoch,
+                         b.leader_epoch < 0 ? std::string("negative and not -1")
+                                            : fmt::format("below the epoch {} of a batch before "
+                                                          "it",
+                                                          max_epoch))});
       else if (b.leader_epoch > max_epoch)
         implied.push_back({b.leader_epoch, b.base_offset});  // R37: the checkpoint's entries
       max_epoch = std::max(max_epoch, b.leader_epoch);
@@ -439,14 +450,14 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   // The replica checkpoints hold what this log implies (R37, R38).
   {
     LogFacts facts;
-    facts.log_end_offset = trusted ? state->log_end_offset
-                           : prev_last >= 0 ? prev_last + 1
-                           : segments->empty() ? 0 : segments->back();
+    facts.log_end_offset = trusted             ? state->log_end_offset
+                           : prev_last >= 0    ? prev_last + 1
+                           : segments->empty() ? 0
+                                               : segments->back();
     facts.implied_epochs = implied;
     facts.trusted = trusted || !state;
     MQ_RETURN_IF_ERROR(VerifyReplicaCheckpointsAgainstLog(dfd->get(), dir, facts, problems));
-    MQ_RETURN_IF_ERROR(VerifyTruncations(dfd->get(), dir, facts.log_end_offset,
-                                         trusted || !state,
+    MQ_RETURN_IF_ERROR(VerifyTruncations(dfd->get(), dir, facts.log_end_offset, trusted || !state,
                                          state ? std::optional(state->rewrites) : std::nullopt,
                                          problems, stats));
   }
@@ -455,7 +466,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   uint64_t end_size = 0;
   bool present = std::binary_search(segments->begin(), segments->end(), state->end_segment_base);
   if (present) {
-    auto f = OpenFileByPath(dir + "/" + SegmentFileName(state->end_segment_base, format::kLogSuffix));
+    auto f =
+        OpenFileByPath(dir + "/" + SegmentFileName(state->end_segment_base, format::kLogSuffix));
     if (!f) return f.error();
     auto size = (*f)->Size();
     if (!size) return size.error();
@@ -478,8 +490,9 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                                          "committed (R27: published on this boot)",
                                          end_size, state->end_position)});
     } else if (trusted) {
-      problems->push_back({state_path, 0, "R27", what + ", published on this boot: committed "
-                                                        "bytes are missing"});
+      problems->push_back({state_path, 0, "R27",
+                           what + ", published on this boot: committed "
+                                  "bytes are missing"});
     } else {
       problems->push_back({state_path, 0, "R28",
                            what + ", published before a reboot (not fsynced, not trusted): the "
@@ -511,8 +524,7 @@ Status VerifyForLeadership(const std::string& dir, const DecodeLimits& limits) {
   return Status::Ok();
 }
 
-Result<std::optional<LogDamage>> FindLogDamage(const std::string& dir,
-                                               const DecodeLimits& limits) {
+Result<std::optional<LogDamage>> FindLogDamage(const std::string& dir, const DecodeLimits& limits) {
   std::vector<Problem> problems;
   MQ_RETURN_IF_ERROR(VerifyPartition(dir, limits, &problems));
   for (const Problem& p : problems) {

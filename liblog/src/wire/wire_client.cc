@@ -74,19 +74,18 @@ Status Client::Handshake() {
   return Status::Ok();
 }
 
-Result<std::span<const std::byte>> Client::CallLocked(Type type,
-                                                      std::span<const std::byte> payload,
+Result<std::span<const std::byte>> Client::CallLocked(Type type, std::span<const std::byte> payload,
                                                       int timeout_ms, bool* batches_checked) {
   if (!conn_) MQ_RETURN_IF_ERROR(Handshake());
   if ((type == Type::kReadLog || type == Type::kReplicaCheck) &&
       version_ < format::kWireReadReplicaVersion) {
     // Never sent: to a server of version 1 it is no request (R50, R63).
     answered_ = true;
-    return Status(Code::kUnsupported,
-                  fmt::format("{}: speaks wire protocol version {}: {} needs version 2 "
-                              "(an mq-replicate that reads replicas for comparison, R63)",
-                              peer_, version_,
-                              type == Type::kReadLog ? "ReadLog" : "ReplicaCheck"));
+    return Status(
+        Code::kUnsupported,
+        fmt::format("{}: speaks wire protocol version {}: {} needs version 2 "
+                    "(an mq-replicate that reads replicas for comparison, R63)",
+                    peer_, version_, type == Type::kReadLog ? "ReadLog" : "ReplicaCheck"));
   }
   if (posted_) {
     // The response to a posted request nobody collects: read and dropped
@@ -116,10 +115,10 @@ Result<std::span<const std::byte>> Client::AwaitLocked(Type type, int timeout_ms
   }
   const auto want = static_cast<Type>(static_cast<uint8_t>(type) | format::kWireReplyBit);
   if (reply->type != want)
-    return Status::Corruption(peer_, reader_->position(), "R50",
-                              fmt::format("response type 0x{:02x} to request type 0x{:02x}",
-                                          static_cast<uint8_t>(reply->type),
-                                          static_cast<uint8_t>(type)));
+    return Status::Corruption(
+        peer_, reader_->position(), "R50",
+        fmt::format("response type 0x{:02x} to request type 0x{:02x}",
+                    static_cast<uint8_t>(reply->type), static_cast<uint8_t>(type)));
   return reply->payload;
 }
 
@@ -268,7 +267,7 @@ class WireLink : public LeaderLink {
   std::string topic_;
   int32_t partition_;
   uint32_t wait_;
-  std::optional<Status> lost_;  // a fetch sent ahead that could not be sent
+  std::optional<Status> lost_;         // a fetch sent ahead that could not be sent
   std::optional<FetchRequest> ahead_;  // what a posted FetchAhead answers
   uint64_t ahead_serial_ = 0;          // its Client::Post serial
 };
@@ -343,8 +342,8 @@ namespace {
 // A replica's corruption, named as the replica is (`name`: HOST:PATH): its
 // file is a name in the partition directory there.
 Status OnReplica(const Status& e, const std::string& name) {
-  return Status::Corruption(e.file().empty() ? name : name + "/" + e.file(), e.position(),
-                            e.rule(), WhatOf(e));
+  return Status::Corruption(e.file().empty() ? name : name + "/" + e.file(), e.position(), e.rule(),
+                            WhatOf(e));
 }
 
 // R63: a replica's log read through ReadLog, a chunk at a time.
@@ -363,9 +362,12 @@ class WireReplica : public ReplicaLogSource {
     if (!c) return c.error();
     start_ = c->log_start_offset;
     end_ = c->log_end_offset;
-    if (!c->stop.ok()) hw_ = c->stop;
-    else if (c->high_watermark < 0) hw_ = Status(Code::kNotFound, name_ + ": no high watermark");
-    else hw_ = c->high_watermark;
+    if (!c->stop.ok())
+      hw_ = c->stop;
+    else if (c->high_watermark < 0)
+      hw_ = Status(Code::kNotFound, name_ + ": no high watermark");
+    else
+      hw_ = c->high_watermark;
     return Status::Ok();
   }
   int64_t log_start_offset() override { return start_; }
@@ -411,8 +413,8 @@ class WireReplica : public ReplicaLogSource {
   static constexpr uint32_t kChunkBytes = 1u << 20;
 
   Result<LogChunk> Read(int64_t offset, uint32_t max_bytes) {
-    auto reply = client_->Call(Type::kReadLog, Encode(ReadLogMessage{topic_, partition_, offset,
-                                                                     max_bytes}));
+    auto reply = client_->Call(Type::kReadLog,
+                               Encode(ReadLogMessage{topic_, partition_, offset, max_bytes}));
     if (!reply) return reply.error();
     auto c = DecodeReadLogReply(*reply, client_->peer());
     if (!c) return c.error();
@@ -463,8 +465,10 @@ Result<ReplicaCheckReply> CheckReplica(const std::string& dir, bool verify) {
   if (auto positions = ReadReplicaPositions(dir)) r.positions = std::move(*positions);
   if (verify) {
     Status s = VerifyForLeadership(dir);
-    if (s.code() == Code::kCorruption) r.damage = s;
-    else if (!s.ok()) return s;
+    if (s.code() == Code::kCorruption)
+      r.damage = s;
+    else if (!s.ok())
+      return s;
   }
   return r;
 }
@@ -473,8 +477,8 @@ Result<std::unique_ptr<ReplicaLogSource>> OpenRemoteReplica(std::shared_ptr<Clie
                                                             const std::string& topic,
                                                             int32_t partition, std::string name,
                                                             const DecodeLimits& limits) {
-  auto r = std::make_unique<WireReplica>(std::move(client), topic, partition, std::move(name),
-                                         limits);
+  auto r =
+      std::make_unique<WireReplica>(std::move(client), topic, partition, std::move(name), limits);
   MQ_RETURN_IF_ERROR(r->Open());
   return std::unique_ptr<ReplicaLogSource>(std::move(r));
 }

@@ -337,9 +337,7 @@ std::vector<std::byte> EncodeLoadStateReply(std::string_view state) {
                                         state.size()))
       .Take();
 }
-std::vector<std::byte> EncodeProducerId(std::string_view name) {
-  return Writer().Str(name).Take();
-}
+std::vector<std::byte> EncodeProducerId(std::string_view name) { return Writer().Str(name).Take(); }
 std::vector<std::byte> EncodeProducerIdReply(int64_t id) { return Writer().I64(id).Take(); }
 std::vector<std::byte> Encode(const ReadLogMessage& m) {
   return Writer().Str(m.topic).I32(m.partition).I64(m.offset).U32(m.max_bytes).Take();
@@ -356,14 +354,19 @@ namespace {
 void PutCorruption(Writer& w, const Status& e) {
   const bool none = e.ok() || e.code() != Code::kCorruption;
   const std::string file = none ? "" : e.file().substr(e.file().find_last_of('/') + 1);
-  w.Str(file).I64(none ? 0 : static_cast<int64_t>(e.position())).Str(none ? "" : e.rule()).Str(
-      none ? "" : WhatOf(e));
+  w.Str(file)
+      .I64(none ? 0 : static_cast<int64_t>(e.position()))
+      .Str(none ? "" : e.rule())
+      .Str(none ? "" : WhatOf(e));
 }
 }  // namespace
 std::vector<std::byte> Encode(const LogChunk& m) {
   Writer w;
-  w.I64(m.log_start_offset).I64(m.log_end_offset).I64(m.high_watermark).Str(m.file).I64(
-      static_cast<int64_t>(m.position));
+  w.I64(m.log_start_offset)
+      .I64(m.log_end_offset)
+      .I64(m.high_watermark)
+      .Str(m.file)
+      .I64(static_cast<int64_t>(m.position));
   w.Bytes(m.batches);
   PutCorruption(w, m.stop);  // what the read stopped at
   return w.Take();
@@ -458,9 +461,8 @@ Result<PartitionRef> DecodePartitionRef(std::span<const std::byte> p, const std:
   r.Topic(&m.topic) && r.I32Min(&m.partition, 0, "partition");
   return Done(r, std::move(m));
 }
-Result<CarryStateReply> DecodeCarryStateReply(std::span<const std::byte> p,
-                                              const std::string& peer, const std::string& topic,
-                                              int32_t partition) {
+Result<CarryStateReply> DecodeCarryStateReply(std::span<const std::byte> p, const std::string& peer,
+                                              const std::string& topic, int32_t partition) {
   Reader r(p, peer, "CarryStateReply");
   CarryStateReply m;
   uint32_t n = 0;
@@ -481,7 +483,7 @@ Result<CarryStateReply> DecodeCarryStateReply(std::span<const std::byte> p,
     ok = r.Name(&c.name, "producer id") && r.I64Min(&c.id, 0, "producer id number");
     if (ok) m.producers.push_back(std::move(c));
   }
-  ok && r.I64Min(&m.next_producer_id, -1, "next producer id");
+  ok&& r.I64Min(&m.next_producer_id, -1, "next producer id");
   return Done(r, std::move(m));
 }
 Result<ReplicaStatusReply> DecodeReplicaStatusReply(std::span<const std::byte> p,
@@ -589,8 +591,8 @@ Result<AlterPartitionMessage> DecodeAlterPartition(std::span<const std::byte> p,
   return Done(r, std::move(m));
 }
 Result<PartitionState> DecodeAlterPartitionReply(std::span<const std::byte> p,
-                                                 const std::string& peer,
-                                                 const std::string& topic, int32_t partition) {
+                                                 const std::string& peer, const std::string& topic,
+                                                 int32_t partition) {
   Reader r(p, peer, "AlterPartitionReply");
   PartitionState s;
   s.topic = topic;
@@ -629,9 +631,9 @@ Status DecodeError(std::span<const std::byte> p, const std::string& peer) {
 
 namespace {
 constexpr std::pair<uint8_t, Code> kErrorCodes[] = {
-    {1, Code::kInvalidArgument}, {2, Code::kNotFound},    {3, Code::kCorruption},
-    {4, Code::kUnsupported},     {5, Code::kIoError},     {6, Code::kBusy},
-    {7, Code::kOutOfOrder},      {8, Code::kFenced},      {9, Code::kUnavailable},
+    {1, Code::kInvalidArgument}, {2, Code::kNotFound},  {3, Code::kCorruption},
+    {4, Code::kUnsupported},     {5, Code::kIoError},   {6, Code::kBusy},
+    {7, Code::kOutOfOrder},      {8, Code::kFenced},    {9, Code::kUnavailable},
     {10, Code::kTimedOut},       {11, Code::kInternal},
 };
 }  // namespace

@@ -80,8 +80,8 @@ uint32_t FetchReplyFrameCrc(std::span<const std::byte> frame, bool* batches_chec
   while (at < frame.size()) {
     const size_t rest = frame.size() - at;
     if (rest < format::kBatchHeaderSize) break;
-    const auto length = static_cast<int32_t>(
-        coding::GetFixed32(frame.data() + at + format::kBatchLengthOffset));
+    const auto length =
+        static_cast<int32_t>(coding::GetFixed32(frame.data() + at + format::kBatchLengthOffset));
     if (length < static_cast<int32_t>(format::kBatchHeaderSize - format::kLogOverhead) ||
         static_cast<size_t>(length) > rest - format::kLogOverhead)
       break;
@@ -116,8 +116,7 @@ Result<std::optional<FrameView>> FrameReader::NextView(bool* batches_checked) {
   const uint32_t stored = coding::GetFixed32(p + format::kWireHeaderSize + n);
   const std::span<const std::byte> covered(p, format::kWireHeaderSize + n);
   bool checked = false;
-  const uint32_t actual =
-      batches_checked ? FetchReplyFrameCrc(covered, &checked) : Crc32c(covered);
+  const uint32_t actual = batches_checked ? FetchReplyFrameCrc(covered, &checked) : Crc32c(covered);
   if (stored != actual)
     return Status::Corruption(
         peer_, position_, "R48",
@@ -156,8 +155,8 @@ namespace {
 Status ReadFileBytes(FileBytes file, const std::string& peer, std::vector<std::byte>* out) {
   out->resize(file.size);
   for (size_t at = 0; at < file.size;) {
-    ssize_t n = pread(file.fd, out->data() + at, file.size - at,
-                      static_cast<off_t>(file.position + at));
+    ssize_t n =
+        pread(file.fd, out->data() + at, file.size - at, static_cast<off_t>(file.position + at));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
       return Status(Code::kIoError, fmt::format("{}: reading the batches to send: {}", peer,

@@ -20,17 +20,17 @@ namespace {
 struct Reply {
   Type type;
   std::vector<std::byte> body;
-  std::vector<std::byte> owned;     // the tail when the reply holds it
-  std::span<const std::byte> tail;  // sent after `body` (a fetch's batches)
+  std::vector<std::byte> owned;      // the tail when the reply holds it
+  std::span<const std::byte> tail;   // sent after `body` (a fetch's batches)
   std::optional<uint32_t> tail_crc;  // its CRC-32C, when known (FetchResponse::crc)
   FileBytes file;  // the tail left in a file (FetchResponse::file), when its size is not 0
   Reply(Type t, std::vector<std::byte> b) : type(t), body(std::move(b)) {}
 };
 
 Reply Unsupported(const char* what) {
-  return Reply(Type::kError,
-               EncodeError(Status(Code::kUnsupported,
-                                  fmt::format("this server does not answer {}", what))));
+  return Reply(
+      Type::kError,
+      EncodeError(Status(Code::kUnsupported, fmt::format("this server does not answer {}", what))));
 }
 
 // The reply to a request of type `request`: its handler's `result`
@@ -43,9 +43,9 @@ Result<Reply> ReplyTo(Type request, R&& result) {
 }
 
 Status NotARequest(const Frame& f, const std::string& peer) {
-  return Status::Corruption(peer, 0, "R50",
-                            fmt::format("request type 0x{:02x} is not a request",
-                                        static_cast<uint8_t>(f.type)));
+  return Status::Corruption(
+      peer, 0, "R50",
+      fmt::format("request type 0x{:02x} is not a request", static_cast<uint8_t>(f.type)));
 }
 
 // Answers a Fetch or a FetchAhead: the reply's fields, then the batches
@@ -107,8 +107,7 @@ Result<Reply> AnswerCluster(const Handlers& h, const Frame& f, const std::string
 }
 
 // Answers one request (after Hello) of a conversation in `version`.
-Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer,
-                     uint16_t version) {
+Result<Reply> Answer(const Handlers& h, const Frame& f, const std::string& peer, uint16_t version) {
   switch (f.type) {
     case Type::kPing:
       return Reply(Type::kPong, {});
@@ -171,8 +170,7 @@ Result<uint16_t> AgreeVersion(const Frame& f, const ServeOptions& o) {
       hello->min_version > hello->max_version)
     return Status(Code::kUnsupported,
                   fmt::format("client speaks versions {}-{}; this server speaks {}-{} (R49)",
-                              hello->min_version, hello->max_version, kMinVersion,
-                              o.max_version));
+                              hello->min_version, hello->max_version, kMinVersion, o.max_version));
   return std::min(hello->max_version, o.max_version);
 }
 
@@ -198,21 +196,20 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
   for (;;) {
     bool clean_end = false;
     auto f = ReadFrame<Frame>(in_fd, reader, o.idle_timeout_ms, o.peer, o.stop, &clean_end,
-                       [&reader] { return reader.Next(); });
+                              [&reader] { return reader.Next(); });
     if (!f) {
       if (f.error().code() == Code::kUnavailable) {
         // End of input, the idle timeout or a stop: the conversation is over.
-        return clean_end || (o.stop && o.stop->load()) || reader.pending() == 0
-                   ? Status::Ok()
-                   : f.error();
+        return clean_end || (o.stop && o.stop->load()) || reader.pending() == 0 ? Status::Ok()
+                                                                                : f.error();
       }
       return breach(f.error(), expect);
     }
     if (f->correlation != expect)
-      return breach(Status::Corruption(o.peer, reader.position(), "R50",
-                                       fmt::format("request {} where {} was next", f->correlation,
-                                                   expect)),
-                    f->correlation);
+      return breach(
+          Status::Corruption(o.peer, reader.position(), "R50",
+                             fmt::format("request {} where {} was next", f->correlation, expect)),
+          f->correlation);
     if (expect == 0) {  // R49
       auto agreed = AgreeVersion(*f, o);
       if (!agreed) return breach(agreed.error(), 0);
@@ -226,9 +223,8 @@ Status Serve(int in_fd, int out_fd, const Handlers& handlers, const ServeOptions
     }
     auto answer = Answer(handlers, *f, o.peer, version);
     if (!answer) return breach(answer.error(), f->correlation);
-    MQ_RETURN_IF_ERROR(
-        send(answer->type, f->correlation, answer->body, answer->tail, answer->tail_crc,
-             answer->file));
+    MQ_RETURN_IF_ERROR(send(answer->type, f->correlation, answer->body, answer->tail,
+                            answer->tail_crc, answer->file));
     ++expect;
     if (handlers.after_reply) handlers.after_reply();
   }

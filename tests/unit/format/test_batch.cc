@@ -7,8 +7,8 @@
 #include <random>
 #include <string>
 
-#include "exit_code.h"  // tools/common: a status's exit status
 #include "batch_test_util.h"
+#include "exit_code.h"  // tools/common: a status's exit status
 
 using mq::test::FixCrc;
 using mq::test::SimpleBatch;
@@ -29,7 +29,8 @@ void Put32(std::vector<std::byte>& b, size_t at, int32_t v) {
 TEST_CASE("R1 complete: a batch cut short is a torn tail, never a batch", "[batch][R1]") {
   auto b = SimpleBatch(3);
   mq::BatchHeader h;
-  for (size_t n : {size_t{0}, size_t{11}, size_t{16}, size_t{17}, size_t{60}, size_t{61}, b.size() - 1}) {
+  for (size_t n :
+       {size_t{0}, size_t{11}, size_t{16}, size_t{17}, size_t{60}, size_t{61}, b.size() - 1}) {
     INFO("bytes " << n);
     std::span<const std::byte> cut(b.data(), n);
     auto probe = mq::ProbeBatch(cut, &h, {});
@@ -201,9 +202,9 @@ TEST_CASE("R19 offset range: offsets below 0 or past 2^63-2 are corruption", "[b
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   CHECK(edit(-1, 0).rule() == "R19");
   CHECK(edit(std::numeric_limits<int64_t>::min(), 0).rule() == "R19");
-  CHECK(edit(kMax, 0).rule() == "R19");           // the offset after it would overflow
-  CHECK(edit(kMax - 1, 0).ok());                  // the largest offset there is
-  CHECK(edit(kMax - 3, 5).rule() == "R19");       // F8: base 2^63-3, last offset delta 5
+  CHECK(edit(kMax, 0).rule() == "R19");      // the offset after it would overflow
+  CHECK(edit(kMax - 1, 0).ok());             // the largest offset there is
+  CHECK(edit(kMax - 3, 5).rule() == "R19");  // F8: base 2^63-3, last offset delta 5
   CHECK(edit(kMax - 3, 2).ok());
   CHECK(edit(kMax - 2, std::numeric_limits<int32_t>::max()).rule() == "R19");
   auto s = edit(kMax - 3, 5);
@@ -312,9 +313,9 @@ TEST_CASE("batch compressor: an uncompressed batch becomes the bytes Finish writ
               static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   INFO("seed " << seed);
-  for (mq::Compression c : {mq::Compression::kNone, mq::Compression::kGzip,
-                            mq::Compression::kSnappy, mq::Compression::kLz4,
-                            mq::Compression::kZstd}) {
+  for (mq::Compression c :
+       {mq::Compression::kNone, mq::Compression::kGzip, mq::Compression::kSnappy,
+        mq::Compression::kLz4, mq::Compression::kZstd}) {
     INFO("codec " << mq::CompressionName(c));
     mq::BatchOptions o;
     o.producer_id = 7;
@@ -329,7 +330,8 @@ TEST_CASE("batch compressor: an uncompressed batch becomes the bytes Finish writ
     for (int batch = 0; batch < 5; ++batch) {
       const int n = static_cast<int>(rng() % 40);
       std::vector<std::string> values;
-      for (int i = 0; i < n; ++i) values.push_back(std::string(rng() % 300, char('a' + rng() % 26)));
+      for (int i = 0; i < n; ++i)
+        values.push_back(std::string(rng() % 300, char('a' + rng() % 26)));
       for (int i = 0; i < n; ++i) {
         mq::RecordInput r;
         r.timestamp = 1700000000000 + static_cast<int64_t>(rng() % 1000);
@@ -350,20 +352,23 @@ TEST_CASE("batch compressor: an uncompressed batch becomes the bytes Finish writ
     CHECK(all == want);
     // Cut short: refused.
     std::vector<std::byte> cut;
-    CHECK(compressor.Compress(std::span<const std::byte>(uncompressed).first(uncompressed.size() - 1), &cut)
-              .code() == mq::Code::kInvalidArgument);
+    CHECK(
+        compressor
+            .Compress(std::span<const std::byte>(uncompressed).first(uncompressed.size() - 1), &cut)
+            .code() == mq::Code::kInvalidArgument);
     // Twice compressed, or not a batch: refused.
     if (c != mq::Compression::kNone) {
       std::vector<std::byte> again;
       CHECK(compressor.Compress(want, &again).code() == mq::Code::kInvalidArgument);
     }
     std::vector<std::byte> short_out;
-    CHECK(compressor.Compress(std::span<const std::byte>(uncompressed).first(60), &short_out).code() ==
-          mq::Code::kInvalidArgument);
+    CHECK(compressor.Compress(std::span<const std::byte>(uncompressed).first(60), &short_out)
+              .code() == mq::Code::kInvalidArgument);
   }
 }
 
-TEST_CASE("R3 crc: a batch finished with defer_crc and sealed is the batch Finish writes", "[batch][R3]") {
+TEST_CASE("R3 crc: a batch finished with defer_crc and sealed is the batch Finish writes",
+          "[batch][R3]") {
   std::vector<std::byte> plain, deferred;
   for (int k = 0; k < 3; ++k) {
     mq::BatchOptions o;

@@ -35,7 +35,8 @@ std::vector<RandomRecord> RandomRecords(std::mt19937_64& rng) {
     r.key = RandomBytes(rng, true);
     r.value = RandomBytes(rng, true);
     size_t nh = rng() % 4;
-    for (size_t i = 0; i < nh; ++i) r.headers.emplace_back(*RandomBytes(rng, false), RandomBytes(rng, true));
+    for (size_t i = 0; i < nh; ++i)
+      r.headers.emplace_back(*RandomBytes(rng, false), RandomBytes(rng, true));
   }
   return out;
 }
@@ -132,8 +133,10 @@ TEST_CASE("property: a valid batch cut at every length is a torn tail", "[proper
   }
 }
 
-TEST_CASE("property: any damaged byte of V1 after offset 21 fails R4 or an earlier rule, of baseOffset R19 or none",
-          "[property][R4]") {
+TEST_CASE(
+    "property: any damaged byte of V1 after offset 21 fails R4 or an earlier rule, of baseOffset "
+    "R19 or none",
+    "[property][R4]") {
   const auto v1 = mq::test::HexBytes(
       "00000000000000000000003b00000001020318a2700000000000000000015dff7b063c0000015dff7b063cff"
       "ffffffffffffffffffffffffff0000000112000000010631323300");
@@ -147,7 +150,8 @@ TEST_CASE("property: any damaged byte of V1 after offset 21 fails R4 or an earli
           (i >= mq::format::kCrcOffset && i < mq::format::kAttributesOffset)) {
         REQUIRE_FALSE(s.ok());
         CHECK((s.rule() == "R1" || s.rule() == "R2" || s.rule() == "R3" || s.rule() == "R4"));
-      } else if (i >= mq::format::kBatchLengthOffset && i < mq::format::kPartitionLeaderEpochOffset) {
+      } else if (i >= mq::format::kBatchLengthOffset &&
+                 i < mq::format::kPartitionLeaderEpochOffset) {
         CHECK_FALSE(s.ok());  // a changed length: R1 (short) or R2
       } else if (i < mq::format::kBatchLengthOffset && (b[0] & std::byte{0x80}) != std::byte{0}) {
         CHECK(s.rule() == "R19");  // outside the CRC, but a negative baseOffset
@@ -158,8 +162,7 @@ TEST_CASE("property: any damaged byte of V1 after offset 21 fails R4 or an earli
   }
 }
 
-TEST_CASE("property: re-signed random damage is caught by a rule, never a crash",
-          "[property]") {
+TEST_CASE("property: re-signed random damage is caught by a rule, never a crash", "[property]") {
   std::mt19937_64 rng(99);
   std::vector<std::byte> scratch;
   for (auto compression : {mq::Compression::kNone, mq::Compression::kZstd}) {
@@ -170,7 +173,8 @@ TEST_CASE("property: re-signed random damage is caught by a rule, never a crash"
       auto b = good;
       int flips = 1 + static_cast<int>(rng() % 3);
       for (int k = 0; k < flips; ++k) {
-        size_t i = mq::format::kAttributesOffset + rng() % (b.size() - mq::format::kAttributesOffset);
+        size_t i =
+            mq::format::kAttributesOffset + rng() % (b.size() - mq::format::kAttributesOffset);
         b[i] ^= std::byte(1 + rng() % 255);
       }
       mq::test::FixCrc(b);  // reach the checks behind the CRC

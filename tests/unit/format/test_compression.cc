@@ -259,7 +259,8 @@ TEST_CASE("R9 compression: a bomb over the limit stops at the limit in every cod
   for (Compression codec : kCodecs) {
     INFO(Name(codec));
     std::vector<std::byte> bomb;
-    REQUIRE(mq::compression::Compress(codec, std::span(zeros).first(8u << 20), 3, nullptr, &bomb).ok());
+    REQUIRE(
+        mq::compression::Compress(codec, std::span(zeros).first(8u << 20), 3, nullptr, &bomb).ok());
     std::vector<std::byte> out;
     REQUIRE(mq::compression::Decompress(codec, bomb, 64u << 20, &out, "b.log", 0).ok());
     CHECK(out.size() == (8u << 20));
@@ -273,13 +274,19 @@ TEST_CASE("R9 compression: a stated size over the limit is refused before any al
   std::vector<std::byte> scratch;
   SECTION("raw snappy block claiming 1 GiB") {
     // Varint 2^30, then a 3-byte literal: claims 1 GiB, holds 3 bytes.
-    auto block = Bytes(std::string("\x80\x80\x80\x80\x04\x08" "abc", 9));
+    auto block =
+        Bytes(std::string("\x80\x80\x80\x80\x04\x08"
+                          "abc",
+                          9));
     mq::Status s = Open(Compression::kSnappy, block, 64u << 20, &scratch);
     CHECK(s.rule() == "R9");
     CHECK(scratch.capacity() == 0);
   }
   SECTION("raw snappy block claiming more than it holds, within the limit") {
-    auto block = Bytes(std::string("\x80\x80\x80\x02\x08" "abc", 8));  // claims 4 MiB
+    auto block =
+        Bytes(std::string("\x80\x80\x80\x02\x08"
+                          "abc",
+                          8));  // claims 4 MiB
     mq::Status s = Open(Compression::kSnappy, block, 64u << 20, &scratch);
     CHECK(s.rule() == "R9");
     CHECK(scratch.capacity() == 0);

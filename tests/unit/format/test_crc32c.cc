@@ -67,7 +67,8 @@ TEST_CASE("crc32c: Combine of the parts' CRCs equals the whole", "[crc32c]") {
   for (size_t len : {0u, 1u, 9u, 5000u, 70000u}) {
     std::span<const std::byte> s = all.first(len);
     const uint32_t whole = mq::Crc32c(s);
-    for (size_t cut : {size_t{0}, size_t{1}, len / 3, len / 2, len - std::min<size_t>(len, 1), len}) {
+    for (size_t cut :
+         {size_t{0}, size_t{1}, len / 3, len / 2, len - std::min<size_t>(len, 1), len}) {
       if (cut > len) continue;
       CHECK(mq::Crc32cCombine(mq::Crc32c(s.first(cut)), mq::Crc32c(s.subspan(cut)), len - cut) ==
             whole);

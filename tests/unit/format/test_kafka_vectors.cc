@@ -133,7 +133,6 @@ void CheckSaramaVector(const char* file, size_t size, uint32_t crc, mq::Compress
   CheckSaramaRecord(d);
 }
 
-
 std::string Text(const std::optional<mq::Bytes>& b) { return std::string(mq::AsText(*b)); }
 
 std::vector<std::byte> Build(mq::BatchOptions options, int64_t base_offset,
@@ -412,8 +411,7 @@ TEST_CASE("kafka_ex xerial snappy stream (snappy-java framing): two blocks decod
   // A magic-0 message set: offset 37, size 1014, crc, magic 0, attributes
   // 0, null key, value of 1000 bytes. The message's own CRC-32 (over magic
   // to the end) matches: these bytes came from a real Kafka client.
-  CHECK(ToHex(std::span(out).first(26)) ==
-        "0000000000000025000003f60a2c10ec0000ffffffff000003e8");
+  CHECK(ToHex(std::span(out).first(26)) == "0000000000000025000003f60a2c10ec0000ffffffff000003e8");
   std::string value(reinterpret_cast<const char*>(out.data()) + 26, 1000);
   std::string expected;
   for (int i = 0; i < 100; ++i) expected += "ABCDEFGHIJ";

@@ -23,7 +23,10 @@ namespace {
 // A record from explicit varint fields, so tests can write malformed ones.
 struct RawRecord {
   std::vector<std::byte> body;  // after the length
-  RawRecord& Byte(int b) { body.push_back(std::byte(b)); return *this; }
+  RawRecord& Byte(int b) {
+    body.push_back(std::byte(b));
+    return *this;
+  }
   RawRecord& Varint(int32_t v) {
     std::byte tmp[5];
     auto* e = mq::coding::PutVarint(tmp, v);
@@ -142,7 +145,8 @@ TEST_CASE("R8 records: each malformed record is corruption naming the batch", "[
   }
   SECTION("huge headersCount with no header bytes") {
     RawRecord r;
-    r.Byte(0).Varlong(0).Varint(0).Varint(-1).Varint(-1).Varint(std::numeric_limits<int32_t>::max());
+    r.Byte(0).Varlong(0).Varint(0).Varint(-1).Varint(-1).Varint(
+        std::numeric_limits<int32_t>::max());
     r.AppendTo(recs);
     CHECK(Rule(ReadAll(WrapRecords(recs, 1, 0))) == "R8");
   }
@@ -311,8 +315,15 @@ TEST_CASE("R17 control record: a null key is corruption", "[record][R17]") {
 
 TEST_CASE("varint: the examples of format-spec/batch.md §4.1", "[record][varint]") {
   const std::pair<int32_t, std::string_view> examples[] = {
-      {0, "00"},   {-1, "01"},   {1, "02"},     {20, "28"},         {63, "7e"},
-      {-64, "7f"}, {64, "8001"}, {168, "d002"}, {300, "d804"},
+      {0, "00"},
+      {-1, "01"},
+      {1, "02"},
+      {20, "28"},
+      {63, "7e"},
+      {-64, "7f"},
+      {64, "8001"},
+      {168, "d002"},
+      {300, "d804"},
       {std::numeric_limits<int32_t>::max(), "feffffff0f"},
       {std::numeric_limits<int32_t>::min(), "ffffffff0f"}};
   for (auto [v, hex] : examples) {
@@ -436,7 +447,8 @@ TEST_CASE("R9 compression: the buffer of a highly compressed frame grows to its 
     std::vector<std::byte> scratch;
     REQUIRE(OpenRecords(ZstdFrameBatch(frame), {}, &scratch).ok());
     CHECK(scratch.size() == (8u << 20));
-    CHECK(std::all_of(scratch.begin(), scratch.end(), [](std::byte b) { return b == std::byte{7}; }));
+    CHECK(
+        std::all_of(scratch.begin(), scratch.end(), [](std::byte b) { return b == std::byte{7}; }));
     CHECK(scratch.capacity() <= (16u << 20));
     // Over the limit: stops one byte past it.
     mq::DecodeLimits limits;
@@ -463,7 +475,8 @@ TEST_CASE("R9 compression: an allocation that fails is kNoMemory, not an excepti
     size_t pages = 0;
     statm >> pages;
     rlimit lim{};
-    lim.rlim_cur = lim.rlim_max = pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE)) + (256u << 20);
+    lim.rlim_cur = lim.rlim_max =
+        pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE)) + (256u << 20);
     ::setrlimit(RLIMIT_AS, &lim);
     mq::DecodeLimits limits;
     limits.max_batch_bytes = limits.max_decompressed_bytes = 0x7FFFFFFF;
@@ -473,7 +486,8 @@ TEST_CASE("R9 compression: an allocation that fails is kNoMemory, not an excepti
       mq::Status s = OpenRecords(batch, limits, &scratch);
       code = s.code() == mq::Code::kNoMemory &&
                      s.message().find("t.log: position 0: out of memory") != std::string::npos
-                 ? 0 : 2;
+                 ? 0
+                 : 2;
     } catch (...) {
       code = 3;
     }

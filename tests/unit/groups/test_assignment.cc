@@ -130,7 +130,8 @@ TEST_CASE("assignment: a join or a leave moves few partitions") {
       const std::string gone = left[rng() % left.size()];
       left.erase(std::find(left.begin(), left.end(), gone));
       const auto after_leave = AssignPartitions(left, "topic", partitions);
-      const int need_leave = static_cast<int>(AssignedTo(members, "topic", partitions, gone).size());
+      const int need_leave =
+          static_cast<int>(AssignedTo(members, "topic", partitions, gone).size());
       CHECK(Moved(members, before, left, after_leave) <= 2 * need_leave + m);
     }
   }

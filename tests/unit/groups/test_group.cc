@@ -17,16 +17,16 @@
 
 #include <fmt/format.h>
 
-#include "format/coding.h"
 #include "exit_code.h"  // tools/common: a status's exit status
+#include "format/coding.h"
 #include "format/format.h"
 #include "group_carry.h"  // tools/common: what mq-replicate carries
 #include "mq/crc32c.h"
 #include "mq/group.h"
 #include "mq/lock.h"
 #include "mq/topic.h"
-#include "test_support.h"
 #include "storage/writer_lock.h"
+#include "test_support.h"
 
 using namespace mq;
 using namespace mq::test;
@@ -74,9 +74,7 @@ void Resign(std::vector<std::byte>* b) {
   coding::PutFixed32(b->data() + 8, Crc32c(std::span<const std::byte>(*b).subspan(12)));
 }
 
-Status Decode(const std::vector<std::byte>& b) {
-  return DecodeGroupOffsets(b, "offsets").status();
-}
+Status Decode(const std::vector<std::byte>& b) { return DecodeGroupOffsets(b, "offsets").status(); }
 
 // Writes only the first `keep` bytes of each write, then fails: a process
 // that dies inside the write of the staging file.
@@ -91,7 +89,9 @@ class CrashFs : public FileSystemWrapper {
   Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
     return real_->Rename(dir_fd, from, to);
   }
-  Status Unlink(int dir_fd, const std::string& name) override { return real_->Unlink(dir_fd, name); }
+  Status Unlink(int dir_fd, const std::string& name) override {
+    return real_->Unlink(dir_fd, name);
+  }
   Status SyncDir(int dir_fd) override { return real_->SyncDir(dir_fd); }
 
  private:
@@ -191,7 +191,9 @@ TEST_CASE("lock: shared locks coexist and keep an exclusive one out") {
   CHECK(FileLock::Acquire(dir->get(), "x.lock", LockMode::kExclusive, LockWait::kTry));
 }
 
-TEST_CASE("lock: closing releases the lock although a forked child still holds a copy of its descriptor") {
+TEST_CASE(
+    "lock: closing releases the lock although a forked child still holds a copy of its "
+    "descriptor") {
   // As a handler another thread is starting holds every descriptor between
   // fork and exec: the next holder takes the lock at once, without waiting
   // for that child.
@@ -237,7 +239,9 @@ TEST_CASE("lock: closing releases the lock although a forked child still holds a
   EndChild(&child);
 }
 
-TEST_CASE("lock: a forked child keeps a lock shared with children after the parent closes, and it is free once the child exits") {
+TEST_CASE(
+    "lock: a forked child keeps a lock shared with children after the parent closes, and it is "
+    "free once the child exits") {
   TempDir tmp;
   auto dir = OpenDirectory(tmp.path(), false);
   REQUIRE(dir);
@@ -329,7 +333,8 @@ TEST_CASE("lock: the lock file is opened without following symlinks and must be 
 // `looked`) is still refused, and the open never waits for a writer: for
 // reading it is opened O_NONBLOCK, for reading and writing it never blocks
 // (fifo(7)), so that open does without O_NONBLOCK.
-TEST_CASE("open: a FIFO swapped in after the look is refused without blocking, read or read-write") {
+TEST_CASE(
+    "open: a FIFO swapped in after the look is refused without blocking, read or read-write") {
   TempDir tmp;
   auto dir = OpenDirectory(tmp.path(), false);
   REQUIRE(dir);
@@ -400,10 +405,20 @@ TEST_CASE("R29 offsets file: the worked example's bytes, and every header rule")
   const std::vector<std::byte> bytes = EncodeGroupOffsets(Example());
   CHECK(bytes.size() == 92);
   CHECK(Hex(bytes) ==
-        "4d51474f00010000" "5b30a5d3" "00000001"
-        "0000000000000001" "0000018bcfe56800" "0000000000000000" "ffffffffffffffff"
-        "00066f7264657273" "00000000" "000000000000002a" "00000000"
-        "0000018bcfe56800" "0000000000000000" "00026d31");
+        "4d51474f00010000"
+        "5b30a5d3"
+        "00000001"
+        "0000000000000001"
+        "0000018bcfe56800"
+        "0000000000000000"
+        "ffffffffffffffff"
+        "00066f7264657273"
+        "00000000"
+        "000000000000002a"
+        "00000000"
+        "0000018bcfe56800"
+        "0000000000000000"
+        "00026d31");
   auto back = DecodeGroupOffsets(bytes, "offsets");
   REQUIRE(back);
   CHECK(*back == Example());
@@ -422,13 +437,13 @@ TEST_CASE("R29 offsets file: the worked example's bytes, and every header rule")
   CHECK(cli::ExitCode(s) == 65);
   CHECK(rule(bytes, 5, 0, false).rule() == "R29");  // version 0
   CHECK(rule(bytes, 7, 1, false).rule() == "R29");  // reserved
-  s = rule(bytes, 60, 0x41, false);  // a topic byte: crc
+  s = rule(bytes, 60, 0x41, false);                 // a topic byte: crc
   CHECK(s.rule() == "R29");
   CHECK(s.position() == 8);
   CHECK_THAT(s.message(), Catch::Contains("crc"));
-  CHECK(rule(bytes, 23, 0, true).rule() == "R29");   // generation 0
+  CHECK(rule(bytes, 23, 0, true).rule() == "R29");     // generation 0
   CHECK(rule(bytes, 32, 0x80, true).rule() == "R29");  // rebalances < 0
-  CHECK(rule(bytes, 15, 2, true).rule() == "R29");   // count 2: entries do not fill it
+  CHECK(rule(bytes, 15, 2, true).rule() == "R29");     // count 2: entries do not fill it
   std::vector<std::byte> longer = bytes;
   longer.push_back(std::byte{0});
   Resign(&longer);
@@ -436,10 +451,13 @@ TEST_CASE("R29 offsets file: the worked example's bytes, and every header rule")
   CHECK(s.rule() == "R29");
   CHECK(s.position() == 92);
   CHECK(DecodeGroupOffsets(std::vector<std::byte>(format::kMaxGroupOffsetsBytes + 1), "offsets")
-            .error().rule() == "R29");
+            .error()
+            .rule() == "R29");
 }
 
-TEST_CASE("R29 offsets file: a truncated file is corruption at every length, naming file, position and rule") {
+TEST_CASE(
+    "R29 offsets file: a truncated file is corruption at every length, naming file, position and "
+    "rule") {
   GroupOffsets state = Example();
   state.offsets.push_back(CommittedOffset{"orders", 1, 7, -1, kT, "", 3});
   const std::vector<std::byte> bytes = EncodeGroupOffsets(state);
@@ -466,14 +484,14 @@ TEST_CASE("R30 offset entries: names, ranges and order") {
   Status s = at(50, {'/'});
   CHECK(s.rule() == "R30");
   CHECK(s.position() == 50);
-  CHECK(at(48, {0x00, 0x00}).rule() == "R30");           // empty topic
+  CHECK(at(48, {0x00, 0x00}).rule() == "R30");              // empty topic
   CHECK(at(56, {0x00, 0x00, 0x27, 0x10}).rule() == "R30");  // partition 10000
-  CHECK(at(56, {0xff}).rule() == "R30");                  // partition < 0
-  CHECK(at(60, {0x80}).rule() == "R30");                  // offset < 0
+  CHECK(at(56, {0xff}).rule() == "R30");                    // partition < 0
+  CHECK(at(60, {0x80}).rule() == "R30");                    // offset < 0
   CHECK(at(68, {0xff, 0xff, 0xff, 0xfe}).rule() == "R30");  // epoch -2
   CHECK(at(68, {0xff, 0xff, 0xff, 0xff}).ok());             // epoch -1: none
-  CHECK(at(80, {0x80}).rule() == "R30");                  // dead letters < 0
-  CHECK(at(90, {'.', '.'}).rule() == "R30");              // member ".."
+  CHECK(at(80, {0x80}).rule() == "R30");                    // dead letters < 0
+  CHECK(at(90, {'.', '.'}).rule() == "R30");                // member ".."
   // Two entries out of order, and a repeated one.
   GroupOffsets two = Example();
   two.offsets.push_back(CommittedOffset{"a", 0, 1, -1, kT, "", 0});
@@ -505,7 +523,8 @@ TEST_CASE("R12 group names: a group's name follows the topic name rule") {
 
 // ---- R31, R32: committing ------------------------------------------------------
 
-TEST_CASE("R31 forward only: a commit below the committed offset is refused, and a reset moves back") {
+TEST_CASE(
+    "R31 forward only: a commit below the committed offset is refused, and a reset moves back") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   Group g = OpenGroup(dir);
@@ -550,8 +569,8 @@ TEST_CASE("R31 forward only: an owner lowers an offset past a truncated log's en
   CHECK(s->Find("orders", 0)->member_id == "m1");
   CHECK(s->Find("orders", 0)->dead_letters == 1);
   // Once lowered, the same commit again is a commit back like any other.
-  CHECK(g.Commit(std::vector<OffsetCommit>{{"orders", 0, 2, -1, 0, 10}}, "m1",
-                 CommitKind::kForward, kT + 3)
+  CHECK(g.Commit(std::vector<OffsetCommit>{{"orders", 0, 2, -1, 0, 10}}, "m1", CommitKind::kForward,
+                 kT + 3)
             .code() == Code::kInvalidArgument);
   CHECK(g.Read()->Find("orders", 0)->offset == 3);
 }
@@ -574,7 +593,9 @@ wire::CarriedOffset Carried(int64_t offset, int64_t dead_letters, int64_t at) {
 
 }  // namespace
 
-TEST_CASE("R31 carry: at the same offset the leader's later leader epoch replaces the follower's entry, an earlier or equal one writes nothing") {
+TEST_CASE(
+    "R31 carry: at the same offset the leader's later leader epoch replaces the follower's entry, "
+    "an earlier or equal one writes nothing") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   Group g = OpenGroup(dir);
@@ -598,12 +619,18 @@ TEST_CASE("R31 carry: at the same offset the leader's later leader epoch replace
   // leaves it.
   OffsetCommit later{"orders", 0, 10, 2, 0};
   later.dead_letters = 0;
-  REQUIRE(g.Commit(std::span<const OffsetCommit>(&later, 1), "leader-m", CommitKind::kCarry, kT + 10).ok());
-  CHECK(*g.Read()->Find("orders", 0) == CommittedOffset{"orders", 0, 10, 2, kT + 10, "leader-m", 0});
+  REQUIRE(
+      g.Commit(std::span<const OffsetCommit>(&later, 1), "leader-m", CommitKind::kCarry, kT + 10)
+          .ok());
+  CHECK(*g.Read()->Find("orders", 0) ==
+        CommittedOffset{"orders", 0, 10, 2, kT + 10, "leader-m", 0});
   OffsetCommit earlier{"orders", 0, 10, 1, 0};
   earlier.dead_letters = 0;
-  REQUIRE(g.Commit(std::span<const OffsetCommit>(&earlier, 1), "leader-m", CommitKind::kCarry, kT + 11).ok());
-  CHECK(*g.Read()->Find("orders", 0) == CommittedOffset{"orders", 0, 10, 2, kT + 10, "leader-m", 0});
+  REQUIRE(
+      g.Commit(std::span<const OffsetCommit>(&earlier, 1), "leader-m", CommitKind::kCarry, kT + 11)
+          .ok());
+  CHECK(*g.Read()->Find("orders", 0) ==
+        CommittedOffset{"orders", 0, 10, 2, kT + 10, "leader-m", 0});
 }
 
 TEST_CASE("R31 forward only: a follower's carried commit leaves a member's newer commit as it is") {
@@ -641,7 +668,9 @@ TEST_CASE("R31 forward only: a follower's carried commit leaves a member's newer
   CHECK(member.Read()->generation == generation);
 }
 
-TEST_CASE("R32 atomic update: a commit keeps other partitions, counts generations, records dead letters and rebalances") {
+TEST_CASE(
+    "R32 atomic update: a commit keeps other partitions, counts generations, records dead letters "
+    "and rebalances") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   Group g = OpenGroup(dir);
@@ -651,8 +680,8 @@ TEST_CASE("R32 atomic update: a commit keeps other partitions, counts generation
   CHECK(empty->offsets.empty());
   std::vector<OffsetCommit> two = {{"b", 1, 5, 0, 0}, {"a", 0, 7, 2, 1}};
   REQUIRE(g.Commit(two, "m1", CommitKind::kForward, kT).ok());
-  REQUIRE(g.Commit(std::vector<OffsetCommit>{{"a", 0, 8, 2, 2}}, "m2", CommitKind::kForward,
-                   kT + 5).ok());
+  REQUIRE(g.Commit(std::vector<OffsetCommit>{{"a", 0, 8, 2, 2}}, "m2", CommitKind::kForward, kT + 5)
+              .ok());
   REQUIRE(g.RecordRebalance(kT + 9).ok());
   auto s = g.Read();
   REQUIRE(s);
@@ -671,7 +700,9 @@ TEST_CASE("R32 atomic update: a commit keeps other partitions, counts generation
   CHECK_FALSE(Exists(dir + "/groups/g/offsets.tmp"));
 }
 
-TEST_CASE("R32 atomic update: a crash at every byte of the write leaves the old state, and the next commit succeeds") {
+TEST_CASE(
+    "R32 atomic update: a crash at every byte of the write leaves the old state, and the next "
+    "commit succeeds") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   {
@@ -715,7 +746,9 @@ TEST_CASE("R32 atomic update: a crash at every byte of the write leaves the old 
   CHECK(OpenGroup(dir).Read()->Find("orders", 0)->offset == 12);
 }
 
-TEST_CASE("R32 atomic update: an atomic commit fsyncs its new file before the rename and leaves the directory unsynced, a durable one syncs both") {
+TEST_CASE(
+    "R32 atomic update: an atomic commit fsyncs its new file before the rename and leaves the "
+    "directory unsynced, a durable one syncs both") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   FaultFs fault;
@@ -756,14 +789,14 @@ TEST_CASE("R32 atomic update: an atomic commit fsyncs its new file before the re
   CHECK(seen->generation == 5);
   // A reset and a carried commit are durable whatever is asked.
   before = fault.syncs();
-  REQUIRE(g.Commit(One("orders", 0, 0), "", CommitKind::kReset, kT + 6, nullptr,
-                   CommitSync::kAtomic)
-              .ok());
+  REQUIRE(
+      g.Commit(One("orders", 0, 0), "", CommitKind::kReset, kT + 6, nullptr, CommitSync::kAtomic)
+          .ok());
   CHECK(fault.syncs() - before == 2);
   before = fault.syncs();
-  REQUIRE(g.Commit(One("orders", 0, 20), "m1", CommitKind::kCarry, kT + 7, nullptr,
-                   CommitSync::kAtomic)
-              .ok());
+  REQUIRE(
+      g.Commit(One("orders", 0, 20), "m1", CommitKind::kCarry, kT + 7, nullptr, CommitSync::kAtomic)
+          .ok());
   CHECK(fault.syncs() - before == 2);
   // The rebalance count changes no offset: atomic.
   before = fault.syncs();
@@ -778,7 +811,8 @@ TEST_CASE("R32 atomic update: an atomic commit fsyncs its new file before the re
   CHECK(seen->Find("orders", 0)->offset == 20);
 }
 
-TEST_CASE("R32 atomic update: an atomic commit cut at every byte of its write leaves the old state") {
+TEST_CASE(
+    "R32 atomic update: an atomic commit cut at every byte of its write leaves the old state") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   REQUIRE(OpenGroup(dir).Commit(One("orders", 0, 10), "m1", CommitKind::kForward, kT).ok());
@@ -808,7 +842,9 @@ TEST_CASE("R32 atomic update: an atomic commit cut at every byte of its write le
   CHECK(ReadFile(dir + "/groups/g/offsets") == image);
 }
 
-TEST_CASE("R32 atomic update: a corrupt offsets file is reported, never read as no commits, never replaced") {
+TEST_CASE(
+    "R32 atomic update: a corrupt offsets file is reported, never read as no commits, never "
+    "replaced") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   Group g = OpenGroup(dir);
@@ -859,7 +895,8 @@ TEST_CASE("R33 group locks: reset and delete are refused while a member holds gr
   CHECK(ListDir(dir + "/groups").empty());
 }
 
-TEST_CASE("R33 group locks: deleting a topic's offsets removes its entries only, with no member alive") {
+TEST_CASE(
+    "R33 group locks: deleting a topic's offsets removes its entries only, with no member alive") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   Group g = OpenGroup(dir);
@@ -925,7 +962,8 @@ TEST_CASE("R33 group locks: a reset holds group.lock before it reads, and commit
         Code::kInvalidArgument);
 }
 
-TEST_CASE("R33 group locks: member locks count live members, and a partition has one owner at a time") {
+TEST_CASE(
+    "R33 group locks: member locks count live members, and a partition has one owner at a time") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   Group g = OpenGroup(dir);
@@ -1022,7 +1060,9 @@ size_t OpenDescriptors() {
 
 }  // namespace
 
-TEST_CASE("R33 group locks: a handler's lock keeps its partition from the next owner until the handler is gone") {
+TEST_CASE(
+    "R33 group locks: a handler's lock keeps its partition from the next owner until the handler "
+    "is gone") {
   OwnershipFixture f;
   std::optional<Ownership> owner = f.Own();
   REQUIRE(*owner->TryOwn(3, "m1"));
@@ -1041,7 +1081,7 @@ TEST_CASE("R33 group locks: a handler's lock keeps its partition from the next o
   owner.reset();
   std::optional<Ownership> next = f.Own();
   CHECK_FALSE(*next->TryOwn(3, "m2"));
-  CHECK(*next->TryOwn(5, "m2"));  // the handler holds its own partition only
+  CHECK(*next->TryOwn(5, "m2"));                    // the handler holds its own partition only
   CHECK(next->owned() == std::vector<int32_t>{5});  // the refused one is not held
   EndChild(&handler);
   CHECK_FALSE(*next->TryOwn(3, "m2"));
@@ -1086,7 +1126,8 @@ class RangeFaultFs : public FileSystemWrapper {
 
 }  // namespace
 
-TEST_CASE("R33 group locks: a failing lock call is an error naming the file and bytes, never ownership") {
+TEST_CASE(
+    "R33 group locks: a failing lock call is an error naming the file and bytes, never ownership") {
   TempDir tmp;
   std::string dir = MakeDataDir(tmp);
   RangeFaultFs fs;
@@ -1122,7 +1163,9 @@ TEST_CASE("R33 group locks: a failing lock call is an error naming the file and 
   CHECK_FALSE(*rival->TryOwn(2, "m2"));
 }
 
-TEST_CASE("R33 group locks: an earlier mq's directory of partition lock files is replaced once none is held") {
+TEST_CASE(
+    "R33 group locks: an earlier mq's directory of partition lock files is replaced once none is "
+    "held") {
   OwnershipFixture f;
   Group& g = f.g;
   const std::string old = f.dir + "/groups/g/partitions/orders";

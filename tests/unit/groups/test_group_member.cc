@@ -252,7 +252,9 @@ TEST_CASE("group member: extra members are idle, and a reset waits for no member
   CHECK(group->Commit(reset, "", CommitKind::kReset).ok());
 }
 
-TEST_CASE("group member: one that leaves while a forked child holds copies of its descriptors lets go at once") {
+TEST_CASE(
+    "group member: one that leaves while a forked child holds copies of its descriptors lets go at "
+    "once") {
   // As when a handler another thread starts (fork, then exec) holds every
   // descriptor of the member: its membership and its partitions must be
   // free when it leaves, not when that child execs or exits.
@@ -285,8 +287,9 @@ TEST_CASE("group member: one that leaves while a forked child holds copies of it
   REQUIRE(holder.Release());
 }
 
-TEST_CASE("group member: at most once, what was committed ahead and not handed out is handed "
-          "back when the partition is let go") {
+TEST_CASE(
+    "group member: at most once, what was committed ahead and not handed out is handed "
+    "back when the partition is let go") {
   TempDir tmp;
   const std::string dir = MakeDataDir(tmp);
   auto group = Group::Open(dir, "g", true);
@@ -430,8 +433,9 @@ TEST_CASE("group member: a note's first topics line counts") {
   CHECK(note->topics == std::vector<std::string>{"b", "c"});
 }
 
-TEST_CASE("group member: at most once, a printing member commits its reading position before "
-          "each write of its output (R67)") {
+TEST_CASE(
+    "group member: at most once, a printing member commits its reading position before "
+    "each write of its output (R67)") {
   TempDir tmp;
   const std::string dir = MakeDataDir(tmp);
   auto group = Group::Open(dir, "g", true);
@@ -474,8 +478,9 @@ TEST_CASE("group member: at most once, a printing member commits its reading pos
   CHECK(state->Find("t", 4)->offset == 1300);
 }
 
-TEST_CASE("group member: R72 a split batch cut short by a stop or a revoke hands over what its "
-          "messages handled alone reached") {
+TEST_CASE(
+    "group member: R72 a split batch cut short by a stop or a revoke hands over what its "
+    "messages handled alone reached") {
   // A unit of offsets 10..15 handled whole: past it.
   CHECK(UnitHandledEnd(15, true, -1) == std::optional<int64_t>(16));
   CHECK(UnitHandledEnd(15, true, 12) == std::optional<int64_t>(16));
@@ -493,8 +498,9 @@ TEST_CASE("group member: R72 a split batch cut short by a stop or a revoke hands
   CHECK_FALSE(UnitHandledEnd(-1, true, -1));
 }
 
-TEST_CASE("group member: a live cut below what was handed over lowers it, and marks a committed "
-          "offset above it for lowering (R31's exception)") {
+TEST_CASE(
+    "group member: a live cut below what was handed over lowers it, and marks a committed "
+    "offset above it for lowering (R31's exception)") {
   // At least once: 60 handed over and committed; the log is cut to 40.
   PartitionOffsets o{60, 60, 3, -1, -1, -1};
   LowerToCut(40, &o);

@@ -153,8 +153,8 @@ TEST_CASE("static admin: an offset delete waits only for the absent members read
   CHECK(*deleted == std::vector<int32_t>{0, 1});
   const Status busy = f.group->DeleteOffsets("t", {}).error();
   CHECK(busy.code() == Code::kBusy);
-  CHECK_THAT(busy.message(), Catch::Contains("static member a ") &&
-                                 Catch::Contains("members/a.lease"));
+  CHECK_THAT(busy.message(),
+             Catch::Contains("static member a ") && Catch::Contains("members/a.lease"));
   // A reset of any topic still waits for every absent member.
   CHECK(f.group->LockForReset().error().code() == Code::kBusy);
   auto state = f.group->Read();

@@ -167,8 +167,9 @@ TEST_CASE("group status: a committed offset below the log start or above the log
   CHECK(d.partitions[2].position == CommittedPosition::kNoPartition);
 }
 
-TEST_CASE("group status: a committed offset whose leader epoch ends below it in the log "
-          "(KIP-320) resumes where the log diverged") {
+TEST_CASE(
+    "group status: a committed offset whose leader epoch ends below it in the log "
+    "(KIP-320) resumes where the log diverged") {
   Fixture f(2);
   // Partition 0 as a failover leaves it: epoch 0 wrote offsets 0..9 on the
   // replica the group read; here its records from 5 on were cut, and the
@@ -331,7 +332,8 @@ TEST_CASE("group status: an offset plan is kafka-consumer-groups' CSV, written a
   CHECK(*back == plan);
   const std::vector<PlannedOffset> groups{{"g", "a", 0, 4}, {"h", "a", 0, 5}};
   CHECK(FormatOffsetPlan(groups, true) == "g,a,0,4\nh,a,0,5\n");
-  back = ParseOffsetPlan("g,a,0,4\r\n\nh,a,0,5", "plan.csv");  // CRLF, a blank line, no last newline
+  back =
+      ParseOffsetPlan("g,a,0,4\r\n\nh,a,0,5", "plan.csv");  // CRLF, a blank line, no last newline
   REQUIRE(back);
   CHECK(*back == groups);
   for (const char* bad : {"a,0", "a,0,1,2,3", "a,x,1", "a,0,-1", "a,10000,1", "a/b,0,1",
@@ -345,8 +347,9 @@ TEST_CASE("group status: an offset plan is kafka-consumer-groups' CSV, written a
   }
 }
 
-TEST_CASE("group status: an unreplicated log truncated below a committed offset after the commit "
-          "resumes at the cut (R59), also once it has grown again") {
+TEST_CASE(
+    "group status: an unreplicated log truncated below a committed offset after the commit "
+    "resumes at the cut (R59), also once it has grown again") {
   Fixture f(2);
   auto append = [&](int32_t p, int n) {  // a batch per record: cuts fall between them
     for (int k = 0; k < n; ++k) f.Append(p, 1);

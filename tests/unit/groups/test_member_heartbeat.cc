@@ -10,10 +10,10 @@
 #include <algorithm>
 
 #include "format/format.h"
+#include "io/fence_seam.h"
 #include "mq/crc32c.h"
 #include "mq/group_member.h"
 #include "mq/member_heartbeat.h"
-#include "io/fence_seam.h"
 #include "mq/topic.h"
 #include "test_support.h"
 
@@ -104,7 +104,9 @@ TEST_CASE("member heartbeat: R69 worked example and every rule") {
   const std::vector<std::byte> bytes = EncodeMemberHeartbeat(hb);
   // group.md §14.5's worked example.
   CHECK(Hex(bytes) ==
-        "4d51474800010000a6c32226" "00001092000000000001e240" "00000000000493e0"
+        "4d51474800010000a6c32226"
+        "00001092000000000001e240"
+        "00000000000493e0"
         "0000000005265c00");
   auto back = DecodeMemberHeartbeat(bytes, "a.alive");
   REQUIRE(back);
@@ -130,7 +132,7 @@ TEST_CASE("member heartbeat: R69 worked example and every rule") {
   CheckBreaks(bad, 6);  // reserved
   bad = bytes;
   bad[20] ^= std::byte{1};
-  CheckBreaks(bad, 8);  // crc
+  CheckBreaks(bad, 8);                                              // crc
   CheckBreaks(Recrc(EncodeMemberHeartbeat({0, 1, 1000, 1})), 12);   // pid 0
   CheckBreaks(Recrc(EncodeMemberHeartbeat({-5, 1, 1000, 1})), 12);  // pid < 0
   CheckBreaks(Recrc(EncodeMemberHeartbeat({1, -1, 1000, 1})), 16);  // start time
@@ -503,8 +505,9 @@ TEST_CASE("R32 R69: a member stopped inside its commit is fenced by a member wai
       ++waits;
       return b->WhileLockedOut();
     };
-    REQUIRE(group->Commit(std::span(&c, 1), "b", CommitKind::kForward, kNoTimestamp, nullptr,
-                          CommitSync::kDurable, wait)
+    REQUIRE(group
+                ->Commit(std::span(&c, 1), "b", CommitKind::kForward, kNoTimestamp, nullptr,
+                         CommitSync::kDurable, wait)
                 .ok());
     CHECK(waits >= 1);
     CHECK(KilledBySigkill(child));
@@ -546,7 +549,9 @@ TEST_CASE("R32 R69: a member stopped inside its commit is fenced by a member wai
   }
 }
 
-TEST_CASE("R32 R69: a rebalance count waiting for commit.lock fences a member stopped inside its commit") {
+TEST_CASE(
+    "R32 R69: a rebalance count waiting for commit.lock fences a member stopped inside its "
+    "commit") {
   TempDir tmp;
   const std::string dir = MakeDataDir(tmp);
   auto group = Group::Open(dir, "g", true);

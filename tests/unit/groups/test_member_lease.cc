@@ -12,8 +12,8 @@
 #include <chrono>
 
 #include "format/format.h"
-#include "mq/crc32c.h"
 #include "mq/assignment.h"
+#include "mq/crc32c.h"
 #include "mq/group_member.h"
 #include "mq/member_lease.h"
 #include "mq/topic.h"
@@ -69,7 +69,8 @@ TEST_CASE("member lease: R65 worked example and every rule") {
   const std::vector<std::byte> bytes = EncodeMemberLease(lease);
   // group.md §14.5's worked example.
   CHECK(Hex(bytes) ==
-        "4d51474c00010000bbb0d935" "00000000000000000000afc80000018bcfe56800");
+        "4d51474c00010000bbb0d935"
+        "00000000000000000000afc80000018bcfe56800");
   auto back = DecodeMemberLease(bytes, "a.lease");
   REQUIRE(back);
   CHECK(*back == lease);
@@ -97,7 +98,7 @@ TEST_CASE("member lease: R65 worked example and every rule") {
   CheckBreaks(bad, 8);  // crc
   bad = bytes;
   bad[15] = std::byte{1};
-  CheckBreaks(Recrc(bad), 12);  // second reserved field
+  CheckBreaks(Recrc(bad), 12);                        // second reserved field
   CheckBreaks(Recrc(EncodeMemberLease({0, 1})), 16);  // timeout 0
   CheckBreaks(Recrc(EncodeMemberLease({kMaxSessionTimeoutMs + 1, 1})), 16);
   CheckBreaks(Recrc(EncodeMemberLease({1000, -1})), 24);  // last seen

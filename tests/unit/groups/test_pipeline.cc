@@ -17,8 +17,8 @@
 #include <fmt/format.h>
 
 #include "mq/consumer.h"
-#include "mq/topic.h"
 #include "mq/pipeline.h"
+#include "mq/topic.h"
 #include "test_support.h"
 
 using namespace mq;
@@ -59,8 +59,7 @@ std::vector<Out> ReadTopic(const DataDir& dir, const std::string& topic, int32_t
         if (r.key) o.key = std::string(AsText(*r.key));
         if (r.value) o.value = std::string(AsText(*r.value));
         for (const Header& h : r.headers()) {
-          if (h.key == kPipelineSourceHeader && h.value)
-            o.source = std::string(AsText(*h.value));
+          if (h.key == kPipelineSourceHeader && h.value) o.source = std::string(AsText(*h.value));
           if (h.key == kPipelineSourceIndexHeader && h.value)
             o.index = std::string(AsText(*h.value));
         }
@@ -277,7 +276,9 @@ TEST_CASE("pipeline: the writers' share of the open-file budget") {
   CHECK(budget(4096, 0) == 4096);  // no more than the most
 }
 
-TEST_CASE("pipeline: a released source partition's producer id is free at once, while a forked child holds a copy of its lock's descriptor") {
+TEST_CASE(
+    "pipeline: a released source partition's producer id is free at once, while a forked child "
+    "holds a copy of its lock's descriptor") {
   // With --parallel a handler another thread is starting holds every
   // descriptor of the member between fork and exec; the member that takes
   // the partition next must not find the producer id in use (exit 75).

@@ -3,8 +3,8 @@
 // refused.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 #include "mq/file.h"
 #include "mq/partition.h"

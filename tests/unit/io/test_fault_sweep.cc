@@ -18,10 +18,10 @@
 #include <optional>
 #include <set>
 
-#include "mq/topic.h"
 #include "mq/file.h"
 #include "mq/group.h"
 #include "mq/partition.h"
+#include "mq/topic.h"
 #include "test_support.h"
 
 using namespace mq;
@@ -150,8 +150,8 @@ class CountingFs : public FileSystemWrapper {
 // snapshots: an older one is tried or the log replayed).
 bool Absorbable(const std::string& op) {
   auto has = [&](const char* s) { return op.find(s) != std::string::npos; };
-  if (op.starts_with("unlink ")) return true;          // stale temporaries, old snapshots
-  if (op.starts_with("listdir") ) return true;         // snapshot pruning after a write
+  if (op.starts_with("unlink ")) return true;           // stale temporaries, old snapshots
+  if (op.starts_with("listdir")) return true;           // snapshot pruning after a write
   if (has(".index") || has(".timeindex")) return true;  // hints, rebuilt when wrong
   if (has(".snapshot")) return true;                    // derived (producer.md §10.2, P7)
   if (op == "mmap") return true;                        // of an index: a hint
@@ -184,10 +184,10 @@ int64_t LastOffset(const Bytes_& batch) {
 struct Model {
   std::vector<Bytes_> acked;
   // Set while an operation runs: what the log may also be after it fails.
-  std::vector<Bytes_> in_flight;             // an append: any prefix of these may be kept
-  std::optional<int64_t> truncating_to;      // TruncateTo: the cut may have happened
-  std::optional<int64_t> committed;          // the group's acknowledged commit
-  std::optional<int64_t> committing;         // a commit in flight
+  std::vector<Bytes_> in_flight;         // an append: any prefix of these may be kept
+  std::optional<int64_t> truncating_to;  // TruncateTo: the cut may have happened
+  std::optional<int64_t> committed;      // the group's acknowledged commit
+  std::optional<int64_t> committing;     // a commit in flight
 };
 
 // Every batch of the partition, read with `fs`.
@@ -209,7 +209,7 @@ Result<std::vector<Bytes_>> ReadPartition(const std::string& dir, FileSystem* fs
 }
 
 struct Outcome {
-  Status first_error;         // of the first step that failed (OK: none did)
+  Status first_error;  // of the first step that failed (OK: none did)
   std::string failed_step;
 };
 
@@ -367,8 +367,8 @@ void CheckRecovered(const std::string& root, const Model& model) {
 }
 
 struct SweepResult {
-  int64_t points = 0;    // values of k that failed a call
-  int64_t absorbed = 0;  // failures the workload absorbed (Absorbable)
+  int64_t points = 0;                       // values of k that failed a call
+  int64_t absorbed = 0;                     // failures the workload absorbed (Absorbable)
   std::map<std::string, int> absorbed_ops;  // op (segment names as N) -> count
 };
 

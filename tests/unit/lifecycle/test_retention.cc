@@ -387,7 +387,8 @@ TEST_CASE("R73: a log start below the first segment (files removed by hand) is r
   CHECK(Named(dir, ".log").size() == logs.size() - 1);
 }
 
-TEST_CASE("R78: headroom: how long until retention by time reaches a group's oldest unread message") {
+TEST_CASE(
+    "R78: headroom: how long until retention by time reaches a group's oldest unread message") {
   RetentionLog log = TenSegments();
   RetentionPolicy p;
   p.retention_ms = 5 * kDay;
@@ -396,7 +397,7 @@ TEST_CASE("R78: headroom: how long until retention by time reaches a group's old
   auto h = RetentionHeadroomMs(log, p, 23);
   REQUIRE(h);
   CHECK(*h == kDay);
-  CHECK(*RetentionHeadroomMs(log, p, 5) == 0);  // segment 0 (day 0) is due already
+  CHECK(*RetentionHeadroomMs(log, p, 5) == 0);    // segment 0 (day 0) is due already
   CHECK_FALSE(RetentionHeadroomMs(log, p, 100));  // read everything
   p.retention_ms = -1;
   CHECK_FALSE(RetentionHeadroomMs(log, p, 23));

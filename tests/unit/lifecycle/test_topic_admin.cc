@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include "mq/batch.h"
 #include "mq/partition.h"
@@ -68,7 +68,7 @@ TEST_CASE("units: durations take ms s m h d w, sizes powers of 1024") {
   CHECK(*mq::ParseSizeBytes("3M", "x", -1, INT64_MAX) == 3 << 20);
   CHECK(*mq::ParseSizeBytes("2TiB", "x", -1, INT64_MAX) == int64_t{2} << 40);
   CHECK(*mq::ParseSizeBytes("1kib", "x", -1, INT64_MAX) == 1024);  // sizes: any case
-  CHECK(!mq::ParseDurationMs("1D", "x", -1, INT64_MAX));            // durations: as written
+  CHECK(!mq::ParseDurationMs("1D", "x", -1, INT64_MAX));           // durations: as written
 }
 
 TEST_CASE("units: a bad unit, a negative value with a unit, overflow and range are refused") {
@@ -106,7 +106,8 @@ TEST_CASE("R16 config: an unknown key lists the valid ones") {
   TopicConfig c;
   mq::Status s = c.Set("retention.mss", "1");
   CHECK(s.code() == Code::kInvalidArgument);
-  for (std::string_view k : TopicConfig::KeyNames()) CHECK_THAT(s.message(), Catch::Contains(std::string(k)));
+  for (std::string_view k : TopicConfig::KeyNames())
+    CHECK_THAT(s.message(), Catch::Contains(std::string(k)));
 }
 
 TEST_CASE("topic admin: a summary gives offsets, sizes and segments from the state file") {
@@ -123,8 +124,8 @@ TEST_CASE("topic admin: a summary gives offsets, sizes and segments from the sta
   CHECK(s->partitions[0].segments == 0);
   CHECK(s->partitions[1].log_end_offset == 3);
   CHECK(s->partitions[1].segments == 1);
-  CHECK(s->partitions[1].bytes == mq::test::FileSize(dir.PartitionDir("t", 1) +
-                                                     "/00000000000000000000.log"));
+  CHECK(s->partitions[1].bytes ==
+        mq::test::FileSize(dir.PartitionDir("t", 1) + "/00000000000000000000.log"));
   CHECK(s->partitions[1].bytes > 0);
   CHECK(mq::SummarizeTopic(dir, "nope").error().code() == Code::kNotFound);
 }
@@ -156,11 +157,11 @@ TEST_CASE("R84 alter: a valid change replaces the .conf, an invalid one changes 
   CHECK(changed);
   CHECK(dir.ReadTopic("t")->retention_ms == 86400000);
   const auto before = mq::test::ReadFile(conf);
-  for (const Pairs& bad : {Pairs{{"retention.mss", "1"}}, Pairs{{"segment.bytes", "1"}},
-                           Pairs{{"min.insync.replicas", "2"}},
-                           Pairs{{"retention.ms", "1"}, {"retention.ms", "2"}},
-                           Pairs{{"partitions", "4"}}, Pairs{{"cluster", "/x"}},
-                           Pairs{{"retention.ms", "2d"}, {"segment.bytes", "x"}}}) {
+  for (const Pairs& bad :
+       {Pairs{{"retention.mss", "1"}}, Pairs{{"segment.bytes", "1"}},
+        Pairs{{"min.insync.replicas", "2"}}, Pairs{{"retention.ms", "1"}, {"retention.ms", "2"}},
+        Pairs{{"partitions", "4"}}, Pairs{{"cluster", "/x"}},
+        Pairs{{"retention.ms", "2d"}, {"segment.bytes", "x"}}}) {
     auto r = mq::AlterTopicConfig(dir, "t", bad, {});
     REQUIRE(!r);
     CHECK(r.error().code() == Code::kInvalidArgument);
@@ -183,8 +184,8 @@ TEST_CASE("R80 partition directories: a count that disagrees with them is corrup
   c.partitions = 4;  // as a hand edit of partitions= would say
   mq::Status s = mq::CheckPartitionDirs(dir, "t", c);
   CHECK(s.code() == Code::kCorruption);
-  CHECK_THAT(s.message(), Catch::Contains("R80") && Catch::Contains("t-2, t-3") &&
-                              Catch::Contains("t.conf"));
+  CHECK_THAT(s.message(),
+             Catch::Contains("R80") && Catch::Contains("t-2, t-3") && Catch::Contains("t.conf"));
 }
 
 TEST_CASE("R82 partition increase: directories first, then the count; never down") {

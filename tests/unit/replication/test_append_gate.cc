@@ -65,8 +65,7 @@ struct GateCluster {
   }
   PartitionState Part() { return *store.state().Partition("t", 0); }
   std::unique_ptr<LeaderAppendGate> Gate(Acks acks, int64_t timeout_ms) {
-    return std::make_unique<LeaderAppendGate>(Ctx(), Dir(0), 0, ReplicaTestLog(), acks,
-                                              timeout_ms);
+    return std::make_unique<LeaderAppendGate>(Ctx(), Dir(0), 0, ReplicaTestLog(), acks, timeout_ms);
   }
   // What mq-produce does between the gate's calls: appends one batch in
   // `epoch` at the leader; returns its last offset.
@@ -112,7 +111,8 @@ TEST_CASE("append gate: acks=all below min.insync.replicas is refused before the
   CHECK(CheckMinIsrBeforeAppend(Acks::kNone, p, 2).ok());
 }
 
-TEST_CASE("append gate: the floor after the append is kNotEnoughReplicasAfterAppend, outcome unknown") {
+TEST_CASE(
+    "append gate: the floor after the append is kNotEnoughReplicasAfterAppend, outcome unknown") {
   PartitionState p;
   p.topic = "t";
   p.partition = 0;
@@ -141,7 +141,8 @@ TEST_CASE("append gate: BeforeAppend refuses below the floor and otherwise claim
   CHECK(*epoch == c.Part().leader_epoch);
 }
 
-TEST_CASE("append gate: AfterAppend before BeforeAppend is an internal error, acks=0 waits for nothing") {
+TEST_CASE(
+    "append gate: AfterAppend before BeforeAppend is an internal error, acks=0 waits for nothing") {
   GateCluster c(2, 2);
   CHECK(c.Gate(Acks::kLeader, 1000)->AfterAppend(0).code() == Code::kInternal);
   auto none = c.Gate(Acks::kNone, 0);
@@ -151,7 +152,8 @@ TEST_CASE("append gate: AfterAppend before BeforeAppend is an internal error, ac
   CHECK(c.Hw() == -1);  // none stored: not even computed
 }
 
-TEST_CASE("append gate: acks=1 moves the high watermark as far as the ISR allows, without waiting") {
+TEST_CASE(
+    "append gate: acks=1 moves the high watermark as far as the ISR allows, without waiting") {
   GateCluster c(2, 2);
   auto gate = c.Gate(Acks::kLeader, 0);
   auto epoch = gate->BeforeAppend(c.Part(), 2);
@@ -181,7 +183,8 @@ TEST_CASE("append gate: acks=all is answered once every ISR member holds the app
   CHECK(c.Hw() == last + 1);
 }
 
-TEST_CASE("append gate: acks=all not acknowledged within the timeout is kTimedOut, outcome unknown") {
+TEST_CASE(
+    "append gate: acks=all not acknowledged within the timeout is kTimedOut, outcome unknown") {
   GateCluster c(2, 2);
   auto gate = c.Gate(Acks::kAll, 0);
   auto epoch = gate->BeforeAppend(c.Part(), 2);
@@ -193,7 +196,9 @@ TEST_CASE("append gate: acks=all not acknowledged within the timeout is kTimedOu
                               Catch::Contains("outcome unknown"));
 }
 
-TEST_CASE("append gate: a follower that lags leaves the ISR during the wait, and the floor then fails the append") {
+TEST_CASE(
+    "append gate: a follower that lags leaves the ISR during the wait, and the floor then fails "
+    "the append") {
   GateCluster c(2, 2);
   auto gate = c.Gate(Acks::kAll, 60000);
   auto epoch = gate->BeforeAppend(c.Part(), 2);
@@ -210,7 +215,8 @@ TEST_CASE("append gate: a follower that lags leaves the ISR during the wait, and
   CHECK(c.Hw() == last + 1);
 }
 
-TEST_CASE("append gate: a leader deposed meanwhile has its epoch replaced at the next BeforeAppend") {
+TEST_CASE(
+    "append gate: a leader deposed meanwhile has its epoch replaced at the next BeforeAppend") {
   GateCluster c(2, 1);
   auto gate = c.Gate(Acks::kLeader, 0);
   auto first = gate->BeforeAppend(c.Part(), 1);

@@ -10,8 +10,8 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -217,8 +217,8 @@ TEST_CASE("R43 replicas on other hosts: host:path in a version 2 state") {
   const uint64_t r1 = kExampleBody.find("replica 1");
   // A host needs version 2 (an older mq refuses it as unsupported).
   ExpectBreach(Edit(kExampleBody, "/srv/mq/r1", "db2:/srv/mq/r1"), "R43", r1);
-  const std::string v2 = Edit(Edit(kExampleBody, "state 1", "state 2"), "/srv/mq/r1",
-                              "mq@db2.example:/srv/mq/r1");
+  const std::string v2 =
+      Edit(Edit(kExampleBody, "state 1", "state 2"), "/srv/mq/r1", "mq@db2.example:/srv/mq/r1");
   auto s = mq::ClusterState::Parse(Signed(v2), "f");
   REQUIRE(s.has_value());
   CHECK(s->replicas[1].dir == "mq@db2.example:/srv/mq/r1");
@@ -640,7 +640,8 @@ TEST_CASE("R46 a store reads cluster-state again only once another store changed
   REQUIRE(changed.has_value());
   auto after = (*store)->Load();
   REQUIRE(after.has_value());
-  CHECK(after->Partition("orders", 0)->leader_epoch == first->Partition("orders", 0)->leader_epoch + 1);
+  CHECK(after->Partition("orders", 0)->leader_epoch ==
+        first->Partition("orders", 0)->leader_epoch + 1);
   CHECK(after->Partition("orders", 0)->leader == p.leader);
   CHECK(fs.opens["cluster-state"] == 1);
   CHECK(fs.locks == 1);

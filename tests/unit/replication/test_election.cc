@@ -91,7 +91,8 @@ TEST_CASE("election R55: a replica that did not restart since its claim is not h
   CHECK(asked == std::vector<int32_t>{0});  // nobody else is asked
 }
 
-TEST_CASE("election R55: a restarted replica is held back by the first ISR member that did not restart") {
+TEST_CASE(
+    "election R55: a restarted replica is held back by the first ISR member that did not restart") {
   const PartitionState p = Part({0, 1, 2}, {2, 0, 1}, 0);
   CHECK(HeldBackByRestart(p, 0, In({0})) == 2);
   CHECK(HeldBackByRestart(p, 0, In({0, 2})) == 1);
@@ -99,7 +100,8 @@ TEST_CASE("election R55: a restarted replica is held back by the first ISR membe
   CHECK(HeldBackByRestart(Part({0, 1, 2}, {1}, 1), 2, In({2})) == 1);
 }
 
-TEST_CASE("election R55: when every ISR member restarted, or it is the only one, it is not held back") {
+TEST_CASE(
+    "election R55: when every ISR member restarted, or it is the only one, it is not held back") {
   CHECK(HeldBackByRestart(Part({0, 1, 2}, {0, 1, 2}, 0), 1, In({0, 1, 2})) == -1);
   CHECK(HeldBackByRestart(Part({0, 1, 2}, {1}, 1), 1, In({1})) == -1);
 }
@@ -110,16 +112,16 @@ TEST_CASE("election decide: an available leader is left alone, and nobody else i
     asked_electable = true;
     return true;
   };
-  const auto d = DecideElection(Part({0, 1, 2}, {0, 1, 2}, 1), ElectMode::kUnclean, In({1}),
-                                electable);
+  const auto d =
+      DecideElection(Part({0, 1, 2}, {0, 1, 2}, 1), ElectMode::kUnclean, In({1}), electable);
   CHECK(d.outcome == ElectionOutcome::kNothing);
   CHECK(!d.next);
   CHECK(!asked_electable);
 }
 
 TEST_CASE("election decide: an unavailable leader is replaced by a clean election") {
-  const auto d = DecideElection(Part({0, 1, 2}, {0, 1, 2}, 0), ElectMode::kUnavailableOnly,
-                                In({}), In({1, 2}));
+  const auto d = DecideElection(Part({0, 1, 2}, {0, 1, 2}, 0), ElectMode::kUnavailableOnly, In({}),
+                                In({1, 2}));
   REQUIRE(d.outcome == ElectionOutcome::kElected);
   CHECK(d.kind == ElectionKind::kClean);
   CHECK(d.next->leader == 1);
@@ -163,27 +165,27 @@ TEST_CASE("election decide: preferred moves leadership to the first replica, who
     asked = true;
     return true;
   };
-  const auto d =
-      DecideElection(Part({0, 1, 2}, {0, 1, 2}, 1), ElectMode::kPreferred, available, In({0, 1, 2}));
+  const auto d = DecideElection(Part({0, 1, 2}, {0, 1, 2}, 1), ElectMode::kPreferred, available,
+                                In({0, 1, 2}));
   CHECK(!asked);
   REQUIRE(d.outcome == ElectionOutcome::kElected);
   CHECK(d.kind == ElectionKind::kPreferred);
   CHECK(d.next->leader == 0);
   // Already leading, or not electable: nothing to move.
-  CHECK(DecideElection(Part({0, 1, 2}, {0, 1, 2}, 0), ElectMode::kPreferred, available,
-                       In({0, 1, 2}))
-            .outcome == ElectionOutcome::kNothing);
+  CHECK(
+      DecideElection(Part({0, 1, 2}, {0, 1, 2}, 0), ElectMode::kPreferred, available, In({0, 1, 2}))
+          .outcome == ElectionOutcome::kNothing);
   CHECK(DecideElection(Part({0, 1, 2}, {0, 1, 2}, 1), ElectMode::kPreferred, available, In({1, 2}))
             .outcome == ElectionOutcome::kNothing);
 }
 
 TEST_CASE("election store: an election is stored with its reason, the partition epoch moving") {
   auto store = Store(Part({0, 1, 2}, {0, 1, 2}, 0));
-  auto r = ElectAndStore(store, store.state(), "t", 0, ElectMode::kUnavailableOnly,
-                         [&](const ClusterState&, const PartitionState&) {
-                           return std::make_unique<SetView>(std::set<int32_t>{},
-                                                            std::set<int32_t>{2});
-                         });
+  auto r =
+      ElectAndStore(store, store.state(), "t", 0, ElectMode::kUnavailableOnly,
+                    [&](const ClusterState&, const PartitionState&) {
+                      return std::make_unique<SetView>(std::set<int32_t>{}, std::set<int32_t>{2});
+                    });
   REQUIRE(r);
   CHECK(r->outcome == ElectionOutcome::kElected);
   CHECK(r->before.leader == 0);
@@ -204,13 +206,13 @@ TEST_CASE("election store: nothing to do or stuck stores nothing, and only stuck
       return std::make_unique<SetView>(available, electable, &reasons);
     };
   };
-  auto nothing = ElectAndStore(store, store.state(), "t", 0, ElectMode::kUnavailableOnly,
-                               view({0}, {0}));
+  auto nothing =
+      ElectAndStore(store, store.state(), "t", 0, ElectMode::kUnavailableOnly, view({0}, {0}));
   REQUIRE(nothing);
   CHECK(nothing->outcome == ElectionOutcome::kNothing);
   CHECK(nothing->reason.empty());
-  auto stuck = ElectAndStore(store, store.state(), "t", 0, ElectMode::kUnavailableOnly,
-                             view({}, {1, 2}));
+  auto stuck =
+      ElectAndStore(store, store.state(), "t", 0, ElectMode::kUnavailableOnly, view({}, {1, 2}));
   REQUIRE(stuck);
   CHECK(stuck->outcome == ElectionOutcome::kStuck);
   CHECK(stuck->reason == "stuck");
@@ -222,13 +224,13 @@ TEST_CASE("election store: a partition epoch that moved meanwhile is loaded and 
   auto inner = Store(Part({0, 1, 2}, {0, 1, 2}, 0));
   MovingStore store(inner, 1);
   int views = 0;
-  auto r = ElectAndStore(store, inner.state(), "t", 0, ElectMode::kUnavailableOnly,
-                         [&](const ClusterState& s, const PartitionState& p) {
-                           ++views;
-                           CHECK(&p == s.Partition("t", 0));
-                           return std::make_unique<SetView>(std::set<int32_t>{},
-                                                            std::set<int32_t>{1, 2});
-                         });
+  auto r = ElectAndStore(
+      store, inner.state(), "t", 0, ElectMode::kUnavailableOnly,
+      [&](const ClusterState& s, const PartitionState& p) {
+        ++views;
+        CHECK(&p == s.Partition("t", 0));
+        return std::make_unique<SetView>(std::set<int32_t>{}, std::set<int32_t>{1, 2});
+      });
   REQUIRE(r);
   CHECK(r->outcome == ElectionOutcome::kElected);
   CHECK(views == 2);
@@ -237,7 +239,9 @@ TEST_CASE("election store: a partition epoch that moved meanwhile is loaded and 
   CHECK(r->stored.partition_epoch == 2);  // moved once by the other, once by this
 }
 
-TEST_CASE("election store: a state that keeps moving fails kFenced after 4 attempts, and an unknown partition kNotFound") {
+TEST_CASE(
+    "election store: a state that keeps moving fails kFenced after 4 attempts, and an unknown "
+    "partition kNotFound") {
   auto inner = Store(Part({0, 1, 2}, {0, 1, 2}, 0));
   MovingStore store(inner, 100);
   auto view = [](const ClusterState&, const PartitionState&) {

@@ -10,7 +10,9 @@
 
 using namespace mq;
 
-TEST_CASE("follower policy: a moved leadership, an unreachable leader, a missing root and a fetch position outside the log are waited out") {
+TEST_CASE(
+    "follower policy: a moved leadership, an unreachable leader, a missing root and a fetch "
+    "position outside the log are waited out") {
   for (Code c : {Code::kFenced, Code::kUnavailable, Code::kNotFound, Code::kOutOfOrder})
     CHECK(FollowerRetries(Status(c, "x")));
   for (Code c : {Code::kCorruption, Code::kIoError, Code::kBusy, Code::kInvalidArgument,

@@ -18,8 +18,8 @@
 
 #include <fmt/format.h>
 
-#include "io/checkpoint_file.h"
 #include "format/format.h"
+#include "io/checkpoint_file.h"
 #include "mq/crc32c.h"
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
@@ -32,8 +32,8 @@ namespace {
 
 // The worked examples of replication.md §16.2 and §16.3, byte for byte.
 const std::string kEpochExample("\x30\x0a\x32\x0a\x30\x20\x30\x0a\x33\x20\x31\x32\x30\x0a", 14);
-const std::string kHwExample(
-    "\x30\x0a\x31\x0a\x6f\x72\x64\x65\x72\x73\x20\x30\x20\x34\x32\x0a", 16);
+const std::string kHwExample("\x30\x0a\x31\x0a\x6f\x72\x64\x65\x72\x73\x20\x30\x20\x34\x32\x0a",
+                             16);
 const std::pair<std::string, int32_t> kOrders0{"orders", 0};
 
 uint64_t Seed() {
@@ -64,8 +64,9 @@ UniqueFd OpenDir(const std::string& path) {
 }
 
 void WriteText(const std::string& path, const std::string& text) {
-  WriteFile(path, std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
-                                         reinterpret_cast<const std::byte*>(text.data()) + text.size()));
+  WriteFile(path,
+            std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                                   reinterpret_cast<const std::byte*>(text.data()) + text.size()));
 }
 std::string ReadText(const std::string& path) {
   auto b = ReadFile(path);
@@ -109,25 +110,25 @@ TEST_CASE("R35 version line: exactly 0") {
 }
 
 TEST_CASE("R35 count: exactly N entry lines, nothing after them") {
-  CheckCorrupt(EpochError("0\n3\n0 0\n3 120\n"), "R35", 14);   // one short
-  CheckCorrupt(EpochError("0\n1\n0 0\n3 120\n"), "R35", 8);    // one more
+  CheckCorrupt(EpochError("0\n3\n0 0\n3 120\n"), "R35", 14);    // one short
+  CheckCorrupt(EpochError("0\n1\n0 0\n3 120\n"), "R35", 8);     // one more
   CheckCorrupt(EpochError("0\n2\n0 0\n3 120\n\n"), "R35", 14);  // an empty line after
   CheckCorrupt(EpochError("0\n0\nx"), "R35", 4);
-  CheckCorrupt(EpochError("0\n\n"), "R35", 2);                   // no count
+  CheckCorrupt(EpochError("0\n\n"), "R35", 2);  // no count
   // A count no file of at most 1 MiB can hold is refused where it stands.
   CheckCorrupt(EpochError("0\n262145\n0 0\n"), "R35", 2);
 }
 
 TEST_CASE("R35 lines: every one ends in LF, with single spaces and no CR or tab") {
-  CheckCorrupt(EpochError("0\n2\n0 0\n3 120"), "R35", 13);      // no final LF
+  CheckCorrupt(EpochError("0\n2\n0 0\n3 120"), "R35", 13);  // no final LF
   CheckCorrupt(EpochError("0"), "R35", 1);
   CheckCorrupt(EpochError("0\r\n0\r\n"), "R35", 1);
-  CheckCorrupt(EpochError("0\n1\n0  0\n"), "R35", 6);           // two spaces
-  CheckCorrupt(EpochError("0\n1\n 0 0\n"), "R35", 4);           // leading space
-  CheckCorrupt(EpochError("0\n1\n0 0 \n"), "R35", 8);           // trailing space
-  CheckCorrupt(EpochError("0\n1\n0\t0\n"), "R35", 7);           // a tab: one field
-  CheckCorrupt(EpochError("0\n1\n0\n"), "R35", 5);              // one field
-  CheckCorrupt(EpochError("0\n1\n0 0 0\n"), "R35", 7);          // three fields
+  CheckCorrupt(EpochError("0\n1\n0  0\n"), "R35", 6);   // two spaces
+  CheckCorrupt(EpochError("0\n1\n 0 0\n"), "R35", 4);   // leading space
+  CheckCorrupt(EpochError("0\n1\n0 0 \n"), "R35", 8);   // trailing space
+  CheckCorrupt(EpochError("0\n1\n0\t0\n"), "R35", 7);   // a tab: one field
+  CheckCorrupt(EpochError("0\n1\n0\n"), "R35", 5);      // one field
+  CheckCorrupt(EpochError("0\n1\n0 0 0\n"), "R35", 7);  // three fields
 }
 
 TEST_CASE("R35 numbers: decimal digits, no sign, no leading zero, no overflow") {
@@ -196,10 +197,10 @@ TEST_CASE("R35 size: more than 1 MiB is refused before it is read") {
 }
 
 TEST_CASE("R36 epoch entries: epochs and start offsets strictly increase, epoch is an int32") {
-  CheckCorrupt(EpochError("0\n2\n3 0\n3 120\n"), "R36", 8);    // same epoch
-  CheckCorrupt(EpochError("0\n2\n3 0\n2 120\n"), "R36", 8);    // lower epoch
-  CheckCorrupt(EpochError("0\n2\n0 120\n3 120\n"), "R36", 10); // same start
-  CheckCorrupt(EpochError("0\n2\n0 120\n3 7\n"), "R36", 10);   // lower start
+  CheckCorrupt(EpochError("0\n2\n3 0\n3 120\n"), "R36", 8);     // same epoch
+  CheckCorrupt(EpochError("0\n2\n3 0\n2 120\n"), "R36", 8);     // lower epoch
+  CheckCorrupt(EpochError("0\n2\n0 120\n3 120\n"), "R36", 10);  // same start
+  CheckCorrupt(EpochError("0\n2\n0 120\n3 7\n"), "R36", 10);    // lower start
   CheckCorrupt(EpochError("0\n1\n2147483648 0\n"), "R36", 4);
   REQUIRE(DecodeLeaderEpochCheckpoint("0\n1\n2147483647 0\n", "f"));
   CHECK(LeaderEpochCache::FromEntries({{1, 5}, {1, 6}}).status().code() == Code::kInvalidArgument);
@@ -212,8 +213,8 @@ TEST_CASE("R36 Assign keeps the rule: no-op, refusal, replacement") {
   REQUIRE(c.Assign(2, 10).ok());
   REQUIRE(c.Assign(2, 50).ok());  // the latest epoch again: nothing
   CHECK(c.entries() == std::vector<EpochEntry>{{2, 10}});
-  CHECK(c.Assign(1, 60).code() == Code::kInvalidArgument);   // lower epoch
-  CHECK(c.Assign(3, 5).code() == Code::kInvalidArgument);    // starts before the latest
+  CHECK(c.Assign(1, 60).code() == Code::kInvalidArgument);  // lower epoch
+  CHECK(c.Assign(3, 5).code() == Code::kInvalidArgument);   // starts before the latest
   CHECK(c.Assign(-1, 60).code() == Code::kInvalidArgument);
   CHECK(c.Assign(4, -1).code() == Code::kInvalidArgument);
   CHECK(c.entries() == std::vector<EpochEntry>{{2, 10}});
@@ -233,7 +234,7 @@ TEST_CASE("R36 EndOffsetFor follows Kafka's LeaderEpochFileCache.endOffsetFor") 
   CHECK(c.EndOffsetFor(7, 100) == EpochEndOffset{7, 100});   // latest: the log end
   CHECK(c.EndOffsetFor(8, 100) == EpochEndOffset{-1, -1});   // above the latest
   CHECK(c.EndOffsetFor(4, 100) == EpochEndOffset{4, 55});
-  CHECK(c.EndOffsetFor(5, 100) == EpochEndOffset{4, 55});    // largest epoch <= 5
+  CHECK(c.EndOffsetFor(5, 100) == EpochEndOffset{4, 55});  // largest epoch <= 5
   CHECK(c.EndOffsetFor(3, 100) == EpochEndOffset{2, 30});
   CHECK(c.EndOffsetFor(2, 100) == EpochEndOffset{2, 30});
   // Below the first epoch: the requested epoch and the first start offset.
@@ -499,9 +500,11 @@ TEST_CASE("R37 verify: a leader-epoch checkpoint the log does not imply is repor
   CHECK(verify("0\n2\n0 3\n3 9\n").empty());
   CHECK(verify("0\n3\n0 3\n3 9\n5 15\n").empty());
   // A forged epoch inside the log, a wrong start, a missing epoch.
-  for (auto [text, position] : std::vector<std::pair<std::string, uint64_t>>{
-           {"0\n2\n0 3\n9 12\n", 8}, {"0\n2\n0 3\n3 6\n", 8}, {"0\n1\n0 3\n", 8},
-           {"0\n2\n1 3\n3 9\n", 4}}) {
+  for (auto [text, position] :
+       std::vector<std::pair<std::string, uint64_t>>{{"0\n2\n0 3\n9 12\n", 8},
+                                                     {"0\n2\n0 3\n3 6\n", 8},
+                                                     {"0\n1\n0 3\n", 8},
+                                                     {"0\n2\n1 3\n3 9\n", 4}}) {
     INFO(text);
     auto problems = verify(text);
     REQUIRE(problems.size() == 1);
@@ -559,7 +562,10 @@ namespace {
 struct Model {
   std::vector<EpochEntry> e;
   bool Assign(int32_t epoch, int64_t start) {
-    if (e.empty()) { e.push_back({epoch, start}); return true; }
+    if (e.empty()) {
+      e.push_back({epoch, start});
+      return true;
+    }
     if (epoch == e.back().epoch) return true;
     if (epoch < e.back().epoch || start < e.back().start_offset) return false;
     if (start == e.back().start_offset) e.pop_back();
@@ -579,15 +585,18 @@ struct Model {
   void TruncateFromEnd(int64_t end) {
     if (end < 0) return;
     std::vector<EpochEntry> k;
-    for (const auto& x : e) if (x.start_offset < end) k.push_back(x);
+    for (const auto& x : e)
+      if (x.start_offset < end) k.push_back(x);
     e = k;
   }
   void TruncateFromStart(int64_t start) {
     std::vector<EpochEntry> k;
     std::optional<int32_t> last;
     for (const auto& x : e) {
-      if (x.start_offset <= start) last = x.epoch;
-      else k.push_back(x);
+      if (x.start_offset <= start)
+        last = x.epoch;
+      else
+        k.push_back(x);
     }
     if (last) k.insert(k.begin(), {*last, start});
     e = k;
@@ -721,15 +730,17 @@ void Reseal(std::vector<std::byte>* image, int copy) {
 
 }  // namespace
 
-TEST_CASE("R61 high-watermark file: the whole copy with the higher sequence, a torn copy an unfinished write") {
+TEST_CASE(
+    "R61 high-watermark file: the whole copy with the higher sequence, a torn copy an unfinished "
+    "write") {
   STATIC_REQUIRE(std::string_view(format::kHighWatermarkName) == "high-watermark");
   // The layout: magic "MQHW", version 1, sequence, high watermark,
   // partition, topic length, topic; big-endian.
   const auto c = HwCopy(42, 1);
   REQUIRE(c.size() == 512);
-  const unsigned char head[] = {0x4d, 0x51, 0x48, 0x57, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1,
-                                0,    0,    0,    0,    0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 0, 6,
-                                'o',  'r',  'd',  'e',  'r', 's', 0};
+  const unsigned char head[] = {0x4d, 0x51, 0x48, 0x57, 0, 0, 0,   1,   0,   0,   0,   0,   0,
+                                0,    0,    1,    0,    0, 0, 0,   0,   0,   0,   42,  0,   0,
+                                0,    0,    0,    0,    0, 6, 'o', 'r', 'd', 'e', 'r', 's', 0};
   for (size_t i = 0; i < sizeof head; ++i) CHECK(c[i] == std::byte{head[i]});
   // The higher sequence wins, in either copy.
   auto both = DecodeHighWatermarkFile(HwImage(HwCopy(42, 1), HwCopy(43, 2)), "f", kOrders0);
@@ -763,8 +774,8 @@ TEST_CASE("R61 high-watermark file: every breach is corruption naming the byte p
   auto error = [](const std::vector<std::byte>& image) {
     return DecodeHighWatermarkFile(image, "f", kOrders0).status();
   };
-  CheckCorrupt(error(std::vector<std::byte>(1000)), "R61", 1000);      // not 1024 bytes
-  CheckCorrupt(error(HwImage({}, {})), "R61", 508);                    // neither copy whole
+  CheckCorrupt(error(std::vector<std::byte>(1000)), "R61", 1000);          // not 1024 bytes
+  CheckCorrupt(error(HwImage({}, {})), "R61", 508);                        // neither copy whole
   CheckCorrupt(error(HwImage(HwCopy(42, 5), HwCopy(43, 5))), "R61", 520);  // equal sequences
   auto edited = [&](size_t at, std::byte value) {
     auto image = HwImage(HwCopy(42, 1), HwCopy(43, 2));
@@ -772,13 +783,13 @@ TEST_CASE("R61 high-watermark file: every breach is corruption naming the byte p
     Reseal(&image, 1);
     return image;
   };
-  CheckCorrupt(error(edited(0, std::byte{0})), "R61", 512 + 0);        // magic
-  CheckCorrupt(error(edited(7, std::byte{9})), "R61", 512 + 4);        // version
-  CheckCorrupt(error(edited(16, std::byte{0x80})), "R61", 512 + 16);   // negative HW
-  CheckCorrupt(error(edited(24, std::byte{0x80})), "R61", 512 + 24);   // negative partition
-  CheckCorrupt(error(edited(31, std::byte{0})), "R61", 512 + 28);      // topic length 0
-  CheckCorrupt(error(edited(33, std::byte{'/'})), "R61", 512 + 32);    // topic breaks R12
-  CheckCorrupt(error(edited(100, std::byte{1})), "R61", 512 + 100);    // bytes after the topic
+  CheckCorrupt(error(edited(0, std::byte{0})), "R61", 512 + 0);       // magic
+  CheckCorrupt(error(edited(7, std::byte{9})), "R61", 512 + 4);       // version
+  CheckCorrupt(error(edited(16, std::byte{0x80})), "R61", 512 + 16);  // negative HW
+  CheckCorrupt(error(edited(24, std::byte{0x80})), "R61", 512 + 24);  // negative partition
+  CheckCorrupt(error(edited(31, std::byte{0})), "R61", 512 + 28);     // topic length 0
+  CheckCorrupt(error(edited(33, std::byte{'/'})), "R61", 512 + 32);   // topic breaks R12
+  CheckCorrupt(error(edited(100, std::byte{1})), "R61", 512 + 100);   // bytes after the topic
   // A whole copy naming another partition is never this one's (R38).
   CheckCorrupt(error(HwImage(HwCopy(42, 1, "orders", 1), {})), "R38", 24);
   CheckCorrupt(error(HwImage(HwCopy(42, 1), HwCopy(43, 2, "users"))), "R38", 512 + 24);
@@ -789,7 +800,9 @@ TEST_CASE("R61 high-watermark file: every breach is corruption naming the byte p
   CHECK(!EncodeHighWatermarkCopy({"orders", 0, 1}, 0));
 }
 
-TEST_CASE("R61 a store overwrites the copy that is not current, in place, and a torn store leaves the one before") {
+TEST_CASE(
+    "R61 a store overwrites the copy that is not current, in place, and a torn store leaves the "
+    "one before") {
   TempDir root;
   const std::string dir = root / "orders-0";
   REQUIRE(OpenDirectory(dir, true));
@@ -855,7 +868,9 @@ TEST_CASE("R61 a store overwrites the copy that is not current, in place, and a 
   CHECK(fs.syncs() == before_lower + 1);
 }
 
-TEST_CASE("R61 an older mq's replication-offset-checkpoint is read while high-watermark is missing, and replaced at the first store") {
+TEST_CASE(
+    "R61 an older mq's replication-offset-checkpoint is read while high-watermark is missing, and "
+    "replaced at the first store") {
   TempDir root;
   const std::string dir = root / "orders-0";
   WritePartition(dir, {0, 0});  // log end 6
@@ -905,7 +920,9 @@ TEST_CASE("R61 an older mq's replication-offset-checkpoint is read while high-wa
   CHECK(problems[0].rule == "R35");
 }
 
-TEST_CASE("R61 --verify and every reader report a damaged high-watermark with file, byte position and R61") {
+TEST_CASE(
+    "R61 --verify and every reader report a damaged high-watermark with file, byte position and "
+    "R61") {
   TempDir root;
   const std::string dir = root / "orders-0";
   WritePartition(dir, {0, 0});  // log end 6

@@ -3,8 +3,8 @@
 // expand, fencing, and epoch truncation, over real partition directories.
 // The deterministic simulator (tests/sim) runs the same logic under faults;
 // its in-memory cluster store and clock serve here too.
-#include <catch2/catch.hpp>
 #include <sys/stat.h>
+#include <catch2/catch.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "format/coding.h"
+#include "model.h"  // tests/sim: the cluster store and clock in memory
 #include "mq/cluster.h"
 #include "mq/crc32c.h"
 #include "mq/lock.h"
@@ -30,8 +31,7 @@
 #include "mq/replication.h"
 #include "mq/wire.h"
 #include "replication/planted_bugs.h"  // the simulator's test-only hook
-#include "model.h"  // tests/sim: the cluster store and clock in memory
-#include "storage/state_file.h"  // ParseBootId
+#include "storage/state_file.h"        // ParseBootId
 #include "test_support.h"
 
 using namespace mq;
@@ -175,7 +175,9 @@ class OpenCountingFs : public FileSystemWrapper {
 
 }  // namespace
 
-TEST_CASE("replication: a fetch reads the followers' positions once, and a follower stores a HW only when it rises") {
+TEST_CASE(
+    "replication: a fetch reads the followers' positions once, and a follower stores a HW only "
+    "when it rises") {
   // Declared before the cluster, whose logs use them until they close.
   OpenCountingFs leader_fs, follower_fs;
   Cluster c(2);
@@ -236,7 +238,8 @@ TEST_CASE("replication: a fetch reads the followers' positions once, and a follo
   CHECK(follower_fs.opens["leader-claim"] == 0);
 }
 
-TEST_CASE("replication: a follower that a fetch caught up reports its log end before it stores the HW") {
+TEST_CASE(
+    "replication: a follower that a fetch caught up reports its log end before it stores the HW") {
   OpenCountingFs follower_fs;  // before the cluster, whose logs use it until they close
   Cluster c(3);
   c.Produce(3);
@@ -282,7 +285,9 @@ TEST_CASE("replication: a follower that a fetch caught up reports its log end be
   CHECK(c.Hw(1) == c.Hw(0));
 }
 
-TEST_CASE("replication: a kept high-watermark, fetch-positions or leader.lock replaced by another process is opened again") {
+TEST_CASE(
+    "replication: a kept high-watermark, fetch-positions or leader.lock replaced by another "
+    "process is opened again") {
   Cluster c(2);
   c.Produce(3);
   c.CatchUp(1);
@@ -321,7 +326,9 @@ TEST_CASE("replication: a kept high-watermark, fetch-positions or leader.lock re
   CHECK(UpdateHighWatermark(c.ctx, *c.logs[0], 0, false));
 }
 
-TEST_CASE("replication: a leader's fetches in one epoch look at its epochs once, however its producer appends") {
+TEST_CASE(
+    "replication: a leader's fetches in one epoch look at its epochs once, however its producer "
+    "appends") {
   OpenCountingFs leader_fs;  // before the cluster, whose logs use it until they close
   Cluster c(2);
   c.Produce(2);
@@ -356,7 +363,9 @@ TEST_CASE("replication: a leader's fetches in one epoch look at its epochs once,
   CHECK(*latest == p.leader_epoch);
 }
 
-TEST_CASE("replication: a writer that stores a HW after another's appends appends after them, and a fence stored by another stops it") {
+TEST_CASE(
+    "replication: a writer that stores a HW after another's appends appends after them, and a "
+    "fence stored by another stops it") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   LogConfig c = Small();
@@ -397,7 +406,9 @@ TEST_CASE("replication: a writer that stores a HW after another's appends append
   CHECK(fenced.error().code() == Code::kFenced);
 }
 
-TEST_CASE("replication: a follower not caught up for replica.lag.time.max.ms leaves the ISR and rejoins when caught up") {
+TEST_CASE(
+    "replication: a follower not caught up for replica.lag.time.max.ms leaves the ISR and rejoins "
+    "when caught up") {
   Cluster c(3);
   c.Produce(3);
   c.CatchUp(1);
@@ -499,7 +510,9 @@ class CountingStore : public ClusterStore {
 
 }  // namespace
 
-TEST_CASE("replication: an ISR shrink decides from a state loaded once for many partitions, and a stale one is fenced") {
+TEST_CASE(
+    "replication: an ISR shrink decides from a state loaded once for many partitions, and a stale "
+    "one is fenced") {
   // mq-isr --check over 10,000 partitions loads the cluster state once, not
   // once per partition.
   Cluster c(3);
@@ -575,7 +588,8 @@ TEST_CASE("replication: a leader cut from the cluster state serves no fetch and 
   CHECK(seen.partition_epoch == 1);
 }
 
-TEST_CASE("replication: a returning leader truncates its divergent tail before it fetches (KIP-101)") {
+TEST_CASE(
+    "replication: a returning leader truncates its divergent tail before it fetches (KIP-101)") {
   Cluster c(3);
   c.Produce(4);
   c.CatchUp(1);
@@ -606,7 +620,8 @@ TEST_CASE("replication: a returning leader truncates its divergent tail before i
   CHECK(RawBatches(c.Dir(0)) == RawBatches(c.Dir(2)));
 }
 
-TEST_CASE("replication: a follower stopped by an error starts again after 200 ms, doubling to 30 s") {
+TEST_CASE(
+    "replication: a follower stopped by an error starts again after 200 ms, doubling to 30 s") {
   CHECK(FollowerRestartDelayMs(1) == 200);
   CHECK(FollowerRestartDelayMs(2) == 400);
   CHECK(FollowerRestartDelayMs(3) == 800);
@@ -639,7 +654,8 @@ TEST_CASE("replication: a fetch past the leader's end or of corrupt bytes append
   CHECK(c.Leo(1) == 0);
 }
 
-TEST_CASE("R47 replica positions: six numbers per entry, a replica once, in the checkpoint layout") {
+TEST_CASE(
+    "R47 replica positions: six numbers per entry, a replica once, in the checkpoint layout") {
   const std::vector<FollowerPosition> positions = {{0, 3, 120, 1000, 1000, 120},
                                                    {2, 3, 118, 990, 980, 119}};
   const std::string text = EncodeReplicaPositions(positions);
@@ -652,9 +668,10 @@ TEST_CASE("R47 replica positions: six numbers per entry, a replica once, in the 
     uint64_t position;
     const char* rule;
   };
-  for (const Bad& bad : {Bad{"0\n1\n0 3 120 1000 1000\n", 21, "R35"},         // five fields: the sixth is missing at the LF
-                         Bad{"0\n2\n1 3 1 1 1 1\n1 4 2 2 2 2\n", 16, "R47"},  // replica 1 twice
-                         Bad{"0\n1\n2147483648 0 0 0 0 0\n", 4, "R47"}}) {    // above 2^31-1
+  for (const Bad& bad :
+       {Bad{"0\n1\n0 3 120 1000 1000\n", 21, "R35"},  // five fields: the sixth is missing at the LF
+        Bad{"0\n2\n1 3 1 1 1 1\n1 4 2 2 2 2\n", 16, "R47"},  // replica 1 twice
+        Bad{"0\n1\n2147483648 0 0 0 0 0\n", 4, "R47"}}) {    // above 2^31-1
     INFO(bad.text);
     auto r = DecodeReplicaPositions(bad.text, "replica-positions");
     REQUIRE(!r);
@@ -664,7 +681,9 @@ TEST_CASE("R47 replica positions: six numbers per entry, a replica once, in the 
   }
 }
 
-TEST_CASE("R47 replica positions: verify of a partition reads a file an earlier mq left and reports a breach") {
+TEST_CASE(
+    "R47 replica positions: verify of a partition reads a file an earlier mq left and reports a "
+    "breach") {
   Cluster c(2);
   c.Produce(2);
   c.CatchUp(1);
@@ -723,14 +742,14 @@ TEST_CASE("R60 fetch positions: two copies, the whole one with the higher sequen
   // magic "MQFP", version 1, sequence 7, count 2, then replica 0 epoch 3 LEO 120.
   CHECK(std::vector<std::byte>(copy->begin(), copy->begin() + 36) ==
         std::vector<std::byte>{std::byte{'M'}, std::byte{'Q'}, std::byte{'F'}, std::byte{'P'},
-                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{1},
-                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
-                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{7},
-                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{2},
-                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
-                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
-                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{3},
-                               std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}});
+                               std::byte{0},   std::byte{0},   std::byte{0},   std::byte{1},
+                               std::byte{0},   std::byte{0},   std::byte{0},   std::byte{0},
+                               std::byte{0},   std::byte{0},   std::byte{0},   std::byte{7},
+                               std::byte{0},   std::byte{0},   std::byte{0},   std::byte{2},
+                               std::byte{0},   std::byte{0},   std::byte{0},   std::byte{0},
+                               std::byte{0},   std::byte{0},   std::byte{0},   std::byte{0},
+                               std::byte{0},   std::byte{0},   std::byte{0},   std::byte{3},
+                               std::byte{0},   std::byte{0},   std::byte{0},   std::byte{0}});
   // Either copy may be the current one.
   auto both = FetchPositionsImage(older, 6, &newer, 7);
   auto read = DecodeFetchPositions(both, "fetch-positions");
@@ -763,7 +782,8 @@ TEST_CASE("R60 fetch positions: two copies, the whole one with the higher sequen
   CHECK(!EncodeFetchPositionsCopy(std::vector<FollowerPosition>(51, older[0]), 1));
 }
 
-TEST_CASE("R60 fetch positions: a breach is corruption naming the file, the byte position and R60") {
+TEST_CASE(
+    "R60 fetch positions: a breach is corruption naming the file, the byte position and R60") {
   const std::vector<FollowerPosition> one = {{1, 3, 120, 1000, 1000, 120}};
   const std::vector<FollowerPosition> two = {{1, 3, 120, 1000, 1000, 120},
                                              {2, 3, 118, 990, 980, 119}};
@@ -778,15 +798,16 @@ TEST_CASE("R60 fetch positions: a breach is corruption naming the file, the byte
     uint64_t position;
   };
   for (const auto& [bytes, position] : std::vector<Bad>{
-           {short_file, 100},                          // not 4096 bytes
-           {Forged(good, 2048 + 0, std::byte{'X'}), 2048},   // magic
-           {Forged(good, 2048 + 7, std::byte{2}), 2048 + 4},  // version 2
-           {Forged(good, 2048 + 19, std::byte{51}), 2048 + 16},  // 51 entries
-           {Forged(good, 2048 + 24, std::byte{0x80}), 2048 + 24},  // negative replica
+           {short_file, 100},                                       // not 4096 bytes
+           {Forged(good, 2048 + 0, std::byte{'X'}), 2048},          // magic
+           {Forged(good, 2048 + 7, std::byte{2}), 2048 + 4},        // version 2
+           {Forged(good, 2048 + 19, std::byte{51}), 2048 + 16},     // 51 entries
+           {Forged(good, 2048 + 24, std::byte{0x80}), 2048 + 24},   // negative replica
            {Forged(good, 2048 + 64 + 3, std::byte{1}), 2048 + 64},  // replica 1 twice
-           {Forged(good, 2048 + 24 + 80 + 5, std::byte{1}), 2048 + 24 + 80 + 5},  // after the entries
+           {Forged(good, 2048 + 24 + 80 + 5, std::byte{1}),
+            2048 + 24 + 80 + 5},                               // after the entries
            {Forged(good, 2048 + 15, std::byte{4}), 2048 + 8},  // both copies sequence 4
-           {neither, 2044},                            // neither CRC matches
+           {neither, 2044},                                    // neither CRC matches
        }) {
     INFO(position);
     auto r = DecodeFetchPositions(bytes, "dir/fetch-positions");
@@ -798,7 +819,9 @@ TEST_CASE("R60 fetch positions: a breach is corruption naming the file, the byte
   }
 }
 
-TEST_CASE("R60 fetch positions: the leader writes the copy that is not current, in place, and verify reports a breach") {
+TEST_CASE(
+    "R60 fetch positions: the leader writes the copy that is not current, in place, and verify "
+    "reports a breach") {
   Cluster c(3);
   c.Produce(2);
   c.CatchUp(1);
@@ -905,10 +928,10 @@ TEST_CASE("R58 follower stopped: two numbers, once, in the checkpoint layout") {
     uint64_t position;
     const char* rule;
   };
-  for (const Bad& bad : {Bad{"0\n1\n1765000000123\n", 17, "R35"},     // one field
-                         Bad{"0\n2\n1 65\n2 65\n", 9, "R58"},        // two entries
-                         Bad{"0\n1\n1 256\n", 6, "R58"},              // not an exit status
-                         Bad{"0\n0\n", 4, "R58"}}) {                   // no entry
+  for (const Bad& bad : {Bad{"0\n1\n1765000000123\n", 17, "R35"},  // one field
+                         Bad{"0\n2\n1 65\n2 65\n", 9, "R58"},      // two entries
+                         Bad{"0\n1\n1 256\n", 6, "R58"},           // not an exit status
+                         Bad{"0\n0\n", 4, "R58"}}) {               // no entry
     INFO(bad.text);
     auto r = DecodeFollowerStop(bad.text, "follower-stopped");
     REQUIRE(!r);
@@ -930,8 +953,8 @@ TEST_CASE("R58 follower stopped: two numbers, once, in the checkpoint layout") {
   REQUIRE(VerifyPartition(c.Dir(1), {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
   CHECK(problems.empty());
   WriteFile(c.Dir(1) + "/follower-stopped",
-            std::vector<std::byte>{std::byte{'0'}, std::byte{'\n'}, std::byte{'1'},
-                                   std::byte{'\n'}, std::byte{'x'}, std::byte{'\n'}});
+            std::vector<std::byte>{std::byte{'0'}, std::byte{'\n'}, std::byte{'1'}, std::byte{'\n'},
+                                   std::byte{'x'}, std::byte{'\n'}});
   REQUIRE(VerifyPartition(c.Dir(1), {}, &problems, OffsetPolicy::kGapsAllowed, nullptr).ok());
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].file == c.Dir(1) + "/follower-stopped");
@@ -983,7 +1006,9 @@ TEST_CASE("R58 a follower known to have stopped leaves the ISR at once, the othe
   CHECK(c.Part().partition_epoch == epoch);
 }
 
-TEST_CASE("replication: a replica that began an epoch and wrote nothing in it rejoins behind an older epoch") {
+TEST_CASE(
+    "replication: a replica that began an epoch and wrote nothing in it rejoins behind an older "
+    "epoch") {
   Cluster c(3);
   c.Produce(4);
   // Replica 1 has only the first batch when replica 0 goes away.
@@ -1135,7 +1160,9 @@ TEST_CASE("R53 leader claim: one entry, an epoch and a boot id of 32 lowercase h
         "0\n1\n0 0a1b2c3d4e5f60718293a4b5c6d7e8f9\n");
 }
 
-TEST_CASE("R54 claim before leading: a leader restarted on another boot neither appends nor serves in its epoch") {
+TEST_CASE(
+    "R54 claim before leading: a leader restarted on another boot neither appends nor serves in "
+    "its epoch") {
   Cluster c(3);
   ScopedBootId boot(kBootA);
   LeadAndReplicate(c, 6);
@@ -1193,7 +1220,9 @@ class ClaimRenameHookFs : public FileSystemWrapper {
 
 }  // namespace
 
-TEST_CASE("R54 claim before leading: two processes of one replica claiming at once store one after the other") {
+TEST_CASE(
+    "R54 claim before leading: two processes of one replica claiming at once store one after the "
+    "other") {
   // mq-produce and mq-replicate --serve of one replica meet a new epoch
   // together: each ReplicaLog here is one of them.
   Cluster c(2);
@@ -1232,7 +1261,8 @@ TEST_CASE("R54 claim before leading: two processes of one replica claiming at on
   CHECK(!std::filesystem::exists(c.Dir(0) + "/leader-claim.tmp"));
 }
 
-TEST_CASE("R54 claim before leading: a process that read an older claim never stores a lower epoch") {
+TEST_CASE(
+    "R54 claim before leading: a process that read an older claim never stores a lower epoch") {
   Cluster c(2);
   ScopedBootId boot(kBootA);
   auto stale = OpenReplicaLog(c.Dir(0), 0, Small());
@@ -1263,7 +1293,9 @@ TEST_CASE("R54 claim before leading: a process that read an older claim never st
   CHECK(stored->epoch == 2);
 }
 
-TEST_CASE("R55 restarted leader with other ISR members: it leaves the ISR, an election keeps every acknowledged record") {
+TEST_CASE(
+    "R55 restarted leader with other ISR members: it leaves the ISR, an election keeps every "
+    "acknowledged record") {
   Cluster c(3);
   ScopedBootId boot(kBootA);
   LeadAndReplicate(c, 6);
@@ -1300,7 +1332,9 @@ TEST_CASE("R55 restarted leader with other ISR members: it leaves the ISR, an el
   CHECK(InIsr(c.Part(), 0));
 }
 
-TEST_CASE("R55 restarted leader alone in the ISR: it leads on in a new epoch and followers cut what it lost") {
+TEST_CASE(
+    "R55 restarted leader alone in the ISR: it leads on in a new epoch and followers cut what it "
+    "lost") {
   Cluster c(3);
   ScopedBootId boot(kBootA);
   LeadAndReplicate(c, 6);
@@ -1486,7 +1520,9 @@ static std::vector<std::byte> FileContents(const FileBytes& file) {
   return out;
 }
 
-TEST_CASE("replication: a leader's read in place leaves the batches in their segment file, and stops at its end") {
+TEST_CASE(
+    "replication: a leader's read in place leaves the batches in their segment file, and stops at "
+    "its end") {
   Cluster c(2);
   c.Produce(40);  // segments of 700 bytes: a few batches each
   ReplicaLog& leader = *c.logs[0];
@@ -1529,8 +1565,9 @@ TEST_CASE("replication: a leader's read in place leaves the batches in their seg
       REQUIRE(leader.ReadInPlace(at, 2 * batch, &buffer, &crc, &file).ok());
       const auto bytes = FileContents(file);
       REQUIRE(leader.Read(at, 2 * batch, &copied).ok());
-      CHECK(bytes == std::vector<std::byte>(copied.begin(), copied.begin() +
-                                                static_cast<std::ptrdiff_t>(bytes.size())));
+      CHECK(bytes ==
+            std::vector<std::byte>(copied.begin(),
+                                   copied.begin() + static_cast<std::ptrdiff_t>(bytes.size())));
       CHECK(crc == Crc32c(bytes));
       // Read (copying) dropped the preparation; prepare again in place.
       REQUIRE(leader.ReadInPlace(at, 2 * batch, &buffer, nullptr, &file).ok());
@@ -1559,7 +1596,8 @@ TEST_CASE("replication: a leader's read in place leaves the batches in their seg
   }
 }
 
-TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold what its log implies") {
+TEST_CASE(
+    "R37 R38 R47 a replica's log is opened only with checkpoints that hold what its log implies") {
   Cluster c(2);
   c.Produce(4);  // offsets 0..11 in epoch 0
   c.CatchUp(1);
@@ -1619,7 +1657,9 @@ TEST_CASE("R37 R38 R47 a replica's log is opened only with checkpoints that hold
   REQUIRE(OpenReplicaLog(dir, 1, Small()));
 }
 
-TEST_CASE("replication: a replica whose log fails verification cannot lead, and the cut that repairs it") {
+TEST_CASE(
+    "replication: a replica whose log fails verification cannot lead, and the cut that repairs "
+    "it") {
   Cluster c(2);
   c.Produce(6);  // six batches of 3: offsets 0..17
   c.CatchUp(1);
@@ -1711,7 +1751,8 @@ void Replicated(Cluster& c) {
 
 }  // namespace
 
-TEST_CASE("R57 replica agreement: replicas holding the leader's batches agree up to the high watermark") {
+TEST_CASE(
+    "R57 replica agreement: replicas holding the leader's batches agree up to the high watermark") {
   Cluster c(3);
   Replicated(c);
   auto cmp = CompareReplicas(DirsOf(c, 3), 0);
@@ -1734,7 +1775,9 @@ TEST_CASE("R57 replica agreement: replicas holding the leader's batches agree up
   CHECK(FirstDivergence(*from2).ok());
 }
 
-TEST_CASE("R57 replica agreement: a follower whose batch holds other bytes under a valid CRC diverges, naming both replicas' files and positions") {
+TEST_CASE(
+    "R57 replica agreement: a follower whose batch holds other bytes under a valid CRC diverges, "
+    "naming both replicas' files and positions") {
   Cluster c(3);
   Replicated(c);
   // The last value byte of the batch at offsets 12..14, its CRC recomputed:
@@ -1760,14 +1803,17 @@ TEST_CASE("R57 replica agreement: a follower whose batch holds other bytes under
   CHECK(cmp->replicas[2].batches == 8);
 }
 
-TEST_CASE("R57 replica agreement: a follower whose batch carries another partition leader epoch diverges") {
+TEST_CASE(
+    "R57 replica agreement: a follower whose batch carries another partition leader epoch "
+    "diverges") {
   Cluster c(2);
   c.Produce(4);
   c.CatchUp(1);
   c.CatchUp(1);
   c.logs.clear();
   // partitionLeaderEpoch (bytes 12..15) lies outside the CRC: still valid.
-  ForgeBatch(c.Dir(1), 6, [](std::span<std::byte> b) { b[15] = std::byte{7}; }, false);
+  ForgeBatch(
+      c.Dir(1), 6, [](std::span<std::byte> b) { b[15] = std::byte{7}; }, false);
   auto cmp = CompareReplicas(DirsOf(c, 2), 0);
   REQUIRE(cmp);
   const Status s = FirstDivergence(*cmp);
@@ -1776,7 +1822,9 @@ TEST_CASE("R57 replica agreement: a follower whose batch carries another partiti
                          "leader epoch 7") != std::string::npos);
 }
 
-TEST_CASE("R57 replica agreement: a follower whose log ends below the high watermark is behind, compared up to its log end") {
+TEST_CASE(
+    "R57 replica agreement: a follower whose log ends below the high watermark is behind, compared "
+    "up to its log end") {
   Cluster c(3);
   Replicated(c);
   {
@@ -1802,12 +1850,14 @@ TEST_CASE("R57 replica agreement: a follower whose log ends below the high water
   CHECK(again->replicas[2].status.rule() == "R57");
 }
 
-TEST_CASE("R57 replica agreement: corruption in a follower's log is reported as its own rule, in the leader's it fails the comparison") {
+TEST_CASE(
+    "R57 replica agreement: corruption in a follower's log is reported as its own rule, in the "
+    "leader's it fails the comparison") {
   Cluster c(3);
   Replicated(c);
   const LogPosition damaged = BatchAt(c.Dir(1), 15);
-  ForgeBatch(c.Dir(1), 15, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; },
-             false);
+  ForgeBatch(
+      c.Dir(1), 15, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; }, false);
   auto cmp = CompareReplicas(DirsOf(c, 3), 0);
   REQUIRE(cmp);
   const Status s = FirstDivergence(*cmp);
@@ -1820,11 +1870,13 @@ TEST_CASE("R57 replica agreement: corruption in a follower's log is reported as 
   CHECK(ref.error().rule() == "R4");
 }
 
-TEST_CASE("replication: an in-sync follower whose log fails verification leaves the ISR, the leader stays") {
+TEST_CASE(
+    "replication: an in-sync follower whose log fails verification leaves the ISR, the leader "
+    "stays") {
   Cluster c(3);
   Replicated(c);
-  ForgeBatch(c.Dir(1), 15, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; },
-             false);
+  ForgeBatch(
+      c.Dir(1), 15, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; }, false);
   std::map<int32_t, Status> damaged;
   for (int32_t id : {0, 1, 2})
     if (Status s = VerifyForLeadership(c.Dir(id)); !s.ok()) damaged.emplace(id, s);
@@ -1932,7 +1984,9 @@ std::vector<ReplicaToCompare> LogsOf(const Cluster& c, int n, ReadLogServers& se
 
 }  // namespace
 
-TEST_CASE("R63 ReadLog: replicas on other hosts are compared as on this one, their files named with their host") {
+TEST_CASE(
+    "R63 ReadLog: replicas on other hosts are compared as on this one, their files named with "
+    "their host") {
   Cluster c(3);
   Replicated(c);
   ReadLogServers servers;
@@ -1974,12 +2028,13 @@ TEST_CASE("R63 ReadLog: replicas on other hosts are compared as on this one, the
   }
 }
 
-TEST_CASE("R63 ReadLog: corruption in a log on another host names its host's file, position and rule") {
+TEST_CASE(
+    "R63 ReadLog: corruption in a log on another host names its host's file, position and rule") {
   Cluster c(3);
   Replicated(c);
   const LogPosition damaged = BatchAt(c.Dir(1), 15);
-  ForgeBatch(c.Dir(1), 15, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; },
-             false);
+  ForgeBatch(
+      c.Dir(1), 15, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; }, false);
   ReadLogServers servers;
   auto logs = LogsOf(c, 3, servers, {1});
   auto cmp = CompareReplicaLogs(logs, 0);
@@ -1992,7 +2047,9 @@ TEST_CASE("R63 ReadLog: corruption in a log on another host names its host's fil
   CHECK(cmp->replicas[2].batches == 8);
 }
 
-TEST_CASE("R63 ReadLog: whole batches of one segment file, at most max bytes but at least one, read on from where the last read stopped") {
+TEST_CASE(
+    "R63 ReadLog: whole batches of one segment file, at most max bytes but at least one, read on "
+    "from where the last read stopped") {
   Cluster c(2);
   c.Produce(8);
   c.logs.clear();
@@ -2051,7 +2108,9 @@ TEST_CASE("R63 ReadLog: whole batches of one segment file, at most max bytes but
   CHECK(total > 0);
 }
 
-TEST_CASE("R63 ReplicaCheck: a replica on another host tells whether a follower stopped there, whether its log verifies (its damage named with its host) and its replica positions") {
+TEST_CASE(
+    "R63 ReplicaCheck: a replica on another host tells whether a follower stopped there, whether "
+    "its log verifies (its damage named with its host) and its replica positions") {
   Cluster c(2);
   c.Produce(4);
   c.CatchUp(1);
@@ -2066,8 +2125,8 @@ TEST_CASE("R63 ReplicaCheck: a replica on another host tells whether a follower 
   CHECK(healthy->damage.ok());
   REQUIRE(RecordFollowerStop(c.Dir(1), FollowerStop{1234, 65}).ok());
   const LogPosition damaged = BatchAt(c.Dir(1), 6);
-  ForgeBatch(c.Dir(1), 6, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; },
-             false);
+  ForgeBatch(
+      c.Dir(1), 6, [](std::span<std::byte> b) { b[b.size() - 2] ^= std::byte{0x01}; }, false);
   auto stopped = wire::QueryReplicaCheck(*client, "t", 0, false, name);
   REQUIRE(stopped);
   REQUIRE(stopped->stop);
@@ -2110,7 +2169,9 @@ TEST_CASE("R63 ReplicaCheck: a replica on another host tells whether a follower 
   CHECK(below.error().rule() == "R51");
 }
 
-TEST_CASE("R63 ReadLog: a peer of version 1 is not asked, and a server of version 2 speaks 1 to such a client") {
+TEST_CASE(
+    "R63 ReadLog: a peer of version 1 is not asked, and a server of version 2 speaks 1 to such a "
+    "client") {
   SECTION("a server that speaks version 1 only: unsupported, naming R63, ReadLog never sent") {
     int a[2], b[2];
     REQUIRE(pipe2(a, O_CLOEXEC) == 0);
@@ -2131,7 +2192,8 @@ TEST_CASE("R63 ReadLog: a peer of version 1 is not asked, and a server of versio
         if ((*f)->type != wire::Type::kHello) ++requests;
         wire::HelloReply reply;
         reply.version = 1;
-        auto frame = wire::EncodeFrame(wire::Type::kHelloReply, (*f)->correlation, wire::Encode(reply));
+        auto frame =
+            wire::EncodeFrame(wire::Type::kHelloReply, (*f)->correlation, wire::Encode(reply));
         (void)!write(out, frame.data(), frame.size());
       }
       close(in);
@@ -2221,7 +2283,9 @@ class HookLink : public LeaderLink {
 // its log with the leader's would sit at an offset the new leader fills
 // with other records, in an epoch the follower no longer reconciles: it
 // must be refused (R56), and the replicas stay identical.
-TEST_CASE("R56 epoch fence: a leader deposed after its check appends nothing once its root follows the new leader") {
+TEST_CASE(
+    "R56 epoch fence: a leader deposed after its check appends nothing once its root follows the "
+    "new leader") {
   Cluster c(3);
   c.Produce(2);
   c.CatchUp(1);
@@ -2321,7 +2385,9 @@ TEST_CASE("R56 epoch fence: what a deposed leader appended before its root follo
 // The mirror case: a follower's step decides where to cut, is paused, and
 // its replica is elected meanwhile and appends in the newer epoch. The
 // stale cut would remove what the new leader appended; it is refused.
-TEST_CASE("R56 epoch fence: a follower's truncation decided in an older epoch cuts nothing once its replica leads a newer one") {
+TEST_CASE(
+    "R56 epoch fence: a follower's truncation decided in an older epoch cuts nothing once its "
+    "replica leads a newer one") {
   Cluster c(3);
   c.Produce(2);
   c.CatchUp(1);
@@ -2357,7 +2423,9 @@ TEST_CASE("R56 epoch fence: a follower's truncation decided in an older epoch cu
   CHECK(c.Leo(0) == shared);
 }
 
-TEST_CASE("R56 epoch fence: one entry, an epoch, that only moves forward and fences leader writers only") {
+TEST_CASE(
+    "R56 epoch fence: one entry, an epoch, that only moves forward and fences leader writers "
+    "only") {
   CHECK(EncodeLeaderEpochFence(3) == "0\n1\n3\n");
   CHECK(EncodeLeaderEpochFence(1) == "0\n1\n1\n");  // R56's example, byte for byte
   auto back = DecodeLeaderEpochFence("0\n1\n3\n", "leader-epoch-fence");

@@ -38,7 +38,8 @@ std::unique_ptr<File> WriteNew(SimFs& fs, int dir, const std::string& name, cons
 }  // namespace
 
 TEST_CASE("sim fs: synced bytes survive a power cut, the directory entry with them", "[sim_fs]") {
-  for (DiskOrder order : {DiskOrder::kOrdered, DiskOrder::kMetadataOrdered, DiskOrder::kIndependent}) {
+  for (DiskOrder order :
+       {DiskOrder::kOrdered, DiskOrder::kMetadataOrdered, DiskOrder::kIndependent}) {
     for (uint64_t seed = 1; seed <= 50; ++seed) {
       SimFs fs(order);
       auto dir = fs.OpenDir(AT_FDCWD, fs.root(), false);
@@ -59,7 +60,8 @@ TEST_CASE("sim fs: synced bytes survive a power cut, the directory entry with th
   }
 }
 
-TEST_CASE("sim fs: unsynced writes may go, a prefix of them stays, drawn from the seed", "[sim_fs]") {
+TEST_CASE("sim fs: unsynced writes may go, a prefix of them stays, drawn from the seed",
+          "[sim_fs]") {
   std::set<std::string> seen;
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     SimFs fs(DiskOrder::kOrdered);
@@ -195,8 +197,9 @@ TEST_CASE("sim fs: metadata in order, appended data may lag behind it", "[sim_fs
   REQUIRE(lagged);
 }
 
-TEST_CASE("sim fs: a truncation an fsync made durable ahead of earlier writes drops their bytes past it",
-          "[sim_fs]") {
+TEST_CASE(
+    "sim fs: a truncation an fsync made durable ahead of earlier writes drops their bytes past it",
+    "[sim_fs]") {
   // The log is truncated (metadata) while an append before it is still in
   // the page cache; an fsync of another file makes the truncation durable
   // (kMetadataOrdered: every metadata operation) but not the append. The
@@ -249,7 +252,8 @@ TEST_CASE("sim fs: metadata in order, a file written whole and renamed comes wit
   REQUIRE(seen == std::set<std::string>{"old", "newer"});
 }
 
-TEST_CASE("sim fs: an unsynced file creation may be lost, a synced directory keeps it", "[sim_fs]") {
+TEST_CASE("sim fs: an unsynced file creation may be lost, a synced directory keeps it",
+          "[sim_fs]") {
   std::set<bool> existed;
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     SimFs fs(DiskOrder::kIndependent);

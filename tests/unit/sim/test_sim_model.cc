@@ -159,7 +159,9 @@ TEST_CASE("sim model: an injected I/O failure fails the write and marks the repl
   CHECK(*log.LogEndOffset() == 0);
 }
 
-TEST_CASE("sim model: a follower killed before its n-th write: that write fails without effect, the earlier ones are in") {
+TEST_CASE(
+    "sim model: a follower killed before its n-th write: that write fails without effect, the "
+    "earlier ones are in") {
   ModelReplicaLog leader(0, SyncPolicy::kEveryWrite);
   ModelReplicaLog follower(1, SyncPolicy::kEveryWrite);
   REQUIRE(leader.BeginEpoch(3).ok());
@@ -215,7 +217,9 @@ TEST_CASE("sim model: AlterPartition is a compare-and-swap on the partition epoc
 // replication calls reach liblog's FileReplicaLog over the simulated file
 // system, the model agrees, a crash reopens the log on the page cache and a
 // power loss on what the simulated disk kept.
-TEST_CASE("sim real log: the shipped log follows the model through appends, a cut, a kill and a power loss") {
+TEST_CASE(
+    "sim real log: the shipped log follows the model through appends, a cut, a kill and a power "
+    "loss") {
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     RealReplicaLog leader(0, SyncPolicy::kNever, DiskOrder::kOrdered, "sim", true);
     RealReplicaLog follower(1, SyncPolicy::kEveryWrite, DiskOrder::kOrdered, "sim", true);

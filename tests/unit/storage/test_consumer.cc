@@ -375,8 +375,9 @@ Status Write(Topic& t, Log& log, uint64_t seed, int id, int appends) {
 
 }  // namespace
 
-TEST_CASE("consumer: records handed out that a truncation cut are handed out again as the log "
-          "has them now, with a notice") {
+TEST_CASE(
+    "consumer: records handed out that a truncation cut are handed out again as the log "
+    "has them now, with a notice") {
   Topic t(1);
   LogConfig config = DataDir::LogConfigFor(t.config);
   config.leader_epoch = 0;
@@ -423,8 +424,9 @@ TEST_CASE("consumer: records handed out that a truncation cut are handed out aga
   CHECK(c->position(0) == 10);
 }
 
-TEST_CASE("consumer: WaitForAppend wakes on a truncation of any assigned partition, with no "
-          "append after it") {
+TEST_CASE(
+    "consumer: WaitForAppend wakes on a truncation of any assigned partition, with no "
+    "append after it") {
   // One partition: the reader waits itself; two or three: the waiter's
   // threads do (MultiWaiter), and a truncation must wake them as an append
   // does, so that a follower hears of the cut records now, not at the next
@@ -469,8 +471,9 @@ TEST_CASE("consumer: WaitForAppend wakes on a truncation of any assigned partiti
   CHECK_FALSE(c->WaitForAppend(50));
 }
 
-TEST_CASE("consumer: a reader closed and opened again goes back to where the epoch of the last "
-          "batch read ends, with a notice") {
+TEST_CASE(
+    "consumer: a reader closed and opened again goes back to where the epoch of the last "
+    "batch read ends, with a notice") {
   // One reader open at a time: partition 0's is closed while partition 1
   // is read, and a failover cuts partition 0 and its new leader's records
   // pass the offset the consumer stopped at before it is opened again.
@@ -545,8 +548,12 @@ TEST_CASE("consumer property: every record once per assignment period, in order"
       StartPosition start;
       int64_t known = log.end(p);  // at most the end the consumer sees
       switch (rng() % 3) {
-        case 0: start = {K::kBeginning, 0}; break;
-        case 1: start = {K::kEnd, 0}; break;
+        case 0:
+          start = {K::kBeginning, 0};
+          break;
+        case 1:
+          start = {K::kEnd, 0};
+          break;
         default:
           start = {K::kOffset, std::uniform_int_distribution<int64_t>(0, known)(rng)};
       }
@@ -638,9 +645,10 @@ TEST_CASE("consumer property: every record once per assignment period, in order"
       CHECK(next == log.end(p));
       CHECK(c->position(p) == log.end(p));
     }
-    std::printf("  %d partitions, %d writers, max_open %zu: %llu records, %llu assignment changes\n",
-                partitions, writers, o.max_open, static_cast<unsigned long long>(handed),
-                static_cast<unsigned long long>(changes));
+    std::printf(
+        "  %d partitions, %d writers, max_open %zu: %llu records, %llu assignment changes\n",
+        partitions, writers, o.max_open, static_cast<unsigned long long>(handed),
+        static_cast<unsigned long long>(changes));
   }
 }
 
@@ -723,9 +731,9 @@ TEST_CASE("consumer: with stop_corrupt a corrupt batch stops its partition and t
   CHECK(notices[0].partition == 1);
   CHECK(notices[0].first_offset == 2);
   CHECK(notices[0].error.code() == Code::kCorruption);
-  CHECK_THAT(notices[0].error.message(),
-             Catch::Contains(log) && Catch::Contains(fmt::format("position {}", batch)) &&
-                 Catch::Contains("R4"));
+  CHECK_THAT(notices[0].error.message(), Catch::Contains(log) &&
+                                             Catch::Contains(fmt::format("position {}", batch)) &&
+                                             Catch::Contains("R4"));
   CHECK(c->stopped(1));
   CHECK_FALSE(c->stopped(0));
   CHECK(c->position(1) == std::optional<int64_t>(2));

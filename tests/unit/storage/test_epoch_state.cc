@@ -2,8 +2,8 @@
 // (replication.md §16.2, R37, R56).
 #include <catch2/catch.hpp>
 
-#include "storage/epoch_state.h"
 #include "mq/replica_checkpoint.h"
+#include "storage/epoch_state.h"
 #include "writer_units_support.h"
 
 namespace mq {
@@ -91,8 +91,9 @@ TEST_CASE("R56 epoch state: Fresh reads the epochs again only when the generatio
   CHECK(e.CurrentAt(6));
 }
 
-TEST_CASE("R37 epoch state: a writer stamping no epoch loads none without a checkpoint, "
-          "ForReplication rebuilds it from the log") {
+TEST_CASE(
+    "R37 epoch state: a writer stamping no epoch loads none without a checkpoint, "
+    "ForReplication rebuilds it from the log") {
   TempDir tmp;
   std::string dir = tmp / "t-0";
   test::WriteLog(dir, 2);

@@ -101,9 +101,10 @@ TEST_CASE("R12 names: segment files are 20 digits plus .log, .index or .timeinde
   CHECK(*SegmentBaseOffset("00000000000000000042.log") == 42);
   CHECK(*SegmentBaseOffset("dir/00000000000000368769.index") == 368769);
   CHECK(*SegmentBaseOffset("09223372036854775807.timeindex") == INT64_MAX);
-  for (const char* bad : {"42.log", "0000000000000000042.log", "000000000000000000042.log",
-                          "0000000000000000004x.log", "00000000000000000042.txt",
-                          "00000000000000000042", "99999999999999999999.log", "-0000000000000000042.log"})
+  for (const char* bad :
+       {"42.log", "0000000000000000042.log", "000000000000000000042.log",
+        "0000000000000000004x.log", "00000000000000000042.txt", "00000000000000000042",
+        "99999999999999999999.log", "-0000000000000000042.log"})
     CHECK(!SegmentBaseOffset(bad));
   CHECK(SegmentFileName(42, ".log") == "00000000000000000042.log");
 }
@@ -196,8 +197,8 @@ TEST_CASE("R10 segment offsets: a batch below its segment's base offset") {
 TEST_CASE("R11 log offsets: a segment's base must follow the last offset before it") {
   TempDir tmp;
   std::string a = tmp / "a-0", b = tmp / "b-0";
-  Build(a, 10);         // one segment, offsets 0..9
-  Build(b, 15, 300);    // several segments
+  Build(a, 10);       // one segment, offsets 0..9
+  Build(b, 15, 300);  // several segments
   auto bases = ListDir(b);
   std::string second;
   for (auto& n : bases)

@@ -15,8 +15,9 @@ using test::TempDir;
 
 }  // namespace
 
-TEST_CASE("R27 log loader: a same-boot open cuts what lies past the committed end and defers "
-          "the producer table") {
+TEST_CASE(
+    "R27 log loader: a same-boot open cuts what lies past the committed end and defers "
+    "the producer table") {
   TempDir tmp;
   std::string dir = tmp / "t-0";
   BatchOptions o;
@@ -67,8 +68,9 @@ TEST_CASE("R40 log loader: an interrupted truncation is completed before the log
   CHECK_FALSE(test::Exists(dir + "/" + format::kTruncateIntentName));
 }
 
-TEST_CASE("R59 log loader: a recovered state file older than the truncation history goes on "
-          "from the history's counter") {
+TEST_CASE(
+    "R59 log loader: a recovered state file older than the truncation history goes on "
+    "from the history's counter") {
   // A power loss can keep an older page of the state file (its counter
   // from before two cuts) beside the truncation history, which was synced
   // when each cut began. Recovery must not publish a counter the history
@@ -112,8 +114,9 @@ TEST_CASE("R59 log loader: a recovered state file older than the truncation hist
   CHECK(got.back().second == 5);
 }
 
-TEST_CASE("R37 log loader: the epochs are loaded at open for a writer stamping one, or when a "
-          "checkpoint is listed") {
+TEST_CASE(
+    "R37 log loader: the epochs are loaded at open for a writer stamping one, or when a "
+    "checkpoint is listed") {
   TempDir tmp;
   std::string plain = tmp / "p-0";
   test::WriteLog(plain, 2);

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "format/format.h"
-#include "storage/log_segment.h"
 #include "mq/partition.h"
 #include "mq/segment.h"
+#include "storage/log_segment.h"
 #include "test_support.h"
 
 using namespace mq;
@@ -87,13 +87,14 @@ TEST_CASE("§6 segment read side: ForEachHeaderFrom starts at a checked index en
   REQUIRE(dir);
   FileSystem* fs = FileSystem::Default();
   std::vector<int64_t> all, from;
-  REQUIRE(ForEachHeader(dir->get(), fs, {}, 0, 0, UINT64_MAX,
-                        [&](const BatchHeader& h, uint64_t) { all.push_back(h.base_offset); })
-              .ok());
+  REQUIRE(ForEachHeader(dir->get(), fs, {}, 0, 0, UINT64_MAX, [&](const BatchHeader& h, uint64_t) {
+            all.push_back(h.base_offset);
+          }).ok());
   REQUIRE(all.size() == 40);
-  REQUIRE(ForEachHeaderFrom(dir->get(), fs, {}, 0, 30, UINT64_MAX,
-                            [&](const BatchHeader& h, uint64_t) { from.push_back(h.base_offset); })
-              .ok());
+  REQUIRE(
+      ForEachHeaderFrom(dir->get(), fs, {}, 0, 30, UINT64_MAX, [&](const BatchHeader& h, uint64_t) {
+        from.push_back(h.base_offset);
+      }).ok());
   // Every batch from offset 30 on, and fewer than all: the walk started at
   // an index entry below 30, not at byte 0.
   REQUIRE_FALSE(from.empty());

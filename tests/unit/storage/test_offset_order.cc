@@ -110,8 +110,7 @@ TEST_CASE("R26 offset order: batches of a delete-policy log continue the offsets
   CHECK(BatchOffsetBreaches(Batch(102), {100, 99, true}, kGaps).empty());
 }
 
-TEST_CASE("R26 offset order: a segment starts one past the segment before",
-          "[offset_order][R26]") {
+TEST_CASE("R26 offset order: a segment starts one past the segment before", "[offset_order][R26]") {
   const std::string next = "00000000000000000110.log";
   CHECK_FALSE(SegmentDoesNotContinue(109, 110, next, kContiguous));
   CHECK_FALSE(SegmentDoesNotContinue(104, 110, next, kGaps));

@@ -17,9 +17,9 @@
 
 #include "format/format.h"
 #include "mq/committed_end.h"
+#include "mq/file.h"
 #include "mq/partition.h"
 #include "mq/segment.h"
-#include "mq/file.h"
 #include "storage/producer_state.h"
 #include "storage/state_file.h"
 #include "test_support.h"
@@ -448,8 +448,8 @@ size_t SnapshotCount(const std::string& dir) {
 
 // Appends `count` batches of `records` records with values of `value_bytes`
 // for producer 7, continuing at *sequence; returns the last one's bytes.
-std::vector<std::byte> AppendProducer(PartitionWriter& w, int32_t* sequence, int count,
-                                      int records, size_t value_bytes) {
+std::vector<std::byte> AppendProducer(PartitionWriter& w, int32_t* sequence, int count, int records,
+                                      size_t value_bytes) {
   std::vector<std::byte> last;
   for (int i = 0; i < count; ++i) {
     BatchOptions o;
@@ -589,7 +589,9 @@ TEST_CASE("P7 snapshot: a close with no snapshot due takes no lock, one past 256
 // close to the end, so a writer that never needed the table neither takes
 // the lock nor reads the log back at close, until the batches after the
 // snapshot reach 256 KiB.
-TEST_CASE("P7 snapshot: a close with 256 KiB in the active segment but not after the newest snapshot takes no lock") {
+TEST_CASE(
+    "P7 snapshot: a close with 256 KiB in the active segment but not after the newest snapshot "
+    "takes no lock") {
   LockCounted c;
   int32_t sequence = 0;
   std::vector<std::byte> last;
@@ -765,7 +767,7 @@ TEST_CASE("E6 LastProducerBatch: a producer's last batch, among others' and afte
   REQUIRE(w->Append(b));
   auto c = MakeBatch(4, 1000, 8, eight);  // offsets 5-8
   REQUIRE(w->Append(c));
-  auto other = MakeBatch(1, 1000, 8);     // offset 9, no producer
+  auto other = MakeBatch(1, 1000, 8);  // offset 9, no producer
   REQUIRE(w->Append(other));
   auto check = [&] {
     auto last = LastProducerBatch(dir, 7);
@@ -876,7 +878,9 @@ TEST_CASE("E6 MayKeepPastCommittedEnd: a producer's batch appended but never pub
   CHECK(!*after);  // the writer published on this boot
 }
 
-TEST_CASE("E6 MayKeepPastCommittedEnd: no state file, a dead publication, a pending truncation or a short segment") {
+TEST_CASE(
+    "E6 MayKeepPastCommittedEnd: no state file, a dead publication, a pending truncation or a "
+    "short segment") {
   ScopedBootId boot("11111111-2222-3333-4444-555555555555");
   TempDir tmp;
   const std::string dir = tmp / "out-0";

@@ -2,12 +2,12 @@
 // (format-spec/segment.md §9: the flock writer lock and the committed end).
 #include <catch2/catch.hpp>
 
-#include <csignal>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <set>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
+#include <set>
 
 #include "mq/partition.h"
 #include "test_support.h"

@@ -57,7 +57,8 @@ class FailingFs : public FileSystemWrapper {
 
 }  // namespace
 
-TEST_CASE("P8 producer-id registry: a name keeps its id, a new name gets the next, a held name is busy") {
+TEST_CASE(
+    "P8 producer-id registry: a name keeps its id, a new name gets the next, a held name is busy") {
   TempDir tmp;
   int64_t first = -1;
   {
@@ -90,7 +91,8 @@ TEST_CASE("P8 producer-id registry: a name keeps its id, a new name gets the nex
   CHECK(ProducerIdentity::Acquire(tmp / "none", "x").error().code() == Code::kNotFound);
 }
 
-TEST_CASE("P8 producer-id registry: a damaged registry file is corruption naming it, never a new id") {
+TEST_CASE(
+    "P8 producer-id registry: a damaged registry file is corruption naming it, never a new id") {
   TempDir tmp;
   { REQUIRE(ProducerIdentity::Acquire(tmp.path(), "ingestA").has_value()); }
   for (const std::string& bad :
@@ -116,7 +118,9 @@ TEST_CASE("P8 producer-id registry: a damaged registry file is corruption naming
   CHECK_FALSE(Exists(tmp / "producers/ingestB.id"));
 }
 
-TEST_CASE("P8 producer-id registry: a write that fails between counter and name wastes an id, never gives one twice") {
+TEST_CASE(
+    "P8 producer-id registry: a write that fails between counter and name wastes an id, never "
+    "gives one twice") {
   TempDir tmp;
   FaultFs faults;
   { REQUIRE(ProducerIdentity::Acquire(tmp.path(), "ingestA", nullptr, &faults).has_value()); }
@@ -152,7 +156,8 @@ TEST_CASE("P8 producer-id registry: a write that fails between counter and name 
   CHECK(ProducerIdentity::Acquire(tmp.path(), "ingestA", nullptr, &faults).value().id() == 0);
 }
 
-TEST_CASE("P8 producer-id registry: a failed lock, open or directory is an error, nothing allocated") {
+TEST_CASE(
+    "P8 producer-id registry: a failed lock, open or directory is an error, nothing allocated") {
   TempDir tmp;
   FailingFs fs;
   // The registry directory's lock fails: an I/O error naming the registry.
@@ -185,7 +190,9 @@ TEST_CASE("P8 producer-id registry: a failed lock, open or directory is an error
   CHECK(ProducerIdentity::Acquire(tmp.path(), "ingestA", nullptr, &fs).value().id() == 0);
 }
 
-TEST_CASE("P10 producer-id registry: a cluster's name takes the cluster's id, the root's registry untouched") {
+TEST_CASE(
+    "P10 producer-id registry: a cluster's name takes the cluster's id, the root's registry "
+    "untouched") {
   TempDir tmp;
   struct OneId : ClusterStore {
     int calls = 0;
@@ -209,8 +216,7 @@ TEST_CASE("P10 producer-id registry: a cluster's name takes the cluster's id, th
   CHECK_FALSE(Exists(tmp / "producers/next-producer-id"));
   CHECK_FALSE(Exists(tmp / "producers/ingestA.id"));
   // The name stays locked while the id is held.
-  CHECK(ProducerIdentity::Acquire(tmp.path(), "ingestA", &cluster).error().code() ==
-        Code::kBusy);
+  CHECK(ProducerIdentity::Acquire(tmp.path(), "ingestA", &cluster).error().code() == Code::kBusy);
   CHECK(ProducerIdentity::Acquire(tmp.path(), "gone", &cluster).error().code() ==
         Code::kUnavailable);
 }

@@ -106,8 +106,9 @@ TEST_CASE("P7 producer-state manager: a deferred table is built only when first 
   CHECK(*m.table().LastSequence(4) == 3);
 }
 
-TEST_CASE("P7 producer-state manager: close writes a snapshot only when the replay after the "
-          "newest one would be long") {
+TEST_CASE(
+    "P7 producer-state manager: close writes a snapshot only when the replay after the "
+    "newest one would be long") {
   TempDir tmp;
   std::string dir = tmp / "t-0";
   PartitionDir d;

@@ -282,8 +282,7 @@ TEST_CASE("R4 crc: a reader never passes over a damaged batch on its way to the 
   }
 }
 
-TEST_CASE("R4 crc: a seek never passes over a damaged batch to reach its offset",
-          "[reader][R4]") {
+TEST_CASE("R4 crc: a seek never passes over a damaged batch to reach its offset", "[reader][R4]") {
   TempDir tmp;
   std::string dir = MakePartition(tmp);
   uint64_t size = MakeBatch(5).size();
@@ -367,8 +366,10 @@ void Replace(PartitionWriter& w, int64_t offset, int batches, int64_t ts = 5000)
 
 }  // namespace
 
-TEST_CASE("rewrites (segment.md §9.2): a reader never hands out batches it read before a truncation replaced them",
-          "[reader][rewrites]") {
+TEST_CASE(
+    "rewrites (segment.md §9.2): a reader never hands out batches it read before a truncation "
+    "replaced them",
+    "[reader][rewrites]") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   auto w = SmallLog(dir, 3);  // offsets 0..5
@@ -390,9 +391,10 @@ TEST_CASE("rewrites (segment.md §9.2): a reader never hands out batches it read
   CHECK((*b)->header().max_timestamp == 5011);
 }
 
-TEST_CASE("rewrites (segment.md §9.2): a bounded reader never hands out a batch it kept above the high "
-          "watermark once a truncation replaced it and the watermark passed it",
-          "[reader][rewrites]") {
+TEST_CASE(
+    "rewrites (segment.md §9.2): a bounded reader never hands out a batch it kept above the high "
+    "watermark once a truncation replaced it and the watermark passed it",
+    "[reader][rewrites]") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   auto w = SmallLog(dir, 3);  // offsets 0..5
@@ -423,8 +425,10 @@ TEST_CASE("rewrites (segment.md §9.2): a bounded reader never hands out a batch
   CHECK(times == std::vector<int64_t>{5001, 5011});
 }
 
-TEST_CASE("rewrites (segment.md §9.2): a reader finds the offset it sought again after a "
-          "truncation, not the bytes it read there before", "[reader][rewrites]") {
+TEST_CASE(
+    "rewrites (segment.md §9.2): a reader finds the offset it sought again after a "
+    "truncation, not the bytes it read there before",
+    "[reader][rewrites]") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   auto w = SmallLog(dir, 4);  // offsets 0..7, batch 4 at times 1020-1021
@@ -452,8 +456,10 @@ TEST_CASE("rewrites (segment.md §9.2): a reader finds the offset it sought agai
   }
 }
 
-TEST_CASE("rewrites (segment.md §9.2): a reader whose batches a truncation cut goes back to "
-          "where the log diverged, and says so", "[reader][rewrites]") {
+TEST_CASE(
+    "rewrites (segment.md §9.2): a reader whose batches a truncation cut goes back to "
+    "where the log diverged, and says so",
+    "[reader][rewrites]") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   LogConfig config;

@@ -48,7 +48,9 @@ class HookFs : public FileSystemWrapper {
   Status Rename(int d, const std::string& a, const std::string& b) override {
     return FileSystem::Default()->Rename(d, a, b);
   }
-  Status Unlink(int d, const std::string& n) override { return FileSystem::Default()->Unlink(d, n); }
+  Status Unlink(int d, const std::string& n) override {
+    return FileSystem::Default()->Unlink(d, n);
+  }
   Status SyncDir(int d) override { return FileSystem::Default()->SyncDir(d); }
 
  private:
@@ -237,10 +239,18 @@ TEST_CASE("reader property: interleaved appends, rolls and reads hand out the co
       if (followers.empty()) continue;
       Follower& f = followers[std::uniform_int_distribution<size_t>(0, followers.size() - 1)(rng)];
       switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
-        case 0: f.Drain(c, seed, std::uniform_int_distribution<int>(1, 5)(rng)); break;
-        case 1: f.Drain(c, seed); break;
-        case 2: (void)f.reader->end_offset(); break;
-        case 3: (void)f.reader->WaitForAppend(std::max<int64_t>(f.next, 0), 0); break;
+        case 0:
+          f.Drain(c, seed, std::uniform_int_distribution<int>(1, 5)(rng));
+          break;
+        case 1:
+          f.Drain(c, seed);
+          break;
+        case 2:
+          (void)f.reader->end_offset();
+          break;
+        case 3:
+          (void)f.reader->WaitForAppend(std::max<int64_t>(f.next, 0), 0);
+          break;
       }
     }
     // Every reader reaches the end having missed nothing.

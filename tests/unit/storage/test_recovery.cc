@@ -130,13 +130,14 @@ TEST_CASE("R21 garbage tail: random bytes after the last batch are truncated") {
   }
 }
 
-TEST_CASE("R22 corrupt batch: a bit flip in a middle batch fails Open naming file, position, rule") {
+TEST_CASE(
+    "R22 corrupt batch: a bit flip in a middle batch fails Open naming file, position, rule") {
   TempDir tmp;
   std::string dir = tmp / "c-0";
   auto ends = BuildSegment(dir, 8);
   std::string log = dir + "/" + kLog0;
   auto bytes = ReadFile(log);
-  uint64_t victim = ends[3];  // batch 4 starts here
+  uint64_t victim = ends[3];              // batch 4 starts here
   bytes[victim + 70] ^= std::byte{0x10};  // inside its records: CRC breaks
   WriteFile(log, bytes);
   auto before = ListDir(dir);
@@ -161,8 +162,8 @@ TEST_CASE("R22 corrupt batch: damage in a rolled (non-last) segment fails Open")
   config.segment_bytes = 400;
   BuildSegment(dir, 12, config);
   auto segs = ListDir(dir);
-  REQUIRE(std::count_if(segs.begin(), segs.end(),
-                        [](auto& s) { return s.ends_with(".log"); }) >= 3);
+  REQUIRE(std::count_if(segs.begin(), segs.end(), [](auto& s) { return s.ends_with(".log"); }) >=
+          3);
   // Chop the tail of the first segment: torn, but not the last segment.
   std::string log = dir + "/" + kLog0;
   uint64_t size = FileSize(log);
@@ -320,7 +321,7 @@ TEST_CASE("R27 committed end: on the same boot, bytes past it are cut, never ado
   BuildSegment(dir, 3, config);
   auto before = ReadAll(dir);
   auto segments_before = ListDir(dir);
-  AppendUnpublished(dir, 12, config);  // rolls: unpublished segments too
+  AppendUnpublished(dir, 12, config);             // rolls: unpublished segments too
   REQUIRE(ReadAll(dir).size() == before.size());  // readers stop at the committed end
   RecoveryReport report;
   auto w = Reopen(dir, &report, config);
@@ -379,7 +380,8 @@ TEST_CASE("R27 committed end: a log shorter than it on the same boot is recovere
   CHECK(ReadAll(dir).size() == 4);
 }
 
-TEST_CASE("R21 garbage tail: a 16 MiB random tail is truncated after a reboot, cut on the same boot") {
+TEST_CASE(
+    "R21 garbage tail: a 16 MiB random tail is truncated after a reboot, cut on the same boot") {
   TempDir tmp;
   std::string base = tmp / "big-0";
   auto ends = BuildSegment(base, 4);
@@ -581,7 +583,8 @@ TEST_CASE("R34 page-cache creation: a new partition is created and written witho
   CHECK(durable_fs.syncs() > 0);
 }
 
-TEST_CASE("R34 page-cache creation: an every-batch writer fsyncs the directory with its first append") {
+TEST_CASE(
+    "R34 page-cache creation: an every-batch writer fsyncs the directory with its first append") {
   TempDir tmp;
   std::string dir = tmp / "p-0";
   {

@@ -1,12 +1,12 @@
 // The partition state file (format-spec/segment.md §9, R15).
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
-#include <fcntl.h>
 #include <thread>
-#include <unistd.h>
 
 #include <fmt/format.h>
 

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <iterator>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <span>
 #include <sstream>
 #include <string>
@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include "mq/topic.h"
 
@@ -112,7 +112,8 @@ TEST_CASE("R16 config: the serialized text is byte-exact") {
         "cleanup.policy=delete\n");
 }
 
-TEST_CASE("R16 config: absent keys take their defaults, and comments, blanks and spaces are ignored") {
+TEST_CASE(
+    "R16 config: absent keys take their defaults, and comments, blanks and spaces are ignored") {
   auto c = mq::TopicConfig::Parse(
       "# a comment\n\n  format.version = 1\r\npartitions=3\n\t# indented comment\n"
       "segment.bytes= 2048 \n",
@@ -137,8 +138,9 @@ TEST_CASE("R16 config: an unknown key names file, line and key") {
 }
 
 TEST_CASE("R16 config: a value that is not a number is refused") {
-  for (const char* bad : {"partitions=three", "partitions=", "partitions=+3", "partitions=3x",
-                          "partitions=0x10", "partitions=3.0", "partitions=9999999999999999999999"}) {
+  for (const char* bad :
+       {"partitions=three", "partitions=", "partitions=+3", "partitions=3x", "partitions=0x10",
+        "partitions=3.0", "partitions=9999999999999999999999"}) {
     INFO(bad);
     auto s = ParseStatus(std::string("format.version=1\n") + bad + "\n");
     CHECK(s.code() == mq::Code::kCorruption);
@@ -156,8 +158,8 @@ TEST_CASE("R16 config: values outside their range are refused") {
     INFO(bad);
     const std::string line(bad);
     const std::string key = line.substr(0, line.find('='));
-    std::string text = line.starts_with("partitions") ? "format.version=1\n"
-                                                      : "format.version=1\npartitions=1\n";
+    std::string text =
+        line.starts_with("partitions") ? "format.version=1\n" : "format.version=1\npartitions=1\n";
     auto s = ParseStatus(text + line + "\n");
     CHECK(s.code() == mq::Code::kCorruption);
     CHECK_THAT(s.message(), Catch::Contains(key) && Catch::Contains("expected an integer from"));
@@ -181,13 +183,11 @@ TEST_CASE("R16 config: a newer format.version is unsupported, not corrupt") {
 }
 
 TEST_CASE("R16 config: duplicate keys and lines without = are refused") {
-  CHECK_THAT(ParseStatus(Minimal("partitions=4\n")).message(),
-             Catch::Contains("given twice"));
+  CHECK_THAT(ParseStatus(Minimal("partitions=4\n")).message(), Catch::Contains("given twice"));
   auto s = ParseStatus(Minimal("segment.bytes\n"));
   CHECK(s.code() == mq::Code::kCorruption);
   CHECK_THAT(s.message(), Catch::Contains("line 3: expected key=value"));
-  CHECK_THAT(ParseStatus(Minimal("=5\n")).message(),
-             Catch::Contains("expected key=value"));
+  CHECK_THAT(ParseStatus(Minimal("=5\n")).message(), Catch::Contains("expected key=value"));
 }
 
 TEST_CASE("R16 config: min.insync.replicas may not exceed replication.factor") {
@@ -292,8 +292,8 @@ TEST_CASE("data dir: CreateTopic writes the .conf and one directory per partitio
   REQUIRE(back.has_value());
   CHECK(*back == c);
   // No staging file is left behind.
-  const auto entries = std::distance(fs::directory_iterator(tmp / "data/topics"),
-                                     fs::directory_iterator());
+  const auto entries =
+      std::distance(fs::directory_iterator(tmp / "data/topics"), fs::directory_iterator());
   CHECK(entries == 1);
 }
 
@@ -371,7 +371,8 @@ TEST_CASE("R12 data dir: topic names are validated before touching the disk") {
   CHECK(dir->CreateTopic("zero", bad).code() == mq::Code::kInvalidArgument);
 }
 
-TEST_CASE("data dir: ReadTopic of a missing topic is kNotFound, and a corrupt .conf names its file") {
+TEST_CASE(
+    "data dir: ReadTopic of a missing topic is kNotFound, and a corrupt .conf names its file") {
   TempDir tmp;
   auto dir = mq::DataDir::Open(tmp / "data", true);
   REQUIRE(dir.has_value());
@@ -436,11 +437,16 @@ TEST_CASE("murmur2: librdkafka's values, checked there against the Java client")
   };
   const std::string_view unaligned = "PreAmbleWillBeRemoved,ThePrePartThatIs";
   const Case cases[] = {
-      {"kafka", 0xd067cf64},         {"giberish123456789", 0x8f552b0c},
-      {"1234", 0x9fc97b14},          {"234", 0xe7c009ca},
-      {"34", 0x873930da},            {"4", 0x5a4b5ca1},
-      {unaligned, 0x78424f1c},       {unaligned.substr(1), 0x4a62b377},
-      {unaligned.substr(2), 0xe0e4e09e}, {unaligned.substr(3), 0x62b8b43f},
+      {"kafka", 0xd067cf64},
+      {"giberish123456789", 0x8f552b0c},
+      {"1234", 0x9fc97b14},
+      {"234", 0xe7c009ca},
+      {"34", 0x873930da},
+      {"4", 0x5a4b5ca1},
+      {unaligned, 0x78424f1c},
+      {unaligned.substr(1), 0x4a62b377},
+      {unaligned.substr(2), 0xe0e4e09e},
+      {unaligned.substr(3), 0x62b8b43f},
       {"", 0x106e08d9},
   };
   for (const Case& c : cases) {
@@ -482,8 +488,9 @@ TEST_CASE("R18 layout version: a root at 1 opens and upgrades to 2, a newer root
   TempDir tmp;
   const std::string root = tmp / "data";
   REQUIRE(mq::DataDir::Open(root, true).has_value());
-  Spit(root + "/meta.properties", "# mq data directory (format-spec/layout.md section 1)\n"
-                                  "layout.version=1\n");
+  Spit(root + "/meta.properties",
+       "# mq data directory (format-spec/layout.md section 1)\n"
+       "layout.version=1\n");
   auto old = mq::DataDir::Open(root, false);
   REQUIRE(old.has_value());
   CHECK(old->layout_version() == 1);
@@ -528,8 +535,9 @@ TEST_CASE("R16 topic configuration: cluster and replica.id link a replicated top
   REQUIRE(back.has_value());
   CHECK(*back == c);
   // One source of truth: replication.factor with cluster= is refused.
-  const std::string with_rf = "format.version=1\npartitions=2\nreplication.factor=3\n"
-                              "cluster=/c\nreplica.id=0\n";
+  const std::string with_rf =
+      "format.version=1\npartitions=2\nreplication.factor=3\n"
+      "cluster=/c\nreplica.id=0\n";
   auto rf = mq::TopicConfig::Parse(with_rf, "t.conf");
   REQUIRE_FALSE(rf.has_value());
   CHECK(rf.error().rule() == "R16");
@@ -538,14 +546,18 @@ TEST_CASE("R16 topic configuration: cluster and replica.id link a replicated top
       "format.version=1\npartitions=2\ncluster=/c\nreplica.id=0\nmin.insync.replicas=1\n", "t");
   CHECK(min.error().rule() == "R16");
   // Both or neither; an absolute cluster path.
-  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\ncluster=/c\n", "t")
-            .error().rule() == "R16");
+  CHECK(
+      mq::TopicConfig::Parse("format.version=1\npartitions=2\ncluster=/c\n", "t").error().rule() ==
+      "R16");
   CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\nreplica.id=0\n", "t")
-            .error().rule() == "R16");
-  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\ncluster=rel\nreplica.id=0\n",
-                               "t").error().rule() == "R16");
-  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\ncluster=/c\nreplica.id=-1\n",
-                               "t").error().rule() == "R16");
+            .error()
+            .rule() == "R16");
+  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\ncluster=rel\nreplica.id=0\n", "t")
+            .error()
+            .rule() == "R16");
+  CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\ncluster=/c\nreplica.id=-1\n", "t")
+            .error()
+            .rule() == "R16");
   // Without cluster, rf and min.isr stay in the file as before.
   CHECK(mq::TopicConfig::Parse("format.version=1\npartitions=2\nreplication.factor=3\n", "t")
             .has_value());

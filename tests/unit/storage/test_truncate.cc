@@ -15,8 +15,8 @@
 #include "exit_code.h"  // tools/common: a status's exit status
 #include "mq/partition.h"
 #include "mq/replica_checkpoint.h"
-#include "storage/recovery.h"
 #include "mq/segment.h"
+#include "storage/recovery.h"
 #include "test_support.h"
 
 using namespace mq;
@@ -74,8 +74,7 @@ class CrashFs : public FileSystemWrapper {
     CrashFs* fs_;
   };
 
-  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name,
-                                     OpenMode mode) override {
+  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
     if (mode == kCreate || mode == kCreateExclusive) MQ_RETURN_IF_ERROR(Change("create " + name));
     auto f = real_->Open(dir_fd, name, mode);
     if (!f) return f.error();
@@ -208,7 +207,8 @@ TEST_CASE("R40 truncation intent: a crash at every step leaves the old log or th
   CHECK(truncated_seen > 0);
 }
 
-TEST_CASE("R40 truncation intent: a cut interrupted after publishing is completed at the next open") {
+TEST_CASE(
+    "R40 truncation intent: a cut interrupted after publishing is completed at the next open") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   BuildLog(dir, 24);
@@ -243,8 +243,9 @@ TEST_CASE("R40 truncation intent: a file that is not one stops the open, naming 
                            "truncate.to=1\ntruncate.to=2\n", "no equals sign\n"}) {
     INFO(text);
     std::string s = text;
-    WriteFile(dir + "/" + kIntent, std::vector<std::byte>(reinterpret_cast<const std::byte*>(s.data()),
-                                                          reinterpret_cast<const std::byte*>(s.data()) + s.size()));
+    WriteFile(dir + "/" + kIntent,
+              std::vector<std::byte>(reinterpret_cast<const std::byte*>(s.data()),
+                                     reinterpret_cast<const std::byte*>(s.data()) + s.size()));
     auto w = PartitionWriter::Open(dir, SmallSegments(), false, nullptr);
     REQUIRE(!w);
     CHECK(w.error().code() == Code::kCorruption);
@@ -264,8 +265,9 @@ TEST_CASE("R40 truncation intent: verify reports an interrupted truncation as ne
   const std::string dir = tmp / "t-0";
   BuildLog(dir, 6);
   std::string s = "truncate.to=4\n";
-  WriteFile(dir + "/" + kIntent, std::vector<std::byte>(reinterpret_cast<const std::byte*>(s.data()),
-                                                        reinterpret_cast<const std::byte*>(s.data()) + s.size()));
+  WriteFile(dir + "/" + kIntent,
+            std::vector<std::byte>(reinterpret_cast<const std::byte*>(s.data()),
+                                   reinterpret_cast<const std::byte*>(s.data()) + s.size()));
   std::vector<Problem> problems;
   REQUIRE(VerifyPartition(dir, {}, &problems).ok());
   bool found = false;
@@ -278,15 +280,17 @@ TEST_CASE("R40 truncation intent: verify reports an interrupted truncation as ne
   CHECK(found);
 }
 
-TEST_CASE("R59 truncation history: verify reports a bad file, and a last cut past the log end, "
-          "naming the line") {
+TEST_CASE(
+    "R59 truncation history: verify reports a bad file, and a last cut past the log end, "
+    "naming the line") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   BuildLog(dir, 6);  // 2 records a batch: the log ends at 12, published on this boot
   auto problems_with = [&](std::string_view text) {
-    WriteFile(dir + "/truncations",
-              std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
-                                     reinterpret_cast<const std::byte*>(text.data()) + text.size()));
+    WriteFile(
+        dir + "/truncations",
+        std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                               reinterpret_cast<const std::byte*>(text.data()) + text.size()));
     std::vector<Problem> problems, r59;
     REQUIRE(VerifyPartition(dir, {}, &problems).ok());
     for (const Problem& p : problems)
@@ -330,8 +334,8 @@ TEST_CASE("R59 truncation history: verify reports a bad file, and a last cut pas
   REQUIRE(beyond.size() == 1);
   CHECK(beyond[0].kind == Problem::Kind::kCorruption);
   CHECK_THAT(beyond[0].detail, Catch::Contains(std::to_string(rewrites + 2)));
-  auto disorder_rewrites = problems_with(fmt::format("cut=4 100 {}\ncut=12 200 {}\n", rewrites,
-                                                     rewrites - 1));
+  auto disorder_rewrites =
+      problems_with(fmt::format("cut=4 100 {}\ncut=12 200 {}\n", rewrites, rewrites - 1));
   REQUIRE(disorder_rewrites.size() == 1);
   CHECK(disorder_rewrites[0].kind == Problem::Kind::kCorruption);
 }
@@ -401,7 +405,8 @@ TEST_CASE("leader epoch: a leader stamps its epoch into every batch and records 
   CHECK(problems.empty());
 }
 
-TEST_CASE("leader epoch: a writer whose epoch is below the latest is fenced, even one opened before") {
+TEST_CASE(
+    "leader epoch: a writer whose epoch is below the latest is fenced, even one opened before") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   auto old_leader = Writer(dir, 4);
@@ -415,7 +420,14 @@ TEST_CASE("leader epoch: a writer whose epoch is below the latest is fenced, eve
   CHECK(cli::ExitCode(r.error()) == 75);
   CHECK_THAT(r.error().message(), Catch::Contains("no longer the leader"));
   CHECK(Epochs(dir) == std::vector<int32_t>{4, 5});
-  auto later = PartitionWriter::Open(dir, [] { LogConfig c = SmallSegments(); c.leader_epoch = 4; return c; }(), false, nullptr);
+  auto later = PartitionWriter::Open(
+      dir,
+      [] {
+        LogConfig c = SmallSegments();
+        c.leader_epoch = 4;
+        return c;
+      }(),
+      false, nullptr);
   REQUIRE(later);
   auto again = (*later)->Append(b);
   REQUIRE(!again);
@@ -476,8 +488,8 @@ TEST_CASE("leader epoch: a truncation interrupted at any step keeps no epoch at 
     const int64_t end = (*w)->log_end_offset();
     REQUIRE((end == 12 || end == 24));
     if (end == 12) ++truncated_seen;
-    CHECK(Checkpoint(dir) == (end == 12 ? std::vector<EpochEntry>{{1, 0}}
-                                        : std::vector<EpochEntry>{{1, 0}, {2, 12}}));
+    CHECK(Checkpoint(dir) ==
+          (end == 12 ? std::vector<EpochEntry>{{1, 0}} : std::vector<EpochEntry>{{1, 0}, {2, 12}}));
     if (done) break;
     REQUIRE(k < 200);
   }
@@ -499,7 +511,6 @@ TEST_CASE("leader epoch: an unreplicated writer stamps nothing and writes no che
 
 namespace {
 
-
 std::vector<std::byte> Concat(const std::vector<std::vector<std::byte>>& batches, size_t from,
                               size_t to) {
   std::vector<std::byte> out;
@@ -509,7 +520,9 @@ std::vector<std::byte> Concat(const std::vector<std::vector<std::byte>>& batches
 
 }  // namespace
 
-TEST_CASE("replicated append: a follower's log is the leader's, byte for byte, epochs and producers kept") {
+TEST_CASE(
+    "replicated append: a follower's log is the leader's, byte for byte, epochs and producers "
+    "kept") {
   TempDir tmp;
   const std::string leader = tmp / "leader-0", follower = tmp / "follower-0";
   const uint32_t seed = std::random_device{}();
@@ -571,7 +584,9 @@ TEST_CASE("replicated append: a follower's log is the leader's, byte for byte, e
   CHECK(again->duplicate);
 }
 
-TEST_CASE("replicated append: offsets that do not continue the log, an epoch going back, a bad CRC are refused, nothing written") {
+TEST_CASE(
+    "replicated append: offsets that do not continue the log, an epoch going back, a bad CRC are "
+    "refused, nothing written") {
   TempDir tmp;
   const std::string leader = tmp / "leader-0";
   {
@@ -616,7 +631,8 @@ TEST_CASE("replicated append: offsets that do not continue the log, an epoch goi
 
 // ---- the high watermark (replication.md §16.3) ---------------------------------
 
-TEST_CASE("high watermark: a bounded reader hands out only records below it and wakes when it moves") {
+TEST_CASE(
+    "high watermark: a bounded reader hands out only records below it and wakes when it moves") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   auto w = Writer(dir, 1);
@@ -712,8 +728,9 @@ TEST_CASE("leader epoch: SeekAfter goes back to where the epoch of the last batc
   CHECK((*r)->TakeCut() == std::optional<int64_t>(15));
 }
 
-TEST_CASE("leader epoch: a reader whose last epoch is gone from the log walks back over the "
-          "epochs it read (an unclean leader held more of an older epoch)") {
+TEST_CASE(
+    "leader epoch: a reader whose last epoch is gone from the log walks back over the "
+    "epochs it read (an unclean leader held more of an older epoch)") {
   // Leader L wrote [0..2] and [3..5] in epoch 0; replica A got only the
   // first, led in epoch 1 and wrote [3..3]. L's copy U, outside the ISR, is
   // elected uncleanly in epoch 3 and writes [6..8]; A follows it: it cuts
@@ -781,7 +798,8 @@ TEST_CASE("leader epoch: a reader whose last epoch is gone from the log walks ba
   CHECK(ReaderResumeOffset(8, 9, both, nullptr) == 8);
 }
 
-TEST_CASE("R38 a truncation lowers the high watermark: a crash at any step leaves it within the log") {
+TEST_CASE(
+    "R38 a truncation lowers the high watermark: a crash at any step leaves it within the log") {
   TempDir tmp;
   std::filesystem::create_directories(tmp / "base");
   const std::string base = tmp / "base/t-0";
@@ -832,8 +850,9 @@ TEST_CASE("R38 recovery lowers a high watermark above the log it finds, and repo
   CHECK(reported);
 }
 
-TEST_CASE("R59 truncation history: each cut is recorded with its time, later lower cuts replace "
-          "higher ones, and a bad file is corruption") {
+TEST_CASE(
+    "R59 truncation history: each cut is recorded with its time, later lower cuts replace "
+    "higher ones, and a bad file is corruption") {
   TempDir tmp;
   auto dir = OpenDirectory(tmp.path(), false);
   REQUIRE(dir);
@@ -842,8 +861,10 @@ TEST_CASE("R59 truncation history: each cut is recorded with its time, later low
   CHECK(none->empty());
   REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 40, 1000, 3, false).ok());
   REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 50, 2000, 5, false).ok());
-  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 45, 3000, 6, false).ok());  // replaces 50
-  REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 60, 2500, 9, false).ok());  // clock back
+  REQUIRE(
+      RecordTruncation(dir->get(), nullptr, tmp.path(), 45, 3000, 6, false).ok());  // replaces 50
+  REQUIRE(
+      RecordTruncation(dir->get(), nullptr, tmp.path(), 60, 2500, 9, false).ok());  // clock back
   auto h = ReadTruncations(dir->get(), nullptr, tmp.path());
   REQUIRE(h);
   REQUIRE(h->size() == 3);
@@ -865,10 +886,12 @@ TEST_CASE("R59 truncation history: each cut is recorded with its time, later low
   // Where a position committed at a time was cut: the first cut since.
   CHECK(CutBelowSince(*h, 100, 500) == std::optional<int64_t>(40));
   CHECK(CutBelowSince(*h, 100, 1500) == std::optional<int64_t>(45));
-  CHECK(CutBelowSince(*h, 45, 1500) == std::nullopt);  // cut at the committed offset: nothing read went
+  CHECK(CutBelowSince(*h, 45, 1500) ==
+        std::nullopt);  // cut at the committed offset: nothing read went
   CHECK(CutBelowSince(*h, 100, 4000) == std::nullopt);  // committed after every cut
   for (int i = 0; i < 100; ++i)
-    REQUIRE(RecordTruncation(dir->get(), nullptr, tmp.path(), 100 + i, 5000 + i, 10 + i, false).ok());
+    REQUIRE(
+        RecordTruncation(dir->get(), nullptr, tmp.path(), 100 + i, 5000 + i, 10 + i, false).ok());
   h = ReadTruncations(dir->get(), nullptr, tmp.path());
   REQUIRE(h);
   CHECK(h->size() == format::kMaxTruncations);
@@ -924,8 +947,9 @@ TEST_CASE("R59 truncation history: each cut is recorded with its time, later low
 // handed out (the truncation history, segment.md §6.6, §9.4), not to the
 // log end it finds when it notices, and hand out every batch the log holds
 // from there. MQ_TEST_SEED=<n> repeats one seed (printed when it fails).
-TEST_CASE("R59 a reader of an unreplicated log cut and regrown while it reads goes back to the "
-          "lowest cut below what it handed out, open or reopened") {
+TEST_CASE(
+    "R59 a reader of an unreplicated log cut and regrown while it reads goes back to the "
+    "lowest cut below what it handed out, open or reopened") {
   std::vector<uint64_t> seeds;
   if (const char* s = std::getenv("MQ_TEST_SEED")) {
     seeds.push_back(std::strtoull(s, nullptr, 10));
@@ -1093,8 +1117,9 @@ std::vector<std::pair<int64_t, int64_t>> LogFrom(const std::string& dir, int64_t
 // from the ones it knew of, whatever it read the history while doing.
 // One record a batch: offset o of append "a" has timestamp 1000 + o, of
 // "b" 2000 + o, of "c" 3000 + o.
-TEST_CASE("R59 readers that position or read again between a truncation's history entry and its "
-          "publication hand out each record of the log once, in order, and skip none") {
+TEST_CASE(
+    "R59 readers that position or read again between a truncation's history entry and its "
+    "publication hand out each record of the log once, in order, and skip none") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   HistoryStepFs fs;
@@ -1121,8 +1146,9 @@ TEST_CASE("R59 readers that position or read again between a truncation's histor
   };
   append(1, 20);  // a0..a19
 
-  SECTION("a reader that positions while a truncation is under way does not pass over the "
-          "records appended at its offsets") {
+  SECTION(
+      "a reader that positions while a truncation is under way does not pass over the "
+      "records appended at its offsets") {
     Tracked r;
     fs.hook = [&] {
       r.Open(dir);  // the entry for the cut at 6 is written, not published
@@ -1136,13 +1162,14 @@ TEST_CASE("R59 readers that position or read again between a truncation's histor
     CHECK(r.got == LogFrom(dir, 0));
   }
 
-  SECTION("a reader dealing with one truncation while the next is under way, whose entry replaced "
-          "the first's, does not hand out again records the log still holds") {
+  SECTION(
+      "a reader dealing with one truncation while the next is under way, whose entry replaced "
+      "the first's, does not hand out again records the log still holds") {
     Tracked r;
     r.Open(dir);
     r.Drain();  // a0..a19
     REQUIRE((*w)->TruncateTo(15).ok());
-    append(2, 3);  // b15..b17
+    append(2, 3);                  // b15..b17
     fs.hook = [&] { r.Drain(); };  // the cut at 10 written (its entry replaces 15's), not published
     REQUIRE((*w)->TruncateTo(10).ok());
     append(3, 4);  // c10..c13
@@ -1150,13 +1177,14 @@ TEST_CASE("R59 readers that position or read again between a truncation's histor
     CHECK(r.got == cat(records(1, 0, 20), records(3, 10, 14)));
   }
 
-  SECTION("a reader dealing with one truncation while a higher one is under way hands out the "
-          "records appended at both") {
+  SECTION(
+      "a reader dealing with one truncation while a higher one is under way hands out the "
+      "records appended at both") {
     Tracked r;
     r.Open(dir);
     r.Drain();  // a0..a19
     REQUIRE((*w)->TruncateTo(10).ok());
-    append(2, 6);  // b10..b15
+    append(2, 6);                  // b10..b15
     fs.hook = [&] { r.Drain(); };  // the cut at 13 written, not published
     REQUIRE((*w)->TruncateTo(13).ok());
     append(3, 3);  // c13..c15
@@ -1164,8 +1192,9 @@ TEST_CASE("R59 readers that position or read again between a truncation's histor
     CHECK(r.got == cat(cat(records(1, 0, 20), records(2, 10, 13)), records(3, 13, 16)));
   }
 
-  SECTION("a reader reopened while a truncation is under way goes back to the cut made while it "
-          "was closed and to the one under way") {
+  SECTION(
+      "a reader reopened while a truncation is under way goes back to the cut made while it "
+      "was closed and to the one under way") {
     Tracked r;
     r.Open(dir);
     r.Drain();  // a0..a19
@@ -1191,8 +1220,9 @@ TEST_CASE("R59 readers that position or read again between a truncation's histor
 // the removed one it held (segment.md §9.4). One segment a batch; offset
 // o of append "a" has timestamp 1000 + o, of "b" 2000 + o (a batch's max
 // timestamp is its last record's).
-TEST_CASE("R59 a reader that goes back into a segment a truncation removed and appends created "
-          "again reads the new file, not the removed one it held") {
+TEST_CASE(
+    "R59 a reader that goes back into a segment a truncation removed and appends created "
+    "again reads the new file, not the removed one it held") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   HistoryStepFs fs;
@@ -1236,7 +1266,7 @@ TEST_CASE("R59 a reader that goes back into a segment a truncation removed and a
     CHECK(r.got == a);
     REQUIRE((*w)->TruncateTo(4).ok());
     append(2, 2);  // b4..b5: a new segment 4
-    r.Drain();  // back to the cut at 4 (TakeCut), then b4..b5
+    r.Drain();     // back to the cut at 4 (TakeCut), then b4..b5
     auto want = a;
     want.push_back(b.back());
     CHECK(r.got == want);
@@ -1251,8 +1281,9 @@ TEST_CASE("R59 a reader that goes back into a segment a truncation removed and a
 // where the one before it ended or where the reader said the log was cut
 // (TakeCut), no batch twice, and at the end every batch of the log from
 // the start. MQ_TEST_SEED=<n> repeats one seed (printed when it fails).
-TEST_CASE("R59 property: readers of an unreplicated log cut and regrown at random steps hand out "
-          "every record of the log once, in order") {
+TEST_CASE(
+    "R59 property: readers of an unreplicated log cut and regrown at random steps hand out "
+    "every record of the log once, in order") {
   std::vector<uint64_t> seeds;
   if (const char* s = std::getenv("MQ_TEST_SEED")) {
     seeds.push_back(std::strtoull(s, nullptr, 10));
@@ -1336,8 +1367,9 @@ TEST_CASE("R59 property: readers of an unreplicated log cut and regrown at rando
 // reaches: a truncation that fails after its entry publishes it all the
 // same (readers go back to its cut, at least once, rather than wait at
 // it), and a state file rebuilt (R24) starts past the last entry's.
-TEST_CASE("R59 every rewrites value the history names is published: a truncation failing after "
-          "its entry, and a state file rebuilt") {
+TEST_CASE(
+    "R59 every rewrites value the history names is published: a truncation failing after "
+    "its entry, and a state file rebuilt") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   FaultFs fs;
@@ -1423,7 +1455,8 @@ TEST_CASE("R40 truncation intent: a zeroed tail after a power loss goes with the
   }
 }
 
-TEST_CASE("R40 truncation intent: damage with a valid batch after it is not cut by the completion") {
+TEST_CASE(
+    "R40 truncation intent: damage with a valid batch after it is not cut by the completion") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
   BuildLog(dir, 24);

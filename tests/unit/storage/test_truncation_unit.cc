@@ -23,8 +23,9 @@ LogConfig Small() {
 
 }  // namespace
 
-TEST_CASE("R40 truncation unit: a cut is written down and published before anything goes, "
-          "then applied and its intent removed") {
+TEST_CASE(
+    "R40 truncation unit: a cut is written down and published before anything goes, "
+    "then applied and its intent removed") {
   TempDir tmp;
   std::string dir = tmp / "t-0";
   test::WriteLog(dir, 20, 2, {}, Small());  // offsets 0..39, several segments
@@ -60,8 +61,9 @@ TEST_CASE("R40 truncation unit: a cut is written down and published before anyth
   CHECK(v.view.segments.back() == cut->keep);
 }
 
-TEST_CASE("R40 truncation unit: an intent left behind is completed and reported, and the "
-          "segments listed again") {
+TEST_CASE(
+    "R40 truncation unit: an intent left behind is completed and reported, and the "
+    "segments listed again") {
   TempDir tmp;
   std::string dir = tmp / "t-0";
   test::WriteLog(dir, 20, 2, {}, Small());

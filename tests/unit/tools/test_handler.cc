@@ -10,8 +10,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -211,7 +211,8 @@ TEST_CASE("handler: a handler killed by a signal reports it", "[handler]") {
 }
 
 TEST_CASE("handler: a handler gets SIGPIPE's default action although mq ignores it", "[handler]") {
-  struct sigaction ign {}, old {};
+  struct sigaction ign {
+  }, old{};
   ign.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ign, &old);
   // `yes` dies of SIGPIPE once head exits; ignored, it would loop on EPIPE.
@@ -289,9 +290,9 @@ TEST_CASE("handler: an interrupt kills the whole group: TERM, then KILL after th
     flag = SIGTERM;
   });
   // The handler ignores SIGTERM: only SIGKILL ends it.
-  Outcome o = MustRun(Sh("trap '' TERM; sleep 1000 & echo $! > \"$1\"; wait; wait; exit 0",
-                         {tmp / "pid"}),
-                      {}, &flag, 200);
+  Outcome o =
+      MustRun(Sh("trap '' TERM; sleep 1000 & echo $! > \"$1\"; wait; wait; exit 0", {tmp / "pid"}),
+              {}, &flag, 200);
   interrupter.join();
   CHECK(o.kind == Outcome::Kind::kInterrupted);
   CHECK(EventuallyGone(ReadPid(tmp / "pid")));
@@ -382,8 +383,8 @@ TEST_CASE("handler: a descriptor below 3 cannot be named for inheritance", "[han
 TEST_CASE("handler: a run still going at its deadline is killed with its group (kTimedOut)",
           "[handler]") {
   TempDir tmp;
-  auto r = handler::Run(Sh("sleep 1000 & echo $! > \"$1\"; wait", {tmp / "pid"}), {}, nullptr,
-                        200, /*timeout_ms=*/2000);
+  auto r = handler::Run(Sh("sleep 1000 & echo $! > \"$1\"; wait", {tmp / "pid"}), {}, nullptr, 200,
+                        /*timeout_ms=*/2000);
   REQUIRE(r);
   CHECK(r->kind == Outcome::Kind::kTimedOut);
   CHECK(r->StatusText() == "timeout");
@@ -403,8 +404,8 @@ TEST_CASE("handler: a cancel from another thread kills the run with its group (k
   // group (a child it left running included) is gone once Run returns.
   Result<Outcome> r = Status(Code::kInternal, "not run");
   std::thread worker([&] {
-    r = handler::Run(Sh("sleep 1000 & echo $! > \"$1\"; wait", {tmp / "pid"}), {}, nullptr, 200,
-                     0, &cancel);
+    r = handler::Run(Sh("sleep 1000 & echo $! > \"$1\"; wait", {tmp / "pid"}), {}, nullptr, 200, 0,
+                     &cancel);
   });
   for (int i = 0; i < 600 && Slurp(tmp / "pid").empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -416,9 +417,10 @@ TEST_CASE("handler: a cancel from another thread kills the run with its group (k
   CHECK(EventuallyGone(ReadPid(tmp / "pid")));
 }
 
-TEST_CASE("handler: a handler that exited before a cancel or an interrupt is seen has its exit "
-          "as outcome",
-          "[handler]") {
+TEST_CASE(
+    "handler: a handler that exited before a cancel or an interrupt is seen has its exit "
+    "as outcome",
+    "[handler]") {
   // --parallel revokes a partition by cancelling its run: a handler that
   // had already finished its message must count as handled (exit 0), not
   // as stopped, or its message is handed out again.
@@ -431,8 +433,8 @@ TEST_CASE("handler: a handler that exited before a cancel or an interrupt is see
       siginfo_t info{};
       for (int i = 0; i < 6000; ++i) {
         info = {};
-        REQUIRE(::waitid(P_PID, static_cast<id_t>(p->pid()), &info,
-                         WEXITED | WNOHANG | WNOWAIT) == 0);
+        REQUIRE(::waitid(P_PID, static_cast<id_t>(p->pid()), &info, WEXITED | WNOHANG | WNOWAIT) ==
+                0);
         if (info.si_pid == p->pid()) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }

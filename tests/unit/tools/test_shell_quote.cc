@@ -105,11 +105,45 @@ TEST_CASE("ShellJoin round trips hostile words through sh") {
   ShellDir dir;
   std::string every_byte;
   for (int b = 1; b < 0x80; ++b) every_byte += static_cast<char>(b);
-  const std::vector<std::string> hostile = {
-      "a b;touch x", "'", "\"", "''", "it's", "$HOME", "${PATH}", "$(touch y)", "`touch z`",
-      ";", "&&", "|", ">out", "<in", "a\nb", "\n", " ", "\t", "", "*", "?", "[a-z]", "~",
-      "~root", "-n", "-e", "--", "-", "#comment", "!", "\\", "\\n", "%s", "a=b", "{a,b}",
-      "\xc3\xa9t\xc3\xa9 \xe2\x82\xac", "\xf0\x9f\x93\xa6", every_byte, "\xff\xfe"};
+  const std::vector<std::string> hostile = {"a b;touch x",
+                                            "'",
+                                            "\"",
+                                            "''",
+                                            "it's",
+                                            "$HOME",
+                                            "${PATH}",
+                                            "$(touch y)",
+                                            "`touch z`",
+                                            ";",
+                                            "&&",
+                                            "|",
+                                            ">out",
+                                            "<in",
+                                            "a\nb",
+                                            "\n",
+                                            " ",
+                                            "\t",
+                                            "",
+                                            "*",
+                                            "?",
+                                            "[a-z]",
+                                            "~",
+                                            "~root",
+                                            "-n",
+                                            "-e",
+                                            "--",
+                                            "-",
+                                            "#comment",
+                                            "!",
+                                            "\\",
+                                            "\\n",
+                                            "%s",
+                                            "a=b",
+                                            "{a,b}",
+                                            "\xc3\xa9t\xc3\xa9 \xe2\x82\xac",
+                                            "\xf0\x9f\x93\xa6",
+                                            every_byte,
+                                            "\xff\xfe"};
   for (const std::string& word : hostile) {
     INFO("word: " << ShellQuote(word));
     CheckRoundTrip(dir, {word});
@@ -129,17 +163,25 @@ TEST_CASE("ShellJoin round trips random words through sh (property)") {
   // ASCII byte but NUL, and UTF-8 sequences (also cut ones: any byte goes).
   const std::string specials = " \t\n'\"\\$`;&|<>()*?[]{}~#!=%^,:@+-./";
   const std::vector<std::string> utf8 = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x93\xa6",
-                                         "\xe2\x82", "\x80", "\xff"};
+                                         "\xe2\x82", "\x80",         "\xff"};
   for (int iteration = 0; iteration < 300; ++iteration) {
     std::vector<std::string> words(rng() % 6 + 1);
     for (std::string& word : words) {
       const size_t length = rng() % 12;
       for (size_t i = 0; i < length; ++i) {
         switch (rng() % 4) {
-          case 0: word += specials[rng() % specials.size()]; break;
-          case 1: word += static_cast<char>('a' + rng() % 26); break;
-          case 2: word += static_cast<char>(1 + rng() % 0x7f); break;
-          default: word += utf8[rng() % utf8.size()]; break;
+          case 0:
+            word += specials[rng() % specials.size()];
+            break;
+          case 1:
+            word += static_cast<char>('a' + rng() % 26);
+            break;
+          case 2:
+            word += static_cast<char>(1 + rng() % 0x7f);
+            break;
+          default:
+            word += utf8[rng() % utf8.size()];
+            break;
         }
       }
     }
@@ -164,7 +206,10 @@ TEST_CASE("RshCommand splits MQ_RSH and passes the remote command as one quoted 
   auto blank = RshCommand("h", {"echo", "ok"});
   ::setenv("MQ_RSH", "relay.py --faults-dir /f", 1);
   auto relay = RshCommand("h", {"echo", "ok"});
-  if (old) ::setenv("MQ_RSH", saved.c_str(), 1); else ::unsetenv("MQ_RSH");
+  if (old)
+    ::setenv("MQ_RSH", saved.c_str(), 1);
+  else
+    ::unsetenv("MQ_RSH");
   REQUIRE(plain.has_value());
   CHECK(*plain == std::vector<std::string>{"ssh", "h", "echo ok"});
   REQUIRE(blank.has_value());
@@ -174,8 +219,8 @@ TEST_CASE("RshCommand splits MQ_RSH and passes the remote command as one quoted 
 }
 
 TEST_CASE("RshCommand refuses hosts ssh would read as options, and other bad input") {
-  for (const char* host : {"", "-oProxyCommand=touch x", "-p", "user@-oProxyCommand=x",
-                           "a b", "host;touch x", "h$(x)", "h`x`", "h\n", "h/x", "[::1]", "h\xc3\xa9"}) {
+  for (const char* host : {"", "-oProxyCommand=touch x", "-p", "user@-oProxyCommand=x", "a b",
+                           "host;touch x", "h$(x)", "h`x`", "h\n", "h/x", "[::1]", "h\xc3\xa9"}) {
     INFO("host: " << host);
     auto argv = RshCommandWith("ssh", host, {"echo", "ok"});
     REQUIRE_FALSE(argv.has_value());

@@ -2,8 +2,8 @@
 // (R48-R52), a randomized property test of the frame reader under damage
 // (seed printed; MQ_TEST_SEED=<n> repeats one), and a follower replicating
 // through Client and Serve over pipes, damaged ones included.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,11 +20,11 @@
 
 #include "format/coding.h"
 #include "format/format.h"
+#include "model.h"  // tests/sim: the cluster store and clock in memory
 #include "mq/cluster.h"
 #include "mq/crc32c.h"
 #include "mq/replication.h"
 #include "mq/wire.h"
-#include "model.h"  // tests/sim: the cluster store and clock in memory
 #include "test_support.h"
 
 using namespace mq;
@@ -190,7 +190,8 @@ TEST_CASE("R48 frame: a length over 64 MiB is refused from its 4 bytes, before a
   CHECK_FALSE(waiting->has_value());
 }
 
-TEST_CASE("R48 frame reader property: damaged streams yield only the frames that were sent, in order") {
+TEST_CASE(
+    "R48 frame reader property: damaged streams yield only the frames that were sent, in order") {
   const uint64_t seed = Seed();
   INFO("seed " << seed << " (MQ_TEST_SEED to repeat)");
   std::mt19937_64 rng(seed);
@@ -209,7 +210,8 @@ TEST_CASE("R48 frame reader property: damaged streams yield only the frames that
     size_t at = stream.size() ? rng() % stream.size() : 0;
     if (damage == 1) stream[at] ^= std::byte(1 << (rng() % 8));
     if (damage == 2) stream.resize(at);
-    if (damage == 3) stream.insert(stream.begin() + static_cast<std::ptrdiff_t>(at), std::byte(rng()));
+    if (damage == 3)
+      stream.insert(stream.begin() + static_cast<std::ptrdiff_t>(at), std::byte(rng()));
     auto d = Drain(stream, 1 + rng() % 5000);
     REQUIRE(d.frames.size() <= sent.size());
     for (size_t i = 0; i < d.frames.size(); ++i) {
@@ -314,7 +316,7 @@ TEST_CASE("R48 frame: a FetchReply's CRC made from its batches' CRCs is the CRC 
 
   SECTION("a batch whose bytes differ from its CRC: the frame's CRC is still its bytes'") {
     auto bad = batches;
-    bad[bad.size() - 3] ^= std::byte{0x10};  // the last batch's last record
+    bad[bad.size() - 3] ^= std::byte{0x10};     // the last batch's last record
     const auto carried = FetchReplyFrame(bad);  // a frame CRC made over the damage
     CHECK(FetchReplyFrameCrc(Covered(carried), &checked) == Crc32c(Covered(carried)));
     CHECK_FALSE(checked);  // the append computes and checks the CRC (R4)
@@ -393,7 +395,8 @@ TEST_CASE("R49 hello: the first request is Hello, and the versions must meet") {
       Handlers h;
       h.load_state = []() -> Result<std::string> { return std::string("state"); };
       Serve(in, out, h, ServeOptions{});
-    }), "server");
+    }),
+             "server");
     auto reply = c.Call(Type::kLoadState, {});
     REQUIRE(reply);
     CHECK(DecodeLoadStateReply(*reply, "server").value() == "state");
@@ -423,7 +426,8 @@ TEST_CASE("R50 one request at a time: a response of another correlation drops th
       const uint32_t corr = (n == 1 && i == 1) ? f->correlation - 1 : f->correlation;
       (void)Write(out, EncodeFrame(Type::kPong, corr, {}));
     }
-  }), "server");
+  }),
+           "server");
   auto first = c.Call(Type::kPing, {});
   REQUIRE_FALSE(first.has_value());
   CHECK(first.error().code() == Code::kUnavailable);
@@ -469,7 +473,8 @@ TEST_CASE("R51 messages: exactly their fields, lengths within the payload, valid
   REQUIRE(a);
   CHECK(a->proposed.isr == std::vector<int32_t>{1, 2});
   CHECK(a->reason == "shrink");
-  auto reply = DecodeAlterPartitionReply(EncodeAlterPartitionReply(alter.proposed), "p", "orders", 1);
+  auto reply =
+      DecodeAlterPartitionReply(EncodeAlterPartitionReply(alter.proposed), "p", "orders", 1);
   REQUIRE(reply);
   CHECK(*reply == alter.proposed);
   CHECK(DecodeOffsetForLeaderEpochReply(Encode(EpochEndOffset{3, 77}), "p").value() ==
@@ -482,11 +487,11 @@ TEST_CASE("R51 messages: exactly their fields, lengths within the payload, valid
   auto bytes = Encode(fetch);
   auto longer = bytes;
   longer.push_back(std::byte{0});
-  breach(DecodeFetch(longer, "p"));                                             // a byte after
-  breach(DecodeFetch(std::span(bytes).first(bytes.size() - 1), "p"));           // one short
-  breach(DecodeFetch(Encode(FetchMessage{"a/b", 0, {}, 0}), "p"));               // not a name
-  breach(DecodeFetch(Encode(FetchMessage{"t", -1, {}, 0}), "p"));                // partition
-  breach(DecodeFetchReply(Raw({0, 0, 0, 1}), "p"));                            // short
+  breach(DecodeFetch(longer, "p"));                                    // a byte after
+  breach(DecodeFetch(std::span(bytes).first(bytes.size() - 1), "p"));  // one short
+  breach(DecodeFetch(Encode(FetchMessage{"a/b", 0, {}, 0}), "p"));     // not a name
+  breach(DecodeFetch(Encode(FetchMessage{"t", -1, {}, 0}), "p"));      // partition
+  breach(DecodeFetchReply(Raw({0, 0, 0, 1}), "p"));                    // short
   auto huge = Encode(resp);
   huge[28] = std::byte{0x7f};  // the batches' length: past the payload
   breach(DecodeFetchReply(huge, "p"));
@@ -576,7 +581,8 @@ TEST_CASE("R52 liveness: a silent server costs the timeout, and the next call st
       return;
     }
     Serve(in, out, Handlers{}, ServeOptions{});
-  }), "server", o);
+  }),
+           "server", o);
   auto first = c.Call(Type::kPing, {});
   release.store(true);
   REQUIRE_FALSE(first.has_value());
@@ -653,8 +659,7 @@ TEST_CASE("wire: a follower replicates through Client and Serve, damaged streams
         close(null);
         break;
       }
-      if (i == damage_at && kind == 3)
-        bytes = EncodeFrame(f->type, f->correlation - 1, f->payload);
+      if (i == damage_at && kind == 3) bytes = EncodeFrame(f->type, f->correlation - 1, f->payload);
       if (write(out, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) break;
     }
     // Until the client hangs up and the server ends.
@@ -774,7 +779,8 @@ namespace {
 // reading).
 struct PatternFile {
   PatternFile(const std::string& dir, size_t n) {
-    for (size_t i = 0; i < n; ++i) bytes.push_back(std::byte(static_cast<uint8_t>(i * 7 + i / 251)));
+    for (size_t i = 0; i < n; ++i)
+      bytes.push_back(std::byte(static_cast<uint8_t>(i * 7 + i / 251)));
     const std::string path = dir + "/batches";
     int w = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     REQUIRE(w >= 0);
@@ -802,7 +808,9 @@ std::vector<std::byte> HelloAndFetch() {
 
 }  // namespace
 
-TEST_CASE("wire: a leader's server sends batches from their segment file through a full pipe, and its follower appends the same bytes") {
+TEST_CASE(
+    "wire: a leader's server sends batches from their segment file through a full pipe, and its "
+    "follower appends the same bytes") {
   LogConfig big = ReplicaTestLog();
   big.segment_bytes = 64 << 10;  // a fetch of 16 KiB: whole in a segment, or cut at its end
   TwoReplicas r(600, big);
@@ -848,7 +856,9 @@ TEST_CASE("wire: a leader's server sends batches from their segment file through
   CHECK(in_place > 1);
 }
 
-TEST_CASE("wire: a peer that closes while batches are sent from their file ends the conversation, unavailable") {
+TEST_CASE(
+    "wire: a peer that closes while batches are sent from their file ends the conversation, "
+    "unavailable") {
   TempDir tmp;
   PatternFile file(tmp.path(), 1 << 20);
   Handlers h;
@@ -880,7 +890,9 @@ TEST_CASE("wire: a peer that closes while batches are sent from their file ends 
   CHECK_THAT(served.message(), Catch::Contains("Broken pipe"));
 }
 
-TEST_CASE("wire: batches in a file go to an output that takes no sendfile as read and written, the same frame") {
+TEST_CASE(
+    "wire: batches in a file go to an output that takes no sendfile as read and written, the same "
+    "frame") {
   TempDir tmp;
   PatternFile file(tmp.path(), (1 << 20) + 12345);  // more than one read of the copy
   Handlers h;
@@ -946,7 +958,9 @@ struct CountingLeader {
   std::atomic<int> fetches{0}, aheads{0};
 };
 
-TEST_CASE("R62 fetch ahead: the next batches are asked for before the append, and the leader counts only what the follower holds") {
+TEST_CASE(
+    "R62 fetch ahead: the next batches are asked for before the append, and the leader counts only "
+    "what the follower holds") {
   TwoReplicas r(12);
   CountingLeader leader(r);
   Servers servers;
@@ -1009,7 +1023,9 @@ TEST_CASE("R62 fetch ahead: the next batches are asked for before the append, an
   }
 }
 
-TEST_CASE("R62 fetch ahead: an earlier peer (version 1) meets at version 1 and is never sent FetchAhead") {
+TEST_CASE(
+    "R62 fetch ahead: an earlier peer (version 1) meets at version 1 and is never sent "
+    "FetchAhead") {
   TwoReplicas r(12);
   CountingLeader leader(r);
   // Before the servers: their threads, joined when `servers` goes, read them.
@@ -1032,7 +1048,9 @@ TEST_CASE("R62 fetch ahead: an earlier peer (version 1) meets at version 1 and i
   CHECK(client->connects() == 1);
 }
 
-TEST_CASE("R62 fetch ahead: FetchAhead in a version 1 conversation is a breach, and its fields are checked (R51)") {
+TEST_CASE(
+    "R62 fetch ahead: FetchAhead in a version 1 conversation is a breach, and its fields are "
+    "checked (R51)") {
   SECTION("version 1: the server ends") {
     Pipes p;
     Hello h;
@@ -1071,7 +1089,9 @@ TEST_CASE("R62 fetch ahead: FetchAhead in a version 1 conversation is a breach, 
   }
 }
 
-TEST_CASE("R62 fetch ahead: a fetch ahead that finds the connection gone leaves the batches of the reply before it whole") {
+TEST_CASE(
+    "R62 fetch ahead: a fetch ahead that finds the connection gone leaves the batches of the reply "
+    "before it whole") {
   // The leader's server answers a Fetch and dies before the FetchAhead the
   // follower sends next (it closed its input first: the post meets EPIPE,
   // deterministically). The reply's batches are the client's receive
@@ -1099,7 +1119,8 @@ TEST_CASE("R62 fetch ahead: a fetch ahead that finds the connection gone leaves 
     reply.high_watermark = 0;
     reply.log_end_offset = 100;  // more than the reply brings: the follower asks ahead
     (void)Write(out, EncodeFrame(Type::kFetchReply, fetch->correlation, Encode(reply)));
-  }), "leader");
+  }),
+                                         "leader");
   auto link = RemoteLeaderLink(client, "t", 0, 0);
   FetchRequest request{1, 0, 0, 64 << 20};
   auto first = link->Fetch(request);
@@ -1140,8 +1161,8 @@ TEST_CASE("R51 messages: ReplicaStatusReply's restartedSinceClaim is 0 or 1") {
 
 TEST_CASE("P10 ProducerId: a cluster on another host allocates, and a name must be a name") {
   CHECK(DecodeProducerId(EncodeProducerId("ingest-7"), "p").value() == "ingest-7");
-  CHECK(DecodeProducerIdReply(EncodeProducerIdReply(int64_t{1} << 32), "p").value() ==
-        int64_t{1} << 32);
+  CHECK(DecodeProducerIdReply(EncodeProducerIdReply(int64_t{1} << 32), "p").value() == int64_t{1}
+                                                                                           << 32);
   for (auto bad : {DecodeProducerId(EncodeProducerId("../x"), "p"),
                    DecodeProducerId(EncodeProducerId(""), "p")}) {
     REQUIRE_FALSE(bad);
@@ -1160,7 +1181,8 @@ TEST_CASE("P10 ProducerId: a cluster on another host allocates, and a name must 
     Handlers h;
     h.producer_id = [&](const std::string& name) { return (*served)->ProducerId(name); };
     Serve(in, out, h, ServeOptions{});
-  }), "controller");
+  }),
+                                         "controller");
   auto remote = RemoteClusterStore(client);
   CHECK(remote->ProducerId("ingestA").value() == kFirstClusterProducerId);
   CHECK((*served)->ProducerId("ingestB").value() == kFirstClusterProducerId + 1);
@@ -1179,11 +1201,10 @@ TEST_CASE("P10 ProducerId: a cluster on another host allocates, and a name must 
              Catch::Contains(tmp / "cluster/producers/ingestA.id") && Catch::Contains("P8"));
   // A server without the handler: unsupported, the conversation goes on.
   Servers old;
-  auto old_client = std::make_shared<Client>(old.Connect([](int in, int out) {
-    Serve(in, out, Handlers{}, ServeOptions{});
-  }), "old controller");
-  CHECK(RemoteClusterStore(old_client)->ProducerId("ingestA").error().code() ==
-        Code::kUnsupported);
+  auto old_client = std::make_shared<Client>(
+      old.Connect([](int in, int out) { Serve(in, out, Handlers{}, ServeOptions{}); }),
+      "old controller");
+  CHECK(RemoteClusterStore(old_client)->ProducerId("ingestA").error().code() == Code::kUnsupported);
 }
 
 // A reply's payload is the client's receive buffer, valid until the
@@ -1214,7 +1235,8 @@ TEST_CASE("a remote cluster store shared by threads decodes each reply before th
       return n % 2 ? a : b;
     };
     Serve(in, out, h, ServeOptions{});
-  }), "controller");
+  }),
+                                         "controller");
   auto store = RemoteClusterStore(client);
   std::atomic<int> loads{0}, wrong{0};
   std::string first_error;
