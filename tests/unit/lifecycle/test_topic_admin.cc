@@ -188,7 +188,7 @@ TEST_CASE("R80 partition directories: a count that disagrees with them is corrup
              Catch::Contains("R80") && Catch::Contains("t-2, t-3") && Catch::Contains("t.conf"));
 }
 
-TEST_CASE("R82 partition increase: directories first, then the count; never down") {
+TEST_CASE("R82 partition increase: directories first, then the count, never down") {
   TempDir tmp;
   DataDir dir = NewRoot(tmp);
   TopicConfig c;
