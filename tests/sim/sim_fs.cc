@@ -57,9 +57,9 @@ std::string TempBase() {
 
 std::vector<std::byte> ReadWhole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(chars.size());
-  std::memcpy(out.data(), chars.data(), chars.size());
+  std::vector<std::byte> out;
+  for (std::istreambuf_iterator<char> it(in), end; it != end; ++it)
+    out.push_back(static_cast<std::byte>(*it));  // no memcpy from null for an empty file
   return out;
 }
 

@@ -15,9 +15,8 @@ namespace mq::sim {
 namespace {
 
 std::vector<std::byte> Bytes(const std::string& s) {
-  std::vector<std::byte> out(s.size());
-  std::memcpy(out.data(), s.data(), s.size());
-  return out;
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  return std::vector<std::byte>(p, p + s.size());  // no memcpy from null for ""
 }
 
 std::string Contents(const std::string& path) {
