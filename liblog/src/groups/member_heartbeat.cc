@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "format/coding.h"
+#include "groups/member_file_header.h"
 #include "io/fence_seam.h"
 #include "mq/crc32c.h"
 
@@ -26,15 +27,15 @@ using namespace coding;
 namespace {
 
 // R69 field positions.
-constexpr size_t kMagicAt = 0;
-constexpr size_t kVersionAt = 4;
-constexpr size_t kReservedAt = 6;
-constexpr size_t kCrcAt = 8;
+using member_file::kCrcAt;
+using member_file::kMagicAt;
+using member_file::kReservedAt;
+using member_file::kVersionAt;
 constexpr size_t kPidAt = 12;
 constexpr size_t kStartAt = 16;
 constexpr size_t kDeadlineAt = 24;
 constexpr size_t kLastPollAt = 32;
-constexpr size_t kCrcFrom = 12;
+using member_file::kCrcFrom;
 static_assert(kLastPollAt + 8 == kMemberHeartbeatSize);
 // A heartbeat read is at most this long: anything longer breaks R69 anyway.
 constexpr uint64_t kMaxHeartbeatRead = 4096;
@@ -65,28 +66,9 @@ std::vector<std::byte> EncodeMemberHeartbeat(const MemberHeartbeat& hb) {
 
 Result<MemberHeartbeat> DecodeMemberHeartbeat(std::span<const std::byte> b,
                                               const std::string& file) {
-  if (b.size() != kMemberHeartbeatSize)
-    return Status::Corruption(file, std::min<uint64_t>(b.size(), kMemberHeartbeatSize), "R69",
-                              fmt::format("{} bytes, not {}", b.size(), kMemberHeartbeatSize));
+  MQ_RETURN_IF_ERROR(member_file::CheckHeader(b, file, "R69", kMemberHeartbeatSize,
+                                              kMemberHeartbeatMagic, kMemberHeartbeatVersion));
   const std::byte* h = b.data();
-  if (uint32_t magic = GetFixed32(h + kMagicAt); magic != kMemberHeartbeatMagic)
-    return Status::Corruption(file, kMagicAt, "R69", fmt::format("bad magic {:#010x}", magic));
-  const auto version = static_cast<int16_t>(GetFixed16(h + kVersionAt));
-  if (version > kMemberHeartbeatVersion)
-    return Status(Code::kUnsupported,
-                  fmt::format("{}: position {}: R69: unsupported version {} (this mq reads {})",
-                              file, kVersionAt, version, kMemberHeartbeatVersion));
-  if (version < 1)
-    return Status::Corruption(file, kVersionAt, "R69", fmt::format("bad version {}", version));
-  if (uint16_t reserved = GetFixed16(h + kReservedAt); reserved != 0)
-    return Status::Corruption(file, kReservedAt, "R69",
-                              fmt::format("reserved field {} is not 0", reserved));
-  const uint32_t stored = GetFixed32(h + kCrcAt);
-  const uint32_t computed = Crc32c(b.subspan(kCrcFrom));
-  if (stored != computed)
-    return Status::Corruption(
-        file, kCrcAt, "R69",
-        fmt::format("crc {:#010x} stored, {:#010x} computed", stored, computed));
   MemberHeartbeat hb;
   hb.pid = static_cast<int32_t>(GetFixed32(h + kPidAt));
   hb.start_time = static_cast<int64_t>(GetFixed64(h + kStartAt));

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "format/coding.h"
+#include "groups/member_file_header.h"
 #include "mq/crc32c.h"
 
 namespace mq {
@@ -17,14 +18,14 @@ using namespace coding;
 namespace {
 
 // R65 field positions.
-constexpr size_t kMagicAt = 0;
-constexpr size_t kVersionAt = 4;
-constexpr size_t kReservedAt = 6;
-constexpr size_t kCrcAt = 8;
+using member_file::kCrcAt;
+using member_file::kMagicAt;
+using member_file::kReservedAt;
+using member_file::kVersionAt;
 constexpr size_t kReserved2At = 12;
 constexpr size_t kTimeoutAt = 16;
 constexpr size_t kLastSeenAt = 24;
-constexpr size_t kCrcFrom = 12;
+using member_file::kCrcFrom;
 static_assert(kLastSeenAt + 8 == kMemberLeaseSize);
 // A lease read is at most this long: anything longer breaks R65 anyway.
 constexpr uint64_t kMaxLeaseRead = 4096;
@@ -47,28 +48,9 @@ std::vector<std::byte> EncodeMemberLease(const MemberLease& lease) {
 }
 
 Result<MemberLease> DecodeMemberLease(std::span<const std::byte> b, const std::string& file) {
-  if (b.size() != kMemberLeaseSize)
-    return Status::Corruption(file, std::min<uint64_t>(b.size(), kMemberLeaseSize), "R65",
-                              fmt::format("{} bytes, not {}", b.size(), kMemberLeaseSize));
+  MQ_RETURN_IF_ERROR(member_file::CheckHeader(b, file, "R65", kMemberLeaseSize, kMemberLeaseMagic,
+                                              kMemberLeaseVersion));
   const std::byte* h = b.data();
-  if (uint32_t magic = GetFixed32(h + kMagicAt); magic != kMemberLeaseMagic)
-    return Status::Corruption(file, kMagicAt, "R65", fmt::format("bad magic {:#010x}", magic));
-  const auto version = static_cast<int16_t>(GetFixed16(h + kVersionAt));
-  if (version > kMemberLeaseVersion)
-    return Status(Code::kUnsupported,
-                  fmt::format("{}: position {}: R65: unsupported version {} (this mq reads {})",
-                              file, kVersionAt, version, kMemberLeaseVersion));
-  if (version < 1)
-    return Status::Corruption(file, kVersionAt, "R65", fmt::format("bad version {}", version));
-  if (uint16_t reserved = GetFixed16(h + kReservedAt); reserved != 0)
-    return Status::Corruption(file, kReservedAt, "R65",
-                              fmt::format("reserved field {} is not 0", reserved));
-  const uint32_t stored = GetFixed32(h + kCrcAt);
-  const uint32_t computed = Crc32c(b.subspan(kCrcFrom));
-  if (stored != computed)
-    return Status::Corruption(
-        file, kCrcAt, "R65",
-        fmt::format("crc {:#010x} stored, {:#010x} computed", stored, computed));
   if (uint32_t reserved = GetFixed32(h + kReserved2At); reserved != 0)
     return Status::Corruption(file, kReserved2At, "R65",
                               fmt::format("reserved field {} is not 0", reserved));
