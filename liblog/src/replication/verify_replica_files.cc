@@ -11,6 +11,26 @@
 
 namespace mq {
 
+namespace {
+
+// Decodes the text of checkpoint file `name` by its kind (§16, §17).
+Status DecodeCheckpointText(std::string_view name, const std::string& text, const std::string& path,
+                            const std::optional<std::pair<std::string, int32_t>>& partition) {
+  return name == format::kLeaderEpochCheckpointName
+             ? DecodeLeaderEpochCheckpoint(text, path).status()
+         : name == format::kReplicationOffsetCheckpointName
+             ? DecodeReplicationOffsetCheckpoint(text, path, partition).status()
+         : name == format::kReplicaPositionsName
+             ? DecodeReplicaPositions(text, path).status()  // §17.2, R47
+         : name == format::kLeaderEpochFenceName
+             ? DecodeLeaderEpochFence(text, path).status()  // §17.3, R56
+         : name == format::kFollowerStoppedName
+             ? DecodeFollowerStop(text, path).status()  // §17.7, R58
+             : DecodeLeaderClaim(text, path).status();  // §17.9, R53
+}
+
+}  // namespace
+
 Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir, std::vector<Problem>* problems,
                                 VerifyStats* stats) {
   const auto partition = PartitionOfDirectory(dir);
@@ -27,18 +47,7 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir, std::vector<
         ++stats->files;
         stats->bytes += text->size();
       }
-      const std::string_view n = name;
-      s = n == format::kLeaderEpochCheckpointName
-              ? DecodeLeaderEpochCheckpoint(*text, path).status()
-          : n == format::kReplicationOffsetCheckpointName
-              ? DecodeReplicationOffsetCheckpoint(*text, path, partition).status()
-          : n == format::kReplicaPositionsName
-              ? DecodeReplicaPositions(*text, path).status()  // §17.2, R47
-          : n == format::kLeaderEpochFenceName
-              ? DecodeLeaderEpochFence(*text, path).status()  // §17.3, R56
-          : n == format::kFollowerStoppedName
-              ? DecodeFollowerStop(*text, path).status()  // §17.7, R58
-              : DecodeLeaderClaim(*text, path).status();  // §17.9, R53
+      s = DecodeCheckpointText(name, *text, path, partition);
     }
     if (s.code() == Code::kCorruption)
       problems->push_back({s.file(), s.position(), s.rule(), s.message()});

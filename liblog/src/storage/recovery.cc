@@ -52,6 +52,32 @@ bool SameAsFile(int dir_fd, FileSystem* fs, const std::string& name,
          (want.empty() || std::memcmp(have.data(), want.data(), want.size()) == 0);
 }
 
+// R20/R21: the last segment's bytes from `pos` on (torn when `torn`,
+// otherwise garbage) are cut, unless a valid batch follows (R22: the
+// damage `why` is not repaired).
+Status CutTail(File* file, BatchCursor& cursor, const std::string& name, uint64_t pos,
+               uint64_t size, BatchCursor::ResyncHint after, const Status& why, bool torn,
+               RecoveryReport* report) {
+  auto next = cursor.FindNextValid(pos, after);
+  if (!next) return next.error();
+  if (*next)
+    return Status::Corruption(name, pos, why.rule(),
+                              fmt::format("{}; a valid batch follows at {} (R22: not "
+                                          "repaired)",
+                                          why.message(), **next));
+  uint64_t dropped = size - pos;
+  MQ_RETURN_IF_ERROR(file->Truncate(pos));
+  MQ_RETURN_IF_ERROR(file->Sync());
+  if (report) {
+    report->bytes_truncated += dropped;
+    report->repaired.push_back(
+        {name, pos, torn ? "torn-tail" : "garbage-tail",
+         fmt::format("{} {} truncated ({} bytes dropped): {}", torn ? "R20" : "R21",
+                     torn ? "torn tail" : "garbage tail", dropped, why.message())});
+  }
+  return Status::Ok();
+}
+
 // Walks segment `base`. With `validate`, every batch gets the full check
 // (CRC) and the tail rules apply; otherwise headers only.
 Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t base, bool last,
@@ -92,24 +118,8 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
                       : step.error();
     if (why.code() != Code::kCorruption) return why;
     if (!last) return why;  // R22: never repair a segment that was rolled
-    auto next = cursor.FindNextValid(pos, {prev, base});
-    if (!next) return next.error();
-    if (*next)
-      return Status::Corruption(name, pos, why.rule(),
-                                fmt::format("{}; a valid batch follows at {} (R22: not "
-                                            "repaired)",
-                                            why.message(), **next));
-    uint64_t dropped = *size - pos;
-    MQ_RETURN_IF_ERROR((*file)->Truncate(pos));
-    MQ_RETURN_IF_ERROR((*file)->Sync());
-    if (report) {
-      report->bytes_truncated += dropped;
-      bool torn = step.has_value();
-      report->repaired.push_back(
-          {name, pos, torn ? "torn-tail" : "garbage-tail",
-           fmt::format("{} {} truncated ({} bytes dropped): {}", torn ? "R20" : "R21",
-                       torn ? "torn tail" : "garbage tail", dropped, why.message())});
-    }
+    MQ_RETURN_IF_ERROR(CutTail(file->get(), cursor, name, pos, *size, {prev, base}, why,
+                               step.has_value(), report));
     break;
   }
   if (rolled) ib.Finish(&r.time_index);

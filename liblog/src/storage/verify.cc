@@ -52,6 +52,74 @@ void Add(std::vector<Problem>* problems, const Status& s, const std::string& fil
     problems->push_back({file, pos, s.code() == Code::kUnsupported ? "R5" : "R8", s.message()});
 }
 
+// Checks the records of batch `b` at `pos`; a problem is added, never
+// returned, except running out of memory.
+Status CheckRecords(const BatchView& b, uint64_t pos, const std::string& path,
+                    const DecodeLimits& limits, std::vector<std::byte>* scratch,
+                    std::vector<Problem>* problems) {
+  auto records = RecordReader::Open(b, scratch, limits, path, pos);
+  if (!records) {
+    if (records.error().code() == Code::kNoMemory) return records.error();
+    Add(problems, records.error(), path, pos);
+    return Status::Ok();
+  }
+  for (;;) {
+    auto r = records->Next();
+    if (!r) {
+      Add(problems, r.error(), path, pos);
+      break;
+    }
+    if (!*r) break;
+  }
+  return Status::Ok();
+}
+
+// Counts one .log of `size` bytes in the evidence.
+void CountSegment(VerifyStats* stats, uint64_t size) {
+  if (!stats) return;
+  ++stats->files;
+  ++stats->segments;
+  stats->bytes += size;
+}
+
+// Judges the header of the batch at `pos` (offset order, R26 with
+// `contiguous`, the committed end R27) and records it in `batches`.
+void CheckBatchHeader(const BatchHeader& h, uint64_t pos, const std::string& path, int64_t base,
+                      int64_t* prev, uint64_t committed, bool contiguous,
+                      std::vector<Problem>* problems, std::vector<BatchInfo>* batches,
+                      VerifyStats* stats) {
+  for (OffsetBreach& breach :
+       BatchOffsetBreaches(h, {base, *prev, false},
+                           contiguous ? OffsetPolicy::kContiguous : OffsetPolicy::kGapsAllowed))
+    problems->push_back({path, pos, breach.rule, std::move(breach.detail)});
+  if (pos + h.size_bytes() > committed)
+    problems->push_back({path, committed, "R27",
+                         fmt::format("the committed end is inside the "
+                                     "batch at {}",
+                                     pos)});
+  *prev = std::max(*prev, h.last_offset());
+  batches->push_back({pos, pos + h.size_bytes(), h.base_offset, h.last_offset(), h.max_timestamp,
+                      h.partition_leader_epoch});
+  if (stats) {
+    ++stats->batches;
+    stats->records += static_cast<uint64_t>(std::max(h.records_count, 0));
+  }
+}
+
+// R1: bytes after the last batch that hold no complete batch, unless the
+// error there was reported or they were never published.
+void CheckTornTail(const SegmentScanner& scanner, const std::string& path,
+                   std::optional<uint64_t> last_error, uint64_t committed,
+                   std::vector<Problem>* problems) {
+  uint64_t trailing = scanner.trailing_bytes();
+  uint64_t at = scanner.file_size() - trailing;
+  if (trailing > 0 && last_error != at && at < committed)
+    problems->push_back({path, at, "R1",
+                         fmt::format("{} bytes at the end hold no complete batch "
+                                     "(torn tail)",
+                                     trailing)});
+}
+
 // Checks every batch and record of a .log; fills `batches` for index checks.
 // With `committed` (R27: a committed end published on this boot), the bytes
 // from `committed` on were never published: they are not judged, and
@@ -64,18 +132,14 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
                  bool contiguous = false, VerifyStats* stats = nullptr) {
   auto scanner = SegmentScanner::Open(path, limits);
   if (!scanner) return scanner.error();
-  if (stats) {
-    ++stats->files;
-    ++stats->segments;
-    stats->bytes += (*scanner)->file_size();
-  }
+  const uint64_t size = (*scanner)->file_size();
+  CountSegment(stats, size);
   auto base = SegmentBaseOffset(path);
-  if ((*scanner)->file_size() > format::kMaxSegmentBytes)
+  if (size > format::kMaxSegmentBytes)
     problems->push_back({path, format::kMaxSegmentBytes, "R10", "file is over 2^31-1 bytes"});
   int64_t prev = -1;
   std::vector<std::byte> scratch;
   std::optional<uint64_t> last_error;
-  const uint64_t size = (*scanner)->file_size();
   if (unpublished) *unpublished = size > committed ? size - committed : 0;
   for (;;) {
     auto next = (*scanner)->Next();
@@ -90,46 +154,12 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
     }
     if (!*next) break;
     const BatchView& b = **next;
-    const BatchHeader& h = b.header();
     uint64_t pos = (*scanner)->position();
-    for (OffsetBreach& breach :
-         BatchOffsetBreaches(h, {base ? *base : -1, prev, false},
-                             contiguous ? OffsetPolicy::kContiguous : OffsetPolicy::kGapsAllowed))
-      problems->push_back({path, pos, breach.rule, std::move(breach.detail)});
-    if (pos + h.size_bytes() > committed)
-      problems->push_back({path, committed, "R27",
-                           fmt::format("the committed end is inside the "
-                                       "batch at {}",
-                                       pos)});
-    prev = std::max(prev, h.last_offset());
-    batches->push_back({pos, pos + h.size_bytes(), h.base_offset, h.last_offset(), h.max_timestamp,
-                        h.partition_leader_epoch});
-    if (stats) {
-      ++stats->batches;
-      stats->records += static_cast<uint64_t>(std::max(h.records_count, 0));
-    }
-    auto records = RecordReader::Open(b, &scratch, limits, path, pos);
-    if (!records) {
-      if (records.error().code() == Code::kNoMemory) return records.error();
-      Add(problems, records.error(), path, pos);
-      continue;
-    }
-    for (;;) {
-      auto r = records->Next();
-      if (!r) {
-        Add(problems, r.error(), path, pos);
-        break;
-      }
-      if (!*r) break;
-    }
+    CheckBatchHeader(b.header(), pos, path, base ? *base : -1, &prev, committed, contiguous,
+                     problems, batches, stats);
+    MQ_RETURN_IF_ERROR(CheckRecords(b, pos, path, limits, &scratch, problems));
   }
-  uint64_t trailing = (*scanner)->trailing_bytes();
-  uint64_t at = size - trailing;
-  if (trailing > 0 && last_error != at && at < committed)
-    problems->push_back({path, at, "R1",
-                         fmt::format("{} bytes at the end hold no complete batch "
-                                     "(torn tail)",
-                                     trailing)});
+  CheckTornTail(**scanner, path, last_error, committed, problems);
   return Status::Ok();
 }
 
@@ -320,27 +350,20 @@ Status VerifyFile(const std::string& path, const DecodeLimits& limits,
   return Status(Code::kInvalidArgument, path + ": not a .log, .index or .timeindex file");
 }
 
-// Judges a partition by the rules recovery applies (§12, R27, R28): what a
-// crash legally leaves is "needs recovery" or a note, never corruption.
-Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
-                       std::vector<Problem>* problems, OffsetPolicy offsets, VerifyStats* stats) {
-  const bool contiguous = offsets == OffsetPolicy::kContiguous;
-  auto dfd = OpenDirectory(dir, false);
-  if (!dfd) return dfd.error();
-  auto segments = ListSegments(dfd->get());
-  if (!segments) return segments.error();
-  // Replica checkpoints (replication.md §16) stand apart from the log.
-  MQ_RETURN_IF_ERROR(VerifyReplicaCheckpoints(dfd->get(), dir, problems, stats));
-  // The state file first: it says which bytes were published.
-  std::optional<StateFields> state;
+namespace {
+
+// The state file, read first: it says which bytes were published. A state
+// file that does not decode needs recovery (R15, rebuilt by R24).
+Status ReadPublishedState(int dir_fd, const std::string& dir, std::vector<Problem>* problems,
+                          VerifyStats* stats, std::optional<StateFields>* state) {
   std::string state_path = dir + "/" + kStateFileName;
-  auto state_file = StateFile::OpenForRead(dfd->get());
+  auto state_file = StateFile::OpenForRead(dir_fd);
   Status state_error = state_file ? Status::Ok() : state_file.error();
   if (state_file) {
     CountFile(stats, state_path);
     auto f = state_file->Read();
     if (f)
-      state = *f;
+      *state = *f;
     else
       state_error = f.error();
   }
@@ -350,8 +373,12 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                          Problem::Kind::kNeedsRecovery});
   else if (!state_error.ok() && state_error.code() != Code::kNotFound)
     return state_error;  // a symlink, FIFO or device is refused (exit 77), named with its path
-  // R40: an interrupted truncation, which the next writer completes.
-  auto intent = ReadTruncateIntent(dfd->get(), FileSystem::Default(), dir);
+  return Status::Ok();
+}
+
+// R40: an interrupted truncation, which the next writer completes.
+Status CheckTruncateIntent(int dir_fd, const std::string& dir, std::vector<Problem>* problems) {
+  auto intent = ReadTruncateIntent(dir_fd, FileSystem::Default(), dir);
   const std::string intent_path = dir + "/" + format::kTruncateIntentName;
   if (!intent && intent.error().code() == Code::kCorruption)
     problems->push_back({intent_path, intent.error().position(), "R40", intent.error().message()});
@@ -363,143 +390,216 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                                      "completes it",
                                      **intent),
                          Problem::Kind::kNeedsRecovery});
-  // R27: published on this boot, the committed end is authoritative.
-  const bool trusted = state && state->same_boot();
+  return Status::Ok();
+}
+
+// What VerifyPartition carries from one segment to the next.
+struct PartitionWalk {
+  std::string dir;
+  const DecodeLimits& limits;
+  OffsetPolicy offsets;
+  VerifyStats* stats;
+  std::vector<Problem>* problems;
+  const std::optional<StateFields>& state;
+  bool trusted;  // R27: published on this boot, the committed end is authoritative
   int64_t prev_last = -1;
   int32_t max_epoch = format::kNoPartitionLeaderEpoch;  // R37: epochs never go back
-  std::vector<EpochEntry> implied;                      // the leader epochs the log implies (R37)
-  std::string prev_log;
+  std::vector<EpochEntry> implied{};                    // the leader epochs the log implies (R37)
+  std::string prev_log{};
   uint64_t prev_end = 0;   // where the valid batches of the segment before end
   uint64_t end_valid = 0;  // where the valid batches of the committed end's segment end
-  for (int64_t base : *segments) {
-    std::string log = dir + "/" + SegmentFileName(base, format::kLogSuffix);
-    if (trusted && base > state->end_segment_base) {
-      problems->push_back({log, 0, "R27",
-                           "segment past the committed end was never published; the next writer "
-                           "removes it",
-                           Problem::Kind::kNote});
-      continue;
-    }
-    const bool end_segment = state && base == state->end_segment_base;
-    const uint64_t committed = trusted && end_segment ? state->end_position : UINT64_MAX;
-    IndexTail tail;
-    if (trusted && end_segment) tail.offset = state->log_end_offset;
-    const size_t first_problem = problems->size();
-    std::vector<BatchInfo> batches;
-    uint64_t unpublished = 0;
-    MQ_RETURN_IF_ERROR(
-        VerifyLog(log, limits, problems, &batches, committed, &unpublished, contiguous, stats));
-    if (unpublished > 0)
-      problems->push_back({log, committed, "R27",
-                           fmt::format("{} bytes past the committed end were never published; "
-                                       "the next writer cuts them",
-                                       unpublished),
-                           Problem::Kind::kNote});
-    // After a reboot (or with no valid state) the last segment may end in
-    // a torn or garbage tail that recovery cuts (R20, R21): problems after
-    // its last valid batch need recovery; they are not corruption.
-    if (!trusted && state && base == segments->back()) {
-      uint64_t valid_end = batches.empty() ? 0 : batches.back().end;
-      tail = {batches.empty() ? base : batches.back().last_offset + 1,
-              Problem::Kind::kNeedsRecovery};
-      for (size_t i = first_problem; i < problems->size(); ++i) {
-        Problem& p = (*problems)[i];
-        if (p.kind != Problem::Kind::kCorruption || p.position < valid_end) continue;
-        p.kind = Problem::Kind::kNeedsRecovery;
-        p.detail += "; torn or garbage tail after a reboot: the next writer cuts it (R20, R21)";
-      }
-    }
-    const std::string name = SegmentFileName(base, format::kLogSuffix);
-    auto not_after = batches.empty() ? std::nullopt : SegmentNotAfter(prev_last, base);
-    if (not_after)
-      problems->push_back({log, 0, not_after->rule, std::move(not_after->detail)});
-    else if (auto gap = SegmentDoesNotContinue(prev_last, base, name, offsets))
-      // Reported where a reader stops: at the end of the segment before.
-      problems->push_back({prev_log, prev_end, gap->rule, std::move(gap->detail)});
-    for (const auto& b : batches) {
-      if (b.leader_epoch == format::kNoPartitionLeaderEpoch) continue;  // stamped by no leader
-      if (b.leader_epoch < 0 || b.leader_epoch < max_epoch)
-        problems->push_back(
-            {log, b.position, "R37",
-             fmt::format("partitionLeaderEpoch {} is {}", b.leader_epoch,
-                         b.leader_epoch < 0 ? std::string("negative and not -1")
-                                            : fmt::format("below the epoch {} of a batch before "
-                                                          "it",
-                                                          max_epoch))});
-      else if (b.leader_epoch > max_epoch)
-        implied.push_back({b.leader_epoch, b.base_offset});  // R37: the checkpoint's entries
-      max_epoch = std::max(max_epoch, b.leader_epoch);
-    }
-    prev_log = log;
-    prev_end = batches.empty() ? 0 : batches.back().end;
-    if (end_segment) end_valid = prev_end;
-    for (const auto& b : batches) prev_last = std::max(prev_last, b.last_offset);
-    for (const char* suffix : {format::kIndexSuffix, format::kTimeIndexSuffix}) {
-      std::string idx = dir + "/" + SegmentFileName(base, suffix);
-      Status s = EndsWith(idx, format::kTimeIndexSuffix)
-                     ? VerifyTimeIndex(idx, batches, problems, tail)
-                     : VerifyOffsetIndex(idx, batches, problems, tail);
-      if (s.code() == Code::kNotFound)
-        problems->push_back({idx, 0, "R23", "index file missing (rebuilt when a writer opens)"});
-      else if (!s.ok())
-        return s;
-      else
-        CountFile(stats, idx);
-    }
+};
+
+// After a reboot (or with no valid state) the last segment may end in a
+// torn or garbage tail that recovery cuts (R20, R21): problems from
+// `first_problem` on, after its last valid batch, need recovery; they are
+// not corruption. Returns where its index entries stop being judged.
+IndexTail MarkRebootTail(PartitionWalk* w, int64_t base, const std::vector<BatchInfo>& batches,
+                         size_t first_problem) {
+  uint64_t valid_end = batches.empty() ? 0 : batches.back().end;
+  for (size_t i = first_problem; i < w->problems->size(); ++i) {
+    Problem& p = (*w->problems)[i];
+    if (p.kind != Problem::Kind::kCorruption || p.position < valid_end) continue;
+    p.kind = Problem::Kind::kNeedsRecovery;
+    p.detail += "; torn or garbage tail after a reboot: the next writer cuts it (R20, R21)";
   }
-  // The replica checkpoints hold what this log implies (R37, R38).
-  {
-    LogFacts facts;
-    facts.log_end_offset = trusted             ? state->log_end_offset
-                           : prev_last >= 0    ? prev_last + 1
-                           : segments->empty() ? 0
-                                               : segments->back();
-    facts.implied_epochs = implied;
-    facts.trusted = trusted || !state;
-    MQ_RETURN_IF_ERROR(VerifyReplicaCheckpointsAgainstLog(dfd->get(), dir, facts, problems));
-    MQ_RETURN_IF_ERROR(VerifyTruncations(dfd->get(), dir, facts.log_end_offset, trusted || !state,
-                                         state ? std::optional(state->rewrites) : std::nullopt,
-                                         problems, stats));
+  return {batches.empty() ? base : batches.back().last_offset + 1, Problem::Kind::kNeedsRecovery};
+}
+
+// R10/R11/R26 across segments: segment `base` starts after the one before
+// and (with kContiguous) continues it.
+void CheckSegmentOrder(PartitionWalk* w, int64_t base, const std::string& log,
+                       const std::vector<BatchInfo>& batches) {
+  const std::string name = SegmentFileName(base, format::kLogSuffix);
+  auto not_after = batches.empty() ? std::nullopt : SegmentNotAfter(w->prev_last, base);
+  if (not_after)
+    w->problems->push_back({log, 0, not_after->rule, std::move(not_after->detail)});
+  else if (auto gap = SegmentDoesNotContinue(w->prev_last, base, name, w->offsets))
+    // Reported where a reader stops: at the end of the segment before.
+    w->problems->push_back({w->prev_log, w->prev_end, gap->rule, std::move(gap->detail)});
+}
+
+// R37: leader epochs never go back; collects the epochs the log implies.
+void CheckBatchEpochs(PartitionWalk* w, const std::string& log,
+                      const std::vector<BatchInfo>& batches) {
+  for (const auto& b : batches) {
+    if (b.leader_epoch == format::kNoPartitionLeaderEpoch) continue;  // stamped by no leader
+    if (b.leader_epoch < 0 || b.leader_epoch < w->max_epoch)
+      w->problems->push_back(
+          {log, b.position, "R37",
+           fmt::format("partitionLeaderEpoch {} is {}", b.leader_epoch,
+                       b.leader_epoch < 0 ? std::string("negative and not -1")
+                                          : fmt::format("below the epoch {} of a batch before "
+                                                        "it",
+                                                        w->max_epoch))});
+    else if (b.leader_epoch > w->max_epoch)
+      w->implied.push_back({b.leader_epoch, b.base_offset});  // R37: the checkpoint's entries
+    w->max_epoch = std::max(w->max_epoch, b.leader_epoch);
   }
-  if (!state) return CheckWriterFiles(dfd->get());
-  // The segment holding the committed end must hold all of it.
+}
+
+// R13/R14 (R23 when missing): segment `base`'s two indexes against its batches.
+Status VerifySegmentIndexes(PartitionWalk* w, int64_t base, const std::vector<BatchInfo>& batches,
+                            const IndexTail& tail) {
+  for (const char* suffix : {format::kIndexSuffix, format::kTimeIndexSuffix}) {
+    std::string idx = w->dir + "/" + SegmentFileName(base, suffix);
+    Status s = EndsWith(idx, format::kTimeIndexSuffix)
+                   ? VerifyTimeIndex(idx, batches, w->problems, tail)
+                   : VerifyOffsetIndex(idx, batches, w->problems, tail);
+    if (s.code() == Code::kNotFound)
+      w->problems->push_back({idx, 0, "R23", "index file missing (rebuilt when a writer opens)"});
+    else if (!s.ok())
+      return s;
+    else
+      CountFile(w->stats, idx);
+  }
+  return Status::Ok();
+}
+
+// One segment: its log (up to the committed end, R27), its order against
+// the segments before, its epochs and its indexes.
+Status VerifySegment(PartitionWalk* w, int64_t base, bool last) {
+  const auto& state = w->state;
+  std::string log = w->dir + "/" + SegmentFileName(base, format::kLogSuffix);
+  if (w->trusted && base > state->end_segment_base) {
+    w->problems->push_back({log, 0, "R27",
+                            "segment past the committed end was never published; the next "
+                            "writer removes it",
+                            Problem::Kind::kNote});
+    return Status::Ok();
+  }
+  const bool end_segment = state && base == state->end_segment_base;
+  const uint64_t committed = w->trusted && end_segment ? state->end_position : UINT64_MAX;
+  IndexTail tail;
+  if (w->trusted && end_segment) tail.offset = state->log_end_offset;
+  const size_t first_problem = w->problems->size();
+  std::vector<BatchInfo> batches;
+  uint64_t unpublished = 0;
+  MQ_RETURN_IF_ERROR(VerifyLog(log, w->limits, w->problems, &batches, committed, &unpublished,
+                               w->offsets == OffsetPolicy::kContiguous, w->stats));
+  if (unpublished > 0)
+    w->problems->push_back({log, committed, "R27",
+                            fmt::format("{} bytes past the committed end were never published; "
+                                        "the next writer cuts them",
+                                        unpublished),
+                            Problem::Kind::kNote});
+  if (!w->trusted && state && last) tail = MarkRebootTail(w, base, batches, first_problem);
+  CheckSegmentOrder(w, base, log, batches);
+  CheckBatchEpochs(w, log, batches);
+  w->prev_log = log;
+  w->prev_end = batches.empty() ? 0 : batches.back().end;
+  if (end_segment) w->end_valid = w->prev_end;
+  for (const auto& b : batches) w->prev_last = std::max(w->prev_last, b.last_offset);
+  return VerifySegmentIndexes(w, base, batches, tail);
+}
+
+// The replica checkpoints hold what this log implies (R37, R38), and the
+// truncation history agrees with its end (R59).
+Status VerifyAgainstLog(int dir_fd, const PartitionWalk& w, const std::vector<int64_t>& segments) {
+  const auto& state = w.state;
+  LogFacts facts;
+  facts.log_end_offset = w.trusted          ? state->log_end_offset
+                         : w.prev_last >= 0 ? w.prev_last + 1
+                         : segments.empty() ? 0
+                                            : segments.back();
+  facts.implied_epochs = w.implied;
+  facts.trusted = w.trusted || !state;
+  MQ_RETURN_IF_ERROR(VerifyReplicaCheckpointsAgainstLog(dir_fd, w.dir, facts, w.problems));
+  return VerifyTruncations(dir_fd, w.dir, facts.log_end_offset, w.trusted || !state,
+                           state ? std::optional(state->rewrites) : std::nullopt, w.problems,
+                           w.stats);
+}
+
+// The segment holding the committed end must hold all of it: R1 where its
+// valid batches end (published on this boot), R27 when it is gone, R28
+// (needs recovery) when the end was published before a reboot.
+Status CheckCommittedEnd(const PartitionWalk& w, const std::vector<int64_t>& segments) {
+  const StateFields& state = *w.state;
+  const std::string state_path = w.dir + "/" + kStateFileName;
   uint64_t end_size = 0;
-  bool present = std::binary_search(segments->begin(), segments->end(), state->end_segment_base);
+  bool present = std::binary_search(segments.begin(), segments.end(), state.end_segment_base);
+  std::string log = w.dir + "/" + SegmentFileName(state.end_segment_base, format::kLogSuffix);
   if (present) {
-    auto f =
-        OpenFileByPath(dir + "/" + SegmentFileName(state->end_segment_base, format::kLogSuffix));
+    auto f = OpenFileByPath(log);
     if (!f) return f.error();
     auto size = (*f)->Size();
     if (!size) return size.error();
     end_size = *size;
   }
-  if (!present || end_size < state->end_position) {
-    std::string what = fmt::format("committed end (segment {}, position {}) is past the log",
-                                   state->end_segment_base, state->end_position);
-    if (trusted && present) {
-      // Committed bytes are gone: R1 where the segment's valid batches end,
-      // as a reader reports it (unless the torn batch there was reported).
-      std::string log = dir + "/" + SegmentFileName(state->end_segment_base, format::kLogSuffix);
-      uint64_t at = end_valid;
-      bool reported = std::any_of(problems->begin(), problems->end(), [&](const Problem& p) {
-        return p.file == log && p.position == at && p.rule == "R1";
-      });
-      if (!reported)
-        problems->push_back({log, at, "R1",
+  if (present && end_size >= state.end_position) return Status::Ok();
+  std::string what = fmt::format("committed end (segment {}, position {}) is past the log",
+                                 state.end_segment_base, state.end_position);
+  if (w.trusted && present) {
+    // Committed bytes are gone: R1 where the segment's valid batches end,
+    // as a reader reports it (unless the torn batch there was reported).
+    uint64_t at = w.end_valid;
+    bool reported = std::any_of(w.problems->begin(), w.problems->end(), [&](const Problem& p) {
+      return p.file == log && p.position == at && p.rule == "R1";
+    });
+    if (!reported)
+      w.problems->push_back({log, at, "R1",
                              fmt::format("the segment ends at byte {} but {} bytes of it were "
                                          "committed (R27: published on this boot)",
-                                         end_size, state->end_position)});
-    } else if (trusted) {
-      problems->push_back({state_path, 0, "R27",
+                                         end_size, state.end_position)});
+  } else if (w.trusted) {
+    w.problems->push_back({state_path, 0, "R27",
                            what + ", published on this boot: committed "
                                   "bytes are missing"});
-    } else {
-      problems->push_back({state_path, 0, "R28",
+  } else {
+    w.problems->push_back({state_path, 0, "R28",
                            what + ", published before a reboot (not fsynced, not trusted): the "
                                   "next writer keeps the valid prefix",
                            Problem::Kind::kNeedsRecovery});
-    }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// Judges a partition by the rules recovery applies (§12, R27, R28): what a
+// crash legally leaves is "needs recovery" or a note, never corruption.
+Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
+                       std::vector<Problem>* problems, OffsetPolicy offsets, VerifyStats* stats) {
+  auto dfd = OpenDirectory(dir, false);
+  if (!dfd) return dfd.error();
+  auto segments = ListSegments(dfd->get());
+  if (!segments) return segments.error();
+  // Replica checkpoints (replication.md §16) stand apart from the log.
+  MQ_RETURN_IF_ERROR(VerifyReplicaCheckpoints(dfd->get(), dir, problems, stats));
+  std::optional<StateFields> state;
+  MQ_RETURN_IF_ERROR(ReadPublishedState(dfd->get(), dir, problems, stats, &state));
+  MQ_RETURN_IF_ERROR(CheckTruncateIntent(dfd->get(), dir, problems));
+  PartitionWalk walk{.dir = dir,
+                     .limits = limits,
+                     .offsets = offsets,
+                     .stats = stats,
+                     .problems = problems,
+                     .state = state,
+                     .trusted = state && state->same_boot()};
+  for (int64_t base : *segments)
+    MQ_RETURN_IF_ERROR(VerifySegment(&walk, base, base == segments->back()));
+  MQ_RETURN_IF_ERROR(VerifyAgainstLog(dfd->get(), walk, *segments));
+  if (state) MQ_RETURN_IF_ERROR(CheckCommittedEnd(walk, *segments));
   return CheckWriterFiles(dfd->get());
 }
 
