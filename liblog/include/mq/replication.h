@@ -106,8 +106,10 @@ ReplicaLag LagOf(int32_t replica, int32_t leader, int32_t epoch, int64_t leader_
 
 // The positions the leader of the partition directory `dir` keeps (R47,
 // in `fetch-positions`, R60), read without opening the log: empty when
-// there is no file.
-Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& dir);
+// there is no file. These free functions take the FileSystem seam their
+// I/O goes through (nullptr: the real file system), as LogConfig::fs.
+Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& dir,
+                                                           FileSystem* fs = nullptr);
 
 // A follower that stopped on an error it does not wait out
 // (FollowerRetries false), as its partition directory records it in
@@ -121,11 +123,13 @@ struct FollowerStop {
 Result<FollowerStop> DecodeFollowerStop(std::string_view bytes, const std::string& file);
 std::string EncodeFollowerStop(const FollowerStop& stop);
 // Stores `stop` in the partition directory `dir`, fsynced (R39).
-Status RecordFollowerStop(const std::string& dir, const FollowerStop& stop);
+Status RecordFollowerStop(const std::string& dir, const FollowerStop& stop,
+                          FileSystem* fs = nullptr);
 // What `dir` records; nullopt when no follower stopped there.
-Result<std::optional<FollowerStop>> ReadFollowerStop(const std::string& dir);
+Result<std::optional<FollowerStop>> ReadFollowerStop(const std::string& dir,
+                                                     FileSystem* fs = nullptr);
 // Removes the record (a follower runs again); no file is no error.
-Status ClearFollowerStop(const std::string& dir);
+Status ClearFollowerStop(const std::string& dir, FileSystem* fs = nullptr);
 
 // BootId (segment.md §9.7): mq/boot_id.h.
 
@@ -337,7 +341,7 @@ Result<PartitionState> ClaimLeadership(const ReplicationContext& ctx, ReplicaLog
 // the replica restarted since it last claimed an epoch and has not given
 // it up yet, so it may hold less than the ISR acknowledged. False without
 // a claim.
-Result<bool> RestartedSinceClaim(const std::string& partition_dir);
+Result<bool> RestartedSinceClaim(const std::string& partition_dir, FileSystem* fs = nullptr);
 
 // The leader's side of a fetch (Kafka's ReplicaManager.fetchMessages for a
 // follower): checks the epoch, reads, records the follower's position,

@@ -26,6 +26,9 @@ constexpr const char* kLeaderLockFile = format::kLeaderLockName;
 constexpr size_t kPositionFields = format::kReplicaPositionFields;
 constexpr const char* kClaimFile = format::kLeaderClaimName;
 
+// The seam a free function's caller passed (nullptr: the real one).
+FileSystem* FsOrDefault(FileSystem* fs) { return fs ? fs : FileSystem::Default(); }
+
 // The fetch-positions file (R60) of the partition directory `dir` (open as
 // `dir_fd`): none yet, or an empty one, is no follower. A read that finds
 // it breaking R60 is made again, up to 20 times 0.1 ms apart, before the
@@ -339,7 +342,7 @@ class FileReplicaLog : public ReplicaLog {
   }
 
  private:
-  FileSystem* fs() const { return config_.fs ? config_.fs : FileSystem::Default(); }
+  FileSystem* fs() const { return FsOrDefault(config_.fs); }
 
   // Runs `fn` holding leader.lock. The lock file stays open from call to
   // call (mq never removes or replaces it, §17.2): each call takes and
@@ -688,11 +691,11 @@ Result<std::vector<std::byte>> EncodeFetchPositionsCopy(
   return out;
 }
 
-Result<bool> RestartedSinceClaim(const std::string& partition_dir) {
-  auto dir_fd = OpenDirectory(partition_dir, false, nullptr);
+Result<bool> RestartedSinceClaim(const std::string& partition_dir, FileSystem* fs) {
+  auto dir_fd = OpenDirectory(partition_dir, false, fs);
   if (!dir_fd) return dir_fd.error();
   const std::string path = partition_dir + "/" + kClaimFile;
-  auto bytes = ReadCheckpointFile(FileSystem::Default(), dir_fd->get(), kClaimFile, path);
+  auto bytes = ReadCheckpointFile(FsOrDefault(fs), dir_fd->get(), kClaimFile, path);
   if (!bytes && bytes.error().code() == Code::kNotFound) return false;
   if (!bytes) return bytes.error();
   auto claim = DecodeLeaderClaim(*bytes, path);
@@ -775,10 +778,10 @@ Result<std::optional<LogDamage>> RepairFollowerLog(const std::string& dir,
   return damage;
 }
 
-Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& dir) {
-  auto dir_fd = OpenDirectory(dir, false, nullptr);
+Result<std::vector<FollowerPosition>> ReadReplicaPositions(const std::string& dir, FileSystem* fs) {
+  auto dir_fd = OpenDirectory(dir, false, fs);
   if (!dir_fd) return dir_fd.error();
-  return ReadPositionsFile(FileSystem::Default(), dir_fd->get(), dir);
+  return ReadPositionsFile(FsOrDefault(fs), dir_fd->get(), dir);
 }
 
 Result<FollowerStop> DecodeFollowerStop(std::string_view bytes, const std::string& file) {
@@ -804,20 +807,20 @@ std::string EncodeFollowerStop(const FollowerStop& stop) {
                                        std::clamp(stop.exit_status, 0, 255))});
 }
 
-Status RecordFollowerStop(const std::string& dir, const FollowerStop& stop) {
-  auto dir_fd = OpenDirectory(dir, false, nullptr);
+Status RecordFollowerStop(const std::string& dir, const FollowerStop& stop, FileSystem* fs) {
+  auto dir_fd = OpenDirectory(dir, false, fs);
   if (!dir_fd) return dir_fd.error();
   const std::string text = EncodeFollowerStop(stop);
   return WriteFileAtomic(dir_fd->get(), format::kFollowerStoppedName, AsBytes(text),
-                         FileSystem::Default(), {}, true);
+                         FsOrDefault(fs), {}, true);
 }
 
-Result<std::optional<FollowerStop>> ReadFollowerStop(const std::string& dir) {
-  auto dir_fd = OpenDirectory(dir, false, nullptr);
+Result<std::optional<FollowerStop>> ReadFollowerStop(const std::string& dir, FileSystem* fs) {
+  auto dir_fd = OpenDirectory(dir, false, fs);
   if (!dir_fd) return dir_fd.error();
   const std::string path = dir + "/" + format::kFollowerStoppedName;
   auto bytes =
-      ReadCheckpointFile(FileSystem::Default(), dir_fd->get(), format::kFollowerStoppedName, path);
+      ReadCheckpointFile(FsOrDefault(fs), dir_fd->get(), format::kFollowerStoppedName, path);
   if (!bytes && bytes.error().code() == Code::kNotFound) return std::optional<FollowerStop>{};
   if (!bytes) return bytes.error();
   auto stop = DecodeFollowerStop(*bytes, path);
@@ -825,10 +828,10 @@ Result<std::optional<FollowerStop>> ReadFollowerStop(const std::string& dir) {
   return std::optional<FollowerStop>(*stop);
 }
 
-Status ClearFollowerStop(const std::string& dir) {
-  auto dir_fd = OpenDirectory(dir, false, nullptr);
+Status ClearFollowerStop(const std::string& dir, FileSystem* fs) {
+  auto dir_fd = OpenDirectory(dir, false, fs);
   if (!dir_fd) return dir_fd.error();
-  FileSystem* fs = FileSystem::Default();
+  fs = FsOrDefault(fs);
   Status s = fs->Unlink(dir_fd->get(), format::kFollowerStoppedName);
   if (s.code() == Code::kNotFound) return Status::Ok();
   MQ_RETURN_IF_ERROR(s);
