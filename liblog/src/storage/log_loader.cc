@@ -196,8 +196,11 @@ Status LogLoader::RecoverFromLog(const Result<StateFields>& old, bool recreated,
   const bool trusted = old.has_value() && !recreated;
   const auto& truncated_to = intent.truncated_to;
   if (truncated_to) prev.recovery_point = std::min(prev.recovery_point, *truncated_to);
+  // R88: a power loss may have taken a rolled segment's unsynced tail; on
+  // the boot that published the state, nothing was lost.
+  const bool after_reboot = !trusted || !old->same_boot();
   auto recovered = RecoverLog(v_.fd(), v_.config, list, trusted ? prev.recovery_point : 0,
-                              trusted ? prev.log_start_offset : 0, report_);
+                              trusted ? prev.log_start_offset : 0, after_reboot, report_);
   if (!recovered) return recovered.error();
   // R59: a recovery that leaves less log than the state file had published
   // (a machine crash lost page-cache writes, or a damaged tail was cut) cut

@@ -35,6 +35,7 @@ FileSystem* FsOf(const LogConfig& c) { return c.fs ? c.fs : FileSystem::Default(
 struct SegmentResult {
   uint64_t valid_bytes = 0;
   int64_t last_offset = -1;  // -1: empty segment
+  bool cut = false;          // a torn or garbage tail was cut (R20, R21)
   std::vector<std::byte> offset_index, time_index;
 };
 
@@ -120,9 +121,10 @@ Result<SegmentResult> WalkSegment(int dir_fd, const LogConfig& config, int64_t b
     if (!last) return why;  // R22: never repair a segment that was rolled
     MQ_RETURN_IF_ERROR(CutTail(file->get(), cursor, name, pos, *size, {prev, base}, why,
                                step.has_value(), report));
+    r.cut = true;
     break;
   }
-  if (rolled) ib.Finish(&r.time_index);
+  if (rolled && !r.cut) ib.Finish(&r.time_index);  // cut, it is the active segment again (R88)
   r.valid_bytes = pos;
   return r;
 }
@@ -203,10 +205,44 @@ Status RewriteIndexesIfChanged(int dir_fd, FileSystem* fs, int64_t base, const S
   return Status::Ok();
 }
 
+// R88: the index of the last segment of `segments[start, end)` whose .log
+// holds bytes (`start` when none after it does): the segments after it are
+// empty.
+Result<size_t> LastSegmentWithBytes(int dir_fd, FileSystem* fs,
+                                    const std::vector<int64_t>& segments, size_t start) {
+  size_t i = segments.size() - 1;
+  for (; i > start; --i) {
+    auto info = fs->StatAt(dir_fd, SegmentFileName(segments[i], format::kLogSuffix));
+    if (!info) return info.error();
+    if (info->size > 0) break;
+  }
+  return i;
+}
+
+// R88: segment `segments[end]` lost its tail (a power loss took a rolled
+// segment's unsynced appends): the empty segments rolled after it go, and
+// it is the active segment again.
+Status DropEmptySegmentsAfter(int dir_fd, const LogConfig& config, std::vector<int64_t>* segments,
+                              size_t end, RecoveryReport* report) {
+  FileSystem* fs = FsOf(config);
+  for (size_t i = segments->size() - 1; i > end; --i) {
+    MQ_RETURN_IF_ERROR(LogSegment::Remove(fs, dir_fd, (*segments)[i]));
+    if (report)
+      report->repaired.push_back(
+          {SegmentFileName((*segments)[i], format::kLogSuffix), 0, "R88",
+           fmt::format("R88 empty segment rolled after the tail segment {} lost its tail "
+                       "(unsynced appends a power loss took); removed",
+                       SegmentFileName((*segments)[end], format::kLogSuffix))});
+  }
+  segments->resize(end + 1);
+  if (!config.page_cache_only()) MQ_RETURN_IF_ERROR(fs->SyncDir(dir_fd));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config, std::vector<int64_t> segments,
-                                int64_t recovery_point, int64_t empty_base,
+                                int64_t recovery_point, int64_t empty_base, bool after_reboot,
                                 RecoveryReport* report) {
   FileSystem* fs = FsOf(config);
   RecoveredLog out;
@@ -220,13 +256,25 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config, std::vector
   size_t start = 0;
   while (start + 1 < segments.size() && segments[start + 1] <= recovery_point) ++start;
   MQ_RETURN_IF_ERROR(RebuildIndexesBelow(dir_fd, config, segments, start, report));
+  // R88: after a reboot the tail of the log is the last segment holding
+  // bytes, whatever empty segments were rolled after it.
+  size_t tail = segments.size() - 1;
+  if (after_reboot) {
+    auto found = LastSegmentWithBytes(dir_fd, fs, segments, start);
+    if (!found) return found.error();
+    tail = *found;
+  }
   int64_t prev_last = -1;
   for (size_t i = start; i < segments.size(); ++i) {
     bool last = i + 1 == segments.size();
     if (i > 0 && prev_last < 0) prev_last = segments[i] - 1;  // R11 via the base order
-    auto r = WalkSegment(dir_fd, config, segments[i], last, prev_last, !last, report);
+    auto r = WalkSegment(dir_fd, config, segments[i], i >= tail, prev_last, !last, report);
     if (!r) return r.error();
     if (report) ++report->segments_checked;
+    if (!last && r->cut) {
+      MQ_RETURN_IF_ERROR(DropEmptySegmentsAfter(dir_fd, config, &segments, i, report));
+      last = true;
+    }
     if (!last) MQ_RETURN_IF_ERROR(CheckContinues(config, segments[i], *r, segments[i + 1]));
     if (r->last_offset >= 0) prev_last = r->last_offset;
     MQ_RETURN_IF_ERROR(RewriteIndexesIfChanged(dir_fd, fs, segments[i], *r, report));

@@ -31,9 +31,14 @@ struct RecoveredLog {
 // follows or that is not in the last segment (R22), and rewrites indexes
 // that differ from the log (R23). Earlier segments get a cheap index check.
 // `segments` (ascending, possibly empty) are the .log files present; with
-// none, an empty segment at `empty_base` is created.
+// none, an empty segment at `empty_base` is created. With `after_reboot`
+// (no state file published on this boot), R88: the tail rules apply to the
+// last segment holding bytes, and when they cut it the empty segments
+// rolled after it are removed (a power loss took a rolled segment's
+// unsynced appends, segment.md §9.6).
 Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config, std::vector<int64_t> segments,
-                                int64_t recovery_point, int64_t empty_base, RecoveryReport* report);
+                                int64_t recovery_point, int64_t empty_base, bool after_reboot,
+                                RecoveryReport* report);
 
 // The header walks (ForEachHeader, ForEachHeaderFrom), IndexLooksRight and
 // RebuildIndexes are the segment's read side: log_segment.h.

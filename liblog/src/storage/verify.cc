@@ -408,7 +408,36 @@ struct PartitionWalk {
   std::string prev_log{};
   uint64_t prev_end = 0;   // where the valid batches of the segment before end
   uint64_t end_valid = 0;  // where the valid batches of the committed end's segment end
+  // The segment whose tail a reboot may have torn: the last one, or after
+  // a reboot the last one holding bytes (R88: empty segments after it).
+  int64_t tail_base = -1;
+  bool tail_torn = false;  // its tail needs recovery (R20, R21)
 };
+
+// R88: the base of the last segment of `segments` whose .log holds bytes
+// (the first one when none does).
+int64_t LastSegmentWithBytes(const std::string& dir, const std::vector<int64_t>& segments) {
+  for (size_t i = segments.size(); i-- > 1;) {
+    struct stat st {};
+    const std::string log = dir + "/" + SegmentFileName(segments[i], format::kLogSuffix);
+    if (::stat(log.c_str(), &st) != 0 || st.st_size > 0) return segments[i];
+  }
+  return segments.empty() ? -1 : segments.front();
+}
+
+// R88: an empty segment rolled after a tail a power loss took (its order
+// against the segments before, its indexes) is wrong only until the next
+// writer removes it.
+void MarkAfterRebootTail(PartitionWalk* w, size_t first_problem) {
+  for (size_t i = first_problem; i < w->problems->size(); ++i) {
+    Problem& p = (*w->problems)[i];
+    if (p.kind != Problem::Kind::kCorruption) continue;
+    p.kind = Problem::Kind::kNeedsRecovery;
+    p.detail +=
+        "; an empty segment rolled after a tail a power loss took: the next writer removes "
+        "it (R88)";
+  }
+}
 
 // After a reboot (or with no valid state) the last segment may end in a
 // torn or garbage tail that recovery cuts (R20, R21): problems from
@@ -422,6 +451,7 @@ IndexTail MarkRebootTail(PartitionWalk* w, int64_t base, const std::vector<Batch
     if (p.kind != Problem::Kind::kCorruption || p.position < valid_end) continue;
     p.kind = Problem::Kind::kNeedsRecovery;
     p.detail += "; torn or garbage tail after a reboot: the next writer cuts it (R20, R21)";
+    w->tail_torn = true;
   }
   return {batches.empty() ? base : batches.back().last_offset + 1, Problem::Kind::kNeedsRecovery};
 }
@@ -478,7 +508,7 @@ Status VerifySegmentIndexes(PartitionWalk* w, int64_t base, const std::vector<Ba
 
 // One segment: its log (up to the committed end, R27), its order against
 // the segments before, its epochs and its indexes.
-Status VerifySegment(PartitionWalk* w, int64_t base, bool last) {
+Status VerifySegment(PartitionWalk* w, int64_t base) {
   const auto& state = w->state;
   std::string log = w->dir + "/" + SegmentFileName(base, format::kLogSuffix);
   if (w->trusted && base > state->end_segment_base) {
@@ -503,14 +533,17 @@ Status VerifySegment(PartitionWalk* w, int64_t base, bool last) {
                                         "the next writer cuts them",
                                         unpublished),
                             Problem::Kind::kNote});
-  if (!w->trusted && state && last) tail = MarkRebootTail(w, base, batches, first_problem);
+  if (!w->trusted && state && base == w->tail_base)
+    tail = MarkRebootTail(w, base, batches, first_problem);
   CheckSegmentOrder(w, base, log, batches);
   CheckBatchEpochs(w, log, batches);
   w->prev_log = log;
   w->prev_end = batches.empty() ? 0 : batches.back().end;
   if (end_segment) w->end_valid = w->prev_end;
   for (const auto& b : batches) w->prev_last = std::max(w->prev_last, b.last_offset);
-  return VerifySegmentIndexes(w, base, batches, tail);
+  Status s = VerifySegmentIndexes(w, base, batches, tail);
+  if (w->tail_torn && base > w->tail_base) MarkAfterRebootTail(w, first_problem);
+  return s;
 }
 
 // The replica checkpoints hold what this log implies (R37, R38), and the
@@ -596,8 +629,10 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                      .problems = problems,
                      .state = state,
                      .trusted = state && state->same_boot()};
-  for (int64_t base : *segments)
-    MQ_RETURN_IF_ERROR(VerifySegment(&walk, base, base == segments->back()));
+  walk.tail_base = !walk.trusted && state ? LastSegmentWithBytes(dir, *segments)
+                   : segments->empty()    ? -1
+                                          : segments->back();
+  for (int64_t base : *segments) MQ_RETURN_IF_ERROR(VerifySegment(&walk, base));
   MQ_RETURN_IF_ERROR(VerifyAgainstLog(dfd->get(), walk, *segments));
   if (state) MQ_RETURN_IF_ERROR(CheckCommittedEnd(walk, *segments));
   return CheckWriterFiles(dfd->get());

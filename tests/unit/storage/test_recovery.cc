@@ -176,6 +176,123 @@ TEST_CASE("R22 corrupt batch: damage in a rolled (non-last) segment fails Open")
   CHECK(FileSize(log) == size - 10);
 }
 
+namespace {
+
+LogConfig R88Config() {
+  LogConfig config;
+  config.segment_bytes = 400;
+  config.durability = Durability::kNone;
+  config.sync_on_close = false;
+  return config;
+}
+
+// A log of several segments (durability none, no fsync at close: recovery
+// walks every segment; 400-byte segments) whose
+// last segment lost every byte and the one before it its last 10 bytes:
+// what a power loss leaves when a roll's new segment was created
+// (journaled metadata) but neither the sealed segment's last append nor
+// the new segment's appends reached the disk. Returns the batches the log
+// held before, with the base of the emptied segment in *emptied.
+std::vector<std::pair<int64_t, int64_t>> BuildRolledTornTail(const std::string& dir,
+                                                             int64_t* emptied, std::string* torn) {
+  BuildSegment(dir, 12, R88Config());
+  auto before = ReadAll(dir);
+  std::vector<std::string> logs;
+  for (const std::string& name : ListDir(dir))
+    if (name.ends_with(".log")) logs.push_back(name);
+  std::sort(logs.begin(), logs.end());
+  REQUIRE(logs.size() >= 3);
+  *emptied = *SegmentBaseOffset(logs.back());
+  *torn = logs[logs.size() - 2];
+  std::filesystem::resize_file(dir + "/" + logs.back(), 0);
+  std::filesystem::resize_file(dir + "/" + *torn, FileSize(dir + "/" + *torn) - 10);
+  return before;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "R88 rolled tail: after a reboot a rolled segment's torn tail before empty segments is cut") {
+  TempDir tmp;
+  std::string dir = tmp / "r88-0";
+  int64_t emptied = 0;
+  std::string torn;
+  auto before = BuildRolledTornTail(dir, &emptied, &torn);
+  const size_t kept = static_cast<size_t>(
+      std::count_if(before.begin(), before.end(), [&](auto& b) { return b.second < emptied; }) - 1);
+  ScopedBootId reboot(kAfterReboot);
+  // Verify judges it as the writer does: needs recovery, not corruption.
+  std::vector<Problem> judged;
+  REQUIRE(VerifyPartition(dir, {}, &judged, OffsetPolicy::kContiguous).ok());
+  CHECK(!judged.empty());
+  for (const Problem& p : judged) {
+    INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
+    CHECK(p.kind == Problem::Kind::kNeedsRecovery);
+  }
+  RecoveryReport report;
+  auto w = Reopen(dir, &report, R88Config());
+  REQUIRE(w);
+  // The torn batch is cut (R20) and the emptied segment removed (R88).
+  const std::string empty_log = SegmentFileName(emptied, format::kLogSuffix);
+  CHECK(!Exists(dir + "/" + empty_log));
+  CHECK(!Exists(dir + "/" + SegmentFileName(emptied, format::kIndexSuffix)));
+  CHECK(!Exists(dir + "/" + SegmentFileName(emptied, format::kTimeIndexSuffix)));
+  CHECK(std::any_of(report.repaired.begin(), report.repaired.end(),
+                    [&](const Problem& p) { return p.rule == "R88" && p.file == empty_log; }));
+  CHECK(std::any_of(report.repaired.begin(), report.repaired.end(),
+                    [&](const Problem& p) { return p.rule == "torn-tail" && p.file == torn; }));
+  auto after = ReadAll(dir);
+  REQUIRE(after.size() == kept);
+  CHECK(std::equal(after.begin(), after.end(), before.begin()));
+  CHECK((*w)->log_end_offset() == after.back().second + 1);
+  // The cut segment is the active one again: appends continue it.
+  auto more = MakeBatch(2);
+  REQUIRE((*w)->Append(more));
+  REQUIRE((*w)->Close().ok());
+  CHECK(ReadAll(dir).size() == kept + 1);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  CHECK(problems.empty());
+}
+
+TEST_CASE("R88 rolled tail: on the boot that published the state it is R22 damage") {
+  TempDir tmp;
+  std::string dir = tmp / "r88s-0";
+  int64_t emptied = 0;
+  std::string torn;
+  BuildRolledTornTail(dir, &emptied, &torn);
+  const uint64_t torn_size = FileSize(dir + "/" + torn);
+  std::vector<Problem> judged;
+  REQUIRE(VerifyPartition(dir, {}, &judged, OffsetPolicy::kContiguous).ok());
+  CHECK(std::any_of(judged.begin(), judged.end(), [&](const Problem& p) {
+    return p.kind == Problem::Kind::kCorruption && p.file == dir + "/" + torn;
+  }));
+  auto w = Reopen(dir, nullptr, R88Config());
+  REQUIRE(!w);
+  CHECK(w.error().code() == Code::kCorruption);
+  CHECK(w.error().file() == torn);
+  CHECK(FileSize(dir + "/" + torn) == torn_size);
+  CHECK(Exists(dir + "/" + SegmentFileName(emptied, format::kLogSuffix)));
+}
+
+TEST_CASE("R88 rolled tail: a later segment holding bytes keeps R22 after a reboot") {
+  TempDir tmp;
+  std::string dir = tmp / "r88d-0";
+  int64_t emptied = 0;
+  std::string torn;
+  BuildRolledTornTail(dir, &emptied, &torn);
+  // One byte on disk after the damage: not what a power loss leaves.
+  AppendToFile(dir + "/" + SegmentFileName(emptied, format::kLogSuffix),
+               std::vector<std::byte>{std::byte{0}});
+  const uint64_t torn_size = FileSize(dir + "/" + torn);
+  ScopedBootId reboot(kAfterReboot);
+  auto w = Reopen(dir, nullptr, R88Config());
+  REQUIRE(!w);
+  CHECK(w.error().code() == Code::kCorruption);
+  CHECK(w.error().file() == torn);
+  CHECK(FileSize(dir + "/" + torn) == torn_size);
+}
+
 TEST_CASE("R22 corrupt batch: a garbage header followed by a valid batch is not truncated") {
   TempDir tmp;
   std::string dir = tmp / "c-0";
