@@ -273,6 +273,11 @@ int main(int argc, char** argv) {
   if (base.real_log) {
     int64_t n = 0;
     for (const auto& [kind, count] : total.disagreements) n += count;
+    std::printf(
+        "mq-sim: real reader: %lld batches handed out, %lld sent back below what they handed "
+        "out\n",
+        static_cast<long long>(total.real_reader_batches),
+        static_cast<long long>(total.real_reader_cuts));
     std::printf("mq-sim: real log: %lld disagreements with the model%s\n",
                 static_cast<long long>(n), n ? ":" : "");
     for (const auto& [kind, count] : total.disagreements)

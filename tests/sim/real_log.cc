@@ -1,6 +1,8 @@
 #include "real_log.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -55,6 +57,7 @@ RealReplicaLog::RealReplicaLog(int32_t id, SyncPolicy policy, DiskOrder order,
 }
 
 RealReplicaLog::~RealReplicaLog() {
+  reader_.reset();
   producer_.reset();
   real_.reset();
 }
@@ -74,6 +77,52 @@ ReplicaLog* RealReplicaLog::Real() {
     real_ = std::move(*opened);
   }
   return real_.get();
+}
+
+Status RealReplicaLog::OpenReader(int64_t offset) {
+  SetBoot();
+  reader_.reset();
+  ReadOptions options;
+  options.limits = config_.limits;
+  options.offsets = config_.offsets;
+  options.fs = &fs_;
+  options.bound_by_high_watermark = true;
+  auto opened = PartitionReader::Open(dir_, options);
+  if (!opened) return opened.error();
+  MQ_RETURN_IF_ERROR((*opened)->Seek(offset));
+  reader_ = std::move(*opened);
+  return Status::Ok();
+}
+
+Result<RealReplicaLog::ReaderStep> RealReplicaLog::ReaderNext() {
+  if (!reader_) return Status(Code::kInvalidArgument, "no reader is open");
+  SetBoot();
+  auto next = reader_->Next();
+  if (!next) return next.error();
+  ReaderStep step;
+  step.cut = reader_->TakeCut();
+  if (auto out = reader_->TakeOutOfRange()) step.out_of_range = out->log_start_offset;
+  if (*next) {
+    const BatchHeader& h = (*next)->header();
+    SimBatch b;
+    b.base = h.base_offset;
+    b.last = h.last_offset();
+    b.epoch = h.partition_leader_epoch;
+    b.identity = BatchIdentity(h);
+    step.batch = b;
+  }
+  return step;
+}
+
+std::string RealReplicaLog::ReaderText() {
+  if (!reader_) return "closed";
+  SetBoot();
+  const auto rewrites = reader_->rewrites();
+  std::ifstream in(dir_ + "/truncations");
+  std::string history((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return fmt::format("end {}, rewrites {}, positioned at rewrites {}, truncations [{}]",
+                     reader_->end_offset(), rewrites ? static_cast<int64_t>(*rewrites) : -1,
+                     reader_->positioned_rewrites(), history);
 }
 
 void RealReplicaLog::Broken(const std::string& what) {
@@ -405,6 +454,7 @@ void RealReplicaLog::PowerLoss(Rng& rng) {
   // sees too) and what it says a disk may keep.
   const ReplicaFiles before = files();
   ModelReplicaLog::PowerLoss(rng);
+  reader_.reset();  // the host's power goes: every process of it ends
   producer_.reset();
   producer_epoch_ = -1;
   real_.reset();

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,26 @@ class RealReplicaLog : public ModelReplicaLog {
 
   const std::string& dir() const { return dir_; }
 
+  // A consumer's reader of this replica's files: liblog's PartitionReader
+  // bound by the high watermark over the simulated file system, in a
+  // process of its own (a kill of the replica's process leaves it open; a
+  // power loss closes it). OpenReader replaces the one before, positioned
+  // at `offset`.
+  Status OpenReader(int64_t offset);
+  bool reader_open() const { return reader_ != nullptr; }
+  // One Next() of the reader: the batch it handed out (nullopt at its end)
+  // and what it reported since the call before: the offset it went back to
+  // after a truncation (TakeCut) or the log start it went on at
+  // (TakeOutOfRange).
+  struct ReaderStep {
+    std::optional<SimBatch> batch;
+    std::optional<int64_t> cut;
+    std::optional<int64_t> out_of_range;
+  };
+  Result<ReaderStep> ReaderNext();
+  // What the reader sees of the log now (end_offset(), rewrites()).
+  std::string ReaderText();
+
  private:
   // The real log, opened (recovered) again after a crash; null when that
   // failed (the breach says why). Sets the boot id liblog sees to this
@@ -97,6 +118,7 @@ class RealReplicaLog : public ModelReplicaLog {
   std::unique_ptr<ReplicaLog> real_;
   // The producer's writer (mq-produce's), of the epoch it stamps.
   std::unique_ptr<PartitionWriter> producer_;
+  std::unique_ptr<PartitionReader> reader_;
   int32_t producer_epoch_ = -1;
   std::string breach_;
   std::vector<std::pair<std::string, std::string>> disagreements_;

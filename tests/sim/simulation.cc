@@ -45,6 +45,8 @@ void SimStats::Add(const SimStats& o) {
   unclean_elections += o.unclean_elections;
   isr_outages += o.isr_outages;
   reader_cuts += o.reader_cuts;
+  real_reader_batches += o.real_reader_batches;
+  real_reader_cuts += o.real_reader_cuts;
   for (const auto& [kind, n] : o.disagreements) disagreements[kind] += n;
   fenced_writes += o.fenced_writes;
 }
@@ -167,6 +169,13 @@ class Simulation {
   void Refresh();
   void Consume();
   void Read();
+  void ReadModel();
+  // --real-log: the shipped reader (README.md, "The real log"); the model's
+  // files are the oracle it is checked against.
+  void ReadReal(RealReplicaLog& log);
+  void RealReaderCut(const ReplicaFiles& f, int64_t to);
+  bool CheckRealBatch(const ReplicaFiles& f, const SimBatch& b, int64_t hw);
+  void RealReaderStalled(RealReplicaLog& log, const SimBatch& at, int64_t hw);
   void Crash(int32_t r, bool allow_power_loss);
   void Restart(int32_t r);
   void Reboot(int32_t r);
@@ -265,6 +274,14 @@ class Simulation {
     // The batch it handed out last, since it positioned or went back
     // (invariant 9); identity 0: none.
     SimBatch last;
+    // --real-log: liblog's PartitionReader over the same replica's files
+    // (RealReplicaLog::OpenReader), read beside the model's reader and
+    // held to the same invariants (8, 9, 10) against the model's files.
+    struct Real {
+      bool open = false;
+      int64_t next = 0;  // after the batch it last handed out
+      SimBatch last;     // as `last` above
+    } real;
   };
   std::optional<Reader> reader_;
 
@@ -1072,6 +1089,13 @@ void Simulation::Consume() {
 // the one the log holds there (invariant 8) and is then a record a consumer
 // was shown.
 void Simulation::Read() {
+  ReadModel();
+  if (failed_ || !reader_ || !options_.real_log) return;
+  if (auto* real = dynamic_cast<RealReplicaLog*>(reps_[reader_->replica].log.get()))
+    ReadReal(*real);
+}
+
+void Simulation::ReadModel() {
   if (reader_ && reps_[reader_->replica].log->RunningBoot() != reader_->boot) {
     if (options_.trace) Trace(fmt::format("reader of {}: its host restarted", reader_->replica));
     reader_.reset();
@@ -1082,7 +1106,7 @@ void Simulation::Read() {
     if (!Live(id)) return;
     ModelReplicaLog& log = *reps_[id].log;
     reader_ =
-        Reader{id, log.RunningBoot(), log.cut_generation(), log.files().log_start, {}, {}, {}};
+        Reader{id, log.RunningBoot(), log.cut_generation(), log.files().log_start, {}, {}, {}, {}};
     ++stats_.readers;
     if (options_.trace) Trace(fmt::format("reader opened on {}", id));
   }
@@ -1179,6 +1203,129 @@ void Simulation::Read() {
       rd.epochs.push_back({b.epoch, b.base});
     rd.last = b;
     rd.held.reset();
+  }
+}
+
+// The shipped reader goes back (TakeCut, TakeOutOfRange) to `to`: the
+// batch before it in the log as it is now is what it handed out last.
+void Simulation::RealReaderCut(const ReplicaFiles& f, int64_t to) {
+  Reader::Real& real = reader_->real;
+  if (to < real.next) ++stats_.real_reader_cuts;
+  real.next = to;
+  real.last = SimBatch{};
+  auto at = std::lower_bound(f.log.begin(), f.log.end(), to,
+                             [](const SimBatch& x, int64_t o) { return x.last < o; });
+  if (at != f.log.begin() && to > f.log_start && (at == f.log.end() || at->base >= to))
+    real.last = *(at - 1);
+  if (options_.trace)
+    Trace(fmt::format("real reader of {}: log rewritten, from {}", reader_->replica, to));
+}
+
+// A batch the shipped reader handed out: below the HW (10), the next
+// offset after the one it handed out before (10), the log's batch there
+// (8), right after the one it handed out before (9). False: failed.
+bool Simulation::CheckRealBatch(const ReplicaFiles& f, const SimBatch& b, int64_t hw) {
+  const Reader::Real& real = reader_->real;
+  const int32_t id = reader_->replica;
+  auto find = [&f](int64_t o) {
+    return std::lower_bound(f.log.begin(), f.log.end(), o,
+                            [](const SimBatch& x, int64_t off) { return x.last < off; });
+  };
+  auto text = [&f](std::vector<SimBatch>::const_iterator it) {
+    return it == f.log.end()
+               ? std::string("nothing")
+               : fmt::format("batch [{}..{}] epoch {}", it->base, it->last, it->epoch);
+  };
+  std::string what;
+  auto at = find(b.base);
+  if (b.last >= hw)
+    what = fmt::format(
+        "invariant 10 (a reader hands out only committed records): the real reader "
+        "of replica {} hands out batch [{}..{}] epoch {}, not below its HW {}",
+        id, b.base, b.last, b.epoch, hw);
+  else if (b.base != real.next)
+    what = fmt::format(
+        "invariant 10 (a reader hands out each committed record once, in order): "
+        "the real reader of replica {} hands out batch [{}..{}] epoch {} after "
+        "offset {}",
+        id, b.base, b.last, b.epoch, real.next - 1);
+  else if (at == f.log.end() || at->base != b.base || at->identity != b.identity)
+    what = fmt::format(
+        "invariant 8 (a reader handed out a record the log no longer holds, R2): "
+        "the real reader of replica {} hands out batch [{}..{}] epoch {}; the log "
+        "holds {} there",
+        id, b.base, b.last, b.epoch, text(at));
+  else if (real.last.identity != 0) {
+    auto prev = find(real.last.base);
+    if (prev == f.log.end() || prev->identity != real.last.identity || prev->last + 1 != b.base)
+      what = fmt::format(
+          "invariant 9 (a reader passed over records another leader put where the "
+          "records it handed out were, KIP-320): the real reader of replica {} "
+          "hands out batch [{}..{}] epoch {} after batch [{}..{}] epoch {}, but "
+          "the log holds {} there now",
+          id, b.base, b.last, b.epoch, real.last.base, real.last.last, real.last.epoch, text(prev));
+  }
+  if (what.empty()) return true;
+  Fail(what);
+  return false;
+}
+
+// Invariant 10's other half: the shipped reader reports its end with `at`,
+// a batch below the HW, unread. Counted as a disagreement with the model's
+// reader (a violation with --strict-oracle): README.md, "The real log".
+void Simulation::RealReaderStalled(RealReplicaLog& log, const SimBatch& at, int64_t hw) {
+  const std::string what = fmt::format(
+      "the real reader of replica {} ends at offset {}, below its HW {}; the log holds batch "
+      "[{}..{}] epoch {} there (the reader: {})",
+      reader_->replica, reader_->real.next, hw, at.base, at.last, at.epoch, log.ReaderText());
+  ++stats_.disagreements["real reader: ends below the HW with committed records unread"];
+  if (options_.trace) Trace(what);
+  if (options_.strict_oracle)
+    Fail("invariant 10 (a reader hands out every committed record): " + what);
+}
+
+// README.md, "The real log": up to 8 batches of liblog's PartitionReader
+// (bound by the HW) over the replica's files, each checked against the
+// model's copy of them; at its end, nothing committed is left unread
+// (invariant 10: it hands out exactly the committed records, in order,
+// once, across truncations and power losses).
+void Simulation::ReadReal(RealReplicaLog& log) {
+  Reader::Real& real = reader_->real;
+  const ReplicaFiles& f = log.files();
+  if (!real.open || !log.reader_open()) {
+    Status s = log.OpenReader(f.log_start);
+    if (!s.ok()) {
+      Fail(fmt::format("the real reader of replica {} does not open: {}", reader_->replica,
+                       s.message()));
+      return;
+    }
+    real = {true, f.log_start, {}};
+  }
+  const int64_t hw = std::min(f.hw, f.LogEnd());
+  for (int n = 0; n < 8; ++n) {
+    auto step = log.ReaderNext();
+    if (!step) {
+      Fail(fmt::format("the real reader of replica {} fails at offset {}: {}", reader_->replica,
+                       real.next, step.error().message()));
+      return;
+    }
+    if (step->cut) RealReaderCut(f, *step->cut);
+    if (step->out_of_range) RealReaderCut(f, *step->out_of_range);
+    if (!step->batch) {
+      auto at = std::lower_bound(f.log.begin(), f.log.end(), real.next,
+                                 [](const SimBatch& x, int64_t o) { return x.last < o; });
+      if (at != f.log.end() && at->last < hw) RealReaderStalled(log, *at, hw);
+      return;
+    }
+    const SimBatch& b = *step->batch;
+    if (!CheckRealBatch(f, b, hw)) return;
+    if (!forked_[reader_->replica]) {
+      for (int64_t o = b.base; o <= b.last && o < static_cast<int64_t>(flags_.size()); ++o)
+        flags_[o] |= kSeen;
+    }
+    ++stats_.real_reader_batches;
+    real.next = b.last + 1;
+    real.last = b;
   }
 }
 

@@ -96,6 +96,10 @@ struct SimStats {
   int64_t unclean_elections = 0;   // a replica outside the ISR elected
   int64_t isr_outages = 0;         // every in-sync replica's host down at once
   int64_t reader_cuts = 0;         // readers sent back below what they handed out
+  // --real-log: batches liblog's PartitionReader handed out, and the times
+  // it went back below what it had handed out (TakeCut, TakeOutOfRange).
+  int64_t real_reader_batches = 0;
+  int64_t real_reader_cuts = 0;
   // --real-log: the real log's disagreements with the model, by kind.
   std::map<std::string, int64_t> disagreements;
   void Add(const SimStats& o);
