@@ -1,7 +1,9 @@
 // The offsets file written in place (format-spec/group.md §14.2 R86,
 // §14.3 R87): two copies, the current one by generation, one write and one
 // fdatasync per commit, torn writes and SIGKILLs leaving the state before.
-// Seeds: MQ_TEST_SEED=<n> repeats one seed (printed by every seeded test).
+// Seeds: MQ_TEST_SEED=<n> repeats one seed (printed by every seeded test);
+// MQ_GROUP_KILL_ROUNDS=<n> sets how many members the SIGKILL test kills
+// (default 8, a bounded sample for CI).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
