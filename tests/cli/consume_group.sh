@@ -325,11 +325,15 @@ grep -q "in use" "$WORK/err" || fail "member id in use: $(cat "$WORK/err")"
 kill "$busy_pid"
 
 # A corrupt offsets file stops the member (65, naming the rule), never resets.
+# Both copies of the file written in place (R86) damaged: one damaged copy
+# reads as a write cut short, and the other copy is the state.
 cp "$MQ_DIR/groups/g1/offsets" "$WORK/offsets.good"
+slot=$(( $(stat -c %s "$MQ_DIR/groups/g1/offsets") / 2 ))
 flip_byte "$MQ_DIR/groups/g1/offsets" 20
+flip_byte "$MQ_DIR/groups/g1/offsets" $((slot + 20))
 run "$BIN/mq-consume" -t t -G g1 -e
 expect_rc 65 "corrupt offsets file"
-grep -q "R29" "$WORK/err" || fail "corrupt offsets: $(cat "$WORK/err")"
+grep -q "R86" "$WORK/err" || fail "corrupt offsets: $(cat "$WORK/err")"
 [[ ! -s "$WORK/out" ]] || fail "corrupt offsets: printed messages"
 truncate -s 30 "$MQ_DIR/groups/g1/offsets"
 run "$BIN/mq-consume" -t t -G g1 -e

@@ -63,11 +63,12 @@ run "$INSPECT" --verify "$T"
 expect_rc 65 "verify of a damaged file"
 grep -q "^$T: position 8: R29: crc " "$WORK/err" || fail "damaged: $(cat "$WORK/err")"
 
-# A later version (2) is unsupported, exit 65, never guessed at.
-hex2bin "${EXAMPLE:0:8}0002${EXAMPLE:12}" >"$T"
+# A later version (3; 2 is the file written in place, R86) is unsupported,
+# exit 65, never guessed at.
+hex2bin "${EXAMPLE:0:8}0003${EXAMPLE:12}" >"$T"
 run "$INSPECT" "$T"
-expect_rc 65 "dump of version 2"
-grep -q "unsupported version 2" "$WORK/err" || fail "version 2: $(cat "$WORK/err")"
+expect_rc 65 "dump of version 3"
+grep -q "unsupported version 3" "$WORK/err" || fail "version 3: $(cat "$WORK/err")"
 
 # --- verify a data directory: groups/ is verified too --------------------------
 mkdir "$D/groups/idle" "$D/groups/~deleted-1-0"

@@ -64,6 +64,23 @@ std::vector<std::byte> EncodeGroupOffsets(const GroupOffsets& state);
 // R29, R30: the state, or kCorruption naming `file`, the byte position and
 // the rule (kUnsupported for a newer version).
 Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> bytes, const std::string& file);
+// R86: the offsets file written in place, two copies of a version-2 image
+// (EncodeGroupOffsetsCopy) in the two halves of the file
+// (EncodeGroupOffsetsInPlace: copy 0 `copy`, copy 1 zeros), each half
+// `slot` bytes (GroupOffsetsSlotBytes of the image's size: room to grow).
+std::vector<std::byte> EncodeGroupOffsetsCopy(const GroupOffsets& state);
+uint64_t GroupOffsetsSlotBytes(uint64_t image_bytes);
+std::vector<std::byte> EncodeGroupOffsetsInPlace(std::span<const std::byte> copy, uint64_t slot);
+// A decoded offsets file: its state and, for an R86 file, which copy is
+// current and the size of a slot (current -1: version 1's single image).
+struct GroupOffsetsFile {
+  GroupOffsets state;
+  int current = -1;
+  uint64_t slot_bytes = 0;
+};
+// Version 1 (R29, R30) or an R86 file of two copies.
+Result<GroupOffsetsFile> DecodeGroupOffsetsFile(std::span<const std::byte> bytes,
+                                                const std::string& file);
 // Reads and decodes an offsets file by path (mq-inspect). kTooLarge is
 // reported as R29 corruption, never allocated.
 Result<GroupOffsets> ReadGroupOffsetsFile(const std::string& path);

@@ -270,6 +270,15 @@ constexpr int16_t kGroupOffsetsVersion = 1;
 constexpr size_t kGroupOffsetsHeaderSize = 48;
 constexpr size_t kGroupOffsetEntryFixedSize = 36;        // an entry without its two names
 constexpr uint64_t kMaxGroupOffsetsBytes = 64ull << 20;  // R29
+// §14.2 R86: the offsets file written in place, two copies of a version-2
+// image (the header's 48 bytes, then imageBytes and a reserved int32), each
+// in a slot of half the file; R87 writes one copy and fdatasyncs.
+constexpr int16_t kGroupOffsetsInPlaceVersion = 2;
+constexpr size_t kGroupOffsetsInPlaceHeaderSize = 56;
+constexpr size_t kGroupOffsetsImageBytesAt = 48;
+constexpr size_t kGroupOffsetsImageReservedAt = 52;
+constexpr uint64_t kGroupOffsetsSlotAlign = 4096;                  // R86: slots of 4 KiB pages
+constexpr uint64_t kMaxGroupOffsetsFileBytes = 2 * kMaxGroupOffsetsBytes;  // R86: two slots
 // §14.1 Names inside the data directory (the offsets file's own name,
 // `offsets`, is mq::kGroupOffsetsFile in mq/group.h: tools read it too).
 constexpr const char* kGroupsDir = "groups";

@@ -36,12 +36,18 @@ using format::kGroupLock;
 using format::kGroupMembersDir;
 using format::kGroupOffsetEntryFixedSize;
 using format::kGroupOffsetsHeaderSize;
+using format::kGroupOffsetsImageBytesAt;
+using format::kGroupOffsetsImageReservedAt;
+using format::kGroupOffsetsInPlaceHeaderSize;
+using format::kGroupOffsetsInPlaceVersion;
 using format::kGroupOffsetsMagic;
+using format::kGroupOffsetsSlotAlign;
 using format::kGroupOffsetsStaging;
 using format::kGroupOffsetsVersion;
 using format::kGroupPartitionsDir;
 using format::kGroupsDir;
 using format::kMaxGroupOffsetsBytes;
+using format::kMaxGroupOffsetsFileBytes;
 using format::kOwnershipSlotSize;
 
 namespace {
@@ -133,21 +139,31 @@ int64_t GroupOffsets::dead_letters() const {
   return sum;
 }
 
-std::vector<std::byte> EncodeGroupOffsets(const GroupOffsets& state) {
-  size_t size = kGroupOffsetsHeaderSize;
+namespace {
+
+// An image of `state` (R29, R30) whose header takes `header_size` bytes:
+// version 1's 48, or a copy of version 2's 56 (R86), its imageBytes set.
+std::vector<std::byte> EncodeImage(const GroupOffsets& state, int16_t version, size_t header_size) {
+  size_t size = header_size;
   for (const auto& e : state.offsets)
     size += kGroupOffsetEntryFixedSize + e.topic.size() + e.member_id.size();
   std::vector<std::byte> out(size);
   std::byte* b = out.data();
   PutFixed32(b + kMagicAt, kGroupOffsetsMagic);
-  PutFixed16(b + kVersionAt, static_cast<uint16_t>(kGroupOffsetsVersion));
+  PutFixed16(b + kVersionAt, static_cast<uint16_t>(version));
   PutFixed16(b + kReservedAt, 0);
   PutFixed32(b + kCountAt, static_cast<uint32_t>(state.offsets.size()));
   PutFixed64(b + kGenerationAt, static_cast<uint64_t>(state.generation));
   PutFixed64(b + kUpdateTimestampAt, static_cast<uint64_t>(state.update_timestamp));
   PutFixed64(b + kRebalancesAt, static_cast<uint64_t>(state.rebalances));
   PutFixed64(b + kLastRebalanceAt, static_cast<uint64_t>(state.last_rebalance_timestamp));
-  std::byte* p = b + kGroupOffsetsHeaderSize;
+  if (header_size == kGroupOffsetsInPlaceHeaderSize) {
+    // A copy's size fits: R29 bounds an image by 64 MiB.
+    PutFixed32(b + kGroupOffsetsImageBytesAt,
+               static_cast<uint32_t>(std::min<size_t>(size, UINT32_MAX)));
+    PutFixed32(b + kGroupOffsetsImageReservedAt, 0);
+  }
+  std::byte* p = b + header_size;
   for (const auto& e : state.offsets) {
     p = PutString(p, e.topic);
     PutFixed32(p, static_cast<uint32_t>(e.partition));
@@ -158,6 +174,29 @@ std::vector<std::byte> EncodeGroupOffsets(const GroupOffsets& state) {
     p = PutString(p + 32, e.member_id);
   }
   PutFixed32(b + kCrcAt, Crc32c(std::span<const std::byte>(out).subspan(kCrcFrom)));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::byte> EncodeGroupOffsets(const GroupOffsets& state) {
+  return EncodeImage(state, kGroupOffsetsVersion, kGroupOffsetsHeaderSize);
+}
+
+std::vector<std::byte> EncodeGroupOffsetsCopy(const GroupOffsets& state) {
+  return EncodeImage(state, kGroupOffsetsInPlaceVersion, kGroupOffsetsInPlaceHeaderSize);
+}
+
+uint64_t GroupOffsetsSlotBytes(uint64_t image_bytes) {
+  // Room to grow: twice the image, in whole pages, at most R29's bound.
+  uint64_t slot = kGroupOffsetsSlotAlign;
+  while (slot < 2 * image_bytes && slot < kMaxGroupOffsetsBytes) slot *= 2;
+  return slot;
+}
+
+std::vector<std::byte> EncodeGroupOffsetsInPlace(std::span<const std::byte> copy, uint64_t slot) {
+  std::vector<std::byte> out(static_cast<size_t>(2 * slot));
+  std::memcpy(out.data(), copy.data(), std::min<size_t>(copy.size(), static_cast<size_t>(slot)));
   return out;
 }
 
@@ -178,10 +217,11 @@ Status CheckGroupOffsetsFrame(std::span<const std::byte> b, const std::string& f
   if (uint32_t magic = GetFixed32(h + kMagicAt); magic != kGroupOffsetsMagic)
     return Status::Corruption(file, kMagicAt, "R29", fmt::format("bad magic {:#010x}", magic));
   const auto version = static_cast<int16_t>(GetFixed16(h + kVersionAt));
-  if (version > kGroupOffsetsVersion)
-    return Status(Code::kUnsupported,
-                  fmt::format("{}: position {}: R29: unsupported version {} (this mq reads {})",
-                              file, kVersionAt, version, kGroupOffsetsVersion));
+  if (version > kGroupOffsetsInPlaceVersion)
+    return Status(
+        Code::kUnsupported,
+        fmt::format("{}: position {}: R29: unsupported version {} (this mq reads {} and {})", file,
+                    kVersionAt, version, kGroupOffsetsVersion, kGroupOffsetsInPlaceVersion));
   if (version < 1)
     return Status::Corruption(file, kVersionAt, "R29", fmt::format("bad version {}", version));
   if (uint16_t reserved = GetFixed16(h + kReservedAt); reserved != 0)
@@ -205,32 +245,35 @@ Status CheckGroupOffsetsFrame(std::span<const std::byte> b, const std::string& f
   return Status::Ok();
 }
 
-// The header's fields (R29), its entries not yet read; `count`: how many
-// entries follow.
+// The header's fields (R29) of the image at `base` of `b` (which ends
+// where the image does), its entries not yet read; `count`: how many
+// entries follow its `header_size` bytes.
 Result<GroupOffsets> DecodeGroupOffsetsHeader(std::span<const std::byte> b, const std::string& file,
-                                              int32_t* count) {
-  const std::byte* h = b.data();
+                                              int32_t* count, size_t base = 0,
+                                              size_t header_size = kGroupOffsetsHeaderSize) {
+  const std::byte* h = b.data() + base;
   *count = static_cast<int32_t>(GetFixed32(h + kCountAt));
   GroupOffsets s;
   s.generation = static_cast<int64_t>(GetFixed64(h + kGenerationAt));
   s.update_timestamp = static_cast<int64_t>(GetFixed64(h + kUpdateTimestampAt));
   s.rebalances = static_cast<int64_t>(GetFixed64(h + kRebalancesAt));
   s.last_rebalance_timestamp = static_cast<int64_t>(GetFixed64(h + kLastRebalanceAt));
-  if (*count < 0) return Status::Corruption(file, kCountAt, "R29", fmt::format("count {}", *count));
+  if (*count < 0)
+    return Status::Corruption(file, base + kCountAt, "R29", fmt::format("count {}", *count));
   if (static_cast<uint64_t>(*count) * (kGroupOffsetEntryFixedSize + 1) >
-      b.size() - kGroupOffsetsHeaderSize)
+      b.size() - base - header_size)
     return Status::Corruption(
-        file, kCountAt, "R29",
-        fmt::format("count {} does not fit in the file's {} bytes", *count, b.size()));
+        file, base + kCountAt, "R29",
+        fmt::format("count {} does not fit in the file's {} bytes", *count, b.size() - base));
   if (s.generation < 1)
-    return Status::Corruption(file, kGenerationAt, "R29",
+    return Status::Corruption(file, base + kGenerationAt, "R29",
                               fmt::format("generation {}", s.generation));
   if (s.rebalances < 0)
-    return Status::Corruption(file, kRebalancesAt, "R29",
+    return Status::Corruption(file, base + kRebalancesAt, "R29",
                               fmt::format("rebalances {}", s.rebalances));
   if (s.last_rebalance_timestamp < kNoTimestamp)
     return Status::Corruption(
-        file, kLastRebalanceAt, "R29",
+        file, base + kLastRebalanceAt, "R29",
         fmt::format("last rebalance timestamp {}", s.last_rebalance_timestamp));
   return s;
 }
@@ -271,14 +314,18 @@ Result<CommittedOffset> DecodeGroupOffsetEntry(std::span<const std::byte> b, siz
 
 }  // namespace
 
-Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std::string& file) {
-  MQ_RETURN_IF_ERROR(CheckGroupOffsetsFrame(b, file));
+namespace {
+
+// The header at `base` and the `count` entries after its `header_size`
+// bytes, which fill `b` to its end (R29, R30).
+Result<GroupOffsets> DecodeImage(std::span<const std::byte> b, const std::string& file, size_t base,
+                                 size_t header_size) {
   int32_t count = 0;
-  auto header = DecodeGroupOffsetsHeader(b, file, &count);
+  auto header = DecodeGroupOffsetsHeader(b, file, &count, base, header_size);
   if (!header) return header.error();
   GroupOffsets& s = *header;
   s.offsets.reserve(static_cast<size_t>(count));
-  size_t at = kGroupOffsetsHeaderSize;
+  size_t at = base + header_size;
   for (int32_t i = 0; i < count; ++i) {
     const size_t start = at;
     auto e = DecodeGroupOffsetEntry(b, &at, file, i);
@@ -298,47 +345,143 @@ Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std:
   return std::move(s);
 }
 
+constexpr const char* kNeitherWhole = "neither copy is whole";
+
+// Copy `c` of an R86 file whose slots take `slot` bytes: nullopt when it is
+// not whole (its imageBytes out of range or its crc not matching: a write
+// a crash cut short, or a slot never written), else its image checked as
+// R29 and R30 check version 1's.
+Result<std::optional<GroupOffsets>> DecodeCopy(std::span<const std::byte> b,
+                                               const std::string& file, int c, size_t slot) {
+  const size_t base = static_cast<size_t>(c) * slot;
+  const std::byte* h = b.data() + base;
+  const uint32_t image = GetFixed32(h + kGroupOffsetsImageBytesAt);
+  if (image < kGroupOffsetsInPlaceHeaderSize || image > slot) return std::optional<GroupOffsets>();
+  const auto bytes = b.subspan(base, image);
+  if (GetFixed32(h + kCrcAt) != Crc32c(bytes.subspan(kCrcFrom)))
+    return std::optional<GroupOffsets>();
+  if (uint32_t magic = GetFixed32(h + kMagicAt); magic != kGroupOffsetsMagic)
+    return Status::Corruption(file, base + kMagicAt, "R86",
+                              fmt::format("copy {}: bad magic {:#010x}", c, magic));
+  if (auto v = static_cast<int16_t>(GetFixed16(h + kVersionAt)); v != kGroupOffsetsInPlaceVersion)
+    return Status::Corruption(
+        file, base + kVersionAt, "R86",
+        fmt::format("copy {}: version {}, not {}", c, v, kGroupOffsetsInPlaceVersion));
+  if (GetFixed16(h + kReservedAt) != 0 || GetFixed32(h + kGroupOffsetsImageReservedAt) != 0)
+    return Status::Corruption(file, base + kReservedAt, "R86",
+                              fmt::format("copy {}: a reserved field is not 0", c));
+  auto state = DecodeImage(b.first(base + image), file, base, kGroupOffsetsInPlaceHeaderSize);
+  if (!state) return state.error();
+  return std::optional<GroupOffsets>(std::move(*state));
+}
+
+}  // namespace
+
+Result<GroupOffsetsFile> DecodeGroupOffsetsFile(std::span<const std::byte> b,
+                                                const std::string& file) {
+  GroupOffsetsFile out;
+  if (b.size() < kGroupOffsetsHeaderSize ||
+      GetFixed16(b.data() + kVersionAt) != kGroupOffsetsInPlaceVersion) {
+    MQ_RETURN_IF_ERROR(CheckGroupOffsetsFrame(b, file));
+    auto state = DecodeImage(b, file, 0, kGroupOffsetsHeaderSize);
+    if (!state) return state.error();
+    out.state = std::move(*state);
+    return out;
+  }
+  // R86: two slots of whole pages.
+  if (b.size() > kMaxGroupOffsetsFileBytes || b.size() % (2 * kGroupOffsetsSlotAlign) != 0)
+    return Status::Corruption(
+        file, b.size(), "R86",
+        fmt::format("{} bytes: not two slots of a multiple of {} bytes, "
+                    "at most {} in all (truncated?)",
+                    b.size(), kGroupOffsetsSlotAlign, kMaxGroupOffsetsFileBytes));
+  const size_t slot = b.size() / 2;
+  std::optional<GroupOffsets> copies[2];
+  for (int c = 0; c < 2; ++c) {
+    auto copy = DecodeCopy(b, file, c, slot);
+    if (!copy) return copy.error();
+    copies[c] = std::move(*copy);
+  }
+  if (!copies[0] && !copies[1])
+    return Status::Corruption(file, kCrcAt, "R86",
+                              fmt::format("{} (its crc matches)", kNeitherWhole));
+  if (copies[0] && copies[1] && copies[0]->generation == copies[1]->generation)
+    return Status::Corruption(file, slot + kGenerationAt, "R86",
+                              fmt::format("both copies have generation {}", copies[0]->generation));
+  const int current =
+      !copies[1] || (copies[0] && copies[0]->generation > copies[1]->generation) ? 0 : 1;
+  out.state = std::move(*copies[current]);
+  out.current = current;
+  out.slot_bytes = slot;
+  return out;
+}
+
+Result<GroupOffsets> DecodeGroupOffsets(std::span<const std::byte> b, const std::string& file) {
+  auto decoded = DecodeGroupOffsetsFile(b, file);
+  if (!decoded) return decoded.error();
+  return std::move(decoded->state);
+}
+
 namespace {
 
-// Reads all of an offsets file open as `file`, bounded by R29.
-Result<GroupOffsets> ReadOffsets(File* file, const std::string& path) {
+// Reads all of an offsets file open as `file`, bounded by R29 and R86.
+Result<GroupOffsetsFile> ReadOffsets(File* file, const std::string& path) {
   auto size = file->Size();
   if (!size) return size.error();
-  if (*size > kMaxGroupOffsetsBytes)
+  if (*size > kMaxGroupOffsetsFileBytes)
     return Status::Corruption(
-        path, kMaxGroupOffsetsBytes, "R29",
-        fmt::format("{} bytes, more than the {} allowed", *size, kMaxGroupOffsetsBytes));
+        path, kMaxGroupOffsetsFileBytes, "R29",
+        fmt::format("{} bytes, more than the {} allowed", *size, kMaxGroupOffsetsFileBytes));
   std::vector<std::byte> bytes(static_cast<size_t>(*size));
   auto got = file->ReadAt(0, bytes);
   if (!got) return got.error();
   bytes.resize(*got);
-  return DecodeGroupOffsets(bytes, path);
+  return DecodeGroupOffsetsFile(bytes, path);
+}
+
+// R86: a reader that takes no lock reads a copy while a writer writes it
+// (that copy is not whole: the other one is read). Only a reader slower
+// than two commits can find both copies being written, or one being
+// written and the other from before: such a read is made again, a few
+// times, before it is taken for corruption.
+template <typename F>
+auto ReadSettled(const F& read_once) -> decltype(read_once()) {
+  constexpr int kAttempts = 4;
+  for (int attempt = 1;; ++attempt) {
+    auto r = read_once();
+    if (r || r.error().rule() != "R86" || attempt == kAttempts ||
+        r.error().message().find(kNeitherWhole) == std::string::npos)
+      return r;
+    ::usleep(1000 * attempt);
+  }
 }
 
 }  // namespace
 
 Result<GroupOffsets> ReadGroupOffsetsFile(const std::string& path) {
-  auto fd = OpenRegularFileAt(AT_FDCWD, path, O_RDONLY);
-  if (!fd) return fd.error();
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(path + ": fstat", errno);
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size > kMaxGroupOffsetsBytes)
-    return Status::Corruption(
-        path, kMaxGroupOffsetsBytes, "R29",
-        fmt::format("{} bytes, more than the {} allowed", size, kMaxGroupOffsetsBytes));
-  std::vector<std::byte> bytes(static_cast<size_t>(size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n =
-        ::pread(fd->get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(path + ": read", errno);
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  bytes.resize(done);
-  return DecodeGroupOffsets(bytes, path);
+  return ReadSettled([&]() -> Result<GroupOffsets> {
+    auto fd = OpenRegularFileAt(AT_FDCWD, path, O_RDONLY);
+    if (!fd) return fd.error();
+    struct stat st;
+    if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(path + ": fstat", errno);
+    const auto size = static_cast<uint64_t>(st.st_size);
+    if (size > kMaxGroupOffsetsFileBytes)
+      return Status::Corruption(
+          path, kMaxGroupOffsetsFileBytes, "R29",
+          fmt::format("{} bytes, more than the {} allowed", size, kMaxGroupOffsetsFileBytes));
+    std::vector<std::byte> bytes(static_cast<size_t>(size));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n =
+          ::pread(fd->get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoStatus(path + ": read", errno);
+      if (n == 0) break;
+      done += static_cast<size_t>(n);
+    }
+    bytes.resize(done);
+    return DecodeGroupOffsets(bytes, path);
+  });
 }
 
 Result<Group> Group::Open(const std::string& data_dir, std::string_view name, bool create,
@@ -377,11 +520,14 @@ Result<Group> Group::Open(const std::string& data_dir, std::string_view name, bo
 }
 
 Result<GroupOffsets> Group::Read() const {
-  const std::string path = path_ + "/" + kGroupOffsetsFile;
-  auto file = fs_->Open(dir_.get(), kGroupOffsetsFile, FileSystem::kRead);
-  if (!file && file.error().code() == Code::kNotFound) return GroupOffsets{};
-  if (!file) return file.error();
-  return ReadOffsets(file->get(), path);
+  return ReadSettled([&]() -> Result<GroupOffsets> {
+    auto file = fs_->Open(dir_.get(), kGroupOffsetsFile, FileSystem::kRead);
+    if (!file && file.error().code() == Code::kNotFound) return GroupOffsets{};
+    if (!file) return file.error();
+    auto read = ReadOffsets(file->get(), path_ + "/" + kGroupOffsetsFile);
+    if (!read) return read.error();
+    return std::move(read->state);
+  });
 }
 
 namespace {
@@ -423,21 +569,38 @@ Result<FileLock> Group::LockCommit(const CommitWait& wait) const {
 
 Status Group::Update(const std::function<Status(GroupOffsets*)>& change, CommitSync sync,
                      const CommitWait& wait) {
-  // R32: one writer at a time reads, changes and replaces the file.
+  // R32: one writer at a time reads, changes and writes the file.
   auto lock = LockCommit(wait);
   if (!lock) return lock.error();
-  auto state = Read();
-  if (!state) return state.error();
-  GroupOffsets next = *state;
+  const std::string path = path_ + "/" + kGroupOffsetsFile;
+  GroupOffsetsFile now;
+  auto file = fs_->Open(dir_.get(), kGroupOffsetsFile, FileSystem::kReadWrite);
+  if (!file && file.error().code() != Code::kNotFound) return file.error();
+  if (file) {
+    auto read = ReadOffsets(file->get(), path);
+    if (!read) return read.error();
+    now = std::move(*read);
+  }
+  GroupOffsets next = now.state;
   MQ_RETURN_IF_ERROR(change(&next));
-  if (state->generation == INT64_MAX)
+  if (now.state.generation == INT64_MAX)
     return Status(Code::kTooLarge, path_ + ": generation counter exhausted");
-  next.generation = state->generation + 1;
-  const std::vector<std::byte> bytes = EncodeGroupOffsets(next);
-  if (bytes.size() > kMaxGroupOffsetsBytes)
+  next.generation = now.state.generation + 1;
+  const std::vector<std::byte> copy = EncodeGroupOffsetsCopy(next);
+  if (copy.size() > kMaxGroupOffsetsBytes)
     return Status(Code::kTooLarge, fmt::format("{}: the offsets would take {} bytes, more than the "
                                                "{} allowed (R29)",
-                                               path_, bytes.size(), kMaxGroupOffsetsBytes));
+                                               path_, copy.size(), kMaxGroupOffsetsBytes));
+  // R87: the copy that is not current, in place, then one fdatasync.
+  if (now.current >= 0 && copy.size() <= now.slot_bytes) {
+    const uint64_t at = static_cast<uint64_t>(1 - now.current) * now.slot_bytes;
+    MQ_RETURN_IF_ERROR((*file)->WriteAt(at, copy));
+    return (*file)->Sync();
+  }
+  // R87: no file yet, version 1's, or slots too small: a new file by R32's
+  // replacement, its copy 0 this image.
+  const std::vector<std::byte> bytes =
+      EncodeGroupOffsetsInPlace(copy, GroupOffsetsSlotBytes(copy.size()));
   if (sync == CommitSync::kAtomic) {
     NoDirSync fs(fs_);
     return WriteFileAtomic(dir_.get(), kGroupOffsetsFile, bytes, &fs, kGroupOffsetsStaging);
