@@ -20,6 +20,10 @@
 #               plain copy does not; "transfer" is a catch-up less it
 # Targets: over a pipe at least 0.8 x dd|dd, over ssh at least 0.8 x ssh
 # cat (earlier: over a pipe at least 0.5 x the pipe, still printed).
+# Each case's CPU time (user + system of it and the processes it waited
+# for, bench-timed) is printed beside its wall time: on a shared machine
+# the wall time is mostly other load, the CPU time less so. Over ssh it
+# counts this side only (ssh, not the remote sshd's children).
 #
 #   bench/replication_wire.sh [BUILD_DIR] [MEGABYTES] [RUNS] [FETCH_MAX_BYTES]
 #       (BUILD_DIR default $MQ_BIN; MEGABYTES default 512; RUNS default 3;
@@ -32,13 +36,14 @@ RUNS=${3:-3}
 FETCH=${4:-}
 fetch=(${FETCH:+--fetch-max-bytes "$FETCH"})
 BUILD=$(cd "$BUILD" && pwd)
-for t in mq-produce mq-replicate mq-isr bench/bench-pipe; do
+for t in mq-produce mq-replicate mq-isr bench/bench-pipe bench/bench-timed; do
   [[ -x $BUILD/$t ]] || { echo "no $BUILD/$t (build first)" >&2; exit 1; }
 done
 export MQ_BIN=$BUILD
 MQ_SRC=$(cd "$(dirname "$0")/.." && pwd)
 export MQ_SRC
 source "$MQ_SRC/tests/cli/lib/common.bash"  # WORK, removed at exit
+need_timed "$BUILD"
 W=$WORK
 export MQ_REMOTE_BINDIR=$BUILD
 # An ssh connection on a loaded machine can take seconds to set up.
@@ -69,31 +74,42 @@ if [[ -x /usr/sbin/sshd ]]; then
   MQ_RSH=$SSH_RSH fill "$W/s0"
 fi
 
-elapsed() { local t0=$EPOCHREALTIME; "$@"; echo "$t0 $EPOCHREALTIME" | awk '{printf "%.4f\n", $2 - $1}'; }
+# elapsed FILE CMD...: appends "wall_s cpu_s" of CMD to FILE.
+elapsed() {
+  local f=$1
+  shift
+  run_timed "$f.timed" "$@"
+  tail -n 1 "$f.timed" | awk '{printf "%.4f %.4f\n", $1, $2}' >>"$f"
+}
 fresh() { rm -rf "$1/t-0"; mkdir "$1/t-0"; }
 for run in $(seq 1 "$RUNS"); do
   "$BUILD/bench/bench-pipe" --raw --bytes="$bytes" --runs=1 | awk -v b="$bytes" '{printf "%.4f\n", b / $1}' >>"$W/pipe"
   rm -f "$W/ddcopy"
-  elapsed sh -c 'for f in "$1"/t-0/*.log; do dd if="$f" bs=1M status=none; done |
-    dd of="$2" bs=1M iflag=fullblock status=none' sh "$W/r0" "$W/ddcopy" >>"$W/dd"
+  elapsed "$W/dd" sh -c 'for f in "$1"/t-0/*.log; do dd if="$f" bs=1M status=none; done |
+    dd of="$2" bs=1M iflag=fullblock status=none' sh "$W/r0" "$W/ddcopy"
   rm -f "$W/ddcopy"
   fresh "$W/r1"
-  elapsed env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q "${fetch[@]}" >>"$W/overpipe"
+  elapsed "$W/overpipe" env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q "${fetch[@]}"
   cmp -s <(cat "$W"/r0/t-0/*.log) <(cat "$W"/r1/t-0/*.log) || { echo "follower differs" >&2; exit 1; }
-  elapsed env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q "${fetch[@]}" >>"$W/pipestart"
+  elapsed "$W/pipestart" env MQ_RSH="$W/rsh" "$BUILD/mq-replicate" -C "$W/r1" -q "${fetch[@]}"
   if $ssh; then
-    elapsed sh -c 'cat "$1"/t-0/*.log | $2 localhost-mq cat >/dev/null' sh "$W/s0" "$SSH_RSH" >>"$W/sshcat"
+    elapsed "$W/sshcat" sh -c 'cat "$1"/t-0/*.log | $2 localhost-mq cat >/dev/null' sh "$W/s0" "$SSH_RSH"
     fresh "$W/s1"
-    elapsed env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q "${fetch[@]}" >>"$W/overssh"
+    elapsed "$W/overssh" env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q "${fetch[@]}"
     cmp -s <(cat "$W"/s0/t-0/*.log) <(cat "$W"/s1/t-0/*.log) || { echo "ssh follower differs" >&2; exit 1; }
-    elapsed env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q "${fetch[@]}" >>"$W/sshstart"
+    elapsed "$W/sshstart" env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q "${fetch[@]}"
   fi
 done
 
+wall() { cut -d' ' -f1 "$1" | median; }
+cpu() { cut -d' ' -f2 "$1" | median; }
 p=$(median <"$W/pipe")
-d=$(median <"$W/dd")
-o=$(median <"$W/overpipe")
-u=$(median <"$W/pipestart")
+d=$(wall "$W/dd")
+o=$(wall "$W/overpipe")
+u=$(wall "$W/pipestart")
+dc=$(cpu "$W/dd")
+oc=$(cpu "$W/overpipe")
+uc=$(cpu "$W/pipestart")
 awk -v b="$bytes" -v p="$p" -v d="$d" -v o="$o" -v u="$u" 'BEGIN {
   printf "%-10s %9s %10s %8s\n", "case", "median s", "MB/s", "ratio"
   printf "%-10s %9.3f %10.0f %8.2f\n", "pipe", p, b / p / 1e6, 1
@@ -105,10 +121,15 @@ awk -v b="$bytes" -v p="$p" -v d="$d" -v o="$o" -v u="$u" 'BEGIN {
   printf "target: over pipe >= 0.8 x dd|dd: %s\n", (d / o >= 0.8) ? "met" : "NOT met"
   printf "target: over pipe >= 0.5 x pipe: %s\n", (p / o >= 0.5) ? "met" : "NOT met"
 }'
+awk -v d="$dc" -v o="$oc" -v u="$uc" 'BEGIN {
+  printf "CPU s (median): dd|dd %.3f, over pipe %.3f (%.2f x dd|dd), startup %.3f\n", d, o, d / o, u
+}'
 if $ssh; then
-  s=$(median <"$W/sshcat")
-  v=$(median <"$W/overssh")
-  w=$(median <"$W/sshstart")
+  s=$(wall "$W/sshcat")
+  v=$(wall "$W/overssh")
+  w=$(wall "$W/sshstart")
+  sc=$(cpu "$W/sshcat")
+  vc=$(cpu "$W/overssh")
   awk -v b="$bytes" -v s="$s" -v v="$v" -v w="$w" 'BEGIN {
     printf "%-10s %9.3f %10.0f %8.2f\n", "ssh cat", s, b / s / 1e6, 1
     printf "%-10s %9.3f %10.0f %8.2f\n", "over ssh", v, b / v / 1e6, s / v
@@ -116,6 +137,9 @@ if $ssh; then
     t = v - w; if (t <= 0) t = 1e-9
     printf "%-10s %9.3f %10.0f %8.2f\n", "transfer", t, b / t / 1e6, s / t
     printf "target: over ssh >= 0.8 x ssh cat: %s\n", (s / v >= 0.8) ? "met" : "NOT met"
+  }'
+  awk -v s="$sc" -v v="$vc" 'BEGIN {
+    printf "CPU s on this side (median): ssh cat %.3f, over ssh %.3f\n", s, v
   }'
 else
   echo "ssh: not measured (no /usr/sbin/sshd)"

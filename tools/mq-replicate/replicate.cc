@@ -355,9 +355,17 @@ class Follower {
   }
 
   Result<FollowerStepResult> Step() {
-    auto loaded = ctx_.cluster->Load();
-    if (!loaded) return loaded.error();
-    loaded_ = std::move(*loaded);
+    // Catching up from a leader on another host: the state the last step
+    // loaded, while it is young (FollowerReusesState).
+    const FollowerStepResult last = last_step_;
+    last_step_ = FollowerStepResult{};  // a step that fails loads again
+    const int64_t now = Clock::Real()->NowMs();
+    if (!FollowerReusesState(link_ && !leader_log_, last, loaded_ms_, now)) {
+      auto loaded = ctx_.cluster->Load();
+      if (!loaded) return loaded.error();
+      loaded_ = std::move(*loaded);
+      loaded_ms_ = now;
+    }
     const ClusterState* state = &loaded_;
     auto p = cli::PartitionOf(*state, job_.binding->cluster_dir, job_.topic, job_.partition);
     if (!p) return p.error();
@@ -382,6 +390,7 @@ class Follower {
           fmt::format("{}: truncated to offset {}, where the leader's epoch ends "
                       "(replica {} leads in epoch {})",
                       Name(), r->truncated_to, p->leader, p->leader_epoch));
+    last_step_ = *r;
     records_ += r->appended_records;
     bytes_ += r->appended_bytes;
     throttle_->Spend(static_cast<uint64_t>(r->appended_bytes));
@@ -456,6 +465,8 @@ class Follower {
   int32_t leader_epoch_ = -1;
   std::string leader_root_;
   ClusterState loaded_;  // by the current step, for it and a leader here
+  int64_t loaded_ms_ = 0;
+  FollowerStepResult last_step_;  // of the last step that succeeded
   FollowerState state_;
   int64_t records_ = 0;
   int64_t bytes_ = 0;

@@ -449,6 +449,22 @@ inline constexpr int64_t kFollowerRetryMs = 200;
 // fetches so fenced in a row; `fenced` counts them, this one included.
 bool FollowerFetchesAgain(const Status& s, int fenced);
 
+// Whether a follower's next step fetches on the cluster state its last step
+// loaded, without loading it again (a round trip to the controller when
+// that is on another host): only from a leader on another host, which
+// decides each fetch on a state it loads itself (HandleFetch: it leads in
+// the epoch the fetch carries, the follower is a replica), so a step on a
+// state since changed is refused (kFenced) and the next loads again; only
+// while the follower catches up (`last`, its last step, appended batches
+// and did not reach the leader's log end); and only for
+// kFollowerStateReuseMs after the state was loaded (`loaded_ms`), so the
+// follower sees a change the leader does not check for within that time.
+// A leader on this host answers on the follower's state (DirectLeaderLink
+// with ReplicationContext::loaded): it loads at every step.
+bool FollowerReusesState(bool remote_leader, const FollowerStepResult& last, int64_t loaded_ms,
+                         int64_t now_ms);
+inline constexpr int64_t kFollowerStateReuseMs = 1000;
+
 // A follower records that it stopped (follower-stopped, R58) or leaves the
 // ISR for `s`, the error its round ended with, unless that is OK or an
 // error it waits out (FollowerRetries); `lock_busy`: another follower of

@@ -417,6 +417,23 @@ class FileReplicaLog : public ReplicaLog {
     FileBytes file;
   };
 
+  // The batch a read stopped before: returned by the reader, not taken.
+  struct HeldBatch {
+    LogPosition at;
+    size_t size = 0;
+    int64_t next_offset = 0;  // after it
+    uint32_t crc = 0;         // CRC-32C of its bytes
+    bool kept = false;        // its bytes in `bytes` (a copying read)
+    std::vector<std::byte> bytes;
+  };
+  // Where the reader stands after a read: the offset a read going on asks
+  // for, the rewrites counter it was positioned at, and the batch held.
+  struct Stop {
+    int64_t next_offset = 0;
+    uint32_t rewrites = 0;
+    std::optional<HeldBatch> batch;
+  };
+
   Status ReadAs(int64_t offset, size_t max_bytes, std::vector<std::byte>* out, uint32_t* crc,
                 FileBytes* file) {
     MQ_RETURN_IF_ERROR(OpenReader());
@@ -430,6 +447,73 @@ class FileReplicaLog : public ReplicaLog {
     return Status::Ok();
   }
 
+  // A read under way: its span, and in place the segment and the byte
+  // range of the batches it took so far.
+  struct Taking {
+    ReadSpan span;
+    size_t size = 0;  // bytes taken
+    std::string segment;
+    uint64_t begin = 0, end = 0;
+  };
+
+  // Takes batch `bytes` (header `h`, at `at` of its segment) into `t`, and
+  // into `out` unless in place. The batch's CRC covers its bytes from
+  // attributes on, and Next() checked it (R4): only the 21 bytes before are
+  // hashed again. False (nothing taken) when it does not go with the
+  // batches taken: past max_bytes, or in place in another segment.
+  static bool Take(Taking& t, const BatchHeader& h, Bytes bytes, const LogPosition& at,
+                   std::vector<std::byte>* out) {
+    if (t.size > 0 && t.size + bytes.size() > t.span.max_bytes) return false;
+    if (t.span.in_place) {
+      // The next segment: this one is whole (rolled), its bytes the same
+      // while the log is not rewritten.
+      if (t.size > 0 && (at.file != t.segment || at.position != t.end)) return false;
+      if (t.size == 0) {
+        t.segment = at.file;
+        t.begin = t.end = at.position;
+      }
+      t.end += bytes.size();
+    } else {
+      out->insert(out->end(), bytes.begin(), bytes.end());
+    }
+    t.size += bytes.size();
+    t.span.crc = Crc32cExtendKnown(Crc32cExtend(t.span.crc, bytes.first(format::kAttributesOffset)),
+                                   bytes.subspan(format::kAttributesOffset), h.crc);
+    t.span.next_offset = h.last_offset() + 1;
+    t.span.full = t.size >= t.span.max_bytes;
+    return true;
+  }
+
+  // R99: a read that goes on where the one before it stopped takes the
+  // batch that one stopped before (returned by the reader, not taken) and
+  // reads on, without seeking again (the offset index opened, mapped and
+  // searched at every fetch): while the reader stands there and the log
+  // was not rewritten since it positioned (the state file's rewrites
+  // counter), the bytes it returned are the log's. False: seek.
+  bool GoOn(int64_t offset, Taking& t, std::vector<std::byte>* out) {
+    if (!stopped_) return false;
+    const Stop s = std::move(*stopped_);
+    stopped_.reset();  // the reader moves on from here, or seeks
+    if (s.next_offset != offset) return false;
+    if (reader_->rewrites() != s.rewrites || reader_->positioned_rewrites() != s.rewrites)
+      return false;
+    if (!s.batch) return true;  // at the log end: the reader reads on
+    if (!t.span.in_place && !s.batch->kept) return false;
+    const HeldBatch& b = *s.batch;
+    if (t.span.in_place) {
+      t.segment = b.at.file;
+      t.begin = b.at.position;
+      t.end = b.at.position + b.size;
+    } else {
+      out->insert(out->end(), b.bytes.begin(), b.bytes.end());
+    }
+    t.size = b.size;
+    t.span.crc = b.crc;
+    t.span.next_offset = b.next_offset;
+    t.span.full = t.size >= t.span.max_bytes;
+    return true;
+  }
+
   // Whole batches from the one holding `offset`, up to `max_bytes` (at
   // least one), into `out`; with `file`, left in their segment file when
   // they lie in one (then `out` stays empty): the read stops at the
@@ -437,58 +521,50 @@ class FileReplicaLog : public ReplicaLog {
   Result<ReadSpan> ReadBatches(int64_t offset, size_t max_bytes, std::vector<std::byte>* out,
                                FileBytes* file) {
     if (file) *file = {};
-    MQ_RETURN_IF_ERROR(reader_->Seek(offset));
     out->clear();
-    ReadSpan span{offset, max_bytes, offset, false};
-    span.in_place = file != nullptr;
-    // In place: the segment and the byte range of the batches read so far.
-    std::string segment;
-    uint64_t begin = 0, end = 0;
-    size_t size = 0;  // bytes read
+    Taking t;
+    t.span = ReadSpan{offset, max_bytes, offset, false};
+    t.span.in_place = file != nullptr;
     if (!file) {
       // One allocation (its pages are touched only as batches fill them),
       // not a copy at each doubling.
       out->reserve(std::min<size_t>(max_bytes, size_t{64} << 20));
     }
-    while (true) {
+    if (!GoOn(offset, t, out)) MQ_RETURN_IF_ERROR(reader_->Seek(offset));
+    Stop stop{offset, reader_->positioned_rewrites(), std::nullopt};
+    while (!t.span.full) {
       auto next = reader_->Next();
       if (!next) return next.error();
       if (!*next) break;
       const BatchView& b = **next;
       if (b.header().last_offset() < offset) continue;
-      const Bytes bytes = b.bytes();
-      if (file) {
-        LogPosition at = reader_->position();
-        if (size > 0 && (at.file != segment || at.position != end)) {
-          // The next segment: this one is whole (rolled), its bytes the
-          // same while the log is not rewritten.
-          span.full = true;
-          break;
-        }
-        if (size == 0) {
-          segment = std::move(at.file);
-          begin = end = at.position;
-        }
-        end += bytes.size();
-      }
-      if (size > 0 && size + bytes.size() > max_bytes) {
-        span.full = true;
-        break;
-      }
-      if (!file) out->insert(out->end(), bytes.begin(), bytes.end());
-      size += bytes.size();
-      // The batch's CRC covers its bytes from attributes on, and Next()
-      // checked it (R4): only the 21 bytes before are hashed again.
-      span.crc = Crc32cExtendKnown(Crc32cExtend(span.crc, bytes.first(format::kAttributesOffset)),
-                                   bytes.subspan(format::kAttributesOffset), b.header().crc);
-      span.next_offset = b.header().last_offset() + 1;
-      if (size >= max_bytes) {
-        span.full = true;
+      const LogPosition at = reader_->position();
+      if (!Take(t, b.header(), b.bytes(), at, out)) {
+        t.span.full = true;
+        stop.batch = Hold(b, at, !file);
         break;
       }
     }
-    if (file && size > 0) MQ_RETURN_IF_ERROR(LeaveInPlace(segment, begin, size, file));
-    return span;
+    stop.next_offset = t.span.next_offset;
+    stop.rewrites = reader_->positioned_rewrites();
+    stopped_ = std::move(stop);
+    if (file && t.size > 0) MQ_RETURN_IF_ERROR(LeaveInPlace(t.segment, t.begin, t.size, file));
+    return t.span;
+  }
+
+  // The batch `b` at `at` a read stopped before, for the read that goes on
+  // (GoOn); its bytes kept when `keep` (a copying read).
+  static HeldBatch Hold(const BatchView& b, const LogPosition& at, bool keep) {
+    const Bytes bytes = b.bytes();
+    HeldBatch h;
+    h.at = at;
+    h.size = bytes.size();
+    h.next_offset = b.header().last_offset() + 1;
+    h.crc = Crc32cExtendKnown(Crc32cExtend(0, bytes.first(format::kAttributesOffset)),
+                              bytes.subspan(format::kAttributesOffset), b.header().crc);
+    h.kept = keep;
+    if (keep) h.bytes.assign(bytes.begin(), bytes.end());
+    return h;
   }
 
   // `*file`: `size` bytes at `position` of `segment` just read, from a
@@ -553,6 +629,7 @@ class FileReplicaLog : public ReplicaLog {
   std::optional<FetchPositions> positions_read_;  // sequence and copy, under the lock
   std::optional<ReadSpan> last_read_;             // what ReadAhead continues
   std::optional<Prepared> prepared_;
+  std::optional<Stop> stopped_;  // where reader_ stands (GoOn)
   // The segment file ReadInPlace leaves batches in, its name and the
   // rewrites counter when it was opened.
   std::unique_ptr<File> send_file_;

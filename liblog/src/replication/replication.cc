@@ -767,6 +767,12 @@ bool FollowerFetchesAgain(const Status& s, int fenced) {
   return s.code() == Code::kFenced && fenced < 100;
 }
 
+bool FollowerReusesState(bool remote_leader, const FollowerStepResult& last, int64_t loaded_ms,
+                         int64_t now_ms) {
+  return remote_leader && last.appended_bytes > 0 && !last.caught_up && now_ms >= loaded_ms &&
+         now_ms - loaded_ms < kFollowerStateReuseMs;
+}
+
 bool FollowerRecordsStop(const Status& s, bool lock_busy) {
   return !s.ok() && !lock_busy && !FollowerRetries(s);
 }

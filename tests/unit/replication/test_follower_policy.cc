@@ -55,3 +55,26 @@ TEST_CASE("follower policy: restarts back off from 200 ms, and a long run starts
   CHECK(r.failures() == 0);
   CHECK(r.Failed(INT_MAX) == 200);
 }
+
+TEST_CASE(
+    "follower policy: a step fetches on the state loaded before only from a remote leader, while "
+    "catching up, for a second") {
+  FollowerStepResult streaming;
+  streaming.appended_bytes = 4096;
+  streaming.appended_records = 4;
+  CHECK(FollowerReusesState(true, streaming, 5000, 5000));
+  CHECK(FollowerReusesState(true, streaming, 5000, 5000 + kFollowerStateReuseMs - 1));
+  CHECK_FALSE(FollowerReusesState(true, streaming, 5000, 5000 + kFollowerStateReuseMs));
+  CHECK_FALSE(FollowerReusesState(true, streaming, 5000, 4999));  // the clock went back
+  // A leader on this host answers on the follower's state: loaded each step.
+  CHECK_FALSE(FollowerReusesState(false, streaming, 5000, 5000));
+  // Caught up (the next fetch may wait for appends), or nothing appended
+  // (a truncation, a first step, a failed one): loaded again.
+  FollowerStepResult caught_up = streaming;
+  caught_up.caught_up = true;
+  CHECK_FALSE(FollowerReusesState(true, caught_up, 5000, 5000));
+  CHECK_FALSE(FollowerReusesState(true, FollowerStepResult{}, 5000, 5000));
+  FollowerStepResult cut;
+  cut.truncated_to = 10;
+  CHECK_FALSE(FollowerReusesState(true, cut, 5000, 5000));
+}

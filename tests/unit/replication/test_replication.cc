@@ -1596,6 +1596,130 @@ TEST_CASE(
   }
 }
 
+namespace {
+
+// Counts the offset index files opened through the seam (each seek of a
+// reader maps one).
+class IndexCountingFs : public FileSystemWrapper {
+ public:
+  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
+    if (name.ends_with(".index")) ++index_opens;
+    return FileSystemWrapper::Open(dir_fd, name, mode);
+  }
+  int index_opens = 0;
+};
+
+// What a read of `dir` by a log opened for it alone gives (its reader
+// seeks): the bytes (from the file when in place) and their CRC.
+std::pair<std::vector<std::byte>, uint32_t> SoughtRead(const std::string& dir, int64_t at,
+                                                       size_t max, bool in_place) {
+  auto log = OpenReplicaLog(dir, 0, Small());
+  REQUIRE(log);
+  std::vector<std::byte> buffer;
+  FileBytes file;
+  uint32_t crc = 0;
+  if (in_place) {
+    REQUIRE((*log)->ReadInPlace(at, max, &buffer, &crc, &file).ok());
+    if (file.size > 0) buffer = FileContents(file);
+  } else {
+    REQUIRE((*log)->Read(at, max, &buffer, &crc).ok());
+  }
+  return {buffer, crc};
+}
+
+// The offset after the last of the whole batches `bytes`.
+int64_t NextOffset(const std::vector<std::byte>& bytes, int64_t at) {
+  for (size_t p = 0; p + 61 <= bytes.size();) {
+    const BatchHeader h = DecodeBatchHeader(Bytes(bytes).subspan(p));
+    at = h.last_offset() + 1;
+    p += static_cast<size_t>(h.size_bytes());
+  }
+  return at;
+}
+
+}  // namespace
+
+TEST_CASE("R99 a leader's read that goes on where the last one stopped reads on without seeking") {
+  Cluster c(2);
+  c.Produce(40);  // segments of 700 bytes: a few batches each
+  // The leader's producer, open before the reads (a writer's open counts
+  // as a rewrite, segment.md §9.2: the reader then seeks).
+  LogConfig wc = Small();
+  wc.leader_epoch = 0;
+  auto producer = PartitionWriter::Open(c.Dir(0), wc, false, nullptr);
+  REQUIRE(producer);
+  IndexCountingFs fs;
+  LogConfig cfg = Small();
+  cfg.fs = &fs;
+  auto opened = OpenReplicaLog(c.Dir(0), 0, cfg);
+  REQUIRE(opened);
+  ReplicaLog& leader = **opened;
+  const size_t batch = RawBatches(c.Dir(0)).front().size();
+  const size_t max = 2 * batch + batch / 2;  // each read stops before a batch it returned
+  const bool in_place = GENERATE(false, true);
+  CAPTURE(in_place);
+  std::vector<std::byte> buffer;
+  auto read = [&](int64_t at) {
+    FileBytes file;
+    uint32_t crc = 0;
+    if (in_place) {
+      REQUIRE(leader.ReadInPlace(at, max, &buffer, &crc, &file).ok());
+      return std::make_pair(file.size > 0 ? FileContents(file) : std::vector<std::byte>(), crc);
+    }
+    REQUIRE(leader.Read(at, max, &buffer, &crc).ok());
+    return std::make_pair(buffer, crc);
+  };
+  const int64_t leo = c.Leo(0);
+  std::vector<std::pair<int64_t, std::pair<std::vector<std::byte>, uint32_t>>> reads;
+  reads.push_back({0, read(0)});
+  const int sought = fs.index_opens;
+  REQUIRE(sought > 0);
+  for (int64_t at = NextOffset(reads.back().second.first, 0); at < leo;) {
+    reads.push_back({at, read(at)});
+    REQUIRE(!reads.back().second.first.empty());
+    at = NextOffset(reads.back().second.first, at);
+  }
+  CHECK(reads.size() > 10);
+  CHECK(fs.index_opens == sought);  // not one seek more
+  const int64_t end = NextOffset(reads.back().second.first, reads.back().first);
+
+  SECTION("each read is what a read that seeks gives") {
+    for (const auto& [at, got] : reads) CHECK(got == SoughtRead(c.Dir(0), at, max, in_place));
+  }
+
+  SECTION("at the log end it reads on what was appended since") {
+    CHECK(read(end).first.empty());
+    for (int i = 0; i < 3; ++i) {
+      auto b = MakeBatch(3, 8000 + i, 20);
+      REQUIRE((*producer)->Append(b));
+    }
+    auto got = read(end);
+    CHECK(!got.first.empty());
+    CHECK(fs.index_opens == sought);
+    CHECK(got == SoughtRead(c.Dir(0), end, max, in_place));
+  }
+
+  SECTION("another offset, or a truncation since, seeks again") {
+    auto got = read(3);
+    CHECK(fs.index_opens > sought);
+    CHECK(got == SoughtRead(c.Dir(0), 3, max, in_place));
+    const int64_t at = NextOffset(got.first, 3);
+    producer->reset();
+    {
+      auto writer = PartitionWriter::Open(c.Dir(0), wc, false, nullptr);
+      REQUIRE(writer);
+      REQUIRE((*writer)->TruncateTo(at).ok());
+      for (int i = 0; i < 4; ++i) {
+        auto b = MakeBatch(3, 9000 + i, 20);
+        REQUIRE((*writer)->Append(b));
+      }
+    }
+    got = read(at);
+    CHECK(got == SoughtRead(c.Dir(0), at, max, in_place));
+    CHECK(got.first == BatchesFrom(c.Dir(0), at, got.first.size() / batch));
+  }
+}
+
 TEST_CASE(
     "R37 R38 R47 a replica's log is opened only with checkpoints that hold what its log implies") {
   Cluster c(2);
