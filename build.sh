@@ -136,7 +136,7 @@ run_unit_tests_sanitized() {
 # cores partly idle, and the build, at the lowest CPU priority (nice 19),
 # takes that idle time and little of the tests'. Its output goes to
 # DIR/build.log, shown if it fails.
-SAN_DIR="" SAN_PID=""
+SAN_DIR="" SAN_PID="" FUZZ_PID=""
 start_sanitized_build() {
   local args targets
   if have_clang; then
@@ -163,11 +163,14 @@ start_sanitized_build() {
   trap stop_sanitized_build EXIT
 }
 
-# Stops the background build if the run ends before it is waited for.
+# Stops the background build, or the fuzz targets' ctest, if the run ends
+# before it is waited for.
 stop_sanitized_build() {
-  [[ -n $SAN_PID ]] || return 0
-  kill "$SAN_PID" 2>/dev/null || true
-  wait "$SAN_PID" 2>/dev/null || true
+  local pid
+  for pid in $SAN_PID $FUZZ_PID; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
 }
 
 finish_sanitized_build() {
@@ -182,18 +185,33 @@ finish_sanitized_build() {
   tail -n1 "$SAN_DIR/build.log"
 }
 
+# The fuzz targets (tests/fuzz's ctest tests fuzz.<name>, each bounded to
+# MQ_FUZZ_SECONDS; tests/fuzz/CMakeLists.txt sets their limits and corpora)
+# use the CPU all along, and the sanitized unit tests mostly wait: they run
+# side by side, the fuzz targets' output shown after the unit tests'.
 run_sanitized_tests() {
   finish_sanitized_build
-  step "unit tests under ASan+UBSan ($SAN_DIR/)"
-  run_unit_tests_sanitized "$SAN_DIR"
-  if [[ $SAN_DIR != build-fuzz ]]; then
-    step "fuzz targets skipped: clang++ or libclang-rt-14-dev not installed"
-    return 0
+  local fuzz_log="" rc=0
+  if [[ $SAN_DIR == build-fuzz ]]; then
+    step "fuzz targets, ${FUZZ_SECONDS}s each, beside the unit tests under ASan+UBSan ($SAN_DIR/)"
+    fuzz_log=$(mktemp)
+    ctest --test-dir build-fuzz -R '^fuzz[.]' --output-on-failure -j"$JOBS" >"$fuzz_log" 2>&1 &
+    FUZZ_PID=$!
   fi
-  # The fuzz targets are tests/fuzz's ctest tests fuzz.<name>, each bounded to
-  # MQ_FUZZ_SECONDS (tests/fuzz/CMakeLists.txt sets their limits and corpora).
-  step "fuzz targets, ${FUZZ_SECONDS}s each (build-fuzz/)"
-  ctest --test-dir build-fuzz -R '^fuzz[.]' --output-on-failure -j"$JOBS"
+  step "unit tests under ASan+UBSan ($SAN_DIR/)"
+  run_unit_tests_sanitized "$SAN_DIR" || rc=$?
+  if [[ -z $FUZZ_PID ]]; then
+    step "fuzz targets skipped: clang++ or libclang-rt-14-dev not installed"
+    return "$rc"
+  fi
+  local fuzz_rc=0
+  wait "$FUZZ_PID" || fuzz_rc=$?
+  FUZZ_PID=""
+  step "fuzz targets (build-fuzz/)"
+  cat "$fuzz_log"
+  rm -f "$fuzz_log"
+  ((rc == 0)) || return "$rc"
+  return "$fuzz_rc"
 }
 
 case ${1:-} in

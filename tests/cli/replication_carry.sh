@@ -123,10 +123,16 @@ run "$ISR" --cluster "$WORK/cl2" --check
 expect_rc 1 "--check after the lag limit"
 grep -q "^lag-0: ISR 0,1 -> 0: not caught up" "$WORK/out" || fail "--check shrink: $(cat "$WORK/out")"
 grep -q "reason shrink: replica 1 not caught up" "$WORK/cl2/isr-changes" || fail "isr-changes: $(cat "$WORK/cl2/isr-changes")"
-run "$REP" -C "$WORK/q1" -t lag
-expect_rc 0 "the follower fetches"
-run "$ISR" --cluster "$WORK/cl2" --check
-expect_rc 0 "--check once the follower rejoined"
+# The follower is back in the ISR once it has fetched; a --check that comes
+# more than 300 ms after that fetch (a loaded machine) finds it lagging
+# again, so fetch and check again, a bounded number of times.
+for try in 1 2 3 4 5 6 7 8 9 10; do
+  run "$REP" -C "$WORK/q1" -t lag
+  expect_rc 0 "the follower fetches"
+  run "$ISR" --cluster "$WORK/cl2" --check
+  [[ $rc == 0 ]] && break
+done
+expect_rc 0 "--check once the follower rejoined ($try tries)"
 
 # Errors.
 run "$REP" -C "$WORK/nosuch"

@@ -108,9 +108,17 @@ expect_eq "r0's log after the failover" "$want" "$(cat "$WORK/out")"
 expect_eq "what the following consumer printed" "$want" "$(head -10 consumed)"
 expect_eq "what the group member printed" "$want" "$(head -10 group-consumed)"
 # r0 leads again: the group has read everything and reads nothing more.
-run "$ISR" --cluster "$cl" elect --preferred
-expect_rc 0 "preferred election"
-[[ $(leader_of) == 0 ]] || fail "r0 does not lead again: $(leader_of)"
+# r0 is in the ISR right after a fetch; on a loaded machine more than
+# replica.lag.time.max.ms may pass before the election looks, so fetch and
+# elect again, a bounded number of times.
+for try in 1 2 3 4 5 6 7 8 9 10; do
+  run "$REP" -C "$r0" -t t -q
+  expect_rc 0 "r0 fetches before the preferred election"
+  run "$ISR" --cluster "$cl" elect --preferred
+  expect_rc 0 "preferred election"
+  [[ $(leader_of) == 0 ]] && break
+done
+[[ $(leader_of) == 0 ]] || fail "r0 does not lead again after $try tries: $(leader_of)"
 run "$C" -C "$r0" -t t -G g -e -f '%o %s\n'
 expect_rc 0 "the group on r0"
 expect_eq "the group on r0 after the failover" "" "$(cat "$WORK/out")"

@@ -19,4 +19,15 @@ CLI::Validator SizeUnits() {
       "SIZE");
 }
 
+CLI::Validator DurationUnits() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        auto ms = ParseDurationMs(value, {}, 0, std::numeric_limits<int64_t>::max());
+        if (!ms) return ms.error().message();
+        value = std::to_string(*ms);
+        return {};
+      },
+      "MS");
+}
+
 }  // namespace mq::cli

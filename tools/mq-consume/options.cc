@@ -75,6 +75,7 @@ void AddGroupFlags(CLI::App& app, Flags* f) {
   app.add_option("--session-timeout", f->session_timeout_ms,
                  "--member-id: once this member stops, its partitions wait MS ms for it to "
                  "come back before they are reassigned")
+      ->transform(mq::cli::DurationUnits())
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
   app.add_option("--reset", f->reset,
                  "where a partition without a committed offset starts: earliest|latest")
@@ -84,6 +85,7 @@ void AddGroupFlags(CLI::App& app, Flags* f) {
                "commit each batch's offsets before printing it (default: at-least-once, "
                "commit after output)");
   app.add_option("--commit-interval", f->commit_interval_ms, "commit at least every MS ms")
+      ->transform(mq::cli::DurationUnits())
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}))
       ->capture_default_str();
   app.add_option("--commit-every", f->commit_every,
@@ -110,12 +112,14 @@ void AddExecFlags(CLI::App& app, Flags* f) {
       ->check(CLI::Range(1u, 1000000u));
   app.add_option("--retry-backoff", f->retry_backoff_ms,
                  "--exec: ms before the first retry, doubled each time up to 10 s (default 100)")
+      ->transform(mq::cli::DurationUnits())
       ->check(CLI::Range(0u, 3600000u));
   app.add_option("--dlq", f->dlq,
                  "--exec: append messages that fail every attempt to this dead-letter topic");
   app.add_option("--max-poll-interval", f->max_poll_interval_ms,
                  "-G: a handler run, or a write to standard output, longer than MS ms is "
                  "stuck: the member gives up (default 300000)")
+      ->transform(mq::cli::DurationUnits())
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
   app.add_option("--parallel", f->parallel,
                  "-G --exec: run handlers of up to N partitions at once, one per partition "

@@ -2,12 +2,11 @@
 
 #include <unistd.h>
 
-#include <charconv>
-
 #include <fmt/format.h>
 
 #include "cli.h"
 #include "escapes.h"
+#include "mq/units.h"
 #include "size_option.h"
 
 namespace mq::produce {
@@ -24,6 +23,9 @@ Result<std::pair<std::string, std::string>> SplitAssignment(const std::string& t
   return std::pair{text.substr(0, eq), text.substr(eq + 1)};
 }
 
+// --fsync interval:DURATION, at most a day.
+constexpr int64_t kMaxFsyncIntervalMs = 86400000;
+
 Status ParseFsync(const std::string& text, Settings* s) {
   if (text == "none") {
     s->durability = Durability::kNone;
@@ -32,14 +34,10 @@ Status ParseFsync(const std::string& text, Settings* s) {
   } else if (text == "interval" || text.starts_with("interval:")) {
     s->durability = Durability::kInterval;
     if (text.size() > 9) {
-      std::string_view ms = std::string_view(text).substr(9);
-      int64_t v = -1;
-      auto [end, ec] = std::from_chars(ms.data(), ms.data() + ms.size(), v);
-      if (ec != std::errc() || end != ms.data() + ms.size() || v < 1) {
-        return Bad(
-            fmt::format("--fsync: '{}': the interval is a number of milliseconds >= 1", text));
-      }
-      s->flush_interval_ms = v;
+      auto ms = ParseDurationMs(std::string_view(text).substr(9), "--fsync interval", 1,
+                                kMaxFsyncIntervalMs);
+      if (!ms) return Bad(ms.error().message());
+      s->flush_interval_ms = *ms;
     }
   } else {
     return Bad(fmt::format("--fsync: '{}' is not none, batch or interval[:MS]", text));
@@ -67,6 +65,7 @@ void AddAppendFlags(CLI::App& app, Flags* f) {
       ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30));
   app.add_option("--linger-ms", f->linger_ms,
                  "when input pauses, wait this long for more before appending")
+      ->transform(mq::cli::DurationUnits())
       ->check(CLI::Range(0, 3600000))
       ->capture_default_str();
   app.add_option("--fsync", f->fsync, "none, batch (before each acknowledgement) or interval[:MS]")
@@ -76,6 +75,7 @@ void AddAppendFlags(CLI::App& app, Flags* f) {
       ->capture_default_str();
   app.add_option("--ack-timeout", f->ack_timeout_ms,
                  "with --acks all, give up after this many ms (outcome unknown, exit 81)")
+      ->transform(mq::cli::DurationUnits())
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}))
       ->capture_default_str();
   app.add_option(
