@@ -104,6 +104,10 @@ struct SegmentDeletion {
   // R76: with `offset` at or past the log end, the active segment (when it
   // holds records) is rolled first, then deleted with the others.
   bool roll_active = false;
+  // R92: with `offset` past the log end (a follower behind its leader's
+  // log start), the log is emptied and starts over at `offset`: a new
+  // empty active segment there, the log start and end `offset`.
+  bool start_over = false;
 };
 
 class PartitionWriter {
