@@ -31,7 +31,7 @@ wait_exit() {
 }
 
 # --- one topic: the member stops, exit 66 --------------------------------------------
-"$C" -C "$D" -t one -G solo -f >"$WORK/solo.out" 2>"$WORK/solo.err" &
+"$C" -C "$D" -t one -G solo >"$WORK/solo.out" 2>"$WORK/solo.err" &
 solo=$!
 PIDS+=($solo)
 member_up solo
@@ -48,7 +48,7 @@ grep -q 'this member stops reading it' "$WORK/solo.err" || fail "solo: $(cat "$W
 [[ -z "$(ls "$D/groups/solo/members" 2>/dev/null)" ]] || fail "the member left its membership: $(ls "$D/groups/solo/members")"
 
 # --- several topics: the deleted one is no longer read, the others are ---------------
-"$C" -C "$D" -t two -t three -G multi -f >"$WORK/multi.out" 2>"$WORK/multi.err" &
+"$C" -C "$D" -t two -t three -G multi >"$WORK/multi.out" 2>"$WORK/multi.err" &
 multi=$!
 PIDS+=($multi)
 member_up multi

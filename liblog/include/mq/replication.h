@@ -304,7 +304,7 @@ class LeaderLink {
   virtual Result<EpochEndOffset> OffsetForLeaderEpoch(int32_t leader_epoch,
                                                       int32_t requested_epoch) = 0;
   // kFenced as above; kOutOfOrder when fetch_offset is past the leader's
-  // LEO or below its log start (the follower must truncate or restart).
+  // LEO (truncate); below its log start: the log from its start (R92).
   // The response may borrow its batches from the link (valid until its
   // next call).
   virtual Result<FetchResponse> Fetch(const FetchRequest& request) = 0;
