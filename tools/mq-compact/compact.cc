@@ -41,14 +41,18 @@ void AddFlags(CLI::App& app, Options* o) {
   app.add_option("--delete-before", o->delete_before,
                  "delete-records: move the log start to OFFSET (one topic)")
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--protect", o->protect_all, "keep what any group has not read (exit 3)");
+  app.add_flag("--protect", o->protect_all,
+               "keep what any group has not read (exit 3; default: the topic's "
+               "retention.protect)");
   app.add_option("--protect-group", o->protect_groups,
                  "keep what GROUP has not read (repeatable; exit 3)");
   app.add_option("--protect-max-ms", o->protect_max_ms,
-                 "a group with no commit for MS ms protects nothing")
+                 "a group with no commit for MS ms protects nothing (default: the topic's "
+                 "retention.protect.max.ms)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--delete-delay-ms", o->delete_delay_ms,
-                 "unlink .deleted files renamed at least MS ms ago (default 60000)")
+                 "unlink .deleted files renamed at least MS ms ago (default: the topic's "
+                 "file.delete.delay.ms, 60000)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--wait", o->wait, "wait for another mq-compact run (default: exit 75)");
   app.add_flag("-q,--quiet", o->quiet, "print the plan's summary lines only");
@@ -108,104 +112,140 @@ struct Totals {
   bool protected_kept = false;
 };
 
+// One partition's plan: what retention would delete, and what it costs
+// the consumer groups, before and after protection (R78, R90).
+struct PartitionPlan {
+  std::string dir;
+  std::string name;  // <topic>-<p>
+  RetentionLog log;
+  RetentionPolicy policy;
+  RetentionPlan plan;  // as retention.ms, retention.bytes, --delete-before say
+  RetentionPlan kept;  // cut back for the protected groups
+  std::vector<GroupPosition> positions;
+  std::vector<GroupLoss> losses;
+};
+
 class Run1 {
  public:
   Run1(const Options& o, const DataDir& data, const GroupTable& groups, cli::Output& out)
-      : o_(o), data_(data), groups_(groups), out_(out), now_(NowMs()) {}
+      : o_(o), data_(data), groups_(groups), out_(out), now_(NowMs()) {
+    overrides_.protect_all = o.protect_all;
+    overrides_.protect_groups = o.protect_groups;
+    overrides_.protect_max_ms = o.protect_max_ms;
+    overrides_.delete_delay_ms = o.delete_delay_ms;
+  }
 
   Status Partition(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t);
 
  private:
-  bool Protects(const std::string& group) const {
-    return o_.protect_all || std::find(o_.protect_groups.begin(), o_.protect_groups.end(), group) !=
-                                 o_.protect_groups.end();
-  }
+  Result<PartitionPlan> Plan(const std::string& topic, const TopicConfig& config, int32_t p,
+                             const RetentionGuard& guard) const;
+  void ReportLosses(const PartitionPlan& pp, const RetentionGuard& guard);
+  void ReportPlan(const PartitionPlan& pp);
+  Status Execute(const PartitionPlan& pp, const TopicConfig& config) const;
 
   const Options& o_;
   const DataDir& data_;
   const GroupTable& groups_;
   cli::Output& out_;
   int64_t now_;
+  RetentionOverrides overrides_;
 };
 
-Status Run1::Partition(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t) {
-  const std::string dir = data_.PartitionDir(topic, p);
-  const std::string name = fmt::format("{}-{}", topic, p);
-  if (o_.execute) {
-    const int64_t delay = o_.delete_delay_ms >= 0 ? o_.delete_delay_ms : 60000;
-    auto purged = PurgeDeletedFiles(dir, now_, delay);
-    if (!purged) return purged.error();
-  }
-  auto log = ListRetentionSegments(dir);
+Result<PartitionPlan> Run1::Plan(const std::string& topic, const TopicConfig& config, int32_t p,
+                                 const RetentionGuard& guard) const {
+  PartitionPlan pp;
+  pp.dir = data_.PartitionDir(topic, p);
+  pp.name = fmt::format("{}-{}", topic, p);
+  auto log = ListRetentionSegments(pp.dir);
   if (!log) return log.error();
-  RetentionPolicy policy;
-  policy.now_ms = now_;
+  pp.log = std::move(*log);
+  pp.policy.now_ms = now_;
   if (config.cleanup_policy == CleanupPolicy::kDelete) {
-    policy.retention_ms = config.retention_ms;
-    policy.retention_bytes = config.retention_bytes;
+    pp.policy.retention_ms = config.retention_ms;
+    pp.policy.retention_bytes = config.retention_bytes;
   }
-  if (o_.delete_before >= 0) policy.delete_before = o_.delete_before;
-  RetentionPlan plan = PlanRetention(*log, policy);
-
-  std::vector<GroupPosition> positions;
+  if (o_.delete_before >= 0) pp.policy.delete_before = o_.delete_before;
+  pp.plan = PlanRetention(pp.log, pp.policy);
   for (const auto& [group, offsets] : groups_)
     if (const CommittedOffset* c = offsets.Find(topic, p))
-      positions.push_back({group, c->offset, c->commit_timestamp});
-  const int64_t max_ms = o_.protect_max_ms;
-  auto losses = RetentionLosses(plan, positions, now_, max_ms);
+      pp.positions.push_back({group, c->offset, c->commit_timestamp});
+  pp.losses = RetentionLosses(pp.plan, pp.positions, now_, guard.protect_max_ms);
   std::vector<GroupLoss> guarded;
-  for (const GroupLoss& l : losses)
-    if (Protects(l.group)) guarded.push_back(l);
-  RetentionPlan kept = ProtectGroups(plan, guarded);
-  const bool cut = kept.new_log_start < plan.new_log_start;
-  if (cut) t->protected_kept = true;
+  for (const GroupLoss& l : pp.losses)
+    if (guard.Protects(l.group)) guarded.push_back(l);
+  pp.kept = ProtectGroups(pp.plan, guarded);
+  return pp;
+}
 
-  for (const GroupLoss& l : losses) {
-    const bool keeps = Protects(l.group) && !l.expired;
+void Run1::ReportLosses(const PartitionPlan& pp, const RetentionGuard& guard) {
+  for (const GroupLoss& l : pp.losses) {
+    const bool keeps = guard.Protects(l.group) && !l.expired;
     out_.Print(
         "{} group {} partition {} loses {} unread messages (committed {}, oldest {}, age "
         "{}){}\n",
-        keeps ? "protected" : "loss", l.group, name, l.messages, l.committed, Time(l.oldest_ms),
+        keeps ? "protected" : "loss", l.group, pp.name, l.messages, l.committed, Time(l.oldest_ms),
         Age(l.oldest_ms < 0 ? -1 : now_ - l.oldest_ms),
         l.expired ? fmt::format(", no commit for {}: not protected", Age(now_ - l.commit_timestamp))
                   : "");
   }
   // Groups that lose nothing now: how long until retention by time does
   // reach their unread messages.
-  for (const GroupPosition& g : positions) {
-    if (g.committed < kept.new_log_start) continue;
-    auto headroom = RetentionHeadroomMs(*log, policy, g.committed);
+  for (const GroupPosition& g : pp.positions) {
+    if (g.committed < pp.kept.new_log_start) continue;
+    auto headroom = RetentionHeadroomMs(pp.log, pp.policy, g.committed);
     if (headroom)
       out_.Print(
           "headroom group {} partition {} committed {}: retention.ms reaches its unread "
           "messages in {}\n",
-          g.group, name, g.committed, Age(*headroom));
+          g.group, pp.name, g.committed, Age(*headroom));
   }
+}
+
+void Run1::ReportPlan(const PartitionPlan& pp) {
+  const RetentionPlan& kept = pp.kept;
   if (!o_.quiet)
     for (const auto& d : kept.deletions)
-      out_.Print("delete {} {} offsets {}-{} bytes {} oldest {} ({})\n", name,
+      out_.Print("delete {} {} offsets {}-{} bytes {} oldest {} ({})\n", pp.name,
                  SegmentFileName(d.segment.base, ".log"), d.segment.base, d.segment.end,
                  d.segment.bytes, Time(d.segment.clock_ms()), RetentionReasonName(d.reason));
-  out_.Print(
-      "{} log start {} -> {}: {} segments, {} bytes{}{}\n", name, kept.old_log_start,
-      kept.new_log_start, kept.deletions.size(), kept.bytes(),
-      kept.roll_active ? ", active segment rolled" : "",
-      cut ? fmt::format(", {} kept for protected groups", plan.new_log_start - kept.new_log_start)
-          : "");
-  t->segments += static_cast<int>(kept.deletions.size());
-  t->bytes += kept.bytes();
-  if (!o_.execute || kept.empty()) return Status::Ok();
+  const bool cut = kept.new_log_start < pp.plan.new_log_start;
+  out_.Print("{} log start {} -> {}: {} segments, {} bytes{}{}\n", pp.name, kept.old_log_start,
+             kept.new_log_start, kept.deletions.size(), kept.bytes(),
+             kept.roll_active ? ", active segment rolled" : "",
+             cut ? fmt::format(", {} kept for protected groups",
+                               pp.plan.new_log_start - kept.new_log_start)
+                 : "");
+}
 
+Status Run1::Execute(const PartitionPlan& pp, const TopicConfig& config) const {
   LogConfig lc = DataDir::LogConfigFor(config);
-  auto w = PartitionWriter::Open(dir, lc, false, nullptr);
+  auto w = PartitionWriter::Open(pp.dir, lc, false, nullptr);
   if (!w) return w.error();
   SegmentDeletion how;
   how.exact_start = o_.delete_before >= 0;
-  how.roll_active = kept.roll_active;
+  how.roll_active = pp.kept.roll_active;
   // Offsets, not segments, are what the plan fixes: appends since it was
   // made only add segments after those it names.
-  MQ_RETURN_IF_ERROR((*w)->DeleteSegmentsBefore(kept.new_log_start, how));
+  MQ_RETURN_IF_ERROR((*w)->DeleteSegmentsBefore(pp.kept.new_log_start, how));
   return (*w)->Close();
+}
+
+Status Run1::Partition(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t) {
+  const RetentionGuard guard = RetentionGuardFor(config, overrides_);
+  if (o_.execute) {
+    auto purged = PurgeDeletedFiles(data_.PartitionDir(topic, p), now_, guard.delete_delay_ms);
+    if (!purged) return purged.error();
+  }
+  auto pp = Plan(topic, config, p, guard);
+  if (!pp) return pp.error();
+  if (pp->kept.new_log_start < pp->plan.new_log_start) t->protected_kept = true;
+  ReportLosses(*pp, guard);
+  ReportPlan(*pp);
+  t->segments += static_cast<int>(pp->kept.deletions.size());
+  t->bytes += pp->kept.bytes();
+  if (!o_.execute || pp->kept.empty()) return Status::Ok();
+  return Execute(*pp, config);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "mq/group.h"
 #include "mq/group_member.h"
 #include "mq/group_status.h"
+#include "mq/topic_admin.h"
 #include "pipeline.h"
 
 namespace mq::consume {
@@ -243,6 +244,8 @@ class Member {
   // are not read (a pattern's new matches, a named topic created again)
   // are opened and added to it.
   Status Resubscribe();
+  // A member of one topic: kNotFound, naming the group, once it was deleted.
+  Status StopIfTopicDeleted();
   // Resubscribe: a topic removed from the directory leaves the
   // subscription; true when one did.
   Result<bool> DropRemovedTopics();
@@ -499,8 +502,11 @@ Result<bool> Member::DropRemovedTopics() {
       std::lock_guard<std::mutex> lk(*subscribe_mu_);
       MQ_RETURN_IF_ERROR(member_->Unsubscribe(src.topic));
     }
-    if (f_.verbose)
-      cli::Eprint("group {}: topic {} was removed: no longer read\n", group_->name(), src.topic);
+    if (!f_.quiet)
+      cli::Warn(
+          fmt::format("group {}: topic {} was deleted (or removed): no longer read by "
+                      "this member; its other topics are",
+                      group_->name(), src.topic));
     sources_.erase(sources_.begin() + static_cast<std::ptrdiff_t>(i));
     next_source_ = 0;
     removed = true;
@@ -508,8 +514,19 @@ Result<bool> Member::DropRemovedTopics() {
   return removed;
 }
 
+Status Member::StopIfTopicDeleted() {
+  // R83: the one topic this member reads was deleted (mq-topic delete): it
+  // stops, as a follower does (exit 66), instead of waiting for appends
+  // that cannot come.
+  if (sources_.empty()) return Status::Ok();
+  Status gone = CheckTopicExists(*dir_, sources_.front()->topic);
+  if (gone.ok()) return gone;
+  return Status(gone.code(), fmt::format("group {}: {}; this member stops reading it",
+                                         group_->name(), gone.message()));
+}
+
 Status Member::Resubscribe() {
-  if (!several_) return Status::Ok();
+  if (!several_) return StopIfTopicDeleted();
   auto removed = DropRemovedTopics();
   if (!removed) return removed.error();
   // A named topic removed is read again once it exists again, as a

@@ -391,6 +391,12 @@ class Follower {
                       "(replica {} leads in epoch {})",
                       Name(), r->truncated_to, p->leader, p->leader_epoch));
     last_step_ = *r;
+    if (r->started_over_at >= 0)
+      cli::Warn(
+          fmt::format("{}: behind the leader's log start (this log ended at offset {}; "
+                      "retention at the leader deleted what it lacks): starting over "
+                      "from offset {}",
+                      Name(), r->behind_at, r->started_over_at));
     records_ += r->appended_records;
     bytes_ += r->appended_bytes;
     throttle_->Spend(static_cast<uint64_t>(r->appended_bytes));

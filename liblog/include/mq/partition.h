@@ -104,6 +104,10 @@ struct SegmentDeletion {
   // R76: with `offset` at or past the log end, the active segment (when it
   // holds records) is rolled first, then deleted with the others.
   bool roll_active = false;
+  // R92: with `offset` past the log end (a follower behind its leader's
+  // log start), the log is emptied and starts over at `offset`: a new
+  // empty active segment there, the log start and end `offset`.
+  bool start_over = false;
 };
 
 class PartitionWriter {
@@ -307,6 +311,13 @@ class PartitionReader {
   // entry written, its rewrites value not published yet), until rewrites()
   // moves.
   Result<std::optional<BatchView>> Next();
+  // R91 (format-spec/retention.md): the least offset of the batch last
+  // returned by Next() that the reader was asked for: the offset sought,
+  // or the log start it went on at (a seek below it, or segments retention
+  // deleted while it read), when that lies inside the batch; else the
+  // batch's base offset. A batch is handed out whole (one CRC covers its
+  // records): whoever hands records out skips those below this offset.
+  int64_t first_offset() const;
   // After a kCorruption error from Next(): skips to the next valid batch.
   Status SkipCorrupt();
   // Where the batch last returned by Next() lives.

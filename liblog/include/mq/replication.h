@@ -206,7 +206,10 @@ class ReplicaLog {
   // leader of that epoch; kFenced, nothing cut, when the log has moved to
   // a newer epoch since (PartitionWriter::TruncateTo).
   virtual Status TruncateTo(int64_t offset, int32_t leader_epoch = -1) = 0;
-  // Retention at the leader moved its log start: delete below it.
+  // Retention at the leader moved its log start: delete below it. The log
+  // start becomes `offset` itself (R92). Past the log end (a follower
+  // behind its leader's log start), the log is emptied and starts over at
+  // `offset`: its start and end.
   virtual Status DeleteBefore(int64_t offset) = 0;
   // Becomes leader in `epoch`: the epoch starts at the log end.
   virtual Status BeginEpoch(int32_t epoch) = 0;
@@ -305,7 +308,7 @@ class LeaderLink {
   virtual Result<EpochEndOffset> OffsetForLeaderEpoch(int32_t leader_epoch,
                                                       int32_t requested_epoch) = 0;
   // kFenced as above; kOutOfOrder when fetch_offset is past the leader's
-  // LEO or below its log start (the follower must truncate or restart).
+  // LEO (truncate); below its log start: the log from its start (R92).
   // The response may borrow its batches from the link (valid until its
   // next call).
   virtual Result<FetchResponse> Fetch(const FetchRequest& request) = 0;
@@ -402,7 +405,12 @@ struct FollowerStepResult {
   int64_t appended_bytes = 0;
   int64_t appended_records = 0;
   int64_t truncated_to = -1;  // >= 0: the log was cut there
-  bool caught_up = false;     // LEO reached the leader's LEO
+  // R92: >= 0: the follower's log ended below the leader's log start
+  // (retention deleted what it lacked): it was emptied and starts over at
+  // this offset (the leader's first batch), from `behind_at` (its old end).
+  int64_t started_over_at = -1;
+  int64_t behind_at = -1;
+  bool caught_up = false;  // LEO reached the leader's LEO
 };
 
 // One fetch round of a follower: reads the cluster state; at a new leader

@@ -17,6 +17,8 @@
 
 namespace mq {
 
+struct TopicConfig;
+
 // One segment as retention sees it: the names, sizes and index tails only.
 struct RetentionSegment {
   int64_t base = 0;
@@ -133,6 +135,26 @@ RetentionPlan ProtectGroups(const RetentionPlan& plan, const std::vector<GroupLo
 // Retention by size depends on the rate of appends: not estimated.
 std::optional<int64_t> RetentionHeadroomMs(const RetentionLog& log, const RetentionPolicy& policy,
                                            int64_t committed);
+
+// R90: whom retention protects on a topic and how long its `.deleted`
+// files wait: the topic's retention.protect, retention.protect.max.ms and
+// file.delete.delay.ms, each replaced by the run's own setting when it has
+// one (mq-compact's --protect or --protect-group, --protect-max-ms,
+// --delete-delay-ms).
+struct RetentionOverrides {
+  bool protect_all = false;                 // --protect
+  std::vector<std::string> protect_groups;  // --protect-group
+  int64_t protect_max_ms = -1;              // -1: the topic's
+  int64_t delete_delay_ms = -1;             // -1: the topic's
+};
+struct RetentionGuard {
+  bool all = false;                 // every group is protected
+  std::vector<std::string> groups;  // else these
+  int64_t protect_max_ms = -1;      // -1: no bound
+  int64_t delete_delay_ms = 60000;
+  bool Protects(const std::string& group) const;
+};
+RetentionGuard RetentionGuardFor(const TopicConfig& topic, const RetentionOverrides& run);
 
 // R77: unlinks the `.deleted` files of the partition at `dir` renamed at
 // least `delay_ms` ago (their ctime); returns how many went.

@@ -32,7 +32,9 @@ enum class CleanupPolicy : uint8_t { kDelete, kCompact };
 //   min.insync.replicas 1..32767 and <= replication.factor,
 //   retention.ms and retention.bytes -1..2^63-1, segment.bytes 61..2^31-1,
 //   segment.ms 1..2^63-1, index.interval.bytes 0..2^31-1,
-//   max.message.bytes 61..2^30, cleanup.policy delete|compact.
+//   max.message.bytes 61..2^30, cleanup.policy delete|compact,
+//   retention.protect "" | "*" | group[,group]..., retention.protect.max.ms
+//   -1..2^63-1, file.delete.delay.ms 0..2^63-1 (R90).
 struct TopicConfig {
   static constexpr int kFormatVersion = 1;
   static constexpr size_t kMaxFileBytes = 64 * 1024;  // larger .conf: kTooLarge
@@ -47,6 +49,14 @@ struct TopicConfig {
   uint32_t index_interval_bytes = 4096;
   uint32_t max_message_bytes = 1048588;
   CleanupPolicy cleanup_policy = CleanupPolicy::kDelete;
+  // R90 (format-spec/retention.md §20.4): the groups whose unread messages
+  // retention keeps ("": none, "*": every group, else group names separated
+  // by commas), how long after its last commit a group stops protecting
+  // (-1: no bound), and how long a `.deleted` file waits before it is
+  // unlinked (R77). Written to a file only when not the default.
+  std::string retention_protect;
+  int64_t retention_protect_max_ms = -1;
+  int64_t file_delete_delay_ms = 60000;
   // A replicated topic (format-spec/layout.md §2.2): the absolute path of
   // its cluster directory (format-spec/cluster.md) and this root's replica
   // id there; empty and -1 for a topic of one root. With `cluster` set,

@@ -11,6 +11,7 @@
 #include "format/format.h"
 #include "mq/replica_checkpoint.h"
 #include "mq/segment.h"
+#include "mq/topic.h"
 #include "storage/log_segment.h"
 #include "storage/segment.h"
 #include "storage/state_file.h"
@@ -91,71 +92,109 @@ Result<RetentionLog> ListRetentionSegments(const std::string& dir, FileSystem* f
   return log;
 }
 
-RetentionPlan PlanRetention(const RetentionLog& log, const RetentionPolicy& policy) {
-  RetentionPlan plan;
-  plan.old_log_start = log.log_start_offset;
-  plan.new_log_start = log.log_start_offset;
-  const auto& segs = log.segments;
-  // R76: nothing at or above the high watermark goes.
-  const int64_t limit = log.high_watermark.value_or(std::numeric_limits<int64_t>::max());
-  size_t n = 0;  // segments planned so far: segs[0, n)
-  auto take = [&](RetentionReason why) {
-    plan.deletions.push_back({segs[n], why});
-    ++n;
-  };
-  auto may_go = [&](const RetentionSegment& s) {
-    if (s.end > limit) {
-      ++plan.held_by_high_watermark;
-      return false;
-    }
-    return true;
-  };
+namespace {
+
+// PlanRetention's steps, each taking the oldest segments not planned yet.
+class Planner {
+ public:
+  explicit Planner(const RetentionLog& log)
+      : log_(log),
+        segs_(log.segments),
+        limit_(log.high_watermark.value_or(std::numeric_limits<int64_t>::max())) {
+    plan_.old_log_start = log.log_start_offset;
+    plan_.new_log_start = log.log_start_offset;
+  }
+
   // R73: a run that stopped after publishing the log start left these.
-  while (n < segs.size() && !segs[n].active && segs[n].end <= log.log_start_offset)
-    take(RetentionReason::kBelowStart);
+  void BelowStart() {
+    while (n_ < segs_.size() && !segs_[n_].active && segs_[n_].end <= log_.log_start_offset)
+      Take(RetentionReason::kBelowStart);
+  }
+
   // R74: by time, a run of the oldest.
-  if (policy.retention_ms >= 0) {
+  void ByTime(const RetentionPolicy& policy) {
+    if (policy.retention_ms < 0) return;
     const int64_t horizon = policy.now_ms - policy.retention_ms;
-    while (n < segs.size() && segs[n].clock_ms() < horizon) {
-      const RetentionSegment& s = segs[n];
+    while (n_ < segs_.size() && segs_[n_].clock_ms() < horizon) {
+      const RetentionSegment& s = segs_[n_];
       if (s.active) {
         // Rolled first when it holds records (R76), as Kafka does.
-        if (s.end > s.base && may_go(s)) {
-          plan.roll_active = true;
-          take(RetentionReason::kTime);
+        if (s.end > s.base && MayGo(s)) {
+          plan_.roll_active = true;
+          Take(RetentionReason::kTime);
         }
-        break;
+        return;
       }
-      if (!may_go(s)) break;
-      take(RetentionReason::kTime);
+      if (!MayGo(s)) return;
+      Take(RetentionReason::kTime);
     }
   }
-  // R75: by size, oldest first, while what stays is at least retention.bytes.
-  if (policy.retention_bytes >= 0 && !plan.roll_active) {
+
+  // R75: by size, oldest first, while what stays is at least
+  // retention.bytes.
+  void BySize(const RetentionPolicy& policy) {
+    if (policy.retention_bytes < 0 || plan_.roll_active) return;
     uint64_t total = 0;
-    for (size_t i = n; i < segs.size(); ++i) total += segs[i].bytes;
+    for (size_t i = n_; i < segs_.size(); ++i) total += segs_[i].bytes;
     const auto keep = static_cast<uint64_t>(policy.retention_bytes);
-    while (n < segs.size() && !segs[n].active && total - segs[n].bytes >= keep && total > keep) {
-      if (!may_go(segs[n])) break;
-      total -= segs[n].bytes;
-      take(RetentionReason::kSize);
+    while (n_ < segs_.size() && !segs_[n_].active && total - segs_[n_].bytes >= keep &&
+           total > keep) {
+      if (!MayGo(segs_[n_])) return;
+      total -= segs_[n_].bytes;
+      Take(RetentionReason::kSize);
     }
   }
-  if (n > 0) plan.new_log_start = plan.roll_active ? log.log_end_offset : segs[n - 1].end;
-  plan.new_log_start = std::max(plan.new_log_start, log.log_start_offset);
-  // R73: a log start below the first segment (one removed by hand) is
-  // raised to it.
-  if (!segs.empty()) plan.new_log_start = std::max(plan.new_log_start, segs.front().base);
-  // Delete-records: the log start moves to the offset asked for.
-  if (policy.delete_before && *policy.delete_before > plan.new_log_start) {
-    const int64_t to = std::min({*policy.delete_before, log.log_end_offset, limit});
-    if (to > plan.new_log_start) {
-      plan.new_log_start = to;
-      while (n < segs.size() && !segs[n].active && segs[n].end <= to)
-        take(RetentionReason::kRecords);
-    }
+
+  // The log start after the segments taken (R73: never below the first
+  // segment, one removed by hand).
+  void SetLogStart() {
+    if (n_ > 0) plan_.new_log_start = plan_.roll_active ? log_.log_end_offset : segs_[n_ - 1].end;
+    plan_.new_log_start = std::max(plan_.new_log_start, log_.log_start_offset);
+    if (!segs_.empty()) plan_.new_log_start = std::max(plan_.new_log_start, segs_.front().base);
   }
-  return plan;
+
+  // Delete-records: the log start moves to the offset asked for (not past
+  // the log end nor the high watermark, R76).
+  void DeleteBefore(std::optional<int64_t> offset) {
+    if (!offset || *offset <= plan_.new_log_start) return;
+    const int64_t to = std::min({*offset, log_.log_end_offset, limit_});
+    if (to <= plan_.new_log_start) return;
+    plan_.new_log_start = to;
+    while (n_ < segs_.size() && !segs_[n_].active && segs_[n_].end <= to)
+      Take(RetentionReason::kRecords);
+  }
+
+  RetentionPlan Finish() { return std::move(plan_); }
+
+ private:
+  void Take(RetentionReason why) {
+    plan_.deletions.push_back({segs_[n_], why});
+    ++n_;
+  }
+  // R76: nothing at or above the high watermark goes.
+  bool MayGo(const RetentionSegment& s) {
+    if (s.end <= limit_) return true;
+    ++plan_.held_by_high_watermark;
+    return false;
+  }
+
+  const RetentionLog& log_;
+  const std::vector<RetentionSegment>& segs_;
+  const int64_t limit_;
+  RetentionPlan plan_;
+  size_t n_ = 0;  // segments planned so far: segs_[0, n_)
+};
+
+}  // namespace
+
+RetentionPlan PlanRetention(const RetentionLog& log, const RetentionPolicy& policy) {
+  Planner p(log);
+  p.BelowStart();
+  p.ByTime(policy);
+  p.BySize(policy);
+  p.SetLogStart();
+  p.DeleteBefore(policy.delete_before);
+  return p.Finish();
 }
 
 std::vector<GroupLoss> RetentionLosses(const RetentionPlan& plan,
@@ -207,6 +246,30 @@ std::optional<int64_t> RetentionHeadroomMs(const RetentionLog& log, const Retent
     return std::max<int64_t>(0, s.clock_ms() + policy.retention_ms - policy.now_ms);
   }
   return std::nullopt;
+}
+
+bool RetentionGuard::Protects(const std::string& group) const {
+  return all || std::find(groups.begin(), groups.end(), group) != groups.end();
+}
+
+RetentionGuard RetentionGuardFor(const TopicConfig& topic, const RetentionOverrides& run) {
+  RetentionGuard g;
+  if (run.protect_all || !run.protect_groups.empty()) {
+    g.all = run.protect_all;
+    g.groups = run.protect_groups;
+  } else if (topic.retention_protect == "*") {
+    g.all = true;
+  } else if (!topic.retention_protect.empty()) {
+    const std::string& list = topic.retention_protect;
+    for (size_t from = 0; from <= list.size();) {
+      const size_t comma = std::min(list.find(',', from), list.size());
+      g.groups.push_back(list.substr(from, comma - from));
+      from = comma + 1;
+    }
+  }
+  g.protect_max_ms = run.protect_max_ms >= 0 ? run.protect_max_ms : topic.retention_protect_max_ms;
+  g.delete_delay_ms = run.delete_delay_ms >= 0 ? run.delete_delay_ms : topic.file_delete_delay_ms;
+  return g;
 }
 
 Result<int> PurgeDeletedFiles(const std::string& dir, int64_t now_ms, int64_t delay_ms,

@@ -30,10 +30,38 @@ Status RenameDeleted(PartitionView* w, int64_t base) {
   return Status::Ok();
 }
 
+// R92: a follower behind its leader's log start: a new empty active
+// segment at `offset`, published as the log's start and end (durable
+// before any file is renamed, as R73), then every older segment renamed
+// `.deleted`. A crash before the publication leaves the old log (the new
+// segment past the committed end is removed at the next open); after it,
+// segments wholly below the log start, which retention deletes (R73).
+Status StartOver(PartitionView* w, int64_t offset) {
+  StateFields& f = w->fields;
+  MQ_RETURN_IF_ERROR(w->active->Seal(w->sync()));
+  auto created = LogSegment::Create(w->fs, w->fd(), w->config, offset);
+  if (!created) return created.error();
+  if (w->sync()) MQ_RETURN_IF_ERROR(w->fs->SyncDir(w->fd()));
+  w->active = std::move(*created);
+  std::vector<int64_t> old = std::move(w->segments);
+  w->segments = {offset};
+  f.log_end_offset = offset;
+  f.end_segment_base = offset;
+  f.end_position = 0;
+  f.log_start_offset = offset;
+  f.recovery_point = offset;
+  MQ_RETURN_IF_ERROR(w->epochs.DropBefore(*w, offset, offset, w->generation));
+  MQ_RETURN_IF_ERROR(w->Publish());
+  if (w->sync()) MQ_RETURN_IF_ERROR(SyncStateFile(w));
+  for (int64_t base : old) MQ_RETURN_IF_ERROR(RenameDeleted(w, base));
+  return w->fs->SyncDir(w->fd());
+}
+
 }  // namespace
 
 Status RetireSegmentsBefore(PartitionView* w, int64_t offset, const SegmentDeletion& how) {
   StateFields& f = w->fields;
+  if (how.start_over && offset > f.log_end_offset) return StartOver(w, offset);
   if (how.roll_active && offset >= f.log_end_offset && f.end_position > 0 &&
       f.log_end_offset > f.end_segment_base) {
     // R76: the active segment qualified: a new (empty) one takes its place.

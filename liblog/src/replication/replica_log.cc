@@ -176,7 +176,15 @@ class FileReplicaLog : public ReplicaLog {
     epoch_held_ = -1;
     return writer_->TruncateTo(offset, leader_epoch);
   }
-  Status DeleteBefore(int64_t offset) override { return writer_->DeleteSegmentsBefore(offset); }
+  // R92: the leader's log start exactly, as the leader keeps it (a
+  // delete-records offset inside a segment included), not the base of the
+  // segment that holds it.
+  Status DeleteBefore(int64_t offset) override {
+    SegmentDeletion how;
+    how.exact_start = true;
+    how.start_over = true;
+    return writer_->DeleteSegmentsBefore(offset, how);
+  }
   Status BeginEpoch(int32_t epoch) override { return writer_->BeginLeaderEpoch(epoch); }
   Status FenceEpochsBelow(int32_t epoch) override { return writer_->FenceEpochsBelow(epoch); }
   // A leader's fetch (HandleFetch) ensures its epoch at every fetch: after

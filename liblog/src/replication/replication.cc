@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "format/format.h"
 #include "mq/batch.h"
 #include "replication/planted_bugs.h"
 
@@ -519,12 +520,15 @@ Status ExpandIsrIfInSync(const ReplicationContext& ctx, ReplicaLog& leader, cons
 
 // The batches from the fetch offset into `out`: borrowed from the log's
 // file when the caller asks for them in place into its buffer.
-Status ReadFetched(ReplicaLog& leader, const FetchRequest& request, std::vector<std::byte>* buffer,
-                   bool in_place, std::vector<std::byte>* out, uint32_t* crc,
-                   FetchResponse& response) {
+// R92: a follower behind the log start `start` (retention deleted what it
+// lacks) is sent the log from its start, where it starts over.
+Status ReadFetched(ReplicaLog& leader, const FetchRequest& request, int64_t start,
+                   std::vector<std::byte>* buffer, bool in_place, std::vector<std::byte>* out,
+                   uint32_t* crc, FetchResponse& response) {
+  const int64_t from = std::max(request.fetch_offset, start);
   if (in_place && buffer)
-    return leader.ReadInPlace(request.fetch_offset, request.max_bytes, out, crc, &response.file);
-  return leader.Read(request.fetch_offset, request.max_bytes, out, crc);
+    return leader.ReadInPlace(from, request.max_bytes, out, crc, &response.file);
+  return leader.Read(from, request.max_bytes, out, crc);
 }
 
 }  // namespace
@@ -547,7 +551,7 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     if (!leo) return leo.error();
     auto start = leader.LogStartOffset();
     if (!start) return start.error();
-    if (request.fetch_offset > *leo || request.fetch_offset < *start)
+    if (request.fetch_offset > *leo)
       return Status(Code::kOutOfOrder,
                     fmt::format("{}: fetch offset {} outside the leader's log [{}, {})", Where(ctx),
                                 request.fetch_offset, *start, *leo));
@@ -578,7 +582,8 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     hw = *computed;
     MQ_RETURN_IF_ERROR(ExpandIsrIfInSync(ctx, leader, *p, request, hw));
     if (!Planted().position_at_response_end)
-      MQ_RETURN_IF_ERROR(ReadFetched(leader, request, buffer, in_place, out, &crc, response));
+      MQ_RETURN_IF_ERROR(
+          ReadFetched(leader, request, *start, buffer, in_place, out, &crc, response));
     response.crc = crc;
     if (buffer && response.file.size == 0) response.borrowed = *buffer;
     response.log_start_offset = *start;
@@ -660,8 +665,29 @@ Result<bool> TruncateToLeader(ReplicaLog& follower, LeaderLink& leader, const Pa
 
 // Appends the fetched batches, follows the leader's log start and raises
 // the follower's HW.
+// R92: a follower whose log ends below the leader's log start (retention
+// deleted what it lacks) starts over at the leader's first batch fetched
+// (the one holding the leader's log start), or at the log start itself
+// when the leader sent none.
+Status StartOverIfBehind(ReplicaLog& follower, const FetchResponse& response,
+                         FollowerStepResult& result) {
+  auto leo = follower.LogEndOffset();
+  if (!leo) return leo.error();
+  if (response.log_start_offset <= *leo) return Status::Ok();
+  const auto batches = response.data();
+  const int64_t at = batches.size() >= format::kBatchHeaderSize
+                         ? DecodeBatchHeader(batches).base_offset
+                         : response.log_start_offset;
+  if (at <= *leo) return Status::Ok();
+  MQ_RETURN_IF_ERROR(follower.DeleteBefore(at));
+  result.behind_at = *leo;
+  result.started_over_at = at;
+  return Status::Ok();
+}
+
 Status ApplyFetch(ReplicaLog& follower, const FetchResponse& response, FollowerState& state,
                   FollowerStepResult& result) {
+  MQ_RETURN_IF_ERROR(StartOverIfBehind(follower, response, result));
   if (const auto batches = response.data(); !batches.empty()) {
     auto appended = follower.AppendReplicated(
         batches, response.batches_checked ? CrcCheck::kAlreadyComputed : CrcCheck::kVerify);

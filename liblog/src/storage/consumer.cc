@@ -390,6 +390,10 @@ void Consumer::Stop(Cursor& c, Status s) {
 // unless the batch has nothing to hand out).
 Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
   const BatchHeader& h = batch.header();
+  // R91: records below the offset the reader went on at (the log start,
+  // after retention deleted what this partition was to read next) are not
+  // handed out, though the batch holding it is read whole.
+  c.next_offset = std::max(c.next_offset, c.reader->first_offset());
   if (std::exchange(c.after_skip, false) && h.base_offset > c.next_offset) {
     skipped_offsets_ += static_cast<uint64_t>(h.base_offset - c.next_offset);
     ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kSkippedOffsets, c);

@@ -53,6 +53,10 @@ struct PartitionReader::Impl {
   uint32_t cur_file_rewrites = 0;
   uint64_t pos = 0;       // next batch
   uint64_t last_pos = 0;  // batch last returned
+  // R91: the least offset of the batch last returned that was asked for:
+  // the offset sought, or the log start the reader went on at, when it lies
+  // inside the batch; else the batch's base offset.
+  int64_t first_offset = 0;
   std::optional<uint64_t> corrupt_at;
   // After the batch last returned, or the offset last sought (a rewrite
   // finds it again); -1 when not known (a timestamp seek past damage).
@@ -136,6 +140,28 @@ struct PartitionReader::Impl {
   Result<uint64_t> FindInSegment(int64_t base, int64_t offset);
   Result<bool> SegmentBelow(int64_t base, int64_t timestamp_ms);
   Status Corrupt(uint64_t position, const char* rule, std::string detail);
+  // Next()'s steps. What to do with a batch read: hand it out, hold it
+  // (nothing now), or read again (the log was rewritten).
+  enum class Verdict : uint8_t { kHandOut, kHold, kAgain };
+  Result<Verdict> Vet(const BatchView& view);
+  void HandOut(const BatchView& view);
+  // When the log was truncated (or recovered) since the reader positioned,
+  // finds its offset again (true); false when it was not.
+  Result<bool> FindAgainIfRewritten();
+  // At the end of the bytes read in the current segment: true when there
+  // is more to read (appended, or the next segment), false at the
+  // committed end.
+  Result<bool> AtSegmentEnd(BatchCursor::Step step);
+  Status CommittedBytesLost(uint64_t bound);
+  Result<bool> EnterNextSegment();
+  // R73: the offset `asked` is below the log start: go on there, saying so.
+  Status JumpToLogStart(int64_t asked);
+  // SeekTimestamp's steps: the offset in segment `base` to scan from (past
+  // the time index entry below `timestamp_ms` the log confirms), and the
+  // scan from byte `start` to the first batch not older.
+  Result<int64_t> TimeScanStart(int64_t base, int64_t timestamp_ms);
+  Status ScanToTimestamp(uint64_t start, int64_t timestamp_ms);
+  Status PositionAtEnd();
   bool Follows(const BatchHeader& h, int64_t after) const;
   Status CheckContinuity(const BatchHeader& h);
   bool MayPass(const BatchHeader& h, Bytes bytes, uint64_t position, int64_t prev_end) const;
@@ -584,6 +610,55 @@ ReaderTrail PartitionReader::trail() const {
   return t;
 }
 
+Result<int64_t> PartitionReader::Impl::TimeScanStart(int64_t base, int64_t timestamp_ms) {
+  // Every batch up to the largest time entry below `timestamp_ms` is older
+  // (§8.3), if the log confirms that entry.
+  std::optional<TimeIndexEntry> hint =
+      LogSegment::TimeEntryBelow(fs, dir_fd.get(), base, timestamp_ms);
+  if (!hint) return base;
+  auto p = FindInSegment(base, hint->offset);
+  if (!p) return p.error();
+  BatchHeader h;
+  Bytes b;
+  auto step = cursor.Peek(*p, &h, &b);
+  MQ_RETURN_IF_ERROR(ReadFailure(step));
+  if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == hint->offset &&
+      h.max_timestamp == hint->timestamp && hint->timestamp < timestamp_ms)
+    return hint->offset + 1;
+  Warn(SegmentFileName(base, format::kTimeIndexSuffix), 0,
+       fmt::format("entry (timestamp {}, offset {}) does not match the batch at that "
+                   "offset in {}; scanning the log",
+                   hint->timestamp, hint->offset, FileName(base)));
+  return base;
+}
+
+Status PartitionReader::Impl::ScanToTimestamp(uint64_t start, int64_t timestamp_ms) {
+  int64_t at = expect;
+  for (uint64_t p = start;;) {
+    BatchHeader h;
+    Bytes b;
+    auto step = cursor.Peek(p, &h, &b);
+    MQ_RETURN_IF_ERROR(ReadFailure(step));
+    if (!step || *step != BatchCursor::Step::kBatch || h.max_timestamp >= timestamp_ms ||
+        !MayPass(h, b, p, at)) {
+      // Found, or damage that Next() will report where it is.
+      pos = p;
+      expect = at;
+      next_offset = at;  // where the batch at p must start, if known
+      return Status::Ok();
+    }
+    at = h.last_offset() + 1;
+    p += h.size_bytes();
+  }
+}
+
+Status PartitionReader::Impl::PositionAtEnd() {
+  MQ_RETURN_IF_ERROR(PositionAt(fields.end_segment_base, fields.end_position));
+  expect = fields.log_end_offset;
+  next_offset = fields.log_end_offset;
+  return Status::Ok();
+}
+
 Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
   Impl& r = *impl_;
   MQ_RETURN_IF_ERROR(r.Refresh());
@@ -598,53 +673,157 @@ Status PartitionReader::SeekTimestamp(int64_t timestamp_ms) {
       if (!below) return below.error();
       if (*below) continue;
     }
-    // In this segment: every batch up to the largest time entry below
-    // `timestamp_ms` is older (§8.3), if the log confirms that entry.
-    int64_t from_offset = base;
-    std::optional<TimeIndexEntry> hint =
-        LogSegment::TimeEntryBelow(r.fs, r.dir_fd.get(), base, timestamp_ms);
-    if (hint) {
-      auto p = r.FindInSegment(base, hint->offset);
-      if (!p) return p.error();
-      BatchHeader h;
-      Bytes b;
-      auto step = r.cursor.Peek(*p, &h, &b);
-      MQ_RETURN_IF_ERROR(ReadFailure(step));
-      if (step && *step == BatchCursor::Step::kBatch && h.last_offset() == hint->offset &&
-          h.max_timestamp == hint->timestamp && hint->timestamp < timestamp_ms) {
-        from_offset = hint->offset + 1;
-      } else {
-        r.Warn(SegmentFileName(base, format::kTimeIndexSuffix), 0,
-               fmt::format("entry (timestamp {}, offset {}) does not match the batch at that "
-                           "offset in {}; scanning the log",
-                           hint->timestamp, hint->offset, r.FileName(base)));
-      }
-    }
-    auto start = r.FindInSegment(base, from_offset);
+    // In this segment.
+    auto from_offset = r.TimeScanStart(base, timestamp_ms);
+    if (!from_offset) return from_offset.error();
+    auto start = r.FindInSegment(base, *from_offset);
     if (!start) return start.error();
-    int64_t expect = r.expect;
-    for (uint64_t p = *start;;) {
-      BatchHeader h;
-      Bytes b;
-      auto step = r.cursor.Peek(p, &h, &b);
-      MQ_RETURN_IF_ERROR(ReadFailure(step));
-      if (!step || *step != BatchCursor::Step::kBatch || h.max_timestamp >= timestamp_ms ||
-          !r.MayPass(h, b, p, expect)) {
-        // Found, or damage that Next() will report where it is.
-        r.pos = p;
-        r.expect = expect;
-        r.next_offset = expect;  // where the batch at p must start, if known
-        return Status::Ok();
-      }
-      expect = h.last_offset() + 1;
-      p += h.size_bytes();
-    }
+    return r.ScanToTimestamp(*start, timestamp_ms);
   }
   if (r.segments.empty()) return Status::Ok();
-  MQ_RETURN_IF_ERROR(r.PositionAt(r.fields.end_segment_base, r.fields.end_position));
-  r.expect = r.fields.log_end_offset;
-  r.next_offset = r.fields.log_end_offset;
+  return r.PositionAtEnd();
+}
+
+// The log was truncated (or recovered) since we positioned: our byte
+// position may no longer be a batch boundary. Find our offset again, or
+// where the log was cut below it: its end now, or where the leader epoch
+// of the batch last returned ends in the leader-epoch checkpoint (KIP-320),
+// when another leader's batches took the offsets since.
+Result<bool> PartitionReader::Impl::FindAgainIfRewritten() {
+  MQ_RETURN_IF_ERROR(Refresh());
+  if (fields.rewrites == rewrites_seen) return false;
+  const uint32_t since = rewrites_seen;
+  const bool from_known = next_offset >= 0;
+  int64_t from = next_offset >= 0 ? next_offset : fields.log_start_offset;
+  int64_t to = ResumeAt(from, read_epochs);
+  const bool was_continued = continued;
+  // Leader epochs say where what it read stops agreeing with the log;
+  // without them, the truncation history does: no further than the
+  // lowest cut published since it positioned (or under way), so that
+  // records appended at the cut offsets since are not passed over as
+  // the ones handed out there.
+  std::vector<EpochEntry> kept = std::move(read_epochs);
+  auto landed = SeekTo(to, was_continued && kept.empty() ? std::optional(since) : std::nullopt);
+  if (!landed) return landed.error();
+  to = *landed;
+  if (from_known && to < from) cut = std::min(to, cut.value_or(to));
+  // What it read below `to` still agrees with the log.
+  while (!kept.empty() && kept.back().start_offset >= to) kept.pop_back();
+  read_epochs = std::move(kept);
+  continued = was_continued;
+  return true;
+}
+
+Result<PartitionReader::Impl::Verdict> PartitionReader::Impl::Vet(const BatchView& view) {
+  // Above the high watermark: not handed out (yet), position kept.
+  if (view.header().last_offset() >= hw) {
+    MQ_RETURN_IF_ERROR(Refresh());
+    if (view.header().last_offset() >= hw) return Verdict::kHold;
+  }
+  // The bytes may be older than the log: read into the cursor's buffer
+  // (with the batches after the one asked for), or kept above the high
+  // watermark, before a truncation cut them and a writer put others in
+  // their place. Never handed out then: the offset is found again in
+  // the log as it is now (§9.2).
+  if (RewrittenSincePositioned()) {
+    auto again = FindAgainIfRewritten();
+    if (!again) return again.error();
+    if (*again) return Verdict::kAgain;
+  }
+  // At or past the cut of a truncation under way when it positioned:
+  // records about to go, or ones it handed out before the truncation
+  // published before it went back to its cut. Not handed out until
+  // the counter moves (segment.md §9.4).
+  if (held_at && view.header().last_offset() >= *held_at) return Verdict::kHold;
+  MQ_RETURN_IF_ERROR(CheckContinuity(view.header()));
+  return Verdict::kHandOut;
+}
+
+void PartitionReader::Impl::HandOut(const BatchView& view) {
+  const BatchHeader& h = view.header();
+  if (const int32_t epoch = h.partition_leader_epoch;
+      epoch >= 0 && (read_epochs.empty() || read_epochs.back().epoch != epoch))
+    read_epochs.push_back({epoch, h.base_offset});
+  // R91: the offset sought, or the log start it went on at, may lie inside
+  // the batch: the records below it were not asked for (or are deleted).
+  first_offset = std::max(h.base_offset, next_offset);
+  next_offset = h.last_offset() + 1;
+  continued = true;
+  expect = next_offset;
+  last_pos = pos;
+  pos += h.size_bytes();
+}
+
+// The file ends inside a batch (or before our position) although these
+// bytes were committed (§9.2): they were lost or cut.
+Status PartitionReader::Impl::CommittedBytesLost(uint64_t bound) {
+  auto size = cur_file->Size();
+  if (state && !fields.same_boot()) {
+    // R28: the committed end was published before a reboot and never
+    // fsynced: the next writer keeps the valid prefix. Not corruption.
+    corrupt_at = pos;
+    return Status(Code::kNeedsRecovery,
+                  fmt::format("{}: position {}: R28: needs recovery: the segment ends at byte "
+                              "{} but the committed end, published before a reboot, is at {}; "
+                              "the next writer to open the partition repairs it",
+                              cursor.name(), pos, size ? *size : 0, std::max(bound, pos)));
+  }
+  return Corrupt(pos, "R1",
+                 fmt::format("the segment ends at byte {} but {} bytes of it were committed",
+                             size ? *size : 0, std::max(bound, pos)));
+}
+
+Status PartitionReader::Impl::JumpToLogStart(int64_t asked) {
+  auto sought = SeekTo(fields.log_start_offset, std::nullopt);
+  if (!sought) return sought.error();
+  out_of_range = OffsetOutOfRange{asked, fields.log_start_offset};
   return Status::Ok();
+}
+
+Result<bool> PartitionReader::Impl::EnterNextSegment() {
+  auto next = NextSegment(cur_base);
+  if (!next) return false;
+  const int64_t after = expect;
+  const OffsetStep order = after >= 0 ? StepOf(*next, after, offsets) : OffsetStep::kFollows;
+  if (order != OffsetStep::kFollows && after < fields.log_start_offset) {
+    // Not a gap in the log: retention deleted the segments after the one
+    // read (R73), and the reader goes on at the log start, saying so.
+    MQ_RETURN_IF_ERROR(JumpToLogStart(after));
+    return true;
+  }
+  if (order != OffsetStep::kFollows) {
+    return Corrupt(pos, order == OffsetStep::kGoesBack ? "R11" : "R26",
+                   fmt::format("the segment ends at offset {} but the next one, {}, starts at {}",
+                               after - 1, FileName(*next), *next));
+  }
+  Status at = PositionAt(*next, 0);
+  if (at.code() == Code::kNotFound) {
+    // Deleted by retention since the reader listed the segments (R73,
+    // R77): it goes on at the log start, never past a gap unannounced
+    // (TakeOutOfRange).
+    MQ_RETURN_IF_ERROR(Refresh());
+    if (*next >= fields.log_start_offset) return at;
+    MQ_RETURN_IF_ERROR(ListAgain());
+    MQ_RETURN_IF_ERROR(JumpToLogStart(after >= 0 ? after : *next));
+    return true;
+  }
+  MQ_RETURN_IF_ERROR(at);
+  if (after >= 0 && offsets == OffsetPolicy::kGapsAllowed) expect = std::max(after, *next);
+  return true;
+}
+
+Result<bool> PartitionReader::Impl::AtSegmentEnd(BatchCursor::Step step) {
+  auto bound = SegmentBound(cur_base);
+  if (!bound) return bound.error();
+  if (step == BatchCursor::Step::kTorn || *bound < pos) return CommittedBytesLost(*bound);
+  if (*bound > pos) {
+    // More committed bytes in this segment (appended, or the segment was
+    // rolled since we last looked): read them before moving on.
+    cursor.set_end(*bound);
+    return true;
+  }
+  // This segment is read to its committed end.
+  return EnterNextSegment();
 }
 
 Result<std::optional<BatchView>> PartitionReader::Next() {
@@ -653,144 +832,31 @@ Result<std::optional<BatchView>> PartitionReader::Next() {
     MQ_RETURN_IF_ERROR(Seek(r.fields.log_start_offset));
     if (r.cur_base < 0) return std::optional<BatchView>();  // no segment yet
   }
-  // The log was truncated (or recovered) since we positioned: our byte
-  // position may no longer be a batch boundary. Find our offset again, or
-  // where the log was cut below it: its end now, or where the leader epoch
-  // of the batch last returned ends in the leader-epoch checkpoint
-  // (KIP-320), when another leader's batches took the offsets since.
-  auto rewritten = [&]() -> Result<bool> {
-    MQ_RETURN_IF_ERROR(r.Refresh());
-    if (r.fields.rewrites == r.rewrites_seen) return false;
-    const uint32_t since = r.rewrites_seen;
-    const bool from_known = r.next_offset >= 0;
-    int64_t from = r.next_offset >= 0 ? r.next_offset : r.fields.log_start_offset;
-    int64_t to = r.ResumeAt(from, r.read_epochs);
-    const bool continued = r.continued;
-    // Leader epochs say where what it read stops agreeing with the log;
-    // without them, the truncation history does: no further than the
-    // lowest cut published since it positioned (or under way), so that
-    // records appended at the cut offsets since are not passed over as
-    // the ones handed out there.
-    std::vector<EpochEntry> kept = std::move(r.read_epochs);
-    auto landed = r.SeekTo(to, continued && kept.empty() ? std::optional(since) : std::nullopt);
-    if (!landed) return landed.error();
-    to = *landed;
-    if (from_known && to < from) r.cut = std::min(to, r.cut.value_or(to));
-    // What it read below `to` still agrees with the log.
-    while (!kept.empty() && kept.back().start_offset >= to) kept.pop_back();
-    r.read_epochs = std::move(kept);
-    r.continued = continued;
-    return true;
-  };
   for (;;) {
     BatchView view;
     auto step = r.cursor.Read(r.pos, &view);
+    if (step && *step == BatchCursor::Step::kBatch) {
+      auto verdict = r.Vet(view);
+      if (!verdict) return verdict.error();
+      if (*verdict == Impl::Verdict::kAgain) continue;
+      if (*verdict == Impl::Verdict::kHold) return std::optional<BatchView>();
+      r.HandOut(view);
+      return std::optional<BatchView>(view);
+    }
+    auto again = r.FindAgainIfRewritten();
+    if (!again) return again.error();
+    if (*again) continue;
     if (!step) {
-      auto again = rewritten();
-      if (!again) return again.error();
-      if (*again) continue;
       r.corrupt_at = r.pos;
       return step.error();
     }
-    if (*step == BatchCursor::Step::kBatch) {
-      // Above the high watermark: not handed out (yet), position kept.
-      if (view.header().last_offset() >= r.hw) {
-        MQ_RETURN_IF_ERROR(r.Refresh());
-        if (view.header().last_offset() >= r.hw) return std::optional<BatchView>();
-      }
-      // The bytes may be older than the log: read into the cursor's buffer
-      // (with the batches after the one asked for), or kept above the high
-      // watermark, before a truncation cut them and a writer put others in
-      // their place. Never handed out then: the offset is found again in
-      // the log as it is now (§9.2).
-      if (r.RewrittenSincePositioned()) {
-        auto again = rewritten();
-        if (!again) return again.error();
-        if (*again) continue;
-      }
-      // At or past the cut of a truncation under way when it positioned:
-      // records about to go, or ones it handed out before the truncation
-      // published before it went back to its cut. Not handed out until
-      // the counter moves (segment.md §9.4).
-      if (r.held_at && view.header().last_offset() >= *r.held_at) return std::optional<BatchView>();
-      MQ_RETURN_IF_ERROR(r.CheckContinuity(view.header()));
-      if (const int32_t epoch = view.header().partition_leader_epoch;
-          epoch >= 0 && (r.read_epochs.empty() || r.read_epochs.back().epoch != epoch))
-        r.read_epochs.push_back({epoch, view.header().base_offset});
-      r.next_offset = view.header().last_offset() + 1;
-      r.continued = true;
-      r.expect = r.next_offset;
-      r.last_pos = r.pos;
-      r.pos += view.header().size_bytes();
-      return std::optional<BatchView>(view);
-    }
-    auto again = rewritten();
-    if (!again) return again.error();
-    if (*again) continue;
-    auto bound = r.SegmentBound(r.cur_base);
-    if (!bound) return bound.error();
-    if (*step == BatchCursor::Step::kTorn || *bound < r.pos) {
-      // The file ends inside a batch (or before our position) although
-      // these bytes were committed (§9.2): they were lost or cut.
-      auto size = r.cur_file->Size();
-      if (r.state && !r.fields.same_boot()) {
-        // R28: the committed end was published before a reboot and never
-        // fsynced: the next writer keeps the valid prefix. Not corruption.
-        r.corrupt_at = r.pos;
-        return Status(
-            Code::kNeedsRecovery,
-            fmt::format("{}: position {}: R28: needs recovery: the segment ends at byte "
-                        "{} but the committed end, published before a reboot, is at {}; "
-                        "the next writer to open the partition repairs it",
-                        r.cursor.name(), r.pos, size ? *size : 0, std::max(*bound, r.pos)));
-      }
-      return r.Corrupt(r.pos, "R1",
-                       fmt::format("the segment ends at byte {} but {} bytes of it were committed",
-                                   size ? *size : 0, std::max(*bound, r.pos)));
-    }
-    if (*bound > r.pos) {
-      // More committed bytes in this segment (appended, or the segment was
-      // rolled since we last looked): read them before moving on.
-      r.cursor.set_end(*bound);
-      continue;
-    }
-    // This segment is read to its committed end.
-    auto next = r.NextSegment(r.cur_base);
-    if (!next) return std::optional<BatchView>();
-    int64_t expect = r.expect;
-    const OffsetStep order = expect >= 0 ? StepOf(*next, expect, r.offsets) : OffsetStep::kFollows;
-    if (order != OffsetStep::kFollows && expect < r.fields.log_start_offset) {
-      // Not a gap in the log: retention deleted the segments after the one
-      // read (R73), and the reader goes on at the log start, saying so.
-      auto sought = r.SeekTo(r.fields.log_start_offset, std::nullopt);
-      if (!sought) return sought.error();
-      r.out_of_range = OffsetOutOfRange{expect, r.fields.log_start_offset};
-      continue;
-    }
-    if (order != OffsetStep::kFollows) {
-      return r.Corrupt(r.pos, order == OffsetStep::kGoesBack ? "R11" : "R26",
-                       fmt::format("the segment ends at offset {} but the next one, {}, starts at "
-                                   "{}",
-                                   expect - 1, r.FileName(*next), *next));
-    }
-    Status at = r.PositionAt(*next, 0);
-    if (at.code() == Code::kNotFound) {
-      // Deleted by retention since the reader listed the segments (R73,
-      // R77): it goes on at the log start, never past a gap unannounced
-      // (TakeOutOfRange).
-      MQ_RETURN_IF_ERROR(r.Refresh());
-      if (*next >= r.fields.log_start_offset) return at;
-      const int64_t from = expect >= 0 ? expect : *next;
-      MQ_RETURN_IF_ERROR(r.ListAgain());
-      auto sought = r.SeekTo(r.fields.log_start_offset, std::nullopt);
-      if (!sought) return sought.error();
-      r.out_of_range = OffsetOutOfRange{from, r.fields.log_start_offset};
-      continue;
-    }
-    MQ_RETURN_IF_ERROR(at);
-    if (expect >= 0 && r.offsets == OffsetPolicy::kGapsAllowed) r.expect = std::max(expect, *next);
+    auto more = r.AtSegmentEnd(*step);
+    if (!more) return more.error();
+    if (!*more) return std::optional<BatchView>();
   }
 }
+
+int64_t PartitionReader::first_offset() const { return impl_->first_offset; }
 
 Status PartitionReader::SkipCorrupt() {
   Impl& r = *impl_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,8 +108,29 @@ constexpr IntKey kIntKeys[] = {
      [](TopicConfig& c, int64_t v) { c.max_message_bytes = static_cast<uint32_t>(v); }},
 };
 
+// R90: retention's integer keys that follow cleanup.policy and
+// retention.protect, written only when not at their default.
+constexpr IntKey kRetentionIntKeys[] = {
+    {"retention.protect.max.ms", -1, kInt64Max,
+     [](const TopicConfig& c) { return c.retention_protect_max_ms; },
+     [](TopicConfig& c, int64_t v) { c.retention_protect_max_ms = v; }},
+    {"file.delete.delay.ms", 0, kInt64Max,
+     [](const TopicConfig& c) { return c.file_delete_delay_ms; },
+     [](TopicConfig& c, int64_t v) { c.file_delete_delay_ms = v; }},
+};
+
+// Every integer key, kIntKeys then kRetentionIntKeys.
+const IntKey* FindIntKey(std::string_view name) {
+  for (const IntKey& k : kIntKeys)
+    if (k.name == name) return &k;
+  for (const IntKey& k : kRetentionIntKeys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
 constexpr std::string_view kFormatVersionKey = "format.version";
 constexpr std::string_view kCleanupPolicyKey = "cleanup.policy";
+constexpr std::string_view kProtectKey = "retention.protect";
 // §2.2: a replicated topic's link to its cluster state.
 constexpr std::string_view kClusterKey = "cluster";
 constexpr std::string_view kReplicaIdKey = "replica.id";
@@ -145,6 +167,24 @@ std::string ParseIntValue(const IntKey& k, std::string_view value, bool units, i
   return {};
 }
 
+// R90: "" (no group), "*" (every group) or group names (R12) separated by
+// commas; returns why not.
+std::string CheckProtect(std::string_view value) {
+  if (value.empty() || value == "*") return {};
+  size_t from = 0;
+  while (true) {
+    const size_t comma = value.find(',', from);
+    const std::string_view group = value.substr(from, comma - from);
+    if (Status s = ValidateName(group, "group"); !s.ok())
+      return fmt::format(
+          "bad value \"{}\": expected \"\" (no group), \"*\" (every group) or group "
+          "names separated by commas: {}",
+          Printable(value), s.message());
+    if (comma == std::string_view::npos) return {};
+    from = comma + 1;
+  }
+}
+
 // Applies one key; on failure returns why, without file or line (the caller
 // adds those). `units`: durations and sizes may carry units (Set).
 std::string Apply(TopicConfig& config, std::string_view key, std::string_view value,
@@ -172,11 +212,15 @@ std::string Apply(TopicConfig& config, std::string_view key, std::string_view va
     }
     return {};
   }
-  for (const IntKey& k : kIntKeys) {
-    if (k.name != key) continue;
+  if (key == kProtectKey) {
+    if (std::string why = CheckProtect(value); !why.empty()) return why;
+    config.retention_protect = std::string(value);
+    return {};
+  }
+  if (const IntKey* k = FindIntKey(key)) {
     int64_t v = 0;
-    if (std::string why = ParseIntValue(k, value, units, &v); !why.empty()) return why;
-    k.set(config, v);
+    if (std::string why = ParseIntValue(*k, value, units, &v); !why.empty()) return why;
+    k->set(config, v);
     return {};
   }
   return "unknown key";
@@ -254,6 +298,11 @@ std::string TopicConfig::Serialize() const {
     out += fmt::format("{}={}\n", k.name, k.get(*this));
   }
   out += fmt::format("{}={}\n", kCleanupPolicyKey, PolicyName(cleanup_policy));
+  // R90: written only when set, so that a topic without them reads as before.
+  if (!retention_protect.empty()) out += fmt::format("{}={}\n", kProtectKey, retention_protect);
+  const TopicConfig defaults;
+  for (const IntKey& k : kRetentionIntKeys)
+    if (k.get(*this) != k.get(defaults)) out += fmt::format("{}={}\n", k.name, k.get(*this));
   if (!cluster.empty()) {
     out += fmt::format("{}={}\n{}={}\n", kClusterKey, cluster, kReplicaIdKey, replica_id);
   }
@@ -281,13 +330,15 @@ std::vector<std::string_view> TopicConfig::KeyNames() {
   std::vector<std::string_view> names;
   for (const IntKey& k : kIntKeys) names.push_back(k.name);
   names.push_back(kCleanupPolicyKey);
+  names.push_back(kProtectKey);
+  for (const IntKey& k : kRetentionIntKeys) names.push_back(k.name);
   return names;
 }
 
 std::optional<std::string> TopicConfig::Get(std::string_view key) const {
-  for (const IntKey& k : kIntKeys)
-    if (k.name == key) return fmt::format("{}", k.get(*this));
+  if (const IntKey* k = FindIntKey(key)) return fmt::format("{}", k->get(*this));
   if (key == kCleanupPolicyKey) return std::string(PolicyName(cleanup_policy));
+  if (key == kProtectKey) return retention_protect;
   if (key == kClusterKey) return cluster.empty() ? std::nullopt : std::optional(cluster);
   if (key == kReplicaIdKey)
     return replica_id < 0 ? std::nullopt : std::optional(fmt::format("{}", replica_id));
@@ -295,13 +346,18 @@ std::optional<std::string> TopicConfig::Get(std::string_view key) const {
 }
 
 Status TopicConfig::Validate() const {
-  for (const IntKey& k : kIntKeys) {
-    const int64_t v = k.get(*this);
-    if (v < k.min || v > k.max) {
-      return Status(Code::kInvalidArgument,
-                    fmt::format("{}={} is outside {}..{} (R16)", k.name, v, k.min, k.max));
+  for (std::span<const IntKey> keys :
+       {std::span<const IntKey>(kIntKeys), std::span<const IntKey>(kRetentionIntKeys)}) {
+    for (const IntKey& k : keys) {
+      const int64_t v = k.get(*this);
+      if (v < k.min || v > k.max) {
+        return Status(Code::kInvalidArgument,
+                      fmt::format("{}={} is outside {}..{} (R16)", k.name, v, k.min, k.max));
+      }
     }
   }
+  if (std::string why = CheckProtect(retention_protect); !why.empty())
+    return Status(Code::kInvalidArgument, fmt::format("{}: {} (R90)", kProtectKey, why));
   if (min_insync_replicas > replication_factor) {
     return Status(Code::kInvalidArgument,
                   fmt::format("min.insync.replicas={} exceeds replication.factor={} (R16)",

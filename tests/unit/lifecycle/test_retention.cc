@@ -9,9 +9,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "mq/consumer.h"
 #include "mq/partition.h"
 #include "mq/retention.h"
 #include "mq/segment.h"
+#include "mq/topic.h"
 #include "test_support.h"
 
 using namespace mq;
@@ -401,4 +403,175 @@ TEST_CASE(
   CHECK_FALSE(RetentionHeadroomMs(log, p, 100));  // read everything
   p.retention_ms = -1;
   CHECK_FALSE(RetentionHeadroomMs(log, p, 23));
+}
+
+TEST_CASE(
+    "R90: retention.protect, retention.protect.max.ms and file.delete.delay.ms are topic keys") {
+  TopicConfig c;
+  REQUIRE(c.Set("retention.protect", "billing,audit.v2").ok());
+  REQUIRE(c.Set("retention.protect.max.ms", "7d").ok());
+  REQUIRE(c.Set("file.delete.delay.ms", "2m").ok());
+  CHECK(c.retention_protect == "billing,audit.v2");
+  CHECK(c.retention_protect_max_ms == 7 * kDay);
+  CHECK(c.file_delete_delay_ms == 120000);
+  // Written when set, read back the same.
+  const std::string text = c.Serialize();
+  CHECK(text.find("retention.protect=billing,audit.v2\n") != std::string::npos);
+  CHECK(text.find("retention.protect.max.ms=604800000\n") != std::string::npos);
+  CHECK(text.find("file.delete.delay.ms=120000\n") != std::string::npos);
+  auto back = TopicConfig::Parse(text, "t.conf");
+  REQUIRE(back);
+  CHECK(*back == c);
+  // At their defaults they are not written: such a file is as before.
+  const std::string plain = TopicConfig{}.Serialize();
+  CHECK(plain.find("protect") == std::string::npos);
+  CHECK(plain.find("file.delete.delay.ms") == std::string::npos);
+  // Bad values are refused, naming the key, and change nothing.
+  TopicConfig d;
+  for (auto [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"retention.protect", "a,,b"},
+                                                        {"retention.protect", "bad/name"},
+                                                        {"retention.protect", "*,a"},
+                                                        {"retention.protect.max.ms", "-2"},
+                                                        {"retention.protect.max.ms", "1y"},
+                                                        {"file.delete.delay.ms", "-1"}}) {
+    Status s = d.Set(key, value);
+    INFO(key << "=" << value);
+    CHECK(s.code() == Code::kInvalidArgument);
+    CHECK(s.message().find(key) != std::string::npos);
+  }
+  CHECK(d == TopicConfig{});
+  auto bad =
+      TopicConfig::Parse("format.version=1\npartitions=1\nretention.protect=a b\n", "t.conf");
+  REQUIRE(!bad);
+  CHECK(bad.error().code() == Code::kCorruption);
+  REQUIRE(d.Set("retention.protect", "*").ok());
+  REQUIRE(d.Set("retention.protect", "").ok());
+  CHECK(d.retention_protect.empty());
+}
+
+TEST_CASE("R90: a run's flags replace the topic's protection and delay, key by key") {
+  TopicConfig c;
+  RetentionOverrides none;
+  RetentionGuard g = RetentionGuardFor(c, none);
+  CHECK_FALSE(g.Protects("a"));
+  CHECK(g.protect_max_ms == -1);
+  CHECK(g.delete_delay_ms == 60000);
+
+  c.retention_protect = "a,b";
+  c.retention_protect_max_ms = 5000;
+  c.file_delete_delay_ms = 10;
+  g = RetentionGuardFor(c, none);
+  CHECK(g.Protects("a"));
+  CHECK(g.Protects("b"));
+  CHECK_FALSE(g.Protects("c"));
+  CHECK_FALSE(g.Protects("a,b"));
+  CHECK(g.protect_max_ms == 5000);
+  CHECK(g.delete_delay_ms == 10);
+
+  c.retention_protect = "*";
+  CHECK(RetentionGuardFor(c, none).Protects("anyone"));
+
+  RetentionOverrides run;
+  run.protect_groups = {"c"};
+  run.protect_max_ms = 0;
+  run.delete_delay_ms = 0;
+  g = RetentionGuardFor(c, run);
+  CHECK(g.Protects("c"));
+  CHECK_FALSE(g.Protects("a"));  // the flags replace the topic's "*"
+  CHECK(g.protect_max_ms == 0);
+  CHECK(g.delete_delay_ms == 0);
+  run = {};
+  run.protect_all = true;
+  c.retention_protect.clear();
+  CHECK(RetentionGuardFor(c, run).Protects("z"));
+}
+
+TEST_CASE("R91: a reader that goes on at a log start inside a batch says where it went on") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = Writer(dir);
+  Fill(*w, 20);  // batches of 2 records
+  auto logs = Named(dir, ".log");
+  REQUIRE(logs.size() >= 4);
+  const int64_t fourth = *SegmentBaseOffset(logs[3]);
+  auto r = PartitionReader::Open(dir);
+  REQUIRE(r);
+  // A seek inside a batch: the offset sought.
+  REQUIRE((*r)->Seek(3).ok());
+  auto b = (*r)->Next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK((*b)->header().base_offset == 2);
+  CHECK((*r)->first_offset() == 3);
+  b = (*r)->Next();
+  REQUIRE(*b);
+  CHECK((*r)->first_offset() == 4);  // the next batch: its base
+  // Delete-records puts the log start inside the fourth segment's first
+  // batch while the reader reads the first segment.
+  SegmentDeletion how;
+  how.exact_start = true;
+  REQUIRE(w->DeleteSegmentsBefore(fourth + 1, how).ok());
+  for (;;) {
+    b = (*r)->Next();
+    REQUIRE(b);
+    REQUIRE(*b);
+    if ((*b)->header().base_offset >= fourth - 1) break;
+  }
+  CHECK((*b)->header().base_offset == fourth);
+  CHECK((*r)->first_offset() == fourth + 1);
+  auto oor = (*r)->TakeOutOfRange();
+  REQUIRE(oor);
+  CHECK(oor->log_start_offset == fourth + 1);
+}
+
+TEST_CASE("R91: a consumer hands out no record below a log start it jumped to mid-batch") {
+  TempDir tmp;
+  auto data = DataDir::Open(tmp / "data", true);
+  REQUIRE(data);
+  TopicConfig config;
+  config.segment_bytes = 400;
+  REQUIRE(data->CreateTopic("t", config).ok());
+  const std::string dir = data->PartitionDir("t", 0);
+  auto w = Writer(dir);
+  Fill(*w, 20);  // batches of 2 records, 4 segments or more
+  auto logs = Named(dir, ".log");
+  REQUIRE(logs.size() >= 4);
+  const int64_t second = *SegmentBaseOffset(logs[1]);
+  const int64_t fourth = *SegmentBaseOffset(logs[3]);
+  std::vector<ConsumerNotice> notices;
+  ConsumerOptions options;
+  options.on_notice = [&](const ConsumerNotice& n) { notices.push_back(n); };
+  auto c = Consumer::Open(*data, "t", options);
+  REQUIRE(c);
+  REQUIRE((*c)->Assign(0, {StartPosition::Kind::kBeginning, 0}).ok());
+  auto first = (*c)->Next();
+  REQUIRE(first);
+  REQUIRE(*first);
+  CHECK((*first)->record.offset == 0);
+  // The log start moves inside the first batch of the fourth segment
+  // while the consumer reads the first one (open: read to its end).
+  SegmentDeletion how;
+  how.exact_start = true;
+  REQUIRE(w->DeleteSegmentsBefore(fourth + 1, how).ok());
+  std::vector<int64_t> offsets;
+  for (;;) {
+    auto r = (*c)->Next();
+    INFO((r ? "" : r.error().message()));
+    REQUIRE(r);
+    if (!*r) break;
+    offsets.push_back((*r)->record.offset);
+  }
+  REQUIRE(!offsets.empty());
+  for (int64_t o : offsets) {
+    INFO("offset " << o);
+    CHECK((o < second || o > fourth));
+  }
+  CHECK(std::find(offsets.begin(), offsets.end(), fourth + 1) != offsets.end());
+  CHECK(offsets.back() == w->log_end_offset() - 1);
+  auto gone = std::find_if(notices.begin(), notices.end(), [](const ConsumerNotice& n) {
+    return n.kind == ConsumerNotice::Kind::kOutOfRange;
+  });
+  REQUIRE(gone != notices.end());
+  CHECK(gone->last_offset == fourth);
 }

@@ -2626,3 +2626,66 @@ TEST_CASE(
   CHECK(problems[0].rule == "R56");
   CHECK(problems[0].position == 4);
 }
+
+TEST_CASE("R92 a follower keeps the leader's exact log start, one inside a segment") {
+  Cluster c(2);
+  c.Produce(12, 5);  // several 700-byte segments of 5-record batches
+  c.CatchUp(1);
+  // Delete-records at the leader: the log start inside a batch of a
+  // segment that stays.
+  {
+    auto w = PartitionWriter::Open(c.Dir(0), Small(), false, nullptr);
+    REQUIRE(w);
+    SegmentDeletion how;
+    how.exact_start = true;
+    REQUIRE((*w)->DeleteSegmentsBefore(32, how).ok());
+  }
+  auto start = c.logs[0]->LogStartOffset();
+  REQUIRE(start);
+  REQUIRE(*start == 32);
+  c.Produce(1);
+  c.CatchUp(1);
+  auto follower_start = c.logs[1]->LogStartOffset();
+  REQUIRE(follower_start);
+  CHECK(*follower_start == 32);
+  CHECK(RawBatches(c.Dir(1)) == RawBatches(c.Dir(0)));
+  // Reopened, it keeps it (the state file holds it).
+  c.Reopen(1);
+  CHECK(*c.logs[1]->LogStartOffset() == 32);
+}
+
+TEST_CASE("R92 a follower behind the leader's log start starts over from it") {
+  Cluster c(2);
+  c.Produce(12, 5);  // several segments; follower 1 has fetched nothing
+  REQUIRE(c.Leo(1) == 0);
+  {
+    auto w = PartitionWriter::Open(c.Dir(0), Small(), false, nullptr);
+    REQUIRE(w);
+    SegmentDeletion how;
+    how.exact_start = true;
+    REQUIRE((*w)->DeleteSegmentsBefore(32, how).ok());
+  }
+  REQUIRE(*c.logs[0]->LogStartOffset() == 32);
+  auto first = c.Step(1);
+  INFO((first ? "" : first.error().message()));
+  REQUIRE(first);
+  CHECK(first->behind_at == 0);
+  // The batch holding the leader's log start: its base.
+  CHECK(first->started_over_at == 30);
+  c.CatchUp(1);
+  CHECK(*c.logs[1]->LogStartOffset() == 32);
+  CHECK(c.Leo(1) == c.Leo(0));
+  CHECK(RawBatches(c.Dir(1)) == RawBatches(c.Dir(0)));
+  // It appends on after a reopen, and a reader starts at its log start.
+  c.Reopen(1);
+  c.Produce(2);
+  c.CatchUp(1);
+  CHECK(c.Leo(1) == c.Leo(0));
+  CHECK(RawBatches(c.Dir(1)) == RawBatches(c.Dir(0)));
+  auto r = PartitionReader::Open(c.Dir(1));
+  REQUIRE(r);
+  CHECK((*r)->log_start_offset() == 32);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(c.Dir(1), {}, &problems, OffsetPolicy::kContiguous).ok());
+  for (auto& p : problems) CHECK(p.kind != Problem::Kind::kCorruption);
+}
