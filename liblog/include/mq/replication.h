@@ -309,7 +309,9 @@ class LeaderLink {
   // just appended) without fetching: the leader records it and moves its
   // HW as a fetch at that offset would (HandleReport), and answers with
   // its HW, log start and LEO, no batches. nullopt when the link has no
-  // such call (the follower then fetches again to report it).
+  // such call, or sees without asking that the leader's log already ends
+  // past that offset (DirectLeaderLink: the leader's state file): the
+  // follower then fetches again at once, which tells it.
   virtual Result<std::optional<FetchResponse>> Report(const FetchRequest& request) {
     (void)request;
     return std::optional<FetchResponse>();
