@@ -213,7 +213,9 @@ class Follower {
         }
         return r.error();
       }
-      if (!r->caught_up || r->appended_bytes > 0) continue;
+      // A step that appended fetches again at once unless it reported its
+      // new LEO to the leader already (R98).
+      if (!r->caught_up || (r->appended_bytes > 0 && !r->reported)) continue;
       // Once a second, not at each of the leader's appends: what follows
       // the leader besides its log, and the ISR rule (whoever waits on a
       // partition may apply it, §17.5).
@@ -235,14 +237,15 @@ class Follower {
     return Finish();
   }
 
-  // Fetches until a fetch brings nothing new (a fencing, the leadership
-  // moving under the fetch, is retried up to 100 times).
+  // Fetches until a fetch brings nothing new, or the leader learnt the log
+  // end that caught it up (R98) (a fencing, the leadership moving under the
+  // fetch, is retried up to 100 times).
   Status StepToEnd() {
     for (int fenced = 0; !g_stop.load();) {
       auto r = Step();
       if (!r && FollowerFetchesAgain(r.error(), ++fenced)) continue;
       if (!r) return r.error();
-      if (r->caught_up && r->appended_bytes == 0) break;
+      if (r->caught_up && (r->appended_bytes == 0 || r->reported)) break;
     }
     return Status::Ok();
   }

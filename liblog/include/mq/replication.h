@@ -312,6 +312,17 @@ class LeaderLink {
   // The response may borrow its batches from the link (valid until its
   // next call).
   virtual Result<FetchResponse> Fetch(const FetchRequest& request) = 0;
+  // R98: tells the leader the follower's log end (request.fetch_offset,
+  // just appended) without fetching: the leader records it and moves its
+  // HW as a fetch at that offset would (HandleReport), and answers with
+  // its HW, log start and LEO, no batches. nullopt when the link has no
+  // such call, or sees without asking that the leader's log already ends
+  // past that offset (DirectLeaderLink: the leader's state file): the
+  // follower then fetches again at once, which tells it.
+  virtual Result<std::optional<FetchResponse>> Report(const FetchRequest& request) {
+    (void)request;
+    return std::optional<FetchResponse>();
+  }
 };
 
 struct ReplicationContext {
@@ -356,6 +367,12 @@ Result<bool> RestartedSinceClaim(const std::string& partition_dir, FileSystem* f
 Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
                                   const FetchRequest& request,
                                   std::vector<std::byte>* buffer = nullptr, bool in_place = false);
+// R98: the leader's side of LeaderLink::Report: HandleFetch without the
+// batches. The partition's state is read under the leader lock, as
+// UpdateHighWatermark reads it, so the HW is computed on the ISR as it is
+// when it moves.
+Result<FetchResponse> HandleReport(const ReplicationContext& ctx, ReplicaLog& leader,
+                                   const FetchRequest& request);
 Result<EpochEndOffset> HandleOffsetForLeaderEpoch(const ReplicationContext& ctx, ReplicaLog& leader,
                                                   int32_t leader_epoch, int32_t requested_epoch);
 
@@ -411,6 +428,9 @@ struct FollowerStepResult {
   int64_t started_over_at = -1;
   int64_t behind_at = -1;
   bool caught_up = false;  // LEO reached the leader's LEO
+  // The leader learnt the LEO this step appended up to (R98: a report
+  // after the append), so no fetch is needed to tell it.
+  bool reported = false;
 };
 
 // One fetch round of a follower: reads the cluster state; at a new leader
@@ -418,9 +438,12 @@ struct FollowerStepResult {
 // the leader where its own latest epoch ends and truncates there (KIP-101,
 // KIP-279); fetches from its LEO; appends the leader's
 // batches verbatim; follows the leader's log start; sets its HW to
-// min(leader HW, own LEO), except after a fetch whose batches caught it up:
-// the next step's fetch, made at once, reports the new LEO first (§17.3). kFenced when the cluster
-// state moved meanwhile (the caller simply steps again). `current`: the partition's state when the
+// min(leader HW, own LEO). After a fetch whose batches caught it up, the
+// new LEO is told to the leader first (§17.3, R98): through the link's
+// Report when it has one (then `reported`), the HW set from its answer;
+// otherwise the next step's fetch, made at once, tells it, and the HW is
+// left to that step. kFenced when the cluster state moved meanwhile (the
+// caller simply steps again). `current`: the partition's state when the
 // caller has just read it (this round), so that it is not read twice.
 Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLog& follower,
                                         LeaderLink& leader, FollowerState& state,

@@ -659,6 +659,18 @@ class DirectLink : public LeaderLink {
   Result<FetchResponse> Fetch(const FetchRequest& request) override {
     return HandleFetch(ctx_, *leader_, request, &buffer_);
   }
+  // R98: none when the leader's log already ends past the follower's (an
+  // append since the fetch, read from its mapped state file): the fetch
+  // the follower then makes at once tells it and brings what follows.
+  // HandleReport reads the state again under the leader lock.
+  Result<std::optional<FetchResponse>> Report(const FetchRequest& request) override {
+    auto leo = leader_->LogEndOffset();
+    if (!leo) return leo.error();
+    if (*leo > request.fetch_offset) return std::optional<FetchResponse>();
+    auto answer = HandleReport(ctx_, *leader_, request);
+    if (!answer) return answer.error();
+    return std::optional<FetchResponse>(std::move(*answer));
+  }
 
  private:
   ReplicationContext ctx_;

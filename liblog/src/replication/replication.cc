@@ -533,61 +533,138 @@ Status ReadFetched(ReplicaLog& leader, const FetchRequest& request, int64_t star
 
 }  // namespace
 
+namespace {
+
+// HandleFetch and HandleReport before the leader lock: the request is
+// answered only by the leader of its epoch, which claimed it (R54) and
+// began it in its log.
+Status CheckFetchAtLeader(const ReplicationContext& ctx, ReplicaLog& leader,
+                          const PartitionState& p, const FetchRequest& request) {
+  const int32_t me = leader.replica_id();
+  MQ_RETURN_IF_ERROR(CheckLeader(ctx, p, me, request.leader_epoch));
+  MQ_RETURN_IF_ERROR(CheckFetchRequest(ctx, p, me, request));
+  MQ_RETURN_IF_ERROR(ClaimEpoch(ctx, leader, p));
+  return EnsureEpoch(leader, request.leader_epoch);
+}
+
+// Under the leader lock: the leader's log start and LEO into `response`;
+// kOutOfOrder when the fetch offset is past the LEO. One below the log
+// start is answered (R92: the follower is sent the log from its start).
+Status LeaderBoundsLocked(const ReplicationContext& ctx, ReplicaLog& leader,
+                          const FetchRequest& request, FetchResponse& response) {
+  auto leo = leader.LogEndOffset();
+  if (!leo) return leo.error();
+  auto start = leader.LogStartOffset();
+  if (!start) return start.error();
+  if (request.fetch_offset > *leo)
+    return Status(Code::kOutOfOrder,
+                  fmt::format("{}: fetch offset {} outside the leader's log [{}, {})", Where(ctx),
+                              request.fetch_offset, *start, *leo));
+  response.log_start_offset = *start;
+  response.log_end_offset = *leo;
+  return Status::Ok();
+}
+
+// Under the leader lock, for a fetch (or a report, R98) at
+// request.fetch_offset inside the leader's log as `bounds` holds it
+// (LeaderBoundsLocked): records the follower's position (R47) with the
+// leader's own entry, raises the HW (§17.4) and expands the ISR when the
+// follower caught up (§17.5). Returns the HW. `planted_end`: the planted
+// bug position_at_response_end's position (the end of the batches read),
+// recorded instead of what the request holds.
+Result<int64_t> RecordFetchLocked(const ReplicationContext& ctx, ReplicaLog& leader,
+                                  const PartitionState& p, const FetchRequest& request,
+                                  const FetchResponse& bounds,
+                                  std::optional<int64_t> planted_end = std::nullopt) {
+  const int64_t leo = bounds.log_end_offset;
+  auto all = leader.Followers();
+  if (!all) return all.error();
+  auto mine = LeaderEntry(ctx, leader, request.leader_epoch, *all);
+  if (!mine) return mine.error();
+  auto before = Find(*all, request.replica, request.leader_epoch);
+  FollowerPosition f = FetchedPosition(request, ctx.clock->NowMs(), leo, before, *mine);
+  if (planted_end) f.log_end_offset = *planted_end;
+  // The positions as read under this lock, the leader's own entry (which
+  // LeaderEntry may just have stored) and this follower's: one write.
+  UpsertPosition(&*all, *mine);
+  UpsertPosition(&*all, f);
+  MQ_RETURN_IF_ERROR(leader.RecordFollowers(*all));
+  auto hw = ComputeHighWatermark(leader, p, leo, &*all);
+  if (!hw) return hw.error();
+  MQ_RETURN_IF_ERROR(ExpandIsrIfInSync(ctx, leader, p, request, *hw));
+  return *hw;
+}
+
+// The planted bug position_at_response_end: the batches read first, and
+// the follower's position taken as the end of what they hold.
+Result<int64_t> ReadForPlantedPosition(ReplicaLog& leader, const FetchRequest& request,
+                                       std::vector<std::byte>* out, uint32_t* crc) {
+  MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, crc));
+  int64_t end = request.held();
+  for (size_t pos = 0; pos + 61 <= out->size();) {
+    const BatchHeader h = DecodeBatchHeader(Bytes(*out).subspan(pos));
+    end = h.last_offset() + 1;
+    pos += static_cast<size_t>(h.size_bytes());
+  }
+  return end;
+}
+
+}  // namespace
+
 Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
                                   const FetchRequest& request, std::vector<std::byte>* buffer,
                                   bool in_place) {
   auto p = LoadPartition(ctx);
   if (!p) return p.error();
-  const int32_t me = leader.replica_id();
-  MQ_RETURN_IF_ERROR(CheckLeader(ctx, *p, me, request.leader_epoch));
-  MQ_RETURN_IF_ERROR(CheckFetchRequest(ctx, *p, me, request));
-  MQ_RETURN_IF_ERROR(ClaimEpoch(ctx, leader, *p));
-  MQ_RETURN_IF_ERROR(EnsureEpoch(leader, request.leader_epoch));
-
+  MQ_RETURN_IF_ERROR(CheckFetchAtLeader(ctx, leader, *p, request));
   FetchResponse response;
   int64_t hw = -1;
   Status s = leader.WithLeaderLock([&]() -> Status {
-    auto leo = leader.LogEndOffset();
-    if (!leo) return leo.error();
-    auto start = leader.LogStartOffset();
-    if (!start) return start.error();
-    if (request.fetch_offset > *leo)
-      return Status(Code::kOutOfOrder,
-                    fmt::format("{}: fetch offset {} outside the leader's log [{}, {})", Where(ctx),
-                                request.fetch_offset, *start, *leo));
-    auto all = leader.Followers();
-    if (!all) return all.error();
-    auto mine = LeaderEntry(ctx, leader, request.leader_epoch, *all);
-    if (!mine) return mine.error();
-    auto before = Find(*all, request.replica, request.leader_epoch);
-    const int64_t now = ctx.clock->NowMs();
-    FollowerPosition f = FetchedPosition(request, now, *leo, before, *mine);
     std::vector<std::byte>* out = buffer ? buffer : &response.batches;
     uint32_t crc = 0;
+    MQ_RETURN_IF_ERROR(LeaderBoundsLocked(ctx, leader, request, response));
+    std::optional<int64_t> planted;
     if (Planted().position_at_response_end) {
-      MQ_RETURN_IF_ERROR(leader.Read(request.fetch_offset, request.max_bytes, out, &crc));
-      for (size_t pos = 0; pos + 61 <= out->size();) {
-        const BatchHeader h = DecodeBatchHeader(Bytes(*out).subspan(pos));
-        f.log_end_offset = h.last_offset() + 1;
-        pos += static_cast<size_t>(h.size_bytes());
-      }
+      auto end = ReadForPlantedPosition(leader, request, out, &crc);
+      if (!end) return end.error();
+      planted = *end;
     }
-    // The positions as read under this lock, the leader's own entry (which
-    // LeaderEntry may just have stored) and this follower's: one write.
-    UpsertPosition(&*all, *mine);
-    UpsertPosition(&*all, f);
-    MQ_RETURN_IF_ERROR(leader.RecordFollowers(*all));
-    auto computed = ComputeHighWatermark(leader, *p, *leo, &*all);
-    if (!computed) return computed.error();
-    hw = *computed;
-    MQ_RETURN_IF_ERROR(ExpandIsrIfInSync(ctx, leader, *p, request, hw));
-    if (!Planted().position_at_response_end)
-      MQ_RETURN_IF_ERROR(
-          ReadFetched(leader, request, *start, buffer, in_place, out, &crc, response));
+    auto recorded = RecordFetchLocked(ctx, leader, *p, request, response, planted);
+    if (!recorded) return recorded.error();
+    hw = *recorded;
+    if (!planted)
+      MQ_RETURN_IF_ERROR(ReadFetched(leader, request, response.log_start_offset, buffer,
+                                     in_place, out, &crc, response));
     response.crc = crc;
     if (buffer && response.file.size == 0) response.borrowed = *buffer;
-    response.log_start_offset = *start;
-    response.log_end_offset = *leo;
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  response.high_watermark = hw;
+  response.leader_epoch = request.leader_epoch;
+  return response;
+}
+
+Result<FetchResponse> HandleReport(const ReplicationContext& ctx, ReplicaLog& leader,
+                                   const FetchRequest& request) {
+  auto p = LoadPartition(ctx);
+  if (!p) return p.error();
+  MQ_RETURN_IF_ERROR(CheckFetchAtLeader(ctx, leader, *p, request));
+  FetchResponse response;
+  int64_t hw = -1;
+  Status s = leader.WithLeaderLock([&]() -> Status {
+    // The state again, under the lock (not ctx.loaded, which a fetch
+    // before the append decided on): an ISR change decided since is in the
+    // HW computed here.
+    ReplicationContext fresh = ctx;
+    fresh.loaded = nullptr;
+    auto now = LoadPartition(fresh);
+    if (!now) return now.error();
+    MQ_RETURN_IF_ERROR(CheckLeader(ctx, *now, leader.replica_id(), request.leader_epoch));
+    MQ_RETURN_IF_ERROR(LeaderBoundsLocked(ctx, leader, request, response));
+    auto recorded = RecordFetchLocked(ctx, leader, *now, request, response);
+    if (!recorded) return recorded.error();
+    hw = *recorded;
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -663,8 +740,18 @@ Result<bool> TruncateToLeader(ReplicaLog& follower, LeaderLink& leader, const Pa
   return t->again;
 }
 
-// Appends the fetched batches, follows the leader's log start and raises
-// the follower's HW.
+// §17.3: the follower's HW becomes min(leader's HW, own LEO `end`) as an
+// answer of the leader carries it; only ever raised, so an answer that
+// brings none above the one stored last leaves the file alone.
+Status RaiseFollowerHw(ReplicaLog& follower, const FetchResponse& response, int64_t end,
+                       FollowerState& state) {
+  const int64_t hw = std::min(response.high_watermark, end);
+  if (response.high_watermark < 0 || hw <= state.high_watermark) return Status::Ok();
+  MQ_RETURN_IF_ERROR(follower.SetHighWatermark(hw));
+  state.high_watermark = hw;
+  return Status::Ok();
+}
+
 // R92: a follower whose log ends below the leader's log start (retention
 // deleted what it lacks) starts over at the leader's first batch fetched
 // (the one holding the leader's log start), or at the log start itself
@@ -685,8 +772,11 @@ Status StartOverIfBehind(ReplicaLog& follower, const FetchResponse& response,
   return Status::Ok();
 }
 
+// Appends the fetched batches (after starting over when the follower is
+// behind the leader's log start, R92), follows the leader's log start and
+// raises the follower's HW. `*end` receives its LEO after.
 Status ApplyFetch(ReplicaLog& follower, const FetchResponse& response, FollowerState& state,
-                  FollowerStepResult& result) {
+                  FollowerStepResult& result, int64_t* end) {
   MQ_RETURN_IF_ERROR(StartOverIfBehind(follower, response, result));
   if (const auto batches = response.data(); !batches.empty()) {
     auto appended = follower.AppendReplicated(
@@ -704,22 +794,38 @@ Status ApplyFetch(ReplicaLog& follower, const FetchResponse& response, FollowerS
   if (!start) return start.error();
   if (response.log_start_offset > *start)
     MQ_RETURN_IF_ERROR(follower.DeleteBefore(response.log_start_offset));
-  auto end = follower.LogEndOffset();
-  if (!end) return end.error();
+  auto leo = follower.LogEndOffset();
+  if (!leo) return leo.error();
+  *end = *leo;
   result.caught_up = *end >= response.log_end_offset;
-  // §17.3: min(leader's HW, own LEO); only ever raised, so a fetch that
-  // brings none above the one stored last leaves the file alone. A fetch
-  // that brought the leader's last batches leaves it to the next step,
-  // whose fetch follows at once: that fetch tells the leader this log end,
-  // which an acks=all producer waits for, and its answer carries a HW at
-  // least as high. Storing first would delay it by a file replace.
-  if (const int64_t hw = std::min(response.high_watermark, *end);
-      response.high_watermark >= 0 && hw > state.high_watermark &&
-      !(result.caught_up && result.appended_bytes > 0)) {
-    MQ_RETURN_IF_ERROR(follower.SetHighWatermark(hw));
-    state.high_watermark = hw;
+  // A fetch that brought the leader's last batches leaves the HW to the
+  // report of the new LEO (ReportAppended), whose answer carries one at
+  // least as high: that report is what an acks=all producer waits for, and
+  // a store first (R61) would delay it.
+  if (result.caught_up && result.appended_bytes > 0) return Status::Ok();
+  return RaiseFollowerHw(follower, response, *end, state);
+}
+
+// R98: after a fetch whose batches caught the follower up, its new LEO
+// `end` goes to the leader at once, without a fetch (the one the leader's
+// HW and an acks=all producer wait for); the answer raises the follower's
+// HW and tells whether the leader appended meanwhile. A link without
+// reports leaves it to the next step's fetch.
+Status ReportAppended(ReplicaLog& follower, LeaderLink& leader, const FetchRequest& fetched,
+                      int64_t end, FollowerState& state, FollowerStepResult& result) {
+  FetchRequest request = fetched;
+  request.fetch_offset = end;
+  request.held_offset = -1;
+  auto answer = leader.Report(request);
+  if (!answer) {
+    // Past the leader's end (it was cut meanwhile): reconcile again.
+    if (answer.error().code() == Code::kOutOfOrder) state.truncated = false;
+    return answer.error();
   }
-  return Status::Ok();
+  if (!*answer) return Status::Ok();
+  result.reported = true;
+  result.caught_up = end >= (*answer)->log_end_offset;
+  return RaiseFollowerHw(follower, **answer, end, state);
 }
 
 }  // namespace
@@ -766,7 +872,10 @@ Result<FollowerStepResult> FollowerStep(const ReplicationContext& ctx, ReplicaLo
     if (response.error().code() == Code::kOutOfOrder) state.truncated = false;
     return response.error();
   }
-  MQ_RETURN_IF_ERROR(ApplyFetch(follower, *response, state, result));
+  int64_t end = 0;
+  MQ_RETURN_IF_ERROR(ApplyFetch(follower, *response, state, result, &end));
+  if (result.caught_up && result.appended_bytes > 0)
+    MQ_RETURN_IF_ERROR(ReportAppended(follower, leader, request, end, state, result));
   return result;
 }
 

@@ -130,6 +130,35 @@ struct Cluster {
   }
 };
 
+// A link to the leader that counts fetches. With `reports` false it has
+// no reports (LeaderLink::Report's default), as across hosts: the follower
+// tells its LEO with its next fetch. `before_report` runs (once) before a
+// report reaches the leader.
+class CountingLink : public LeaderLink {
+ public:
+  explicit CountingLink(std::unique_ptr<LeaderLink> inner, bool reports = true)
+      : inner_(std::move(inner)), reports_(reports) {}
+  Result<EpochEndOffset> OffsetForLeaderEpoch(int32_t leader_epoch,
+                                              int32_t requested_epoch) override {
+    return inner_->OffsetForLeaderEpoch(leader_epoch, requested_epoch);
+  }
+  Result<FetchResponse> Fetch(const FetchRequest& request) override {
+    ++fetches;
+    return inner_->Fetch(request);
+  }
+  Result<std::optional<FetchResponse>> Report(const FetchRequest& request) override {
+    if (!reports_) return LeaderLink::Report(request);
+    if (before_report) std::exchange(before_report, nullptr)();
+    return inner_->Report(request);
+  }
+  int fetches = 0;
+  std::function<void()> before_report;
+
+ private:
+  std::unique_ptr<LeaderLink> inner_;
+  bool reports_;
+};
+
 }  // namespace
 
 TEST_CASE("replication: followers hold the leader's bytes, and the HW is the ISR's smallest LEO") {
@@ -252,13 +281,10 @@ TEST_CASE(
     REQUIRE(log);
     c.logs[1] = std::move(*log);
   }
-  // One record: both fetch it, replica 1 reports it, and replica 2's
-  // report moves the HW past it, which replica 1 learns only at a later
-  // fetch.
+  // One record: both fetch it and report it (R98); replica 2's report
+  // moves the HW past it, which replica 1 learns only at a later fetch.
   c.Produce(1);
   const int64_t leo = c.Leo(0);
-  REQUIRE(c.Step(1));
-  REQUIRE(c.Step(2));
   REQUIRE(c.Step(1));
   REQUIRE(c.Step(2));
   REQUIRE(c.Hw(0) == leo);
@@ -266,19 +292,19 @@ TEST_CASE(
   REQUIRE(stored < leo);
   // The next record: the fetch that brings it (and caught up) answers with
   // a HW above the one replica 1 stored, but replica 1 stores nothing
-  // before its next fetch has told the leader its new log end.
+  // before its report has told the leader its new log end; then it stores
+  // the HW of the report's answer.
   c.Produce(1);
   follower_fs.opens.clear();
-  auto brought = c.Step(1);
+  CountingLink link(DirectLeaderLink(c.ctx, c.logs[0].get()));
+  int64_t at_report = -1;
+  link.before_report = [&] { at_report = c.Hw(1); };
+  auto brought = FollowerStep(c.ctx, *c.logs[1], link, c.follower_state[1]);
   REQUIRE(brought);
   CHECK(brought->appended_bytes > 0);
   CHECK(brought->caught_up);
-  CHECK(follower_fs.opens["high-watermark"] == 0);
-  CHECK(c.Hw(1) == stored);
-  follower_fs.opens.clear();
-  auto reported = c.Step(1);
-  REQUIRE(reported);
-  CHECK(reported->appended_bytes == 0);
+  CHECK(brought->reported);
+  CHECK(at_report == stored);
   // Through the file kept open since its earlier stores: no open.
   CHECK(follower_fs.opens["high-watermark"] == 0);
   CHECK(c.Hw(1) > stored);
@@ -832,8 +858,10 @@ TEST_CASE(
   REQUIRE(before);
   struct ::stat st0 {};
   REQUIRE(::stat(file.c_str(), &st0) == 0);
-  // The next fetch: the other copy, sequence + 1; the current one kept.
-  REQUIRE(c.Step(2));
+  // The next fetch (through a link without reports, R98: one write of the
+  // positions): the other copy, sequence + 1; the current one kept.
+  CountingLink fetch_only(DirectLeaderLink(c.ctx, c.logs[0].get()), false);
+  REQUIRE(FollowerStep(c.ctx, *c.logs[2], fetch_only, c.follower_state[2]));
   auto after_bytes = ReadFile(file);
   auto after = DecodeFetchPositions(after_bytes, file);
   REQUIRE(after);
@@ -1373,9 +1401,15 @@ TEST_CASE("R55 a former leader restarted on another boot leaves the ISR before i
   REQUIRE(c.store.AlterPartition(moved, "preferred"));
   ScopedBootId reboot(kBootB);
   PowerLossOfLeader(c, 3);
-  auto r = c.Step(0);
+  // Out of the ISR before it fetches; the report of what its fetch
+  // brought (R98) may let it rejoin as any follower rejoins (§17.5).
+  CountingLink link(DirectLeaderLink(c.ctx, c.logs[1].get()));
+  bool out_at_report = false;
+  link.before_report = [&] { out_at_report = !InIsr(c.Part(), 0); };
+  auto r = FollowerStep(c.ctx, *c.logs[0], link, c.follower_state[0]);
   REQUIRE(r);
-  CHECK(!InIsr(c.Part(), 0));
+  CHECK(r->reported);
+  CHECK(out_at_report);
   auto claim = c.logs[0]->LoadLeaderClaim();
   REQUIRE(claim);
   CHECK(claim->boot == *ParseBootId(kBootB));
@@ -2688,4 +2722,143 @@ TEST_CASE("R92 a follower behind the leader's log start starts over from it") {
   std::vector<Problem> problems;
   REQUIRE(VerifyPartition(c.Dir(1), {}, &problems, OffsetPolicy::kContiguous).ok());
   for (auto& p : problems) CHECK(p.kind != Problem::Kind::kCorruption);
+
+TEST_CASE("R98 report after the append: the step that brings a record tells the leader its LEO") {
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.CatchUp(1);
+  const int64_t before = c.Leo(0);
+  REQUIRE(c.Hw(0) == before);
+  const AppendResult last = c.Produce(1);
+  const int64_t leo = last.last_offset + 1;
+  // One step of replica 1: the record fetched and appended, its LEO
+  // reported; the HW waits for replica 2.
+  auto one = c.Step(1);
+  REQUIRE(one);
+  CHECK(one->appended_records == 3);
+  CHECK(one->caught_up);
+  CHECK(one->reported);
+  auto positions = c.logs[0]->Followers();
+  REQUIRE(positions);
+  auto p1 = std::find_if(positions->begin(), positions->end(),
+                         [](const FollowerPosition& f) { return f.replica == 1; });
+  REQUIRE(p1 != positions->end());
+  CHECK(p1->log_end_offset == leo);
+  CHECK(c.Hw(0) == before);
+  // One step of replica 2: the HW passes the record in that step, at the
+  // leader and at replica 2 (from the report's answer), without a fetch
+  // more.
+  auto two = c.Step(2);
+  REQUIRE(two);
+  CHECK(two->reported);
+  CHECK(c.Hw(0) == leo);
+  CHECK(c.Hw(2) == leo);
+  // Replica 1 learns the HW at its next fetch, which brings nothing.
+  CHECK(c.Hw(1) == before);
+  auto again = c.Step(1);
+  REQUIRE(again);
+  CHECK(again->appended_bytes == 0);
+  CHECK_FALSE(again->reported);
+  CHECK(c.Hw(1) == leo);
+  // The leader appended between the fetch and the report: the follower
+  // sees it in the leader's state file and reports nothing; its next
+  // fetch, made at once, tells its LEO and brings the rest.
+  c.Produce(1);
+  CountingLink link(DirectLeaderLink(c.ctx, c.logs[0].get()));
+  link.before_report = [&] { c.Produce(1); };
+  const int64_t fetched_from = c.Leo(1);
+  auto late = FollowerStep(c.ctx, *c.logs[1], link, c.follower_state[1]);
+  REQUIRE(late);
+  CHECK(late->appended_bytes > 0);
+  CHECK_FALSE(late->reported);
+  CHECK(c.Leo(1) + 3 == c.Leo(0));
+  positions = c.logs[0]->Followers();
+  REQUIRE(positions);
+  for (const FollowerPosition& f : *positions)
+    if (f.replica == 1) CHECK(f.log_end_offset == fetched_from);
+  auto rest = c.Step(1);
+  REQUIRE(rest);
+  CHECK(rest->caught_up);
+  CHECK(rest->reported);
+  CHECK(c.Leo(1) == c.Leo(0));
+}
+
+TEST_CASE("R98 report after the append: a link without reports leaves it to the next fetch") {
+  Cluster c(2);
+  c.Produce(1);
+  c.CatchUp(1);
+  const int64_t before = c.Hw(0);
+  REQUIRE(before == c.Leo(0));
+  const int64_t leo = c.Produce(1).last_offset + 1;
+  CountingLink link(DirectLeaderLink(c.ctx, c.logs[0].get()), false);
+  auto one = FollowerStep(c.ctx, *c.logs[1], link, c.follower_state[1]);
+  REQUIRE(one);
+  CHECK(one->caught_up);
+  CHECK(one->appended_bytes > 0);
+  CHECK_FALSE(one->reported);
+  CHECK(link.fetches == 1);
+  CHECK(c.Hw(0) == before);  // the leader has not heard of the new LEO
+  auto two = FollowerStep(c.ctx, *c.logs[1], link, c.follower_state[1]);
+  REQUIRE(two);
+  CHECK(two->appended_bytes == 0);
+  CHECK(c.Hw(0) == leo);
+  CHECK(c.Hw(1) == leo);
+}
+
+TEST_CASE("R98 report after the append: refused as a fetch is, and counted on the ISR as it is") {
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.CatchUp(1);
+  const int64_t shared = c.Leo(0);
+  REQUIRE(c.Hw(0) == shared);
+  FetchRequest report;
+  report.replica = 1;
+  report.leader_epoch = 0;
+  report.fetch_offset = shared;
+  SECTION("past the leader's log end: out of order, nothing recorded") {
+    report.fetch_offset = shared + 1;
+    auto r = HandleReport(c.ctx, *c.logs[0], report);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Code::kOutOfOrder);
+  }
+  SECTION("in an epoch the leader no longer leads: fenced, no HW moved") {
+    const int64_t leo = c.Produce(1).last_offset + 1;
+    c.CatchUp(2);
+    PartitionState next = c.Part();
+    next.leader_epoch += 1;
+    REQUIRE(c.store.AlterPartition(next, "a new epoch"));
+    report.fetch_offset = leo;
+    auto r = HandleReport(c.ctx, *c.logs[0], report);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Code::kFenced);
+    CHECK(c.Hw(0) == shared);
+  }
+  SECTION("the ISR as it is under the leader lock, not as the fetch before saw it") {
+    // Replica 2 left the ISR; the follower's fetch decided on that state.
+    PartitionState out = c.Part();
+    out.isr = {0, 1};
+    REQUIRE(c.store.AlterPartition(out, "shrink"));
+    const ClusterState seen = c.store.state();
+    // Replica 2 rejoins at the HW (as ExpandIsrIfInSync lets it), then
+    // the leader appends a record that only replica 1 fetches.
+    PartitionState in = c.Part();
+    in.isr = {0, 1, 2};
+    REQUIRE(c.store.AlterPartition(in, "expand"));
+    const int64_t leo = c.Produce(1).last_offset + 1;
+    report.fetch_offset = leo;
+    ReplicationContext stale = c.ctx;
+    stale.loaded = &seen;
+    auto r = HandleReport(stale, *c.logs[0], report);
+    REQUIRE(r);
+    // Replica 2 is in the ISR and holds up to `shared`: the HW stays.
+    CHECK(r->high_watermark == shared);
+    CHECK(c.Hw(0) == shared);
+    CHECK(r->log_end_offset == leo);
+    CHECK(r->batches.empty());
+    CHECK(r->data().empty());
+  }
 }
