@@ -327,8 +327,10 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   const bool contiguous = offsets == OffsetPolicy::kContiguous;
   auto dfd = OpenDirectory(dir, false);
   if (!dfd) return dfd.error();
-  auto segments = ListSegments(dfd->get());
+  PartitionListing listing;  // R96: tiered segments are verified where they are
+  auto segments = ListSegments(dfd->get(), nullptr, nullptr, &listing);
   if (!segments) return segments.error();
+  auto seg_dir = [&](int64_t base) { return listing.is_tiered(base) ? listing.tier_dir : dir; };
   // Replica checkpoints (replication.md §16) stand apart from the log.
   MQ_RETURN_IF_ERROR(VerifyReplicaCheckpoints(dfd->get(), dir, problems, stats));
   // The state file first: it says which bytes were published.
@@ -372,7 +374,7 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
   uint64_t prev_end = 0;   // where the valid batches of the segment before end
   uint64_t end_valid = 0;  // where the valid batches of the committed end's segment end
   for (int64_t base : *segments) {
-    std::string log = dir + "/" + SegmentFileName(base, format::kLogSuffix);
+    std::string log = seg_dir(base) + "/" + SegmentFileName(base, format::kLogSuffix);
     if (trusted && base > state->end_segment_base) {
       problems->push_back({log, 0, "R27",
                            "segment past the committed end was never published; the next writer "
@@ -435,7 +437,7 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
     if (end_segment) end_valid = prev_end;
     for (const auto& b : batches) prev_last = std::max(prev_last, b.last_offset);
     for (const char* suffix : {format::kIndexSuffix, format::kTimeIndexSuffix}) {
-      std::string idx = dir + "/" + SegmentFileName(base, suffix);
+      std::string idx = seg_dir(base) + "/" + SegmentFileName(base, suffix);
       Status s = EndsWith(idx, format::kTimeIndexSuffix)
                      ? VerifyTimeIndex(idx, batches, problems, tail)
                      : VerifyOffsetIndex(idx, batches, problems, tail);
