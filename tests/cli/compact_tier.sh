@@ -125,4 +125,42 @@ run "$K" -t other --tier-dir "$COLD" --tier-after 0 --execute
 expect_rc 64 "a tier directory holding another partition's segments"
 grep -q "R93" "$WORK/err" || fail "$(cat "$WORK/err")"
 [[ -e "$D/other-0/tier" ]] && fail "pointer written"
+
+# --- replication: only below the high watermark; a follower fetches from a partly tiered leader
+ISR="$BIN/mq-isr"
+REP="$BIN/mq-replicate"
+R="$WORK/rep"
+mkdir -p "$R/cold"
+run "$ISR" --cluster "$R/cl" create -t r --partitions 1 --replicas "$R/r0,$R/r1,$R/r2" \
+  --min-insync-replicas 1
+expect_rc 0 "mq-isr create"
+for r in r0 r1 r2; do
+  run "$T" -C "$R/$r" alter r -X segment.bytes=1024
+  expect_rc 0 "segment.bytes on $r"
+done
+msgs 0 300 | "$P" -C "$R/r0" -t r -p 0 --acks 1 --batch-bytes 200 -q
+# No follower has fetched: the high watermark is 0, nothing moves (R95).
+run "$K" -C "$R/r0" -t r --tier-dir "$R/cold" --tier-after 0 --execute
+expect_rc 0 "tier with the high watermark at 0"
+grep -q '^tier ' "$WORK/out" && fail "moved above the high watermark: $(cat "$WORK/out")"
+for r in r1 r2 r1; do
+  run "$REP" -C "$R/$r" -t r -q
+  expect_rc 0 "$r fetches"
+done
+lead_logs="$(logs "$R/r0/r-0")"
+run "$K" -C "$R/r0" -t r --tier-dir "$R/cold" --tier-after 0 --execute
+expect_rc 0 "tier the leader below its high watermark"
+expect_eq "leader: the sealed segments tiered" "$(head -n -1 <<<"$lead_logs")" "$(logs "$R/cold/r-0")"
+# r2 starts again from an empty partition and fetches everything from the
+# leader, most of it from the tier.
+rm -rf "$R/r2/r-0" && mkdir "$R/r2/r-0"
+msgs 300 350 | "$P" -C "$R/r0" -t r -p 0 --acks 1 --batch-bytes 200 -q
+for r in r2 r1 r2; do
+  run "$REP" -C "$R/$r" -t r -q
+  expect_rc 0 "$r fetches from a partly tiered leader"
+done
+check_all r 349 "$R/r2"
+check_all r 349 "$R/r0"
+verify_ok "$R/r2" r
+verify_ok "$R/r0" r
 echo ok
