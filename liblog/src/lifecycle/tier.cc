@@ -7,6 +7,11 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -126,6 +131,29 @@ namespace {
 
 constexpr size_t kCopyChunk = size_t{1} << 20;
 
+// The kernel's copy (copy_file_range(2): no trip through user space, a
+// reflink where the file system shares extents) when the files are the real
+// file system's; nullopt when it cannot be used here (another file system
+// implementation, or EXDEV, ENOSYS, EINVAL, EOPNOTSUPP: the caller copies
+// through File). Otherwise the bytes copied, or the failure.
+std::optional<Status> KernelCopy(File& in, File& out, uint64_t size, FileSystem* fs) {
+  if (fs != FileSystem::Default()) return std::nullopt;
+  loff_t from = 0, to = 0;
+  while (static_cast<uint64_t>(from) < size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(size - from, 1u << 30));
+    const ssize_t n = ::copy_file_range(in.fd(), &from, out.fd(), &to, want, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && from == 0 &&
+        (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP))
+      return std::nullopt;
+    if (n < 0)
+      return Status(Code::kIoError, fmt::format("copy_file_range: {}", std::strerror(errno)));
+    if (n == 0)
+      return Status(Code::kIoError, fmt::format("the file shrank to {} bytes while copied", from));
+  }
+  return Status::Ok();
+}
+
 // R94 step 1: `name` copied from `from_fd` to `<name>.tmp` in `to_fd`, fsynced.
 Status CopyToTmp(int from_fd, int to_fd, const std::string& name, FileSystem* fs) {
   auto in = fs->Open(from_fd, name, FileSystem::kRead);
@@ -136,6 +164,10 @@ Status CopyToTmp(int from_fd, int to_fd, const std::string& name, FileSystem* fs
   auto out = fs->Open(to_fd, tmp, FileSystem::kCreate);
   if (!out) return out.error();
   MQ_RETURN_IF_ERROR((*out)->Truncate(0));
+  if (auto done = KernelCopy(**in, **out, *size, fs)) {
+    if (!done->ok()) return Status(done->code(), PathAt(from_fd, name) + ": " + done->message());
+    return (*out)->Sync();
+  }
   std::vector<std::byte> buf(std::min<uint64_t>(kCopyChunk, std::max<uint64_t>(*size, 1)));
   for (uint64_t at = 0; at < *size;) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), *size - at));

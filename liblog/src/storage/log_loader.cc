@@ -39,8 +39,8 @@ class LogLoader {
   PartitionView& v_;
   RecoveryReport* report_;
   // R96: the tiered segments, set apart: recovery checks and repairs the
-  // local ones only (a tiered segment was sealed, below the recovery point,
-  // when it moved: R95), while the log holds both.
+  // local ones only (a tiered segment was sealed when it moved, R95, and
+  // its copy fsynced before it was published, R94), while the log holds both.
   std::vector<int64_t> tiered_;
 };
 
