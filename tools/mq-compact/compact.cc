@@ -256,7 +256,9 @@ Status Run1::Tier(const std::string& topic, int32_t p, Totals* t) {
   }
   if (o_.execute && !moves.empty()) {
     MQ_RETURN_IF_ERROR(AttachTier(dir, tier_dir));
-    for (const RetentionSegment& s : moves) MQ_RETURN_IF_ERROR(MoveToTier(dir, s.base));
+    std::vector<int64_t> bases;
+    for (const RetentionSegment& s : moves) bases.push_back(s.base);
+    MQ_RETURN_IF_ERROR(MoveToTier(dir, bases));
   }
   if (!moves.empty() || !log->tier_dir.empty())
     out_.Print("{} tiers: local {} segments {} bytes, tier {} segments {} bytes ({}){}\n", name,

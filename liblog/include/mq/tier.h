@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ Status AttachTier(const std::string& dir, const std::string& tier_dir, FileSyste
 // and the tier directory fsynced, then the local files are unlinked (the
 // `.log` first) and the partition directory fsynced.
 Status MoveToTier(const std::string& dir, int64_t base, FileSystem* fs = nullptr);
+// The same for several segments of the partition, ascending: each step is
+// taken for a batch of them (at most 16) before the next step, so that a
+// directory is fsynced once per batch, not once per segment; the order of
+// R94 holds for each segment.
+Status MoveToTier(const std::string& dir, std::span<const int64_t> bases, FileSystem* fs = nullptr);
 
 // R94: finishes what an interrupted move left in the partition at `dir`:
 // removes the tier's `.tmp` copies, and the local files of each segment

@@ -11,7 +11,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -155,7 +157,8 @@ std::optional<Status> KernelCopy(File& in, File& out, uint64_t size, FileSystem*
 }
 
 // R94 step 1: `name` copied from `from_fd` to `<name>.tmp` in `to_fd`, fsynced.
-Status CopyToTmp(int from_fd, int to_fd, const std::string& name, FileSystem* fs) {
+Result<std::unique_ptr<File>> CopyToTmp(int from_fd, int to_fd, const std::string& name,
+                                        FileSystem* fs) {
   auto in = fs->Open(from_fd, name, FileSystem::kRead);
   if (!in) return in.error();
   auto size = (*in)->Size();
@@ -166,7 +169,7 @@ Status CopyToTmp(int from_fd, int to_fd, const std::string& name, FileSystem* fs
   MQ_RETURN_IF_ERROR((*out)->Truncate(0));
   if (auto done = KernelCopy(**in, **out, *size, fs)) {
     if (!done->ok()) return Status(done->code(), PathAt(from_fd, name) + ": " + done->message());
-    return (*out)->Sync();
+    return std::move(*out);
   }
   std::vector<std::byte> buf(std::min<uint64_t>(kCopyChunk, std::max<uint64_t>(*size, 1)));
   for (uint64_t at = 0; at < *size;) {
@@ -179,29 +182,62 @@ Status CopyToTmp(int from_fd, int to_fd, const std::string& name, FileSystem* fs
     MQ_RETURN_IF_ERROR((*out)->WriteAt(at, std::span(buf.data(), *n)));
     at += *n;
   }
-  return (*out)->Sync();
+  return std::move(*out);
 }
 
 }  // namespace
 
-Status MoveToTier(const std::string& dir, int64_t base, FileSystem* fs) {
+namespace {
+
+// Segments moved together: their copies are fsynced one after another (the
+// writeback of each overlaps the copies after it) and each directory is
+// fsynced once for them all; a bound on the files held open.
+constexpr size_t kMoveBatch = 16;
+
+// R94 for `bases` (at most kMoveBatch): every copy written and fsynced,
+// then every segment published (the tier directory fsynced once), then
+// every local file unlinked (the partition directory fsynced once).
+Status MoveBatch(int dfd, int tfd, std::span<const int64_t> bases, FileSystem* fs) {
+  std::vector<std::string> names;
+  for (int64_t base : bases)
+    for (std::string& n : PublishOrder(base)) names.push_back(std::move(n));
+  std::vector<std::unique_ptr<File>> copies;
+  for (const std::string& n : names) {
+    auto copy = CopyToTmp(dfd, tfd, n, fs);
+    if (!copy) return copy.error();
+    copies.push_back(std::move(*copy));
+  }
+  for (auto& c : copies) MQ_RETURN_IF_ERROR(c->Sync());
+  copies.clear();
+  for (const std::string& n : names)
+    MQ_RETURN_IF_ERROR(fs->Rename(tfd, n + format::kTierCopySuffix, n));
+  MQ_RETURN_IF_ERROR(fs->SyncDir(tfd));
+  // From here the tier's copy is each segment once its local .log is gone.
+  for (int64_t base : bases)
+    for (const std::string& n : LogSegment::FileNames(base)) {  // the .log first
+      Status st = fs->Unlink(dfd, n);
+      if (!st.ok() && st.code() != Code::kNotFound) return st;
+    }
+  return fs->SyncDir(dfd);
+}
+
+}  // namespace
+
+Status MoveToTier(const std::string& dir, std::span<const int64_t> bases, FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
   auto dfd = OpenDirectory(dir, false, fs);
   if (!dfd) return dfd.error();
   std::string tier_dir;
   auto tfd = OpenTierOf(dfd->get(), dir, fs, &tier_dir);
   if (!tfd) return tfd.error();
-  const std::vector<std::string> names = PublishOrder(base);
-  for (const std::string& n : names) MQ_RETURN_IF_ERROR(CopyToTmp(dfd->get(), tfd->get(), n, fs));
-  for (const std::string& n : names)
-    MQ_RETURN_IF_ERROR(fs->Rename(tfd->get(), n + format::kTierCopySuffix, n));
-  MQ_RETURN_IF_ERROR(fs->SyncDir(tfd->get()));
-  // From here the tier's copy is the segment once the local .log is gone.
-  for (auto it = names.rbegin(); it != names.rend(); ++it) {
-    Status s = fs->Unlink(dfd->get(), *it);
-    if (!s.ok() && s.code() != Code::kNotFound) return s;
-  }
-  return fs->SyncDir(dfd->get());
+  for (size_t i = 0; i < bases.size(); i += kMoveBatch)
+    MQ_RETURN_IF_ERROR(MoveBatch(dfd->get(), tfd->get(),
+                                 bases.subspan(i, std::min(kMoveBatch, bases.size() - i)), fs));
+  return Status::Ok();
+}
+
+Status MoveToTier(const std::string& dir, int64_t base, FileSystem* fs) {
+  return MoveToTier(dir, std::span<const int64_t>(&base, 1), fs);
 }
 
 namespace {
