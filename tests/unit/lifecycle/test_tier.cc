@@ -338,3 +338,22 @@ TEST_CASE("R97 retention of tiered segments: judged in the tier, renamed .delete
   CHECK(*purged == 6);
   CHECK(ListDir(t.tier).empty());
 }
+
+TEST_CASE("R96 one listing: a writer whose recovery point is below tiered segments flushes") {
+  Tiered t;
+  const size_t moved = t.bases.size() - 1;
+  REQUIRE(MoveToTier(t.dir, std::vector<int64_t>(t.bases.begin(), t.bases.begin() + moved)).ok());
+  // Without a state file the writer rebuilds it with the recovery point at
+  // 0: its flush walks every segment above it, tiered ones included.
+  REQUIRE(::unlink((t.dir + "/state").c_str()) == 0);
+  auto w = TierWriter(t.dir);
+  Fill(*w, 2);
+  Status s = w->Flush();
+  INFO(s.message());
+  CHECK(s.ok());
+  REQUIRE(w->Close().ok());
+  auto all = ReadAll(t.dir);
+  REQUIRE(all.size() == t.records.size() + 2);
+  CHECK(std::equal(t.records.begin(), t.records.end(), all.begin()));
+  CHECK(Verify(t.dir).empty());
+}
