@@ -128,6 +128,7 @@ class Run1 {
   // Tiered segments (retention.md §21): finishes interrupted moves, plans
   // and (with --execute) makes the moves, and reports each tier's share.
   Status Tier(const std::string& topic, int32_t p, Totals* t);
+  Status FinishTier(const std::string& topic, int32_t p);
 
  private:
   bool Protects(const std::string& group) const {
@@ -223,20 +224,26 @@ Status Run1::Partition(const std::string& topic, const TopicConfig& config, int3
 }
 
 // R94-R96: the tier step of one partition, after its retention.
+// R94, R97: before retention, with --execute, what interrupted moves left
+// is finished and the tier's `.deleted` files past their delay are unlinked
+// (as the partition directory's are, before retention renames more).
+Status Run1::FinishTier(const std::string& topic, int32_t p) {
+  if (!o_.execute) return Status::Ok();
+  const std::string dir = data_.PartitionDir(topic, p);
+  auto finished = FinishTierMoves(dir);
+  if (!finished) return finished.error();
+  auto log = ListRetentionSegments(dir);
+  if (!log) return log.error();
+  if (log->tier_dir.empty()) return Status::Ok();
+  const int64_t delay = o_.delete_delay_ms >= 0 ? o_.delete_delay_ms : 60000;
+  return PurgeDeletedFiles(log->tier_dir, now_, delay).status();
+}
+
 Status Run1::Tier(const std::string& topic, int32_t p, Totals* t) {
   const std::string dir = data_.PartitionDir(topic, p);
   const std::string name = fmt::format("{}-{}", topic, p);
-  if (o_.execute) {
-    auto finished = FinishTierMoves(dir);
-    if (!finished) return finished.error();
-  }
   auto log = ListRetentionSegments(dir);
   if (!log) return log.error();
-  if (o_.execute && !log->tier_dir.empty()) {
-    const int64_t delay = o_.delete_delay_ms >= 0 ? o_.delete_delay_ms : 60000;
-    auto purged = PurgeDeletedFiles(log->tier_dir, now_, delay);
-    if (!purged) return purged.error();
-  }
   std::vector<RetentionSegment> moves;
   if (!o_.tier_dir.empty()) moves = PlanTier(*log, {o_.tier_after_ms, now_});
   const std::string tier_dir =
@@ -341,7 +348,8 @@ int Run(const Options& given) {
                                                            o.partition, config->partitions)));
     for (int32_t p = 0; p < config->partitions; ++p) {
       if (o.partition >= 0 && p != o.partition) continue;
-      Status s = run.Partition(topic, *config, p, &t);
+      Status s = run.FinishTier(topic, p);
+      if (s.ok()) s = run.Partition(topic, *config, p, &t);
       if (s.ok()) s = run.Tier(topic, p, &t);
       if (!s.ok()) {
         out.Flush();
