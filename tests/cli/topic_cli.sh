@@ -42,7 +42,7 @@ size=$(jq -r '.topics[] | select(.topic == "orders") | .partitions[0].size' "$WO
 jq -e '[.topics[].topic] == ["orders", "seed"]' "$WORK/out" >/dev/null || fail "list: topics $(cat "$WORK/out")"
 run "$T" -C "$D" list
 expect_rc 0 "list"
-head -1 "$WORK/out" | grep -q '^TOPIC  *PARTITION  *LOG-START-OFFSET  *LOG-END-OFFSET  *SIZE  *SEGMENTS$' ||
+head -1 "$WORK/out" | grep -q '^TOPIC  *PARTITION  *LOG-START-OFFSET  *LOG-END-OFFSET  *SIZE  *SEGMENTS  *TIER$' ||
   fail "list header: $(head -1 "$WORK/out")"
 [[ $(grep -c '^orders ' "$WORK/out") == 3 ]] || fail "list: not 3 rows of orders"
 run "$T" -C "$D" describe orders

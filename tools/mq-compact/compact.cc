@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
@@ -18,7 +19,9 @@
 #include "mq/partition.h"
 #include "mq/retention.h"
 #include "mq/segment.h"
+#include "mq/tier.h"
 #include "mq/topic.h"
+#include "mq/units.h"
 
 namespace mq::compact {
 
@@ -26,12 +29,14 @@ namespace mq::compact {
 const char* const kUsage =
     "Usage: mq-compact [-C DIR] [-t TOPIC]... [-p N] [--execute] [--delete-before OFFSET] "
     "[--protect] [--protect-group GROUP]... [--protect-max-ms MS] [--delete-delay-ms MS] "
-    "[--wait] [-q]\n"
+    "[--wait] [-q] [--tier-dir DIR --tier-after DURATION]\n"
     "       mq-compact -h | -V\n"
     "\n"
     "Plan the retention of cleanup.policy=delete topics (whole segments past retention.ms\n"
     "or retention.bytes, or below --delete-before), report the consumer groups that would\n"
-    "lose unread messages, and with --execute delete them. Without --execute nothing changes.\n";
+    "lose unread messages, and with --execute delete them. With --tier-dir, sealed segments\n"
+    "older than --tier-after move to DIR (plan, then --execute). Without --execute nothing\n"
+    "changes.\n";
 
 void AddFlags(CLI::App& app, Options* o) {
   cli::AddDirOption(app, &o->dir);
@@ -56,6 +61,10 @@ void AddFlags(CLI::App& app, Options* o) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--wait", o->wait, "wait for another mq-compact run (default: exit 75)");
   app.add_flag("-q,--quiet", o->quiet, "print the plan's summary lines only");
+  app.add_option("--tier-dir", o->tier_dir,
+                 "move old sealed segments to DIR/<topic>-<partition> (with --tier-after)");
+  app.add_option("--tier-after", o->tier_after,
+                 "move segments older than DURATION (7d, 12h, 0: every sealed one)");
 }
 
 namespace {
@@ -110,6 +119,8 @@ struct Totals {
   int segments = 0;
   uint64_t bytes = 0;
   bool protected_kept = false;
+  int tier_segments = 0;  // planned (or made) tier moves
+  uint64_t tier_bytes = 0;
 };
 
 // One partition's plan: what retention would delete, and what it costs
@@ -136,6 +147,10 @@ class Run1 {
   }
 
   Status Partition(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t);
+  // Tiered segments (retention.md §21): finishes interrupted moves, plans
+  // and (with --execute) makes the moves, and reports each tier's share.
+  Status Tier(const std::string& topic, int32_t p, Totals* t);
+  Status FinishTier(const std::string& topic, const TopicConfig& config, int32_t p);
 
  private:
   Result<PartitionPlan> Plan(const std::string& topic, const TopicConfig& config, int32_t p,
@@ -248,9 +263,93 @@ Status Run1::Partition(const std::string& topic, const TopicConfig& config, int3
   return Execute(*pp, config);
 }
 
+// R94, R97: before retention, with --execute, what interrupted moves left
+// is finished and the tier's `.deleted` files past their delay are unlinked
+// (as the partition directory's are, before retention renames more).
+Status Run1::FinishTier(const std::string& topic, const TopicConfig& config, int32_t p) {
+  if (!o_.execute) return Status::Ok();
+  const std::string dir = data_.PartitionDir(topic, p);
+  auto finished = FinishTierMoves(dir);
+  if (!finished) return finished.error();
+  auto log = ListRetentionSegments(dir);
+  if (!log) return log.error();
+  if (log->tier_dir.empty()) return Status::Ok();
+  const RetentionGuard guard = RetentionGuardFor(config, overrides_);
+  return PurgeDeletedFiles(log->tier_dir, now_, guard.delete_delay_ms).status();
+}
+
+// R94-R96: the tier step of one partition, after its retention.
+Status Run1::Tier(const std::string& topic, int32_t p, Totals* t) {
+  const std::string dir = data_.PartitionDir(topic, p);
+  const std::string name = fmt::format("{}-{}", topic, p);
+  auto log = ListRetentionSegments(dir);
+  if (!log) return log.error();
+  std::vector<RetentionSegment> moves;
+  if (!o_.tier_dir.empty()) moves = PlanTier(*log, {o_.tier_after_ms, now_});
+  const std::string tier_dir =
+      log->tier_dir.empty() ? TierPartitionDir(o_.tier_dir, dir) : log->tier_dir;
+  TierUsage usage = UsageByTier(*log);
+  for (const RetentionSegment& s : moves) {
+    if (!o_.quiet)
+      out_.Print("tier {} {} offsets {}-{} bytes {} oldest {} -> {}\n", name,
+                 SegmentFileName(s.base, ".log"), s.base, s.end, s.bytes, Time(s.clock_ms()),
+                 tier_dir);
+    t->tier_segments += 1;
+    t->tier_bytes += s.bytes;
+    --usage.segments[0];
+    usage.bytes[0] -= s.bytes;
+    ++usage.segments[1];
+    usage.bytes[1] += s.bytes;
+  }
+  if (o_.execute && !moves.empty()) {
+    MQ_RETURN_IF_ERROR(AttachTier(dir, tier_dir));
+    std::vector<int64_t> bases;
+    for (const RetentionSegment& s : moves) bases.push_back(s.base);
+    MQ_RETURN_IF_ERROR(MoveToTier(dir, bases));
+  }
+  if (!moves.empty() || !log->tier_dir.empty())
+    out_.Print("{} tiers: local {} segments {} bytes, tier {} segments {} bytes ({}){}\n", name,
+               usage.segments[0], usage.bytes[0], usage.segments[1], usage.bytes[1], tier_dir,
+               o_.execute || moves.empty() ? "" : " after the plan");
+  return Status::Ok();
+}
+
+// Without --execute: what the plan would have done, on standard error.
+void WarnPlanOnly(const Totals& t) {
+  if (t.segments > 0)
+    cli::Warn(
+        fmt::format("plan only: nothing deleted (add --execute to delete {} segments, {} "
+                    "bytes)",
+                    t.segments, t.bytes));
+  if (t.tier_segments > 0)
+    cli::Warn(
+        fmt::format("plan only: nothing moved (add --execute to move {} segments, {} bytes "
+                    "to the tier)",
+                    t.tier_segments, t.tier_bytes));
+}
+
+// --tier-dir and --tier-after: both or neither; the directory made absolute.
+int CheckTierFlags(Options* o) {
+  if (o->tier_dir.empty() != o->tier_after.empty())
+    return cli::UsageError(kUsage, "--tier-dir and --tier-after go together");
+  if (o->tier_dir.empty()) return cli::kExitOk;
+  auto ms = ParseDurationMs(o->tier_after, "--tier-after", 0, INT64_MAX);
+  if (!ms) return cli::UsageError(kUsage, ms.error().message());
+  o->tier_after_ms = *ms;
+  if (o->tier_dir.front() != '/') {
+    std::error_code ec;
+    auto abs = std::filesystem::absolute(o->tier_dir, ec);
+    if (ec) return cli::UsageError(kUsage, "--tier-dir: " + ec.message());
+    o->tier_dir = abs.lexically_normal().string();
+  }
+  return cli::kExitOk;
+}
+
 }  // namespace
 
-int Run(const Options& o) {
+int Run(const Options& given) {
+  Options o = given;
+  if (int rc = CheckTierFlags(&o); rc != cli::kExitOk) return rc;
   if (o.delete_before >= 0 && o.topics.size() != 1)
     return cli::UsageError(kUsage, "--delete-before needs exactly one -t TOPIC");
   auto data = DataDir::Open(o.dir, false);
@@ -289,18 +388,16 @@ int Run(const Options& o) {
                                                            o.partition, config->partitions)));
     for (int32_t p = 0; p < config->partitions; ++p) {
       if (o.partition >= 0 && p != o.partition) continue;
-      Status s = run.Partition(topic, *config, p, &t);
+      Status s = run.FinishTier(topic, *config, p);
+      if (s.ok()) s = run.Partition(topic, *config, p, &t);
+      if (s.ok()) s = run.Tier(topic, p, &t);
       if (!s.ok()) {
         out.Flush();
         return cli::Fail(s);
       }
     }
   }
-  if (!o.execute && t.segments > 0)
-    cli::Warn(
-        fmt::format("plan only: nothing deleted (add --execute to delete {} segments, {} "
-                    "bytes)",
-                    t.segments, t.bytes));
+  if (!o.execute) WarnPlanOnly(t);
   if (int rc = out.FinishExitCode(); rc != 0) return rc;
   out.Flush();
   if (t.protected_kept) {

@@ -30,6 +30,10 @@ struct Options {
   int64_t delete_delay_ms = -1;             // --delete-delay-ms (-1: the default)
   bool wait = false;                        // --wait for another run's lock
   bool quiet = false;
+  // Tiered segments (retention.md §21): --tier-dir, --tier-after.
+  std::string tier_dir;        // absolute once parsed; "": no moves
+  std::string tier_after;      // a duration with units; "": no moves
+  int64_t tier_after_ms = -1;  // parsed from tier_after
 };
 
 void AddFlags(CLI::App& app, Options* o);

@@ -131,24 +131,34 @@ std::string EndText(const PartitionSummary& p) {
   return p.log_end_offset ? fmt::format("{}", *p.log_end_offset) : "-";
 }
 
+// The TIER column: "-" for a partition without a tier directory, else the
+// segments and bytes in it and where it is (retention.md §21).
+std::string TierText(const PartitionSummary& p) {
+  if (p.tier_dir.empty()) return "-";
+  return fmt::format("{} segments {} bytes in {}", p.tier_segments, p.tier_bytes, p.tier_dir);
+}
+
 // The partition table of `topics` (kafka-get-offsets and kafka-log-dirs
 // in one), columns aligned.
 void PrintTable(cli::Output& out, const std::vector<TopicSummary>& topics) {
-  size_t w[6] = {5, 9, 16, 14, 4, 8};  // the headers' lengths
+  size_t w[6] = {5, 9, 16, 14, 4, 8};  // the headers' lengths (TIER is last: not padded)
   for (const TopicSummary& t : topics) {
     w[0] = std::max(w[0], t.topic.size());
     for (const PartitionSummary& p : t.partitions) {
       w[2] = std::max(w[2], fmt::formatted_size("{}", p.log_start_offset));
       w[3] = std::max(w[3], EndText(p).size());
       w[4] = std::max(w[4], fmt::formatted_size("{}", p.bytes));
+      w[5] = std::max(w[5], fmt::formatted_size("{}", p.segments));
     }
   }
-  out.Print("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", "TOPIC", w[0], "PARTITION", w[1],
-            "LOG-START-OFFSET", w[2], "LOG-END-OFFSET", w[3], "SIZE", w[4], "SEGMENTS");
+  out.Print("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", "TOPIC", w[0], "PARTITION",
+            w[1], "LOG-START-OFFSET", w[2], "LOG-END-OFFSET", w[3], "SIZE", w[4], "SEGMENTS", w[5],
+            "TIER");
   for (const TopicSummary& t : topics) {
     for (const PartitionSummary& p : t.partitions) {
-      out.Print("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", t.topic, w[0], p.partition, w[1],
-                p.log_start_offset, w[2], EndText(p), w[3], p.bytes, w[4], p.segments);
+      out.Print("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", t.topic, w[0], p.partition,
+                w[1], p.log_start_offset, w[2], EndText(p), w[3], p.bytes, w[4], p.segments, w[5],
+                TierText(p));
     }
   }
 }
@@ -167,6 +177,16 @@ std::optional<std::pair<int32_t, int32_t>> ClusterSettings(const TopicConfig& c,
   return std::pair(t->replication_factor, t->min_insync_replicas);
 }
 
+// "tier": null, or the tier directory and its share of the partition.
+void JsonTier(json::Writer& j, const PartitionSummary& p) {
+  if (p.tier_dir.empty()) {
+    j.Null("tier");
+    return;
+  }
+  j.Key("tier").BeginObject().Str("dir", p.tier_dir).Uint("size", p.tier_bytes);
+  j.Uint("segments", p.tier_segments).EndObject();
+}
+
 void JsonTopic(json::Writer& j, const TopicSummary& t) {
   j.BeginObject().Str("topic", t.topic).Int("partition_count", t.config.partitions);
   const auto cluster = ClusterSettings(t.config, t.topic);
@@ -180,7 +200,9 @@ void JsonTopic(json::Writer& j, const TopicSummary& t) {
   for (const PartitionSummary& p : t.partitions) {
     j.BeginObject().Int("partition", p.partition).Bool("present", p.present);
     j.Int("log_start_offset", p.log_start_offset).Key("log_end_offset").IntOrNull(p.log_end_offset);
-    j.Uint("size", p.bytes).Uint("segments", p.segments).EndObject();
+    j.Uint("size", p.bytes).Uint("segments", p.segments);
+    JsonTier(j, p);
+    j.EndObject();
   }
   j.EndArray().EndObject();
 }

@@ -32,6 +32,7 @@ struct RetentionSegment {
   int64_t max_timestamp = -1;
   int64_t append_time_ms = 0;
   bool active = false;
+  bool tiered = false;  // R96: its files are in the tier directory
   // R74: the time retention judges it by: min(max_timestamp,
   // append_time_ms), the append time alone when there is no timestamp.
   int64_t clock_ms() const;
@@ -47,6 +48,7 @@ struct RetentionLog {
   int64_t log_end_offset = 0;
   std::optional<int64_t> high_watermark;
   std::vector<RetentionSegment> segments;  // ascending
+  std::string tier_dir;                    // R93: the tier pointer's directory, or ""
 };
 Result<RetentionLog> ListRetentionSegments(const std::string& dir, FileSystem* fs = nullptr);
 

@@ -31,6 +31,11 @@ struct PartitionSummary {
   std::optional<int64_t> log_end_offset;
   uint64_t bytes = 0;     // the sizes of its .log files
   uint32_t segments = 0;  // its .log files
+  // Tiered segments (retention.md §21): the tier pointer's directory ("" if
+  // none) and the segments and bytes there (also counted above).
+  std::string tier_dir;
+  uint32_t tier_segments = 0;
+  uint64_t tier_bytes = 0;
 };
 
 struct TopicSummary {

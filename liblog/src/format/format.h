@@ -320,4 +320,14 @@ constexpr int64_t kFileDeleteDelayMs = 60000;
 // retention.md §5 (R79): the flock mq-compact holds on the data directory.
 constexpr const char* kCompactLockName = ".mq-compact.lock";
 
+// --- tiered segments (retention.md §21, R93-R97)
+// R93: the tier pointer in a partition directory: a property file naming,
+// as `dir=<absolute path>`, the directory that holds the partition's tiered
+// segments; at most this many bytes.
+constexpr const char* kTierPointerName = "tier";
+constexpr const char* kTierPointerKey = "dir";
+constexpr size_t kMaxTierPointerBytes = 4096;
+// R94: a tier copy is written under `<name>` + this suffix, then renamed.
+constexpr const char* kTierCopySuffix = ".tmp";
+
 }  // namespace mq::format

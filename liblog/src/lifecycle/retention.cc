@@ -49,8 +49,10 @@ Result<RetentionLog> ListRetentionSegments(const std::string& dir, FileSystem* f
   if (!dfd) return dfd.error();
   RetentionLog log;
   log.dir = dir;
-  auto bases = ListSegments(dfd->get(), fs);
+  PartitionListing places;  // R97: tiered segments are retention's too
+  auto bases = ListSegments(dfd->get(), fs, nullptr, &places);
   if (!bases) return bases.error();
+  log.tier_dir = places.tier_dir;
   auto state = StateFile::OpenForRead(dfd->get(), fs);
   if (!state) {
     if (bases->empty() && state.error().code() == Code::kNotFound) return log;
@@ -77,7 +79,9 @@ Result<RetentionLog> ListRetentionSegments(const std::string& dir, FileSystem* f
     s.base = (*bases)[i];
     s.active = s.base == fields->end_segment_base;
     s.end = s.active ? fields->log_end_offset : (*bases)[i + 1];
-    auto info = fs->StatAt(dfd->get(), SegmentFileName(s.base, format::kLogSuffix));
+    s.tiered = places.is_tiered(s.base);
+    const int seg_dir = places.DirOf(s.base, dfd->get());
+    auto info = fs->StatAt(seg_dir, SegmentFileName(s.base, format::kLogSuffix));
     if (!info) return info.error();
     s.bytes = s.active ? fields->end_position : info->size;
     s.append_time_ms = info->mtime_ms;
@@ -85,8 +89,7 @@ Result<RetentionLog> ListRetentionSegments(const std::string& dir, FileSystem* f
     // per index.interval.bytes): its append time alone judges it, which is
     // never earlier than the clock of R74.
     if (!s.active)
-      if (auto t = LogSegment::LastTimeEntry(fs, dfd->get(), s.base))
-        s.max_timestamp = t->timestamp;
+      if (auto t = LogSegment::LastTimeEntry(fs, seg_dir, s.base)) s.max_timestamp = t->timestamp;
     log.segments.push_back(s);
   }
   return log;

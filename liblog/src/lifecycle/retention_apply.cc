@@ -7,6 +7,7 @@
 
 #include "format/format.h"
 #include "storage/log_segment.h"
+#include "storage/segment.h"
 
 namespace mq {
 
@@ -20,11 +21,12 @@ Status SyncStateFile(PartitionView* w) {
   return (*f)->Sync();
 }
 
-// R77: renames the files of segment `base` to `<name>.deleted`; a file
-// already gone is skipped.
-Status RenameDeleted(PartitionView* w, int64_t base) {
+// R77: renames the files of segment `base` to `<name>.deleted`, in the
+// tier directory for a tiered segment (R97); a file already gone is skipped.
+Status RenameDeleted(PartitionView* w, const PartitionListing& places, int64_t base) {
+  const int dir = places.DirOf(base, w->fd());
   for (const std::string& name : LogSegment::FileNames(base)) {
-    Status s = w->fs->Rename(w->fd(), name, name + format::kDeletedSuffix);
+    Status s = w->fs->Rename(dir, name, name + format::kDeletedSuffix);
     if (!s.ok() && s.code() != Code::kNotFound) return s;
   }
   return Status::Ok();
@@ -82,8 +84,12 @@ Status RetireSegmentsBefore(PartitionView* w, int64_t offset, const SegmentDelet
   MQ_RETURN_IF_ERROR(w->epochs.DropBefore(*w, f.log_start_offset, f.log_end_offset, w->generation));
   MQ_RETURN_IF_ERROR(w->Publish());
   if (w->sync()) MQ_RETURN_IF_ERROR(SyncStateFile(w));
-  for (size_t i = 0; i < n; ++i) MQ_RETURN_IF_ERROR(RenameDeleted(w, w->segments[i]));
+  PartitionListing places;  // R97: where each segment's files are
+  if (n > 0) MQ_RETURN_IF_ERROR(ListSegments(w->fd(), w->fs, nullptr, &places).status());
+  for (size_t i = 0; i < n; ++i) MQ_RETURN_IF_ERROR(RenameDeleted(w, places, w->segments[i]));
+  const bool tiered = n > 0 && places.is_tiered(w->segments[0]);
   w->segments.erase(w->segments.begin(), w->segments.begin() + static_cast<ptrdiff_t>(n));
+  if (tiered) MQ_RETURN_IF_ERROR(w->fs->SyncDir(places.tier_fd.get()));
   return n > 0 ? w->fs->SyncDir(w->fd()) : Status::Ok();
 }
 

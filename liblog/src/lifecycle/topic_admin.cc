@@ -17,6 +17,7 @@
 #include "mq/file.h"
 #include "mq/group.h"
 #include "mq/group_status.h"
+#include "mq/segment.h"
 #include "storage/segment.h"
 #include "storage/state_file.h"
 
@@ -201,6 +202,24 @@ Result<std::vector<std::string>> FinishLocked(const DataDir& dir, const AdminLoc
 
 namespace {
 
+// R96: the tiered segments of the partition `fd` (listed as every reader
+// lists them), added to `s`.
+Status SummarizeTier(int fd, PartitionSummary* s, FileSystem* fs) {
+  PartitionListing listing;
+  auto bases = ListSegments(fd, fs, nullptr, &listing);
+  if (!bases) return bases.error();
+  s->tier_dir = listing.tier_dir;
+  for (int64_t base : listing.tiered) {
+    auto st = fs->StatAt(listing.tier_fd.get(), SegmentFileName(base, format::kLogSuffix));
+    if (!st) return st.error();
+    ++s->tier_segments;
+    s->tier_bytes += st->size;
+  }
+  s->segments += s->tier_segments;
+  s->bytes += s->tier_bytes;
+  return Status::Ok();
+}
+
 // SummarizePartition of the directory `fd` (its path: `partition_dir`).
 Result<PartitionSummary> SummarizeOpen(Result<UniqueFd> fd, const std::string& partition_dir,
                                        int32_t partition, FileSystem* fs) {
@@ -216,8 +235,10 @@ Result<PartitionSummary> SummarizeOpen(Result<UniqueFd> fd, const std::string& p
   if (!names) return names.error();
   int64_t first_base = -1;
   bool has_state = false;
+  bool tiered = false;
   for (const std::string& n : *names) {
     if (n == kStateFileName) has_state = true;
+    if (n == format::kTierPointerName) tiered = true;
     const int64_t base = NumberedFileOffset(n, format::kLogSuffix);
     if (base < 0) continue;
     auto st = fs->StatAt(fd->get(), n);
@@ -226,6 +247,7 @@ Result<PartitionSummary> SummarizeOpen(Result<UniqueFd> fd, const std::string& p
     s.bytes += st->size;
     if (first_base < 0 || base < first_base) first_base = base;
   }
+  if (tiered) MQ_RETURN_IF_ERROR(SummarizeTier(fd->get(), &s, fs));
   const auto state = has_state ? ReadState(fd->get(), fs) : std::nullopt;
   if (state) {
     s.log_start_offset = state->log_start_offset;

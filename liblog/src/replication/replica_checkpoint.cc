@@ -186,18 +186,20 @@ Status LeaderEpochCache::Store(int dir_fd, FileSystem* fs) const {
 Result<LeaderEpochCache> LeaderEpochCache::Rebuild(int dir_fd, const DecodeLimits& limits,
                                                    FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
-  auto segments = ListSegments(dir_fd);
+  PartitionListing places;  // R96: tiered segments are read where they are
+  auto segments = ListSegments(dir_fd, fs, nullptr, &places);
   if (!segments) return segments.error();
   LeaderEpochCache cache;
   for (int64_t base : *segments) {
     const std::string name = SegmentFileName(base, format::kLogSuffix);
-    auto log = fs->Open(dir_fd, name, FileSystem::kRead);
+    const int seg_dir = places.DirOf(base, dir_fd);
+    auto log = fs->Open(seg_dir, name, FileSystem::kRead);
     if (!log) return log.error();
     auto size = (*log)->Size();
     if (!size) return size.error();
     Status breach;
     MQ_RETURN_IF_ERROR(ForEachHeader(
-        dir_fd, fs, limits, base, log->get(), 0, *size, [&](const BatchHeader& h, uint64_t pos) {
+        seg_dir, fs, limits, base, log->get(), 0, *size, [&](const BatchHeader& h, uint64_t pos) {
           const int32_t epoch = h.partition_leader_epoch;
           if (!breach.ok() || epoch == format::kNoPartitionLeaderEpoch) return;
           auto last = cache.latest();

@@ -2,6 +2,7 @@
 #include "storage/log_loader.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -29,6 +30,7 @@ class LogLoader {
   Status CheckRolledIndexes(const std::vector<int64_t>& list);
   Status OpenCheckedActive(std::unique_ptr<File> active_log, uint64_t size);
   void ReportRebuiltIndex(int64_t base);
+  void SetSegments(std::vector<int64_t> local);
   Status RecoverFromLog(const Result<StateFields>& old, bool recreated,
                         const std::vector<int64_t>& list, const std::vector<int64_t>& snapshots,
                         const CompletedIntent& intent);
@@ -36,13 +38,25 @@ class LogLoader {
 
   PartitionView& v_;
   RecoveryReport* report_;
+  // R96: the tiered segments, set apart: recovery checks and repairs the
+  // local ones only (a tiered segment was sealed when it moved, R95, and
+  // its copy fsynced before it was published, R94), while the log holds both.
+  std::vector<int64_t> tiered_;
 };
+
+void LogLoader::SetSegments(std::vector<int64_t> local) {
+  v_.segments.clear();
+  std::merge(tiered_.begin(), tiered_.end(), local.begin(), local.end(),
+             std::back_inserter(v_.segments));
+}
 
 Result<LoadedLog> LogLoader::Load(bool recreated) {
   std::vector<int64_t> snapshots;
   PartitionListing listed;
   auto list = ListSegments(v_.fd(), v_.fs, &snapshots, &listed);
   if (!list) return list.error();
+  tiered_ = listed.tiered;
+  std::erase_if(*list, [&](int64_t base) { return listed.is_tiered(base); });
   // R40: an interrupted truncation is completed before anything else, and
   // the log it leaves is validated as after a crash.
   auto intent = CompleteTruncateIntent(v_, listed.truncate_intent, &*list, &snapshots, report_);
@@ -87,7 +101,7 @@ Result<bool> LogLoader::OpenSameBoot(const StateFields& prev, std::vector<int64_
   if (size < prev.end_position) return false;
   MQ_RETURN_IF_ERROR(CutUnpublished(prev, active_log->get(), size, &list));
   MQ_RETURN_IF_ERROR(CheckRolledIndexes(list));
-  v_.segments = std::move(list);
+  SetSegments(std::move(list));
   v_.fields = prev;
   v_.fields.rewrites = prev.rewrites + 1;
   MQ_RETURN_IF_ERROR(OpenCheckedActive(std::move(*active_log), size));
@@ -214,7 +228,7 @@ Status LogLoader::RecoverFromLog(const Result<StateFields>& old, bool recreated,
   if (old && !truncated_to && recovered->log_end_offset < old->log_end_offset)
     MQ_RETURN_IF_ERROR(RecordLostTail(v_, recovered->log_end_offset, *rewrites + 1));
   StateFields& f = v_.fields;
-  v_.segments = recovered->segments;
+  SetSegments(recovered->segments);
   f.rewrites = *rewrites + 1;
   f.log_end_offset = recovered->log_end_offset;
   f.end_segment_base = v_.segments.back();

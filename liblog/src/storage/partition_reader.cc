@@ -126,6 +126,9 @@ struct PartitionReader::Impl {
   }
   BatchCursor cursor;
   std::vector<Problem> warnings;
+  // R96: which segments are tiered, and their directory, as last listed.
+  PartitionListing listing;
+  int SegmentDir(int64_t base) const { return listing.DirOf(base, dir_fd.get()); }
 
   explicit Impl(const DecodeLimits& l) : limits(l), cursor(l) {}
 
@@ -211,7 +214,7 @@ Status PartitionReader::Impl::ScanEnd() {
 }
 
 Status PartitionReader::Impl::ListAgain() {
-  auto list = ListSegments(dir_fd.get(), fs);
+  auto list = ListSegments(dir_fd.get(), fs, nullptr, &listing);
   if (!list) return list.error();
   segments = std::move(*list);
   return Status::Ok();
@@ -304,7 +307,13 @@ Result<uint64_t> PartitionReader::Impl::SegmentBound(int64_t base) {
 
 Status PartitionReader::Impl::OpenSegment(int64_t base) {
   std::string name = FileName(base);
-  auto f = fs->Open(dir_fd.get(), name, FileSystem::kRead);
+  auto f = fs->Open(SegmentDir(base), name, FileSystem::kRead);
+  if (!f && f.error().code() == Code::kNotFound && !listing.is_tiered(base)) {
+    // R96: moved to the tier since the listing (its local copy is unlinked
+    // only once the tier's is published).
+    MQ_RETURN_IF_ERROR(ListAgain());
+    f = fs->Open(SegmentDir(base), name, FileSystem::kRead);
+  }
   if (!f) return f.error();
   cur_file = std::move(*f);
   cur_base = base;
@@ -383,7 +392,7 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
   uint64_t start = 0;
   int64_t prev_end = base;  // the offset the batch at `start` should start at; -1 unknown
   {
-    auto e = LogSegment::FindOffsetEntry(fs, dir_fd.get(), base, offset);
+    auto e = LogSegment::FindOffsetEntry(fs, SegmentDir(base), base, offset);
     if (e) {
       BatchHeader h;
       Bytes b;
@@ -423,7 +432,7 @@ Result<uint64_t> PartitionReader::Impl::FindInSegment(int64_t base, int64_t offs
 // false, and the seek stops in this segment, where Next() reports it.
 Result<bool> PartitionReader::Impl::SegmentBelow(int64_t base, int64_t timestamp_ms) {
   uint64_t at = 0;  // the entry's byte position in the time index
-  if (auto last_entry = LogSegment::LastTimeEntry(fs, dir_fd.get(), base, &at)) {
+  if (auto last_entry = LogSegment::LastTimeEntry(fs, SegmentDir(base), base, &at)) {
     const TimeIndexEntry& last = *last_entry;
     auto p = FindInSegment(base, last.offset);
     if (!p) return p.error();
@@ -614,7 +623,7 @@ Result<int64_t> PartitionReader::Impl::TimeScanStart(int64_t base, int64_t times
   // Every batch up to the largest time entry below `timestamp_ms` is older
   // (§8.3), if the log confirms that entry.
   std::optional<TimeIndexEntry> hint =
-      LogSegment::TimeEntryBelow(fs, dir_fd.get(), base, timestamp_ms);
+      LogSegment::TimeEntryBelow(fs, SegmentDir(base), base, timestamp_ms);
   if (!hint) return base;
   auto p = FindInSegment(base, hint->offset);
   if (!p) return p.error();
@@ -960,7 +969,7 @@ Result<std::optional<ProducerStateTable>> ReadProducerState(const std::string& d
     if (next && *next <= *from) continue;
     uint64_t to = base == r.fields.end_segment_base ? r.fields.end_position : UINT64_MAX;
     MQ_RETURN_IF_ERROR(ForEachHeaderFrom(
-        r.dir_fd.get(), r.fs, r.limits, base, *from, to, [&](const BatchHeader& h, uint64_t) {
+        r.SegmentDir(base), r.fs, r.limits, base, *from, to, [&](const BatchHeader& h, uint64_t) {
           if (h.producer_id == producer_id && h.base_offset >= *from) table.Replay(h);
         }));
   }

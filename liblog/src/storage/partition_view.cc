@@ -77,12 +77,27 @@ Status PartitionView::Roll() {
   return Status::Ok();
 }
 
+// R96: a rolled segment whose files are not in the partition directory is
+// skipped when it is tiered (its copy was fsynced before it was published,
+// R94); the listing that says so is made only then.
+Status PartitionView::SyncRolled(int64_t base, std::optional<PartitionListing>* places) {
+  Status s = LogSegment::SyncFiles(fs, fd(), base);
+  if (s.code() != Code::kNotFound) return s;
+  if (!*places) {
+    places->emplace();
+    auto listed = ListSegments(fd(), fs, nullptr, &**places);
+    if (!listed) return listed.error();
+  }
+  return (*places)->is_tiered(base) ? Status::Ok() : s;
+}
+
 Status PartitionView::SyncAll() {
+  std::optional<PartitionListing> places;
   for (int64_t base : segments) {
     auto next = std::upper_bound(segments.begin(), segments.end(), base);
     if (next != segments.end() && *next <= fields.recovery_point) continue;
     MQ_RETURN_IF_ERROR(base == fields.end_segment_base ? active->Sync()
-                                                       : LogSegment::SyncFiles(fs, fd(), base));
+                                                       : SyncRolled(base, &places));
   }
   MQ_RETURN_IF_ERROR(fs->SyncDir(fd()));
   dir_dirty = false;

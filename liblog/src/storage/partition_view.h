@@ -9,12 +9,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "storage/epoch_state.h"
 #include "storage/log_segment.h"
 #include "storage/partition_dir.h"
 #include "storage/producer_state_manager.h"
+#include "storage/segment.h"
 #include "storage/state_file.h"
 
 namespace mq {
@@ -48,6 +50,8 @@ struct PartitionView : PartitionDir {
   // end (other writers' bytes included: fsync covers the file), then the
   // directory.
   Status SyncAll();
+  // SyncAll's step for a rolled segment (R96: a tiered one is skipped).
+  Status SyncRolled(int64_t base, std::optional<PartitionListing>* places);
   // A new active segment at the log end; the producer snapshot there.
   Status Roll();
   // Opens the active segment `base`, `size` bytes committed.

@@ -4,21 +4,35 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "format/format.h"
 #include "mq/segment.h"
 #include "storage/recovery.h"
+#include "storage/segment.h"
 
 namespace mq {
 
 namespace {
 
-Result<uint64_t> SegmentSize(const PartitionDir& d, int64_t base) {
-  auto f = d.fs->Open(d.fd(), SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
+Result<uint64_t> SegmentSize(const PartitionDir& d, int seg_dir, int64_t base) {
+  auto f = d.fs->Open(seg_dir, SegmentFileName(base, format::kLogSuffix), FileSystem::kRead);
   if (!f) return f.error();
   return (*f)->Size();
+}
+
+// R96: the directory of rolled segment `base`, which may be tiered; the
+// listing that says so is made once, when a rolled segment is read at all.
+Result<int> RolledSegmentDir(const PartitionDir& d, std::optional<PartitionListing>* places,
+                             int64_t base) {
+  if (!*places) {
+    places->emplace();
+    auto listed = ListSegments(d.fd(), d.fs, nullptr, &**places);
+    if (!listed) return listed.error();
+  }
+  return (*places)->DirOf(base, d.fd());
 }
 
 }  // namespace
@@ -29,16 +43,21 @@ Status ProducerStateManager::ReplayRange(const PartitionDir& d,
                                          const std::vector<int64_t>& segments,
                                          const StateFields& fields, int64_t from_base,
                                          uint64_t from_pos) {
+  std::optional<PartitionListing> places;
   for (int64_t base : segments) {
     if (base < from_base) continue;
     if (base > fields.end_segment_base) break;
     uint64_t to = base == fields.end_segment_base ? fields.end_position : UINT64_MAX;
+    int seg_dir = d.fd();
     if (to == UINT64_MAX) {
-      auto s = SegmentSize(d, base);
+      auto dir = RolledSegmentDir(d, &places, base);
+      if (!dir) return dir.error();
+      seg_dir = *dir;
+      auto s = SegmentSize(d, seg_dir, base);
       if (!s) return s.error();
       to = *s;
     }
-    MQ_RETURN_IF_ERROR(ForEachHeader(d.fd(), d.fs, d.config.limits, base,
+    MQ_RETURN_IF_ERROR(ForEachHeader(seg_dir, d.fs, d.config.limits, base,
                                      base == from_base ? from_pos : 0, to,
                                      [&](const BatchHeader& h, uint64_t) {
                                        if (h.has_producer_id()) table_.Replay(h);
@@ -57,10 +76,12 @@ Status ProducerStateManager::Rebuild(const PartitionDir& d, const std::vector<in
   // at all on an empty log is the same, empty table).
   snapshot_at_ = start == fields.log_end_offset ? start : -1;
   snapshot_segment_ = -1;
+  std::optional<PartitionListing> places;
   for (int64_t base : segments) {
     if (base > fields.end_segment_base) break;
     const bool is_active = base == fields.end_segment_base;
     uint64_t to = UINT64_MAX;
+    int seg_dir = d.fd();
     if (is_active) {
       to = fields.end_position;
     } else {
@@ -68,7 +89,10 @@ Status ProducerStateManager::Rebuild(const PartitionDir& d, const std::vector<in
       // before it.
       auto next = std::upper_bound(segments.begin(), segments.end(), base);
       if (next != segments.end() && *next <= start) continue;
-      auto s = SegmentSize(d, base);
+      auto dir = RolledSegmentDir(d, &places, base);
+      if (!dir) return dir.error();
+      seg_dir = *dir;
+      auto s = SegmentSize(d, seg_dir, base);
       if (!s) return s.error();
       to = *s;
     }
@@ -77,7 +101,7 @@ Status ProducerStateManager::Rebuild(const PartitionDir& d, const std::vector<in
     uint64_t first_after = to;
     // The segment holding the snapshot is read from the batch before it
     // (offset index), the later ones whole.
-    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(d.fd(), d.fs, d.config.limits, base,
+    MQ_RETURN_IF_ERROR(ForEachHeaderFrom(seg_dir, d.fs, d.config.limits, base,
                                          is_active ? active_log : nullptr, start, to,
                                          [&](const BatchHeader& h, uint64_t pos) {
                                            if (h.base_offset < start) return;

@@ -412,14 +412,21 @@ struct PartitionWalk {
   // a reboot the last one holding bytes (R88: empty segments after it).
   int64_t tail_base = -1;
   bool tail_torn = false;  // its tail needs recovery (R20, R21)
+  PartitionListing listing{};  // R96: tiered segments are verified where they are
+
+  // The directory holding segment `base`'s files: the partition's or its tier.
+  const std::string& SegmentDir(int64_t base) const {
+    return listing.is_tiered(base) ? listing.tier_dir : dir;
+  }
 };
 
 // R88: the base of the last segment of `segments` whose .log holds bytes
 // (the first one when none does).
-int64_t LastSegmentWithBytes(const std::string& dir, const std::vector<int64_t>& segments) {
+int64_t LastSegmentWithBytes(const PartitionWalk& w, const std::vector<int64_t>& segments) {
   for (size_t i = segments.size(); i-- > 1;) {
     struct stat st {};
-    const std::string log = dir + "/" + SegmentFileName(segments[i], format::kLogSuffix);
+    const std::string log =
+        w.SegmentDir(segments[i]) + "/" + SegmentFileName(segments[i], format::kLogSuffix);
     if (::stat(log.c_str(), &st) != 0 || st.st_size > 0) return segments[i];
   }
   return segments.empty() ? -1 : segments.front();
@@ -492,7 +499,7 @@ void CheckBatchEpochs(PartitionWalk* w, const std::string& log,
 Status VerifySegmentIndexes(PartitionWalk* w, int64_t base, const std::vector<BatchInfo>& batches,
                             const IndexTail& tail) {
   for (const char* suffix : {format::kIndexSuffix, format::kTimeIndexSuffix}) {
-    std::string idx = w->dir + "/" + SegmentFileName(base, suffix);
+    std::string idx = w->SegmentDir(base) + "/" + SegmentFileName(base, suffix);
     Status s = EndsWith(idx, format::kTimeIndexSuffix)
                    ? VerifyTimeIndex(idx, batches, w->problems, tail)
                    : VerifyOffsetIndex(idx, batches, w->problems, tail);
@@ -510,7 +517,7 @@ Status VerifySegmentIndexes(PartitionWalk* w, int64_t base, const std::vector<Ba
 // the segments before, its epochs and its indexes.
 Status VerifySegment(PartitionWalk* w, int64_t base) {
   const auto& state = w->state;
-  std::string log = w->dir + "/" + SegmentFileName(base, format::kLogSuffix);
+  std::string log = w->SegmentDir(base) + "/" + SegmentFileName(base, format::kLogSuffix);
   if (w->trusted && base > state->end_segment_base) {
     w->problems->push_back({log, 0, "R27",
                             "segment past the committed end was never published; the next "
@@ -571,7 +578,9 @@ Status CheckCommittedEnd(const PartitionWalk& w, const std::vector<int64_t>& seg
   const std::string state_path = w.dir + "/" + kStateFileName;
   uint64_t end_size = 0;
   bool present = std::binary_search(segments.begin(), segments.end(), state.end_segment_base);
-  std::string log = w.dir + "/" + SegmentFileName(state.end_segment_base, format::kLogSuffix);
+  std::string log =
+      w.SegmentDir(state.end_segment_base) + "/" +
+      SegmentFileName(state.end_segment_base, format::kLogSuffix);
   if (present) {
     auto f = OpenFileByPath(log);
     if (!f) return f.error();
@@ -615,7 +624,8 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                        std::vector<Problem>* problems, OffsetPolicy offsets, VerifyStats* stats) {
   auto dfd = OpenDirectory(dir, false);
   if (!dfd) return dfd.error();
-  auto segments = ListSegments(dfd->get());
+  PartitionListing listing;
+  auto segments = ListSegments(dfd->get(), nullptr, nullptr, &listing);
   if (!segments) return segments.error();
   // Replica checkpoints (replication.md §16) stand apart from the log.
   MQ_RETURN_IF_ERROR(VerifyReplicaCheckpoints(dfd->get(), dir, problems, stats));
@@ -628,8 +638,9 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                      .stats = stats,
                      .problems = problems,
                      .state = state,
-                     .trusted = state && state->same_boot()};
-  walk.tail_base = !walk.trusted && state ? LastSegmentWithBytes(dir, *segments)
+                     .trusted = state && state->same_boot(),
+                     .listing = std::move(listing)};
+  walk.tail_base = !walk.trusted && state ? LastSegmentWithBytes(walk, *segments)
                    : segments->empty()    ? -1
                                           : segments->back();
   for (int64_t base : *segments) MQ_RETURN_IF_ERROR(VerifySegment(&walk, base));

@@ -182,6 +182,8 @@ EXPECT = {
 }
 
 NOT_RUN = {
+    "30 2 * * * mq-compact -C /srv/mq/data --execute --tier-dir /mnt/cold/mq --tier-after 7d -q":
+        "a crontab line; tests/cli/compact_tier.sh runs mq-compact --execute --tier-dir the same way",
     "17 * * * * mq-compact -C /srv/mq/data --execute --protect --protect-max-ms 604800000 -q":
         "a crontab line; tests/cli/compact_retention.sh runs mq-compact --execute --protect the same way",
     "* * * * * mq-replicate -C /srv/mq/r1 -q":
