@@ -724,10 +724,16 @@ Result<bool> PartitionReader::Impl::FindAgainIfRewritten() {
 }
 
 Result<PartitionReader::Impl::Verdict> PartitionReader::Impl::Vet(const BatchView& view) {
-  // Above the high watermark: not handed out (yet), position kept.
+  // Above the high watermark: not handed out (yet), position kept,
+  // unless a rewrite since it positioned may have cut these bytes: then
+  // its offset is found again in the log as it is now (§9.4).
   if (view.header().last_offset() >= hw) {
     MQ_RETURN_IF_ERROR(Refresh());
-    if (view.header().last_offset() >= hw) return Verdict::kHold;
+    if (view.header().last_offset() >= hw) {
+      auto again = FindAgainIfRewritten();
+      if (!again) return again.error();
+      return *again ? Verdict::kAgain : Verdict::kHold;
+    }
   }
   // The bytes may be older than the log: read into the cursor's buffer
   // (with the batches after the one asked for), or kept above the high

@@ -1274,6 +1274,67 @@ TEST_CASE(
   }
 }
 
+// A reader bound by the high watermark stops at a batch past it and keeps
+// the batch's bytes (read ahead, or in the file it holds open). Two cuts
+// later the log holds other records at that offset, committed: the counter
+// moved, so the reader finds the offset again in the log as it is now and
+// hands them out, rather than waiting on bytes the truncations removed.
+TEST_CASE(
+    "R59 a reader positioned before two truncations, stopped at a batch past the high "
+    "watermark, hands out the records appended at its offset since") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  LogConfig config;
+  config.segment_bytes = 1;  // every batch rolls: one segment a batch
+  auto w = PartitionWriter::Open(dir, config, true, nullptr);
+  REQUIRE(w);
+  auto append = [&](int64_t gen, int records) {
+    const int64_t o = (*w)->log_end_offset();
+    auto b = MakeBatch(records, gen * 1000 + o);
+    REQUIRE((*w)->Append(b));
+  };
+  for (int i = 0; i < 11; ++i) append(1, 1);  // a0..a10
+  append(1, 2);                               // a11..a12, segment 11
+  REQUIRE((*w)->SetHighWatermark(11).ok());
+  ReadOptions options;
+  options.bound_by_high_watermark = true;
+  auto r = PartitionReader::Open(dir, options);
+  REQUIRE(r);
+  REQUIRE((*r)->Seek(0).ok());
+  std::vector<std::pair<int64_t, int64_t>> got;
+  auto drain = [&] {
+    for (;;) {
+      auto b = (*r)->Next();
+      REQUIRE(b);
+      CHECK(!(*r)->TakeCut());  // nothing it handed out was cut
+      if (!*b) return;
+      got.emplace_back((*b)->header().base_offset, (*b)->header().max_timestamp);
+    }
+  };
+  drain();  // a0..a10, then stops at a11..a12, past the high watermark
+  REQUIRE(got.size() == 11);
+  CHECK(got.back() == std::pair<int64_t, int64_t>(10, 1010));
+  const uint32_t positioned = (*r)->positioned_rewrites();
+
+  REQUIRE((*w)->TruncateTo(11).ok());  // removes segment 11
+  append(2, 1);                        // b11
+  append(2, 2);                        // b12..b13
+  REQUIRE((*w)->TruncateTo(12).ok());  // removes b12..b13
+  REQUIRE((*w)->SetHighWatermark(12).ok());
+  auto fd = OpenDirectory(dir, false);
+  REQUIRE(fd);
+  auto history = ReadTruncations(fd->get(), nullptr, dir);
+  REQUIRE(history);
+  REQUIRE(history->size() == 2);
+  CHECK(LowestCutAfter(*history, positioned) == std::optional<int64_t>(11));
+  CHECK((*r)->end_offset() == 12);
+
+  drain();
+  REQUIRE(got.size() == 12);
+  CHECK(got.back() == std::pair<int64_t, int64_t>(11, 2011));
+  CHECK((*r)->positioned_rewrites() != positioned);
+}
+
 // Appends, truncations (each stopped between its history entry and its
 // publication while readers act), and readers that open, read, close and
 // reopen (SeekAfter with their trail) at random steps. Each reader hands
