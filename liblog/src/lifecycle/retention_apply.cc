@@ -55,7 +55,14 @@ Status StartOver(PartitionView* w, int64_t offset) {
   MQ_RETURN_IF_ERROR(w->epochs.DropBefore(*w, offset, offset, w->generation));
   MQ_RETURN_IF_ERROR(w->Publish());
   if (w->sync()) MQ_RETURN_IF_ERROR(SyncStateFile(w));
-  for (int64_t base : old) MQ_RETURN_IF_ERROR(RenameDeleted(w, base));
+  PartitionListing places;  // R97: where each old segment's files are
+  MQ_RETURN_IF_ERROR(ListSegments(w->fd(), w->fs, nullptr, &places).status());
+  bool tiered = false;
+  for (int64_t base : old) {
+    MQ_RETURN_IF_ERROR(RenameDeleted(w, places, base));
+    tiered = tiered || places.is_tiered(base);
+  }
+  if (tiered) MQ_RETURN_IF_ERROR(w->fs->SyncDir(places.tier_fd.get()));
   return w->fs->SyncDir(w->fd());
 }
 

@@ -2722,6 +2722,7 @@ TEST_CASE("R92 a follower behind the leader's log start starts over from it") {
   std::vector<Problem> problems;
   REQUIRE(VerifyPartition(c.Dir(1), {}, &problems, OffsetPolicy::kContiguous).ok());
   for (auto& p : problems) CHECK(p.kind != Problem::Kind::kCorruption);
+}
 
 TEST_CASE("R98 report after the append: the step that brings a record tells the leader its LEO") {
   Cluster c(3);
