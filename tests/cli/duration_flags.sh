@@ -50,4 +50,9 @@ expect_usage --commit-interval "$C" -C "$D" -t t -G g --commit-interval 0s
 expect_usage --max-poll-interval "$C" -C "$D" -t t -G g --max-poll-interval 3y
 expect_usage --session-timeout "$C" -C "$D" -t t -G g --member-id m --session-timeout -1s
 expect_usage --retry-backoff "$C" -C "$D" -t t -G g --retry-backoff 2h --exec true
+# --- mq-compact --protect-max-ms and --delete-delay-ms ---------------------------------------
+run "$BIN/mq-compact" -C "$D" --delete-delay-ms 1m --protect-max-ms 7d
+expect_rc 0 "mq-compact --delete-delay-ms 1m --protect-max-ms 7d"
+expect_usage --delete-delay-ms "$BIN/mq-compact" -C "$D" --delete-delay-ms 1y
+expect_usage --protect-max-ms "$BIN/mq-compact" -C "$D" --protect-max-ms 10q
 echo "ok"

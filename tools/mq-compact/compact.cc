@@ -22,6 +22,7 @@
 #include "mq/tier.h"
 #include "mq/topic.h"
 #include "mq/units.h"
+#include "size_option.h"
 
 namespace mq::compact {
 
@@ -54,10 +55,12 @@ void AddFlags(CLI::App& app, Options* o) {
   app.add_option("--protect-max-ms", o->protect_max_ms,
                  "a group with no commit for MS ms protects nothing (default: the topic's "
                  "retention.protect.max.ms)")
+      ->transform(cli::DurationUnits())
       ->check(CLI::NonNegativeNumber);
   app.add_option("--delete-delay-ms", o->delete_delay_ms,
                  "unlink .deleted files renamed at least MS ms ago (default: the topic's "
                  "file.delete.delay.ms, 60000)")
+      ->transform(cli::DurationUnits())
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--wait", o->wait, "wait for another mq-compact run (default: exit 75)");
   app.add_flag("-q,--quiet", o->quiet, "print the plan's summary lines only");

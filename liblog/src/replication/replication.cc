@@ -633,8 +633,8 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
     if (!recorded) return recorded.error();
     hw = *recorded;
     if (!planted)
-      MQ_RETURN_IF_ERROR(ReadFetched(leader, request, response.log_start_offset, buffer,
-                                     in_place, out, &crc, response));
+      MQ_RETURN_IF_ERROR(ReadFetched(leader, request, response.log_start_offset, buffer, in_place,
+                                     out, &crc, response));
     response.crc = crc;
     if (buffer && response.file.size == 0) response.borrowed = *buffer;
     return Status::Ok();

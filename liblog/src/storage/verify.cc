@@ -411,7 +411,7 @@ struct PartitionWalk {
   // The segment whose tail a reboot may have torn: the last one, or after
   // a reboot the last one holding bytes (R88: empty segments after it).
   int64_t tail_base = -1;
-  bool tail_torn = false;  // its tail needs recovery (R20, R21)
+  bool tail_torn = false;      // its tail needs recovery (R20, R21)
   PartitionListing listing{};  // R96: tiered segments are verified where they are
 
   // The directory holding segment `base`'s files: the partition's or its tier.
@@ -578,9 +578,8 @@ Status CheckCommittedEnd(const PartitionWalk& w, const std::vector<int64_t>& seg
   const std::string state_path = w.dir + "/" + kStateFileName;
   uint64_t end_size = 0;
   bool present = std::binary_search(segments.begin(), segments.end(), state.end_segment_base);
-  std::string log =
-      w.SegmentDir(state.end_segment_base) + "/" +
-      SegmentFileName(state.end_segment_base, format::kLogSuffix);
+  std::string log = w.SegmentDir(state.end_segment_base) + "/" +
+                    SegmentFileName(state.end_segment_base, format::kLogSuffix);
   if (present) {
     auto f = OpenFileByPath(log);
     if (!f) return f.error();
