@@ -424,6 +424,15 @@ int RunExit(const Status& input, const Status& closed, cli::Output& out) {
   return rc != 0 ? rc : out_rc;
 }
 
+// -p N past the topic's partitions: a usage error naming the range.
+int PartitionOutOfRange(const Flags& f, const TopicConfig& topic) {
+  cli::Warn(
+      fmt::format("-p/--partition: {} is out of range: topic \"{}\" has {} partitions "
+                  "(0 to {})",
+                  *f.partition, f.topic, topic.partitions, topic.partitions - 1));
+  return cli::kExitUsage;
+}
+
 }  // namespace
 
 int Run(const Flags& f, const Settings& s) {
@@ -432,13 +441,7 @@ int Run(const Flags& f, const Settings& s) {
   if (f.describe) return Describe(*dir, f.topic);
   auto topic = OpenTopic(*dir, f, s);
   if (!topic) return cli::Fail(topic.error());
-  if (f.partition && *f.partition >= topic->partitions) {
-    cli::Warn(
-        fmt::format("-p/--partition: {} is out of range: topic \"{}\" has {} partitions "
-                    "(0 to {})",
-                    *f.partition, f.topic, topic->partitions, topic->partitions - 1));
-    return cli::kExitUsage;
-  }
+  if (f.partition && *f.partition >= topic->partitions) return PartitionOutOfRange(f, *topic);
   size_t max_message = topic->max_message_bytes;
   if (f.max_message_bytes) max_message = std::min<size_t>(max_message, *f.max_message_bytes);
   ReadPlan plan;
