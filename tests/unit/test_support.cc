@@ -92,6 +92,30 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return out;
 }
 
+std::vector<std::string> ListDirEndingIn(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (auto& n : ListDir(dir))
+    if (n.ends_with(suffix)) out.push_back(n);
+  return out;
+}
+
+std::unique_ptr<PartitionWriter> SmallSegmentWriter(const std::string& dir, FileSystem* fs) {
+  LogConfig config;
+  config.segment_bytes = 400;
+  config.fs = fs;
+  auto w = PartitionWriter::Open(dir, config, true, nullptr);
+  if (!w) throw std::runtime_error(w.error().message());
+  return std::move(*w);
+}
+
+void AppendSmallBatches(PartitionWriter& w, int batches) {
+  for (int i = 0; i < batches; ++i) {
+    auto b = MakeBatch(2, 1000 + i, 40);
+    auto appended = w.Append(b);
+    if (!appended) throw std::runtime_error(appended.error().message());
+  }
+}
+
 std::vector<std::pair<int64_t, int64_t>> ReadAll(const std::string& dir) {
   std::vector<std::pair<int64_t, int64_t>> out;
   auto r = PartitionReader::Open(dir);

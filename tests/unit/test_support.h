@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,16 @@ uint64_t FileSize(const std::string& path);
 bool Exists(const std::string& path);
 void CopyDir(const std::string& from, const std::string& to);
 std::vector<std::string> ListDir(const std::string& dir);
+// The names in `dir` that end in `suffix`, sorted.
+std::vector<std::string> ListDirEndingIn(const std::string& dir, const std::string& suffix);
+// A writer of `dir` (created) whose segments roll at 400 bytes, every few
+// batches of AppendSmallBatches; `fs` its file system (nullptr: the real one).
+// Throws when it does not open.
+std::unique_ptr<PartitionWriter> SmallSegmentWriter(const std::string& dir,
+                                                    FileSystem* fs = nullptr);
+// Appends `batches` batches of 2 records of 40 bytes, the i-th with
+// timestamp 1000 + i. Throws when an append fails.
+void AppendSmallBatches(PartitionWriter& w, int batches);
 
 // Reads every batch of a partition from the start: (base offset, last
 // offset) pairs.

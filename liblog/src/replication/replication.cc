@@ -611,32 +611,24 @@ Result<int64_t> ReadForPlantedPosition(ReplicaLog& leader, const FetchRequest& r
 
 }  // namespace
 
-Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
-                                  const FetchRequest& request, std::vector<std::byte>* buffer,
-                                  bool in_place) {
+namespace {
+
+// HandleFetch and HandleReport: the request is checked at the leader
+// (CheckFetchAtLeader), then `locked(partition, response)` runs under the
+// leader lock and returns the HW the answer carries, with the request's
+// epoch.
+template <typename Locked>
+Result<FetchResponse> AnswerAtLeader(const ReplicationContext& ctx, ReplicaLog& leader,
+                                     const FetchRequest& request, Locked locked) {
   auto p = LoadPartition(ctx);
   if (!p) return p.error();
   MQ_RETURN_IF_ERROR(CheckFetchAtLeader(ctx, leader, *p, request));
   FetchResponse response;
   int64_t hw = -1;
   Status s = leader.WithLeaderLock([&]() -> Status {
-    std::vector<std::byte>* out = buffer ? buffer : &response.batches;
-    uint32_t crc = 0;
-    MQ_RETURN_IF_ERROR(LeaderBoundsLocked(ctx, leader, request, response));
-    std::optional<int64_t> planted;
-    if (Planted().position_at_response_end) {
-      auto end = ReadForPlantedPosition(leader, request, out, &crc);
-      if (!end) return end.error();
-      planted = *end;
-    }
-    auto recorded = RecordFetchLocked(ctx, leader, *p, request, response, planted);
-    if (!recorded) return recorded.error();
-    hw = *recorded;
-    if (!planted)
-      MQ_RETURN_IF_ERROR(ReadFetched(leader, request, response.log_start_offset, buffer, in_place,
-                                     out, &crc, response));
-    response.crc = crc;
-    if (buffer && response.file.size == 0) response.borrowed = *buffer;
+    Result<int64_t> got = locked(*p, response);
+    if (!got) return got.error();
+    hw = *got;
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -645,32 +637,49 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
   return response;
 }
 
+}  // namespace
+
+Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& leader,
+                                  const FetchRequest& request, std::vector<std::byte>* buffer,
+                                  bool in_place) {
+  return AnswerAtLeader(
+      ctx, leader, request,
+      [&](const PartitionState& p, FetchResponse& response) -> Result<int64_t> {
+        std::vector<std::byte>* out = buffer ? buffer : &response.batches;
+        uint32_t crc = 0;
+        MQ_RETURN_IF_ERROR(LeaderBoundsLocked(ctx, leader, request, response));
+        std::optional<int64_t> planted;
+        if (Planted().position_at_response_end) {
+          auto end = ReadForPlantedPosition(leader, request, out, &crc);
+          if (!end) return end.error();
+          planted = *end;
+        }
+        auto hw = RecordFetchLocked(ctx, leader, p, request, response, planted);
+        if (!hw) return hw.error();
+        if (!planted)
+          MQ_RETURN_IF_ERROR(ReadFetched(leader, request, response.log_start_offset, buffer,
+                                         in_place, out, &crc, response));
+        response.crc = crc;
+        if (buffer && response.file.size == 0) response.borrowed = *buffer;
+        return *hw;
+      });
+}
+
 Result<FetchResponse> HandleReport(const ReplicationContext& ctx, ReplicaLog& leader,
                                    const FetchRequest& request) {
-  auto p = LoadPartition(ctx);
-  if (!p) return p.error();
-  MQ_RETURN_IF_ERROR(CheckFetchAtLeader(ctx, leader, *p, request));
-  FetchResponse response;
-  int64_t hw = -1;
-  Status s = leader.WithLeaderLock([&]() -> Status {
-    // The state again, under the lock (not ctx.loaded, which a fetch
-    // before the append decided on): an ISR change decided since is in the
-    // HW computed here.
-    ReplicationContext fresh = ctx;
-    fresh.loaded = nullptr;
-    auto now = LoadPartition(fresh);
-    if (!now) return now.error();
-    MQ_RETURN_IF_ERROR(CheckLeader(ctx, *now, leader.replica_id(), request.leader_epoch));
-    MQ_RETURN_IF_ERROR(LeaderBoundsLocked(ctx, leader, request, response));
-    auto recorded = RecordFetchLocked(ctx, leader, *now, request, response);
-    if (!recorded) return recorded.error();
-    hw = *recorded;
-    return Status::Ok();
-  });
-  if (!s.ok()) return s;
-  response.high_watermark = hw;
-  response.leader_epoch = request.leader_epoch;
-  return response;
+  return AnswerAtLeader(
+      ctx, leader, request, [&](const PartitionState&, FetchResponse& response) -> Result<int64_t> {
+        // The state again, under the lock (not ctx.loaded, which a fetch
+        // before the append decided on): an ISR change decided since is in
+        // the HW computed here.
+        ReplicationContext fresh = ctx;
+        fresh.loaded = nullptr;
+        auto now = LoadPartition(fresh);
+        if (!now) return now.error();
+        MQ_RETURN_IF_ERROR(CheckLeader(ctx, *now, leader.replica_id(), request.leader_epoch));
+        MQ_RETURN_IF_ERROR(LeaderBoundsLocked(ctx, leader, request, response));
+        return RecordFetchLocked(ctx, leader, *now, request, response);
+      });
 }
 
 namespace {

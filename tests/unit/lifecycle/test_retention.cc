@@ -47,31 +47,6 @@ std::vector<int64_t> Bases(const RetentionPlan& p) {
   return out;
 }
 
-std::unique_ptr<PartitionWriter> Writer(const std::string& dir, FileSystem* fs = nullptr) {
-  LogConfig config;
-  config.segment_bytes = 400;
-  config.fs = fs;
-  auto w = PartitionWriter::Open(dir, config, true, nullptr);
-  INFO((w ? "" : w.error().message()));
-  REQUIRE(w);
-  return std::move(*w);
-}
-
-void Fill(PartitionWriter& w, int batches) {
-  for (int i = 0; i < batches; ++i) {
-    auto b = MakeBatch(2, 1000 + i, 40);
-    REQUIRE(w.Append(b));
-  }
-}
-
-std::vector<std::string> Named(const std::string& dir, const std::string& suffix) {
-  std::vector<std::string> out;
-  for (auto& n : ListDir(dir))
-    if (n.ends_with(suffix)) out.push_back(n);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("R74: segments older than retention.ms go, a run of the oldest, never the active one") {
@@ -193,9 +168,9 @@ TEST_CASE("R78: groups that would lose unread messages, and protection that keep
 TEST_CASE("R77: deleted segments are renamed .deleted after the log start moves, purged later") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  auto w = Writer(dir);
-  Fill(*w, 20);
-  auto before = Named(dir, ".log");
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 20);
+  auto before = ListDirEndingIn(dir, ".log");
   REQUIRE(before.size() >= 4);
   const int64_t third = *SegmentBaseOffset(before[2]);
   // A reader positioned in the first segment keeps reading it.
@@ -207,9 +182,9 @@ TEST_CASE("R77: deleted segments are renamed .deleted after the log start moves,
   REQUIRE(*first);
   REQUIRE(w->DeleteSegmentsBefore(third).ok());
   CHECK(w->log_start_offset() == third);
-  CHECK(Named(dir, ".log.deleted") ==
+  CHECK(ListDirEndingIn(dir, ".log.deleted") ==
         std::vector<std::string>{before[0] + ".deleted", before[1] + ".deleted"});
-  CHECK(Named(dir, ".log").size() == before.size() - 2);
+  CHECK(ListDirEndingIn(dir, ".log").size() == before.size() - 2);
   int64_t expect = (*first)->header().last_offset() + 1;
   for (;;) {  // the rest of segment 0, then the log start: never a gap inside a segment read
     auto b = (*r)->Next();
@@ -231,7 +206,7 @@ TEST_CASE("R77: deleted segments are renamed .deleted after the log start moves,
   auto purged = PurgeDeletedFiles(dir, ::time(nullptr) * 1000LL + 1000, 0);
   REQUIRE(purged);
   CHECK(*purged == 6);  // .log, .index, .timeindex of two segments
-  CHECK(Named(dir, ".deleted").empty());
+  CHECK(ListDirEndingIn(dir, ".deleted").empty());
 }
 
 TEST_CASE("R73: the log start is durable before any file is renamed, and a later run finishes") {
@@ -239,18 +214,18 @@ TEST_CASE("R73: the log start is durable before any file is renamed, and a later
   const std::string dir = tmp / "t-0";
   FaultFs fs;
   {
-    auto w = Writer(dir, &fs);
-    Fill(*w, 20);
+    auto w = SmallSegmentWriter(dir, &fs);
+    AppendSmallBatches(*w, 20);
   }
-  auto logs = Named(dir, ".log");
+  auto logs = ListDirEndingIn(dir, ".log");
   const int64_t third = *SegmentBaseOffset(logs[2]);
   {
-    auto w = Writer(dir, &fs);
+    auto w = SmallSegmentWriter(dir, &fs);
     fs.FailRename(1);  // the first rename: the state file was published and synced before it
     CHECK_FALSE(w->DeleteSegmentsBefore(third).ok());
     fs.Clear();
   }
-  CHECK(Named(dir, ".log") == logs);  // every segment still there
+  CHECK(ListDirEndingIn(dir, ".log") == logs);  // every segment still there
   auto r = PartitionReader::Open(dir);
   REQUIRE(r);
   CHECK((*r)->log_start_offset() == third);
@@ -259,27 +234,27 @@ TEST_CASE("R73: the log start is durable before any file is renamed, and a later
   REQUIRE(log);
   auto plan = PlanRetention(*log, RetentionPolicy{});
   CHECK(plan.deletions.size() == 2);  // below the start: a later run renames them
-  auto w = Writer(dir);
+  auto w = SmallSegmentWriter(dir);
   CHECK(w->log_start_offset() == third);
   REQUIRE(w->DeleteSegmentsBefore(plan.new_log_start).ok());
-  CHECK(Named(dir, ".log").size() == logs.size() - 2);
-  CHECK(Named(dir, ".log.deleted").size() == 2);
+  CHECK(ListDirEndingIn(dir, ".log").size() == logs.size() - 2);
+  CHECK(ListDirEndingIn(dir, ".log.deleted").size() == 2);
 }
 
 TEST_CASE("R76: a rolled active segment leaves an empty log starting at its end") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  auto w = Writer(dir);
-  Fill(*w, 20);
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 20);
   const int64_t end = w->log_end_offset();
   SegmentDeletion how;
   how.roll_active = true;
   REQUIRE(w->DeleteSegmentsBefore(end, how).ok());
   CHECK(w->log_start_offset() == end);
   CHECK(w->log_end_offset() == end);
-  CHECK(Named(dir, ".log") == std::vector<std::string>{SegmentFileName(end, ".log")});
+  CHECK(ListDirEndingIn(dir, ".log") == std::vector<std::string>{SegmentFileName(end, ".log")});
   CHECK(ReadAll(dir).empty());
-  Fill(*w, 1);
+  AppendSmallBatches(*w, 1);
   CHECK(ReadAll(dir).front().first == end);
   std::vector<Problem> problems;
   REQUIRE(VerifyPartition(dir, {}, &problems, OffsetPolicy::kContiguous).ok());
@@ -289,30 +264,30 @@ TEST_CASE("R76: a rolled active segment leaves an empty log starting at its end"
 TEST_CASE("R73: delete-records sets the log start inside a segment, readers start there") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  auto w = Writer(dir);
-  Fill(*w, 20);
-  auto logs = Named(dir, ".log");
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 20);
+  auto logs = ListDirEndingIn(dir, ".log");
   const int64_t second = *SegmentBaseOffset(logs[1]);
   SegmentDeletion how;
   how.exact_start = true;
   REQUIRE(w->DeleteSegmentsBefore(second + 3, how).ok());
   CHECK(w->log_start_offset() == second + 3);
-  CHECK(Named(dir, ".log").size() == logs.size() - 1);
+  CHECK(ListDirEndingIn(dir, ".log").size() == logs.size() - 1);
   auto r = PartitionReader::Open(dir);
   REQUIRE(r);
   CHECK((*r)->log_start_offset() == second + 3);
   // Reopened (recovery keeps the published start).
   w.reset();
-  auto again = Writer(dir);
+  auto again = SmallSegmentWriter(dir);
   CHECK(again->log_start_offset() == second + 3);
 }
 
 TEST_CASE("R73: a seek below the log start goes to it and reports the offset out of range") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  auto w = Writer(dir);
-  Fill(*w, 20);
-  const int64_t third = *SegmentBaseOffset(Named(dir, ".log")[2]);
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 20);
+  const int64_t third = *SegmentBaseOffset(ListDirEndingIn(dir, ".log")[2]);
   REQUIRE(w->DeleteSegmentsBefore(third).ok());
   auto r = PartitionReader::Open(dir);
   REQUIRE(r);
@@ -334,9 +309,9 @@ TEST_CASE("R73: a seek below the log start goes to it and reports the offset out
 TEST_CASE("R73: a reader whose next segments retention deleted goes on at the log start") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  auto w = Writer(dir);
-  Fill(*w, 20);
-  auto logs = Named(dir, ".log");
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 20);
+  auto logs = ListDirEndingIn(dir, ".log");
   REQUIRE(logs.size() >= 4);
   const int64_t second = *SegmentBaseOffset(logs[1]);
   const int64_t fourth = *SegmentBaseOffset(logs[3]);
@@ -369,10 +344,10 @@ TEST_CASE("R73: a reader whose next segments retention deleted goes on at the lo
 TEST_CASE("R73: a log start below the first segment (files removed by hand) is raised to it") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  auto w = Writer(dir);
-  Fill(*w, 20);
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 20);
   w.reset();
-  auto logs = Named(dir, ".log");
+  auto logs = ListDirEndingIn(dir, ".log");
   const int64_t second = *SegmentBaseOffset(logs[1]);
   for (const char* suffix : {".log", ".index", ".timeindex"})
     REQUIRE(::unlink((dir + "/" + SegmentFileName(0, suffix)).c_str()) == 0);
@@ -383,10 +358,10 @@ TEST_CASE("R73: a log start below the first segment (files removed by hand) is r
   CHECK(plan.deletions.empty());
   CHECK(plan.new_log_start == second);
   CHECK_FALSE(plan.empty());
-  auto again = Writer(dir);
+  auto again = SmallSegmentWriter(dir);
   REQUIRE(again->DeleteSegmentsBefore(plan.new_log_start).ok());
   CHECK(again->log_start_offset() == second);
-  CHECK(Named(dir, ".log").size() == logs.size() - 1);
+  CHECK(ListDirEndingIn(dir, ".log").size() == logs.size() - 1);
 }
 
 TEST_CASE(
@@ -490,9 +465,9 @@ TEST_CASE("R90: a run's flags replace the topic's protection and delay, key by k
 TEST_CASE("R91: a reader that goes on at a log start inside a batch says where it went on") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  auto w = Writer(dir);
-  Fill(*w, 20);  // batches of 2 records
-  auto logs = Named(dir, ".log");
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 20);  // batches of 2 records
+  auto logs = ListDirEndingIn(dir, ".log");
   REQUIRE(logs.size() >= 4);
   const int64_t fourth = *SegmentBaseOffset(logs[3]);
   auto r = PartitionReader::Open(dir);
@@ -533,9 +508,9 @@ TEST_CASE("R91: a consumer hands out no record below a log start it jumped to mi
   config.segment_bytes = 400;
   REQUIRE(data->CreateTopic("t", config).ok());
   const std::string dir = data->PartitionDir("t", 0);
-  auto w = Writer(dir);
-  Fill(*w, 20);  // batches of 2 records, 4 segments or more
-  auto logs = Named(dir, ".log");
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 20);  // batches of 2 records, 4 segments or more
+  auto logs = ListDirEndingIn(dir, ".log");
   REQUIRE(logs.size() >= 4);
   const int64_t second = *SegmentBaseOffset(logs[1]);
   const int64_t fourth = *SegmentBaseOffset(logs[3]);

@@ -24,30 +24,6 @@ namespace {
 
 constexpr int64_t kDay = 24LL * 3600 * 1000;
 
-std::unique_ptr<PartitionWriter> TierWriter(const std::string& dir) {
-  LogConfig config;
-  config.segment_bytes = 400;
-  auto w = PartitionWriter::Open(dir, config, true, nullptr);
-  INFO((w ? "" : w.error().message()));
-  REQUIRE(w);
-  return std::move(*w);
-}
-
-void Fill(PartitionWriter& w, int batches) {
-  for (int i = 0; i < batches; ++i) {
-    auto b = MakeBatch(2, 1000 + i, 40);
-    REQUIRE(w.Append(b));
-  }
-}
-
-std::vector<std::string> Named(const std::string& dir, const std::string& suffix) {
-  std::vector<std::string> out;
-  for (auto& n : ListDir(dir))
-    if (n.ends_with(suffix)) out.push_back(n);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 std::vector<Problem> Verify(const std::string& dir) {
   std::vector<Problem> problems;
   Status s = VerifyPartition(dir, DecodeLimits{}, &problems, OffsetPolicy::kContiguous);
@@ -66,11 +42,11 @@ struct Tiered {
   std::vector<std::pair<int64_t, int64_t>> records;
   std::vector<int64_t> bases;  // every segment, ascending
   Tiered() {
-    auto w = TierWriter(dir);
-    Fill(*w, 20);
+    auto w = SmallSegmentWriter(dir);
+    AppendSmallBatches(*w, 20);
     REQUIRE(w->Close().ok());
     records = ReadAll(dir);
-    for (const auto& n : Named(dir, ".log")) bases.push_back(*SegmentBaseOffset(n));
+    for (const auto& n : ListDirEndingIn(dir, ".log")) bases.push_back(*SegmentBaseOffset(n));
     REQUIRE(bases.size() >= 4);
     REQUIRE(::mkdir(root.c_str(), 0750) == 0);
     REQUIRE(AttachTier(dir, tier).ok());
@@ -113,8 +89,8 @@ TEST_CASE("R93 tier pointer: written after its directory, read back, never chang
 TEST_CASE("R93 tier pointer: a missing parent or another partition's directory is refused") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  auto w = TierWriter(dir);
-  Fill(*w, 3);
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 3);
   REQUIRE(w->Close().ok());
   // No such mount: nothing created, no pointer.
   CHECK(!AttachTier(dir, tmp / "nomount/t-0").ok());
@@ -138,8 +114,8 @@ TEST_CASE("R93 tier pointer: a missing parent or another partition's directory i
 TEST_CASE("R93 tier pointer: a pointer breaking the rule is corruption naming the file") {
   TempDir tmp;
   const std::string dir = tmp / "t-0";
-  auto w = TierWriter(dir);
-  Fill(*w, 3);
+  auto w = SmallSegmentWriter(dir);
+  AppendSmallBatches(*w, 3);
   REQUIRE(w->Close().ok());
   auto dfd = OpenDirectory(dir, false);
   REQUIRE(dfd);
@@ -191,10 +167,10 @@ TEST_CASE("R96 one listing: tiered segments read, verify and recover as local on
   Tiered t;
   const size_t moved = t.bases.size() - 2;
   for (size_t i = 0; i < moved; ++i) REQUIRE(MoveToTier(t.dir, t.bases[i]).ok());
-  CHECK(Named(t.dir, ".log").size() == 2);
-  CHECK(Named(t.tier, ".log").size() == moved);
-  CHECK(Named(t.dir, ".index").size() == 2);
-  CHECK(Named(t.tier, ".timeindex").size() == moved);
+  CHECK(ListDirEndingIn(t.dir, ".log").size() == 2);
+  CHECK(ListDirEndingIn(t.tier, ".log").size() == moved);
+  CHECK(ListDirEndingIn(t.dir, ".index").size() == 2);
+  CHECK(ListDirEndingIn(t.tier, ".timeindex").size() == moved);
   auto dfd = OpenDirectory(t.dir, false);
   REQUIRE(dfd);
   PartitionListing listing;
@@ -216,9 +192,9 @@ TEST_CASE("R96 one listing: tiered segments read, verify and recover as local on
   // appends after the end.
   {
     ScopedBootId reboot("tier-test-reboot");
-    auto w = TierWriter(t.dir);
+    auto w = SmallSegmentWriter(t.dir);
     CHECK(w->log_start_offset() == 0);
-    Fill(*w, 2);
+    AppendSmallBatches(*w, 2);
     REQUIRE(w->Close().ok());
   }
   auto all = ReadAll(t.dir);
@@ -273,7 +249,7 @@ TEST_CASE("R94 move order: a failure at any step leaves every record readable on
     auto finished = FinishTierMoves(t.dir);
     REQUIRE(finished);
     CHECK(ReadAll(t.dir) == t.records);
-    CHECK(Named(t.tier, ".tmp").empty());
+    CHECK(ListDirEndingIn(t.tier, ".tmp").empty());
     // Moved again (or finished): the segment is in the tier only.
     if (Exists(t.dir + "/" + SegmentFileName(t.bases[0], ".log")))
       REQUIRE(MoveToTier(t.dir, t.bases[0]).ok());
@@ -303,7 +279,7 @@ TEST_CASE("R94 move order: a crash after the publication leaves both copies, the
   auto finished = FinishTierMoves(t.dir);
   REQUIRE(finished);
   CHECK(*finished == 2);  // the local .index and .timeindex
-  CHECK(Named(t.dir, ".index").size() == t.bases.size() - 1);
+  CHECK(ListDirEndingIn(t.dir, ".index").size() == t.bases.size() - 1);
   CHECK(ReadAll(t.dir) == t.records);
   CHECK(Verify(t.dir).empty());
 }
@@ -322,13 +298,13 @@ TEST_CASE("R97 retention of tiered segments: judged in the tier, renamed .delete
   CHECK(log->segments[0].bytes == FileSize(t.tier + "/" + SegmentFileName(t.bases[0], ".log")));
   CHECK(log->segments[0].max_timestamp >= 1000);
   {
-    auto w = TierWriter(t.dir);
+    auto w = SmallSegmentWriter(t.dir);
     REQUIRE(w->DeleteSegmentsBefore(t.bases[2]).ok());
     CHECK(w->log_start_offset() == t.bases[2]);
     REQUIRE(w->Close().ok());
   }
-  CHECK(Named(t.tier, ".log").empty());
-  CHECK(Named(t.tier, ".deleted").size() == 6);
+  CHECK(ListDirEndingIn(t.tier, ".log").empty());
+  CHECK(ListDirEndingIn(t.tier, ".deleted").size() == 6);
   auto all = ReadAll(t.dir);
   REQUIRE(!all.empty());
   CHECK(all.front().first == t.bases[2]);
@@ -346,8 +322,8 @@ TEST_CASE("R96 one listing: a writer whose recovery point is below tiered segmen
   // Without a state file the writer rebuilds it with the recovery point at
   // 0: its flush walks every segment above it, tiered ones included.
   REQUIRE(::unlink((t.dir + "/state").c_str()) == 0);
-  auto w = TierWriter(t.dir);
-  Fill(*w, 2);
+  auto w = SmallSegmentWriter(t.dir);
+  AppendSmallBatches(*w, 2);
   Status s = w->Flush();
   INFO(s.message());
   CHECK(s.ok());
