@@ -390,10 +390,6 @@ void Consumer::Stop(Cursor& c, Status s) {
 // unless the batch has nothing to hand out).
 Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
   const BatchHeader& h = batch.header();
-  // R91: records below the offset the reader went on at (the log start,
-  // after retention deleted what this partition was to read next) are not
-  // handed out, though the batch holding it is read whole.
-  c.next_offset = std::max(c.next_offset, c.reader->first_offset());
   if (std::exchange(c.after_skip, false) && h.base_offset > c.next_offset) {
     skipped_offsets_ += static_cast<uint64_t>(h.base_offset - c.next_offset);
     ConsumerNotice n = NoticeFor(ConsumerNotice::Kind::kSkippedOffsets, c);
@@ -401,6 +397,12 @@ Status Consumer::BeginBatch(Cursor& c, const BatchView& batch) {
     n.last_offset = h.base_offset - 1;
     Notify(n);
   }
+  // R91: records below the offset the reader went on at (the log start,
+  // after retention deleted what this partition was to read next) are not
+  // handed out, though the batch holding it is read whole. After the
+  // offsets a skipped corrupt batch held are counted: the reader goes on
+  // past them too.
+  c.next_offset = std::max(c.next_offset, c.reader->first_offset());
   std::optional<int64_t> start_ts = std::exchange(c.start_timestamp, std::nullopt);
   if (h.is_control() || h.last_offset() < c.next_offset) {
     if (h.last_offset() >= c.next_offset) c.epoch = h.partition_leader_epoch;
