@@ -616,7 +616,11 @@ namespace {
 // HandleFetch and HandleReport: the request is checked at the leader
 // (CheckFetchAtLeader), then `locked(partition, response)` runs under the
 // leader lock and returns the HW the answer carries, with the request's
-// epoch.
+// epoch. `partition` is the cluster state read again under the lock (not
+// ctx.loaded, or the state read before the lock: an ISR change decided
+// since, such as another follower's fetch expanding it while this one
+// waited for the lock, must be in the HW computed here, which may never pass
+// an ISR member's log end, §17.4), and this replica still leads in it.
 template <typename Locked>
 Result<FetchResponse> AnswerAtLeader(const ReplicationContext& ctx, ReplicaLog& leader,
                                      const FetchRequest& request, Locked locked) {
@@ -626,7 +630,12 @@ Result<FetchResponse> AnswerAtLeader(const ReplicationContext& ctx, ReplicaLog& 
   FetchResponse response;
   int64_t hw = -1;
   Status s = leader.WithLeaderLock([&]() -> Status {
-    Result<int64_t> got = locked(*p, response);
+    ReplicationContext fresh = ctx;
+    fresh.loaded = nullptr;
+    auto now = LoadPartition(fresh);
+    if (!now) return now.error();
+    MQ_RETURN_IF_ERROR(CheckLeader(ctx, *now, leader.replica_id(), request.leader_epoch));
+    Result<int64_t> got = locked(*now, response);
     if (!got) return got.error();
     hw = *got;
     return Status::Ok();
@@ -667,19 +676,11 @@ Result<FetchResponse> HandleFetch(const ReplicationContext& ctx, ReplicaLog& lea
 
 Result<FetchResponse> HandleReport(const ReplicationContext& ctx, ReplicaLog& leader,
                                    const FetchRequest& request) {
-  return AnswerAtLeader(
-      ctx, leader, request, [&](const PartitionState&, FetchResponse& response) -> Result<int64_t> {
-        // The state again, under the lock (not ctx.loaded, which a fetch
-        // before the append decided on): an ISR change decided since is in
-        // the HW computed here.
-        ReplicationContext fresh = ctx;
-        fresh.loaded = nullptr;
-        auto now = LoadPartition(fresh);
-        if (!now) return now.error();
-        MQ_RETURN_IF_ERROR(CheckLeader(ctx, *now, leader.replica_id(), request.leader_epoch));
-        MQ_RETURN_IF_ERROR(LeaderBoundsLocked(ctx, leader, request, response));
-        return RecordFetchLocked(ctx, leader, *now, request, response);
-      });
+  return AnswerAtLeader(ctx, leader, request,
+                        [&](const PartitionState& p, FetchResponse& response) -> Result<int64_t> {
+                          MQ_RETURN_IF_ERROR(LeaderBoundsLocked(ctx, leader, request, response));
+                          return RecordFetchLocked(ctx, leader, p, request, response);
+                        });
 }
 
 namespace {

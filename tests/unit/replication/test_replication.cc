@@ -2863,3 +2863,50 @@ TEST_CASE("R98 report after the append: refused as a fetch is, and counted on th
     CHECK(r->data().empty());
   }
 }
+
+TEST_CASE("R47 a fetch raises the HW on the ISR as it is under the leader lock") {
+  // Another follower's fetch may expand the ISR while this one waits for the
+  // leader lock: the HW this fetch computes counts the member that rejoined.
+  Cluster c(3);
+  c.Produce(2);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.CatchUp(1);
+  const int64_t shared = c.Leo(0);
+  REQUIRE(c.Hw(0) == shared);
+  // Replica 2 left the ISR; this fetch's follower loaded that state.
+  PartitionState out = c.Part();
+  out.isr = {0, 1};
+  REQUIRE(c.store.AlterPartition(out, "shrink"));
+  const ClusterState seen = c.store.state();
+  // Replica 2 rejoins at the HW, then the leader appends a record that only
+  // replica 1 holds when it fetches.
+  PartitionState in = c.Part();
+  in.isr = {0, 1, 2};
+  REQUIRE(c.store.AlterPartition(in, "expand"));
+  const int64_t leo = c.Produce(1).last_offset + 1;
+  FetchRequest fetch;
+  fetch.replica = 1;
+  fetch.leader_epoch = 0;
+  fetch.fetch_offset = leo;
+  fetch.max_bytes = 1 << 20;
+  ReplicationContext stale = c.ctx;
+  stale.loaded = &seen;
+  auto r = HandleFetch(stale, *c.logs[0], fetch);
+  REQUIRE(r);
+  // Replica 2 is in the ISR and holds up to `shared`: the HW stays.
+  CHECK(r->high_watermark == shared);
+  CHECK(c.Hw(0) == shared);
+  SECTION("and a fetch in an epoch the leader no longer leads under the lock is fenced") {
+    PartitionState next = c.Part();
+    next.leader_epoch += 1;
+    const ClusterState before = c.store.state();
+    REQUIRE(c.store.AlterPartition(next, "a new epoch"));
+    ReplicationContext old = c.ctx;
+    old.loaded = &before;
+    auto fenced = HandleFetch(old, *c.logs[0], fetch);
+    REQUIRE_FALSE(fenced);
+    CHECK(fenced.error().code() == Code::kFenced);
+    CHECK(c.Hw(0) == shared);
+  }
+}
