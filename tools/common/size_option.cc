@@ -7,27 +7,26 @@
 #include "mq/units.h"
 
 namespace mq::cli {
+namespace {
 
-CLI::Validator SizeUnits() {
+// A CLI11 transform through one of mq/units.h's parsers: the value becomes
+// the number it names; a value it refuses is a parse error naming the option.
+CLI::Validator Units(Result<int64_t> (*parse)(std::string_view, std::string_view, int64_t, int64_t),
+                     const char* name) {
   return CLI::Validator(
-      [](std::string& value) -> std::string {
-        auto bytes = ParseSizeBytes(value, {}, 0, std::numeric_limits<int64_t>::max());
-        if (!bytes) return bytes.error().message();
-        value = std::to_string(*bytes);
+      [parse](std::string& value) -> std::string {
+        auto n = parse(value, {}, 0, std::numeric_limits<int64_t>::max());
+        if (!n) return n.error().message();
+        value = std::to_string(*n);
         return {};
       },
-      "SIZE");
+      name);
 }
 
-CLI::Validator DurationUnits() {
-  return CLI::Validator(
-      [](std::string& value) -> std::string {
-        auto ms = ParseDurationMs(value, {}, 0, std::numeric_limits<int64_t>::max());
-        if (!ms) return ms.error().message();
-        value = std::to_string(*ms);
-        return {};
-      },
-      "MS");
-}
+}  // namespace
+
+CLI::Validator SizeUnits() { return Units(ParseSizeBytes, "SIZE"); }
+
+CLI::Validator DurationUnits() { return Units(ParseDurationMs, "MS"); }
 
 }  // namespace mq::cli
