@@ -272,6 +272,9 @@ Status Run1::Partition(const std::string& topic, const TopicConfig& config, int3
 Status Run1::FinishTier(const std::string& topic, const TopicConfig& config, int32_t p) {
   if (!o_.execute) return Status::Ok();
   const std::string dir = data_.PartitionDir(topic, p);
+  auto has = HasTierPointer(dir);
+  if (!has) return has.error();
+  if (!*has) return Status::Ok();  // nothing tiered, no move under way
   auto finished = FinishTierMoves(dir);
   if (!finished) return finished.error();
   auto log = ListRetentionSegments(dir);
@@ -284,6 +287,12 @@ Status Run1::FinishTier(const std::string& topic, const TopicConfig& config, int
 // R94-R96: the tier step of one partition, after its retention.
 Status Run1::Tier(const std::string& topic, int32_t p, Totals* t) {
   const std::string dir = data_.PartitionDir(topic, p);
+  if (o_.tier_dir.empty()) {
+    // Without --tier-dir only a tiered partition has a line to report.
+    auto has = HasTierPointer(dir);
+    if (!has) return has.error();
+    if (!*has) return Status::Ok();
+  }
   const std::string name = fmt::format("{}-{}", topic, p);
   auto log = ListRetentionSegments(dir);
   if (!log) return log.error();

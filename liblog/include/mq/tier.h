@@ -59,6 +59,9 @@ Status MoveToTier(const std::string& dir, int64_t base, FileSystem* fs = nullptr
 // R94 holds for each segment.
 Status MoveToTier(const std::string& dir, std::span<const int64_t> bases, FileSystem* fs = nullptr);
 
+// R93: whether the partition at `dir` has a tier pointer (a partition
+// without one has nothing tiered and no move under way).
+Result<bool> HasTierPointer(const std::string& dir, FileSystem* fs = nullptr);
 // R94: finishes what an interrupted move left in the partition at `dir`:
 // removes the tier's `.tmp` copies, and the local files of each segment
 // whose `.log` the tier has published. Returns how many files went.

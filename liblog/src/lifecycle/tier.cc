@@ -290,4 +290,14 @@ Result<int> FinishTierMoves(const std::string& dir, FileSystem* fs) {
   return removed[0] + removed[1];
 }
 
+Result<bool> HasTierPointer(const std::string& dir, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto dfd = OpenDirectory(dir, false, fs);
+  if (!dfd) return dfd.error();
+  auto f = fs->Open(dfd->get(), format::kTierPointerName, FileSystem::kRead);
+  if (f) return true;
+  if (f.error().code() == Code::kNotFound) return false;
+  return f.error();
+}
+
 }  // namespace mq
