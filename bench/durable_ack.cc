@@ -11,6 +11,11 @@
 // 100-byte write per message, nothing else). The two alternate, --runs
 // times each; printed: the median rate of each, p50 and p99 of mq's
 // per-message latency, and the ratio of the medians (target >= 0.9).
+// Also measured in each run, to say what the path costs besides the flush:
+// mq-produce --fsync none --print-offsets the same way (no flush), and a
+// 100-byte round trip through `cat` over two pipes (the least a producer
+// behind a pipe pays per message); the ceiling printed is dd's write time
+// plus that round trip, as a fraction of dd.
 // Scratch files go under $MQ_BENCH_DIR (default $TMPDIR or /tmp): put it on
 // the disk to measure.
 #include <fcntl.h>
@@ -64,8 +69,8 @@ double Dd(const std::string& file, int count) {
 
 // Seconds for `count` messages through mq-produce, one at a time; each
 // message's latency appended to `lat` (seconds).
-double Produce(const std::string& bin, const std::string& root, int count,
-               std::vector<double>* lat) {
+double Produce(const std::string& bin, const std::string& root, int count, std::vector<double>* lat,
+               const char* fsync = "batch") {
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0) bench::Die("pipe");
   posix_spawn_file_actions_t fa;
@@ -76,8 +81,7 @@ double Produce(const std::string& bin, const std::string& root, int count,
   posix_spawn_file_actions_addclose(&fa, out[0]);
   const double t0 = bench::Now();
   pid_t pid = Spawn(
-      {bin + "/mq-produce", "-C", root, "-t", "T", "-q", "--fsync", "batch", "--print-offsets"},
-      &fa);
+      {bin + "/mq-produce", "-C", root, "-t", "T", "-q", "--fsync", fsync, "--print-offsets"}, &fa);
   posix_spawn_file_actions_destroy(&fa);
   ::close(in[0]);
   ::close(out[1]);
@@ -102,6 +106,44 @@ double Produce(const std::string& bin, const std::string& root, int count,
   ::close(out[0]);
   if (Wait(pid) != 0) bench::Die("mq-produce failed");
   return bench::Now() - t0;
+}
+
+// Median seconds of a 100-byte round trip through `cat` over two pipes,
+// one at a time, `count` times: what any producer behind a pipe pays per
+// message besides its flush (two pipe writes, two reads, two wake-ups).
+double CatRoundTrip(int count) {
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) bench::Die("pipe");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, in[1]);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  pid_t pid = Spawn({"/bin/cat"}, &fa);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(out[1]);
+  std::string line(99, 'x');
+  line += '\n';
+  char buf[256];
+  std::vector<double> lat;
+  for (int i = 0; i < count; ++i) {
+    const double s = bench::Now();
+    if (::write(in[1], line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      bench::Die("write to cat");
+    for (size_t got = 0; got < line.size();) {
+      ssize_t n = ::read(out[0], buf, sizeof buf);
+      if (n <= 0) bench::Die("cat stopped");
+      got += static_cast<size_t>(n);
+    }
+    lat.push_back(bench::Now() - s);
+  }
+  ::close(in[1]);
+  ::close(out[0]);
+  Wait(pid);
+  std::sort(lat.begin(), lat.end());
+  return lat[lat.size() / 2];
 }
 
 double Median(std::vector<double> v) {
@@ -130,10 +172,12 @@ int main(int argc, char** argv) {
       bench::Die("mq-produce --create failed");
     posix_spawn_file_actions_destroy(&fa);
   }
-  std::vector<double> dd, mq, lat;
+  std::vector<double> dd, mq, lat, unsynced, unsynced_lat, cat;
   for (int r = 0; r < runs; ++r) {
     dd.push_back(Dd(tmp / "dd.out", count));
     mq.push_back(Produce(bin, tmp / "data", count, &lat));
+    unsynced.push_back(Produce(bin, tmp / "data", count, &unsynced_lat, "none"));
+    cat.push_back(CatRoundTrip(count));
   }
   const double dd_rate = count / Median(dd), mq_rate = count / Median(mq);
   std::sort(lat.begin(), lat.end());
@@ -146,5 +190,16 @@ int main(int argc, char** argv) {
       mq_rate, lat[lat.size() / 2] * 1e6, lat[lat.size() * 99 / 100] * 1e6);
   std::printf("ratio mq / dd: %.2f; target >= 0.9: %s\n", mq_rate / dd_rate,
               mq_rate >= 0.9 * dd_rate ? "met" : "NOT met");
+  // What the path costs besides the flush, and the ceiling it leaves: dd
+  // writes from its own memory, a producer behind a pipe also pays a round
+  // trip per message (cat's is the least any program pays).
+  std::sort(unsynced_lat.begin(), unsynced_lat.end());
+  const double rtt = Median(cat), dd_op = Median(dd) / count;
+  std::printf(
+      "without the flush (--fsync none --print-offsets): p50 %.0f us; cat round trip p50 "
+      "%.0f us\n",
+      unsynced_lat[unsynced_lat.size() / 2] * 1e6, rtt * 1e6);
+  std::printf("ceiling behind a pipe: dd write + cat round trip = %.0f us, %.2f x dd\n",
+              (dd_op + rtt) * 1e6, dd_op / (dd_op + rtt));
   return 0;
 }

@@ -124,4 +124,31 @@ for l in lines:
     assert o == nxt.get(p, 0), (p, o, nxt.get(p, 0))
     nxt[p] = o + 1
 PY
+# 4. --print-offsets into one partition appends on the reading thread (each
+# append is waited for: a thread of its own would only add wake-ups); into
+# several the append threads stay. Counted in /proc after the first offset
+# came back, while the producer waits for more input on a pipe.
+threads_after_first_offset() { # topic [flags...]
+  local t=$1
+  shift
+  coproc PRODUCER { exec "$P" -C "$WORK/all" -t "$t" -q --print-offsets "$@"; }
+  local pid=$PRODUCER_PID
+  printf 'k1\tfirst\n' >&"${PRODUCER[1]}"
+  local line
+  read -r -t 30 line <&"${PRODUCER[0]}" || fail "$t: no offset printed for the first message"
+  n=$(ls "/proc/$pid/task" | wc -l)
+  exec {PRODUCER[1]}>&-
+  wait "$pid" || fail "$t: mq-produce failed"
+  echo "$n"
+}
+"$P" -C "$WORK/all" -t po1 --create -q </dev/null
+n=$(threads_after_first_offset po1 --fsync batch)
+((n == 1)) || fail "--print-offsets into one partition: $n threads, want 1"
+n=$(threads_after_first_offset po -K '\t' -p 1)
+((n == 1)) || fail "--print-offsets -p 1: $n threads, want 1"
+if ((cpus >= 2)); then
+  n=$(threads_after_first_offset po -K '\t')
+  ((n >= 2)) || fail "--print-offsets into 3 partitions on $cpus CPUs: $n threads, want the append threads too"
+fi
+
 echo "produce_writer_thread: ok"
