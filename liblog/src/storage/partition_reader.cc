@@ -934,7 +934,12 @@ bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms,
                     .count();
     if (left <= 0) return false;
     if (r.state) {
-      r.state->Wait(gen, static_cast<int>(std::min<int64_t>(left, 1000)));
+      // R100: a reader not bounded by the high watermark waits for a field
+      // to change (the end, a rewrite): a publication of the same fields
+      // (the HW raised) leaves it asleep.
+      r.state->Wait(
+          gen, static_cast<int>(std::min<int64_t>(left, 1000)),
+          r.hw_bound ? StateFile::WaitFor::kAnyPublication : StateFile::WaitFor::kFieldChange);
     } else {
       // No state file yet: nothing to wait on until a writer creates it.
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(left, 10)));
