@@ -1,5 +1,6 @@
 // acks=all latency with a follower running `mq-replicate --follow`,
-// against acks=1 in the same run (not a test).
+// against acks=1 and against the floor an acks=all acknowledgement cannot go
+// under on this machine, all in the same run (not a test).
 //
 //   MQ_BIN=build bench-acks_latency [--messages=2000] [--followers=2] [--block=1]
 //
@@ -8,22 +9,43 @@
 // at a time to the leader and waits for its acknowledgement before the next, as mq-produce does
 // (tools/mq-produce/ack.cc): with acks=1 the append and one high watermark update; with acks=all
 // until the high watermark passes the record, waking on the HW-bounded reader's futex. Each
-// follower is the real `mq-replicate -C rN --follow` process. Reported: p50, p99, max per mode, and
-// the acks=all p50 against the acks=1 p50 of the same run (target: at most 3x with two followers).
+// follower is the real `mq-replicate -C rN --follow` process.
+//
+// Rows (p50, p99, max per row; every row's samples interleaved message by message):
+//   acks=1     the append and the high watermark update of an acks=1 acknowledgement.
+//   acks=all   the same append, then the wait until the high watermark passes the record.
+//   wake rtt   the cross-process wake-ups an acks=all acknowledgement needs at least, measured:
+//              this process wakes --followers processes forked for it (one FUTEX_WAKE on a word
+//              in a shared mapping, as an append wakes the followers on the state file), and each
+//              wakes it back (a FUTEX_WAKE per process, as each follower's report wakes the
+//              producer), until all have answered. No file, no log, no lock: wake-ups alone.
+//   floor      acks=1 + wake rtt of the same iteration: an acks=all acknowledgement cannot be
+//              cheaper than the append plus the wake-ups it needs to reach every follower and
+//              come back. What acks=all costs above it is the followers' fetch, append and
+//              report, and the high watermark's moves.
+// Then the acks=all p50 against the acks=1 p50 (target: at most 3x with two followers) and
+// against the floor's p50.
 //
 // --block=1 (the default) alternates the modes message by message: an acks=all message then
 // follows an acks=1 message the followers may not have fetched yet, so its time includes that
 // one's replication too. --block=N measures N messages of one mode, then N of the other, and
 // before each acks=all block waits (not timed) until the high watermark passes every message:
 // each acks=all message is then one message at a time, as in a stream of acks=all messages.
+#include <linux/futex.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -55,6 +77,65 @@ void Die(const mq::Status& s, const char* what) {
   std::exit(1);
 }
 
+// The wake-ups alone: `peers` forked processes, each woken by one FUTEX_WAKE
+// on a shared word and waking this process back, until all have answered.
+class WakeRoundTrip {
+ public:
+  explicit WakeRoundTrip(int peers) : peers_(peers) {
+    void* m =
+        ::mmap(nullptr, sizeof(Words), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) bench::Die("mmap");
+    w_ = new (m) Words;
+    for (int i = 0; i < peers; ++i) {
+      const pid_t pid = ::fork();
+      if (pid < 0) bench::Die("fork");
+      if (pid == 0) Peer();
+      pids_.push_back(pid);
+    }
+  }
+  ~WakeRoundTrip() {
+    w_->go.store(UINT32_MAX);
+    Wake(&w_->go);
+    for (pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
+  }
+  // Seconds from waking every peer to the last one's answer.
+  double Once() {
+    w_->done.store(0);
+    const double t0 = bench::Now();
+    w_->go.fetch_add(1);
+    Wake(&w_->go);
+    for (uint32_t d; (d = w_->done.load()) < static_cast<uint32_t>(peers_);) Wait(&w_->done, d);
+    return bench::Now() - t0;
+  }
+
+ private:
+  struct Words {
+    std::atomic<uint32_t> go{0}, done{0};
+  };
+  static uint32_t* Word(std::atomic<uint32_t>* a) { return reinterpret_cast<uint32_t*>(a); }
+  // Shared (not FUTEX_PRIVATE): the waiters are other processes.
+  static void Wake(std::atomic<uint32_t>* a) {
+    ::syscall(SYS_futex, Word(a), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+  static void Wait(std::atomic<uint32_t>* a, uint32_t seen) {
+    ::syscall(SYS_futex, Word(a), FUTEX_WAIT, seen, nullptr, nullptr, 0);
+  }
+  [[noreturn]] void Peer() {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the bench may exit on an error
+    for (uint32_t seen = 0;;) {
+      uint32_t g;
+      while ((g = w_->go.load()) == seen) Wait(&w_->go, seen);
+      if (g == UINT32_MAX) ::_exit(0);
+      seen = g;
+      w_->done.fetch_add(1);
+      Wake(&w_->done);
+    }
+  }
+  int peers_;
+  Words* w_ = nullptr;
+  std::vector<pid_t> pids_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,6 +154,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "set MQ_BIN to the build directory (for mq-replicate)\n");
     return 1;
   }
+  // Forked before anything else is open: the peers only touch their words.
+  WakeRoundTrip rtt(followers);
   bench::ScratchDir tmp;
   const std::string cluster = tmp.path() + "/cl", r0 = tmp.path() + "/r0";
   std::vector<std::string> roots;
@@ -158,13 +241,19 @@ int main(int argc, char** argv) {
   };
   // Warm up: the follower joins and catches up.
   for (int i = 0; i < 50; ++i) one(true);
-  std::vector<double> acks1, acks_all;
+  std::vector<double> acks1, acks_all, wake, floor;
   for (int i = 0; i < messages; i += block) {
     const int n = std::min(block, messages - i);
     if (block > 1) settle();
-    for (int k = 0; k < n; ++k) acks_all.push_back(Ms(one(true)));
+    // Each wake-up round trip right after an acks=all message, when the
+    // followers went back to waiting, as they wait for the next message.
+    for (int k = 0; k < n; ++k) {
+      acks_all.push_back(Ms(one(true)));
+      wake.push_back(Ms(rtt.Once()));
+    }
     for (int k = 0; k < n; ++k) acks1.push_back(Ms(one(false)));
   }
+  for (size_t k = 0; k < acks1.size(); ++k) floor.push_back(acks1[k] + wake[k]);
   for (pid_t follower : pids) kill(follower, SIGTERM);
   for (pid_t follower : pids) {
     int status = 0;
@@ -181,7 +270,8 @@ int main(int argc, char** argv) {
   // report. The files stay open from message to message (their names
   // checked with one fstatat), and the cluster state is read again only
   // once a change renamed a new file over it (R46).
-  const Stats a1 = Summarize(acks1), aa = Summarize(acks_all);
+  const Stats a1 = Summarize(acks1), aa = Summarize(acks_all), rt = Summarize(wake),
+              fl = Summarize(floor);
   std::printf(
       "%d synchronous messages per mode, alternating in blocks of %d%s; %d followers: "
       "mq-replicate --follow\n",
@@ -189,7 +279,15 @@ int main(int argc, char** argv) {
   std::printf("%-9s %9s %9s %9s\n", "acks", "p50 ms", "p99 ms", "max ms");
   std::printf("%-9s %9.3f %9.3f %9.3f\n", "1", a1.p50, a1.p99, a1.max);
   std::printf("%-9s %9.3f %9.3f %9.3f\n", "all", aa.p50, aa.p99, aa.max);
+  std::printf("%-9s %9.3f %9.3f %9.3f  (%d processes woken and waking back, futex)\n", "wake rtt",
+              rt.p50, rt.p99, rt.max, followers);
+  std::printf("%-9s %9.3f %9.3f %9.3f  (acks=1 + wake rtt, per iteration)\n", "floor", fl.p50,
+              fl.p99, fl.max);
   std::printf("acks=all p50 / acks=1 p50: %.1fx; target <= 3x: %s\n", aa.p50 / a1.p50,
               aa.p50 <= 3.0 * a1.p50 ? "met" : "NOT met");
+  std::printf(
+      "acks=all p50 / floor p50: %.1fx (floor p50 / acks=1 p50: %.1fx; above the floor: "
+      "%.3f ms)\n",
+      aa.p50 / fl.p50, fl.p50 / a1.p50, aa.p50 - fl.p50);
   return 0;
 }

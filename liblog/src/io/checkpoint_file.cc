@@ -240,7 +240,7 @@ Result<File*> NamedFile::Get(FileSystem* fs, int dir_fd, uint64_t* size) {
     return file_.get();
   }
   file_.reset();
-  auto opened = fs->Open(dir_fd, name_, FileSystem::kReadWrite);
+  auto opened = fs->Open(dir_fd, name_, mode_);
   if (!opened) return opened.error();
   auto info = (*opened)->StatAtOpen();
   if (!info) return info.error();

@@ -97,14 +97,18 @@ Result<int> DecodeInPlaceCopies(
 // since it was opened is never taken for it: it is opened again.
 class NamedFile {
  public:
-  explicit NamedFile(const char* name) : name_(name) {}
-  // The file the name names now, open for reading and writing, and its
-  // size now; kNotFound when there is none.
+  // `mode` kRead for a reader that never writes it (a partition reader
+  // bounded by the high watermark may not be allowed to).
+  explicit NamedFile(const char* name, FileSystem::OpenMode mode = FileSystem::kReadWrite)
+      : name_(name), mode_(mode) {}
+  // The file the name names now, open in the mode given (for reading and
+  // writing unless told), and its size now; kNotFound when there is none.
   Result<File*> Get(FileSystem* fs, int dir_fd, uint64_t* size);
   void Reset() { file_.reset(); }
 
  private:
   const char* name_;
+  FileSystem::OpenMode mode_;
   std::unique_ptr<File> file_;
   FileInfo info_;
 };

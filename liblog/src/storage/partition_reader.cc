@@ -10,6 +10,7 @@
 
 #include "format/batch_cursor.h"
 #include "format/format.h"
+#include "io/checkpoint_file.h"
 #include "mq/committed_end.h"
 #include "mq/file.h"
 #include "mq/partition.h"
@@ -114,6 +115,9 @@ struct PartitionReader::Impl {
   bool hw_bound = false;
   int64_t hw = INT64_MAX;
   std::optional<uint32_t> hw_generation;  // of the last read; none: read again
+  // `high-watermark`, kept open (read only) from one read to the next: a
+  // reader waiting for acknowledgements reads it at every wake-up.
+  NamedFile hw_file{kHighWatermarkFile, FileSystem::kRead};
   Status ReadHighWatermark();
   int64_t readable_end() const { return std::min(fields.log_end_offset, hw); }
   // Whether the state file's `rewrites` counter moved since the reader was
@@ -227,7 +231,7 @@ Status PartitionReader::Impl::ReadHighWatermark() {
   if (state) gen = state->generation();
   if (gen && gen == hw_generation) return Status::Ok();
   hw_generation = gen;
-  auto v = LoadHighWatermark(dir_fd.get(), hw_partition->first, hw_partition->second, fs);
+  auto v = LoadHighWatermark(dir_fd.get(), hw_partition->first, hw_partition->second, fs, &hw_file);
   if (!v && v.error().code() == Code::kNotFound) {
     hw = 0;  // no high watermark yet: nothing is on every in-sync replica
     return Status::Ok();
@@ -930,7 +934,12 @@ bool PartitionReader::WaitForAppend(int64_t known_end, int timeout_ms,
                     .count();
     if (left <= 0) return false;
     if (r.state) {
-      r.state->Wait(gen, static_cast<int>(std::min<int64_t>(left, 1000)));
+      // R100: a reader not bounded by the high watermark waits for a field
+      // to change (the end, a rewrite): a publication of the same fields
+      // (the HW raised) leaves it asleep.
+      r.state->Wait(
+          gen, static_cast<int>(std::min<int64_t>(left, 1000)),
+          r.hw_bound ? StateFile::WaitFor::kAnyPublication : StateFile::WaitFor::kFieldChange);
     } else {
       // No state file yet: nothing to wait on until a writer creates it.
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(left, 10)));

@@ -31,8 +31,22 @@ uint32_t Checksum(const StateLayout& s) {
   return Crc32c(std::span<const std::byte>(p + kChecksumFrom, kChecksumTo - kChecksumFrom));
 }
 
-long Futex(const uint32_t* word, int op, uint32_t val, const struct timespec* timeout) {
-  return ::syscall(SYS_futex, word, op, val, timeout, nullptr, 0);
+long Futex(const uint32_t* word, int op, uint32_t val, const struct timespec* timeout,
+           uint32_t bitset) {
+  return ::syscall(SYS_futex, word, op, val, timeout, nullptr, bitset);
+}
+
+// R100: whether `image` holds what `now` holds: magic, version, and the
+// fields with their checksum (bytes [12, 76)), the generation aside.
+bool SameFields(const StateLayout& now, const StateLayout& image) {
+  auto* a = reinterpret_cast<const volatile unsigned char*>(&now);
+  auto* b = reinterpret_cast<const unsigned char*>(&image);
+  constexpr size_t kTo = offsetof(StateLayout, appending);
+  for (size_t i = 0; i < kTo; ++i) {
+    if (i == offsetof(StateLayout, generation)) i += sizeof(uint32_t);
+    if (a[i] != b[i]) return false;
+  }
+  return true;
 }
 
 // /proc/sys/kernel/random/boot_id, read once per process.
@@ -279,14 +293,18 @@ Result<StateFields> StateFile::Read(uint32_t* generation_out) const {
   }
 }
 
-uint32_t StateFile::Publish(const StateFields& f) {
+uint32_t StateFile::Publish(const StateFields& f, int* woken) {
   StateLayout* m = impl_->layout;
   std::atomic_ref<uint32_t> gen(m->generation);
   uint32_t g = gen.load(std::memory_order_relaxed);
+  const StateLayout image = EncodeState(f);
+  // R100: the same fields again (read before a store: this writer holds
+  // the lock) leave the waiters for a field change asleep. A generation
+  // left odd (a writer died mid-publish) changes what readers saw.
+  const bool unchanged = (g & 1) == 0 && SameFields(*m, image);
   if (g & 1) ++g;  // a writer died mid-publish; we hold the lock now
   gen.store(g + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  StateLayout image = EncodeState(f);
   StoreRelaxed(m->magic, image.magic);
   StoreRelaxed(m->version, image.version);
   StoreRelaxed(m->rewrites, image.rewrites);
@@ -300,7 +318,9 @@ uint32_t StateFile::Publish(const StateFields& f) {
   StoreRelaxed(m->checksum, image.checksum);
   gen.store(g + 2, std::memory_order_seq_cst);
   // Shared (not FUTEX_PRIVATE) wake: the waiters are other processes.
-  Futex(&m->generation, FUTEX_WAKE, INT_MAX, nullptr);
+  const long n = Futex(&m->generation, FUTEX_WAKE_BITSET, INT_MAX, nullptr,
+                       unchanged ? kStateWakeGenerationOnly : kStateWakeAll);
+  if (woken) *woken = n > 0 ? static_cast<int>(n) : 0;
   return g + 2;
 }
 
@@ -312,13 +332,20 @@ bool StateFile::appending() const {
   return std::atomic_ref<uint32_t>(impl_->layout->appending).load(std::memory_order_acquire) != 0;
 }
 
-void StateFile::Wait(uint32_t generation, int timeout_ms) const {
+void StateFile::Wait(uint32_t generation, int timeout_ms, WaitFor what) const {
   if (timeout_ms < 0) timeout_ms = 0;
+  // FUTEX_WAIT_BITSET's timeout is absolute, on CLOCK_MONOTONIC.
   struct timespec ts;
-  ts.tv_sec = timeout_ms / 1000;
-  ts.tv_nsec = static_cast<long>(timeout_ms % 1000) * 1000000L;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += timeout_ms / 1000;
+  ts.tv_nsec += static_cast<long>(timeout_ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec += 1;
+    ts.tv_nsec -= 1000000000L;
+  }
+  const uint32_t mask = what == WaitFor::kFieldChange ? kStateWakeFieldChange : kStateWakeAll;
   // EAGAIN (already changed), EINTR and ETIMEDOUT all mean: look again.
-  Futex(&impl_->layout->generation, FUTEX_WAIT, generation, &ts);
+  Futex(&impl_->layout->generation, FUTEX_WAIT_BITSET, generation, &ts, mask);
 }
 
 bool StateFile::Replaced(int dir_fd) const {

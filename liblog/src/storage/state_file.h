@@ -68,6 +68,16 @@ struct StateLayout {
 };
 static_assert(sizeof(StateLayout) == 80);
 
+// §9.4 R100: a publication that changes no field of the state file (the
+// generation alone moves: a high watermark raised, an epoch fence stored, an
+// epoch begun) wakes with FUTEX_WAKE_BITSET bit kStateWakeGenerationOnly;
+// every other wakes all bits. A reader whose wait depends on the fields
+// alone (not bounded by the high watermark) waits with FUTEX_WAIT_BITSET mask
+// kStateWakeFieldChange; any other waiter on all bits.
+constexpr uint32_t kStateWakeFieldChange = 1u;
+constexpr uint32_t kStateWakeGenerationOnly = 2u;
+constexpr uint32_t kStateWakeAll = 0xFFFFFFFFu;  // FUTEX_BITSET_MATCH_ANY
+
 // format.h §9.
 using format::kStateFileName;
 using format::kStateMagic;
@@ -98,15 +108,22 @@ class StateFile {
   Result<StateFields> Read(uint32_t* generation = nullptr) const;
   uint32_t generation() const;
   // Writer only: publishes `fields` and wakes waiters. Returns the new
-  // (even) generation.
-  uint32_t Publish(const StateFields& fields);
+  // (even) generation. R100: when `fields` are the ones published already
+  // (the generation alone moves), the waiters for a field change
+  // (WaitFor::kFieldChange) are not woken. `woken`: how many waiters were.
+  uint32_t Publish(const StateFields& fields, int* woken = nullptr);
   // Writer only: marks (or clears) an append in progress. A writer that
   // finds the mark set knows a writer died mid-append and cuts what lies
   // past the committed end; without it, no fstat is needed per append.
   void SetAppending(bool on);
   bool appending() const;
-  // Blocks while the generation equals `generation`, up to `timeout_ms`.
-  void Wait(uint32_t generation, int timeout_ms) const;
+  // What a waiter waits for (R100): any publication (a reader bounded by
+  // the high watermark, which a publication of the same fields announces),
+  // or one that changes a field (the log's end, start, segments, rewrites).
+  enum class WaitFor : uint8_t { kAnyPublication, kFieldChange };
+  // Blocks while the generation equals `generation`, up to `timeout_ms`,
+  // until a publication of the kind `what` wakes it.
+  void Wait(uint32_t generation, int timeout_ms, WaitFor what = WaitFor::kAnyPublication) const;
   // True if `state` in `dir_fd` is no longer the file this maps (or cannot
   // be looked at).
   bool Replaced(int dir_fd) const;

@@ -7,6 +7,8 @@
 // same rule.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "format/coding.h"
@@ -507,4 +509,30 @@ TEST_CASE(
     CHECK(times == std::vector<int64_t>{5001, 5011});
     CHECK((*r)->TakeCut() == std::optional<int64_t>(2));
   }
+}
+
+TEST_CASE(
+    "a reader bounded by the high watermark keeps the high-watermark file open, and reads the "
+    "file the name names once it is created again",
+    "[reader][high-watermark]") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto w = SmallLog(dir, 3);  // offsets 0..5
+  REQUIRE(w->SetHighWatermark(2).ok());
+  ReadOptions options;
+  options.bound_by_high_watermark = true;
+  auto r = PartitionReader::Open(dir, options);
+  REQUIRE(r);
+  CHECK(!(*r)->WaitForAppend(2, 0));
+  CHECK((*r)->end_offset() == 2);
+  // Raised in place: the kept file is read again.
+  REQUIRE(w->SetHighWatermark(4).ok());
+  CHECK((*r)->WaitForAppend(2, 5000));
+  CHECK((*r)->end_offset() == 4);
+  // Removed and created again (a new file under the name): the reader
+  // reads the new one, not the one it kept open.
+  REQUIRE(std::filesystem::remove(dir + "/high-watermark"));
+  REQUIRE(w->SetHighWatermark(6).ok());
+  CHECK((*r)->WaitForAppend(4, 5000));
+  CHECK((*r)->end_offset() == 6);
 }

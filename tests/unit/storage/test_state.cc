@@ -2,10 +2,14 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -221,4 +225,72 @@ TEST_CASE("state: Wait returns when the generation moves") {
   r->Wait(g, 10000);
   t.join();
   CHECK(r->generation() != g);
+}
+
+namespace {
+
+// Whether thread `tid` of this process is blocked in futex(2) now (its
+// /proc syscall file names the call it sleeps in).
+bool InFutex(pid_t tid) {
+  const std::string path = fmt::format("/proc/self/task/{}/syscall", tid);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[64] = {};
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  return n > 0 && std::string(buf).rfind(fmt::format("{} ", SYS_futex), 0) == 0;
+}
+
+// Starts a thread waiting on `r` for a publication of kind `what`, and
+// returns once it sleeps in the futex.
+std::thread Waiter(const StateFile& r, StateFile::WaitFor what, std::atomic<bool>* woke) {
+  auto tid = std::make_shared<std::atomic<pid_t>>(0);
+  const uint32_t g = r.generation();
+  std::thread t([&r, what, woke, g, tid] {
+    *tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    r.Wait(g, 10000, what);
+    *woke = true;
+  });
+  for (int i = 0; i < 100000 && (tid->load() == 0 || !InFutex(tid->load())); ++i)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("R100 state file: the same fields again wake the waiters for any publication only") {
+  TempDir tmp;
+  auto dir = OpenDirectory(tmp.path(), false);
+  REQUIRE(dir);
+  bool recreated = false;
+  auto w = StateFile::OpenForWrite(dir->get(), nullptr, StateFields{}, &recreated);
+  REQUIRE(w);
+  StateFields f;
+  f.log_end_offset = 5;
+  f.end_position = 15;
+  w->Publish(f);
+  auto r = StateFile::OpenForRead(dir->get());
+  REQUIRE(r);
+  std::atomic<bool> field_woke{false}, any_woke{false};
+  std::thread field = Waiter(*r, StateFile::WaitFor::kFieldChange, &field_woke);
+  std::thread any = Waiter(*r, StateFile::WaitFor::kAnyPublication, &any_woke);
+  // The same fields (a high watermark raised): the generation moves, and
+  // only the waiter for any publication wakes.
+  int woken = -1;
+  const uint32_t g = w->Publish(f, &woken);
+  CHECK(woken == 1);
+  any.join();
+  CHECK(any_woke.load());
+  CHECK(!field_woke.load());
+  CHECK(r->generation() == g);
+  // A field changes (an append): the waiter for a field change wakes.
+  f.log_end_offset = 6;
+  f.end_position = 18;
+  w->Publish(f, &woken);
+  CHECK(woken == 1);
+  field.join();
+  CHECK(field_woke.load());
+  auto read = r->Read();
+  REQUIRE(read);
+  CHECK(read->log_end_offset == 6);
 }
