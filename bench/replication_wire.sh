@@ -17,7 +17,12 @@
 #               fetch): the connections and processes each catch-up starts
 #               (the controller's mq-isr --serve, the leader's mq-replicate
 #               --serve and its own connection to the controller), which a
-#               plain copy does not; "transfer" is a catch-up less it
+#               plain copy does not; "transfer" is a catch-up less it. Over
+#               ssh the leader's connection to the controller overlaps the
+#               transfer of what lies below its HW (protocol.md R102), so
+#               there "transfer" understates the copy's own time
+# Over ssh it also prints the ssh connections a catch-up opens (sshd's
+# "Accepted" log lines during one run: both sides' connections).
 # Targets: over a pipe at least 0.8 x dd|dd, over ssh at least 0.8 x ssh
 # cat (earlier: over a pipe at least 0.5 x the pipe, still printed).
 # Each case's CPU time (user + system of it and the processes it waited
@@ -95,7 +100,9 @@ for run in $(seq 1 "$RUNS"); do
   if $ssh; then
     elapsed "$W/sshcat" sh -c 'cat "$1"/t-0/*.log | $2 localhost-mq cat >/dev/null' sh "$W/s0" "$SSH_RSH"
     fresh "$W/s1"
+    accepted=$(grep -c "Accepted publickey" "$SSHD_DIR/sshd.log" || true)
     elapsed "$W/overssh" env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q "${fetch[@]}"
+    echo $(($(grep -c "Accepted publickey" "$SSHD_DIR/sshd.log" || true) - accepted)) >>"$W/sshconns"
     cmp -s <(cat "$W"/s0/t-0/*.log) <(cat "$W"/s1/t-0/*.log) || { echo "ssh follower differs" >&2; exit 1; }
     elapsed "$W/sshstart" env MQ_RSH="$SSH_RSH" "$BUILD/mq-replicate" -C "$W/s1" -q "${fetch[@]}"
   fi
@@ -138,8 +145,9 @@ if $ssh; then
     printf "%-10s %9.3f %10.0f %8.2f\n", "transfer", t, b / t / 1e6, s / t
     printf "target: over ssh >= 0.8 x ssh cat: %s\n", (s / v >= 0.8) ? "met" : "NOT met"
   }'
-  awk -v s="$sc" -v v="$vc" 'BEGIN {
+  awk -v s="$sc" -v v="$vc" -v n="$(median <"$W/sshconns")" 'BEGIN {
     printf "CPU s on this side (median): ssh cat %.3f, over ssh %.3f\n", s, v
+    printf "ssh connections per catch-up (median): %g\n", n
   }'
 else
   echo "ssh: not measured (no /usr/sbin/sshd)"

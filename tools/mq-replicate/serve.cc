@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 
@@ -16,6 +18,7 @@
 
 #include "cli.h"
 #include "group_carry.h"
+#include "mq/committed_fetch.h"
 #include "mq/partition.h"
 #include "mq/replica_verification.h"
 #include "mq/replication.h"
@@ -54,11 +57,30 @@ struct Served {
   std::vector<std::byte> buffer;
 };
 
+// A topic's binding to its cluster (cli::BindReplica: the controller's
+// state loaded, over a connection of its own when the controller is on
+// another host), made on a thread of its own from the first request for
+// the topic: meanwhile fetches are answered below the HW (R102).
+struct TopicBinding {
+  std::future<Result<std::optional<cli::ReplicaBinding>>> pending;
+  std::shared_ptr<cli::ReplicaBinding> bound;
+};
+
 class Server {
  public:
   explicit Server(const Options& o) : o_(o) {}
 
+  // The partition with its topic's cluster state (waited for).
   Result<Served*> Get(const std::string& topic, int32_t partition) {
+    auto s = Open(topic, partition);
+    if (!s) return s.error();
+    MQ_RETURN_IF_ERROR(Bind(**s));
+    return *s;
+  }
+
+  // The partition, opened at its first request, its topic's binding
+  // started there, not waited for.
+  Result<Served*> Open(const std::string& topic, int32_t partition) {
     auto key = std::make_pair(topic, partition);
     auto it = served_.find(key);
     if (it != served_.end()) {
@@ -87,29 +109,22 @@ class Server {
     }
     auto config = dir_->ReadTopic(topic);
     if (!config) return config.error();
-    auto& binding = bindings_[topic];
-    if (!binding) {
-      auto bound = cli::BindReplica(o_.dir, topic, *config);
-      if (!bound) return bound.error();
-      if (!*bound)
-        return Status(Code::kInvalidArgument,
-                      fmt::format("{}: topic \"{}\" is not replicated", o_.dir, topic));
-      binding = std::make_shared<cli::ReplicaBinding>(std::move(**bound));
-    }
+    if (config->cluster.empty())
+      return Status(Code::kInvalidArgument,
+                    fmt::format("{}: topic \"{}\" is not replicated", o_.dir, topic));
     if (partition >= config->partitions)
       return Status(Code::kInvalidArgument,
                     fmt::format("{}: topic \"{}\" has {} partitions, not {}", o_.dir, topic,
                                 config->partitions, partition + 1));
+    StartBinding(topic, *config);
     auto s = std::make_unique<Served>();
-    s->binding = binding;
-    s->ctx.cluster = binding->store.get();
     s->ctx.clock = Clock::Real();
     s->ctx.topic = topic;
     s->ctx.partition = partition;
     s->dir = fmt::format("{}/{}-{}", o_.dir, topic, partition);
     LogConfig log = DataDir::LogConfigFor(*config);
     log.durability = o_.fsync ? Durability::kEveryBatch : Durability::kNone;
-    auto opened = OpenReplicaLog(s->dir, binding->replica_id, log);
+    auto opened = OpenReplicaLog(s->dir, config->replica_id, log);
     if (!opened) return opened.error();
     s->log = std::move(*opened);
     s->used = ++clock_;
@@ -118,11 +133,61 @@ class Server {
     return out;
   }
 
+  // The topic's binding started, unless it is made or being made.
+  void StartBinding(const std::string& topic, const TopicConfig& config) {
+    TopicBinding& b = bindings_[topic];
+    if (b.bound || b.pending.valid()) return;
+    b.pending = std::async(std::launch::async, [root = o_.dir, topic, config] {
+      return cli::BindReplica(root, topic, config);
+    });
+  }
+
+  // Whether the partition's topic is bound, or its binding is done (made
+  // or failed): then Bind does not wait.
+  bool BindingDone(const Served& s) {
+    if (s.binding) return true;
+    auto it = bindings_.find(s.ctx.topic);
+    if (it == bindings_.end() || it->second.bound) return true;
+    return !it->second.pending.valid() ||
+           it->second.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+
+  // The partition's cluster state: its topic's binding, waited for (one
+  // that failed is started again at the next request).
+  Status Bind(Served& s) {
+    if (s.binding) return Status::Ok();
+    TopicBinding& b = bindings_[s.ctx.topic];
+    if (!b.bound) {
+      if (!b.pending.valid()) {  // the last one failed: again
+        auto config = dir_->ReadTopic(s.ctx.topic);
+        if (!config) return config.error();
+        StartBinding(s.ctx.topic, *config);
+      }
+      auto r = b.pending.get();
+      if (!r) return r.error();
+      if (!*r)
+        return Status(Code::kInvalidArgument,
+                      fmt::format("{}: topic \"{}\" is not replicated", o_.dir, s.ctx.topic));
+      b.bound = std::make_shared<cli::ReplicaBinding>(std::move(**r));
+    }
+    s.binding = b.bound;
+    s.ctx.cluster = s.binding->store.get();
+    return Status::Ok();
+  }
+
   Result<FetchResponse> Fetch(const wire::FetchMessage& m) {
-    auto s = Get(m.topic, m.partition);
+    auto s = Open(m.topic, m.partition);
     if (!s) return s.error();
     Served& p = **s;
     last_fetched_ = &p;
+    if (!BindingDone(p)) {
+      // R102: while the controller's state is on its way, what this
+      // replica holds below its HW, which needs no leader's check.
+      auto committed = HandleCommittedFetch(*p.log, m.request, &p.buffer);
+      if (!committed) return committed.error();
+      if (*committed) return std::move(**committed);
+    }
+    MQ_RETURN_IF_ERROR(Bind(p));
     auto r = HandleFetch(p.ctx, *p.log, m.request, &p.buffer, /*in_place=*/true);
     if (r && r->data().empty() && m.max_wait_ms > 0 &&
         r->log_end_offset == m.request.fetch_offset) {
@@ -217,7 +282,7 @@ class Server {
   std::unique_ptr<LogChunkReader> reading_;
   std::pair<std::string, int32_t> reading_key_;
   std::unique_ptr<DataDir> dir_;
-  std::map<std::string, std::shared_ptr<cli::ReplicaBinding>> bindings_;
+  std::map<std::string, TopicBinding> bindings_;
   std::map<std::pair<std::string, int32_t>, std::unique_ptr<Served>> served_;
   Served* last_fetched_ = nullptr;  // by the request just answered
   uint64_t clock_ = 0;              // requests so far

@@ -25,6 +25,7 @@
 #include "format/coding.h"
 #include "model.h"  // tests/sim: the cluster store and clock in memory
 #include "mq/cluster.h"
+#include "mq/committed_fetch.h"
 #include "mq/crc32c.h"
 #include "mq/lock.h"
 #include "mq/replica_verification.h"
@@ -2909,4 +2910,106 @@ TEST_CASE("R47 a fetch raises the HW on the ISR as it is under the leader lock")
     CHECK(fenced.error().code() == Code::kFenced);
     CHECK(c.Hw(0) == shared);
   }
+}
+
+namespace {
+
+// The batches of `bytes`, whole and in order from `from`: their end offset
+// (-1 when they are not).
+int64_t BatchesEnd(std::span<const std::byte> bytes, int64_t from) {
+  int64_t next = from;
+  for (size_t pos = 0; pos < bytes.size();) {
+    if (bytes.size() - pos < format::kBatchHeaderSize) return -1;
+    const BatchHeader h = DecodeBatchHeader(bytes.subspan(pos));
+    if (h.base_offset != next || h.size_bytes() <= 0) return -1;
+    next = h.last_offset() + 1;
+    pos += static_cast<size_t>(h.size_bytes());
+  }
+  return next;
+}
+
+}  // namespace
+
+TEST_CASE("R102 committed fetch: whole batches below the HW, no check, no position, no HW moved") {
+  Cluster c(3);
+  c.Produce(4);
+  c.CatchUp(1);
+  c.CatchUp(2);
+  c.CatchUp(1);  // reports again: the HW reaches the log end
+  const int64_t hw = c.Hw(0);
+  REQUIRE(hw == c.Leo(0));
+  REQUIRE(hw == 12);
+  c.Produce(3);  // above the HW
+  const int64_t leo = c.Leo(0);
+  REQUIRE(leo == 21);
+  // Replica 0 deposed: a leader's answer is fenced; what it holds below its
+  // HW is on every ISR member all the same.
+  c.Elect([](int32_t r) { return r != 0; });
+  auto positions = c.logs[0]->Followers();
+  REQUIRE(positions);
+  const PartitionState before = c.Part();
+  FetchRequest req;
+  req.replica = 2;
+  req.leader_epoch = 0;
+  req.fetch_offset = 0;
+  req.max_bytes = 1 << 20;
+  auto fenced = HandleFetch(c.ctx, *c.logs[0], req);
+  REQUIRE(!fenced);
+  CHECK(fenced.error().code() == Code::kFenced);
+  std::vector<std::byte> buffer;
+  auto f = HandleCommittedFetch(*c.logs[0], req, &buffer);
+  REQUIRE(f);
+  REQUIRE(*f);
+  CHECK(BatchesEnd((*f)->data(), 0) == hw);  // the batches above it cut
+  CHECK((*f)->high_watermark == hw);
+  CHECK((*f)->log_end_offset == leo);
+  CHECK((*f)->log_start_offset == 0);
+  CHECK((*f)->leader_epoch == 0);
+  CHECK(!(*f)->crc);  // cut: the server computes it
+  // From inside the log, one batch at a time.
+  req.fetch_offset = 3;
+  req.max_bytes = 1;
+  f = HandleCommittedFetch(*c.logs[0], req);
+  REQUIRE(f);
+  REQUIRE(*f);
+  CHECK(BatchesEnd((*f)->data(), 3) == 6);
+  CHECK((*f)->crc);  // not cut: the read's own CRC
+  // At the HW, above it or past the log end: no answer without the leader's.
+  for (int64_t at : {hw, hw + 3, leo, leo + 1}) {
+    req.fetch_offset = at;
+    f = HandleCommittedFetch(*c.logs[0], req);
+    REQUIRE(f);
+    CHECK(!*f);
+  }
+  // Only from the log that claimed the request's epoch (R54): not in
+  // another epoch, not from a replica that never claimed it.
+  req.fetch_offset = 0;
+  req.leader_epoch = 1;
+  f = HandleCommittedFetch(*c.logs[0], req);
+  REQUIRE(f);
+  CHECK(!*f);
+  f = HandleCommittedFetch(*c.logs[1], req);  // leads in epoch 1, has not claimed it yet
+  REQUIRE(f);
+  CHECK(!*f);
+  req.leader_epoch = 0;
+  // Nothing recorded, raised or proposed.
+  auto after = c.logs[0]->Followers();
+  REQUIRE(after);
+  CHECK(*after == *positions);
+  CHECK(c.Hw(0) == hw);
+  CHECK(c.Part() == before);
+  // A follower appending the answer holds the leader's first batches.
+  TempDir tmp;
+  std::filesystem::create_directories(tmp / "t-0");
+  auto fresh = OpenReplicaLog(tmp / "t-0", 2, Small());
+  REQUIRE(fresh);
+  req.fetch_offset = 0;
+  req.max_bytes = 1 << 20;
+  f = HandleCommittedFetch(*c.logs[0], req);
+  REQUIRE(f);
+  REQUIRE(*f);
+  REQUIRE((*fresh)->AppendReplicated((*f)->data(), CrcCheck::kVerify));
+  auto end = (*fresh)->LogEndOffset();
+  REQUIRE(end);
+  CHECK(*end == hw);
 }
