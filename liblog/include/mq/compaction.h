@@ -104,7 +104,8 @@ struct CompactionReport {
   CompactionPlan plan;
   uint64_t bytes_before = 0;  // of the segments cleaned
   uint64_t bytes_after = 0;
-  uint64_t keys = 0;  // distinct keys in the offset map
+  uint64_t keys = 0;              // distinct keys in the offset map
+  uint64_t map_memory_bytes = 0;  // R116: what the map allocated
   uint64_t records_removed = 0;
   uint64_t tombstones_removed = 0;
   uint64_t batches_rewritten = 0;  // re-encoded (R118), or emptied (R119)

@@ -374,6 +374,23 @@ Status CleanAndSwap(Pass& p, const RetentionSegment& seg) {
   return Status::Ok();
 }
 
+// R116: the map's memory: the budget, or less when the dirty section's
+// batches hold fewer records than the budget has room for (their headers'
+// recordsCount summed), so a small partition does not allocate the budget.
+Result<size_t> MapMemory(FileSystem* fs, int dfd, const DecodeLimits& limits,
+                         const CompactionPlan& plan, size_t budget) {
+  uint64_t records = 0;
+  for (const RetentionSegment& seg : plan.segments) {
+    if (seg.end <= plan.first_dirty) continue;
+    MQ_RETURN_IF_ERROR(
+        ForEachHeader(dfd, fs, limits, seg.base, 0, seg.bytes, [&](const BatchHeader& h, uint64_t) {
+          if (!h.is_control()) records += h.records_count;
+        }));
+  }
+  const double slots = static_cast<double>(records) / OffsetMap::kLoadFactor + 2;
+  return std::min<size_t>(budget, static_cast<size_t>(slots) * OffsetMap::kBytesPerSlot);
+}
+
 }  // namespace
 
 Result<int> FinishCompactionSwaps(int dir_fd, FileSystem* fs) {
@@ -421,7 +438,9 @@ Result<CompactionReport> CompactPartition(const std::string& dir, const Compacti
   report.plan = PlanCompaction(
       *log, checkpoint->value_or(CompactionCheckpoint{log->log_start_offset, -1}), policy);
   if (!report.plan.due) return report;
-  Pass p(policy.max_memory_bytes);
+  auto memory = MapMemory(fs, dfd->get(), limits, report.plan, policy.max_memory_bytes);
+  if (!memory) return memory.error();
+  Pass p(*memory);
   p.fs = fs;
   p.dfd = dfd->get();
   p.limits = limits;
@@ -429,6 +448,7 @@ Result<CompactionReport> CompactPartition(const std::string& dir, const Compacti
   p.report = &report;
   MQ_RETURN_IF_ERROR(BuildOffsetMap(p, report.plan));
   report.keys = p.map.size();
+  report.map_memory_bytes = p.map.memory_bytes();
   report.map_end = p.map_end;
   MQ_RETURN_IF_ERROR(FindLastProducerBatches(p, report.plan));
   for (const RetentionSegment& seg : report.plan.segments) {

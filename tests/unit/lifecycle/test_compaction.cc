@@ -334,6 +334,8 @@ TEST_CASE("R117 R118 R122 compaction keeps the latest record per key, offsets an
   CompactionReport r = Compact(dir, Forced());
   REQUIRE(r.compacted);
   CHECK(r.keys == 4);
+  CHECK(r.map_memory_bytes < Forced().max_memory_bytes);  // sized to the dirty records
+  CHECK(r.map_memory_bytes >= 24 * 4);
   CHECK(r.bytes_after < r.bytes_before);
   CHECK(r.records_removed > 0);
   CHECK(r.batches_rewritten > 0);  // the last round's first batch loses a, keeps b and c
@@ -845,4 +847,40 @@ TEST_CASE(
   CHECK(seen.back() == log.back().offset);
   CHECK(ReadRecords(dir) == Model(log, r.plan.cleanable_end));
   REQUIRE(w->Close().ok());
+}
+
+TEST_CASE("R115 compaction-offset file: offset and delete.horizon, anything else is corruption") {
+  TempDir tmp;
+  const std::string dir = tmp / "t-0";
+  auto dfd = OpenDirectory(dir, true);
+  REQUIRE(dfd);
+  auto none = ReadCompactionCheckpoint(dfd->get());
+  REQUIRE(none);
+  CHECK_FALSE(*none);
+  auto write = [&](const std::string& text) {
+    WriteFile(
+        dir + "/compaction-offset",
+        std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                               reinterpret_cast<const std::byte*>(text.data()) + text.size()));
+  };
+  write("# comment\noffset=120\ndelete.horizon=5000\n");
+  auto c = ReadCompactionCheckpoint(dfd->get());
+  REQUIRE(c);
+  REQUIRE(*c);
+  CHECK((*c)->offset == 120);
+  CHECK((*c)->delete_horizon == 5000);
+  write("offset=7\n");
+  c = ReadCompactionCheckpoint(dfd->get());
+  REQUIRE(c);
+  REQUIRE(*c);
+  CHECK((*c)->offset == 7);
+  CHECK((*c)->delete_horizon == -1);
+  for (const char* bad :
+       {"offset=-1\n", "offset=x\n", "delete.horizon=5\n", "offset=1\nother=2\n"}) {
+    write(bad);
+    c = ReadCompactionCheckpoint(dfd->get());
+    REQUIRE_FALSE(c);
+    CHECK(c.error().code() == Code::kCorruption);
+    CHECK(c.error().message().find("R115") != std::string::npos);
+  }
 }
