@@ -20,6 +20,7 @@
 #include "storage/log_segment.h"
 #include "storage/offset_index.h"
 #include "storage/segment.h"
+#include "storage/writer_lock.h"
 
 namespace mq {
 
@@ -82,6 +83,7 @@ struct Pass {
   int64_t map_end = 0;
   std::unordered_map<int64_t, int64_t> last_of_producer;  // R119: id -> base offset
   CompactionReport* report = nullptr;
+  WriterLock* writer_lock = nullptr;  // R125: held around each swap
   std::vector<std::byte> scratch, records, compressed;
   void* zstd_ctx = nullptr;
   Pass(size_t memory) : map(memory) {}
@@ -361,10 +363,16 @@ Status CompleteSwap(FileSystem* fs, int dfd, int64_t base) {
   return Status::Ok();
 }
 
-// R123: segment `seg` cleaned aside, committed, swapped in.
+// R123: segment `seg` cleaned aside, committed, swapped in. Steps 2 and 3
+// run under the partition's writer lock (R125): a writer opening the
+// partition meanwhile would find the new indexes beside the old log and
+// rebuild them from it (R23); it waits for the swap instead. Step 1, the
+// long one, runs without it: producers append on.
 Status CleanAndSwap(Pass& p, const RetentionSegment& seg) {
   MQ_RETURN_IF_ERROR(WriteCleaned(p, seg));
   MQ_RETURN_IF_ERROR(p.fs->SyncDir(p.dfd));
+  MQ_RETURN_IF_ERROR(p.writer_lock->Lock());
+  LockGuard guard(p.writer_lock);
   for (const std::string& name : IndexesThenLog(seg.base))
     MQ_RETURN_IF_ERROR(p.fs->Rename(p.dfd, name + kCleanedSuffix, name + kSwapSuffix));
   MQ_RETURN_IF_ERROR(p.fs->SyncDir(p.dfd));
@@ -395,6 +403,10 @@ Result<size_t> MapMemory(FileSystem* fs, int dfd, const DecodeLimits& limits,
 
 Result<int> FinishCompactionSwaps(int dir_fd, FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
+  auto lock = WriterLock::Open(dir_fd, fs);  // R125, as CleanAndSwap
+  if (!lock) return lock.error();
+  MQ_RETURN_IF_ERROR(lock->Lock());
+  LockGuard guard(&*lock);
   auto names = ListNames(dir_fd, PathAt(dir_fd, "."), fs);
   if (!names) return names.error();
   const std::string log_swap = std::string(format::kLogSuffix) + kSwapSuffix;
@@ -446,6 +458,9 @@ Result<CompactionReport> CompactPartition(const std::string& dir, const Compacti
   p.limits = limits;
   p.policy = policy;
   p.report = &report;
+  auto writer_lock = WriterLock::Open(p.dfd, dir, fs);
+  if (!writer_lock) return writer_lock.error();
+  p.writer_lock = &*writer_lock;
   MQ_RETURN_IF_ERROR(BuildOffsetMap(p, report.plan));
   report.keys = p.map.size();
   report.map_memory_bytes = p.map.memory_bytes();
