@@ -17,6 +17,7 @@
 #include "mq/file.h"
 #include "mq/retention.h"
 #include "mq/status.h"
+#include "mq/topic.h"
 
 namespace mq {
 
@@ -128,6 +129,14 @@ struct CompactionReport {
 Result<CompactionReport> CompactPartition(const std::string& dir, const CompactionPolicy& policy,
                                           FileSystem* fs = nullptr,
                                           const DecodeLimits& limits = {});
+
+// R126: a topic whose cleanup.policy is compact takes keyed messages only
+// (compaction keeps the latest record per key: a message without a key
+// could never be replaced or deleted). OK for a message with a key, or on a
+// topic of another policy; else kCorruption (R126) naming the message by
+// `source` and `position` (where the producer read it) and `topic`.
+Status CheckMessageKey(const TopicConfig& config, std::string_view topic, bool has_key,
+                       const std::string& source, uint64_t position);
 
 // R124: removes the `.cleaned` files a crashed pass left and completes
 // every committed swap (`<base>.log.swap`); returns how many it completed.

@@ -401,6 +401,16 @@ Result<size_t> MapMemory(FileSystem* fs, int dfd, const DecodeLimits& limits,
 
 }  // namespace
 
+Status CheckMessageKey(const TopicConfig& config, std::string_view topic, bool has_key,
+                       const std::string& source, uint64_t position) {
+  if (has_key || config.cleanup_policy != CleanupPolicy::kCompact) return Status::Ok();
+  return Status::Corruption(
+      source, position, "R126",
+      fmt::format("a message without a key: topic \"{}\" has cleanup.policy=compact, which "
+                  "keeps the latest message of each key and takes keyed messages only",
+                  topic));
+}
+
 Result<int> FinishCompactionSwaps(int dir_fd, FileSystem* fs) {
   if (fs == nullptr) fs = FileSystem::Default();
   auto lock = WriterLock::Open(dir_fd, fs);  // R125, as CleanAndSwap

@@ -960,3 +960,22 @@ TEST_CASE("R125 each swap runs under the writer lock: writers open and append be
   CHECK(report.indexes_rebuilt == 0);
   REQUIRE((*w)->Close().ok());
 }
+
+TEST_CASE("R126 a compacted topic refuses a message without a key") {
+  TopicConfig compact;
+  compact.cleanup_policy = CleanupPolicy::kCompact;
+  TopicConfig del;
+  CHECK(CheckMessageKey(compact, "t", true, "in", 7).ok());
+  CHECK(CheckMessageKey(del, "t", false, "in", 7).ok());
+  CHECK(CheckMessageKey(del, "t", true, "in", 7).ok());
+  Status s = CheckMessageKey(compact, "t", false, "in: line 2", 7);
+  REQUIRE(!s.ok());
+  CHECK(s.code() == Code::kCorruption);
+  CHECK(s.rule() == "R126");
+  CHECK(s.message().find("in: line 2: position 7: R126: a message without a key") == 0);
+  CHECK(s.message().find("topic \"t\" has cleanup.policy=compact") != std::string::npos);
+  // Through Set, as a topic's file sets it.
+  TopicConfig set;
+  REQUIRE(set.Set("cleanup.policy", "compact").ok());
+  CHECK(!CheckMessageKey(set, "t", false, "in", 0).ok());
+}
