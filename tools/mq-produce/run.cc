@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "envelope.h"
 #include "input.h"
+#include "mq/compaction.h"
 #include "mq/producer_id.h"
 #include "mq/topic.h"
 #include "mq/topic_admin.h"
@@ -164,13 +165,14 @@ class Feeder {
   // With `read_on_writer`, an input read ahead is read on the producer's
   // appending thread (ReadHost).
   Feeder(const Flags& f, const Settings& s, Producer* producer, Progress* progress,
-         size_t max_message, int32_t partitions, bool read_on_writer)
+         size_t max_message, const TopicConfig& topic, bool read_on_writer)
       : f_(f),
         s_(s),
         producer_(producer),
         progress_(progress),
         max_message_(max_message),
-        partitions_(partitions),
+        topic_(topic),
+        partitions_(topic.partitions),
         read_on_writer_(read_on_writer) {
     for (const auto& [name, value] : s_.headers) {
       fixed_headers_.push_back(Header{name, AsBytes(value)});
@@ -220,7 +222,7 @@ class Feeder {
         }
       }
       const bool was_pending = producer_->pending();
-      MQ_RETURN_IF_ERROR(f_.json ? SendJson(**src, in) : SendPlain(in));
+      MQ_RETURN_IF_ERROR(f_.json ? SendJson(**src, in) : SendPlain(**src, in));
       if (!was_pending && producer_->pending()) {
         linger_deadline_ = MonotonicMs() + f_.linger_ms;
       }
@@ -228,7 +230,14 @@ class Feeder {
   }
 
  private:
-  Status SendPlain(const InputMessage& in) {
+  // R126: a compacted topic's messages have keys.
+  Status CheckKey(const Message& m, const InputSource& src, const InputMessage& in) const {
+    if (m.key) return Status::Ok();
+    return CheckMessageKey(topic_, f_.topic, false,
+                           fmt::format("{}: line {}", src.name(), in.number), in.position);
+  }
+
+  Status SendPlain(const InputSource& src, const InputMessage& in) {
     Message m;
     m.timestamp = now_;
     m.headers = fixed_headers_;
@@ -243,6 +252,7 @@ class Feeder {
     }
     m.value = AsBytes(value);
     if (f_.empty_is_null && value.empty()) m.value.reset();
+    MQ_RETURN_IF_ERROR(CheckKey(m, src, in));
     return producer_->Send(m);
   }
 
@@ -284,6 +294,7 @@ class Feeder {
                                 "than the maximum message size ({} bytes)",
                                 src.name(), in.number, in.position, size, max_message_));
     }
+    MQ_RETURN_IF_ERROR(CheckKey(m, src, in));
     return producer_->Send(m);
   }
 
@@ -292,6 +303,7 @@ class Feeder {
   Producer* producer_;
   Progress* progress_;
   size_t max_message_;
+  const TopicConfig& topic_;
   int32_t partitions_;
   bool read_on_writer_;
   std::vector<Header> fixed_headers_;
@@ -485,7 +497,7 @@ int Run(const Flags& f, const Settings& s) {
   if (!producer) return cli::Fail(producer.error());
 
   Progress progress(s.progress);
-  Feeder feeder(f, s, producer->get(), &progress, max_message, topic->partitions, read_on_writer);
+  Feeder feeder(f, s, producer->get(), &progress, max_message, *topic, read_on_writer);
   Status input;
   for (auto& src : *sources) {
     input = feeder.Feed(std::move(src));
