@@ -126,6 +126,36 @@ run "$K" -t timed
 expect_rc 0 "plan with a group ahead of retention"
 grep -qE "^headroom group h partition timed-0 committed [0-9]+: retention.ms reaches its unread messages in (59m[0-9]+s|1h0m)$" \
   "$WORK/out" || fail "no headroom line: $(cat "$WORK/out")"
+# --- headroom by size (R110): bytes to go, and the time at the log's own rate ----------
+msgs 0 300 | produce -t hsize --create -X segment.bytes=1024 -q
+"$C" -t hsize -G hs -c 1 -f '' >/dev/null
+mapfile -t segs < <(logs hsize-0)
+n=${#segs[@]}
+((n >= 3)) || fail "hsize: $n segments"
+ref=$((n > 9 ? n - 9 : 0))  # the reference: 8 segments before the active one at most
+after=0
+for ((i = ref + 1; i < n; i++)); do after=$((after + $(stat -c %s "$D/hsize-0/${segs[i]}"))); done
+# The bytes after the first segment (where the group is) equal those after
+# the reference when it is the first; else add the ones between.
+seg_after=0
+for ((i = 1; i < n; i++)); do seg_after=$((seg_after + $(stat -c %s "$D/hsize-0/${segs[i]}"))); done
+# Its last append an hour ago: the rate is `after` bytes an hour; with
+# retention.bytes `after` above what follows the group's segment, the
+# headroom is an hour.
+touch -d '1 hour ago' "$D/hsize-0/${segs[ref]}"
+"$BIN/mq-topic" alter hsize -X retention.bytes=$((seg_after + after)) >/dev/null
+run "$K" -t hsize
+expect_rc 0 "plan with a group ahead of retention by size"
+grep -qE "^headroom group hs partition hsize-0 committed 1: retention.bytes reaches its unread messages in (59m59s|1h0m) \($after more bytes at [0-9]+ B/s over the last $((n - 1 - ref)) segments\)$" \
+  "$WORK/out" || fail "no size headroom line: $(cat "$WORK/out")"
+# One segment: the rate is not known; the bytes to go are given.
+msgs 0 5 | produce -t hone --create -X retention.bytes=1MiB -q
+"$C" -t hone -G hs -c 1 -f '' >/dev/null
+run "$K" -t hone
+expect_rc 0 "plan of a one-segment partition"
+grep -qx "headroom group hs partition hone-0 committed 1: retention.bytes reaches its unread messages after 1048576 more bytes (append rate not known: no earlier local segment)" \
+  "$WORK/out" || fail "no unknown-rate line: $(cat "$WORK/out")"
+
 # Every segment old, the active one too: rolled, then deleted; the log is
 # empty and starts at its end.
 for f in $(logs timed-0); do touch -d '2 hours ago' "$D/timed-0/$f"; done

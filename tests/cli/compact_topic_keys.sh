@@ -27,6 +27,17 @@ expect_eq "file.delete.delay.ms (0: not the default)" "0 topic" "$(cfg lag file.
 grep -qx 'retention.protect=slow' "$D/topics/lag.conf" || fail "conf: $(cat "$D/topics/lag.conf")"
 "$T" create plain >/dev/null
 expect_eq "default retention.protect" " default" "$(cfg plain retention.protect)"
+# What an empty or special value means, the same in text and --json.
+meaning() {
+  "$T" config "$1" --json | jq -r --arg k "$2" '.configs[] | select(.key == $k) | .meaning // ""'
+}
+text_value() { "$T" config "$1" | awk -v k="$2" '$1 == k { $1 = ""; $NF = ""; gsub(/^ +| +$/, ""); print }'; }
+expect_eq "retention.protect empty: --json meaning" "none: no group" "$(meaning plain retention.protect)"
+expect_eq "retention.protect empty: text" '"" (none: no group)' "$(text_value plain retention.protect)"
+expect_eq "retention.protect.max.ms -1: text" "-1 (no limit)" "$(text_value plain retention.protect.max.ms)"
+expect_eq "retention.protect.max.ms -1: --json" "no limit" "$(meaning plain retention.protect.max.ms)"
+expect_eq "retention.protect=slow means what it says" "" "$(meaning lag retention.protect)"
+expect_eq "retention.protect=slow: text" "slow" "$(text_value lag retention.protect)"
 expect_eq "default file.delete.delay.ms" "60000 default" "$(cfg plain file.delete.delay.ms)"
 grep -q 'protect\|file.delete' "$D/topics/plain.conf" && fail "defaults written: $(cat "$D/topics/plain.conf")"
 cp "$D/topics/lag.conf" "$WORK/conf.before"

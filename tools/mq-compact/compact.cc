@@ -98,6 +98,20 @@ std::string Age(int64_t ms) {
   return fmt::format("{}d{}h", s / 86400, s % 86400 / 3600);
 }
 
+// R110: the end of a "headroom ... retention.bytes" line: when, at what
+// rate, or why not known.
+std::string SizeHeadroomText(const SizeHeadroom& h, int64_t now) {
+  if (h.ms)
+    return fmt::format("in {} ({} more bytes at {:.0f} B/s over the last {} segments)", Age(*h.ms),
+                       h.bytes_to_go, h.rate ? h.rate->bytes_per_ms(now) * 1000 : 0.0,
+                       h.rate ? h.rate->segments : 0);
+  if (h.rate)
+    return fmt::format("after {} more bytes (no appends for {})", h.bytes_to_go,
+                       Age(now - h.rate->since_ms));
+  return fmt::format("after {} more bytes (append rate not known: no earlier local segment)",
+                     h.bytes_to_go);
+}
+
 // Every group's committed offsets, read once.
 using GroupTable = std::vector<std::pair<std::string, GroupOffsets>>;
 
@@ -207,8 +221,9 @@ void Run1::ReportLosses(const PartitionPlan& pp, const RetentionGuard& guard) {
         l.expired ? fmt::format(", no commit for {}: not protected", Age(now_ - l.commit_timestamp))
                   : "");
   }
-  // Groups that lose nothing now: how long until retention by time does
-  // reach their unread messages.
+  // Groups that lose nothing now: how long until retention by time, and
+  // by size at the current rate of appends (R110), reaches their unread
+  // messages.
   for (const GroupPosition& g : pp.positions) {
     if (g.committed < pp.kept.new_log_start) continue;
     auto headroom = RetentionHeadroomMs(pp.log, pp.policy, g.committed);
@@ -217,6 +232,11 @@ void Run1::ReportLosses(const PartitionPlan& pp, const RetentionGuard& guard) {
           "headroom group {} partition {} committed {}: retention.ms reaches its unread "
           "messages in {}\n",
           g.group, pp.name, g.committed, Age(*headroom));
+    if (auto by_size = RetentionSizeHeadroom(pp.log, pp.policy, g.committed))
+      out_.Print(
+          "headroom group {} partition {} committed {}: retention.bytes reaches its unread "
+          "messages {}\n",
+          g.group, pp.name, g.committed, SizeHeadroomText(*by_size, now_));
   }
 }
 

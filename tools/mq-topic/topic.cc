@@ -323,20 +323,28 @@ int Config(const DataDir& dir, const Options& o) {
   if (o.json) {
     json::Writer j;
     j.BeginObject().Str("topic", o.topic).Key("configs").BeginArray();
-    for (const ConfigEntry& e : entries)
-      j.BeginObject().Str("key", e.key).Str("value", e.value).Str("source", e.source).EndObject();
+    for (const ConfigEntry& e : entries) {
+      j.BeginObject().Str("key", e.key).Str("value", e.value).Str("source", e.source);
+      if (!e.meaning.empty()) j.Str("meaning", e.meaning);
+      j.EndObject();
+    }
     j.EndArray();
     out.Write(j.Finish());
     return out.FinishExitCode();
   }
+  // An empty value shows as "", and a value whose text does not say what
+  // it means is followed by that, as --json's "meaning".
+  std::vector<std::string> shown;
   size_t kw = 3, vw = 5;
   for (const ConfigEntry& e : entries) {
+    shown.push_back(e.value.empty() ? "\"\"" : e.value);
+    if (!e.meaning.empty()) shown.back() += fmt::format(" ({})", e.meaning);
     kw = std::max(kw, e.key.size());
-    vw = std::max(vw, e.value.size());
+    vw = std::max(vw, shown.back().size());
   }
   out.Print("{:<{}}  {:<{}}  {}\n", "KEY", kw, "VALUE", vw, "SOURCE");
-  for (const ConfigEntry& e : entries)
-    out.Print("{:<{}}  {:<{}}  {}\n", e.key, kw, e.value, vw, e.source);
+  for (size_t i = 0; i < entries.size(); ++i)
+    out.Print("{:<{}}  {:<{}}  {}\n", entries[i].key, kw, shown[i], vw, entries[i].source);
   return out.FinishExitCode();
 }
 

@@ -134,9 +134,42 @@ RetentionPlan ProtectGroups(const RetentionPlan& plan, const std::vector<GroupLo
 // retention.ms, minus now (the active segment's clock moves with each
 // append, so the figure is a lower bound for it). 0 when it is due now;
 // nullopt without retention by time or when the group has read everything.
-// Retention by size depends on the rate of appends: not estimated.
+// Retention by size: RetentionSizeHeadroom.
 std::optional<int64_t> RetentionHeadroomMs(const RetentionLog& log, const RetentionPolicy& policy,
                                            int64_t committed);
+
+// R110: the rate of appends to a partition, from its own segments: the
+// bytes of the segments after a reference segment (the newest local
+// segment at most kHeadroomRateSegments before the active one) over the
+// time from that segment's last append (its .log's mtime) to now, idle
+// time since the last append included. nullopt when it cannot be told: the
+// partition has only its active segment (nothing says when its bytes
+// began), or no local segment before it, or the clock is not past the
+// reference.
+struct AppendRate {
+  int64_t bytes = 0;     // appended since the reference
+  int64_t since_ms = 0;  // the reference's last append (ms since the epoch)
+  int segments = 0;      // the segments those bytes are in
+  double bytes_per_ms(int64_t now_ms) const {
+    return static_cast<double>(bytes) / static_cast<double>(now_ms - since_ms);
+  }
+};
+std::optional<AppendRate> EstimateAppendRate(const RetentionLog& log, int64_t now_ms);
+
+// R110: headroom by size: how many more bytes of appends bring retention
+// by size (R75) to the segment holding a group's committed offset (it goes
+// once the segments after it hold retention.bytes; for the active
+// segment, a lower bound: it must roll first), and how long that takes at
+// the rate EstimateAppendRate gives (nullopt when the rate is not known or
+// is zero). nullopt without retention by size or when the group has read
+// everything.
+struct SizeHeadroom {
+  int64_t bytes_to_go = 0;  // 0: due now
+  std::optional<AppendRate> rate;
+  std::optional<int64_t> ms;
+};
+std::optional<SizeHeadroom> RetentionSizeHeadroom(const RetentionLog& log,
+                                                  const RetentionPolicy& policy, int64_t committed);
 
 // R90: whom retention protects on a topic and how long its `.deleted`
 // files wait: the topic's retention.protect, retention.protect.max.ms and

@@ -59,7 +59,13 @@ struct ConfigEntry {
   std::string key;
   std::string value;
   std::string source;
+  std::string meaning;  // ConfigValueMeaning(key, value)
 };
+// What a value means when its text does not say it, as the manuals name
+// it: retention.protect "" is "none" (no group) and "*" every group;
+// retention.ms, retention.bytes and retention.protect.max.ms -1 are "no
+// limit"; "" for any other value.
+std::string ConfigValueMeaning(std::string_view key, std::string_view value);
 // Every key of TopicConfig::KeyNames in order, then cluster and replica.id
 // for a replicated topic. `replicated`: the topic's settings in its
 // cluster state, when read.

@@ -319,6 +319,9 @@ constexpr const char* kDeletedSuffix = ".deleted";
 constexpr int64_t kFileDeleteDelayMs = 60000;
 // retention.md §5 (R79): the flock mq-compact holds on the data directory.
 constexpr const char* kCompactLockName = ".mq-compact.lock";
+// R110: the append rate behind mq-compact's headroom by size is measured
+// over at most this many of a partition's newest segments.
+constexpr int kHeadroomRateSegments = 8;
 
 // --- tiered segments (retention.md §21, R93-R97)
 // R93: the tier pointer in a partition directory: a property file naming,

@@ -4,6 +4,7 @@
 #include "mq/retention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -249,6 +250,46 @@ std::optional<int64_t> RetentionHeadroomMs(const RetentionLog& log, const Retent
     return std::max<int64_t>(0, s.clock_ms() + policy.retention_ms - policy.now_ms);
   }
   return std::nullopt;
+}
+
+std::optional<AppendRate> EstimateAppendRate(const RetentionLog& log, int64_t now_ms) {
+  const auto& segs = log.segments;
+  if (segs.size() < 2) return std::nullopt;
+  const size_t last = segs.size() - 1;
+  size_t ref = last > static_cast<size_t>(format::kHeadroomRateSegments)
+                   ? last - static_cast<size_t>(format::kHeadroomRateSegments)
+                   : 0;
+  // R97: a tiered copy's mtime is its move's, not its last append.
+  while (ref < last && segs[ref].tiered) ++ref;
+  if (ref == last || now_ms <= segs[ref].append_time_ms) return std::nullopt;
+  AppendRate r;
+  r.since_ms = segs[ref].append_time_ms;
+  r.segments = static_cast<int>(last - ref);
+  for (size_t i = ref + 1; i <= last; ++i) r.bytes += static_cast<int64_t>(segs[i].bytes);
+  return r;
+}
+
+std::optional<SizeHeadroom> RetentionSizeHeadroom(const RetentionLog& log,
+                                                  const RetentionPolicy& policy,
+                                                  int64_t committed) {
+  if (policy.retention_bytes < 0 || committed >= log.log_end_offset) return std::nullopt;
+  int64_t after = 0;  // the bytes of the segments after the one holding `committed`
+  bool found = false;
+  for (const RetentionSegment& s : log.segments) {
+    if (found) after += static_cast<int64_t>(s.bytes);
+    if (!found && s.end > committed) found = true;
+  }
+  if (!found) return std::nullopt;
+  SizeHeadroom h;
+  h.bytes_to_go = std::max<int64_t>(0, policy.retention_bytes - after);
+  h.rate = EstimateAppendRate(log, policy.now_ms);
+  if (h.bytes_to_go == 0) {
+    h.ms = 0;
+  } else if (h.rate && h.rate->bytes > 0) {
+    const double ms = static_cast<double>(h.bytes_to_go) / h.rate->bytes_per_ms(policy.now_ms);
+    h.ms = static_cast<int64_t>(std::ceil(ms));
+  }
+  return h;
 }
 
 bool RetentionGuard::Protects(const std::string& group) const {

@@ -32,14 +32,17 @@ Status RenameDeleted(PartitionView* w, const PartitionListing& places, int64_t b
   return Status::Ok();
 }
 
-// R92: a follower behind its leader's log start: a new empty active
+// R92: a follower behind its leader's log start: the producer table of
+// its old log carried to a snapshot at `offset` (R111), a new empty active
 // segment at `offset`, published as the log's start and end (durable
 // before any file is renamed, as R73), then every older segment renamed
 // `.deleted`. A crash before the publication leaves the old log (the new
-// segment past the committed end is removed at the next open); after it,
-// segments wholly below the log start, which retention deletes (R73).
+// segment past the committed end is removed at the next open, the
+// snapshot past its end at the next load); after it, segments wholly
+// below the log start, which retention deletes (R73).
 Status StartOver(PartitionView* w, int64_t offset) {
   StateFields& f = w->fields;
+  MQ_RETURN_IF_ERROR(w->producers.SnapshotAtRoll(*w, w->segments, f, w->active->log(), offset));
   MQ_RETURN_IF_ERROR(w->active->Seal(w->sync()));
   auto created = LogSegment::Create(w->fs, w->fd(), w->config, offset);
   if (!created) return created.error();

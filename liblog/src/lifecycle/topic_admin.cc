@@ -285,6 +285,17 @@ Result<TopicSummary> SummarizeTopic(const DataDir& dir, std::string_view topic) 
   return t;
 }
 
+std::string ConfigValueMeaning(std::string_view key, std::string_view value) {
+  if (key == "retention.protect") {
+    if (value.empty()) return "none: no group";
+    if (value == "*") return "every group";
+    return {};
+  }
+  const bool limit =
+      key == "retention.ms" || key == "retention.bytes" || key == "retention.protect.max.ms";
+  return limit && value == "-1" ? "no limit" : std::string();
+}
+
 std::vector<ConfigEntry> EffectiveConfig(
     const TopicConfig& config, const std::optional<std::pair<int32_t, int32_t>>& replicated) {
   const TopicConfig defaults;
@@ -302,6 +313,7 @@ std::vector<ConfigEntry> EffectiveConfig(
     } else {
       e.source = e.value == *defaults.Get(key) ? "default" : "topic";
     }
+    e.meaning = ConfigValueMeaning(e.key, e.value);
     out.push_back(std::move(e));
   }
   if (!config.cluster.empty()) {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -378,6 +379,71 @@ TEST_CASE(
   CHECK_FALSE(RetentionHeadroomMs(log, p, 100));  // read everything
   p.retention_ms = -1;
   CHECK_FALSE(RetentionHeadroomMs(log, p, 23));
+}
+
+TEST_CASE("R110: the append rate: the newest segments' bytes over the time since the reference") {
+  RetentionLog log = TenSegments();  // segment i: 100 bytes, last append on day i
+  // Reference: segment 1 (8 before the active one, 9); segments 2-9 since.
+  auto r = EstimateAppendRate(log, 10 * kDay);
+  REQUIRE(r);
+  CHECK(r->since_ms == kDay);
+  CHECK(r->bytes == 800);
+  CHECK(r->segments == 8);
+  CHECK(r->bytes_per_ms(10 * kDay) == Approx(800.0 / (9 * kDay)));
+  // Idle time counts: a day later the rate is lower.
+  CHECK(r->bytes_per_ms(11 * kDay) < r->bytes_per_ms(10 * kDay));
+  // Fewer segments than the window: the first is the reference.
+  auto three = EstimateAppendRate(TenSegments(3), 3 * kDay);
+  REQUIRE(three);
+  CHECK(three->since_ms == 0);
+  CHECK(three->bytes == 200);
+  // A tiered segment's mtime is its move's: never the reference.
+  RetentionLog tiered = TenSegments(3);
+  tiered.segments[0].tiered = true;
+  auto t = EstimateAppendRate(tiered, 3 * kDay);
+  REQUIRE(t);
+  CHECK(t->since_ms == kDay);
+  CHECK(t->bytes == 100);
+  // Not known: the active segment alone, every earlier one tiered, a clock
+  // not past the reference.
+  CHECK_FALSE(EstimateAppendRate(TenSegments(1), 3 * kDay));
+  tiered.segments[1].tiered = true;
+  CHECK_FALSE(EstimateAppendRate(tiered, 3 * kDay));
+  CHECK_FALSE(EstimateAppendRate(TenSegments(3), 0));
+}
+
+TEST_CASE("R110: headroom by size: the bytes until retention.bytes reaches a group, and when") {
+  RetentionLog log = TenSegments();
+  RetentionPolicy p;
+  p.retention_bytes = 1000;
+  p.now_ms = 10 * kDay;
+  // Offset 23 is in segment 20: 700 bytes after it, 300 to go, at 800
+  // bytes per 9 days.
+  auto h = RetentionSizeHeadroom(log, p, 23);
+  REQUIRE(h);
+  CHECK(h->bytes_to_go == 300);
+  REQUIRE(h->rate);
+  REQUIRE(h->ms);
+  CHECK(*h->ms == static_cast<int64_t>(std::ceil(300.0 * 9 * kDay / 800)));
+  // Segment 0 would go now at 900 bytes: due.
+  p.retention_bytes = 900;
+  auto due = RetentionSizeHeadroom(log, p, 5);
+  REQUIRE(due);
+  CHECK(due->bytes_to_go == 0);
+  CHECK(*due->ms == 0);
+  // A group in the active segment: all of retention.bytes is still to come.
+  CHECK(RetentionSizeHeadroom(log, p, 95)->bytes_to_go == 900);
+  // The rate not known (one segment): the bytes, no time.
+  RetentionLog one = TenSegments(1);
+  auto unknown = RetentionSizeHeadroom(one, p, 3);
+  REQUIRE(unknown);
+  CHECK(unknown->bytes_to_go == 900);
+  CHECK_FALSE(unknown->rate);
+  CHECK_FALSE(unknown->ms);
+  // Nothing to say: read everything, or no retention by size.
+  CHECK_FALSE(RetentionSizeHeadroom(log, p, 100));
+  p.retention_bytes = -1;
+  CHECK_FALSE(RetentionSizeHeadroom(log, p, 23));
 }
 
 TEST_CASE(

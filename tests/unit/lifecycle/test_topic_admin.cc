@@ -145,6 +145,31 @@ TEST_CASE("R84 effective configuration: each key says default or topic") {
   }
 }
 
+TEST_CASE("R84 effective configuration: an empty or special value says what it means") {
+  TopicConfig c;
+  auto meaning = [](const TopicConfig& config, std::string_view key) {
+    for (const auto& e : mq::EffectiveConfig(config))
+      if (e.key == key) return std::pair(e.value, e.meaning);
+    FAIL("no key " << key);
+    return std::pair(std::string(), std::string());
+  };
+  CHECK(meaning(c, "retention.protect") ==
+        std::pair<std::string, std::string>("", "none: no group"));
+  CHECK(meaning(c, "retention.protect.max.ms") ==
+        std::pair<std::string, std::string>("-1", "no limit"));
+  CHECK(meaning(c, "segment.bytes").second.empty());
+  REQUIRE(c.Set("retention.protect", "*").ok());
+  REQUIRE(c.Set("retention.bytes", "-1").ok());
+  CHECK(meaning(c, "retention.protect").second == "every group");
+  CHECK(meaning(c, "retention.bytes").second == "no limit");
+  REQUIRE(c.Set("retention.protect", "slow,late").ok());
+  REQUIRE(c.Set("retention.ms", "1d").ok());
+  CHECK(meaning(c, "retention.protect").second.empty());
+  CHECK(meaning(c, "retention.ms").second.empty());
+  CHECK(mq::ConfigValueMeaning("retention.protect", "-1").empty());
+  CHECK(mq::ConfigValueMeaning("segment.ms", "-1").empty());
+}
+
 TEST_CASE("R84 alter: a valid change replaces the .conf, an invalid one changes nothing") {
   TempDir tmp;
   DataDir dir = NewRoot(tmp);

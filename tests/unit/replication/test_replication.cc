@@ -2725,6 +2725,74 @@ TEST_CASE("R92 a follower behind the leader's log start starts over from it") {
   for (auto& p : problems) CHECK(p.kind != Problem::Kind::kCorruption);
 }
 
+// Batches of producer 7 (epoch 0), 2 records each, from sequence `seq`,
+// appended by the partition's leader in its epoch.
+std::vector<AppendResult> ProduceAs7(Cluster& c, int batches, int32_t seq) {
+  const PartitionState p = c.Part();
+  LogConfig config = Small();
+  config.leader_epoch = p.leader_epoch;
+  auto w = PartitionWriter::Open(c.Dir(p.leader), config, false, nullptr);
+  REQUIRE(w);
+  std::vector<AppendResult> out;
+  for (int i = 0; i < batches; ++i) {
+    BatchOptions o;
+    o.producer_id = 7;
+    o.producer_epoch = 0;
+    o.base_sequence = seq + 2 * i;
+    auto b = MakeBatch(2, 5000 + i, 8, o);
+    auto r = (*w)->Append(b);
+    INFO((r ? "" : r.error().message()));
+    REQUIRE(r);
+    out.push_back(*r);
+  }
+  return out;
+}
+
+TEST_CASE("R111 a follower that starts over keeps the producers its log knew") {
+  Cluster c(2);
+  ProduceAs7(c, 5, 0);  // sequences 0-9
+  c.CatchUp(1);
+  const int64_t old_end = c.Leo(1);
+  REQUIRE(*LastProducerSequence(c.Dir(1), 7) == std::optional<int32_t>(9));
+  // The leader goes on without replica 1; retention deletes what it lacks,
+  // and every batch of producer 7 with it. The leader still knows it.
+  c.Produce(12, 5);
+  {
+    auto w = PartitionWriter::Open(c.Dir(0), Small(), false, nullptr);
+    REQUIRE(w);
+    SegmentDeletion how;
+    how.exact_start = true;
+    REQUIRE((*w)->DeleteSegmentsBefore(old_end + 32, how).ok());
+  }
+  REQUIRE(*LastProducerSequence(c.Dir(0), 7) == std::optional<int32_t>(9));
+  // A new run of the follower: its producer table is built when first
+  // needed (P7), from the log as it is then.
+  c.Reopen(1);
+  auto step = c.Step(1);
+  REQUIRE(step);
+  REQUIRE(step->behind_at == old_end);
+  c.CatchUp(1);
+  REQUIRE(c.Leo(1) == c.Leo(0));
+  // Its new log holds no batch of producer 7, yet it knows its last
+  // sequence as its old log did, on disk (a writer opened later reads it).
+  auto last = LastProducerSequence(c.Dir(1), 7);
+  REQUIRE(last);
+  CHECK(*last == std::optional<int32_t>(9));
+  c.Reopen(1);
+  CHECK(*LastProducerSequence(c.Dir(1), 7) == std::optional<int32_t>(9));
+  // Elected, it takes the resumed producer's retry of its last batch as a
+  // duplicate and the next batch in sequence: each message once.
+  c.Elect([](int32_t r) { return r != 0; });
+  REQUIRE(c.Part().leader == 1);
+  const int64_t leo = c.Leo(1);
+  auto retry = ProduceAs7(c, 1, 8);
+  CHECK(retry[0].duplicate);
+  CHECK(c.Leo(1) == leo);
+  auto next = ProduceAs7(c, 1, 10);
+  CHECK_FALSE(next[0].duplicate);
+  CHECK(c.Leo(1) == leo + 2);
+}
+
 TEST_CASE("R98 report after the append: the step that brings a record tells the leader its LEO") {
   Cluster c(3);
   c.Produce(2);
