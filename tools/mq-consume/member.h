@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -83,6 +84,7 @@ class Member {
   }
   ~Member() {
     if (f_.at_most_once && !dispatcher_) out_->set_before_write({});
+    if (in_flight_) in_flight_->thread.join();
   }
 
   Status Run(const volatile std::sig_atomic_t* interrupted);
@@ -179,7 +181,32 @@ class Member {
   // `timeout_ms` for one): each handled unit hands its partition over up
   // to its last message; the first that stopped the run is kept in stop_.
   void Collect(int timeout_ms);
+  // Commits what was handed over and not committed, after the commit under
+  // way (JoinCommit).
   Status Commit();
+  // At least once, printing: Tick's commit (by --commit-every and
+  // --commit-interval) is written on a thread of its own while the member
+  // reads on. One at a time: it and every other commit first wait for the
+  // one under way, so offsets are committed in order and a partition is
+  // let go only once its offsets are.
+  Status CommitInBackground();
+  // Waits for the commit under way (if any) and takes its offsets as the
+  // committed ones; its error is returned. One that found commit.lock held
+  // by another process is given up: the next commit (on this thread,
+  // waiting for the lock as R69 says) writes its offsets.
+  Status JoinCommit();
+  // What Commit writes: each partition's offset (with its dead letters and
+  // a lowering) handed over and not committed, and whose.
+  void PendingCommits(std::vector<OffsetCommit>* commits,
+                      std::vector<std::pair<Source*, Progress*>>* of);
+  // A commit under way on its own thread (CommitInBackground).
+  struct InFlight {
+    std::vector<OffsetCommit> commits;
+    std::thread thread;
+    Status result;
+    bool lock_held = false;  // commit.lock was held by another process
+  };
+  std::unique_ptr<InFlight> in_flight_;
   // Printing: the output was stalled (its reader took nothing for
   // --max-poll-interval): the member gives up (exit 75).
   Status Stalled() const;

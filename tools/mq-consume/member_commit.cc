@@ -4,30 +4,36 @@
 
 namespace mq::consume {
 
-Status Member::Commit() {
-  // Every topic's partitions in one commit (R32).
-  std::vector<OffsetCommit> commits;
-  std::vector<std::pair<Source*, Progress*>> of;
+void Member::PendingCommits(std::vector<OffsetCommit>* commits,
+                            std::vector<std::pair<Source*, Progress*>>* of) {
   for (auto& src : sources_) {
     for (auto& [p, pr] : src->progress) {
       if (f_.at_most_once) {
         // Offsets were committed ahead of the output already; only dead
         // letters are left to count.
         if ((pr.dead_letters > 0 || pr.lower_from >= 0) && pr.committed >= 0)
-          commits.push_back(
+          commits->push_back(
               {src->topic, p, pr.committed, pr.ahead_epoch, pr.dead_letters, pr.lower_from});
         else
           continue;
       } else if ((pr.handed > pr.committed || pr.dead_letters > 0 || pr.lower_from >= 0) &&
                  pr.handed >= 0) {
-        commits.push_back({src->topic, p, std::max(pr.handed, pr.committed), pr.epoch,
-                           pr.dead_letters, pr.lower_from});
+        commits->push_back({src->topic, p, std::max(pr.handed, pr.committed), pr.epoch,
+                            pr.dead_letters, pr.lower_from});
       } else {
         continue;
       }
-      of.emplace_back(src.get(), &pr);
+      of->emplace_back(src.get(), &pr);
     }
   }
+}
+
+Status Member::Commit() {
+  MQ_RETURN_IF_ERROR(JoinCommit());
+  // Every topic's partitions in one commit (R32).
+  std::vector<OffsetCommit> commits;
+  std::vector<std::pair<Source*, Progress*>> of;
+  PendingCommits(&commits, &of);
   if (!commits.empty()) {
     // At least once, a commit that a machine crash undoes delivers its
     // messages again, which is allowed: no directory fsync (R32,
@@ -49,6 +55,50 @@ Status Member::Commit() {
   }
   last_commit_ms_ = MonotonicMs();
   since_commit_ = 0;
+  return Status::Ok();
+}
+
+Status Member::CommitInBackground() {
+  // At most once commits ahead of the output, and handlers count dead
+  // letters: those commit on this thread, as does a lowering (R31's
+  // exception, said with -v).
+  if (f_.at_most_once || dispatcher_) return Commit();
+  MQ_RETURN_IF_ERROR(JoinCommit());
+  std::vector<OffsetCommit> commits;
+  std::vector<std::pair<Source*, Progress*>> of;
+  PendingCommits(&commits, &of);
+  for (const OffsetCommit& c : commits)
+    if (c.lower_from >= 0 || c.dead_letters_added > 0) return Commit();
+  last_commit_ms_ = MonotonicMs();
+  since_commit_ = 0;
+  if (commits.empty()) return Status::Ok();
+  in_flight_ = std::make_unique<InFlight>();
+  InFlight* f = in_flight_.get();
+  f->commits = std::move(commits);
+  // Without this member's state: another process holding commit.lock
+  // (for kCommitWaitCallMs) ends the try, and the next commit, on this
+  // thread, waits for the lock as a member does (LockedOutWait).
+  f->thread = std::thread([f, group = group_, id = member_->id()] {
+    f->result = group->Commit(f->commits, id, CommitKind::kForward, kNoTimestamp, nullptr,
+                              CommitSync::kAtomic, [f] {
+                                f->lock_held = true;
+                                return Status(Code::kBusy, "commit.lock held by another process");
+                              });
+  });
+  return Status::Ok();
+}
+
+Status Member::JoinCommit() {
+  if (!in_flight_) return Status::Ok();
+  in_flight_->thread.join();
+  const std::unique_ptr<InFlight> f = std::move(in_flight_);
+  if (!f->result.ok()) return f->lock_held ? Status::Ok() : f->result;
+  for (const OffsetCommit& c : f->commits) {
+    Source* src = FindSource(c.topic);
+    if (src == nullptr) continue;
+    auto pr = src->progress.find(c.partition);
+    if (pr != src->progress.end()) pr->second.committed = std::max(pr->second.committed, c.offset);
+  }
   return Status::Ok();
 }
 

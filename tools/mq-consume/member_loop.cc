@@ -17,7 +17,7 @@ Status Member::Tick() {
       now - last_commit_ms_ >= f_.commit_interval_ms) {
     if (!dispatcher_ && out_->Flush()) MarkFlushed();
     if (!write_error_.ok()) return write_error_;
-    MQ_RETURN_IF_ERROR(Commit());
+    MQ_RETURN_IF_ERROR(CommitInBackground());
   }
   if (out_->stalled()) return Stalled();
   return Status::Ok();
@@ -124,7 +124,11 @@ Status Member::Run(const volatile std::sig_atomic_t* interrupted) {
     auto next = Next(&src);
     if (!next) return next.error();
     // Notices are rare: looked at only when the consumer left one.
-    if (!cuts_->empty()) OnCuts();
+    if (!cuts_->empty()) {
+      // A lowering starts from the offset stored: the commit under way's.
+      MQ_RETURN_IF_ERROR(JoinCommit());
+      OnCuts();
+    }
     if (!stopped_->empty()) MQ_RETURN_IF_ERROR(OnStopped());
     if (const ConsumedRecord* m = *next) {
       auto ends = Deliver(*src, *m, mode, headers);
