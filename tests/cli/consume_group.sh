@@ -197,7 +197,8 @@ got=$(cat "$WORK/to.a" "$WORK/to.b" | wc -l)
 # --- random SIGKILLs: at-least-once never skips, at-most-once never repeats ---------
 # At-least-once commits every 1,000 messages (an fsync each: a run over the
 # 600,000 takes seconds, so kills land mid-run) and so redelivers at most
-# 1,000 per kill; at-most-once commits before each batch, on 20,000.
+# 2,000 per kill (the commit under way in the background may be lost too:
+# two commit intervals); at-most-once commits before each batch, on 20,000.
 produce -t big --create --partitions 3 </dev/null
 seq 1 600000 | awk '{print "k"$1"\tv"$1}' | produce -t big -K '\t'
 produce -t k --create --partitions 3 </dev/null
