@@ -197,7 +197,8 @@ got=$(cat "$WORK/to.a" "$WORK/to.b" | wc -l)
 # --- random SIGKILLs: at-least-once never skips, at-most-once never repeats ---------
 # At-least-once commits every 1,000 messages (an fsync each: a run over the
 # 600,000 takes seconds, so kills land mid-run) and so redelivers at most
-# 1,000 per kill; at-most-once commits before each batch, on 20,000.
+# 2,000 per kill (the commit under way in the background may be lost too:
+# two commit intervals); at-most-once commits before each batch, on 20,000.
 produce -t big --create --partitions 3 </dev/null
 seq 1 600000 | awk '{print "k"$1"\tv"$1}' | produce -t big -K '\t'
 produce -t k --create --partitions 3 </dev/null
@@ -234,9 +235,9 @@ kill_loop big alo --commit-every 1000
 complete_lines "$WORK"/kill.alo.[0-9]* "$WORK/kill.alo.last" | grep -E '^[0-9]+ [0-9]+$' | sort >"$WORK/alo.all"
 missing=$(comm -23 <("$BIN/mq-consume" -t big -e -f '%p %o\n' | sort) <(sort -u "$WORK/alo.all") | wc -l)
 dups=$(( $(wc -l <"$WORK/alo.all") - $(sort -u "$WORK/alo.all" | wc -l) ))
-echo "at-least-once: $KILLS kills, $missing skipped, $dups redelivered (within the commit interval)"
+echo "at-least-once: $KILLS kills, $missing skipped, $dups redelivered (within two commit intervals)"
 ((missing == 0)) || fail "at-least-once skipped $missing messages (seed $SEED)"
-((dups <= KILLS * 1000)) || fail "at-least-once redelivered $dups: more than 1,000 per kill (seed $SEED)"
+((dups <= KILLS * 2000)) || fail "at-least-once redelivered $dups: more than 2,000 per kill, two commit intervals (seed $SEED)"
 
 kill_loop k amo --at-most-once
 complete_lines "$WORK"/kill.amo.[0-9]* "$WORK/kill.amo.last" | grep -E '^[0-9]+ [0-9]+$' | sort >"$WORK/amo.all"

@@ -161,12 +161,13 @@ struct GroupDescription {
   int64_t total_lag = 0;  // sum of the known lags (backlogs of unread partitions included)
 };
 
-// Describes `group`, limited to `topic` when given (which must exist or
-// have committed offsets in the group: a removed topic's are no-topic
-// rows; kNotFound otherwise). A corrupt offsets file is its kCorruption (file,
-// position, rule). A partition whose log cannot be read is a row of its
-// own (kUnreadable, with the error); the other rows are complete. Members
-// and owners are a snapshot: one may come or go while the files are read.
+// Describes `group`, limited to `topic` when given (which must exist:
+// kNotFound otherwise, saying when the group has offsets of it left
+// over; without `topic`, a removed topic's offsets are no-topic rows). A
+// corrupt offsets file is its kCorruption (file, position, rule). A
+// partition whose log cannot be read is a row of its own (kUnreadable,
+// with the error); the other rows are complete. Members and owners are a
+// snapshot: one may come or go while the files are read.
 // `now_ms` (kNoTimestamp: the clock's) decides which sessions hold.
 Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
                                        std::optional<std::string_view> topic = std::nullopt,

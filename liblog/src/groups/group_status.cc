@@ -372,6 +372,24 @@ void PlaceRow(const DataDir& dir, const std::optional<TopicConfig>& config,
   }
 }
 
+// DescribeGroup of `topic`, which the directory does not have (`missing`
+// says so): kNotFound, as for a member of a deleted topic (R83). A topic
+// the group still has offsets of was deleted or removed: said so, with how
+// many offsets are left over and what removes them (the whole group's
+// description shows them as no-topic rows); one it has none of is no
+// topic at all.
+Status NoTopicToDescribe(const GroupDescription& d, std::string_view topic, const Status& missing) {
+  const auto left = std::count_if(d.state.offsets.begin(), d.state.offsets.end(),
+                                  [&](const CommittedOffset& e) { return e.topic == topic; });
+  if (left == 0) return missing;
+  return Status(Code::kNotFound,
+                fmt::format("group {}: {}: the topic was deleted or removed, nothing to describe; "
+                            "the group's {} committed offset{} of it {} left over until "
+                            "mq-consume -G {} --delete-offsets -t {} removes {}",
+                            d.group, missing.message(), left, left == 1 ? "" : "s",
+                            left == 1 ? "is" : "are", d.group, topic, left == 1 ? "it" : "them"));
+}
+
 }  // namespace
 
 Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
@@ -393,11 +411,7 @@ Result<GroupDescription> DescribeGroup(const DataDir& dir, const Group& group,
   auto state = group.Read();
   if (!state) return state.error();
   d.state = std::move(*state);
-  // A removed topic the group still has offsets of is described by those
-  // (no-topic rows); one it has none of is no topic at all.
-  if (!no_topic.ok() && std::none_of(d.state.offsets.begin(), d.state.offsets.end(),
-                                     [&](const CommittedOffset& e) { return e.topic == *topic; }))
-    return no_topic;
+  if (!no_topic.ok()) return NoTopicToDescribe(d, *topic, no_topic);
   std::set<std::string> topics;  // the group's topics
   auto owners = Owners(group, topic, &topics);
   if (!owners) return owners.error();

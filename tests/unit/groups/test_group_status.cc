@@ -159,6 +159,17 @@ TEST_CASE("group status: a committed offset below the log start or above the log
   CHECK(above.lag == 0);
   CHECK(d.total_lag == 10);
 
+  // Described alone, the removed topic is kNotFound (as for a member of
+  // it), naming the group and the offsets left over.
+  auto alone = DescribeGroup(f.dir, *f.group, std::string_view("gone"));
+  REQUIRE_FALSE(alone);
+  CHECK(alone.error().code() == Code::kNotFound);
+  CHECK_THAT(alone.error().message(),
+             Catch::StartsWith("group g: ") && Catch::Contains("no topic \"gone\"") &&
+                 Catch::Contains("deleted or removed") &&
+                 Catch::Contains("committed offset of it is left over") &&
+                 Catch::Contains("mq-consume -G g --delete-offsets -t gone"));
+
   // A committed partition the topic does not have.
   f.Commit("t", 5, 0);
   d = f.Describe("t");
