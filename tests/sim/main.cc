@@ -4,6 +4,8 @@
 //   mq-sim --schedules N [--start-seed S]     N schedules, seeds S, S+1, ...
 //   mq-sim --plant BUG ...                    with a planted bug; with
 //          --expect-violation, exits 0 only when a violation is found
+//   mq-sim --model-log ...                    every replica's log the model
+//          alone (by default the log that ships, the model its oracle)
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -22,7 +24,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: mq-sim [--seed S | --schedules N [--start-seed S]] [--plant BUG]...\n"
     "              [--acks all|1] [--expect-violation] [--independent-files]\n"
-    "              [--ordered-metadata] [--real-log [--strict-oracle] [--state-kept]]\n"
+    "              [--ordered-metadata] [--model-log | --real-log [--strict-oracle]\n"
+    "              [--state-kept]]\n"
     "              [--lenient-empty-epochs] [--verify-replay] [--keep-going]\n"
     "              [--no-partitions] [--no-follower-kills] [--no-unclean] [--trace]\n"
     "              [--quiet]\n"
@@ -49,6 +52,7 @@ int Usage(const std::string& why) {
 
 int main(int argc, char** argv) {
   mq::sim::SimOptions base;
+  base.real_log = true;  // the log that ships; --model-log: the model alone
   uint64_t seed = 0, schedules = 1, start = 1;
   bool one_seed = false, expect_violation = false, quiet = false, verify_replay = false,
        keep_going = false;
@@ -75,7 +79,7 @@ int main(int argc, char** argv) {
   app.add_flag("--verify-replay", verify_replay);
   app.add_flag("--trace", base.trace);
   app.add_flag("--quiet", quiet);
-  for (const char* f : {"--independent-files", "--ordered-metadata", "--real-log",
+  for (const char* f : {"--independent-files", "--ordered-metadata", "--real-log", "--model-log",
                         "--strict-oracle", "--state-kept", "--lenient-empty-epochs",
                         "--no-follower-kills", "--no-unclean", "--no-partitions"})
     app.add_flag(f, flag);
@@ -130,9 +134,8 @@ int main(int argc, char** argv) {
     } else if (a == "--ordered-metadata") {
       base.ordered_metadata = true;
       plants += " --ordered-metadata";
-    } else if (a == "--real-log") {
-      base.real_log = true;
-      plants += " --real-log";
+    } else if (a == "--real-log" || a == "--model-log") {
+      base.real_log = a == "--real-log";  // the last one given
     } else if (a == "--state-kept") {
       base.state_kept = true;
       plants += " --state-kept";
@@ -159,6 +162,7 @@ int main(int argc, char** argv) {
       plants += " --no-partitions";
     }
   }
+  if (!base.real_log) plants += " --model-log";
   if (one_seed) {
     start = seed;
     schedules = 1;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "mq/crc32c.h"
+#include "storage/epoch_state.h"
 #include "storage/offset_order.h"
 
 namespace mq::sim {
@@ -125,14 +126,23 @@ Status ModelReplicaLog::Read(int64_t offset, size_t max_bytes, std::vector<std::
   return Status::Ok();
 }
 
+// The latest epoch a replica's files hold: its checkpoint's latest entry,
+// or its last batch's epoch if that is above (nullopt: none).
+static std::optional<EpochEntry> LatestHeld(const ReplicaFiles& f) {
+  std::optional<EpochEntry> latest = f.epochs.latest();
+  if (!f.log.empty() && (!latest || f.log.back().epoch > latest->epoch))
+    latest = EpochEntry{f.log.back().epoch, f.log.back().base};
+  return latest;
+}
+
 Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte> batches,
                                                        CrcCheck crc_check) {
   AppendResult result;
   std::vector<SimBatch> parsed;
   int64_t next = live_.LogEnd();
-  int32_t latest_epoch = -1;
-  if (auto l = live_.epochs.latest()) latest_epoch = l->epoch;
-  if (!live_.log.empty()) latest_epoch = std::max(latest_epoch, live_.log.back().epoch);
+  const std::optional<EpochEntry> held = LatestHeld(live_);
+  int32_t latest_epoch = held ? held->epoch : -1;
+  EpochState::Replicated replicated(std::nullopt);
   size_t pos = 0;
   DecodeLimits limits;
   std::string file = fmt::format("replica-{}", id_);
@@ -160,11 +170,10 @@ Result<AppendResult> ModelReplicaLog::AppendReplicated(std::span<const std::byte
         if (auto again = live_.epochs.latest()) latest_epoch = std::max(latest_epoch, again->epoch);
       }
     }
-    if (h.partition_leader_epoch >= 0 && h.partition_leader_epoch < latest_epoch) {
-      return Status(Code::kFenced,
-                    fmt::format("replica {}: batch at {} has epoch {} below {}", id_, h.base_offset,
-                                h.partition_leader_epoch, latest_epoch));
-    }
+    // R37: the writer's rule (EpochState::Replicated), an epoch going back
+    // is corruption.
+    if (parsed.empty()) replicated = EpochState::Replicated(LatestHeld(live_));
+    MQ_RETURN_IF_ERROR(replicated.Add(h, pos));
     latest_epoch = std::max(latest_epoch, h.partition_leader_epoch);
     SimBatch b;
     b.base = h.base_offset;

@@ -68,7 +68,7 @@ enum class DiskOrder : uint8_t {
 // A process kill keeps the page cache: Kill only clears what lives in the
 // process. AppendReplicated checks what the real follower append checks:
 // every batch parses with its CRC (R1-R6), offsets continue the log, epochs
-// never go back.
+// never go back (R37: the writer's rule, EpochState::Replicated).
 class ModelReplicaLog : public ReplicaLog {
  public:
   ModelReplicaLog(int32_t id, SyncPolicy policy, DiskOrder order = DiskOrder::kOrdered)

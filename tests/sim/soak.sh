@@ -2,7 +2,9 @@
 # A long simulator run: N schedules (default 1,000,000) split over MQ_JOBS
 # processes (default 2), each its own range of seeds, so any failure's seed
 # replays alone. Builds mq-sim first. Extra arguments go to every mq-sim
-# (say --plant no_epoch_truncation, or --independent-files).
+# (say --plant no_epoch_truncation, or --independent-files). It runs the
+# model alone (--model-log: a hundred times the real log's speed); pass
+# --real-log for the log that ships.
 #
 #   tests/sim/soak.sh                      1,000,000 schedules
 #   tests/sim/soak.sh 50000 --start 9000000
@@ -26,7 +28,7 @@ for ((j = 0; j < JOBS; j++)); do
   count=$per
   (( j == JOBS - 1 )) && count=$((TOTAL - j * per))
   (( count > 0 )) || continue
-  "$BUILD/tests/sim/mq-sim" --schedules "$count" --start-seed "$first" "$@" &
+  "$BUILD/tests/sim/mq-sim" --schedules "$count" --start-seed "$first" --model-log "$@" &
   pids+=($!)
 done
 status=0

@@ -8,25 +8,12 @@
 namespace mq::envelope {
 namespace {
 
-constexpr char kBase64Alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-// 1 for bytes that cannot appear raw inside a JSON string.
-constexpr std::array<uint8_t, 256> MakeEscapeTable() {
-  std::array<uint8_t, 256> t{};
-  for (int c = 0; c < 0x20; ++c) t[c] = 1;
-  t['"'] = 1;
-  t['\\'] = 1;
-  return t;
-}
-constexpr std::array<uint8_t, 256> kNeedsEscape = MakeEscapeTable();
-
 // Base64 character -> 6-bit value, 64 for '=', 255 for anything else.
 constexpr std::array<uint8_t, 256> MakeDecodeTable() {
   std::array<uint8_t, 256> t{};
   for (auto& v : t) v = 255;
   for (int i = 0; i < 64; ++i)
-    t[static_cast<uint8_t>(kBase64Alphabet[i])] = static_cast<uint8_t>(i);
+    t[static_cast<uint8_t>(json::kBase64Alphabet[i])] = static_cast<uint8_t>(i);
   t['='] = 64;
   return t;
 }
@@ -36,190 +23,15 @@ Status EnvelopeError(std::string_view source, uint64_t line_no, std::string_view
   return Status(Code::kCorruption, fmt::format("{}:{}: envelope: {}", source, line_no, what));
 }
 
-// ---- encoding ---------------------------------------------------------------
-//
-// A line is written through a raw pointer into space reserved once from an
-// upper bound of its size, so the per-byte loops carry no capacity checks.
-// A plain field takes at most 6 bytes per input byte (\u00XX); base64 less.
-
-constexpr uint64_t kOnes = 0x0101010101010101ull;
-constexpr uint64_t kHighs = 0x8080808080808080ull;
-
-// True if any of the 8 bytes of `x` is < 0x20, '"' or '\'. Exact as a yes/no
-// answer (the bit tricks may flag the wrong byte, never the wrong word).
-inline bool WordNeedsEscape(uint64_t x) {
-  uint64_t q = x ^ (kOnes * '"');
-  uint64_t b = x ^ (kOnes * '\\');
-  uint64_t below_space = (x - kOnes * 0x20) & ~x;
-  uint64_t quote = (q - kOnes) & ~q;
-  uint64_t backslash = (b - kOnes) & ~b;
-  return ((below_space | quote | backslash) & kHighs) != 0;
-}
-
-inline char* PutText(char* d, std::string_view s) {
-  if (s.empty()) return d;  // s.data() may be null
-  std::memcpy(d, s.data(), s.size());
-  return d + s.size();
-}
-
-inline char* PutInt(char* d, int64_t v) {
-  fmt::format_int f(v);
-  std::memcpy(d, f.data(), f.size());
-  return d + f.size();
-}
-
-inline char* PutEscaped(char* d, unsigned char c) {
-  if (!kNeedsEscape[c]) {
-    *d++ = static_cast<char>(c);
-    return d;
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  *d++ = '\\';
-  switch (c) {
-    case '"':
-      *d++ = '"';
-      break;
-    case '\\':
-      *d++ = '\\';
-      break;
-    case '\n':
-      *d++ = 'n';
-      break;
-    case '\r':
-      *d++ = 'r';
-      break;
-    case '\t':
-      *d++ = 't';
-      break;
-    case '\b':
-      *d++ = 'b';
-      break;
-    case '\f':
-      *d++ = 'f';
-      break;
-    default:
-      d = PutText(d, "u00");
-      *d++ = kHex[c >> 4];
-      *d++ = kHex[c & 15];
-  }
-  return d;
-}
-
-// Writes `"<utf8, escaped>"`; needs room for 6 * size + 2 bytes.
-char* PutJsonString(char* d, std::string_view utf8) {
-  const auto* s = reinterpret_cast<const unsigned char*>(utf8.data());
-  size_t n = utf8.size(), i = 0;
-  *d++ = '"';
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x;
-    std::memcpy(&x, s + i, 8);
-    if (!WordNeedsEscape(x)) {
-      std::memcpy(d, s + i, 8);
-      d += 8;
-      continue;
-    }
-    for (size_t k = 0; k < 8; ++k) d = PutEscaped(d, s[i + k]);
-  }
-  for (; i < n; ++i) d = PutEscaped(d, s[i]);
-  *d++ = '"';
-  return d;
-}
-
-char* PutBase64(char* d, Bytes bytes) {
-  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
-  size_t n = bytes.size();
-  size_t i = 0;
-  for (; i + 3 <= n; i += 3) {
-    uint32_t v = (uint32_t{s[i]} << 16) | (uint32_t{s[i + 1]} << 8) | s[i + 2];
-    *d++ = kBase64Alphabet[v >> 18];
-    *d++ = kBase64Alphabet[(v >> 12) & 63];
-    *d++ = kBase64Alphabet[(v >> 6) & 63];
-    *d++ = kBase64Alphabet[v & 63];
-  }
-  if (i < n) {
-    uint32_t v = uint32_t{s[i]} << 16;
-    if (i + 1 < n) v |= uint32_t{s[i + 1]} << 8;
-    *d++ = kBase64Alphabet[v >> 18];
-    *d++ = kBase64Alphabet[(v >> 12) & 63];
-    *d++ = i + 1 < n ? kBase64Alphabet[(v >> 6) & 63] : '=';
-    *d++ = '=';
-  }
-  return d;
-}
-
-// Writes `"name":<string>`, `"name_b64":"<base64>"` or `"name":null`.
-char* PutBytesField(char* d, std::string_view name, const std::optional<Bytes>& bytes) {
-  *d++ = '"';
-  d = PutText(d, name);
-  if (!bytes) return PutText(d, "\":null");
-  std::string_view text = AsText(*bytes);
-  if (IsUtf8(text)) {
-    d = PutText(d, "\":");
-    return PutJsonString(d, text);
-  }
-  d = PutText(d, "_b64\":\"");
-  d = PutBase64(d, *bytes);
-  *d++ = '"';
-  return d;
-}
-
-size_t FieldBound(std::string_view name, const std::optional<Bytes>& b) {
-  return name.size() + 16 + (b ? 6 * b->size() : 0);
-}
-
-size_t HeadersBound(std::span<const Header> headers) {
-  size_t bound = 2;
-  for (const Header& h : headers)
-    bound += 4 + FieldBound("key", AsBytes(h.key)) + FieldBound("value", h.value);
-  return bound;
-}
-
 // Writes the "headers" array: [{"key":...,"value":...},...].
-char* PutHeaders(char* d, std::span<const Header> headers) {
-  *d++ = '[';
-  bool first = true;
-  for (const Header& h : headers) {
-    if (!first) *d++ = ',';
-    first = false;
-    *d++ = '{';
-    d = PutBytesField(d, "key", AsBytes(h.key));
-    *d++ = ',';
-    d = PutBytesField(d, "value", h.value);
-    *d++ = '}';
-  }
-  *d++ = ']';
-  return d;
+[[gnu::flatten]] void WriteHeaders(json::Writer& w, std::span<const Header> headers) {
+  w.BeginArray();
+  for (const Header& h : headers)
+    w.BeginObject().Blob("key", AsBytes(h.key)).Blob("value", h.value).EndObject();
+  w.EndArray();
 }
 
 }  // namespace
-
-// ASCII is checked 8 bytes at a time; anything else goes to simdjson.
-bool IsUtf8(std::string_view s) {
-  size_t i = 0;
-  uint64_t acc = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    uint64_t x;
-    std::memcpy(&x, s.data() + i, 8);
-    acc |= x;
-  }
-  for (; i < s.size(); ++i) acc |= static_cast<unsigned char>(s[i]);
-  return (acc & kHighs) == 0 || simdjson::validate_utf8(s.data(), s.size());
-}
-
-void AppendJsonString(fmt::memory_buffer& out, std::string_view utf8) {
-  size_t old = out.size();
-  out.resize(old + 6 * utf8.size() + 2);
-  char* end = PutJsonString(out.data() + old, utf8);
-  out.resize(static_cast<size_t>(end - out.data()));
-}
-
-size_t Base64EncodedSize(size_t n) { return (n + 2) / 3 * 4; }
-
-void AppendBase64(fmt::memory_buffer& out, Bytes bytes) {
-  size_t old = out.size();
-  out.resize(old + Base64EncodedSize(bytes.size()));
-  PutBase64(out.data() + old, bytes);
-}
 
 bool DecodeBase64(std::string_view text, std::vector<std::byte>* out) {
   if (text.size() % 4 != 0) return false;
@@ -247,37 +59,26 @@ bool DecodeBase64(std::string_view text, std::vector<std::byte>* out) {
   return true;
 }
 
-void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& f) {
-  size_t bound =
-      128 + 6 * f.topic.size() + FieldBound("payload", f.value) + FieldBound("key", f.key);
-  bound += HeadersBound(f.headers);
-  size_t old = out.size();
-  out.resize(old + bound);
-  char* d = out.data() + old;
-  d = PutText(d, "{\"topic\":");
-  d = PutJsonString(d, f.topic);
-  d = PutText(d, ",\"partition\":");
-  d = PutInt(d, f.partition);
-  d = PutText(d, ",\"offset\":");
-  d = PutInt(d, f.offset);
-  d = PutText(d, f.log_append_time ? ",\"tstype\":\"logappend\",\"ts\":"
-                                   : ",\"tstype\":\"create\",\"ts\":");
-  d = PutInt(d, f.timestamp);
-  *d++ = ',';
-  d = PutBytesField(d, "key", f.key);
-  *d++ = ',';
-  d = PutBytesField(d, "payload", f.value);
-  d = PutText(d, ",\"headers\":");
-  d = PutHeaders(d, f.headers);
-  d = PutText(d, "}\n");
-  out.resize(static_cast<size_t>(d - out.data()));
+// Flattened: the writer's calls are inlined, as a fixed-field encoder's
+// would be (mq-consume -J writes one line per message).
+[[gnu::flatten]] void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& f) {
+  json::Writer w(&out);
+  w.BeginObject()
+      .Str("topic", f.topic)
+      .Int("partition", f.partition)
+      .Int("offset", f.offset)
+      .Str("tstype", f.log_append_time ? "logappend" : "create")
+      .Int("ts", f.timestamp)
+      .Blob("key", f.key)
+      .Blob("payload", f.value)
+      .Key("headers");
+  WriteHeaders(w, f.headers);
+  w.Finish();
 }
 
 void AppendHeadersJson(fmt::memory_buffer& out, std::span<const Header> headers) {
-  size_t old = out.size();
-  out.resize(old + HeadersBound(headers));
-  char* end = PutHeaders(out.data() + old, headers);
-  out.resize(static_cast<size_t>(end - out.data()));
+  json::Writer w(&out);
+  WriteHeaders(w, headers);
 }
 
 // ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include "json.h"
 #include "mq/batch.h"
 #include "mq/status.h"
 
@@ -46,20 +47,17 @@ struct EnvelopeFields {
   std::span<const Header> headers;
 };
 
-// Appends one envelope line (terminated by '\n') to `out`.
+// Appends one envelope line (terminated by '\n') to `out`, written with
+// json::Writer.
 void AppendEnvelopeJson(fmt::memory_buffer& out, const EnvelopeFields& fields);
 
 // Appends the envelope's "headers" array alone (no newline):
 // [{"key":"h","value":"v"},...], binary-safe as in a line.
 void AppendHeadersJson(fmt::memory_buffer& out, std::span<const Header> headers);
 
-// True when `text` is valid UTF-8 (and so may be written as a plain JSON
-// string rather than base64).
-bool IsUtf8(std::string_view text);
-
-// Appends `bytes` as a JSON string literal (with quotes), escaping '"', '\'
-// and control characters. `bytes` must be valid UTF-8.
-void AppendJsonString(fmt::memory_buffer& out, std::string_view utf8);
+// The JSON writer's UTF-8 check and base64 (json.h).
+using json::AppendBase64;
+using json::IsUtf8;
 
 // One message read back from an envelope line. Every view points into the
 // EnvelopeParser that produced it and stays valid until its next Parse().
@@ -101,9 +99,6 @@ class EnvelopeParser {
   size_t max_line_bytes_ = 64u << 20;
 };
 
-// RFC 4648 base64 with '=' padding.
-void AppendBase64(fmt::memory_buffer& out, Bytes bytes);
-size_t Base64EncodedSize(size_t n);
 // Decodes strict padded base64 into `out` (appending). Returns false on a
 // character outside the alphabet, bad padding or a length not a multiple of 4.
 bool DecodeBase64(std::string_view text, std::vector<std::byte>* out);

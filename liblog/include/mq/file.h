@@ -13,7 +13,10 @@
 // registries (a root's and a cluster's) and the cluster store.
 // PartitionWriter and PartitionReader take theirs from LogConfig::fs and
 // ReadOptions::fs, DataDir, Group and FileClusterStore from their Open,
-// ProducerIdentity from Acquire; null everywhere means
+// ProducerIdentity from Acquire, verification (storage/verify.h, VerifyFile)
+// and the replication files read and written by path (leader-claim,
+// follower-stopped, the replica positions) from an argument,
+// RepairFollowerLog from LogConfig::fs; null everywhere means
 // FileSystem::Default().
 //
 // What stays outside, each for a reason: close(2) (never retried, nothing
@@ -24,10 +27,9 @@
 // best-effort notes: a member's lock file (written by the member, read by
 // ReadMemberNote) and the member id in its partitions/<topic> slot (for
 // --describe).
-// Through it, but always with the default file system: verification and
-// mq-inspect's reads, the group listing and deletion (ListGroups,
-// DeleteGroup), and the replication files read and written by path
-// (leader-claim, follower-stopped, the replica positions).
+// Through it, but always with the default file system: mq-inspect's reads
+// (and its verification, which passes none), the group listing and
+// deletion (ListGroups, DeleteGroup).
 //
 // Every path is relative to a directory descriptor and opened with
 // O_NOFOLLOW | O_CLOEXEC; files are created with explicit modes.

@@ -31,9 +31,12 @@ struct TimeIndexEntry {
 
 // Reads a whole .index / .timeindex file (R13/R14 size rule only; the
 // cross-check against the log is VerifyFile's job). The base offset comes
-// from the file name.
+// from the file name. `fs` is the seam the reads go through (nullptr: the
+// real file system).
 Result<std::vector<OffsetIndexEntry>> ReadOffsetIndexFile(const std::string& path);
 Result<std::vector<TimeIndexEntry>> ReadTimeIndexFile(const std::string& path);
+Result<std::vector<OffsetIndexEntry>> ReadOffsetIndexFile(const std::string& path, FileSystem* fs);
+Result<std::vector<TimeIndexEntry>> ReadTimeIndexFile(const std::string& path, FileSystem* fs);
 
 // Iterates the batches of one .log file from the start, reading with a
 // bounded buffer. On a batch that breaks a rule, Next() returns the
@@ -42,7 +45,8 @@ Result<std::vector<TimeIndexEntry>> ReadTimeIndexFile(const std::string& path);
 class SegmentScanner {
  public:
   static Result<std::unique_ptr<SegmentScanner>> Open(const std::string& path,
-                                                      const DecodeLimits& limits = {});
+                                                      const DecodeLimits& limits = {},
+                                                      FileSystem* fs = nullptr);
   virtual ~SegmentScanner();
   // The next valid batch (the view lives until the next call), or nullopt at
   // the end of the file.
@@ -65,6 +69,7 @@ class SegmentScanner {
 // R1-R10), a .index or .timeindex (R13/R14 against the sibling .log).
 // Problems are appended; non-OK only if the file cannot be read.
 Status VerifyFile(const std::string& path, const DecodeLimits& limits,
-                  std::vector<Problem>* problems, VerifyStats* stats = nullptr);
+                  std::vector<Problem>* problems, VerifyStats* stats = nullptr,
+                  FileSystem* fs = nullptr);
 
 }  // namespace mq

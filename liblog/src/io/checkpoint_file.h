@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mq/file.h"
@@ -134,5 +135,12 @@ Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t pa
                                   FileSystem* fs, NamedFile* held);
 Result<bool> RaiseHighWatermark(int dir_fd, std::string_view topic, int32_t partition,
                                 int64_t offset, FileSystem* fs, bool sync, NamedFile* held);
+// CheckStoredHighWatermark and CheckHighWatermarkWithin
+// (mq/replica_checkpoint.h), reading through `fs` (verify's reads).
+Status CheckStoredHighWatermark(int dir_fd,
+                                const std::optional<std::pair<std::string, int32_t>>& partition,
+                                FileSystem* fs);
+Status CheckHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition, int64_t hw,
+                                int64_t log_end_offset, FileSystem* fs);
 
 }  // namespace mq

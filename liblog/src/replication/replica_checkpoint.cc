@@ -471,8 +471,14 @@ Status CheckStorable(std::string_view topic, int32_t partition, int64_t offset) 
 }  // namespace
 
 Status CheckStoredHighWatermark(int dir_fd,
+                                const std::optional<std::pair<std::string, int32_t>>& partition,
+                                FileSystem* fs) {
+  return ReadStoredHighWatermark(fs, dir_fd, partition).status();
+}
+
+Status CheckStoredHighWatermark(int dir_fd,
                                 const std::optional<std::pair<std::string, int32_t>>& partition) {
-  return ReadStoredHighWatermark(nullptr, dir_fd, partition).status();
+  return CheckStoredHighWatermark(dir_fd, partition, nullptr);
 }
 
 const char* HighWatermarkFileAt(int dir_fd, FileSystem* fs) {
@@ -501,11 +507,16 @@ Result<int64_t> LoadHighWatermark(int dir_fd, std::string_view topic, int32_t pa
 
 Status CheckHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition, int64_t hw,
                                 int64_t log_end_offset) {
+  return CheckHighWatermarkWithin(dir_fd, topic, partition, hw, log_end_offset, nullptr);
+}
+
+Status CheckHighWatermarkWithin(int dir_fd, std::string_view topic, int32_t partition, int64_t hw,
+                                int64_t log_end_offset, FileSystem* fs) {
   if (hw <= log_end_offset) return Status::Ok();
   const std::string what =
       fmt::format("high watermark {} is above the log end {}: the file does not belong to this log",
                   hw, log_end_offset);
-  auto stored = ReadStoredHighWatermark(nullptr, dir_fd, Named(topic, partition));
+  auto stored = ReadStoredHighWatermark(fs, dir_fd, Named(topic, partition));
   if (stored && stored->legacy) {
     // The offset is the entry's last field: "0\n1\n<topic> <partition> <offset>\n".
     const uint64_t position = 4 + topic.size() + 1 + fmt::formatted_size("{}", partition) + 1;
@@ -524,7 +535,7 @@ Result<int64_t> LoadHighWatermarkWithin(int dir_fd, std::string_view topic, int3
                                         int64_t log_end_offset, FileSystem* fs) {
   auto hw = LoadHighWatermark(dir_fd, topic, partition, fs);
   if (!hw) return hw;
-  MQ_RETURN_IF_ERROR(CheckHighWatermarkWithin(dir_fd, topic, partition, *hw, log_end_offset));
+  MQ_RETURN_IF_ERROR(CheckHighWatermarkWithin(dir_fd, topic, partition, *hw, log_end_offset, fs));
   return hw;
 }
 

@@ -16,6 +16,7 @@
 #include "mq/lock.h"
 #include "mq/replication.h"
 #include "storage/state_file.h"
+#include "storage/verify.h"
 
 namespace mq {
 
@@ -866,7 +867,7 @@ Result<std::unique_ptr<ReplicaLog>> OpenReplicaLog(const std::string& dir, int32
 
 Result<std::optional<LogDamage>> RepairFollowerLog(const std::string& dir,
                                                    const LogConfig& config) {
-  auto damage = FindLogDamage(dir, config.limits);
+  auto damage = FindLogDamage(dir, config.limits, config.fs);
   if (!damage || !*damage) return damage;
   auto writer = PartitionWriter::Open(dir, config, false, nullptr);
   if (!writer) return writer.error();

@@ -32,14 +32,14 @@ Status DecodeCheckpointText(std::string_view name, const std::string& text, cons
 }  // namespace
 
 Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir, std::vector<Problem>* problems,
-                                VerifyStats* stats) {
+                                VerifyStats* stats, FileSystem* fs) {
   const auto partition = PartitionOfDirectory(dir);
   for (const char* name :
        {format::kLeaderEpochCheckpointName, format::kReplicationOffsetCheckpointName,
         format::kReplicaPositionsName, format::kLeaderClaimName, format::kLeaderEpochFenceName,
         format::kFollowerStoppedName}) {
     const std::string path = dir + "/" + name;
-    auto text = ReadCheckpointFile(FileSystem::Default(), dir_fd, name, path);
+    auto text = ReadCheckpointFile(fs, dir_fd, name, path);
     if (!text && text.error().code() == Code::kNotFound) continue;  // optional (§16)
     Status s = text.status();
     if (text) {
@@ -56,24 +56,24 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir, std::vector<
   }
   // §16.3, R61: the high watermark (binary, two copies), read as a writer
   // reads it (a breach is read again before it is reported).
-  if (auto info = FileSystem::Default()->StatAt(dir_fd, format::kHighWatermarkName)) {
+  if (auto info = fs->StatAt(dir_fd, format::kHighWatermarkName)) {
     if (stats != nullptr) {
       ++stats->files;
       stats->bytes += info->size;
     }
-    Status read = CheckStoredHighWatermark(dir_fd, partition);
+    Status read = CheckStoredHighWatermark(dir_fd, partition, fs);
     if (read.code() == Code::kCorruption)
       problems->push_back({read.file(), read.position(), read.rule(), read.message()});
     else if (!read.ok())
       return read;
   }
   // §17.2, R60: the leader's fetch positions (binary, two copies).
-  if (auto info = FileSystem::Default()->StatAt(dir_fd, format::kFetchPositionsName)) {
+  if (auto info = fs->StatAt(dir_fd, format::kFetchPositionsName)) {
     if (stats != nullptr) {
       ++stats->files;
       stats->bytes += info->size;
     }
-    auto read = ReadReplicaPositions(dir);
+    auto read = ReadReplicaPositions(dir, fs);
     if (!read && read.error().code() == Code::kCorruption)
       problems->push_back({read.error().file(), read.error().position(), read.error().rule(),
                            read.error().message()});
@@ -84,7 +84,7 @@ Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir, std::vector<
 }
 
 Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir, const LogFacts& log,
-                                          std::vector<Problem>* problems) {
+                                          std::vector<Problem>* problems, FileSystem* fs) {
   const Problem::Kind kind =
       log.trusted ? Problem::Kind::kCorruption : Problem::Kind::kNeedsRecovery;
   auto add = [&](const Status& s) {
@@ -92,14 +92,14 @@ Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir, co
   };
   if (const auto partition = PartitionOfDirectory(dir)) {
     // A file that does not decode was reported by VerifyReplicaCheckpoints.
-    auto hw = LoadHighWatermark(dir_fd, partition->first, partition->second);
+    auto hw = LoadHighWatermark(dir_fd, partition->first, partition->second, fs);
     if (hw) {
       Status s = CheckHighWatermarkWithin(dir_fd, partition->first, partition->second, *hw,
-                                          log.log_end_offset);
+                                          log.log_end_offset, fs);
       if (!s.ok()) add(s);
     }
   }
-  auto epochs = LeaderEpochCache::Load(dir_fd);
+  auto epochs = LeaderEpochCache::Load(dir_fd, fs);
   if (!epochs) return Status::Ok();  // missing, or reported by VerifyReplicaCheckpoints
   const std::vector<EpochEntry>& held = epochs->entries();
   const std::vector<EpochEntry>& want = log.implied_epochs;

@@ -16,9 +16,10 @@ namespace mq {
 // checkpoint present is read and checked (R35, R36, R38, R56, R61; the
 // partition a replication-offset checkpoint must name comes from the
 // directory's name), and each replication file (R47, R53, R58, R60); a
-// breach is a problem, a missing file none. Counts the files read.
+// breach is a problem, a missing file none. Counts the files read. Both
+// functions here read through `fs`.
 Status VerifyReplicaCheckpoints(int dir_fd, const std::string& dir, std::vector<Problem>* problems,
-                                VerifyStats* stats);
+                                VerifyStats* stats, FileSystem* fs);
 
 // What --verify read of a partition's log, for the checks below.
 struct LogFacts {
@@ -35,6 +36,6 @@ struct LogFacts {
 // reboot (`trusted` false) both are needs-recovery problems: the next
 // writer cuts the tail and lowers the high watermark.
 Status VerifyReplicaCheckpointsAgainstLog(int dir_fd, const std::string& dir, const LogFacts& log,
-                                          std::vector<Problem>* problems);
+                                          std::vector<Problem>* problems, FileSystem* fs);
 
 }  // namespace mq

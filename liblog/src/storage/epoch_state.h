@@ -69,6 +69,9 @@ class EpochState {
   class Replicated {
    public:
     explicit Replicated(const EpochState& state) : latest_(state.cache_->latest()) {}
+    // From the latest epoch a log holds (nullopt: none); the simulator's
+    // model log applies the same rule through it.
+    explicit Replicated(std::optional<EpochEntry> latest) : latest_(latest) {}
     // kCorruption (R37) for an epoch below the latest (`at`: the batch's
     // byte position in the append); -1 batches add nothing.
     Status Add(const BatchHeader& h, size_t at);

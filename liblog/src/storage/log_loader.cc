@@ -267,4 +267,28 @@ Status OpenLog(PartitionView* view, RecoveryReport* report) {
   return Status::Ok();
 }
 
+Status CatchUp(PartitionView* view) {
+  PartitionView& v = *view;
+  uint32_t gen = 0;
+  auto now = v.state.Read(&gen);
+  if (!now) {
+    RecoveryReport ignored;
+    auto loaded = LoadLog(view, &ignored, false);
+    return loaded ? Status::Ok() : loaded.error();
+  }
+  if (gen != v.generation && *now == v.fields && v.active) {
+    // Published since with the committed fields this writer holds (another
+    // writer raised the high watermark, stored an epoch fence or began an
+    // epoch without a batch): the log is the one this writer has open.
+    // Every change of the log's bytes or segments changes the fields (an
+    // append its end, a roll its end segment, a deletion its start, a
+    // truncation or a writer's recovery `rewrites`). The epochs are still
+    // read again (FreshEpochs: they are as of the older generation).
+    v.generation = gen;
+  } else if (gen != v.generation || !(*now == v.fields)) {
+    MQ_RETURN_IF_ERROR(v.Follow(gen, *now));
+  }
+  return v.CutUnacknowledged();
+}
+
 }  // namespace mq

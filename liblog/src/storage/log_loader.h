@@ -32,4 +32,12 @@ Result<LoadedLog> LoadLog(PartitionView* view, RecoveryReport* report, bool recr
 // stamps an epoch or the listing found a checkpoint.
 Status OpenLog(PartitionView* view, RecoveryReport* report);
 
+// Under the lock, before every operation of a writer: brings `view` up to
+// the committed state. A state file published since the view's last look
+// is followed (PartitionView::Follow: the tail another writer appended, or
+// the log it rewrote); one found invalid (a writer died inside a
+// publication) has the log loaded again (LoadLog); bytes past the
+// committed end, an append that never returned, are cut.
+Status CatchUp(PartitionView* view);
+
 }  // namespace mq

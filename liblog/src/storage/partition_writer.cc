@@ -4,7 +4,7 @@
 // producer_state_manager.h; the leader epochs: epoch_state.h.
 //
 // Every operation runs under the partition's writer lock and starts with
-// CatchUp(): if another writer published since our last look (the state
+// CatchUp() (log_loader.h): if another writer published since our last look (the state
 // file's generation moved) we catch up with the tail it left; bytes past the
 // committed end belong to an append that never returned (its writer died),
 // so they are cut. Then we write, (fsync,) publish, unlock.
@@ -55,14 +55,13 @@ struct PartitionWriter::Impl : PartitionView {
   }
 
   // The prologue of every operation: takes the writer lock (held by
-  // `*guard` from then on, released when it goes) and catches up.
+  // `*guard` from then on, released when it goes) and catches up
+  // (log_loader.h).
   Status LockAndCatchUp(LockGuard* guard) {
     MQ_RETURN_IF_ERROR(lock.Lock());
     guard->Hold(&lock);
-    return CatchUp();
+    return CatchUp(this);
   }
-  // Under the lock: brings this writer's view up to the committed state.
-  Status CatchUp();
 
   // The phases of PartitionWriter::Append.
   Result<std::vector<Piece>> Split(std::span<std::byte> batches, CrcCheck crc_check) const;
@@ -80,29 +79,6 @@ struct PartitionWriter::Impl : PartitionView {
     return epochs.Begin(*this, fields.log_end_offset, generation, assigned);
   }
 };
-
-Status PartitionWriter::Impl::CatchUp() {
-  uint32_t gen = 0;
-  auto now = state.Read(&gen);
-  if (!now) {
-    RecoveryReport ignored;
-    auto loaded = LoadLog(this, &ignored, false);
-    return loaded ? Status::Ok() : loaded.error();
-  }
-  if (gen != generation && *now == fields && active) {
-    // Published since with the committed fields this writer holds (another
-    // writer raised the high watermark, stored an epoch fence or began an
-    // epoch without a batch): the log is the one this writer has open.
-    // Every change of the log's bytes or segments changes the fields (an
-    // append its end, a roll its end segment, a deletion its start, a
-    // truncation or a writer's recovery `rewrites`). The epochs are still
-    // read again (FreshEpochs: they are as of the older generation).
-    generation = gen;
-  } else if (gen != generation || !(*now == fields)) {
-    MQ_RETURN_IF_ERROR(Follow(gen, *now));
-  }
-  return CutUnacknowledged();
-}
 
 PartitionWriter::PartitionWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -348,7 +324,7 @@ Status PartitionWriter::SetHighWatermark(int64_t offset) {
   uint32_t gen = 0;
   auto now = w.state.Read(&gen);
   if (!now) {
-    MQ_RETURN_IF_ERROR(w.CatchUp());  // recovers
+    MQ_RETURN_IF_ERROR(CatchUp(&w));  // recovers
     gen = w.generation;
     now = w.fields;
   }

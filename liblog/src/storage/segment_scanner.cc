@@ -25,40 +25,57 @@ SplitPath Split(const std::string& path) {
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-Result<MappedFile> MapByPath(const std::string& path) {
+Result<MappedFile> MapByPath(const std::string& path, FileSystem* fs) {
   SplitPath sp = Split(path);
-  auto dir = OpenDirectory(sp.dir, false);
+  auto dir = OpenDirectory(sp.dir, false, fs);
   if (!dir) return dir.error();
-  auto m = MappedFile::Open(dir->get(), sp.name, format::kMaxIndexFileBytes);
+  auto m = MappedFile::Open(dir->get(), sp.name, format::kMaxIndexFileBytes, fs);
   if (!m) return Status(m.error().code(), path + ": " + m.error().message());
   return m;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<File>> OpenFileByPath(const std::string& path) {
+Result<std::unique_ptr<File>> OpenFileByPath(const std::string& path, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
   SplitPath sp = Split(path);
-  auto dir = OpenDirectory(sp.dir, false);
+  auto dir = OpenDirectory(sp.dir, false, fs);
   if (!dir) return dir.error();
-  auto f = FileSystem::Default()->Open(dir->get(), sp.name, FileSystem::kRead);
+  auto f = fs->Open(dir->get(), sp.name, FileSystem::kRead);
   if (!f) return Status(f.error().code(), path + ": " + f.error().message());
   return f;
 }
 
-Result<std::vector<OffsetIndexEntry>> ReadOffsetIndexFile(const std::string& path) {
+Result<FileInfo> StatByPath(const std::string& path, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  SplitPath sp = Split(path);
+  auto dir = OpenDirectory(sp.dir, false, fs);
+  if (!dir) return dir.error();
+  return fs->StatAt(dir->get(), sp.name);
+}
+
+Result<std::vector<OffsetIndexEntry>> ReadOffsetIndexFile(const std::string& path, FileSystem* fs) {
   auto base = SegmentBaseOffset(path);
   if (!base) return base.error();
-  auto m = MapByPath(path);
+  auto m = MapByPath(path, fs);
   if (!m) return m.error();
   return DecodeOffsetIndex(m->bytes(), *base, path);
 }
 
-Result<std::vector<TimeIndexEntry>> ReadTimeIndexFile(const std::string& path) {
+Result<std::vector<TimeIndexEntry>> ReadTimeIndexFile(const std::string& path, FileSystem* fs) {
   auto base = SegmentBaseOffset(path);
   if (!base) return base.error();
-  auto m = MapByPath(path);
+  auto m = MapByPath(path, fs);
   if (!m) return m.error();
   return DecodeTimeIndex(m->bytes(), *base, path);
+}
+
+Result<std::vector<OffsetIndexEntry>> ReadOffsetIndexFile(const std::string& path) {
+  return ReadOffsetIndexFile(path, nullptr);
+}
+
+Result<std::vector<TimeIndexEntry>> ReadTimeIndexFile(const std::string& path) {
+  return ReadTimeIndexFile(path, nullptr);
 }
 
 struct SegmentScanner::Impl {
@@ -78,9 +95,10 @@ SegmentScanner::SegmentScanner(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 SegmentScanner::~SegmentScanner() = default;
 
 Result<std::unique_ptr<SegmentScanner>> SegmentScanner::Open(const std::string& path,
-                                                             const DecodeLimits& limits) {
+                                                             const DecodeLimits& limits,
+                                                             FileSystem* fs) {
   auto impl = std::make_unique<Impl>(limits);
-  auto f = OpenFileByPath(path);
+  auto f = OpenFileByPath(path, fs);
   if (!f) return f.error();
   impl->file = std::move(*f);
   auto size = impl->file->Size();

@@ -1,11 +1,5 @@
 // Verification without modification: VerifyFile and VerifyPartition.
 // Every problem names file, byte position and rule.
-#include <dirent.h>
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <climits>
 #include <optional>
@@ -23,11 +17,14 @@
 #include "storage/recovery.h"
 #include "storage/segment.h"
 #include "storage/state_file.h"
+#include "storage/verify.h"
 #include "storage/writer_lock.h"
 
 namespace mq {
 
-Result<std::unique_ptr<File>> OpenFileByPath(const std::string& path);  // segment_scanner.cc
+// segment_scanner.cc: a file named by path, opened and stat'ed through `fs`.
+Result<std::unique_ptr<File>> OpenFileByPath(const std::string& path, FileSystem* fs);
+Result<FileInfo> StatByPath(const std::string& path, FileSystem* fs);
 
 namespace {
 
@@ -129,8 +126,8 @@ void CheckTornTail(const SegmentScanner& scanner, const std::string& path,
 Status VerifyLog(const std::string& path, const DecodeLimits& limits,
                  std::vector<Problem>* problems, std::vector<BatchInfo>* batches,
                  uint64_t committed = UINT64_MAX, uint64_t* unpublished = nullptr,
-                 bool contiguous = false, VerifyStats* stats = nullptr) {
-  auto scanner = SegmentScanner::Open(path, limits);
+                 bool contiguous = false, VerifyStats* stats = nullptr, FileSystem* fs = nullptr) {
+  auto scanner = SegmentScanner::Open(path, limits, fs);
   if (!scanner) return scanner.error();
   const uint64_t size = (*scanner)->file_size();
   CountSegment(stats, size);
@@ -164,12 +161,13 @@ Status VerifyLog(const std::string& path, const DecodeLimits& limits,
 }
 
 Result<std::vector<BatchInfo>> SiblingBatches(const std::string& index_path, const char* suffix,
-                                              const DecodeLimits& limits) {
+                                              const DecodeLimits& limits, FileSystem* fs) {
   std::string log =
       index_path.substr(0, index_path.size() - std::string(suffix).size()) + format::kLogSuffix;
   std::vector<BatchInfo> batches;
   std::vector<Problem> ignored;  // the .log's own problems are its own report
-  MQ_RETURN_IF_ERROR(VerifyLog(log, limits, &ignored, &batches));
+  MQ_RETURN_IF_ERROR(
+      VerifyLog(log, limits, &ignored, &batches, UINT64_MAX, nullptr, false, nullptr, fs));
   return batches;
 }
 
@@ -197,8 +195,9 @@ bool InTail(const IndexTail& tail, int64_t offset, size_t i, uint64_t at, const 
 }
 
 Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& known,
-                         std::vector<Problem>* problems, const IndexTail& tail = {}) {
-  auto entries = ReadOffsetIndexFile(path);
+                         std::vector<Problem>* problems, FileSystem* fs,
+                         const IndexTail& tail = {}) {
+  auto entries = ReadOffsetIndexFile(path, fs);
   if (!entries) {
     if (entries.error().code() != Code::kCorruption) return entries.error();
     Add(problems, entries.error(), path, 0);
@@ -231,8 +230,8 @@ Status VerifyOffsetIndex(const std::string& path, const std::vector<BatchInfo>& 
 }
 
 Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& known,
-                       std::vector<Problem>* problems, const IndexTail& tail = {}) {
-  auto entries = ReadTimeIndexFile(path);
+                       std::vector<Problem>* problems, FileSystem* fs, const IndexTail& tail = {}) {
+  auto entries = ReadTimeIndexFile(path, fs);
   if (!entries) {
     if (entries.error().code() != Code::kCorruption) return entries.error();
     Add(problems, entries.error(), path, 0);
@@ -264,13 +263,13 @@ Status VerifyTimeIndex(const std::string& path, const std::vector<BatchInfo>& kn
 // Refuses a symlink, FIFO or device in place of a file that a writer opens
 // but verify does not read (writer.lock, producer snapshots), as the writer
 // does (exit 77): verify never calls a partition ok that a writer refuses.
-Status CheckWriterFiles(int dir_fd) {
-  auto names = ListNames(dir_fd, {});
+Status CheckWriterFiles(int dir_fd, FileSystem* fs) {
+  auto names = ListNames(dir_fd, {}, fs);
   if (!names) return names.error();
   for (const std::string& name : *names) {
     if (name != kWriterLockName && !EndsWith(name, ".snapshot")) continue;
     // Names the kind and refuses anything but a regular file.
-    auto f = FileSystem::Default()->Open(dir_fd, name, FileSystem::kRead);
+    auto f = fs->Open(dir_fd, name, FileSystem::kRead);
     if (!f && f.error().code() != Code::kNotFound) return f.error();
   }
   return Status::Ok();
@@ -279,11 +278,12 @@ Status CheckWriterFiles(int dir_fd) {
 }  // namespace
 
 // An index or state file read whole: counted in the evidence.
-static void CountFile(VerifyStats* stats, const std::string& path) {
-  struct stat st {};
-  if (stats == nullptr || ::stat(path.c_str(), &st) != 0) return;
+static void CountFile(VerifyStats* stats, const std::string& path, FileSystem* fs) {
+  if (stats == nullptr) return;
+  auto info = StatByPath(path, fs);
+  if (!info) return;
   ++stats->files;
-  stats->bytes += static_cast<uint64_t>(st.st_size);
+  stats->bytes += info->size;
 }
 
 // R59 (segment.md §6.6): the truncation history is well formed, and its
@@ -296,16 +296,16 @@ static void CountFile(VerifyStats* stats, const std::string& path) {
 // next writer publishes it), never one further.
 static Status VerifyTruncations(int dir_fd, const std::string& dir, int64_t log_end, bool trusted,
                                 std::optional<uint32_t> rewrites, std::vector<Problem>* problems,
-                                VerifyStats* stats) {
+                                VerifyStats* stats, FileSystem* fs) {
   const std::string path = dir + "/" + format::kTruncationsName;
-  auto history = ReadTruncations(dir_fd, FileSystem::Default(), dir);
+  auto history = ReadTruncations(dir_fd, fs, dir);
   if (!history && history.error().code() == Code::kCorruption) {
     problems->push_back({path, history.error().position(), "R59", history.error().message()});
     return Status::Ok();
   }
   if (!history) return history.error();  // a symlink, FIFO or device is refused (exit 77)
   if (history->empty()) return Status::Ok();
-  CountFile(stats, path);
+  CountFile(stats, path, fs);
   const TruncationRecord& last = history->back();
   if (last.end > log_end)
     problems->push_back(
@@ -332,20 +332,21 @@ static Status VerifyTruncations(int dir_fd, const std::string& dir, int64_t log_
 }
 
 Status VerifyFile(const std::string& path, const DecodeLimits& limits,
-                  std::vector<Problem>* problems, VerifyStats* stats) {
+                  std::vector<Problem>* problems, VerifyStats* stats, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
   if (EndsWith(path, format::kLogSuffix)) {
     std::vector<BatchInfo> batches;
-    return VerifyLog(path, limits, problems, &batches, UINT64_MAX, nullptr, false, stats);
+    return VerifyLog(path, limits, problems, &batches, UINT64_MAX, nullptr, false, stats, fs);
   }
   // An index is checked against the batches of its sibling .log.
   const bool time_index = EndsWith(path, format::kTimeIndexSuffix);
   if (time_index || EndsWith(path, format::kIndexSuffix)) {
-    auto batches =
-        SiblingBatches(path, time_index ? format::kTimeIndexSuffix : format::kIndexSuffix, limits);
+    auto batches = SiblingBatches(
+        path, time_index ? format::kTimeIndexSuffix : format::kIndexSuffix, limits, fs);
     if (!batches) return batches.error();
-    CountFile(stats, path);
-    return time_index ? VerifyTimeIndex(path, *batches, problems)
-                      : VerifyOffsetIndex(path, *batches, problems);
+    CountFile(stats, path, fs);
+    return time_index ? VerifyTimeIndex(path, *batches, problems, fs)
+                      : VerifyOffsetIndex(path, *batches, problems, fs);
   }
   return Status(Code::kInvalidArgument, path + ": not a .log, .index or .timeindex file");
 }
@@ -355,12 +356,12 @@ namespace {
 // The state file, read first: it says which bytes were published. A state
 // file that does not decode needs recovery (R15, rebuilt by R24).
 Status ReadPublishedState(int dir_fd, const std::string& dir, std::vector<Problem>* problems,
-                          VerifyStats* stats, std::optional<StateFields>* state) {
+                          VerifyStats* stats, std::optional<StateFields>* state, FileSystem* fs) {
   std::string state_path = dir + "/" + kStateFileName;
-  auto state_file = StateFile::OpenForRead(dir_fd);
+  auto state_file = StateFile::OpenForRead(dir_fd, fs);
   Status state_error = state_file ? Status::Ok() : state_file.error();
   if (state_file) {
-    CountFile(stats, state_path);
+    CountFile(stats, state_path, fs);
     auto f = state_file->Read();
     if (f)
       *state = *f;
@@ -377,8 +378,9 @@ Status ReadPublishedState(int dir_fd, const std::string& dir, std::vector<Proble
 }
 
 // R40: an interrupted truncation, which the next writer completes.
-Status CheckTruncateIntent(int dir_fd, const std::string& dir, std::vector<Problem>* problems) {
-  auto intent = ReadTruncateIntent(dir_fd, FileSystem::Default(), dir);
+Status CheckTruncateIntent(int dir_fd, const std::string& dir, std::vector<Problem>* problems,
+                           FileSystem* fs) {
+  auto intent = ReadTruncateIntent(dir_fd, fs, dir);
   const std::string intent_path = dir + "/" + format::kTruncateIntentName;
   if (!intent && intent.error().code() == Code::kCorruption)
     problems->push_back({intent_path, intent.error().position(), "R40", intent.error().message()});
@@ -413,6 +415,7 @@ struct PartitionWalk {
   int64_t tail_base = -1;
   bool tail_torn = false;      // its tail needs recovery (R20, R21)
   PartitionListing listing{};  // R96: tiered segments are verified where they are
+  FileSystem* fs = nullptr;    // every read goes through it
 
   // The directory holding segment `base`'s files: the partition's or its tier.
   const std::string& SegmentDir(int64_t base) const {
@@ -424,10 +427,10 @@ struct PartitionWalk {
 // (the first one when none does).
 int64_t LastSegmentWithBytes(const PartitionWalk& w, const std::vector<int64_t>& segments) {
   for (size_t i = segments.size(); i-- > 1;) {
-    struct stat st {};
     const std::string log =
         w.SegmentDir(segments[i]) + "/" + SegmentFileName(segments[i], format::kLogSuffix);
-    if (::stat(log.c_str(), &st) != 0 || st.st_size > 0) return segments[i];
+    auto info = StatByPath(log, w.fs);
+    if (!info || info->size > 0) return segments[i];
   }
   return segments.empty() ? -1 : segments.front();
 }
@@ -501,14 +504,14 @@ Status VerifySegmentIndexes(PartitionWalk* w, int64_t base, const std::vector<Ba
   for (const char* suffix : {format::kIndexSuffix, format::kTimeIndexSuffix}) {
     std::string idx = w->SegmentDir(base) + "/" + SegmentFileName(base, suffix);
     Status s = EndsWith(idx, format::kTimeIndexSuffix)
-                   ? VerifyTimeIndex(idx, batches, w->problems, tail)
-                   : VerifyOffsetIndex(idx, batches, w->problems, tail);
+                   ? VerifyTimeIndex(idx, batches, w->problems, w->fs, tail)
+                   : VerifyOffsetIndex(idx, batches, w->problems, w->fs, tail);
     if (s.code() == Code::kNotFound)
       w->problems->push_back({idx, 0, "R23", "index file missing (rebuilt when a writer opens)"});
     else if (!s.ok())
       return s;
     else
-      CountFile(w->stats, idx);
+      CountFile(w->stats, idx, w->fs);
   }
   return Status::Ok();
 }
@@ -533,7 +536,7 @@ Status VerifySegment(PartitionWalk* w, int64_t base) {
   std::vector<BatchInfo> batches;
   uint64_t unpublished = 0;
   MQ_RETURN_IF_ERROR(VerifyLog(log, w->limits, w->problems, &batches, committed, &unpublished,
-                               w->offsets == OffsetPolicy::kContiguous, w->stats));
+                               w->offsets == OffsetPolicy::kContiguous, w->stats, w->fs));
   if (unpublished > 0)
     w->problems->push_back({log, committed, "R27",
                             fmt::format("{} bytes past the committed end were never published; "
@@ -564,10 +567,10 @@ Status VerifyAgainstLog(int dir_fd, const PartitionWalk& w, const std::vector<in
                                             : segments.back();
   facts.implied_epochs = w.implied;
   facts.trusted = w.trusted || !state;
-  MQ_RETURN_IF_ERROR(VerifyReplicaCheckpointsAgainstLog(dir_fd, w.dir, facts, w.problems));
+  MQ_RETURN_IF_ERROR(VerifyReplicaCheckpointsAgainstLog(dir_fd, w.dir, facts, w.problems, w.fs));
   return VerifyTruncations(dir_fd, w.dir, facts.log_end_offset, w.trusted || !state,
                            state ? std::optional(state->rewrites) : std::nullopt, w.problems,
-                           w.stats);
+                           w.stats, w.fs);
 }
 
 // The segment holding the committed end must hold all of it: R1 where its
@@ -581,7 +584,7 @@ Status CheckCommittedEnd(const PartitionWalk& w, const std::vector<int64_t>& seg
   std::string log = w.SegmentDir(state.end_segment_base) + "/" +
                     SegmentFileName(state.end_segment_base, format::kLogSuffix);
   if (present) {
-    auto f = OpenFileByPath(log);
+    auto f = OpenFileByPath(log, w.fs);
     if (!f) return f.error();
     auto size = (*f)->Size();
     if (!size) return size.error();
@@ -620,17 +623,19 @@ Status CheckCommittedEnd(const PartitionWalk& w, const std::vector<int64_t>& seg
 // Judges a partition by the rules recovery applies (§12, R27, R28): what a
 // crash legally leaves is "needs recovery" or a note, never corruption.
 Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
-                       std::vector<Problem>* problems, OffsetPolicy offsets, VerifyStats* stats) {
-  auto dfd = OpenDirectory(dir, false);
+                       std::vector<Problem>* problems, OffsetPolicy offsets, VerifyStats* stats,
+                       FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  auto dfd = OpenDirectory(dir, false, fs);
   if (!dfd) return dfd.error();
   PartitionListing listing;
-  auto segments = ListSegments(dfd->get(), nullptr, nullptr, &listing);
+  auto segments = ListSegments(dfd->get(), fs, nullptr, &listing);
   if (!segments) return segments.error();
   // Replica checkpoints (replication.md §16) stand apart from the log.
-  MQ_RETURN_IF_ERROR(VerifyReplicaCheckpoints(dfd->get(), dir, problems, stats));
+  MQ_RETURN_IF_ERROR(VerifyReplicaCheckpoints(dfd->get(), dir, problems, stats, fs));
   std::optional<StateFields> state;
-  MQ_RETURN_IF_ERROR(ReadPublishedState(dfd->get(), dir, problems, stats, &state));
-  MQ_RETURN_IF_ERROR(CheckTruncateIntent(dfd->get(), dir, problems));
+  MQ_RETURN_IF_ERROR(ReadPublishedState(dfd->get(), dir, problems, stats, &state, fs));
+  MQ_RETURN_IF_ERROR(CheckTruncateIntent(dfd->get(), dir, problems, fs));
   PartitionWalk walk{.dir = dir,
                      .limits = limits,
                      .offsets = offsets,
@@ -638,14 +643,15 @@ Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
                      .problems = problems,
                      .state = state,
                      .trusted = state && state->same_boot(),
-                     .listing = std::move(listing)};
+                     .listing = std::move(listing),
+                     .fs = fs};
   walk.tail_base = !walk.trusted && state ? LastSegmentWithBytes(walk, *segments)
                    : segments->empty()    ? -1
                                           : segments->back();
   for (int64_t base : *segments) MQ_RETURN_IF_ERROR(VerifySegment(&walk, base));
   MQ_RETURN_IF_ERROR(VerifyAgainstLog(dfd->get(), walk, *segments));
   if (state) MQ_RETURN_IF_ERROR(CheckCommittedEnd(walk, *segments));
-  return CheckWriterFiles(dfd->get());
+  return CheckWriterFiles(dfd->get(), fs);
 }
 
 namespace {
@@ -661,28 +667,32 @@ Status AsCorruption(const Problem& p) {
 
 }  // namespace
 
-Status VerifyForLeadership(const std::string& dir, const DecodeLimits& limits) {
+Status VerifyForLeadership(const std::string& dir, const DecodeLimits& limits, FileSystem* fs) {
   std::vector<Problem> problems;
-  MQ_RETURN_IF_ERROR(VerifyPartition(dir, limits, &problems));
+  MQ_RETURN_IF_ERROR(
+      VerifyPartition(dir, limits, &problems, OffsetPolicy::kGapsAllowed, nullptr, fs));
   for (const Problem& p : problems)
     if (p.kind == Problem::Kind::kCorruption) return AsCorruption(p);
   return Status::Ok();
 }
 
-Result<std::optional<LogDamage>> FindLogDamage(const std::string& dir, const DecodeLimits& limits) {
+Result<std::optional<LogDamage>> FindLogDamage(const std::string& dir, const DecodeLimits& limits,
+                                               FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
   std::vector<Problem> problems;
-  MQ_RETURN_IF_ERROR(VerifyPartition(dir, limits, &problems));
+  MQ_RETURN_IF_ERROR(
+      VerifyPartition(dir, limits, &problems, OffsetPolicy::kGapsAllowed, nullptr, fs));
   for (const Problem& p : problems) {
     if (p.kind != Problem::Kind::kCorruption || !EndsWith(p.file, format::kLogSuffix)) continue;
     const std::string name = p.file.substr(p.file.find_last_of('/') + 1);
     auto base = SegmentBaseOffset(name);
     if (!base) continue;
-    auto dfd = OpenDirectory(dir, false);
+    auto dfd = OpenDirectory(dir, false, fs);
     if (!dfd) return dfd.error();
     LogDamage d;
     d.valid_end = *base;
-    MQ_RETURN_IF_ERROR(ForEachHeader(dfd->get(), FileSystem::Default(), limits, *base, 0,
-                                     p.position, [&](const BatchHeader& h, uint64_t pos) {
+    MQ_RETURN_IF_ERROR(ForEachHeader(dfd->get(), fs, limits, *base, 0, p.position,
+                                     [&](const BatchHeader& h, uint64_t pos) {
                                        if (pos + h.size_bytes() <= p.position)
                                          d.valid_end = std::max(d.valid_end, h.last_offset() + 1);
                                      }));
@@ -690,6 +700,19 @@ Result<std::optional<LogDamage>> FindLogDamage(const std::string& dir, const Dec
     return std::optional<LogDamage>(std::move(d));
   }
   return std::optional<LogDamage>();
+}
+
+Status VerifyPartition(const std::string& dir, const DecodeLimits& limits,
+                       std::vector<Problem>* problems, OffsetPolicy offsets, VerifyStats* stats) {
+  return VerifyPartition(dir, limits, problems, offsets, stats, nullptr);
+}
+
+Status VerifyForLeadership(const std::string& dir, const DecodeLimits& limits) {
+  return VerifyForLeadership(dir, limits, nullptr);
+}
+
+Result<std::optional<LogDamage>> FindLogDamage(const std::string& dir, const DecodeLimits& limits) {
+  return FindLogDamage(dir, limits, nullptr);
 }
 
 }  // namespace mq

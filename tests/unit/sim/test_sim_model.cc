@@ -60,14 +60,17 @@ TEST_CASE("sim model: batches that do not continue the log are refused") {
   CHECK(*follower.LogEndOffset() == 0);
 }
 
-TEST_CASE("sim model: a batch of an older epoch than the log's latest is refused") {
+TEST_CASE("sim model: a batch of an older epoch than the log's latest is refused (R37)") {
   ModelReplicaLog old_leader(0, SyncPolicy::kEveryWrite);
   ModelReplicaLog follower(1, SyncPolicy::kEveryWrite);
   REQUIRE(old_leader.AppendAsLeader(7, 1, 1, 1000));
   REQUIRE(follower.BeginEpoch(2).ok());  // it led epoch 2, writing nothing
   auto appended = follower.AppendReplicated(LeaderBytes(old_leader, 0));
   REQUIRE_FALSE(appended);
-  CHECK(appended.error().code() == Code::kFenced);
+  // The writer's rule: an epoch going back is corruption, not a fence.
+  CHECK(appended.error().code() == Code::kCorruption);
+  CHECK(appended.error().rule() == "R37");
+  CHECK(*follower.LogEndOffset() == 0);
 
   SECTION("leniently, the empty epoch gives way") {
     follower.set_lenient_empty_epochs(true);
@@ -256,4 +259,25 @@ TEST_CASE(
       CHECK(log->TakeDisagreements().empty());
     }
   }
+}
+
+// The model and the shipped writer apply one rule to a follower's append
+// whose epoch goes back (R37): both refuse it as corruption, so the real
+// log in lockstep counts no disagreement.
+TEST_CASE(
+    "sim real log: a follower's append whose epoch goes back is R37 in the model and the log") {
+  RealReplicaLog old_leader(0, SyncPolicy::kEveryWrite, DiskOrder::kOrdered, "sim", true);
+  RealReplicaLog follower(1, SyncPolicy::kEveryWrite, DiskOrder::kOrdered, "sim", true);
+  REQUIRE(old_leader.BeginEpoch(1).ok());
+  REQUIRE(old_leader.AppendAsLeader(7, 1, 1, 1000));
+  REQUIRE(old_leader.AppendAsLeader(8, 2, 1, 1001));
+  REQUIRE(follower.BeginEpoch(2).ok());  // it led epoch 2, writing nothing
+  auto appended = follower.AppendReplicated(LeaderBytes(old_leader, 0));
+  REQUIRE_FALSE(appended);
+  CHECK(appended.error().code() == Code::kCorruption);
+  CHECK(appended.error().rule() == "R37");
+  CHECK(*follower.LogEndOffset() == 0);
+  CHECK(follower.files().LogEnd() == 0);
+  CHECK(follower.contract_breach().empty());
+  CHECK(follower.TakeDisagreements().empty());
 }
