@@ -48,7 +48,9 @@ std::string TierPartitionDir(const std::string& tier_root, const std::string& di
 Status AttachTier(const std::string& dir, const std::string& tier_dir, FileSystem* fs = nullptr);
 
 // R94: moves segment `base` of the partition at `dir` to its tier: each of
-// its files is copied to `<name>.tmp` in the tier directory and fsynced,
+// its files is copied to `<name>.tmp` in the tier directory
+// (CopyFileContents), given the source's access and modification times
+// (R97) and fsynced,
 // the copies are renamed to their names (the `.log` last: the publication)
 // and the tier directory fsynced, then the local files are unlinked (the
 // `.log` first) and the partition directory fsynced.

@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -333,3 +335,118 @@ TEST_CASE("R96 one listing: a writer whose recovery point is below tiered segmen
   CHECK(std::equal(t.records.begin(), t.records.end(), all.begin()));
   CHECK(Verify(t.dir).empty());
 }
+
+namespace {
+
+using Files = std::vector<std::pair<std::string, std::vector<std::byte>>>;
+
+// Every file of the partition directory `dir` with its bytes.
+Files Snapshot(const std::string& dir) {
+  Files out;
+  for (const std::string& n : ListDir(dir)) out.emplace_back(n, ReadFile(dir + "/" + n));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("R94 move order: a failing kernel copy leaves the old state, the next run finishes") {
+  // The copies go through copy_file_range (FileSystem::CopyRange); the Nth
+  // fails outright or after half its bytes, as a full disk does.
+  for (const auto fault : {FaultFs::Fault::kShortWrite, FaultFs::Fault::kEio})
+    for (int n = 1; n <= 4; ++n) {
+      INFO("fault " << static_cast<int>(fault) << " at copy " << n);
+      Tiered t;
+      const auto before = Snapshot(t.dir);
+      const std::vector<int64_t> two(t.bases.begin(), t.bases.begin() + 2);
+      FaultFs fs;
+      fs.FailWrite(n, fault);
+      Status s = MoveToTier(t.dir, two, &fs);
+      CHECK(!s.ok());
+      CHECK(s.message().find("copy_file_range") != std::string::npos);
+      CHECK(fs.kernel_copies() == n - 1);  // the copies before it went through the kernel
+      CHECK(Snapshot(t.dir) == before);
+      CHECK(ListDirEndingIn(t.tier, ".log").empty());  // nothing published
+      CHECK(!ListDirEndingIn(t.tier, ".tmp").empty());
+      CHECK(ReadAll(t.dir) == t.records);
+      CHECK(Verify(t.dir).empty());
+      auto finished = FinishTierMoves(t.dir);
+      REQUIRE(finished);
+      CHECK(ListDir(t.tier).empty());
+      CHECK(Snapshot(t.dir) == before);
+      REQUIRE(MoveToTier(t.dir, two).ok());
+      CHECK(ListDirEndingIn(t.tier, ".log").size() == 2);
+      CHECK(ReadAll(t.dir) == t.records);
+      CHECK(Verify(t.dir).empty());
+    }
+}
+
+TEST_CASE("R94 move order: a kernel that refuses copy_file_range copies through reads and writes") {
+  Tiered t;
+  const auto before = Snapshot(t.dir);
+  const std::vector<int64_t> two(t.bases.begin(), t.bases.begin() + 2);
+  SECTION("the copies are byte for byte the local files") {
+    FaultFs fs;
+    fs.RefuseCopy();
+    REQUIRE(MoveToTier(t.dir, two, &fs).ok());
+    CHECK(fs.kernel_copies() == 0);
+    for (int64_t base : two)
+      for (const char* s : {".log", ".index", ".timeindex"}) {
+        const std::string name = SegmentFileName(base, s);
+        const auto local = std::find_if(before.begin(), before.end(),
+                                        [&](const auto& f) { return f.first == name; });
+        REQUIRE(local != before.end());
+        CHECK(ReadFile(t.tier + "/" + name) == local->second);
+        CHECK(!Exists(t.dir + "/" + name));
+      }
+    CHECK(ReadAll(t.dir) == t.records);
+    CHECK(Verify(t.dir).empty());
+  }
+  SECTION("a write of the fallback that fails leaves the old state") {
+    FaultFs fs;
+    fs.RefuseCopy();
+    fs.FailWrite(2, FaultFs::Fault::kShortWrite);
+    CHECK(!MoveToTier(t.dir, two, &fs).ok());
+    CHECK(Snapshot(t.dir) == before);
+    CHECK(ListDirEndingIn(t.tier, ".log").empty());
+    CHECK(ReadAll(t.dir) == t.records);
+    REQUIRE(FinishTierMoves(t.dir));
+    CHECK(ListDir(t.tier).empty());
+  }
+}
+
+TEST_CASE("R97 retention of tiered segments: a tiered segment keeps its files' times") {
+  Tiered t;
+  // Times retention judges by (R74: the .log's mtime is the last append
+  // time), set to the nanosecond on every file of two segments.
+  constexpr int64_t kMtimeNs = 1'600'000'000'123'456'789;
+  constexpr int64_t kAtimeNs = 1'600'000'100'000'000'007;
+  const struct timespec times[2] = {{kAtimeNs / 1000000000, kAtimeNs % 1000000000},
+                                    {kMtimeNs / 1000000000, kMtimeNs % 1000000000}};
+  const std::vector<int64_t> two(t.bases.begin(), t.bases.begin() + 2);
+  for (int64_t base : two)
+    for (const char* s : {".log", ".index", ".timeindex"})
+      REQUIRE(::utimensat(AT_FDCWD, (t.dir + "/" + SegmentFileName(base, s)).c_str(), times, 0) ==
+              0);
+  auto log_before = ListRetentionSegments(t.dir);
+  REQUIRE(log_before);
+  FaultFs fs;
+  REQUIRE(MoveToTier(t.dir, two, &fs).ok());
+  CHECK(fs.set_times() == std::pair<int64_t, int64_t>(kAtimeNs, kMtimeNs));
+  for (int64_t base : two)
+    for (const char* s : {".log", ".index", ".timeindex"}) {
+      struct stat st;
+      REQUIRE(::stat((t.tier + "/" + SegmentFileName(base, s)).c_str(), &st) == 0);
+      CHECK(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec == kMtimeNs);
+      CHECK(st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec == kAtimeNs);
+    }
+  auto log_after = ListRetentionSegments(t.dir);
+  REQUIRE(log_after);
+  REQUIRE(log_after->segments.size() == log_before->segments.size());
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(log_after->segments[i].tiered);
+    CHECK(log_after->segments[i].append_time_ms == kMtimeNs / 1000000);
+    CHECK(log_after->segments[i].clock_ms() == log_before->segments[i].clock_ms());
+  }
+}
+
