@@ -14,6 +14,7 @@
 #include "mq/file.h"
 #include "mq/retention.h"
 #include "mq/status.h"
+#include "mq/topic.h"
 
 namespace mq {
 
@@ -21,6 +22,11 @@ struct TierPolicy {
   int64_t tier_after_ms = -1;  // -1: nothing moves
   int64_t now_ms = 0;
 };
+
+// R108: the age past which a topic's sealed segments move: the run's
+// (mq-compact --tier-after, `run_tier_after_ms` >= 0) when it has one, else
+// the topic's tier.after.ms; -1 (neither): none moves.
+int64_t TierAfterFor(const TopicConfig& topic, int64_t run_tier_after_ms);
 
 // R95: the segments of `log` that move, oldest first: sealed (not the
 // active one), local, at or above the log start (those below are

@@ -38,6 +38,10 @@ std::vector<RetentionSegment> PlanTier(const RetentionLog& log, const TierPolicy
   return out;
 }
 
+int64_t TierAfterFor(const TopicConfig& topic, int64_t run_tier_after_ms) {
+  return run_tier_after_ms >= 0 ? run_tier_after_ms : topic.tier_after_ms;
+}
+
 TierUsage UsageByTier(const RetentionLog& log) {
   TierUsage u;
   for (const RetentionSegment& s : log.segments) {

@@ -450,3 +450,52 @@ TEST_CASE("R97 retention of tiered segments: a tiered segment keeps its files' t
   }
 }
 
+TEST_CASE(
+    "R108 tier.after.ms: a topic key with units, written only when set, refused out of range") {
+  TopicConfig c;
+  CHECK(c.tier_after_ms == -1);
+  CHECK(c.Serialize().find("tier.after.ms") == std::string::npos);
+  REQUIRE(c.Set("tier.after.ms", "7d").ok());
+  CHECK(c.tier_after_ms == 7 * kDay);
+  CHECK(c.Get("tier.after.ms") == std::optional<std::string>("604800000"));
+  const std::string text = c.Serialize();
+  CHECK(text.find("\ntier.after.ms=604800000\n") != std::string::npos);
+  auto back = TopicConfig::Parse(text, "t.conf");
+  REQUIRE(back);
+  CHECK(back->tier_after_ms == 7 * kDay);
+  REQUIRE(c.Set("tier.after.ms", "0").ok());
+  CHECK(c.tier_after_ms == 0);
+  for (const char* bad : {"-2", "soon", "3y", ""}) {
+    INFO(bad);
+    TopicConfig d;
+    Status s = d.Set("tier.after.ms", bad);
+    CHECK(s.code() == Code::kInvalidArgument);
+    CHECK(s.message().find("tier.after.ms") != std::string::npos);
+    CHECK(d.tier_after_ms == -1);
+  }
+  auto names = TopicConfig::KeyNames();
+  CHECK(std::find(names.begin(), names.end(), "tier.after.ms") != names.end());
+  CHECK(!TopicConfig::Parse("format.version=1\npartitions=1\ntier.after.ms=1d\n", "t.conf"));
+}
+
+TEST_CASE("R108 tier.after.ms: the run's --tier-after replaces the topic's, neither moves none") {
+  TopicConfig none, week;
+  week.tier_after_ms = 7 * kDay;
+  CHECK(TierAfterFor(none, -1) == -1);
+  CHECK(TierAfterFor(week, -1) == 7 * kDay);
+  CHECK(TierAfterFor(week, 0) == 0);
+  CHECK(TierAfterFor(none, kDay) == kDay);
+  // Segments of days 1, 5 and 9, judged on day 10.
+  RetentionLog log;
+  log.segments = {Seg(0, 10, 1), Seg(10, 20, 5), Seg(20, 30, 9), Seg(30, 30, 10, true)};
+  auto moved = [&](const TopicConfig& topic, int64_t run) {
+    std::vector<int64_t> bases;
+    for (const RetentionSegment& s : PlanTier(log, {TierAfterFor(topic, run), 10 * kDay}))
+      bases.push_back(s.base);
+    return bases;
+  };
+  CHECK(moved(none, -1).empty());
+  CHECK(moved(week, -1) == std::vector<int64_t>{0});
+  CHECK(moved(week, 2 * kDay) == std::vector<int64_t>{0, 10});
+  CHECK(moved(none, 0) == std::vector<int64_t>{0, 10, 20});
+}
