@@ -430,20 +430,31 @@ TEST_CASE("R97 retention of tiered segments: a tiered segment keeps its files' t
               0);
   auto log_before = ListRetentionSegments(t.dir);
   REQUIRE(log_before);
+  // The source's access times as the move finds them (reading a time index
+  // tail may have updated them).
+  std::vector<int64_t> atimes;
+  for (int64_t base : two)
+    for (const char* s : {".log", ".index", ".timeindex"}) {
+      struct stat st;
+      REQUIRE(::stat((t.dir + "/" + SegmentFileName(base, s)).c_str(), &st) == 0);
+      atimes.push_back(st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec);
+    }
+  CHECK(atimes[0] == kAtimeNs);  // the .log: retention reads no segment's contents
   FaultFs fs;
   REQUIRE(MoveToTier(t.dir, two, &fs).ok());
-  CHECK(fs.set_times() == std::pair<int64_t, int64_t>(kAtimeNs, kMtimeNs));
+  CHECK(fs.set_times().second == kMtimeNs);
+  size_t i = 0;
   for (int64_t base : two)
     for (const char* s : {".log", ".index", ".timeindex"}) {
       struct stat st;
       REQUIRE(::stat((t.tier + "/" + SegmentFileName(base, s)).c_str(), &st) == 0);
       CHECK(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec == kMtimeNs);
-      CHECK(st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec == kAtimeNs);
+      CHECK(st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec == atimes[i++]);
     }
   auto log_after = ListRetentionSegments(t.dir);
   REQUIRE(log_after);
   REQUIRE(log_after->segments.size() == log_before->segments.size());
-  for (size_t i = 0; i < 2; ++i) {
+  for (i = 0; i < 2; ++i) {
     CHECK(log_after->segments[i].tiered);
     CHECK(log_after->segments[i].append_time_ms == kMtimeNs / 1000000);
     CHECK(log_after->segments[i].clock_ms() == log_before->segments[i].clock_ms());
