@@ -29,7 +29,7 @@ verify_ok() {
 }
 
 # --- flags ---------------------------------------------------------------------------------
-for args in "--tier-dir $COLD" "--tier-after 1d" "--tier-dir $COLD --tier-after soon"; do
+for args in "--tier-after 1d" "--tier-dir $COLD --tier-after soon"; do
   run "$K" $args
   expect_rc 64 "mq-compact $args"
 done

@@ -93,6 +93,11 @@ class SimFs : public FileSystemWrapper {
   Result<UniqueFd> OpenDir(int at_fd, const std::string& path, bool create) override;
   Status RemoveDir(int dir_fd, const std::string& name) override;
   Result<Mapping> Map(int fd, size_t size, bool writable) override;
+  // Refused (kUnsupported): a copy goes through the files' writes, which
+  // this records (the kernel's copy would bypass them).
+  Result<size_t> CopyRange(int, uint64_t*, int, uint64_t*, size_t) override {
+    return Status(Code::kUnsupported, "copy_file_range: not simulated");
+  }
 
   // Called by the files this opened.
   using NodeId = uint64_t;

@@ -175,11 +175,35 @@ Status FaultFs::SyncDir(int dir_fd) {
   return real_->SyncDir(dir_fd);
 }
 
-Status FaultFs::BeforeWrite(File* f, uint64_t offset, std::span<const std::byte> data) {
-  if (write_n_ <= 0) return Status::Ok();
+FaultFs::Fault FaultFs::NextWriteFault() {
+  if (write_n_ <= 0) return Fault::kNone;
   ++writes_;
-  if (writes_ < write_n_ || (writes_ > write_n_ && !sticky_)) return Status::Ok();
-  switch (write_fault_) {
+  if (writes_ < write_n_ || (writes_ > write_n_ && !sticky_)) return Fault::kNone;
+  return write_fault_;
+}
+
+Result<size_t> FaultFs::CopyRange(int in_fd, uint64_t* in_off, int out_fd, uint64_t* out_off,
+                                  size_t len) {
+  if (refuse_copy_) return Status(Code::kUnsupported, "injected copy_file_range: EXDEV");
+  switch (NextWriteFault()) {
+    case Fault::kNone:
+      break;
+    case Fault::kEio:
+      return ErrnoStatus("injected copy_file_range", EIO);
+    case Fault::kEnospc:
+      return ErrnoStatus("injected copy_file_range", ENOSPC);
+    case Fault::kShortWrite:
+      // Half the bytes land, then the disk is full.
+      (void)real_->CopyRange(in_fd, in_off, out_fd, out_off, len / 2);
+      return ErrnoStatus("injected short copy_file_range", ENOSPC);
+  }
+  auto n = real_->CopyRange(in_fd, in_off, out_fd, out_off, len);
+  if (n && *n > 0) ++kernel_copies_;
+  return n;
+}
+
+Status FaultFs::BeforeWrite(File* f, uint64_t offset, std::span<const std::byte> data) {
+  switch (NextWriteFault()) {
     case Fault::kNone:
       return Status::Ok();
     case Fault::kEio:

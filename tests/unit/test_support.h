@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mq/batch.h"
@@ -146,11 +147,24 @@ class FaultFs : public FileSystemWrapper {
   }
   void Clear() { write_n_ = sync_n_ = rename_n_ = 0; }
   int syncs() const { return total_syncs_; }
+  // Every copy_file_range is refused as across file systems (EXDEV): copies
+  // go through the files' writes. A copy_file_range that is not refused
+  // counts as a write (FailWrite; kShortWrite copies half of it).
+  void RefuseCopy(bool refuse = true) { refuse_copy_ = refuse; }
+  int kernel_copies() const { return kernel_copies_; }  // CopyRange calls that copied
+  // When set, the times SetTimes was last given (atime, mtime, ns).
+  std::pair<int64_t, int64_t> set_times() const { return set_times_; }
 
   Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override;
   Status Rename(int dir_fd, const std::string& from, const std::string& to) override;
   Status Unlink(int dir_fd, const std::string& name) override;
   Status SyncDir(int dir_fd) override;
+  Result<size_t> CopyRange(int in_fd, uint64_t* in_off, int out_fd, uint64_t* out_off,
+                           size_t len) override;
+  Status SetTimes(int fd, int64_t atime_ns, int64_t mtime_ns) override {
+    set_times_ = {atime_ns, mtime_ns};
+    return real_->SetTimes(fd, atime_ns, mtime_ns);
+  }
 
   // Called by the wrapped files.
   Status BeforeWrite(File* f, uint64_t offset, std::span<const std::byte> data);
@@ -162,6 +176,10 @@ class FaultFs : public FileSystemWrapper {
   int writes_ = 0, syncs_ = 0, renames_ = 0, total_syncs_ = 0;
   Fault write_fault_ = Fault::kNone;
   bool sticky_ = false;
+  bool refuse_copy_ = false;
+  int kernel_copies_ = 0;
+  std::pair<int64_t, int64_t> set_times_ = {0, 0};
+  Fault NextWriteFault();  // the fault of the write about to be made
 };
 
 // A partition whose segments roll every few batches (700 bytes) and index

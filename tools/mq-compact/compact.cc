@@ -30,14 +30,14 @@ namespace mq::compact {
 const char* const kUsage =
     "Usage: mq-compact [-C DIR] [-t TOPIC]... [-p N] [--execute] [--delete-before OFFSET] "
     "[--protect] [--protect-group GROUP]... [--protect-max-ms MS] [--delete-delay-ms MS] "
-    "[--wait] [-q] [--tier-dir DIR --tier-after DURATION]\n"
+    "[--wait] [-q] [--tier-dir DIR [--tier-after DURATION]]\n"
     "       mq-compact -h | -V\n"
     "\n"
     "Plan the retention of cleanup.policy=delete topics (whole segments past retention.ms\n"
     "or retention.bytes, or below --delete-before), report the consumer groups that would\n"
     "lose unread messages, and with --execute delete them. With --tier-dir, sealed segments\n"
-    "older than --tier-after move to DIR (plan, then --execute). Without --execute nothing\n"
-    "changes.\n";
+    "older than --tier-after (or the topic's tier.after.ms) move to DIR (plan, then\n"
+    "--execute). Without --execute nothing changes.\n";
 
 void AddFlags(CLI::App& app, Options* o) {
   cli::AddDirOption(app, &o->dir);
@@ -65,9 +65,11 @@ void AddFlags(CLI::App& app, Options* o) {
   app.add_flag("--wait", o->wait, "wait for another mq-compact run (default: exit 75)");
   app.add_flag("-q,--quiet", o->quiet, "print the plan's summary lines only");
   app.add_option("--tier-dir", o->tier_dir,
-                 "move old sealed segments to DIR/<topic>-<partition> (with --tier-after)");
+                 "move old sealed segments to DIR/<topic>-<partition> (by --tier-after, or "
+                 "the topic's tier.after.ms)");
   app.add_option("--tier-after", o->tier_after,
-                 "move segments older than DURATION (7d, 12h, 0: every sealed one)");
+                 "move segments older than DURATION (7d, 12h, 0: every sealed one; default: "
+                 "the topic's tier.after.ms; needs --tier-dir)");
 }
 
 namespace {
@@ -166,7 +168,7 @@ class Run1 {
   Status Partition(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t);
   // Tiered segments (retention.md §21): finishes interrupted moves, plans
   // and (with --execute) makes the moves, and reports each tier's share.
-  Status Tier(const std::string& topic, int32_t p, Totals* t);
+  Status Tier(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t);
   Status FinishTier(const std::string& topic, const TopicConfig& config, int32_t p);
 
  private:
@@ -305,7 +307,7 @@ Status Run1::FinishTier(const std::string& topic, const TopicConfig& config, int
 }
 
 // R94-R96: the tier step of one partition, after its retention.
-Status Run1::Tier(const std::string& topic, int32_t p, Totals* t) {
+Status Run1::Tier(const std::string& topic, const TopicConfig& config, int32_t p, Totals* t) {
   const std::string dir = data_.PartitionDir(topic, p);
   if (o_.tier_dir.empty()) {
     // Without --tier-dir only a tiered partition has a line to report.
@@ -317,7 +319,7 @@ Status Run1::Tier(const std::string& topic, int32_t p, Totals* t) {
   auto log = ListRetentionSegments(dir);
   if (!log) return log.error();
   std::vector<RetentionSegment> moves;
-  if (!o_.tier_dir.empty()) moves = PlanTier(*log, {o_.tier_after_ms, now_});
+  if (!o_.tier_dir.empty()) moves = PlanTier(*log, {TierAfterFor(config, o_.tier_after_ms), now_});
   const std::string tier_dir =
       log->tier_dir.empty() ? TierPartitionDir(o_.tier_dir, dir) : log->tier_dir;
   TierUsage usage = UsageByTier(*log);
@@ -360,14 +362,17 @@ void WarnPlanOnly(const Totals& t) {
                     t.tier_segments, t.tier_bytes));
 }
 
-// --tier-dir and --tier-after: both or neither; the directory made absolute.
+// --tier-after needs --tier-dir (R108: without it, each topic's
+// tier.after.ms); the directory made absolute.
 int CheckTierFlags(Options* o) {
-  if (o->tier_dir.empty() != o->tier_after.empty())
-    return cli::UsageError(kUsage, "--tier-dir and --tier-after go together");
+  if (o->tier_dir.empty() && !o->tier_after.empty())
+    return cli::UsageError(kUsage, "--tier-after needs --tier-dir");
   if (o->tier_dir.empty()) return cli::kExitOk;
-  auto ms = ParseDurationMs(o->tier_after, "--tier-after", 0, INT64_MAX);
-  if (!ms) return cli::UsageError(kUsage, ms.error().message());
-  o->tier_after_ms = *ms;
+  if (!o->tier_after.empty()) {
+    auto ms = ParseDurationMs(o->tier_after, "--tier-after", 0, INT64_MAX);
+    if (!ms) return cli::UsageError(kUsage, ms.error().message());
+    o->tier_after_ms = *ms;
+  }
   if (o->tier_dir.front() != '/') {
     std::error_code ec;
     auto abs = std::filesystem::absolute(o->tier_dir, ec);
@@ -422,7 +427,7 @@ int Run(const Options& given) {
       if (o.partition >= 0 && p != o.partition) continue;
       Status s = run.FinishTier(topic, *config, p);
       if (s.ok()) s = run.Partition(topic, *config, p, &t);
-      if (s.ok()) s = run.Tier(topic, p, &t);
+      if (s.ok()) s = run.Tier(topic, *config, p, &t);
       if (!s.ok()) {
         out.Flush();
         return cli::Fail(s);

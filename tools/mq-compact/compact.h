@@ -32,8 +32,8 @@ struct Options {
   bool quiet = false;
   // Tiered segments (retention.md §21): --tier-dir, --tier-after.
   std::string tier_dir;        // absolute once parsed; "": no moves
-  std::string tier_after;      // a duration with units; "": no moves
-  int64_t tier_after_ms = -1;  // parsed from tier_after
+  std::string tier_after;      // a duration with units; "": the topic's tier.after.ms
+  int64_t tier_after_ms = -1;  // parsed from tier_after (-1: the topic's)
 };
 
 void AddFlags(CLI::App& app, Options* o);

@@ -3,7 +3,8 @@
 // aSyscall[]). Through it go opening, reading, writing, sizing, fstat,
 // truncating and fdatasync of files (File); and mkdir and opening of
 // directories, directory listing, lstat of a name, rename, unlink, rmdir,
-// fsync of a directory, mmap and flock (FileSystem).
+// fsync of a directory, mmap, flock, copy_file_range, sync_file_range and
+// futimens (FileSystem).
 //
 // What uses it: the partition writer and reader (segments, indexes, the
 // state file and its mapping, writer.lock, directory listings, producer
@@ -78,6 +79,8 @@ struct FileInfo {
   uint32_t mode = 0;     // st_mode: type and permissions
   int64_t mtime_ms = 0;  // last modification (ms since the epoch)
   int64_t ctime_ms = 0;  // last status change, a rename included
+  int64_t atime_ns = 0;  // last access (ns since the epoch)
+  int64_t mtime_ns = 0;  // mtime_ms to the nanosecond (what SetTimes restores)
   bool is_regular() const;
   bool is_dir() const;
 };
@@ -158,6 +161,21 @@ class FileSystem {
   // one of the bytes that conflicts with `probe` (kShared: an exclusive
   // lock; kExclusive: any lock). Nothing is taken.
   virtual Result<bool> TestRange(int fd, uint64_t start, uint64_t len, LockMode probe) = 0;
+  // copy_file_range(2): up to `len` bytes of the open file `in_fd` from
+  // `*in_off` to `out_fd` at `*out_off` (both advanced by what was copied),
+  // in the kernel (a reflink where the file system shares extents); the
+  // bytes copied, 0 at the input's end; EINTR retried. kUnsupported when the
+  // kernel or the file systems refuse the call (EXDEV, ENOSYS, EINVAL,
+  // EOPNOTSUPP): the caller copies through File instead (CopyFileContents).
+  virtual Result<size_t> CopyRange(int in_fd, uint64_t* in_off, int out_fd, uint64_t* out_off,
+                                   size_t len) = 0;
+  // sync_file_range(2) SYNC_FILE_RANGE_WRITE of the whole open file `fd`:
+  // starts the writeback of its dirty pages and waits for none of it. Makes
+  // nothing durable (File::Sync does); a File::Sync after it waits less.
+  virtual Status StartWriteback(int fd) = 0;
+  // futimens(2): sets the access and modification times of the open file
+  // `fd` (ns since the epoch).
+  virtual Status SetTimes(int fd, int64_t atime_ns, int64_t mtime_ns) = 0;
 };
 
 // Forwards every call to another FileSystem: a test double overrides only
@@ -201,6 +219,14 @@ class FileSystemWrapper : public FileSystem {
   }
   Result<bool> TestRange(int fd, uint64_t start, uint64_t len, LockMode probe) override {
     return target_->TestRange(fd, start, len, probe);
+  }
+  Result<size_t> CopyRange(int in_fd, uint64_t* in_off, int out_fd, uint64_t* out_off,
+                           size_t len) override {
+    return target_->CopyRange(in_fd, in_off, out_fd, out_off, len);
+  }
+  Status StartWriteback(int fd) override { return target_->StartWriteback(fd); }
+  Status SetTimes(int fd, int64_t atime_ns, int64_t mtime_ns) override {
+    return target_->SetTimes(fd, atime_ns, mtime_ns);
   }
 
  private:
@@ -249,6 +275,13 @@ Result<std::vector<DirEntry>> ListDirectory(int dir_fd, const std::string& path,
 // The same, names only (no lstat per entry).
 Result<std::vector<std::string>> ListNames(int dir_fd, const std::string& path,
                                            FileSystem* fs = nullptr);
+
+// Copies the first `size` bytes of `in` to `out` from offset 0: in the
+// kernel (FileSystem::CopyRange) and, when the kernel or the file systems
+// refuse that, through ReadAt and WriteAt in 1 MiB chunks. kIoError when
+// `in` ends before `size`. The one file copy of liblog (a tier move's,
+// R94); `fs` null: the real file system.
+Status CopyFileContents(File& in, File& out, uint64_t size, FileSystem* fs = nullptr);
 
 // Reads the whole regular file `name` in `dir_fd`. kTooLarge, naming it,
 // when it holds more than `max_bytes`. The one whole-file reader of liblog.

@@ -14,6 +14,7 @@
 #include "mq/file.h"
 #include "mq/retention.h"
 #include "mq/status.h"
+#include "mq/topic.h"
 
 namespace mq {
 
@@ -21,6 +22,11 @@ struct TierPolicy {
   int64_t tier_after_ms = -1;  // -1: nothing moves
   int64_t now_ms = 0;
 };
+
+// R108: the age past which a topic's sealed segments move: the run's
+// (mq-compact --tier-after, `run_tier_after_ms` >= 0) when it has one, else
+// the topic's tier.after.ms; -1 (neither): none moves.
+int64_t TierAfterFor(const TopicConfig& topic, int64_t run_tier_after_ms);
 
 // R95: the segments of `log` that move, oldest first: sealed (not the
 // active one), local, at or above the log start (those below are
@@ -48,7 +54,9 @@ std::string TierPartitionDir(const std::string& tier_root, const std::string& di
 Status AttachTier(const std::string& dir, const std::string& tier_dir, FileSystem* fs = nullptr);
 
 // R94: moves segment `base` of the partition at `dir` to its tier: each of
-// its files is copied to `<name>.tmp` in the tier directory and fsynced,
+// its files is copied to `<name>.tmp` in the tier directory
+// (CopyFileContents), given the source's access and modification times
+// (R97) and fsynced,
 // the copies are renamed to their names (the `.log` last: the publication)
 // and the tier directory fsynced, then the local files are unlinked (the
 // `.log` first) and the partition directory fsynced.

@@ -34,7 +34,8 @@ enum class CleanupPolicy : uint8_t { kDelete, kCompact };
 //   segment.ms 1..2^63-1, index.interval.bytes 0..2^31-1,
 //   max.message.bytes 61..2^30, cleanup.policy delete|compact,
 //   retention.protect "" | "*" | group[,group]..., retention.protect.max.ms
-//   -1..2^63-1, file.delete.delay.ms 0..2^63-1 (R90).
+//   -1..2^63-1, file.delete.delay.ms 0..2^63-1 (R90), tier.after.ms
+//   -1..2^63-1 (R108).
 struct TopicConfig {
   static constexpr int kFormatVersion = 1;
   static constexpr size_t kMaxFileBytes = 64 * 1024;  // larger .conf: kTooLarge
@@ -57,6 +58,10 @@ struct TopicConfig {
   std::string retention_protect;
   int64_t retention_protect_max_ms = -1;
   int64_t file_delete_delay_ms = 60000;
+  // R108 (format-spec/retention.md §21.2): how old a sealed segment must be
+  // to move to the partition's tier (mq-compact --tier-dir); -1: none moves
+  // unless the run says (--tier-after). Written only when not -1.
+  int64_t tier_after_ms = -1;
   // A replicated topic (format-spec/layout.md §2.2): the absolute path of
   // its cluster directory (format-spec/cluster.md) and this root's replica
   // id there; empty and -1 for a topic of one root. With `cluster` set,

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -49,6 +50,8 @@ FileInfo InfoOf(const struct stat& st) {
   info.mode = static_cast<uint32_t>(st.st_mode);
   info.mtime_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
   info.ctime_ms = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000 + st.st_ctim.tv_nsec / 1000000;
+  info.atime_ns = static_cast<int64_t>(st.st_atim.tv_sec) * 1000000000 + st.st_atim.tv_nsec;
+  info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return info;
 }
 
@@ -370,6 +373,41 @@ class PosixFileSystem final : public FileSystem {
     return fl.l_type != F_UNLCK;
   }
 
+  Result<size_t> CopyRange(int in_fd, uint64_t* in_off, int out_fd, uint64_t* out_off,
+                           size_t len) override {
+    loff_t from = static_cast<loff_t>(*in_off), to = static_cast<loff_t>(*out_off);
+    ssize_t n;
+    while ((n = ::copy_file_range(in_fd, &from, out_fd, &to, len, 0)) < 0 && errno == EINTR) {
+    }
+    if (n < 0) {
+      const int err = errno;
+      if (err == EXDEV || err == ENOSYS || err == EINVAL || err == EOPNOTSUPP)
+        return Status(Code::kUnsupported, fmt::format("copy_file_range: {}", std::strerror(err)));
+      return ErrnoStatus(FdPath(out_fd, "(unknown file)") + ": copy_file_range", err);
+    }
+    *in_off = static_cast<uint64_t>(from);
+    *out_off = static_cast<uint64_t>(to);
+    return static_cast<size_t>(n);
+  }
+
+  Status StartWriteback(int fd) override {
+    if (::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0) {
+      const int err = errno;
+      return ErrnoStatus(FdPath(fd, "(unknown file)") + ": sync_file_range", err);
+    }
+    return Status::Ok();
+  }
+
+  Status SetTimes(int fd, int64_t atime_ns, int64_t mtime_ns) override {
+    const struct timespec times[2] = {{atime_ns / 1000000000, atime_ns % 1000000000},
+                                      {mtime_ns / 1000000000, mtime_ns % 1000000000}};
+    if (::futimens(fd, times) != 0) {
+      const int err = errno;
+      return ErrnoStatus(FdPath(fd, "(unknown file)") + ": futimens", err);
+    }
+    return Status::Ok();
+  }
+
  private:
   std::atomic<bool> populate_write_{true};
 };
@@ -474,6 +512,41 @@ Result<BoundedFile> OpenBounded(int dir_fd, const std::string& name, uint64_t ma
     return Status(Code::kTooLarge, fmt::format("{}: {} bytes, more than {}", PathAt(dir_fd, name),
                                                *size, max_bytes));
   return BoundedFile{std::move(*file), *size};
+}
+
+namespace {
+
+constexpr size_t kCopyChunk = size_t{1} << 20;
+
+// CopyFileContents from `at` on, through File.
+Status CopyThroughFile(File& in, File& out, uint64_t at, uint64_t size) {
+  std::vector<std::byte> buf(std::min<uint64_t>(kCopyChunk, std::max<uint64_t>(size - at, 1)));
+  while (at < size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - at));
+    auto n = in.ReadAt(at, std::span(buf.data(), want));
+    if (!n) return n.error();
+    if (*n == 0)
+      return Status(Code::kIoError, fmt::format("the file shrank to {} bytes while copied", at));
+    MQ_RETURN_IF_ERROR(out.WriteAt(at, std::span(buf.data(), *n)));
+    at += *n;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CopyFileContents(File& in, File& out, uint64_t size, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  uint64_t from = 0, to = 0;
+  while (from < size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(size - from, uint64_t{1} << 30));
+    auto n = fs->CopyRange(in.fd(), &from, out.fd(), &to, want);
+    if (!n && n.error().code() == Code::kUnsupported) return CopyThroughFile(in, out, from, size);
+    if (!n) return n.error();
+    if (*n == 0)
+      return Status(Code::kIoError, fmt::format("the file shrank to {} bytes while copied", from));
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<std::byte>> ReadFileAt(int dir_fd, const std::string& name, uint64_t max_bytes,

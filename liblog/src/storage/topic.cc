@@ -108,8 +108,9 @@ constexpr IntKey kIntKeys[] = {
      [](TopicConfig& c, int64_t v) { c.max_message_bytes = static_cast<uint32_t>(v); }},
 };
 
-// R90: retention's integer keys that follow cleanup.policy and
-// retention.protect, written only when not at their default.
+// R90, R108: retention's and the tier's integer keys that follow
+// cleanup.policy and retention.protect, written only when not at their
+// default.
 constexpr IntKey kRetentionIntKeys[] = {
     {"retention.protect.max.ms", -1, kInt64Max,
      [](const TopicConfig& c) { return c.retention_protect_max_ms; },
@@ -117,6 +118,9 @@ constexpr IntKey kRetentionIntKeys[] = {
     {"file.delete.delay.ms", 0, kInt64Max,
      [](const TopicConfig& c) { return c.file_delete_delay_ms; },
      [](TopicConfig& c, int64_t v) { c.file_delete_delay_ms = v; }},
+    // R108: tiered segments' age (format-spec/retention.md §21.2).
+    {"tier.after.ms", -1, kInt64Max, [](const TopicConfig& c) { return c.tier_after_ms; },
+     [](TopicConfig& c, int64_t v) { c.tier_after_ms = v; }},
 };
 
 // Every integer key, kIntKeys then kRetentionIntKeys.

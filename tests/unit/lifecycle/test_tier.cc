@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -332,4 +334,179 @@ TEST_CASE("R96 one listing: a writer whose recovery point is below tiered segmen
   REQUIRE(all.size() == t.records.size() + 2);
   CHECK(std::equal(t.records.begin(), t.records.end(), all.begin()));
   CHECK(Verify(t.dir).empty());
+}
+
+namespace {
+
+using Files = std::vector<std::pair<std::string, std::vector<std::byte>>>;
+
+// Every file of the partition directory `dir` with its bytes.
+Files Snapshot(const std::string& dir) {
+  Files out;
+  for (const std::string& n : ListDir(dir)) out.emplace_back(n, ReadFile(dir + "/" + n));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("R94 move order: a failing kernel copy leaves the old state, the next run finishes") {
+  // The copies go through copy_file_range (FileSystem::CopyRange); the Nth
+  // fails outright or after half its bytes, as a full disk does.
+  for (const auto fault : {FaultFs::Fault::kShortWrite, FaultFs::Fault::kEio})
+    for (int n = 1; n <= 4; ++n) {
+      INFO("fault " << static_cast<int>(fault) << " at copy " << n);
+      Tiered t;
+      const auto before = Snapshot(t.dir);
+      const std::vector<int64_t> two(t.bases.begin(), t.bases.begin() + 2);
+      FaultFs fs;
+      fs.FailWrite(n, fault);
+      Status s = MoveToTier(t.dir, two, &fs);
+      CHECK(!s.ok());
+      CHECK(s.message().find("copy_file_range") != std::string::npos);
+      CHECK(fs.kernel_copies() == n - 1);  // the copies before it went through the kernel
+      CHECK(Snapshot(t.dir) == before);
+      CHECK(ListDirEndingIn(t.tier, ".log").empty());  // nothing published
+      CHECK(!ListDirEndingIn(t.tier, ".tmp").empty());
+      CHECK(ReadAll(t.dir) == t.records);
+      CHECK(Verify(t.dir).empty());
+      auto finished = FinishTierMoves(t.dir);
+      REQUIRE(finished);
+      CHECK(ListDir(t.tier).empty());
+      CHECK(Snapshot(t.dir) == before);
+      REQUIRE(MoveToTier(t.dir, two).ok());
+      CHECK(ListDirEndingIn(t.tier, ".log").size() == 2);
+      CHECK(ReadAll(t.dir) == t.records);
+      CHECK(Verify(t.dir).empty());
+    }
+}
+
+TEST_CASE("R94 move order: a kernel that refuses copy_file_range copies through reads and writes") {
+  Tiered t;
+  const auto before = Snapshot(t.dir);
+  const std::vector<int64_t> two(t.bases.begin(), t.bases.begin() + 2);
+  SECTION("the copies are byte for byte the local files") {
+    FaultFs fs;
+    fs.RefuseCopy();
+    REQUIRE(MoveToTier(t.dir, two, &fs).ok());
+    CHECK(fs.kernel_copies() == 0);
+    for (int64_t base : two)
+      for (const char* s : {".log", ".index", ".timeindex"}) {
+        const std::string name = SegmentFileName(base, s);
+        const auto local = std::find_if(before.begin(), before.end(),
+                                        [&](const auto& f) { return f.first == name; });
+        REQUIRE(local != before.end());
+        CHECK(ReadFile(t.tier + "/" + name) == local->second);
+        CHECK(!Exists(t.dir + "/" + name));
+      }
+    CHECK(ReadAll(t.dir) == t.records);
+    CHECK(Verify(t.dir).empty());
+  }
+  SECTION("a write of the fallback that fails leaves the old state") {
+    FaultFs fs;
+    fs.RefuseCopy();
+    fs.FailWrite(2, FaultFs::Fault::kShortWrite);
+    CHECK(!MoveToTier(t.dir, two, &fs).ok());
+    CHECK(Snapshot(t.dir) == before);
+    CHECK(ListDirEndingIn(t.tier, ".log").empty());
+    CHECK(ReadAll(t.dir) == t.records);
+    REQUIRE(FinishTierMoves(t.dir));
+    CHECK(ListDir(t.tier).empty());
+  }
+}
+
+TEST_CASE("R97 retention of tiered segments: a tiered segment keeps its files' times") {
+  Tiered t;
+  // Times retention judges by (R74: the .log's mtime is the last append
+  // time), set to the nanosecond on every file of two segments.
+  constexpr int64_t kMtimeNs = 1'600'000'000'123'456'789;
+  constexpr int64_t kAtimeNs = 1'600'000'100'000'000'007;
+  const struct timespec times[2] = {{kAtimeNs / 1000000000, kAtimeNs % 1000000000},
+                                    {kMtimeNs / 1000000000, kMtimeNs % 1000000000}};
+  const std::vector<int64_t> two(t.bases.begin(), t.bases.begin() + 2);
+  for (int64_t base : two)
+    for (const char* s : {".log", ".index", ".timeindex"})
+      REQUIRE(::utimensat(AT_FDCWD, (t.dir + "/" + SegmentFileName(base, s)).c_str(), times, 0) ==
+              0);
+  auto log_before = ListRetentionSegments(t.dir);
+  REQUIRE(log_before);
+  // The source's access times as the move finds them (reading a time index
+  // tail may have updated them).
+  std::vector<int64_t> atimes;
+  for (int64_t base : two)
+    for (const char* s : {".log", ".index", ".timeindex"}) {
+      struct stat st;
+      REQUIRE(::stat((t.dir + "/" + SegmentFileName(base, s)).c_str(), &st) == 0);
+      atimes.push_back(st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec);
+    }
+  CHECK(atimes[0] == kAtimeNs);  // the .log: retention reads no segment's contents
+  FaultFs fs;
+  REQUIRE(MoveToTier(t.dir, two, &fs).ok());
+  CHECK(fs.set_times().second == kMtimeNs);
+  size_t i = 0;
+  for (int64_t base : two)
+    for (const char* s : {".log", ".index", ".timeindex"}) {
+      struct stat st;
+      REQUIRE(::stat((t.tier + "/" + SegmentFileName(base, s)).c_str(), &st) == 0);
+      CHECK(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec == kMtimeNs);
+      CHECK(st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec == atimes[i++]);
+    }
+  auto log_after = ListRetentionSegments(t.dir);
+  REQUIRE(log_after);
+  REQUIRE(log_after->segments.size() == log_before->segments.size());
+  for (i = 0; i < 2; ++i) {
+    CHECK(log_after->segments[i].tiered);
+    CHECK(log_after->segments[i].append_time_ms == kMtimeNs / 1000000);
+    CHECK(log_after->segments[i].clock_ms() == log_before->segments[i].clock_ms());
+  }
+}
+
+TEST_CASE(
+    "R108 tier.after.ms: a topic key with units, written only when set, refused out of range") {
+  TopicConfig c;
+  CHECK(c.tier_after_ms == -1);
+  CHECK(c.Serialize().find("tier.after.ms") == std::string::npos);
+  REQUIRE(c.Set("tier.after.ms", "7d").ok());
+  CHECK(c.tier_after_ms == 7 * kDay);
+  CHECK(c.Get("tier.after.ms") == std::optional<std::string>("604800000"));
+  const std::string text = c.Serialize();
+  CHECK(text.find("\ntier.after.ms=604800000\n") != std::string::npos);
+  auto back = TopicConfig::Parse(text, "t.conf");
+  REQUIRE(back);
+  CHECK(back->tier_after_ms == 7 * kDay);
+  REQUIRE(c.Set("tier.after.ms", "0").ok());
+  CHECK(c.tier_after_ms == 0);
+  for (const char* bad : {"-2", "soon", "3y", ""}) {
+    INFO(bad);
+    TopicConfig d;
+    Status s = d.Set("tier.after.ms", bad);
+    CHECK(s.code() == Code::kInvalidArgument);
+    CHECK(s.message().find("tier.after.ms") != std::string::npos);
+    CHECK(d.tier_after_ms == -1);
+  }
+  auto names = TopicConfig::KeyNames();
+  CHECK(std::find(names.begin(), names.end(), "tier.after.ms") != names.end());
+  CHECK(!TopicConfig::Parse("format.version=1\npartitions=1\ntier.after.ms=1d\n", "t.conf"));
+}
+
+TEST_CASE("R108 tier.after.ms: the run's --tier-after replaces the topic's, neither moves none") {
+  TopicConfig none, week;
+  week.tier_after_ms = 7 * kDay;
+  CHECK(TierAfterFor(none, -1) == -1);
+  CHECK(TierAfterFor(week, -1) == 7 * kDay);
+  CHECK(TierAfterFor(week, 0) == 0);
+  CHECK(TierAfterFor(none, kDay) == kDay);
+  // Segments of days 1, 5 and 9, judged on day 10.
+  RetentionLog log;
+  log.segments = {Seg(0, 10, 1), Seg(10, 20, 5), Seg(20, 30, 9), Seg(30, 30, 10, true)};
+  auto moved = [&](const TopicConfig& topic, int64_t run) {
+    std::vector<int64_t> bases;
+    for (const RetentionSegment& s : PlanTier(log, {TierAfterFor(topic, run), 10 * kDay}))
+      bases.push_back(s.base);
+    return bases;
+  };
+  CHECK(moved(none, -1).empty());
+  CHECK(moved(week, -1) == std::vector<int64_t>{0});
+  CHECK(moved(week, 2 * kDay) == std::vector<int64_t>{0, 10});
+  CHECK(moved(none, 0) == std::vector<int64_t>{0, 10, 20});
 }
