@@ -54,7 +54,10 @@ Status ModelReplicaLog::MaybeFailIo(const char* what, bool kill_checked) {
 void ModelReplicaLog::Wrote() {
   // Synced at every write: the disk is the page cache, copied only when a
   // power loss needs it.
-  if (policy_ == SyncPolicy::kEveryWrite) pending_.clear();
+  if (policy_ == SyncPolicy::kEveryWrite) {
+    pending_.clear();
+    committed_ = 0;
+  }
 }
 
 void ModelReplicaLog::PushLog(LogOp op) { pending_.emplace_back(std::move(op)); }
@@ -252,8 +255,13 @@ Status ModelReplicaLog::TruncateTo(int64_t offset, int32_t leader_epoch) {
   live_.epochs.TruncateFromEnd(end);
   PushEpochs();
   if (live_.hw > end) {
+    // R38: lowered and fdatasynced whatever the sync policy, after the
+    // intent (R40) that redoes the cut at the next open: no power loss
+    // brings back the records cut with the high watermark that counted
+    // them.
     live_.hw = end;
     PushHw();
+    CommitPending();
   }
   ++cut_generation_;
   Wrote();
@@ -353,12 +361,14 @@ Result<SimBatch> ModelReplicaLog::AppendAsLeader(uint64_t write_id, int records,
 void ModelReplicaLog::Sync() {
   disk_ = live_;
   pending_.clear();
+  committed_ = 0;
 }
 
 void ModelReplicaLog::Adopt(ReplicaFiles files) {
   live_ = std::move(files);
   disk_ = live_;
   pending_.clear();
+  committed_ = 0;
   followers_.clear();
   ++cut_generation_;
 }
@@ -386,11 +396,14 @@ void ModelReplicaLog::PowerLoss(Rng& rng) {
   auto prefix = [&rng](size_t n) {
     return n == 0 ? size_t{0} : static_cast<size_t>(rng() % (n + 1));
   };
+  // An fsync commits every write before it (kOrdered), or every metadata
+  // write and its own file's (kMetadataOrdered): the cut is at or past it.
+  const size_t committed = std::min(committed_, pending_.size());
   if (order_ == DiskOrder::kOrdered) {
-    size_t n = prefix(pending_.size());
+    size_t n = committed + prefix(pending_.size() - committed);
     for (size_t i = 0; i < n; ++i) ApplyWrite(disk_, pending_[i]);
   } else if (order_ == DiskOrder::kMetadataOrdered) {
-    const size_t cut = prefix(pending_.size());
+    const size_t cut = committed + prefix(pending_.size() - committed);
     size_t appends = 0;
     for (size_t i = 0; i < cut; ++i) {
       const LogOp* op = std::get_if<LogOp>(&pending_[i]);
@@ -409,8 +422,13 @@ void ModelReplicaLog::PowerLoss(Rng& rng) {
     // Each file on its own: a prefix of its own writes.
     for (size_t kind = 0; kind < 3; ++kind) {
       size_t count = 0;
-      for (const Write& w : pending_) count += w.index() == kind;
-      size_t n = prefix(count);
+      size_t synced = 0;  // the HW file's writes its fsync committed
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        count += pending_[i].index() == kind;
+        synced += i < committed && pending_[i].index() == kind &&
+                  std::holds_alternative<HwWrite>(pending_[i]);
+      }
+      size_t n = synced + prefix(count - synced);
       for (size_t i = 0; i < pending_.size() && n > 0; ++i) {
         if (pending_[i].index() != kind) continue;
         ApplyWrite(disk_, pending_[i]);
@@ -430,6 +448,7 @@ void ModelReplicaLog::PowerLoss(Rng& rng) {
   if (live_.LogEnd() > end || live_.log.size() != disk_.log.size()) ++cut_generation_;
   live_ = disk_;
   pending_.clear();
+  committed_ = 0;
   followers_.clear();
   fail_next_io_ = false;
 }

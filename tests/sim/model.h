@@ -180,6 +180,9 @@ class ModelReplicaLog : public ReplicaLog {
   void PushLog(LogOp op);
   void PushHw();
   void PushEpochs();
+  // The write just pushed was fsynced: every write before it is committed
+  // as the DiskOrder's fsync commits them.
+  void CommitPending() { committed_ = pending_.size(); }
   static void ApplyLog(ReplicaFiles& f, const LogOp& op);
 
   int32_t id_;
@@ -188,6 +191,9 @@ class ModelReplicaLog : public ReplicaLog {
   ReplicaFiles disk_;
   DiskOrder order_;
   std::vector<Write> pending_;
+  // How many of pending_ an fsync committed (a truncation's lowered HW,
+  // R38/R40): a power loss keeps them whatever DiskOrder says of the rest.
+  size_t committed_ = 0;
   std::vector<FollowerPosition> followers_;  // in memory, lost in a crash
   LeaderClaim claim_;
   int32_t fence_ = -1;
