@@ -163,6 +163,31 @@ expect_rc 66 "delete of a missing topic"
 run "$INSPECT" --verify "$D"
 expect_rc 0 "verify after the deletion"
 
+# A follower of a topic deleted and created again between two of its looks
+# (it is stopped meanwhile, so no look falls between the two) stops as well:
+# the topic of that name is another one (R83: a partition directory of its own).
+run "$T" -C "$D" create again --partitions 2
+expect_rc 0 "create again"
+"$C" -C "$D" -t again -f -q >/dev/null 2>"$WORK/again.err" &
+follower=$!
+PIDS+=($follower)
+# It has opened its partitions (a reader holds each directory open).
+for _ in $(seq 1 100); do ls -l "/proc/$follower/fd" 2>/dev/null | grep -q "/again-1" && break; sleep 0.1; done
+kill -STOP "$follower"
+run "$T" -C "$D" delete again
+expect_rc 0 "delete again"
+run "$T" -C "$D" create again --partitions 2
+expect_rc 0 "create again after the delete"
+kill -CONT "$follower"
+set +e
+timeout 20 tail --pid="$follower" -f /dev/null
+kill "$follower" 2>/dev/null
+wait "$follower"
+frc=$?
+set -e
+[[ $frc == 66 ]] || fail "the follower of a topic deleted and created again exited $frc, want 66"
+grep -q 'topic "again" was deleted and created again' "$WORK/again.err" || fail "follower: $(cat "$WORK/again.err")"
+
 # --- usage: the usage lines are the man page's SYNOPSIS ---------------------------------
 MAN="$SRC/man/man1/mq-topic.1"
 "$T" --help | sed -n '1,/^$/p' | sed -e '/^$/d' -e 's/^Usage: //' -e 's/^ *//' >"$WORK/usage"

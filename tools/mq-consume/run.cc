@@ -54,7 +54,8 @@ struct Loop {
   std::optional<uint64_t> count;
   Dispatcher* dispatcher = nullptr;  // --exec: messages go to handlers, not the printer
   uint64_t delivered = 0;
-  const DataDir* dir = nullptr;  // a follower stops when the topic is deleted (R83)
+  const DataDir* dir = nullptr;           // a follower stops when the topic is deleted (R83)
+  std::optional<TopicIdentity> identity;  // ... or deleted and created again
 };
 
 // Prints messages until a stop condition (-c, -e, e@), a closed output, an
@@ -84,10 +85,30 @@ Status Consume(Loop& loop, const volatile std::sig_atomic_t* interrupted) {
     if (!loop.out->Flush() && loop.out->broken()) return Status::Ok();
     while (!loop.consumer->WaitForAppend(kWaitSliceMs)) {
       if (*interrupted || cli::OutputClosed()) return Status::Ok();
-      if (loop.dir) MQ_RETURN_IF_ERROR(CheckTopicExists(*loop.dir, loop.consumer->topic()));
+      if (loop.dir)
+        MQ_RETURN_IF_ERROR(CheckTopicExists(*loop.dir, loop.consumer->topic(), loop.identity));
     }
   }
   return Status::Ok();
+}
+
+Status AssignAll(Consumer* consumer, const std::vector<int32_t>& partitions,
+                 const Positions& positions) {
+  for (int32_t p : partitions) {
+    MQ_RETURN_IF_ERROR(
+        consumer->Assign(p, positions.StartFor(p, {StartPosition::Kind::kBeginning, 0})));
+  }
+  return Status::Ok();
+}
+
+// Which topic of its name the follower reads (R83), taken once its readers
+// hold the partitions' directories open.
+std::optional<TopicIdentity> OpenedTopic(const DataDir& dir, const std::string& topic,
+                                         const std::vector<int32_t>& partitions) {
+  if (partitions.empty()) return std::nullopt;
+  auto identity = ReadTopicIdentity(dir, topic, partitions.front());
+  if (!identity) return std::nullopt;
+  return *identity;
 }
 
 }  // namespace
@@ -119,12 +140,8 @@ int Run(const Flags& f, Settings settings, const volatile std::sig_atomic_t* int
   Loop loop{consumer->get(),          &printer, &out,
             &settings.header_filters, f.count,  dispatcher ? &*dispatcher : nullptr};
   loop.dir = &*dir;
-  Status s;
-  for (int32_t p : *partitions) {
-    s = (*consumer)->Assign(p,
-                            settings.positions.StartFor(p, {StartPosition::Kind::kBeginning, 0}));
-    if (!s.ok()) break;
-  }
+  Status s = AssignAll(consumer->get(), *partitions, settings.positions);
+  if (s.ok()) loop.identity = OpenedTopic(*dir, f.topic, *partitions);
   if (s.ok()) s = Consume(loop, interrupted);
   if (s.ok() && dispatcher && !*interrupted) s = dispatcher->Flush();
   if (dispatcher) {

@@ -137,10 +137,27 @@ Status DeleteTopic(const DataDir& dir, std::string_view topic, bool force);
 Result<std::vector<std::string>> FinishDeletions(const DataDir& dir,
                                                  std::optional<std::string_view> topic = {});
 
+// Which topic of a name a follower opened: the device and inode of the
+// directory of a partition it reads (R83). A topic deleted and created
+// again has new partition directories; the follower's open descriptor of
+// the old one keeps its inode from being reused, so the two never compare
+// equal.
+struct TopicIdentity {
+  int32_t partition = 0;
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  bool operator==(const TopicIdentity&) const = default;
+};
+Result<TopicIdentity> ReadTopicIdentity(const DataDir& dir, std::string_view topic,
+                                        int32_t partition);
+
 // kNotFound saying the topic was deleted when the data directory opens and
 // `topics/<topic>.conf` is not in it (a follower of the topic stops with
-// it); OK otherwise, also when the data directory cannot be opened (moved
-// away, unreadable): that is not a deletion.
-Status CheckTopicExists(const DataDir& dir, std::string_view topic);
+// it), or, given the identity of the topic the follower `opened`, when the
+// topic of that name is another one (deleted and created again); OK
+// otherwise, also when the data directory cannot be opened (moved away,
+// unreadable): that is not a deletion.
+Status CheckTopicExists(const DataDir& dir, std::string_view topic,
+                        const std::optional<TopicIdentity>& opened = std::nullopt);
 
 }  // namespace mq

@@ -584,7 +584,17 @@ Result<std::vector<std::string>> FinishDeletions(const DataDir& dir,
   return FinishLocked(dir, *lock, topic);
 }
 
-Status CheckTopicExists(const DataDir& dir, std::string_view topic) {
+Result<TopicIdentity> ReadTopicIdentity(const DataDir& dir, std::string_view topic,
+                                        int32_t partition) {
+  auto root = OpenDirectory(dir.path(), false, dir.fs());
+  if (!root) return root.error();
+  auto st = dir.fs()->StatAt(root->get(), PartName(topic, partition));
+  if (!st) return st.error();
+  return TopicIdentity{partition, st->dev, st->ino};
+}
+
+Status CheckTopicExists(const DataDir& dir, std::string_view topic,
+                        const std::optional<TopicIdentity>& opened) {
   // Only a topic file missing from a data directory that opens is the topic
   // deleted (R83). The data directory gone from its path or unreadable
   // (moved away, its disk unmounted, its mode changed) is not: a follower
@@ -592,11 +602,24 @@ Status CheckTopicExists(const DataDir& dir, std::string_view topic) {
   auto root = OpenDirectory(dir.path(), false, dir.fs());
   if (!root) return Status::Ok();
   auto st = dir.fs()->StatAt(root->get(), fmt::format("{}/{}", kTopicsDir, ConfName(topic)));
-  if (st || st.error().code() != Code::kNotFound) return Status::Ok();
+  if (!st && st.error().code() == Code::kNotFound)
+    return Status(Code::kNotFound,
+                  fmt::format("topic \"{}\" was deleted ({}/{}/{} is gone): nothing more will be "
+                              "appended to it",
+                              topic, dir.path(), kTopicsDir, ConfName(topic)));
+  if (!st || !opened) return Status::Ok();
+  // The topic file is there: is it still the topic that was opened? A
+  // partition directory missing (a deletion's step 3 under way) says
+  // nothing yet; the next look decides.
+  const std::string part_name = PartName(topic, opened->partition);
+  auto part = dir.fs()->StatAt(root->get(), part_name);
+  if (!part || TopicIdentity{opened->partition, part->dev, part->ino} == *opened)
+    return Status::Ok();
   return Status(Code::kNotFound,
-                fmt::format("topic \"{}\" was deleted ({}/{}/{} is gone): nothing more will be "
-                            "appended to it",
-                            topic, dir.path(), kTopicsDir, ConfName(topic)));
+                fmt::format("topic \"{}\" was deleted and created again ({}/{} is a new "
+                            "directory): nothing more will be appended to the topic read so far; "
+                            "start again to read the new one",
+                            topic, dir.path(), part_name));
 }
 
 }  // namespace mq

@@ -1,6 +1,7 @@
 // Topic administration (format-spec/layout.md §2.3-§2.6, R80-R84) and the
 // units of durations and sizes (mq/units.h).
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -302,6 +303,39 @@ TEST_CASE("R83 a data directory moved away from its path is not a deleted topic"
   REQUIRE(::rename((tmp / "d.away").c_str(), (tmp / "d").c_str()) == 0);
   REQUIRE(::unlink((tmp / "d/topics/t.conf").c_str()) == 0);
   CHECK(mq::CheckTopicExists(dir, "t").code() == Code::kNotFound);
+}
+
+TEST_CASE("R83 a topic deleted and created again is not the topic a follower opened") {
+  TempDir tmp;
+  DataDir dir = NewRoot(tmp);
+  TopicConfig c;
+  c.partitions = 2;
+  REQUIRE(dir.CreateTopic("t", c).ok());
+  AppendKeys(dir, "t", 1, {"a"});
+  auto opened = mq::ReadTopicIdentity(dir, "t", 1);
+  REQUIRE(opened);
+  CHECK(opened->partition == 1);
+  CHECK(mq::CheckTopicExists(dir, "t", *opened).ok());
+  // A follower holds its partition's directory open, as a reader does.
+  const int held = ::open(dir.PartitionDir("t", 1).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(held >= 0);
+  // Another change of the topic (its configuration altered) is the same topic.
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  REQUIRE(mq::AlterTopicConfig(dir, "t", Pairs{{"retention.ms", "1000"}}, {}));
+  CHECK(mq::CheckTopicExists(dir, "t", *opened).ok());
+  REQUIRE(mq::DeleteTopic(dir, "t", true).ok());
+  REQUIRE(dir.CreateTopic("t", c).ok());
+  // Without the identity only the name is checked: it exists.
+  CHECK(mq::CheckTopicExists(dir, "t").ok());
+  mq::Status s = mq::CheckTopicExists(dir, "t", *opened);
+  CHECK(s.code() == Code::kNotFound);
+  CHECK_THAT(s.message(), Catch::Contains("deleted and created again"));
+  CHECK_THAT(s.message(), Catch::Contains("t-1"));
+  // The new topic's own identity is its own.
+  auto now = mq::ReadTopicIdentity(dir, "t", 1);
+  REQUIRE(now);
+  CHECK(mq::CheckTopicExists(dir, "t", *now).ok());
+  ::close(held);
 }
 
 TEST_CASE("R83 delete: an interrupted deletion is finished, and a new topic never adopts it") {
