@@ -290,6 +290,14 @@ TEST_CASE(
   const size_t kept = static_cast<size_t>(
       std::count_if(before.begin(), before.end(), [&](auto& b) { return b.second < emptied; }) - 1);
   ScopedBootId reboot(kAfterReboot);
+  // Verify judges it as the writer does: needs recovery, not corruption.
+  std::vector<Problem> judged;
+  REQUIRE(VerifyPartition(dir, {}, &judged, OffsetPolicy::kContiguous).ok());
+  CHECK(!judged.empty());
+  for (const Problem& p : judged) {
+    INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
+    CHECK(p.kind == Problem::Kind::kNeedsRecovery);
+  }
   // Contiguous offsets (a replicated log's): the gap tells the lost tail.
   LogConfig config = R88Config();
   config.offsets = OffsetPolicy::kContiguous;
