@@ -386,7 +386,11 @@ Status ModelReplicaLog::StoreLeaderClaim(const LeaderClaim& claim) {
 
 BootId ModelReplicaLog::RunningBoot() {
   BootId b{};
-  for (size_t i = 0; i < 8; ++i) b[15 - i] = static_cast<uint8_t>(boots_ >> (8 * i));
+  const auto host = static_cast<uint64_t>(id_) + 1;
+  for (size_t i = 0; i < 8; ++i) {
+    b[7 - i] = static_cast<uint8_t>(host >> (8 * i));
+    b[15 - i] = static_cast<uint8_t>(boots_ >> (8 * i));
+  }
   return b;
 }
 

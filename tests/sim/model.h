@@ -98,7 +98,9 @@ class ModelReplicaLog : public ReplicaLog {
   Result<LeaderClaim> LoadLeaderClaim() override { return claim_; }
   Result<LeaderClaim> ReadLeaderClaim() override { return claim_; }
   Status StoreLeaderClaim(const LeaderClaim& claim) override;
-  // A boot id made of the boot count (a power loss is a reboot).
+  // A boot id made of the replica's host (the replica id) and its boot
+  // count (a power loss is a reboot): like the kernel's random UUIDs, no
+  // two boots of any hosts share one.
   BootId RunningBoot() override;
   const LeaderClaim& claim() const { return claim_; }
   // One thread: the lock is the call itself.

@@ -57,6 +57,7 @@ RealReplicaLog::RealReplicaLog(int32_t id, SyncPolicy policy, DiskOrder order,
 }
 
 RealReplicaLog::~RealReplicaLog() {
+  SetBoot();
   reader_.reset();
   producer_.reset();
   real_.reset();
@@ -389,6 +390,7 @@ void RealReplicaLog::Sync() {
 
 void RealReplicaLog::Kill() {
   ModelReplicaLog::Kill();
+  SetBoot();  // what the objects publish as they go is of this host's boot
   producer_.reset();
   producer_epoch_ = -1;
   real_.reset();
@@ -453,11 +455,16 @@ void RealReplicaLog::PowerLoss(Rng& rng) {
   // The model's power loss: its boot moves on (the boot id the real log
   // sees too) and what it says a disk may keep.
   const ReplicaFiles before = files();
-  ModelReplicaLog::PowerLoss(rng);
-  reader_.reset();  // the host's power goes: every process of it ends
+  // The host's power goes: every process of it ends. What the objects
+  // publish as they go (the state file) is stamped with the boot that
+  // ends, this host's: the environment's boot id is the last one set, of
+  // whichever replica ran last (one process plays every host).
+  SetBoot();
+  reader_.reset();
   producer_.reset();
   producer_epoch_ = -1;
   real_.reset();
+  ModelReplicaLog::PowerLoss(rng);
   fs_.PowerCut(rng);
   auto real = RealFiles();
   if (!real) {

@@ -271,7 +271,13 @@ Result<RecoveredLog> RecoverLog(int dir_fd, const LogConfig& config, std::vector
     auto r = WalkSegment(dir_fd, config, segments[i], i >= tail, prev_last, !last, report);
     if (!r) return r.error();
     if (report) ++report->segments_checked;
-    if (!last && r->cut) {
+    // R88: the tail segment (after a reboot, the last holding bytes) lost
+    // its tail, torn (cut) or in whole batches: it ends before the base of
+    // the empty segments rolled after it.
+    const bool lost_tail =
+        !last && (r->cut || (i == tail && SegmentDoesNotContinue(r->last_offset, segments[i + 1],
+                                                                 {}, config.offsets)));
+    if (lost_tail) {
       MQ_RETURN_IF_ERROR(DropEmptySegmentsAfter(dir_fd, config, &segments, i, report));
       last = true;
     }

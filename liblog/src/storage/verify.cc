@@ -545,6 +545,11 @@ Status VerifySegment(PartitionWalk* w, int64_t base) {
                             Problem::Kind::kNote});
   if (!w->trusted && state && base == w->tail_base)
     tail = MarkRebootTail(w, base, batches, first_problem);
+  // R88: a tail that ends below the base of the empty segment rolled after
+  // it lost its last appends whole: the same lost tail as a torn one.
+  if (!w->trusted && state && w->tail_base >= 0 && base > w->tail_base &&
+      SegmentDoesNotContinue(w->prev_last, base, {}, w->offsets))
+    w->tail_torn = true;
   CheckSegmentOrder(w, base, log, batches);
   CheckBatchEpochs(w, log, batches);
   w->prev_log = log;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <random>
 
@@ -246,6 +247,72 @@ TEST_CASE(
   CHECK(std::equal(after.begin(), after.end(), before.begin()));
   CHECK((*w)->log_end_offset() == after.back().second + 1);
   // The cut segment is the active one again: appends continue it.
+  auto more = MakeBatch(2);
+  REQUIRE((*w)->Append(more));
+  REQUIRE((*w)->Close().ok());
+  CHECK(ReadAll(dir).size() == kept + 1);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  CHECK(problems.empty());
+}
+
+// The start of the last batch of the segment file `log` (batches are laid
+// out back to back: baseOffset, then batchLength, big-endian).
+uint64_t LastBatchStart(const std::string& log) {
+  const uint64_t size = FileSize(log);
+  std::ifstream in(log, std::ios::binary);
+  uint64_t at = 0, last = 0;
+  while (at + 12 <= size) {
+    unsigned char len[4];
+    in.seekg(static_cast<std::streamoff>(at + 8));
+    in.read(reinterpret_cast<char*>(len), 4);
+    last = at;
+    at += 12 + (uint64_t{len[0]} << 24 | uint64_t{len[1]} << 16 | uint64_t{len[2]} << 8 | len[3]);
+  }
+  return last;
+}
+
+TEST_CASE(
+    "R88 rolled tail: after a reboot a rolled segment that lost whole batches before empty "
+    "segments is the tail") {
+  // A power loss that took the sealed segment's last appends whole (no
+  // torn write): it ends at a batch boundary, before the base of the
+  // empty segment rolled after it (a gap, R26, on the boot that
+  // published the state).
+  TempDir tmp;
+  std::string dir = tmp / "r88w-0";
+  int64_t emptied = 0;
+  std::string torn;
+  auto before = BuildRolledTornTail(dir, &emptied, &torn);
+  const std::string sealed = dir + "/" + torn;
+  std::filesystem::resize_file(sealed, LastBatchStart(sealed));
+  // Its last batch went whole: it ends at a batch boundary, nothing torn.
+  const size_t kept = static_cast<size_t>(
+      std::count_if(before.begin(), before.end(), [&](auto& b) { return b.second < emptied; }) - 1);
+  ScopedBootId reboot(kAfterReboot);
+  // Verify judges it as the writer does: needs recovery, not corruption.
+  std::vector<Problem> judged;
+  REQUIRE(VerifyPartition(dir, {}, &judged, OffsetPolicy::kContiguous).ok());
+  CHECK(!judged.empty());
+  for (const Problem& p : judged) {
+    INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
+    CHECK(p.kind == Problem::Kind::kNeedsRecovery);
+  }
+  // Contiguous offsets (a replicated log's): the gap tells the lost tail.
+  LogConfig config = R88Config();
+  config.offsets = OffsetPolicy::kContiguous;
+  RecoveryReport report;
+  auto w = Reopen(dir, &report, config);
+  REQUIRE(w);
+  const std::string empty_log = SegmentFileName(emptied, format::kLogSuffix);
+  CHECK(!Exists(dir + "/" + empty_log));
+  CHECK(std::any_of(report.repaired.begin(), report.repaired.end(),
+                    [&](const Problem& p) { return p.rule == "R88" && p.file == empty_log; }));
+  auto after = ReadAll(dir);
+  REQUIRE(after.size() == kept);
+  CHECK(std::equal(after.begin(), after.end(), before.begin()));
+  CHECK((*w)->log_end_offset() == after.back().second + 1);
+  // The sealed segment is the active one again: appends continue it.
   auto more = MakeBatch(2);
   REQUIRE((*w)->Append(more));
   REQUIRE((*w)->Close().ok());
