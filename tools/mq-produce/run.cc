@@ -173,6 +173,7 @@ class Feeder {
         max_message_(max_message),
         topic_(topic),
         partitions_(topic.partitions),
+        keyed_only_(KeyedMessagesOnly(topic)),
         read_on_writer_(read_on_writer) {
     for (const auto& [name, value] : s_.headers) {
       fixed_headers_.push_back(Header{name, AsBytes(value)});
@@ -230,9 +231,11 @@ class Feeder {
   }
 
  private:
-  // R126: a compacted topic's messages have keys.
+  // R126: a compacted topic's messages have keys. The message's place is
+  // written out only for a message that is refused, not for every keyless
+  // message of a topic of another policy.
   Status CheckKey(const Message& m, const InputSource& src, const InputMessage& in) const {
-    if (m.key) return Status::Ok();
+    if (m.key || !keyed_only_) return Status::Ok();
     return CheckMessageKey(topic_, f_.topic, false,
                            fmt::format("{}: line {}", src.name(), in.number), in.position);
   }
@@ -305,6 +308,7 @@ class Feeder {
   size_t max_message_;
   const TopicConfig& topic_;
   int32_t partitions_;
+  bool keyed_only_;  // R126
   bool read_on_writer_;
   std::vector<Header> fixed_headers_;
   std::vector<Header> scratch_headers_;

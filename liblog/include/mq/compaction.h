@@ -130,6 +130,10 @@ Result<CompactionReport> CompactPartition(const std::string& dir, const Compacti
                                           FileSystem* fs = nullptr,
                                           const DecodeLimits& limits = {});
 
+// R126: whether the topic takes keyed messages only (its cleanup.policy is
+// compact). What CheckMessageKey decides on; a producer asks it once.
+bool KeyedMessagesOnly(const TopicConfig& config);
+
 // R126: a topic whose cleanup.policy is compact takes keyed messages only
 // (compaction keeps the latest record per key: a message without a key
 // could never be replaced or deleted). OK for a message with a key, or on a

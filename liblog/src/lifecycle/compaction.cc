@@ -401,9 +401,13 @@ Result<size_t> MapMemory(FileSystem* fs, int dfd, const DecodeLimits& limits,
 
 }  // namespace
 
+bool KeyedMessagesOnly(const TopicConfig& config) {
+  return config.cleanup_policy == CleanupPolicy::kCompact;
+}
+
 Status CheckMessageKey(const TopicConfig& config, std::string_view topic, bool has_key,
                        const std::string& source, uint64_t position) {
-  if (has_key || config.cleanup_policy != CleanupPolicy::kCompact) return Status::Ok();
+  if (has_key || !KeyedMessagesOnly(config)) return Status::Ok();
   return Status::Corruption(
       source, position, "R126",
       fmt::format("a message without a key: topic \"{}\" has cleanup.policy=compact, which "
