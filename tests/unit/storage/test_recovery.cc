@@ -210,6 +210,42 @@ std::vector<std::pair<int64_t, int64_t>> BuildRolledTornTail(const std::string& 
   return before;
 }
 
+// A reboot's verify of a rolled tail R88 repairs: it needs recovery, it is
+// not corruption, as the writer judges it.
+void CheckNeedsRecovery(const std::string& dir) {
+  std::vector<Problem> judged;
+  REQUIRE(VerifyPartition(dir, {}, &judged, OffsetPolicy::kContiguous).ok());
+  CHECK(!judged.empty());
+  for (const Problem& p : judged) {
+    INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
+    CHECK(p.kind == Problem::Kind::kNeedsRecovery);
+  }
+}
+
+// After R88 repaired a rolled tail: the emptied segment at `emptied` is
+// removed and reported, the log reads as the first `kept` batches of
+// `before`, and the segment before it is the active one again (appends
+// continue it) in a log that verifies.
+void CheckRolledTailRepaired(const std::string& dir, PartitionWriter* w,
+                             const RecoveryReport& report, int64_t emptied,
+                             const std::vector<std::pair<int64_t, int64_t>>& before, size_t kept) {
+  const std::string empty_log = SegmentFileName(emptied, format::kLogSuffix);
+  CHECK(!Exists(dir + "/" + empty_log));
+  CHECK(std::any_of(report.repaired.begin(), report.repaired.end(),
+                    [&](const Problem& p) { return p.rule == "R88" && p.file == empty_log; }));
+  auto after = ReadAll(dir);
+  REQUIRE(after.size() == kept);
+  CHECK(std::equal(after.begin(), after.end(), before.begin()));
+  CHECK(w->log_end_offset() == after.back().second + 1);
+  auto more = MakeBatch(2);
+  REQUIRE(w->Append(more));
+  REQUIRE(w->Close().ok());
+  CHECK(ReadAll(dir).size() == kept + 1);
+  std::vector<Problem> problems;
+  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
+  CHECK(problems.empty());
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -222,38 +258,16 @@ TEST_CASE(
   const size_t kept = static_cast<size_t>(
       std::count_if(before.begin(), before.end(), [&](auto& b) { return b.second < emptied; }) - 1);
   ScopedBootId reboot(kAfterReboot);
-  // Verify judges it as the writer does: needs recovery, not corruption.
-  std::vector<Problem> judged;
-  REQUIRE(VerifyPartition(dir, {}, &judged, OffsetPolicy::kContiguous).ok());
-  CHECK(!judged.empty());
-  for (const Problem& p : judged) {
-    INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
-    CHECK(p.kind == Problem::Kind::kNeedsRecovery);
-  }
+  CheckNeedsRecovery(dir);
   RecoveryReport report;
   auto w = Reopen(dir, &report, R88Config());
   REQUIRE(w);
   // The torn batch is cut (R20) and the emptied segment removed (R88).
-  const std::string empty_log = SegmentFileName(emptied, format::kLogSuffix);
-  CHECK(!Exists(dir + "/" + empty_log));
   CHECK(!Exists(dir + "/" + SegmentFileName(emptied, format::kIndexSuffix)));
   CHECK(!Exists(dir + "/" + SegmentFileName(emptied, format::kTimeIndexSuffix)));
   CHECK(std::any_of(report.repaired.begin(), report.repaired.end(),
-                    [&](const Problem& p) { return p.rule == "R88" && p.file == empty_log; }));
-  CHECK(std::any_of(report.repaired.begin(), report.repaired.end(),
                     [&](const Problem& p) { return p.rule == "torn-tail" && p.file == torn; }));
-  auto after = ReadAll(dir);
-  REQUIRE(after.size() == kept);
-  CHECK(std::equal(after.begin(), after.end(), before.begin()));
-  CHECK((*w)->log_end_offset() == after.back().second + 1);
-  // The cut segment is the active one again: appends continue it.
-  auto more = MakeBatch(2);
-  REQUIRE((*w)->Append(more));
-  REQUIRE((*w)->Close().ok());
-  CHECK(ReadAll(dir).size() == kept + 1);
-  std::vector<Problem> problems;
-  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
-  CHECK(problems.empty());
+  CheckRolledTailRepaired(dir, w->get(), report, emptied, before, kept);
 }
 
 // The start of the last batch of the segment file `log` (batches are laid
@@ -290,36 +304,14 @@ TEST_CASE(
   const size_t kept = static_cast<size_t>(
       std::count_if(before.begin(), before.end(), [&](auto& b) { return b.second < emptied; }) - 1);
   ScopedBootId reboot(kAfterReboot);
-  // Verify judges it as the writer does: needs recovery, not corruption.
-  std::vector<Problem> judged;
-  REQUIRE(VerifyPartition(dir, {}, &judged, OffsetPolicy::kContiguous).ok());
-  CHECK(!judged.empty());
-  for (const Problem& p : judged) {
-    INFO(p.file << " " << p.position << " " << p.rule << " " << p.detail);
-    CHECK(p.kind == Problem::Kind::kNeedsRecovery);
-  }
+  CheckNeedsRecovery(dir);
   // Contiguous offsets (a replicated log's): the gap tells the lost tail.
   LogConfig config = R88Config();
   config.offsets = OffsetPolicy::kContiguous;
   RecoveryReport report;
   auto w = Reopen(dir, &report, config);
   REQUIRE(w);
-  const std::string empty_log = SegmentFileName(emptied, format::kLogSuffix);
-  CHECK(!Exists(dir + "/" + empty_log));
-  CHECK(std::any_of(report.repaired.begin(), report.repaired.end(),
-                    [&](const Problem& p) { return p.rule == "R88" && p.file == empty_log; }));
-  auto after = ReadAll(dir);
-  REQUIRE(after.size() == kept);
-  CHECK(std::equal(after.begin(), after.end(), before.begin()));
-  CHECK((*w)->log_end_offset() == after.back().second + 1);
-  // The sealed segment is the active one again: appends continue it.
-  auto more = MakeBatch(2);
-  REQUIRE((*w)->Append(more));
-  REQUIRE((*w)->Close().ok());
-  CHECK(ReadAll(dir).size() == kept + 1);
-  std::vector<Problem> problems;
-  REQUIRE(VerifyPartition(dir, {}, &problems).ok());
-  CHECK(problems.empty());
+  CheckRolledTailRepaired(dir, w->get(), report, emptied, before, kept);
 }
 
 TEST_CASE("R88 rolled tail: on the boot that published the state it is R22 damage") {
