@@ -191,4 +191,76 @@ inline LogConfig ReplicaTestLog() {
   return c;
 }
 
+// The real file system until `crash_at` changes have been made; from then on
+// every change fails and has no effect: a process killed between two of its
+// system calls. Reads keep working (the dying process may still read).
+class CrashFs : public FileSystemWrapper {
+ public:
+  explicit CrashFs(int crash_at) : left_(crash_at) {}
+  bool crashed() const { return crashed_; }
+  int changes() const { return changes_; }
+
+  Status Change(const std::string& what) {
+    if (left_ <= 0) {
+      crashed_ = true;
+      return Status(Code::kIoError, "crashed before " + what);
+    }
+    --left_;
+    ++changes_;
+    return Status::Ok();
+  }
+
+  class CrashFile : public File {
+   public:
+    CrashFile(std::unique_ptr<File> f, CrashFs* fs) : f_(std::move(f)), fs_(fs) {}
+    Status WriteAt(uint64_t offset, std::span<const std::byte> data) override {
+      MQ_RETURN_IF_ERROR(fs_->Change("write"));
+      return f_->WriteAt(offset, data);
+    }
+    Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> data) override {
+      return f_->ReadAt(offset, data);
+    }
+    Result<uint64_t> Size() override { return f_->Size(); }
+    Status Truncate(uint64_t size) override {
+      MQ_RETURN_IF_ERROR(fs_->Change("truncate"));
+      return f_->Truncate(size);
+    }
+    Status Sync() override {
+      MQ_RETURN_IF_ERROR(fs_->Change("fsync"));
+      return f_->Sync();
+    }
+    Result<FileInfo> Stat() override { return f_->Stat(); }
+    int fd() const override { return f_->fd(); }
+
+   private:
+    std::unique_ptr<File> f_;
+    CrashFs* fs_;
+  };
+
+  Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
+    if (mode == kCreate || mode == kCreateExclusive) MQ_RETURN_IF_ERROR(Change("create " + name));
+    auto f = real_->Open(dir_fd, name, mode);
+    if (!f) return f.error();
+    return std::unique_ptr<File>(new CrashFile(std::move(*f), this));
+  }
+  Status Rename(int dir_fd, const std::string& from, const std::string& to) override {
+    MQ_RETURN_IF_ERROR(Change("rename " + from));
+    return real_->Rename(dir_fd, from, to);
+  }
+  Status Unlink(int dir_fd, const std::string& name) override {
+    MQ_RETURN_IF_ERROR(Change("unlink " + name));
+    return real_->Unlink(dir_fd, name);
+  }
+  Status SyncDir(int dir_fd) override {
+    MQ_RETURN_IF_ERROR(Change("fsync directory"));
+    return real_->SyncDir(dir_fd);
+  }
+
+ private:
+  FileSystem* real_ = FileSystem::Default();
+  int left_;
+  int changes_ = 0;
+  bool crashed_ = false;
+};
+
 }  // namespace mq::test

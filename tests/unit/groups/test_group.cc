@@ -78,9 +78,9 @@ Status Decode(const std::vector<std::byte>& b) { return DecodeGroupOffsets(b, "o
 
 // Writes only the first `keep` bytes of each write, then fails: a process
 // that dies inside the write of the staging file.
-class CrashFs : public FileSystemWrapper {
+class TornWriteFs : public FileSystemWrapper {
  public:
-  explicit CrashFs(size_t keep) : keep_(keep) {}
+  explicit TornWriteFs(size_t keep) : keep_(keep) {}
   Result<std::unique_ptr<File>> Open(int dir_fd, const std::string& name, OpenMode mode) override {
     auto f = real_->Open(dir_fd, name, mode);
     if (!f) return f.error();
@@ -718,7 +718,7 @@ TEST_CASE(
   want.offsets[0].commit_timestamp = kT + 1;
   const std::vector<std::byte> image = EncodeGroupOffsets(want);
   for (size_t keep = 0; keep < image.size(); ++keep) {
-    CrashFs crash(keep);
+    TornWriteFs crash(keep);
     Group g = OpenGroup(dir, "g", &crash);
     CHECK(!g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1).ok());
     auto seen = g.Read();
@@ -843,7 +843,7 @@ TEST_CASE(
   want.offsets[0].commit_timestamp = kT + 1;
   const std::vector<std::byte> image = EncodeGroupOffsets(want);
   for (size_t keep = 0; keep < image.size(); ++keep) {
-    CrashFs crash(keep);
+    TornWriteFs crash(keep);
     Group g = OpenGroup(dir, "g", &crash);
     CHECK(!g.Commit(One("orders", 0, 11), "m1", CommitKind::kForward, kT + 1, nullptr,
                     CommitSync::kAtomic)
